@@ -1,0 +1,3 @@
+from moldau.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The `moldau` command line."""

@@ -1,0 +1,74 @@
+"""`moldau server`: run a broker.
+
+Configuration comes, in rising precedence, from Kafka-style defaults, an optional properties file, and
+`--override key=value` flags (the same names as Kafka's `kafka-server-start.sh ... --override`). With no
+arguments the broker listens on 127.0.0.1:9092 and keeps its data in ./data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from moldau.config import BrokerConfig, ConfigError, load_properties
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config_file", nargs="?", help="a Kafka-style server.properties file")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a config, overriding the file (repeatable)",
+    )
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = _load_config(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # pragma: no cover - uvloop is a dependency; asyncio's loop still works
+        pass
+    return asyncio.run(_serve(config))
+
+
+def _load_config(args: argparse.Namespace) -> BrokerConfig:
+    props = load_properties(args.config_file) if args.config_file else {}
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--override expects KEY=VALUE, got {item!r}")
+        props[key.strip()] = value.strip()
+    return BrokerConfig.from_properties(props)
+
+
+async def _serve(config: BrokerConfig) -> int:
+    from moldau.server.broker import Broker, StartupError
+
+    broker = Broker(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await broker.start()
+    except (StartupError, OSError) as exc:
+        print(f"error: cannot start broker: {exc}", file=sys.stderr)
+        return 1
+    # Tests and scripts read this line to learn the bound port (the config may say port 0).
+    print(f"moldau: listening on {','.join(str(p) for p in broker.bound_ports)}", flush=True)
+    await stop.wait()
+    await broker.stop()
+    return 0

@@ -1,0 +1,151 @@
+"""The metadata image: an immutable view of cluster metadata, built by replaying metadata records.
+
+Handlers read the current image without locks; a change produces a new image (copy on write of the maps that
+changed), so a request sees one consistent image from start to end.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from moldau.metadata.records import (
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    ConfigRecord,
+    MetadataRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionImage:
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: Mapping[int, PartitionImage] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name.startswith("__")
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    offset: int = -1  # offset of the last record applied
+    topics_by_name: Mapping[str, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
+    topics_by_id: Mapping[uuid.UUID, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
+    brokers: Mapping[int, RegisterBrokerRecord] = field(default_factory=lambda: MappingProxyType({}))
+    configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: MappingProxyType({}))
+    next_producer_id: int = 0
+
+    def topic_configs(self, name: str) -> Mapping[str, str]:
+        return self.configs.get((RESOURCE_TOPIC, name), _EMPTY)
+
+    def broker_configs(self, broker_id: int | None = None) -> Mapping[str, str]:
+        # Broker resource name "" holds cluster-wide dynamic defaults, as in Kafka.
+        return self.configs.get((RESOURCE_BROKER, "" if broker_id is None else str(broker_id)), _EMPTY)
+
+    def apply(self, records: Iterable[MetadataRecord], last_offset: int) -> MetadataImage:
+        builder = _ImageBuilder(self)
+        for record in records:
+            builder.apply(record)
+        return builder.build(last_offset)
+
+
+class _ImageBuilder:
+    """Accumulates changes to an image, copying each map at most once per batch of records."""
+
+    def __init__(self, base: MetadataImage) -> None:
+        self.base = base
+        self.topics_by_id: dict[uuid.UUID, TopicImage] | None = None
+        self.brokers: dict[int, RegisterBrokerRecord] | None = None
+        self.configs: dict[tuple[int, str], Mapping[str, str]] | None = None
+        self.next_producer_id = base.next_producer_id
+
+    def apply(self, record: MetadataRecord) -> None:
+        if isinstance(record, TopicRecord):
+            self._topics()[record.topic_id] = TopicImage(record.name, record.topic_id)
+        elif isinstance(record, PartitionRecord):
+            self._apply_partition(record)
+        elif isinstance(record, RemoveTopicRecord):
+            removed = self._topics().pop(record.topic_id, None)
+            if removed is not None:
+                self._configs().pop((RESOURCE_TOPIC, removed.name), None)
+        elif isinstance(record, ConfigRecord):
+            self._apply_config(record)
+        elif isinstance(record, RegisterBrokerRecord):
+            self._brokers()[record.broker_id] = record
+        elif isinstance(record, ProducerIdsRecord):
+            self.next_producer_id = max(self.next_producer_id, record.next_producer_id)
+
+    def _apply_partition(self, record: PartitionRecord) -> None:
+        topics = self._topics()
+        topic = topics.get(record.topic_id)
+        if topic is None:
+            return  # the topic was deleted after this record was written
+        partitions = dict(topic.partitions)
+        partitions[record.partition] = PartitionImage(
+            record.partition, record.replicas, record.isr, record.leader, record.leader_epoch,
+            record.partition_epoch,
+        )
+        topics[record.topic_id] = replace(topic, partitions=MappingProxyType(partitions))
+
+    def _apply_config(self, record: ConfigRecord) -> None:
+        configs = self._configs()
+        key = (record.resource_type, record.resource_name)
+        current = dict(configs.get(key, _EMPTY))
+        if record.value is None:
+            current.pop(record.name, None)
+        else:
+            current[record.name] = record.value
+        configs[key] = MappingProxyType(current)
+
+    def _topics(self) -> dict[uuid.UUID, TopicImage]:
+        if self.topics_by_id is None:
+            self.topics_by_id = dict(self.base.topics_by_id)
+        return self.topics_by_id
+
+    def _brokers(self) -> dict[int, RegisterBrokerRecord]:
+        if self.brokers is None:
+            self.brokers = dict(self.base.brokers)
+        return self.brokers
+
+    def _configs(self) -> dict[tuple[int, str], Mapping[str, str]]:
+        if self.configs is None:
+            self.configs = dict(self.base.configs)
+        return self.configs
+
+    def build(self, last_offset: int) -> MetadataImage:
+        base = self.base
+        topics_by_id = base.topics_by_id if self.topics_by_id is None else MappingProxyType(self.topics_by_id)
+        topics_by_name = (
+            base.topics_by_name
+            if self.topics_by_id is None
+            else MappingProxyType({t.name: t for t in self.topics_by_id.values()})
+        )
+        return MetadataImage(
+            offset=last_offset,
+            topics_by_name=topics_by_name,
+            topics_by_id=topics_by_id,
+            brokers=base.brokers if self.brokers is None else MappingProxyType(self.brokers),
+            configs=base.configs if self.configs is None else MappingProxyType(self.configs),
+            next_producer_id=self.next_producer_id,
+        )

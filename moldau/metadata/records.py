@@ -1,0 +1,129 @@
+"""Metadata records: the only way cluster metadata changes.
+
+Topics, partitions, configs, brokers and producer-id blocks are facts appended to the metadata log and replayed
+into a `MetadataImage`. A single node appends to a local log; a cluster will replicate the same records with
+Raft, so nothing here knows which of the two it is.
+
+Records serialise to compact JSON with a type tag: metadata changes are rare, and a readable log is worth more
+than the bytes saved by a binary format.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar
+
+# Kafka's ConfigResource types.
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    TYPE: ClassVar[str] = "topic"
+    name: str
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    """A partition's placement and leadership; a later record for the same partition replaces it."""
+
+    TYPE: ClassVar[str] = "partition"
+    topic_id: uuid.UUID
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTopicRecord:
+    TYPE: ClassVar[str] = "remove_topic"
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    """Sets (value is a string) or removes (value is None) one config of a topic or broker."""
+
+    TYPE: ClassVar[str] = "config"
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord:
+    TYPE: ClassVar[str] = "register_broker"
+    broker_id: int
+    incarnation_id: uuid.UUID
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdsRecord:
+    """The controller handed out producer ids below `next_producer_id`."""
+
+    TYPE: ClassVar[str] = "producer_ids"
+    broker_id: int
+    next_producer_id: int
+
+
+MetadataRecord = (
+    TopicRecord | PartitionRecord | RemoveTopicRecord | ConfigRecord | RegisterBrokerRecord | ProducerIdsRecord
+)
+_TYPES: dict[str, type[Any]] = {
+    cls.TYPE: cls
+    for cls in (TopicRecord, PartitionRecord, RemoveTopicRecord, ConfigRecord, RegisterBrokerRecord,
+                ProducerIdsRecord)
+}
+
+
+class RecordDecodeError(ValueError):
+    pass
+
+
+def encode_record(record: MetadataRecord) -> bytes:
+    body = asdict(record)
+    body["type"] = record.TYPE
+    return json.dumps(body, default=_json_default, separators=(",", ":")).encode()
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+def decode_record(data: bytes) -> MetadataRecord:
+    try:
+        body = json.loads(data)
+        cls = _TYPES[body.pop("type")]
+        return cls(**{f.name: _coerce(f.name, body[f.name]) for f in fields(cls)})  # type: ignore[no-any-return]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RecordDecodeError(f"invalid metadata record: {exc}") from exc
+
+
+def _coerce(name: str, value: Any) -> Any:
+    if name in ("topic_id", "incarnation_id"):
+        return uuid.UUID(value)
+    if name in ("replicas", "isr"):
+        return tuple(value)
+    if name == "endpoints":
+        return tuple(Endpoint(**e) for e in value)
+    return value

@@ -1,0 +1,1 @@
+"""Network layer: listener, connections, request dispatch and one handler module per Kafka API."""

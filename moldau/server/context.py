@@ -1,0 +1,27 @@
+"""What a handler gets besides the request: who asked, which version, and the broker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from moldau.protocol.codec import ApiSchema, RequestHeader
+
+if TYPE_CHECKING:
+    from moldau.server.broker import Broker
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    header: RequestHeader
+    schema: ApiSchema
+    broker: Broker
+    peer: str
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+    def nested(self, class_name: str) -> Any:
+        """A nested response class of this request's version (see codec.nested)."""
+        return getattr(self.schema.response_module, class_name)

@@ -1,0 +1,1 @@
+"""One module per Kafka API; `registry` maps API keys to them."""

@@ -1,0 +1,39 @@
+"""ApiVersions (key 18): which APIs and versions this broker serves.
+
+An unsupported ApiVersions version is answered by the dispatcher with a v0 response carrying
+UNSUPPORTED_VERSION and the supported ranges (KIP-511), so a newer client retries with a version we know.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kio.schema.api_versions.v0.response as v0
+
+from moldau.protocol.codec import make
+from moldau.protocol.errors import ErrorCode
+from moldau.server.context import RequestContext
+from moldau.server.handlers.api import Api
+from moldau.server.handlers.common import NO_THROTTLE
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    from moldau.server.handlers.registry import APIS
+
+    api_version = ctx.nested("ApiVersion")
+    keys = tuple(make(api_version, api_key=a.key, min_version=a.min_version, max_version=a.max_version)
+                 for a in sorted(APIS.values(), key=lambda a: a.key))
+    return make(ctx.schema.response_type, error_code=ErrorCode.none, api_keys=keys, throttle_time=NO_THROTTLE,
+                supported_features=(), finalized_features_epoch=-1, finalized_features=(),
+                zk_migration_ready=False)
+
+
+def unsupported_version_response() -> Any:
+    from moldau.server.handlers.registry import APIS
+
+    keys = tuple(v0.ApiVersion(api_key=a.key, min_version=a.min_version, max_version=a.max_version)
+                 for a in sorted(APIS.values(), key=lambda a: a.key))
+    return v0.ApiVersionsResponse(error_code=ErrorCode.unsupported_version, api_keys=keys)
+
+
+API = Api(key=18, name="ApiVersions", min_version=0, max_version=4, handle=handle)

@@ -1,0 +1,29 @@
+"""Small pieces several handlers share."""
+
+from __future__ import annotations
+
+import datetime
+
+# kio models throttle times as timedeltas.
+NO_THROTTLE = datetime.timedelta(0)
+
+# Kafka's sentinel for "authorized operations not requested".
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def error_message(code_name: str, message: str | None) -> str | None:
+    """Kafka sends no message when there is no error."""
+    return None if code_name == "none" else message
+
+
+def datetime_from_ms(timestamp_ms: int) -> datetime.datetime | None:
+    """kio models i64 timestamps as aware datetimes, and -1 ("none") as None."""
+    if timestamp_ms < 0:
+        return None
+    return datetime.datetime.fromtimestamp(timestamp_ms / 1000.0, tz=datetime.UTC)
+
+
+def ms_from_timedelta(value: datetime.timedelta | int) -> int:
+    if isinstance(value, datetime.timedelta):
+        return int(value.total_seconds() * 1000)
+    return int(value)

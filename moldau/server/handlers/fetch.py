@@ -1,0 +1,126 @@
+"""Fetch (key 1): read record batches from partition logs, waiting for data when asked to.
+
+The response holds whole stored batches, byte for byte as they are on disk. Limits: `max_bytes` for the
+response and `partition_max_bytes` per partition, except that the first partition with data always gets at
+least one whole batch, so a consumer can never be stuck behind a batch larger than its limits (as in Kafka).
+
+Long poll: when fewer than `min_bytes` are available, the request waits up to `max_wait_ms` for an append to
+any of its partitions, then reads again. Waiting is a future completed by the append, not a sleep loop.
+
+Fetch sessions (KIP-227) are not kept: every response says session id 0, which tells clients to send full
+fetch requests, as a Kafka broker with no session cache slots does.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from moldau.protocol.codec import make
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.replication.replica_manager import TopicPartition
+from moldau.server.context import RequestContext
+from moldau.server.handlers.api import Api
+from moldau.server.handlers.common import NO_THROTTLE, ms_from_timedelta
+
+_NO_TOPIC_ID = uuid.UUID(int=0)
+
+
+@dataclass(slots=True)
+class _PartitionRead:
+    topic_key: Any  # name (v < 13) or topic id (v13+), echoed back
+    partition: int
+    error: ErrorCode
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: bytes | None = None
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    if request.__class__.__dataclass_fields__.get("session_id") is not None and (
+        request.session_id != 0 or request.session_epoch not in (-1, 0)
+    ):
+        return _response(ctx, ErrorCode.fetch_session_id_not_found, [])
+    wanted = _wanted_partitions(ctx, request)
+    max_wait_ms = ms_from_timedelta(request.max_wait)
+    deadline = ctx.broker.clock.monotonic_ms() + max_wait_ms
+    while True:
+        reads, total_bytes = _read_all(ctx, request, wanted)
+        remaining_ms = deadline - ctx.broker.clock.monotonic_ms()
+        if total_bytes >= request.min_bytes or remaining_ms <= 0 or _has_errors(reads):
+            return _response(ctx, ErrorCode.none, reads)
+        keys: list[TopicPartition] = [(name, p.partition) for name, p, _ in wanted if name is not None]
+        await ctx.broker.replicas.wait_for_data(keys, remaining_ms)
+        if ctx.broker.closing:
+            return _response(ctx, ErrorCode.none, reads)
+
+
+def _wanted_partitions(ctx: RequestContext, request: Any) -> list[tuple[str | None, Any, Any]]:
+    """(topic name or None if unknown, partition request, the key to echo) for each requested partition."""
+    out = []
+    image = ctx.broker.image
+    for topic in request.topics:
+        if ctx.version >= 13:
+            known = image.topics_by_id.get(topic.topic_id)
+            name, key = (known.name if known else None), topic.topic_id
+        else:
+            name, key = topic.topic, topic.topic
+        out.extend((name, p, key) for p in topic.partitions)
+    return out
+
+
+def _read_all(ctx: RequestContext, request: Any, wanted: list[tuple[str | None, Any, Any]]
+              ) -> tuple[list[_PartitionRead], int]:
+    remaining = request.max_bytes
+    total = 0
+    reads = []
+    for name, part, key in wanted:
+        read = _read_partition(ctx, name, part, key, remaining, min_one_batch=total == 0)
+        size = len(read.records) if read.records else 0
+        total += size
+        remaining = max(0, remaining - size)
+        reads.append(read)
+    return reads, total
+
+
+def _read_partition(ctx: RequestContext, name: str | None, part: Any, key: Any, remaining_bytes: int,
+                    min_one_batch: bool) -> _PartitionRead:
+    if name is None:
+        return _PartitionRead(key, part.partition, ErrorCode.unknown_topic_id)
+    replicas = ctx.broker.replicas
+    try:
+        hosted = replicas.leader_partition(name, part.partition)
+        replicas.check_leader_epoch(hosted, getattr(part, "current_leader_epoch", -1))
+        plog = hosted.log
+        result = plog.read(part.fetch_offset, min(part.partition_max_bytes, remaining_bytes), min_one_batch)
+    except KafkaError as exc:
+        read = _PartitionRead(key, part.partition, exc.code)
+        if exc.code == ErrorCode.offset_out_of_range:
+            read.high_watermark, read.log_start_offset = plog.high_watermark, plog.log_start_offset
+        return read
+    return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark, plog.log_start_offset,
+                          result.records)
+
+
+def _has_errors(reads: list[_PartitionRead]) -> bool:
+    return any(r.error != ErrorCode.none for r in reads)
+
+
+def _response(ctx: RequestContext, code: ErrorCode, reads: list[_PartitionRead]) -> Any:
+    part_cls = ctx.nested("PartitionData")
+    topic_cls = ctx.nested("FetchableTopicResponse")
+    by_topic: dict[Any, list[Any]] = {}
+    for r in reads:
+        by_topic.setdefault(r.topic_key, []).append(make(
+            part_cls, partition_index=r.partition, error_code=r.error, high_watermark=r.high_watermark,
+            last_stable_offset=r.high_watermark, log_start_offset=r.log_start_offset,
+            aborted_transactions=None, preferred_read_replica=-1, records=r.records,
+        ))
+    topics = tuple(make(topic_cls, topic=key, topic_id=key, partitions=tuple(parts))
+                   for key, parts in by_topic.items())
+    return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=code, session_id=0,
+                responses=topics, node_endpoints=())
+
+
+API = Api(key=1, name="Fetch", min_version=4, max_version=17, handle=handle)

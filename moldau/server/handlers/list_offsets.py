@@ -1,0 +1,62 @@
+"""ListOffsets (key 2): find offsets by time, or the log's earliest and latest.
+
+Special timestamps: -1 latest (the high watermark), -2 earliest (log start offset), -3 the record with the
+largest timestamp (KIP-734), -4 earliest local (KIP-405; all data is local, so the log start offset),
+-5 latest tiered (KIP-1005; nothing is tiered, so "not found").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moldau.protocol.codec import make
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.server.context import RequestContext
+from moldau.server.handlers.api import Api
+from moldau.server.handlers.common import NO_THROTTLE
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    topic_cls = ctx.nested("ListOffsetsTopicResponse")
+    topics = tuple(
+        make(topic_cls, name=t.name, partitions=tuple(_partition(ctx, t.name, p) for p in t.partitions))
+        for t in request.topics
+    )
+    return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, topics=topics)
+
+
+def _partition(ctx: RequestContext, topic: str, request: Any) -> Any:
+    cls = ctx.nested("ListOffsetsPartitionResponse")
+    index = request.partition_index
+    try:
+        replicas = ctx.broker.replicas
+        hosted = replicas.leader_partition(topic, index)
+        replicas.check_leader_epoch(hosted, getattr(request, "current_leader_epoch", -1))
+        offset, timestamp = _lookup(hosted.log, request.timestamp)
+    except KafkaError as exc:
+        return make(cls, partition_index=index, error_code=exc.code, timestamp=-1, offset=-1, leader_epoch=-1)
+    return make(cls, partition_index=index, error_code=ErrorCode.none, timestamp=timestamp, offset=offset,
+                leader_epoch=hosted.leader_epoch)
+
+
+def _lookup(plog: Any, timestamp: int) -> tuple[int, int]:
+    if timestamp == LATEST:
+        return plog.high_watermark, -1
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return plog.log_start_offset, -1
+    if timestamp == LATEST_TIERED:
+        return -1, -1
+    if timestamp == MAX_TIMESTAMP:
+        found = plog.max_timestamp_offset()
+    elif timestamp < 0:
+        raise KafkaError(ErrorCode.invalid_request, f"unknown special timestamp {timestamp}")
+    else:
+        found = plog.offset_for_timestamp(timestamp)
+    if found is None:
+        return -1, -1
+    return found[0], found[1]
+
+
+API = Api(key=2, name="ListOffsets", min_version=1, max_version=10, handle=handle)

@@ -1,0 +1,205 @@
+"""Durability against a real broker process: restarts, crashes under load, idempotence and retention."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kio.schema.produce.v9 import request as produce_req
+
+from moldau.protocol.errors import ErrorCode
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import ck_consume, ck_produce, create_topic
+from tests.support.raw_client import RawClient
+
+
+def test_restart_keeps_every_record(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "keep", partitions=3, config={"segment.bytes": "4096"})
+    records = [{"key": str(i).encode(), "value": f"v{i}".encode() * 20} for i in range(2000)]
+    acks = ck_produce(broker.bootstrap, "keep", records, **{"compression.type": "lz4"})
+    broker.restart()
+    got = ck_consume(broker.bootstrap, "keep", len(records))
+    assert sorted((r.partition, r.offset, r.value) for r in got) == sorted(
+        (p, o, r["value"]) for (p, o), r in zip(acks, records, strict=True))
+    # The log goes on at the right offsets after the restart.
+    more = ck_produce(broker.bootstrap, "keep", [{"key": b"0", "value": b"after"}])
+    partition = more[0][0]
+    assert more[0][1] == sum(1 for p, _ in acks if p == partition)
+
+
+def test_restart_after_clean_shutdown_skips_recovery(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "clean", config={"segment.bytes": "2048"})
+    ck_produce(broker.bootstrap, "clean", [{"value": b"x" * 100} for _ in range(500)])
+    broker.restart()
+    assert "recover" not in broker.log_tail(20).lower() or "clean" in broker.log_tail(20).lower()
+    assert len(ck_consume(broker.bootstrap, "clean", 500)) == 500
+
+
+def test_kill_9_during_produce_load_loses_no_acknowledged_record(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "crash", partitions=2, config={"segment.bytes": "65536"})
+    acked: dict[bytes, tuple[int, int]] = {}
+    stop = threading.Event()
+
+    def produce_load() -> None:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 2,
+                             "message.timeout.ms": 3000, "enable.idempotence": True})
+
+        def on_delivery(err: Any, msg: Any) -> None:
+            if err is None:
+                acked[msg.value()] = (msg.partition(), msg.offset())
+
+        i = 0
+        while not stop.is_set():
+            try:
+                producer.produce("crash", value=f"r{i}".encode(), key=str(i % 13).encode(), on_delivery=on_delivery)
+                i += 1
+            except BufferError:
+                producer.poll(0.05)
+            producer.poll(0)
+        producer.flush(5)
+
+    thread = threading.Thread(target=produce_load)
+    thread.start()
+    time.sleep(2.0)
+    broker.kill()
+    time.sleep(0.5)
+    stop.set()
+    thread.join(30)
+    assert len(acked) > 1000, f"the load produced too little to prove anything ({len(acked)} acks)"
+    broker.start()
+    got = ck_consume(broker.bootstrap, "crash", len(acked), timeout_s=60)
+    stored = {(r.partition, r.offset): r.value for r in got}
+    lost = [v for v, pos in acked.items() if stored.get(pos) != v]
+    assert not lost, f"{len(lost)} acknowledged records lost or moved, e.g. {lost[:5]}"
+    values = [r.value for r in got]
+    assert len(values) == len(set(values)), "a record was written twice"
+
+
+def idempotent_batch(producer_id: int, epoch: int, sequence: int, values: list[bytes]) -> bytes:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                        producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence,
+                                        batch_size=2**20)
+    for i, value in enumerate(values):
+        builder.append(i, timestamp=None, key=None, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def produce(client: RawClient, topic: str, records: bytes) -> tuple[ErrorCode, int]:
+    request = produce_req.ProduceRequest(
+        transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5),
+        topic_data=(produce_req.TopicProduceData(
+            name=topic, partition_data=(produce_req.PartitionProduceData(index=0, records=records),)),))
+    part = client.request(request).responses[0].partition_responses[0]
+    return part.error_code, part.base_offset
+
+
+def test_idempotent_retry_is_not_written_twice_even_across_restart(broker: BrokerProcess) -> None:
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+
+    create_topic(broker.bootstrap, "idem")
+    with RawClient(broker.bootstrap) as client:
+        init = client.request(InitProducerIdRequest(transactional_id=None, transaction_timeout=datetime.timedelta(0),
+                                                    producer_id=-1, producer_epoch=-1))
+        pid = init.producer_id
+        assert init.error_code == ErrorCode.none and pid >= 0
+        first = idempotent_batch(pid, 0, 0, [b"a", b"b"])
+        assert produce(client, "idem", first) == (ErrorCode.none, 0)
+        assert produce(client, "idem", first) == (ErrorCode.none, 0)  # the retry: same offset, not appended
+        assert produce(client, "idem", idempotent_batch(pid, 0, 2, [b"c"])) == (ErrorCode.none, 2)
+        code, _ = produce(client, "idem", idempotent_batch(pid, 0, 7, [b"gap"]))
+        assert code == ErrorCode.out_of_order_sequence_number
+    broker.kill()
+    broker.start()
+    with RawClient(broker.bootstrap) as client:
+        # Producer state was rebuilt after the crash: the retried batch is still recognised.
+        assert produce(client, "idem", idempotent_batch(pid, 0, 2, [b"c"])) == (ErrorCode.none, 2)
+        assert produce(client, "idem", idempotent_batch(pid, 0, 3, [b"d"])) == (ErrorCode.none, 3)
+        # A fresh InitProducerId never reuses an id handed out before the crash.
+        again = client.request(InitProducerIdRequest(transactional_id=None, transaction_timeout=datetime.timedelta(0),
+                                                     producer_id=-1, producer_epoch=-1))
+        assert again.producer_id > pid
+    assert [r.value for r in ck_consume(broker.bootstrap, "idem", 4)] == [b"a", b"b", b"c", b"d"]
+
+
+def test_idempotent_confluent_producer_through_restarts_has_no_duplicates(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "idem-ck")
+    values = [f"m{i}".encode() for i in range(3000)]
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 1,
+                         "message.timeout.ms": 60000, "retry.backoff.ms": 100})
+    failures: list[Any] = []
+    for i, value in enumerate(values):
+        producer.produce("idem-ck", value=value,
+                         on_delivery=lambda err, msg: failures.append(err) if err is not None else None)
+        producer.poll(0)
+        if i in (1000, 2000):
+            broker.kill()
+            broker.start()
+    assert producer.flush(60) == 0
+    assert not failures
+    got = [r.value for r in ck_consume(broker.bootstrap, "idem-ck", len(values))]
+    assert got == values  # every value once, in order
+
+
+@pytest.mark.broker_config({"log.retention.check.interval.ms": "300"})
+def test_time_retention_removes_old_segments(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "old", config={"segment.bytes": "1024", "retention.ms": "60000"})
+    hour_ago = int(time.time() * 1000) - 3_600_000
+    ck_produce(broker.bootstrap, "old", [{"value": b"o" * 200, "timestamp": hour_ago} for _ in range(50)],
+               **{"linger.ms": 0, "batch.num.messages": 1})
+    ck_produce(broker.bootstrap, "old", [{"value": b"new" * 50} for _ in range(10)],
+               **{"linger.ms": 0, "batch.num.messages": 1})
+    got = ck_consume(broker.bootstrap, "old", 10, start=-2, timeout_s=15)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(r.value == b"o" * 200 for r in got):
+        time.sleep(0.5)
+        got = ck_consume(broker.bootstrap, "old", 10, start=-2, timeout_s=15)
+    assert got and all(r.value == b"new" * 50 for r in got), "expired segments were not deleted"
+    assert got[0].offset == 50
+
+
+@pytest.mark.broker_config({"log.retention.check.interval.ms": "300"})
+def test_size_retention_keeps_the_log_bounded(broker: BrokerProcess, tmp_path: Path) -> None:
+    create_topic(broker.bootstrap, "big", config={"segment.bytes": "2000", "retention.bytes": "6000"})
+    ck_produce(broker.bootstrap, "big", [{"value": bytes(100)} for _ in range(300)],
+               **{"linger.ms": 0, "batch.num.messages": 1})
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        files = list((tmp_path / "logs" / "big-0").glob("*.log"))
+        size = sum(f.stat().st_size for f in files)
+        if size <= 6000 + 2000:
+            break
+        time.sleep(0.3)
+    assert size <= 8000, f"log is {size} bytes over {len(files)} segments"
+    low = ck_consume(broker.bootstrap, "big", 1, timeout_s=10)[0].offset
+    assert low > 0
+
+
+def test_topic_ids_survive_restart_and_recreate_gets_new_id(broker: BrokerProcess) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    name = f"ids-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, name)
+    ck_produce(broker.bootstrap, name, [{"value": b"x"}])
+
+    def topic_id() -> str:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        from confluent_kafka import TopicCollection
+
+        desc = admin.describe_topics(TopicCollection([name]))[name].result(timeout=10)
+        return str(desc.topic_id)
+
+    before = topic_id()
+    broker.restart()
+    assert topic_id() == before
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_topics([name])[name].result(timeout=10)
+    create_topic(broker.bootstrap, name)
+    assert topic_id() != before
+    assert ck_consume(broker.bootstrap, name, 1, timeout_s=3) == []  # old data is gone with the old topic

@@ -1,0 +1,108 @@
+"""A real `moldau server` process for tests: started on a free loopback port with its own data dir.
+
+Tests talk to it over TCP with real client libraries; nothing stands in for the broker.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class BrokerProcess:
+    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, port: int | None = None) -> None:
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.overrides = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(data_dir / "logs"),
+            "node.id": "1",
+            **(overrides or {}),
+        }
+        self.log_path = data_dir / "broker.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        args = [sys.executable, "-m", "moldau", "server", "--log-level", "INFO"]
+        for key, value in self.overrides.items():
+            args += ["--override", f"{key}={value}"]
+        self.starts += 1
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child process owns it
+        log.write(f"\n===== start #{self.starts}\n".encode())
+        log.flush()
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+        self._wait_until_listening(timeout_s)
+
+    def _wait_until_listening(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"broker did not listen within {timeout_s}s:\n{self.log_tail()}")
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        """SIGTERM and wait: a clean shutdown. Returns the exit code."""
+        return self._signal_and_wait(signal.SIGTERM, timeout_s)
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, with no chance to flush or mark a clean shutdown."""
+        self._signal_and_wait(signal.SIGKILL, 10.0)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def _signal_and_wait(self, sig: int, timeout_s: float) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            code = self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+            raise RuntimeError(f"broker ignored signal {sig} for {timeout_s}s") from None
+        finally:
+            self.proc = None
+        return code
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def cleanup(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.proc = None
