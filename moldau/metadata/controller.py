@@ -40,6 +40,8 @@ OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 _LIST_CONFIGS = frozenset({"cleanup.policy", "log.cleanup.policy"})
 
 ImageListener = Callable[[MetadataImage, MetadataImage], None]
+# The value a config has when nothing overrides it: (resource type, config name) -> value.
+DefaultLookup = Callable[[int, str], str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +69,10 @@ def validate_topic_name(name: str) -> None:
 
 class Controller:
     def __init__(self, metadata_log: LocalMetadataLog, node_id: int,
-                 default_partitions: int = 1, default_replication_factor: int = 1) -> None:
+                 default_partitions: int = 1, default_replication_factor: int = 1,
+                 config_default: DefaultLookup = lambda resource_type, name: None) -> None:
         self._log = metadata_log
+        self._config_default = config_default
         self.node_id = node_id
         self.default_partitions = default_partitions
         self.default_replication_factor = default_replication_factor
@@ -194,6 +198,11 @@ class Controller:
         current = self._current_configs(resource_type, resource_name)
         updated = {} if replace_all else dict(current)
         for name, op, value in changes:
+            if op in (OP_APPEND, OP_SUBTRACT) and name not in updated:
+                # Kafka appends to (or subtracts from) the value in effect, which may be the default.
+                default = self._config_default(resource_type, name)
+                if default is not None:
+                    updated[name] = default
             _apply_op(updated, name, op, value)
         if resource_type == RESOURCE_TOPIC:
             _check_configs(updated)

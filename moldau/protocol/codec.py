@@ -166,9 +166,14 @@ def _reader(entity_type: Any) -> Any:
     return entity_reader(entity_type)
 
 
-@cache
-def _writer(entity_type: Any) -> Any:
-    return entity_writer(entity_type)
+_WRITERS: dict[type, Any] = {}
+
+
+def _writer(entity_type: type) -> Any:
+    writer = _WRITERS.get(entity_type)
+    if writer is None:
+        writer = _WRITERS[entity_type] = entity_writer(entity_type)
+    return writer
 
 
 def encode_response(schema: ApiSchema, correlation_id: int, response: Any) -> list[bytes]:
@@ -182,7 +187,7 @@ def encode_response(schema: ApiSchema, correlation_id: int, response: Any) -> li
 
 
 @cache
-def _field_names(entity_type: type) -> frozenset[str]:
+def _field_names(entity_type: Any) -> frozenset[str]:
     return frozenset(f.name for f in fields(entity_type))  # type: ignore[arg-type]
 
 

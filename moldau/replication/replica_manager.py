@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from moldau.metadata.image import MetadataImage, PartitionImage, TopicImage
+from moldau.metadata.records import RESOURCE_BROKER
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.storage.log import PartitionLog
 from moldau.storage.log_config import LogConfig
@@ -100,7 +101,10 @@ class ReplicaManager:
     def _reconfigure(self, before: MetadataImage, image: MetadataImage) -> None:
         if before.configs is image.configs:
             return
-        broker_changed = before.broker_configs() != image.broker_configs()
+        broker_changed = any(
+            before.configs.get(key) != image.configs.get(key) for key in set(before.configs) | set(image.configs)
+            if key[0] == RESOURCE_BROKER
+        )
         for name in image.topics_by_name:
             if broker_changed or before.topic_configs(name) != image.topic_configs(name):
                 self.log_manager.update_config(name, self._log_config_for(image, name))

@@ -15,11 +15,11 @@ import uuid
 from typing import Any
 
 from moldau.clock import Clock, SystemClock
-from moldau.config import BrokerConfig, log_config
+from moldau.config import BrokerConfig, describe_broker_configs, effective_topic_configs, log_config
 from moldau.metadata.controller import PRODUCER_ID_BLOCK_SIZE, Controller
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.log import LocalMetadataLog
-from moldau.metadata.records import Endpoint, RegisterBrokerRecord
+from moldau.metadata.records import RESOURCE_TOPIC, Endpoint, RegisterBrokerRecord
 from moldau.protocol import codec
 from moldau.protocol.codec import InvalidRequest
 from moldau.replication.replica_manager import ReplicaManager
@@ -33,7 +33,8 @@ from moldau.storage.log_manager import LogManager
 log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
-METADATA_DIR = "__cluster_metadata-0"
+# Not named like a partition directory (`<topic>-<n>`), so the log manager never takes it for one.
+METADATA_DIR = "__cluster_metadata"
 MAINTENANCE_INTERVAL_MS = 1000
 
 
@@ -66,7 +67,7 @@ class Broker:
         self.cluster_id = self._load_or_create_meta_properties()
         metadata_log = LocalMetadataLog(os.path.join(self.config.log_dirs[0], METADATA_DIR, "metadata.log"))
         self.controller = Controller(metadata_log, self.node_id, self.config.num_partitions,
-                                     self.config.default_replication_factor)
+                                     self.config.default_replication_factor, self._config_default)
         self.log_manager = LogManager(self.config.log_dirs, self.clock, self._log_config(self.image, None))
         self.replicas = ReplicaManager(self.node_id, self.log_manager, self._log_config)
         self.controller.add_listener(self.replicas.apply_image)
@@ -165,13 +166,29 @@ class Broker:
 
     def _log_config(self, image: MetadataImage, topic: str | None) -> LogConfig:
         overrides = dict(image.topic_configs(topic)) if topic else {}
-        return log_config(self.config.with_dynamic(dict(image.broker_configs())), overrides)
+        return log_config(self.effective_config(image), overrides)
+
+    def effective_config(self, image: MetadataImage) -> BrokerConfig:
+        """Static config, then cluster-wide dynamic configs, then this broker's own (Kafka's precedence)."""
+        cluster_wide = dict(image.broker_configs())
+        per_broker = dict(image.broker_configs(self.node_id))
+        config = self.config.with_dynamic(cluster_wide) if cluster_wide else self.config
+        return config.with_dynamic(per_broker, per_broker=True) if per_broker else config
+
+    def _config_default(self, resource_type: int, name: str) -> str | None:
+        config = self.effective_config(self.image)
+        if resource_type == RESOURCE_TOPIC:
+            entries = effective_topic_configs(config, {})
+        else:
+            entries = describe_broker_configs(config)
+        return next((e.value for e in entries if e.name == name), None)
 
     def endpoint_for(self, registration: RegisterBrokerRecord) -> Endpoint | None:
         return registration.endpoints[0] if registration.endpoints else None
 
     def auto_create_topic(self, name: str) -> None:
-        self.controller.create_topic(name, -1, -1, {}, {})
+        config = self.effective_config(self.image)
+        self.controller.create_topic(name, config.num_partitions, config.default_replication_factor, {}, {})
 
     def next_producer_id(self) -> int:
         if self._producer_id_next >= self._producer_ids.stop:

@@ -44,7 +44,7 @@ def ck_produce(bootstrap: str, topic: str, records: list[dict[str, Any]], **conf
         producer.produce(topic, on_delivery=ack(i), **r)
         producer.poll(0)
     remaining = producer.flush(30)
-    assert remaining == 0 and not errors, (remaining, errors)
+    assert remaining == 0 and not errors, f"{remaining} undelivered, {len(errors)} errors, e.g. {errors[:3]}"
     assert all(r is not None for r in results)
     return [r for r in results if r is not None]
 

@@ -31,9 +31,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 def unsupported_version_response() -> Any:
     from moldau.server.handlers.registry import APIS
 
-    keys = tuple(v0.ApiVersion(api_key=a.key, min_version=a.min_version, max_version=a.max_version)
+    keys = tuple(make(v0.ApiVersion, api_key=a.key, min_version=a.min_version, max_version=a.max_version)
                  for a in sorted(APIS.values(), key=lambda a: a.key))
-    return v0.ApiVersionsResponse(error_code=ErrorCode.unsupported_version, api_keys=keys)
+    return make(v0.ApiVersionsResponse, error_code=ErrorCode.unsupported_version, api_keys=keys)
 
 
 API = Api(key=18, name="ApiVersions", min_version=0, max_version=4, handle=handle)

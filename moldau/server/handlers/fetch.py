@@ -58,7 +58,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _wanted_partitions(ctx: RequestContext, request: Any) -> list[tuple[str | None, Any, Any]]:
     """(topic name or None if unknown, partition request, the key to echo) for each requested partition."""
-    out = []
+    out: list[tuple[str | None, Any, Any]] = []
     image = ctx.broker.image
     for topic in request.topics:
         if ctx.version >= 13:

@@ -17,6 +17,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_batch import split_batches
 from moldau.replication.replica_manager import HostedPartition
 from moldau.server.context import RequestContext
+from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE, datetime_from_ms
 
 _VALID_ACKS = (-1, 0, 1)
@@ -78,5 +79,7 @@ def _partition_response(ctx: RequestContext, index: int, code: ErrorCode, messag
                         base_offset: int = -1, log_append_time_ms: int = -1, log_start_offset: int = -1) -> Any:
     return make(ctx.nested("PartitionProduceResponse"), index=index, error_code=code, base_offset=base_offset,
                 log_append_time=datetime_from_ms(log_append_time_ms), log_start_offset=log_start_offset,
-                record_errors=(), error_message=message,
-                current_leader=ctx.nested("LeaderIdAndEpoch")(leader_id=-1, leader_epoch=-1))
+                record_errors=(), error_message=message)
+
+
+API = Api(key=0, name="Produce", min_version=3, max_version=13, handle=handle)

@@ -1,0 +1,92 @@
+"""CreateTopics (key 19): create topics with a partition count and replication factor, or explicit replicas.
+
+Each topic succeeds or fails on its own. A count or factor of -1 takes the broker's default
+(`num.partitions`, `default.replication.factor`; KIP-464). Assignments give each partition's replicas
+instead; their partition indexes must run 0, 1, ... without gaps (INVALID_REPLICA_ASSIGNMENT), and they
+cannot be combined with a count or factor (INVALID_REQUEST). Configs become the topic's dynamic overrides; a
+null value, an unknown name or a bad value is INVALID_CONFIG. A topic named twice in one request fails with
+INVALID_REQUEST for each entry and is not created. Other errors: TOPIC_ALREADY_EXISTS,
+INVALID_TOPIC_EXCEPTION for an illegal name (or one colliding with an existing one in '.' versus '_'),
+INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR.
+
+`validate_only` checks everything and creates nothing, but answers as if it had. From v5 a successful result
+carries the partition count, replication factor and the topic's effective configs with their sources
+(KIP-525), and from v7 the new topic's id (KIP-516). Creation is committed synchronously, so the request's
+timeout never expires.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from typing import Any
+
+from moldau.metadata.controller import CreatedTopic
+from moldau.protocol.codec import make
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.server.context import RequestContext
+from moldau.server.handlers.api import Api
+from moldau.server.handlers.common import NO_THROTTLE
+from moldau.server.handlers.describe_configs import topic_config_entries
+
+_NO_TOPIC_ID = uuid.UUID(int=0)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    counts = Counter(t.name for t in request.topics)
+    topics = tuple(
+        _error(ctx, t.name, ErrorCode.invalid_request, f"topic '{t.name}' is named more than once in the request")
+        if counts[t.name] > 1 else _create(ctx, t, request.validate_only)
+        for t in request.topics
+    )
+    return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, topics=topics)
+
+
+def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
+    try:
+        configs = _configs(topic)
+        created = ctx.broker.controller.create_topic(topic.name, topic.num_partitions, topic.replication_factor,
+                                                     _assignments(topic), configs, validate_only)
+    except KafkaError as exc:
+        return _error(ctx, topic.name, exc.code, exc.message)
+    return _created(ctx, topic.name, created)
+
+
+def _configs(topic: Any) -> dict[str, str]:
+    nulls = [c.name for c in topic.configs if c.value is None]
+    if nulls:
+        raise KafkaError(ErrorCode.invalid_config, f"null value not supported for topic configs: {', '.join(nulls)}")
+    return {c.name: c.value for c in topic.configs}
+
+
+def _assignments(topic: Any) -> dict[int, list[int]]:
+    assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+    # Partition indexes are positions, so they must be exactly 0..n-1, each once.
+    if sorted(a.partition_index for a in topic.assignments) != list(range(len(topic.assignments))):
+        raise KafkaError(ErrorCode.invalid_replica_assignment,
+                         "assigned partitions must be the consecutive indexes 0, 1, ... each given once")
+    return assignments
+
+
+def _created(ctx: RequestContext, name: str, created: CreatedTopic) -> Any:
+    configs: tuple[Any, ...] = ()
+    if ctx.version >= 5:
+        config_cls = ctx.nested("CreatableTopicConfigs")
+        configs = tuple(
+            make(config_cls, name=e.name, value=e.value, read_only=e.read_only, config_source=int(e.source),
+                 is_sensitive=e.sensitive)
+            for e in topic_config_entries(ctx, created.configs)
+        )
+    return make(ctx.nested("CreatableTopicResult"), name=name, topic_id=created.topic_id,
+                error_code=ErrorCode.none, error_message=None, topic_config_error_code=0,
+                num_partitions=created.num_partitions, replication_factor=created.replication_factor,
+                configs=configs)
+
+
+def _error(ctx: RequestContext, name: str, code: ErrorCode, message: str) -> Any:
+    return make(ctx.nested("CreatableTopicResult"), name=name, topic_id=_NO_TOPIC_ID, error_code=code,
+                error_message=message, topic_config_error_code=0, num_partitions=-1,
+                replication_factor=-1, configs=())
+
+
+API = Api(key=19, name="CreateTopics", min_version=2, max_version=7, handle=handle)

@@ -1,0 +1,97 @@
+"""DeleteTopics (key 20): delete topics with all their partitions and data.
+
+Up to v5 topics are named; from v6 each entry names a topic or gives its id (KIP-516), and an entry with
+both or neither is INVALID_REQUEST. A missing topic is UNKNOWN_TOPIC_OR_PARTITION by name and
+UNKNOWN_TOPIC_ID by id. When the broker has `delete.topic.enable=false`, Kafka answers
+TOPIC_DELETION_DISABLED from v3 and INVALID_REQUEST before, because older clients do not know that code.
+A name or id given twice in one request fails with INVALID_REQUEST for each of its entries.
+
+Internal topics (names starting with `__`, such as `__consumer_offsets`) are refused with INVALID_REQUEST:
+Kafka leaves this protection to its command-line tools, but deleting them through the API silently loses
+every group's committed offsets, so this broker refuses it for every client.
+
+Deletion is a metadata change committed synchronously; the logs go when the replica manager applies it, so
+the request's timeout never expires.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from typing import Any
+
+from moldau.metadata.image import TopicImage
+from moldau.protocol.codec import make
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.server.context import RequestContext
+from moldau.server.handlers.api import Api
+from moldau.server.handlers.common import NO_THROTTLE
+
+_NO_TOPIC_ID = uuid.UUID(int=0)
+_FIRST_VERSION_WITH_DELETION_DISABLED = 3
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    if ctx.version < 6:
+        wanted: list[tuple[str | None, uuid.UUID | None]] = [(name, None) for name in request.topic_names]
+    else:
+        wanted = [(t.name, _topic_id(t.topic_id)) for t in request.topics]
+    # Kafka refuses every entry of a name or id given twice rather than guessing which one was meant.
+    counts = Counter(topic_id or name for name, topic_id in wanted)
+    results = tuple(
+        _result(ctx, name, topic_id, ErrorCode.invalid_request, "duplicate topic in request")
+        if counts[topic_id or name] > 1 else _delete(ctx, name, topic_id)
+        for name, topic_id in wanted
+    )
+    return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, responses=results)
+
+
+def _topic_id(value: uuid.UUID | None) -> uuid.UUID | None:
+    # The zero UUID is the wire's "no id".
+    return None if value is None or value == _NO_TOPIC_ID else value
+
+
+def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> Any:
+    try:
+        _check_deletion_enabled(ctx)
+        topic = _find(ctx, name, topic_id)
+        if topic.is_internal:
+            raise KafkaError(ErrorCode.invalid_request, f"'{topic.name}' is an internal topic and cannot be deleted")
+        ctx.broker.controller.delete_topic(topic)
+    except KafkaError as exc:
+        return _result(ctx, name, topic_id, exc.code, exc.message)
+    return _result(ctx, topic.name, topic.topic_id, ErrorCode.none, None)
+
+
+def _find(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> TopicImage:
+    image = ctx.broker.image
+    if name is not None and topic_id is not None:
+        raise KafkaError(ErrorCode.invalid_request, "give a topic name or a topic id, not both")
+    if topic_id is not None:
+        topic = image.topics_by_id.get(topic_id)
+        if topic is None:
+            raise KafkaError(ErrorCode.unknown_topic_id, f"no topic has id {topic_id}")
+        return topic
+    if name is None:
+        raise KafkaError(ErrorCode.invalid_request, "give a topic name or a topic id")
+    topic = image.topics_by_name.get(name)
+    if topic is None:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist")
+    return topic
+
+
+def _check_deletion_enabled(ctx: RequestContext) -> None:
+    # Checked first, as in Kafka: with deletion disabled every entry fails alike, existing or not.
+    if not ctx.broker.config.delete_topic_enable:
+        code = (ErrorCode.topic_deletion_disabled if ctx.version >= _FIRST_VERSION_WITH_DELETION_DISABLED
+                else ErrorCode.invalid_request)
+        raise KafkaError(code, "topic deletion is disabled (delete.topic.enable=false)")
+
+
+def _result(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None, code: ErrorCode,
+            message: str | None) -> Any:
+    return make(ctx.nested("DeletableTopicResult"), name=name, topic_id=topic_id or _NO_TOPIC_ID,
+                error_code=code, error_message=message)
+
+
+API = Api(key=20, name="DeleteTopics", min_version=1, max_version=6, handle=handle)

@@ -1,0 +1,81 @@
+"""IncrementalAlterConfigs (key 44): change some dynamic configs of topics and brokers (KIP-339).
+
+Each config names an operation: SET (0) a value, DELETE (1) the override so the default applies again, or
+APPEND (2) / SUBTRACT (3) items of a list config such as `cleanup.policy` (INVALID_CONFIG on other configs).
+Configs the request does not name keep their values; that is the difference from the legacy AlterConfigs,
+which replaces the whole set. Resources are topics (type 2) and brokers (type 4); a broker resource named ""
+holds the cluster-wide defaults, one named by a broker id that broker's own values.
+
+Each resource succeeds or fails as a whole, with its own error: UNKNOWN_TOPIC_OR_PARTITION for a missing
+topic, INVALID_CONFIG for an unknown name or a bad value (the message says which), INVALID_REQUEST for an
+unsupported resource type, a null value for an operation that needs one, or a resource or config named twice.
+`validate_only` checks everything and changes nothing. Changes are committed to the metadata log, so they
+survive restarts, and take effect on the partitions' logs as soon as they are applied.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from moldau.metadata.controller import OP_DELETE
+from moldau.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
+from moldau.protocol.codec import make
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.server.context import RequestContext
+from moldau.server.handlers.api import Api
+from moldau.server.handlers.common import NO_THROTTLE
+
+Change = tuple[str, int, str | None]
+ChangesOf = Callable[[Any], list[Change]]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    responses = alter_resources(ctx, request.resources, _changes, request.validate_only, replace_all=False)
+    return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, responses=responses)
+
+
+def _changes(resource: Any) -> list[Change]:
+    changes = [(c.name, c.config_operation, c.value) for c in resource.configs]
+    for name, op, value in changes:
+        if value is None and op != OP_DELETE:
+            raise KafkaError(ErrorCode.invalid_request, f"null value not supported for '{name}'")
+    return changes
+
+
+def alter_resources(ctx: RequestContext, resources: Sequence[Any], changes_of: ChangesOf, validate_only: bool,
+                    replace_all: bool) -> tuple[Any, ...]:
+    """One response per resource; shared with the legacy AlterConfigs, whose responses look the same."""
+    counts = Counter((r.resource_type, r.resource_name) for r in resources)
+    out = []
+    for resource in resources:
+        try:
+            if counts[(resource.resource_type, resource.resource_name)] > 1:
+                raise KafkaError(ErrorCode.invalid_request, "resource named more than once in the request")
+            _alter(ctx, resource, changes_of(resource), validate_only, replace_all)
+        except KafkaError as exc:
+            out.append(_response(ctx, resource, exc.code, exc.message))
+        else:
+            out.append(_response(ctx, resource, ErrorCode.none, None))
+    return tuple(out)
+
+
+def _alter(ctx: RequestContext, resource: Any, changes: list[Change], validate_only: bool,
+           replace_all: bool) -> None:
+    if resource.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER):
+        raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource.resource_type}")
+    # Kafka refuses the whole resource rather than apply one of two conflicting changes.
+    duplicates = sorted(name for name, count in Counter(name for name, _, _ in changes).items() if count > 1)
+    if duplicates:
+        raise KafkaError(ErrorCode.invalid_request, f"configs named more than once: {', '.join(duplicates)}")
+    ctx.broker.controller.alter_configs(resource.resource_type, resource.resource_name, changes,
+                                        validate_only, replace_all)
+
+
+def _response(ctx: RequestContext, resource: Any, code: ErrorCode, message: str | None) -> Any:
+    return make(ctx.nested("AlterConfigsResourceResponse"), error_code=code, error_message=message,
+                resource_type=resource.resource_type, resource_name=resource.resource_name)
+
+
+API = Api(key=44, name="IncrementalAlterConfigs", min_version=0, max_version=1, handle=handle)
