@@ -57,7 +57,7 @@ class ApiSchema:
     flexible_response_header: bool
 
 
-def parse_request_header(frame: bytes) -> RequestHeader:
+def parse_request_header(frame: bytes | memoryview) -> RequestHeader:
     """Parse api key, version, correlation id and client id (header v1 fields).
 
     For flexible versions (header v2) the tagged-field section that follows is skipped by
@@ -73,7 +73,7 @@ def parse_request_header(frame: bytes) -> RequestHeader:
         if end > len(frame):
             raise InvalidRequest("client id runs past the end of the frame")
         try:
-            client_id = frame[pos:end].decode("utf-8")
+            client_id = bytes(frame[pos:end]).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InvalidRequest("client id is not UTF-8") from exc
         pos = end
@@ -82,7 +82,7 @@ def parse_request_header(frame: bytes) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
-def skip_tagged_fields(frame: bytes, pos: int) -> int:
+def skip_tagged_fields(frame: bytes | memoryview, pos: int) -> int:
     """Skip a tagged-field section (all tags in a request header are unknown to us); return the new position."""
     count, pos = read_uvarint(frame, pos)
     for _ in range(count):
@@ -94,7 +94,7 @@ def skip_tagged_fields(frame: bytes, pos: int) -> int:
     return pos
 
 
-def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     value = shift = 0
     while True:
         if pos >= len(buf):
@@ -143,7 +143,7 @@ def _payload_class(module: Any, suffix: str) -> Any:
     return None
 
 
-def decode_request(schema: ApiSchema, frame: bytes, header: RequestHeader) -> Any:
+def decode_request(schema: ApiSchema, frame: bytes | memoryview, header: RequestHeader) -> Any:
     """Decode the request body that follows the header."""
     pos = header.body_offset
     if schema.flexible_request:

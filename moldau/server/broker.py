@@ -22,6 +22,7 @@ from moldau.metadata.log import LocalMetadataLog
 from moldau.metadata.records import RESOURCE_TOPIC, Endpoint, RegisterBrokerRecord
 from moldau.protocol import codec
 from moldau.protocol.codec import InvalidRequest
+from moldau.protocol.framing import Frame
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.server.connection import KafkaConnection
 from moldau.server.context import RequestContext
@@ -200,7 +201,7 @@ class Broker:
 
     # -- request dispatch -----------------------------------------------------------------------------------
 
-    async def handle_frame(self, frame: bytes, conn: KafkaConnection) -> list[bytes] | None:
+    async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[bytes] | None:
         header = codec.parse_request_header(frame)
         api = APIS.get(header.api_key)
         if api is None:

@@ -17,22 +17,22 @@ import logging
 from typing import Protocol
 
 from moldau.protocol.codec import InvalidRequest
-from moldau.protocol.framing import FrameDecoder, FrameTooLarge, frame
+from moldau.protocol.framing import Frame, FrameReader, FrameTooLarge, frame
 
 log = logging.getLogger(__name__)
 
 
 class FrameHandler(Protocol):
-    async def handle_frame(self, frame: bytes, conn: KafkaConnection) -> list[bytes] | None: ...
+    async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[bytes] | None: ...
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, handler: FrameHandler, max_request_bytes: int, max_queued_requests: int,
                  connections: set[KafkaConnection]) -> None:
         self._handler = handler
-        self._decoder = FrameDecoder(max_request_bytes)
+        self._reader = FrameReader(max_request_bytes)
         self._max_queued = max_queued_requests
-        self._queue: collections.deque[bytes] = collections.deque()
+        self._queue: collections.deque[Frame] = collections.deque()
         self._wakeup: asyncio.Event = asyncio.Event()
         self._can_write: asyncio.Event = asyncio.Event()
         self._can_write.set()
@@ -42,7 +42,7 @@ class KafkaConnection(asyncio.Protocol):
         self._connections = connections
         self.peer: str = "?"
 
-    # -- asyncio.Protocol --------------------------------------------------------------------------------------
+    # -- asyncio.BufferedProtocol ------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses, but have the same methods.
@@ -52,9 +52,12 @@ class KafkaConnection(asyncio.Protocol):
         self._connections.add(self)
         self._task = asyncio.get_running_loop().create_task(self._process())
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         try:
-            frames = self._decoder.feed(data)
+            frames = self._reader.buffer_updated(nbytes)
         except FrameTooLarge as exc:
             self.abort(str(exc))
             return
