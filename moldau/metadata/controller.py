@@ -88,7 +88,10 @@ class Controller:
     def _commit(self, records: Sequence[MetadataRecord]) -> None:
         if not records:
             return
-        last_offset = self._log.append(records)
+        try:
+            last_offset = self._log.append(records)
+        except OSError as exc:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"cannot write the metadata log: {exc}") from exc
         before, self.image = self.image, self.image.apply(records, last_offset)
         for listener in self._listeners:
             listener(before, self.image)

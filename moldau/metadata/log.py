@@ -66,11 +66,26 @@ class LocalMetadataLog:
             body = struct.pack(">q", offset) + payload
             parts.append(struct.pack(">II", len(payload), crc32c.crc32c(body)) + body)
             offset += 1
-        os.write(self._fd, b"".join(parts))
-        os.fsync(self._fd)
+        self._write_all(b"".join(parts))
         self.entries.extend(zip(range(self.next_offset, offset), records, strict=True))
         self.next_offset = offset
         return offset - 1
+
+    def _write_all(self, data: bytes) -> None:
+        """Write and fsync, or leave the file as it was: a torn entry would hide every later one on load."""
+        size_before = os.fstat(self._fd).st_size
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+            os.fsync(self._fd)
+        except OSError:
+            try:
+                os.ftruncate(self._fd, size_before)
+            except OSError:
+                log.exception("metadata log %s: cannot cut a failed append; it is dropped on the next load",
+                              self.path)
+            raise
 
     def close(self) -> None:
         os.close(self._fd)
