@@ -1,0 +1,26 @@
+"""The docs describe what the code does: tables that mirror code are checked against it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from moldau.server.handlers.registry import APIS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_protocol_doc_lists_exactly_the_served_api_versions() -> None:
+    text = (ROOT / "docs" / "protocol.md").read_text()
+    documented = {(int(k), name, int(lo), int(hi))
+                  for k, name, lo, hi in re.findall(r"^\| (\d+) \| (\w+) \| (\d+) \| (\d+) \|$", text, re.M)}
+    served = {(a.key, a.name, a.min_version, a.max_version) for a in APIS.values()}
+    assert documented == served
+
+
+def test_readme_opens_with_the_two_commands() -> None:
+    readme = (ROOT / "README.md").read_text()
+    first_block = readme.split("```sh", 1)[1].split("```", 1)[0]
+    commands = [line.split("#")[0].strip() for line in first_block.strip().splitlines()]
+    assert commands == ["./dev server", "./dev test"]
+    assert (ROOT / ".ci" / "run").read_text().strip().endswith("exec ./dev test")
