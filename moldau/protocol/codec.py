@@ -176,11 +176,20 @@ def _writer(entity_type: type) -> Any:
     return writer
 
 
-def encode_response(schema: ApiSchema, correlation_id: int, response: Any) -> list[bytes]:
+@dataclass(frozen=True, slots=True)
+class EncodedBody:
+    """A response body a handler encoded itself (Fetch, to pass record batches on without copies)."""
+
+    parts: list[bytes | memoryview]
+
+
+def encode_response(schema: ApiSchema, correlation_id: int, response: Any) -> list[bytes | memoryview]:
     """Encode header and body, as parts ready for `framing.frame`."""
     header = _RESPONSE_HEADER.pack(correlation_id)
     if schema.flexible_response_header:
         header += _EMPTY_TAGGED_FIELDS
+    if isinstance(response, EncodedBody):
+        return [header, *response.parts]
     body = io.BytesIO()
     _writer(type(response))(body, response)
     return [header, body.getvalue()]

@@ -114,7 +114,7 @@ class FrameReader:
         return size
 
 
-def frame(payload_parts: list[bytes]) -> list[bytes]:
+def frame(payload_parts: list[bytes | memoryview]) -> list[bytes | memoryview]:
     """Prefix a response (given as parts, to avoid concatenation) with its size."""
     size = sum(len(p) for p in payload_parts)
     return [_SIZE.pack(size), *payload_parts]

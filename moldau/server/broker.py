@@ -201,7 +201,7 @@ class Broker:
 
     # -- request dispatch -----------------------------------------------------------------------------------
 
-    async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[bytes] | None:
+    async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[bytes | memoryview] | None:
         header = codec.parse_request_header(frame)
         api = APIS.get(header.api_key)
         if api is None:

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 class FrameHandler(Protocol):
-    async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[bytes] | None: ...
+    async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[bytes | memoryview] | None: ...
 
 
 class KafkaConnection(asyncio.BufferedProtocol):

@@ -13,18 +13,21 @@ fetch requests, as a Kafka broker with no session cache slots does.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from moldau.protocol.codec import make
+from moldau.protocol.codec import EncodedBody
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.fetch_response import (
+    FIRST_TOPIC_ID_VERSION,
+    PartitionResult,
+    TopicResult,
+    encode_fetch_response,
+)
 from moldau.replication.replica_manager import TopicPartition
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
-from moldau.server.handlers.common import NO_THROTTLE, ms_from_timedelta
-
-_NO_TOPIC_ID = uuid.UUID(int=0)
+from moldau.server.handlers.common import ms_from_timedelta
 
 
 @dataclass(slots=True)
@@ -107,20 +110,17 @@ def _has_errors(reads: list[_PartitionRead]) -> bool:
     return any(r.error != ErrorCode.none for r in reads)
 
 
-def _response(ctx: RequestContext, code: ErrorCode, reads: list[_PartitionRead]) -> Any:
-    part_cls = ctx.nested("PartitionData")
-    topic_cls = ctx.nested("FetchableTopicResponse")
-    by_topic: dict[Any, list[Any]] = {}
+def _response(ctx: RequestContext, code: ErrorCode, reads: list[_PartitionRead]) -> EncodedBody:
+    by_topic: dict[Any, list[PartitionResult]] = {}
     for r in reads:
-        by_topic.setdefault(r.topic_key, []).append(make(
-            part_cls, partition_index=r.partition, error_code=r.error, high_watermark=r.high_watermark,
-            last_stable_offset=r.high_watermark, log_start_offset=r.log_start_offset,
-            aborted_transactions=None, preferred_read_replica=-1, records=r.records,
+        by_topic.setdefault(r.topic_key, []).append(PartitionResult(
+            partition=r.partition, error_code=r.error.value, high_watermark=r.high_watermark,
+            last_stable_offset=r.high_watermark, log_start_offset=r.log_start_offset, records=r.records,
         ))
-    topics = tuple(make(topic_cls, topic=key, topic_id=key, partitions=tuple(parts))
-                   for key, parts in by_topic.items())
-    return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=code, session_id=0,
-                responses=topics, node_endpoints=())
+    by_id = ctx.version >= FIRST_TOPIC_ID_VERSION
+    topics = [TopicResult(name=None if by_id else key, topic_id=key if by_id else None, partitions=parts)
+              for key, parts in by_topic.items()]
+    return EncodedBody(encode_fetch_response(ctx.version, 0, code.value, 0, topics))
 
 
 API = Api(key=1, name="Fetch", min_version=4, max_version=17, handle=handle)

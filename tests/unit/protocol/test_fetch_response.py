@@ -1,0 +1,69 @@
+"""The direct Fetch encoder produces exactly kio's bytes, for every served version."""
+
+from __future__ import annotations
+
+import datetime
+import io
+import random
+import uuid
+
+import pytest
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_writer
+
+from moldau.protocol import codec
+from moldau.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
+from moldau.server.handlers.fetch import API as FETCH
+
+
+def kio_bytes(version: int, session_id: int, topics: list[TopicResult]) -> bytes:
+    schema = codec.api_schema(1, version)
+    part_cls = codec.nested(schema, "PartitionData")
+    aborted_cls = codec.nested(schema, "AbortedTransaction")
+    topic_cls = codec.nested(schema, "FetchableTopicResponse")
+    kio_topics = tuple(
+        codec.make(topic_cls, topic=t.name, topic_id=t.topic_id, partitions=tuple(
+            codec.make(part_cls, partition_index=p.partition, error_code=ErrorCode(p.error_code),
+                       high_watermark=p.high_watermark, last_stable_offset=p.last_stable_offset,
+                       log_start_offset=p.log_start_offset, preferred_read_replica=p.preferred_read_replica,
+                       aborted_transactions=None if p.aborted_transactions is None else tuple(
+                           aborted_cls(producer_id=a, first_offset=b) for a, b in p.aborted_transactions),
+                       records=None if p.records is None else bytes(p.records))
+            for p in t.partitions))
+        for t in topics)
+    response = codec.make(schema.response_type, throttle_time=datetime.timedelta(milliseconds=7),
+                          error_code=ErrorCode.none, session_id=session_id, responses=kio_topics, node_endpoints=())
+    buf = io.BytesIO()
+    entity_writer(schema.response_type)(buf, response)
+    return buf.getvalue()
+
+
+def random_topics(rng: random.Random) -> list[TopicResult]:
+    topics = []
+    for t in range(rng.randint(0, 3)):
+        partitions = []
+        for p in range(rng.randint(0, 4)):
+            records = rng.choice([None, b"", bytes(rng.randint(1, 100)), bytes(5000), bytes(300) * 40])
+            aborted = rng.choice([None, [], [(rng.randint(0, 99), rng.randint(0, 999)) for _ in range(3)]])
+            partitions.append(PartitionResult(p, rng.choice([0, 1, 3]), rng.randint(-1, 10**12),
+                                              rng.randint(-1, 10**6), rng.randint(-1, 10**6), aborted,
+                                              rng.choice([-1, 2]), records))
+        topics.append(TopicResult(f"topic-{t}" * rng.randint(1, 30), uuid.uuid4(), partitions))
+    return topics
+
+
+@pytest.mark.parametrize("version", range(FETCH.min_version, FETCH.max_version + 1))
+def test_matches_kio_for_every_served_version(version: int) -> None:
+    rng = random.Random(version)
+    for _ in range(30):
+        topics = random_topics(rng)
+        session_id = rng.choice([0, 12345])
+        ours = b"".join(bytes(p) for p in encode_fetch_response(version, 7, 0, session_id, topics))
+        assert ours == kio_bytes(version, session_id, topics)
+
+
+def test_large_records_are_passed_through_without_copy() -> None:
+    records = memoryview(bytes(1 << 20))
+    parts = encode_fetch_response(16, 0, 0, 0, [TopicResult(None, uuid.uuid4(), [PartitionResult(0, 0, 1, 1, 0,
+                                                                                              None, -1, records)])])
+    assert any(part is records for part in parts)
