@@ -84,6 +84,8 @@ class ReplicaManager:
             plog = None
         if plog is None:
             plog = self.log_manager.create(topic.name, part.partition, topic.topic_id, config)
+        else:
+            plog.config = config  # a log found on disk was opened with the defaults
         self.partitions[key] = HostedPartition(topic.name, part.partition, topic.topic_id, plog,
                                                part.leader, part.leader_epoch)
 

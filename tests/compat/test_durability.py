@@ -39,7 +39,11 @@ def test_restart_after_clean_shutdown_skips_recovery(broker: BrokerProcess) -> N
     create_topic(broker.bootstrap, "clean", config={"segment.bytes": "2048"})
     ck_produce(broker.bootstrap, "clean", [{"value": b"x" * 100} for _ in range(500)], **{"batch.size": 1500})
     broker.restart()
-    assert "recover" not in broker.log_tail(5).lower(), broker.log_tail(5)
+    assert "clean shutdown, no recovery" in broker.log_tail(5), broker.log_tail(5)
+    assert len(ck_consume(broker.bootstrap, "clean", 500)) == 500
+    broker.kill()
+    broker.start()
+    assert "after an unclean shutdown" in broker.log_tail(5), broker.log_tail(5)
     assert len(ck_consume(broker.bootstrap, "clean", 500)) == 500
 
 
@@ -68,7 +72,10 @@ def test_kill_9_during_produce_load_loses_no_acknowledged_record(broker: BrokerP
 
     thread = threading.Thread(target=produce_load)
     thread.start()
-    time.sleep(2.0)
+    deadline = time.monotonic() + 30  # kill mid-load, once enough is acknowledged to prove something
+    while len(acked) < 2000 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
     broker.kill()
     time.sleep(0.5)
     stop.set()

@@ -1,0 +1,773 @@
+"""The log of one partition: a directory `<topic>-<partition>` of segments, after Apache Kafka's log.
+
+Directory contents: `<base offset>.log/.index/.timeindex` segments, `<offset>.snapshot` producer-state
+snapshots, `partition.metadata` (topic id, Kafka's text format), and two checkpoints written atomically:
+`recovery-point` (every byte below it was fsynced) and `log-start-offset`. `close()` leaves a
+`.clean-shutdown` marker that `open()` consumes.
+
+Invariants:
+
+* Offsets are consecutive across appends; segments are sorted by base offset; only the last segment
+  (the active one) takes appends.
+* log_start_offset <= high_watermark <= log_end_offset. On a single node the high watermark follows the
+  log end offset (`high_watermark_follows_log_end`); replication will move it through the setter.
+* An append is all-or-nothing: every batch is validated before any byte is written, and a failed write
+  (OSError, e.g. a full disk) leaves the log as it was and surfaces as KAFKA_STORAGE_ERROR.
+* Start-up re-validates only segments at or after the recovery point, and none after a clean shutdown;
+  other segments are trusted and their indexes are read lazily.
+* Segments are rolled synchronously; fsyncing rolled segments (which advances the recovery point) is
+  left to `flush_if_due`/`flush`, so a roll never waits for the disk on the produce path.
+
+Not thread-safe: one owner (the server's event loop) drives it.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+import os
+import shutil
+import uuid
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from moldau.clock import Clock
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.record_batch import BatchHeader, assign_offsets
+from moldau.storage.log_config import LogConfig, TimestampType
+from moldau.storage.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    BatchMetadata,
+    ProducerStateManager,
+    fsync_directory,
+    write_atomically,
+)
+from moldau.storage.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    AppendedBatch,
+    DeferredCloser,
+    FileSlice,
+    LogSegment,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "CLEAN_SHUTDOWN_FILE",
+    "AppendResult",
+    "PartitionLog",
+    "ReadResult",
+    "parse_partition_dir_name",
+]
+
+CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
+RECOVERY_POINT_FILE = "recovery-point"
+LOG_START_OFFSET_FILE = "log-start-offset"
+PARTITION_METADATA_FILE = "partition.metadata"
+# Leftovers of interrupted operations: never part of a consistent log.
+_STRAY_SUFFIXES = (".tmp", ".deleted", ".swap", ".cleaned")
+# DeleteRecords' "up to the high watermark".
+DELETE_TO_HIGH_WATERMARK = -1
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Offsets given to an append; for a duplicate (`duplicate=True`) those of the original batch."""
+
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 for CreateTime topics
+    log_start_offset: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Whole batches for a fetch (possibly none), plus the partition's offsets at read time."""
+
+    slices: tuple[FileSlice, ...]
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.slices)
+
+    def read_bytes(self) -> bytes:
+        """The batches as bytes: one pread per slice (a fetch may sendfile the slices instead)."""
+        if len(self.slices) == 1:
+            return self.slices[0].read_bytes()
+        return b"".join(s.read_bytes() for s in self.slices)
+
+    @property
+    def records(self) -> bytes:
+        """Same as `read_bytes()`: reads the file on every access."""
+        return self.read_bytes()
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    """(topic, partition) for a directory named `<topic>-<partition>`, else None."""
+    topic, dash, partition = name.rpartition("-")
+    if not dash or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+class PartitionLog:
+    """One partition's log; construct with `PartitionLog.open`."""
+
+    def __init__(
+        self, directory: str, config: LogConfig, clock: Clock, topic_id: uuid.UUID | None,
+        producers: ProducerStateManager, closer: DeferredCloser,
+    ) -> None:
+        self.directory = directory
+        self.topic_id = topic_id
+        parsed = parse_partition_dir_name(os.path.basename(os.path.normpath(directory)))
+        self.topic, self.partition = parsed if parsed is not None else ("", -1)
+        self.producer_state = producers
+        self.high_watermark_follows_log_end = True
+        self._config = config
+        self._clock = clock
+        self._closer = closer
+        self._owns_closer = False
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._log_start_offset = 0
+        self._log_end_offset = 0
+        self._high_watermark = 0
+        self._recovery_point = 0
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock.time_ms()
+        self._closed = False
+
+    # -- opening -------------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls, directory: str, config: LogConfig, clock: Clock, topic_id: uuid.UUID | None = None, *,
+        clean_shutdown: bool | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        closer: DeferredCloser | None = None,
+    ) -> PartitionLog:
+        """Open (or create) the log in `directory`.
+
+        The previous close counts as clean when this partition's marker is present, unless the caller
+        knows better (`clean_shutdown=False`, e.g. its log directory's marker was missing). After an
+        unclean one, segments from the recovery point on are re-validated and torn tails cut.
+        """
+        os.makedirs(directory, exist_ok=True)
+        topic_id = _reconcile_topic_id(directory, topic_id)
+        marker = os.path.join(directory, CLEAN_SHUTDOWN_FILE)
+        had_marker = os.path.exists(marker)
+        log = cls(
+            directory, config, clock, topic_id,
+            ProducerStateManager(directory, producer_id_expiration_ms),
+            closer if closer is not None else DeferredCloser(config.file_delete_delay_ms),
+        )
+        log._owns_closer = closer is None
+        log._load(clean=had_marker and clean_shutdown is not False)
+        if had_marker:
+            # From now on a crash must count as unclean.
+            os.unlink(marker)
+            fsync_directory(directory)
+        return log
+
+    def _load(self, clean: bool) -> None:
+        now = self._clock.time_ms()
+        bases = self._scan_directory()
+        checkpointed_start = _read_checkpoint(os.path.join(self.directory, LOG_START_OFFSET_FILE))
+        recovery_point = _read_checkpoint(os.path.join(self.directory, RECOVERY_POINT_FILE)) or 0
+        for base in bases:
+            self._add_segment(LogSegment.open(self.directory, base, self._config.segment_index_bytes, now))
+        # A directory without segments (a new partition) has nothing to recover or fsync.
+        clean = clean or not bases
+        if not clean:
+            self._recover_from(recovery_point)
+        if not self._segments:
+            self._add_segment(self._new_segment(checkpointed_start or 0, now))
+        self._log_end_offset = self._segments[-1].next_offset
+        first_base = self._segments[0].base_offset
+        self._log_start_offset = min(max(checkpointed_start or first_base, first_base), self._log_end_offset)
+        self._drop_segments_below_start(now)
+        self._high_watermark = self._log_end_offset
+        self._recovery_point = min(recovery_point, self._log_end_offset)
+        if not clean:
+            # Recovered data may exist only in the page cache; make it durable once, then start clean.
+            self.flush()
+        self._load_producer_state(now)
+
+    def _scan_directory(self) -> list[int]:
+        """Base offsets of the segments; removes leftovers and indexes without a log file."""
+        bases, index_files = [], []
+        for name in os.listdir(self.directory):
+            path = os.path.join(self.directory, name)
+            if name.endswith(_STRAY_SUFFIXES):
+                _remove_quietly(path)
+                continue
+            stem, _, suffix = name.partition(".")
+            if not stem.isdigit():
+                continue
+            if "." + suffix == LOG_SUFFIX:
+                bases.append(int(stem))
+            elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                index_files.append((int(stem), path))
+        known = set(bases)
+        for base, path in index_files:
+            if base not in known:
+                _remove_quietly(path)
+        return sorted(bases)
+
+    def _recover_from(self, recovery_point: int) -> None:
+        """Re-validate segments from the one holding the recovery point; after a torn segment, later
+        segments cannot be trusted (they were written after the tear) and are deleted."""
+        start = max(bisect_right(self._bases, recovery_point) - 1, 0)
+        for i in range(start, len(self._segments)):
+            truncated = self._segments[i].recover()
+            if truncated:
+                log.warning("%s: recovery cut %d bytes of torn or corrupt tail from segment %d",
+                            os.path.basename(self.directory), truncated, self._segments[i].base_offset)
+            if i < len(self._segments) - 1:
+                self._segments[i].seal()
+            if truncated:
+                for segment in self._segments[i + 1 :]:
+                    segment.delete()
+                del self._segments[i + 1 :]
+                del self._bases[i + 1 :]
+                return
+
+    def _drop_segments_below_start(self, now_ms: int) -> None:
+        count = 0
+        while count + 1 < len(self._segments) and self._segments[count + 1].base_offset <= self._log_start_offset:
+            count += 1
+        if count:
+            self._delete_first_segments(count, now_ms)
+
+    def _load_producer_state(self, now_ms: int) -> None:
+        """Newest snapshot at or below the log end, then the batch headers after it."""
+        producers = self.producer_state
+        snapshot = producers.load(self._log_end_offset, now_ms)
+        replay_from = max(snapshot if snapshot is not None else 0, self._log_start_offset)
+        if replay_from < self._log_end_offset:
+            producers.replay(self._headers_from(replay_from))
+            # Spare the next start this scan.
+            producers.take_snapshot(self._log_end_offset)
+        producers.truncate_head(self._log_start_offset)
+
+    def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        for segment in self._segments[self._segment_index(offset) :]:
+            start = segment.position_of(offset) if segment.base_offset < offset else 0
+            for _, header in segment.iter_headers(start, segment.size_bytes):
+                yield header
+
+    # -- properties ----------------------------------------------------------------------------------
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        self._config = config
+        for segment in self._segments:
+            segment.index_interval_bytes = config.index_interval_bytes
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size_bytes for segment in self._segments)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    # -- append --------------------------------------------------------------------------------------
+
+    def append(self, batches: list[tuple[BatchHeader, memoryview]], leader_epoch: int) -> AppendResult:
+        """Validate all `batches` (already split and CRC-checked), then store them at consecutive offsets.
+
+        Raises KafkaError: MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_TIMESTAMP, INVALID_RECORD
+        (control batches from clients), producer errors, KAFKA_STORAGE_ERROR.
+        """
+        if not batches:
+            raise KafkaError(ErrorCode.corrupt_message, "no record batches")
+        if self._closed:
+            raise KafkaError(ErrorCode.kafka_storage_error, "the log is closed")
+        now = self._clock.time_ms()
+        config = self._config
+        append_time = now if config.message_timestamp_type is TimestampType.LOG_APPEND_TIME else None
+        total_bytes, offset_count, duplicate = self._validate(batches, now, check_create_time=append_time is None)
+        if duplicate is not None:
+            return self._duplicate_result(duplicate, append_time is not None)
+        first_offset = self._log_end_offset
+        try:
+            segment = self._segment_for_append(total_bytes, first_offset + offset_count - 1, now)
+            pieces: list[bytes | memoryview] = []
+            stored: list[AppendedBatch] = []
+            offset = first_offset
+            for header, view in batches:
+                pieces += assign_offsets(view, offset, leader_epoch, append_time)
+                next_offset = offset + header.last_offset_delta + 1
+                max_ts = header.max_timestamp if append_time is None else append_time
+                stored.append(AppendedBatch(offset, next_offset, max_ts, header.total_size))
+                offset = next_offset
+            segment.append(pieces, stored, total_bytes)
+        except OSError as e:
+            raise _storage_error(e) from e
+        self._after_append(batches, stored, now)
+        return AppendResult(first_offset, offset - 1, -1 if append_time is None else append_time,
+                            self._log_start_offset)
+
+    def _validate(
+        self, batches: list[tuple[BatchHeader, memoryview]], now_ms: int, check_create_time: bool
+    ) -> tuple[int, int, BatchMetadata | None]:
+        """(total bytes, offsets needed, duplicate batch or None); raises KafkaError on rejection."""
+        config = self._config
+        total_bytes = offset_count = 0
+        pending: dict[int, BatchHeader] | None = None
+        for header, _ in batches:
+            size = header.total_size
+            if size > config.max_message_bytes:
+                raise KafkaError(ErrorCode.message_too_large,
+                                 f"batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}")
+            if header.is_control:
+                raise KafkaError(ErrorCode.invalid_record, "control batches are not accepted from clients")
+            if check_create_time:
+                self._check_timestamps(header, now_ms)
+            total_bytes += size
+            offset_count += header.last_offset_delta + 1
+            if header.producer_id >= 0:
+                decision = self.producer_state.check(header, pending)
+                if decision.duplicate_of is not None:
+                    return total_bytes, offset_count, decision.duplicate_of
+                if pending is None:
+                    pending = {}
+                pending[header.producer_id] = header
+        if total_bytes > config.segment_bytes:
+            raise KafkaError(ErrorCode.record_list_too_large,
+                             f"{total_bytes} bytes exceed segment.bytes {config.segment_bytes}")
+        return total_bytes, offset_count, None
+
+    def _check_timestamps(self, header: BatchHeader, now_ms: int) -> None:
+        # Without decoding records, the header's first and max timestamps stand for the batch.
+        config = self._config
+        lowest = now_ms - config.message_timestamp_before_max_ms
+        highest = now_ms + config.message_timestamp_after_max_ms
+        for ts in (header.base_timestamp, header.max_timestamp):
+            if ts != -1 and not lowest <= ts <= highest:
+                raise KafkaError(ErrorCode.invalid_timestamp,
+                                 f"timestamp {ts} is outside [{lowest}, {highest}]")
+
+    def _duplicate_result(self, duplicate: BatchMetadata, log_append_time: bool) -> AppendResult:
+        return AppendResult(duplicate.first_offset, duplicate.last_offset,
+                            duplicate.timestamp_ms if log_append_time else -1, self._log_start_offset,
+                            duplicate=True)
+
+    def _after_append(self, batches: list[tuple[BatchHeader, memoryview]], stored: list[AppendedBatch],
+                      now_ms: int) -> None:
+        records = 0
+        for (header, _), batch in zip(batches, stored, strict=True):
+            records += header.records_count
+            if header.producer_id >= 0:
+                self.producer_state.update(header, batch.base_offset, batch.next_offset - 1, batch.max_timestamp)
+        self._log_end_offset = stored[-1].next_offset
+        if self.high_watermark_follows_log_end:
+            self._high_watermark = self._log_end_offset
+        self._unflushed_messages += records
+        config = self._config
+        if self._unflushed_messages >= config.flush_messages or now_ms - self._last_flush_ms >= config.flush_ms:
+            self.flush()
+
+    def _segment_for_append(self, total_bytes: int, last_offset: int, now_ms: int) -> LogSegment:
+        config = self._config
+        if self._segments[-1].must_roll_before(total_bytes, last_offset, now_ms, config.segment_bytes,
+                                                config.segment_ms):
+            self._roll(now_ms)
+        return self._segments[-1]
+
+    # -- rolling -------------------------------------------------------------------------------------
+
+    def _roll(self, now_ms: int) -> None:
+        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        active = self._segments[-1]
+        if active.size_bytes == 0:
+            return
+        active.seal()
+        self.producer_state.take_snapshot(self._log_end_offset)
+        self._add_segment(self._new_segment(self._log_end_offset, now_ms))
+
+    def roll_if_due(self, now_ms: int) -> bool:
+        """Roll a non-empty active segment older than segment_ms; returns whether it rolled."""
+        active = self._segments[-1]
+        if active.size_bytes == 0 or now_ms - active.rolling_base_ms <= self._config.segment_ms:
+            return False
+        try:
+            self._roll(now_ms)
+        except OSError as e:
+            raise _storage_error(e) from e
+        return True
+
+    def _new_segment(self, base_offset: int, now_ms: int) -> LogSegment:
+        segment = LogSegment.create(self.directory, base_offset, self._config.segment_index_bytes, now_ms)
+        return segment
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        segment.index_interval_bytes = self._config.index_interval_bytes
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+
+    # -- read ----------------------------------------------------------------------------------------
+
+    def read(self, fetch_offset: int, max_bytes: int, min_one_batch: bool,
+             max_offset: int | None = None) -> ReadResult:
+        """Whole batches from the one holding `fetch_offset`, from a single segment.
+
+        Stops before `max_offset` (exclusive; default: the high watermark, capped at the log end) and
+        after `max_bytes`, except that `min_one_batch` returns a larger first batch whole.
+        Raises KafkaError(OFFSET_OUT_OF_RANGE) outside [log_start_offset, log_end_offset].
+        """
+        if fetch_offset < self._log_start_offset or fetch_offset > self._log_end_offset:
+            raise KafkaError(
+                ErrorCode.offset_out_of_range,
+                f"offset {fetch_offset} is outside [{self._log_start_offset}, {self._log_end_offset}]",
+            )
+        upper = min(self._high_watermark if max_offset is None else max_offset, self._log_end_offset)
+        try:
+            found = self._read_slice(fetch_offset, max_bytes, min_one_batch, upper)
+        except OSError as e:
+            raise _storage_error(e) from e
+        return ReadResult(() if found is None or found.size == 0 else (found,), self._high_watermark,
+                          self._log_start_offset, self._log_end_offset)
+
+    def _read_slice(self, fetch_offset: int, max_bytes: int, min_one_batch: bool,
+                    upper: int) -> FileSlice | None:
+        if fetch_offset >= upper:
+            return None
+        first = self._segment_index(fetch_offset)
+        last = len(self._segments) - 1
+        for i in range(first, last + 1):
+            segment = self._segments[i]
+            if segment.base_offset >= upper:
+                return None
+            if (i < last and self._bases[i + 1] <= upper) or (i == last and upper >= self._log_end_offset):
+                max_position = segment.size_bytes
+            else:
+                max_position = segment.position_of(upper)
+            found = segment.read(fetch_offset, max_bytes, max_position, min_one_batch)
+            if found is not None:
+                return found
+        return None
+
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect_right(self._bases, offset) - 1, 0)
+
+    # -- timestamps ----------------------------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after the log start with timestamp >= the
+        target; None when there is none (ListOffsets then answers with the log end offset)."""
+        try:
+            for i, segment in enumerate(self._segments):
+                if i + 1 < len(self._segments) and self._bases[i + 1] <= self._log_start_offset:
+                    continue
+                if segment.largest_timestamp < timestamp_ms:
+                    continue
+                found = segment.find_offset_by_timestamp(timestamp_ms, self._log_start_offset)
+                if found is not None:
+                    return found
+        except OSError as e:
+            raise _storage_error(e) from e
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record carrying the largest timestamp; None if empty."""
+        try:
+            best: LogSegment | None = None
+            for segment in self._segments:
+                if segment.largest_timestamp >= 0 and (
+                    best is None or segment.largest_timestamp > best.largest_timestamp
+                ):
+                    best = segment
+            return None if best is None else best.max_timestamp_offset()
+        except OSError as e:
+            raise _storage_error(e) from e
+
+    # -- deletion and retention ----------------------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset to `offset` (-1: the high watermark) and delete the
+        segments wholly below it. Returns the new log start offset (the low watermark)."""
+        if offset == DELETE_TO_HIGH_WATERMARK:
+            offset = self._high_watermark
+        if offset < 0 or offset > self._high_watermark:
+            raise KafkaError(ErrorCode.offset_out_of_range,
+                             f"offset {offset} is beyond the high watermark {self._high_watermark}")
+        if offset <= self._log_start_offset:
+            return self._log_start_offset
+        try:
+            self._log_start_offset = offset
+            self._write_log_start_checkpoint()
+            self._drop_segments_below_start(self._clock.time_ms())
+            self.producer_state.truncate_head(offset)
+        except OSError as e:
+            raise _storage_error(e) from e
+        return self._log_start_offset
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete whole segments past retention_ms (by largest timestamp) or beyond retention_bytes, as
+        Kafka does: oldest first, never at or above the high watermark, rolling the active segment first
+        when it must go too. Returns the number of segments deleted."""
+        config = self._config
+        try:
+            deleted = 0
+            if "delete" in config.cleanup_policy:
+                if config.retention_ms >= 0:
+                    deleted += self._delete_oldest_while(
+                        lambda s: now_ms - s.retention_timestamp_ms > config.retention_ms, now_ms)
+                if config.retention_bytes >= 0:
+                    deleted += self._delete_oldest_while(self._size_predicate(config.retention_bytes), now_ms)
+            self._closer.run(now_ms)
+            return deleted
+        except OSError as e:
+            raise _storage_error(e) from e
+
+    def _size_predicate(self, retention_bytes: int) -> Callable[[LogSegment], bool]:
+        excess = self.size_bytes - retention_bytes
+
+        def deletable(segment: LogSegment) -> bool:
+            nonlocal excess
+            if excess - segment.size_bytes < 0:
+                return False
+            excess -= segment.size_bytes
+            return True
+
+        return deletable
+
+    def _delete_oldest_while(self, predicate: Callable[[LogSegment], bool], now_ms: int) -> int:
+        count = 0
+        for i, segment in enumerate(self._segments):
+            is_last = i == len(self._segments) - 1
+            if is_last and segment.size_bytes == 0:
+                break
+            upper = self._log_end_offset if is_last else self._bases[i + 1]
+            if self._high_watermark < upper or not predicate(segment):
+                break
+            count += 1
+        if count == 0:
+            return 0
+        if count == len(self._segments):
+            self._roll(now_ms)  # a log always keeps one (active) segment
+        self._delete_first_segments(count, now_ms)
+        return count
+
+    def _delete_first_segments(self, count: int, now_ms: int) -> None:
+        doomed = self._segments[:count]
+        del self._segments[:count]
+        del self._bases[:count]
+        if self._segments[0].base_offset > self._log_start_offset:
+            self._log_start_offset = self._segments[0].base_offset
+            self._write_log_start_checkpoint()
+        self.producer_state.truncate_head(self._log_start_offset)
+        for segment in doomed:
+            segment.delete(lambda fd: self._closer.close_later(fd, now_ms))
+
+    def expire_producers(self, now_ms: int) -> int:
+        return self.producer_state.remove_expired(now_ms)
+
+    # -- durability ----------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync everything not yet durable and advance the recovery point to the log end offset."""
+        try:
+            self._flush_segments(len(self._segments))
+            self._recovery_point = self._log_end_offset
+            self._write_checkpoints()
+            self.producer_state.delete_snapshots_before(self._recovery_point)
+        except OSError as e:
+            raise _storage_error(e) from e
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._clock.time_ms()
+
+    def flush_if_due(self, now_ms: int) -> None:
+        """Periodic durability: fsync rolled segments (moving the recovery point to the active segment's
+        base offset) and everything once flush_ms has passed with unflushed messages."""
+        if self._unflushed_messages and now_ms - self._last_flush_ms >= self._config.flush_ms:
+            self.flush()
+            return
+        active_base = self._bases[-1]
+        if self._recovery_point >= active_base:
+            return
+        try:
+            self._flush_segments(len(self._segments) - 1)
+            self._recovery_point = active_base
+            self._write_checkpoints()
+            self.producer_state.delete_snapshots_before(self._recovery_point)
+        except OSError as e:
+            raise _storage_error(e) from e
+
+    def _flush_segments(self, end_index: int) -> None:
+        for segment in self._segments[self._segment_index(self._recovery_point) : end_index]:
+            segment.flush()
+
+    def _write_checkpoints(self) -> None:
+        _write_checkpoint(os.path.join(self.directory, RECOVERY_POINT_FILE), self._recovery_point)
+        self._write_log_start_checkpoint()
+
+    def _write_log_start_checkpoint(self) -> None:
+        _write_checkpoint(os.path.join(self.directory, LOG_START_OFFSET_FILE), self._log_start_offset)
+
+    def close(self) -> None:
+        """Flush, snapshot producer state, close files and leave the clean-shutdown marker."""
+        if self._closed:
+            return
+        try:
+            self._segments[-1].seal()
+            self.flush()
+            self.producer_state.take_snapshot(self._log_end_offset)
+            self.producer_state.delete_snapshots_before(self._log_end_offset)
+            for segment in self._segments:
+                segment.close()
+            self._closed = True
+            write_atomically(os.path.join(self.directory, CLEAN_SHUTDOWN_FILE), b"")
+        except OSError as e:
+            raise _storage_error(e) from e
+        finally:
+            if self._owns_closer:
+                self._closer.close_all()
+
+    def delete(self) -> None:
+        """Remove the whole partition directory. With a shared closer, slices handed out stay readable
+        for file_delete_delay_ms; a log that owns its closer has no later chance, so it closes now."""
+        now = self._clock.time_ms()
+        for segment in self._segments:
+            segment.delete(lambda fd: self._closer.close_later(fd, now))
+        self._segments, self._bases = [], []
+        self._closed = True
+        if self._owns_closer:
+            self._closer.close_all()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def rename_directory(self, directory: str) -> None:
+        """Follow a rename of the partition directory (LogManager's delete); open fds stay valid."""
+        os.replace(self.directory, directory)
+        self.directory = directory
+        for segment in self._segments:
+            segment.directory = directory
+        self.producer_state.directory = directory
+
+    # -- truncation (replication) --------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch that holds an offset >= `offset`. A batch straddling `offset` goes whole,
+        so the log end may end below `offset`; below the log start the log restarts empty at `offset`."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self._log_end_offset:
+            return
+        now = self._clock.time_ms()
+        try:
+            if offset < self._log_start_offset or offset <= self._bases[0]:
+                self._truncate_fully(offset, now)
+            else:
+                keep = self._segment_index(offset)
+                if self._bases[keep] == offset:
+                    keep -= 1
+                for segment in self._segments[keep + 1 :]:
+                    segment.delete(lambda fd: self._closer.close_later(fd, now))
+                del self._segments[keep + 1 :]
+                del self._bases[keep + 1 :]
+                self._segments[-1].truncate_to(offset)
+                self._log_end_offset = self._segments[-1].next_offset
+                # Cutting a whole batch may go below a log start that lay inside it.
+                self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+            self._high_watermark = min(self._high_watermark, self._log_end_offset)
+            self._recovery_point = min(self._recovery_point, self._log_end_offset)
+            self._write_checkpoints()
+            self.producer_state.delete_snapshots_after(self._log_end_offset)
+            self._load_producer_state(now)
+        except OSError as e:
+            raise _storage_error(e) from e
+
+    def _truncate_fully(self, offset: int, now_ms: int) -> None:
+        for segment in self._segments:
+            segment.delete(lambda fd: self._closer.close_later(fd, now_ms))
+        self._segments, self._bases = [], []
+        self._add_segment(self._new_segment(offset, now_ms))
+        self._log_start_offset = self._log_end_offset = offset
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.directory!r}, start={self._log_start_offset}, "
+                f"end={self._log_end_offset}, segments={len(self._segments)})")
+
+
+def _storage_error(error: OSError) -> KafkaError:
+    return KafkaError(ErrorCode.kafka_storage_error, f"storage error: {error}")
+
+
+def _read_checkpoint(path: str) -> int | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _write_checkpoint(path: str, value: int) -> None:
+    write_atomically(path, f"{value}\n".encode("ascii"))
+
+
+def _reconcile_topic_id(directory: str, topic_id: uuid.UUID | None) -> uuid.UUID | None:
+    """The topic id of `partition.metadata`, written when absent; a different id is an error."""
+    path = os.path.join(directory, PARTITION_METADATA_FILE)
+    stored = _read_partition_metadata(path)
+    if stored is None:
+        if topic_id is not None:
+            text = f"version: 0\ntopic_id: {kafka_uuid_string(topic_id)}\n"
+            write_atomically(path, text.encode("ascii"))
+        return topic_id
+    if topic_id is not None and stored != topic_id:
+        raise KafkaError(ErrorCode.inconsistent_topic_id,
+                         f"{directory} belongs to topic id {kafka_uuid_string(stored)}")
+    return stored
+
+
+def kafka_uuid_string(value: uuid.UUID) -> str:
+    """Kafka's textual Uuid: URL-safe base64 of the 16 bytes, without padding."""
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode("ascii")
+
+
+def _read_partition_metadata(path: str) -> uuid.UUID | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            fields = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(fields["topic_id"].strip() + "=="))
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def _remove_quietly(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)

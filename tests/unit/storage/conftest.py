@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from moldau.clock import ManualClock
+from moldau.storage.log import PartitionLog
+from moldau.storage.log_config import LogConfig
+from tests.unit.storage.batches import START_MS
+
+OpenLog = Callable[..., PartitionLog]
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(START_MS)
+
+
+@pytest.fixture
+def open_log(tmp_path: Path, clock: ManualClock) -> Iterator[OpenLog]:
+    """Open the partition log at `<tmp>/topic-0` with LogConfig overrides; closes whatever is left open."""
+    opened: list[PartitionLog] = []
+
+    def _open(*, name: str = "topic-0", clean_shutdown: bool | None = None, **overrides: Any) -> PartitionLog:
+        config = replace(LogConfig(), **overrides)
+        log = PartitionLog.open(str(tmp_path / name), config, clock, clean_shutdown=clean_shutdown)
+        opened.append(log)
+        return log
+
+    yield _open
+    for log in opened:
+        if not log._closed:
+            crash(log)
+
+
+def crash(log: PartitionLog) -> None:
+    """Drop the log as a killed process would: no flush, no snapshot, no marker."""
+    import os
+
+    for segment in log.segments:
+        os.close(segment.fd)
+    log._closed = True

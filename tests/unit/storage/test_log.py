@@ -1,0 +1,342 @@
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from moldau.clock import ManualClock
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.record_batch import parse_header, split_batches
+from moldau.storage.log import PartitionLog
+from moldau.storage.log_config import LogConfig, TimestampType
+from tests.unit.storage.batches import START_MS, batches_of, decode, decode_with_timestamps, make_batch, values
+from tests.unit.storage.conftest import OpenLog
+
+
+def _append(log: PartitionLog, n: int, *, epoch: int = 0, size: int = 0, **kwargs: object) -> tuple[int, int]:
+    result = log.append(batches_of(make_batch(values(n, size=size), **kwargs)), epoch)  # type: ignore[arg-type]
+    return result.first_offset, result.last_offset
+
+
+def _all_records(log: PartitionLog, start: int = 0) -> list[tuple[int, bytes]]:
+    out: list[tuple[int, bytes]] = []
+    offset = start
+    while offset < log.high_watermark:
+        data = log.read(offset, 1 << 20, True).read_bytes()
+        records = decode(data)
+        out.extend(r for r in records if r[0] >= offset)
+        offset = parse_last_next_offset(data)
+    return out
+
+
+def parse_last_next_offset(data: bytes) -> int:
+    position, next_offset = 0, 0
+    while position < len(data):
+        header = parse_header(data, position)
+        next_offset, position = header.next_offset, position + header.total_size
+    return next_offset
+
+
+def test_offsets_are_assigned_consecutively_across_batches(open_log: OpenLog) -> None:
+    log = open_log()
+    result = log.append(batches_of(make_batch(values(3)), make_batch(values(2), compression=4)), 5)
+    assert (result.first_offset, result.last_offset, result.log_append_time_ms) == (0, 4, -1)
+    assert (result.log_start_offset, result.duplicate) == (0, False)
+    assert _append(log, 4) == (5, 8)
+    assert (log.log_end_offset, log.high_watermark) == (9, 9)
+    data = log.read(0, 1 << 20, False).read_bytes()
+    assert [o for o, _ in decode(data)] == list(range(9))
+    assert parse_header(data).partition_leader_epoch == 5
+
+
+@pytest.mark.parametrize("compression", [0, 1, 2, 3, 4])
+def test_every_codec_round_trips_byte_for_byte(open_log: OpenLog, compression: int) -> None:
+    log = open_log()
+    raw = make_batch(values(20, size=50), compression=compression)
+    assert parse_header(raw).compression == compression
+    log.append(batches_of(raw), 0)
+    log.append(batches_of(raw), 0)
+    data = log.read(20, 1 << 20, False).read_bytes()
+    assert data[16:] == raw[16:]
+    assert decode(data) == [(20 + i, v) for i, v in enumerate(values(20, size=50))]
+
+
+def test_segments_roll_by_size(open_log: OpenLog, tmp_path: Path) -> None:
+    log = open_log(segment_bytes=1000)
+    for _ in range(10):
+        _append(log, 5, size=40)
+    assert len(log.segments) > 3
+    assert all(s.size_bytes <= 1000 for s in log.segments)
+    names = sorted(p.name for p in (tmp_path / "topic-0").iterdir() if p.suffix == ".log")
+    assert names[0] == "00000000000000000000.log"
+    assert names == [f"{s.base_offset:020d}.log" for s in log.segments]
+    assert _all_records(log) == [(i, v) for i in range(50) for v in [values(5, size=40)[i % 5]]]
+
+
+def test_segments_roll_by_time(open_log: OpenLog, clock: ManualClock) -> None:
+    log = open_log(segment_ms=1000)
+    _append(log, 2)
+    clock.advance(500)
+    _append(log, 2)
+    assert len(log.segments) == 1
+    clock.advance(501)
+    _append(log, 2, timestamp_ms=clock.time_ms())
+    assert [s.base_offset for s in log.segments] == [0, 4]
+    assert not log.roll_if_due(clock.time_ms())
+    clock.advance(1001)
+    assert log.roll_if_due(clock.time_ms())
+    assert [s.base_offset for s in log.segments] == [0, 4, 6]
+    assert not log.roll_if_due(clock.time_ms() + 10_000)  # the new active segment is empty
+
+
+def test_read_from_the_middle_of_a_batch_returns_the_whole_batch(open_log: OpenLog) -> None:
+    log = open_log()
+    _append(log, 5)
+    _append(log, 5)
+    data = log.read(7, 1 << 20, False).read_bytes()
+    assert [o for o, _ in decode(data)] == [5, 6, 7, 8, 9]
+
+
+def test_max_bytes_and_min_one_batch(open_log: OpenLog) -> None:
+    log = open_log()
+    raw = make_batch(values(4, size=100))
+    for _ in range(5):
+        log.append(batches_of(raw), 0)
+    size = len(raw)
+    assert log.read(0, size * 2 + size // 2, False).size_bytes == size * 2
+    assert log.read(0, size - 1, False).slices == ()
+    assert log.read(0, size - 1, True).size_bytes == size
+    assert log.read(0, 0, True).size_bytes == size
+    assert log.read(6, size * 3, False).size_bytes == size * 3
+    whole = log.read(0, 10**9, False)
+    assert whole.size_bytes == size * 5 and len(whole.slices) == 1
+
+
+def test_offset_out_of_range(open_log: OpenLog) -> None:
+    log = open_log()
+    _append(log, 3)
+    for offset in (-1, 4):
+        with pytest.raises(KafkaError) as e:
+            log.read(offset, 100, True)
+        assert e.value.code == ErrorCode.offset_out_of_range
+    at_end = log.read(3, 100, True)
+    assert at_end.slices == () and at_end.log_end_offset == 3
+
+
+def test_reads_stop_at_high_watermark_and_max_offset(open_log: OpenLog) -> None:
+    log = open_log(segment_bytes=600)
+    for _ in range(6):
+        _append(log, 2, size=50)
+    assert len(log.segments) > 1
+    log.high_watermark_follows_log_end = False
+    log.high_watermark = 6
+    assert [o for o, _ in decode(log.read(0, 10**6, False).read_bytes())][-1] == 5
+    assert log.read(6, 10**6, True).slices == ()
+    assert [o for o, _ in decode(log.read(0, 10**6, False, max_offset=4).read_bytes())][-1] == 3
+    assert decode(log.read(6, 10**6, False, max_offset=12).read_bytes())[0][0] == 6
+
+
+def test_reads_use_the_index_from_any_offset(open_log: OpenLog) -> None:
+    log = open_log(index_interval_bytes=100, segment_bytes=5000)
+    for n in range(1, 40):
+        _append(log, n % 4 + 1, size=30)
+    assert log.segments[0].offset_index.entries > 5
+    expected = _all_records(log)
+    for offset in range(log.log_end_offset):
+        data = log.read(offset, 1, True).read_bytes()
+        records = decode(data)
+        assert records[0][0] <= offset <= records[-1][0]
+        assert next(r for r in records if r[0] >= offset) == expected[offset]
+
+
+def test_message_size_limits(open_log: OpenLog) -> None:
+    log = open_log(max_message_bytes=500, segment_bytes=1200)
+    with pytest.raises(KafkaError) as e:
+        _append(log, 2, size=600)
+    assert e.value.code == ErrorCode.message_too_large
+    small = make_batch(values(3, size=100))
+    with pytest.raises(KafkaError) as e:
+        log.append(batches_of(small, small, small), 0)
+    assert e.value.code == ErrorCode.record_list_too_large
+    assert log.log_end_offset == 0 and log.size_bytes == 0  # all or nothing
+
+
+def test_create_time_bounds(open_log: OpenLog) -> None:
+    log = open_log(message_timestamp_before_max_ms=1000, message_timestamp_after_max_ms=1000)
+    for ts in (START_MS - 1001, START_MS + 1001):
+        with pytest.raises(KafkaError) as e:
+            log.append(batches_of(make_batch(values(1)), make_batch(values(1), timestamp_ms=ts)), 0)
+        assert e.value.code == ErrorCode.invalid_timestamp
+    assert log.log_end_offset == 0
+    _append(log, 1, timestamp_ms=START_MS + 1000)
+    _append(log, 1, timestamp_ms=-1)
+
+
+def test_log_append_time(open_log: OpenLog, clock: ManualClock) -> None:
+    log = open_log(message_timestamp_type=TimestampType.LOG_APPEND_TIME)
+    clock.advance(7)
+    result = log.append(batches_of(make_batch(values(3), timestamp_ms=5)), 0)
+    assert result.log_append_time_ms == START_MS + 7
+    data = log.read(0, 10**6, False).read_bytes()
+    assert decode_with_timestamps(data) == [(i, START_MS + 7) for i in range(3)]
+    split_batches(data)  # valid CRC
+    assert log.offset_for_timestamp(START_MS) == (0, START_MS + 7)
+
+
+def test_control_batches_from_clients_are_refused(open_log: OpenLog) -> None:
+    import struct
+
+    import crc32c
+
+    raw = bytearray(make_batch(values(1), producer_id=1, producer_epoch=0, base_sequence=0, transactional=True))
+    struct.pack_into(">h", raw, 21, 0x30)
+    struct.pack_into(">I", raw, 17, crc32c.crc32c(bytes(raw[21:])))
+    with pytest.raises(KafkaError) as e:
+        open_log().append(split_batches(bytes(raw)), 0)
+    assert e.value.code == ErrorCode.invalid_record
+
+
+def test_retention_by_time_moves_log_start(open_log: OpenLog, clock: ManualClock) -> None:
+    log = open_log(segment_bytes=700, retention_ms=10_000)
+    for i in range(12):
+        _append(log, 2, size=60, timestamp_ms=START_MS + i * 1000)
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) >= 4
+    assert log.apply_retention(START_MS + 5_000) == 0
+    now = START_MS + 10_000 + log.segments[1].largest_timestamp - START_MS + 1
+    deleted = log.apply_retention(now)
+    assert deleted == 2
+    assert log.log_start_offset == bases[2] == log.segments[0].base_offset
+    assert not (Path(log.directory) / f"{bases[0]:020d}.log").exists()
+    with pytest.raises(KafkaError):
+        log.read(bases[2] - 1, 100, True)
+    # When everything has expired the active segment is rolled and deleted too.
+    end = log.log_end_offset
+    assert log.apply_retention(START_MS + 10**6) > 0
+    assert log.log_start_offset == end == log.log_end_offset
+    assert [s.base_offset for s in log.segments] == [end]
+    assert _append(log, 1) == (end, end)
+
+
+def test_retention_by_size(open_log: OpenLog) -> None:
+    log = open_log(segment_bytes=700, retention_bytes=1500, retention_ms=-1)
+    for _ in range(12):
+        _append(log, 2, size=60)
+    total = log.size_bytes
+    sizes = [s.size_bytes for s in log.segments]
+    deleted = log.apply_retention(START_MS)
+    assert deleted > 0
+    assert log.size_bytes == total - sum(sizes[:deleted])
+    assert log.size_bytes >= 1500 > log.size_bytes - log.segments[0].size_bytes
+    assert log.log_start_offset == log.segments[0].base_offset
+    assert _all_records(log, log.log_start_offset)[0][0] == log.log_start_offset
+
+
+def test_retention_is_skipped_for_compact_only(open_log: OpenLog) -> None:
+    log = open_log(segment_bytes=700, retention_bytes=0, cleanup_policy=("compact",))
+    for _ in range(12):
+        _append(log, 2, size=60)
+    assert log.apply_retention(START_MS + 10**10) == 0
+
+
+def test_delete_records_before(open_log: OpenLog) -> None:
+    log = open_log(segment_bytes=700)
+    for _ in range(12):
+        _append(log, 2, size=60)
+    second = log.segments[1].base_offset
+    assert log.delete_records_before(second + 1) == second + 1
+    assert log.segments[0].base_offset == second
+    assert log.log_start_offset == second + 1
+    with pytest.raises(KafkaError) as e:
+        log.read(second, 100, True)
+    assert e.value.code == ErrorCode.offset_out_of_range
+    # Reading at the log start returns the batch holding it.
+    assert decode(log.read(second + 1, 1, True).read_bytes())[0][0] == second
+    assert log.delete_records_before(3) == second + 1  # never backwards
+    with pytest.raises(KafkaError) as e:
+        log.delete_records_before(log.high_watermark + 1)
+    assert e.value.code == ErrorCode.offset_out_of_range
+    assert log.delete_records_before(-1) == log.high_watermark == 24
+    assert log.read(24, 100, True).slices == ()
+    assert _append(log, 1) == (24, 24)
+
+
+def test_offset_for_timestamp_and_max_timestamp(open_log: OpenLog) -> None:
+    log = open_log(segment_bytes=800, index_interval_bytes=50)
+    for i in range(10):
+        base = START_MS + i * 100
+        ts = [base + 30, base + 10, base + 50, base + 20]
+        log.append(batches_of(make_batch(values(4, size=60), timestamps=ts, compression=i % 5)), 0)
+    assert len(log.segments) > 2
+    assert log.offset_for_timestamp(0) == (0, START_MS + 30)
+    assert log.offset_for_timestamp(START_MS + 31) == (2, START_MS + 50)
+    assert log.offset_for_timestamp(START_MS + 51) == (4, START_MS + 130)
+    assert log.offset_for_timestamp(START_MS + 540) == (22, START_MS + 550)
+    assert log.offset_for_timestamp(START_MS + 950) == (38, START_MS + 950)
+    assert log.offset_for_timestamp(START_MS + 951) is None
+    assert log.max_timestamp_offset() == (38, START_MS + 950)
+    log.delete_records_before(23)
+    assert log.offset_for_timestamp(0) == (23, START_MS + 520)
+
+
+def test_max_timestamp_is_found_after_a_clean_restart(open_log: OpenLog) -> None:
+    log = open_log(segment_bytes=800, index_interval_bytes=50)
+    for i in range(10):
+        ts = [START_MS + 5, START_MS + (999 if i == 3 else i), START_MS + 1]
+        log.append(batches_of(make_batch(values(3, size=60), timestamps=ts)), 0)
+    assert log.max_timestamp_offset() == (10, START_MS + 999)
+    log.close()
+    log = open_log(segment_bytes=800, index_interval_bytes=50)
+    assert log.max_timestamp_offset() == (10, START_MS + 999)
+    assert log.offset_for_timestamp(START_MS + 500) == (10, START_MS + 999)
+
+
+def test_empty_log(open_log: OpenLog) -> None:
+    log = open_log()
+    assert (log.log_start_offset, log.log_end_offset, log.size_bytes) == (0, 0, 0)
+    assert log.read(0, 100, True).slices == ()
+    assert log.offset_for_timestamp(0) is None and log.max_timestamp_offset() is None
+    assert log.apply_retention(START_MS + 10**12) == 0
+
+
+def test_truncate_to(open_log: OpenLog) -> None:
+    log = open_log(segment_bytes=700)
+    for _ in range(12):
+        _append(log, 2, size=60)
+    log.truncate_to(15)  # inside the batch 14..15: the whole batch goes
+    assert log.log_end_offset == 14 == log.high_watermark
+    assert _all_records(log)[-1][0] == 13
+    assert _append(log, 2) == (14, 15)
+    log.close()
+    log = open_log(segment_bytes=700)
+    assert log.log_end_offset == 16
+    log.truncate_to(0)
+    assert (log.log_start_offset, log.log_end_offset, len(log.segments)) == (0, 0, 1)
+
+
+def test_topic_id_is_kept_in_partition_metadata(tmp_path: Path, clock: ManualClock) -> None:
+    topic_id = uuid.uuid4()
+    directory = str(tmp_path / "orders-3")
+    log = PartitionLog.open(directory, LogConfig(), clock, topic_id)
+    assert (log.topic, log.partition) == ("orders", 3)
+    text = (tmp_path / "orders-3" / "partition.metadata").read_text()
+    assert text.startswith("version: 0\ntopic_id: ") and len(text.split()[-1]) == 22
+    log.close()
+    assert PartitionLog.open(directory, LogConfig(), clock).topic_id == topic_id
+    with pytest.raises(KafkaError) as e:
+        PartitionLog.open(directory, LogConfig(), clock, uuid.uuid4())
+    assert e.value.code == ErrorCode.inconsistent_topic_id
+
+
+def test_checkpoints_are_written(open_log: OpenLog) -> None:
+    log = open_log(segment_bytes=700)
+    for _ in range(12):
+        _append(log, 2, size=60)
+    log.delete_records_before(5)
+    log.flush()
+    directory = Path(log.directory)
+    assert (directory / "recovery-point").read_text() == "24\n"
+    assert (directory / "log-start-offset").read_text() == "5\n"
+    assert not any(name.endswith(".tmp") for name in os.listdir(directory))

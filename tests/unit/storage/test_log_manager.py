@@ -1,0 +1,133 @@
+from __future__ import annotations
+
+import errno
+import os
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from moldau.clock import ManualClock
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.storage.log_config import LogConfig
+from moldau.storage.log_manager import CLEAN_SHUTDOWN_MARKER, LogManager
+from moldau.storage.segment import LogSegment
+from tests.unit.storage.batches import batches_of, decode, make_batch, values
+
+
+def _dirs(tmp_path: Path, n: int = 2) -> list[str]:
+    return [str(tmp_path / f"d{i}") for i in range(n)]
+
+
+def test_create_spreads_partitions_and_reopens_them(tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path), clock, LogConfig())
+    topic_id = uuid.uuid4()
+    logs = [manager.create("orders", p, topic_id, LogConfig()) for p in range(4)]
+    assert sorted(os.path.dirname(log.directory) for log in logs) == sorted(_dirs(tmp_path) * 2)
+    assert manager.create("orders", 0, topic_id) is logs[0]
+    assert manager.get("orders", 9) is None
+    logs[1].append(batches_of(make_batch(values(3))), 0)
+    manager.close()
+    assert all((Path(d) / CLEAN_SHUTDOWN_MARKER).exists() for d in _dirs(tmp_path))
+
+    again = LogManager(_dirs(tmp_path), clock, LogConfig())
+    assert sorted(again.partitions()) == [("orders", p) for p in range(4)]
+    assert not any((Path(d) / CLEAN_SHUTDOWN_MARKER).exists() for d in _dirs(tmp_path))
+    reopened = again.get("orders", 1)
+    assert reopened is not None and reopened.topic_id == topic_id and reopened.log_end_offset == 3
+    assert decode(reopened.read(0, 1000, True).read_bytes())[2][0] == 2
+    again.close()
+
+
+def test_missing_marker_means_recovery(tmp_path: Path, clock: ManualClock,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    manager.create("t", 0, None).append(batches_of(make_batch(values(3))), 0)
+    manager.close()
+    (Path(_dirs(tmp_path, 1)[0]) / CLEAN_SHUTDOWN_MARKER).unlink()
+    recovered: list[int] = []
+    original = LogSegment.recover
+
+    def counting(self: LogSegment) -> int:
+        recovered.append(1)
+        return original(self)
+
+    monkeypatch.setattr(LogSegment, "recover", counting)
+    again = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    assert recovered == [1]
+    again.close()
+
+
+def test_delete_renames_then_removes(tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    log = manager.create("t", 0, None)
+    log.append(batches_of(make_batch(values(3))), 0)
+    slice_ = log.read(0, 1000, True).slices[0]
+    assert manager.delete("t", 0)
+    assert not manager.delete("t", 0)
+    assert manager.get("t", 0) is None
+    assert os.listdir(_dirs(tmp_path, 1)[0]) == []
+    assert decode(slice_.read_bytes())[0][0] == 0  # an in-flight fetch can still finish
+    manager.close()
+
+
+def test_interrupted_deletions_are_removed_at_start(tmp_path: Path, clock: ManualClock) -> None:
+    root = Path(_dirs(tmp_path, 1)[0])
+    (root / "t-0.0123abcd-delete").mkdir(parents=True)
+    (root / "t-0.0123abcd-delete" / "00000000000000000000.log").write_bytes(b"x")
+    (root / "not a partition").mkdir()
+    manager = LogManager([str(root)], clock, LogConfig())
+    assert manager.partitions() == []
+    assert sorted(os.listdir(root)) == ["not a partition"]
+    manager.close()
+
+
+def test_config_updates_retention_and_rolling(tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    log = manager.create("t", 0, None, replace(LogConfig(), segment_bytes=500))
+    for _ in range(8):
+        log.append(batches_of(make_batch(values(3, size=40))), 0)
+    assert len(log.segments) > 2
+    manager.update_config("t", replace(LogConfig(), segment_bytes=500, retention_ms=1000, segment_ms=60_000))
+    assert log.config.retention_ms == 1000
+    clock.advance(1001)
+    segments = len(log.segments)
+    assert manager.run_retention(clock.time_ms()) == segments  # the expired active segment is rolled first
+    assert log.log_start_offset == log.log_end_offset == 24
+    log.append(batches_of(make_batch(values(1), timestamp_ms=clock.time_ms())), 0)
+    clock.advance(60_001)
+    manager.roll_and_flush_due(clock.time_ms())
+    assert log.segments[-1].size_bytes == 0
+    assert log.recovery_point == log.log_end_offset
+    manager.close()
+
+
+def test_describe_log_dirs(tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path), clock, LogConfig())
+    manager.create("a", 0, None).append(batches_of(make_batch(values(3))), 0)
+    manager.create("b", 0, None)
+    described = manager.describe_log_dirs()
+    assert [d.path for d in described] == _dirs(tmp_path)
+    partitions = {(p.topic, p.partition): p for d in described for p in d.partitions}
+    assert partitions[("a", 0)].size_bytes > 0 and partitions[("b", 0)].size_bytes == 0
+    assert all(p.offset_lag == 0 for p in partitions.values())
+    assert all(d.error == ErrorCode.none and d.total_bytes > 0 for d in described)
+    manager.close()
+
+
+def test_full_disk_on_append(tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    log = manager.create("t", 0, None)
+    log.append(batches_of(make_batch(values(2))), 0)
+
+    def full(*args: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "pwritev", full)
+    with pytest.raises(KafkaError) as e:
+        log.append(batches_of(make_batch(values(2))), 0)
+    assert e.value.code == ErrorCode.kafka_storage_error
+    assert [o for o, _ in decode(log.read(0, 1000, True).read_bytes())] == [0, 1]
+    monkeypatch.undo()
+    manager.close()
