@@ -9,12 +9,13 @@ A single node is its own controller. The Raft quorum keeps this class and replac
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from moldau.config import ConfigError, validate_topic_configs
+from moldau.config import NOT_YET_ACTED_ON, ConfigError, validate_topic_configs
 from moldau.metadata.image import MetadataImage, TopicImage
 from moldau.metadata.log import LocalMetadataLog
 from moldau.metadata.records import (
@@ -29,6 +30,8 @@ from moldau.metadata.records import (
     TopicRecord,
 )
 from moldau.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
 
 MAX_TOPIC_NAME_LENGTH = 249
 MAX_PARTITIONS_PER_TOPIC = 100_000
@@ -272,6 +275,11 @@ def _check_configs(configs: Mapping[str, str]) -> None:
         validate_topic_configs(dict(configs))
     except ConfigError as exc:
         raise KafkaError(ErrorCode.invalid_config, str(exc)) from exc
+    for name in sorted(NOT_YET_ACTED_ON & configs.keys()):
+        log.warning("topic config %s is accepted but has no effect yet", name)
+    if "compact" in configs.get("cleanup.policy", ""):
+        log.warning("cleanup.policy=%s is accepted but compaction is not built yet: nothing is compacted",
+                    configs["cleanup.policy"])
 
 
 def _check_broker_configs(configs: Mapping[str, str]) -> None:

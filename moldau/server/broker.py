@@ -15,7 +15,15 @@ import uuid
 from typing import Any
 
 from moldau.clock import Clock, SystemClock
-from moldau.config import BrokerConfig, describe_broker_configs, effective_topic_configs, log_config
+from moldau.config import (
+    BROKER_CONFIGS,
+    NOT_YET_ACTED_ON,
+    BrokerConfig,
+    ConfigSource,
+    describe_broker_configs,
+    effective_topic_configs,
+    log_config,
+)
 from moldau.metadata.controller import PRODUCER_ID_BLOCK_SIZE, Controller
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.log import LocalMetadataLog
@@ -69,7 +77,9 @@ class Broker:
         metadata_log = LocalMetadataLog(os.path.join(self.config.log_dirs[0], METADATA_DIR, "metadata.log"))
         self.controller = Controller(metadata_log, self.node_id, self.config.num_partitions,
                                      self.config.default_replication_factor, self._config_default)
-        self.log_manager = LogManager(self.config.log_dirs, self.clock, self._log_config(self.image, None))
+        self._warn_about_inert_configs()
+        self.log_manager = LogManager(self.config.log_dirs, self.clock, self._log_config(self.image, None),
+                                      producer_id_expiration_ms=self.config.get_int("producer.id.expiration.ms"))
         self.replicas = ReplicaManager(self.node_id, self.log_manager, self._log_config)
         self.controller.add_listener(self.replicas.apply_image)
         self.replicas.apply_image(None, self.image)
@@ -98,6 +108,11 @@ class Broker:
         self.log_manager.close()
         self.controller.close()
         log.info("moldau broker %d stopped cleanly", self.node_id)
+
+    def _warn_about_inert_configs(self) -> None:
+        for name in sorted(NOT_YET_ACTED_ON & BROKER_CONFIGS.keys()):
+            if self.config.source(name) != ConfigSource.DEFAULT_CONFIG:
+                log.warning("%s is set but has no effect yet: the feature behind it is not built", name)
 
     def _load_or_create_meta_properties(self) -> str:
         """Every log dir carries the cluster id and node id, so dirs of another cluster or node are refused."""

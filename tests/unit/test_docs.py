@@ -24,3 +24,10 @@ def test_readme_opens_with_the_two_commands() -> None:
     commands = [line.split("#")[0].strip() for line in first_block.strip().splitlines()]
     assert commands == ["./dev server", "./dev test"]
     assert (ROOT / ".ci" / "run").read_text().strip().endswith("exec ./dev test")
+
+
+def test_configuration_doc_is_generated_from_the_code() -> None:
+    from moldau.config_doc import render
+
+    assert (ROOT / "docs" / "configuration.md").read_text() == render(), (
+        "regenerate it: python -m moldau.config_doc > docs/configuration.md")

@@ -1,0 +1,66 @@
+"""Renders docs/configuration.md from the config tables, so the doc cannot drift from the code.
+
+    python -m moldau.config_doc > docs/configuration.md
+"""
+
+from __future__ import annotations
+
+from moldau.config import BROKER_CONFIGS, NOT_YET_ACTED_ON, TOPIC_CONFIGS
+
+_INTRO = """# Configuration
+
+`moldau server` reads Kafka's configuration names, with the same meaning, units and defaults where Kafka has
+them. Precedence, highest first: `--override key=value` flags, the properties file given as the first
+argument, the defaults below. For a topic: its own configs (set at creation or altered later), then dynamic
+broker configs (this broker's, then cluster-wide), then the static broker config, then the default
+(DescribeConfigs lists these as synonyms).
+
+```sh
+./dev server                                          # all defaults: 127.0.0.1:9092, data in ./data
+./dev server server.properties --override node.id=2   # a file, with one value overridden
+```
+
+An invalid value stops the broker with one line naming the key, the value and what is allowed, e.g.
+`error: Invalid value abc for configuration log.segment.bytes: Not a number of type INT`. An unknown name is
+kept and logged as a warning, as Kafka does. A properties file uses Java properties syntax (`#` and `!`
+comments, `key=value` or `key: value`, backslash continuation).
+
+Configs marked "not yet" in the "acted on" column are accepted, so that Kafka configuration files carry over,
+but the feature behind them is not built yet (consumer groups, transactions, compaction, replication,
+TLS/SASL, the Raft quorum); the broker logs a warning when one is set.
+
+This file is generated: `python -m moldau.config_doc > docs/configuration.md`.
+"""
+
+
+def _cell(value: object) -> str:
+    return "—" if value is None or value == "" else str(value).replace("|", "\\\\|")
+
+
+def _acted_on(name: str) -> str:
+    return "not yet" if name in NOT_YET_ACTED_ON else "yes"
+
+
+def render() -> str:
+    lines = [_INTRO, "## Broker configs", "",
+             '"Dynamic" configs can be changed while the broker runs, with IncrementalAlterConfigs or AlterConfigs '
+             "on the broker resource (any Kafka admin client); the others are read at start.", "",
+             "| name | type | default | dynamic | acted on | meaning |", "|---|---|---|---|---|---|"]
+    for d in sorted(BROKER_CONFIGS.values(), key=lambda d: d.name):
+        lines.append(f"| `{d.name}` | {d.type.name.lower()} | {_cell(d.default)} | "
+                     f"{'yes' if d.dynamic else 'no'} | {_acted_on(d.name)} | {_cell(d.doc)} |")
+    lines += ["", "## Topic configs", "",
+              "Set with `moldau topics create NAME --config key=value`, `moldau topics alter NAME --config "
+              "key=value` or any Kafka admin client. An unknown topic config is refused (INVALID_CONFIG). The "
+              "broker configs named under \"default from\" supply the value when the topic sets none. "
+              "`cleanup.policy=compact` is accepted, but nothing is compacted yet.", "",
+              "| name | type | default from | acted on | meaning |", "|---|---|---|---|---|"]
+    for t in sorted(TOPIC_CONFIGS.values(), key=lambda t: t.name):
+        synonyms = ", ".join(f"`{s.name}`" for s in t.synonyms)
+        lines.append(f"| `{t.name}` | {t.type.name.lower()} | {_cell(synonyms)} | {_acted_on(t.name)} | "
+                     f"{_cell(t.doc)} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")
