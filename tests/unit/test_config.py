@@ -566,3 +566,15 @@ def test_log_config_timestamp_bounds_and_flush_ms() -> None:
 def test_log_config_rejects_invalid_overrides() -> None:
     with pytest.raises(ConfigError, match=r"segment\.bytes"):
         log_config(BrokerConfig(), {"segment.bytes": "1"})
+
+
+def test_example_properties_file_loads_cleanly(caplog: pytest.LogCaptureFixture) -> None:
+    from pathlib import Path
+
+    from moldau.config import BrokerConfig, load_properties
+
+    path = Path(__file__).resolve().parents[2] / "config" / "server.properties"
+    config = BrokerConfig.from_properties(load_properties(str(path)))
+    assert config.node_id == 1 and config.log_dirs == ["./data"]
+    assert not config.unknown
+    assert "unknown" not in caplog.text.lower()
