@@ -301,6 +301,7 @@ def test_incremental_alter_validate_only(shared_broker: BrokerProcess, ck_admin:
     assert describe_topic(ck_admin, topic)["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
 
 
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")  # on purpose
 def test_legacy_alter_configs_replaces_the_whole_set(shared_broker: BrokerProcess, ck_admin: AdminClient) -> None:
     topic = topic_name("legacy")
     create_topic(shared_broker.bootstrap, topic, config={"segment.bytes": "1048576"})
