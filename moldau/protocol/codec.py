@@ -35,6 +35,10 @@ class InvalidRequest(Exception):
     """A frame that cannot be decoded; Kafka's answer is to close the connection."""
 
 
+class CloseConnection(InvalidRequest):
+    """A valid request whose only possible answer is closing the connection (a failed acks=0 produce)."""
+
+
 @dataclass(frozen=True, slots=True)
 class RequestHeader:
     api_key: int

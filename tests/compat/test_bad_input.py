@@ -232,3 +232,18 @@ def test_fetch_offset_out_of_range(seeded: BrokerProcess) -> None:
         part = response.responses[0].partitions[0]
         assert part.error_code == ErrorCode.offset_out_of_range
         assert part.high_watermark == 2
+
+
+def test_failed_acks_0_produce_closes_the_connection(seeded: BrokerProcess) -> None:
+    with RawClient(seeded.bootstrap) as client:
+        client.send_raw(client.encode(produce_request(build_batch([b"x"]), partition=99, acks=0)))
+        assert client.is_closed_by_peer()
+    with RawClient(seeded.bootstrap) as client:
+        client.send_raw(client.encode(produce_request(build_batch([b"three"]), acks=0)))
+        assert not client.is_closed_by_peer(timeout_s=1)  # a good acks=0 produce: no answer, no close
+    assert_still_serving_with_three(seeded)
+
+
+def assert_still_serving_with_three(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as client:
+        assert stored_values(client) == [b"one", b"two", b"three"]

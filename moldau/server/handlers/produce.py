@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from moldau.protocol.codec import make
+from moldau.protocol.codec import CloseConnection, make
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_batch import split_batches
 from moldau.replication.replica_manager import HostedPartition
@@ -37,6 +37,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     for hosted in appended:
         hosted.wake_waiters()
     if acks == 0:
+        failed = [p.error_code for t in topics for p in t.partition_responses if p.error_code != ErrorCode.none]
+        if failed:
+            # The client expects no response; closing is the only way to tell it to refresh metadata (Kafka too).
+            raise CloseConnection(f"acks=0 produce failed: {failed[0].name}")
         return None
     return make(ctx.schema.response_type, responses=tuple(topics), throttle_time=NO_THROTTLE, node_endpoints=())
 
