@@ -20,17 +20,13 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from moldau.protocol.wire import I16, I32, I64, Part, ResponseWriter
+
 FIRST_FLEXIBLE_VERSION = 12
 FIRST_TOPIC_ID_VERSION = 13
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 _PARTITION_FIXED = struct.Struct(">ihq")  # index, error code, high watermark
 _AFTER_HW = struct.Struct(">qq")  # last stable offset, log start offset
 _ABORTED = struct.Struct(">qq")
-_NO_TAGS = b"\x00"
-
-Records = bytes | memoryview
 
 
 @dataclass(slots=True)
@@ -42,7 +38,7 @@ class PartitionResult:
     log_start_offset: int = -1
     aborted_transactions: Sequence[tuple[int, int]] | None = None  # (producer id, first offset)
     preferred_read_replica: int = -1
-    records: Records | None = None
+    records: Part | None = None
 
 
 @dataclass(slots=True)
@@ -53,13 +49,13 @@ class TopicResult:
 
 
 def encode_fetch_response(version: int, throttle_time_ms: int, error_code: int, session_id: int,
-                          topics: Sequence[TopicResult]) -> list[Records]:
+                          topics: Sequence[TopicResult]) -> list[Part]:
     """The response body as parts; record batches are parts of their own, never copied."""
     # Always write through `writer.out`: a records part replaces that buffer, so no alias may be kept.
-    writer = _Writer(flexible=version >= FIRST_FLEXIBLE_VERSION)
-    writer.out += _I32.pack(throttle_time_ms)
+    writer = ResponseWriter(flexible=version >= FIRST_FLEXIBLE_VERSION)
+    writer.out += I32.pack(throttle_time_ms)
     if version >= 7:
-        writer.out += _I16.pack(error_code) + _I32.pack(session_id)
+        writer.out += I16.pack(error_code) + I32.pack(session_id)
     writer.array_length(len(topics))
     for topic in topics:
         if version >= FIRST_TOPIC_ID_VERSION:
@@ -74,12 +70,12 @@ def encode_fetch_response(version: int, throttle_time_ms: int, error_code: int, 
     return writer.finish()
 
 
-def _partition(writer: _Writer, version: int, p: PartitionResult) -> None:
+def _partition(writer: ResponseWriter, version: int, p: PartitionResult) -> None:
     writer.out += _PARTITION_FIXED.pack(p.partition, p.error_code, p.high_watermark)
     if version >= 5:
         writer.out += _AFTER_HW.pack(p.last_stable_offset, p.log_start_offset)
     else:
-        writer.out += _I64.pack(p.last_stable_offset)
+        writer.out += I64.pack(p.last_stable_offset)
     if p.aborted_transactions is None:
         writer.null_array()
     else:
@@ -88,65 +84,6 @@ def _partition(writer: _Writer, version: int, p: PartitionResult) -> None:
             writer.out += _ABORTED.pack(producer_id, first_offset)
             writer.tags()
     if version >= 11:
-        writer.out += _I32.pack(p.preferred_read_replica)
-    writer.records(p.records)
+        writer.out += I32.pack(p.preferred_read_replica)
+    writer.payload(p.records)
     writer.tags()
-
-
-class _Writer:
-    """Accumulates small fields in a bytearray and cuts it wherever a records part goes in between."""
-
-    def __init__(self, flexible: bool) -> None:
-        self.flexible = flexible
-        self.out = bytearray()
-        self.parts: list[Records] = []
-
-    def array_length(self, n: int) -> None:
-        if self.flexible:
-            self.out += _uvarint(n + 1)
-        else:
-            self.out += _I32.pack(n)
-
-    def null_array(self) -> None:
-        if self.flexible:
-            self.out += b"\x00"
-        else:
-            self.out += _I32.pack(-1)
-
-    def string(self, value: str) -> None:
-        data = value.encode()
-        if self.flexible:
-            self.out += _uvarint(len(data) + 1)
-        else:
-            self.out += _I16.pack(len(data))
-        self.out += data
-
-    def records(self, records: Records | None) -> None:
-        if records is None:
-            self.out += b"\x00" if self.flexible else _I32.pack(-1)
-            return
-        self.out += _uvarint(len(records) + 1) if self.flexible else _I32.pack(len(records))
-        if len(records) < 4096:
-            self.out += records  # small: one copy is cheaper than another part
-            return
-        self.parts.append(bytes(self.out))
-        self.parts.append(records)
-        self.out = bytearray()
-
-    def tags(self) -> None:
-        if self.flexible:
-            self.out += _NO_TAGS
-
-    def finish(self) -> list[Records]:
-        if self.out:
-            self.parts.append(bytes(self.out))
-        return self.parts
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
