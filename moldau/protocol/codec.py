@@ -147,11 +147,16 @@ def _payload_class(module: Any, suffix: str) -> Any:
     return None
 
 
+def body_start(schema: ApiSchema, frame: bytes | memoryview, header: RequestHeader) -> int:
+    """Where the request body starts: after the header and, for flexible versions, its tagged fields."""
+    if schema.flexible_request:
+        return skip_tagged_fields(frame, header.body_offset)
+    return header.body_offset
+
+
 def decode_request(schema: ApiSchema, frame: bytes | memoryview, header: RequestHeader) -> Any:
     """Decode the request body that follows the header."""
-    pos = header.body_offset
-    if schema.flexible_request:
-        pos = skip_tagged_fields(frame, pos)
+    pos = body_start(schema, frame, header)
     reader = _reader(schema.request_type)
     try:
         return reader(frame, pos)[0]

@@ -228,7 +228,10 @@ class Broker:
             raise InvalidRequest(f"{api.name} v{header.api_version} is not supported "
                                  f"(supported: v{api.min_version}-v{api.max_version})")
         schema = codec.api_schema(header.api_key, header.api_version)
-        request = codec.decode_request(schema, frame, header)
+        if api.decode is not None:
+            request = api.decode(frame, codec.body_start(schema, frame, header), header.api_version)
+        else:
+            request = codec.decode_request(schema, frame, header)
         response = await api.handle(RequestContext(header, schema, self, conn.peer), request)
         if response is None:
             return None

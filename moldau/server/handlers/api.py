@@ -9,6 +9,8 @@ from typing import Any
 from moldau.server.context import RequestContext
 
 HandleFn = Callable[[RequestContext, Any], Awaitable[Any]]
+# A handler's own request decoder: (frame, body start, version) -> request. Raises codec.InvalidRequest.
+DecodeFn = Callable[[bytes | memoryview, int, int], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +26,7 @@ class Api:
     min_version: int
     max_version: int
     handle: HandleFn
+    decode: DecodeFn | None = None  # None: kio decodes the request
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version

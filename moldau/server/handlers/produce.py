@@ -14,6 +14,7 @@ from typing import Any
 
 from moldau.protocol.codec import CloseConnection, EncodedBody
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.produce_request import ProduceRequest, parse_produce_request
 from moldau.protocol.produce_response import (
     FIRST_TOPIC_ID_VERSION,
     PartitionResponse,
@@ -28,7 +29,7 @@ from moldau.server.handlers.api import Api
 _VALID_ACKS = (-1, 0, 1)
 
 
-async def handle(ctx: RequestContext, request: Any) -> EncodedBody | None:
+async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedBody | None:
     acks = request.acks
     topics = []
     appended: list[HostedPartition] = []
@@ -82,4 +83,4 @@ def _produce_partition(ctx: RequestContext, name: str | None, topic_error: Error
                              result.log_start_offset)
 
 
-API = Api(key=0, name="Produce", min_version=3, max_version=13, handle=handle)
+API = Api(key=0, name="Produce", min_version=3, max_version=13, handle=handle, decode=parse_produce_request)
