@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from moldau.metadata.image import MetadataImage, PartitionImage, TopicImage
@@ -153,6 +153,3 @@ class ReplicaManager:
         finally:
             for h in hosted:
                 h.waiters.discard(waiter)
-
-    def topic_ids(self) -> Mapping[uuid.UUID, str]:
-        return {h.topic_id: h.topic for h in self.partitions.values()}

@@ -25,5 +25,5 @@ def datetime_from_ms(timestamp_ms: int) -> datetime.datetime | None:
 
 def ms_from_timedelta(value: datetime.timedelta | int) -> int:
     if isinstance(value, datetime.timedelta):
-        return int(value.total_seconds() * 1000)
+        return round(value.total_seconds() * 1000)  # int() would turn 16.266 s into 16265 ms
     return int(value)
