@@ -67,21 +67,17 @@ ConfigValue: TypeAlias = bool | int | float | str | tuple[str, ...] | None
 
 
 # Accepted (so Kafka configs carry over unchanged) but not acted on yet, because the feature behind them does
-# not exist yet: consumer groups, transactions, compaction, replication, TLS/SASL, the Raft quorum. The broker
+# not exist yet: transactions, replication, TLS/SASL, the Raft quorum. The broker
 # warns when one is set; docs/configuration.md marks them. Shrink this set as the features land.
 NOT_YET_ACTED_ON: frozenset[str] = frozenset({
     # broker
     "compression.type", "controller.listener.names", "controller.quorum.voters", "process.roles",
-    "group.initial.rebalance.delay.ms", "group.max.session.timeout.ms", "group.min.session.timeout.ms",
-    "listener.security.protocol.map", "log.cleaner.delete.retention.ms", "log.cleaner.max.compaction.lag.ms",
-    "log.cleaner.min.cleanable.ratio", "log.cleaner.min.compaction.lag.ms", "log.flush.scheduler.interval.ms",
+    "listener.security.protocol.map", "log.flush.scheduler.interval.ms",
     "log.message.downconversion.enable", "log.preallocate", "log.roll.jitter.hours", "log.roll.jitter.ms",
-    "min.insync.replicas", "num.io.threads", "num.network.threads", "offsets.retention.minutes",
-    "offsets.topic.num.partitions", "offsets.topic.replication.factor", "ssl.keystore.password",
+    "min.insync.replicas", "num.io.threads", "num.network.threads", "ssl.keystore.password",
     "transaction.max.timeout.ms", "transactional.id.expiration.ms", "unclean.leader.election.enable",
     # topic
-    "delete.retention.ms", "max.compaction.lag.ms", "message.downconversion.enable", "min.cleanable.dirty.ratio",
-    "min.compaction.lag.ms", "preallocate", "segment.jitter.ms",
+    "message.downconversion.enable", "preallocate", "segment.jitter.ms",
 })
 
 class ConfigError(ValueError):
@@ -542,6 +538,8 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
          "The most time a record stays uncompacted.", at_least(1)),
     _log("log.cleaner.min.cleanable.ratio", _T.DOUBLE, "0.5", "min.cleanable.dirty.ratio",
          "The share of dirty log that makes a log eligible for cleaning.", Range(0, 1)),
+    ConfigDef("log.cleaner.dedupe.buffer.size", _T.LONG, "134217728",
+              "Memory for the log cleaner's key-to-offset map, in bytes.", at_least(1024 * 1024)),
     _log("log.segment.delete.delay.ms", _T.LONG, "60000", "file.delete.delay.ms",
          "How long a deleted segment's files stay on disk.", at_least(0)),
     _log("log.preallocate", _T.BOOLEAN, "false", "preallocate",
@@ -570,6 +568,12 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "The shortest session timeout a consumer may ask for.", at_least(0)),
     ConfigDef("group.max.session.timeout.ms", _T.INT, "1800000",
               "The longest session timeout a consumer may ask for.", at_least(0)),
+    ConfigDef("group.max.size", _T.INT, "2147483647",
+              "The most members a consumer group may have.", at_least(1)),
+    ConfigDef("offset.metadata.max.bytes", _T.INT, "4096",
+              "The largest metadata string a committed offset may carry.", at_least(0)),
+    ConfigDef("offsets.retention.check.interval.ms", _T.LONG, "600000",
+              "How often committed offsets are checked for expiry.", at_least(1)),
     ConfigDef("transactional.id.expiration.ms", _T.INT, "604800000",
               "How long an idle transactional id is kept.", at_least(1)),
     ConfigDef("transaction.max.timeout.ms", _T.INT, "900000",
@@ -1195,6 +1199,11 @@ def _as_int(value: ConfigValue) -> int:
     return value
 
 
+def _as_float(value: ConfigValue) -> float:
+    assert isinstance(value, int | float) and not isinstance(value, bool), value
+    return float(value)
+
+
 # --- describing configs -----------------------------------------------------------------------------
 
 
@@ -1307,4 +1316,8 @@ def log_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> LogConfig:
         message_timestamp_after_max_ms=get_int("message.timestamp.after.max.ms"),
         cleanup_policy=policy,
         file_delete_delay_ms=get_int("file.delete.delay.ms"),
+        delete_retention_ms=get_int("delete.retention.ms"),
+        min_cleanable_dirty_ratio=_as_float(get("min.cleanable.dirty.ratio")),
+        min_compaction_lag_ms=get_int("min.compaction.lag.ms"),
+        max_compaction_lag_ms=get_int("max.compaction.lag.ms"),
     )

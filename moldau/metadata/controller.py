@@ -277,9 +277,6 @@ def _check_configs(configs: Mapping[str, str]) -> None:
         raise KafkaError(ErrorCode.invalid_config, str(exc)) from exc
     for name in sorted(NOT_YET_ACTED_ON & configs.keys()):
         log.warning("topic config %s is accepted but has no effect yet", name)
-    if "compact" in configs.get("cleanup.policy", ""):
-        log.warning("cleanup.policy=%s is accepted but compaction is not built yet: nothing is compacted",
-                    configs["cleanup.policy"])
 
 
 def _check_broker_configs(configs: Mapping[str, str]) -> None:

@@ -24,6 +24,9 @@ from moldau.config import (
     effective_topic_configs,
     log_config,
 )
+from moldau.coordinator.group.coordinator import GroupCoordinator
+from moldau.coordinator.group.runtime import GroupRuntime
+from moldau.coordinator.group.settings import CoordinatorSettings
 from moldau.metadata.controller import PRODUCER_ID_BLOCK_SIZE, Controller
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.log import LocalMetadataLog
@@ -67,6 +70,7 @@ class Broker:
         self.controller: Controller
         self.log_manager: LogManager
         self.replicas: ReplicaManager
+        self.groups: GroupRuntime
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
@@ -78,12 +82,15 @@ class Broker:
         self.controller = Controller(metadata_log, self.node_id, self.config.num_partitions,
                                      self.config.default_replication_factor, self._config_default)
         self._warn_about_inert_configs()
-        self.log_manager = LogManager(self.config.log_dirs, self.clock, self._log_config(self.image, None),
-                                      producer_id_expiration_ms=self.config.get_int("producer.id.expiration.ms"))
+        self.log_manager = LogManager(
+            self.config.log_dirs, self.clock, self._log_config(self.image, None),
+            producer_id_expiration_ms=self.config.get_int("producer.id.expiration.ms"),
+            cleaner_dedupe_buffer_bytes=self.config.get_int("log.cleaner.dedupe.buffer.size"))
         self.replicas = ReplicaManager(self.node_id, self.log_manager, self._log_config)
         self.controller.add_listener(self.replicas.apply_image)
         self.replicas.apply_image(None, self.image)
         self.replicas.drop_unknown_logs(self.image)
+        self.groups = self._start_group_coordinator()
         await self._start_listeners()
         self.controller.register_broker(self._registration())
         self._tasks.append(asyncio.get_running_loop().create_task(self._maintenance()))
@@ -100,6 +107,7 @@ class Broker:
             hosted.wake_waiters()
         for task in self._tasks:
             task.cancel()
+        self.groups.close()
         for conn in list(self._connections):
             conn.close()
         await asyncio.sleep(0)
@@ -108,6 +116,15 @@ class Broker:
         self.log_manager.close()
         self.controller.close()
         log.info("moldau broker %d stopped cleanly", self.node_id)
+
+    def _start_group_coordinator(self) -> GroupRuntime:
+        """Groups of the `__consumer_offsets` partitions led here; loaded now, and followed as the image moves."""
+        coordinator = GroupCoordinator(self.node_id, CoordinatorSettings.from_config(self.config), self.controller,
+                                       self.replicas)
+        runtime = GroupRuntime(coordinator, self.clock)
+        self.controller.add_listener(runtime.on_image)
+        runtime.start(self.image)
+        return runtime
 
     def _warn_about_inert_configs(self) -> None:
         for name in sorted(NOT_YET_ACTED_ON & BROKER_CONFIGS.keys()):
@@ -168,6 +185,7 @@ class Broker:
             try:
                 now_ms = self.clock.time_ms()
                 self.log_manager.roll_and_flush_due(now_ms)
+                self.log_manager.run_cleaner(now_ms)
                 if self.clock.monotonic_ms() - last_retention >= retention_every_ms:
                     last_retention = self.clock.monotonic_ms()
                     self.log_manager.run_retention(now_ms)

@@ -17,6 +17,8 @@ Invariants:
   other segments are trusted and their indexes are read lazily.
 * Segments are rolled synchronously; fsyncing rolled segments (which advances the recovery point) is
   left to `flush_if_due`/`flush`, so a roll never waits for the disk on the produce path.
+* Compaction (`moldau.storage.cleaner`) may leave offset gaps between and inside batches and replaces
+  non-active segments through `replace_segments`; a swap it left half done is completed on open.
 
 Not thread-safe: one owner (the server's event loop) drives it.
 """
@@ -30,12 +32,13 @@ import os
 import shutil
 import uuid
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from moldau.clock import Clock
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_batch import BatchHeader, assign_offsets
+from moldau.storage.batch_rewrite import require_keys
 from moldau.storage.log_config import LogConfig, TimestampType
 from moldau.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -53,6 +56,7 @@ from moldau.storage.segment import (
     FileSlice,
     LogSegment,
 )
+from moldau.storage.segment_swap import complete_interrupted_swaps
 
 log = logging.getLogger(__name__)
 
@@ -179,11 +183,15 @@ class PartitionLog:
 
     def _load(self, clean: bool) -> None:
         now = self._clock.time_ms()
+        swapped = complete_interrupted_swaps(self.directory)
         bases = self._scan_directory()
         checkpointed_start = _read_checkpoint(os.path.join(self.directory, LOG_START_OFFSET_FILE))
         recovery_point = _read_checkpoint(os.path.join(self.directory, RECOVERY_POINT_FILE)) or 0
         for base in bases:
-            self._add_segment(LogSegment.open(self.directory, base, self._config.segment_index_bytes, now))
+            segment = LogSegment.open(self.directory, base, self._config.segment_index_bytes, now)
+            if base in swapped:
+                segment.recover()  # its index files went with the interrupted swap
+            self._add_segment(segment)
         # A directory without segments (a new partition) has nothing to recover or fsync.
         clean = clean or not bases
         if not clean:
@@ -348,13 +356,15 @@ class PartitionLog:
         config = self._config
         total_bytes = offset_count = 0
         pending: dict[int, BatchHeader] | None = None
-        for header, _ in batches:
+        for header, view in batches:
             size = header.total_size
             if size > config.max_message_bytes:
                 raise KafkaError(ErrorCode.message_too_large,
                                  f"batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}")
             if header.is_control:
                 raise KafkaError(ErrorCode.invalid_record, "control batches are not accepted from clients")
+            if config.compact:
+                require_keys(view)  # the one record-level check: compaction needs a key per record
             if check_create_time:
                 self._check_timestamps(header, now_ms)
             total_bytes += size
@@ -404,7 +414,7 @@ class PartitionLog:
     def _segment_for_append(self, total_bytes: int, last_offset: int, now_ms: int) -> LogSegment:
         config = self._config
         if self._segments[-1].must_roll_before(total_bytes, last_offset, now_ms, config.segment_bytes,
-                                                config.segment_ms):
+                                                config.max_segment_ms):
             self._roll(now_ms)
         return self._segments[-1]
 
@@ -420,9 +430,10 @@ class PartitionLog:
         self._add_segment(self._new_segment(self._log_end_offset, now_ms))
 
     def roll_if_due(self, now_ms: int) -> bool:
-        """Roll a non-empty active segment older than segment_ms; returns whether it rolled."""
+        """Roll a non-empty active segment older than segment_ms (see `LogConfig.max_segment_ms`); returns
+        whether it rolled."""
         active = self._segments[-1]
-        if active.size_bytes == 0 or now_ms - active.rolling_base_ms <= self._config.segment_ms:
+        if active.size_bytes == 0 or now_ms - active.rolling_base_ms <= self._config.max_segment_ms:
             return False
         try:
             self._roll(now_ms)
@@ -593,6 +604,21 @@ class PartitionLog:
         self.producer_state.truncate_head(self._log_start_offset)
         for segment in doomed:
             segment.delete(lambda fd: self._closer.close_later(fd, now_ms))
+
+    def replace_segments(self, old: Sequence[LogSegment], new: LogSegment) -> None:
+        """Put `new` in the place of `old`, consecutive non-active segments whose files the cleaner has
+        already swapped on disk. Their fds close after file_delete_delay_ms, so fetches in flight finish."""
+        first = next((i for i, s in enumerate(self._segments) if s is old[0]), -1)
+        end = first + len(old)
+        if first < 0 or end >= len(self._segments) or \
+                any(a is not b for a, b in zip(self._segments[first:end], old, strict=True)):
+            raise ValueError("segments to replace are not consecutive non-active segments of this log")
+        new.index_interval_bytes = self._config.index_interval_bytes
+        self._segments[first:end] = [new]
+        self._bases[first:end] = [new.base_offset]
+        now = self._clock.time_ms()
+        for segment in old:
+            self._closer.close_later(segment.fd, now)
 
     def expire_producers(self, now_ms: int) -> int:
         return self.producer_state.remove_expired(now_ms)

@@ -1,7 +1,7 @@
 """The per-partition settings the storage layer obeys.
 
 Built by `moldau.config` from broker defaults and topic overrides; storage sees only resolved values with
-units in their names.
+units in their names. The compaction settings are read by the log cleaner (`moldau.storage.cleaner`).
 """
 
 from __future__ import annotations
@@ -34,3 +34,20 @@ class LogConfig:
     message_timestamp_after_max_ms: int = 3600 * 1000
     cleanup_policy: tuple[str, ...] = ("delete",)
     file_delete_delay_ms: int = 60_000
+    # Compaction (cleanup.policy containing "compact"), as in Kafka.
+    delete_retention_ms: int = 24 * 3600 * 1000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = 2**63 - 1
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def max_segment_ms(self) -> int:
+        """The age that rolls the active segment: a compacted log also rolls by max.compaction.lag.ms, since
+        the active segment is never cleaned (Kafka's rule)."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms

@@ -7,7 +7,9 @@ directory is opened as after a crash (recovery from its recovery point). Directo
 
 Invariants: one `PartitionLog` per (topic, partition); a new partition goes to the directory holding
 the fewest partitions. The manager shares one `DeferredCloser` among its logs and runs it from its
-periodic methods, so fds of deleted segments stay valid for `file_delete_delay_ms`. Not thread-safe.
+periodic methods, so fds of deleted segments stay valid for `file_delete_delay_ms`. It owns the
+`LogCleaner` (compaction runs on its own thread; `run_cleaner` applies and schedules it) and stops it
+before closing the logs. Not thread-safe.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 
 from moldau.clock import Clock
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.storage.cleaner import DEFAULT_DEDUPE_BUFFER_BYTES, LogCleaner
 from moldau.storage.log import PartitionLog, parse_partition_dir_name
 from moldau.storage.log_config import LogConfig
 from moldau.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, fsync_directory, write_atomically
@@ -64,6 +67,7 @@ class LogManager:
         self, log_dirs: list[str], clock: Clock, default_config: LogConfig, *,
         topic_configs: Mapping[str, LogConfig] | None = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        cleaner_dedupe_buffer_bytes: int = DEFAULT_DEDUPE_BUFFER_BYTES,
     ) -> None:
         """Open every partition found in `log_dirs` (with `topic_configs` where given, else the default
         config until `create`/`update_config` supplies the topic's own)."""
@@ -77,6 +81,7 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_dir_of: dict[tuple[str, int], str] = {}
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
+        self.cleaner = LogCleaner(clock, self.logs, dedupe_buffer_bytes=cleaner_dedupe_buffer_bytes)
         self._start()
 
     # -- life cycle ----------------------------------------------------------------------------------
@@ -118,6 +123,7 @@ class LogManager:
 
     def close(self) -> None:
         """Close every log, then mark clean each log directory whose logs all closed cleanly."""
+        self.cleaner.stop()
         failed_dirs = set()
         for key, partition_log in self._logs.items():
             try:
@@ -214,6 +220,10 @@ class LogManager:
             partition_log.expire_producers(now_ms)
         self._closer.run(now_ms)
         return deleted
+
+    def run_cleaner(self, now_ms: int) -> None:
+        """Swap in a finished compaction and start the next one (the work itself runs on the cleaner thread)."""
+        self.cleaner.poll(now_ms)
 
     def roll_and_flush_due(self, now_ms: int) -> None:
         """Roll segments older than segment_ms and fsync what is due (rolled segments, flush_ms)."""

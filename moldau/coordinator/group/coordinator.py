@@ -1,0 +1,366 @@
+"""The group coordinator of one broker: the `__consumer_offsets` partitions it leads, and the I/O around them.
+
+- The topic is created on first use, through the controller, with `offsets.topic.num.partitions` partitions,
+  `offsets.topic.replication.factor` replicas and `cleanup.policy=compact`.
+- Each partition this broker leads has a `GroupShard`. Following the metadata image (`on_image`), a partition
+  that becomes led here is loaded by replaying its log; one led elsewhere is unloaded.
+- Every change is appended to the partition log as one record batch (no producer id) before anyone is told
+  it happened: a commit is acknowledged only once its records are in the log, and members get their assignment
+  only once the group's record is.
+- Deadlines (sessions, join and sync timeouts) are kept in a heap of (deadline, group), so `tick` touches only
+  groups with something due, and `next_deadline_ms` tells the caller when to tick next.
+
+Nothing here reads a clock: callers pass `now_ms` (see `runtime`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+
+from moldau.coordinator.group.classic import ClassicGroup, MemberIdFactory, random_member_id
+from moldau.coordinator.group.member import (
+    Completion,
+    Effects,
+    Handle,
+    JoinRequest,
+    JoinResult,
+    SyncRequest,
+    SyncResult,
+)
+from moldau.coordinator.group.offsets import Fetched, OffsetCommit, Requested, TopicPartition
+from moldau.coordinator.group.records import (
+    OFFSETS_TOPIC,
+    Record,
+    RecordFormatError,
+    decode,
+    encode,
+    partition_for,
+)
+from moldau.coordinator.group.settings import CoordinatorSettings
+from moldau.coordinator.group.shard import GroupShard
+from moldau.metadata.controller import Controller
+from moldau.metadata.image import MetadataImage
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.record_batch import split_batches
+from moldau.replication.replica_manager import HostedPartition, ReplicaManager
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact",
+                         "segment.bytes": str(100 * 1024 * 1024)}
+_READ_CHUNK_BYTES = 1024 * 1024
+_MAX_BATCH_BYTES = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str
+
+
+class GroupCoordinator:
+    def __init__(self, node_id: int, settings: CoordinatorSettings, controller: Controller,
+                 replicas: ReplicaManager, new_member_id: MemberIdFactory = random_member_id) -> None:
+        self.node_id = node_id
+        self.settings = settings
+        self._controller = controller
+        self._replicas = replicas
+        self._new_member_id = new_member_id
+        self.shards: dict[int, GroupShard] = {}
+        self._timers: list[tuple[int, int, str]] = []  # (deadline, partition, group id); stale entries allowed
+        self._scheduled: dict[tuple[int, str], int] = {}  # earliest heap entry per group
+
+    # -- partitions ----------------------------------------------------------------------------------------
+
+    def on_image(self, image: MetadataImage, now_ms: int) -> list[Completion]:
+        """Load the partitions now led here, unload those that are not; returns answers for unloaded groups."""
+        topic = image.topics_by_name.get(OFFSETS_TOPIC)
+        led = {p.partition for p in topic.partitions.values() if p.leader == self.node_id} if topic else set()
+        completions: list[Completion] = []
+        for partition in sorted(set(self.shards) - led):
+            completions += self.shards.pop(partition).unload().completions
+        for partition in sorted(led - set(self.shards)):
+            self._load(partition, now_ms)
+        return completions
+
+    def _load(self, partition: int, now_ms: int) -> None:
+        shard = GroupShard(partition, self.settings.shard, self._new_member_id)
+        count = 0
+        for record in self._read_partition(partition):
+            shard.replay(record, now_ms)
+            count += 1
+        self.shards[partition] = shard
+        for group_id in shard.groups:
+            self._schedule(shard, group_id)
+        if count:
+            log.info("loaded %s-%d: %d records, %d groups", OFFSETS_TOPIC, partition, count, len(shard.groups))
+
+    def _read_partition(self, partition: int) -> Iterator[Record]:
+        plog = self._hosted(partition).log
+        offset = plog.log_start_offset
+        while offset < plog.log_end_offset:
+            data = plog.read(offset, _READ_CHUNK_BYTES, min_one_batch=True,
+                             max_offset=plog.log_end_offset).read_bytes()
+            if not data:
+                return
+            batches = MemoryRecords(data)
+            while (batch := batches.next_batch()) is not None:
+                for rec in batch:
+                    if rec.key is None:
+                        continue
+                    try:
+                        yield decode(bytes(rec.key), None if rec.value is None else bytes(rec.value))
+                    except (RecordFormatError, UnicodeDecodeError) as exc:
+                        log.warning("skipping unreadable record at %s-%d@%d: %s", OFFSETS_TOPIC, partition,
+                                    rec.offset, exc)
+                offset = batch.next_offset
+
+    def _hosted(self, partition: int) -> HostedPartition:
+        return self._replicas.leader_partition(OFFSETS_TOPIC, partition)
+
+    def ensure_topic(self) -> None:
+        """Create `__consumer_offsets` if it does not exist. Raises KafkaError(COORDINATOR_NOT_AVAILABLE)."""
+        if OFFSETS_TOPIC in self._controller.image.topics_by_name:
+            return
+        try:
+            self._controller.create_topic(OFFSETS_TOPIC, self.settings.offsets_topic_partitions,
+                                          self.settings.offsets_topic_replication_factor, {},
+                                          OFFSETS_TOPIC_CONFIGS)
+        except KafkaError as exc:
+            if exc.code != ErrorCode.topic_already_exists:
+                log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc.message)
+                raise KafkaError(ErrorCode.coordinator_not_available, exc.message) from exc
+
+    def partition_of(self, group_id: str) -> int:
+        topic = self._controller.image.topics_by_name.get(OFFSETS_TOPIC)
+        count = len(topic.partitions) if topic else self.settings.offsets_topic_partitions
+        return partition_for(group_id, count)
+
+    def coordinator_node(self, group_id: str) -> int:
+        """The broker leading the group's partition, creating the topic first if need be."""
+        self.ensure_topic()
+        topic = self._controller.image.topics_by_name[OFFSETS_TOPIC]
+        leader = topic.partitions[self.partition_of(group_id)].leader
+        if leader < 0:
+            raise KafkaError(ErrorCode.coordinator_not_available)
+        return leader
+
+    def shard(self, group_id: str) -> GroupShard:
+        """The shard of a group coordinated here. Raises KafkaError (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE)."""
+        self.ensure_topic()
+        shard = self.shards.get(self.partition_of(group_id))
+        if shard is None:
+            raise KafkaError(ErrorCode.not_coordinator)
+        return shard
+
+    def find_group(self, group_id: str) -> ClassicGroup | None:
+        """The group if it exists here; never creates the topic."""
+        if OFFSETS_TOPIC not in self._controller.image.topics_by_name:
+            return None
+        shard = self.shards.get(self.partition_of(group_id))
+        return shard.groups.get(group_id) if shard is not None else None
+
+    # -- writing -------------------------------------------------------------------------------------------
+
+    def _append(self, partition: int, records: Sequence[Record], now_ms: int) -> None:
+        """Append `records` as one batch. Raises KafkaError when the log refuses it."""
+        builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                            producer_epoch=-1, base_sequence=-1, batch_size=_MAX_BATCH_BYTES)
+        for i, record in enumerate(records):
+            key, value = encode(record)
+            builder.append(i, now_ms, key, value, [])
+        hosted = self._hosted(partition)
+        hosted.log.append(split_batches(bytes(builder.build())), hosted.leader_epoch)
+        hosted.wake_waiters()
+
+    def _write(self, shard: GroupShard, records: Sequence[Record], now_ms: int) -> ErrorCode:
+        """Append, then replay: state changes only once the records are in the log."""
+        if not records:
+            return ErrorCode.none
+        try:
+            self._append(shard.partition, records, now_ms)
+        except KafkaError as exc:
+            log.warning("cannot write to %s-%d: %s", OFFSETS_TOPIC, shard.partition, exc.message)
+            return _write_error(exc.code)
+        shard.replay_all(records, now_ms)
+        return ErrorCode.none
+
+    def _settle(self, shard: GroupShard, group_id: str, fx: Effects, now_ms: int) -> list[Completion]:
+        """Persist the group if its durable form changed, then release the answers."""
+        group = shard.groups.get(group_id)
+        if fx.persist and group is not None:
+            try:
+                self._append(shard.partition, [shard.group_record(group_id)], now_ms)
+            except KafkaError as exc:
+                log.warning("cannot persist group %s: %s; rebalancing", group_id, exc.message)
+                fx = Effects([_failed(c) for c in fx.completions])
+                fx.merge(group.force_rebalance(now_ms))
+        if group is not None:
+            self._schedule(shard, group_id)
+        return fx.completions
+
+    # -- membership ----------------------------------------------------------------------------------------
+
+    def join(self, group_id: str, handle: Handle, request: JoinRequest, now_ms: int) -> list[Completion]:
+        try:
+            shard = self.shard(group_id)
+        except KafkaError as exc:
+            return [Completion(handle, JoinResult(exc.code, request.member_id))]
+        return self._settle(shard, group_id, shard.join(group_id, handle, request, now_ms), now_ms)
+
+    def sync(self, group_id: str, handle: Handle, request: SyncRequest, now_ms: int) -> list[Completion]:
+        try:
+            shard = self.shard(group_id)
+        except KafkaError as exc:
+            return [Completion(handle, SyncResult(exc.code))]
+        return self._settle(shard, group_id, shard.sync(group_id, handle, request, now_ms), now_ms)
+
+    def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+                  now_ms: int) -> ErrorCode:
+        try:
+            shard = self.shard(group_id)
+        except KafkaError as exc:
+            return exc.code
+        error = shard.heartbeat(group_id, member_id, instance_id, generation_id, now_ms)
+        if group_id in shard.groups:
+            self._schedule(shard, group_id)
+        return error
+
+    def leave(self, group_id: str, identities: Sequence[tuple[str, str | None]],
+              now_ms: int) -> tuple[ErrorCode, tuple[ErrorCode, ...], list[Completion]]:
+        try:
+            shard = self.shard(group_id)
+        except KafkaError as exc:
+            return exc.code, (), []
+        result = shard.leave(group_id, identities, now_ms)
+        completions = self._settle(shard, group_id, result.effects, now_ms)
+        return result.error, result.member_errors, completions
+
+    # -- time ----------------------------------------------------------------------------------------------
+
+    def _schedule(self, shard: GroupShard, group_id: str) -> None:
+        group = shard.groups.get(group_id)
+        deadline = group.next_deadline_ms() if group is not None else None
+        key = (shard.partition, group_id)
+        if deadline is None:
+            return
+        current = self._scheduled.get(key)
+        if current is None or deadline < current:
+            self._scheduled[key] = deadline
+            heapq.heappush(self._timers, (deadline, shard.partition, group_id))
+
+    def next_deadline_ms(self) -> int | None:
+        return self._timers[0][0] if self._timers else None
+
+    def tick(self, now_ms: int) -> list[Completion]:
+        """Act on every group whose deadline has passed."""
+        completions: list[Completion] = []
+        while self._timers and self._timers[0][0] <= now_ms:
+            deadline, partition, group_id = heapq.heappop(self._timers)
+            if self._scheduled.get((partition, group_id)) == deadline:
+                del self._scheduled[(partition, group_id)]
+            shard = self.shards.get(partition)
+            if shard is not None and group_id in shard.groups:
+                completions += self._settle(shard, group_id, shard.tick(group_id, now_ms), now_ms)
+        return completions
+
+    # -- offsets -------------------------------------------------------------------------------------------
+
+    def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+                       commits: Sequence[OffsetCommit], version: int, now_ms: int) -> list[ErrorCode]:
+        """One error per commit, in order; the accepted ones are durable when this returns."""
+        try:
+            shard = self.shard(group_id)
+        except KafkaError as exc:
+            return [exc.code] * len(commits)
+        write = shard.commit(group_id, member_id, instance_id, generation_id, commits, version, now_ms)
+        error = self._write(shard, write.records, now_ms)
+        if error != ErrorCode.none:
+            return [error if e == ErrorCode.none else e for e in write.errors]
+        if group_id in shard.groups:
+            self._schedule(shard, group_id)
+        return write.errors
+
+    def fetch_offsets(self, group_id: str, requested: Requested | None) -> tuple[ErrorCode, Fetched]:
+        try:
+            shard = self.shard(group_id)
+        except KafkaError as exc:
+            return exc.code, []
+        return ErrorCode.none, shard.fetch(group_id, requested)
+
+    def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition],
+                       now_ms: int) -> tuple[ErrorCode, list[ErrorCode]]:
+        try:
+            shard = self.shard(group_id)
+        except KafkaError as exc:
+            return exc.code, []
+        group_error, write = shard.delete_offsets(group_id, partitions)
+        if group_error != ErrorCode.none:
+            return group_error, []
+        error = self._write(shard, write.records, now_ms)
+        if error != ErrorCode.none:
+            return error, []
+        return ErrorCode.none, write.errors
+
+    def delete_groups(self, group_ids: Sequence[str], now_ms: int) -> list[ErrorCode]:
+        return [self._delete_group(group_id, now_ms) for group_id in group_ids]
+
+    def _delete_group(self, group_id: str, now_ms: int) -> ErrorCode:
+        try:
+            shard = self.shard(group_id)
+        except KafkaError as exc:
+            return exc.code
+        error, records = shard.delete_group(group_id)
+        if error != ErrorCode.none:
+            return error
+        return self._write(shard, records, now_ms)
+
+    def expire_offsets(self, now_ms: int) -> int:
+        """Remove expired offsets and forgotten empty groups; returns the number of records written."""
+        written = 0
+        for shard in list(self.shards.values()):
+            for records in shard.expire(now_ms):
+                if self._write(shard, records, now_ms) == ErrorCode.none:
+                    written += len(records)
+        if written:
+            log.info("expired %d offsets and groups", written)
+        return written
+
+    # -- listing -------------------------------------------------------------------------------------------
+
+    def list_groups(self) -> list[ListedGroup]:
+        return [ListedGroup(g.group_id, g.protocol_type or "", g.state.value, g.group_type)
+                for shard in self.shards.values() for g in shard.groups.values()]
+
+    def close(self) -> list[Completion]:
+        completions: list[Completion] = []
+        for shard in self.shards.values():
+            completions += shard.unload().completions
+        self.shards.clear()
+        return completions
+
+
+def _write_error(code: ErrorCode) -> ErrorCode:
+    """What a client is told when the coordinator's append fails (Kafka's mapping)."""
+    if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size):
+        return ErrorCode.invalid_commit_offset_size
+    if code == ErrorCode.not_leader_or_follower:
+        return ErrorCode.not_coordinator
+    return ErrorCode.coordinator_not_available
+
+
+def _failed(completion: Completion) -> Completion:
+    result = completion.result
+    if result.error != ErrorCode.none:
+        return completion
+    if isinstance(result, JoinResult):
+        return Completion(completion.handle, JoinResult(ErrorCode.coordinator_not_available, result.member_id))
+    return Completion(completion.handle, SyncResult(ErrorCode.coordinator_not_available))

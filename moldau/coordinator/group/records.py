@@ -1,0 +1,278 @@
+"""The durable form of groups: records of the compacted internal topic `__consumer_offsets`.
+
+The encoding is Kafka's own (the `OffsetCommitKey/Value` and `GroupMetadataKey/Value` schemas), so Kafka's tools
+read these records and a Kafka broker could load them. Every key and value starts with an int16 schema version;
+strings are int16-length-prefixed UTF-8 (-1 for null), bytes int32-length-prefixed, arrays int32-counted.
+
+    OffsetCommitKey   v1: group string, topic string, partition int32
+    OffsetCommitValue v3: offset int64, leader_epoch int32, metadata string, commit_timestamp int64
+    GroupMetadataKey  v2: group string
+    GroupMetadataValue v3: protocol_type string, generation int32, protocol string?, leader string?,
+                          current_state_timestamp int64, members [member_id string, group_instance_id string?,
+                          client_id string, client_host string, rebalance_timeout int32, session_timeout int32,
+                          subscription bytes, assignment bytes]
+
+These versions are written; values of versions 0..3 are read. A null value is a tombstone: the entity is gone,
+and compaction, which keeps the latest record per key, eventually forgets it. A group is placed on partition
+`abs(javaStringHashCode(group)) % partitions`, exactly as Kafka does, so tools agree on where a group lives.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+OFFSET_KEY_VERSION = 1
+GROUP_KEY_VERSION = 2
+OFFSET_VALUE_VERSION = 3
+GROUP_VALUE_VERSION = 3
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+class RecordFormatError(ValueError):
+    """A key or value that is not one of the schemas above."""
+
+
+# -- entities ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetValue:
+    offset: int
+    leader_epoch: int  # -1: unknown
+    metadata: str
+    commit_timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemberValue:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes  # the member's metadata for the group's selected protocol
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupValue:
+    protocol_type: str  # "" when none
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp_ms: int  # -1: unknown
+    members: tuple[MemberValue, ...]
+
+
+RecordKey = OffsetKey | GroupKey
+RecordValue = OffsetValue | GroupValue
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record of `__consumer_offsets`; `value` None is a tombstone."""
+
+    key: RecordKey
+    value: RecordValue | None
+
+
+# -- placement -----------------------------------------------------------------------------------------------
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode: h = 31*h + c over UTF-16 code units, in signed 32-bit arithmetic."""
+    data = text.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """The `__consumer_offsets` partition of a group (Kafka's Utils.abs maps MIN_VALUE to 0)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(2**31) else abs(h)) % partitions
+
+
+# -- encoding ------------------------------------------------------------------------------------------------
+
+
+class _Writer:
+    def __init__(self, version: int) -> None:
+        self.buf = bytearray(_I16.pack(version))
+
+    def i16(self, v: int) -> _Writer:
+        self.buf += _I16.pack(v)
+        return self
+
+    def i32(self, v: int) -> _Writer:
+        self.buf += _I32.pack(v)
+        return self
+
+    def i64(self, v: int) -> _Writer:
+        self.buf += _I64.pack(v)
+        return self
+
+    def string(self, v: str | None) -> _Writer:
+        if v is None:
+            return self.i16(-1)
+        data = v.encode()
+        self.i16(len(data))
+        self.buf += data
+        return self
+
+    def bytes_(self, v: bytes) -> _Writer:
+        self.i32(len(v))
+        self.buf += v
+        return self
+
+
+def encode_key(key: RecordKey) -> bytes:
+    if isinstance(key, OffsetKey):
+        return bytes(_Writer(OFFSET_KEY_VERSION).string(key.group).string(key.topic).i32(key.partition).buf)
+    return bytes(_Writer(GROUP_KEY_VERSION).string(key.group).buf)
+
+
+def encode_value(value: RecordValue | None) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, OffsetValue):
+        w = _Writer(OFFSET_VALUE_VERSION).i64(value.offset).i32(value.leader_epoch)
+        return bytes(w.string(value.metadata).i64(value.commit_timestamp_ms).buf)
+    w = _Writer(GROUP_VALUE_VERSION).string(value.protocol_type).i32(value.generation)
+    w.string(value.protocol).string(value.leader).i64(value.current_state_timestamp_ms).i32(len(value.members))
+    for m in value.members:
+        w.string(m.member_id).string(m.group_instance_id).string(m.client_id).string(m.client_host)
+        w.i32(m.rebalance_timeout_ms).i32(m.session_timeout_ms).bytes_(m.subscription).bytes_(m.assignment)
+    return bytes(w.buf)
+
+
+# -- decoding ------------------------------------------------------------------------------------------------
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def _take(self, fmt: struct.Struct) -> int:
+        if self.pos + fmt.size > len(self.data):
+            raise RecordFormatError("record ends early")
+        (v,) = fmt.unpack_from(self.data, self.pos)
+        self.pos += fmt.size
+        return int(v)
+
+    def i16(self) -> int:
+        return self._take(_I16)
+
+    def i32(self) -> int:
+        return self._take(_I32)
+
+    def i64(self) -> int:
+        return self._take(_I64)
+
+    def _raw(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise RecordFormatError("record ends early")
+        out = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def nullable_string(self) -> str | None:
+        n = self.i16()
+        return None if n == -1 else self._raw(n).decode()
+
+    def string(self) -> str:
+        v = self.nullable_string()
+        if v is None:
+            raise RecordFormatError("null where a string is required")
+        return v
+
+    def bytes_(self) -> bytes:
+        n = self.i32()
+        return b"" if n == -1 else self._raw(n)
+
+
+def decode_key(data: bytes) -> RecordKey:
+    r = _Reader(data)
+    version = r.i16()
+    if version in (0, 1):
+        return OffsetKey(r.string(), r.string(), r.i32())
+    if version == 2:
+        return GroupKey(r.string())
+    raise RecordFormatError(f"unknown key version {version}")
+
+
+def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
+    if data is None:
+        return None
+    r = _Reader(data)
+    version = r.i16()
+    if isinstance(key, OffsetKey):
+        return _offset_value(r, version)
+    return _group_value(r, version)
+
+
+def _offset_value(r: _Reader, version: int) -> OffsetValue:
+    if not 0 <= version <= 3:
+        raise RecordFormatError(f"unknown offset value version {version}")
+    offset = r.i64()
+    leader_epoch = r.i32() if version >= 3 else -1
+    metadata = r.string()
+    commit_ts = r.i64()
+    if version == 1:
+        r.i64()  # expire timestamp: retention is the broker's business now
+    return OffsetValue(offset, leader_epoch, metadata, commit_ts)
+
+
+def _group_value(r: _Reader, version: int) -> GroupValue:
+    if not 0 <= version <= 3:
+        raise RecordFormatError(f"unknown group value version {version}")
+    protocol_type = r.string()
+    generation = r.i32()
+    protocol = r.nullable_string()
+    leader = r.nullable_string()
+    state_ts = r.i64() if version >= 2 else -1
+    members = tuple(_member_value(r, version) for _ in range(r.i32()))
+    return GroupValue(protocol_type, generation, protocol, leader, state_ts, members)
+
+
+def _member_value(r: _Reader, version: int) -> MemberValue:
+    member_id = r.string()
+    instance_id = r.nullable_string() if version >= 3 else None
+    client_id = r.string()
+    client_host = r.string()
+    rebalance_timeout = r.i32() if version >= 1 else -1
+    session_timeout = r.i32()
+    if rebalance_timeout < 0:  # v0 had one timeout for both
+        rebalance_timeout = session_timeout
+    return MemberValue(member_id, instance_id, client_id, client_host, rebalance_timeout, session_timeout,
+                       r.bytes_(), r.bytes_())
+
+
+def decode(key: bytes, value: bytes | None) -> Record:
+    parsed = decode_key(key)
+    return Record(parsed, decode_value(parsed, value))
+
+
+def encode(record: Record) -> tuple[bytes, bytes | None]:
+    return encode_key(record.key), encode_value(record.value)

@@ -1,0 +1,175 @@
+"""The asyncio edge of the group coordinator: the clock, futures for waiting requests, and a timer.
+
+A JoinGroup or SyncGroup that must wait gets a future keyed by a fresh handle; whatever input later completes
+it (another member's request, a timeout) returns a `Completion` for that handle, and the future is resolved.
+
+Time: one timer task sleeps until the coordinator's nearest deadline (a session, join or sync timeout) and then
+calls `tick`, so timeouts fire within milliseconds rather than at the next maintenance round. Any request that
+brings a deadline forward wakes it early. The same task runs offset expiry every
+`offsets.retention.check.interval.ms`. Wall-clock time (`Clock.time_ms`) is used throughout, because commit
+timestamps are wall-clock and persist across restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+
+from moldau.clock import Clock
+from moldau.coordinator.group.coordinator import GroupCoordinator, ListedGroup
+from moldau.coordinator.group.member import (
+    Completion,
+    Handle,
+    JoinRequest,
+    JoinResult,
+    SyncRequest,
+    SyncResult,
+)
+from moldau.coordinator.group.offsets import Fetched, OffsetCommit, Requested, TopicPartition
+from moldau.metadata.image import MetadataImage
+from moldau.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+_RETRY_AFTER_ERROR_S = 1.0
+
+
+class GroupRuntime:
+    def __init__(self, coordinator: GroupCoordinator, clock: Clock) -> None:
+        self.coordinator = coordinator
+        self._clock = clock
+        self._pending: dict[Handle, asyncio.Future[JoinResult | SyncResult]] = {}
+        self._next_handle = 0
+        self._wake = asyncio.Event()
+        self._sleeping_until: float = 0.0
+        self._next_expiry_ms = clock.time_ms() + coordinator.settings.offsets_retention_check_interval_ms
+        self._task: asyncio.Task[None] | None = None
+
+    def now_ms(self) -> int:
+        return self._clock.time_ms()
+
+    # -- lifecycle -----------------------------------------------------------------------------------------
+
+    def start(self, image: MetadataImage) -> None:
+        self._deliver(self.coordinator.on_image(image, self.now_ms()))
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def on_image(self, before: MetadataImage | None, image: MetadataImage) -> None:
+        """Controller listener: partitions of `__consumer_offsets` may have appeared or moved."""
+        self._deliver(self.coordinator.on_image(image, self.now_ms()))
+        self._after_input()
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        self._deliver(self.coordinator.close())
+        for future in self._pending.values():
+            future.cancel()
+        self._pending.clear()
+
+    # -- waiting requests ----------------------------------------------------------------------------------
+
+    async def join(self, group_id: str, request: JoinRequest) -> JoinResult:
+        handle, future = self._register()
+        self._deliver(self.coordinator.join(group_id, handle, request, self.now_ms()))
+        result = await self._wait(handle, future)
+        assert isinstance(result, JoinResult)
+        return result
+
+    async def sync(self, group_id: str, request: SyncRequest) -> SyncResult:
+        handle, future = self._register()
+        self._deliver(self.coordinator.sync(group_id, handle, request, self.now_ms()))
+        result = await self._wait(handle, future)
+        assert isinstance(result, SyncResult)
+        return result
+
+    def _register(self) -> tuple[Handle, asyncio.Future[JoinResult | SyncResult]]:
+        self._next_handle += 1
+        future: asyncio.Future[JoinResult | SyncResult] = asyncio.get_running_loop().create_future()
+        self._pending[self._next_handle] = future
+        return self._next_handle, future
+
+    async def _wait(self, handle: Handle, future: asyncio.Future[JoinResult | SyncResult]) -> JoinResult | SyncResult:
+        self._after_input()
+        try:
+            return await future
+        finally:
+            # A client that disconnects cancels its future; the group still answers the handle later, to no one.
+            self._pending.pop(handle, None)
+
+    def _deliver(self, completions: Sequence[Completion]) -> None:
+        for completion in completions:
+            future = self._pending.pop(completion.handle, None)
+            if future is not None and not future.done():
+                future.set_result(completion.result)
+
+    # -- immediate requests --------------------------------------------------------------------------------
+
+    def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
+        error = self.coordinator.heartbeat(group_id, member_id, instance_id, generation_id, self.now_ms())
+        self._after_input()
+        return error
+
+    def leave(self, group_id: str, identities: Sequence[tuple[str, str | None]]
+              ) -> tuple[ErrorCode, tuple[ErrorCode, ...]]:
+        error, member_errors, completions = self.coordinator.leave(group_id, identities, self.now_ms())
+        self._deliver(completions)
+        self._after_input()
+        return error, member_errors
+
+    def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+                       commits: Sequence[OffsetCommit], version: int) -> list[ErrorCode]:
+        errors = self.coordinator.commit_offsets(group_id, member_id, instance_id, generation_id, commits, version,
+                                                 self.now_ms())
+        self._after_input()
+        return errors
+
+    def fetch_offsets(self, group_id: str, requested: Requested | None) -> tuple[ErrorCode, Fetched]:
+        return self.coordinator.fetch_offsets(group_id, requested)
+
+    def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
+                       ) -> tuple[ErrorCode, list[ErrorCode]]:
+        return self.coordinator.delete_offsets(group_id, partitions, self.now_ms())
+
+    def delete_groups(self, group_ids: Sequence[str]) -> list[ErrorCode]:
+        return self.coordinator.delete_groups(group_ids, self.now_ms())
+
+    def list_groups(self) -> list[ListedGroup]:
+        return self.coordinator.list_groups()
+
+    # -- the timer -----------------------------------------------------------------------------------------
+
+    def _after_input(self) -> None:
+        deadline = self.coordinator.next_deadline_ms()
+        if deadline is not None and deadline < self._sleeping_until:
+            self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._sleep_until_due()
+                self._run_due()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("group coordinator timer failed; retrying")
+                await asyncio.sleep(_RETRY_AFTER_ERROR_S)
+
+    def _run_due(self) -> None:
+        now = self.now_ms()
+        self._deliver(self.coordinator.tick(now))
+        if now >= self._next_expiry_ms:
+            self._next_expiry_ms = now + self.coordinator.settings.offsets_retention_check_interval_ms
+            self.coordinator.expire_offsets(now)
+
+    async def _sleep_until_due(self) -> None:
+        deadline = self.coordinator.next_deadline_ms()
+        wake_at = self._next_expiry_ms if deadline is None else min(deadline, self._next_expiry_ms)
+        self._sleeping_until = wake_at
+        self._wake.clear()
+        delay_s = max(wake_at - self.now_ms(), 0) / 1000
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), delay_s)
+        self._sleeping_until = 0.0

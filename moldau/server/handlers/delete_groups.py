@@ -1,0 +1,25 @@
+"""DeleteGroups (key 42): delete empty groups with their committed offsets.
+
+A group with members gets NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND. Deletion writes tombstones for
+the group and each of its offsets to `__consumer_offsets` before it is acknowledged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moldau.protocol.codec import make
+from moldau.server.context import RequestContext
+from moldau.server.handlers.api import Api
+from moldau.server.handlers.common import NO_THROTTLE
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    names = list(request.groups_names)
+    errors = ctx.broker.groups.delete_groups(names)
+    cls = ctx.nested("DeletableGroupResult")
+    return make(ctx.schema.response_type, throttle_time=NO_THROTTLE,
+                results=tuple(make(cls, group_id=g, error_code=e) for g, e in zip(names, errors, strict=True)))
+
+
+API = Api(key=42, name="DeleteGroups", min_version=0, max_version=2, handle=handle)

@@ -1,0 +1,30 @@
+"""ListGroups (key 16): the groups this broker coordinates.
+
+v4 filters by state and v5 by group type ("classic" is the only type so far); filters match case-insensitively
+and an empty filter matches everything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moldau.protocol.codec import make
+from moldau.protocol.errors import ErrorCode
+from moldau.server.context import RequestContext
+from moldau.server.handlers.api import Api
+from moldau.server.handlers.common import NO_THROTTLE
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    states = {s.lower() for s in getattr(request, "states_filter", ())}
+    types = {t.lower() for t in getattr(request, "types_filter", ())}
+    cls = ctx.nested("ListedGroup")
+    groups = tuple(
+        make(cls, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type)
+        for g in sorted(ctx.broker.groups.list_groups(), key=lambda g: g.group_id)
+        if (not states or g.state.lower() in states) and (not types or g.group_type.lower() in types)
+    )
+    return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=groups)
+
+
+API = Api(key=16, name="ListGroups", min_version=0, max_version=5, handle=handle)

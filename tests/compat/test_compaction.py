@@ -1,0 +1,85 @@
+"""Log compaction against a real broker process, produced to and read by confluent-kafka."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import ck_produce, create_topic
+
+# Small segments rolled every second, cleaned as soon as anything is dirty, tombstones kept for 1 s.
+COMPACTED = {"cleanup.policy": "compact", "segment.bytes": "4096", "segment.ms": "1000",
+             "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "1000"}
+
+
+def read_partition(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of every record from the beginning to the end of partition 0."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "compaction-reader",
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "fetch.wait.max.ms": 20})
+    try:
+        consumer.assign([TopicPartition(topic, 0, -2)])
+        out: list[tuple[int, bytes | None, bytes | None]] = []
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=10_000, timeout=0.1):
+                error = msg.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    return out
+                assert error is None, error
+                offset = msg.offset()
+                assert offset is not None
+                out.append((offset, msg.key(), msg.value()))
+        raise AssertionError(f"no end of partition after {len(out)} records")
+    finally:
+        consumer.close()
+
+
+def wait_until_compacted(bootstrap: str, topic: str, expected: dict[bytes, bytes],
+                         timeout_s: float = 25.0) -> list[tuple[int, bytes | None, bytes | None]]:
+    """Read the partition until it holds exactly one record per key with the expected value."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        records = read_partition(bootstrap, topic)
+        compacted = len(records) == len(expected) and {k: v for _, k, v in records} == expected
+        if compacted or time.monotonic() > deadline:
+            return records
+        time.sleep(0.5)
+
+
+def test_a_compacted_topic_keeps_the_latest_value_per_key_across_a_restart(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "compacted", config=COMPACTED)
+    updates: list[dict[str, Any]] = [
+        {"key": b"k%d" % (i % 20), "value": b"v%d-" % i + b"x" * 50, "headers": [("n", b"%d" % i)]}
+        for i in range(3000)
+    ]
+    idempotent = {"compression.type": "lz4", "batch.size": 3000, "enable.idempotence": True}
+    acks = ck_produce(broker.bootstrap, "compacted", updates, **idempotent)
+    # Its own producer's only batch: once the tombstone goes, the batch stays as an empty batch (producer
+    # state), which the consumer must step over.
+    acks += ck_produce(broker.bootstrap, "compacted", [{"key": b"k3", "value": None}], **idempotent)
+    expected = {b"k%d" % k: updates[-20 + k]["value"] for k in range(20) if k != 3}
+    offset_of = {updates[-20 + k]["key"]: acks[-21 + k][1] for k in range(20)}
+
+    records = wait_until_compacted(broker.bootstrap, "compacted", expected)
+    assert [(k, v) for _, k, v in records] == sorted(((k, v) for k, v in expected.items()),
+                                                     key=lambda kv: offset_of[kv[0]])
+    assert [o for o, _, _ in records] == sorted(offset_of[k] for k in expected), "offsets are unchanged"
+
+    broker.restart()
+    assert read_partition(broker.bootstrap, "compacted") == records
+    more = ck_produce(broker.bootstrap, "compacted", [{"key": b"k0", "value": b"after"}])
+    assert more[0][1] == acks[-1][1] + 1, "the log end did not move"
+
+
+def test_a_record_without_key_is_refused_by_a_compacted_topic(shared_broker: BrokerProcess) -> None:
+    create_topic(shared_broker.bootstrap, "compacted-null-key", config={"cleanup.policy": "compact"})
+    errors: list[Any] = []
+    producer = Producer({"bootstrap.servers": shared_broker.bootstrap, "retries": 0})
+    producer.produce("compacted-null-key", value=b"no key", on_delivery=lambda err, _: errors.append(err))
+    assert producer.flush(15) == 0
+    assert [e.code() for e in errors] == [KafkaError.INVALID_RECORD]
+    ck_produce(shared_broker.bootstrap, "compacted-null-key", [{"key": b"k", "value": b"keyed"}])

@@ -1,0 +1,181 @@
+"""The coordinator over real partition logs: topic creation, durable writes, and recovery by replay."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from moldau.clock import Clock, ManualClock
+from moldau.coordinator.group.classic import GroupState
+from moldau.coordinator.group.coordinator import GroupCoordinator
+from moldau.coordinator.group.member import (
+    Completion,
+    JoinRequest,
+    JoinResult,
+    ProtocolMetadata,
+    SyncRequest,
+    SyncResult,
+)
+from moldau.coordinator.group.offsets import OffsetCommit
+from moldau.coordinator.group.records import OFFSETS_TOPIC, partition_for
+from moldau.coordinator.group.settings import CoordinatorSettings
+from moldau.coordinator.group.shard import ShardSettings
+from moldau.metadata.controller import Controller
+from moldau.metadata.log import LocalMetadataLog
+from moldau.metadata.records import Endpoint, RegisterBrokerRecord
+from moldau.protocol.errors import ErrorCode
+from moldau.replication.replica_manager import ReplicaManager
+from moldau.storage.log_config import LogConfig
+from moldau.storage.log_manager import LogManager
+from tests.unit.coordinator.harness import LIMITS, SESSION_MS, START_MS, SequentialIds, subscription
+
+PARTITIONS = 4
+SETTINGS = CoordinatorSettings(ShardSettings(LIMITS, 4096, 60_000), PARTITIONS, 1, 600_000)
+
+
+class Node:
+    """Just enough of a broker for the coordinator: controller, logs, replicas. Reopening replays everything."""
+
+    def __init__(self, root: Path, clock: Clock) -> None:
+        self.clock = clock
+        self.controller = Controller(LocalMetadataLog(str(root / "meta" / "metadata.log")), 1)
+        self.controller.register_broker(
+            RegisterBrokerRecord(1, uuid.uuid4(), (Endpoint("PLAINTEXT", "127.0.0.1", 9092),), None))
+        self.logs = LogManager([str(root / "logs")], clock, LogConfig())
+        self.replicas = ReplicaManager(1, self.logs, lambda image, topic: LogConfig())
+        self.controller.add_listener(self.replicas.apply_image)
+        self.replicas.apply_image(None, self.controller.image)
+        self.coordinator = GroupCoordinator(1, SETTINGS, self.controller, self.replicas, SequentialIds())
+        self.controller.add_listener(lambda before, image: self.coordinator.on_image(image, clock.time_ms()))
+        self.coordinator.on_image(self.controller.image, clock.time_ms())
+        self.answers: dict[int, JoinResult | SyncResult] = {}
+        self._handle = 0
+
+    def close(self) -> None:
+        self.coordinator.close()
+        self.logs.close()
+        self.controller.close()
+
+    def _take(self, completions: list[Completion]) -> None:
+        self.answers.update((c.handle, c.result) for c in completions)
+
+    def join(self, group: str, member_id: str = "", instance: str | None = None) -> JoinResult:
+        self._handle += 1
+        request = JoinRequest(member_id, instance, "c", "/h", SESSION_MS, 30_000, "consumer",
+                              (ProtocolMetadata("range", subscription("t")),))
+        self._take(self.coordinator.join(group, self._handle, request, self.clock.time_ms()))
+        result = self.answers[self._handle]
+        assert isinstance(result, JoinResult)
+        return result
+
+    def sync(self, group: str, member_id: str, generation: int, assignment: bytes) -> SyncResult:
+        self._handle += 1
+        request = SyncRequest(member_id, None, generation, None, None, ((member_id, assignment),))
+        self._take(self.coordinator.sync(group, self._handle, request, self.clock.time_ms()))
+        result = self.answers[self._handle]
+        assert isinstance(result, SyncResult)
+        return result
+
+    def member(self, group: str) -> tuple[str, int]:
+        member_id = self.join(group).member_id
+        joined = self.join(group, member_id)
+        assert joined.error == ErrorCode.none
+        assert self.sync(group, member_id, joined.generation_id, b"assigned").error == ErrorCode.none
+        return member_id, joined.generation_id
+
+    def commit(self, group: str, member_id: str, generation: int, offset: int) -> list[ErrorCode]:
+        return self.coordinator.commit_offsets(group, member_id, None, generation,
+                                               [OffsetCommit("t", 0, offset, 1, "md")], 8, self.clock.time_ms())
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(START_MS)
+
+
+@pytest.fixture
+def open_node(tmp_path: Path, clock: ManualClock) -> Iterator[type[Node]]:
+    opened: list[Node] = []
+
+    class Opened(Node):
+        def __init__(self) -> None:
+            super().__init__(tmp_path, clock)
+            opened.append(self)
+
+    yield Opened  # type: ignore[misc]
+    for node in opened:
+        with contextlib.suppress(Exception):  # most were closed by the test already
+            node.close()
+
+
+def test_first_use_creates_the_compacted_offsets_topic(open_node: type[Node]) -> None:
+    node = open_node()
+    assert OFFSETS_TOPIC not in node.controller.image.topics_by_name
+    node.member("g")
+    topic = node.controller.image.topics_by_name[OFFSETS_TOPIC]
+    assert len(topic.partitions) == PARTITIONS and topic.is_internal
+    assert node.controller.image.topic_configs(OFFSETS_TOPIC)["cleanup.policy"] == "compact"
+    group_partition = partition_for("g", PARTITIONS)
+    assert set(node.coordinator.shards) == set(range(PARTITIONS))
+    assert "g" in node.coordinator.shards[group_partition].groups
+    assert node.replicas.partitions[(OFFSETS_TOPIC, group_partition)].log.log_end_offset == 1  # the group record
+
+
+def test_restart_rebuilds_groups_and_offsets_exactly(open_node: type[Node], clock: ManualClock) -> None:
+    node = open_node()
+    member, generation = node.member("live")
+    assert node.commit("live", member, generation, 10) == [ErrorCode.none]
+    assert node.commit("live", member, generation, 20) == [ErrorCode.none]
+    assert node.commit("simple", "", -1, 7) == [ErrorCode.none]
+    assert node.commit("doomed", "", -1, 1) == [ErrorCode.none]
+    assert node.coordinator.delete_groups(["doomed"], clock.time_ms()) == [ErrorCode.none]
+    before = {g.group_id: (g.to_record(), g.state) for s in node.coordinator.shards.values() for g in s.groups.values()}
+    offsets_before = {g: dict(s.offsets.of(g)) for s in node.coordinator.shards.values() for g in s.groups}
+    node.close()
+
+    clock.advance(1000)
+    reopened = open_node()
+    after = {g.group_id: (g.to_record(), g.state) for s in reopened.coordinator.shards.values()
+             for g in s.groups.values()}
+    offsets_after = {g: dict(s.offsets.of(g)) for s in reopened.coordinator.shards.values() for g in s.groups}
+    assert after == before and offsets_after == offsets_before
+    assert set(after) == {"live", "simple"}
+    assert offsets_after["live"][("t", 0)].offset == 20
+    # The member survived the restart, as with Kafka: it carries on with its generation.
+    assert reopened.coordinator.heartbeat("live", member, None, generation, clock.time_ms()) == ErrorCode.none
+    assert reopened.coordinator.find_group("live").state == GroupState.STABLE  # type: ignore[union-attr]
+
+
+def test_members_that_do_not_return_after_a_restart_expire(open_node: type[Node], clock: ManualClock) -> None:
+    node = open_node()
+    member, generation = node.member("g")
+    node.commit("g", member, generation, 5)
+    node.close()
+    reopened = open_node()
+    assert reopened.coordinator.next_deadline_ms() == clock.time_ms() + SESSION_MS
+    clock.advance(SESSION_MS)
+    reopened._take(reopened.coordinator.tick(clock.time_ms()))
+    group = reopened.coordinator.find_group("g")
+    assert group is not None and group.state == GroupState.EMPTY
+    fetched = reopened.coordinator.fetch_offsets("g", [("t", [0])])
+    assert fetched[1][0][1][0][1].offset == 5  # type: ignore[union-attr]
+    reopened.close()
+    # The group became Empty durably.
+    again = open_node()
+    group = again.coordinator.find_group("g")
+    assert group is not None and group.state == GroupState.EMPTY and group.generation_id == generation + 1
+
+
+def test_failed_write_is_not_acknowledged(open_node: type[Node], clock: ManualClock) -> None:
+    node = open_node()
+    node.commit("g", "", -1, 1)
+    hosted = node.replicas.partitions[(OFFSETS_TOPIC, partition_for("g", PARTITIONS))]
+    hosted.log.config = replace(hosted.log.config, max_message_bytes=10)
+    assert node.commit("g", "", -1, 2) == [ErrorCode.invalid_commit_offset_size]
+    fetched = node.coordinator.fetch_offsets("g", [("t", [0])])
+    assert fetched[1][0][1][0][1].offset == 1  # type: ignore[union-attr]
