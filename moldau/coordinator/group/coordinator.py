@@ -24,6 +24,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 from moldau.coordinator.group.classic import ClassicGroup, MemberIdFactory, random_member_id
+from moldau.coordinator.group.consumer import ConsumerGroup, HeartbeatRequest, HeartbeatResult
 from moldau.coordinator.group.member import (
     Completion,
     Effects,
@@ -56,6 +57,7 @@ OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact",
                          "segment.bytes": str(100 * 1024 * 1024)}
 _READ_CHUNK_BYTES = 1024 * 1024
 _MAX_BATCH_BYTES = 2**31 - 1
+_RETRY_EXPIRY_MS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +100,9 @@ class GroupCoordinator:
             shard.replay(record, now_ms)
             count += 1
         self.shards[partition] = shard
-        for group_id in shard.groups:
+        for consumer in shard.consumer_groups.values():
+            consumer.start_sessions(now_ms)
+        for group_id in [*shard.groups, *shard.consumer_groups]:
             self._schedule(shard, group_id)
         if count:
             log.info("loaded %s-%d: %d records, %d groups", OFFSETS_TOPIC, partition, count, len(shard.groups))
@@ -167,6 +171,18 @@ class GroupCoordinator:
             return None
         shard = self.shards.get(self.partition_of(group_id))
         return shard.groups.get(group_id) if shard is not None else None
+
+    def find_consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer (KIP-848) group if it exists here; never creates the topic."""
+        if OFFSETS_TOPIC not in self._controller.image.topics_by_name:
+            return None
+        shard = self.shards.get(self.partition_of(group_id))
+        return shard.consumer_groups.get(group_id) if shard is not None else None
+
+    def _topic_sizes(self) -> dict[str, int]:
+        """Partition counts of the topics consumer groups may subscribe to."""
+        return {name: len(t.partitions) for name, t in self._controller.image.topics_by_name.items()
+                if name != OFFSETS_TOPIC}
 
     # -- writing -------------------------------------------------------------------------------------------
 
@@ -244,11 +260,32 @@ class GroupCoordinator:
         completions = self._settle(shard, group_id, result.effects, now_ms)
         return result.error, result.member_errors, completions
 
+    def consumer_heartbeat(self, group_id: str, request: HeartbeatRequest, now_ms: int) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat: the answer is given once the records it caused are in the log."""
+        try:
+            shard = self.shard(group_id)
+        except KafkaError as exc:
+            return HeartbeatResult(exc.code, message=exc.message)
+        outcome = shard.consumer_heartbeat(group_id, request, self._topic_sizes())
+        error = self._write(shard, outcome.records, now_ms)
+        if error != ErrorCode.none:
+            return HeartbeatResult(error)
+        group = shard.consumer_groups.get(group_id)
+        if group is not None:
+            if outcome.result.error == ErrorCode.none:
+                group.touch(outcome.result.member_id, now_ms)
+            self._schedule(shard, group_id)
+        return outcome.result
+
+    def _tick_consumer(self, shard: GroupShard, group: ConsumerGroup, now_ms: int) -> None:
+        if self._write(shard, group.tick(now_ms, self._topic_sizes()), now_ms) != ErrorCode.none:
+            group.retry_expiry(now_ms, _RETRY_EXPIRY_MS)
+        self._schedule(shard, group.group_id)
+
     # -- time ----------------------------------------------------------------------------------------------
 
     def _schedule(self, shard: GroupShard, group_id: str) -> None:
-        group = shard.groups.get(group_id)
-        deadline = group.next_deadline_ms() if group is not None else None
+        deadline = shard.next_deadline_ms(group_id)
         key = (shard.partition, group_id)
         if deadline is None:
             return
@@ -268,7 +305,10 @@ class GroupCoordinator:
             if self._scheduled.get((partition, group_id)) == deadline:
                 del self._scheduled[(partition, group_id)]
             shard = self.shards.get(partition)
-            if shard is not None and group_id in shard.groups:
+            consumer = shard.consumer_groups.get(group_id) if shard is not None else None
+            if shard is not None and consumer is not None:
+                self._tick_consumer(shard, consumer, now_ms)
+            elif shard is not None and group_id in shard.groups:
                 completions += self._settle(shard, group_id, shard.tick(group_id, now_ms), now_ms)
         return completions
 
@@ -285,15 +325,22 @@ class GroupCoordinator:
         error = self._write(shard, write.records, now_ms)
         if error != ErrorCode.none:
             return [error if e == ErrorCode.none else e for e in write.errors]
-        if group_id in shard.groups:
+        if group_id in shard.groups or group_id in shard.consumer_groups:
             self._schedule(shard, group_id)
         return write.errors
 
-    def fetch_offsets(self, group_id: str, requested: Requested | None) -> tuple[ErrorCode, Fetched]:
+    def fetch_offsets(self, group_id: str, requested: Requested | None, member_id: str | None = None,
+                      member_epoch: int = -1) -> tuple[ErrorCode, Fetched]:
+        """Committed offsets; a member of a consumer (KIP-848) group that names itself must be current."""
         try:
             shard = self.shard(group_id)
         except KafkaError as exc:
             return exc.code, []
+        consumer = shard.consumer_groups.get(group_id)
+        if consumer is not None and member_id is not None:
+            error = consumer.validate_offset_commit(member_id, member_epoch)
+            if error != ErrorCode.none:
+                return error, []
         return ErrorCode.none, shard.fetch(group_id, requested)
 
     def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition],
@@ -337,8 +384,10 @@ class GroupCoordinator:
     # -- listing -------------------------------------------------------------------------------------------
 
     def list_groups(self) -> list[ListedGroup]:
-        return [ListedGroup(g.group_id, g.protocol_type or "", g.state.value, g.group_type)
-                for shard in self.shards.values() for g in shard.groups.values()]
+        classic = [ListedGroup(g.group_id, g.protocol_type or "", g.state.value, g.group_type)
+                   for shard in self.shards.values() for g in shard.groups.values()]
+        return classic + [ListedGroup(g.group_id, g.group_type, g.state, g.group_type)
+                          for shard in self.shards.values() for g in shard.consumer_groups.values()]
 
     def close(self) -> list[Completion]:
         completions: list[Completion] = []

@@ -83,18 +83,6 @@ class GroupValue:
     members: tuple[MemberValue, ...]
 
 
-RecordKey = OffsetKey | GroupKey
-RecordValue = OffsetValue | GroupValue
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One record of `__consumer_offsets`; `value` None is a tombstone."""
-
-    key: RecordKey
-    value: RecordValue | None
-
-
 # -- placement -----------------------------------------------------------------------------------------------
 
 
@@ -147,6 +135,8 @@ class _Writer:
 
 
 def encode_key(key: RecordKey) -> bytes:
+    if isinstance(key, ConsumerGroupKey):
+        return _encode_consumer_key(key)
     if isinstance(key, OffsetKey):
         return bytes(_Writer(OFFSET_KEY_VERSION).string(key.group).string(key.topic).i32(key.partition).buf)
     return bytes(_Writer(GROUP_KEY_VERSION).string(key.group).buf)
@@ -155,6 +145,8 @@ def encode_key(key: RecordKey) -> bytes:
 def encode_value(value: RecordValue | None) -> bytes | None:
     if value is None:
         return None
+    if not isinstance(value, OffsetValue | GroupValue):
+        return _encode_consumer_value(value)
     if isinstance(value, OffsetValue):
         w = _Writer(OFFSET_VALUE_VERSION).i64(value.offset).i32(value.leader_epoch)
         return bytes(w.string(value.metadata).i64(value.commit_timestamp_ms).buf)
@@ -219,6 +211,9 @@ def decode_key(data: bytes) -> RecordKey:
         return OffsetKey(r.string(), r.string(), r.i32())
     if version == 2:
         return GroupKey(r.string())
+    if CG_METADATA <= version <= CG_CURRENT:
+        member_records = (CG_MEMBER, CG_TARGET_MEMBER, CG_CURRENT)
+        return ConsumerGroupKey(version, r.string(), r.string() if version in member_records else None)
     raise RecordFormatError(f"unknown key version {version}")
 
 
@@ -226,6 +221,8 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
     if data is None:
         return None
     r = _Reader(data)
+    if isinstance(key, ConsumerGroupKey):
+        return _decode_consumer_value(key, r)
     version = r.i16()
     if isinstance(key, OffsetKey):
         return _offset_value(r, version)
@@ -276,3 +273,167 @@ def decode(key: bytes, value: bytes | None) -> Record:
 
 def encode(record: Record) -> tuple[bytes, bytes | None]:
     return encode_key(record.key), encode_value(record.value)
+
+
+# -- consumer groups (KIP-848) -------------------------------------------------------------------------------
+#
+# Keys use Kafka's record types and key layouts (int16 type, then group string and, per member, member id
+# string), so tools can tell what a record is about. Values use Moldau's own layout, version 0, in the same
+# non-flexible primitives as above (Kafka's values are flexible-version schemas with topic ids); a Kafka
+# broker cannot load them. Layouts, after the int16 value version:
+#
+#   3 ConsumerGroupMetadata               epoch int32
+#   4 ConsumerGroupPartitionMetadata      topics [name string, partitions int32]
+#   5 ConsumerGroupMemberMetadata         instance_id string?, rack_id string?, client_id string,
+#                                         client_host string, topics [string], regex string?,
+#                                         rebalance_timeout int32, server_assignor string?
+#   6 ConsumerGroupTargetAssignmentMetadata  assignment_epoch int32
+#   7 ConsumerGroupTargetAssignmentMember    assignment
+#   8 ConsumerGroupCurrentMemberAssignment   member_epoch int32, previous_member_epoch int32, state int8,
+#                                            assigned assignment, pending_revocation assignment
+#
+# where assignment = [topic string, partitions [int32]].
+
+CG_METADATA, CG_PARTITIONS, CG_MEMBER, CG_TARGET_METADATA, CG_TARGET_MEMBER, CG_CURRENT = range(3, 9)
+CONSUMER_VALUE_VERSION = 0
+
+# topic -> partitions; sorted tuples so equal assignments compare and encode equally.
+Assignment = tuple[tuple[str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupKey:
+    """A consumer group record's key: its type (3..8), the group and, for member records, the member."""
+
+    record_type: int
+    group: str
+    member_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupEpochValue:
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadataValue:
+    topics: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerMemberValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topics: tuple[str, ...]
+    subscribed_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TargetEpochValue:
+    assignment_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TargetMemberValue:
+    assignment: Assignment
+
+
+@dataclass(frozen=True, slots=True)
+class CurrentAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int  # 0 stable, 1 unrevoked partitions, 2 unreleased partitions
+    assigned: Assignment
+    pending_revocation: Assignment
+
+
+ConsumerValue = (GroupEpochValue | PartitionMetadataValue | ConsumerMemberValue | TargetEpochValue
+                 | TargetMemberValue | CurrentAssignmentValue)
+RecordKey = OffsetKey | GroupKey | ConsumerGroupKey
+RecordValue = OffsetValue | GroupValue | ConsumerValue
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record of `__consumer_offsets`; `value` None is a tombstone."""
+
+    key: RecordKey
+    value: RecordValue | None
+
+
+def _encode_consumer_key(key: ConsumerGroupKey) -> bytes:
+    w = _Writer(key.record_type).string(key.group)
+    if key.member_id is not None:
+        w.string(key.member_id)
+    return bytes(w.buf)
+
+
+def _write_assignment(w: _Writer, assignment: Assignment) -> None:
+    w.i32(len(assignment))
+    for topic, partitions in assignment:
+        w.string(topic).i32(len(partitions))
+        for p in partitions:
+            w.i32(p)
+
+
+def _encode_consumer_value(value: ConsumerValue) -> bytes:
+    w = _Writer(CONSUMER_VALUE_VERSION)
+    if isinstance(value, GroupEpochValue):
+        w.i32(value.epoch)
+    elif isinstance(value, TargetEpochValue):
+        w.i32(value.assignment_epoch)
+    elif isinstance(value, PartitionMetadataValue):
+        w.i32(len(value.topics))
+        for name, count in value.topics:
+            w.string(name).i32(count)
+    elif isinstance(value, ConsumerMemberValue):
+        w.string(value.instance_id).string(value.rack_id).string(value.client_id).string(value.client_host)
+        w.i32(len(value.subscribed_topics))
+        for topic in value.subscribed_topics:
+            w.string(topic)
+        w.string(value.subscribed_regex).i32(value.rebalance_timeout_ms).string(value.server_assignor)
+    elif isinstance(value, TargetMemberValue):
+        _write_assignment(w, value.assignment)
+    else:
+        w.i32(value.member_epoch).i32(value.previous_member_epoch)
+        w.buf += bytes([value.state])
+        _write_assignment(w, value.assigned)
+        _write_assignment(w, value.pending_revocation)
+    return bytes(w.buf)
+
+
+def _count(r: _Reader) -> int:
+    n = r.i32()
+    if n < 0 or n > len(r.data):
+        raise RecordFormatError(f"bad array length {n}")
+    return n
+
+
+def _read_assignment(r: _Reader) -> Assignment:
+    return tuple((r.string(), tuple(r.i32() for _ in range(_count(r)))) for _ in range(_count(r)))
+
+
+def _decode_consumer_value(key: ConsumerGroupKey, r: _Reader) -> ConsumerValue:
+    version = r.i16()
+    if version != CONSUMER_VALUE_VERSION:
+        raise RecordFormatError(f"unknown consumer group value version {version}")
+    kind = key.record_type
+    if kind == CG_METADATA:
+        return GroupEpochValue(r.i32())
+    if kind == CG_TARGET_METADATA:
+        return TargetEpochValue(r.i32())
+    if kind == CG_PARTITIONS:
+        return PartitionMetadataValue(tuple((r.string(), r.i32()) for _ in range(_count(r))))
+    if kind == CG_MEMBER:
+        head = (r.nullable_string(), r.nullable_string(), r.string(), r.string())
+        topics = tuple(r.string() for _ in range(_count(r)))
+        return ConsumerMemberValue(*head, topics, r.nullable_string(), r.i32(), r.nullable_string())
+    if kind == CG_TARGET_MEMBER:
+        return TargetMemberValue(_read_assignment(r))
+    epochs = (r.i32(), r.i32())
+    state = r._raw(1)[0]
+    return CurrentAssignmentValue(*epochs, state, _read_assignment(r), _read_assignment(r))

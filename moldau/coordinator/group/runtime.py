@@ -18,6 +18,7 @@ import logging
 from collections.abc import Sequence
 
 from moldau.clock import Clock
+from moldau.coordinator.group.consumer import HeartbeatRequest, HeartbeatResult
 from moldau.coordinator.group.coordinator import GroupCoordinator, ListedGroup
 from moldau.coordinator.group.member import (
     Completion,
@@ -112,6 +113,11 @@ class GroupRuntime:
         self._after_input()
         return error
 
+    def consumer_heartbeat(self, group_id: str, request: HeartbeatRequest) -> HeartbeatResult:
+        result = self.coordinator.consumer_heartbeat(group_id, request, self.now_ms())
+        self._after_input()
+        return result
+
     def leave(self, group_id: str, identities: Sequence[tuple[str, str | None]]
               ) -> tuple[ErrorCode, tuple[ErrorCode, ...]]:
         error, member_errors, completions = self.coordinator.leave(group_id, identities, self.now_ms())
@@ -126,8 +132,9 @@ class GroupRuntime:
         self._after_input()
         return errors
 
-    def fetch_offsets(self, group_id: str, requested: Requested | None) -> tuple[ErrorCode, Fetched]:
-        return self.coordinator.fetch_offsets(group_id, requested)
+    def fetch_offsets(self, group_id: str, requested: Requested | None, member_id: str | None = None,
+                      member_epoch: int = -1) -> tuple[ErrorCode, Fetched]:
+        return self.coordinator.fetch_offsets(group_id, requested, member_id, member_epoch)
 
     def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
                        ) -> tuple[ErrorCode, list[ErrorCode]]:

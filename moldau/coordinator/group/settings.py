@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from moldau.config import BrokerConfig
 from moldau.coordinator.group.classic import GroupLimits
+from moldau.coordinator.group.consumer import ConsumerSettings
 from moldau.coordinator.group.shard import ShardSettings
 
 
@@ -28,6 +29,12 @@ class CoordinatorSettings:
             limits=limits,
             offset_metadata_max_bytes=config.get_int("offset.metadata.max.bytes"),
             offsets_retention_ms=config.get_int("offsets.retention.minutes") * 60_000,
+            consumer=ConsumerSettings(
+                heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
+                session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),
+                assignors=tuple(config.get_list("group.consumer.assignors")),
+                max_size=config.get_int("group.consumer.max.size"),
+            ),
         )
         return cls(
             shard=shard,

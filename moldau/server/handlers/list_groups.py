@@ -1,6 +1,6 @@
 """ListGroups (key 16): the groups this broker coordinates.
 
-v4 filters by state and v5 by group type ("classic" is the only type so far); filters match case-insensitively
+v4 filters by state and v5 by group type ("classic" or "consumer"); filters match case-insensitively
 and an empty filter matches everything.
 """
 

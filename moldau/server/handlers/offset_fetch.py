@@ -28,18 +28,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         cls = ctx.nested("OffsetFetchResponseGroup")
         groups = []
         for g in request.groups:
-            error, topics = _fetch_group(ctx, g.group_id, g.topics)
+            member = (getattr(g, "member_id", None), getattr(g, "member_epoch", -1))  # v9+: KIP-848 members
+            error, topics = _fetch_group(ctx, g.group_id, g.topics, *member)
             groups.append(make(cls, group_id=g.group_id, topics=topics, error_code=error))
         return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, groups=tuple(groups))
     error, topics = _fetch_group(ctx, request.group_id, request.topics)
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, topics=topics, error_code=error)
 
 
-def _fetch_group(ctx: RequestContext, group_id: str, topics: Sequence[Any] | None) -> tuple[ErrorCode, tuple[Any, ...]]:
+def _fetch_group(ctx: RequestContext, group_id: str, topics: Sequence[Any] | None, member_id: str | None = None,
+                 member_epoch: int = -1) -> tuple[ErrorCode, tuple[Any, ...]]:
     names = None if topics is None else [_name(ctx, t) for t in topics]
     requested = None if topics is None or names is None else [
         (name, tuple(t.partition_indexes)) for name, t in zip(names, topics, strict=True) if name is not None]
-    error, fetched = ctx.broker.groups.fetch_offsets(group_id, requested)
+    error, fetched = ctx.broker.groups.fetch_offsets(group_id, requested, member_id, member_epoch)
     if error != ErrorCode.none:
         if ctx.version >= 2 or topics is None:
             return error, ()

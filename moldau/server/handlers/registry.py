@@ -5,6 +5,8 @@ from __future__ import annotations
 from moldau.server.handlers import (
     alter_configs,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_partitions,
     create_topics,
     delete_groups,
@@ -61,5 +63,7 @@ APIS: dict[int, Api] = {
         incremental_alter_configs.API,
         offset_delete.API,
         describe_cluster.API,
+        consumer_group_heartbeat.API,
+        consumer_group_describe.API,
     )
 }

@@ -1,0 +1,178 @@
+"""The next-generation consumer group protocol (KIP-848) with confluent-kafka (`group.protocol=consumer`).
+
+The broker's heartbeat interval is short (200 ms) so that reassignments take fractions of a second; the
+session timeout is short (3 s) so that a killed member's partitions move quickly.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import ck_produce, create_topic
+
+pytestmark = pytest.mark.broker_config({
+    "offsets.topic.num.partitions": "3",
+    "group.consumer.heartbeat.interval.ms": "200",
+    "group.consumer.session.timeout.ms": "3000",
+})
+
+CONF = {"group.protocol": "consumer", "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        "enable.metrics.push": False}
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+class Member:
+    """A KIP-848 member that tracks its assignment through the incremental rebalance callbacks."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, **conf: Any) -> None:
+        self.assigned: set[int] = set()
+        self.records: list[tuple[Any, Any, Any]] = []
+        self.revoked: list[int] = []
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **CONF, **conf})
+        self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        self.closed = False
+
+    def _on_assign(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
+        self.assigned |= {p.partition for p in partitions}
+
+    def _on_revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
+        self.revoked += [p.partition for p in partitions]
+        self.assigned -= {p.partition for p in partitions}
+
+    def poll(self) -> None:
+        for msg in self.consumer.consume(500, 0.05):
+            assert msg.error() is None, msg.error()
+            self.records.append((msg.partition(), msg.offset(), msg.value()))
+
+    def commit(self) -> None:
+        self.consumer.commit(asynchronous=False)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.consumer.close()
+
+
+def poll_until(members: Sequence[Member], done: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for m in members:
+            m.poll()
+        if done():
+            return
+    raise AssertionError(f"not reached in {timeout_s}s; assignments {[sorted(m.assigned) for m in members]}")
+
+
+def covers(members: Sequence[Member], partitions: int) -> bool:
+    """Every partition is owned by exactly one member: no overlap and no gap."""
+    return sorted(p for m in members for p in m.assigned) == list(range(partitions))
+
+
+def balanced(members: Sequence[Member], partitions: int) -> bool:
+    sizes = [len(m.assigned) for m in members]
+    return covers(members, partitions) and max(sizes) - min(sizes) <= 1
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int = 0) -> None:
+    ck_produce(bootstrap, topic, [{"value": f"v{i}".encode(), "partition": i % partitions}
+                                  for i in range(start, start + count)])
+
+
+@pytest.fixture
+def members() -> Any:
+    created: list[Member] = []
+    yield created
+    for m in created:
+        m.close()
+
+
+def test_members_split_partitions_without_overlap_or_gap(broker: BrokerProcess, members: list[Member]) -> None:
+    topic, group = unique("split"), unique("g")
+    create_topic(broker.bootstrap, topic, partitions=6)
+    members += [Member(broker.bootstrap, group, topic) for _ in range(3)]
+    poll_until(members, lambda: covers(members, 6) and all(len(m.assigned) == 2 for m in members))
+    produce(broker.bootstrap, topic, 300, 6)
+    poll_until(members, lambda: sum(len(m.records) for m in members) >= 300)
+    assert sorted(v for m in members for _, _, v in m.records) == sorted(f"v{i}".encode() for i in range(300))
+
+
+def test_joining_member_takes_partitions_without_stopping_the_others(broker: BrokerProcess,
+                                                                    members: list[Member]) -> None:
+    topic, group = unique("join"), unique("g")
+    create_topic(broker.bootstrap, topic, partitions=4)
+    members += [Member(broker.bootstrap, group, topic) for _ in range(2)]
+    poll_until(members, lambda: balanced(members, 4))
+    before = [set(m.assigned) for m in members]
+    for m in members:
+        m.revoked.clear()
+    members.append(Member(broker.bootstrap, group, topic))
+    poll_until(members, lambda: balanced(members, 4) and all(m.assigned for m in members))
+    # Incremental: the old members only gave partitions up, never lost the ones they kept.
+    for m, had in zip(members[:2], before, strict=True):
+        assert m.assigned <= had
+        assert set(m.revoked) == had - m.assigned
+
+
+def test_leaving_member_partitions_are_reassigned(broker: BrokerProcess, members: list[Member]) -> None:
+    topic, group = unique("leave"), unique("g")
+    create_topic(broker.bootstrap, topic, partitions=4)
+    members += [Member(broker.bootstrap, group, topic) for _ in range(2)]
+    poll_until(members, lambda: balanced(members, 4))
+    members.pop(0).close()
+    poll_until(members, lambda: covers(members, 4))
+
+
+def test_committed_offsets_resume_after_restart(broker: BrokerProcess, members: list[Member]) -> None:
+    topic, group = unique("resume"), unique("g")
+    create_topic(broker.bootstrap, topic, partitions=2)
+    produce(broker.bootstrap, topic, 20, 2)
+    first = Member(broker.bootstrap, group, topic)
+    members.append(first)
+    poll_until([first], lambda: len(first.records) >= 20)
+    first.commit()
+    first.close()
+    broker.restart()
+    produce(broker.bootstrap, topic, 10, 2, start=20)
+    second = Member(broker.bootstrap, group, topic)
+    members.append(second)
+    poll_until([second], lambda: len(second.records) >= 10)
+    time.sleep(0.5)
+    second.poll()
+    assert sorted(v for _, _, v in second.records) == sorted(f"v{i}".encode() for i in range(20, 30))
+
+
+def test_admin_lists_and_describes_consumer_groups(broker: BrokerProcess, members: list[Member]) -> None:
+    topic, group = unique("admin"), unique("g")
+    create_topic(broker.bootstrap, topic, partitions=2)
+    members += [Member(broker.bootstrap, group, topic) for _ in range(2)]
+    poll_until(members, lambda: balanced(members, 2))
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(timeout=10)
+    assert [(g.group_id, g.type) for g in listed.valid] == [(group, ConsumerGroupType.CONSUMER)]
+    classic = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(timeout=10)
+    assert classic.valid == []
+    described = admin.describe_consumer_groups([group])[group].result(timeout=10)
+    assert described.type == ConsumerGroupType.CONSUMER
+    assert described.state == ConsumerGroupState.STABLE
+    assert sorted(p.partition for m in described.members for p in m.assignment.topic_partitions) == [0, 1]
+
+
+def test_new_partitions_are_assigned(broker: BrokerProcess, members: list[Member]) -> None:
+    topic, group = unique("grow"), unique("g")
+    create_topic(broker.bootstrap, topic, partitions=2)
+    members += [Member(broker.bootstrap, group, topic) for _ in range(2)]
+    poll_until(members, lambda: balanced(members, 2))
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_partitions([NewPartitions(topic, 4)])[topic].result(timeout=10)
+    poll_until(members, lambda: balanced(members, 4))
