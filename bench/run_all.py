@@ -6,7 +6,7 @@ tables as it finishes and writing them all to one JSON file under bench/results/
 in parallel; each starts its brokers afresh and stops them before the next begins.
 
 Run from the repository root:  python -m bench.run_all [--target moldau|tansu|both] [--quick]
-    [--only produce,consume,latency,small]
+    [--only produce,consume,latency,small,groups]
 A --quick run takes a few minutes in all; the default run about ten minutes per broker.
 """
 
@@ -16,7 +16,7 @@ import argparse
 from types import ModuleType
 from typing import Any
 
-from bench import consume, latency, produce, small
+from bench import consume, groups, latency, produce, small
 from bench.common import (
     Table,
     base_parser,
@@ -29,6 +29,7 @@ from bench.common import (
 )
 
 SCENARIOS: dict[str, ModuleType] = {"produce": produce, "consume": consume, "latency": latency, "small": small}
+SCENARIOS["groups"] = groups
 
 
 def scenario_args(module: ModuleType, args: argparse.Namespace) -> argparse.Namespace:

@@ -5,7 +5,7 @@ import os
 import sys
 
 from moldau import __version__
-from moldau.cli import consume, pipeline, produce, topics
+from moldau.cli import consume, groups, pipeline, produce, topics
 from moldau.cli.common import CliError
 
 SERVER = "server"
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     topics.register(commands)
     produce.register(commands)
     consume.register(commands)
+    groups.register(commands)
     pipeline.register(commands)
     return parser
 

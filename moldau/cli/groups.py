@@ -1,0 +1,443 @@
+"""`moldau groups`: list, describe and delete consumer groups, and reset their committed offsets.
+
+Like `moldau topics`, every request goes through confluent-kafka's `AdminClient`, so the tool sees
+groups exactly as any Kafka client does and works against any Kafka-compatible broker.
+"""
+
+import argparse
+import sys
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+
+from moldau.cli.common import (
+    REQUEST_TIMEOUT_S,
+    CliError,
+    add_bootstrap_option,
+    check_reachable,
+    client_config,
+    error_name,
+    kafka_error,
+    plural,
+    request_failed,
+)
+from moldau.cli.consume import parse_time
+from moldau.cli.table import format_table
+
+Handler = Callable[[argparse.Namespace], int]
+# The state names Kafka's tools print, keyed by confluent-kafka's enum.
+STATE_NAMES = {
+    ConsumerGroupState.UNKNOWN: "Unknown",
+    ConsumerGroupState.PREPARING_REBALANCING: "PreparingRebalance",
+    ConsumerGroupState.COMPLETING_REBALANCING: "CompletingRebalance",
+    ConsumerGroupState.STABLE: "Stable",
+    ConsumerGroupState.DEAD: "Dead",
+    ConsumerGroupState.EMPTY: "Empty",
+}
+STATES_BY_NAME = {name.lower(): state for state, name in STATE_NAMES.items() if name != "Unknown"}
+# Offsets can only be reset while no member could overwrite them with its own commits.
+INACTIVE_STATES = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
+
+
+def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """Add `groups` and its subcommands to the top-level parser."""
+    parser = subparsers.add_parser("groups", help="list, describe and delete consumer groups, reset their offsets")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = _action(actions, "list", list_groups, "list consumer groups with their state")
+    listing.add_argument("--state", type=_state, metavar="STATE", help="only groups in STATE (e.g. Stable, Empty)")
+    describing = _action(actions, "describe", describe, "show groups' members, assignments, offsets and lag")
+    describing.add_argument("groups", nargs="+", metavar="GROUP")
+    deleting = _action(actions, "delete", delete, "delete inactive groups and their committed offsets")
+    deleting.add_argument("groups", nargs="+", metavar="GROUP")
+    _add_reset(actions)
+
+
+def _action(actions: Any, name: str, handler: Handler, text: str) -> argparse.ArgumentParser:
+    """Add one `groups` subcommand with the options they all share."""
+    parser: argparse.ArgumentParser = actions.add_parser(name, help=text, description=text)
+    add_bootstrap_option(parser)
+    parser.set_defaults(func=handler)
+    return parser
+
+
+def _add_reset(actions: Any) -> None:
+    text = "plan or apply new committed offsets for an inactive group (dry run unless --execute)"
+    parser = _action(actions, "reset-offsets", reset_offsets, text)
+    parser.add_argument("group", metavar="GROUP")
+    scope = parser.add_mutually_exclusive_group(required=True)
+    scope.add_argument(
+        "--topic",
+        type=topic_spec,
+        action="append",
+        metavar="TOPIC[:P,...]",
+        help="topic to reset, optionally only some partitions (repeatable)",
+    )
+    scope.add_argument("--all-topics", action="store_true", help="every topic the group has committed offsets for")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--to-earliest", action="store_true", help="the earliest offset of each partition")
+    mode.add_argument("--to-latest", action="store_true", help="the log end offset of each partition")
+    mode.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped to the partition's range)")
+    mode.add_argument(
+        "--to-datetime",
+        type=parse_time,
+        metavar="ISO8601",
+        help="the first record at or after this time (UTC if no zone)",
+    )
+    mode.add_argument("--shift-by", type=int, metavar="N", help="move the committed offset by N (may be negative)")
+    parser.add_argument("--execute", action="store_true", help="commit the new offsets (default: only print them)")
+
+
+def _state(text: str) -> ConsumerGroupState:
+    """argparse type for a group state name, in any case."""
+    state = STATES_BY_NAME.get(text.lower())
+    if state is None:
+        choices = ", ".join(STATE_NAMES[s] for s in STATES_BY_NAME.values())
+        raise argparse.ArgumentTypeError(f"unknown state '{text}', choose from {choices}")
+    return state
+
+
+def topic_spec(text: str) -> tuple[str, list[int] | None]:
+    """argparse type for `TOPIC` or `TOPIC:0,2`: the topic and its chosen partitions (None: all)."""
+    topic, sep, rest = text.partition(":")
+    if not topic:
+        raise argparse.ArgumentTypeError(f"expected TOPIC or TOPIC:P,..., got '{text}'")
+    if not sep:
+        return topic, None
+    parts = [part.strip() for part in rest.split(",")]
+    if not parts or not all(part.isdigit() for part in parts):
+        raise argparse.ArgumentTypeError(f"expected partition numbers after ':', got '{rest}'")
+    return topic, sorted({int(part) for part in parts})
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    check_reachable(bootstrap)
+    return AdminClient(client_config(bootstrap))
+
+
+def _wait(future: "Future[Any]") -> Any:
+    """The result of an admin future, bounded so an unresponsive broker cannot hang the command."""
+    return future.result(timeout=REQUEST_TIMEOUT_S + 5)
+
+
+def state_name(state: Any) -> str:
+    """Kafka's name for a group state (confluent-kafka may hand back the enum or a raw value)."""
+    if isinstance(state, ConsumerGroupState):
+        return STATE_NAMES[state]
+    return str(state)
+
+
+def list_groups(args: argparse.Namespace) -> int:
+    """Print a table of group ids and states, sorted by id."""
+    admin = _admin(args.bootstrap_server)
+    options: dict[str, Any] = {"request_timeout": REQUEST_TIMEOUT_S}
+    if args.state is not None:
+        options["states"] = {args.state}
+    try:
+        result = _wait(admin.list_consumer_groups(**options))
+    except Exception as exc:
+        raise request_failed(exc, "cannot list groups") from None
+    for error in result.errors:
+        print(f"error: {error}", file=sys.stderr)
+    listings = sorted(result.valid, key=lambda g: g.group_id)
+    if not listings:
+        print("no groups")
+        return 1 if result.errors else 0
+    print(format_table([(g.group_id, state_name(g.state)) for g in listings], headers=("GROUP", "STATE")))
+    return 1 if result.errors else 0
+
+
+def _describe_one(admin: AdminClient, group: str) -> Any:
+    """The broker's description of one group."""
+    future = admin.describe_consumer_groups([group], request_timeout=REQUEST_TIMEOUT_S)[group]
+    try:
+        return _wait(future)
+    except Exception as exc:
+        raise request_failed(exc, f"cannot describe group '{group}'") from None
+
+
+def committed_offsets(admin: AdminClient, group: str) -> dict[tuple[str, int], int | None]:
+    """(topic, partition) -> committed offset of every partition the group has a commit for."""
+    request = [ConsumerGroupTopicPartitions(group)]
+    future = admin.list_consumer_group_offsets(request, request_timeout=REQUEST_TIMEOUT_S)[group]
+    try:
+        result = _wait(future)
+    except Exception as exc:
+        raise request_failed(exc, f"cannot fetch the offsets of group '{group}'") from None
+    # librdkafka reports "no commit" as a negative logical offset.
+    return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in result.topic_partitions or []}
+
+
+def list_offsets(admin: AdminClient, specs: dict[tuple[str, int], OffsetSpec]) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> offset for each spec; a failed lookup is an error for the whole command."""
+    if not specs:
+        return {}
+    requests = {TopicPartition(topic, partition): spec for (topic, partition), spec in specs.items()}
+    futures = admin.list_offsets(requests, request_timeout=REQUEST_TIMEOUT_S)
+    offsets = {}
+    for tp, future in futures.items():
+        try:
+            offsets[(tp.topic, tp.partition)] = int(_wait(future).offset)
+        except Exception as exc:
+            raise request_failed(exc, f"cannot look up offsets of {tp.topic}:{tp.partition}") from None
+    return offsets
+
+
+def _latest() -> OffsetSpec:
+    spec: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    return spec
+
+
+def _earliest() -> OffsetSpec:
+    spec: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+    return spec
+
+
+def describe(args: argparse.Namespace) -> int:
+    """Print, per group, a summary, its members and its offsets with lag."""
+    admin = _admin(args.bootstrap_server)
+    failed = False
+    for index, group in enumerate(dict.fromkeys(args.groups)):
+        try:
+            text = _render_group(admin, group)
+        except CliError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            failed = True
+            continue
+        if index:
+            print()
+        print(text)
+    return 1 if failed else 0
+
+
+def _render_group(admin: AdminClient, group: str) -> str:
+    """The text block for one group: summary lines, the members table and the offsets table."""
+    description = _describe_one(admin, group)
+    committed = committed_offsets(admin, group)
+    # DescribeGroups answers Dead for an unknown id; without offsets either, there is nothing to show.
+    if description.state == ConsumerGroupState.DEAD and not description.members and not committed:
+        raise CliError(f"group '{group}' does not exist")
+    summary = format_table(
+        [
+            ("State:", state_name(description.state)),
+            ("Protocol type:", "(simple)" if description.is_simple_consumer_group else "consumer"),
+            ("Assignor:", description.partition_assignor or "-"),
+            ("Coordinator:", _coordinator(description.coordinator)),
+            ("Members:", str(len(description.members))),
+        ],
+        indent="  ",
+    )
+    owners = _owners(description.members)
+    members = _members_table(description.members)
+    offsets = _offsets_table(admin, committed, owners)
+    return f"Group: {group}\n{summary}\n\n{members}\n\n{offsets}"
+
+
+def _coordinator(node: Any) -> str:
+    """`id (host:port)`, or '-' when the broker named none."""
+    if node is None or node.id < 0:
+        return "-"
+    return f"{node.id} ({node.host}:{node.port})"
+
+
+def _assigned(member: Any) -> list[tuple[str, int]]:
+    partitions = member.assignment.topic_partitions if member.assignment else []
+    return sorted((tp.topic, tp.partition) for tp in partitions)
+
+
+def _owners(members: Iterable[Any]) -> dict[tuple[str, int], str]:
+    """(topic, partition) -> client id of the member it is assigned to."""
+    return {tp: member.client_id for member in members for tp in _assigned(member)}
+
+
+def format_assignment(partitions: list[tuple[str, int]]) -> str:
+    """`t:0,1 u:3`: partitions grouped by topic, or '-' for none."""
+    by_topic: dict[str, list[str]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, []).append(str(partition))
+    return " ".join(f"{topic}:{','.join(parts)}" for topic, parts in by_topic.items()) or "-"
+
+
+def _members_table(members: list[Any]) -> str:
+    if not members:
+        return "  (no active members)"
+    rows = [
+        (m.member_id, m.client_id, m.host, format_assignment(_assigned(m)))
+        for m in sorted(members, key=lambda m: (m.client_id, m.member_id))
+    ]
+    return format_table(rows, headers=("MEMBER-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"), indent="  ")
+
+
+def _offsets_table(
+    admin: AdminClient, committed: dict[tuple[str, int], int | None], owners: dict[tuple[str, int], str]
+) -> str:
+    """Committed offset, log end offset and lag of every committed or assigned partition."""
+    partitions = sorted(set(committed) | set(owners))
+    if not partitions:
+        return "  (no committed offsets)"
+    ends = list_offsets(admin, {tp: _latest() for tp in partitions})
+    rows = []
+    for tp in partitions:
+        offset, end = committed.get(tp), ends.get(tp)
+        lag = end - offset if offset is not None and end is not None else None
+        rows.append((tp[0], tp[1], offset, end, lag, owners.get(tp)))
+    headers = ("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CLIENT-ID")
+    return format_table(rows, headers=headers, indent="  ")
+
+
+def delete(args: argparse.Namespace) -> int:
+    """Delete each named group, reporting every failure; non-zero exit if any failed."""
+    admin = _admin(args.bootstrap_server)
+    groups = list(dict.fromkeys(args.groups))
+    futures = admin.delete_consumer_groups(groups, request_timeout=REQUEST_TIMEOUT_S)
+    failed = False
+    for group in groups:
+        try:
+            _wait(futures[group])
+        except Exception as exc:
+            print(f"error: {_group_error(group, exc, 'delete')}", file=sys.stderr)
+            failed = True
+            continue
+        print(f"deleted group '{group}'")
+    return 1 if failed else 0
+
+
+def _group_error(group: str, exc: BaseException, action: str) -> CliError:
+    """Turn a per-group failure into a one-line CLI error, naming the usual causes plainly."""
+    err = kafka_error(exc)
+    name = error_name(err) if err is not None else ""
+    if name == "GROUP_ID_NOT_FOUND":
+        return CliError(f"group '{group}' does not exist ({name})")
+    if name == "NON_EMPTY_GROUP":
+        return CliError(f"group '{group}' still has active members ({name})")
+    return request_failed(exc, f"cannot {action} group '{group}'")
+
+
+@dataclass
+class Plan:
+    """One partition's offset before and after a reset."""
+
+    topic: str
+    partition: int
+    current: int | None
+    new: int
+
+
+def reset_offsets(args: argparse.Namespace) -> int:
+    """Compute the new offsets, print them, and commit them with --execute."""
+    admin = _admin(args.bootstrap_server)
+    _require_inactive(admin, args.group)
+    committed = committed_offsets(admin, args.group)
+    partitions = _reset_partitions(admin, args, committed)
+    plans = _plan(admin, args, partitions, committed)
+    rows = [(p.topic, p.partition, p.current, p.new) for p in plans]
+    print(format_table(rows, headers=("TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET")))
+    if not args.execute:
+        print(f"dry run: nothing changed; add --execute to commit {plural(len(plans), 'offset')}", file=sys.stderr)
+        return 0
+    _commit(admin, args.group, plans)
+    print(f"committed {plural(len(plans), 'offset')} for group '{args.group}'", file=sys.stderr)
+    return 0
+
+
+def _require_inactive(admin: AdminClient, group: str) -> None:
+    """Refuse, as Kafka's tool does, while members could overwrite the reset with their own commits."""
+    description = _describe_one(admin, group)
+    if description.state not in INACTIVE_STATES:
+        raise CliError(
+            f"offsets can only be reset while group '{group}' is inactive (Empty or Dead), "
+            f"but it is {state_name(description.state)} with {plural(len(description.members), 'member')}"
+        )
+
+
+def _reset_partitions(
+    admin: AdminClient, args: argparse.Namespace, committed: dict[tuple[str, int], int | None]
+) -> list[tuple[str, int]]:
+    """The partitions named by --topic, or those with a committed offset for --all-topics."""
+    if args.all_topics:
+        if not committed:
+            raise CliError(f"group '{args.group}' has no committed offsets to reset")
+        return sorted(committed)
+    chosen: set[tuple[str, int]] = set()
+    for topic, partitions in args.topic:
+        existing = _topic_partitions(admin, topic)
+        for partition in existing if partitions is None else partitions:
+            if partition not in existing:
+                raise CliError(f"topic '{topic}' has no partition {partition}")
+            chosen.add((topic, partition))
+    return sorted(chosen)
+
+
+def _topic_partitions(admin: AdminClient, topic: str) -> list[int]:
+    """The partition ids of an existing topic."""
+    try:
+        # All topics, not just this one: asking for one by name may auto-create it on the broker.
+        metadata = admin.list_topics(timeout=REQUEST_TIMEOUT_S).topics.get(topic)
+    except Exception as exc:
+        raise request_failed(exc, f"cannot look up topic '{topic}'") from None
+    if metadata is None or metadata.error is not None or not metadata.partitions:
+        raise CliError(f"topic '{topic}' does not exist")
+    return sorted(metadata.partitions)
+
+
+def _plan(
+    admin: AdminClient,
+    args: argparse.Namespace,
+    partitions: list[tuple[str, int]],
+    committed: dict[tuple[str, int], int | None],
+) -> list[Plan]:
+    """The new offset of each partition, always within [earliest, latest]."""
+    earliest = list_offsets(admin, {tp: _earliest() for tp in partitions})
+    latest = list_offsets(admin, {tp: _latest() for tp in partitions})
+    wanted = _wanted(admin, args, partitions, committed, latest)
+    return [Plan(tp[0], tp[1], committed.get(tp), max(earliest[tp], min(latest[tp], wanted[tp]))) for tp in partitions]
+
+
+def _wanted(
+    admin: AdminClient,
+    args: argparse.Namespace,
+    partitions: list[tuple[str, int]],
+    committed: dict[tuple[str, int], int | None],
+    latest: dict[tuple[str, int], int],
+) -> dict[tuple[str, int], int]:
+    """The offset each mode asks for, before clamping."""
+    if args.to_earliest:
+        # Below every partition's earliest offset, so clamping lands exactly on it.
+        return {tp: 0 for tp in partitions}
+    if args.to_latest:
+        return dict(latest)
+    if args.to_offset is not None:
+        return {tp: args.to_offset for tp in partitions}
+    if args.to_datetime is not None:
+        found = list_offsets(admin, {tp: OffsetSpec.for_timestamp(args.to_datetime) for tp in partitions})
+        # No record at or after the time: the consumer should start at the end, as Kafka's tool does.
+        return {tp: found[tp] if found[tp] >= 0 else latest[tp] for tp in partitions}
+    return _shifted(args.group, partitions, committed, args.shift_by)
+
+
+def _shifted(
+    group: str, partitions: list[tuple[str, int]], committed: dict[tuple[str, int], int | None], shift: int
+) -> dict[tuple[str, int], int]:
+    missing = [f"{t}:{p}" for t, p in partitions if committed.get((t, p)) is None]
+    if missing:
+        raise CliError(f"cannot shift: group '{group}' has no committed offset for {', '.join(missing)}")
+    return {tp: int(committed[tp] or 0) + shift for tp in partitions}
+
+
+def _commit(admin: AdminClient, group: str, plans: list[Plan]) -> None:
+    """Commit the new offsets in one request; any partition-level error fails the command."""
+    partitions = [TopicPartition(p.topic, p.partition, p.new) for p in plans]
+    request = [ConsumerGroupTopicPartitions(group, partitions)]
+    future = admin.alter_consumer_group_offsets(request, request_timeout=REQUEST_TIMEOUT_S)[group]
+    try:
+        result = _wait(future)
+    except Exception as exc:
+        raise _group_error(group, exc, "reset offsets of") from None
+    errors = [f"{tp.topic}:{tp.partition} {tp.error}" for tp in result.topic_partitions or [] if tp.error]
+    if errors:
+        raise CliError(f"cannot reset offsets of group '{group}': {'; '.join(errors)}")
