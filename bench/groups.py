@@ -68,10 +68,12 @@ from bench.common import (
 CONSUMER_GROUP_HEARTBEAT = 68
 # Moldau with no wait before an empty group's first rebalance; the plain "moldau" kind keeps Kafka's 3000 ms.
 NO_DELAY_KIND = "moldau-delay0"
+# KIP-848 members learn a new assignment on their next heartbeat, so the broker's heartbeat interval bounds
+# how fast a consumer group settles; --consumer-heartbeat-ms sets it (Kafka's default is 5000 ms).
+BROKER_OVERRIDES: dict[str, str] = {"group.initial.rebalance.delay.ms": "0"}
 BROKER_COMMANDS[NO_DELAY_KIND] = lambda port, data_dir: [
     *moldau_command(port, data_dir),
-    "--override",
-    "group.initial.rebalance.delay.ms=0",
+    *(arg for key, value in BROKER_OVERRIDES.items() for arg in ("--override", f"{key}={value}")),
 ]
 
 
@@ -82,6 +84,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--writers", default="1,4", help="committing processes, comma separated counts")
     parser.add_argument("--duration", type=float, help="seconds of commits per run (default 5, quick 3)")
     parser.add_argument("--limit", type=float, default=60, help="seconds a group may take to settle")
+    parser.add_argument(
+        "--consumer-heartbeat-ms", type=int,
+        help="Moldau's group.consumer.heartbeat.interval.ms for KIP-848 groups (default: Kafka's, 5000)",
+    )
     parser.add_argument(
         "--heartbeat-ms", type=int, help="classic members' heartbeat.interval.ms (default: the client's, 3000)"
     )
@@ -362,6 +368,8 @@ def cases(args: argparse.Namespace) -> list[Case]:
 
 def run(args: argparse.Namespace, targets: list[tuple[str, str]], _limits: dict[str, float]) -> list[Table]:
     """Measure every target; one table for membership, one for commits."""
+    if args.consumer_heartbeat_ms:
+        BROKER_OVERRIDES["group.consumer.heartbeat.interval.ms"] = str(args.consumer_heartbeat_ms)
     results = run_cases(_no_delay(targets), cases(args), repeats(args))
     _add_default_delay(args, targets, results)
     head = f"{args.members} members, {args.partitions} partitions, median of {repeats(args)}; seconds, lower is better"
