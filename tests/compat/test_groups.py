@@ -10,12 +10,11 @@ import asyncio
 import datetime
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
@@ -31,7 +30,8 @@ from kio.schema.sync_group.v5 import request as sync_req
 from moldau.coordinator.group.records import OFFSETS_TOPIC
 from moldau.protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
-from tests.support.clients import ck_produce, create_topic
+from tests.support.clients import create_topic
+from tests.support.groups import GroupMember, covers, poll_until, produce_spread, unique, values
 from tests.support.raw_client import RawClient
 
 pytestmark = pytest.mark.broker_config({
@@ -44,64 +44,11 @@ CK_GROUP_CONF = {"session.timeout.ms": 3000, "heartbeat.interval.ms": 200, "max.
                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "enable.metrics.push": False}
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int = 0) -> None:
-    ck_produce(bootstrap, topic, [{"value": f"v{i}".encode(), "partition": i % partitions}
-                                  for i in range(start, start + count)])
-
-
-class CkMember:
-    """A confluent-kafka group member that records its assignment, rebalance callbacks and records."""
+class CkMember(GroupMember):
+    """A classic-protocol member with the short timeouts these tests use."""
 
     def __init__(self, bootstrap: str, group: str, topic: str, **conf: Any) -> None:
-        self.assigned: set[int] = set()
-        self.assigns = 0
-        self.revokes = 0
-        self.records: list[tuple[int, int, bytes]] = []
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **CK_GROUP_CONF, **conf})
-        self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
-        self.closed = False
-
-    def _on_assign(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
-        self.assigns += 1
-        self.assigned = {p.partition for p in partitions}
-
-    def _on_revoke(self, _consumer: Any, _partitions: list[TopicPartition]) -> None:
-        self.revokes += 1
-        self.assigned = set()
-
-    def poll(self) -> None:
-        for msg in self.consumer.consume(500, 0.05):
-            assert msg.error() is None, msg.error()
-            self.records.append((msg.partition(), msg.offset(), msg.value()))
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self.consumer.close()
-
-
-def poll_until(members: Sequence[CkMember], done: Callable[[], bool], timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for m in members:
-            m.poll()
-        if done():
-            return
-    raise AssertionError(f"not reached in {timeout_s}s; assignments {[sorted(m.assigned) for m in members]}")
-
-
-def covers(members: Sequence[CkMember], partitions: int) -> bool:
-    """Every partition is owned by exactly one member: no overlap and no gap."""
-    owned = [p for m in members for p in m.assigned]
-    return sorted(owned) == list(range(partitions))
-
-
-def values(members: Sequence[CkMember]) -> list[bytes]:
-    return sorted(v for m in members for _, _, v in m.records)
+        super().__init__(bootstrap, group, topic, CK_GROUP_CONF, **conf)
 
 
 @pytest.fixture
@@ -120,7 +67,7 @@ def test_members_split_partitions_without_overlap_or_gap(broker: BrokerProcess, 
     create_topic(broker.bootstrap, topic, partitions=6)
     members += [CkMember(broker.bootstrap, group, topic) for _ in range(3)]
     poll_until(members, lambda: covers(members, 6) and all(len(m.assigned) == 2 for m in members))
-    produce(broker.bootstrap, topic, 300, 6)
+    produce_spread(broker.bootstrap, topic, 300, 6)
     poll_until(members, lambda: len(values(members)) >= 300)
     assert values(members) == sorted(f"v{i}".encode() for i in range(300))
     for m in members:
@@ -138,7 +85,7 @@ def test_join_and_leave_rebalance_until_all_partitions_are_owned(broker: BrokerP
     leaving = members.pop(0)
     leaving.close()
     poll_until(members, lambda: covers(members, 4) and all(m.assigned for m in members))
-    produce(broker.bootstrap, topic, 100, 4)
+    produce_spread(broker.bootstrap, topic, 100, 4)
     poll_until(members, lambda: len(values(members)) >= 100)
     assert values(members) == sorted(f"v{i}".encode() for i in range(100))
 
@@ -179,7 +126,7 @@ def test_two_groups_each_receive_every_record(broker: BrokerProcess, members: li
     second = [CkMember(broker.bootstrap, "second-" + topic, topic)]
     members += first + second
     poll_until(members, lambda: covers(first, 3) and all(m.assigned for m in first) and covers(second, 3))
-    produce(broker.bootstrap, topic, 200, 3)
+    produce_spread(broker.bootstrap, topic, 200, 3)
     poll_until(members, lambda: len(values(first)) >= 200 and len(values(second)) >= 200)
     assert values(first) == values(second) == sorted(f"v{i}".encode() for i in range(200))
 
@@ -187,7 +134,7 @@ def test_two_groups_each_receive_every_record(broker: BrokerProcess, members: li
 def test_committed_offsets_survive_a_restart(broker: BrokerProcess, members: list[CkMember]) -> None:
     topic, group = unique("durable"), unique("g")
     create_topic(broker.bootstrap, topic, partitions=2)
-    produce(broker.bootstrap, topic, 100, 2)
+    produce_spread(broker.bootstrap, topic, 100, 2)
     member = CkMember(broker.bootstrap, group, topic)
     members.append(member)
     poll_until(members, lambda: len(member.records) == 100)
@@ -199,7 +146,7 @@ def test_committed_offsets_survive_a_restart(broker: BrokerProcess, members: lis
 
     broker.kill()  # a crash: the commit was acknowledged, so it must be in the log
     broker.start()
-    produce(broker.bootstrap, topic, 20, 2, start=100)
+    produce_spread(broker.bootstrap, topic, 20, 2, start=100)
     resumed = CkMember(broker.bootstrap, group, topic)
     members.append(resumed)
     poll_until([resumed], lambda: len(resumed.records) >= 20)
@@ -235,7 +182,7 @@ def test_static_member_restart_keeps_partitions_without_rebalance(broker: Broker
 def test_admin_lists_describes_and_deletes_groups(broker: BrokerProcess, members: list[CkMember]) -> None:
     topic, group = unique("admin"), unique("g")
     create_topic(broker.bootstrap, topic, partitions=2)
-    produce(broker.bootstrap, topic, 10, 2)
+    produce_spread(broker.bootstrap, topic, 10, 2)
     member = CkMember(broker.bootstrap, group, topic, **{"client.id": "admin-test"})
     members.append(member)
     poll_until(members, lambda: len(member.records) == 10)
@@ -289,7 +236,7 @@ def test_kafka_python_group(broker: BrokerProcess) -> None:
     try:
         poll_until_kp(split)
         assert split()
-        produce(broker.bootstrap, topic, 200, 4)
+        produce_spread(broker.bootstrap, topic, 200, 4)
         poll_until_kp(lambda: len(got[0]) + len(got[1]) >= 200)
         assert sorted(got[0] + got[1]) == sorted(f"v{i}".encode() for i in range(200))
         assert got[0] and got[1], "both members consumed"
@@ -331,7 +278,7 @@ def test_aiokafka_group(broker: BrokerProcess) -> None:
         try:
             await poll_until(split)
             assert split()
-            await asyncio.to_thread(produce, broker.bootstrap, topic, 150, 3)
+            await asyncio.to_thread(produce_spread, broker.bootstrap, topic, 150, 3)
             await poll_until(lambda: len(got) >= 150)
             for c in consumers:
                 await c.commit()
@@ -470,7 +417,7 @@ def test_console_consume_joins_no_group(broker: BrokerProcess) -> None:
 
     topic = unique("cli")
     create_topic(broker.bootstrap, topic, partitions=1)
-    produce(broker.bootstrap, topic, 3, 1)
+    produce_spread(broker.bootstrap, topic, 3, 1)
     out = subprocess.run([sys.executable, "-m", "moldau", "consume", topic, "--bootstrap-server", broker.bootstrap,
                           "--from-beginning", "--max-messages", "3"], capture_output=True, timeout=60, check=True)
     assert out.stdout.decode().split() == ["v0", "v1", "v2"]

@@ -7,16 +7,15 @@ session timeout is short (3 s) so that a killed member's partitions move quickly
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, TopicPartition
+from confluent_kafka import ConsumerGroupState, ConsumerGroupType
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from tests.support.broker_process import BrokerProcess
-from tests.support.clients import ck_produce, create_topic
+from tests.support.clients import create_topic
+from tests.support.groups import GroupMember, balanced, covers, poll_until, produce_spread, unique
 
 pytestmark = pytest.mark.broker_config({
     "offsets.topic.num.partitions": "3",
@@ -28,65 +27,11 @@ CONF = {"group.protocol": "consumer", "auto.offset.reset": "earliest", "enable.a
         "enable.metrics.push": False}
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-class Member:
-    """A KIP-848 member that tracks its assignment through the incremental rebalance callbacks."""
+class Member(GroupMember):
+    """A KIP-848 member (group.protocol=consumer)."""
 
     def __init__(self, bootstrap: str, group: str, topic: str, **conf: Any) -> None:
-        self.assigned: set[int] = set()
-        self.records: list[tuple[Any, Any, Any]] = []
-        self.revoked: list[int] = []
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **CONF, **conf})
-        self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
-        self.closed = False
-
-    def _on_assign(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
-        self.assigned |= {p.partition for p in partitions}
-
-    def _on_revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
-        self.revoked += [p.partition for p in partitions]
-        self.assigned -= {p.partition for p in partitions}
-
-    def poll(self) -> None:
-        for msg in self.consumer.consume(500, 0.05):
-            assert msg.error() is None, msg.error()
-            self.records.append((msg.partition(), msg.offset(), msg.value()))
-
-    def commit(self) -> None:
-        self.consumer.commit(asynchronous=False)
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self.consumer.close()
-
-
-def poll_until(members: Sequence[Member], done: Callable[[], bool], timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for m in members:
-            m.poll()
-        if done():
-            return
-    raise AssertionError(f"not reached in {timeout_s}s; assignments {[sorted(m.assigned) for m in members]}")
-
-
-def covers(members: Sequence[Member], partitions: int) -> bool:
-    """Every partition is owned by exactly one member: no overlap and no gap."""
-    return sorted(p for m in members for p in m.assigned) == list(range(partitions))
-
-
-def balanced(members: Sequence[Member], partitions: int) -> bool:
-    sizes = [len(m.assigned) for m in members]
-    return covers(members, partitions) and max(sizes) - min(sizes) <= 1
-
-
-def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int = 0) -> None:
-    ck_produce(bootstrap, topic, [{"value": f"v{i}".encode(), "partition": i % partitions}
-                                  for i in range(start, start + count)])
+        super().__init__(bootstrap, group, topic, CONF, **conf)
 
 
 @pytest.fixture
@@ -102,7 +47,7 @@ def test_members_split_partitions_without_overlap_or_gap(broker: BrokerProcess, 
     create_topic(broker.bootstrap, topic, partitions=6)
     members += [Member(broker.bootstrap, group, topic) for _ in range(3)]
     poll_until(members, lambda: covers(members, 6) and all(len(m.assigned) == 2 for m in members))
-    produce(broker.bootstrap, topic, 300, 6)
+    produce_spread(broker.bootstrap, topic, 300, 6)
     poll_until(members, lambda: sum(len(m.records) for m in members) >= 300)
     assert sorted(v for m in members for _, _, v in m.records) == sorted(f"v{i}".encode() for i in range(300))
 
@@ -136,14 +81,14 @@ def test_leaving_member_partitions_are_reassigned(broker: BrokerProcess, members
 def test_committed_offsets_resume_after_restart(broker: BrokerProcess, members: list[Member]) -> None:
     topic, group = unique("resume"), unique("g")
     create_topic(broker.bootstrap, topic, partitions=2)
-    produce(broker.bootstrap, topic, 20, 2)
+    produce_spread(broker.bootstrap, topic, 20, 2)
     first = Member(broker.bootstrap, group, topic)
     members.append(first)
     poll_until([first], lambda: len(first.records) >= 20)
     first.commit()
     first.close()
     broker.restart()
-    produce(broker.bootstrap, topic, 10, 2, start=20)
+    produce_spread(broker.bootstrap, topic, 10, 2, start=20)
     second = Member(broker.bootstrap, group, topic)
     members.append(second)
     poll_until([second], lambda: len(second.records) >= 10)
