@@ -1,10 +1,12 @@
-"""A Raft voter as a pure object: messages and ticks in, actions out, no I/O of its own.
+"""A Raft node as a pure object: messages and ticks in, actions out, no I/O of its own.
 
 Rules of this file:
 - Time comes only from `now_ms` arguments and randomness only from the injected `random.Random`.
 - Every change of term or vote is emitted as `SetTermVote` before any message that depends on it.
-- Every change of the log is emitted as `Append`/`Truncate` before any message that reports it.
-- The high watermark never moves back while the object lives; it is not persisted.
+- Every change of the log is emitted as `Append`/`Truncate`/`SaveSnapshot`/`InstallSnapshot` before
+  any message that reports it.
+- The high watermark never moves back while the object lives; it is not persisted (a restarted node
+  starts at its snapshot's end, which only ever covers committed entries).
 """
 
 from __future__ import annotations
@@ -13,14 +15,19 @@ import enum
 import random
 from dataclasses import dataclass
 
-from moldau.raft.log import Entry, Log, PersistedState
+from moldau.raft.log import Entry, Log, PersistedState, Snapshot
 from moldau.raft.messages import (
     Action,
     Append,
     BeginEpoch,
+    EndEpoch,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    InstallSnapshot,
     Message,
+    SaveSnapshot,
     Send,
     SetTermVote,
     Truncate,
@@ -30,7 +37,7 @@ from moldau.raft.messages import (
 
 
 class Role(enum.Enum):
-    FOLLOWER = "follower"
+    FOLLOWER = "follower"  # also the only role of an observer
     PROSPECTIVE = "prospective"  # collecting pre-votes, term unchanged
     CANDIDATE = "candidate"
     LEADER = "leader"
@@ -56,29 +63,73 @@ class NotLeader:
     term: int
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaState:
+    """One replica as the leader sees it (DescribeQuorum); -1 and None mean unknown."""
+
+    node_id: int
+    log_end_offset: int = -1
+    last_fetch_ms: int | None = None
+    last_caught_up_ms: int | None = None
+    is_voter: bool = True
+
+
+@dataclass(slots=True)
+class _Progress:
+    """Leader-side record of one fetcher, for `replica_states`."""
+
+    log_end_offset: int = -1
+    last_fetch_ms: int | None = None
+    last_caught_up_ms: int | None = None
+
+
 class RaftNode:
-    """One voter of a static quorum. Drive it with `on_message`, `tick` and `propose`, then `drain`."""
+    """A voter of a static quorum, or an observer when `node_id` is not among `voters`.
+
+    Drive it with `on_message`, `tick`, `propose`, `snapshot` and `resign`, then `drain`.
+    """
 
     def __init__(self, node_id: int, voters: frozenset[int], state: PersistedState,
                  rng: random.Random, now_ms: int, config: Config | None = None) -> None:
-        assert node_id in voters
+        assert voters, "a quorum needs at least one voter"
         self.node_id, self.voters, self.rng = node_id, voters, rng
         self.config = config or Config()
         self.term, self.voted_for = state.term, state.voted_for
-        self.log = Log(state.entries)
+        self.log = Log(state.entries, state.snapshot)
+        self.latest_snapshot: Snapshot | None = state.snapshot
         self.role = Role.FOLLOWER
         self.leader_id: int | None = None
-        self.high_watermark = 0
+        self.high_watermark = self.log.start_offset  # a snapshot only ever covers committed entries
         self._out: list[Action] = []
         self._votes: set[int] = set()
         self._match: dict[int, int] = {}  # leader: offset up to which each voter's log agrees
         self._contact_ms: dict[int, int] = {}  # leader: last fetch from each voter
+        self._progress: dict[int, _Progress] = {}  # leader: every fetcher, observers included
+        self._snapshot_wanted: tuple[int, int] | None = None  # fetcher: snapshot id named by the leader
+        self._fetch_order = self._shuffled_voters() if self.is_observer else []
+        self._fetch_turn = 0
         self._next_fetch_ms = now_ms
         self._next_begin_ms = now_ms
         self._last_leader_ms: int | None = None
         self._reset_election_timer(now_ms)
+        if voters == {node_id}:
+            self._election_deadline_ms = now_ms  # alone: nobody to wait for, elect on the first tick
+
+    def _shuffled_voters(self) -> list[int]:
+        order = sorted(self.voters)
+        self.rng.shuffle(order)
+        return order
 
     # -- driver interface -------------------------------------------------------------------
+
+    @property
+    def is_observer(self) -> bool:
+        """An observer replays the log but never votes nor stands for election."""
+        return self.node_id not in self.voters
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.start_offset
 
     def drain(self) -> list[Action]:
         """Actions produced since the last drain, in the order they must be performed."""
@@ -94,10 +145,44 @@ class RaftNode:
         self._advance_leader_hw()
         return offset
 
+    def snapshot(self, end_offset: int, data: object) -> bool:
+        """Replace the committed prefix below `end_offset` by `data`; False if not in (log start, HW]."""
+        if not self.log.start_offset < end_offset <= self.high_watermark:
+            return False
+        snap = Snapshot(end_offset, self.log.epoch_at(end_offset - 1), data)
+        self._out.append(SaveSnapshot(snap))
+        self.log.compact(snap)
+        self.latest_snapshot, self._snapshot_wanted = snap, None
+        return True
+
+    def resign(self, now_ms: int) -> bool:
+        """Give up leadership (e.g. on shutdown) and let the other voters elect at once; False if not leader."""
+        if self.role is not Role.LEADER:
+            return False
+        for peer in sorted(self.voters - {self.node_id}):
+            self._send(EndEpoch(self.node_id, peer, self.term))
+        self._become_follower(self.term, None, now_ms)
+        return True
+
+    def replica_states(self, now_ms: int) -> list[ReplicaState]:
+        """Voters (sorted), then observers seen fetching; only the leader knows more than the ids."""
+        if self.role is not Role.LEADER:
+            return [ReplicaState(v) for v in sorted(self.voters)]
+        observers = sorted(set(self._progress) - self.voters)
+        return [self._replica_state(r, now_ms) for r in [*sorted(self.voters), *observers]]
+
+    def _replica_state(self, replica: int, now_ms: int) -> ReplicaState:
+        if replica == self.node_id:
+            return ReplicaState(replica, self.log.end_offset, now_ms, now_ms, True)
+        p = self._progress.get(replica, _Progress())
+        return ReplicaState(replica, p.log_end_offset, p.last_fetch_ms, p.last_caught_up_ms, replica in self.voters)
+
     def tick(self, now_ms: int) -> None:
         """Fire whatever timers are due at `now_ms`."""
         if self.role is Role.LEADER:
             self._leader_tick(now_ms)
+        elif self.is_observer:
+            self._observer_tick(now_ms)
         elif now_ms >= self._election_deadline_ms:
             self._start_pre_vote(now_ms)
         elif self.role is Role.FOLLOWER and self.leader_id is not None and now_ms >= self._next_fetch_ms:
@@ -114,10 +199,16 @@ class RaftNode:
                 self._on_vote_response(msg, now_ms)
             case BeginEpoch():
                 self._follow(msg.src, now_ms)
+            case EndEpoch():
+                self._on_end_epoch(now_ms)
             case FetchRequest():
                 self._on_fetch_request(msg, now_ms)
             case FetchResponse():
                 self._on_fetch_response(msg, now_ms)
+            case FetchSnapshotRequest():
+                self._on_fetch_snapshot_request(msg, now_ms)
+            case FetchSnapshotResponse():
+                self._on_fetch_snapshot_response(msg, now_ms)
 
     # -- terms -------------------------------------------------------------------------------
 
@@ -128,20 +219,31 @@ class RaftNode:
         if isinstance(msg, VoteResponse) and msg.pre_vote and msg.term <= self.term:
             return True  # a lagging voter may still grant a pre-vote for our next term
         if msg.term > self.term:
-            from_leader = isinstance(msg, BeginEpoch) or (isinstance(msg, FetchResponse) and msg.ok)
-            leader = msg.src if from_leader else None
-            self._become_follower(msg.term, leader, now_ms)
+            self._become_follower(msg.term, self._sender_if_leader(msg), now_ms)
             return True
         if msg.term < self.term:
             self._reject_stale(msg)
             return False
         return True
 
+    @staticmethod
+    def _sender_if_leader(msg: Message) -> int | None:
+        """The sender, if the message itself proves that it leads its term."""
+        if isinstance(msg, BeginEpoch) or (isinstance(msg, FetchResponse | FetchSnapshotResponse) and msg.ok):
+            return msg.src
+        return None
+
     def _reject_stale(self, msg: Message) -> None:
         if isinstance(msg, VoteRequest):
             self._send(VoteResponse(self.node_id, msg.src, self.term, False, msg.pre_vote))
         elif isinstance(msg, FetchRequest):
-            self._send(FetchResponse(self.node_id, msg.src, self.term, False, msg.offset, (), 0))
+            self._send(self._redirect(msg))
+        elif isinstance(msg, FetchSnapshotRequest):
+            self._send(FetchSnapshotResponse(self.node_id, msg.src, self.term, False, None))
+
+    def _redirect(self, msg: FetchRequest) -> FetchResponse:
+        """Refuse a fetch, naming the leader we know of so the fetcher can go there."""
+        return FetchResponse(self.node_id, msg.src, self.term, False, msg.offset, (), 0, leader_id=self.leader_id)
 
     def _become_follower(self, term: int, leader: int | None, now_ms: int) -> None:
         if term != self.term:
@@ -167,6 +269,14 @@ class RaftNode:
     def _reset_election_timer(self, now_ms: int) -> None:
         c = self.config
         self._election_deadline_ms = now_ms + self.rng.randrange(c.election_timeout_ms_min, c.election_timeout_ms_max)
+
+    def _on_end_epoch(self, now_ms: int) -> None:
+        """The leader of our term resigned: forget it, so we grant pre-votes, and elect a successor soon."""
+        if self.role is Role.LEADER:
+            return  # only the leader sends EndEpoch, and only about its own term
+        self.leader_id, self._next_fetch_ms = None, now_ms
+        if not self.is_observer:
+            self._election_deadline_ms = now_ms + self.rng.randrange(self.config.fetch_interval_ms)
 
     # -- elections (§5.2, pre-vote from the Raft thesis §9.6) --------------------------------
 
@@ -203,7 +313,9 @@ class RaftNode:
         return self.leader_id is not None and last is not None and now_ms - last < self.config.election_timeout_ms_min
 
     def _on_vote_request(self, msg: VoteRequest, now_ms: int) -> None:
-        if msg.pre_vote:
+        if self.is_observer:
+            granted = False  # observers have no vote
+        elif msg.pre_vote:
             granted = (msg.term > self.term and self._log_up_to_date(msg)
                        and not self._heard_from_leader(now_ms))
         else:
@@ -235,6 +347,7 @@ class RaftNode:
         self.role, self.leader_id = Role.LEADER, self.node_id
         self._match = {v: 0 for v in self.voters}
         self._contact_ms = {v: now_ms for v in self.voters}
+        self._progress = {}
         self._append_local([Entry(self.term, None)])
         self._next_begin_ms = now_ms + self.config.begin_epoch_interval_ms
         for peer in sorted(self.voters - {self.node_id}):
@@ -256,22 +369,58 @@ class RaftNode:
                 self._send(BeginEpoch(self.node_id, peer, self.term))
 
     def _on_fetch_request(self, msg: FetchRequest, now_ms: int) -> None:
-        if self.role is not Role.LEADER or msg.src not in self.voters:
+        if self.role is not Role.LEADER:
+            self._send(self._redirect(msg))
             return
-        self._contact_ms[msg.src] = now_ms
+        voter = msg.src in self.voters
+        progress = self._progress.setdefault(msg.src, _Progress())
+        progress.last_fetch_ms = now_ms
+        if voter:
+            self._contact_ms[msg.src] = now_ms  # observers never count toward check-quorum
+        if msg.offset < self.log.start_offset:
+            self._send(self._snapshot_answer(msg))
+            return
         if not self.log.matches(msg.offset, msg.last_epoch):
             self._send(self._diverging_response(msg))
             return
-        self._match[msg.src] = max(self._match[msg.src], msg.offset)
-        self._advance_leader_hw()
+        progress.log_end_offset = msg.offset
+        if msg.offset >= self.log.end_offset:
+            progress.last_caught_up_ms = now_ms
+        if voter:  # observers never count toward the HW
+            self._match[msg.src] = max(self._match[msg.src], msg.offset)
+            self._advance_leader_hw()
         entries = self.log.read(msg.offset, self.config.max_fetch_entries)
-        self._send(FetchResponse(self.node_id, msg.src, self.term, True, msg.offset, entries, self.high_watermark))
+        self._send(FetchResponse(self.node_id, msg.src, self.term, True, msg.offset, entries, self.high_watermark,
+                                 last_epoch=msg.last_epoch))
 
     def _diverging_response(self, msg: FetchRequest) -> FetchResponse:
-        """Point the follower at the end of the last epoch both logs may share, strictly below its offset."""
+        """Point the follower at the end of the last epoch both logs may share, strictly below its offset.
+
+        If that point is below our log start, the follower must take our snapshot instead.
+        """
         _, end = self.log.end_offset_for_epoch(msg.last_epoch)
         end = min(end, msg.offset - 1)
-        return FetchResponse(self.node_id, msg.src, self.term, True, msg.offset, (), self.high_watermark, end)
+        if end < self.log.start_offset:
+            return self._snapshot_answer(msg)
+        return FetchResponse(self.node_id, msg.src, self.term, True, msg.offset, (), self.high_watermark, end,
+                             last_epoch=msg.last_epoch)
+
+    def _snapshot_answer(self, msg: FetchRequest) -> FetchResponse:
+        snap = self.latest_snapshot
+        assert snap is not None and snap.end_offset == self.log.start_offset, "log start without its snapshot"
+        return FetchResponse(self.node_id, msg.src, self.term, True, msg.offset, (), self.high_watermark,
+                             snapshot_id=(snap.end_offset, snap.last_epoch), last_epoch=msg.last_epoch)
+
+    def _on_fetch_snapshot_request(self, msg: FetchSnapshotRequest, now_ms: int) -> None:
+        if self.role is not Role.LEADER:
+            self._send(FetchSnapshotResponse(self.node_id, msg.src, self.term, False, None))
+            return
+        if msg.src in self.voters:
+            self._contact_ms[msg.src] = now_ms
+        snap = self.latest_snapshot
+        if snap is not None and (snap.end_offset, snap.last_epoch) != (msg.end_offset, msg.last_epoch):
+            snap = None  # replaced by a newer one: the fetcher fetches again and learns its id
+        self._send(FetchSnapshotResponse(self.node_id, msg.src, self.term, True, snap))
 
     def _advance_leader_hw(self) -> None:
         """Commit the largest offset a majority holds, only if it is in our own epoch (§5.4.2)."""
@@ -281,20 +430,37 @@ class RaftNode:
         if candidate > self.high_watermark and self.log.epoch_at(candidate - 1) == self.term:
             self.high_watermark = candidate
 
-    # -- follower ----------------------------------------------------------------------------
+    # -- follower and observer ----------------------------------------------------------------
+
+    def _observer_tick(self, now_ms: int) -> None:
+        """Fetch from the known leader, or from the voters in turn until one names the leader."""
+        if now_ms >= self._election_deadline_ms:
+            self.leader_id = None  # no answer from the leader for an election timeout: look again
+            self._reset_election_timer(now_ms)
+        if now_ms >= self._next_fetch_ms:
+            self._send_fetch(now_ms)
 
     def _send_fetch(self, now_ms: int) -> None:
-        assert self.leader_id is not None
         self._next_fetch_ms = now_ms + self.config.fetch_interval_ms
+        dst = self.leader_id
+        if dst is None:
+            dst = self._fetch_order[self._fetch_turn % len(self._fetch_order)]
+            self._fetch_turn += 1
         offset = self.log.end_offset
-        self._send(FetchRequest(self.node_id, self.leader_id, self.term, offset, self.log.epoch_at(offset - 1)))
+        self._send(FetchRequest(self.node_id, dst, self.term, offset, self.log.epoch_at(offset - 1)))
 
     def _on_fetch_response(self, msg: FetchResponse, now_ms: int) -> None:
-        if not msg.ok or self.role is Role.LEADER:
+        if self.role is Role.LEADER:
+            return
+        if not msg.ok:
+            self._on_redirect(msg, now_ms)
             return
         self._follow(msg.src, now_ms)
-        if msg.offset != self.log.end_offset:
+        if not self._answers_current_fetch(msg):
             return  # an answer to an older fetch (duplicated or reordered); ignore it
+        if msg.snapshot_id is not None:
+            self._request_snapshot(msg.snapshot_id)
+            return
         if msg.diverging_end is not None:
             self._truncate(max(msg.diverging_end, 0))
         else:
@@ -304,12 +470,70 @@ class RaftNode:
         if msg.entries or msg.diverging_end is not None:
             self._send_fetch(now_ms)
 
+    def _answers_current_fetch(self, msg: FetchResponse) -> bool:
+        """The answer is about our log as it is: same end offset and, when echoed, same last epoch.
+
+        The offset alone is not enough: after a truncation the log end can come back to an offset
+        we fetched from before, with a different last epoch.
+        """
+        if msg.offset != self.log.end_offset:
+            return False
+        return msg.last_epoch is None or msg.last_epoch == self.log.epoch_at(msg.offset - 1)
+
+    def _on_redirect(self, msg: FetchResponse, now_ms: int) -> None:
+        """A non-leader refused our fetch: go to the leader it names, or forget ours if it was ours."""
+        hint = msg.leader_id if msg.leader_id != self.node_id else None
+        if hint is None:
+            if msg.src == self.leader_id:
+                self.leader_id = None  # our leader stepped down in this term
+            return
+        if hint != self.leader_id:
+            self._follow(hint, now_ms)
+            self._send_fetch(now_ms)
+
+    def _request_snapshot(self, snapshot_id: tuple[int, int]) -> None:
+        """Our log end, or where our log diverges, is below the leader's log start: take its snapshot."""
+        if snapshot_id[0] <= self.log.start_offset:
+            return  # not newer than what we have
+        assert self.leader_id is not None
+        self._snapshot_wanted = snapshot_id
+        self._send(FetchSnapshotRequest(self.node_id, self.leader_id, self.term, *snapshot_id))
+
+    def _on_fetch_snapshot_response(self, msg: FetchSnapshotResponse, now_ms: int) -> None:
+        if self.role is Role.LEADER or not msg.ok:
+            return
+        self._follow(msg.src, now_ms)
+        snap, wanted = msg.snapshot, self._snapshot_wanted
+        if wanted is None:
+            return  # a duplicate, or our log changed since we asked
+        if snap is None:
+            self._snapshot_wanted = None
+            self._send_fetch(now_ms)  # the leader moved on to a newer snapshot: learn its id
+        elif (snap.end_offset, snap.last_epoch) == wanted:
+            self._install(snap, now_ms)
+
+    def _install(self, snap: Snapshot, now_ms: int) -> None:
+        """Replace our whole log by the leader's snapshot.
+
+        Safe because we asked for it while our log ended below the snapshot, or diverged below it,
+        and the log has not changed since: every entry dropped is either in the snapshot or
+        uncommitted. Hence also our HW is not above the snapshot's end (asserted).
+        """
+        assert snap.end_offset > self.log.start_offset and snap.end_offset >= self.high_watermark, \
+            "installing a snapshot would drop committed entries"
+        self._out.append(InstallSnapshot(snap))
+        self.log.reset(snap)
+        self.latest_snapshot, self._snapshot_wanted = snap, None
+        self.high_watermark = max(self.high_watermark, snap.end_offset)
+        self._send_fetch(now_ms)
+
     def _truncate(self, offset: int) -> None:
         """Drop our divergent suffix; committed entries are never below it (Leader Completeness, §5.4)."""
         assert offset >= self.high_watermark, "truncating committed entries"
         if offset < self.log.end_offset:
             self.log.truncate(offset)
             self._out.append(Truncate(offset))
+            self._snapshot_wanted = None
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -317,6 +541,7 @@ class RaftNode:
         if entries:
             self._out.append(Append(self.log.end_offset, tuple(entries)))
             self.log.append(entries)
+            self._snapshot_wanted = None
 
     def _send(self, msg: Message) -> None:
         self._out.append(Send(msg))

@@ -1,14 +1,15 @@
-"""Messages between voters and the actions a node asks its driver to perform.
+"""Messages between nodes and the actions a node asks its driver to perform.
 
 Every message carries the sender's term (the KRaft epoch). Actions are returned in order; the
-driver must make each persist action durable before it sends any message that follows it.
+driver must make each persist action durable before it sends any message that follows it, and
+before it acts on a high watermark that covers it (applies entries, acknowledges a proposal).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from moldau.raft.log import Entry
+from moldau.raft.log import Entry, Snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +43,17 @@ class BeginEpoch:
 
 
 @dataclass(frozen=True, slots=True)
+class EndEpoch:
+    """Sent by a resigning leader to the other voters, so that they elect a successor at once."""
+
+    src: int
+    dst: int
+    term: int
+
+
+@dataclass(frozen=True, slots=True)
 class FetchRequest:
-    """A follower asks for entries from `offset`; `last_epoch` is the epoch of the entry before it."""
+    """A follower or observer asks for entries from `offset`; `last_epoch` is the epoch of the entry before it."""
 
     src: int
     dst: int
@@ -56,7 +66,12 @@ class FetchRequest:
 class FetchResponse:
     """Entries from the requested offset, or a divergence hint: truncate to `diverging_end` and retry.
 
-    `ok` is False when the leader rejected the fetch (stale term); then only `term` is meaningful.
+    `ok` is False when the receiver is not the leader of the fetcher's term (or the fetch was stale):
+    then only `term` and `leader_id`, the leader the receiver knows of, are meaningful.
+    `snapshot_id = (end_offset, last_epoch)` says that the fetch offset (or the divergence point) is
+    below the leader's log start: fetch that snapshot with `FetchSnapshotRequest`.
+    `last_epoch` echoes the request's: with `offset` it names the fetcher's log prefix (Log Matching),
+    so a duplicated or delayed answer is recognised even if the log end came back to `offset`.
     """
 
     src: int
@@ -67,9 +82,35 @@ class FetchResponse:
     entries: tuple[Entry, ...]
     high_watermark: int
     diverging_end: int | None = None
+    leader_id: int | None = None
+    snapshot_id: tuple[int, int] | None = None
+    last_epoch: int | None = None
 
 
-Message = VoteRequest | VoteResponse | BeginEpoch | FetchRequest | FetchResponse
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    """Ask the leader for its snapshot `(end_offset, last_epoch)`, named by a FetchResponse."""
+
+    src: int
+    dst: int
+    term: int
+    end_offset: int
+    last_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    """The snapshot asked for, or None when the leader no longer has it; `ok` False from a non-leader."""
+
+    src: int
+    dst: int
+    term: int
+    ok: bool
+    snapshot: Snapshot | None
+
+
+Message = (VoteRequest | VoteResponse | BeginEpoch | EndEpoch | FetchRequest | FetchResponse
+           | FetchSnapshotRequest | FetchSnapshotResponse)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +133,25 @@ class Truncate:
 
 
 @dataclass(frozen=True, slots=True)
+class SaveSnapshot:
+    """Make `snapshot` durable as the latest snapshot; after that, entries below its end may be deleted."""
+
+    snapshot: Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class InstallSnapshot:
+    """Make `snapshot` durable, discard the whole log, and reset the state machine from `snapshot.data`.
+
+    The log is then empty and continues at `snapshot.end_offset`.
+    """
+
+    snapshot: Snapshot
+
+
+@dataclass(frozen=True, slots=True)
 class Send:
     message: Message
 
 
-Action = SetTermVote | Append | Truncate | Send
+Action = SetTermVote | Append | Truncate | SaveSnapshot | InstallSnapshot | Send

@@ -1,5 +1,8 @@
 """Seeded simulation of 3- and 5-voter quorums under faults, checking invariants after every event.
 
+Seeds vary the fault rates, the fetch batch size, whether nodes snapshot, whether 1 or 2 observers
+replicate too, and whether leaders crash right after proposing (the pattern behind Figure 8).
+
 Replay one seed: `python -m tests.sim.test_raft_simulation --seed N [--voters 5]`.
 More seeds: `MOLDAU_SIM_SEEDS=100000 pytest tests/sim`.
 """
@@ -11,17 +14,26 @@ import os
 
 import pytest
 
+from moldau.raft import Config
 from tests.sim.simulator import Faults, InvariantViolation, Simulation
 
-SEEDS = int(os.environ.get("MOLDAU_SIM_SEEDS", "2000"))
+SEEDS = int(os.environ.get("MOLDAU_SIM_SEEDS", "800"))
 FAULT_MS = 3_000
 LIVENESS_MS = 3_000
 
 
+def simulation(seed: int, voters: int) -> Simulation:
+    """The simulation of one seed; its fault rates and patterns are drawn from the seed."""
+    faults = Faults(drop=(seed % 7) / 40, duplicate=(seed % 5) / 20, delay_ms_max=5 + seed % 60,
+                    leader_crash=0.3 if seed % 4 == 2 else 0.0, crash_after_replicating=0.1 if seed % 4 == 2 else 0.0,
+                    snapshot_every_ms=0 if seed % 3 == 0 else 100 + 100 * (seed % 4))
+    config = Config(max_fetch_entries=(1, 2, 4, 16, 16)[seed % 5])
+    observers = (0, 1, 0, 2)[seed % 4] if voters > 1 else seed % 2
+    return Simulation(seed, voters, faults, observers, config)
+
+
 def run_seed(seed: int, voters: int) -> None:
-    """One simulated run; the fault rates themselves are drawn from the seed."""
-    rng_faults = Faults(drop=(seed % 7) / 40, duplicate=(seed % 5) / 20, delay_ms_max=5 + seed % 60)
-    Simulation(seed, voters, rng_faults).run(FAULT_MS, LIVENESS_MS)
+    simulation(seed, voters).run(FAULT_MS, LIVENESS_MS)
 
 
 def run_seeds(voters: int, seeds: range) -> None:

@@ -46,3 +46,15 @@ def elect(nodes: dict[int, RaftNode], leader: int, now_ms: int = LATE_MS) -> Non
     """Make `leader` time out first and run its pre-vote and election to completion."""
     nodes[leader].tick(now_ms)
     exchange(nodes, now_ms)
+
+
+def add_observer(nodes: dict[int, RaftNode], observer: int, seed: int = 0) -> RaftNode:
+    """Add an empty observer (a node outside the voter set) to `nodes`."""
+    voters = frozenset(i for i, n in nodes.items() if not n.is_observer)
+    node = nodes[observer] = RaftNode(observer, voters, PersistedState(), random.Random(seed), 0, CONFIG)
+    return node
+
+
+def sent(node: RaftNode) -> list[Message]:
+    """The messages among `node`'s pending actions (drains them)."""
+    return [a.message for a in node.drain() if isinstance(a, Send)]
