@@ -15,15 +15,24 @@ from moldau.metadata.records import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
     ConfigRecord,
+    FenceBrokerRecord,
     MetadataRecord,
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
 )
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+
+# A broker's registration as the image holds it: the latest RegisterBrokerRecord with `fenced` kept current by
+# fence and unfence records. Keeping the record type means handlers read `.endpoints`, `.rack` and so on as before.
+BrokerRegistration = RegisterBrokerRecord
+# Kafka's "no leader" in PartitionRecord.leader.
+NO_LEADER = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +61,7 @@ class MetadataImage:
     offset: int = -1  # offset of the last record applied
     topics_by_name: Mapping[str, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
     topics_by_id: Mapping[uuid.UUID, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
-    brokers: Mapping[int, RegisterBrokerRecord] = field(default_factory=lambda: MappingProxyType({}))
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: MappingProxyType({}))
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: MappingProxyType({}))
     next_producer_id: int = 0
 
@@ -63,11 +72,45 @@ class MetadataImage:
         # Broker resource name "" holds cluster-wide dynamic defaults, as in Kafka.
         return self.configs.get((RESOURCE_BROKER, "" if broker_id is None else str(broker_id)), _EMPTY)
 
+    def is_live(self, broker_id: int) -> bool:
+        """Registered and unfenced: the broker may lead partitions and be in ISRs."""
+        registration = self.brokers.get(broker_id)
+        return registration is not None and not registration.fenced
+
+    def live_brokers(self) -> list[int]:
+        return sorted(b for b, registration in self.brokers.items() if not registration.fenced)
+
+    def partitions_of(self, broker_id: int) -> list[tuple[TopicImage, PartitionImage]]:
+        """Partitions that list the broker as a replica, in topic name then partition order."""
+        return [
+            (topic, partition)
+            for _, topic in sorted(self.topics_by_name.items())
+            for _, partition in sorted(topic.partitions.items())
+            if broker_id in partition.replicas
+        ]
+
     def apply(self, records: Iterable[MetadataRecord], last_offset: int) -> MetadataImage:
         builder = _ImageBuilder(self)
         for record in records:
             builder.apply(record)
         return builder.build(last_offset)
+
+    def to_records(self) -> list[MetadataRecord]:
+        """Records that rebuild this image when applied to an empty one (at `self.offset`): a metadata snapshot."""
+        records: list[MetadataRecord] = [self.brokers[b] for b in sorted(self.brokers)]
+        for name, topic in sorted(self.topics_by_name.items()):
+            records.append(TopicRecord(name, topic.topic_id))
+            records += [_partition_record(topic.topic_id, p) for _, p in sorted(topic.partitions.items())]
+        for (resource_type, resource_name), configs in sorted(self.configs.items()):
+            records += [ConfigRecord(resource_type, resource_name, k, v) for k, v in sorted(configs.items())]
+        if self.next_producer_id:
+            # Which broker asked for the last block is not kept; -1 says "from a snapshot".
+            records.append(ProducerIdsRecord(-1, self.next_producer_id))
+        return records
+
+
+def _partition_record(topic_id: uuid.UUID, p: PartitionImage) -> PartitionRecord:
+    return PartitionRecord(topic_id, p.partition, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch)
 
 
 class _ImageBuilder:
@@ -76,7 +119,7 @@ class _ImageBuilder:
     def __init__(self, base: MetadataImage) -> None:
         self.base = base
         self.topics_by_id: dict[uuid.UUID, TopicImage] | None = None
-        self.brokers: dict[int, RegisterBrokerRecord] | None = None
+        self.brokers: dict[int, BrokerRegistration] | None = None
         self.configs: dict[tuple[int, str], Mapping[str, str]] | None = None
         self.next_producer_id = base.next_producer_id
 
@@ -93,6 +136,8 @@ class _ImageBuilder:
             self._apply_config(record)
         elif isinstance(record, RegisterBrokerRecord):
             self._brokers()[record.broker_id] = record
+        elif isinstance(record, FenceBrokerRecord | UnfenceBrokerRecord | UnregisterBrokerRecord):
+            self._apply_broker_change(record)
         elif isinstance(record, ProducerIdsRecord):
             self.next_producer_id = max(self.next_producer_id, record.next_producer_id)
 
@@ -108,6 +153,17 @@ class _ImageBuilder:
         )
         topics[record.topic_id] = replace(topic, partitions=MappingProxyType(partitions))
 
+    def _apply_broker_change(self, record: FenceBrokerRecord | UnfenceBrokerRecord | UnregisterBrokerRecord) -> None:
+        current = (self.brokers if self.brokers is not None else self.base.brokers).get(record.broker_id)
+        if current is None or current.broker_epoch != record.broker_epoch:
+            return  # decided about an incarnation that has since re-registered (or left): it no longer applies
+        if isinstance(record, UnregisterBrokerRecord):
+            del self._brokers()[record.broker_id]
+        else:
+            fenced = isinstance(record, FenceBrokerRecord)
+            if current.fenced != fenced:
+                self._brokers()[record.broker_id] = replace(current, fenced=fenced)
+
     def _apply_config(self, record: ConfigRecord) -> None:
         configs = self._configs()
         key = (record.resource_type, record.resource_name)
@@ -116,14 +172,18 @@ class _ImageBuilder:
             current.pop(record.name, None)
         else:
             current[record.name] = record.value
-        configs[key] = MappingProxyType(current)
+        if current:
+            configs[key] = MappingProxyType(current)
+        else:
+            # No empty entries: readers fall back to _EMPTY anyway, and a snapshot could not re-create one.
+            configs.pop(key, None)
 
     def _topics(self) -> dict[uuid.UUID, TopicImage]:
         if self.topics_by_id is None:
             self.topics_by_id = dict(self.base.topics_by_id)
         return self.topics_by_id
 
-    def _brokers(self) -> dict[int, RegisterBrokerRecord]:
+    def _brokers(self) -> dict[int, BrokerRegistration]:
         if self.brokers is None:
             self.brokers = dict(self.base.brokers)
         return self.brokers

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, ClassVar
 
 # Kafka's ConfigResource types.
@@ -68,11 +68,49 @@ class Endpoint:
 
 @dataclass(frozen=True, slots=True)
 class RegisterBrokerRecord:
+    """A broker (re-)registers; the image keeps the latest one per broker id, with `fenced` kept current.
+
+    `broker_epoch` is the metadata offset of the registration, so every incarnation has a larger epoch than the
+    one before; fence, unfence and unregister records name it so a stale decision cannot touch a newer
+    incarnation. `fenced` defaults to False because records written before fencing existed (single node) had no
+    such field and their broker was always serving; a cluster controller writes new registrations with
+    `fenced=True` and unfences the broker once it has caught up with the metadata log.
+    """
+
     TYPE: ClassVar[str] = "register_broker"
     broker_id: int
     incarnation_id: uuid.UUID
     endpoints: tuple[Endpoint, ...]
     rack: str | None
+    broker_epoch: int = -1
+    fenced: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FenceBrokerRecord:
+    """The broker may no longer lead or be in an ISR (missed heartbeats, asked to be fenced, shutting down)."""
+
+    TYPE: ClassVar[str] = "fence_broker"
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnfenceBrokerRecord:
+    """The broker has caught up with the metadata log and may serve again."""
+
+    TYPE: ClassVar[str] = "unfence_broker"
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRecord:
+    """The broker leaves the cluster (decommissioned): its registration is dropped."""
+
+    TYPE: ClassVar[str] = "unregister_broker"
+    broker_id: int
+    broker_epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,12 +123,13 @@ class ProducerIdsRecord:
 
 
 MetadataRecord = (
-    TopicRecord | PartitionRecord | RemoveTopicRecord | ConfigRecord | RegisterBrokerRecord | ProducerIdsRecord
+    TopicRecord | PartitionRecord | RemoveTopicRecord | ConfigRecord | RegisterBrokerRecord | FenceBrokerRecord
+    | UnfenceBrokerRecord | UnregisterBrokerRecord | ProducerIdsRecord
 )
 _TYPES: dict[str, type[Any]] = {
     cls.TYPE: cls
     for cls in (TopicRecord, PartitionRecord, RemoveTopicRecord, ConfigRecord, RegisterBrokerRecord,
-                ProducerIdsRecord)
+                FenceBrokerRecord, UnfenceBrokerRecord, UnregisterBrokerRecord, ProducerIdsRecord)
 }
 
 
@@ -114,7 +153,11 @@ def decode_record(data: bytes) -> MetadataRecord:
     try:
         body = json.loads(data)
         cls = _TYPES[body.pop("type")]
-        return cls(**{f.name: _coerce(f.name, body[f.name]) for f in fields(cls)})  # type: ignore[no-any-return]
+        # A field missing from the JSON takes its default: that is how records written by older code, before the
+        # field existed, still decode. A missing field without a default is an error.
+        return cls(**{  # type: ignore[no-any-return]
+            f.name: _coerce(f.name, body[f.name]) for f in fields(cls) if f.name in body or f.default is MISSING
+        })
     except (ValueError, KeyError, TypeError) as exc:
         raise RecordDecodeError(f"invalid metadata record: {exc}") from exc
 
