@@ -309,19 +309,24 @@ def _decode_body(body: memoryview) -> dict[int, ProducerEntry] | None:
     return producers if position == len(body) else None
 
 
-def write_atomically(path: str, data: bytes) -> None:
-    """temp file + fsync + rename + directory fsync: readers see the old file or the whole new one."""
+def write_atomically(path: str, data: bytes, durable: bool = True) -> None:
+    """temp file + fsync + rename + directory fsync: readers see the old file or the whole new one.
+
+    `durable=False` skips both fsyncs, for files that can be derived again if a crash loses them.
+    """
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_directory(os.path.dirname(path))
+    if durable:
+        fsync_directory(os.path.dirname(path))
 
 
 def fsync_directory(directory: str) -> None:
