@@ -67,12 +67,11 @@ ConfigValue: TypeAlias = bool | int | float | str | tuple[str, ...] | None
 
 
 # Accepted (so Kafka configs carry over unchanged) but not acted on yet, because the feature behind them does
-# not exist yet: transactions, replication, TLS/SASL, the Raft quorum. The broker
+# not exist yet: transactions, replication, TLS/SASL. The broker
 # warns when one is set; docs/configuration.md marks them. Shrink this set as the features land.
 NOT_YET_ACTED_ON: frozenset[str] = frozenset({
     # broker
-    "compression.type", "controller.listener.names", "controller.quorum.voters", "process.roles",
-    "listener.security.protocol.map", "log.flush.scheduler.interval.ms",
+    "compression.type", "listener.security.protocol.map", "log.flush.scheduler.interval.ms",
     "log.message.downconversion.enable", "log.preallocate", "log.roll.jitter.hours", "log.roll.jitter.ms",
     "min.insync.replicas", "num.io.threads", "num.network.threads", "ssl.keystore.password",
     "transaction.max.timeout.ms", "transactional.id.expiration.ms", "unclean.leader.election.enable",
@@ -469,6 +468,26 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "Listener names used by the controller; they default to PLAINTEXT when not mapped."),
     ConfigDef("controller.quorum.voters", _T.LIST, "",
               "The controller quorum, as id@host:port entries; empty for a single combined node.", _VOTERS),
+    # The metadata quorum and broker liveness.
+    ConfigDef("controller.quorum.election.timeout.ms", _T.INT, "1000",
+              "How long a voter waits without hearing from a leader before it tries to become one; the actual "
+              "timeout is drawn between this and twice this.", at_least(10)),
+    ConfigDef("controller.quorum.fetch.timeout.ms", _T.INT, "2000",
+              "How long a quorum leader keeps leading without fetches from a majority of the voters.",
+              at_least(10)),
+    ConfigDef("controller.quorum.fetch.interval.ms", _T.INT, "25",
+              "How often a follower of the metadata quorum fetches from the leader (a Moldau setting; the fetch "
+              "is also the follower's heartbeat).", at_least(1)),
+    ConfigDef("broker.heartbeat.interval.ms", _T.INT, "2000",
+              "How often a broker heartbeats to the active controller.", at_least(1)),
+    ConfigDef("broker.session.timeout.ms", _T.INT, "9000",
+              "How long the active controller waits without a heartbeat before it fences a broker and moves "
+              "its leaderships.", at_least(1)),
+    ConfigDef("metadata.log.max.record.bytes.between.snapshots", _T.LONG, "20971520",
+              "How many bytes of metadata records accumulate before a node snapshots its metadata image and "
+              "deletes the log below it.", at_least(1)),
+    ConfigDef("controlled.shutdown.enable", _T.BOOLEAN, "true",
+              "Whether a broker that stops asks the controller to move its leaderships away first."),
     ConfigDef("socket.request.max.bytes", _T.INT, "104857600",
               "The largest request the server accepts.", at_least(1)),
     ConfigDef("queued.max.requests", _T.INT, "500",

@@ -1,27 +1,40 @@
 """The controller: validates metadata changes and turns them into records.
 
-Every change follows one path: validate against the current image, emit records, append them to the metadata
-log, apply them to a new image, and tell the listeners (the broker's replica manager) about it. Errors come
-back as Kafka error codes per item, the way the admin APIs report them.
+Every change follows one path: validate against the current image, emit records, propose them to the metadata
+quorum as one atomic entry, and return once the entry is committed and applied here (the quorum then tells the
+listeners, such as the replica manager). Errors come back as Kafka error codes per item, the way the admin APIs
+report them.
 
-A single node is its own controller. The Raft quorum keeps this class and replaces only the log it appends to.
+Only the active controller (the quorum's leader) runs these operations. They are serialized by one lock: each
+validates against an image that includes every earlier operation, because that one was committed before the
+lock was released. Metadata changes are rare, so this costs nothing and rules out two concurrent requests both
+creating a topic of the same name.
+
+Broker liveness lives here too: brokers register and heartbeat; one silent for `broker.session.timeout.ms` is
+fenced and its partitions get new leaders from their ISR (`leader_election`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import random
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from moldau.config import NOT_YET_ACTED_ON, ConfigError, validate_topic_configs
+from moldau.metadata import broker_heartbeats
+from moldau.metadata.broker_heartbeats import BrokerHeartbeats, HeartbeatDecision
 from moldau.metadata.image import MetadataImage, TopicImage
-from moldau.metadata.log import LocalMetadataLog
+from moldau.metadata.placement import place_replicas
+from moldau.metadata.quorum import MetadataQuorum
 from moldau.metadata.records import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
     ConfigRecord,
+    Endpoint,
     MetadataRecord,
     PartitionRecord,
     ProducerIdsRecord,
@@ -42,7 +55,6 @@ _LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 _LIST_CONFIGS = frozenset({"cleanup.policy", "log.cleanup.policy"})
 
-ImageListener = Callable[[MetadataImage, MetadataImage], None]
 # The value a config has when nothing overrides it: (resource type, config name) -> value.
 DefaultLookup = Callable[[int, str], str | None]
 
@@ -71,46 +83,102 @@ def validate_topic_name(name: str) -> None:
 
 
 class Controller:
-    def __init__(self, metadata_log: LocalMetadataLog, node_id: int,
+    def __init__(self, quorum: MetadataQuorum, node_id: int,
                  default_partitions: int = 1, default_replication_factor: int = 1,
-                 config_default: DefaultLookup = lambda resource_type, name: None) -> None:
-        self._log = metadata_log
+                 config_default: DefaultLookup = lambda resource_type, name: None,
+                 session_timeout_ms: int = 9000, rng: random.Random | None = None) -> None:
+        self._quorum = quorum
         self._config_default = config_default
         self.node_id = node_id
         self.default_partitions = default_partitions
         self.default_replication_factor = default_replication_factor
-        self.image = MetadataImage().apply((r for _, r in metadata_log.entries), metadata_log.next_offset - 1)
-        self._listeners: list[ImageListener] = []
+        self.heartbeats = BrokerHeartbeats(session_timeout_ms)
+        self._rng = rng or random.Random()
+        self._lock = asyncio.Lock()
 
-    def close(self) -> None:
-        self._log.close()
+    @property
+    def image(self) -> MetadataImage:
+        return self._quorum.image
 
-    def add_listener(self, listener: ImageListener) -> None:
-        self._listeners.append(listener)
-
-    def _commit(self, records: Sequence[MetadataRecord]) -> None:
+    async def _commit(self, records: Sequence[MetadataRecord]) -> int:
+        """Commit records as one entry; returns its offset. Callers hold the lock."""
         if not records:
-            return
-        try:
-            last_offset = self._log.append(records)
-        except OSError as exc:
-            raise KafkaError(ErrorCode.kafka_storage_error, f"cannot write the metadata log: {exc}") from exc
-        before, self.image = self.image, self.image.apply(records, last_offset)
-        for listener in self._listeners:
-            listener(before, self.image)
+            return self._quorum.applied_offset - 1
+        return await self._quorum.propose(records)
+
+    def _check_active(self) -> None:
+        if not self._quorum.is_active_controller():
+            raise KafkaError(ErrorCode.not_controller, "this node is not the active controller")
+
+    def on_leadership_change(self) -> None:
+        """A newly active controller gives every broker a full session before fencing anyone."""
+        self.heartbeats.reset(self._quorum.clock_ms(), self.image.live_brokers())
 
     # -- brokers ---------------------------------------------------------------------------------------------
 
-    def register_broker(self, record: RegisterBrokerRecord) -> None:
-        current = self.image.brokers.get(record.broker_id)
-        if current is None or current.endpoints != record.endpoints or current.rack != record.rack:
-            self._commit([record])
+    async def register_broker(self, broker_id: int, incarnation_id: uuid.UUID, endpoints: tuple[Endpoint, ...],
+                              rack: str | None) -> int:
+        """Register (a new incarnation of) a broker, fenced until it has caught up; returns its broker epoch."""
+        async with self._lock:
+            self._check_active()
+            current = self.image.brokers.get(broker_id)
+            now_ms = self._quorum.clock_ms()
+            if current is not None and current.incarnation_id == incarnation_id:
+                return current.broker_epoch  # a retried registration: same answer
+            if current is not None and not current.fenced and not self._session_expired(broker_id, now_ms):
+                raise KafkaError(ErrorCode.duplicate_broker_registration,
+                                 f"broker {broker_id} is registered by another live process")
+            records: list[MetadataRecord] = broker_heartbeats.fence(self.image, broker_id)
+            epoch = self._quorum.next_offset()
+            records.append(RegisterBrokerRecord(broker_id, incarnation_id, endpoints, rack, broker_epoch=epoch,
+                                                fenced=True))
+            await self._commit(records)
+            self.heartbeats.touch(broker_id, now_ms)
+            return epoch
+
+    def _session_expired(self, broker_id: int, now_ms: int) -> bool:
+        last = self.heartbeats.last_contact_ms(broker_id)
+        return last is None or now_ms - last > self.heartbeats.session_timeout_ms
+
+    async def broker_heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_fence: bool,
+                               want_shutdown: bool) -> HeartbeatDecision:
+        async with self._lock:
+            self._check_active()
+            decision = broker_heartbeats.decide(self.image, broker_id, broker_epoch, metadata_offset, want_fence,
+                                                want_shutdown)
+            if decision.error is None:
+                self.heartbeats.touch(broker_id, self._quorum.clock_ms())
+            await self._commit(decision.records)
+            return decision
+
+    async def fence_expired_brokers(self) -> list[int]:
+        """Fence every live broker silent for longer than the session timeout; returns their ids."""
+        async with self._lock:
+            self._check_active()
+            expired = self.heartbeats.expired(self._quorum.clock_ms(), self.image.live_brokers())
+            fenced = []
+            for broker_id in expired:
+                records = broker_heartbeats.fence(self.image, broker_id)
+                if records:
+                    log.warning("fencing broker %d: no heartbeat for %d ms", broker_id,
+                                self.heartbeats.session_timeout_ms)
+                    await self._commit(records)
+                    fenced.append(broker_id)
+            return fenced
 
     # -- topics ----------------------------------------------------------------------------------------------
 
-    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                     assignments: Mapping[int, Sequence[int]], configs: Mapping[str, str],
-                     validate_only: bool = False) -> CreatedTopic:
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           assignments: Mapping[int, Sequence[int]], configs: Mapping[str, str],
+                           validate_only: bool = False) -> CreatedTopic:
+        async with self._lock:
+            self._check_active()
+            return await self._create_topic(name, num_partitions, replication_factor, assignments, configs,
+                                            validate_only)
+
+    async def _create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                            assignments: Mapping[int, Sequence[int]], configs: Mapping[str, str],
+                            validate_only: bool) -> CreatedTopic:
         validate_topic_name(name)
         if name in self.image.topics_by_name:
             raise KafkaError(ErrorCode.topic_already_exists, f"topic '{name}' already exists")
@@ -124,7 +192,7 @@ class Controller:
         records: list[MetadataRecord] = [TopicRecord(name, topic_id)]
         records += [ConfigRecord(RESOURCE_TOPIC, name, k, v) for k, v in configs.items()]
         records += [_new_partition(topic_id, p, replicas) for p, replicas in enumerate(placement)]
-        self._commit(records)
+        await self._commit(records)
         return created
 
     def _check_collision(self, name: str) -> None:
@@ -139,23 +207,23 @@ class Controller:
 
     def _placement(self, num_partitions: int, replication_factor: int,
                    assignments: Mapping[int, Sequence[int]]) -> list[tuple[int, ...]]:
-        brokers = sorted(self.image.brokers) or [self.node_id]
         if assignments:
             if num_partitions not in (-1, len(assignments)) or replication_factor != -1:
                 raise KafkaError(ErrorCode.invalid_request,
                                  "give either replica assignments or partition count and replication factor")
-            return [self._check_assignment(p, assignments[p], brokers) for p in range(len(assignments))]
+            registered = sorted(self.image.brokers)
+            return [self._check_assignment(p, assignments[p], registered) for p in range(len(assignments))]
         partitions = self.default_partitions if num_partitions == -1 else num_partitions
         factor = self.default_replication_factor if replication_factor == -1 else replication_factor
-        if partitions <= 0 or partitions > MAX_PARTITIONS_PER_TOPIC:
+        if partitions > MAX_PARTITIONS_PER_TOPIC:
             raise KafkaError(ErrorCode.invalid_partitions,
                              f"number of partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}")
-        if factor <= 0:
-            raise KafkaError(ErrorCode.invalid_replication_factor, "replication factor must be larger than 0")
-        if factor > len(brokers):
-            raise KafkaError(ErrorCode.invalid_replication_factor,
-                             f"replication factor {factor} is larger than the {len(brokers)} available brokers")
-        return [tuple(brokers[(p + r) % len(brokers)] for r in range(factor)) for p in range(partitions)]
+        return place_replicas(partitions, factor, self._placeable_brokers(), self._rng)
+
+    def _placeable_brokers(self) -> list[tuple[int, str | None]]:
+        """Unfenced brokers, with their racks: new replicas go only where a broker is alive to host them."""
+        brokers = self.image.brokers
+        return [(b, brokers[b].rack) for b in self.image.live_brokers()]
 
     @staticmethod
     def _check_assignment(partition: int, replicas: Sequence[int], brokers: list[int]) -> tuple[int, ...]:
@@ -168,11 +236,20 @@ class Controller:
                              f"partition {partition} names unknown brokers {unknown}")
         return tuple(replicas)
 
-    def delete_topic(self, topic: TopicImage) -> None:
-        self._commit([RemoveTopicRecord(topic.topic_id)])
+    async def delete_topic(self, topic: TopicImage) -> None:
+        async with self._lock:
+            self._check_active()
+            if topic.topic_id in self.image.topics_by_id:
+                await self._commit([RemoveTopicRecord(topic.topic_id)])
 
-    def create_partitions(self, name: str, count: int, assignments: Sequence[Sequence[int]] | None,
-                          validate_only: bool = False) -> None:
+    async def create_partitions(self, name: str, count: int, assignments: Sequence[Sequence[int]] | None,
+                                validate_only: bool = False) -> None:
+        async with self._lock:
+            self._check_active()
+            await self._create_partitions(name, count, assignments, validate_only)
+
+    async def _create_partitions(self, name: str, count: int, assignments: Sequence[Sequence[int]] | None,
+                                 validate_only: bool) -> None:
         topic = self.image.topics_by_name.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist")
@@ -183,24 +260,30 @@ class Controller:
         if count > MAX_PARTITIONS_PER_TOPIC:
             raise KafkaError(ErrorCode.invalid_partitions, f"at most {MAX_PARTITIONS_PER_TOPIC} partitions")
         factor = len(topic.partitions[0].replicas)
-        brokers = sorted(self.image.brokers) or [self.node_id]
         if assignments is not None:
             if len(assignments) != count - current:
                 raise KafkaError(ErrorCode.invalid_replica_assignment,
                                  f"{count - current} new partitions need as many assignments")
-            placement = [self._check_assignment(current + i, a, brokers) for i, a in enumerate(assignments)]
+            registered = sorted(self.image.brokers)
+            placement = [self._check_assignment(current + i, a, registered) for i, a in enumerate(assignments)]
         else:
-            placement = [tuple(brokers[(p + r) % len(brokers)] for r in range(factor))
-                         for p in range(current, count)]
+            placement = place_replicas(count - current, factor, self._placeable_brokers(), self._rng, current)
         if not validate_only:
-            self._commit([_new_partition(topic.topic_id, current + i, r) for i, r in enumerate(placement)])
+            await self._commit([_new_partition(topic.topic_id, current + i, r) for i, r in enumerate(placement)])
 
     # -- configs ---------------------------------------------------------------------------------------------
 
-    def alter_configs(self, resource_type: int, resource_name: str,
-                      changes: Sequence[tuple[str, int, str | None]], validate_only: bool = False,
-                      replace_all: bool = False) -> None:
+    async def alter_configs(self, resource_type: int, resource_name: str,
+                            changes: Sequence[tuple[str, int, str | None]], validate_only: bool = False,
+                            replace_all: bool = False) -> None:
         """Apply (name, operation, value) changes; `replace_all` is the legacy AlterConfigs semantics."""
+        async with self._lock:
+            self._check_active()
+            await self._alter_configs(resource_type, resource_name, changes, validate_only, replace_all)
+
+    async def _alter_configs(self, resource_type: int, resource_name: str,
+                             changes: Sequence[tuple[str, int, str | None]], validate_only: bool,
+                             replace_all: bool) -> None:
         current = self._current_configs(resource_type, resource_name)
         updated = {} if replace_all else dict(current)
         for name, op, value in changes:
@@ -220,7 +303,7 @@ class Controller:
             ConfigRecord(resource_type, resource_name, k, v) for k, v in updated.items() if current.get(k) != v
         ]
         records += [ConfigRecord(resource_type, resource_name, k, None) for k in current if k not in updated]
-        self._commit(records)
+        await self._commit(records)
 
     def _current_configs(self, resource_type: int, resource_name: str) -> Mapping[str, str]:
         if resource_type == RESOURCE_TOPIC:
@@ -237,11 +320,13 @@ class Controller:
 
     # -- producer ids ----------------------------------------------------------------------------------------
 
-    def allocate_producer_ids(self, count: int = PRODUCER_ID_BLOCK_SIZE) -> int:
+    async def allocate_producer_ids(self, broker_id: int, count: int = PRODUCER_ID_BLOCK_SIZE) -> int:
         """Reserve a block of producer ids durably; returns the first id of the block."""
-        first = self.image.next_producer_id
-        self._commit([ProducerIdsRecord(self.node_id, first + count)])
-        return first
+        async with self._lock:
+            self._check_active()
+            first = self.image.next_producer_id
+            await self._commit([ProducerIdsRecord(broker_id, first + count)])
+            return first
 
 
 def _new_partition(topic_id: uuid.UUID, partition: int, replicas: tuple[int, ...]) -> PartitionRecord:

@@ -1,18 +1,31 @@
-"""A Moldau broker: storage, metadata, listeners and periodic maintenance, assembled.
+"""A Moldau node: metadata quorum, controller, storage, listeners and periodic maintenance, assembled.
 
-Start-up order: log directories and cluster identity (`meta.properties`), the metadata log replayed into an
-image, this broker's registration, the partition logs the image assigns to it, then the listeners. Shutdown
-runs in reverse and closes every log cleanly, so the next start skips recovery.
+A node plays the roles in `process.roles`: `controller` (a voter of the metadata quorum, serving the controller
+listener) and `broker` (partitions and clients). A lone node with no `controller.quorum.voters` is a quorum of
+one voter and its own broker: the default.
+
+Start-up order: log directories and cluster identity (`meta.properties`); the metadata quorum's durable state
+and the controller listeners, so voters can elect a leader; then, for a broker, its partition logs, its
+registration with the active controller, and once the controller has unfenced it (it has replayed the metadata
+log up to its own registration) the client listeners. Shutdown runs in reverse: a broker first asks to be fenced
+(controlled shutdown) so its partitions get new leaders, then closes every log cleanly, so the next start
+skips recovery.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import datetime
 import logging
 import os
 import uuid
 from typing import Any
+
+import kio.schema.allocate_producer_ids.v0.request as apid_req
+import kio.schema.allocate_producer_ids.v0.response as apid_resp
+import kio.schema.create_topics.v7.request as ct_req
 
 from moldau.clock import Clock, SystemClock
 from moldau.config import (
@@ -24,21 +37,28 @@ from moldau.config import (
     effective_topic_configs,
     log_config,
 )
-from moldau.coordinator.group.coordinator import GroupCoordinator
+from moldau.coordinator.group.coordinator import OFFSETS_TOPIC_CONFIGS, GroupCoordinator
+from moldau.coordinator.group.records import OFFSETS_TOPIC
 from moldau.coordinator.group.runtime import GroupRuntime
 from moldau.coordinator.group.settings import CoordinatorSettings
-from moldau.metadata.controller import PRODUCER_ID_BLOCK_SIZE, Controller
+from moldau.metadata.controller import Controller
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.log import LocalMetadataLog
+from moldau.metadata.quorum import MetadataQuorum, VoterAddress
 from moldau.metadata.records import RESOURCE_TOPIC, Endpoint, RegisterBrokerRecord
 from moldau.protocol import codec
-from moldau.protocol.codec import InvalidRequest
+from moldau.protocol.codec import InvalidRequest, make
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.framing import Frame
+from moldau.raft import Config as RaftConfig
 from moldau.replication.replica_manager import ReplicaManager
+from moldau.server.broker_lifecycle import BrokerLifecycle
 from moldau.server.connection import KafkaConnection
 from moldau.server.context import RequestContext
+from moldau.server.controller_channel import ControllerChannel, ControllerUnavailable, not_controller_in
+from moldau.server.handlers import allocate_producer_ids
 from moldau.server.handlers.api_versions import unsupported_version_response
-from moldau.server.handlers.registry import APIS
+from moldau.server.handlers.registry import APIS, CONTROLLER_APIS
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
 
@@ -48,10 +68,13 @@ API_VERSIONS_KEY = 18
 # Not named like a partition directory (`<topic>-<n>`), so the log manager never takes it for one.
 METADATA_DIR = "__cluster_metadata"
 MAINTENANCE_INTERVAL_MS = 1000
+FENCE_CHECK_INTERVAL_S = 0.25
+FORWARD_TIMEOUT_S = 15.0
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 5.0
 
 
 class StartupError(Exception):
-    """The broker cannot start with this configuration or data directory."""
+    """The node cannot start with this configuration or data directory."""
 
 
 class Broker:
@@ -59,6 +82,8 @@ class Broker:
         self.config = config
         self.clock: Clock = clock or SystemClock()
         self.node_id = config.node_id
+        self.is_broker = "broker" in config.process_roles
+        self.is_controller = "controller" in config.process_roles
         self.closing = False
         self.cluster_id = ""
         self._servers: list[asyncio.Server] = []
@@ -66,8 +91,15 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._producer_ids = range(0)
         self._producer_id_next = 0
+        self._producer_id_lock = asyncio.Lock()
+        self._offsets_topic_task: asyncio.Task[None] | None = None
         self.bound_ports: list[int] = []
+        self._bound: list[tuple[str, str, int]] = []
+        self._client_servers: list[asyncio.Server] = []
+        self.quorum: MetadataQuorum
         self.controller: Controller
+        self.channel: ControllerChannel
+        self.lifecycle: BrokerLifecycle | None = None
         self.log_manager: LogManager
         self.replicas: ReplicaManager
         self.groups: GroupRuntime
@@ -75,54 +107,163 @@ class Broker:
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        voters = self._check_roles()
         for d in self.config.log_dirs:
             os.makedirs(d, exist_ok=True)
-        self.cluster_id = self._load_or_create_meta_properties()
-        metadata_log = LocalMetadataLog(os.path.join(self.config.log_dirs[0], METADATA_DIR, "metadata.log"))
-        self.controller = Controller(metadata_log, self.node_id, self.config.num_partitions,
-                                     self.config.default_replication_factor, self._config_default)
+        self.cluster_id = self._load_or_create_meta_properties(multi_node=len(voters) > 1 or not self.is_controller)
+        self.quorum = self._open_quorum(voters)
+        self.controller = Controller(self.quorum, self.node_id, self.config.num_partitions,
+                                     self.config.default_replication_factor, self._config_default,
+                                     self.config.get_int("broker.session.timeout.ms"))
+        self.channel = ControllerChannel(self.quorum, f"moldau-node-{self.node_id}")
         self._warn_about_inert_configs()
+        if self.is_broker:
+            self._start_storage()
+        await self._start_listeners(controller=True)
+        if self.is_broker:
+            # Bound now, so port 0 resolves before registration advertises it; accepting starts once unfenced.
+            await self._start_listeners(controller=False)
+        self.quorum.add_leadership_listener(self.controller.on_leadership_change)
+        self.quorum.start()
+        if self.is_controller:
+            self._tasks.append(asyncio.get_running_loop().create_task(self._fence_expired_brokers()))
+        if self.is_broker:
+            await self._join_cluster()
+            for server in self._client_servers:
+                await server.start_serving()
+            self._tasks.append(asyncio.get_running_loop().create_task(self._maintenance()))
+        log.info("moldau node %d started (cluster %s, roles %s), listening on %s", self.node_id, self.cluster_id,
+                 ",".join(self.config.process_roles),
+                 ", ".join(f"{n}://{h}:{p}" for n, h, p in self._bound_listeners()))
+
+    def _check_roles(self) -> list[VoterAddress]:
+        """The quorum's voters; a lone node with no voters configured is a quorum of itself."""
+        roles = set(self.config.process_roles)
+        if not roles or not roles <= {"broker", "controller"}:
+            raise StartupError(f"process.roles must be broker, controller or both, not {sorted(roles)}")
+        configured = [VoterAddress(v.node_id, v.host, v.port) for v in self.config.controller_quorum_voters]
+        if not configured:
+            if not self.is_controller:
+                raise StartupError("a broker-only node needs controller.quorum.voters to find the controllers")
+            return [VoterAddress(self.node_id, "", 0)]
+        ids = [v.node_id for v in configured]
+        if len(set(ids)) != len(ids):
+            raise StartupError(f"controller.quorum.voters names a node more than once: {ids}")
+        if self.is_controller and self.node_id not in ids:
+            raise StartupError(f"node {self.node_id} has the controller role but is not in controller.quorum.voters")
+        if not self.is_controller and self.node_id in ids:
+            raise StartupError(f"node {self.node_id} is in controller.quorum.voters but lacks the controller role")
+        if self.is_controller and not self._listeners(controller=True):
+            raise StartupError("a controller in a multi-node quorum needs a listener named in "
+                               "controller.listener.names")
+        return configured
+
+    def _open_quorum(self, voters: list[VoterAddress]) -> MetadataQuorum:
+        directory = os.path.join(self.config.log_dirs[0], METADATA_DIR)
+        election_ms = self.config.get_int("controller.quorum.election.timeout.ms")
+        raft_config = RaftConfig(
+            election_timeout_ms_min=election_ms, election_timeout_ms_max=2 * election_ms,
+            fetch_interval_ms=self.config.get_int("controller.quorum.fetch.interval.ms"),
+            check_quorum_ms=self.config.get_int("controller.quorum.fetch.timeout.ms"),
+            begin_epoch_interval_ms=max(election_ms // 4, 1), max_fetch_entries=512)
+        quorum = MetadataQuorum(self.node_id, voters, self.cluster_id, directory, self.clock, raft_config,
+                                self.config.get_int("metadata.log.max.record.bytes.between.snapshots"))
+        quorum.open(initial_records=self._legacy_metadata(directory))
+        return quorum
+
+    @staticmethod
+    def _legacy_metadata(directory: str) -> list[Any]:
+        """Records of a single-node metadata log written before the quorum existed; they seed the quorum once."""
+        path = os.path.join(directory, "metadata.log")
+        if not os.path.exists(path):
+            return []
+        legacy = LocalMetadataLog(path)
+        legacy.close()
+        records = [r for _, r in legacy.entries]
+        os.replace(path, path + ".migrated")
+        log.info("migrating %d records of the single-node metadata log into the metadata quorum", len(records))
+        return records
+
+    def _start_storage(self) -> None:
         self.log_manager = LogManager(
             self.config.log_dirs, self.clock, self._log_config(self.image, None),
             producer_id_expiration_ms=self.config.get_int("producer.id.expiration.ms"),
             cleaner_dedupe_buffer_bytes=self.config.get_int("log.cleaner.dedupe.buffer.size"))
         self.replicas = ReplicaManager(self.node_id, self.log_manager, self._log_config)
-        self.controller.add_listener(self.replicas.apply_image)
+        self.quorum.add_listener(self.replicas.apply_image)
         self.replicas.apply_image(None, self.image)
-        self.replicas.drop_unknown_logs(self.image)
         self.groups = self._start_group_coordinator()
-        await self._start_listeners()
-        self.controller.register_broker(self._registration())
-        self._tasks.append(asyncio.get_running_loop().create_task(self._maintenance()))
-        log.info("moldau broker %d started (cluster %s), listening on %s", self.node_id, self.cluster_id,
-                 ", ".join(f"{h}:{p}" for _, h, p in self._bound_listeners()))
+
+    async def _join_cluster(self) -> None:
+        """Register with the active controller and wait to be unfenced; only then may clients be served."""
+        self.lifecycle = BrokerLifecycle(self.node_id, self.cluster_id, self.quorum, self.controller, self.channel,
+                                         self._endpoints(), self.config.broker_rack,
+                                         self.config.get_int("broker.heartbeat.interval.ms"))
+        waiting = asyncio.get_running_loop().create_task(self.lifecycle.start())
+        while not waiting.done():
+            done, _ = await asyncio.wait({waiting}, timeout=10.0)
+            if not done:
+                log.info("broker %d is waiting to join the cluster (quorum leader: %s)", self.node_id,
+                         self.quorum.leader_id)
+        waiting.result()
+        # Only now is the image known to be complete: logs it does not mention belong to deleted topics.
+        self.replicas.drop_unknown_logs(self.image)
 
     async def stop(self) -> None:
         if self.closing:
             return
         self.closing = True
+        if self.lifecycle is not None:
+            await self._controlled_shutdown(self.lifecycle)
         for server in self._servers:
             server.close()
-        for hosted in self.replicas.partitions.values():
-            hosted.wake_waiters()
+        if self.is_broker:
+            for hosted in self.replicas.partitions.values():
+                hosted.wake_waiters()
         for task in self._tasks:
             task.cancel()
-        self.groups.close()
+        if self.is_broker:
+            self.groups.close()
         for conn in list(self._connections):
             conn.close()
         await asyncio.sleep(0)
         for server in self._servers:
             await server.wait_closed()
-        self.log_manager.close()
-        self.controller.close()
-        log.info("moldau broker %d stopped cleanly", self.node_id)
+        await self.quorum.stop()
+        self.channel.close()
+        if self.is_broker:
+            self.log_manager.close()
+        log.info("moldau node %d stopped cleanly", self.node_id)
+
+    async def _controlled_shutdown(self, lifecycle: BrokerLifecycle) -> None:
+        """Move leaderships away first when other brokers can take them; a lone broker just stops."""
+        others = [b for b in self.image.live_brokers() if b != self.node_id]
+        if not others or not self.config.get_bool("controlled.shutdown.enable") or self.quorum.leader_id is None:
+            lifecycle.stop()  # nobody to hand leadership to, or no controller to ask
+            return
+        if await lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S):
+            log.info("broker %d: controlled shutdown done, leaderships moved", self.node_id)
+        else:
+            log.warning("broker %d: controlled shutdown did not finish; stopping anyway", self.node_id)
+
+    async def _fence_expired_brokers(self) -> None:
+        while True:
+            await asyncio.sleep(FENCE_CHECK_INTERVAL_S)
+            if not self.quorum.is_active_controller():
+                continue
+            try:
+                await self.controller.fence_expired_brokers()
+            except KafkaError as exc:
+                log.debug("fencing check skipped: %s", exc.message)
+            except Exception:
+                log.exception("fencing check failed")
 
     def _start_group_coordinator(self) -> GroupRuntime:
         """Groups of the `__consumer_offsets` partitions led here; loaded now, and followed as the image moves."""
-        coordinator = GroupCoordinator(self.node_id, CoordinatorSettings.from_config(self.config), self.controller,
-                                       self.replicas)
+        coordinator = GroupCoordinator(self.node_id, CoordinatorSettings.from_config(self.config),
+                                       lambda: self.image, self._request_offsets_topic, self.replicas)
         runtime = GroupRuntime(coordinator, self.clock)
-        self.controller.add_listener(runtime.on_image)
+        self.quorum.add_listener(runtime.on_image)
         runtime.start(self.image)
         return runtime
 
@@ -131,7 +272,7 @@ class Broker:
             if self.config.source(name) != ConfigSource.DEFAULT_CONFIG:
                 log.warning("%s is set but has no effect yet: the feature behind it is not built", name)
 
-    def _load_or_create_meta_properties(self) -> str:
+    def _load_or_create_meta_properties(self, multi_node: bool) -> str:
         """Every log dir carries the cluster id and node id, so dirs of another cluster or node are refused."""
         found: dict[str, str] = {}
         for d in self.config.log_dirs:
@@ -144,38 +285,52 @@ class Broker:
         ids = set(found.values())
         if len(ids) > 1:
             raise StartupError(f"log dirs belong to different clusters: {sorted(ids)}")
-        cluster_id = ids.pop() if ids else self.config.cluster_id or _new_cluster_id()
+        configured = self.config.cluster_id
+        if ids and configured and configured not in ids:
+            raise StartupError(f"the log dirs belong to cluster {ids.pop()}, but cluster.id is {configured}")
+        if not ids and not configured and multi_node:
+            # Every node of a cluster must be formatted with the same id; a generated one would differ per node.
+            raise StartupError("a node of a multi-node cluster needs cluster.id (the same on every node) on "
+                               "its first start")
+        cluster_id = ids.pop() if ids else configured or _new_cluster_id()
         for d in self.config.log_dirs:
             if d not in found:
                 _write_properties(os.path.join(d, "meta.properties"),
                                   {"version": "1", "cluster.id": cluster_id, "node.id": str(self.node_id)})
         return cluster_id
 
-    async def _start_listeners(self) -> None:
+    def _listeners(self, controller: bool) -> list[tuple[str, str, int]]:
+        names = set(self.config.controller_listener_names)
+        return [(n, h, p) for n, h, p in self.config.listeners if (n in names) == controller]
+
+    async def _start_listeners(self, controller: bool) -> None:
+        if controller and not self.is_controller:
+            return
         loop = asyncio.get_running_loop()
-        for name, host, port in self.config.listeners:
+        for name, host, port in self._listeners(controller):
             server = await loop.create_server(
-                lambda: KafkaConnection(self, self.config.socket_request_max_bytes,
-                                        self.config.queued_max_requests, self._connections),
-                host or None, port, reuse_address=True, backlog=1024,
+                lambda name=name: KafkaConnection(self, self.config.socket_request_max_bytes,  # type: ignore[misc]
+                                                  self.config.queued_max_requests, self._connections, name,
+                                                  controller),
+                host or None, port, reuse_address=True, backlog=1024, start_serving=controller,
             )
             self._servers.append(server)
-            self.bound_ports.append(server.sockets[0].getsockname()[1])
+            self._bound.append((name, host or "0.0.0.0", server.sockets[0].getsockname()[1]))
+            if not controller:
+                self._client_servers.append(server)
+                self.bound_ports.append(server.sockets[0].getsockname()[1])
             log.debug("listener %s bound", name)
 
     def _bound_listeners(self) -> list[tuple[str, str, int]]:
-        return [(name, host or "0.0.0.0", port)
-                for (name, host, _), port in zip(self.config.listeners, self.bound_ports, strict=True)]
+        return list(self._bound)
 
-    def _registration(self) -> RegisterBrokerRecord:
-        advertised = self.config.advertised_listeners
-        bound = {name: port for name, _, port in self._bound_listeners()}
-        endpoints = tuple(
-            # Port 0 means "any free port" when binding; advertise the port actually bound.
-            Endpoint(name, host or "127.0.0.1", port or bound.get(name, port))
-            for name, host, port in advertised
-        )
-        return RegisterBrokerRecord(self.node_id, uuid.uuid4(), endpoints, self.config.broker_rack)
+    def _endpoints(self) -> tuple[Endpoint, ...]:
+        """The advertised client endpoints; port 0 ("any free port") is advertised as the port actually bound."""
+        controller_names = set(self.config.controller_listener_names)
+        bound = {name: port for name, _, port in self._bound}
+        return tuple(Endpoint(name, host or "127.0.0.1", port or bound.get(name, port),
+                              self.config.security_protocol(name))
+                     for name, host, port in self.config.advertised_listeners if name not in controller_names)
 
     async def _maintenance(self) -> None:
         retention_every_ms = self.config.log_retention_check_interval_ms
@@ -196,7 +351,7 @@ class Broker:
 
     @property
     def image(self) -> MetadataImage:
-        return self.controller.image
+        return self.quorum.image
 
     def _log_config(self, image: MetadataImage, topic: str | None) -> LogConfig:
         overrides = dict(image.topic_configs(topic)) if topic else {}
@@ -220,29 +375,108 @@ class Broker:
     def endpoint_for(self, registration: RegisterBrokerRecord) -> Endpoint | None:
         return registration.endpoints[0] if registration.endpoints else None
 
-    def auto_create_topic(self, name: str) -> None:
-        config = self.effective_config(self.image)
-        self.controller.create_topic(name, config.num_partitions, config.default_replication_factor, {}, {})
+    # -- reaching the controller ----------------------------------------------------------------------------
 
-    def next_producer_id(self) -> int:
-        if self._producer_id_next >= self._producer_ids.stop:
-            first = self.controller.allocate_producer_ids(PRODUCER_ID_BLOCK_SIZE)
-            self._producer_ids = range(first, first + PRODUCER_ID_BLOCK_SIZE)
-            self._producer_id_next = first
-        self._producer_id_next += 1
-        return self._producer_id_next - 1
+    async def forward_to_controller(self, ctx: RequestContext, request: Any) -> Any:
+        """The active controller's answer to a client's admin request, or None to answer it here.
+
+        None when this node is the active controller, when the request was itself forwarded (it came in on the
+        controller listener), or when no controller answered in time: then the handler runs here and reports
+        NOT_CONTROLLER per item, which clients retry. After a forwarded change, wait until this node has
+        applied it, so the client's next request here sees it.
+        """
+        if ctx.on_controller_listener or self.quorum.is_active_controller():
+            return None
+        try:
+            response = await self.channel.call(request, None, FORWARD_TIMEOUT_S, retry_if=not_controller_in)
+        except ControllerUnavailable as exc:
+            log.warning("cannot forward %s: %s", type(request).__name__, exc)
+            return None
+        await self.quorum.wait_until_caught_up(FORWARD_TIMEOUT_S)
+        return response
+
+    async def create_topic_via_controller(self, name: str, partitions: int, replication_factor: int,
+                                          configs: dict[str, str]) -> None:
+        """Create a topic through the active controller (here or remote). Raises KafkaError."""
+        if self.quorum.is_active_controller():
+            await self.controller.create_topic(name, partitions, replication_factor, {}, configs)
+            return
+        request = create_topics_request(name, partitions, replication_factor, configs)
+        try:
+            response = await self.channel.call(request, None, FORWARD_TIMEOUT_S, retry_if=not_controller_in)
+        except ControllerUnavailable as exc:
+            raise KafkaError(ErrorCode.leader_not_available, str(exc)) from exc
+        result = response.topics[0]
+        if result.error_code != ErrorCode.none:
+            raise KafkaError(ErrorCode(result.error_code), result.error_message or "")
+        await self.quorum.wait_until_caught_up(FORWARD_TIMEOUT_S)
+
+    async def auto_create_topic(self, name: str) -> None:
+        config = self.effective_config(self.image)
+        await self.create_topic_via_controller(name, config.num_partitions, config.default_replication_factor, {})
+
+    def _request_offsets_topic(self) -> None:
+        """Start creating `__consumer_offsets` in the background, once at a time."""
+        if self._offsets_topic_task is None or self._offsets_topic_task.done():
+            self._offsets_topic_task = asyncio.get_running_loop().create_task(self._create_offsets_topic())
+
+    async def _create_offsets_topic(self) -> None:
+        settings = self.groups.coordinator.settings
+        try:
+            await self.create_topic_via_controller(OFFSETS_TOPIC, settings.offsets_topic_partitions,
+                                                   settings.offsets_topic_replication_factor,
+                                                   dict(OFFSETS_TOPIC_CONFIGS))
+        except KafkaError as exc:
+            if exc.code != ErrorCode.topic_already_exists:
+                log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc.message)
+
+    async def ensure_offsets_topic(self, timeout_s: float = 10.0) -> None:
+        """Wait (bounded) for `__consumer_offsets` to exist, creating it if need be; errors are left to callers."""
+        if OFFSETS_TOPIC in self.image.topics_by_name:
+            return
+        self._request_offsets_topic()
+        assert self._offsets_topic_task is not None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._offsets_topic_task), timeout_s)
+
+    async def next_producer_id(self) -> int:
+        """A fresh producer id from a block reserved through the controller. Raises KafkaError."""
+        async with self._producer_id_lock:
+            if self._producer_id_next >= self._producer_ids.stop:
+                first, count = await self._allocate_producer_ids()
+                self._producer_ids = range(first, first + count)
+                self._producer_id_next = first
+            self._producer_id_next += 1
+            return self._producer_id_next - 1
+
+    async def _allocate_producer_ids(self) -> tuple[int, int]:
+        epoch = self.lifecycle.broker_epoch if self.lifecycle is not None else -1
+        request = make(apid_req.AllocateProducerIdsRequest, broker_id=self.node_id, broker_epoch=epoch)
+
+        async def local(req: Any) -> Any:
+            return await allocate_producer_ids.serve(self.controller, req, apid_resp.AllocateProducerIdsResponse)
+
+        try:
+            response = await self.channel.call(request, local, FORWARD_TIMEOUT_S, retry_if=not_controller_in)
+        except ControllerUnavailable as exc:
+            raise KafkaError(ErrorCode.coordinator_not_available, str(exc)) from exc
+        if response.error_code != ErrorCode.none:
+            raise KafkaError(ErrorCode.coordinator_not_available,
+                             f"the controller refused producer ids: {ErrorCode(response.error_code).name}")
+        return response.producer_id_start, response.producer_id_len
 
     # -- request dispatch -----------------------------------------------------------------------------------
 
     async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[bytes | memoryview] | None:
         header = codec.parse_request_header(frame)
-        api = APIS.get(header.api_key)
+        apis = CONTROLLER_APIS if conn.is_controller_listener else APIS
+        api = apis.get(header.api_key)
         if api is None:
-            raise InvalidRequest(f"unknown API key {header.api_key}")
+            raise InvalidRequest(f"unknown API key {header.api_key} on listener {conn.listener}")
         if not api.supports(header.api_version):
             if header.api_key == API_VERSIONS_KEY:
                 schema = codec.api_schema(API_VERSIONS_KEY, 0)
-                return codec.encode_response(schema, header.correlation_id, unsupported_version_response())
+                return codec.encode_response(schema, header.correlation_id, unsupported_version_response(apis))
             raise InvalidRequest(f"{api.name} v{header.api_version} is not supported "
                                  f"(supported: v{api.min_version}-v{api.max_version})")
         schema = codec.api_schema(header.api_key, header.api_version)
@@ -250,10 +484,19 @@ class Broker:
             request = api.decode(frame, codec.body_start(schema, frame, header), header.api_version)
         else:
             request = codec.decode_request(schema, frame, header)
-        response = await api.handle(RequestContext(header, schema, self, conn.peer), request)
+        context = RequestContext(header, schema, self, conn.peer, conn.is_controller_listener)
+        response = await api.handle(context, request)
         if response is None:
             return None
         return codec.encode_response(schema, header.correlation_id, response)
+
+
+def create_topics_request(name: str, partitions: int, replication_factor: int, configs: dict[str, str]) -> Any:
+    topic = make(ct_req.CreatableTopic, name=name, num_partitions=partitions, replication_factor=replication_factor,
+                 assignments=(), configs=tuple(make(ct_req.CreatableTopicConfig, name=k, value=v)
+                                               for k, v in configs.items()))
+    return make(ct_req.CreateTopicsRequest, topics=(topic,), timeout=datetime.timedelta(seconds=30),
+                validate_only=False)
 
 
 def _new_cluster_id() -> str:

@@ -28,8 +28,11 @@ class FrameHandler(Protocol):
 
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, handler: FrameHandler, max_request_bytes: int, max_queued_requests: int,
-                 connections: set[KafkaConnection]) -> None:
+                 connections: set[KafkaConnection], listener: str = "PLAINTEXT",
+                 is_controller_listener: bool = False) -> None:
         self._handler = handler
+        self.listener = listener
+        self.is_controller_listener = is_controller_listener
         self._reader = FrameReader(max_request_bytes)
         self._max_queued = max_queued_requests
         self._queue: collections.deque[Frame] = collections.deque()

@@ -17,6 +17,7 @@ class RequestContext:
     schema: ApiSchema
     broker: Broker
     peer: str
+    on_controller_listener: bool = False  # the request came in on a controller listener (from another node)
 
     @property
     def version(self) -> int:

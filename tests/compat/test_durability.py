@@ -39,11 +39,11 @@ def test_restart_after_clean_shutdown_skips_recovery(broker: BrokerProcess) -> N
     create_topic(broker.bootstrap, "clean", config={"segment.bytes": "2048"})
     ck_produce(broker.bootstrap, "clean", [{"value": b"x" * 100} for _ in range(500)], **{"batch.size": 1500})
     broker.restart()
-    assert "clean shutdown, no recovery" in broker.log_tail(5), broker.log_tail(5)
+    assert "clean shutdown, no recovery" in broker.log_tail(12), broker.log_tail(12)
     assert len(ck_consume(broker.bootstrap, "clean", 500)) == 500
     broker.kill()
     broker.start()
-    assert "after an unclean shutdown" in broker.log_tail(5), broker.log_tail(5)
+    assert "after an unclean shutdown" in broker.log_tail(12), broker.log_tail(12)
     assert len(ck_consume(broker.bootstrap, "clean", 500)) == 500
 
 

@@ -5,17 +5,22 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from moldau.server.handlers.registry import APIS
+from moldau.server.handlers.registry import APIS, CONTROLLER_APIS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_protocol_doc_lists_exactly_the_served_api_versions() -> None:
     text = (ROOT / "docs" / "protocol.md").read_text()
-    documented = {(int(k), name, int(lo), int(hi))
-                  for k, name, lo, hi in re.findall(r"^\| (\d+) \| (\w+) \| (\d+) \| (\d+) \|$", text, re.M)}
-    served = {(a.key, a.name, a.min_version, a.max_version) for a in APIS.values()}
-    assert documented == served
+    client_table, controller_table = text.split("| key | controller API |", 1)
+    assert _table(client_table) == {(a.key, a.name, a.min_version, a.max_version) for a in APIS.values()}
+    assert _table(controller_table) == {(a.key, a.name, a.min_version, a.max_version)
+                                        for a in CONTROLLER_APIS.values()}
+
+
+def _table(text: str) -> set[tuple[int, str, int, int]]:
+    return {(int(k), name, int(lo), int(hi))
+            for k, name, lo, hi in re.findall(r"^\| (\d+) \| (\w+) \| (\d+) \| (\d+) \|$", text, re.M)}
 
 
 def test_readme_opens_with_the_two_commands() -> None:

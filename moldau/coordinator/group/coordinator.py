@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -45,7 +45,6 @@ from moldau.coordinator.group.records import (
 )
 from moldau.coordinator.group.settings import CoordinatorSettings
 from moldau.coordinator.group.shard import GroupShard
-from moldau.metadata.controller import Controller
 from moldau.metadata.image import MetadataImage
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_batch import split_batches
@@ -69,11 +68,13 @@ class ListedGroup:
 
 
 class GroupCoordinator:
-    def __init__(self, node_id: int, settings: CoordinatorSettings, controller: Controller,
-                 replicas: ReplicaManager, new_member_id: MemberIdFactory = random_member_id) -> None:
+    def __init__(self, node_id: int, settings: CoordinatorSettings, image: Callable[[], MetadataImage],
+                 request_offsets_topic: Callable[[], None], replicas: ReplicaManager,
+                 new_member_id: MemberIdFactory = random_member_id) -> None:
         self.node_id = node_id
         self.settings = settings
-        self._controller = controller
+        self._image = image
+        self._request_offsets_topic = request_offsets_topic
         self._replicas = replicas
         self._new_member_id = new_member_id
         self.shards: dict[int, GroupShard] = {}
@@ -131,27 +132,27 @@ class GroupCoordinator:
         return self._replicas.leader_partition(OFFSETS_TOPIC, partition)
 
     def ensure_topic(self) -> None:
-        """Create `__consumer_offsets` if it does not exist. Raises KafkaError(COORDINATOR_NOT_AVAILABLE)."""
-        if OFFSETS_TOPIC in self._controller.image.topics_by_name:
+        """Raise COORDINATOR_NOT_AVAILABLE, and ask for `__consumer_offsets` to be created, if it does not exist.
+
+        Creation goes through the active controller, possibly on another node, so it cannot finish inside this
+        call; clients retry on COORDINATOR_NOT_AVAILABLE, as they do against Kafka.
+        """
+        if OFFSETS_TOPIC in self._image().topics_by_name:
             return
-        try:
-            self._controller.create_topic(OFFSETS_TOPIC, self.settings.offsets_topic_partitions,
-                                          self.settings.offsets_topic_replication_factor, {},
-                                          OFFSETS_TOPIC_CONFIGS)
-        except KafkaError as exc:
-            if exc.code != ErrorCode.topic_already_exists:
-                log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc.message)
-                raise KafkaError(ErrorCode.coordinator_not_available, exc.message) from exc
+        self._request_offsets_topic()
+        if OFFSETS_TOPIC in self._image().topics_by_name:
+            return  # created at once (a caller that can create it synchronously)
+        raise KafkaError(ErrorCode.coordinator_not_available, f"{OFFSETS_TOPIC} is being created")
 
     def partition_of(self, group_id: str) -> int:
-        topic = self._controller.image.topics_by_name.get(OFFSETS_TOPIC)
+        topic = self._image().topics_by_name.get(OFFSETS_TOPIC)
         count = len(topic.partitions) if topic else self.settings.offsets_topic_partitions
         return partition_for(group_id, count)
 
     def coordinator_node(self, group_id: str) -> int:
         """The broker leading the group's partition, creating the topic first if need be."""
         self.ensure_topic()
-        topic = self._controller.image.topics_by_name[OFFSETS_TOPIC]
+        topic = self._image().topics_by_name[OFFSETS_TOPIC]
         leader = topic.partitions[self.partition_of(group_id)].leader
         if leader < 0:
             raise KafkaError(ErrorCode.coordinator_not_available)
@@ -167,21 +168,21 @@ class GroupCoordinator:
 
     def find_group(self, group_id: str) -> ClassicGroup | None:
         """The group if it exists here; never creates the topic."""
-        if OFFSETS_TOPIC not in self._controller.image.topics_by_name:
+        if OFFSETS_TOPIC not in self._image().topics_by_name:
             return None
         shard = self.shards.get(self.partition_of(group_id))
         return shard.groups.get(group_id) if shard is not None else None
 
     def find_consumer_group(self, group_id: str) -> ConsumerGroup | None:
         """The consumer (KIP-848) group if it exists here; never creates the topic."""
-        if OFFSETS_TOPIC not in self._controller.image.topics_by_name:
+        if OFFSETS_TOPIC not in self._image().topics_by_name:
             return None
         shard = self.shards.get(self.partition_of(group_id))
         return shard.consumer_groups.get(group_id) if shard is not None else None
 
     def _topic_sizes(self) -> dict[str, int]:
         """Partition counts of the topics consumer groups may subscribe to."""
-        return {name: len(t.partitions) for name, t in self._controller.image.topics_by_name.items()
+        return {name: len(t.partitions) for name, t in self._image().topics_by_name.items()
                 if name != OFFSETS_TOPIC}
 
     # -- writing -------------------------------------------------------------------------------------------

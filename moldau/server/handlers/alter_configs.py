@@ -22,7 +22,10 @@ from moldau.server.handlers.incremental_alter_configs import Change, alter_resou
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    responses = alter_resources(ctx, request.resources, _changes, request.validate_only, replace_all=True)
+    forwarded = await ctx.broker.forward_to_controller(ctx, request)
+    if forwarded is not None:
+        return forwarded
+    responses = await alter_resources(ctx, request.resources, _changes, request.validate_only, replace_all=True)
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, responses=responses)
 
 

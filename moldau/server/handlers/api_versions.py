@@ -18,21 +18,20 @@ from moldau.server.handlers.common import NO_THROTTLE
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    from moldau.server.handlers.registry import APIS
+    from moldau.server.handlers.registry import APIS, CONTROLLER_APIS
 
+    apis = CONTROLLER_APIS if ctx.on_controller_listener else APIS
     api_version = ctx.nested("ApiVersion")
     keys = tuple(make(api_version, api_key=a.key, min_version=a.min_version, max_version=a.max_version)
-                 for a in sorted(APIS.values(), key=lambda a: a.key))
+                 for a in sorted(apis.values(), key=lambda a: a.key))
     return make(ctx.schema.response_type, error_code=ErrorCode.none, api_keys=keys, throttle_time=NO_THROTTLE,
                 supported_features=(), finalized_features_epoch=-1, finalized_features=(),
                 zk_migration_ready=False)
 
 
-def unsupported_version_response() -> Any:
-    from moldau.server.handlers.registry import APIS
-
+def unsupported_version_response(apis: dict[int, Api]) -> Any:
     keys = tuple(make(v0.ApiVersion, api_key=a.key, min_version=a.min_version, max_version=a.max_version)
-                 for a in sorted(APIS.values(), key=lambda a: a.key))
+                 for a in sorted(apis.values(), key=lambda a: a.key))
     return make(v0.ApiVersionsResponse, error_code=ErrorCode.unsupported_version, api_keys=keys)
 
 

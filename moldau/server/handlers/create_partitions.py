@@ -4,7 +4,7 @@ Kafka only ever grows a topic: the new count must be larger than the current one
 otherwise), since shrinking would lose data and change the key-to-partition mapping. Assignments, when given,
 list the replicas of each new partition only, one list per new partition (INVALID_REPLICA_ASSIGNMENT if they
 do not match). A topic named twice in one request fails with INVALID_REQUEST and is not changed.
-`validate_only` checks everything and changes nothing. The controller commits synchronously, so the
+`validate_only` checks everything and changes nothing. The controller commits before answering, so the
 request's timeout never expires.
 """
 
@@ -21,21 +21,24 @@ from moldau.server.handlers.common import NO_THROTTLE
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    forwarded = await ctx.broker.forward_to_controller(ctx, request)
+    if forwarded is not None:
+        return forwarded
     counts = Counter(t.name for t in request.topics)
-    results = tuple(
+    results = tuple([
         _result(ctx, t.name, ErrorCode.invalid_request, "duplicate topic in request")
-        if counts[t.name] > 1 else _create(ctx, t, request.validate_only)
+        if counts[t.name] > 1 else await _create(ctx, t, request.validate_only)
         for t in request.topics
-    )
+    ])
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, results=results)
 
 
-def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
+async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
     assignments = None
     if topic.assignments is not None:
         assignments = [tuple(a.broker_ids) for a in topic.assignments]
     try:
-        ctx.broker.controller.create_partitions(topic.name, topic.count, assignments, validate_only)
+        await ctx.broker.controller.create_partitions(topic.name, topic.count, assignments, validate_only)
     except KafkaError as exc:
         return _result(ctx, topic.name, exc.code, exc.message)
     return _result(ctx, topic.name, ErrorCode.none, None)

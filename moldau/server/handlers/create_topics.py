@@ -33,20 +33,24 @@ _NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    forwarded = await ctx.broker.forward_to_controller(ctx, request)
+    if forwarded is not None:
+        return forwarded
     counts = Counter(t.name for t in request.topics)
-    topics = tuple(
+    topics = tuple([
         _error(ctx, t.name, ErrorCode.invalid_request, f"topic '{t.name}' is named more than once in the request")
-        if counts[t.name] > 1 else _create(ctx, t, request.validate_only)
+        if counts[t.name] > 1 else await _create(ctx, t, request.validate_only)
         for t in request.topics
-    )
+    ])
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, topics=topics)
 
 
-def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
+async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
     try:
         configs = _configs(topic)
-        created = ctx.broker.controller.create_topic(topic.name, topic.num_partitions, topic.replication_factor,
-                                                     _assignments(topic), configs, validate_only)
+        created = await ctx.broker.controller.create_topic(topic.name, topic.num_partitions,
+                                                           topic.replication_factor, _assignments(topic), configs,
+                                                           validate_only)
     except KafkaError as exc:
         return _error(ctx, topic.name, exc.code, exc.message)
     return _created(ctx, topic.name, created)

@@ -32,17 +32,20 @@ _FIRST_VERSION_WITH_DELETION_DISABLED = 3
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    forwarded = await ctx.broker.forward_to_controller(ctx, request)
+    if forwarded is not None:
+        return forwarded
     if ctx.version < 6:
         wanted: list[tuple[str | None, uuid.UUID | None]] = [(name, None) for name in request.topic_names]
     else:
         wanted = [(t.name, _topic_id(t.topic_id)) for t in request.topics]
     # Kafka refuses every entry of a name or id given twice rather than guessing which one was meant.
     counts = Counter(topic_id or name for name, topic_id in wanted)
-    results = tuple(
+    results = tuple([
         _result(ctx, name, topic_id, ErrorCode.invalid_request, "duplicate topic in request")
-        if counts[topic_id or name] > 1 else _delete(ctx, name, topic_id)
+        if counts[topic_id or name] > 1 else await _delete(ctx, name, topic_id)
         for name, topic_id in wanted
-    )
+    ])
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, responses=results)
 
 
@@ -51,13 +54,13 @@ def _topic_id(value: uuid.UUID | None) -> uuid.UUID | None:
     return None if value is None or value == _NO_TOPIC_ID else value
 
 
-def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> Any:
+async def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> Any:
     try:
         _check_deletion_enabled(ctx)
         topic = _find(ctx, name, topic_id)
         if topic.is_internal:
             raise KafkaError(ErrorCode.invalid_request, f"'{topic.name}' is an internal topic and cannot be deleted")
-        ctx.broker.controller.delete_topic(topic)
+        await ctx.broker.controller.delete_topic(topic)
     except KafkaError as exc:
         return _result(ctx, name, topic_id, exc.code, exc.message)
     return _result(ctx, topic.name, topic.topic_id, ErrorCode.none, None)

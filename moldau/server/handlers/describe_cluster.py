@@ -1,9 +1,9 @@
 """DescribeCluster (key 60): the cluster id, the controller and the brokers with their endpoints (KIP-700).
 
-From v1 the client says which kind of endpoints it wants (KIP-919): 1 for brokers, 2 for controllers. This
-broker's listeners are broker endpoints, so a request for controllers gets MISMATCHED_ENDPOINT_TYPE, as a
-Kafka broker answers, and an unknown type UNSUPPORTED_ENDPOINT_TYPE. From v2 a client may ask for fenced
-brokers too (KIP-1073); a registered broker here is never fenced, so the flag changes nothing.
+From v1 the client says which kind of endpoints it wants (KIP-919): 1 for brokers, 2 for controllers. Broker
+listeners serve broker endpoints and controller listeners controller endpoints (the quorum voters); asking a
+listener for the other kind gets MISMATCHED_ENDPOINT_TYPE, as from Kafka, and an unknown type
+UNSUPPORTED_ENDPOINT_TYPE. Fenced brokers are left out unless a v2 request asks for them (KIP-1073).
 
 There is no authorizer, so the cluster's authorized operations are reported as omitted.
 """
@@ -23,34 +23,47 @@ ENDPOINT_BROKERS, ENDPOINT_CONTROLLERS = 1, 2
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     endpoint_type = getattr(request, "endpoint_type", ENDPOINT_BROKERS)
-    if endpoint_type == ENDPOINT_CONTROLLERS:
-        return _error(ctx, ErrorCode.mismatched_endpoint_type,
-                      "this listener serves broker endpoints, not controller endpoints")
-    if endpoint_type != ENDPOINT_BROKERS:
+    if endpoint_type not in (ENDPOINT_BROKERS, ENDPOINT_CONTROLLERS):
         return _error(ctx, ErrorCode.unsupported_endpoint_type, f"unknown endpoint type {endpoint_type}")
-    return _response(ctx, ErrorCode.none, None, _brokers(ctx))
+    if (endpoint_type == ENDPOINT_CONTROLLERS) != ctx.on_controller_listener:
+        wanted = "controller" if endpoint_type == ENDPOINT_CONTROLLERS else "broker"
+        return _error(ctx, ErrorCode.mismatched_endpoint_type, f"this listener does not serve {wanted} endpoints")
+    if endpoint_type == ENDPOINT_CONTROLLERS:
+        return _response(ctx, ErrorCode.none, None, _controllers(ctx), endpoint_type)
+    return _response(ctx, ErrorCode.none, None, _brokers(ctx, getattr(request, "include_fenced_brokers", False)))
 
 
-def _brokers(ctx: RequestContext) -> tuple[Any, ...]:
+def _brokers(ctx: RequestContext, include_fenced: bool) -> tuple[Any, ...]:
     cls = ctx.nested("DescribeClusterBroker")
     out = []
     for broker_id, registration in sorted(ctx.broker.image.brokers.items()):
         endpoint = ctx.broker.endpoint_for(registration)
         # A broker without an endpoint on this listener cannot be reached by the client; Kafka leaves it out.
-        if endpoint is not None:
+        if endpoint is not None and (include_fenced or not registration.fenced):
             out.append(make(cls, broker_id=broker_id, host=endpoint.host, port=endpoint.port,
-                            rack=registration.rack, is_fenced=False))
+                            rack=registration.rack, is_fenced=registration.fenced))
     return tuple(out)
+
+
+def _controllers(ctx: RequestContext) -> tuple[Any, ...]:
+    """The quorum voters and their controller listeners (KIP-919, for admin clients bootstrapping on those)."""
+    cls = ctx.nested("DescribeClusterBroker")
+    return tuple(make(cls, broker_id=v.node_id, host=v.host, port=v.port, rack=None, is_fenced=False)
+                 for v in sorted(ctx.broker.quorum.voters.values(), key=lambda v: v.node_id) if v.port > 0)
 
 
 def _error(ctx: RequestContext, code: ErrorCode, message: str) -> Any:
     return _response(ctx, code, message, ())
 
 
-def _response(ctx: RequestContext, code: ErrorCode, message: str | None, brokers: tuple[Any, ...]) -> Any:
+def _response(ctx: RequestContext, code: ErrorCode, message: str | None, brokers: tuple[Any, ...],
+              endpoint_type: int = ENDPOINT_BROKERS) -> Any:
+    # Clients send admin requests to the controller id; every broker forwards them, so this broker will do.
+    controller_id = ctx.broker.quorum.leader_id if endpoint_type == ENDPOINT_CONTROLLERS else ctx.broker.node_id
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=code, error_message=message,
-                endpoint_type=ENDPOINT_BROKERS, cluster_id=ctx.broker.cluster_id,
-                controller_id=ctx.broker.node_id if code == ErrorCode.none else -1, brokers=brokers,
+                endpoint_type=endpoint_type, cluster_id=ctx.broker.cluster_id,
+                controller_id=controller_id if code == ErrorCode.none and controller_id is not None else -1,
+                brokers=brokers,
                 cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 

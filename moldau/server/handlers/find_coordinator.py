@@ -32,6 +32,9 @@ class _Found:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     key_type = getattr(request, "key_type", KEY_TYPE_GROUP)
+    if key_type == KEY_TYPE_GROUP:
+        # The first lookup creates `__consumer_offsets`; waiting for it here answers in one round trip.
+        await ctx.broker.ensure_offsets_topic()
     if ctx.version < 4:
         found = _find(ctx, request.key, key_type)
         return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=found.error,

@@ -32,7 +32,10 @@ ChangesOf = Callable[[Any], list[Change]]
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    responses = alter_resources(ctx, request.resources, _changes, request.validate_only, replace_all=False)
+    forwarded = await ctx.broker.forward_to_controller(ctx, request)
+    if forwarded is not None:
+        return forwarded
+    responses = await alter_resources(ctx, request.resources, _changes, request.validate_only, replace_all=False)
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, responses=responses)
 
 
@@ -44,7 +47,7 @@ def _changes(resource: Any) -> list[Change]:
     return changes
 
 
-def alter_resources(ctx: RequestContext, resources: Sequence[Any], changes_of: ChangesOf, validate_only: bool,
+async def alter_resources(ctx: RequestContext, resources: Sequence[Any], changes_of: ChangesOf, validate_only: bool,
                     replace_all: bool) -> tuple[Any, ...]:
     """One response per resource; shared with the legacy AlterConfigs, whose responses look the same."""
     counts = Counter((r.resource_type, r.resource_name) for r in resources)
@@ -53,7 +56,7 @@ def alter_resources(ctx: RequestContext, resources: Sequence[Any], changes_of: C
         try:
             if counts[(resource.resource_type, resource.resource_name)] > 1:
                 raise KafkaError(ErrorCode.invalid_request, "resource named more than once in the request")
-            _alter(ctx, resource, changes_of(resource), validate_only, replace_all)
+            await _alter(ctx, resource, changes_of(resource), validate_only, replace_all)
         except KafkaError as exc:
             out.append(_response(ctx, resource, exc.code, exc.message))
         else:
@@ -61,7 +64,7 @@ def alter_resources(ctx: RequestContext, resources: Sequence[Any], changes_of: C
     return tuple(out)
 
 
-def _alter(ctx: RequestContext, resource: Any, changes: list[Change], validate_only: bool,
+async def _alter(ctx: RequestContext, resource: Any, changes: list[Change], validate_only: bool,
            replace_all: bool) -> None:
     if resource.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER):
         raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource.resource_type}")
@@ -69,8 +72,8 @@ def _alter(ctx: RequestContext, resource: Any, changes: list[Change], validate_o
     duplicates = sorted(name for name, count in Counter(name for name, _, _ in changes).items() if count > 1)
     if duplicates:
         raise KafkaError(ErrorCode.invalid_request, f"configs named more than once: {', '.join(duplicates)}")
-    ctx.broker.controller.alter_configs(resource.resource_type, resource.resource_name, changes,
-                                        validate_only, replace_all)
+    await ctx.broker.controller.alter_configs(resource.resource_type, resource.resource_name, changes,
+                                              validate_only, replace_all)
 
 
 def _response(ctx: RequestContext, resource: Any, code: ErrorCode, message: str | None) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.protocol.codec import make
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
@@ -20,7 +20,11 @@ from moldau.server.handlers.common import NO_THROTTLE
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if request.transactional_id is not None:
         return _response(ctx, ErrorCode.coordinator_not_available, -1, -1)
-    return _response(ctx, ErrorCode.none, ctx.broker.next_producer_id(), 0)
+    try:
+        producer_id = await ctx.broker.next_producer_id()
+    except KafkaError as exc:
+        return _response(ctx, exc.code, -1, -1)  # clients retry COORDINATOR_NOT_AVAILABLE
+    return _response(ctx, ErrorCode.none, producer_id, 0)
 
 
 def _response(ctx: RequestContext, code: ErrorCode, producer_id: int, epoch: int) -> Any:

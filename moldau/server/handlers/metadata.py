@@ -1,9 +1,12 @@
 """Metadata (key 3): brokers, controller, and topics with their partitions, leaders and replicas.
 
 Topics are looked up by name, or by id from v10. A topic that does not exist is created here when both the
-request (v4+) and the broker (`auto.create.topics.enable`) allow it, with the broker's defaults; creation is
-synchronous, so the response already carries the new topic's partitions. In v0 an empty topic list means
-all topics; from v1 that is a null list.
+request (v4+) and the broker (`auto.create.topics.enable`) allow it, with the broker's defaults; creation goes
+through the active controller and is awaited, so the response already carries the new topic's partitions. In v0
+an empty topic list means all topics; from v1 that is a null list.
+
+Only unfenced brokers are listed, as in KRaft. A partition whose leader is fenced or gone has leader -1 and
+LEADER_NOT_AVAILABLE, and its replicas on fenced brokers are listed as offline, so clients wait and refresh.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         topics = [_topic(ctx, t, ErrorCode.none) for t in image.topics_by_name.values()]
     else:
         allow_create = getattr(request, "allow_auto_topic_creation", True) and broker.config.auto_create_topics
-        topics = [_requested_topic(ctx, t, allow_create) for t in wanted]
+        topics = [await _requested_topic(ctx, t, allow_create) for t in wanted]
     image = broker.image
     return make(
         ctx.schema.response_type,
@@ -48,6 +51,8 @@ def _brokers(ctx: RequestContext, image: MetadataImage) -> tuple[Any, ...]:
     cls = ctx.nested("MetadataResponseBroker")
     out = []
     for broker_id, registration in sorted(image.brokers.items()):
+        if registration.fenced:
+            continue
         endpoint = ctx.broker.endpoint_for(registration)
         if endpoint is not None:
             out.append(make(cls, node_id=broker_id, host=endpoint.host, port=endpoint.port,
@@ -55,7 +60,7 @@ def _brokers(ctx: RequestContext, image: MetadataImage) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _requested_topic(ctx: RequestContext, requested: Any, allow_create: bool) -> Any:
+async def _requested_topic(ctx: RequestContext, requested: Any, allow_create: bool) -> Any:
     image = ctx.broker.image
     name = requested.name
     topic_id = getattr(requested, "topic_id", None)
@@ -74,7 +79,7 @@ def _requested_topic(ctx: RequestContext, requested: Any, allow_create: bool) ->
     if not allow_create:
         return _missing(ctx, name, None, ErrorCode.unknown_topic_or_partition)
     try:
-        ctx.broker.auto_create_topic(name)
+        await ctx.broker.auto_create_topic(name)
     except KafkaError as exc:
         if exc.code != ErrorCode.topic_already_exists:
             return _missing(ctx, name, None, exc.code)
@@ -92,9 +97,12 @@ def _missing(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None, 
 
 def _topic(ctx: RequestContext, topic: TopicImage, code: ErrorCode) -> Any:
     part_cls = ctx.nested("MetadataResponsePartition")
+    image = ctx.broker.image
     partitions = tuple(
-        make(part_cls, error_code=ErrorCode.none, partition_index=p.partition, leader_id=p.leader,
-             leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr, offline_replicas=())
+        make(part_cls, error_code=ErrorCode.none if p.leader >= 0 else ErrorCode.leader_not_available,
+             partition_index=p.partition, leader_id=p.leader, leader_epoch=p.leader_epoch,
+             replica_nodes=p.replicas, isr_nodes=p.isr,
+             offline_replicas=tuple(r for r in p.replicas if not image.is_live(r)))
         for p in sorted(topic.partitions.values(), key=lambda p: p.partition)
     )
     return make(ctx.nested("MetadataResponseTopic"), error_code=code, name=topic.name, topic_id=topic.topic_id,

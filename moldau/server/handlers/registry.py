@@ -1,10 +1,19 @@
-"""The one list of the APIs this broker serves. ApiVersions advertises exactly these ranges."""
+"""The APIs each kind of listener serves. ApiVersions advertises exactly these ranges.
+
+Client listeners serve the client APIs. Controller listeners serve what nodes send each other (the quorum's
+Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot; BrokerRegistration, BrokerHeartbeat and
+AllocateProducerIds) and the admin requests brokers forward to the active controller.
+"""
 
 from __future__ import annotations
 
 from moldau.server.handlers import (
+    allocate_producer_ids,
     alter_configs,
     api_versions,
+    begin_quorum_epoch,
+    broker_heartbeat,
+    broker_registration,
     consumer_group_describe,
     consumer_group_heartbeat,
     create_partitions,
@@ -16,7 +25,10 @@ from moldau.server.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_quorum,
+    end_quorum_epoch,
     fetch,
+    fetch_snapshot,
     find_coordinator,
     heartbeat,
     incremental_alter_configs,
@@ -30,7 +42,9 @@ from moldau.server.handlers import (
     offset_delete,
     offset_fetch,
     produce,
+    quorum_fetch,
     sync_group,
+    vote,
 )
 from moldau.server.handlers.api import Api
 
@@ -65,5 +79,28 @@ APIS: dict[int, Api] = {
         describe_cluster.API,
         consumer_group_heartbeat.API,
         consumer_group_describe.API,
+        describe_quorum.API,
+    )
+}
+
+CONTROLLER_APIS: dict[int, Api] = {
+    api.key: api
+    for api in (
+        api_versions.API,
+        quorum_fetch.API,
+        vote.API,
+        begin_quorum_epoch.API,
+        end_quorum_epoch.API,
+        describe_quorum.API,
+        fetch_snapshot.API,
+        broker_registration.API,
+        broker_heartbeat.API,
+        allocate_producer_ids.API,
+        create_topics.API,
+        delete_topics.API,
+        create_partitions.API,
+        alter_configs.API,
+        incremental_alter_configs.API,
+        describe_cluster.API,
     )
 }

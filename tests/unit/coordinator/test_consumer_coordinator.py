@@ -51,7 +51,7 @@ def join(node: Node, member: str) -> HeartbeatResult:
 def test_restart_replays_consumer_groups_and_members_carry_on(open_node: Callable[[], Node],
                                                               clock: ManualClock) -> None:
     node = open_node()
-    node.controller.create_topic("t", 4, 1, {}, {})
+    node.controller.create_topic("t", 4, {})
     first = join(node, "a")
     assert (first.error, first.member_epoch, len(first.assignment or ())) == (ErrorCode.none, 1, 4)
     commit = [OffsetCommit("t", 0, 5, -1, "")]
@@ -75,7 +75,7 @@ def test_restart_replays_consumer_groups_and_members_carry_on(open_node: Callabl
 
 def test_silent_member_is_removed_by_the_timer(open_node: Callable[[], Node], clock: ManualClock) -> None:
     node = open_node()
-    node.controller.create_topic("t", 2, 1, {}, {})
+    node.controller.create_topic("t", 2, {})
     join(node, "a")
     join(node, "b")
     for _ in range(4):
@@ -91,7 +91,7 @@ def test_silent_member_is_removed_by_the_timer(open_node: Callable[[], Node], cl
 
 def test_classic_requests_for_a_consumer_group(open_node: Callable[[], Node]) -> None:
     node = open_node()
-    node.controller.create_topic("t", 1, 1, {}, {})
+    node.controller.create_topic("t", 1, {})
     join(node, "a")
     assert node.join("cg").error == ErrorCode.inconsistent_group_protocol
     assert node.coordinator.find_group("cg") is None  # DescribeGroups: not a classic group

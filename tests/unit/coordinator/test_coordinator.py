@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,7 +12,7 @@ import pytest
 
 from moldau.clock import Clock, ManualClock
 from moldau.coordinator.group.classic import GroupState
-from moldau.coordinator.group.coordinator import GroupCoordinator
+from moldau.coordinator.group.coordinator import OFFSETS_TOPIC_CONFIGS, GroupCoordinator
 from moldau.coordinator.group.member import (
     Completion,
     JoinRequest,
@@ -25,9 +25,17 @@ from moldau.coordinator.group.offsets import OffsetCommit
 from moldau.coordinator.group.records import OFFSETS_TOPIC, partition_for
 from moldau.coordinator.group.settings import CoordinatorSettings
 from moldau.coordinator.group.shard import ShardSettings
-from moldau.metadata.controller import Controller
+from moldau.metadata.image import MetadataImage
 from moldau.metadata.log import LocalMetadataLog
-from moldau.metadata.records import Endpoint, RegisterBrokerRecord
+from moldau.metadata.records import (
+    RESOURCE_TOPIC,
+    ConfigRecord,
+    Endpoint,
+    MetadataRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
 from moldau.protocol.errors import ErrorCode
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.storage.log_config import LogConfig
@@ -38,20 +46,49 @@ PARTITIONS = 4
 SETTINGS = CoordinatorSettings(ShardSettings(LIMITS, 4096, 60_000), PARTITIONS, 1, 600_000)
 
 
+class Metadata:
+    """The metadata a single node needs here: records appended durably to a file and replayed into an image.
+
+    Creating the offsets topic happens at once, inside the coordinator's request, as a one-voter quorum would.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.log = LocalMetadataLog(path)
+        self.image = MetadataImage().apply((r for _, r in self.log.entries), self.log.next_offset - 1)
+        self.listeners: list[Callable[[MetadataImage], None]] = []
+
+    def commit(self, records: list[MetadataRecord]) -> None:
+        self.image = self.image.apply(records, self.log.append(records))
+        for listener in self.listeners:
+            listener(self.image)
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> None:
+        topic_id = uuid.uuid4()
+        records: list[MetadataRecord] = [TopicRecord(name, topic_id)]
+        records += [ConfigRecord(RESOURCE_TOPIC, name, k, v) for k, v in configs.items()]
+        records += [PartitionRecord(topic_id, p, (1,), (1,), 1, 0, 0) for p in range(partitions)]
+        self.commit(records)
+
+    def create_offsets_topic(self) -> None:
+        if OFFSETS_TOPIC not in self.image.topics_by_name:
+            self.create_topic(OFFSETS_TOPIC, PARTITIONS, OFFSETS_TOPIC_CONFIGS)
+
+
 class Node:
-    """Just enough of a broker for the coordinator: controller, logs, replicas. Reopening replays everything."""
+    """Just enough of a broker for the coordinator: metadata, logs, replicas. Reopening replays everything."""
 
     def __init__(self, root: Path, clock: Clock) -> None:
         self.clock = clock
-        self.controller = Controller(LocalMetadataLog(str(root / "meta" / "metadata.log")), 1)
-        self.controller.register_broker(
-            RegisterBrokerRecord(1, uuid.uuid4(), (Endpoint("PLAINTEXT", "127.0.0.1", 9092),), None))
+        self.controller = Metadata(str(root / "meta" / "metadata.log"))
+        self.controller.commit(
+            [RegisterBrokerRecord(1, uuid.uuid4(), (Endpoint("PLAINTEXT", "127.0.0.1", 9092),), None)])
         self.logs = LogManager([str(root / "logs")], clock, LogConfig())
         self.replicas = ReplicaManager(1, self.logs, lambda image, topic: LogConfig())
-        self.controller.add_listener(self.replicas.apply_image)
+        self.controller.listeners.append(lambda image: self.replicas.apply_image(None, image))
         self.replicas.apply_image(None, self.controller.image)
-        self.coordinator = GroupCoordinator(1, SETTINGS, self.controller, self.replicas, SequentialIds())
-        self.controller.add_listener(lambda before, image: self.coordinator.on_image(image, clock.time_ms()))
+        self.coordinator = GroupCoordinator(1, SETTINGS, lambda: self.controller.image,
+                                            self.controller.create_offsets_topic, self.replicas, SequentialIds())
+        self.controller.listeners.append(lambda image: self._take(self.coordinator.on_image(image, clock.time_ms())))
         self.coordinator.on_image(self.controller.image, clock.time_ms())
         self.answers: dict[int, JoinResult | SyncResult] = {}
         self._handle = 0
@@ -59,7 +96,7 @@ class Node:
     def close(self) -> None:
         self.coordinator.close()
         self.logs.close()
-        self.controller.close()
+        self.controller.log.close()
 
     def _take(self, completions: list[Completion]) -> None:
         self.answers.update((c.handle, c.result) for c in completions)

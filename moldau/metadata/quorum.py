@@ -1,0 +1,441 @@
+"""The metadata quorum of one node: the Raft core driven by asyncio, disk and the network.
+
+`RaftNode` (moldau.raft) decides; this class performs. It feeds the core with ticks, with requests that arrive
+on the controller listener and with the answers to requests it sent, and carries out the core's actions in the
+order given: term/vote and log changes go to the `QuorumStore`, and the log is fsynced before any message that
+could report it leaves (the core's contract). Entries below the high watermark are committed: they are applied,
+in order, to the metadata image, and the listeners are told.
+
+A single node is a quorum of one voter: proposals commit as soon as they are on disk, all in the same call, so a
+lone broker behaves exactly as before there was a quorum. A broker that is not a voter is an observer: it fetches
+the log from the leader and applies it, but never votes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from moldau.clock import Clock
+from moldau.metadata import raft_wire as wire
+from moldau.metadata.image import MetadataImage
+from moldau.metadata.quorum_store import QuorumStore, decode_records, encode_records
+from moldau.metadata.records import MetadataRecord
+from moldau.net.client import ConnectionFailed, ConnectionPool
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.raft import (
+    Append,
+    BeginEpoch,
+    Config,
+    EndEpoch,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    InstallSnapshot,
+    Message,
+    RaftNode,
+    ReplicaState,
+    Role,
+    SaveSnapshot,
+    Send,
+    SetTermVote,
+    Snapshot,
+    Truncate,
+    VoteRequest,
+    VoteResponse,
+)
+
+log = logging.getLogger(__name__)
+
+TICK_INTERVAL_S = 0.01
+REQUEST_TIMEOUT_S = 2.0
+
+ImageListener = Callable[[MetadataImage, MetadataImage], None]
+
+
+@dataclass(frozen=True, slots=True)
+class VoterAddress:
+    node_id: int
+    host: str
+    port: int
+
+
+class MetadataQuorum:
+    def __init__(self, node_id: int, voters: Sequence[VoterAddress], cluster_id: str, directory: str,
+                 clock: Clock, raft_config: Config, snapshot_every_bytes: int,
+                 rng: random.Random | None = None) -> None:
+        self.node_id = node_id
+        self.voters = {v.node_id: v for v in voters}
+        self.cluster_id = cluster_id
+        self.clock = clock
+        self._config = raft_config
+        self._snapshot_every_bytes = snapshot_every_bytes
+        self._rng = rng or random.Random()
+        self._store = QuorumStore(directory)
+        self._pool = ConnectionPool(f"moldau-quorum-{node_id}")
+        self.image = MetadataImage()
+        self.applied_offset = 0  # entries below this are applied to the image
+        self._bytes_since_snapshot = 0
+        self._listeners: list[ImageListener] = []
+        self._leader_listeners: list[Callable[[], None]] = []
+        self._pending: dict[int, asyncio.Future[int]] = {}  # offset after a proposal -> applied
+        self._epoch_start: int | None = None  # leader: offset of our leader-change entry
+        self._replies: list[Message] | None = None  # collects answers while an inbound request is handled
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._tick_task: asyncio.Task[None] | None = None
+        self._applied_event = asyncio.Event()
+        self._fetch_answers = 0  # fetch answers received from a leader, for `wait_until_caught_up`
+        self._last_leader_hw = 0
+        self._last_role: tuple[Role, int, int | None] | None = None
+        self.node: RaftNode
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+
+    def open(self, initial_records: Sequence[MetadataRecord] = ()) -> None:
+        """Load the durable state; `initial_records` seed a brand-new log (a migrated single-node log)."""
+        state = self._store.load()
+        if state.snapshot is None and not state.entries and state.term == 0 and initial_records:
+            snapshot = Snapshot(len(initial_records), 0, encode_records(initial_records))
+            self._store.install_snapshot(snapshot)
+            state.snapshot = snapshot
+        if state.snapshot is not None:
+            self._install_image(state.snapshot)
+        self.node = RaftNode(self.node_id, frozenset(self.voters), state, self._rng, self._now(), self._config)
+
+    def start(self) -> None:
+        self._tick()  # a single voter elects itself at once
+        self._tick_task = asyncio.get_running_loop().create_task(self._tick_loop())
+
+    async def stop(self, resign: bool = True) -> None:
+        if resign and self.node.role is Role.LEADER and len(self.voters) > 1:
+            self.node.resign(self._now())
+            self._run_actions()
+            await asyncio.sleep(0.05)  # give the EndQuorumEpoch requests a moment to leave
+        if self._tick_task is not None:
+            self._tick_task.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        self._fail_pending("the node is shutting down")
+        self._pool.close()
+        self._store.close()
+
+    def add_listener(self, listener: ImageListener) -> None:
+        self._listeners.append(listener)
+
+    def add_leadership_listener(self, listener: Callable[[], None]) -> None:
+        """Called whenever this node's role or term changes."""
+        self._leader_listeners.append(listener)
+
+    # -- state ---------------------------------------------------------------------------------------------------
+
+    @property
+    def leader_id(self) -> int | None:
+        return self.node.leader_id
+
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id in self.voters
+
+    def is_active_controller(self) -> bool:
+        """Leader, with every entry of earlier epochs applied: its image is the whole committed truth."""
+        return (self.node.role is Role.LEADER and self._epoch_start is not None
+                and self.applied_offset > self._epoch_start)
+
+    def leader_address(self) -> VoterAddress | None:
+        leader = self.node.leader_id
+        return None if leader is None else self.voters.get(leader)
+
+    @property
+    def high_watermark(self) -> int:
+        return self.node.high_watermark
+
+    def next_offset(self) -> int:
+        """The offset the next proposal will get (on the leader, under the controller's lock)."""
+        return self.node.log.end_offset
+
+    def clock_ms(self) -> int:
+        return self._now()
+
+    def replica_states(self) -> list[ReplicaState]:
+        return self.node.replica_states(self._now())
+
+    # -- proposals -------------------------------------------------------------------------------------------
+
+    async def propose(self, records: Sequence[MetadataRecord]) -> int:
+        """Append `records` as one atomic entry and wait until applied here; returns the entry's offset.
+
+        Raises KafkaError(NOT_CONTROLLER) when this node is not the active controller or loses leadership before
+        the entry commits, and KAFKA_STORAGE_ERROR when the log cannot be written.
+        """
+        if not self.is_active_controller():
+            raise KafkaError(ErrorCode.not_controller, "this node is not the active controller")
+        result = self.node.propose([tuple(records)], self._now())
+        if not isinstance(result, int):
+            raise KafkaError(ErrorCode.not_controller, "this node is not the active controller")
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._pending[result + 1] = future
+        try:
+            self._run_actions()
+        except OSError as exc:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"cannot write the metadata log: {exc}") from exc
+        return await future
+
+    def _resolve_pending(self) -> None:
+        for end in sorted(o for o in self._pending if o <= self.applied_offset):
+            future = self._pending.pop(end)
+            if not future.done():
+                future.set_result(end - 1)
+
+    def _fail_pending(self, why: str) -> None:
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(KafkaError(ErrorCode.not_controller, why))
+
+    async def wait_until_caught_up(self, timeout_s: float) -> bool:
+        """Wait until this node applied everything the leader had committed when the call was made.
+
+        A broker that forwarded a change to the controller calls this before answering, so that the client's next
+        request to this broker sees the change (read your writes).
+        """
+        if self.node.role is Role.LEADER:
+            return True
+        answers = self._fetch_answers
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while loop.time() < deadline:
+            if self._fetch_answers > answers and self.applied_offset >= self._last_leader_hw:
+                return True
+            self._applied_event.clear()
+            try:
+                await asyncio.wait_for(self._applied_event.wait(), deadline - loop.time())
+            except TimeoutError:
+                break
+        return False
+
+    # -- driving the core ------------------------------------------------------------------------------------
+
+    def _now(self) -> int:
+        return int(self.clock.monotonic_ms())
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_INTERVAL_S)
+            try:
+                self._tick()
+            except Exception:
+                log.exception("metadata quorum tick failed")
+
+    def _tick(self) -> None:
+        self.node.tick(self._now())
+        self._run_actions()
+
+    def deliver(self, msg: Message) -> list[Message]:
+        """Handle an inbound request; returns the core's answers addressed to its sender."""
+        self._replies = []
+        try:
+            self.node.on_message(msg, self._now())
+            self._run_actions(reply_to=msg.src)
+            return self._replies
+        finally:
+            self._replies = None
+
+    def _run_actions(self, reply_to: int | None = None) -> None:
+        for action in self.node.drain():
+            match action:
+                case SetTermVote():
+                    self._store.set_term_vote(action.term, action.voted_for)
+                case Append():
+                    self._store.append(action.offset, action.entries)
+                    self._bytes_since_snapshot += sum(len(repr(e.value)) for e in action.entries)
+                case Truncate():
+                    self._store.truncate(action.offset)
+                case SaveSnapshot():
+                    self._store.save_snapshot(action.snapshot, self._entries_from(action.snapshot.end_offset))
+                case InstallSnapshot():
+                    self._store.install_snapshot(action.snapshot)
+                    self._install_image(action.snapshot)
+                case Send():
+                    self._store.sync()
+                    self._send(action.message, reply_to)
+        self._store.sync()
+        self._after_actions()
+
+    def _entries_from(self, offset: int) -> list[Any]:
+        end = self.node.log.end_offset
+        return list(self.node.log.read(offset, end - offset)) if end > offset else []
+
+    def _send(self, msg: Message, reply_to: int | None) -> None:
+        is_reply = isinstance(msg, VoteResponse | FetchResponse | FetchSnapshotResponse)
+        if is_reply:
+            if self._replies is not None and msg.dst == reply_to:
+                self._replies.append(msg)
+            return  # an answer with no request waiting for it (the core never sends these unprompted)
+        task = asyncio.get_running_loop().create_task(self._request(msg))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _after_actions(self) -> None:
+        role = (self.node.role, self.node.term, self.node.leader_id)
+        if role != self._last_role:
+            self._on_role_change(role)
+        self._apply_committed()
+
+    def _on_role_change(self, role: tuple[Role, int, int | None]) -> None:
+        was_leader = self._last_role is not None and self._last_role[0] is Role.LEADER
+        self._last_role = role
+        if role[0] is Role.LEADER:
+            self._epoch_start = self.node.log.end_offset - 1
+            log.info("metadata quorum: node %d is the leader of epoch %d", self.node_id, role[1])
+        else:
+            self._epoch_start = None
+            if was_leader:
+                self._fail_pending("leadership moved")
+            log.info("metadata quorum: node %d is %s in epoch %d (leader %s)", self.node_id, role[0].value,
+                     role[1], self.node.leader_id)
+        for listener in self._leader_listeners:
+            listener()
+
+    def _apply_committed(self) -> None:
+        hw = self.node.high_watermark
+        if hw <= self.applied_offset:
+            return
+        entries = self.node.log.read(self.applied_offset, hw - self.applied_offset)
+        records: list[MetadataRecord] = [r for e in entries if e.value is not None for r in e.value]  # type: ignore[attr-defined]
+        self.applied_offset = hw
+        before = self.image
+        self.image = before.apply(records, hw - 1)
+        if records:
+            for listener in self._listeners:
+                listener(before, self.image)
+        self._resolve_pending()
+        self._applied_event.set()
+        self._maybe_snapshot()
+
+    def _maybe_snapshot(self) -> None:
+        if self._bytes_since_snapshot < self._snapshot_every_bytes:
+            return
+        if self.node.snapshot(self.applied_offset, encode_records(self.image.to_records())):
+            self._bytes_since_snapshot = 0
+            self._run_actions()
+
+    def _install_image(self, snapshot: Snapshot) -> None:
+        assert isinstance(snapshot.data, bytes)
+        before = self.image
+        self.image = MetadataImage().apply(decode_records(snapshot.data), snapshot.end_offset - 1)
+        self.applied_offset = snapshot.end_offset
+        for listener in self._listeners:
+            listener(before, self.image)
+
+    # -- outbound requests -----------------------------------------------------------------------------------
+
+    async def _request(self, msg: Message) -> None:
+        address = self.voters.get(msg.dst)
+        if address is None:
+            return
+        try:
+            answer = await self._exchange(msg, address)
+        except (ConnectionFailed, TimeoutError, wire.WireError) as exc:
+            log.debug("metadata quorum: %s to node %d failed: %s", type(msg).__name__, msg.dst, exc)
+            return
+        if answer is not None:
+            self.node.on_message(answer, self._now())
+            self._run_actions()
+            if isinstance(answer, FetchResponse) and answer.ok:
+                self._fetch_answers += 1
+                self._last_leader_hw = answer.high_watermark
+                self._applied_event.set()
+
+    async def _exchange(self, msg: Message, address: VoterAddress) -> Message | None:
+        host, port = address.host, address.port
+        match msg:
+            case VoteRequest():
+                response = await self._call(host, port, wire.encode_vote_request(msg, self.cluster_id))
+                return wire.decode_vote_response(response, msg.dst, msg.src, msg.pre_vote)
+            case BeginEpoch():
+                await self._call(host, port, wire.encode_begin_epoch(msg, self.cluster_id))
+            case EndEpoch():
+                await self._call(host, port, wire.encode_end_epoch(msg, self.cluster_id))
+            case FetchRequest():
+                response = await self._call(host, port, wire.encode_fetch_request(msg, self.cluster_id))
+                return wire.decode_fetch_response(response, msg)
+            case FetchSnapshotRequest():
+                return await self._fetch_snapshot(msg, host, port)
+        return None
+
+    async def _call(self, host: str, port: int, request: Any) -> Any:
+        return await self._pool.request(host, port, request, REQUEST_TIMEOUT_S)
+
+    async def _fetch_snapshot(self, msg: FetchSnapshotRequest, host: str, port: int) -> Message | None:
+        """Fetch a snapshot in chunks; hands the core the whole of it (or None if the leader no longer has it)."""
+        chunks: list[bytes] = []
+        position = 0
+        while True:
+            request = wire.encode_fetch_snapshot_request(msg, self.cluster_id, position)
+            code, term, end_offset, epoch, size, chunk = wire.decode_fetch_snapshot_chunk(
+                await self._call(host, port, request))
+            if code == ErrorCode.snapshot_not_found:
+                return wire.snapshot_response(msg.dst, msg.src, term, msg.end_offset, msg.last_epoch, None)
+            if code != ErrorCode.none or (end_offset, epoch) != (msg.end_offset, msg.last_epoch):
+                return None
+            chunks.append(chunk)
+            position += len(chunk)
+            if position >= size:
+                return wire.snapshot_response(msg.dst, msg.src, term, end_offset, epoch, b"".join(chunks))
+            if not chunk:
+                return None
+
+    # -- inbound requests (controller listener) -------------------------------------------------------------
+
+    def check_cluster_id(self, cluster_id: str | None) -> bool:
+        return cluster_id in (None, "", self.cluster_id)
+
+    def handle_vote(self, request: Any) -> Any:
+        if not self.check_cluster_id(request.cluster_id):
+            return wire.vote_error_response(ErrorCode.inconsistent_cluster_id)
+        msg = wire.decode_vote_request(request, self.node_id)
+        if msg.src not in self.voters or not self.is_voter:
+            return wire.vote_error_response(ErrorCode.inconsistent_voter_set)
+        for reply in self.deliver(msg):
+            if isinstance(reply, VoteResponse):
+                return wire.encode_vote_response(reply, self.node.leader_id)
+        return wire.vote_error_response(ErrorCode.unknown_server_error)
+
+    def handle_begin_epoch(self, request: Any) -> Any:
+        if not self.check_cluster_id(request.cluster_id):
+            return wire.begin_epoch_response(ErrorCode.inconsistent_cluster_id, self.node.leader_id, self.node.term)
+        self.deliver(wire.decode_begin_epoch(request, self.node_id))
+        return wire.begin_epoch_response(ErrorCode.none, self.node.leader_id, self.node.term)
+
+    def handle_end_epoch(self, request: Any) -> Any:
+        if not self.check_cluster_id(request.cluster_id):
+            return wire.end_epoch_response(ErrorCode.inconsistent_cluster_id, self.node.leader_id, self.node.term)
+        self.deliver(wire.decode_end_epoch(request, self.node_id))
+        return wire.end_epoch_response(ErrorCode.none, self.node.leader_id, self.node.term)
+
+    def handle_fetch(self, request: Any) -> Any:
+        """A voter's or observer's fetch of the metadata log. Raises KafkaError for a foreign cluster."""
+        if not self.check_cluster_id(request.cluster_id):
+            raise KafkaError(ErrorCode.inconsistent_cluster_id)
+        msg = wire.decode_fetch_request(request, self.node_id)
+        for reply in self.deliver(msg):
+            if isinstance(reply, FetchResponse):
+                return wire.encode_fetch_response(reply, self.node.log.start_offset)
+        not_leader = FetchResponse(self.node_id, msg.src, self.node.term, False, msg.offset, (), 0,
+                                   leader_id=self.node.leader_id)
+        return wire.encode_fetch_response(not_leader, self.node.log.start_offset)
+
+    def handle_fetch_snapshot(self, request: Any) -> Any:
+        if not self.check_cluster_id(request.cluster_id):
+            raise KafkaError(ErrorCode.inconsistent_cluster_id)
+        msg, position = wire.decode_fetch_snapshot_request(request, self.node_id)
+        for reply in self.deliver(msg):
+            if isinstance(reply, FetchSnapshotResponse):
+                return wire.encode_fetch_snapshot_response(reply, position, request.max_bytes, self.node.leader_id)
+        refused = FetchSnapshotResponse(self.node_id, msg.src, self.node.term, False, None)
+        return wire.encode_fetch_snapshot_response(refused, position, request.max_bytes, self.node.leader_id)

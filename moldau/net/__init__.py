@@ -1,0 +1,1 @@
+"""Outbound connections from one Moldau node to another."""

@@ -1,0 +1,146 @@
+"""An asyncio Kafka client connection between nodes: requests out, responses matched by correlation id.
+
+Nodes talk to each other in the Kafka protocol (Raft's Vote/Fetch, BrokerRegistration, forwarded admin requests),
+encoded by kio like everything else. Requests are pipelined on one connection; a failed connection fails every
+request waiting on it, and the pool opens a new one on the next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import struct
+from typing import Any
+
+from kio.serial import entity_reader, entity_writer
+
+from moldau.protocol import codec
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+
+
+class ConnectionFailed(Exception):
+    """The peer could not be reached, or the connection broke before the response came."""
+
+
+class ClientConnection:
+    def __init__(self, host: str, port: int, client_id: str) -> None:
+        self.host, self.port, self.client_id = host, port, client_id
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._pending: dict[int, tuple[asyncio.Future[bytes], int, int]] = {}
+        self._next_id = 0
+        self._read_task: asyncio.Task[None] | None = None
+        self._connecting: asyncio.Lock = asyncio.Lock()
+        self.closed = False
+
+    async def request(self, request: Any, timeout_s: float) -> Any:
+        """Send a kio request entity and return the decoded response. Raises ConnectionFailed or TimeoutError."""
+        async with asyncio.timeout(timeout_s):
+            await self._connect()
+            assert self._writer is not None
+            self._next_id = (self._next_id + 1) & 0x7FFFFFFF
+            correlation_id = self._next_id
+            future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+            self._pending[correlation_id] = (future, request.__api_key__, request.__version__)
+            self._writer.write(self._encode(request, correlation_id))
+            try:
+                frame = await future
+            finally:
+                self._pending.pop(correlation_id, None)
+        return _decode_response(frame, request.__api_key__, request.__version__)
+
+    async def _connect(self) -> None:
+        if self.closed:
+            raise ConnectionFailed(f"connection to {self.host}:{self.port} is closed")
+        async with self._connecting:
+            if self._writer is not None:
+                return
+            try:
+                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+            except OSError as exc:
+                raise ConnectionFailed(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+            self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+
+    def _encode(self, request: Any, correlation_id: int) -> bytes:
+        cid = self.client_id.encode()
+        header = struct.pack(">hhih", request.__api_key__, request.__version__, correlation_id, len(cid)) + cid
+        if request.__flexible__:
+            header += b"\x00"
+        body = io.BytesIO()
+        entity_writer(type(request))(body, request)
+        payload = header + body.getvalue()
+        return _SIZE.pack(len(payload)) + payload
+
+    async def _read_loop(self) -> None:
+        assert self._reader is not None
+        error: Exception = ConnectionFailed(f"connection to {self.host}:{self.port} closed")
+        try:
+            while True:
+                size = _SIZE.unpack(await self._reader.readexactly(4))[0]
+                if not 4 <= size <= MAX_RESPONSE_BYTES:
+                    raise ConnectionFailed(f"{self.host}:{self.port} sent a frame of {size} bytes")
+                frame = await self._reader.readexactly(size)
+                correlation_id = _SIZE.unpack_from(frame)[0]
+                waiting = self._pending.get(correlation_id)
+                if waiting is not None and not waiting[0].done():
+                    waiting[0].set_result(frame)
+        except (OSError, asyncio.IncompleteReadError, ConnectionFailed) as exc:
+            error = exc if isinstance(exc, ConnectionFailed) else ConnectionFailed(
+                f"connection to {self.host}:{self.port} failed: {exc}")
+        finally:
+            self._fail_all(error)
+
+    def _fail_all(self, error: Exception) -> None:
+        writer, self._writer, self._reader = self._writer, None, None
+        if writer is not None:
+            writer.close()
+        for future, _, _ in self._pending.values():
+            if not future.done():
+                future.set_exception(error)
+        self._pending.clear()
+
+    def close(self) -> None:
+        self.closed = True
+        if self._read_task is not None:
+            self._read_task.cancel()
+        self._fail_all(ConnectionFailed(f"connection to {self.host}:{self.port} closed"))
+
+
+def _decode_response(frame: bytes, api_key: int, version: int) -> Any:
+    schema = codec.api_schema(api_key, version)
+    pos = 4 + (1 if schema.flexible_response_header else 0)
+    try:
+        return entity_reader(schema.response_type)(frame[pos:], 0)[0]
+    except Exception as exc:
+        raise ConnectionFailed(f"undecodable {schema.response_type.__name__}: {exc}") from exc
+
+
+class ConnectionPool:
+    """One connection per peer address, reopened after a failure."""
+
+    def __init__(self, client_id: str) -> None:
+        self.client_id = client_id
+        self._connections: dict[tuple[str, int], ClientConnection] = {}
+
+    async def request(self, host: str, port: int, request: Any, timeout_s: float) -> Any:
+        key = (host, port)
+        conn = self._connections.get(key)
+        if conn is None or conn.closed:
+            conn = self._connections[key] = ClientConnection(host, port, self.client_id)
+        try:
+            return await conn.request(request, timeout_s)
+        except (ConnectionFailed, TimeoutError):
+            # A timed-out request may still be answered later; a fresh connection keeps the stream simple.
+            conn.close()
+            self._connections.pop(key, None)
+            raise
+
+    def close(self) -> None:
+        for conn in self._connections.values():
+            conn.close()
+        self._connections.clear()

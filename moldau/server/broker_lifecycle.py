@@ -1,0 +1,139 @@
+"""A broker's membership in the cluster: register, heartbeat, get unfenced, shut down in a controlled way.
+
+As in KRaft: the broker registers with the active controller (a new incarnation id every start) and gets a
+broker epoch; it is fenced (absent from Metadata, leads nothing) until a heartbeat shows it has replayed the
+metadata log up to its own registration. It heartbeats every `broker.heartbeat.interval.ms`; the controller
+fences it after `broker.session.timeout.ms` of silence, and unfences it on the first heartbeat once it is back
+and caught up. A heartbeat answered with STALE_BROKER_EPOCH (the controller forgot or replaced this incarnation)
+sends the broker back to registration. On shutdown it asks to be fenced first, so its partitions get new
+leaders before it stops serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Any
+
+import kio.schema.broker_heartbeat.v1.request as hb_req
+import kio.schema.broker_heartbeat.v1.response as hb_resp
+import kio.schema.broker_registration.v4.request as reg_req
+import kio.schema.broker_registration.v4.response as reg_resp
+
+from moldau.metadata.controller import Controller
+from moldau.metadata.quorum import MetadataQuorum
+from moldau.metadata.records import Endpoint
+from moldau.protocol.codec import make
+from moldau.protocol.errors import ErrorCode
+from moldau.server.controller_channel import ControllerChannel, ControllerUnavailable
+from moldau.server.handlers import broker_heartbeat, broker_registration
+
+log = logging.getLogger(__name__)
+
+_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+FENCED_HEARTBEAT_INTERVAL_S = 0.05  # while fenced, heartbeat often: each one may be the one that unfences
+
+
+class BrokerLifecycle:
+    def __init__(self, broker_id: int, cluster_id: str, quorum: MetadataQuorum, controller: Controller,
+                 channel: ControllerChannel, endpoints: tuple[Endpoint, ...], rack: str | None,
+                 heartbeat_interval_ms: int) -> None:
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self._quorum = quorum
+        self._controller = controller
+        self._channel = channel
+        self._endpoints = endpoints
+        self._rack = rack
+        self._interval_s = heartbeat_interval_ms / 1000
+        self.incarnation_id = uuid.uuid4()
+        self.broker_epoch = -1
+        self.fenced = True
+        self._unfenced = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Register and keep heartbeating in the background; returns once the broker is unfenced."""
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        await self._unfenced.wait()
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Ask to be fenced so leadership moves away; True once the controller says we may stop."""
+        self.stop()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while loop.time() < deadline and self.broker_epoch >= 0:
+            try:
+                answer = await self._heartbeat(want_shutdown=True, timeout_s=max(0.1, deadline - loop.time()))
+            except ControllerUnavailable:
+                return False
+            if answer.error_code != ErrorCode.none or answer.should_shut_down:
+                return bool(answer.error_code == ErrorCode.none)
+            await asyncio.sleep(FENCED_HEARTBEAT_INTERVAL_S)
+        return False
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                if self.broker_epoch < 0:
+                    await self._register()
+                answer = await self._heartbeat(want_shutdown=False, timeout_s=max(self._interval_s, 1.0))
+                self._on_heartbeat(answer)
+            except ControllerUnavailable as exc:
+                log.warning("broker %d: %s", self.broker_id, exc)
+            except Exception:
+                log.exception("broker %d: heartbeat failed", self.broker_id)
+            await asyncio.sleep(FENCED_HEARTBEAT_INTERVAL_S if self.fenced else self._interval_s)
+
+    async def _register(self) -> None:
+        request = make(reg_req.BrokerRegistrationRequest,
+            broker_id=self.broker_id, cluster_id=self.cluster_id, incarnation_id=self.incarnation_id,
+            listeners=tuple(make(reg_req.Listener, name=e.listener, host=e.host, port=e.port,
+                                             security_protocol=_PROTOCOL_IDS.get(e.security_protocol, 0))
+                            for e in self._endpoints),
+            features=(), rack=self._rack, is_migrating_zk_broker=False, log_dirs=(), previous_broker_epoch=-1)
+        answer = await self._channel.call(request, self._serve_registration, timeout_s=30.0,
+                                          retry_if=_not_controller)
+        if answer.error_code != ErrorCode.none:
+            raise ControllerUnavailable(f"registration refused: {ErrorCode(answer.error_code).name}")
+        self.broker_epoch = answer.broker_epoch
+        log.info("broker %d registered with epoch %d", self.broker_id, self.broker_epoch)
+
+    async def _heartbeat(self, want_shutdown: bool, timeout_s: float) -> Any:
+        request = make(hb_req.BrokerHeartbeatRequest,
+            broker_id=self.broker_id, broker_epoch=self.broker_epoch,
+            current_metadata_offset=self._quorum.applied_offset - 1, want_fence=False,
+            want_shut_down=want_shutdown, offline_log_dirs=())
+        return await self._channel.call(request, self._serve_heartbeat, timeout_s=timeout_s,
+                                        retry_if=_not_controller)
+
+    def _on_heartbeat(self, answer: Any) -> None:
+        if answer.error_code == ErrorCode.stale_broker_epoch:
+            log.warning("broker %d: the controller no longer knows epoch %d; registering again", self.broker_id,
+                        self.broker_epoch)
+            self.broker_epoch = -1
+            return
+        if answer.error_code != ErrorCode.none:
+            log.warning("broker %d: heartbeat answered %s", self.broker_id, ErrorCode(answer.error_code).name)
+            return
+        if answer.is_fenced != self.fenced:
+            log.info("broker %d is %s", self.broker_id, "fenced" if answer.is_fenced else "unfenced")
+        self.fenced = answer.is_fenced
+        if not self.fenced:
+            self._unfenced.set()
+
+    async def _serve_registration(self, request: Any) -> Any:
+        return await broker_registration.serve(self._controller, self.cluster_id, request,
+                                               reg_resp.BrokerRegistrationResponse)
+
+    async def _serve_heartbeat(self, request: Any) -> Any:
+        return await broker_heartbeat.serve(self._controller, request, hb_resp.BrokerHeartbeatResponse)
+
+
+def _not_controller(answer: Any) -> bool:
+    return bool(answer.error_code == ErrorCode.not_controller)

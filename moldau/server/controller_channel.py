@@ -1,0 +1,82 @@
+"""How a node reaches the active controller: in-process when it is the controller, over the network otherwise.
+
+Brokers send BrokerRegistration, BrokerHeartbeat, AllocateProducerIds and forwarded admin requests (CreateTopics
+and friends) to the active controller's controller listener, as Kafka brokers do. The leader is whoever the
+metadata quorum says it is; when none is known yet, or the call fails, the channel waits and tries again until
+its deadline, so a controller failover is invisible to callers that can wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from moldau.metadata.quorum import MetadataQuorum
+from moldau.net.client import ConnectionFailed, ConnectionPool
+from moldau.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+RETRY_BACKOFF_S = 0.05
+CALL_TIMEOUT_S = 5.0
+
+LocalHandler = Callable[[Any], Awaitable[Any]]
+
+
+def not_controller_in(response: Any) -> bool:
+    """True if any error code in the response is NOT_CONTROLLER: it reached a node that just lost leadership."""
+    if isinstance(response, tuple):
+        return any(not_controller_in(item) for item in response)
+    fields = getattr(response, "__dataclass_fields__", None)
+    if fields is None:
+        return False
+    if getattr(response, "error_code", None) == ErrorCode.not_controller:
+        return True
+    return any(not_controller_in(getattr(response, name)) for name in fields
+               if isinstance(getattr(response, name), tuple))
+
+
+class ControllerUnavailable(Exception):
+    """No active controller answered before the deadline."""
+
+
+class ControllerChannel:
+    def __init__(self, quorum: MetadataQuorum, client_id: str) -> None:
+        self._quorum = quorum
+        self._pool = ConnectionPool(client_id)
+
+    async def call(self, request: Any, local: LocalHandler | None, timeout_s: float,
+                   retry_if: Callable[[Any], bool] = lambda response: False) -> Any:
+        """Send `request` to the active controller and return its response.
+
+        `local` serves the request in-process when this node is the active controller. `retry_if(response)`
+        says that the answer came from a node that just lost leadership (NOT_CONTROLLER): try again.
+        Raises ControllerUnavailable at the deadline.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            response = await self._try_once(request, local, max(0.01, deadline - loop.time()))
+            if response is not None and not retry_if(response):
+                return response
+            if loop.time() + RETRY_BACKOFF_S >= deadline:
+                raise ControllerUnavailable(f"no active controller answered {type(request).__name__} "
+                                            f"within {timeout_s:.1f} s")
+            await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def _try_once(self, request: Any, local: LocalHandler | None, timeout_s: float) -> Any:
+        if local is not None and self._quorum.is_active_controller():
+            return await local(request)
+        address = self._quorum.leader_address()
+        if address is None or address.node_id == self._quorum.node_id:
+            return None  # no leader known, or we are a leader still replaying: wait
+        try:
+            return await self._pool.request(address.host, address.port, request, min(timeout_s, CALL_TIMEOUT_S))
+        except (ConnectionFailed, TimeoutError) as exc:
+            log.debug("controller %d did not answer %s: %s", address.node_id, type(request).__name__, exc)
+            return None
+
+    def close(self) -> None:
+        self._pool.close()
