@@ -5,7 +5,7 @@ import os
 import sys
 
 from moldau import __version__
-from moldau.cli import consume, groups, pipeline, produce, topics
+from moldau.cli import cluster, consume, groups, pipeline, produce, topics
 from moldau.cli.common import CliError
 
 SERVER = "server"
@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume.register(commands)
     groups.register(commands)
     pipeline.register(commands)
+    cluster.register(commands)
     return parser
 
 
