@@ -14,8 +14,8 @@ combined broker+controller nodes on free loopback ports, each in a fresh tempora
   until every broker's own Metadata answer shows all of them with a leader. Baseline in the same run: the
   same on a 1-node cluster; ratio = 3-node / 1-node.
 
-Until the controller quorum serves DescribeQuorum and the nodes share metadata, both measurements fail
-with an explicit reason (printed under the table) instead of a figure.
+A measurement that fails (no agreement, a timeout) is reported with its reason under the table instead of a
+figure.
 
 Run from the repository root:  python -m bench.cluster [--quick] [--repeat R] [--only failover,propagation]
 """

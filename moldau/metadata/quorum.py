@@ -14,6 +14,7 @@ the log from the leader and applies it, but never votes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import Callable, Sequence
@@ -53,6 +54,7 @@ from moldau.raft import (
 log = logging.getLogger(__name__)
 
 TICK_INTERVAL_S = 0.01
+STORAGE_RETRY_MS = 1000
 REQUEST_TIMEOUT_S = 2.0
 
 ImageListener = Callable[[MetadataImage, MetadataImage], None]
@@ -91,6 +93,7 @@ class MetadataQuorum:
         self._applied_event = asyncio.Event()
         self._fetch_answers = 0  # fetch answers received from a leader, for `wait_until_caught_up`
         self._last_leader_hw = 0
+        self._resume_after_ms = 0
         self._last_role: tuple[Role, int, int | None] | None = None
         self.node: RaftNode
 
@@ -182,6 +185,8 @@ class MetadataQuorum:
         try:
             self._run_actions()
         except OSError as exc:
+            if future.done():
+                future.exception()  # failed by the reload; the caller gets the storage error instead
             raise KafkaError(ErrorCode.kafka_storage_error, f"cannot write the metadata log: {exc}") from exc
         return await future
 
@@ -228,10 +233,14 @@ class MetadataQuorum:
             await asyncio.sleep(TICK_INTERVAL_S)
             try:
                 self._tick()
+            except OSError:
+                pass  # logged, and paused, by _run_actions
             except Exception:
                 log.exception("metadata quorum tick failed")
 
     def _tick(self) -> None:
+        if self._now() < self._resume_after_ms:
+            return
         self.node.tick(self._now())
         self._run_actions()
 
@@ -246,6 +255,33 @@ class MetadataQuorum:
             self._replies = None
 
     def _run_actions(self, reply_to: int | None = None) -> None:
+        """Perform the core's actions; if the disk refuses one, start over from what is durable and re-raise.
+
+        The core has already changed its memory when it asks for an action. If the write fails (a full disk),
+        memory is ahead of disk, and a one-voter quorum would even treat the unwritten entry as committed. So
+        the core is rebuilt from the durable state: unwritten entries are forgotten, waiting proposals fail,
+        and the node rejoins (or re-elects itself) as after a restart.
+        """
+        try:
+            self._perform_actions(reply_to)
+        except OSError as exc:
+            log.error("metadata quorum: cannot write the metadata log (%s); reloading it from disk and pausing "
+                      "for %d ms", exc, STORAGE_RETRY_MS)
+            self._reload_from_disk()
+            self._resume_after_ms = self._now() + STORAGE_RETRY_MS  # a full disk: do not retry in a busy loop
+            raise
+
+    def _reload_from_disk(self) -> None:
+        with contextlib.suppress(OSError):
+            self._store.close()
+        self._store = QuorumStore(self._store.directory)
+        state = self._store.load()
+        self.node = RaftNode(self.node_id, frozenset(self.voters), state, self._rng, self._now(), self._config)
+        self._epoch_start = None
+        self._last_role = None
+        self._fail_pending("the metadata log could not be written")
+
+    def _perform_actions(self, reply_to: int | None) -> None:
         for action in self.node.drain():
             match action:
                 case SetTermVote():
@@ -258,6 +294,8 @@ class MetadataQuorum:
                 case SaveSnapshot():
                     self._store.save_snapshot(action.snapshot, self._entries_from(action.snapshot.end_offset))
                 case InstallSnapshot():
+                    log.info("metadata quorum: installing a metadata snapshot up to offset %d from the leader",
+                             action.snapshot.end_offset)
                     self._store.install_snapshot(action.snapshot)
                     self._install_image(action.snapshot)
                 case Send():
@@ -311,8 +349,7 @@ class MetadataQuorum:
         before = self.image
         self.image = before.apply(records, hw - 1)
         if records:
-            for listener in self._listeners:
-                listener(before, self.image)
+            self._notify(before)
         self._resolve_pending()
         self._applied_event.set()
         self._maybe_snapshot()
@@ -329,8 +366,17 @@ class MetadataQuorum:
         before = self.image
         self.image = MetadataImage().apply(decode_records(snapshot.data), snapshot.end_offset - 1)
         self.applied_offset = snapshot.end_offset
+        self._notify(before)
+
+    def _notify(self, before: MetadataImage) -> None:
+        # One listener failing (a partition log that cannot be created on a full disk) must not keep the others
+        # from the new image, nor stop the quorum.
         for listener in self._listeners:
-            listener(before, self.image)
+            try:
+                listener(before, self.image)
+            except Exception:
+                log.exception("metadata quorum: a listener failed to apply the image at offset %d",
+                              self.image.offset)
 
     # -- outbound requests -----------------------------------------------------------------------------------
 

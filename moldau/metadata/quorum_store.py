@@ -10,10 +10,16 @@ Files in the metadata directory:
 
 Opening drops a torn or corrupt log tail: only an entry that was never synced can be torn, and an unsynced entry
 was never reported to anyone.
+
+A full disk must not take the metadata quorum down with the data: the operator's way out (deleting a topic)
+is itself a metadata change. So the directory keeps `space-reserve`, a small file of zeros written when there is
+room; a metadata write that fails with ENOSPC deletes it and tries once more.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import os
@@ -32,6 +38,8 @@ _HEADER = struct.Struct(">IIqib")  # length, crc, offset, epoch, kind; length co
 _AFTER_CRC = struct.calcsize(">qib")
 KIND_LEADER_CHANGE, KIND_RECORDS = 0, 1
 MAX_ENTRY_BYTES = 64 * 1024 * 1024
+RESERVE_FILE = "space-reserve"
+RESERVE_BYTES = 256 * 1024
 _SNAPSHOT_NAME = re.compile(r"^snapshot-(\d{20})-(\d{10})\.checkpoint$")
 
 MetadataBatch = tuple[MetadataRecord, ...]
@@ -77,7 +85,29 @@ class QuorumStore:
         self._start_offset = snapshot.end_offset if snapshot else 0
         entries = self._load_log()
         self._fd = os.open(self._log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._ensure_reserve()
         return PersistedState(term, voted_for, entries, snapshot)
+
+    def _ensure_reserve(self) -> None:
+        path = os.path.join(self.directory, RESERVE_FILE)
+        if os.path.exists(path) and os.path.getsize(path) == RESERVE_BYTES:
+            return
+        try:
+            _replace_file(path, bytes(RESERVE_BYTES))
+        except OSError as exc:
+            log.warning("metadata log: no room for the %d-byte space reserve (%s)", RESERVE_BYTES, exc)
+            with contextlib.suppress(OSError):
+                os.unlink(path + ".tmp")
+
+    def _release_reserve(self, exc: OSError) -> bool:
+        """On ENOSPC, free the reserve so the write can be tried again; False if there is nothing to free."""
+        path = os.path.join(self.directory, RESERVE_FILE)
+        if exc.errno != errno.ENOSPC or not os.path.exists(path):
+            return False
+        log.error("metadata log: the disk is full; using the space reserve so metadata changes (such as "
+                  "deleting a topic to free space) still work")
+        os.unlink(path)
+        return True
 
     def _load_term_vote(self) -> tuple[int, int | None]:
         path = os.path.join(self.directory, "quorum-state")
@@ -132,18 +162,41 @@ class QuorumStore:
 
     def set_term_vote(self, term: int, voted_for: int | None) -> None:
         """Durable at return: a vote must never be forgotten (Raft §5.2)."""
-        _replace_file(os.path.join(self.directory, "quorum-state"),
-                      json.dumps({"term": term, "voted_for": voted_for}).encode())
+        data = json.dumps({"term": term, "voted_for": voted_for}).encode()
+        try:
+            _replace_file(os.path.join(self.directory, "quorum-state"), data)
+        except OSError as exc:
+            if not self._release_reserve(exc):
+                raise
+            _replace_file(os.path.join(self.directory, "quorum-state"), data)
 
     def append(self, offset: int, entries: Sequence[Entry]) -> None:
+        try:
+            self._append(offset, entries)
+        except OSError as exc:
+            if not self._release_reserve(exc):
+                raise
+            self._append(offset, entries)
+
+    def _append(self, offset: int, entries: Sequence[Entry]) -> None:
         assert offset == self._start_offset + len(self._positions), (offset, self._start_offset, len(self._positions))
         position = os.lseek(self._fd, 0, os.SEEK_END)
         parts = []
+        positions = []
         for i, entry in enumerate(entries):
             parts.append(_encode_entry(offset + i, entry))
-            self._positions.append(position)
+            positions.append(position)
             position += len(parts[-1])
-        _write_all(self._fd, b"".join(parts))
+        start = positions[0] if positions else position
+        try:
+            _write_all(self._fd, b"".join(parts))
+        except OSError:
+            # Leave no torn entry behind (a full disk): the file ends where it did, and the caller starts over
+            # from what is on disk.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, start)
+            raise
+        self._positions.extend(positions)
         self._dirty = True
 
     def truncate(self, offset: int) -> None:

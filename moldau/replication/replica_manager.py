@@ -57,14 +57,22 @@ class ReplicaManager:
     # -- following the metadata image ---------------------------------------------------------------------------
 
     def apply_image(self, before: MetadataImage | None, image: MetadataImage) -> None:
+        # Deletions first: on a full disk they are what frees space for the rest.
+        self._drop_removed(image)
+        failed = []
         for topic in image.topics_by_id.values():
             config = None
             for part in topic.partitions.values():
                 if self.node_id in part.replicas:
                     if config is None:
                         config = self._log_config_for(image, topic.name)
-                    self._host(topic, part, config)
-        self._drop_removed(image)
+                    try:
+                        self._host(topic, part, config)
+                    except KafkaError as exc:  # one log that cannot be created must not stop the others
+                        failed.append(f"{topic.name}-{part.partition} ({exc.message})")
+        if failed:
+            # Retried at the next image; until then clients get UNKNOWN_TOPIC_OR_PARTITION for these.
+            log.error("cannot host %d partitions: %s", len(failed), ", ".join(failed[:5]))
         if before is not None:
             self._reconfigure(before, image)
 

@@ -212,3 +212,29 @@ def test_separate_controller_and_broker_roles(tmp_path: Path) -> None:
         assert set(placed.values()) == {b.node_id for b in cluster.brokers}
         assert live_brokers(address) == {b.node_id for b in cluster.brokers}
 
+
+
+def test_a_node_that_missed_many_changes_catches_up_from_a_snapshot(tmp_path: Path) -> None:
+    """With snapshots every few KB, the leader's log start passes a stopped node's log end: on its return the
+    node must fetch the snapshot (FetchSnapshot) rather than the log, and then see everything."""
+    overrides = {**FAST, "metadata.log.max.record.bytes.between.snapshots": "2000"}
+    with LocalCluster(tmp_path, 3, overrides=overrides) as cluster:
+        active = cluster.active_controller().leader_id
+        absent = next(n.node_id for n in cluster.brokers if n.node_id != active)
+        address = cluster[active].kafka_address
+        assert address is not None
+        cluster[absent].stop()
+        for i in range(12):
+            create_topic(address, f"while-away-{i}", 2)
+        snapshots = list((cluster[active].data_dir / "__cluster_metadata").glob("snapshot-*.checkpoint"))
+        assert snapshots, "the leader should have taken a snapshot"
+        cluster[absent].start()
+        returned = cluster[absent].kafka_address
+        assert returned is not None
+        wanted = {f"while-away-{i}" for i in range(12)}
+        cluster.wait_until(lambda: _topic_names(returned) >= wanted, 30, "the returning node to see every topic")
+        assert "installing a metadata snapshot" in (cluster[absent].log_path.read_text())
+
+
+def _topic_names(address: str) -> set[str]:
+    return {t.name for t in metadata_at(address).topics}

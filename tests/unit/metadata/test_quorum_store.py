@@ -70,7 +70,7 @@ def test_a_snapshot_replaces_the_log_below_it(tmp_path: Path) -> None:
     assert state.snapshot == snapshot
     assert state.entries == [Entry(1, topic("d")), Entry(2, topic("e"))]
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "raft.log", "snapshot-00000000000000000003-0000000001.checkpoint"]  # no vote was ever cast
+        "raft.log", "snapshot-00000000000000000003-0000000001.checkpoint", "space-reserve"]  # no vote cast yet
 
 
 def test_an_installed_snapshot_discards_the_whole_log(tmp_path: Path) -> None:
