@@ -17,7 +17,7 @@ import pytest
 from moldau.raft import Config
 from tests.sim.simulator import Faults, InvariantViolation, Simulation
 
-SEEDS = int(os.environ.get("MOLDAU_SIM_SEEDS", "800"))
+SEEDS = int(os.environ.get("MOLDAU_SIM_SEEDS", "1000"))
 FAULT_MS = 3_000
 LIVENESS_MS = 3_000
 

@@ -102,10 +102,19 @@ def run(pipeline: Pipeline, spark: SparkSession, settings: RunSettings) -> Outco
                    sorted(actual - expected, key=repr), len(written) - len(actual), seconds)
 
 
+# The generated events carry historical event times (from BASE_TIME_MS) as record timestamps; under the broker's
+# default time retention (7 days) the next retention pass would delete them in the middle of a run.
+PIPELINE_TOPIC_CONFIG = {"retention.ms": "-1"}
+
+
 def create_topics(bootstrap: str, partitions: Mapping[str, int]) -> None:
-    """Create topics (name → partition count); existing ones are an error, so a run never mixes data."""
+    """Create topics (name → partition count); existing ones are an error, so a run never mixes data.
+
+    They keep records regardless of age (`retention.ms=-1`): see PIPELINE_TOPIC_CONFIG.
+    """
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, count, 1) for name, count in partitions.items()],
+    futures = admin.create_topics([NewTopic(name, count, 1, config=PIPELINE_TOPIC_CONFIG)
+                                   for name, count in partitions.items()],
                                   operation_timeout=30, request_timeout=30)
     for name, future in futures.items():
         try:
