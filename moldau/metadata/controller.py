@@ -330,7 +330,9 @@ class Controller:
 
 
 def _new_partition(topic_id: uuid.UUID, partition: int, replicas: tuple[int, ...]) -> PartitionRecord:
-    return PartitionRecord(topic_id, partition, replicas, isr=replicas, leader=replicas[0],
+    # Followers do not copy their leader yet (replication is the next step), so only the leader is in sync:
+    # an ISR of every replica would let a failover elect a follower that has none of the data.
+    return PartitionRecord(topic_id, partition, replicas, isr=replicas[:1], leader=replicas[0],
                            leader_epoch=0, partition_epoch=0)
 
 
