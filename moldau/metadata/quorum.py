@@ -91,7 +91,9 @@ class MetadataQuorum:
         self._tasks: set[asyncio.Task[None]] = set()
         self._tick_task: asyncio.Task[None] | None = None
         self._applied_event = asyncio.Event()
-        self._fetch_answers = 0  # fetch answers received from a leader, for `wait_until_caught_up`
+        # For `wait_until_caught_up`: fetches are numbered as sent; the newest answered one and its HW.
+        self._fetches_sent = 0
+        self._answered_fetch = -1
         self._last_leader_hw = 0
         self._resume_after_ms = 0
         self._last_role: tuple[Role, int, int | None] | None = None
@@ -210,11 +212,12 @@ class MetadataQuorum:
         """
         if self.node.role is Role.LEADER:
             return True
-        answers = self._fetch_answers
+        # Only the answer to a fetch sent after this call is sure to carry the leader's high watermark of now.
+        first_fetch = self._fetches_sent
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while loop.time() < deadline:
-            if self._fetch_answers > answers and self.applied_offset >= self._last_leader_hw:
+            if self._answered_fetch >= first_fetch and self.applied_offset >= self._last_leader_hw:
                 return True
             self._applied_event.clear()
             try:
@@ -384,6 +387,9 @@ class MetadataQuorum:
         address = self.voters.get(msg.dst)
         if address is None:
             return
+        number = self._fetches_sent
+        if isinstance(msg, FetchRequest):
+            self._fetches_sent += 1
         try:
             answer = await self._exchange(msg, address)
         except (ConnectionFailed, TimeoutError, wire.WireError) as exc:
@@ -392,8 +398,8 @@ class MetadataQuorum:
         if answer is not None:
             self.node.on_message(answer, self._now())
             self._run_actions()
-            if isinstance(answer, FetchResponse) and answer.ok:
-                self._fetch_answers += 1
+            if isinstance(answer, FetchResponse) and answer.ok and number > self._answered_fetch:
+                self._answered_fetch = number
                 self._last_leader_hw = answer.high_watermark
                 self._applied_event.set()
 
