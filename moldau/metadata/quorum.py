@@ -290,8 +290,7 @@ class MetadataQuorum:
                 case SetTermVote():
                     self._store.set_term_vote(action.term, action.voted_for)
                 case Append():
-                    self._store.append(action.offset, action.entries)
-                    self._bytes_since_snapshot += sum(len(repr(e.value)) for e in action.entries)
+                    self._bytes_since_snapshot += self._store.append(action.offset, action.entries)
                 case Truncate():
                     self._store.truncate(action.offset)
                 case SaveSnapshot():

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import crc32c
 
-from moldau.metadata.records import MetadataRecord, decode_record, encode_record
+from moldau.metadata.records import MetadataRecord, RecordDecodeError, decode_record, encode_record
 from moldau.raft import Entry, PersistedState, Snapshot
 
 log = logging.getLogger(__name__)
@@ -134,27 +134,20 @@ class QuorumStore:
             return []
         with open(self._log_path, "rb") as f:
             data = f.read()
+        read, end = read_entries(data)
         entries: list[Entry] = []
-        pos = 0
-        expected = None
-        while pos + _HEADER.size <= len(data):
-            length, crc, offset, epoch, kind = _HEADER.unpack_from(data, pos)
-            end = pos + 8 + length
-            if length < _AFTER_CRC or length > MAX_ENTRY_BYTES or end > len(data):
+        for position, offset, entry in read:
+            if offset < self._start_offset:
+                continue  # covered by the snapshot
+            if not entries and offset != self._start_offset:
+                end = position  # a gap after the snapshot: nothing from here on can be trusted
                 break
-            if crc32c.crc32c(data[pos + 8:end]) != crc or (expected is not None and offset != expected):
-                break
-            expected = offset + 1
-            if offset >= self._start_offset:
-                if not entries and offset != self._start_offset:
-                    break  # a gap after the snapshot: nothing after it can be trusted
-                entries.append(Entry(epoch, decode_entry_value(kind, data[pos + _HEADER.size:end])))
-                self._positions.append(pos)
-            pos = end
-        if pos != len(data):
-            log.warning("metadata log: dropping %d bytes of torn or corrupt tail", len(data) - pos)
+            entries.append(entry)
+            self._positions.append(position)
+        if end != len(data):
+            log.warning("metadata log: dropping %d bytes of torn or corrupt tail", len(data) - end)
             with open(self._log_path, "r+b") as f:
-                f.truncate(pos)
+                f.truncate(end)
                 os.fsync(f.fileno())
         return entries
 
@@ -170,24 +163,24 @@ class QuorumStore:
                 raise
             _replace_file(os.path.join(self.directory, "quorum-state"), data)
 
-    def append(self, offset: int, entries: Sequence[Entry]) -> None:
+    def append(self, offset: int, entries: Sequence[Entry]) -> int:
+        """Write `entries` (synced by `sync()`); returns the bytes written."""
         try:
-            self._append(offset, entries)
+            return self._append(offset, entries)
         except OSError as exc:
             if not self._release_reserve(exc):
                 raise
-            self._append(offset, entries)
+            return self._append(offset, entries)
 
-    def _append(self, offset: int, entries: Sequence[Entry]) -> None:
+    def _append(self, offset: int, entries: Sequence[Entry]) -> int:
         assert offset == self._start_offset + len(self._positions), (offset, self._start_offset, len(self._positions))
-        position = os.lseek(self._fd, 0, os.SEEK_END)
+        start = position = os.lseek(self._fd, 0, os.SEEK_END)
         parts = []
         positions = []
         for i, entry in enumerate(entries):
-            parts.append(_encode_entry(offset + i, entry))
+            parts.append(encode_entry(offset + i, entry))
             positions.append(position)
             position += len(parts[-1])
-        start = positions[0] if positions else position
         try:
             _write_all(self._fd, b"".join(parts))
         except OSError:
@@ -198,6 +191,7 @@ class QuorumStore:
             raise
         self._positions.extend(positions)
         self._dirty = True
+        return position - start
 
     def truncate(self, offset: int) -> None:
         """Remove entries at `offset` and after; durable at return (it is rare and must not reappear)."""
@@ -234,7 +228,7 @@ class QuorumStore:
     def _rewrite_log(self, start_offset: int, entries: Sequence[Entry]) -> None:
         """Replace the log file with `entries` from `start_offset`, written and synced before the swap."""
         self.sync()
-        encoded = [_encode_entry(start_offset + i, e) for i, e in enumerate(entries)]
+        encoded = [encode_entry(start_offset + i, e) for i, e in enumerate(entries)]
         tmp = self._log_path + ".tmp"
         with open(tmp, "wb") as f:
             f.write(b"".join(encoded))
@@ -258,10 +252,35 @@ class QuorumStore:
             self._fd = -1
 
 
-def _encode_entry(offset: int, entry: Entry) -> bytes:
+def encode_entry(offset: int, entry: Entry) -> bytes:
+    """One entry in the framing shared by `raft.log` and the quorum's Fetch answers."""
     kind, payload = encode_entry_value(entry.value)
     body = struct.pack(">qib", offset, entry.epoch, kind) + payload
     return struct.pack(">II", len(body), crc32c.crc32c(body)) + body
+
+
+def read_entries(data: bytes) -> tuple[list[tuple[int, int, Entry]], int]:
+    """The well-formed entries at the start of `data`, as (position, offset, entry), and where they end.
+
+    Stops at the first entry that is torn, fails its CRC, does not decode or breaks the sequence of offsets;
+    the caller decides whether what follows is a tail to drop (the log file) or an error (a Fetch answer).
+    """
+    found: list[tuple[int, int, Entry]] = []
+    pos = 0
+    while pos + _HEADER.size <= len(data):
+        length, crc, offset, epoch, kind = _HEADER.unpack_from(data, pos)
+        end = pos + 8 + length
+        if length < _AFTER_CRC or length > MAX_ENTRY_BYTES or end > len(data):
+            break
+        if crc32c.crc32c(data[pos + 8:end]) != crc or (found and offset != found[-1][1] + 1):
+            break
+        try:
+            value = decode_entry_value(kind, data[pos + _HEADER.size:end])
+        except RecordDecodeError:
+            break
+        found.append((pos, offset, Entry(epoch, value)))
+        pos = end
+    return found, pos
 
 
 def _write_all(fd: int, data: bytes) -> None:

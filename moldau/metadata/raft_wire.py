@@ -3,19 +3,17 @@
 Voters talk to each other with Kafka's own quorum APIs: Vote v2 (with KIP-996's pre-vote flag),
 BeginQuorumEpoch v1, EndQuorumEpoch v1, Fetch v17 with a replica id (the follower's fetch is its heartbeat and
 acknowledgement, as in KRaft) and FetchSnapshot v1, on the `__cluster_metadata` topic, partition 0, with Kafka's
-fixed topic id for it. The one departure is the `records` bytes of a Fetch answer and the snapshot bytes: they
-carry Moldau's metadata-log entry framing (offset, epoch, CRC, JSON records) rather than Kafka record batches,
-because only Moldau nodes read them.
+fixed topic id for it. The one departure is the `records` bytes of a Fetch answer: they carry entries in the
+framing of `raft.log` itself (`quorum_store.encode_entry`: length, CRC, offset, epoch, JSON records) rather than
+Kafka record batches, because only Moldau nodes read them.
 """
 
 from __future__ import annotations
 
 import datetime
-import struct
 import uuid
 from typing import Any
 
-import crc32c
 import kio.schema.begin_quorum_epoch.v1.request as bqe_req
 import kio.schema.begin_quorum_epoch.v1.response as bqe_resp
 import kio.schema.end_quorum_epoch.v1.request as eqe_req
@@ -27,7 +25,7 @@ import kio.schema.fetch_snapshot.v1.response as snap_resp
 import kio.schema.vote.v2.request as vote_req
 import kio.schema.vote.v2.response as vote_resp
 
-from moldau.metadata.quorum_store import decode_entry_value, encode_entry_value
+from moldau.metadata.quorum_store import encode_entry, read_entries
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
 from moldau.raft import (
@@ -45,7 +43,6 @@ from moldau.raft import (
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's fixed id of the metadata topic
-_ENTRY = struct.Struct(">qiI")  # offset, epoch, crc of (kind byte + payload); then length-prefixed body
 _NO_THROTTLE = datetime.timedelta(0)
 MAX_FETCH_BYTES = 8 * 1024 * 1024
 
@@ -210,30 +207,17 @@ def decode_fetch_response(response: Any, request: FetchRequest) -> FetchResponse
 
 
 def encode_entries(offset: int, entries: tuple[Entry, ...]) -> bytes:
-    parts = []
-    for i, entry in enumerate(entries):
-        kind, payload = encode_entry_value(entry.value)
-        body = bytes([kind]) + payload
-        parts.append(_ENTRY.pack(offset + i, entry.epoch, crc32c.crc32c(body)) + struct.pack(">I", len(body)) + body)
-    return b"".join(parts)
+    return b"".join(encode_entry(offset + i, entry) for i, entry in enumerate(entries))
 
 
 def decode_entries(offset: int, data: bytes) -> tuple[Entry, ...]:
-    entries: list[Entry] = []
-    pos = 0
-    while pos < len(data):
-        if pos + _ENTRY.size + 4 > len(data):
-            raise WireError("truncated metadata entry")
-        entry_offset, epoch, crc = _ENTRY.unpack_from(data, pos)
-        (length,) = struct.unpack_from(">I", data, pos + _ENTRY.size)
-        body = data[pos + _ENTRY.size + 4:pos + _ENTRY.size + 4 + length]
-        if len(body) != length or length < 1 or crc32c.crc32c(body) != crc:
-            raise WireError(f"corrupt metadata entry at offset {entry_offset}")
-        if entry_offset != offset + len(entries):
-            raise WireError(f"metadata entry at offset {entry_offset}, expected {offset + len(entries)}")
-        entries.append(Entry(epoch, decode_entry_value(body[0], body[1:])))
-        pos += _ENTRY.size + 4 + length
-    return tuple(entries)
+    """The entries of a Fetch answer, which must start at `offset` and be whole: anything else is an error."""
+    read, end = read_entries(data)
+    if end != len(data):
+        raise WireError(f"corrupt or truncated metadata entry at byte {end} of a fetch answer")
+    if read and read[0][1] != offset:
+        raise WireError(f"metadata entries start at offset {read[0][1]}, expected {offset}")
+    return tuple(entry for _, _, entry in read)
 
 
 # -- FetchSnapshot ------------------------------------------------------------------------------------------------
