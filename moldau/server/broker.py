@@ -93,8 +93,7 @@ class Broker:
         self._producer_id_next = 0
         self._producer_id_lock = asyncio.Lock()
         self._offsets_topic_task: asyncio.Task[None] | None = None
-        self.bound_ports: list[int] = []
-        self._bound: list[tuple[str, str, int]] = []
+        self._bound: list[tuple[str, str, int]] = []  # (listener, host, port actually bound)
         self._client_servers: list[asyncio.Server] = []
         self.quorum: MetadataQuorum
         self.controller: Controller
@@ -134,7 +133,7 @@ class Broker:
             self._tasks.append(asyncio.get_running_loop().create_task(self._maintenance()))
         log.info("moldau node %d started (cluster %s, roles %s), listening on %s", self.node_id, self.cluster_id,
                  ",".join(self.config.process_roles),
-                 ", ".join(f"{n}://{h}:{p}" for n, h, p in self._bound_listeners()))
+                 ", ".join(f"{n}://{h}:{p}" for n, h, p in self._bound))
 
     def _check_roles(self) -> list[VoterAddress]:
         """The quorum's voters; a lone node with no voters configured is a quorum of itself."""
@@ -318,11 +317,13 @@ class Broker:
             self._bound.append((name, host or "0.0.0.0", server.sockets[0].getsockname()[1]))
             if not controller:
                 self._client_servers.append(server)
-                self.bound_ports.append(server.sockets[0].getsockname()[1])
             log.debug("listener %s bound", name)
 
-    def _bound_listeners(self) -> list[tuple[str, str, int]]:
-        return list(self._bound)
+    @property
+    def bound_ports(self) -> list[int]:
+        """The client listeners' ports as bound (port 0 resolved)."""
+        controller_names = set(self.config.controller_listener_names)
+        return [port for name, _, port in self._bound if name not in controller_names]
 
     def _endpoints(self) -> tuple[Endpoint, ...]:
         """The advertised client endpoints; port 0 ("any free port") is advertised as the port actually bound."""
@@ -388,10 +389,15 @@ class Broker:
         if ctx.on_controller_listener or self.quorum.is_active_controller():
             return None
         try:
-            response = await self.channel.call(request, None, FORWARD_TIMEOUT_S, retry_if=not_controller_in)
+            return await self._forward(request)
         except ControllerUnavailable as exc:
             log.warning("cannot forward %s: %s", type(request).__name__, exc)
             return None
+
+    async def _forward(self, request: Any) -> Any:
+        """The remote active controller's answer, once this node has applied the change. Raises
+        ControllerUnavailable."""
+        response = await self.channel.call(request, None, FORWARD_TIMEOUT_S, retry_if=not_controller_in)
         await self.quorum.wait_until_caught_up(FORWARD_TIMEOUT_S)
         return response
 
@@ -401,15 +407,13 @@ class Broker:
         if self.quorum.is_active_controller():
             await self.controller.create_topic(name, partitions, replication_factor, {}, configs)
             return
-        request = create_topics_request(name, partitions, replication_factor, configs)
         try:
-            response = await self.channel.call(request, None, FORWARD_TIMEOUT_S, retry_if=not_controller_in)
+            response = await self._forward(create_topics_request(name, partitions, replication_factor, configs))
         except ControllerUnavailable as exc:
             raise KafkaError(ErrorCode.leader_not_available, str(exc)) from exc
         result = response.topics[0]
         if result.error_code != ErrorCode.none:
             raise KafkaError(ErrorCode(result.error_code), result.error_message or "")
-        await self.quorum.wait_until_caught_up(FORWARD_TIMEOUT_S)
 
     async def auto_create_topic(self, name: str) -> None:
         config = self.effective_config(self.image)

@@ -153,13 +153,20 @@ def _all_agree(cluster: LocalCluster) -> QuorumInfo | None:
     return found if found is not None and len(views) == 3 else None
 
 
-def test_a_cut_off_broker_is_fenced_and_readmitted(cluster: LocalCluster) -> None:
+def placed_beside_the_controller(cluster: LocalCluster, topic: str) -> tuple[int, str, dict[int, int]]:
+    """Create a 3-partition topic through the active controller's broker; returns another broker's id (the one a
+    test disturbs), the controller's address and the placement once every partition has a leader."""
     active = cluster.active_controller().leader_id
     victim = next(n.node_id for n in cluster.brokers if n.node_id != active)
-    observer = cluster[active].kafka_address
-    assert observer is not None
-    create_topic(observer, "fenced", 3)
-    before = cluster.wait_until(lambda: _complete(leaders(observer, "fenced"), 3), 10, "placement")
+    address = cluster[active].kafka_address
+    assert address is not None
+    create_topic(address, topic, 3)
+    placement = cluster.wait_until(lambda: _complete(leaders(address, topic), 3), 10, "placement")
+    return victim, address, placement
+
+
+def test_a_cut_off_broker_is_fenced_and_readmitted(cluster: LocalCluster) -> None:
+    victim, observer, before = placed_beside_the_controller(cluster, "fenced")
 
     cluster[victim].pause()  # silent: no heartbeats, no fetches
     try:
@@ -175,12 +182,7 @@ def test_a_cut_off_broker_is_fenced_and_readmitted(cluster: LocalCluster) -> Non
 def test_clients_follow_leadership_through_metadata(cluster: LocalCluster) -> None:
     """A kafka-python and a confluent-kafka producer keep delivering to a partition whose leader goes away and
     comes back: they learn both changes from Metadata alone."""
-    active = cluster.active_controller().leader_id
-    victim = next(n.node_id for n in cluster.brokers if n.node_id != active)
-    address = cluster[active].kafka_address
-    assert address is not None
-    create_topic(address, "followed", 3)
-    placement = cluster.wait_until(lambda: _complete(leaders(address, "followed"), 3), 10, "placement")
+    victim, address, placement = placed_beside_the_controller(cluster, "followed")
     partition = next(p for p, leader in placement.items() if leader == victim)
 
     confluent = Producer({"bootstrap.servers": cluster.bootstrap, "message.timeout.ms": 60000,

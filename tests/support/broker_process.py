@@ -21,6 +21,18 @@ def free_port() -> int:
         return port
 
 
+def signal_and_wait(proc: subprocess.Popen[bytes], sig: int, timeout_s: float, what: str) -> int:
+    """Send `sig` if the process still runs and wait for its exit code; past the timeout SIGKILL it and raise."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        return proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"{what} ignored signal {sig} for {timeout_s}s") from None
+
+
 class BrokerProcess:
     def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, port: int | None = None) -> None:
         self.data_dir = data_dir
@@ -79,17 +91,10 @@ class BrokerProcess:
     def _signal_and_wait(self, sig: int, timeout_s: float) -> int:
         if self.proc is None:
             return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
         try:
-            code = self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait()
-            raise RuntimeError(f"broker ignored signal {sig} for {timeout_s}s") from None
+            return signal_and_wait(self.proc, sig, timeout_s, "broker")
         finally:
             self.proc = None
-        return code
 
     @property
     def running(self) -> bool:

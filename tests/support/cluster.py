@@ -36,6 +36,7 @@ from moldau.cli.cluster import (
     server_command,
     spawn_node,
 )
+from tests.support.broker_process import signal_and_wait
 from tests.support.raw_client import RawClient
 
 T = TypeVar("T")
@@ -298,18 +299,12 @@ class ClusterNode:
     def _signal_and_wait(self, sig: int, timeout_s: float) -> int:
         if self.proc is None:
             return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
         try:
-            code = self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            message = f"node {self.node_id} ignored signal {sig} for {timeout_s}s:\n{self.log_tail()}"
-            raise RuntimeError(message) from None
+            return signal_and_wait(self.proc, sig, timeout_s, f"node {self.node_id}")
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}:\n{self.log_tail()}") from None
         finally:
             self.paused = False
-        return code
 
     def cleanup(self) -> None:
         """SIGKILL if still running; never raises."""
