@@ -18,10 +18,10 @@ import contextlib
 import logging
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from moldau.clock import Clock
+from moldau.config import Voter
 from moldau.metadata import raft_wire as wire
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.quorum_store import QuorumStore, decode_records, encode_records
@@ -60,15 +60,8 @@ REQUEST_TIMEOUT_S = 2.0
 ImageListener = Callable[[MetadataImage, MetadataImage], None]
 
 
-@dataclass(frozen=True, slots=True)
-class VoterAddress:
-    node_id: int
-    host: str
-    port: int
-
-
 class MetadataQuorum:
-    def __init__(self, node_id: int, voters: Sequence[VoterAddress], cluster_id: str, directory: str,
+    def __init__(self, node_id: int, voters: Sequence[Voter], cluster_id: str, directory: str,
                  clock: Clock, raft_config: Config, snapshot_every_bytes: int,
                  rng: random.Random | None = None) -> None:
         self.node_id = node_id
@@ -151,7 +144,7 @@ class MetadataQuorum:
         return (self.node.role is Role.LEADER and self._epoch_start is not None
                 and self.applied_offset > self._epoch_start)
 
-    def leader_address(self) -> VoterAddress | None:
+    def leader_address(self) -> Voter | None:
         leader = self.node.leader_id
         return None if leader is None else self.voters.get(leader)
 
@@ -402,7 +395,7 @@ class MetadataQuorum:
                 self._last_leader_hw = answer.high_watermark
                 self._applied_event.set()
 
-    async def _exchange(self, msg: Message, address: VoterAddress) -> Message | None:
+    async def _exchange(self, msg: Message, address: Voter) -> Message | None:
         host, port = address.host, address.port
         match msg:
             case VoteRequest():

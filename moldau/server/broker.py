@@ -33,6 +33,7 @@ from moldau.config import (
     NOT_YET_ACTED_ON,
     BrokerConfig,
     ConfigSource,
+    Voter,
     describe_broker_configs,
     effective_topic_configs,
     log_config,
@@ -44,7 +45,7 @@ from moldau.coordinator.group.settings import CoordinatorSettings
 from moldau.metadata.controller import Controller
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.log import LocalMetadataLog
-from moldau.metadata.quorum import MetadataQuorum, VoterAddress
+from moldau.metadata.quorum import MetadataQuorum
 from moldau.metadata.records import RESOURCE_TOPIC, Endpoint, RegisterBrokerRecord
 from moldau.protocol import codec
 from moldau.protocol.codec import InvalidRequest, make
@@ -135,16 +136,16 @@ class Broker:
                  ",".join(self.config.process_roles),
                  ", ".join(f"{n}://{h}:{p}" for n, h, p in self._bound))
 
-    def _check_roles(self) -> list[VoterAddress]:
+    def _check_roles(self) -> list[Voter]:
         """The quorum's voters; a lone node with no voters configured is a quorum of itself."""
         roles = set(self.config.process_roles)
         if not roles or not roles <= {"broker", "controller"}:
             raise StartupError(f"process.roles must be broker, controller or both, not {sorted(roles)}")
-        configured = [VoterAddress(v.node_id, v.host, v.port) for v in self.config.controller_quorum_voters]
+        configured = self.config.controller_quorum_voters
         if not configured:
             if not self.is_controller:
                 raise StartupError("a broker-only node needs controller.quorum.voters to find the controllers")
-            return [VoterAddress(self.node_id, "", 0)]
+            return [Voter(self.node_id, "", 0)]
         ids = [v.node_id for v in configured]
         if len(set(ids)) != len(ids):
             raise StartupError(f"controller.quorum.voters names a node more than once: {ids}")
@@ -157,7 +158,7 @@ class Broker:
                                "controller.listener.names")
         return configured
 
-    def _open_quorum(self, voters: list[VoterAddress]) -> MetadataQuorum:
+    def _open_quorum(self, voters: list[Voter]) -> MetadataQuorum:
         directory = os.path.join(self.config.log_dirs[0], METADATA_DIR)
         election_ms = self.config.get_int("controller.quorum.election.timeout.ms")
         raft_config = RaftConfig(
