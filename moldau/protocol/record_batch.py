@@ -160,12 +160,13 @@ def crc_matches(batch: bytes | bytearray | memoryview, header: BatchHeader) -> b
 
 
 def split_batches(
-    records: bytes | bytearray | memoryview, verify_crc: bool = True
+    records: bytes | bytearray | memoryview, verify_crc: bool = True, *, from_client: bool = True
 ) -> list[tuple[BatchHeader, memoryview]]:
     """Split a produce request's record set into fully validated batches (views, no copies).
 
     The record set must consist of whole v2 batches back to back: an empty set, a truncated trailing
-    batch or trailing bytes too short for a header are CORRUPT_MESSAGE.
+    batch or trailing bytes too short for a header are CORRUPT_MESSAGE. `from_client=False` is for batches
+    copied from a leader's log, where compaction may have left fewer records than offsets.
     """
     view = _byte_view(records)
     end = len(view)
@@ -182,7 +183,7 @@ def split_batches(
         if remaining > _MAGIC_POS and view[pos + _MAGIC_POS] != MAGIC_V2:
             raise InvalidBatch(ErrorCode.unsupported_for_message_format, "only magic 2 batches are accepted")
         header = parse_header(view, pos)
-        validate_header(header, remaining)
+        validate_header(header, remaining, from_client=from_client)
         batch = view[pos : pos + header.total_size]
         if verify_crc and not crc_matches(batch, header):
             raise InvalidBatch(ErrorCode.corrupt_message, f"CRC mismatch in batch at byte {pos}")

@@ -1,16 +1,22 @@
 """The log of one partition: a directory `<topic>-<partition>` of segments, after Apache Kafka's log.
 
 Directory contents: `<base offset>.log/.index/.timeindex` segments, `<offset>.snapshot` producer-state
-snapshots, `partition.metadata` (topic id, Kafka's text format), and two checkpoints written atomically:
-`recovery-point` (every byte below it was fsynced) and `log-start-offset`. `close()` leaves a
-`.clean-shutdown` marker that `open()` consumes.
+snapshots, `partition.metadata` (topic id, Kafka's text format), `leader-epoch-checkpoint` (the leader epoch
+cache, `moldau.storage.leader_epoch_cache`, Kafka's text format), and three checkpoints written atomically
+at every flush and at close: `recovery-point` (every byte below it was fsynced), `log-start-offset` and
+`high-watermark`. `close()` leaves a `.clean-shutdown` marker that `open()` consumes.
 
 Invariants:
 
 * Offsets are consecutive across appends; segments are sorted by base offset; only the last segment
   (the active one) takes appends.
-* log_start_offset <= high_watermark <= log_end_offset. On a single node the high watermark follows the
-  log end offset (`high_watermark_follows_log_end`); replication will move it through the setter.
+* log_start_offset <= high_watermark <= log_end_offset. While `high_watermark_follows_log_end` is True (the
+  default: a partition without followers) the high watermark is the log end offset. When it is False the
+  replica manager moves it through the setter, and a reopened log starts from the `high-watermark`
+  checkpoint (capped at the log end; the log end offset when there is no checkpoint yet).
+* Two append paths: `append` (a leader: validates, assigns offsets and the leader epoch) and
+  `append_as_follower` (batches replicated from the leader, stored byte for byte at their own offsets,
+  which may leave gaps). Both keep producer state and the leader epoch cache up to date.
 * An append is all-or-nothing: every batch is validated before any byte is written, and a failed write
   (OSError, e.g. a full disk) leaves the log as it was and surfaces as KAFKA_STORAGE_ERROR.
 * Start-up re-validates only segments at or after the recovery point, and none after a clean shutdown;
@@ -39,6 +45,7 @@ from moldau.clock import Clock
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_batch import BatchHeader, assign_offsets
 from moldau.storage.batch_rewrite import require_keys
+from moldau.storage.leader_epoch_cache import LeaderEpochCache
 from moldau.storage.log_config import LogConfig, TimestampType
 from moldau.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -71,6 +78,7 @@ __all__ = [
 CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
 RECOVERY_POINT_FILE = "recovery-point"
 LOG_START_OFFSET_FILE = "log-start-offset"
+HIGH_WATERMARK_FILE = "high-watermark"
 PARTITION_METADATA_FILE = "partition.metadata"
 # Leftovers of interrupted operations: never part of a consistent log.
 _STRAY_SUFFIXES = (".tmp", ".deleted", ".swap", ".cleaned")
@@ -134,6 +142,7 @@ class PartitionLog:
         parsed = parse_partition_dir_name(os.path.basename(os.path.normpath(directory)))
         self.topic, self.partition = parsed if parsed is not None else ("", -1)
         self.producer_state = producers
+        self.leader_epochs = LeaderEpochCache(directory)
         self.high_watermark_follows_log_end = True
         self._config = config
         self._clock = clock
@@ -202,8 +211,11 @@ class PartitionLog:
         first_base = self._segments[0].base_offset
         self._log_start_offset = min(max(checkpointed_start or first_base, first_base), self._log_end_offset)
         self._drop_segments_below_start(now)
-        self._high_watermark = self._log_end_offset
+        checkpointed_hw = _read_checkpoint(os.path.join(self.directory, HIGH_WATERMARK_FILE))
+        self._high_watermark = self._log_end_offset if checkpointed_hw is None else \
+            min(max(checkpointed_hw, self._log_start_offset), self._log_end_offset)
         self._recovery_point = min(recovery_point, self._log_end_offset)
+        self._load_leader_epochs()
         if not clean:
             # Recovered data may exist only in the page cache; make it durable once, then start clean.
             self.flush()
@@ -255,6 +267,21 @@ class PartitionLog:
         if count:
             self._delete_first_segments(count, now_ms)
 
+    def _load_leader_epochs(self) -> None:
+        """The checkpointed cache, cut to the log's offsets; rebuilt from the batch headers when the file
+        is missing or unreadable (logs written before it existed)."""
+        cache = LeaderEpochCache.load(self.directory)
+        self.leader_epochs = cache
+        if not cache.loaded_from_file and self._log_end_offset > self._log_start_offset:
+            cache.assign_all((h.partition_leader_epoch, h.base_offset)
+                             for h in self._headers_from(self._log_start_offset))
+            if not cache.loaded_from_file:
+                cache.write()  # no batch has an epoch: an empty file spares the next start the scan
+            log.info("%s: rebuilt the leader epoch cache: %s", os.path.basename(self.directory),
+                     list(cache.entries))
+        cache.truncate_from_end(self._log_end_offset)
+        cache.truncate_from_start(self._log_start_offset)
+
     def _load_producer_state(self, now_ms: int) -> None:
         """Newest snapshot at or below the log end, then the batch headers after it."""
         producers = self.producer_state
@@ -294,11 +321,16 @@ class PartitionLog:
 
     @property
     def high_watermark(self) -> int:
-        return self._high_watermark
+        """The log end offset while `high_watermark_follows_log_end`; else the value last set (or loaded)."""
+        return self._log_end_offset if self.high_watermark_follows_log_end else self._high_watermark
 
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
         self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch; see `LeaderEpochCache.end_offset_for`."""
+        return self.leader_epochs.end_offset_for(epoch, self._log_end_offset)
 
     @property
     def recovery_point(self) -> int:
@@ -327,27 +359,67 @@ class PartitionLog:
         now = self._clock.time_ms()
         config = self._config
         append_time = now if config.message_timestamp_type is TimestampType.LOG_APPEND_TIME else None
-        total_bytes, offset_count, duplicate = self._validate(batches, now, check_create_time=append_time is None)
+        total_bytes, _, duplicate = self._validate(batches, now, check_create_time=append_time is None)
         if duplicate is not None:
             return self._duplicate_result(duplicate, append_time is not None)
         first_offset = self._log_end_offset
-        try:
-            segment = self._segment_for_append(total_bytes, first_offset + offset_count - 1, now)
-            pieces: list[bytes | memoryview] = []
-            stored: list[AppendedBatch] = []
-            offset = first_offset
-            for header, view in batches:
-                pieces += assign_offsets(view, offset, leader_epoch, append_time)
-                next_offset = offset + header.last_offset_delta + 1
-                max_ts = header.max_timestamp if append_time is None else append_time
-                stored.append(AppendedBatch(offset, next_offset, max_ts, header.total_size))
-                offset = next_offset
-            segment.append(pieces, stored, total_bytes)
-        except OSError as e:
-            raise _storage_error(e) from e
-        self._after_append(batches, stored, now)
+        pieces: list[bytes | memoryview] = []
+        stored: list[AppendedBatch] = []
+        offset = first_offset
+        for header, view in batches:
+            pieces += assign_offsets(view, offset, leader_epoch, append_time)
+            next_offset = offset + header.last_offset_delta + 1
+            max_ts = header.max_timestamp if append_time is None else append_time
+            stored.append(AppendedBatch(offset, next_offset, max_ts, header.total_size))
+            offset = next_offset
+        self._write(pieces, stored, total_bytes, ((leader_epoch, first_offset),), now)
+        self._after_append(batches, stored, now, leader=True)
         return AppendResult(first_offset, offset - 1, -1 if append_time is None else append_time,
                             self._log_start_offset)
+
+    def append_as_follower(self, batches: list[tuple[BatchHeader, memoryview]]) -> AppendResult:
+        """Store batches replicated from the leader byte for byte, at the offsets they carry.
+
+        The batches (split and CRC-checked by the caller) already hold their final base offsets, partition
+        leader epochs and timestamps; nothing is rewritten and no idempotent-producer check rejects them
+        (the leader did that). The first base offset must be >= the log end offset and offsets must
+        increase from batch to batch; gaps are legal (the leader's log may be compacted). Producer state
+        and the leader epoch cache follow the batches; the log end offset moves past the last one; the
+        high watermark is left to the caller. All or nothing, as `append`.
+
+        Raises KafkaError: UNKNOWN_SERVER_ERROR (no batches, or offsets that overlap the log or go
+        backwards), RECORD_LIST_TOO_LARGE (more bytes than a segment holds), KAFKA_STORAGE_ERROR.
+        """
+        if not batches:
+            raise KafkaError(ErrorCode.unknown_server_error, "no record batches to append as follower")
+        if self._closed:
+            raise KafkaError(ErrorCode.kafka_storage_error, "the log is closed")
+        now = self._clock.time_ms()
+        expected = self._log_end_offset
+        total_bytes = 0
+        stored: list[AppendedBatch] = []
+        for header, view in batches:
+            if header.base_offset < expected:
+                raise KafkaError(
+                    ErrorCode.unknown_server_error,
+                    f"{self.topic}-{self.partition}: follower append of a batch at offset {header.base_offset} "
+                    f"below the expected offset {expected} (log end offset {self._log_end_offset})",
+                )
+            if len(view) != header.total_size:
+                raise KafkaError(ErrorCode.corrupt_message,
+                                 f"batch at offset {header.base_offset} is not {header.total_size} bytes long")
+            stored.append(AppendedBatch(header.base_offset, header.next_offset, header.max_timestamp,
+                                        header.total_size))
+            total_bytes += header.total_size
+            expected = header.next_offset
+        if total_bytes > self._config.segment_bytes:
+            raise KafkaError(ErrorCode.record_list_too_large,
+                             f"{total_bytes} bytes exceed segment.bytes {self._config.segment_bytes}")
+        pieces: list[bytes | memoryview] = [view for _, view in batches]
+        epochs = [(header.partition_leader_epoch, header.base_offset) for header, _ in batches]
+        self._write(pieces, stored, total_bytes, epochs, now)
+        self._after_append(batches, stored, now, leader=False)
+        return AppendResult(stored[0].base_offset, stored[-1].next_offset - 1, -1, self._log_start_offset)
 
     def _validate(
         self, batches: list[tuple[BatchHeader, memoryview]], now_ms: int, check_create_time: bool
@@ -397,37 +469,66 @@ class PartitionLog:
                             duplicate=True)
 
     def _after_append(self, batches: list[tuple[BatchHeader, memoryview]], stored: list[AppendedBatch],
-                      now_ms: int) -> None:
+                      now_ms: int, *, leader: bool) -> None:
         records = 0
         for (header, _), batch in zip(batches, stored, strict=True):
             records += header.records_count
             if header.producer_id >= 0:
                 self.producer_state.update(header, batch.base_offset, batch.next_offset - 1, batch.max_timestamp)
         self._log_end_offset = stored[-1].next_offset
-        if self.high_watermark_follows_log_end:
+        if leader and self.high_watermark_follows_log_end:
             self._high_watermark = self._log_end_offset
         self._unflushed_messages += records
         config = self._config
         if self._unflushed_messages >= config.flush_messages or now_ms - self._last_flush_ms >= config.flush_ms:
             self.flush()
 
-    def _segment_for_append(self, total_bytes: int, last_offset: int, now_ms: int) -> LogSegment:
+    def _write(self, pieces: list[bytes | memoryview], stored: list[AppendedBatch], total_bytes: int,
+               epochs: Sequence[tuple[int, int]], now_ms: int) -> None:
+        """Write one append's bytes to the active segment (rolled first if due). The leader epoch cache is
+        updated before the bytes are written, as in Kafka, so that a crash in between is repaired by
+        recovery cutting the cache at the log end; a failed write takes the new entries back."""
+        first_offset = stored[0].base_offset
+        epochs_changed = False
+        try:
+            epochs_changed = self.leader_epochs.assign_all(epochs)
+            segment = self._segment_for_append(total_bytes, first_offset, stored[-1].next_offset - 1, now_ms)
+            segment.append(pieces, stored, total_bytes)
+        except OSError as e:
+            if epochs_changed:
+                with contextlib.suppress(OSError):
+                    self.leader_epochs.truncate_from_end(self._log_end_offset)
+            raise _storage_error(e) from e
+
+    def _segment_for_append(self, total_bytes: int, first_offset: int, last_offset: int,
+                            now_ms: int) -> LogSegment:
+        """The segment to take an append of `total_bytes` for offsets first_offset..last_offset. A new
+        segment starts at `first_offset`, which only a follower's append (after a gap) puts above the log
+        end offset."""
         config = self._config
-        if self._segments[-1].must_roll_before(total_bytes, last_offset, now_ms, config.segment_bytes,
-                                                config.max_segment_ms):
-            self._roll(now_ms)
+        active = self._segments[-1]
+        if active.must_roll_before(total_bytes, last_offset, now_ms, config.segment_bytes, config.max_segment_ms):
+            self._roll(now_ms, first_offset)
+        elif not active.can_hold_offset(last_offset):
+            # An empty active segment, and a follower's batch beyond a gap too wide for its index entries.
+            replacement = self._new_segment(first_offset, now_ms)
+            active.delete(lambda fd: self._closer.close_later(fd, now_ms))
+            self._segments[-1], self._bases[-1] = replacement, first_offset
+            replacement.index_interval_bytes = self._config.index_interval_bytes
         return self._segments[-1]
 
     # -- rolling -------------------------------------------------------------------------------------
 
-    def _roll(self, now_ms: int) -> None:
-        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+    def _roll(self, now_ms: int, base_offset: int | None = None) -> None:
+        """Start a new active segment at the log end offset, or at `base_offset` when that is higher (a
+        follower's append after a gap); a no-op if the active one is empty."""
         active = self._segments[-1]
         if active.size_bytes == 0:
             return
         active.seal()
         self.producer_state.take_snapshot(self._log_end_offset)
-        self._add_segment(self._new_segment(self._log_end_offset, now_ms))
+        start = self._log_end_offset if base_offset is None else max(base_offset, self._log_end_offset)
+        self._add_segment(self._new_segment(start, now_ms))
 
     def roll_if_due(self, now_ms: int) -> bool:
         """Roll a non-empty active segment older than segment_ms (see `LogConfig.max_segment_ms`); returns
@@ -465,12 +566,13 @@ class PartitionLog:
                 ErrorCode.offset_out_of_range,
                 f"offset {fetch_offset} is outside [{self._log_start_offset}, {self._log_end_offset}]",
             )
-        upper = min(self._high_watermark if max_offset is None else max_offset, self._log_end_offset)
+        high_watermark = self.high_watermark
+        upper = min(high_watermark if max_offset is None else max_offset, self._log_end_offset)
         try:
             found = self._read_slice(fetch_offset, max_bytes, min_one_batch, upper)
         except OSError as e:
             raise _storage_error(e) from e
-        return ReadResult(() if found is None or found.size == 0 else (found,), self._high_watermark,
+        return ReadResult(() if found is None or found.size == 0 else (found,), high_watermark,
                           self._log_start_offset, self._log_end_offset)
 
     def _read_slice(self, fetch_offset: int, max_bytes: int, min_one_batch: bool,
@@ -531,11 +633,12 @@ class PartitionLog:
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start offset to `offset` (-1: the high watermark) and delete the
         segments wholly below it. Returns the new log start offset (the low watermark)."""
+        high_watermark = self.high_watermark
         if offset == DELETE_TO_HIGH_WATERMARK:
-            offset = self._high_watermark
-        if offset < 0 or offset > self._high_watermark:
+            offset = high_watermark
+        if offset < 0 or offset > high_watermark:
             raise KafkaError(ErrorCode.offset_out_of_range,
-                             f"offset {offset} is beyond the high watermark {self._high_watermark}")
+                             f"offset {offset} is beyond the high watermark {high_watermark}")
         if offset <= self._log_start_offset:
             return self._log_start_offset
         try:
@@ -543,6 +646,7 @@ class PartitionLog:
             self._write_log_start_checkpoint()
             self._drop_segments_below_start(self._clock.time_ms())
             self.producer_state.truncate_head(offset)
+            self.leader_epochs.truncate_from_start(offset)
         except OSError as e:
             raise _storage_error(e) from e
         return self._log_start_offset
@@ -584,7 +688,7 @@ class PartitionLog:
             if is_last and segment.size_bytes == 0:
                 break
             upper = self._log_end_offset if is_last else self._bases[i + 1]
-            if self._high_watermark < upper or not predicate(segment):
+            if self.high_watermark < upper or not predicate(segment):
                 break
             count += 1
         if count == 0:
@@ -602,6 +706,7 @@ class PartitionLog:
             self._log_start_offset = self._segments[0].base_offset
             self._write_log_start_checkpoint()
         self.producer_state.truncate_head(self._log_start_offset)
+        self.leader_epochs.truncate_from_start(self._log_start_offset)
         for segment in doomed:
             segment.delete(lambda fd: self._closer.close_later(fd, now_ms))
 
@@ -661,6 +766,9 @@ class PartitionLog:
     def _write_checkpoints(self) -> None:
         _write_checkpoint(os.path.join(self.directory, RECOVERY_POINT_FILE), self._recovery_point)
         self._write_log_start_checkpoint()
+        # The stored value, not the property: after an unclean start, a log that follows its end still holds
+        # the checkpointed high watermark until it is moved, and rewriting the log end would lose it.
+        _write_checkpoint(os.path.join(self.directory, HIGH_WATERMARK_FILE), self._high_watermark)
 
     def _write_log_start_checkpoint(self) -> None:
         _write_checkpoint(os.path.join(self.directory, LOG_START_OFFSET_FILE), self._log_start_offset)
@@ -703,12 +811,14 @@ class PartitionLog:
         for segment in self._segments:
             segment.directory = directory
         self.producer_state.directory = directory
+        self.leader_epochs.directory = directory
 
     # -- truncation (replication) --------------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch that holds an offset >= `offset`. A batch straddling `offset` goes whole,
-        so the log end may end below `offset`; below the log start the log restarts empty at `offset`."""
+        so the log end may end below `offset`; below the log start the log restarts empty at `offset`.
+        Producer state is rebuilt to match the new log end and the leader epoch cache is cut there."""
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         if offset >= self._log_end_offset:
@@ -731,9 +841,24 @@ class PartitionLog:
                 self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
             self._high_watermark = min(self._high_watermark, self._log_end_offset)
             self._recovery_point = min(self._recovery_point, self._log_end_offset)
+            self.leader_epochs.truncate_from_end(self._log_end_offset)
             self._write_checkpoints()
             self.producer_state.delete_snapshots_after(self._log_end_offset)
             self._load_producer_state(now)
+        except OSError as e:
+            raise _storage_error(e) from e
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log empty at `offset`: log start, log end, high watermark
+        and recovery point all become `offset`; producer state and the leader epoch cache are cleared. A
+        follower whose fetch offset fell below its leader's log start offset does this."""
+        if offset < 0:
+            raise ValueError(f"cannot start a log at negative offset {offset}")
+        now = self._clock.time_ms()
+        try:
+            self._truncate_fully(offset, now)
+            self._high_watermark = self._recovery_point = offset
+            self._write_checkpoints()
         except OSError as e:
             raise _storage_error(e) from e
 
@@ -743,6 +868,9 @@ class PartitionLog:
         self._segments, self._bases = [], []
         self._add_segment(self._new_segment(offset, now_ms))
         self._log_start_offset = self._log_end_offset = offset
+        self.producer_state.clear()
+        self.producer_state.delete_snapshots_after(-1)
+        self.leader_epochs.clear()
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.directory!r}, start={self._log_start_offset}, "

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import struct
 import uuid
 from pathlib import Path
 
@@ -340,3 +341,255 @@ def test_checkpoints_are_written(open_log: OpenLog) -> None:
     assert (directory / "recovery-point").read_text() == "24\n"
     assert (directory / "log-start-offset").read_text() == "5\n"
     assert not any(name.endswith(".tmp") for name in os.listdir(directory))
+
+
+# -- replication: follower appends, leader epochs, high watermark ------------------------------------------------
+
+
+def _stored_at(raw: bytes, base_offset: int, leader_epoch: int) -> bytes:
+    """`raw` as the leader stored it: its base offset and partition leader epoch set (outside the CRC)."""
+    batch = bytearray(raw)
+    struct.pack_into(">q", batch, 0, base_offset)
+    struct.pack_into(">i", batch, 12, leader_epoch)
+    return bytes(batch)
+
+
+def _read_all(log: PartitionLog) -> bytes:
+    out, offset = b"", log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 20, True, max_offset=log.log_end_offset).read_bytes()
+        out += data
+        offset = parse_last_next_offset(data)
+    return out
+
+
+def test_follower_append_stores_bytes_and_offsets_as_given(open_log: OpenLog) -> None:
+    log = open_log()
+    log.high_watermark_follows_log_end = False
+    raw = [_stored_at(make_batch(values(3)), 0, 2), _stored_at(make_batch(values(2), compression=1), 3, 2),
+           _stored_at(make_batch(values(4), timestamp_ms=5), 5, 4)]
+    result = log.append_as_follower(batches_of(*raw))
+    assert (result.first_offset, result.last_offset, result.duplicate) == (0, 8, False)
+    assert (log.log_end_offset, log.high_watermark) == (9, 0)  # the caller moves the high watermark
+    assert _read_all(log) == b"".join(raw)
+    assert log.leader_epochs.entries == ((2, 0), (4, 5))
+    assert log.end_offset_for_epoch(2) == (2, 5) and log.end_offset_for_epoch(4) == (4, 9)
+    log.high_watermark = 9
+    assert [o for o, _ in _all_records(log)] == list(range(9))
+
+
+def test_follower_append_accepts_gaps(open_log: OpenLog) -> None:
+    log = open_log(segment_bytes=700)
+    log.append_as_follower(batches_of(_stored_at(make_batch(values(2)), 0, 0)))
+    gap = [_stored_at(make_batch(values(2, size=60)), 10 + 5 * i, 1) for i in range(8)]
+    for i in range(0, 8, 2):  # rolls: a new segment starts at the first batch's offset
+        log.append_as_follower(batches_of(*gap[i : i + 2]))
+    assert log.log_end_offset == 47
+    assert len(log.segments) > 1 and all(s.base_offset in (0, *(10 + 5 * i for i in range(8)))
+                                         for s in log.segments)
+    assert [o for o, _ in _all_records(log)] == [0, 1, *(o for i in range(8) for o in (10 + 5 * i, 11 + 5 * i))]
+    assert decode(log.read(3, 100, True).read_bytes())[0][0] == 10
+    assert _append(log, 1, epoch=3) == (47, 47)  # leader appends continue after the gap
+    assert log.leader_epochs.entries == ((0, 0), (1, 10), (3, 47))
+
+
+def test_follower_append_refuses_overlap_and_disorder_without_writing(open_log: OpenLog) -> None:
+    log = open_log()
+    log.append_as_follower(batches_of(_stored_at(make_batch(values(5)), 0, 1)))
+    size = log.size_bytes
+    for bad in (
+        [_stored_at(make_batch(values(2)), 4, 1)],  # overlaps the log
+        [_stored_at(make_batch(values(2)), 3, 1)],  # below the log end
+        [_stored_at(make_batch(values(2)), 5, 1), _stored_at(make_batch(values(2)), 6, 1)],  # overlap
+        [_stored_at(make_batch(values(2)), 8, 2), _stored_at(make_batch(values(2)), 5, 2)],  # backwards
+    ):
+        with pytest.raises(KafkaError) as e:
+            log.append_as_follower(batches_of(*bad))
+        assert e.value.code == ErrorCode.unknown_server_error
+        assert "offset" in str(e.value)
+    with pytest.raises(KafkaError):
+        log.append_as_follower([])
+    assert (log.log_end_offset, log.size_bytes) == (5, size)
+    assert log.leader_epochs.entries == ((1, 0),)
+
+
+def test_follower_append_too_large_for_a_segment_is_refused(open_log: OpenLog) -> None:
+    log = open_log(segment_bytes=600)
+    raw = [_stored_at(make_batch(values(2, size=100)), 2 * i, 0) for i in range(4)]
+    with pytest.raises(KafkaError) as e:
+        log.append_as_follower(batches_of(*raw))
+    assert e.value.code == ErrorCode.record_list_too_large
+    assert log.log_end_offset == 0 and log.leader_epochs.entries == ()
+
+
+def test_follower_append_write_failure_changes_nothing(open_log: OpenLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    import moldau.storage.segment as segment_module
+
+    log = open_log()
+    _append(log, 2, epoch=1)
+
+    def fail(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(segment_module, "write_all", fail)
+    with pytest.raises(KafkaError) as e:
+        log.append_as_follower(batches_of(_stored_at(make_batch(values(2)), 2, 5)))
+    assert e.value.code == ErrorCode.kafka_storage_error
+    assert log.log_end_offset == 2 and log.leader_epochs.entries == ((1, 0),)
+    monkeypatch.undo()
+    assert log.append_as_follower(batches_of(_stored_at(make_batch(values(2)), 2, 5))).last_offset == 3
+
+
+def test_follower_appended_idempotent_batches_are_known_to_a_new_leader(open_log: OpenLog) -> None:
+    log = open_log()
+    first = make_batch(values(3), producer_id=7, producer_epoch=0, base_sequence=0)
+    second = make_batch(values(2), producer_id=7, producer_epoch=0, base_sequence=3)
+    log.append_as_follower(batches_of(_stored_at(first, 0, 1), _stored_at(second, 3, 1)))
+    # This replica becomes the leader; the producer retries its last batch.
+    retry = log.append(batches_of(second), 2)
+    assert (retry.duplicate, retry.first_offset, retry.last_offset) == (True, 3, 4)
+    with pytest.raises(KafkaError) as e:
+        log.append(batches_of(make_batch(values(1), producer_id=7, producer_epoch=0, base_sequence=9)), 2)
+    assert e.value.code == ErrorCode.out_of_order_sequence_number
+    following = log.append(batches_of(make_batch(values(1), producer_id=7, producer_epoch=0, base_sequence=5)), 2)
+    assert (following.duplicate, following.first_offset) == (False, 5)
+    log.close()
+    log = open_log()
+    assert log.append(batches_of(second), 2).duplicate  # and after a restart
+
+
+def test_leader_epochs_are_assigned_on_append_and_survive_reopen(open_log: OpenLog, tmp_path: Path) -> None:
+    log = open_log()
+    _append(log, 2, epoch=0)
+    _append(log, 2, epoch=0)
+    _append(log, 3, epoch=3)
+    _append(log, 1, epoch=2)  # an older epoch is never recorded
+    assert log.leader_epochs.entries == ((0, 0), (3, 4))
+    assert log.end_offset_for_epoch(0) == (0, 4)
+    assert log.end_offset_for_epoch(3) == (3, 8)
+    assert log.end_offset_for_epoch(1) == (0, 4)
+    assert (tmp_path / "topic-0" / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n3 4\n"
+    log.close()
+    log = open_log()
+    assert log.leader_epochs.entries == ((0, 0), (3, 4)) and log.leader_epochs.loaded_from_file
+
+
+def test_leader_epochs_are_rebuilt_when_the_file_is_missing(open_log: OpenLog, tmp_path: Path) -> None:
+    log = open_log(segment_bytes=700)
+    for epoch in (0, 0, 1, 1, 1, 4, 4, 6):
+        _append(log, 2, size=60, epoch=epoch)
+    log.delete_records_before(3)
+    entries = log.leader_epochs.entries
+    assert entries == ((0, 3), (1, 4), (4, 10), (6, 14))
+    log.close()
+    (tmp_path / "topic-0" / "leader-epoch-checkpoint").unlink()
+    log = open_log(segment_bytes=700)
+    assert log.leader_epochs.entries == entries
+    assert (tmp_path / "topic-0" / "leader-epoch-checkpoint").exists()
+    log.close()
+    (tmp_path / "topic-0" / "leader-epoch-checkpoint").write_text("rubbish")
+    assert open_log(segment_bytes=700).leader_epochs.entries == entries
+
+
+def test_leader_epochs_follow_truncation_and_retention(open_log: OpenLog) -> None:
+    log = open_log(segment_bytes=700, retention_bytes=700, retention_ms=-1)
+    for epoch in (0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5):
+        _append(log, 2, size=60, epoch=epoch)
+    assert log.leader_epochs.entries == ((0, 0), (1, 4), (2, 8), (3, 12), (4, 16), (5, 20))
+    log.truncate_to(17)  # cuts the batch 16..17 whole
+    assert log.log_end_offset == 16
+    assert log.leader_epochs.entries == ((0, 0), (1, 4), (2, 8), (3, 12))
+    assert log.end_offset_for_epoch(3) == (3, 16)
+    assert log.end_offset_for_epoch(4) == (-1, -1)
+    assert log.apply_retention(START_MS) > 0
+    start = log.log_start_offset
+    assert 4 < start < 8  # inside epoch 1: its entry moves up to the new log start
+    assert log.leader_epochs.entries == ((1, start), (2, 8), (3, 12))
+    log.delete_records_before(13)
+    assert log.leader_epochs.entries == ((3, 13),)
+    assert log.end_offset_for_epoch(1) == (1, 13)
+    _append(log, 1, epoch=9)
+    log.truncate_to(0)  # below the log start: the log restarts empty
+    assert log.leader_epochs.entries == ()
+
+
+def test_leader_epochs_are_cut_after_a_torn_tail(open_log: OpenLog, tmp_path: Path) -> None:
+    from tests.unit.storage.conftest import crash
+
+    log = open_log()
+    _append(log, 2, epoch=1)
+    _append(log, 2, epoch=2)
+    size = log.size_bytes
+    crash(log)
+    with open(tmp_path / "topic-0" / "00000000000000000000.log", "r+b") as f:
+        f.truncate(size - 5)  # the epoch-2 batch is torn
+    log = open_log()
+    assert log.log_end_offset == 2
+    assert log.leader_epochs.entries == ((1, 0),)
+
+
+def test_high_watermark_checkpoint_survives_a_clean_restart(open_log: OpenLog, tmp_path: Path) -> None:
+    log = open_log()
+    for _ in range(5):
+        _append(log, 2)
+    log.high_watermark_follows_log_end = False
+    log.high_watermark = 6
+    log.close()
+    assert (tmp_path / "topic-0" / "high-watermark").read_text() == "6\n"
+    log = open_log()
+    assert log.high_watermark == 10  # a log that follows its end, the default, shows the log end
+    log.high_watermark_follows_log_end = False
+    assert log.high_watermark == 6
+    assert [o for o, _ in decode(log.read(0, 1 << 20, False).read_bytes())] == list(range(6))
+    log.truncate_to(4)
+    assert log.high_watermark == 4
+
+
+def test_high_watermark_without_checkpoint_is_the_log_end(open_log: OpenLog, tmp_path: Path) -> None:
+    log = open_log()
+    _append(log, 5)
+    log.close()
+    (tmp_path / "topic-0" / "high-watermark").unlink()
+    log = open_log()
+    log.high_watermark_follows_log_end = False
+    assert log.high_watermark == 5
+
+
+def test_truncate_fully_and_start_at(open_log: OpenLog, tmp_path: Path) -> None:
+    log = open_log(segment_bytes=700)
+    for i in range(6):
+        _append(log, 2, size=60, epoch=1, producer_id=3, producer_epoch=0, base_sequence=2 * i)
+    log.close()
+    log = open_log(segment_bytes=700)
+    log.high_watermark_follows_log_end = False
+    log.truncate_fully_and_start_at(100)
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark, log.recovery_point) == (100, 100, 100, 100)
+    assert [s.base_offset for s in log.segments] == [100]
+    assert log.leader_epochs.entries == () and not log.producer_state.producers
+    directory = tmp_path / "topic-0"
+    assert sorted(p.name for p in directory.iterdir() if p.suffix in (".log", ".snapshot")) == [
+        "00000000000000000100.log"]
+    assert (directory / "log-start-offset").read_text() == "100\n"
+    assert (directory / "high-watermark").read_text() == "100\n"
+    with pytest.raises(KafkaError) as e:
+        log.read(99, 100, True)
+    assert e.value.code == ErrorCode.offset_out_of_range
+    log.append_as_follower(batches_of(_stored_at(make_batch(values(2)), 100, 4)))
+    assert log.leader_epochs.entries == ((4, 100),)
+    log.close()
+    log = open_log(segment_bytes=700)
+    assert (log.log_start_offset, log.log_end_offset) == (100, 102)
+    assert decode(log.read(100, 1000, True).read_bytes()) == [(100, b"v0-"), (101, b"v1-")]
+    with pytest.raises(ValueError):
+        log.truncate_fully_and_start_at(-1)
+
+
+def test_truncate_to_rebuilds_producer_state(open_log: OpenLog) -> None:
+    log = open_log(segment_bytes=700)
+    for i in range(6):
+        _append(log, 2, size=60, producer_id=3, producer_epoch=0, base_sequence=2 * i)
+    log.truncate_to(7)  # the batch 6..7 (sequences 6..7) and later ones go
+    assert log.producer_state.producers[3].last_seq == 5
+    retry = log.append(batches_of(make_batch(values(2, size=60), producer_id=3, producer_epoch=0,
+                                             base_sequence=6)), 0)
+    assert (retry.duplicate, retry.first_offset) == (False, 6)

@@ -165,7 +165,8 @@ def test_stray_files_are_removed(open_log: OpenLog) -> None:
     open_log()
     assert sorted(os.listdir(directory)) == [
         "00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex",
-        "00000000000000000006.snapshot", "log-start-offset", "recovery-point",
+        "00000000000000000006.snapshot", "high-watermark", "leader-epoch-checkpoint", "log-start-offset",
+        "recovery-point",
     ]
 
 
