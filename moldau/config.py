@@ -73,8 +73,8 @@ NOT_YET_ACTED_ON: frozenset[str] = frozenset({
     # broker
     "compression.type", "listener.security.protocol.map", "log.flush.scheduler.interval.ms",
     "log.message.downconversion.enable", "log.preallocate", "log.roll.jitter.hours", "log.roll.jitter.ms",
-    "min.insync.replicas", "num.io.threads", "num.network.threads", "ssl.keystore.password",
-    "transaction.max.timeout.ms", "transactional.id.expiration.ms", "unclean.leader.election.enable",
+    "num.io.threads", "num.network.threads", "ssl.keystore.password",
+    "transaction.max.timeout.ms", "transactional.id.expiration.ms",
     # topic
     "message.downconversion.enable", "preallocate", "segment.jitter.ms",
 })
@@ -464,6 +464,8 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("listener.security.protocol.map", _T.LIST,
               "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
               "The security protocol of each listener name, as NAME:PROTOCOL.", _PROTOCOL_MAP),
+    ConfigDef("inter.broker.listener.name", _T.STRING, None,
+              "The listener followers use to fetch from leaders; defaults to the first non-controller listener."),
     ConfigDef("controller.listener.names", _T.LIST, "",
               "Listener names used by the controller; they default to PLAINTEXT when not mapped."),
     ConfigDef("controller.quorum.voters", _T.LIST, "",
@@ -574,11 +576,35 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
          "Replicas that must acknowledge an acks=all write.", at_least(1)),
     _log("unclean.leader.election.enable", _T.BOOLEAN, "false", "unclean.leader.election.enable",
          "Allow an out-of-sync replica to become leader, at the risk of losing data."),
+    ConfigDef("replica.lag.time.max.ms", _T.LONG, "30000",
+              "A follower that has not caught up with its leader for this long leaves the ISR.", at_least(1)),
+    ConfigDef("replica.fetch.wait.max.ms", _T.INT, "500",
+              "How long a follower's fetch waits at the leader for new records.", at_least(0)),
+    ConfigDef("replica.fetch.min.bytes", _T.INT, "1",
+              "The bytes a follower's fetch waits for at the leader.", at_least(1)),
+    ConfigDef("replica.fetch.max.bytes", _T.INT, "1048576",
+              "The bytes a follower fetches per partition (at least one batch).", at_least(0)),
+    ConfigDef("replica.fetch.response.max.bytes", _T.INT, "10485760",
+              "The bytes a follower fetches per request (at least one batch).", at_least(0)),
+    ConfigDef("replica.fetch.backoff.ms", _T.INT, "1000",
+              "How long a follower waits after a failed fetch.", at_least(0)),
+    ConfigDef("replica.socket.timeout.ms", _T.INT, "30000",
+              "How long a follower waits for a fetch answer beyond the leader's wait.", at_least(1)),
+    ConfigDef("auto.leader.rebalance.enable", _T.BOOLEAN, "true",
+              "Move leadership back to preferred replicas when brokers are imbalanced."),
+    ConfigDef("leader.imbalance.check.interval.seconds", _T.LONG, "300",
+              "How often the controller checks leader balance.", at_least(1)),
+    ConfigDef("leader.imbalance.per.broker.percentage", _T.INT, "10",
+              "The share of a broker's preferred leaderships held elsewhere that triggers a rebalance.",
+              at_least(0)),
     # Consumer groups and transactions.
     ConfigDef("offsets.topic.num.partitions", _T.INT, "50",
               "Partitions of the committed offsets topic.", at_least(1)),
-    ConfigDef("offsets.topic.replication.factor", _T.SHORT, "1",
-              "Replication factor of the committed offsets topic (Kafka's default is 3).", at_least(1)),
+    ConfigDef("offsets.topic.replication.factor", _T.SHORT, "3",
+              "Replication factor of the committed offsets topic; capped at the number of registered brokers "
+              "when it is created.", at_least(1)),
+    ConfigDef("offsets.commit.timeout.ms", _T.INT, "5000",
+              "How long an offset commit waits to be on every in-sync replica of the offsets topic.", at_least(1)),
     ConfigDef("offsets.retention.minutes", _T.INT, "10080",
               "How long committed offsets of an empty group are kept.", at_least(1)),
     ConfigDef("group.initial.rebalance.delay.ms", _T.INT, "3000",
@@ -927,6 +953,10 @@ class BrokerConfig:
                 f"Listener {unmapped[0]} has no security protocol in listener.security.protocol.map",
                 "listener.security.protocol.map",
             )
+        inter_broker = self.inter_broker_listener_name
+        if inter_broker is not None and inter_broker not in names - controllers:
+            raise ConfigError(f"inter.broker.listener.name {inter_broker} is not one of the non-controller listeners",
+                              "inter.broker.listener.name")
         for listener in self.advertised_listeners:
             if listener.name not in names:
                 raise ConfigError(f"Advertised listener {listener.name} is not one of the listeners",
@@ -1090,6 +1120,11 @@ class BrokerConfig:
     @property
     def listener_security_protocol_map(self) -> dict[str, str]:
         return _parse_protocol_map(self.get_list("listener.security.protocol.map"))
+
+    @property
+    def inter_broker_listener_name(self) -> str | None:
+        value = self.value("inter.broker.listener.name")
+        return str(value).upper() if value else None
 
     @property
     def controller_listener_names(self) -> list[str]:
@@ -1349,4 +1384,6 @@ def log_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> LogConfig:
         min_cleanable_dirty_ratio=_as_float(get("min.cleanable.dirty.ratio")),
         min_compaction_lag_ms=get_int("min.compaction.lag.ms"),
         max_compaction_lag_ms=get_int("max.compaction.lag.ms"),
+        min_insync_replicas=get_int("min.insync.replicas"),
+        unclean_leader_election_enable=bool(get("unclean.leader.election.enable")),
     )

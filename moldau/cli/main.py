@@ -5,7 +5,7 @@ import os
 import sys
 
 from moldau import __version__
-from moldau.cli import cluster, consume, groups, pipeline, produce, topics
+from moldau.cli import cluster, consume, groups, partitions, pipeline, produce, topics
 from moldau.cli.common import CliError
 
 SERVER = "server"
@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Listed for the help text only: main() hands `server` to its own parser before this one runs.
     commands.add_parser(SERVER, help="run a broker (see `moldau server --help`)", add_help=False)
     topics.register(commands)
+    partitions.register(commands)
     produce.register(commands)
     consume.register(commands)
     groups.register(commands)

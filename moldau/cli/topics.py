@@ -132,19 +132,20 @@ def _add_delete(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser.add_argument("names", nargs="+", metavar="NAME")
 
 
-def _admin(bootstrap: str) -> AdminClient:
+def admin_client(bootstrap: str) -> AdminClient:
+    """An admin client for `bootstrap`, once one of its servers accepts connections."""
     check_reachable(bootstrap)
     return AdminClient(client_config(bootstrap))
 
 
-def _wait(future: "Future[Any]") -> Any:
+def wait_result(future: "Future[Any]") -> Any:
     """The result of an admin future, bounded so an unresponsive broker cannot hang the command."""
     return future.result(timeout=REQUEST_TIMEOUT_S + 5)
 
 
 def create(args: argparse.Namespace) -> int:
     """Create one topic; with --if-not-exists an existing topic is not an error."""
-    admin = _admin(args.bootstrap_server)
+    admin = admin_client(args.bootstrap_server)
     topic = NewTopic(
         args.name,
         num_partitions=args.partitions or -1,
@@ -153,7 +154,7 @@ def create(args: argparse.Namespace) -> int:
     )
     future = admin.create_topics([topic], request_timeout=REQUEST_TIMEOUT_S)[args.name]
     try:
-        _wait(future)
+        wait_result(future)
     except Exception as exc:
         err = kafka_error(exc)
         if err is None:
@@ -166,7 +167,7 @@ def create(args: argparse.Namespace) -> int:
     return 0
 
 
-def _topic_names(admin: AdminClient, internal: bool) -> list[str]:
+def topic_names(admin: AdminClient, internal: bool) -> list[str]:
     """All topic names, sorted; internal ones ('__' prefix, e.g. __consumer_offsets) only on request."""
     try:
         metadata = admin.list_topics(timeout=REQUEST_TIMEOUT_S)
@@ -178,16 +179,16 @@ def _topic_names(admin: AdminClient, internal: bool) -> list[str]:
 
 def list_topics(args: argparse.Namespace) -> int:
     """Print one topic name per line."""
-    for name in _topic_names(_admin(args.bootstrap_server), args.internal):
+    for name in topic_names(admin_client(args.bootstrap_server), args.internal):
         print(name)
     return 0
 
 
 def describe(args: argparse.Namespace) -> int:
     """Print a summary and a partition table for each topic; unknown topics are reported, not fatal."""
-    admin = _admin(args.bootstrap_server)
+    admin = admin_client(args.bootstrap_server)
     # Duplicates would make librdkafka reject the whole request.
-    names = list(dict.fromkeys(args.names)) or _topic_names(admin, internal=False)
+    names = list(dict.fromkeys(args.names)) or topic_names(admin, internal=False)
     if not names:
         print("no topics")
         return 0
@@ -195,7 +196,7 @@ def describe(args: argparse.Namespace) -> int:
     failed = False
     for index, name in enumerate(names):
         try:
-            description = _wait(futures[name])
+            description = wait_result(futures[name])
         except Exception as exc:
             err = kafka_error(exc)
             message = topic_error(name, err, "describe") if err else request_failed(exc, f"cannot describe '{name}'")
@@ -248,7 +249,7 @@ def _overridden_configs(admin: AdminClient, name: str) -> str:
     """The topic's own config overrides as `k=v, ...`; broker defaults are left out."""
     resource = ConfigResource(ResourceType.TOPIC, name)
     try:
-        entries = _wait(admin.describe_configs([resource], request_timeout=REQUEST_TIMEOUT_S)[resource])
+        entries = wait_result(admin.describe_configs([resource], request_timeout=REQUEST_TIMEOUT_S)[resource])
     except Exception as exc:
         err = kafka_error(exc)
         return f"unavailable ({error_name(err) if err else exc})"
@@ -275,7 +276,7 @@ def _offsets(admin: AdminClient, name: str, partitions: Sequence[Any], spec: Off
     offsets = {}
     for partition, future in futures.items():
         try:
-            offsets[partition.partition] = _wait(future).offset
+            offsets[partition.partition] = wait_result(future).offset
         except Exception:
             continue
     return offsets
@@ -285,7 +286,7 @@ def alter(args: argparse.Namespace) -> int:
     """Grow the partition count and/or set and delete config overrides."""
     if args.partitions is None and not args.config and not args.delete_config:
         raise CliError("nothing to alter: give --partitions, --config or --delete-config")
-    admin = _admin(args.bootstrap_server)
+    admin = admin_client(args.bootstrap_server)
     if args.partitions is not None:
         _add_partitions(admin, args.name, args.partitions)
         print(f"topic '{args.name}' now has {args.partitions} partitions")
@@ -299,7 +300,7 @@ def alter(args: argparse.Namespace) -> int:
 def _add_partitions(admin: AdminClient, name: str, count: int) -> None:
     future = admin.create_partitions([NewPartitions(name, count)], request_timeout=REQUEST_TIMEOUT_S)[name]
     try:
-        _wait(future)
+        wait_result(future)
     except Exception as exc:
         err = kafka_error(exc)
         if err is None:
@@ -313,7 +314,7 @@ def _alter_configs(admin: AdminClient, name: str, settings: list[tuple[str, str]
     resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
     future = admin.incremental_alter_configs([resource], request_timeout=REQUEST_TIMEOUT_S)[resource]
     try:
-        _wait(future)
+        wait_result(future)
     except Exception as exc:
         err = kafka_error(exc)
         if err is None:
@@ -323,13 +324,13 @@ def _alter_configs(admin: AdminClient, name: str, settings: list[tuple[str, str]
 
 def delete(args: argparse.Namespace) -> int:
     """Delete each named topic, reporting every failure; non-zero exit if any failed."""
-    admin = _admin(args.bootstrap_server)
+    admin = admin_client(args.bootstrap_server)
     names = list(dict.fromkeys(args.names))
     futures = admin.delete_topics(names, request_timeout=REQUEST_TIMEOUT_S)
     failed = False
     for name in names:
         try:
-            _wait(futures[name])
+            wait_result(futures[name])
         except Exception as exc:
             err = kafka_error(exc)
             message = topic_error(name, err, "delete") if err else request_failed(exc, f"cannot delete '{name}'")

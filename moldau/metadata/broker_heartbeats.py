@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from moldau.metadata.image import MetadataImage
-from moldau.metadata.leader_election import fence_changes, unfence_changes
+from moldau.metadata.leader_election import AllowUnclean, fence_changes, unfence_changes
 from moldau.metadata.records import FenceBrokerRecord, MetadataRecord, UnfenceBrokerRecord
 from moldau.protocol.errors import ErrorCode
 
@@ -70,8 +70,12 @@ class HeartbeatDecision:
     records: list[MetadataRecord] = field(default_factory=list)
 
 
+def _never(topic: str) -> bool:
+    return False
+
+
 def decide(image: MetadataImage, broker_id: int, broker_epoch: int, current_metadata_offset: int,
-           want_fence: bool, want_shutdown: bool) -> HeartbeatDecision:
+           want_fence: bool, want_shutdown: bool, allow_unclean: AllowUnclean = _never) -> HeartbeatDecision:
     """Decide a heartbeat against the current image, in order of precedence:
 
     1. unknown broker or a broker epoch other than its registration's: stale_broker_epoch (the broker must
@@ -91,25 +95,26 @@ def decide(image: MetadataImage, broker_id: int, broker_epoch: int, current_meta
     if want_shutdown or want_fence:
         if not registration.fenced:
             return HeartbeatDecision(None, caught_up, is_fenced=True, should_shut_down=False,
-                                     records=_fence(image, broker_id, broker_epoch))
+                                     records=_fence(image, broker_id, broker_epoch, allow_unclean))
         leads = any(p.leader == broker_id for _, p in image.partitions_of(broker_id))
         return HeartbeatDecision(None, caught_up, is_fenced=True, should_shut_down=want_shutdown and not leads)
     if registration.fenced and caught_up:
         records: list[MetadataRecord] = [UnfenceBrokerRecord(broker_id, broker_epoch)]
-        records += unfence_changes(image, broker_id)
+        records += unfence_changes(image, broker_id, allow_unclean)
         return HeartbeatDecision(None, caught_up, is_fenced=False, should_shut_down=False, records=records)
     return HeartbeatDecision(None, caught_up, is_fenced=registration.fenced, should_shut_down=False)
 
 
-def fence(image: MetadataImage, broker_id: int) -> list[MetadataRecord]:
+def fence(image: MetadataImage, broker_id: int, allow_unclean: AllowUnclean = _never) -> list[MetadataRecord]:
     """Records that fence the broker's current registration (session expired); empty if unknown or fenced."""
     registration = image.brokers.get(broker_id)
     if registration is None or registration.fenced:
         return []
-    return _fence(image, broker_id, registration.broker_epoch)
+    return _fence(image, broker_id, registration.broker_epoch, allow_unclean)
 
 
-def _fence(image: MetadataImage, broker_id: int, broker_epoch: int) -> list[MetadataRecord]:
+def _fence(image: MetadataImage, broker_id: int, broker_epoch: int,
+           allow_unclean: AllowUnclean) -> list[MetadataRecord]:
     records: list[MetadataRecord] = [FenceBrokerRecord(broker_id, broker_epoch)]
-    records += fence_changes(image, broker_id)
+    records += fence_changes(image, broker_id, allow_unclean)
     return records

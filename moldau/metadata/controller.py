@@ -25,9 +25,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from moldau.config import NOT_YET_ACTED_ON, ConfigError, validate_topic_configs
-from moldau.metadata import broker_heartbeats
+from moldau.metadata import broker_heartbeats, reassignment
 from moldau.metadata.broker_heartbeats import BrokerHeartbeats, HeartbeatDecision
-from moldau.metadata.image import MetadataImage, TopicImage
+from moldau.metadata.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
+from moldau.metadata.leader_election import imbalanced_brokers, preferred_leader_changes, unclean_leader_changes
 from moldau.metadata.placement import place_replicas
 from moldau.metadata.quorum import MetadataQuorum
 from moldau.metadata.records import (
@@ -128,13 +129,20 @@ class Controller:
             if current is not None and not current.fenced and not self._session_expired(broker_id, now_ms):
                 raise KafkaError(ErrorCode.duplicate_broker_registration,
                                  f"broker {broker_id} is registered by another live process")
-            records: list[MetadataRecord] = broker_heartbeats.fence(self.image, broker_id)
+            records: list[MetadataRecord] = broker_heartbeats.fence(self.image, broker_id, self._allow_unclean)
             epoch = self._quorum.next_offset()
             records.append(RegisterBrokerRecord(broker_id, incarnation_id, endpoints, rack, broker_epoch=epoch,
                                                 fenced=True))
             await self._commit(records)
             self.heartbeats.touch(broker_id, now_ms)
             return epoch
+
+    def _allow_unclean(self, topic: str) -> bool:
+        """unclean.leader.election.enable of a topic: its own config, else the broker default."""
+        value = self.image.topic_configs(topic).get("unclean.leader.election.enable")
+        if value is None:
+            value = self._config_default(RESOURCE_TOPIC, "unclean.leader.election.enable")
+        return str(value).lower() == "true"
 
     def _session_expired(self, broker_id: int, now_ms: int) -> bool:
         last = self.heartbeats.last_contact_ms(broker_id)
@@ -145,7 +153,7 @@ class Controller:
         async with self._lock:
             self._check_active()
             decision = broker_heartbeats.decide(self.image, broker_id, broker_epoch, metadata_offset, want_fence,
-                                                want_shutdown)
+                                                want_shutdown, self._allow_unclean)
             if decision.error is None:
                 self.heartbeats.touch(broker_id, self._quorum.clock_ms())
             await self._commit(decision.records)
@@ -158,13 +166,117 @@ class Controller:
             expired = self.heartbeats.expired(self._quorum.clock_ms(), self.image.live_brokers())
             fenced = []
             for broker_id in expired:
-                records = broker_heartbeats.fence(self.image, broker_id)
+                records = broker_heartbeats.fence(self.image, broker_id, self._allow_unclean)
                 if records:
                     log.warning("fencing broker %d: no heartbeat for %d ms", broker_id,
                                 self.heartbeats.session_timeout_ms)
                     await self._commit(records)
                     fenced.append(broker_id)
             return fenced
+
+    # -- partitions: ISR changes from leaders -----------------------------------------------------------------
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
+                              leader_epoch: int, partition_epoch: int, isr: tuple[int, ...]) -> PartitionImage:
+        """A leader's ISR change (AlterPartition): validated against the partition as committed, then committed.
+
+        Returns the partition as it now is. Raises KafkaError: STALE_BROKER_EPOCH, UNKNOWN_TOPIC_ID,
+        UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (the sender does not lead it), FENCED_LEADER_EPOCH,
+        INVALID_UPDATE_VERSION (the sender's view is older than the committed one), INELIGIBLE_REPLICA (a new
+        member that is not a live replica), INVALID_REQUEST (an ISR without its leader).
+        """
+        async with self._lock:
+            self._check_active()
+            current = self._partition_for_change(broker_id, broker_epoch, topic_id, partition, leader_epoch)
+            if partition_epoch != current.partition_epoch:
+                raise KafkaError(ErrorCode.invalid_update_version,
+                                 f"partition epoch {partition_epoch} is not the current {current.partition_epoch}")
+            _check_isr(current, isr, self.image)
+            if isr == current.isr:
+                return current
+            change = PartitionRecord(topic_id, partition, current.replicas, isr, current.leader,
+                                     current.leader_epoch, current.partition_epoch + 1, current.adding_replicas,
+                                     current.removing_replicas)
+            # A reassignment completes with the ISR change that brings its last target replica in sync.
+            await self._commit([reassignment.complete_if_in_sync(change, self.image.is_live)])
+            return self.image.topics_by_id[topic_id].partitions[partition]
+
+    def _partition_for_change(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
+                              leader_epoch: int) -> PartitionImage:
+        registration = self.image.brokers.get(broker_id)
+        if registration is None or registration.broker_epoch != broker_epoch:
+            raise KafkaError(ErrorCode.stale_broker_epoch, f"broker {broker_id} epoch {broker_epoch} is not current")
+        topic = self.image.topics_by_id.get(topic_id)
+        if topic is None:
+            raise KafkaError(ErrorCode.unknown_topic_id, f"no topic with id {topic_id}")
+        current = topic.partitions.get(partition)
+        if current is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{topic.name} has no partition {partition}")
+        if current.leader != broker_id:
+            raise KafkaError(ErrorCode.not_leader_or_follower, f"broker {broker_id} does not lead "
+                             f"{topic.name}-{partition} (broker {current.leader} does)")
+        if leader_epoch != current.leader_epoch:
+            raise KafkaError(ErrorCode.fenced_leader_epoch,
+                             f"leader epoch {leader_epoch} is not the current {current.leader_epoch}")
+        return current
+
+    # -- leader elections ------------------------------------------------------------------------------------
+
+    async def elect_leaders(self, unclean: bool, partitions: Sequence[tuple[str, int]] | None
+                            ) -> dict[tuple[str, int], KafkaError | None]:
+        """ElectLeaders: preferred (the first replica, if in the ISR and live) or unclean (any live replica of a
+        leaderless partition). Returns each named partition's outcome (None: elected); for `partitions=None`
+        (all), only the partitions that changed or failed."""
+        async with self._lock:
+            self._check_active()
+            wanted = partitions if partitions is not None else [
+                (t.name, p) for t in self.image.topics_by_id.values() for p in t.partitions]
+            outcomes: dict[tuple[str, int], KafkaError | None] = {}
+            records: list[MetadataRecord] = []
+            for name, index in wanted:
+                try:
+                    records += self._elect_one(name, index, unclean)
+                    outcomes[(name, index)] = None
+                except KafkaError as exc:
+                    if partitions is not None or exc.code != ErrorCode.election_not_needed:
+                        outcomes[(name, index)] = exc
+            await self._commit(records)
+            return outcomes
+
+    def _elect_one(self, name: str, index: int, unclean: bool) -> list[PartitionRecord]:
+        topic = self.image.topics_by_name.get(name)
+        partition = topic.partitions.get(index) if topic is not None else None
+        if topic is None or partition is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no partition {name}-{index}")
+        if unclean:
+            if partition.leader != NO_LEADER:
+                raise KafkaError(ErrorCode.election_not_needed, f"{name}-{index} has a leader")
+            changes = unclean_leader_changes(self.image, topic.topic_id, partition)
+            if not changes:
+                raise KafkaError(ErrorCode.eligible_leaders_not_available, f"no live replica of {name}-{index}")
+            return changes
+        preferred = partition.replicas[0]
+        if partition.leader == preferred:
+            raise KafkaError(ErrorCode.election_not_needed, f"broker {preferred} already leads {name}-{index}")
+        changes = preferred_leader_changes(self.image, [topic.topic_id], [index])
+        if not changes:
+            raise KafkaError(ErrorCode.preferred_leader_not_available,
+                             f"the preferred leader {preferred} of {name}-{index} is not live and in the ISR")
+        return changes
+
+    async def rebalance_leaders(self, max_imbalance_percent: int) -> int:
+        """Move leadership back to preferred replicas on brokers that lead too little; returns how many moved."""
+        async with self._lock:
+            self._check_active()
+            brokers = imbalanced_brokers(self.image, max_imbalance_percent)
+            if not brokers:
+                return 0
+            changes = [c for c in preferred_leader_changes(self.image) if c.leader in brokers]
+            if changes:
+                log.info("moving %d leaderships back to their preferred replicas on brokers %s", len(changes),
+                         sorted(brokers))
+            await self._commit(changes)
+            return len(changes)
 
     # -- topics ----------------------------------------------------------------------------------------------
 
@@ -259,7 +371,7 @@ class Controller:
                              f"topic '{name}' has {current} partitions; the new count must be larger")
         if count > MAX_PARTITIONS_PER_TOPIC:
             raise KafkaError(ErrorCode.invalid_partitions, f"at most {MAX_PARTITIONS_PER_TOPIC} partitions")
-        factor = len(topic.partitions[0].replicas)
+        factor = len(topic.partitions[0].target_replicas)  # not counting replicas a reassignment removes
         if assignments is not None:
             if len(assignments) != count - current:
                 raise KafkaError(ErrorCode.invalid_replica_assignment,
@@ -318,6 +430,63 @@ class Controller:
             return self.image.configs.get((RESOURCE_BROKER, resource_name), {})
         raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource_type}")
 
+    # -- reassignments ---------------------------------------------------------------------------------------
+
+    async def alter_partition_reassignments(
+        self, changes: Sequence[tuple[str, int, Sequence[int] | None]],
+    ) -> list[KafkaError | None]:
+        """Start (target replicas) or cancel (None) reassignments of (topic, partition); one error or None per item.
+
+        Every accepted change is committed in one entry. Errors: UNKNOWN_TOPIC_OR_PARTITION,
+        INVALID_REPLICA_ASSIGNMENT (an empty target, repeated or unregistered brokers, or no replica left in sync),
+        NO_REASSIGNMENT_IN_PROGRESS (a cancel with nothing to cancel), INVALID_REQUEST (a partition named twice).
+        Raises KafkaError NOT_CONTROLLER.
+        """
+        async with self._lock:
+            self._check_active()
+            results: list[KafkaError | None] = []
+            records: list[MetadataRecord] = []
+            seen: set[tuple[str, int]] = set()
+            for name, partition, target in changes:
+                try:
+                    if (name, partition) in seen:
+                        raise KafkaError(ErrorCode.invalid_request, f"{name}-{partition} is named twice")
+                    seen.add((name, partition))
+                    record = self._reassignment_change(name, partition, target)
+                except KafkaError as exc:
+                    results.append(exc)
+                    continue
+                if record is not None:
+                    records.append(record)
+                results.append(None)
+            await self._commit(records)
+            return results
+
+    def _reassignment_change(self, name: str, partition: int, target: Sequence[int] | None) -> PartitionRecord | None:
+        topic = self.image.topics_by_name.get(name)
+        current = topic.partitions.get(partition) if topic is not None else None
+        if topic is None or current is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no partition {name}-{partition}")
+        if target is None:
+            return reassignment.cancel(topic.topic_id, current, self.image.is_live)
+        self._check_assignment(partition, target, sorted(self.image.brokers))
+        return reassignment.start(topic.topic_id, current, target, self.image.is_live)
+
+    def list_partition_reassignments(
+        self, topics: Mapping[str, Sequence[int]] | None = None,
+    ) -> list[tuple[str, PartitionImage]]:
+        """Partitions being reassigned, by topic name then partition: all of them, or those among `topics` (topic ->
+        partitions; unknown ones are left out). Raises KafkaError NOT_CONTROLLER."""
+        self._check_active()
+        ongoing = []
+        for name, topic in sorted(self.image.topics_by_name.items()):
+            if topics is not None and name not in topics:
+                continue
+            wanted = None if topics is None else set(topics[name])
+            ongoing += [(name, p) for i, p in sorted(topic.partitions.items())
+                        if p.reassigning and (wanted is None or i in wanted)]
+        return ongoing
+
     # -- producer ids ----------------------------------------------------------------------------------------
 
     async def allocate_producer_ids(self, broker_id: int, count: int = PRODUCER_ID_BLOCK_SIZE) -> int:
@@ -330,10 +499,21 @@ class Controller:
 
 
 def _new_partition(topic_id: uuid.UUID, partition: int, replicas: tuple[int, ...]) -> PartitionRecord:
-    # Followers do not copy their leader yet (replication is the next step), so only the leader is in sync:
-    # an ISR of every replica would let a failover elect a follower that has none of the data.
-    return PartitionRecord(topic_id, partition, replicas, isr=replicas[:1], leader=replicas[0],
+    # Every replica starts in sync (they all have the empty log); one that never fetches is dropped by the leader
+    # after replica.lag.time.max.ms, as in Kafka.
+    return PartitionRecord(topic_id, partition, replicas, isr=replicas, leader=replicas[0],
                            leader_epoch=0, partition_epoch=0)
+
+
+def _check_isr(current: PartitionImage, isr: tuple[int, ...], image: MetadataImage) -> None:
+    if current.leader not in isr or len(set(isr)) != len(isr):
+        raise KafkaError(ErrorCode.invalid_request, f"ISR {list(isr)} must hold the leader {current.leader} once")
+    for broker in isr:
+        if broker not in current.replicas:
+            raise KafkaError(ErrorCode.ineligible_replica, f"broker {broker} is not a replica")
+        if broker not in current.isr and not image.is_live(broker):
+            # A fenced broker (down, or shutting down) must not join: it could not take over as leader.
+            raise KafkaError(ErrorCode.ineligible_replica, f"broker {broker} is fenced and cannot join the ISR")
 
 
 def _apply_op(configs: dict[str, str], name: str, op: int, value: str | None) -> None:

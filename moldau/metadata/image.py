@@ -43,6 +43,18 @@ class PartitionImage:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    # A reassignment in progress (see PartitionRecord): the replicas being added and being removed.
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """The replicas the partition will have once its reassignment completes (its replicas if none is)."""
+        return tuple(b for b in self.replicas if b not in self.removing_replicas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +122,8 @@ class MetadataImage:
 
 
 def _partition_record(topic_id: uuid.UUID, p: PartitionImage) -> PartitionRecord:
-    return PartitionRecord(topic_id, p.partition, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch)
+    return PartitionRecord(topic_id, p.partition, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch,
+                           p.adding_replicas, p.removing_replicas)
 
 
 class _ImageBuilder:
@@ -149,7 +162,7 @@ class _ImageBuilder:
         partitions = dict(topic.partitions)
         partitions[record.partition] = PartitionImage(
             record.partition, record.replicas, record.isr, record.leader, record.leader_epoch,
-            record.partition_epoch,
+            record.partition_epoch, record.adding_replicas, record.removing_replicas,
         )
         topics[record.topic_id] = replace(topic, partitions=MappingProxyType(partitions))
 

@@ -1,11 +1,12 @@
 """Leader and ISR changes when brokers come and go: pure functions from an image to PartitionRecords.
 
 The controller calls these before committing a fence, an unfence or a preferred-leader election and commits the
-records they return with it. Only changed partitions get a record. The rules are Kafka's (PartitionChangeBuilder)
-with unclean leader election off:
+records they return with it. Only changed partitions get a record. The rules are Kafka's (PartitionChangeBuilder):
 
 - a leader is always a replica that is in the ISR and live (registered and unfenced); if there is none, the
-  partition has no leader (-1) rather than one that may have lost committed records;
+  partition has no leader (-1) rather than one that may have lost committed records — unless the topic has
+  `unclean.leader.election.enable=true`: then any live replica may lead, with an ISR of itself alone, accepting
+  the loss of whatever it lacks (availability over durability, the operator's explicit choice);
 - a fenced broker leaves the ISR, except the last member, which stays so the partition can elect it again when it
   comes back (it is the only replica known to have every committed record);
 - leader_epoch grows when the leader changes, partition_epoch on any change.
@@ -20,9 +21,16 @@ from moldau.metadata.image import NO_LEADER, MetadataImage, PartitionImage
 from moldau.metadata.records import PartitionRecord
 
 Eligible = Callable[[int], bool]
+# Whether a topic (by name) allows unclean leader election.
+AllowUnclean = Callable[[str], bool]
 
 
-def fence_changes(image: MetadataImage, broker_id: int) -> list[PartitionRecord]:
+def _never(topic: str) -> bool:
+    return False
+
+
+def fence_changes(image: MetadataImage, broker_id: int,
+                  allow_unclean: AllowUnclean = _never) -> list[PartitionRecord]:
     """Take the broker out of every ISR it is in (unless it is the last member) and out of leadership."""
     eligible = _live_except(image, broker_id)
     changes = []
@@ -33,12 +41,16 @@ def fence_changes(image: MetadataImage, broker_id: int) -> list[PartitionRecord]
         leader = partition.leader
         if leader in (broker_id, NO_LEADER) or leader not in isr:
             leader = _elect(partition.replicas, isr, eligible)
+        if leader == NO_LEADER and allow_unclean(topic.name):
+            leader, isr = _elect_unclean(partition.replicas, eligible, isr)
         changes += _change(topic.topic_id, partition, isr, leader)
     return changes
 
 
-def unfence_changes(image: MetadataImage, broker_id: int) -> list[PartitionRecord]:
-    """Give leaderless partitions whose ISR holds the broker a leader again, now that the broker is back.
+def unfence_changes(image: MetadataImage, broker_id: int,
+                    allow_unclean: AllowUnclean = _never) -> list[PartitionRecord]:
+    """Give leaderless partitions whose ISR holds the broker a leader again, now that the broker is back (or, for
+    topics allowing unclean election, any leaderless partition the broker is a replica of).
 
     The image is the one before the broker's UnfenceBrokerRecord applies, so the broker counts as live here.
     """
@@ -52,12 +64,16 @@ def unfence_changes(image: MetadataImage, broker_id: int) -> list[PartitionRecor
         if partition.leader == NO_LEADER and broker_id in partition.isr:
             leader = _elect(partition.replicas, partition.isr, eligible)
             changes += _change(topic.topic_id, partition, partition.isr, leader)
+        elif partition.leader == NO_LEADER and allow_unclean(topic.name):
+            leader, isr = _elect_unclean(partition.replicas, eligible, partition.isr)
+            changes += _change(topic.topic_id, partition, isr, leader)
     return changes
 
 
-def preferred_leader_changes(image: MetadataImage,
-                             topic_ids: Collection[uuid.UUID] | None = None) -> list[PartitionRecord]:
-    """Move leadership back to each partition's first replica where it is in the ISR and live (all topics if None).
+def preferred_leader_changes(image: MetadataImage, topic_ids: Collection[uuid.UUID] | None = None,
+                             partitions: Collection[int] | None = None) -> list[PartitionRecord]:
+    """Move leadership back to each partition's first replica where it is in the ISR and live (all topics if None,
+    all their partitions if `partitions` is None).
 
     Placement spreads first replicas evenly, so this undoes the imbalance that failovers leave behind.
     """
@@ -66,10 +82,26 @@ def preferred_leader_changes(image: MetadataImage,
         if topic_ids is not None and topic.topic_id not in topic_ids:
             continue
         for _, partition in sorted(topic.partitions.items()):
+            if partitions is not None and partition.partition not in partitions:
+                continue
             preferred = partition.replicas[0] if partition.replicas else NO_LEADER
             if partition.leader != preferred and preferred in partition.isr and image.is_live(preferred):
                 changes += _change(topic.topic_id, partition, partition.isr, preferred)
     return changes
+
+
+def unclean_leader_changes(image: MetadataImage, topic_id: uuid.UUID,
+                           partition: PartitionImage) -> list[PartitionRecord]:
+    """Elect a leaderless partition's leader: a live ISR member if any, else any live replica (with an ISR of
+    itself alone). Empty if no replica is live."""
+    def live(b: int) -> bool:
+        return image.is_live(b)
+
+    leader = _elect(partition.replicas, partition.isr, live)
+    if leader != NO_LEADER:
+        return _change(topic_id, partition, partition.isr, leader)
+    leader, isr = _elect_unclean(partition.replicas, live, partition.isr)
+    return _change(topic_id, partition, isr, leader) if leader != NO_LEADER else []
 
 
 def _live_except(image: MetadataImage, broker_id: int) -> Eligible:
@@ -84,9 +116,32 @@ def _elect(replicas: tuple[int, ...], isr: tuple[int, ...], eligible: Eligible) 
     return next((b for b in replicas if b in isr and eligible(b)), NO_LEADER)
 
 
+def _elect_unclean(replicas: tuple[int, ...], eligible: Eligible,
+                   isr: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
+    leader = next((b for b in replicas if eligible(b)), NO_LEADER)
+    return (leader, (leader,)) if leader != NO_LEADER else (NO_LEADER, isr)
+
+
 def _change(topic_id: uuid.UUID, partition: PartitionImage, isr: tuple[int, ...], leader: int) -> list[PartitionRecord]:
     if isr == partition.isr and leader == partition.leader:
         return []
     leader_epoch = partition.leader_epoch + (leader != partition.leader)
     return [PartitionRecord(topic_id, partition.partition, partition.replicas, isr, leader, leader_epoch,
-                            partition.partition_epoch + 1)]
+                            partition.partition_epoch + 1, partition.adding_replicas, partition.removing_replicas)]
+
+
+def imbalanced_brokers(image: MetadataImage, max_imbalance_percent: int) -> set[int]:
+    """Live brokers that lead less than they should: more than `max_imbalance_percent` of the partitions they are
+    the preferred (first) replica of are led by another broker (Kafka's leader.imbalance.per.broker.percentage)."""
+    preferred: dict[int, int] = {}
+    elsewhere: dict[int, int] = {}
+    for topic in image.topics_by_id.values():
+        for partition in topic.partitions.values():
+            if not partition.replicas:
+                continue
+            first = partition.replicas[0]
+            preferred[first] = preferred.get(first, 0) + 1
+            if partition.leader != first:
+                elsewhere[first] = elsewhere.get(first, 0) + 1
+    return {b for b, n in preferred.items()
+            if image.is_live(b) and elsewhere.get(b, 0) * 100 > max_imbalance_percent * n}

@@ -29,7 +29,13 @@ class TopicRecord:
 
 @dataclass(frozen=True, slots=True)
 class PartitionRecord:
-    """A partition's placement and leadership; a later record for the same partition replaces it."""
+    """A partition's placement and leadership; a later record for the same partition replaces it.
+
+    While a reassignment moves the partition (KIP-455), `replicas` holds the target replicas followed by the ones
+    being removed, `adding_replicas` the target replicas that are new and `removing_replicas` the ones that leave
+    when the target replicas are all in the ISR. Both are empty otherwise, and default to empty, so records
+    written before reassignments existed still decode.
+    """
 
     TYPE: ClassVar[str] = "partition"
     topic_id: uuid.UUID
@@ -39,6 +45,8 @@ class PartitionRecord:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +173,7 @@ def decode_record(data: bytes) -> MetadataRecord:
 def _coerce(name: str, value: Any) -> Any:
     if name in ("topic_id", "incarnation_id"):
         return uuid.UUID(value)
-    if name in ("replicas", "isr"):
+    if name in ("replicas", "isr", "adding_replicas", "removing_replicas"):
         return tuple(value)
     if name == "endpoints":
         return tuple(Endpoint(**e) for e in value)

@@ -10,7 +10,8 @@ Layout (Kafka's FetchResponse schema): throttle_time_ms (v1+), error_code and se
 topic its name (v<13) or id (v13+) and per partition: index, error code, high watermark, last stable offset
 (v4+), log start offset (v5+), aborted transactions (v4+, nullable), preferred read replica (v11+) and the
 records. From v12 the message is "flexible": compact lengths (unsigned varint of length + 1) and a
-tagged-field section after each struct; no tagged fields are sent.
+tagged-field section after each struct; the only tagged field sent is a partition's diverging epoch (tag 0,
+KIP-320), which tells a follower where its log parts from the leader's.
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from moldau.protocol.wire import I16, I32, I64, Part, ResponseWriter
+from moldau.protocol.wire import I16, I32, I64, Part, ResponseWriter, uvarint
 
 FIRST_FLEXIBLE_VERSION = 12
 FIRST_TOPIC_ID_VERSION = 13
 _PARTITION_FIXED = struct.Struct(">ihq")  # index, error code, high watermark
 _AFTER_HW = struct.Struct(">qq")  # last stable offset, log start offset
 _ABORTED = struct.Struct(">qq")
+_EPOCH_END_OFFSET = struct.Struct(">iq")  # epoch, end offset
+_DIVERGING_EPOCH_TAG = 0
 
 
 @dataclass(slots=True)
@@ -39,6 +42,7 @@ class PartitionResult:
     aborted_transactions: Sequence[tuple[int, int]] | None = None  # (producer id, first offset)
     preferred_read_replica: int = -1
     records: Part | None = None
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset), v12+, for followers
 
 
 @dataclass(slots=True)
@@ -86,4 +90,9 @@ def _partition(writer: ResponseWriter, version: int, p: PartitionResult) -> None
     if version >= 11:
         writer.out += I32.pack(p.preferred_read_replica)
     writer.payload(p.records)
-    writer.tags()
+    if p.diverging_epoch is not None and version >= FIRST_FLEXIBLE_VERSION:
+        # One tagged field: tag, size, then the EpochEndOffset struct with its own empty tag section.
+        body = _EPOCH_END_OFFSET.pack(*p.diverging_epoch) + uvarint(0)
+        writer.out += uvarint(1) + uvarint(_DIVERGING_EPOCH_TAG) + uvarint(len(body)) + body
+    else:
+        writer.tags()

@@ -1,12 +1,18 @@
-"""The replica manager: the partitions this broker hosts, kept in step with the metadata image.
+"""The replica manager: the partitions this broker hosts, kept in step with the metadata image, and replicated.
 
-When an image changes, it creates the logs of partitions assigned to this broker, records their leader epochs,
-and deletes the logs of partitions that are gone. Produce appends through it and Fetch reads through it, so it
-is also where long-polling fetches wait for data: a fetch that wants more bytes registers a future, and every
-append completes the futures waiting on that partition (no polling loops).
+When an image changes, it creates the logs of partitions assigned to this broker, deletes the logs of partitions
+that are gone, and gives each hosted partition its role from the image:
 
-Replication (followers, ISR, high watermark moving with acknowledgements) will live here; on a single node the
-leader's log end offset is the high watermark.
+- *Leader*: appends (Produce, the group coordinator) go to its log; followers' fetches report their positions
+  to its `LeaderState`, which decides the high watermark and ISR changes; ISR changes go to the controller as
+  AlterPartition and take effect when committed. acks=all waits here until the high watermark passes the
+  append, and honours min.insync.replicas.
+- *Follower*: a `ReplicaFetcher` per leader broker copies the leader's log (`on_fetched` appends, truncates a
+  divergent suffix using leader epochs, follows the leader's high watermark and log start offset).
+- *Neither* (no leader): the log is kept, nothing happens until an image names a leader.
+
+Fetches that wait for data (consumers, followers) register a future on the partition; appends and high
+watermark advances complete them (no polling loops).
 """
 
 from __future__ import annotations
@@ -14,19 +20,57 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from moldau.metadata.image import MetadataImage, PartitionImage, TopicImage
+from moldau.clock import Clock, SystemClock
+from moldau.metadata.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
 from moldau.metadata.records import RESOURCE_BROKER
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.storage.log import PartitionLog
+from moldau.protocol.record_batch import BatchHeader, split_batches
+from moldau.replication.fetcher import FetcherSettings, FollowedPartition, ReplicaFetcher
+from moldau.replication.leader_state import LeaderState
+from moldau.storage.log import AppendResult, PartitionLog
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+# How soon a follower retries a partition whose leader has not yet learned of its own leadership.
+_TRANSIENT_RETRY_MS = 50
+_ALTER_PARTITION_RETRY_MS = 500
+
+
+@dataclass(frozen=True, slots=True)
+class IsrProposal:
+    """An AlterPartition item: the leader's proposed ISR for a partition, at the epochs it knows."""
+
+    topic_id: uuid.UUID
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IsrAnswer:
+    """The controller's answer to one proposal: on success the partition as now committed."""
+
+    error: ErrorCode
+    isr: tuple[int, ...] = ()
+    leader_epoch: int = -1
+    partition_epoch: int = -1
+
+
+AlterIsr = Callable[[IsrProposal], Awaitable[IsrAnswer]]
+
+
+@dataclass(slots=True)
+class _AckWaiter:
+    required_offset: int
+    future: asyncio.Future[ErrorCode]
 
 
 @dataclass(slots=True)
@@ -37,7 +81,12 @@ class HostedPartition:
     log: PartitionLog
     leader: int
     leader_epoch: int
+    replicas: tuple[int, ...] = ()
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = 0
+    leader_state: LeaderState | None = None  # set while this broker leads the partition
     waiters: set[asyncio.Future[None]] = field(default_factory=set)
+    ack_waiters: list[_AckWaiter] = field(default_factory=list)
 
     def wake_waiters(self) -> None:
         for waiter in self.waiters:
@@ -45,14 +94,61 @@ class HostedPartition:
                 waiter.set_result(None)
         self.waiters.clear()
 
+    def release_acks(self, error: ErrorCode | None = None) -> None:
+        """Answer acks=all waiters whose offset the high watermark has reached (all of them with `error`)."""
+        if not self.ack_waiters:
+            return
+        hw = self.log.high_watermark
+        keep = []
+        for waiter in self.ack_waiters:
+            if waiter.future.done():
+                continue
+            if error is not None:
+                waiter.future.set_result(error)
+            elif waiter.required_offset <= hw:
+                enough = len(self.isr) >= self.log.config.min_insync_replicas
+                waiter.future.set_result(ErrorCode.none if enough else ErrorCode.not_enough_replicas_after_append)
+            else:
+                keep.append(waiter)
+        self.ack_waiters = keep
+
 
 class ReplicaManager:
     def __init__(self, node_id: int, log_manager: LogManager,
-                 log_config_for: Callable[[MetadataImage, str], LogConfig]) -> None:
+                 log_config_for: Callable[[MetadataImage, str], LogConfig], clock: Clock | None = None,
+                 lag_max_ms: int = 30_000, fetcher_settings: FetcherSettings | None = None) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self._log_config_for = log_config_for
+        self._clock: Clock = clock or SystemClock()
+        self.lag_max_ms = lag_max_ms
+        self.fetcher_settings = fetcher_settings or FetcherSettings()
         self.partitions: dict[TopicPartition, HostedPartition] = {}
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+        # Wired by the broker once it can reach other nodes (single-node tests run without them).
+        self.alter_isr: AlterIsr | None = None
+        self.start_fetcher: Callable[[int], ReplicaFetcher] | None = None
+        self._isr_task: asyncio.Task[None] | None = None
+        self._proposals: set[asyncio.Task[None]] = set()
+
+    def _now_ms(self) -> int:
+        return int(self._clock.monotonic_ms())
+
+    def start(self) -> None:
+        """Start the periodic ISR check (followers lagging for too long leave the ISR)."""
+        self._isr_task = asyncio.get_running_loop().create_task(self._check_isr_periodically())
+
+    def close(self) -> None:
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+        for task in self._proposals:
+            task.cancel()
+        for fetcher in self._fetchers.values():
+            fetcher.stop()
+        self._fetchers.clear()
+        for hosted in self.partitions.values():
+            hosted.release_acks(ErrorCode.not_leader_or_follower)
+            hosted.wake_waiters()
 
     # -- following the metadata image ---------------------------------------------------------------------------
 
@@ -75,15 +171,20 @@ class ReplicaManager:
             log.error("cannot host %d partitions: %s", len(failed), ", ".join(failed[:5]))
         if before is not None:
             self._reconfigure(before, image)
+        self._stop_idle_fetchers()
 
     def _host(self, topic: TopicImage, part: PartitionImage, config: LogConfig) -> None:
         key = (topic.name, part.partition)
         hosted = self.partitions.get(key)
-        if hosted is not None and hosted.topic_id == topic.topic_id:
-            hosted.leader, hosted.leader_epoch = part.leader, part.leader_epoch
-            return
-        if hosted is not None:  # same name, new id: the old topic was deleted and recreated
-            self._delete(key)
+        if hosted is not None and hosted.topic_id != topic.topic_id:
+            self._delete(key)  # same name, new id: the old topic was deleted and recreated
+            hosted = None
+        if hosted is None:
+            hosted = self._open(topic, part, config)
+            self.partitions[key] = hosted
+        self._take_role(hosted, part)
+
+    def _open(self, topic: TopicImage, part: PartitionImage, config: LogConfig) -> HostedPartition:
         plog = self.log_manager.get(topic.name, part.partition)
         if plog is not None and plog.topic_id not in (None, topic.topic_id):
             log.warning("deleting stale log of %s-%d (topic id %s, now %s)", topic.name, part.partition,
@@ -94,18 +195,90 @@ class ReplicaManager:
             plog = self.log_manager.create(topic.name, part.partition, topic.topic_id, config)
         else:
             plog.config = config  # a log found on disk was opened with the defaults
-        self.partitions[key] = HostedPartition(topic.name, part.partition, topic.topic_id, plog,
-                                               part.leader, part.leader_epoch)
+        # The high watermark moves with the ISR (`_advance_high_watermark`), not with every append.
+        plog.high_watermark_follows_log_end = False
+        return HostedPartition(topic.name, part.partition, topic.topic_id, plog, NO_LEADER, -1)
+
+    def _take_role(self, hosted: HostedPartition, part: PartitionImage) -> None:
+        new_epoch = part.leader_epoch != hosted.leader_epoch or part.leader != hosted.leader
+        hosted.replicas, hosted.isr, hosted.partition_epoch = part.replicas, part.isr, part.partition_epoch
+        hosted.leader = part.leader
+        if part.leader == self.node_id:
+            if new_epoch or hosted.leader_state is None:
+                hosted.leader_epoch = part.leader_epoch
+                self._become_leader(hosted)
+            else:
+                self._on_committed_state(hosted, part)
+            return
+        if hosted.leader_state is not None or new_epoch:
+            hosted.leader_epoch = part.leader_epoch
+            self._stop_leading(hosted)
+        if part.leader == NO_LEADER:
+            self._unfollow(hosted)
+        else:
+            self._follow(hosted, part.leader)
+
+    def _become_leader(self, hosted: HostedPartition) -> None:
+        self._unfollow(hosted)
+        plog = hosted.log
+        # Record where this epoch starts, so followers asking about earlier epochs learn where those end even
+        # before anything is written in this one (Kafka does this at the leadership change too).
+        plog.leader_epochs.assign(hosted.leader_epoch, plog.log_end_offset)
+        hosted.leader_state = LeaderState(self.node_id, hosted.replicas, hosted.isr, hosted.leader_epoch,
+                                          hosted.partition_epoch, plog.log_end_offset, self.lag_max_ms,
+                                          self._now_ms())
+        log.debug("leading %s-%d at epoch %d (ISR %s, log end %d)", hosted.topic, hosted.partition,
+                 hosted.leader_epoch, list(hosted.isr), plog.log_end_offset)
+        self._advance_high_watermark(hosted)
+
+    def _on_committed_state(self, hosted: HostedPartition, part: PartitionImage) -> None:
+        state = hosted.leader_state
+        assert state is not None
+        state.on_committed(part.replicas, part.isr, part.partition_epoch, self._now_ms())
+        hosted.isr = state.isr
+        self._advance_high_watermark(hosted)
+        hosted.release_acks()
+
+    def _stop_leading(self, hosted: HostedPartition) -> None:
+        hosted.leader_state = None
+        hosted.release_acks(ErrorCode.not_leader_or_follower)
+        hosted.wake_waiters()
+
+    def _follow(self, hosted: HostedPartition, leader: int) -> None:
+        key = (hosted.topic, hosted.partition)
+        for leader_id, fetcher in self._fetchers.items():
+            if leader_id != leader:
+                fetcher.unfollow(key)
+        if leader not in self._fetchers:
+            if self.start_fetcher is None:
+                return  # no network wiring (single-node unit tests)
+            self._fetchers[leader] = self.start_fetcher(leader)
+        followed = FollowedPartition(hosted.topic, hosted.partition, hosted.topic_id, hosted.leader_epoch)
+        self._fetchers[leader].follow(followed)
+
+    def _unfollow(self, hosted: HostedPartition) -> None:
+        key = (hosted.topic, hosted.partition)
+        for fetcher in self._fetchers.values():
+            fetcher.unfollow(key)
+
+    def _stop_idle_fetchers(self) -> None:
+        for leader_id, fetcher in list(self._fetchers.items()):
+            if not fetcher.partitions:
+                fetcher.stop()
+                del self._fetchers[leader_id]
 
     def _drop_removed(self, image: MetadataImage) -> None:
         for key, hosted in list(self.partitions.items()):
             topic = image.topics_by_id.get(hosted.topic_id)
             if topic is None or hosted.partition not in topic.partitions:
                 self._delete(key)
+            elif self.node_id not in topic.partitions[hosted.partition].replicas:
+                self._delete(key)  # reassigned away from this broker
 
     def _delete(self, key: TopicPartition) -> None:
         hosted = self.partitions.pop(key)
-        hosted.wake_waiters()
+        self._unfollow(hosted)
+        self._stop_leading(hosted)
         self.log_manager.delete(*key)
 
     def _reconfigure(self, before: MetadataImage, image: MetadataImage) -> None:
@@ -134,7 +307,7 @@ class ReplicaManager:
         hosted = self.partitions.get((topic, partition))
         if hosted is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition)
-        if hosted.leader != self.node_id:
+        if hosted.leader_state is None:
             raise KafkaError(ErrorCode.not_leader_or_follower)
         return hosted
 
@@ -147,7 +320,7 @@ class ReplicaManager:
         raise KafkaError(ErrorCode.unknown_leader_epoch)
 
     async def wait_for_data(self, keys: list[TopicPartition], timeout_ms: float) -> None:
-        """Return when any of these partitions gets an append, or after the timeout."""
+        """Return when any of these partitions gets an append or a new high watermark, or after the timeout."""
         if timeout_ms <= 0:
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -161,3 +334,186 @@ class ReplicaManager:
         finally:
             for h in hosted:
                 h.waiters.discard(waiter)
+
+    # -- the leader's side --------------------------------------------------------------------------------------
+
+    def append_as_leader(self, hosted: HostedPartition, batches: list[tuple[BatchHeader, memoryview]],
+                         required_acks: int = 1) -> AppendResult:
+        """Append to a partition led here. Raises KafkaError; with acks=all, NOT_ENOUGH_REPLICAS when the ISR is
+        smaller than min.insync.replicas (checked before anything is written, as Kafka does)."""
+        if required_acks == -1 and len(hosted.isr) < hosted.log.config.min_insync_replicas:
+            raise KafkaError(ErrorCode.not_enough_replicas,
+                             f"the ISR of {hosted.topic}-{hosted.partition} is {list(hosted.isr)}, fewer than "
+                             f"min.insync.replicas={hosted.log.config.min_insync_replicas}")
+        result = hosted.log.append(batches, hosted.leader_epoch)
+        if not result.duplicate:
+            self._advance_high_watermark(hosted)
+            hosted.wake_waiters()  # followers long-polling for this data
+        return result
+
+    async def wait_for_acks(self, hosted: HostedPartition, end_offset: int, timeout_ms: int) -> ErrorCode:
+        """Wait until the high watermark reaches `end_offset` (every ISR member has the records below it).
+
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND if by then the ISR is smaller than min.insync.replicas,
+        NOT_LEADER_OR_FOLLOWER if leadership moves, REQUEST_TIMED_OUT after `timeout_ms`.
+        """
+        if hosted.leader_state is None:
+            return ErrorCode.not_leader_or_follower
+        future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        hosted.ack_waiters.append(_AckWaiter(end_offset, future))
+        hosted.release_acks()
+        try:
+            return await asyncio.wait_for(future, timeout_ms / 1000)
+        except TimeoutError:
+            return ErrorCode.request_timed_out
+
+    def on_replica_fetch(self, hosted: HostedPartition, replica_id: int, fetch_offset: int) -> None:
+        """A follower fetched at `fetch_offset`: it has everything below. May move the HW and grow the ISR."""
+        state = hosted.leader_state
+        if state is None:
+            return
+        end = hosted.log.log_end_offset
+        state.on_follower_fetch(replica_id, min(fetch_offset, end), end, self._now_ms())
+        self._advance_high_watermark(hosted)
+        expanded = state.expanded_isr(replica_id, hosted.log.high_watermark)
+        if expanded is not None:
+            self._propose(hosted, expanded)
+
+    def _advance_high_watermark(self, hosted: HostedPartition) -> None:
+        state = hosted.leader_state
+        if state is None:
+            return
+        hw = state.high_watermark(hosted.log.log_end_offset)
+        if hw > hosted.log.high_watermark:
+            hosted.log.high_watermark = hw
+            hosted.release_acks()
+            hosted.wake_waiters()  # consumers waiting for committed records
+
+    # -- ISR changes --------------------------------------------------------------------------------------------
+
+    async def _check_isr_periodically(self) -> None:
+        interval_s = max(self.lag_max_ms / 2, 10) / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                self.check_isr()
+            except Exception:
+                log.exception("ISR check failed")
+
+    def check_isr(self) -> None:
+        now_ms = self._now_ms()
+        for hosted in self.partitions.values():
+            state = hosted.leader_state
+            if state is None:
+                continue
+            shrunk = state.shrunk_isr(now_ms)
+            if shrunk is not None:
+                lagging = [r for r in state.isr if r not in shrunk]
+                log.info("%s-%d: replicas %s have not caught up for %d ms; leaving the ISR", hosted.topic,
+                         hosted.partition, lagging, self.lag_max_ms)
+                self._propose(hosted, shrunk)
+
+    def _propose(self, hosted: HostedPartition, isr: tuple[int, ...]) -> None:
+        state = hosted.leader_state
+        if state is None or self.alter_isr is None:
+            return
+        state.propose(isr)
+        self._advance_high_watermark(hosted)
+        proposal = IsrProposal(hosted.topic_id, hosted.partition, state.leader_epoch, state.partition_epoch, isr)
+        task = asyncio.get_running_loop().create_task(self._send_proposal(hosted, state, proposal))
+        self._proposals.add(task)
+        task.add_done_callback(self._proposals.discard)
+
+    async def _send_proposal(self, hosted: HostedPartition, state: LeaderState, proposal: IsrProposal) -> None:
+        assert self.alter_isr is not None
+        try:
+            answer = await self.alter_isr(proposal)
+        except Exception as exc:  # the controller is unreachable: the ISR stays as committed; try again later
+            log.warning("AlterPartition for %s-%d failed: %s", hosted.topic, hosted.partition, exc)
+            answer = IsrAnswer(ErrorCode.request_timed_out)
+        if hosted.leader_state is not state:
+            return  # leadership changed meanwhile
+        if answer.error == ErrorCode.none and answer.leader_epoch == state.leader_epoch:
+            state.on_committed(state.replicas, answer.isr, answer.partition_epoch, self._now_ms())
+            hosted.isr = state.isr
+            hosted.partition_epoch = state.partition_epoch
+            self._advance_high_watermark(hosted)
+            hosted.release_acks()
+            return
+        if answer.error not in (ErrorCode.none, ErrorCode.invalid_update_version, ErrorCode.fenced_leader_epoch):
+            log.info("AlterPartition for %s-%d refused: %s", hosted.topic, hosted.partition, answer.error.name)
+            await asyncio.sleep(_ALTER_PARTITION_RETRY_MS / 1000)
+        # A stale partition epoch means a newer state is on its way in the metadata image; take it from there.
+        if hosted.leader_state is state and state.pending_isr == proposal.isr:
+            state.on_proposal_failed()
+
+    # -- the follower's side ------------------------------------------------------------------------------------
+
+    def follower_position(self, topic: str, partition: int) -> tuple[int, int, int]:
+        """(log start offset, log end offset, epoch of the last record) of a followed partition."""
+        plog = self.partitions[(topic, partition)].log
+        return plog.log_start_offset, plog.log_end_offset, plog.leader_epochs.latest_epoch
+
+    def on_fetched(self, followed: FollowedPartition, answer: Any) -> float:
+        """Apply a leader's answer for one partition; returns how many ms to wait before fetching it again."""
+        hosted = self.partitions.get((followed.topic, followed.partition))
+        if hosted is None or hosted.leader_state is not None:
+            return 0
+        error = ErrorCode(answer.error_code)
+        try:
+            if error == ErrorCode.none:
+                self._apply_fetched(hosted, answer)
+                return 0
+            if error == ErrorCode.offset_out_of_range:
+                self._out_of_range(hosted, answer)
+                return 0
+        except KafkaError as exc:
+            log.error("cannot apply fetched data of %s-%d: %s", hosted.topic, hosted.partition, exc.message)
+            return self.fetcher_settings.backoff_ms
+        if error in (ErrorCode.unknown_leader_epoch, ErrorCode.not_leader_or_follower):
+            return _TRANSIENT_RETRY_MS  # the leader has not applied the image naming it yet
+        log.info("fetch of %s-%d from broker %d: %s", hosted.topic, hosted.partition, hosted.leader, error.name)
+        return self.fetcher_settings.backoff_ms
+
+    def _apply_fetched(self, hosted: HostedPartition, answer: Any) -> None:
+        plog = hosted.log
+        diverging = answer.diverging_epoch
+        if diverging is not None and diverging.epoch >= 0:
+            self._truncate_divergent(hosted, diverging.epoch, diverging.end_offset)
+            return
+        if answer.records:
+            batches = split_batches(answer.records, from_client=False)
+            if batches:
+                plog.append_as_follower(batches)
+        plog.high_watermark = min(answer.high_watermark, plog.log_end_offset)
+        if answer.log_start_offset > plog.log_start_offset:
+            # Retention or DeleteRecords moved the leader's log start; never past what this log has committed.
+            plog.delete_records_before(min(answer.log_start_offset, plog.high_watermark))
+
+    def _truncate_divergent(self, hosted: HostedPartition, leader_epoch: int, leader_end: int) -> None:
+        """Cut the suffix the leader does not have (KIP-279): to the end of the last epoch both logs share."""
+        plog = hosted.log
+        own_epoch, own_end = plog.end_offset_for_epoch(leader_epoch)
+        target = min(leader_end, own_end) if own_epoch >= 0 and own_end >= 0 else min(leader_end,
+                                                                                     plog.log_end_offset)
+        if target < plog.log_end_offset:
+            log.info("%s-%d: truncating from %d to %d (diverged from the leader at epoch %d)", hosted.topic,
+                     hosted.partition, plog.log_end_offset, target, leader_epoch)
+            plog.truncate_to(target)
+
+    def _out_of_range(self, hosted: HostedPartition, answer: Any) -> None:
+        plog = hosted.log
+        if plog.log_end_offset < answer.log_start_offset:
+            log.info("%s-%d: the leader starts at %d, past this log's end %d; starting over there", hosted.topic,
+                     hosted.partition, answer.log_start_offset, plog.log_end_offset)
+            plog.truncate_fully_and_start_at(answer.log_start_offset)
+        elif answer.high_watermark >= 0 and plog.log_end_offset > answer.high_watermark:
+            plog.truncate_to(answer.high_watermark)  # the leader's log is shorter: keep what it has committed
+
+    def hosted_for_replica(self, topic: str, partition: int, replica_id: int) -> HostedPartition:
+        """The partition, if led here and `replica_id` is one of its replicas. Raises KafkaError."""
+        hosted = self.leader_partition(topic, partition)
+        if replica_id not in hosted.replicas:
+            raise KafkaError(ErrorCode.not_leader_or_follower,
+                             f"broker {replica_id} is not a replica of {topic}-{partition}")
+        return hosted

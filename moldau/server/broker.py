@@ -60,6 +60,7 @@ from moldau.server.controller_channel import ControllerChannel, ControllerUnavai
 from moldau.server.handlers import allocate_producer_ids
 from moldau.server.handlers.api_versions import unsupported_version_response
 from moldau.server.handlers.registry import APIS, CONTROLLER_APIS
+from moldau.server.replica_links import ReplicaLinks, fetcher_settings
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
 
@@ -127,6 +128,8 @@ class Broker:
         self.quorum.start()
         if self.is_controller:
             self._tasks.append(asyncio.get_running_loop().create_task(self._fence_expired_brokers()))
+            if self.config.get_bool("auto.leader.rebalance.enable"):
+                self._tasks.append(asyncio.get_running_loop().create_task(self._rebalance_leaders()))
         if self.is_broker:
             await self._join_cluster()
             for server in self._client_servers:
@@ -189,7 +192,11 @@ class Broker:
             self.config.log_dirs, self.clock, self._log_config(self.image, None),
             producer_id_expiration_ms=self.config.get_int("producer.id.expiration.ms"),
             cleaner_dedupe_buffer_bytes=self.config.get_int("log.cleaner.dedupe.buffer.size"))
-        self.replicas = ReplicaManager(self.node_id, self.log_manager, self._log_config)
+        self.replicas = ReplicaManager(self.node_id, self.log_manager, self._log_config, self.clock,
+                                       lag_max_ms=self.config.get_int("replica.lag.time.max.ms"),
+                                       fetcher_settings=fetcher_settings(self.config))
+        self.replica_links = ReplicaLinks(self, self.replicas)
+        self.replicas.start()
         self.quorum.add_listener(self.replicas.apply_image)
         self.replicas.apply_image(None, self.image)
         self.groups = self._start_group_coordinator()
@@ -218,8 +225,8 @@ class Broker:
         for server in self._servers:
             server.close()
         if self.is_broker:
-            for hosted in self.replicas.partitions.values():
-                hosted.wake_waiters()
+            self.replicas.close()
+            self.replica_links.close()
         for task in self._tasks:
             task.cancel()
         if self.is_broker:
@@ -258,11 +265,26 @@ class Broker:
             except Exception:
                 log.exception("fencing check failed")
 
+    async def _rebalance_leaders(self) -> None:
+        """Every leader.imbalance.check.interval.seconds, the active controller moves leaderships back to preferred
+        replicas on brokers that lead too few of their own (after failovers, or a broker's return)."""
+        interval_s = self.config.get_int("leader.imbalance.check.interval.seconds")
+        while True:
+            await asyncio.sleep(interval_s)
+            if not self.quorum.is_active_controller():
+                continue
+            try:
+                await self.controller.rebalance_leaders(self.config.get_int("leader.imbalance.per.broker.percentage"))
+            except KafkaError as exc:
+                log.debug("leader rebalance skipped: %s", exc.message)
+            except Exception:
+                log.exception("leader rebalance failed")
+
     def _start_group_coordinator(self) -> GroupRuntime:
         """Groups of the `__consumer_offsets` partitions led here; loaded now, and followed as the image moves."""
         coordinator = GroupCoordinator(self.node_id, CoordinatorSettings.from_config(self.config),
                                        lambda: self.image, self._request_offsets_topic, self.replicas)
-        runtime = GroupRuntime(coordinator, self.clock)
+        runtime = GroupRuntime(coordinator, self.clock, self.replicas)
         self.quorum.add_listener(runtime.on_image)
         runtime.start(self.image)
         return runtime
@@ -374,8 +396,22 @@ class Broker:
             entries = describe_broker_configs(config)
         return next((e.value for e in entries if e.name == name), None)
 
-    def endpoint_for(self, registration: RegisterBrokerRecord) -> Endpoint | None:
+    def endpoint_for(self, registration: RegisterBrokerRecord, listener: str = "") -> Endpoint | None:
+        """The broker's endpoint on the named listener (Kafka answers each client with the addresses of the listener
+        it connected to), or its first endpoint when it has none of that name or no name is given."""
+        for endpoint in registration.endpoints:
+            if endpoint.listener == listener:
+                return endpoint
         return registration.endpoints[0] if registration.endpoints else None
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The listener followers use to reach leaders: `inter.broker.listener.name`, else the first client one."""
+        configured = self.config.inter_broker_listener_name
+        if configured:
+            return configured
+        controller_names = set(self.config.controller_listener_names)
+        return next((lsn.name for lsn in self.config.listeners if lsn.name not in controller_names), "")
 
     # -- reaching the controller ----------------------------------------------------------------------------
 
@@ -427,9 +463,14 @@ class Broker:
 
     async def _create_offsets_topic(self) -> None:
         settings = self.groups.coordinator.settings
+        # Kafka refuses to create the topic until offsets.topic.replication.factor brokers exist; a smaller cluster
+        # (a lone node above all) gets as many replicas as it has brokers, so groups work out of the box.
+        factor = min(settings.offsets_topic_replication_factor, max(1, len(self.image.brokers)))
+        if factor < settings.offsets_topic_replication_factor:
+            log.info("creating %s with replication factor %d: only %d brokers are registered", OFFSETS_TOPIC,
+                        factor, len(self.image.brokers))
         try:
-            await self.create_topic_via_controller(OFFSETS_TOPIC, settings.offsets_topic_partitions,
-                                                   settings.offsets_topic_replication_factor,
+            await self.create_topic_via_controller(OFFSETS_TOPIC, settings.offsets_topic_partitions, factor,
                                                    dict(OFFSETS_TOPIC_CONFIGS))
         except KafkaError as exc:
             if exc.code != ErrorCode.topic_already_exists:
@@ -489,7 +530,7 @@ class Broker:
             request = api.decode(frame, codec.body_start(schema, frame, header), header.api_version)
         else:
             request = codec.decode_request(schema, frame, header)
-        context = RequestContext(header, schema, self, conn.peer, conn.is_controller_listener)
+        context = RequestContext(header, schema, self, conn.peer, conn.is_controller_listener, conn.listener)
         response = await api.handle(context, request)
         if response is None:
             return None

@@ -18,6 +18,7 @@ class RequestContext:
     broker: Broker
     peer: str
     on_controller_listener: bool = False  # the request came in on a controller listener (from another node)
+    listener: str = ""  # the name of the listener the request came in on; Metadata answers with its endpoints
 
     @property
     def version(self) -> int:

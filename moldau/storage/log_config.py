@@ -39,6 +39,9 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = 2**63 - 1
+    # Replication: read by the replica manager (acks=all) and the controller (leader election), as in Kafka.
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
 
     @property
     def compact(self) -> bool:

@@ -213,13 +213,14 @@ def test_separate_controller_and_broker_roles(tmp_path: Path) -> None:
         placed = cluster.wait_until(lambda: _complete(leaders(address, "brokers-only"), 4), 10, "placement")
         assert set(placed.values()) == {b.node_id for b in cluster.brokers}
         assert live_brokers(address) == {b.node_id for b in cluster.brokers}
-        # Replicas are placed on both brokers, but until followers copy their leader only the leader is in sync.
+        # Replicas are placed on both brokers, and both are in sync from the start.
         admin = AdminClient({"bootstrap.servers": address})
         admin.create_topics([NewTopic("two-replicas", 2, 2)])["two-replicas"].result(timeout=30)
         (topic,) = cluster.wait_until(lambda: metadata_at(address, ["two-replicas"]).topics, 10, "the topic")
         for p in topic.partitions:
             assert sorted(p.replica_nodes) == sorted(b.node_id for b in cluster.brokers)
-            assert tuple(p.isr_nodes) == (p.leader_id,)
+            assert sorted(p.isr_nodes) == sorted(p.replica_nodes)
+            assert p.leader_id == p.replica_nodes[0]
 
 
 

@@ -195,8 +195,8 @@ class GroupCoordinator:
             key, value = encode(record)
             builder.append(i, now_ms, key, value, [])
         hosted = self._hosted(partition)
-        hosted.log.append(split_batches(bytes(builder.build())), hosted.leader_epoch)
-        hosted.wake_waiters()
+        # acks=all, as Kafka writes its offsets topic: refused when the ISR is below min.insync.replicas.
+        self._replicas.append_as_leader(hosted, split_batches(bytes(builder.build())), required_acks=-1)
 
     def _write(self, shard: GroupShard, records: Sequence[Record], now_ms: int) -> ErrorCode:
         """Append, then replay: state changes only once the records are in the log."""
@@ -206,7 +206,7 @@ class GroupCoordinator:
             self._append(shard.partition, records, now_ms)
         except KafkaError as exc:
             log.warning("cannot write to %s-%d: %s", OFFSETS_TOPIC, shard.partition, exc.message)
-            return _write_error(exc.code)
+            return write_error(exc.code)
         shard.replay_all(records, now_ms)
         return ErrorCode.none
 
@@ -330,6 +330,14 @@ class GroupCoordinator:
             self._schedule(shard, group_id)
         return write.errors
 
+    def replication_target(self, group_id: str) -> tuple[HostedPartition, int] | None:
+        """The group's partition if led here, and its log end: what a write must be replicated up to."""
+        try:
+            hosted = self._hosted(self.partition_of(group_id))
+        except KafkaError:
+            return None
+        return hosted, hosted.log.log_end_offset
+
     def fetch_offsets(self, group_id: str, requested: Requested | None, member_id: str | None = None,
                       member_epoch: int = -1) -> tuple[ErrorCode, Fetched]:
         """Committed offsets; a member of a consumer (KIP-848) group that names itself must be current."""
@@ -398,7 +406,7 @@ class GroupCoordinator:
         return completions
 
 
-def _write_error(code: ErrorCode) -> ErrorCode:
+def write_error(code: ErrorCode) -> ErrorCode:
     """What a client is told when the coordinator's append fails (Kafka's mapping)."""
     if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size):
         return ErrorCode.invalid_commit_offset_size

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from moldau.clock import Clock
 from moldau.coordinator.group.consumer import HeartbeatRequest, HeartbeatResult
-from moldau.coordinator.group.coordinator import GroupCoordinator, ListedGroup
+from moldau.coordinator.group.coordinator import GroupCoordinator, ListedGroup, write_error
 from moldau.coordinator.group.member import (
     Completion,
     Handle,
@@ -31,6 +31,7 @@ from moldau.coordinator.group.member import (
 from moldau.coordinator.group.offsets import Fetched, OffsetCommit, Requested, TopicPartition
 from moldau.metadata.image import MetadataImage
 from moldau.protocol.errors import ErrorCode
+from moldau.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,9 @@ _RETRY_AFTER_ERROR_S = 1.0
 
 
 class GroupRuntime:
-    def __init__(self, coordinator: GroupCoordinator, clock: Clock) -> None:
+    def __init__(self, coordinator: GroupCoordinator, clock: Clock, replicas: ReplicaManager) -> None:
         self.coordinator = coordinator
+        self.replicas = replicas
         self._clock = clock
         self._pending: dict[Handle, asyncio.Future[JoinResult | SyncResult]] = {}
         self._next_handle = 0
@@ -125,12 +127,21 @@ class GroupRuntime:
         self._after_input()
         return error, member_errors
 
-    def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
-                       commits: Sequence[OffsetCommit], version: int) -> list[ErrorCode]:
+    async def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+                             commits: Sequence[OffsetCommit], version: int) -> list[ErrorCode]:
+        """Commit, and answer once the commit is on every in-sync replica of the group's partition, so that no
+        acknowledged commit is lost when the coordinator's broker fails."""
         errors = self.coordinator.commit_offsets(group_id, member_id, instance_id, generation_id, commits, version,
                                                  self.now_ms())
         self._after_input()
-        return errors
+        target = self.coordinator.replication_target(group_id)
+        if target is None or all(e != ErrorCode.none for e in errors):
+            return errors
+        hosted, end_offset = target
+        code = await self.replicas.wait_for_acks(hosted, end_offset, self.coordinator.settings.offset_commit_timeout_ms)
+        if code == ErrorCode.none:
+            return errors
+        return [write_error(code) if e == ErrorCode.none else e for e in errors]
 
     def fetch_offsets(self, group_id: str, requested: Requested | None, member_id: str | None = None,
                       member_epoch: int = -1) -> tuple[ErrorCode, Fetched]:

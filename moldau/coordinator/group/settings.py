@@ -16,6 +16,7 @@ class CoordinatorSettings:
     offsets_topic_partitions: int
     offsets_topic_replication_factor: int
     offsets_retention_check_interval_ms: int
+    offset_commit_timeout_ms: int = 5000
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> CoordinatorSettings:
@@ -41,4 +42,5 @@ class CoordinatorSettings:
             offsets_topic_partitions=config.get_int("offsets.topic.num.partitions"),
             offsets_topic_replication_factor=config.get_int("offsets.topic.replication.factor"),
             offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
+            offset_commit_timeout_ms=config.get_int("offsets.commit.timeout.ms"),
         )

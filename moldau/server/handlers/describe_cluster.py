@@ -37,7 +37,7 @@ def _brokers(ctx: RequestContext, include_fenced: bool) -> tuple[Any, ...]:
     cls = ctx.nested("DescribeClusterBroker")
     out = []
     for broker_id, registration in sorted(ctx.broker.image.brokers.items()):
-        endpoint = ctx.broker.endpoint_for(registration)
+        endpoint = ctx.broker.endpoint_for(registration, ctx.listener)
         # A broker without an endpoint on this listener cannot be reached by the client; Kafka leaves it out.
         if endpoint is not None and (include_fenced or not registration.fenced):
             out.append(make(cls, broker_id=broker_id, host=endpoint.host, port=endpoint.port,

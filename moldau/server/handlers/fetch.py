@@ -7,6 +7,11 @@ least one whole batch, so a consumer can never be stuck behind a batch larger th
 Long poll: when fewer than `min_bytes` are available, the request waits up to `max_wait_ms` for an append to
 any of its partitions, then reads again. Waiting is a future completed by the append, not a sleep loop.
 
+Followers fetch with their broker id (`replica_state.replica_id` from v15, `replica_id` before): they read up to
+the log end rather than the high watermark, their fetch offset reports their position to the replica manager
+(which moves the high watermark and the ISR), and a follower whose last fetched epoch ends earlier in this log
+is told where to truncate (`diverging_epoch`, KIP-320) instead of getting records.
+
 Fetch sessions (KIP-227) are not kept: every response says session id 0, which tells clients to send full
 fetch requests, as a Kafka broker with no session cache slots does.
 """
@@ -38,6 +43,7 @@ class _PartitionRead:
     high_watermark: int = -1
     log_start_offset: int = -1
     records: bytes | None = None
+    diverging_epoch: tuple[int, int] | None = None
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -46,10 +52,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     ):
         return _response(ctx, ErrorCode.fetch_session_id_not_found, [])
     wanted = _wanted_partitions(ctx, request)
+    replica_id = _replica_id(ctx, request)
     max_wait_ms = ms_from_timedelta(request.max_wait)
     deadline = ctx.broker.clock.monotonic_ms() + max_wait_ms
     while True:
-        reads, total_bytes = _read_all(ctx, request, wanted)
+        reads, total_bytes = _read_all(ctx, request, wanted, replica_id)
         remaining_ms = deadline - ctx.broker.clock.monotonic_ms()
         if total_bytes >= request.min_bytes or remaining_ms <= 0 or _has_errors(reads):
             return _response(ctx, ErrorCode.none, reads)
@@ -57,6 +64,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         await ctx.broker.replicas.wait_for_data(keys, remaining_ms)
         if ctx.broker.closing:
             return _response(ctx, ErrorCode.none, reads)
+
+
+def _replica_id(ctx: RequestContext, request: Any) -> int:
+    """The fetching follower's broker id, or -1 for a consumer."""
+    if ctx.version >= 15:
+        return int(request.replica_state.replica_id)
+    return int(request.replica_id)
 
 
 def _wanted_partitions(ctx: RequestContext, request: Any) -> list[tuple[str | None, Any, Any]]:
@@ -73,13 +87,16 @@ def _wanted_partitions(ctx: RequestContext, request: Any) -> list[tuple[str | No
     return out
 
 
-def _read_all(ctx: RequestContext, request: Any, wanted: list[tuple[str | None, Any, Any]]
+def _read_all(ctx: RequestContext, request: Any, wanted: list[tuple[str | None, Any, Any]], replica_id: int
               ) -> tuple[list[_PartitionRead], int]:
     remaining = request.max_bytes
     total = 0
     reads = []
     for name, part, key in wanted:
-        read = _read_partition(ctx, name, part, key, remaining, min_one_batch=total == 0)
+        if replica_id >= 0:
+            read = _read_for_follower(ctx, name, part, key, remaining, replica_id, min_one_batch=total == 0)
+        else:
+            read = _read_partition(ctx, name, part, key, remaining, min_one_batch=total == 0)
         size = len(read.records) if read.records else 0
         total += size
         remaining = max(0, remaining - size)
@@ -106,8 +123,46 @@ def _read_partition(ctx: RequestContext, name: str | None, part: Any, key: Any, 
                           result.records)
 
 
+def _read_for_follower(ctx: RequestContext, name: str | None, part: Any, key: Any, remaining_bytes: int,
+                       replica_id: int, min_one_batch: bool) -> _PartitionRead:
+    if name is None:
+        return _PartitionRead(key, part.partition, ErrorCode.unknown_topic_id)
+    replicas = ctx.broker.replicas
+    try:
+        hosted = replicas.hosted_for_replica(name, part.partition, replica_id)
+        replicas.check_leader_epoch(hosted, part.current_leader_epoch)
+        plog = hosted.log
+        diverging = _diverging_epoch(plog, part.last_fetched_epoch, part.fetch_offset)
+        if diverging is not None:
+            return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark, plog.log_start_offset,
+                                  None, diverging)
+        replicas.on_replica_fetch(hosted, replica_id, part.fetch_offset)
+        result = plog.read(part.fetch_offset, min(part.partition_max_bytes, remaining_bytes), min_one_batch,
+                           max_offset=plog.log_end_offset)
+    except KafkaError as exc:
+        read = _PartitionRead(key, part.partition, exc.code)
+        if exc.code == ErrorCode.offset_out_of_range:
+            read.high_watermark, read.log_start_offset = plog.high_watermark, plog.log_start_offset
+        return read
+    return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark, plog.log_start_offset,
+                          result.records)
+
+
+def _diverging_epoch(plog: Any, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+    """Where the follower's log parts from this one, if it does: the follower's last epoch ends earlier here,
+    or is not an epoch of this log at all."""
+    if last_fetched_epoch < 0:
+        return None
+    epoch, end_offset = plog.end_offset_for_epoch(last_fetched_epoch)
+    if epoch < 0 or end_offset < 0:
+        return None
+    if epoch != last_fetched_epoch or end_offset < fetch_offset:
+        return epoch, end_offset
+    return None
+
+
 def _has_errors(reads: list[_PartitionRead]) -> bool:
-    return any(r.error != ErrorCode.none for r in reads)
+    return any(r.error != ErrorCode.none or r.diverging_epoch is not None for r in reads)
 
 
 def _response(ctx: RequestContext, code: ErrorCode, reads: list[_PartitionRead]) -> EncodedBody:
@@ -115,7 +170,11 @@ def _response(ctx: RequestContext, code: ErrorCode, reads: list[_PartitionRead])
     for r in reads:
         by_topic.setdefault(r.topic_key, []).append(PartitionResult(
             partition=r.partition, error_code=r.error.value, high_watermark=r.high_watermark,
-            last_stable_offset=r.high_watermark, log_start_offset=r.log_start_offset, records=r.records,
+            # Empty, never null, records for a partition with an error or a diverging epoch: Kafka sends empty
+            # ones, and librdkafka fails the whole response on a null record set ("MessageSetSize -1").
+            last_stable_offset=r.high_watermark, log_start_offset=r.log_start_offset,
+            records=r.records if r.records is not None else b"",
+            diverging_epoch=r.diverging_epoch,
         ))
     by_id = ctx.version >= FIRST_TOPIC_ID_VERSION
     topics = [TopicResult(name=None if by_id else key, topic_id=key if by_id else None, partitions=parts)

@@ -60,7 +60,7 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> _Found:
     except KafkaError as exc:
         return _Found(key, exc.code, exc.message)
     registration = broker.image.brokers.get(node_id)
-    endpoint = broker.endpoint_for(registration) if registration is not None else None
+    endpoint = broker.endpoint_for(registration, ctx.listener) if registration is not None else None
     if endpoint is None:
         return _Found(key, ErrorCode.coordinator_not_available, f"broker {node_id} has no endpoint")
     return _Found(key, ErrorCode.none, None, node_id, endpoint.host, endpoint.port)

@@ -53,7 +53,7 @@ def _brokers(ctx: RequestContext, image: MetadataImage) -> tuple[Any, ...]:
     for broker_id, registration in sorted(image.brokers.items()):
         if registration.fenced:
             continue
-        endpoint = ctx.broker.endpoint_for(registration)
+        endpoint = ctx.broker.endpoint_for(registration, ctx.listener)
         if endpoint is not None:
             out.append(make(cls, node_id=broker_id, host=endpoint.host, port=endpoint.port,
                             rack=registration.rack))

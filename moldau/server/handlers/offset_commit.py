@@ -38,7 +38,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             commits.append(OffsetCommit(found.name, p.partition_index, p.committed_offset,
                                         getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
         answers.append(answer)
-    errors = ctx.broker.groups.commit_offsets(
+    errors = await ctx.broker.groups.commit_offsets(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None),
         request.generation_id_or_member_epoch, commits, ctx.version) if commits else []
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, topics=tuple(

@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from moldau.metadata.image import MetadataImage
-from moldau.metadata.leader_election import fence_changes, preferred_leader_changes, unfence_changes
+from moldau.metadata.leader_election import (
+    fence_changes,
+    imbalanced_brokers,
+    preferred_leader_changes,
+    unclean_leader_changes,
+    unfence_changes,
+)
 from moldau.metadata.records import FenceBrokerRecord, MetadataRecord, PartitionRecord, UnfenceBrokerRecord
 from tests.unit.metadata.builders import TOPIC_ID, build, part, partition, registration
 
@@ -76,3 +82,40 @@ def test_preferred_leader_election() -> None:
                    partition(3, [1, 2])])
     assert preferred_leader_changes(image) == [PartitionRecord(TOPIC_ID, 0, (1, 2), (1, 2), 1, 4, 6)]
     assert preferred_leader_changes(image, topic_ids=set()) == []
+
+
+def test_unclean_election_when_the_topic_allows_it() -> None:
+    image = build(THREE, [partition(0, [1, 2, 3], isr=[1, 2])])
+    image = commit(image, [FenceBrokerRecord(2, 2), *fence_changes(image, 2)])
+    changes = fence_changes(image, 1, allow_unclean=lambda topic: topic == "t")
+    assert [(c.isr, c.leader) for c in changes] == [((3,), 3)], "3 leads alone, out of sync but live"
+
+
+def test_a_returning_out_of_sync_replica_leads_a_leaderless_partition_only_if_unclean_is_allowed() -> None:
+    image = build([registration(1, fenced=True), registration(2), registration(3, fenced=True)],
+                  [partition(0, [1, 2, 3], isr=[1], leader=-1)])
+    assert unfence_changes(image, 3) == []
+    changes = unfence_changes(image, 3, allow_unclean=lambda topic: True)
+    assert [(c.isr, c.leader) for c in changes] == [((2,), 2)], "the first live replica in replica order"
+
+
+def test_unclean_leader_changes_prefer_a_live_isr_member() -> None:
+    image = build([registration(1, fenced=True), registration(2), registration(3)],
+                  [partition(0, [1, 2, 3], isr=[1, 3], leader=-1)])
+    (change,) = unclean_leader_changes(image, TOPIC_ID, part(image, 0))
+    assert (change.leader, change.isr) == (3, (1, 3))
+    dead = build([registration(1, fenced=True), registration(2, fenced=True)],
+                 [partition(0, [1, 2], isr=[1], leader=-1)])
+    assert unclean_leader_changes(dead, TOPIC_ID, part(dead, 0)) == []
+
+
+def test_preferred_election_of_chosen_partitions_only() -> None:
+    image = build(THREE, [partition(0, [1, 2, 3], leader=2), partition(1, [1, 2, 3], leader=3)])
+    assert [c.partition for c in preferred_leader_changes(image, [TOPIC_ID], [1])] == [1]
+
+
+def test_imbalance_counts_preferred_leaderships_held_elsewhere() -> None:
+    image = build(THREE, [partition(0, [1, 2], leader=2), partition(1, [1, 2], leader=1),
+                          partition(2, [2, 1], leader=2), partition(3, [3, 1], leader=3)])
+    assert imbalanced_brokers(image, 10) == {1}, "broker 1 leads 1 of its 2 preferred partitions"
+    assert imbalanced_brokers(image, 50) == set(), "50% is not more than 50%"

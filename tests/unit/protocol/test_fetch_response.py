@@ -6,6 +6,7 @@ import datetime
 import io
 import random
 import uuid
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -20,6 +21,7 @@ def kio_bytes(version: int, session_id: int, topics: list[TopicResult]) -> bytes
     schema = codec.api_schema(1, version)
     part_cls = codec.nested(schema, "PartitionData")
     aborted_cls = codec.nested(schema, "AbortedTransaction")
+    epoch_cls = codec.nested(schema, "EpochEndOffset") if version >= 12 else None
     topic_cls = codec.nested(schema, "FetchableTopicResponse")
     kio_topics = tuple(
         codec.make(topic_cls, topic=t.name, topic_id=t.topic_id, partitions=tuple(
@@ -28,7 +30,8 @@ def kio_bytes(version: int, session_id: int, topics: list[TopicResult]) -> bytes
                        log_start_offset=p.log_start_offset, preferred_read_replica=p.preferred_read_replica,
                        aborted_transactions=None if p.aborted_transactions is None else tuple(
                            aborted_cls(producer_id=a, first_offset=b) for a, b in p.aborted_transactions),
-                       records=None if p.records is None else bytes(p.records))
+                       records=None if p.records is None else bytes(p.records),
+                       **_diverging(epoch_cls, p))
             for p in t.partitions))
         for t in topics)
     response = codec.make(schema.response_type, throttle_time=datetime.timedelta(milliseconds=7),
@@ -38,7 +41,13 @@ def kio_bytes(version: int, session_id: int, topics: list[TopicResult]) -> bytes
     return buf.getvalue()
 
 
-def random_topics(rng: random.Random) -> list[TopicResult]:
+def _diverging(epoch_cls: Any, p: PartitionResult) -> dict[str, Any]:
+    if epoch_cls is None or p.diverging_epoch is None:
+        return {}
+    return {"diverging_epoch": epoch_cls(epoch=p.diverging_epoch[0], end_offset=p.diverging_epoch[1])}
+
+
+def random_topics(rng: random.Random, version: int = 0) -> list[TopicResult]:
     topics = []
     for t in range(rng.randint(0, 3)):
         partitions = []
@@ -48,6 +57,8 @@ def random_topics(rng: random.Random) -> list[TopicResult]:
             partitions.append(PartitionResult(p, rng.choice([0, 1, 3]), rng.randint(-1, 10**12),
                                               rng.randint(-1, 10**6), rng.randint(-1, 10**6), aborted,
                                               rng.choice([-1, 2]), records))
+            if version >= 12 and rng.random() < 0.5:
+                partitions[-1].diverging_epoch = (rng.randint(0, 99), rng.randint(0, 10**9))
         topics.append(TopicResult(f"topic-{t}" * rng.randint(1, 30), uuid.uuid4(), partitions))
     return topics
 
@@ -56,7 +67,7 @@ def random_topics(rng: random.Random) -> list[TopicResult]:
 def test_matches_kio_for_every_served_version(version: int) -> None:
     rng = random.Random(version)
     for _ in range(30):
-        topics = random_topics(rng)
+        topics = random_topics(rng, version)
         session_id = rng.choice([0, 12345])
         ours = b"".join(bytes(p) for p in encode_fetch_response(version, 7, 0, session_id, topics))
         assert ours == kio_bytes(version, session_id, topics)

@@ -1,0 +1,313 @@
+"""`moldau partitions reassign`: move partition replicas between brokers while they keep serving (KIP-455).
+
+`--generate` proposes a balanced assignment (`reassignment_plan`) in Kafka's reassignment JSON format, which
+Kafka's own `kafka-reassign-partitions.sh` also reads and writes; `--execute` submits a plan with
+AlterPartitionReassignments and follows it with ListPartitionReassignments until nothing moves; `--verify`
+checks whether a plan is done; `--cancel` reverts a plan's partitions that are still moving.
+
+The current assignment and the live brokers come from confluent-kafka's `AdminClient`, as in `moldau topics`.
+librdkafka has no reassignment API, so those two requests go through kafka-python's `KafkaAdminClient`
+(already installed: the console consumer decodes records with it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from moldau.cli.common import (
+    REQUEST_TIMEOUT_S,
+    CliError,
+    add_bootstrap_option,
+    check_reachable,
+    plural,
+    request_failed,
+)
+from moldau.cli.reassignment_plan import Assignment, TopicPartition, moved_replicas, plan_reassignment
+from moldau.cli.topics import admin_client, topic_names
+
+Handler = Callable[[argparse.Namespace], int]
+PLAN_VERSION = 1
+POLL_INTERVAL_S = 1.0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `partitions` and its subcommands to the top-level parser."""
+    parser = subparsers.add_parser("partitions", help="move partition replicas between brokers")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    text = "generate, execute, verify or cancel a partition reassignment"
+    reassign_parser = actions.add_parser("reassign", help=text, description=text)
+    add_bootstrap_option(reassign_parser)
+    modes = reassign_parser.add_argument_group("what to do (--generate and --execute may go together)")
+    modes.add_argument("--generate", action="store_true", help="print a balanced plan as JSON")
+    modes.add_argument("--execute", action="store_true",
+                       help="submit the plan (--plan, or the one --generate makes) and follow it until done")
+    modes.add_argument("--verify", action="store_true", help="check whether the plan is complete")
+    modes.add_argument("--cancel", action="store_true", help="cancel the plan's partitions that are still moving")
+    reassign_parser.add_argument("--plan", type=Path, metavar="FILE", help="a plan in Kafka's reassignment JSON")
+    reassign_parser.add_argument("--topics", type=_names, metavar="A,B",
+                                 help="topics to plan for (default: every topic but internal ones)")
+    reassign_parser.add_argument("--brokers", type=_broker_ids, metavar="1,2,3",
+                                 help="brokers to spread replicas over (default: every live broker)")
+    reassign_parser.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                                 help="how long --execute follows the reassignment (default: 600)")
+    reassign_parser.set_defaults(func=reassign)
+
+
+def _names(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("expected a comma-separated list of topic names")
+    return names
+
+
+def _broker_ids(text: str) -> list[int]:
+    try:
+        ids = [int(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated broker ids, got '{text}'") from None
+    if not ids:
+        raise argparse.ArgumentTypeError("expected at least one broker id")
+    return ids
+
+
+def reassign(args: argparse.Namespace) -> int:
+    modes = [m for m in ("generate", "execute", "verify", "cancel") if getattr(args, m)]
+    if not modes or (len(modes) > 1 and set(modes) != {"generate", "execute"}):
+        raise CliError("give one of --generate, --execute, --verify or --cancel (or --generate --execute)")
+    if args.generate:
+        if args.plan is not None:
+            raise CliError("--generate makes the plan: --plan is for --execute, --verify and --cancel")
+        plan = generate(args.bootstrap_server, args.topics, args.brokers)
+        if not args.execute:
+            return 0
+    else:
+        if args.plan is None:
+            raise CliError(f"--{modes[0]} needs --plan FILE")
+        plan = read_plan(args.plan)
+    if args.execute:
+        return execute(args.bootstrap_server, plan, args.timeout)
+    if args.verify:
+        return verify(args.bootstrap_server, plan)
+    return cancel(args.bootstrap_server, plan)
+
+
+# -- plans ------------------------------------------------------------------------------------------------------
+
+
+def plan_json(plan: Mapping[TopicPartition, Sequence[int]]) -> str:
+    """A plan in Kafka's reassignment JSON format, one partition per line."""
+    lines = [json.dumps({"topic": t, "partition": p, "replicas": list(plan[(t, p)])}) for t, p in sorted(plan)]
+    body = "".join(f"\n    {line}," for line in lines).rstrip(",")
+    return f'{{"version": {PLAN_VERSION}, "partitions": [{body}{chr(10) if lines else ""}]}}'
+
+
+def parse_plan(text: str) -> Assignment:
+    """Partition -> target replicas from Kafka's reassignment JSON. Raises CliError."""
+    try:
+        document = json.loads(text)
+        entries = document["partitions"]
+        plan: Assignment = {}
+        for entry in entries:
+            key = (str(entry["topic"]), int(entry["partition"]))
+            replicas = tuple(int(b) for b in entry["replicas"])
+            if key in plan:
+                raise CliError(f"{key[0]}-{key[1]} appears twice in the plan")
+            plan[key] = replicas
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CliError(f"not a reassignment plan ({{\"version\":1,\"partitions\":[{{\"topic\":..,\"partition\":..,"
+                       f"\"replicas\":[..]}}]}}): {exc}") from None
+    return plan
+
+
+def read_plan(path: Path) -> Assignment:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return parse_plan(text)
+
+
+def _cluster_state(bootstrap: str, topics: Sequence[str] | None) -> tuple[Assignment, list[int]]:
+    """The current replicas of the partitions of `topics` (None: every non-internal topic), and the live brokers."""
+    admin = admin_client(bootstrap)
+    names = list(dict.fromkeys(topics)) if topics else topic_names(admin, internal=False)
+    try:
+        metadata = admin.list_topics(timeout=REQUEST_TIMEOUT_S)
+    except Exception as exc:
+        raise request_failed(exc, "cannot read the cluster metadata") from None
+    missing = [name for name in names if name not in metadata.topics]
+    if missing:
+        raise CliError(f"no such topic: {', '.join(missing)}")
+    current = {(name, p.id): tuple(p.replicas) for name in names
+               for p in metadata.topics[name].partitions.values()}
+    return current, sorted(metadata.brokers)
+
+
+def generate(bootstrap: str, topics: Sequence[str] | None, brokers: Sequence[int] | None) -> Assignment:
+    """Print (stdout) a plan moving the partitions that change; a summary and the current assignment go to
+    stderr, the latter to roll back with. Returns the plan."""
+    current, live = _cluster_state(bootstrap, topics)
+    targets = sorted(set(brokers)) if brokers else live
+    dead = [b for b in targets if b not in live]
+    if dead:
+        raise CliError(f"brokers {dead} are not live (live: {live})")
+    try:
+        proposed = plan_reassignment(current, targets)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    plan = {key: replicas for key, replicas in proposed.items() if replicas != current[key]}
+    print(plan_json(plan))
+    moved = moved_replicas(current, plan)
+    print(f"the plan moves {plural(moved, 'replica')} and changes {plural(len(plan), 'partition')} of "
+          f"{len(current)} over brokers {','.join(map(str, targets))}", file=sys.stderr)
+    if plan:
+        print(f"current assignment of these partitions (to roll back):\n"
+              f"{plan_json({key: current[key] for key in plan})}", file=sys.stderr)
+    return plan
+
+
+# -- requests ---------------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _reassignment_client(bootstrap: str) -> Iterator[Any]:
+    """kafka-python's admin client (librdkafka has no reassignment API); it asks the broker it reaches, which
+    forwards to the active controller."""
+    check_reachable(bootstrap)
+    from kafka.admin import KafkaAdminClient
+
+    try:
+        client = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="moldau-cli",
+                                  request_timeout_ms=int(REQUEST_TIMEOUT_S * 1000))
+    except Exception as exc:
+        raise CliError(f"cannot connect to {bootstrap}: {exc}") from None
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _error_name(error: Any) -> str:
+    """The Kafka name of a kafka-python error class, e.g. NO_REASSIGNMENT_IN_PROGRESS."""
+    from moldau.protocol.errors import ErrorCode
+
+    try:
+        return ErrorCode(error.errno).name.upper()
+    except (ValueError, AttributeError):
+        return str(getattr(error, "__name__", error))
+
+
+def _submit(bootstrap: str, changes: Mapping[TopicPartition, Sequence[int] | None]) -> dict[TopicPartition, str]:
+    """Send AlterPartitionReassignments; returns the error name of each refused partition."""
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    with _reassignment_client(bootstrap) as client:
+        request = {KafkaTopicPartition(t, p): None if r is None else list(r) for (t, p), r in sorted(changes.items())}
+        try:
+            answers = client.alter_partition_reassignments(request, timeout_ms=int(REQUEST_TIMEOUT_S * 1000))
+        except Exception as exc:
+            raise CliError(f"cannot submit the reassignment: {_error_name(exc)}: {exc}") from None
+    return {(tp.topic, tp.partition): _error_name(error) for tp, error in answers.items() if error is not None}
+
+
+def _ongoing(client: Any, keys: Sequence[TopicPartition]) -> dict[TopicPartition, dict[str, list[int]]]:
+    """The plan's partitions still being reassigned, with their replicas, adding and removing lists."""
+    wanted: dict[str, list[int]] = {}
+    for topic, partition in keys:
+        wanted.setdefault(topic, []).append(partition)
+    try:
+        listing = client.list_partition_reassignments(wanted, timeout_ms=int(REQUEST_TIMEOUT_S * 1000))
+    except Exception as exc:
+        raise CliError(f"cannot list the reassignments: {_error_name(exc)}: {exc}") from None
+    return {(tp.topic, tp.partition): state for tp, state in listing.items()}
+
+
+def _moving(key: TopicPartition, state: Mapping[str, list[int]]) -> str:
+    return (f"{key[0]}-{key[1]} (replicas {_ids(state['replicas'])}, adding {_ids(state['adding_replicas'])}, "
+            f"removing {_ids(state['removing_replicas'])})")
+
+
+def _ids(brokers: Sequence[int]) -> str:
+    return ",".join(map(str, brokers)) or "-"
+
+
+# -- execute, verify, cancel ------------------------------------------------------------------------------------
+
+
+def execute(bootstrap: str, plan: Mapping[TopicPartition, Sequence[int]], timeout_s: float) -> int:
+    """Submit the plan, then report the partitions still moving every second until none is (0) or the timeout
+    passes (1). Refused partitions are reported and make the exit code 1."""
+    if not plan:
+        print("nothing to reassign")
+        return 0
+    refused = _submit(bootstrap, plan)
+    for (topic, partition), error in sorted(refused.items()):
+        print(f"error: {topic}-{partition}: {error}", file=sys.stderr)
+    accepted = [key for key in sorted(plan) if key not in refused]
+    print(f"reassigning {plural(len(accepted), 'partition')}")
+    deadline = time.monotonic() + timeout_s
+    last: list[str] | None = None
+    with _reassignment_client(bootstrap) as client:
+        while accepted:
+            ongoing = _ongoing(client, accepted)
+            if not ongoing:
+                break
+            report = [_moving(key, state) for key, state in sorted(ongoing.items())]
+            if report != last:
+                print(f"{plural(len(ongoing), 'partition')} moving: " + "; ".join(report))
+                last = report
+            if time.monotonic() >= deadline:
+                print(f"error: still moving after {timeout_s:g} s; follow it with --verify", file=sys.stderr)
+                return 1
+            time.sleep(POLL_INTERVAL_S)
+    if accepted:
+        print(f"reassignment complete: {plural(len(accepted), 'partition')} moved")
+    return 1 if refused else 0
+
+
+def verify(bootstrap: str, plan: Mapping[TopicPartition, Sequence[int]]) -> int:
+    """Print each partition's status; 0 if every partition has exactly the planned replicas."""
+    current, _ = _cluster_state(bootstrap, sorted({topic for topic, _ in plan}))
+    with _reassignment_client(bootstrap) as client:
+        ongoing = _ongoing(client, sorted(plan))
+    done = 0
+    for key in sorted(plan):
+        name = f"{key[0]}-{key[1]}"
+        target = tuple(plan[key])
+        if key in ongoing:
+            print(f"{_moving(key, ongoing[key])}: still moving")
+        elif key not in current:
+            print(f"{name}: no such partition")
+        elif current[key] == target:
+            print(f"{name}: complete")
+            done += 1
+        elif set(current[key]) == set(target):
+            print(f"{name}: complete, preferred leader order {_ids(current[key])} instead of {_ids(target)}")
+            done += 1
+        else:
+            print(f"{name}: replicas {_ids(current[key])}, not {_ids(target)} (not submitted, or cancelled)")
+    print(f"{done} of {plural(len(plan), 'partition')} complete")
+    return 0 if done == len(plan) else 1
+
+
+def cancel(bootstrap: str, plan: Mapping[TopicPartition, Sequence[int]]) -> int:
+    """Cancel the plan's reassignments still in progress: their partitions go back to the replicas they had."""
+    refused = _submit(bootstrap, dict.fromkeys(plan))
+    failed = False
+    for key in sorted(plan):
+        error = refused.get(key)
+        if error is None:
+            print(f"{key[0]}-{key[1]}: cancelled")
+        elif error == "NO_REASSIGNMENT_IN_PROGRESS":
+            print(f"{key[0]}-{key[1]}: not moving, nothing to cancel")
+        else:
+            print(f"error: {key[0]}-{key[1]}: {error}", file=sys.stderr)
+            failed = True
+    return 1 if failed else 0

@@ -1,0 +1,146 @@
+"""Followers copying their leaders: one fetch loop per leader broker, as Kafka's replica fetcher threads.
+
+Each loop sends Kafka's Fetch (v17, with this broker's id in `replica_state`) for every partition this broker
+follows from that leader, at the follower's log end offset and with the epoch of its last record, so the
+leader can say where the logs diverge (KIP-320). The leader holds the fetch until it has data (long poll), so
+a follower hears of an append within one round trip; the fetch offset doubles as the follower's
+acknowledgement. What to do with each answer (append, truncate, restart the log) is the replica manager's
+(`ReplicaManager.on_fetched`); this module only moves requests and answers.
+
+A failed request (leader unreachable, timed out) is retried after `replica.fetch.backoff.ms`; partitions whose
+answer was an error are left out for that long too, until the next metadata image may tell a new leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.fetch.v17 import request as fetch_req
+
+from moldau.net.client import ConnectionFailed, ConnectionPool
+from moldau.protocol.codec import make
+
+if TYPE_CHECKING:
+    from moldau.replication.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+Address = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherSettings:
+    max_wait_ms: int = 500  # replica.fetch.wait.max.ms
+    min_bytes: int = 1  # replica.fetch.min.bytes
+    max_bytes: int = 10 * 1024 * 1024  # replica.fetch.response.max.bytes
+    partition_max_bytes: int = 1024 * 1024  # replica.fetch.max.bytes
+    backoff_ms: int = 1000  # replica.fetch.backoff.ms
+    request_timeout_ms: int = 30_000  # replica.socket.timeout.ms
+
+
+@dataclass(slots=True)
+class FollowedPartition:
+    topic: str
+    partition: int
+    topic_id: uuid.UUID
+    leader_epoch: int
+    retry_at_ms: float = 0.0  # left out of fetches until then, after an error
+
+
+class ReplicaFetcher:
+    """The fetch loop towards one leader broker."""
+
+    def __init__(self, leader_id: int, manager: ReplicaManager, pool: ConnectionPool,
+                 address_of: Callable[[int], Address | None], settings: FetcherSettings) -> None:
+        self.leader_id = leader_id
+        self.partitions: dict[TopicPartition, FollowedPartition] = {}
+        self._manager = manager
+        self._pool = pool
+        self._address_of = address_of
+        self._settings = settings
+        self._changed = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader_id}")
+
+    def follow(self, followed: FollowedPartition) -> None:
+        key = (followed.topic, followed.partition)
+        current = self.partitions.get(key)
+        if current is None or current.leader_epoch != followed.leader_epoch or current.topic_id != followed.topic_id:
+            self.partitions[key] = followed
+            self._changed.set()
+
+    def unfollow(self, key: TopicPartition) -> None:
+        self.partitions.pop(key, None)
+
+    def stop(self) -> None:
+        self._task.cancel()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._fetch_once()
+            except asyncio.CancelledError:
+                raise
+            except (ConnectionFailed, TimeoutError) as exc:
+                log.info("fetch from broker %d failed: %s; retrying in %d ms", self.leader_id, exc,
+                         self._settings.backoff_ms)
+                await self._sleep(self._settings.backoff_ms)
+            except Exception:
+                log.exception("replica fetcher for broker %d failed; retrying", self.leader_id)
+                await self._sleep(self._settings.backoff_ms)
+
+    async def _sleep(self, ms: float) -> None:
+        """Sleep, but wake early when partitions are added (a new leadership should not wait out a backoff)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), max(ms, 0) / 1000)
+        self._changed.clear()
+
+    async def _fetch_once(self) -> None:
+        now_ms = asyncio.get_running_loop().time() * 1000
+        ready = [p for p in self.partitions.values() if p.retry_at_ms <= now_ms]
+        address = self._address_of(self.leader_id)
+        if address is None or not self.partitions:
+            await self._sleep(self._settings.backoff_ms)
+            return
+        if not ready:
+            await self._sleep(min(p.retry_at_ms for p in self.partitions.values()) - now_ms)
+            return
+        request = self._request(ready)
+        timeout_s = (self._settings.max_wait_ms + self._settings.request_timeout_ms) / 1000
+        response = await self._pool.request(address[0], address[1], request, timeout_s)
+        self._handle(response, {(p.topic_id, p.partition): p for p in ready})
+
+    def _request(self, ready: list[FollowedPartition]) -> Any:
+        by_topic: dict[uuid.UUID, list[Any]] = {}
+        for p in ready:
+            start, end, last_epoch = self._manager.follower_position(p.topic, p.partition)
+            by_topic.setdefault(p.topic_id, []).append(make(
+                fetch_req.FetchPartition, partition=p.partition, current_leader_epoch=p.leader_epoch,
+                fetch_offset=end, last_fetched_epoch=last_epoch, log_start_offset=start,
+                partition_max_bytes=self._settings.partition_max_bytes, replica_directory_id=None))
+        return make(
+            fetch_req.FetchRequest, cluster_id=None,
+            replica_state=make(fetch_req.ReplicaState, replica_id=self._manager.node_id, replica_epoch=-1),
+            max_wait=datetime.timedelta(milliseconds=self._settings.max_wait_ms),
+            min_bytes=self._settings.min_bytes, max_bytes=self._settings.max_bytes,
+            topics=tuple(make(fetch_req.FetchTopic, topic_id=tid, partitions=tuple(parts))
+                         for tid, parts in by_topic.items()),
+            forgotten_topics_data=(), rack_id="")
+
+    def _handle(self, response: Any, sent: dict[tuple[uuid.UUID, int], FollowedPartition]) -> None:
+        now_ms = asyncio.get_running_loop().time() * 1000
+        for topic in response.responses:
+            for part in topic.partitions:
+                followed = sent.get((topic.topic_id, part.partition_index))
+                # Skip answers for partitions dropped or re-assigned while the fetch was out.
+                if followed is None or self.partitions.get((followed.topic, followed.partition)) is not followed:
+                    continue
+                if not self._manager.on_fetched(followed, part):
+                    followed.retry_at_ms = now_ms + self._settings.backoff_ms

@@ -1,0 +1,94 @@
+"""How a broker's replica manager reaches other nodes: leaders to fetch from, and the controller for ISR changes.
+
+Followers connect to a leader's endpoint on `inter.broker.listener.name` (the leader's registration lists one
+endpoint per listener), over a connection pool of their own, so replication traffic never queues behind a
+client's requests. ISR changes go to the active controller as AlterPartition v3, or straight to the controller
+object when this node is the active controller.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import kio.schema.alter_partition.v3.request as ap_req
+import kio.schema.alter_partition.v3.response as ap_resp
+
+from moldau.net.client import ConnectionPool
+from moldau.protocol.codec import make
+from moldau.protocol.errors import ErrorCode
+from moldau.replication.fetcher import Address, FetcherSettings, ReplicaFetcher
+from moldau.replication.replica_manager import IsrAnswer, IsrProposal, ReplicaManager
+from moldau.server.controller_channel import ControllerUnavailable, not_controller_in
+from moldau.server.handlers import alter_partition
+
+if TYPE_CHECKING:
+    from moldau.config import BrokerConfig
+    from moldau.server.broker import Broker
+
+ALTER_PARTITION_TIMEOUT_S = 10.0
+
+
+def fetcher_settings(config: BrokerConfig) -> FetcherSettings:
+    return FetcherSettings(
+        max_wait_ms=config.get_int("replica.fetch.wait.max.ms"),
+        min_bytes=config.get_int("replica.fetch.min.bytes"),
+        max_bytes=config.get_int("replica.fetch.response.max.bytes"),
+        partition_max_bytes=config.get_int("replica.fetch.max.bytes"),
+        backoff_ms=config.get_int("replica.fetch.backoff.ms"),
+        request_timeout_ms=config.get_int("replica.socket.timeout.ms"),
+    )
+
+
+class ReplicaLinks:
+    def __init__(self, broker: Broker, replicas: ReplicaManager) -> None:
+        self._broker = broker
+        self._replicas = replicas
+        self._pool = ConnectionPool(f"moldau-replica-fetcher-{broker.node_id}")
+        replicas.alter_isr = self.alter_isr
+        replicas.start_fetcher = self.start_fetcher
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def start_fetcher(self, leader_id: int) -> ReplicaFetcher:
+        return ReplicaFetcher(leader_id, self._replicas, self._pool, self.leader_address,
+                              self._replicas.fetcher_settings)
+
+    def leader_address(self, broker_id: int) -> Address | None:
+        registration = self._broker.image.brokers.get(broker_id)
+        if registration is None:
+            return None
+        endpoint = self._broker.endpoint_for(registration, self._broker.inter_broker_listener)
+        return (endpoint.host, endpoint.port) if endpoint is not None else None
+
+    async def alter_isr(self, proposal: IsrProposal) -> IsrAnswer:
+        lifecycle = self._broker.lifecycle
+        broker_epoch = lifecycle.broker_epoch if lifecycle is not None else -1
+        part = make(ap_req.PartitionData, partition_index=proposal.partition, leader_epoch=proposal.leader_epoch,
+                    new_isr_with_epochs=tuple(make(ap_req.BrokerState, broker_id=b, broker_epoch=-1)
+                                              for b in proposal.isr),
+                    partition_epoch=proposal.partition_epoch)
+        request = make(ap_req.AlterPartitionRequest, broker_id=self._broker.node_id, broker_epoch=broker_epoch,
+                       topics=(make(ap_req.TopicData, topic_id=proposal.topic_id, partitions=(part,)),))
+        controller = self._broker.controller
+
+        async def local(req: Any) -> Any:
+            return await alter_partition.serve(controller, req, ap_resp, ap_resp.AlterPartitionResponse)
+
+        try:
+            response = await self._broker.channel.call(request, local, ALTER_PARTITION_TIMEOUT_S,
+                                                       retry_if=not_controller_in)
+        except ControllerUnavailable:
+            return IsrAnswer(ErrorCode.request_timed_out)
+        return _answer(response)
+
+
+def _answer(response: Any) -> IsrAnswer:
+    if response.error_code != ErrorCode.none:
+        return IsrAnswer(ErrorCode(response.error_code))
+    for topic in response.topics:
+        for part in topic.partitions:
+            if part.error_code != ErrorCode.none:
+                return IsrAnswer(ErrorCode(part.error_code))
+            return IsrAnswer(ErrorCode.none, tuple(part.isr), part.leader_epoch, part.partition_epoch)
+    return IsrAnswer(ErrorCode.unknown_server_error)

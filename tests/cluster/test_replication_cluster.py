@@ -1,0 +1,246 @@
+"""Replicated partitions on real multi-process clusters: failover without loss, min.insync.replicas, ISR recovery,
+and the group coordinator moving with its partition's leadership. Real clients (confluent-kafka) throughout.
+
+Timings are shortened (FAST) so a failure is noticed in about a second: brokers heartbeat every 300 ms and are
+fenced after 2.5 s of silence; a follower leaves the ISR after 2 s without catching up.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.cluster import LocalCluster, metadata_at
+
+pytestmark = pytest.mark.slow
+
+FAST = {
+    "controller.quorum.election.timeout.ms": "300",
+    "controller.quorum.fetch.timeout.ms": "1000",
+    "broker.heartbeat.interval.ms": "300",
+    "broker.session.timeout.ms": "2500",
+    "replica.lag.time.max.ms": "2000",
+    "replica.fetch.backoff.ms": "200",
+    "offsets.topic.num.partitions": "3",
+    "group.initial.rebalance.delay.ms": "0",
+}
+TOPIC = "replicated"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path, 3, overrides=FAST) as started:
+        started.active_controller(timeout_s=30)
+        yield started
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, replicas: int = 3, min_isr: int = 2) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = NewTopic(name, partitions, replicas, config={"min.insync.replicas": str(min_isr)})
+    admin.create_topics([topic])[name].result(timeout=30)
+
+
+def partitions_of(address: str, topic: str) -> dict[int, Any]:
+    """Partition index -> Metadata partition (leader_id, replica_nodes, isr_nodes) as the node sees it."""
+    meta = metadata_at(address, [topic])
+    return {p.partition_index: p for t in meta.topics if t.name == topic for p in t.partitions}
+
+
+class Writer:
+    """An idempotent acks=all producer writing unique values in a thread, remembering each acknowledgement."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.acked: dict[str, tuple[int, int]] = {}  # value -> (partition, offset)
+        self.failed: dict[str, str] = {}
+        self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                   "linger.ms": 5, "message.timeout.ms": 60_000, "retry.backoff.ms": 50})
+        self._topic = topic
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._sent = 0
+
+    def __enter__(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            value = f"v{self._sent}"
+            self._sent += 1
+            self._producer.produce(self._topic, key=value.encode(), value=value.encode(),
+                                   on_delivery=self._delivered)
+            self._producer.poll(0.002)
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        value = msg.value().decode()
+        if err is None:
+            self.acked[value] = (msg.partition(), msg.offset())
+        else:
+            self.failed[value] = str(err)
+
+    def stop(self) -> None:
+        if not self._stop.is_set():
+            self._stop.set()
+            self._thread.join()
+            self._producer.flush(90)
+
+    def wait_for_acks(self, count: int, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while len(self.acked) < count:
+            assert time.monotonic() < deadline, f"only {len(self.acked)} of {count} acknowledged; failed: " \
+                                                f"{list(self.failed.items())[:3]}"
+            time.sleep(0.05)
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 30) -> dict[tuple[int, int], str]:
+    """(partition, offset) -> value of every committed record, read from offset 0 of each partition."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    records: dict[tuple[int, int], str] = {}
+    at_end: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(at_end) < partitions and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(msg.partition())
+                continue
+            records[(msg.partition(), msg.offset())] = msg.value().decode()
+            at_end.discard(msg.partition())
+    finally:
+        consumer.close()
+    assert len(at_end) == partitions, f"did not reach the end of every partition in {timeout_s} s"
+    return records
+
+
+def assert_no_loss(acked: dict[str, tuple[int, int]], records: dict[tuple[int, int], str]) -> None:
+    lost = {v: where for v, where in acked.items() if records.get(where) != v}
+    assert not lost, f"{len(lost)} acknowledged records lost or moved, e.g. {list(lost.items())[:5]}"
+    seen: dict[str, tuple[int, int]] = {}
+    for where, value in records.items():
+        assert value not in seen, f"{value} stored twice: at {seen[value]} and {where}"
+        seen[value] = where
+
+
+def test_killing_any_one_broker_under_load_loses_no_acknowledged_record(cluster: LocalCluster) -> None:
+    create_topic(cluster.bootstrap, TOPIC, 3)
+    survivor = cluster.brokers[0]
+    with Writer(cluster.bootstrap, TOPIC) as writer:
+        writer.wait_for_acks(300, 30)
+        victim = partitions_of(str(survivor.kafka_address), TOPIC)[1].leader_id
+        survivor = next(b for b in cluster.brokers if b.node_id != victim)
+        cluster.node(victim).kill()
+        acked_before = len(writer.acked)
+        cluster.wait_until(
+            lambda: all(p.leader_id not in (victim, -1)
+                        for p in partitions_of(str(survivor.kafka_address), TOPIC).values()),
+            20, f"new leaders for the partitions broker {victim} led")
+        writer.wait_for_acks(acked_before + 300, 30)
+    assert not writer.failed, f"writes failed: {list(writer.failed.items())[:3]}"
+    assert_no_loss(writer.acked, read_all(cluster.bootstrap, TOPIC, 3))
+    cluster.node(victim).start()
+    cluster.wait_until(
+        lambda: all(len(p.isr_nodes) == 3 for p in partitions_of(str(survivor.kafka_address), TOPIC).values()),
+        30, "the restarted broker back in every ISR")
+
+
+def test_group_carries_on_from_committed_offsets_when_its_coordinator_dies(cluster: LocalCluster) -> None:
+    create_topic(cluster.bootstrap, TOPIC, 3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(300):
+        producer.produce(TOPIC, key=str(i).encode(), value=f"m{i}".encode())
+    producer.flush(30)
+    config = {"bootstrap.servers": cluster.bootstrap, "group.id": "survivors", "auto.offset.reset": "earliest",
+              "enable.auto.commit": False, "session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+    consumer = Consumer(config)
+    consumer.subscribe([TOPIC])
+    consumed_first = consume(consumer, 150, 30)
+    consumer.commit(asynchronous=False)
+    committed = {tp.partition: tp.offset for tp in consumer.committed(
+        [TopicPartition(TOPIC, p) for p in range(3)], timeout=10)}
+    consumer.close()
+
+    coordinator = find_coordinator(cluster.bootstrap, "survivors")
+    cluster.node(coordinator).kill()
+    consumer = Consumer(config)
+    consumer.subscribe([TOPIC])
+    try:
+        consumed_after = consume(consumer, 300 - len(consumed_first), 60)
+        resumed = {tp.partition: tp.offset for tp in consumer.committed(
+            [TopicPartition(TOPIC, p) for p in range(3)], timeout=10)}
+    finally:
+        consumer.close()
+    assert resumed == committed, "the committed offsets survived the coordinator's broker"
+    assert not set(consumed_first) & set(consumed_after), "the group resumed from its committed offsets"
+    assert len(set(consumed_first) | set(consumed_after)) == 300
+
+
+def consume(consumer: Consumer, count: int, timeout_s: float) -> list[str]:
+    values: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while len(values) < count and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            values.append(msg.value().decode())
+    assert len(values) >= count, f"consumed {len(values)} of {count}"
+    return values
+
+
+def find_coordinator(bootstrap: str, group: str) -> int:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    description = admin.describe_consumer_groups([group])[group].result(timeout=10)
+    return int(description.coordinator.id)
+
+
+def test_two_brokers_down_refuses_writes_but_serves_committed_reads(tmp_path: Path) -> None:
+    # A separate controller keeps the metadata quorum alive while two of the three brokers are down.
+    with LocalCluster(tmp_path, controllers=1, brokers=3, overrides=FAST) as cluster:
+        cluster.active_controller(timeout_s=30)
+        create_topic(cluster.bootstrap, TOPIC, 1)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "message.timeout.ms": 8000})
+        for i in range(100):
+            producer.produce(TOPIC, value=f"c{i}".encode())
+        assert producer.flush(30) == 0
+        survivor, *victims = cluster.brokers
+        leader = partitions_of(str(survivor.kafka_address), TOPIC)[0].leader_id
+        if leader != survivor.node_id:  # keep the leader alive, so the test is about the ISR, not election
+            survivor, victims = cluster.node(leader), [b for b in cluster.brokers if b.node_id != leader]
+        for broker in victims:
+            broker.kill()
+        address = str(survivor.kafka_address)
+        cluster.wait_until(lambda: partitions_of(address, TOPIC)[0].isr_nodes == (survivor.node_id,), 20,
+                           "the ISR shrunk to the survivor")
+        # No retries, so the broker's answer reaches the application instead of being retried until a timeout.
+        once = Producer({"bootstrap.servers": address, "acks": "all", "retries": 0, "enable.idempotence": False})
+        errors: list[Any] = []
+        once.produce(TOPIC, value=b"refused", on_delivery=lambda err, msg: errors.append(err))
+        once.flush(15)
+        assert errors and errors[0] is not None
+        assert errors[0].code() == KafkaError.NOT_ENOUGH_REPLICAS, errors[0]
+        values = sorted(read_all(survivor_bootstrap(survivor), TOPIC, 1).values(), key=lambda v: int(v[1:]))
+        assert values == [f"c{i}" for i in range(100)]
+        for broker in victims:
+            broker.start()
+        cluster.wait_until(lambda: len(partitions_of(address, TOPIC)[0].isr_nodes) == 3, 30, "the ISR recovered")
+        ok: list[Any] = []
+        producer.produce(TOPIC, value=b"accepted", on_delivery=lambda err, msg: ok.append(err))
+        producer.flush(15)
+        assert ok == [None]
+
+
+def survivor_bootstrap(node: Any) -> str:
+    return str(node.kafka_address)
