@@ -324,6 +324,8 @@ class LocalCluster:
     broker-only nodes (ids C+1..C+B), each a real server process on free loopback ports.
 
     `overrides` go to every node, `node_overrides[id]` to one node; both win over the generated config.
+    `layout` (from `plan_layout`) fixes ports and cluster id in advance, for callers that must know them
+    before the nodes exist; its roles win over `nodes`/`controllers`/`brokers`.
     Used as a context manager it starts every node on entry and stops them all on exit.
     """
 
@@ -336,11 +338,14 @@ class LocalCluster:
         brokers: int | None = None,
         overrides: Mapping[str, str] | None = None,
         node_overrides: Mapping[int, Mapping[str, str]] | None = None,
+        layout: Layout | None = None,
     ) -> None:
-        separate = controllers is not None or brokers is not None
-        roles = plan_roles(None if separate else nodes, controllers, brokers)
         self.base_dir = base_dir
-        self.layout = plan_layout(roles, free_ports(sum(len(r) for r in roles)))
+        if layout is None:
+            separate = controllers is not None or brokers is not None
+            roles = plan_roles(None if separate else nodes, controllers, brokers)
+            layout = plan_layout(roles, free_ports(sum(len(r) for r in roles)))
+        self.layout = layout
         per_node = node_overrides or {}
         self.nodes: dict[int, ClusterNode] = {}
         for spec in self.layout.nodes:
