@@ -142,5 +142,6 @@ class ReplicaFetcher:
                 # Skip answers for partitions dropped or re-assigned while the fetch was out.
                 if followed is None or self.partitions.get((followed.topic, followed.partition)) is not followed:
                     continue
-                if not self._manager.on_fetched(followed, part):
-                    followed.retry_at_ms = now_ms + self._settings.backoff_ms
+                delay_ms = self._manager.on_fetched(followed, part)
+                if delay_ms > 0:
+                    followed.retry_at_ms = now_ms + delay_ms
