@@ -10,27 +10,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.cluster import LocalCluster, metadata_at
+from tests.support.replicated import FAST_FAILOVER, Writer, assert_no_loss, read_all
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
-FAST = {
-    "controller.quorum.election.timeout.ms": "300",
-    "controller.quorum.fetch.timeout.ms": "1000",
-    "broker.heartbeat.interval.ms": "300",
-    "broker.session.timeout.ms": "2500",
-    "replica.lag.time.max.ms": "2000",
-    "replica.fetch.backoff.ms": "200",
-}
 TOPIC = "growing"
 PARTITIONS = 3
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,75 +35,8 @@ def replicas(address: str) -> dict[int, tuple[int, ...]]:
     return {p.partition_index: tuple(p.replica_nodes) for t in meta.topics for p in t.partitions}
 
 
-class Writer:
-    """An idempotent acks=all producer writing unique values from a thread, remembering every acknowledgement."""
-
-    def __init__(self, bootstrap: str) -> None:
-        self.acked: dict[str, tuple[int, int]] = {}  # value -> (partition, offset)
-        self.failed: dict[str, str] = {}
-        self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                                   "linger.ms": 5, "message.timeout.ms": 60_000, "retry.backoff.ms": 50})
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        sent = 0
-        while not self._stop.is_set():
-            value = f"v{sent}"
-            sent += 1
-            self._producer.produce(TOPIC, value=value.encode(), partition=sent % PARTITIONS,
-                                   on_delivery=self._delivered)
-            self._producer.poll(0.002)
-
-    def _delivered(self, err: Any, msg: Any) -> None:
-        if err is None:
-            self.acked[msg.value().decode()] = (msg.partition(), msg.offset())
-        else:
-            self.failed[msg.value().decode()] = str(err)
-
-    def wait_for_acks(self, count: int, timeout_s: float = 30) -> None:
-        deadline = time.monotonic() + timeout_s
-        while len(self.acked) < count:
-            assert time.monotonic() < deadline, f"{len(self.acked)} of {count} acknowledged; {self.failed}"
-            time.sleep(0.05)
-
-    def __enter__(self) -> Writer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        assert self._producer.flush(60) == 0
-
-
-def read_all(bootstrap: str) -> dict[tuple[int, int], str]:
-    """(partition, offset) -> value of every committed record."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False,
-                         "enable.partition.eof": True})
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-    records: dict[tuple[int, int], str] = {}
-    at_end: set[int] = set()
-    deadline = time.monotonic() + 30
-    try:
-        while len(at_end) < PARTITIONS and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    at_end.add(msg.partition())
-                continue
-            records[(msg.partition(), msg.offset())] = msg.value().decode()
-            at_end.discard(msg.partition())
-    finally:
-        consumer.close()
-    assert len(at_end) == PARTITIONS, "did not reach the end of every partition"
-    return records
-
-
 def test_moving_replicas_to_a_new_broker_under_load_loses_nothing(tmp_path: Path) -> None:
-    with LocalCluster(tmp_path, 4, overrides=FAST) as cluster:
+    with LocalCluster(tmp_path, 4, overrides=FAST_FAILOVER) as cluster:
         cluster.active_controller(timeout_s=30)
         bootstrap = cluster.bootstrap
         address = cluster[4].kafka_address
@@ -127,7 +49,7 @@ def test_moving_replicas_to_a_new_broker_under_load_loses_nothing(tmp_path: Path
         admin.create_topics([topic])[TOPIC].result(timeout=30)
         cluster.wait_until(lambda: replicas(address) or None, 10, "the topic on every broker")
 
-        with Writer(bootstrap) as writer:
+        with Writer(bootstrap, TOPIC, PARTITIONS) as writer:
             writer.wait_for_acks(2000)
             # Retire broker 1: every replica it holds moves to broker 4.
             generated = moldau("partitions", "reassign", "-b", bootstrap, "--generate", "--topics", TOPIC,
@@ -154,10 +76,7 @@ def test_moving_replicas_to_a_new_broker_under_load_loses_nothing(tmp_path: Path
             cluster.wait_until(lambda a=node.kafka_address: all(set(r) == {2, 3, 4} for r in replicas(a).values())
                                or None, 10, f"broker {node.node_id} to see the new replicas")
 
-        records = read_all(bootstrap)
-        lost = {v: where for v, where in writer.acked.items() if records.get(where) != v}
-        assert not lost, f"{len(lost)} acknowledged records lost, e.g. {list(lost.items())[:5]}"
-        assert len(set(records.values())) == len(records), "a record was stored twice"
+        assert_no_loss(writer.acked, read_all(bootstrap, TOPIC, PARTITIONS))
 
         # Broker 4 holds full copies; broker 1 has deleted its own.
         for p in range(PARTITIONS):

@@ -1,13 +1,11 @@
 """Replicated partitions on real multi-process clusters: failover without loss, min.insync.replicas, ISR recovery,
 and the group coordinator moving with its partition's leadership. Real clients (confluent-kafka) throughout.
 
-Timings are shortened (FAST) so a failure is noticed in about a second: brokers heartbeat every 300 ms and are
-fenced after 2.5 s of silence; a follower leaves the ISR after 2 s without catching up.
+Timings are shortened (`FAST_FAILOVER`) so that a failure is noticed in about a second.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,19 +16,11 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.cluster import LocalCluster, metadata_at
+from tests.support.replicated import FAST_FAILOVER, Writer, assert_no_loss, read_all
 
 pytestmark = pytest.mark.slow
 
-FAST = {
-    "controller.quorum.election.timeout.ms": "300",
-    "controller.quorum.fetch.timeout.ms": "1000",
-    "broker.heartbeat.interval.ms": "300",
-    "broker.session.timeout.ms": "2500",
-    "replica.lag.time.max.ms": "2000",
-    "replica.fetch.backoff.ms": "200",
-    "offsets.topic.num.partitions": "3",
-    "group.initial.rebalance.delay.ms": "0",
-}
+FAST = {**FAST_FAILOVER, "offsets.topic.num.partitions": "3", "group.initial.rebalance.delay.ms": "0"}
 TOPIC = "replicated"
 
 
@@ -51,89 +41,6 @@ def partitions_of(address: str, topic: str) -> dict[int, Any]:
     """Partition index -> Metadata partition (leader_id, replica_nodes, isr_nodes) as the node sees it."""
     meta = metadata_at(address, [topic])
     return {p.partition_index: p for t in meta.topics if t.name == topic for p in t.partitions}
-
-
-class Writer:
-    """An idempotent acks=all producer writing unique values in a thread, remembering each acknowledgement."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.acked: dict[str, tuple[int, int]] = {}  # value -> (partition, offset)
-        self.failed: dict[str, str] = {}
-        self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                                   "linger.ms": 5, "message.timeout.ms": 60_000, "retry.backoff.ms": 50})
-        self._topic = topic
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._sent = 0
-
-    def __enter__(self) -> Writer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            value = f"v{self._sent}"
-            self._sent += 1
-            self._producer.produce(self._topic, key=value.encode(), value=value.encode(),
-                                   on_delivery=self._delivered)
-            self._producer.poll(0.002)
-
-    def _delivered(self, err: Any, msg: Any) -> None:
-        value = msg.value().decode()
-        if err is None:
-            self.acked[value] = (msg.partition(), msg.offset())
-        else:
-            self.failed[value] = str(err)
-
-    def stop(self) -> None:
-        if not self._stop.is_set():
-            self._stop.set()
-            self._thread.join()
-            self._producer.flush(90)
-
-    def wait_for_acks(self, count: int, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while len(self.acked) < count:
-            assert time.monotonic() < deadline, f"only {len(self.acked)} of {count} acknowledged; failed: " \
-                                                f"{list(self.failed.items())[:3]}"
-            time.sleep(0.05)
-
-
-def read_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 30) -> dict[tuple[int, int], str]:
-    """(partition, offset) -> value of every committed record, read from offset 0 of each partition."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    records: dict[tuple[int, int], str] = {}
-    at_end: set[int] = set()
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(at_end) < partitions and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    at_end.add(msg.partition())
-                continue
-            records[(msg.partition(), msg.offset())] = msg.value().decode()
-            at_end.discard(msg.partition())
-    finally:
-        consumer.close()
-    assert len(at_end) == partitions, f"did not reach the end of every partition in {timeout_s} s"
-    return records
-
-
-def assert_no_loss(acked: dict[str, tuple[int, int]], records: dict[tuple[int, int], str]) -> None:
-    lost = {v: where for v, where in acked.items() if records.get(where) != v}
-    assert not lost, f"{len(lost)} acknowledged records lost or moved, e.g. {list(lost.items())[:5]}"
-    seen: dict[str, tuple[int, int]] = {}
-    for where, value in records.items():
-        assert value not in seen, f"{value} stored twice: at {seen[value]} and {where}"
-        seen[value] = where
 
 
 def test_killing_any_one_broker_under_load_loses_no_acknowledged_record(cluster: LocalCluster) -> None:

@@ -39,6 +39,7 @@ from typing import Any
 from moldau.cli.cluster import HOST, free_ports, plan_layout, plan_roles
 from tests.support.cluster import START_TIMEOUT_S, LocalCluster, QuorumError, QuorumInfo, metadata_at
 from tests.support.proxy import Address, ProxyMesh
+from tests.support.replicated import FAST_FAILOVER
 
 CONTROLLER_SERVICE = "controller"
 REPLICATION_SERVICE = "replication"
@@ -47,14 +48,7 @@ CONTROLLER_LISTENER = "CONTROLLER"
 INTER_BROKER_LISTENER_CONFIG = "inter.broker.listener.name"
 
 # Short timeouts so that elections, fencing and failover happen within a few seconds (as in the quorum tests).
-FAST = {
-    "controller.quorum.election.timeout.ms": "300",
-    "controller.quorum.fetch.timeout.ms": "1000",
-    "broker.heartbeat.interval.ms": "300",
-    "broker.session.timeout.ms": "2500",
-    "replica.lag.time.max.ms": "2000",
-    "replica.fetch.backoff.ms": "200",
-}
+FAST = FAST_FAILOVER
 
 
 def from_listener(source: int) -> str:

@@ -93,10 +93,7 @@ def _read_all(ctx: RequestContext, request: Any, wanted: list[tuple[str | None, 
     total = 0
     reads = []
     for name, part, key in wanted:
-        if replica_id >= 0:
-            read = _read_for_follower(ctx, name, part, key, remaining, replica_id, min_one_batch=total == 0)
-        else:
-            read = _read_partition(ctx, name, part, key, remaining, min_one_batch=total == 0)
+        read = _read_partition(ctx, name, part, key, remaining, total == 0, replica_id)
         size = len(read.records) if read.records else 0
         total += size
         remaining = max(0, remaining - size)
@@ -105,40 +102,29 @@ def _read_all(ctx: RequestContext, request: Any, wanted: list[tuple[str | None, 
 
 
 def _read_partition(ctx: RequestContext, name: str | None, part: Any, key: Any, remaining_bytes: int,
-                    min_one_batch: bool) -> _PartitionRead:
+                    min_one_batch: bool, replica_id: int) -> _PartitionRead:
+    """A consumer reads up to the high watermark; a follower (`replica_id` >= 0) up to the log end, after
+    reporting its position, unless its log has diverged from this one."""
     if name is None:
         return _PartitionRead(key, part.partition, ErrorCode.unknown_topic_id)
     replicas = ctx.broker.replicas
     try:
-        hosted = replicas.leader_partition(name, part.partition)
+        if replica_id >= 0:
+            hosted = replicas.hosted_for_replica(name, part.partition, replica_id)
+        else:
+            hosted = replicas.leader_partition(name, part.partition)
         replicas.check_leader_epoch(hosted, getattr(part, "current_leader_epoch", -1))
         plog = hosted.log
-        result = plog.read(part.fetch_offset, min(part.partition_max_bytes, remaining_bytes), min_one_batch)
-    except KafkaError as exc:
-        read = _PartitionRead(key, part.partition, exc.code)
-        if exc.code == ErrorCode.offset_out_of_range:
-            read.high_watermark, read.log_start_offset = plog.high_watermark, plog.log_start_offset
-        return read
-    return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark, plog.log_start_offset,
-                          result.records)
-
-
-def _read_for_follower(ctx: RequestContext, name: str | None, part: Any, key: Any, remaining_bytes: int,
-                       replica_id: int, min_one_batch: bool) -> _PartitionRead:
-    if name is None:
-        return _PartitionRead(key, part.partition, ErrorCode.unknown_topic_id)
-    replicas = ctx.broker.replicas
-    try:
-        hosted = replicas.hosted_for_replica(name, part.partition, replica_id)
-        replicas.check_leader_epoch(hosted, part.current_leader_epoch)
-        plog = hosted.log
-        diverging = _diverging_epoch(plog, part.last_fetched_epoch, part.fetch_offset)
-        if diverging is not None:
-            return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark, plog.log_start_offset,
-                                  None, diverging)
-        replicas.on_replica_fetch(hosted, replica_id, part.fetch_offset)
+        max_offset = None
+        if replica_id >= 0:
+            diverging = _diverging_epoch(plog, part.last_fetched_epoch, part.fetch_offset)
+            if diverging is not None:
+                return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark,
+                                      plog.log_start_offset, None, diverging)
+            replicas.on_replica_fetch(hosted, replica_id, part.fetch_offset)
+            max_offset = plog.log_end_offset
         result = plog.read(part.fetch_offset, min(part.partition_max_bytes, remaining_bytes), min_one_batch,
-                           max_offset=plog.log_end_offset)
+                           max_offset)
     except KafkaError as exc:
         read = _PartitionRead(key, part.partition, exc.code)
         if exc.code == ErrorCode.offset_out_of_range:
