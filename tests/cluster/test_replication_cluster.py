@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.cluster import LocalCluster, metadata_at
@@ -151,3 +151,45 @@ def test_two_brokers_down_refuses_writes_but_serves_committed_reads(tmp_path: Pa
 
 def survivor_bootstrap(node: Any) -> str:
     return str(node.kafka_address)
+
+
+def test_preferred_leaders_come_back_by_elect_leaders_and_by_automatic_rebalancing(tmp_path: Path) -> None:
+    rebalance = {**FAST, "leader.imbalance.check.interval.seconds": "1"}
+    with LocalCluster(tmp_path, 3, overrides=rebalance, node_overrides={
+            n: {"auto.leader.rebalance.enable": "false"} for n in (1, 2, 3)}) as cluster:
+        cluster.active_controller(timeout_s=30)
+        create_topic(cluster.bootstrap, TOPIC, 3)
+        address = str(cluster.brokers[0].kafka_address)
+        preferred = {i: p.replica_nodes[0] for i, p in partitions_of(address, TOPIC).items()}
+        moved = moved_leadership(cluster, preferred)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(TOPIC, moved)]).result(timeout=30)
+        assert result[TopicPartition(TOPIC, moved)] is None
+        cluster.wait_until(lambda: partitions_of(address, TOPIC)[moved].leader_id == preferred[moved], 10,
+                           "the preferred replica to lead again")
+        again = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(TOPIC, moved)]).result(timeout=30)
+        assert again[TopicPartition(TOPIC, moved)].code() == KafkaError.ELECTION_NOT_NEEDED
+
+    with LocalCluster(tmp_path / "auto", 3, overrides=rebalance) as cluster:
+        cluster.active_controller(timeout_s=30)
+        create_topic(cluster.bootstrap, TOPIC, 3)
+        address = str(cluster.brokers[0].kafka_address)
+        preferred = {i: p.replica_nodes[0] for i, p in partitions_of(address, TOPIC).items()}
+        moved = moved_leadership(cluster, preferred)
+        cluster.wait_until(lambda: partitions_of(address, TOPIC)[moved].leader_id == preferred[moved], 20,
+                           "automatic rebalancing to give leadership back")
+
+
+def moved_leadership(cluster: LocalCluster, preferred: dict[int, int]) -> int:
+    """Restart the preferred leader of partition 0 and wait until it is back in the ISR while another replica
+    leads; returns the partition."""
+    victim = preferred[0]
+    survivor = next(b for b in cluster.brokers if b.node_id != victim)
+    address = str(survivor.kafka_address)
+    cluster.node(victim).kill()
+    cluster.wait_until(lambda: partitions_of(address, TOPIC)[0].leader_id not in (victim, -1), 20,
+                       "another leader for partition 0")
+    cluster.node(victim).start()
+    cluster.wait_until(lambda: victim in partitions_of(address, TOPIC)[0].isr_nodes, 30,
+                       "the restarted broker back in the ISR")
+    return 0
