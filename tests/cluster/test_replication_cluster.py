@@ -160,7 +160,7 @@ def test_preferred_leaders_come_back_by_elect_leaders_and_by_automatic_rebalanci
         cluster.active_controller(timeout_s=30)
         create_topic(cluster.bootstrap, TOPIC, 3)
         address = str(cluster.brokers[0].kafka_address)
-        preferred = {i: p.replica_nodes[0] for i, p in partitions_of(address, TOPIC).items()}
+        preferred = preferred_leaders(cluster, address)
         moved = moved_leadership(cluster, preferred)
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(TOPIC, moved)]).result(timeout=30)
@@ -174,10 +174,18 @@ def test_preferred_leaders_come_back_by_elect_leaders_and_by_automatic_rebalanci
         cluster.active_controller(timeout_s=30)
         create_topic(cluster.bootstrap, TOPIC, 3)
         address = str(cluster.brokers[0].kafka_address)
-        preferred = {i: p.replica_nodes[0] for i, p in partitions_of(address, TOPIC).items()}
+        preferred = preferred_leaders(cluster, address)
         moved = moved_leadership(cluster, preferred)
         cluster.wait_until(lambda: partitions_of(address, TOPIC)[moved].leader_id == preferred[moved], 20,
                            "automatic rebalancing to give leadership back")
+
+
+def preferred_leaders(cluster: LocalCluster, address: str) -> dict[int, int]:
+    """Partition -> first replica, once the broker at `address` knows every partition of the new topic (the
+    broker that created it may have applied the change before this one)."""
+    parts = cluster.wait_until(lambda: partitions_of(address, TOPIC) if len(partitions_of(address, TOPIC)) == 3
+                               else None, 10, "the new topic on every broker")
+    return {i: p.replica_nodes[0] for i, p in parts.items()}
 
 
 def moved_leadership(cluster: LocalCluster, preferred: dict[int, int]) -> int:
