@@ -28,7 +28,12 @@ from moldau.config import NOT_YET_ACTED_ON, ConfigError, validate_topic_configs
 from moldau.metadata import broker_heartbeats, reassignment
 from moldau.metadata.broker_heartbeats import BrokerHeartbeats, HeartbeatDecision
 from moldau.metadata.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
-from moldau.metadata.leader_election import imbalanced_brokers, preferred_leader_changes, unclean_leader_changes
+from moldau.metadata.leader_election import (
+    imbalanced_brokers,
+    preferred_leader_change,
+    preferred_leader_changes,
+    unclean_leader_changes,
+)
 from moldau.metadata.placement import place_replicas
 from moldau.metadata.quorum import MetadataQuorum
 from moldau.metadata.records import (
@@ -258,7 +263,7 @@ class Controller:
         preferred = partition.replicas[0]
         if partition.leader == preferred:
             raise KafkaError(ErrorCode.election_not_needed, f"broker {preferred} already leads {name}-{index}")
-        changes = preferred_leader_changes(self.image, [topic.topic_id], [index])
+        changes = preferred_leader_change(self.image, topic.topic_id, partition)
         if not changes:
             raise KafkaError(ErrorCode.preferred_leader_not_available,
                              f"the preferred leader {preferred} of {name}-{index} is not live and in the ISR")

@@ -70,10 +70,9 @@ def unfence_changes(image: MetadataImage, broker_id: int,
     return changes
 
 
-def preferred_leader_changes(image: MetadataImage, topic_ids: Collection[uuid.UUID] | None = None,
-                             partitions: Collection[int] | None = None) -> list[PartitionRecord]:
-    """Move leadership back to each partition's first replica where it is in the ISR and live (all topics if None,
-    all their partitions if `partitions` is None).
+def preferred_leader_changes(image: MetadataImage,
+                             topic_ids: Collection[uuid.UUID] | None = None) -> list[PartitionRecord]:
+    """Move leadership back to each partition's first replica where it is in the ISR and live (all topics if None).
 
     Placement spreads first replicas evenly, so this undoes the imbalance that failovers leave behind.
     """
@@ -82,12 +81,18 @@ def preferred_leader_changes(image: MetadataImage, topic_ids: Collection[uuid.UU
         if topic_ids is not None and topic.topic_id not in topic_ids:
             continue
         for _, partition in sorted(topic.partitions.items()):
-            if partitions is not None and partition.partition not in partitions:
-                continue
-            preferred = partition.replicas[0] if partition.replicas else NO_LEADER
-            if partition.leader != preferred and preferred in partition.isr and image.is_live(preferred):
-                changes += _change(topic.topic_id, partition, partition.isr, preferred)
+            changes += preferred_leader_change(image, topic.topic_id, partition)
     return changes
+
+
+def preferred_leader_change(image: MetadataImage, topic_id: uuid.UUID,
+                            partition: PartitionImage) -> list[PartitionRecord]:
+    """The record making one partition's first replica its leader, if it is not already and is live and in
+    the ISR; else nothing."""
+    preferred = partition.replicas[0] if partition.replicas else NO_LEADER
+    if partition.leader != preferred and preferred in partition.isr and image.is_live(preferred):
+        return _change(topic_id, partition, partition.isr, preferred)
+    return []
 
 
 def unclean_leader_changes(image: MetadataImage, topic_id: uuid.UUID,

@@ -8,6 +8,7 @@ from moldau.metadata.image import MetadataImage
 from moldau.metadata.leader_election import (
     fence_changes,
     imbalanced_brokers,
+    preferred_leader_change,
     preferred_leader_changes,
     unclean_leader_changes,
     unfence_changes,
@@ -109,9 +110,11 @@ def test_unclean_leader_changes_prefer_a_live_isr_member() -> None:
     assert unclean_leader_changes(dead, TOPIC_ID, part(dead, 0)) == []
 
 
-def test_preferred_election_of_chosen_partitions_only() -> None:
-    image = build(THREE, [partition(0, [1, 2, 3], leader=2), partition(1, [1, 2, 3], leader=3)])
-    assert [c.partition for c in preferred_leader_changes(image, [TOPIC_ID], [1])] == [1]
+def test_preferred_election_of_one_partition_only() -> None:
+    image = build(THREE, [partition(0, [1, 2, 3], leader=2), partition(1, [1, 2, 3], leader=3),
+                          partition(2, [1, 2, 3], leader=1)])
+    assert [c.partition for c in preferred_leader_change(image, TOPIC_ID, part(image, 1))] == [1]
+    assert preferred_leader_change(image, TOPIC_ID, part(image, 2)) == [], "already led by its first replica"
 
 
 def test_imbalance_counts_preferred_leaderships_held_elsewhere() -> None:
