@@ -23,7 +23,6 @@ Run from the repository root:  python -m bench.cluster [--quick] [--repeat R] [-
 from __future__ import annotations
 
 import argparse
-import signal
 import statistics
 import tempfile
 import time
@@ -31,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import BenchError, Table, note, render, save_results
+from bench.common import BenchError, Table, exit_on_sigterm, note, render, save_results
 from tests.support.cluster import LocalCluster, QuorumError, QuorumInfo, WaitTimeout, metadata_at
 
 ELECTION_TIMEOUT = "controller.quorum.election.timeout.ms"
@@ -44,12 +43,8 @@ PROPAGATION_LABELS = ["3 nodes", "1 node"]
 # --------------------------------------------------------------------------- arguments
 
 
-def _exit_on_sigterm(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
 def parse_args() -> argparse.Namespace:
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # SystemExit unwinds the clusters' context managers
+    exit_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="one run per measurement")
     parser.add_argument("--repeat", type=int, help="runs per measurement (default 3, quick 1)")

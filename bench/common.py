@@ -458,9 +458,14 @@ def _exit_on_sigterm(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+def exit_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit, so that the context managers holding brokers and clusters stop them."""
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
 def base_parser(doc: str | None) -> argparse.ArgumentParser:
     """Arguments shared by every scenario script; also makes SIGTERM stop the brokers on the way out."""
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    exit_on_sigterm()
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--target",

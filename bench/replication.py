@@ -49,22 +49,23 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import itertools
 import re
-import signal
 import statistics
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bench.common import (
     BenchError,
     Table,
+    exit_on_sigterm,
     note,
     parse_sizes,
     render,
@@ -78,6 +79,7 @@ from bench.common import (
 from tests.support.cluster import LocalCluster, WaitTimeout, metadata_at
 from tests.support.replicated import FAST_FAILOVER
 
+T = TypeVar("T")
 SCENARIOS = ("throughput", "latency", "failover")
 # Liveness timings of the cluster tests.
 FAST = FAST_FAILOVER
@@ -99,12 +101,8 @@ ERROR_LINE = re.compile(r"Traceback|\bERROR\b|\bCRITICAL\b|Exception|Error:")
 # --------------------------------------------------------------------------- arguments
 
 
-def _exit_on_sigterm(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
 def parse_args() -> argparse.Namespace:
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # SystemExit unwinds the clusters' context managers
+    exit_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="short runs, one round each (about 1.5 minutes)")
     parser.add_argument("--only", default=",".join(SCENARIOS), help="comma list of " + ", ".join(SCENARIOS))
@@ -292,23 +290,42 @@ def produce_once(cluster: LocalCluster, args: argparse.Namespace, size: int, rep
     return float(records / seconds)
 
 
+def alternating_rounds(configs: tuple[tuple[str, int, str], ...], rounds: int, what: str,
+                       once: Callable[[int, str], T], describe: Callable[[T], str]
+                       ) -> tuple[dict[str, list[T]], list[str]]:
+    """Run `once(replicas, acks)` for each (label, replicas, acks) in every round, in alternating order so that
+    neither configuration always runs on a fresher machine. Returns each label's results and the failures."""
+    results: dict[str, list[T]] = {label: [] for label, _, _ in configs}
+    problems: list[str] = []
+    for round_ in range(rounds):
+        for label, replicas, acks in configs if round_ % 2 == 0 else configs[::-1]:
+            note(f"{what} {label} [round {round_ + 1}/{rounds}]")
+            try:
+                result = once(replicas, acks)
+            except (BenchError, RuntimeError, OSError, TimeoutError) as exc:
+                problems.append(f"{label} round {round_ + 1}: FAILED: {first_line(exc)}")
+                note(problems[-1])
+                continue
+            results[label].append(result)
+            note(describe(result))
+    return results, problems
+
+
+def _describe_rate(rate: float, size: int) -> str:
+    return f"{rate:,.0f} records/s, {rate * size / 1e6:.1f} MB/s"
+
+
+def _describe_figures(figures: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.2f}" for k, v in figures.items())
+
+
 def measure_throughput(cluster: LocalCluster, args: argparse.Namespace) -> list[Table]:
     tables = []
     for size in parse_sizes(args.sizes):
-        samples: dict[str, list[float]] = {label: [] for label, _, _ in THROUGHPUT_CONFIGS}
-        problems: list[str] = []
-        for round_ in range(args.rounds):
-            order = THROUGHPUT_CONFIGS if round_ % 2 == 0 else THROUGHPUT_CONFIGS[::-1]
-            for label, replicas, acks in order:
-                note(f"throughput {size} B {label} [round {round_ + 1}/{args.rounds}]")
-                try:
-                    rate = produce_once(cluster, args, size, replicas, acks)
-                except (BenchError, RuntimeError, OSError, TimeoutError) as exc:
-                    problems.append(f"{label} round {round_ + 1}: FAILED: {first_line(exc)}")
-                    note(problems[-1])
-                    continue
-                samples[label].append(rate)
-                note(f"{rate:,.0f} records/s, {rate * size / 1e6:.1f} MB/s")
+        samples, problems = alternating_rounds(
+            THROUGHPUT_CONFIGS, args.rounds, f"throughput {size} B",
+            functools.partial(produce_once, cluster, args, size),
+            functools.partial(_describe_rate, size=size))
         table = Table(f"produce throughput, {size} B records, {args.mb} MB per run, {args.partitions} partitions, "
                       f"{args.producers} producer processes, median of {args.rounds}")
         for label, _, _ in THROUGHPUT_CONFIGS:
@@ -357,21 +374,11 @@ def latency_once(cluster: LocalCluster, args: argparse.Namespace, size: int, rep
 def measure_latency(cluster: LocalCluster, args: argparse.Namespace) -> list[Table]:
     tables = []
     for size in parse_sizes(args.latency_sizes):
-        samples: dict[str, dict[str, list[float]]] = {label: {} for label, _, _ in LATENCY_CONFIGS}
-        problems: list[str] = []
-        for round_ in range(args.rounds):
-            order = LATENCY_CONFIGS if round_ % 2 == 0 else LATENCY_CONFIGS[::-1]
-            for label, replicas, acks in order:
-                note(f"latency {size} B {label} [round {round_ + 1}/{args.rounds}]")
-                try:
-                    figures = latency_once(cluster, args, size, replicas, acks)
-                except (BenchError, RuntimeError, OSError, TimeoutError) as exc:
-                    problems.append(f"{label} round {round_ + 1}: FAILED: {first_line(exc)}")
-                    note(problems[-1])
-                    continue
-                for name, value in figures.items():
-                    samples[label].setdefault(name, []).append(value)
-                note(", ".join(f"{k} {v:.2f}" for k, v in figures.items()))
+        runs, problems = alternating_rounds(
+            LATENCY_CONFIGS, args.rounds, f"latency {size} B", functools.partial(latency_once, cluster, args, size),
+            _describe_figures)
+        samples = {label: {name: [run[name] for run in figures] for name in (figures[0] if figures else {})}
+                   for label, figures in runs.items()}
         table = Table(f"end-to-end latency, {size} B records, {args.rate:,}/s for {args.duration:.0f} s, 1 partition, "
                       f"median of {args.rounds} (ms; lower is better)")
         for label, _, _ in LATENCY_CONFIGS:
