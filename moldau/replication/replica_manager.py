@@ -81,12 +81,14 @@ class HostedPartition:
     log: PartitionLog
     leader: int
     leader_epoch: int
-    replicas: tuple[int, ...] = ()
-    isr: tuple[int, ...] = ()
-    partition_epoch: int = 0
     leader_state: LeaderState | None = None  # set while this broker leads the partition
     waiters: set[asyncio.Future[None]] = field(default_factory=set)
     ack_waiters: list[_AckWaiter] = field(default_factory=list)
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        """The committed ISR while this broker leads the partition (only the leader acts on it); else empty."""
+        return self.leader_state.isr if self.leader_state is not None else ()
 
     def wake_waiters(self) -> None:
         for waiter in self.waiters:
@@ -201,12 +203,11 @@ class ReplicaManager:
 
     def _take_role(self, hosted: HostedPartition, part: PartitionImage) -> None:
         new_epoch = part.leader_epoch != hosted.leader_epoch or part.leader != hosted.leader
-        hosted.replicas, hosted.isr, hosted.partition_epoch = part.replicas, part.isr, part.partition_epoch
         hosted.leader = part.leader
         if part.leader == self.node_id:
             if new_epoch or hosted.leader_state is None:
                 hosted.leader_epoch = part.leader_epoch
-                self._become_leader(hosted)
+                self._become_leader(hosted, part)
             else:
                 self._on_committed_state(hosted, part)
             return
@@ -218,24 +219,23 @@ class ReplicaManager:
         else:
             self._follow(hosted, part.leader)
 
-    def _become_leader(self, hosted: HostedPartition) -> None:
+    def _become_leader(self, hosted: HostedPartition, part: PartitionImage) -> None:
         self._unfollow(hosted)
         plog = hosted.log
         # Record where this epoch starts, so followers asking about earlier epochs learn where those end even
         # before anything is written in this one (Kafka does this at the leadership change too).
         plog.leader_epochs.assign(hosted.leader_epoch, plog.log_end_offset)
-        hosted.leader_state = LeaderState(self.node_id, hosted.replicas, hosted.isr, hosted.leader_epoch,
-                                          hosted.partition_epoch, plog.log_end_offset, self.lag_max_ms,
+        hosted.leader_state = LeaderState(self.node_id, part.replicas, part.isr, part.leader_epoch,
+                                          part.partition_epoch, plog.log_end_offset, self.lag_max_ms,
                                           self._now_ms())
         log.debug("leading %s-%d at epoch %d (ISR %s, log end %d)", hosted.topic, hosted.partition,
-                 hosted.leader_epoch, list(hosted.isr), plog.log_end_offset)
+                  hosted.leader_epoch, list(part.isr), plog.log_end_offset)
         self._advance_high_watermark(hosted)
 
     def _on_committed_state(self, hosted: HostedPartition, part: PartitionImage) -> None:
         state = hosted.leader_state
         assert state is not None
         state.on_committed(part.replicas, part.isr, part.partition_epoch, self._now_ms())
-        hosted.isr = state.isr
         self._advance_high_watermark(hosted)
         hosted.release_acks()
 
@@ -435,8 +435,6 @@ class ReplicaManager:
             return  # leadership changed meanwhile
         if answer.error == ErrorCode.none and answer.leader_epoch == state.leader_epoch:
             state.on_committed(state.replicas, answer.isr, answer.partition_epoch, self._now_ms())
-            hosted.isr = state.isr
-            hosted.partition_epoch = state.partition_epoch
             self._advance_high_watermark(hosted)
             hosted.release_acks()
             return
@@ -513,7 +511,8 @@ class ReplicaManager:
     def hosted_for_replica(self, topic: str, partition: int, replica_id: int) -> HostedPartition:
         """The partition, if led here and `replica_id` is one of its replicas. Raises KafkaError."""
         hosted = self.leader_partition(topic, partition)
-        if replica_id not in hosted.replicas:
+        assert hosted.leader_state is not None
+        if replica_id not in hosted.leader_state.replicas:
             raise KafkaError(ErrorCode.not_leader_or_follower,
                              f"broker {replica_id} is not a replica of {topic}-{partition}")
         return hosted
