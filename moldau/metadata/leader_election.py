@@ -40,7 +40,7 @@ def fence_changes(image: MetadataImage, broker_id: int,
         isr = tuple(b for b in partition.isr if b != broker_id) or partition.isr
         leader = partition.leader
         if leader in (broker_id, NO_LEADER) or leader not in isr:
-            leader = _elect(partition.replicas, isr, eligible)
+            leader = elect(partition.replicas, isr, eligible)
         if leader == NO_LEADER and allow_unclean(topic.name):
             leader, isr = _elect_unclean(partition.replicas, eligible, isr)
         changes += _change(topic.topic_id, partition, isr, leader)
@@ -62,7 +62,7 @@ def unfence_changes(image: MetadataImage, broker_id: int,
     changes = []
     for topic, partition in image.partitions_of(broker_id):
         if partition.leader == NO_LEADER and broker_id in partition.isr:
-            leader = _elect(partition.replicas, partition.isr, eligible)
+            leader = elect(partition.replicas, partition.isr, eligible)
             changes += _change(topic.topic_id, partition, partition.isr, leader)
         elif partition.leader == NO_LEADER and allow_unclean(topic.name):
             leader, isr = _elect_unclean(partition.replicas, eligible, partition.isr)
@@ -102,7 +102,7 @@ def unclean_leader_changes(image: MetadataImage, topic_id: uuid.UUID,
     def live(b: int) -> bool:
         return image.is_live(b)
 
-    leader = _elect(partition.replicas, partition.isr, live)
+    leader = elect(partition.replicas, partition.isr, live)
     if leader != NO_LEADER:
         return _change(topic_id, partition, partition.isr, leader)
     leader, isr = _elect_unclean(partition.replicas, live, partition.isr)
@@ -116,7 +116,8 @@ def _live_except(image: MetadataImage, broker_id: int) -> Eligible:
     return eligible
 
 
-def _elect(replicas: tuple[int, ...], isr: tuple[int, ...], eligible: Eligible) -> int:
+def elect(replicas: tuple[int, ...], isr: tuple[int, ...], eligible: Eligible) -> int:
+    """The first replica, in replica order, that is in the ISR and eligible (live); NO_LEADER if none."""
     # Replica order, not ISR order: the first replica is the preferred leader, so ties go its way.
     return next((b for b in replicas if b in isr and eligible(b)), NO_LEADER)
 

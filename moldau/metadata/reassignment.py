@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from moldau.metadata.image import NO_LEADER, PartitionImage
+from moldau.metadata.leader_election import elect
 from moldau.metadata.records import PartitionRecord
 from moldau.protocol.errors import ErrorCode, KafkaError
 
@@ -53,7 +54,7 @@ def start(topic_id: uuid.UUID, partition: PartitionImage, target: Sequence[int],
         return None
     changed = _with_replicas(partition, replicas, adding, removing, is_live)
     # One change, one partition epoch: a target already in sync completes in the same record.
-    done = _completed(changed, is_live, bump_partition_epoch=False)
+    done = _completed(changed, is_live)
     return _record(topic_id, done or changed)
 
 
@@ -74,7 +75,7 @@ def complete_if_in_sync(record: PartitionRecord, is_live: IsLive) -> PartitionRe
     The partition epoch stays the record's: the completion is part of the same change."""
     image = PartitionImage(record.partition, record.replicas, record.isr, record.leader, record.leader_epoch,
                            record.partition_epoch, record.adding_replicas, record.removing_replicas)
-    done = _completed(image, is_live, bump_partition_epoch=False)
+    done = _completed(image, is_live)
     return record if done is None else _record(record.topic_id, done)
 
 
@@ -89,13 +90,15 @@ def _with_replicas(partition: PartitionImage, replicas: tuple[int, ...], adding:
                          f"(ISR {list(partition.isr)}); the change would lose committed records")
     leader = partition.leader
     if leader not in isr:
-        leader = _elect(replicas, isr, is_live)
+        leader = elect(replicas, isr, is_live)
     return PartitionImage(partition.partition, replicas, isr, leader,
                           partition.leader_epoch + (leader != partition.leader), partition.partition_epoch + 1,
                           adding, removing)
 
 
-def _completed(partition: PartitionImage, is_live: IsLive, bump_partition_epoch: bool = True) -> PartitionImage | None:
+def _completed(partition: PartitionImage, is_live: IsLive) -> PartitionImage | None:
+    """The partition with its reassignment completed, if every target replica is in sync; the partition epoch is
+    left as it is (a completion is always part of another change that already counted it)."""
     if not partition.reassigning:
         return None
     target = partition.target_replicas
@@ -104,17 +107,11 @@ def _completed(partition: PartitionImage, is_live: IsLive, bump_partition_epoch:
     isr = tuple(b for b in partition.isr if b in target)
     leader = partition.leader
     if leader not in target:
-        leader = _elect(target, isr, is_live)
+        leader = elect(target, isr, is_live)
         if leader == NO_LEADER:
             return None  # no target replica could lead: keep the current leader until one can
     return PartitionImage(partition.partition, target, isr, leader,
-                          partition.leader_epoch + (leader != partition.leader),
-                          partition.partition_epoch + bump_partition_epoch)
-
-
-def _elect(replicas: tuple[int, ...], isr: tuple[int, ...], is_live: IsLive) -> int:
-    # Replica order: the first replica is the preferred leader (the target's first broker).
-    return next((b for b in replicas if b in isr and is_live(b)), NO_LEADER)
+                          partition.leader_epoch + (leader != partition.leader), partition.partition_epoch)
 
 
 def _record(topic_id: uuid.UUID, p: PartitionImage) -> PartitionRecord:
