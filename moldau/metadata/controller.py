@@ -248,11 +248,16 @@ class Controller:
             await self._commit(records)
             return outcomes
 
-    def _elect_one(self, name: str, index: int, unclean: bool) -> list[PartitionRecord]:
+    def _partition_named(self, name: str, index: int) -> tuple[TopicImage, PartitionImage]:
+        """The topic and partition; raises KafkaError UNKNOWN_TOPIC_OR_PARTITION."""
         topic = self.image.topics_by_name.get(name)
         partition = topic.partitions.get(index) if topic is not None else None
         if topic is None or partition is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no partition {name}-{index}")
+        return topic, partition
+
+    def _elect_one(self, name: str, index: int, unclean: bool) -> list[PartitionRecord]:
+        topic, partition = self._partition_named(name, index)
         if unclean:
             if partition.leader != NO_LEADER:
                 raise KafkaError(ErrorCode.election_not_needed, f"{name}-{index} has a leader")
@@ -468,10 +473,7 @@ class Controller:
             return results
 
     def _reassignment_change(self, name: str, partition: int, target: Sequence[int] | None) -> PartitionRecord | None:
-        topic = self.image.topics_by_name.get(name)
-        current = topic.partitions.get(partition) if topic is not None else None
-        if topic is None or current is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no partition {name}-{partition}")
+        topic, current = self._partition_named(name, partition)
         if target is None:
             return reassignment.cancel(topic.topic_id, current, self.image.is_live)
         self._check_assignment(partition, target, sorted(self.image.brokers))
