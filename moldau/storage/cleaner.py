@@ -3,10 +3,12 @@
 A log is split at two offsets. Below the *first dirty offset* (checkpointed per partition in
 `cleaner-offset-checkpoint`) lies the part already cleaned; from there to the *first uncleanable offset*
 lies the dirty part the next cleaning maps. The first uncleanable offset is the base of the first segment
-that is the active one, reaches past the high watermark, or holds a record younger than
-min.compaction.lag.ms, so the active segment and young records are never cleaned. A log is picked when
-its dirty bytes / (clean + dirty bytes) >= min.cleanable.dirty.ratio, when a dirty segment is older than
-max.compaction.lag.ms, or when a tombstone's delete horizon has passed; among those, the dirtiest first.
+that is the active one, reaches past the last stable offset (so every transaction in the cleaned part is
+decided, and aborted records can be left out of the offset map), or holds a record younger than
+min.compaction.lag.ms, so the active segment, open transactions and young records are never cleaned. A log
+is picked when its dirty bytes / (clean + dirty bytes) >= min.cleanable.dirty.ratio, when a dirty segment is
+older than max.compaction.lag.ms, or when a tombstone's delete horizon has passed; among those, the
+dirtiest first.
 
 Threading. The event loop owns every `PartitionLog`; appends, fetches, rolls and retention go on while
 a log is being cleaned. A cleaning runs in three steps:
@@ -174,11 +176,12 @@ class LogCleaner:
         clean = dirty = 0
         uncleanable = segments[-1].base_offset
         lag_exceeded = False
+        stable = partition_log.last_stable_offset
         for segment, end in zip(segments, [s.base_offset for s in segments[1:]], strict=False):
             if end <= first_dirty:
                 clean += segment.size_bytes
                 continue
-            if end > partition_log.high_watermark or (
+            if end > stable or (
                     config.min_compaction_lag_ms > 0 and segment.largest_timestamp > young):
                 uncleanable = segment.base_offset
                 break
@@ -241,11 +244,16 @@ class LogCleaner:
             SegmentSnapshot(s.base_offset, all_segments[i + 1].base_offset, s.size_bytes, _file_id(s.fd))
             for i, s in enumerate(segments)
         )
-        producers = {pid: entry.last_offset for pid, entry in partition_log.producer_state.producers.items()}
+        producers = {pid: entry.last_data_offset for pid, entry in partition_log.producer_state.producers.items()}
+        aborted: dict[int, list[tuple[int, int]]] = {}
+        for entry in partition_log.aborted_transaction_entries(segments[0].base_offset,
+                                                               cleanable.first_uncleanable_offset):
+            aborted.setdefault(entry.producer_id, []).append((entry.first_offset, entry.last_offset))
         job = CompactionJob(
             partition_log.directory, snapshots, cleanable.first_dirty_offset, cleanable.first_uncleanable_offset,
             now_ms, config.delete_retention_ms, producers, config.segment_bytes, config.index_interval_bytes,
             config.segment_index_bytes, self.dedupe_buffer_bytes,
+            {pid: tuple(ranges) for pid, ranges in aborted.items()},
         )
         return _Cleaning(state, segments, job)
 
@@ -282,6 +290,7 @@ class LogCleaner:
                 remove_cleaned(job.directory, group.base_offset)
                 continue
             try:
+                partition_log.merge_transaction_indexes(old)
                 swap_in(job.directory, group.base_offset, [s.base_offset for s in old])
                 new = LogSegment.open(job.directory, group.base_offset, partition_log.config.segment_index_bytes,
                                       self._clock.time_ms())

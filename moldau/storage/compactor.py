@@ -11,16 +11,20 @@ names files (with their inode, checked on open), offsets and settings captured o
    `.timeindex.cleaned`, all fsynced. A group that is a single segment and loses nothing is skipped.
 
 A record goes when a later record of its key exists below `clean_end_offset` (the map says so), when it
-has no key (invalid in a compacted log, as Kafka treats it), or when it is a tombstone in a batch whose
-delete horizon has passed. A tombstone that stays in a batch without a horizon gets one: its batch is
-rewritten with horizon = now + delete.retention.ms (KIP-534), so every tombstone survives at least
-delete.retention.ms after its first cleaning. Records at or beyond `clean_end_offset` always stay.
+has no key (invalid in a compacted log, as Kafka treats it), when it belongs to an aborted transaction
+(`job.aborted`, from the `.txnindex` entries), or when it is a tombstone in a batch whose delete horizon
+has passed. Aborted records are never mapped, so they cannot supersede a committed record of the same key;
+the cleaner only gets segments below the last stable offset, so every transaction there is decided. A
+tombstone that stays in a batch without a horizon gets one: its batch is rewritten with horizon = now +
+delete.retention.ms (KIP-534), so every tombstone survives at least delete.retention.ms after its first
+cleaning. Records at or beyond `clean_end_offset` always stay.
 
 Batches keep their base offset and last offset (see `batch_rewrite`); a batch losing every record is
 dropped, except the last batch of a producer still known to the partition, kept empty so idempotent
-producer state survives a restart. Batches nothing changes are copied byte for byte; control batches are
-never touched. A batch that cannot be decoded is kept as it is and not mapped: cleaning never loses data
-it cannot read.
+producer state survives a restart. Batches nothing changes are copied byte for byte; control batches
+(transaction markers) are never touched, and the cleaner keeps the replaced segments' `.txnindex` entries
+(`PartitionLog.merge_transaction_indexes`). A batch that cannot be decoded is kept as it is and not mapped:
+cleaning never loses data it cannot read.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from moldau.protocol.errors import KafkaError
 from moldau.protocol.record_batch import INT32_MAX, BatchHeader, iter_batch_headers, parse_header
@@ -78,6 +82,14 @@ class CompactionJob:
     index_interval_bytes: int
     max_index_bytes: int
     map_memory_bytes: int
+    # producer id -> (first offset, marker offset) of each of its aborted transactions in the range
+    aborted: Mapping[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+
+    def is_aborted(self, header: BatchHeader) -> bool:
+        """Whether a data batch belongs to an aborted transaction."""
+        if not header.is_transactional or header.is_control:
+            return False
+        return any(first <= header.base_offset <= last for first, last in self.aborted.get(header.producer_id, ()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +188,7 @@ def _build_offset_map(job: CompactionJob, cancelled: threading.Event) -> tuple[O
         if snapshot.end_offset <= job.first_dirty_offset:
             continue
         for header, data in _batches(job, index, cancelled):
-            if header.last_offset < job.first_dirty_offset or header.is_control:
+            if header.last_offset < job.first_dirty_offset or header.is_control or job.is_aborted(header):
                 continue
             # Always map at least one batch, so a cleaning makes progress whatever the budget.
             if len(offset_map) and not offset_map.has_room_for(header.records_count):
@@ -310,7 +322,10 @@ def _clean_batch(job: CompactionJob, header: BatchHeader, data: bytes, offset_ma
     if records is None:
         return data
     horizon = delete_horizon_ms(header)
-    kept = [r for r in records if _retain(r, offset_map, clean_end, horizon, job.now_ms)]
+    if job.is_aborted(header) and header.last_offset < clean_end:
+        kept = []  # read_committed consumers never see them; their index entries stay all the same
+    else:
+        kept = [r for r in records if _retain(r, offset_map, clean_end, horizon, job.now_ms)]
     stats.records_removed += len(records) - len(kept)
     if not kept:
         last_of_producer = job.producer_last_offsets.get(header.producer_id) == header.last_offset

@@ -1,10 +1,11 @@
 """The log of one partition: a directory `<topic>-<partition>` of segments, after Apache Kafka's log.
 
-Directory contents: `<base offset>.log/.index/.timeindex` segments, `<offset>.snapshot` producer-state
-snapshots, `partition.metadata` (topic id, Kafka's text format), `leader-epoch-checkpoint` (the leader epoch
-cache, `moldau.storage.leader_epoch_cache`, Kafka's text format), and three checkpoints written atomically
-at every flush and at close: `recovery-point` (every byte below it was fsynced), `log-start-offset` and
-`high-watermark`. `close()` leaves a `.clean-shutdown` marker that `open()` consumes.
+Directory contents: `<base offset>.log/.index/.timeindex` segments with, when a transaction was aborted in
+them, a `.txnindex`, `<offset>.snapshot` producer-state snapshots, `partition.metadata` (topic id, Kafka's
+text format), `leader-epoch-checkpoint` (the leader epoch cache, `moldau.storage.leader_epoch_cache`,
+Kafka's text format), and three checkpoints written atomically at every flush and at close:
+`recovery-point` (every byte below it was fsynced), `log-start-offset` and `high-watermark`. `close()`
+leaves a `.clean-shutdown` marker that `open()` consumes.
 
 Invariants:
 
@@ -23,6 +24,13 @@ Invariants:
   other segments are trusted and their indexes are read lazily.
 * Segments are rolled synchronously; fsyncing rolled segments (which advances the recovery point) is
   left to `flush_if_due`/`flush`, so a roll never waits for the disk on the produce path.
+* Transactions (KIP-98): producer state knows every ongoing transaction's first offset; the last stable
+  offset (what read_committed consumers see) is the first offset of the oldest transaction that is ongoing
+  or whose marker the high watermark has not passed, capped at the high watermark. Markers are written by
+  `append_marker` (or replicated); an abort adds an entry to the `.txnindex` of the segment holding its
+  marker. Recovery replays producer state from a snapshot at or before the first re-validated segment, so
+  those segments' transaction indexes are rebuilt; the newest snapshot at or below the base of the segment
+  holding the recovery point is kept for that.
 * Compaction (`moldau.storage.cleaner`) may leave offset gaps between and inside batches and replaces
   non-active segments through `replace_segments`; a swap it left half done is completed on open.
 
@@ -43,13 +51,15 @@ from dataclasses import dataclass
 
 from moldau.clock import Clock
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.record_batch import BatchHeader, assign_offsets
+from moldau.protocol.record_batch import BatchHeader, InvalidBatch, assign_offsets, parse_header
 from moldau.storage.batch_rewrite import require_keys
+from moldau.storage.control_batch import TransactionMarker, build_marker_batch, parse_marker
 from moldau.storage.leader_epoch_cache import LeaderEpochCache
 from moldau.storage.log_config import LogConfig, TimestampType
 from moldau.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
+    CompletedTxn,
     ProducerStateManager,
     fsync_directory,
     write_atomically,
@@ -58,17 +68,20 @@ from moldau.storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     AppendedBatch,
     DeferredCloser,
     FileSlice,
     LogSegment,
 )
 from moldau.storage.segment_swap import complete_interrupted_swaps
+from moldau.storage.transaction_index import AbortedTxn, collect_aborted
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "CLEAN_SHUTDOWN_FILE",
+    "ActiveProducer",
     "AppendResult",
     "PartitionLog",
     "ReadResult",
@@ -95,6 +108,18 @@ class AppendResult:
     log_append_time_ms: int  # -1 for CreateTime topics
     log_start_offset: int
     duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveProducer:
+    """A producer as DescribeProducers shows it; -1 for what is unknown or absent."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp_ms: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +169,9 @@ class PartitionLog:
         self.producer_state = producers
         self.leader_epochs = LeaderEpochCache(directory)
         self.high_watermark_follows_log_end = True
+        # KIP-890: a transactional batch that starts a transaction must bring the producer's verification
+        # guard (`transaction.partition.verification.enable`).
+        self.transaction_verification = True
         self._config = config
         self._clock = clock
         self._closer = closer
@@ -203,8 +231,7 @@ class PartitionLog:
             self._add_segment(segment)
         # A directory without segments (a new partition) has nothing to recover or fsync.
         clean = clean or not bases
-        if not clean:
-            self._recover_from(recovery_point)
+        rebuilt_from = None if clean else self._recover_from(recovery_point)
         if not self._segments:
             self._add_segment(self._new_segment(checkpointed_start or 0, now))
         self._log_end_offset = self._segments[-1].next_offset
@@ -216,10 +243,12 @@ class PartitionLog:
             min(max(checkpointed_hw, self._log_start_offset), self._log_end_offset)
         self._recovery_point = min(recovery_point, self._log_end_offset)
         self._load_leader_epochs()
+        # After recovery, producer state is replayed from before the rebuilt segments, which also writes their
+        # aborted-transaction indexes again.
+        self._load_producer_state(now, rebuilt_from)
         if not clean:
             # Recovered data may exist only in the page cache; make it durable once, then start clean.
             self.flush()
-        self._load_producer_state(now)
 
     def _scan_directory(self) -> list[int]:
         """Base offsets of the segments; removes leftovers and indexes without a log file."""
@@ -234,7 +263,7 @@ class PartitionLog:
                 continue
             if "." + suffix == LOG_SUFFIX:
                 bases.append(int(stem))
-            elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 index_files.append((int(stem), path))
         known = set(bases)
         for base, path in index_files:
@@ -242,11 +271,17 @@ class PartitionLog:
                 _remove_quietly(path)
         return sorted(bases)
 
-    def _recover_from(self, recovery_point: int) -> None:
+    def _recover_from(self, recovery_point: int) -> int | None:
         """Re-validate segments from the one holding the recovery point; after a torn segment, later
-        segments cannot be trusted (they were written after the tear) and are deleted."""
+        segments cannot be trusted (they were written after the tear) and are deleted. Their transaction
+        indexes are emptied, for the producer-state replay to rebuild; returns the first such segment's
+        base offset (None without segments)."""
+        if not self._segments:
+            return None
         start = max(bisect_right(self._bases, recovery_point) - 1, 0)
+        rebuilt_from = self._bases[start]
         for i in range(start, len(self._segments)):
+            self._segments[i].txn_index.reset()
             truncated = self._segments[i].recover()
             if truncated:
                 log.warning("%s: recovery cut %d bytes of torn or corrupt tail from segment %d",
@@ -258,7 +293,8 @@ class PartitionLog:
                     segment.delete()
                 del self._segments[i + 1 :]
                 del self._bases[i + 1 :]
-                return
+                return rebuilt_from
+        return rebuilt_from
 
     def _drop_segments_below_start(self, now_ms: int) -> None:
         count = 0
@@ -282,16 +318,44 @@ class PartitionLog:
         cache.truncate_from_end(self._log_end_offset)
         cache.truncate_from_start(self._log_start_offset)
 
-    def _load_producer_state(self, now_ms: int) -> None:
-        """Newest snapshot at or below the log end, then the batch headers after it."""
+    def _load_producer_state(self, now_ms: int, at_or_below: int | None = None) -> None:
+        """Newest snapshot at or below the log end (and `at_or_below`), then the batches after it."""
         producers = self.producer_state
-        snapshot = producers.load(self._log_end_offset, now_ms)
+        snapshot = producers.load(self._log_end_offset, now_ms, at_or_below)
         replay_from = max(snapshot if snapshot is not None else 0, self._log_start_offset)
         if replay_from < self._log_end_offset:
-            producers.replay(self._headers_from(replay_from))
+            self._replay_producers(replay_from)
             # Spare the next start this scan.
             producers.take_snapshot(self._log_end_offset)
         producers.truncate_head(self._log_start_offset)
+
+    def _replay_producers(self, offset: int) -> None:
+        """Apply the batches from `offset` on to producer state, as appends did: ongoing transactions come
+        back, and aborts are indexed again (a no-op for entries the indexes already hold)."""
+        producers = self.producer_state
+        for segment in self._segments[self._segment_index(offset) :]:
+            start = segment.position_of(offset) if segment.base_offset < offset else 0
+            for position, header in segment.iter_headers(start, segment.size_bytes):
+                if header.producer_id < 0:
+                    continue
+                marker = self._stored_marker(segment, position, header)
+                completed = producers.update(header, header.base_offset, header.last_offset, marker=marker)
+                if completed is not None and completed.aborted:
+                    segment.txn_index.append(self._aborted_entry(completed))
+
+    @staticmethod
+    def _stored_marker(segment: LogSegment, position: int, header: BatchHeader) -> TransactionMarker | None:
+        if not header.is_control:
+            return None
+        try:
+            return parse_marker(segment.read_bytes(position, header.total_size))
+        except InvalidBatch as e:
+            log.warning("%s: unreadable control batch at offset %d: %s", segment.directory, header.base_offset, e)
+            return None
+
+    def _aborted_entry(self, completed: CompletedTxn) -> AbortedTxn:
+        return AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
+                          self.producer_state.stable_offset_after(completed))
 
     def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
         for segment in self._segments[self._segment_index(offset) :]:
@@ -327,6 +391,7 @@ class PartitionLog:
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
         self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+        self.producer_state.first_unstable_offset(self._high_watermark)  # forgets transactions now stable
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetForLeaderEpoch; see `LeaderEpochCache.end_offset_for`."""
@@ -335,6 +400,68 @@ class PartitionLog:
     @property
     def recovery_point(self) -> int:
         return self._recovery_point
+
+    # -- transactions --------------------------------------------------------------------------------
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction that is ongoing, or complete with its marker not yet
+        below the high watermark; None when there is none."""
+        return self.producer_state.first_unstable_offset(self.high_watermark)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """What read_committed consumers may read up to (exclusive): the first unstable offset, capped at the
+        high watermark, never below the log start offset (retention may have passed an old transaction)."""
+        high_watermark = self.high_watermark
+        first = self.producer_state.first_unstable_offset(high_watermark)
+        if first is None or first >= high_watermark:
+            return high_watermark
+        return max(first, self._log_start_offset)
+
+    def aborted_transactions(self, start_offset: int, upper_offset: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions overlapping [start_offset, upper_offset),
+        from the `.txnindex` of the segment holding `start_offset` and the later ones."""
+        # An interrupted compaction swap may leave an entry in two indexes; report it once.
+        return list(dict.fromkeys((e.producer_id, e.first_offset)
+                                  for e in self.aborted_transaction_entries(start_offset, upper_offset)))
+
+    def aborted_transaction_entries(self, start_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        """The index entries behind `aborted_transactions` (the cleaner needs their last offsets too)."""
+        found: list[AbortedTxn] = []
+        try:
+            for segment in self._segments[self._segment_index(start_offset) :]:
+                if collect_aborted(segment.txn_index.entries, start_offset, upper_offset, found):
+                    break
+        except OSError as e:
+            raise _storage_error(e) from e
+        return found
+
+    def ongoing_transactions(self) -> list[tuple[int, int]]:
+        """(producer id, first offset) of every transaction ongoing on this partition, oldest first."""
+        return list(self.producer_state.ongoing_transactions())
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """Every producer this partition remembers, for DescribeProducers."""
+        out = []
+        for entry in self.producer_state.producers.values():
+            last_seq = entry.last_seq
+            txn_first = entry.current_txn_first_offset
+            out.append(ActiveProducer(entry.producer_id, entry.epoch, -1 if last_seq is None else last_seq,
+                                      entry.last_timestamp_ms, entry.coordinator_epoch,
+                                      -1 if txn_first is None else txn_first))
+        return out
+
+    def needs_verification(self, header: BatchHeader) -> bool:
+        """Whether a transactional batch would start a transaction here (KIP-890): its producer has none
+        ongoing on this partition under its epoch, so the coordinator must confirm the partition is part of
+        the producer's transaction before the batch is appended (with the guard)."""
+        return header.has_producer_id and self.producer_state.starts_transaction(header)
+
+    def verification_guard(self, producer_id: int) -> object:
+        """The producer's verification guard (created if needed). A marker for the producer, or a newer
+        epoch, drops it, so an append that was verified before such an event is refused."""
+        return self.producer_state.verification_guard(producer_id)
 
     @property
     def size_bytes(self) -> int:
@@ -346,11 +473,16 @@ class PartitionLog:
 
     # -- append --------------------------------------------------------------------------------------
 
-    def append(self, batches: list[tuple[BatchHeader, memoryview]], leader_epoch: int) -> AppendResult:
+    def append(self, batches: list[tuple[BatchHeader, memoryview]], leader_epoch: int,
+               verification_guard: object | None = None) -> AppendResult:
         """Validate all `batches` (already split and CRC-checked), then store them at consecutive offsets.
 
+        A transactional batch that starts a transaction here must come with the producer's current
+        `verification_guard` (see `needs_verification`) unless `transaction_verification` is off.
+
         Raises KafkaError: MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_TIMESTAMP, INVALID_RECORD
-        (control batches from clients), producer errors, KAFKA_STORAGE_ERROR.
+        (control batches from clients, transactional batches without a producer id), INVALID_TXN_STATE (a
+        transaction start not verified), producer errors, KAFKA_STORAGE_ERROR.
         """
         if not batches:
             raise KafkaError(ErrorCode.corrupt_message, "no record batches")
@@ -359,7 +491,7 @@ class PartitionLog:
         now = self._clock.time_ms()
         config = self._config
         append_time = now if config.message_timestamp_type is TimestampType.LOG_APPEND_TIME else None
-        total_bytes, _, duplicate = self._validate(batches, now, check_create_time=append_time is None)
+        total_bytes, _, duplicate = self._validate(batches, now, append_time is None, verification_guard)
         if duplicate is not None:
             return self._duplicate_result(duplicate, append_time is not None)
         first_offset = self._log_end_offset
@@ -376,6 +508,30 @@ class PartitionLog:
         self._after_append(batches, stored, now, leader=True)
         return AppendResult(first_offset, offset - 1, -1 if append_time is None else append_time,
                             self._log_start_offset)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                      leader_epoch: int) -> AppendResult:
+        """Write a transaction marker (commit or abort) for `producer_id` at the log end, as the leader.
+
+        The producer's ongoing transaction here, if any, ends; an abort is added to the `.txnindex`. A marker
+        for a producer without one is written too (harmless, as in Kafka). Raises KafkaError:
+        INVALID_PRODUCER_EPOCH (an epoch older than the producer's), TRANSACTION_COORDINATOR_FENCED (a
+        coordinator epoch older than the last marker's), KAFKA_STORAGE_ERROR.
+        """
+        if self._closed:
+            raise KafkaError(ErrorCode.kafka_storage_error, "the log is closed")
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        now = self._clock.time_ms()
+        view = memoryview(build_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now))
+        header = parse_header(view)
+        offset = self._log_end_offset
+        stored = [AppendedBatch(offset, offset + 1, now, header.total_size)]
+        self._write(assign_offsets(view, offset, leader_epoch, None), stored, header.total_size,
+                    ((leader_epoch, offset),), now)
+        self._after_append([(header, view)], stored, now, leader=True,
+                           markers=[TransactionMarker(commit, coordinator_epoch)])
+        log_append_time = now if self._config.message_timestamp_type is TimestampType.LOG_APPEND_TIME else -1
+        return AppendResult(offset, offset, log_append_time, self._log_start_offset)
 
     def append_as_follower(self, batches: list[tuple[BatchHeader, memoryview]]) -> AppendResult:
         """Store batches replicated from the leader byte for byte, at the offsets they carry.
@@ -398,6 +554,7 @@ class PartitionLog:
         expected = self._log_end_offset
         total_bytes = 0
         stored: list[AppendedBatch] = []
+        markers: list[TransactionMarker | None] = []
         for header, view in batches:
             if header.base_offset < expected:
                 raise KafkaError(
@@ -410,6 +567,8 @@ class PartitionLog:
                                  f"batch at offset {header.base_offset} is not {header.total_size} bytes long")
             stored.append(AppendedBatch(header.base_offset, header.next_offset, header.max_timestamp,
                                         header.total_size))
+            # Parsed before anything is written: a marker the leader stored must have the same effects here.
+            markers.append(parse_marker(view) if header.is_control and header.has_producer_id else None)
             total_bytes += header.total_size
             expected = header.next_offset
         if total_bytes > self._config.segment_bytes:
@@ -418,11 +577,12 @@ class PartitionLog:
         pieces: list[bytes | memoryview] = [view for _, view in batches]
         epochs = [(header.partition_leader_epoch, header.base_offset) for header, _ in batches]
         self._write(pieces, stored, total_bytes, epochs, now)
-        self._after_append(batches, stored, now, leader=False)
+        self._after_append(batches, stored, now, leader=False, markers=markers)
         return AppendResult(stored[0].base_offset, stored[-1].next_offset - 1, -1, self._log_start_offset)
 
     def _validate(
-        self, batches: list[tuple[BatchHeader, memoryview]], now_ms: int, check_create_time: bool
+        self, batches: list[tuple[BatchHeader, memoryview]], now_ms: int, check_create_time: bool,
+        verification_guard: object | None = None,
     ) -> tuple[int, int, BatchMetadata | None]:
         """(total bytes, offsets needed, duplicate batch or None); raises KafkaError on rejection."""
         config = self._config
@@ -435,6 +595,8 @@ class PartitionLog:
                                  f"batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}")
             if header.is_control:
                 raise KafkaError(ErrorCode.invalid_record, "control batches are not accepted from clients")
+            if header.is_transactional and not header.has_producer_id:
+                raise KafkaError(ErrorCode.invalid_record, "a transactional batch needs a producer id")
             if config.compact:
                 require_keys(view)  # the one record-level check: compaction needs a key per record
             if check_create_time:
@@ -445,6 +607,7 @@ class PartitionLog:
                 decision = self.producer_state.check(header, pending)
                 if decision.duplicate_of is not None:
                     return total_bytes, offset_count, decision.duplicate_of
+                self._check_verified(header, pending, verification_guard)
                 if pending is None:
                     pending = {}
                 pending[header.producer_id] = header
@@ -452,6 +615,17 @@ class PartitionLog:
             raise KafkaError(ErrorCode.record_list_too_large,
                              f"{total_bytes} bytes exceed segment.bytes {config.segment_bytes}")
         return total_bytes, offset_count, None
+
+    def _check_verified(self, header: BatchHeader, pending: dict[int, BatchHeader] | None,
+                        guard: object | None) -> None:
+        """A batch starting a transaction needs the producer's current guard: without one, or with one a marker
+        or a newer epoch dropped since, the coordinator's answer may be stale (KIP-890)."""
+        if not self.transaction_verification or not self.producer_state.starts_transaction(header, pending):
+            return
+        if guard is None or guard is not self.producer_state.current_guard(header.producer_id):
+            raise KafkaError(ErrorCode.invalid_txn_state,
+                             f"producer {header.producer_id}: the transaction on {self.topic}-{self.partition} "
+                             "was not verified or the verification expired")
 
     def _check_timestamps(self, header: BatchHeader, now_ms: int) -> None:
         # Without decoding records, the header's first and max timestamps stand for the batch.
@@ -469,19 +643,36 @@ class PartitionLog:
                             duplicate=True)
 
     def _after_append(self, batches: list[tuple[BatchHeader, memoryview]], stored: list[AppendedBatch],
-                      now_ms: int, *, leader: bool) -> None:
+                      now_ms: int, *, leader: bool, markers: Sequence[TransactionMarker | None] = ()) -> None:
         records = 0
-        for (header, _), batch in zip(batches, stored, strict=True):
+        aborted: list[AbortedTxn] = []
+        for i, ((header, _), batch) in enumerate(zip(batches, stored, strict=True)):
             records += header.records_count
             if header.producer_id >= 0:
-                self.producer_state.update(header, batch.base_offset, batch.next_offset - 1, batch.max_timestamp)
+                completed = self.producer_state.update(header, batch.base_offset, batch.next_offset - 1,
+                                                       batch.max_timestamp, markers[i] if markers else None)
+                if completed is not None and completed.aborted:
+                    aborted.append(self._aborted_entry(completed))
         self._log_end_offset = stored[-1].next_offset
         if leader and self.high_watermark_follows_log_end:
             self._high_watermark = self._log_end_offset
         self._unflushed_messages += records
+        if markers:
+            self.producer_state.first_unstable_offset(self.high_watermark)  # forgets transactions now stable
+        if aborted:
+            self._index_aborted(aborted)
         config = self._config
         if self._unflushed_messages >= config.flush_messages or now_ms - self._last_flush_ms >= config.flush_ms:
             self.flush()
+
+    def _index_aborted(self, entries: list[AbortedTxn]) -> None:
+        """Add aborts to the index of the segment holding their marker (all of one append share a segment).
+        Should this fail, the marker is stored but not indexed until recovery rebuilds the index."""
+        try:
+            for entry in entries:
+                self._segments[self._segment_index(entry.last_offset)].txn_index.append(entry)
+        except OSError as e:
+            raise _storage_error(e) from e
 
     def _write(self, pieces: list[bytes | memoryview], stored: list[AppendedBatch], total_bytes: int,
                epochs: Sequence[tuple[int, int]], now_ms: int) -> None:
@@ -724,6 +915,18 @@ class PartitionLog:
         now = self._clock.time_ms()
         for segment in old:
             self._closer.close_later(segment.fd, now)
+        for segment in old[1:]:
+            # `merge_transaction_indexes` copied their entries into the first one's, now `new`'s, file.
+            segment.txn_index.delete()
+
+    def merge_transaction_indexes(self, old: Sequence[LogSegment]) -> None:
+        """Before compaction replaces `old` by one segment with the first one's base offset: copy the later
+        segments' aborted-transaction entries into the first one's `.txnindex`, which the new segment keeps.
+        Should the swap not happen, the copies are only duplicates (reported once). Raises OSError."""
+        for segment in old[1:]:
+            for entry in segment.txn_index.entries:
+                old[0].txn_index.append(entry)
+        old[0].txn_index.flush()
 
     def expire_producers(self, now_ms: int) -> int:
         return self.producer_state.remove_expired(now_ms)
@@ -736,7 +939,7 @@ class PartitionLog:
             self._flush_segments(len(self._segments))
             self._recovery_point = self._log_end_offset
             self._write_checkpoints()
-            self.producer_state.delete_snapshots_before(self._recovery_point)
+            self._delete_old_snapshots()
         except OSError as e:
             raise _storage_error(e) from e
         self._unflushed_messages = 0
@@ -755,9 +958,14 @@ class PartitionLog:
             self._flush_segments(len(self._segments) - 1)
             self._recovery_point = active_base
             self._write_checkpoints()
-            self.producer_state.delete_snapshots_before(self._recovery_point)
+            self._delete_old_snapshots()
         except OSError as e:
             raise _storage_error(e) from e
+
+    def _delete_old_snapshots(self) -> None:
+        """Keep the newest snapshot at or below the base of the segment holding the recovery point: recovery
+        replays producer state from there to rebuild that segment's transaction index."""
+        self.producer_state.delete_snapshots_before(self._bases[self._segment_index(self._recovery_point)])
 
     def _flush_segments(self, end_index: int) -> None:
         for segment in self._segments[self._segment_index(self._recovery_point) : end_index]:
@@ -781,7 +989,6 @@ class PartitionLog:
             self._segments[-1].seal()
             self.flush()
             self.producer_state.take_snapshot(self._log_end_offset)
-            self.producer_state.delete_snapshots_before(self._log_end_offset)
             for segment in self._segments:
                 segment.close()
             self._closed = True

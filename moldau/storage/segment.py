@@ -1,4 +1,5 @@
-"""One log segment: `<base offset>.log` plus its `.index` and `.timeindex`, in Apache Kafka's layout.
+"""One log segment: `<base offset>.log` plus its `.index`, `.timeindex` and `.txnindex` (aborted
+transactions, `moldau.storage.transaction_index`; usually absent), in Apache Kafka's layout.
 
 The `.log` file holds whole v2 record batches back to back, with offsets assigned and increasing. File
 names carry the segment's base offset padded to 20 digits. Invariants:
@@ -39,11 +40,13 @@ from moldau.protocol.record_batch import (
 )
 from moldau.storage.offset_index import CorruptIndexError, OffsetIndex
 from moldau.storage.time_index import TimeIndex
+from moldau.storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 __all__ = [
     "INDEX_SUFFIX",
     "LOG_SUFFIX",
     "TIME_INDEX_SUFFIX",
+    "TXN_INDEX_SUFFIX",
     "AppendedBatch",
     "DeferredCloser",
     "FileSlice",
@@ -134,7 +137,7 @@ class LogSegment:
     def __init__(
         self, directory: str, base_offset: int, fd: int, max_index_bytes: int, created_ms: int
     ) -> None:
-        self.directory = directory
+        self._directory = directory
         self.base_offset = base_offset
         self.created_ms = created_ms
         self.index_interval_bytes = 4096
@@ -144,6 +147,7 @@ class LogSegment:
                                         max_index_bytes)
         self.time_index = TimeIndex(segment_path(directory, base_offset, TIME_INDEX_SUFFIX), base_offset,
                                     max_index_bytes)
+        self.txn_index = TransactionIndex(segment_path(directory, base_offset, TXN_INDEX_SUFFIX))
         # None until known: computed from the tail on first use (see `_ensure_tail`).
         self._next_offset: int | None = None
         self._max_timestamp = -1
@@ -158,7 +162,7 @@ class LogSegment:
         cls, directory: str, base_offset: int, max_index_bytes: int, now_ms: int
     ) -> LogSegment:
         """A new, empty segment (any leftover files with the same base offset are emptied)."""
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             _remove_quietly(segment_path(directory, base_offset, suffix))
         path = segment_path(directory, base_offset, LOG_SUFFIX)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -176,6 +180,18 @@ class LogSegment:
         return cls(directory, base_offset, fd, max_index_bytes, now_ms)
 
     # -- facts ---------------------------------------------------------------------------------------
+
+    @property
+    def directory(self) -> str:
+        return self._directory
+
+    @directory.setter
+    def directory(self, directory: str) -> None:
+        """Follow a rename of the partition directory: later index writes go to the new place."""
+        self._directory = directory
+        self.offset_index.path = segment_path(directory, self.base_offset, INDEX_SUFFIX)
+        self.time_index.path = segment_path(directory, self.base_offset, TIME_INDEX_SUFFIX)
+        self.txn_index.path = segment_path(directory, self.base_offset, TXN_INDEX_SUFFIX)
 
     @property
     def fd(self) -> int:
@@ -518,6 +534,7 @@ class LogSegment:
         self._size = position
         self.offset_index.truncate_to(header.base_offset)
         self.time_index.truncate_to(header.base_offset)
+        self.txn_index.truncate_to(header.base_offset)
         self._next_offset = None
         self._max_timestamp_offset = None
         self._ensure_tail()
@@ -526,12 +543,13 @@ class LogSegment:
     # -- durability and lifetime ---------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync the log file and persist both indexes."""
+        """fsync the log file and persist the indexes."""
         os.fsync(self._fd)
         if self.offset_index.loaded:
             self.offset_index.flush()
         if self.time_index.loaded:
             self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self.offset_index.loaded:
@@ -546,6 +564,7 @@ class LogSegment:
         """Remove the files now; the fd is handed to `close_fd` (which may close it later)."""
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             _remove_quietly(segment_path(self.directory, self.base_offset, suffix))
+        self.txn_index.delete()
         close_fd(self._fd)
 
     def __repr__(self) -> str:

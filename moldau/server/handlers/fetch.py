@@ -12,12 +12,18 @@ the log end rather than the high watermark, their fetch offset reports their pos
 (which moves the high watermark and the ISR), and a follower whose last fetched epoch ends earlier in this log
 is told where to truncate (`diverging_epoch`, KIP-320) instead of getting records.
 
+Isolation (KIP-98): a read_committed consumer (`isolation_level` 1) reads up to the last stable offset and
+gets the aborted transactions overlapping what it fetched (producer id, first offset), so it can drop their
+records; read_uncommitted consumers read up to the high watermark and get none (null). Every partition answer
+carries the last stable offset.
+
 Fetch sessions (KIP-227) are not kept: every response says session id 0, which tells clients to send full
 fetch requests, as a Kafka broker with no session cache slots does.
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +40,12 @@ from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import ms_from_timedelta
 
+READ_COMMITTED = 1
+_BASE_AND_LENGTH = struct.Struct(">qi")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+_LAST_OFFSET_DELTA_POS = 23
+_LOG_OVERHEAD = 12
+
 
 @dataclass(slots=True)
 class _PartitionRead:
@@ -44,6 +56,8 @@ class _PartitionRead:
     log_start_offset: int = -1
     records: bytes | None = None
     diverging_epoch: tuple[int, int] | None = None
+    last_stable_offset: int = -1
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -92,8 +106,9 @@ def _read_all(ctx: RequestContext, request: Any, wanted: list[tuple[str | None, 
     remaining = request.max_bytes
     total = 0
     reads = []
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     for name, part, key in wanted:
-        read = _read_partition(ctx, name, part, key, remaining, total == 0, replica_id)
+        read = _read_partition(ctx, name, part, key, remaining, total == 0, replica_id, read_committed)
         size = len(read.records) if read.records else 0
         total += size
         remaining = max(0, remaining - size)
@@ -102,9 +117,9 @@ def _read_all(ctx: RequestContext, request: Any, wanted: list[tuple[str | None, 
 
 
 def _read_partition(ctx: RequestContext, name: str | None, part: Any, key: Any, remaining_bytes: int,
-                    min_one_batch: bool, replica_id: int) -> _PartitionRead:
-    """A consumer reads up to the high watermark; a follower (`replica_id` >= 0) up to the log end, after
-    reporting its position, unless its log has diverged from this one."""
+                    min_one_batch: bool, replica_id: int, read_committed: bool) -> _PartitionRead:
+    """A consumer reads up to the high watermark (read_committed: the last stable offset); a follower
+    (`replica_id` >= 0) up to the log end, after reporting its position, unless its log has diverged."""
     if name is None:
         return _PartitionRead(key, part.partition, ErrorCode.unknown_topic_id)
     replicas = ctx.broker.replicas
@@ -120,18 +135,36 @@ def _read_partition(ctx: RequestContext, name: str | None, part: Any, key: Any, 
             diverging = _diverging_epoch(plog, part.last_fetched_epoch, part.fetch_offset)
             if diverging is not None:
                 return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark,
-                                      plog.log_start_offset, None, diverging)
+                                      plog.log_start_offset, None, diverging, plog.last_stable_offset)
             replicas.on_replica_fetch(hosted, replica_id, part.fetch_offset)
             max_offset = plog.log_end_offset
+        elif read_committed:
+            max_offset = plog.last_stable_offset
         result = plog.read(part.fetch_offset, min(part.partition_max_bytes, remaining_bytes), min_one_batch,
                            max_offset)
+        records = result.read_bytes()
+        aborted = None
+        if read_committed and replica_id < 0:
+            aborted = plog.aborted_transactions(part.fetch_offset, _next_offset(records)) if records else []
     except KafkaError as exc:
         read = _PartitionRead(key, part.partition, exc.code)
         if exc.code == ErrorCode.offset_out_of_range:
             read.high_watermark, read.log_start_offset = plog.high_watermark, plog.log_start_offset
+            read.last_stable_offset = plog.last_stable_offset
         return read
     return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark, plog.log_start_offset,
-                          result.records)
+                          records, None, plog.last_stable_offset, aborted)
+
+
+def _next_offset(records: bytes) -> int:
+    """The offset after the last of the whole batches in `records` (not empty): the upper bound of the
+    aborted transactions a read_committed consumer needs for them."""
+    position = last = 0
+    while len(records) - position > _LAST_OFFSET_DELTA_POS + _LAST_OFFSET_DELTA.size:
+        last = position
+        position += _BASE_AND_LENGTH.unpack_from(records, position)[1] + _LOG_OVERHEAD
+    base_offset = _BASE_AND_LENGTH.unpack_from(records, last)[0]
+    return int(base_offset + _LAST_OFFSET_DELTA.unpack_from(records, last + _LAST_OFFSET_DELTA_POS)[0] + 1)
 
 
 def _diverging_epoch(plog: Any, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
@@ -158,7 +191,8 @@ def _response(ctx: RequestContext, code: ErrorCode, reads: list[_PartitionRead])
             partition=r.partition, error_code=r.error.value, high_watermark=r.high_watermark,
             # Empty, never null, records for a partition with an error or a diverging epoch: Kafka sends empty
             # ones, and librdkafka fails the whole response on a null record set ("MessageSetSize -1").
-            last_stable_offset=r.high_watermark, log_start_offset=r.log_start_offset,
+            last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
+            aborted_transactions=r.aborted_transactions,
             records=r.records if r.records is not None else b"",
             diverging_epoch=r.diverging_epoch,
         ))

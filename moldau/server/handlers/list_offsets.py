@@ -3,6 +3,10 @@
 Special timestamps: -1 latest (the high watermark), -2 earliest (log start offset), -3 the record with the
 largest timestamp (KIP-734), -4 earliest local (KIP-405; all data is local, so the log start offset),
 -5 latest tiered (KIP-1005; nothing is tiered, so "not found").
+
+Isolation (v2+, KIP-98): for read_committed (`isolation_level` 1) "latest" is the last stable offset, and, as
+in Kafka, an offset found by timestamp at or beyond what the consumer may read (the last stable offset for
+read_committed, else the high watermark) answers "not found".
 """
 
 from __future__ import annotations
@@ -16,34 +20,38 @@ from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+READ_COMMITTED = 1
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     topic_cls = ctx.nested("ListOffsetsTopicResponse")
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     topics = tuple(
-        make(topic_cls, name=t.name, partitions=tuple(_partition(ctx, t.name, p) for p in t.partitions))
+        make(topic_cls, name=t.name,
+             partitions=tuple(_partition(ctx, t.name, p, read_committed) for p in t.partitions))
         for t in request.topics
     )
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, topics=topics)
 
 
-def _partition(ctx: RequestContext, topic: str, request: Any) -> Any:
+def _partition(ctx: RequestContext, topic: str, request: Any, read_committed: bool) -> Any:
     cls = ctx.nested("ListOffsetsPartitionResponse")
     index = request.partition_index
     try:
         replicas = ctx.broker.replicas
         hosted = replicas.leader_partition(topic, index)
         replicas.check_leader_epoch(hosted, getattr(request, "current_leader_epoch", -1))
-        offset, timestamp = _lookup(hosted.log, request.timestamp)
+        offset, timestamp = _lookup(hosted.log, request.timestamp, read_committed)
     except KafkaError as exc:
         return make(cls, partition_index=index, error_code=exc.code, timestamp=-1, offset=-1, leader_epoch=-1)
     return make(cls, partition_index=index, error_code=ErrorCode.none, timestamp=timestamp, offset=offset,
                 leader_epoch=hosted.leader_epoch)
 
 
-def _lookup(plog: Any, timestamp: int) -> tuple[int, int]:
+def _lookup(plog: Any, timestamp: int, read_committed: bool) -> tuple[int, int]:
+    fetchable_end = plog.last_stable_offset if read_committed else plog.high_watermark
     if timestamp == LATEST:
-        return plog.high_watermark, -1
+        return fetchable_end, -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return plog.log_start_offset, -1
     if timestamp == LATEST_TIERED:
@@ -54,7 +62,7 @@ def _lookup(plog: Any, timestamp: int) -> tuple[int, int]:
         raise KafkaError(ErrorCode.invalid_request, f"unknown special timestamp {timestamp}")
     else:
         found = plog.offset_for_timestamp(timestamp)
-    if found is None:
+    if found is None or found[0] >= fetchable_end:
         return -1, -1
     return found[0], found[1]
 
