@@ -6,7 +6,8 @@ Layers, innermost first:
   time comes in as `now_ms`, pending requests are data (handles), completions come back as return values;
 - `consumer`, `assignors`: one KIP-848 consumer group (ConsumerGroupHeartbeat), sans-I/O, changed only by
   replaying the records it asks to append, and its server-side assignors;
-- `offsets`: committed offsets and the rules for committing, fetching, deleting and expiring them;
+- `offsets`: committed offsets, those pending in open transactions (TxnOffsetCommit), and the rules for
+  committing, fetching, deleting and expiring them;
 - `records`: the durable form, records of the compacted topic `__consumer_offsets` (Kafka's binary schemas);
 - `shard`: the groups and offsets of one `__consumer_offsets` partition, changed by replaying records;
 - `coordinator`: the shards this broker leads, the topic, appending records to the partition logs;

@@ -7,6 +7,11 @@
 - Every change is appended to the partition log as one record batch (no producer id) before anyone is told
   it happened: a commit is acknowledged only once its records are in the log, and members get their assignment
   only once the group's record is.
+- A TxnOffsetCommit is appended as one transactional batch of its producer (id and epoch, so the log fences
+  an old epoch); its offsets stay pending until `complete_transaction` is told that the transaction's marker
+  is in the log. Loading replays markers the same way, so pending state survives a restart or failover. The
+  first such batch of a transaction on a partition needs the log's verification guard (KIP-890), obtained
+  with `txn_verification` before the caller asks the transaction coordinator.
 - Deadlines (sessions, join and sync timeouts) are kept in a heap of (deadline, group), so `tick` touches only
   groups with something due, and `next_deadline_ms` tells the caller when to tick next.
 
@@ -19,6 +24,7 @@ import heapq
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
@@ -44,11 +50,12 @@ from moldau.coordinator.group.records import (
     partition_for,
 )
 from moldau.coordinator.group.settings import CoordinatorSettings
-from moldau.coordinator.group.shard import GroupShard
+from moldau.coordinator.group.shard import NO_PRODUCER_ID, GroupShard
 from moldau.metadata.image import MetadataImage
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.record_batch import split_batches
+from moldau.protocol.record_batch import MAGIC_V2, BatchHeader, InvalidBatch, split_batches
 from moldau.replication.replica_manager import HostedPartition, ReplicaManager
+from moldau.storage.control_batch import parse_marker
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +64,35 @@ OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact",
 _READ_CHUNK_BYTES = 1024 * 1024
 _MAX_BATCH_BYTES = 2**31 - 1
 _RETRY_EXPIRY_MS = 1000
+_TRANSACTIONAL_ATTRIBUTE = 0x10  # bit 4 of a batch's attributes
+
+
+@dataclass(frozen=True, slots=True)
+class Producer:
+    """Who writes a batch: a transactional producer's id and epoch, or no one (NO_PRODUCER)."""
+
+    producer_id: int
+    producer_epoch: int
+
+
+NO_PRODUCER = Producer(NO_PRODUCER_ID, -1)
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedRecord:
+    """A record read back from the log, where it is, and the producer if its batch is transactional."""
+
+    record: Record
+    log_offset: int
+    producer_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedMarker:
+    """A transaction marker read back from the log: the producer's transaction committed or aborted."""
+
+    producer_id: int
+    commit: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +133,12 @@ class GroupCoordinator:
     def _load(self, partition: int, now_ms: int) -> None:
         shard = GroupShard(partition, self.settings.shard, self._new_member_id)
         count = 0
-        for record in self._read_partition(partition):
-            shard.replay(record, now_ms)
-            count += 1
+        for item in self._read_partition(partition):
+            if isinstance(item, LoggedMarker):
+                shard.end_transaction(item.producer_id, item.commit)
+            else:
+                shard.replay(item.record, now_ms, item.log_offset, item.producer_id)
+                count += 1
         self.shards[partition] = shard
         for consumer in shard.consumer_groups.values():
             consumer.start_sessions(now_ms)
@@ -108,7 +147,8 @@ class GroupCoordinator:
         if count:
             log.info("loaded %s-%d: %d records, %d groups", OFFSETS_TOPIC, partition, count, len(shard.groups))
 
-    def _read_partition(self, partition: int) -> Iterator[Record]:
+    def _read_partition(self, partition: int) -> Iterator[LoggedRecord | LoggedMarker]:
+        """Everything the partition holds, in log order (up to the log end: the coordinator loads as leader)."""
         plog = self._hosted(partition).log
         offset = plog.log_start_offset
         while offset < plog.log_end_offset:
@@ -117,16 +157,37 @@ class GroupCoordinator:
             if not data:
                 return
             batches = MemoryRecords(data)
+            position = 0  # of the batch in `data`, to hand a control batch's bytes to the marker parser
             while (batch := batches.next_batch()) is not None:
-                for rec in batch:
-                    if rec.key is None:
-                        continue
-                    try:
-                        yield decode(bytes(rec.key), None if rec.value is None else bytes(rec.value))
-                    except (RecordFormatError, UnicodeDecodeError) as exc:
-                        log.warning("skipping unreadable record at %s-%d@%d: %s", OFFSETS_TOPIC, partition,
-                                    rec.offset, exc)
+                if batch.is_control_batch:
+                    yield from self._marker(partition, batch, data[position:position + batch.size_in_bytes])
+                else:
+                    yield from self._records(partition, batch)
+                position += batch.size_in_bytes
                 offset = batch.next_offset
+
+    def _records(self, partition: int, batch: Any) -> Iterator[LoggedRecord]:
+        producer_id = batch.producer_id if batch.is_transactional else NO_PRODUCER_ID
+        for rec in batch:
+            if rec.key is None:
+                continue
+            try:
+                record = decode(bytes(rec.key), None if rec.value is None else bytes(rec.value))
+            except (RecordFormatError, UnicodeDecodeError) as exc:
+                log.warning("skipping unreadable record at %s-%d@%d: %s", OFFSETS_TOPIC, partition, rec.offset, exc)
+                continue
+            yield LoggedRecord(record, rec.offset, producer_id)
+
+    def _marker(self, partition: int, batch: Any, data: bytes) -> Iterator[LoggedMarker]:
+        """A control batch: a transaction marker ends its producer's transaction; other kinds are skipped."""
+        try:
+            marker = parse_marker(data)
+        except InvalidBatch as exc:
+            log.warning("skipping unreadable control batch at %s-%d@%d: %s", OFFSETS_TOPIC, partition,
+                        batch.base_offset, exc)
+            return
+        if marker is not None:
+            yield LoggedMarker(batch.producer_id, marker.commit)
 
     def _hosted(self, partition: int) -> HostedPartition:
         return self._replicas.leader_partition(OFFSETS_TOPIC, partition)
@@ -187,27 +248,35 @@ class GroupCoordinator:
 
     # -- writing -------------------------------------------------------------------------------------------
 
-    def _append(self, partition: int, records: Sequence[Record], now_ms: int) -> None:
-        """Append `records` as one batch. Raises KafkaError when the log refuses it."""
-        builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                            producer_epoch=-1, base_sequence=-1, batch_size=_MAX_BATCH_BYTES)
+    def _append(self, partition: int, records: Sequence[Record], now_ms: int, producer: Producer = NO_PRODUCER,
+                verification_guard: object | None = None) -> int:
+        """Append `records` as one batch; returns the log offset of the first. Raises KafkaError when the log
+        refuses it (for a transactional batch also the producer's errors: a fenced epoch, no open transaction)."""
+        transactional = producer.producer_id != NO_PRODUCER_ID
+        # Sequence -1: the coordinator's batches are not deduplicated; the epoch alone fences an old producer.
+        builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=transactional,
+                                            producer_id=producer.producer_id, producer_epoch=producer.producer_epoch,
+                                            base_sequence=-1, batch_size=_MAX_BATCH_BYTES)
         for i, record in enumerate(records):
             key, value = encode(record)
             builder.append(i, now_ms, key, value, [])
         hosted = self._hosted(partition)
         # acks=all, as Kafka writes its offsets topic: refused when the ISR is below min.insync.replicas.
-        self._replicas.append_as_leader(hosted, split_batches(bytes(builder.build())), required_acks=-1)
+        result = self._replicas.append_as_leader(hosted, split_batches(bytes(builder.build())), required_acks=-1,
+                                                 verification_guard=verification_guard)
+        return result.first_offset
 
-    def _write(self, shard: GroupShard, records: Sequence[Record], now_ms: int) -> ErrorCode:
+    def _write(self, shard: GroupShard, records: Sequence[Record], now_ms: int, producer: Producer = NO_PRODUCER,
+               verification_guard: object | None = None) -> ErrorCode:
         """Append, then replay: state changes only once the records are in the log."""
         if not records:
             return ErrorCode.none
         try:
-            self._append(shard.partition, records, now_ms)
+            first_offset = self._append(shard.partition, records, now_ms, producer, verification_guard)
         except KafkaError as exc:
             log.warning("cannot write to %s-%d: %s", OFFSETS_TOPIC, shard.partition, exc.message)
             return write_error(exc.code)
-        shard.replay_all(records, now_ms)
+        shard.replay_all(records, now_ms, first_offset, producer.producer_id)
         return ErrorCode.none
 
     def _settle(self, shard: GroupShard, group_id: str, fx: Effects, now_ms: int) -> list[Completion]:
@@ -330,6 +399,53 @@ class GroupCoordinator:
             self._schedule(shard, group_id)
         return write.errors
 
+    def txn_verification(self, group_id: str, producer: Producer) -> tuple[int, object] | None:
+        """Whether the producer's batch would open its transaction on the group's partition, so that the
+        transaction coordinator must first confirm the partition is in the transaction (KIP-890): then the
+        partition and the log's guard to append with; None when no check is needed, or the partition is not
+        led here (the commit itself answers that)."""
+        try:
+            hosted = self._hosted(self.partition_of(group_id))
+        except KafkaError:
+            return None
+        if not hosted.log.needs_verification(_txn_header(producer)):
+            return None
+        return hosted.partition, hosted.log.verification_guard(producer.producer_id)
+
+    def txn_commit_offsets(self, group_id: str, producer: Producer, member_id: str, instance_id: str | None,
+                           generation_id: int, commits: Sequence[OffsetCommit], now_ms: int,
+                           verification_guard: object | None = None) -> list[ErrorCode]:
+        """TxnOffsetCommit: one error per commit, in order. The accepted ones are in the log when this returns,
+        pending until the transaction's marker (`complete_transaction`). `verification_guard`: see
+        `txn_verification`."""
+        if producer.producer_id == NO_PRODUCER_ID:
+            # Its batch would not be transactional: the offsets would be committed at once, outside any transaction.
+            return [ErrorCode.invalid_producer_id_mapping] * len(commits)
+        try:
+            shard = self.shard(group_id)
+        except KafkaError as exc:
+            return [exc.code] * len(commits)
+        write = shard.txn_commit(group_id, member_id, instance_id, generation_id, commits, now_ms)
+        error = self._write(shard, write.records, now_ms, producer, verification_guard)
+        if error != ErrorCode.none:
+            return [error if e == ErrorCode.none else e for e in write.errors]
+        if group_id in shard.groups or group_id in shard.consumer_groups:
+            self._schedule(shard, group_id)
+        return write.errors
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool, now_ms: int) -> None:
+        """A transaction marker of `producer_id` is now in the log of `__consumer_offsets` partition `partition`:
+        its pending offsets there become committed, or are dropped.
+
+        The call may come a while after the marker's append (once replicated): plain commits appended in
+        between are safe, the newer record wins; the producer's next transaction cannot have committed offsets
+        yet, since it starts only once all its markers are written. A partition not loaded here is left alone:
+        loading it replays the marker from the log.
+        """
+        shard = self.shards.get(partition)
+        if shard is not None:
+            shard.end_transaction(producer_id, commit)
+
     def replication_target(self, group_id: str) -> tuple[HostedPartition, int] | None:
         """The group's partition if led here, and its log end: what a write must be replicated up to."""
         try:
@@ -339,8 +455,9 @@ class GroupCoordinator:
         return hosted, hosted.log.log_end_offset
 
     def fetch_offsets(self, group_id: str, requested: Requested | None, member_id: str | None = None,
-                      member_epoch: int = -1) -> tuple[ErrorCode, Fetched]:
-        """Committed offsets; a member of a consumer (KIP-848) group that names itself must be current."""
+                      member_epoch: int = -1, require_stable: bool = False) -> tuple[ErrorCode, Fetched]:
+        """Committed offsets; a member of a consumer (KIP-848) group that names itself must be current.
+        With `require_stable`, partitions with an open transactional commit answer UNSTABLE_OFFSET_COMMIT."""
         try:
             shard = self.shard(group_id)
         except KafkaError as exc:
@@ -350,7 +467,7 @@ class GroupCoordinator:
             error = consumer.validate_offset_commit(member_id, member_epoch)
             if error != ErrorCode.none:
                 return error, []
-        return ErrorCode.none, shard.fetch(group_id, requested)
+        return ErrorCode.none, shard.fetch(group_id, requested, require_stable)
 
     def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition],
                        now_ms: int) -> tuple[ErrorCode, list[ErrorCode]]:
@@ -407,12 +524,28 @@ class GroupCoordinator:
 
 
 def write_error(code: ErrorCode) -> ErrorCode:
-    """What a client is told when the coordinator's append fails (Kafka's mapping)."""
+    """What a client is told when the coordinator's append fails (Kafka's mapping).
+
+    The producer's errors come only from transactional appends and reach the client as they are, except that
+    a fenced producer is INVALID_PRODUCER_EPOCH: what TxnOffsetCommit clients treat as fenced (PRODUCER_FENCED is
+    not an answer this API's clients know)."""
     if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size):
         return ErrorCode.invalid_commit_offset_size
     if code == ErrorCode.not_leader_or_follower:
         return ErrorCode.not_coordinator
+    if code in (ErrorCode.invalid_producer_epoch, ErrorCode.producer_fenced):
+        return ErrorCode.invalid_producer_epoch
+    if code in (ErrorCode.invalid_txn_state, ErrorCode.invalid_producer_id_mapping):
+        return code
     return ErrorCode.coordinator_not_available
+
+
+def _txn_header(producer: Producer) -> BatchHeader:
+    """What the log looks at to decide whether a producer's batch opens a transaction."""
+    return BatchHeader(base_offset=0, batch_length=0, partition_leader_epoch=-1, magic=MAGIC_V2, crc=0,
+                       attributes=_TRANSACTIONAL_ATTRIBUTE, last_offset_delta=0, base_timestamp=0, max_timestamp=0,
+                       producer_id=producer.producer_id, producer_epoch=producer.producer_epoch, base_sequence=-1,
+                       records_count=1)
 
 
 def _failed(completion: Completion) -> Completion:

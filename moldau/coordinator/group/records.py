@@ -19,8 +19,13 @@ and compaction, which keeps the latest record per key, eventually forgets it. A 
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
+
+from moldau.coordinator.record_codec import Reader as _Reader
+from moldau.coordinator.record_codec import RecordFormatError as RecordFormatError
+from moldau.coordinator.record_codec import Writer as _Writer
+from moldau.coordinator.record_codec import java_string_hash as java_string_hash
+from moldau.coordinator.record_codec import partition_for as partition_for
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -28,14 +33,6 @@ OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
 GROUP_VALUE_VERSION = 3
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-
-
-class RecordFormatError(ValueError):
-    """A key or value that is not one of the schemas above."""
 
 
 # -- entities ------------------------------------------------------------------------------------------------
@@ -83,55 +80,7 @@ class GroupValue:
     members: tuple[MemberValue, ...]
 
 
-# -- placement -----------------------------------------------------------------------------------------------
-
-
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode: h = 31*h + c over UTF-16 code units, in signed 32-bit arithmetic."""
-    data = text.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    """The `__consumer_offsets` partition of a group (Kafka's Utils.abs maps MIN_VALUE to 0)."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(2**31) else abs(h)) % partitions
-
-
 # -- encoding ------------------------------------------------------------------------------------------------
-
-
-class _Writer:
-    def __init__(self, version: int) -> None:
-        self.buf = bytearray(_I16.pack(version))
-
-    def i16(self, v: int) -> _Writer:
-        self.buf += _I16.pack(v)
-        return self
-
-    def i32(self, v: int) -> _Writer:
-        self.buf += _I32.pack(v)
-        return self
-
-    def i64(self, v: int) -> _Writer:
-        self.buf += _I64.pack(v)
-        return self
-
-    def string(self, v: str | None) -> _Writer:
-        if v is None:
-            return self.i16(-1)
-        data = v.encode()
-        self.i16(len(data))
-        self.buf += data
-        return self
-
-    def bytes_(self, v: bytes) -> _Writer:
-        self.i32(len(v))
-        self.buf += v
-        return self
 
 
 def encode_key(key: RecordKey) -> bytes:
@@ -159,49 +108,6 @@ def encode_value(value: RecordValue | None) -> bytes | None:
 
 
 # -- decoding ------------------------------------------------------------------------------------------------
-
-
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def _take(self, fmt: struct.Struct) -> int:
-        if self.pos + fmt.size > len(self.data):
-            raise RecordFormatError("record ends early")
-        (v,) = fmt.unpack_from(self.data, self.pos)
-        self.pos += fmt.size
-        return int(v)
-
-    def i16(self) -> int:
-        return self._take(_I16)
-
-    def i32(self) -> int:
-        return self._take(_I32)
-
-    def i64(self) -> int:
-        return self._take(_I64)
-
-    def _raw(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise RecordFormatError("record ends early")
-        out = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def nullable_string(self) -> str | None:
-        n = self.i16()
-        return None if n == -1 else self._raw(n).decode()
-
-    def string(self) -> str:
-        v = self.nullable_string()
-        if v is None:
-            raise RecordFormatError("null where a string is required")
-        return v
-
-    def bytes_(self) -> bytes:
-        n = self.i32()
-        return b"" if n == -1 else self._raw(n)
 
 
 def decode_key(data: bytes) -> RecordKey:

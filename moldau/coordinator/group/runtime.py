@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from moldau.clock import Clock
 from moldau.coordinator.group.consumer import HeartbeatRequest, HeartbeatResult
-from moldau.coordinator.group.coordinator import GroupCoordinator, ListedGroup, write_error
+from moldau.coordinator.group.coordinator import GroupCoordinator, ListedGroup, Producer, write_error
 from moldau.coordinator.group.member import (
     Completion,
     Handle,
@@ -29,6 +29,7 @@ from moldau.coordinator.group.member import (
     SyncResult,
 )
 from moldau.coordinator.group.offsets import Fetched, OffsetCommit, Requested, TopicPartition
+from moldau.coordinator.group.records import OFFSETS_TOPIC
 from moldau.metadata.image import MetadataImage
 from moldau.protocol.errors import ErrorCode
 from moldau.replication.replica_manager import ReplicaManager
@@ -36,6 +37,10 @@ from moldau.replication.replica_manager import ReplicaManager
 log = logging.getLogger(__name__)
 
 _RETRY_AFTER_ERROR_S = 1.0
+
+# Asks the transaction coordinator whether a partition is in a producer's open transaction (KIP-890):
+# (transactional id, producer id, producer epoch, (topic, partition)) -> ErrorCode.none if it is.
+Verifier = Callable[[str, int, int, TopicPartition], Awaitable[ErrorCode]]
 
 
 class GroupRuntime:
@@ -134,6 +139,33 @@ class GroupRuntime:
         errors = self.coordinator.commit_offsets(group_id, member_id, instance_id, generation_id, commits, version,
                                                  self.now_ms())
         self._after_input()
+        return await self._replicated(group_id, errors)
+
+    async def txn_commit_offsets(self, group_id: str, transactional_id: str, producer_id: int, producer_epoch: int,
+                                 member_id: str, instance_id: str | None, generation_id: int,
+                                 commits: Sequence[OffsetCommit], verify: Verifier | None = None) -> list[ErrorCode]:
+        """TxnOffsetCommit: one error per commit, given once the accepted ones are on every in-sync replica.
+        They become visible when the transaction commits (`complete_transaction`).
+
+        With `verify` (transaction.partition.verification.enable), the producer's first commit of a transaction
+        to this partition waits for the transaction coordinator to confirm that the group's partition is in
+        the transaction (AddOffsetsToTxn added it); a refusal is the answer for every partition."""
+        producer = Producer(producer_id, producer_epoch)
+        check = self.coordinator.txn_verification(group_id, producer) if verify is not None else None
+        guard = None
+        if verify is not None and check is not None:
+            partition, guard = check
+            code = await verify(transactional_id, producer_id, producer_epoch, (OFFSETS_TOPIC, partition))
+            if code != ErrorCode.none:
+                return [write_error(code)] * len(commits)
+        errors = self.coordinator.txn_commit_offsets(group_id, producer, member_id, instance_id, generation_id,
+                                                     commits, self.now_ms(), guard)
+        self._after_input()
+        return await self._replicated(group_id, errors)
+
+    async def _replicated(self, group_id: str, errors: list[ErrorCode]) -> list[ErrorCode]:
+        """acks=all for a write just made to the group's partition: wait until the ISR has it; if it cannot,
+        the partitions that were accepted get the write's error instead."""
         target = self.coordinator.replication_target(group_id)
         if target is None or all(e != ErrorCode.none for e in errors):
             return errors
@@ -143,9 +175,13 @@ class GroupRuntime:
             return errors
         return [write_error(code) if e == ErrorCode.none else e for e in errors]
 
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker is now in `__consumer_offsets` partition `partition` (see the coordinator's)."""
+        self.coordinator.complete_transaction(partition, producer_id, commit, self.now_ms())
+
     def fetch_offsets(self, group_id: str, requested: Requested | None, member_id: str | None = None,
-                      member_epoch: int = -1) -> tuple[ErrorCode, Fetched]:
-        return self.coordinator.fetch_offsets(group_id, requested, member_id, member_epoch)
+                      member_epoch: int = -1, require_stable: bool = False) -> tuple[ErrorCode, Fetched]:
+        return self.coordinator.fetch_offsets(group_id, requested, member_id, member_epoch, require_stable)
 
     def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
                        ) -> tuple[ErrorCode, list[ErrorCode]]:

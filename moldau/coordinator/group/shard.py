@@ -5,6 +5,14 @@ the caller appends them and then passes the same records to `replay`, as it does
 the partition after a restart. Group membership is the one exception, as in Kafka: the live group object is
 the state, and its record (`group_record`) is a snapshot written whenever a generation is settled or the group
 becomes empty, so replaying it rebuilds the group as last persisted.
+
+Transactional offset commits (TxnOffsetCommit) are offset records in a batch of the transaction's producer;
+`replay` given that producer id keeps them pending, invisible to OffsetFetch, until `end_transaction` replays
+the transaction's marker. Around them, Kafka's rules:
+
+- a tombstone for a partition (OffsetDelete, DeleteGroups, expiry) also drops the pending commits for it, so
+  OffsetDelete and DeleteGroups write one for a partition with only a pending commit too;
+- expiry leaves alone a partition with a pending commit, and a group with any.
 """
 
 from __future__ import annotations
@@ -37,7 +45,16 @@ from moldau.coordinator.group.member import (
     SyncRequest,
     SyncResult,
 )
-from moldau.coordinator.group.offsets import Fetched, OffsetCommit, OffsetStore, Requested, TopicPartition
+from moldau.coordinator.group.offsets import (
+    UNKNOWN_LOG_OFFSET,
+    Fetched,
+    OffsetCommit,
+    OffsetStore,
+    PendingOffset,
+    PendingOffsets,
+    Requested,
+    TopicPartition,
+)
 from moldau.coordinator.group.records import (
     CG_METADATA,
     ConsumerGroupKey,
@@ -48,6 +65,9 @@ from moldau.coordinator.group.records import (
     Record,
 )
 from moldau.protocol.errors import ErrorCode
+
+# The producer id of batches written outside transactions.
+NO_PRODUCER_ID = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +94,7 @@ class GroupShard:
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups; an id is in one table only
         self.offsets = OffsetStore()
+        self.pending = PendingOffsets()
         self._new_member_id = new_member_id
 
     def _new_group(self, group_id: str, now_ms: int) -> ClassicGroup:
@@ -83,17 +104,18 @@ class GroupShard:
 
     # -- replay --------------------------------------------------------------------------------------------
 
-    def replay(self, record: Record, now_ms: int) -> None:
-        """Apply one record of this partition: the only way offsets and deletions change."""
+    def replay(self, record: Record, now_ms: int, log_offset: int = UNKNOWN_LOG_OFFSET,
+               producer_id: int = NO_PRODUCER_ID) -> None:
+        """Apply one record of this partition: the only way offsets and deletions change.
+
+        `log_offset` is where the record is in the log; `producer_id` that of its batch if the batch is
+        transactional (its offsets then wait for the transaction's marker)."""
         key, value = record.key, record.value
         if isinstance(key, ConsumerGroupKey):
             self._replay_consumer(key, value)
         elif isinstance(key, OffsetKey):
             assert value is None or isinstance(value, OffsetValue)
-            if value is not None and key.group not in self.groups and key.group not in self.consumer_groups:
-                # A group known only by its commits; dated by the record, so a reload dates it the same.
-                self._new_group(key.group, value.commit_timestamp_ms)
-            self.offsets.apply(key, value)
+            self._replay_offset(key, value, log_offset, producer_id)
         elif value is None:
             group = self.groups.pop(key.group, None)
             if group is not None:
@@ -102,6 +124,29 @@ class GroupShard:
             assert isinstance(value, GroupValue)
             self.groups[key.group] = ClassicGroup.from_record(key.group, value, self.settings.limits, now_ms,
                                                               self._new_member_id)
+
+    def _replay_offset(self, key: OffsetKey, value: OffsetValue | None, log_offset: int, producer_id: int) -> None:
+        if value is None:
+            self.offsets.apply(key, None)
+            self.pending.discard(key)
+            return
+        if key.group not in self.groups and key.group not in self.consumer_groups:
+            # A group known only by its commits; dated by the record, so a reload dates it the same. A
+            # transactional commit creates it too, as in Kafka, even if the transaction aborts later.
+            self._new_group(key.group, value.commit_timestamp_ms)
+        if producer_id == NO_PRODUCER_ID:
+            self.offsets.apply(key, value, log_offset)
+        else:
+            self.pending.add(producer_id, key, PendingOffset(value, log_offset))
+
+    def end_transaction(self, producer_id: int, commit: bool) -> None:
+        """Replay a transaction marker: the producer's pending offsets become committed, or are dropped.
+
+        On commit each applies only if its record is newer than the committed offset's, so a plain commit
+        written while the transaction was open is not overwritten by an older transactional one."""
+        for key, pending in self.pending.end(producer_id).items():
+            if commit:
+                self.offsets.materialize(key, pending)
 
     def _replay_consumer(self, key: ConsumerGroupKey, value: object | None) -> None:
         group = self.consumer_groups.get(key.group)
@@ -115,9 +160,12 @@ class GroupShard:
         if key.record_type == CG_METADATA and value is None:
             del self.consumer_groups[key.group]  # the group's deletion
 
-    def replay_all(self, records: Iterable[Record], now_ms: int) -> None:
-        for record in records:
-            self.replay(record, now_ms)
+    def replay_all(self, records: Iterable[Record], now_ms: int, first_offset: int = UNKNOWN_LOG_OFFSET,
+                   producer_id: int = NO_PRODUCER_ID) -> None:
+        """Replay one appended batch, whose records sit at consecutive log offsets from `first_offset`."""
+        for i, record in enumerate(records):
+            offset = UNKNOWN_LOG_OFFSET if first_offset == UNKNOWN_LOG_OFFSET else first_offset + i
+            self.replay(record, now_ms, offset, producer_id)
 
     def group_record(self, group_id: str) -> Record:
         return Record(GroupKey(group_id), self.groups[group_id].to_record())
@@ -196,6 +244,19 @@ class GroupShard:
         else:
             group_error = rules.validate_commit(self.groups.get(group_id), generation_id, member_id, instance_id,
                                                 version)
+        return self._offset_records(group_id, group_error, commits, now_ms)
+
+    def txn_commit(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+                   commits: Sequence[OffsetCommit], now_ms: int) -> Write:
+        """Validate a TxnOffsetCommit; the records are the same as a commit's, appended in the producer's
+        transactional batch. `generation_id` is the member epoch for a consumer (KIP-848) group."""
+        consumer = self.consumer_groups.get(group_id)
+        group = consumer if consumer is not None else self.groups.get(group_id)
+        group_error = rules.validate_txn_commit(group, generation_id, member_id, instance_id)
+        return self._offset_records(group_id, group_error, commits, now_ms)
+
+    def _offset_records(self, group_id: str, group_error: ErrorCode, commits: Sequence[OffsetCommit],
+                        now_ms: int) -> Write:
         if group_error != ErrorCode.none:
             return Write([], [group_error] * len(commits))
         records, errors = [], []
@@ -207,8 +268,17 @@ class GroupShard:
                 records.append(Record(OffsetKey(group_id, c.topic, c.partition), value))
         return Write(records, errors)
 
-    def fetch(self, group_id: str, requested: Requested | None) -> Fetched:
-        return rules.fetch(self.offsets.of(group_id), requested)
+    def fetch(self, group_id: str, requested: Requested | None, require_stable: bool = False) -> Fetched:
+        unstable = self.pending.partitions(group_id) if require_stable else {}
+        return rules.fetch(self.offsets.of(group_id), requested, unstable)
+
+    def _has_offset(self, group_id: str, tp: TopicPartition) -> bool:
+        """A committed or a pending offset: either needs a tombstone to be deleted."""
+        return tp in self.offsets.of(group_id) or tp in self.pending.partitions(group_id)
+
+    def _offset_partitions(self, group_id: str) -> list[TopicPartition]:
+        pending = [tp for tp in self.pending.partitions(group_id) if tp not in self.offsets.of(group_id)]
+        return [*self.offsets.of(group_id), *sorted(pending)]
 
     def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]) -> tuple[ErrorCode, Write]:
         """OffsetDelete: a tombstone per partition, except for topics the group still consumes."""
@@ -225,14 +295,14 @@ class GroupShard:
                 errors.append(ErrorCode.group_subscribed_to_topic)
                 continue
             errors.append(ErrorCode.none)
-            if (topic, partition) in self.offsets.of(group_id):
+            if self._has_offset(group_id, (topic, partition)):
                 records.append(Record(OffsetKey(group_id, topic, partition), None))
         return ErrorCode.none, Write(records, errors)
 
     def _delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition], topics: frozenset[str]) -> Write:
         errors = [ErrorCode.group_subscribed_to_topic if t in topics else ErrorCode.none for t, _ in partitions]
         records = [Record(OffsetKey(group_id, t, p), None) for t, p in partitions
-                   if t not in topics and (t, p) in self.offsets.of(group_id)]
+                   if t not in topics and self._has_offset(group_id, (t, p))]
         return Write(records, errors)
 
     def delete_group(self, group_id: str) -> tuple[ErrorCode, list[Record]]:
@@ -241,14 +311,14 @@ class GroupShard:
         if consumer is not None:
             if not consumer.is_empty():
                 return ErrorCode.non_empty_group, []
-            offsets = [Record(OffsetKey(group_id, t, p), None) for t, p in self.offsets.of(group_id)]
+            offsets = [Record(OffsetKey(group_id, t, p), None) for t, p in self._offset_partitions(group_id)]
             return ErrorCode.none, offsets + consumer.tombstones()
         group = self.groups.get(group_id)
         if group is None or group.state == GroupState.DEAD:
             return ErrorCode.group_id_not_found, []
         if group.state != GroupState.EMPTY:
             return ErrorCode.non_empty_group, []
-        return ErrorCode.none, self._tombstones(group_id, list(self.offsets.of(group_id)), delete_group=True)
+        return ErrorCode.none, self._tombstones(group_id, self._offset_partitions(group_id), delete_group=True)
 
     def _tombstones(self, group_id: str, partitions: Sequence[TopicPartition], delete_group: bool) -> list[Record]:
         records = [Record(OffsetKey(group_id, t, p), None) for t, p in partitions]
@@ -267,8 +337,9 @@ class GroupShard:
             group = self.groups.get(group_id)
             offsets = self.offsets.of(group_id)
             gone = rules.expired(group, offsets, now_ms, self.settings.offsets_retention_ms)
+            gone = self._not_pending(group_id, gone)
             idle = group is None or (group.state == GroupState.EMPTY and not group.has_pending_members())
-            forget = idle and len(gone) == len(offsets)
+            forget = idle and len(gone) == len(offsets) and not self.pending.has_group(group_id)
             if gone or forget:
                 changes.append(self._tombstones(group_id, gone, delete_group=forget))
         return changes
@@ -280,13 +351,20 @@ class GroupShard:
             return []
         offsets = self.offsets.of(group.group_id)
         retention = self.settings.offsets_retention_ms
-        gone = [tp for tp, v in offsets.items() if now_ms - v.commit_timestamp_ms >= retention]
-        if not gone and offsets:
+        gone = self._not_pending(group.group_id, [tp for tp, v in offsets.items()
+                                                  if now_ms - v.commit_timestamp_ms >= retention])
+        forget = len(gone) == len(offsets) and not self.pending.has_group(group.group_id)
+        if not gone and not forget:
             return []
         records = [Record(OffsetKey(group.group_id, t, p), None) for t, p in gone]
-        if len(gone) == len(offsets):
+        if forget:
             records += group.tombstones()
         return [records]
+
+    def _not_pending(self, group_id: str, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """Expiry waits for open transactions: their commit would otherwise land after the tombstone."""
+        pending = self.pending.partitions(group_id)
+        return [tp for tp in partitions if tp not in pending]
 
     def unload(self) -> Effects:
         """This broker no longer coordinates the partition: answer whatever waits."""
@@ -295,6 +373,7 @@ class GroupShard:
             fx.merge(group.mark_dead())
         self.groups.clear()
         self.consumer_groups.clear()
+        self.pending.clear()  # rebuilt from the log by whoever loads the partition next
         return fx
 
 
