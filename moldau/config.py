@@ -74,7 +74,6 @@ NOT_YET_ACTED_ON: frozenset[str] = frozenset({
     "compression.type", "listener.security.protocol.map", "log.flush.scheduler.interval.ms",
     "log.message.downconversion.enable", "log.preallocate", "log.roll.jitter.hours", "log.roll.jitter.ms",
     "num.io.threads", "num.network.threads", "ssl.keystore.password",
-    "transaction.max.timeout.ms", "transactional.id.expiration.ms",
     # topic
     "message.downconversion.enable", "preallocate", "segment.jitter.ms",
 })
@@ -633,6 +632,24 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "How long an idle transactional id is kept.", at_least(1)),
     ConfigDef("transaction.max.timeout.ms", _T.INT, "900000",
               "The longest transaction timeout a producer may ask for.", at_least(1)),
+    ConfigDef("transaction.state.log.num.partitions", _T.INT, "50",
+              "Partitions of the transaction state topic.", at_least(1)),
+    ConfigDef("transaction.state.log.replication.factor", _T.SHORT, "3",
+              "Replication factor of the transaction state topic; capped at the number of registered brokers "
+              "when it is created.", at_least(1)),
+    ConfigDef("transaction.state.log.min.isr", _T.INT, "2",
+              "min.insync.replicas of the transaction state topic; capped at its replication factor.", at_least(1)),
+    ConfigDef("transaction.state.log.segment.bytes", _T.INT, "104857600",
+              "Segment size of the transaction state topic.", at_least(1)),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", _T.INT, "10000",
+              "How often the transaction coordinator aborts transactions that outlived their timeout.",
+              at_least(1)),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", _T.INT, "3600000",
+              "How often the transaction coordinator forgets transactional ids idle for "
+              "transactional.id.expiration.ms.", at_least(1)),
+    ConfigDef("transaction.partition.verification.enable", _T.BOOLEAN, "true",
+              "Before the first transactional write to a partition, ask the transaction coordinator whether the "
+              "partition is in the producer's transaction (KIP-890), so a late write cannot join a finished one."),
     ConfigDef("producer.id.expiration.ms", _T.INT, "86400000",
               "How long an idle producer id's state is kept.", at_least(1)),
 )

@@ -132,6 +132,8 @@ class ReplicaManager:
         self.start_fetcher: Callable[[int], ReplicaFetcher] | None = None
         self._isr_task: asyncio.Task[None] | None = None
         self._proposals: set[asyncio.Task[None]] = set()
+        # transaction.partition.verification.enable: whether a transaction's first write needs a verified guard.
+        self.transaction_verification = True
 
     def _now_ms(self) -> int:
         return int(self._clock.monotonic_ms())
@@ -199,6 +201,7 @@ class ReplicaManager:
             plog.config = config  # a log found on disk was opened with the defaults
         # The high watermark moves with the ISR (`_advance_high_watermark`), not with every append.
         plog.high_watermark_follows_log_end = False
+        plog.transaction_verification = self.transaction_verification
         return HostedPartition(topic.name, part.partition, topic.topic_id, plog, NO_LEADER, -1)
 
     def _take_role(self, hosted: HostedPartition, part: PartitionImage) -> None:
@@ -338,18 +341,29 @@ class ReplicaManager:
     # -- the leader's side --------------------------------------------------------------------------------------
 
     def append_as_leader(self, hosted: HostedPartition, batches: list[tuple[BatchHeader, memoryview]],
-                         required_acks: int = 1) -> AppendResult:
+                         required_acks: int = 1, verification_guard: object | None = None) -> AppendResult:
         """Append to a partition led here. Raises KafkaError; with acks=all, NOT_ENOUGH_REPLICAS when the ISR is
         smaller than min.insync.replicas (checked before anything is written, as Kafka does)."""
-        if required_acks == -1 and len(hosted.isr) < hosted.log.config.min_insync_replicas:
-            raise KafkaError(ErrorCode.not_enough_replicas,
-                             f"the ISR of {hosted.topic}-{hosted.partition} is {list(hosted.isr)}, fewer than "
-                             f"min.insync.replicas={hosted.log.config.min_insync_replicas}")
-        result = hosted.log.append(batches, hosted.leader_epoch)
+        if required_acks == -1:
+            _require_min_isr(hosted)
+        result = hosted.log.append(batches, hosted.leader_epoch, verification_guard)
         if not result.duplicate:
-            self._advance_high_watermark(hosted)
-            hosted.wake_waiters()  # followers long-polling for this data
+            self._after_leader_append(hosted)
         return result
+
+    def append_marker(self, hosted: HostedPartition, producer_id: int, producer_epoch: int, commit: bool,
+                      coordinator_epoch: int) -> AppendResult:
+        """Write a transaction marker on a partition led here, acks=all (NOT_ENOUGH_REPLICAS up front when the ISR
+        is below min.insync.replicas). Raises KafkaError."""
+        _require_min_isr(hosted)
+        result = hosted.log.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                                          hosted.leader_epoch)
+        self._after_leader_append(hosted)
+        return result
+
+    def _after_leader_append(self, hosted: HostedPartition) -> None:
+        self._advance_high_watermark(hosted)
+        hosted.wake_waiters()  # followers long-polling for this data
 
     async def wait_for_acks(self, hosted: HostedPartition, end_offset: int, timeout_ms: int) -> ErrorCode:
         """Wait until the high watermark reaches `end_offset` (every ISR member has the records below it).
@@ -516,3 +530,10 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.not_leader_or_follower,
                              f"broker {replica_id} is not a replica of {topic}-{partition}")
         return hosted
+
+
+def _require_min_isr(hosted: HostedPartition) -> None:
+    if len(hosted.isr) < hosted.log.config.min_insync_replicas:
+        raise KafkaError(ErrorCode.not_enough_replicas,
+                         f"the ISR of {hosted.topic}-{hosted.partition} is {list(hosted.isr)}, fewer than "
+                         f"min.insync.replicas={hosted.log.config.min_insync_replicas}")

@@ -21,6 +21,7 @@ import datetime
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import kio.schema.allocate_producer_ids.v0.request as apid_req
@@ -42,6 +43,9 @@ from moldau.coordinator.group.coordinator import OFFSETS_TOPIC_CONFIGS, GroupCoo
 from moldau.coordinator.group.records import OFFSETS_TOPIC
 from moldau.coordinator.group.runtime import GroupRuntime
 from moldau.coordinator.group.settings import CoordinatorSettings
+from moldau.coordinator.txn.coordinator import TransactionCoordinator, TxnSettings
+from moldau.coordinator.txn.records import TRANSACTION_STATE_TOPIC
+from moldau.coordinator.txn.runtime import TxnRuntime
 from moldau.metadata.controller import Controller
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.log import LocalMetadataLog
@@ -61,6 +65,7 @@ from moldau.server.handlers import allocate_producer_ids
 from moldau.server.handlers.api_versions import unsupported_version_response
 from moldau.server.handlers.registry import APIS, CONTROLLER_APIS
 from moldau.server.replica_links import ReplicaLinks, fetcher_settings
+from moldau.server.txn_links import TxnLinks
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
 
@@ -94,7 +99,7 @@ class Broker:
         self._producer_ids = range(0)
         self._producer_id_next = 0
         self._producer_id_lock = asyncio.Lock()
-        self._offsets_topic_task: asyncio.Task[None] | None = None
+        self._internal_topic_tasks: dict[str, asyncio.Task[None]] = {}
         self._bound: list[tuple[str, str, int]] = []  # (listener, host, port actually bound)
         self._client_servers: list[asyncio.Server] = []
         self.quorum: MetadataQuorum
@@ -104,6 +109,8 @@ class Broker:
         self.log_manager: LogManager
         self.replicas: ReplicaManager
         self.groups: GroupRuntime
+        self.txn: TxnRuntime
+        self.txn_links: TxnLinks
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
@@ -195,11 +202,14 @@ class Broker:
         self.replicas = ReplicaManager(self.node_id, self.log_manager, self._log_config, self.clock,
                                        lag_max_ms=self.config.get_int("replica.lag.time.max.ms"),
                                        fetcher_settings=fetcher_settings(self.config))
+        self.replicas.transaction_verification = self.config.get_bool("transaction.partition.verification.enable")
         self.replica_links = ReplicaLinks(self, self.replicas)
         self.replicas.start()
         self.quorum.add_listener(self.replicas.apply_image)
         self.replicas.apply_image(None, self.image)
         self.groups = self._start_group_coordinator()
+        self.txn_links = TxnLinks(self)
+        self.txn = self._start_transaction_coordinator()
 
     async def _join_cluster(self) -> None:
         """Register with the active controller and wait to be unfenced; only then may clients be served."""
@@ -231,6 +241,8 @@ class Broker:
             task.cancel()
         if self.is_broker:
             self.groups.close()
+            self.txn.close()
+            self.txn_links.close()
         for conn in list(self._connections):
             conn.close()
         await asyncio.sleep(0)
@@ -285,6 +297,16 @@ class Broker:
         coordinator = GroupCoordinator(self.node_id, CoordinatorSettings.from_config(self.config),
                                        lambda: self.image, self._request_offsets_topic, self.replicas)
         runtime = GroupRuntime(coordinator, self.clock, self.replicas)
+        self.quorum.add_listener(runtime.on_image)
+        runtime.start(self.image)
+        return runtime
+
+    def _start_transaction_coordinator(self) -> TxnRuntime:
+        """Transactions of the `__transaction_state` partitions led here; loaded now, and followed as the image
+        moves."""
+        coordinator = TransactionCoordinator(self.node_id, txn_settings(self.config), lambda: self.image,
+                                             self._request_transaction_topic, self.replicas)
+        runtime = TxnRuntime(coordinator, self.clock, self.replicas, self.next_producer_id, self.txn_links)
         self.quorum.add_listener(runtime.on_image)
         runtime.start(self.image)
         return runtime
@@ -457,33 +479,51 @@ class Broker:
         await self.create_topic_via_controller(name, config.num_partitions, config.default_replication_factor, {})
 
     def _request_offsets_topic(self) -> None:
-        """Start creating `__consumer_offsets` in the background, once at a time."""
-        if self._offsets_topic_task is None or self._offsets_topic_task.done():
-            self._offsets_topic_task = asyncio.get_running_loop().create_task(self._create_offsets_topic())
-
-    async def _create_offsets_topic(self) -> None:
         settings = self.groups.coordinator.settings
-        # Kafka refuses to create the topic until offsets.topic.replication.factor brokers exist; a smaller cluster
-        # (a lone node above all) gets as many replicas as it has brokers, so groups work out of the box.
-        factor = min(settings.offsets_topic_replication_factor, max(1, len(self.image.brokers)))
-        if factor < settings.offsets_topic_replication_factor:
-            log.info("creating %s with replication factor %d: only %d brokers are registered", OFFSETS_TOPIC,
-                        factor, len(self.image.brokers))
+        self._request_internal_topic(OFFSETS_TOPIC, settings.offsets_topic_partitions,
+                                     settings.offsets_topic_replication_factor, lambda _: dict(OFFSETS_TOPIC_CONFIGS))
+
+    def _request_transaction_topic(self) -> None:
+        settings = self.txn.coordinator.settings
+        self._request_internal_topic(TRANSACTION_STATE_TOPIC, settings.num_partitions, settings.replication_factor,
+                                     settings.topic_configs)
+
+    def _request_internal_topic(self, name: str, partitions: int, replication_factor: int,
+                                configs_for: Callable[[int], dict[str, str]]) -> None:
+        """Start creating an internal topic in the background, once at a time."""
+        task = self._internal_topic_tasks.get(name)
+        if task is None or task.done():
+            self._internal_topic_tasks[name] = asyncio.get_running_loop().create_task(
+                self._create_internal_topic(name, partitions, replication_factor, configs_for))
+
+    async def _create_internal_topic(self, name: str, partitions: int, configured_factor: int,
+                                     configs_for: Callable[[int], dict[str, str]]) -> None:
+        # Kafka refuses to create the topic until that many brokers exist; a smaller cluster (a lone node above all)
+        # gets as many replicas as it has brokers, so groups and transactions work out of the box.
+        factor = min(configured_factor, max(1, len(self.image.brokers)))
+        if factor < configured_factor:
+            log.info("creating %s with replication factor %d: only %d brokers are registered", name, factor,
+                     len(self.image.brokers))
         try:
-            await self.create_topic_via_controller(OFFSETS_TOPIC, settings.offsets_topic_partitions, factor,
-                                                   dict(OFFSETS_TOPIC_CONFIGS))
+            await self.create_topic_via_controller(name, partitions, factor, configs_for(factor))
         except KafkaError as exc:
             if exc.code != ErrorCode.topic_already_exists:
-                log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc.message)
+                log.warning("cannot create %s: %s", name, exc.message)
 
     async def ensure_offsets_topic(self, timeout_s: float = 10.0) -> None:
         """Wait (bounded) for `__consumer_offsets` to exist, creating it if need be; errors are left to callers."""
-        if OFFSETS_TOPIC in self.image.topics_by_name:
+        await self._ensure_internal_topic(OFFSETS_TOPIC, self._request_offsets_topic, timeout_s)
+
+    async def ensure_transaction_topic(self, timeout_s: float = 10.0) -> None:
+        """Wait (bounded) for `__transaction_state` to exist, creating it if need be; errors are left to callers."""
+        await self._ensure_internal_topic(TRANSACTION_STATE_TOPIC, self._request_transaction_topic, timeout_s)
+
+    async def _ensure_internal_topic(self, name: str, request: Callable[[], None], timeout_s: float) -> None:
+        if name in self.image.topics_by_name:
             return
-        self._request_offsets_topic()
-        assert self._offsets_topic_task is not None
+        request()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._offsets_topic_task), timeout_s)
+            await asyncio.wait_for(asyncio.shield(self._internal_topic_tasks[name]), timeout_s)
 
     async def next_producer_id(self) -> int:
         """A fresh producer id from a block reserved through the controller. Raises KafkaError."""
@@ -568,3 +608,16 @@ def _write_properties(path: str, props: dict[str, Any]) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def txn_settings(config: BrokerConfig) -> TxnSettings:
+    return TxnSettings(
+        num_partitions=config.get_int("transaction.state.log.num.partitions"),
+        replication_factor=config.get_int("transaction.state.log.replication.factor"),
+        min_isr=config.get_int("transaction.state.log.min.isr"),
+        segment_bytes=config.get_int("transaction.state.log.segment.bytes"),
+        max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
+        expiration_ms=config.get_int("transactional.id.expiration.ms"),
+        abort_interval_ms=config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+        remove_interval_ms=config.get_int("transaction.remove.expired.transaction.cleanup.interval.ms"),
+    )

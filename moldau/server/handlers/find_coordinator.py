@@ -1,8 +1,8 @@
 """FindCoordinator (key 10): which broker coordinates a group (or a transactional id).
 
-Group keys (key type 0) are placed on a partition of `__consumer_offsets`, which is created here on first use;
-the coordinator is that partition's leader. Transactional ids (key type 1) get COORDINATOR_NOT_AVAILABLE until
-the transaction coordinator exists. From v4 one request looks up many keys.
+Group keys (key type 0) are placed on a partition of `__consumer_offsets`, transactional ids (key type 1) on a
+partition of `__transaction_state`; the first lookup creates the topic, and the coordinator is the leader of the
+key's partition. From v4 one request looks up many keys.
 """
 
 from __future__ import annotations
@@ -32,9 +32,11 @@ class _Found:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     key_type = getattr(request, "key_type", KEY_TYPE_GROUP)
+    # The first lookup creates the internal topic; waiting for it here answers in one round trip.
     if key_type == KEY_TYPE_GROUP:
-        # The first lookup creates `__consumer_offsets`; waiting for it here answers in one round trip.
         await ctx.broker.ensure_offsets_topic()
+    elif key_type == KEY_TYPE_TRANSACTION:
+        await ctx.broker.ensure_transaction_topic()
     if ctx.version < 4:
         found = _find(ctx, request.key, key_type)
         return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=found.error,
@@ -50,13 +52,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def _find(ctx: RequestContext, key: str, key_type: int) -> _Found:
-    if key_type == KEY_TYPE_TRANSACTION:
-        return _Found(key, ErrorCode.coordinator_not_available, "transactions are not supported yet")
-    if key_type != KEY_TYPE_GROUP:
+    if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return _Found(key, ErrorCode.invalid_request, f"unknown key type {key_type}")
     broker = ctx.broker
+    coordinator = broker.groups.coordinator if key_type == KEY_TYPE_GROUP else broker.txn.coordinator
     try:
-        node_id = broker.groups.coordinator.coordinator_node(key)
+        node_id = coordinator.coordinator_node(key)
     except KafkaError as exc:
         return _Found(key, exc.code, exc.message)
     registration = broker.image.brokers.get(node_id)

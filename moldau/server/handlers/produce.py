@@ -8,6 +8,12 @@ acks=all (-1): refused up front with NOT_ENOUGH_REPLICAS when the ISR is smaller
 otherwise the answer waits (up to the request's timeout) until every ISR member has the records, that is until
 the high watermark passes them (`ReplicaManager.wait_for_acks`). Partitions of one request wait together.
 
+Transactional batches need the request's transactional id. Before a producer's first transactional write to a
+partition, the transaction coordinator is asked whether the partition is in the producer's open transaction
+(KIP-890, `TxnLinks.verify`); a "no" is INVALID_TXN_STATE, so a write retried after its transaction ended cannot
+slip into the next one. The log keeps a verification guard for the time of the question: a marker written meanwhile
+voids it and the write is refused. Control batches from clients are refused by the log (INVALID_RECORD).
+
 From v13 topics are named by id (KIP-516), before that by name.
 """
 
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from moldau.protocol.codec import CloseConnection, EncodedBody
@@ -26,23 +33,38 @@ from moldau.protocol.produce_response import (
     TopicResponse,
     encode_produce_response,
 )
-from moldau.protocol.record_batch import split_batches
+from moldau.protocol.record_batch import BatchHeader, split_batches
 from moldau.replication.replica_manager import HostedPartition
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 
 _VALID_ACKS = (-1, 0, 1)
+Appended = list[tuple[HostedPartition, PartitionResponse, int]]
+
+
+@dataclass(slots=True)
+class _Unverified:
+    """A partition whose append waits for the transaction coordinator's KIP-890 answer."""
+
+    hosted: HostedPartition
+    batches: list[tuple[BatchHeader, memoryview]]
+    response: PartitionResponse
+    guard: object
 
 
 async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedBody | None:
     acks = request.acks
     topics = []
-    appended: list[tuple[HostedPartition, PartitionResponse, int]] = []
+    appended: Appended = []
+    unverified: list[_Unverified] = []
     for topic_data in request.topic_data:
         name, code = _topic_name(ctx, topic_data)
-        results = [_produce_partition(ctx, name, code, acks, p, appended) for p in topic_data.partition_data]
+        results = [_produce_partition(ctx, name, code, request, p, appended, unverified)
+                   for p in topic_data.partition_data]
         topics.append(TopicResponse(name=topic_data.name if ctx.version < FIRST_TOPIC_ID_VERSION else None,
                                     topic_id=getattr(topic_data, "topic_id", None), partitions=results))
+    if unverified:
+        await asyncio.gather(*(_verify_and_append(ctx, request, u, appended) for u in unverified))
     if acks == 0:
         failed = [p.error_code for t in topics for p in t.partitions if p.error_code != ErrorCode.none.value]
         if failed:
@@ -87,10 +109,10 @@ def _topic_name(ctx: RequestContext, topic_data: Any) -> tuple[str | None, Error
     return topic.name, ErrorCode.none
 
 
-def _produce_partition(ctx: RequestContext, name: str | None, topic_error: ErrorCode, acks: int,
-                       partition_data: Any, appended: list[tuple[HostedPartition, PartitionResponse, int]]
-                       ) -> PartitionResponse:
+def _produce_partition(ctx: RequestContext, name: str | None, topic_error: ErrorCode, request: ProduceRequest,
+                       partition_data: Any, appended: Appended, unverified: list[_Unverified]) -> PartitionResponse:
     index = partition_data.index
+    acks = request.acks
     try:
         if topic_error != ErrorCode.none or name is None:
             raise KafkaError(topic_error)
@@ -101,16 +123,49 @@ def _produce_partition(ctx: RequestContext, name: str | None, topic_error: Error
         if not records:
             raise KafkaError(ErrorCode.corrupt_message, "produce request carries no record batch")
         batches = split_batches(records)
-        if any(header.is_transactional or header.is_control for header, _ in batches):
-            raise KafkaError(ErrorCode.invalid_txn_state, "transactional produce is not supported yet")
-        result = ctx.broker.replicas.append_as_leader(hosted, batches, acks)
+        first = batches[0][0]
+        if first.is_transactional:
+            if request.transactional_id is None:
+                raise KafkaError(ErrorCode.invalid_txn_state, "transactional records need a transactional id")
+            if ctx.broker.txn_links.verification_enabled and hosted.log.needs_verification(first):
+                response = PartitionResponse(index, ErrorCode.none.value)
+                unverified.append(_Unverified(hosted, batches, response,
+                                              hosted.log.verification_guard(first.producer_id)))
+                return response
+        return _append(ctx, hosted, batches, PartitionResponse(index, ErrorCode.none.value), acks, appended)
     except KafkaError as exc:
         return PartitionResponse(index, exc.code.value, error_message=exc.message)
-    response = PartitionResponse(index, ErrorCode.none.value, result.first_offset, result.log_append_time_ms,
-                                 result.log_start_offset)
+
+
+def _append(ctx: RequestContext, hosted: HostedPartition, batches: list[tuple[BatchHeader, memoryview]],
+            response: PartitionResponse, acks: int, appended: Appended, guard: object | None = None
+            ) -> PartitionResponse:
+    """Append and fill in `response`. Raises KafkaError."""
+    result = ctx.broker.replicas.append_as_leader(hosted, batches, acks, guard)
+    response.base_offset, response.log_append_time_ms = result.first_offset, result.log_append_time_ms
+    response.log_start_offset = result.log_start_offset
     # A duplicate is waited for too: its original may not be replicated yet.
     appended.append((hosted, response, result.last_offset + 1))
     return response
+
+
+async def _verify_and_append(ctx: RequestContext, request: ProduceRequest, pending: _Unverified,
+                             appended: Appended) -> None:
+    hosted, response = pending.hosted, pending.response
+    header = pending.batches[0][0]
+    assert request.transactional_id is not None
+    code = await ctx.broker.txn_links.verify(request.transactional_id, header.producer_id, header.producer_epoch,
+                                             (hosted.topic, hosted.partition))
+    try:
+        if code != ErrorCode.none:
+            raise KafkaError(code, "the partition is not part of the producer's open transaction"
+                             if code == ErrorCode.invalid_txn_state else "")
+        # Leadership may have moved while the coordinator answered.
+        if ctx.broker.replicas.leader_partition(hosted.topic, hosted.partition) is not hosted:
+            raise KafkaError(ErrorCode.not_leader_or_follower)
+        _append(ctx, hosted, pending.batches, response, request.acks, appended, pending.guard)
+    except KafkaError as exc:
+        response.error_code, response.error_message = exc.code.value, exc.message
 
 
 API = Api(key=0, name="Produce", min_version=3, max_version=13, handle=handle, decode=parse_produce_request)

@@ -8,6 +8,8 @@ AllocateProducerIds) and the admin requests brokers forward to the active contro
 from __future__ import annotations
 
 from moldau.server.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     allocate_producer_ids,
     alter_configs,
     alter_partition,
@@ -27,9 +29,12 @@ from moldau.server.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
     describe_quorum,
+    describe_transactions,
     elect_leaders,
     end_quorum_epoch,
+    end_txn,
     fetch,
     fetch_snapshot,
     find_coordinator,
@@ -41,6 +46,7 @@ from moldau.server.handlers import (
     list_groups,
     list_offsets,
     list_partition_reassignments,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -49,7 +55,9 @@ from moldau.server.handlers import (
     produce,
     quorum_fetch,
     sync_group,
+    txn_offset_commit,
     vote,
+    write_txn_markers,
 )
 from moldau.server.handlers.api import Api
 
@@ -89,6 +97,14 @@ APIS: dict[int, Api] = {
         consumer_group_describe.API,
         describe_quorum.API,
         elect_leaders.API,
+        txn_offset_commit.API,
+        add_partitions_to_txn.API,
+        add_offsets_to_txn.API,
+        end_txn.API,
+        write_txn_markers.API,
+        describe_transactions.API,
+        list_transactions.API,
+        describe_producers.API,
     )
 }
 

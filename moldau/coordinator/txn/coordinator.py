@@ -1,0 +1,352 @@
+"""The transaction coordinator of one broker: the `__transaction_state` partitions it leads, and their records.
+
+- The topic is created on first use (FindCoordinator with key type 1), through the controller, with
+  `transaction.state.log.num.partitions` partitions, `transaction.state.log.replication.factor` replicas (capped
+  at the registered brokers), `min.insync.replicas` = `transaction.state.log.min.isr` (capped at the factor) and
+  `cleanup.policy=compact`.
+- Each partition led here is a shard: transactional id -> its latest `TxnValue`. Following the metadata image
+  (`on_image`), a partition that becomes led here is loaded by replaying its log, and its coordinator epoch is the
+  partition's leader epoch; transactions it finds half completed (PrepareCommit/PrepareAbort) get their markers
+  sent again (returned as `MarkerJob`s). A partition led elsewhere is dropped.
+- Every change is appended to the partition (acks=all) before it is applied, and the caller answers only once
+  the log's high watermark has passed it (`Outcome.wait`). A retried request that needs no write still waits for
+  the transaction's last write, so an answer never rests on a record a failover could lose.
+
+Nothing here reads a clock or awaits: callers pass `now_ms` and a fresh producer id when one may be needed
+(`needs_new_producer_id`), and run the I/O (`runtime`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from moldau.coordinator.internal_topic import append_records, build_batch, iter_batches
+from moldau.coordinator.record_codec import RecordFormatError, partition_for
+from moldau.coordinator.txn import transitions as rules
+from moldau.coordinator.txn.records import (
+    TRANSACTION_STATE_TOPIC,
+    TopicPartition,
+    TxnState,
+    TxnValue,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+from moldau.metadata.image import MetadataImage
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.replication.replica_manager import HostedPartition, ReplicaManager
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TxnSettings:
+    num_partitions: int = 50
+    replication_factor: int = 3
+    min_isr: int = 2
+    segment_bytes: int = 100 * 1024 * 1024
+    max_timeout_ms: int = 900_000
+    expiration_ms: int = 604_800_000
+    abort_interval_ms: int = 10_000
+    remove_interval_ms: int = 3_600_000
+    write_timeout_ms: int = 5_000
+
+    def topic_configs(self, replication_factor: int) -> dict[str, str]:
+        return {"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes),
+                "min.insync.replicas": str(min(self.min_isr, replication_factor))}
+
+
+@dataclass(frozen=True, slots=True)
+class MarkerJob:
+    """Markers to write for a transaction being completed, then the Complete record."""
+
+    transactional_id: str
+    state_partition: int
+    coordinator_epoch: int
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The answer to give, once the state partition's high watermark reaches `wait` (if any)."""
+
+    error: ErrorCode
+    producer_id: int = -1
+    producer_epoch: int = -1
+    wait: tuple[HostedPartition, int] | None = None
+    job: MarkerJob | None = None
+
+
+@dataclass(slots=True)
+class TxnShard:
+    partition: int
+    coordinator_epoch: int
+    transactions: dict[str, TxnValue] = field(default_factory=dict)
+    last_write_end: dict[str, int] = field(default_factory=dict)  # log end after the id's last record
+
+    def replay(self, transactional_id: str, value: TxnValue | None, end_offset: int) -> None:
+        if value is None:
+            self.transactions.pop(transactional_id, None)
+            self.last_write_end.pop(transactional_id, None)
+        else:
+            self.transactions[transactional_id] = value
+            self.last_write_end[transactional_id] = end_offset
+
+
+@dataclass(frozen=True, slots=True)
+class ListedTransaction:
+    transactional_id: str
+    producer_id: int
+    state: TxnState
+    start_ms: int
+
+
+class TransactionCoordinator:
+    def __init__(self, node_id: int, settings: TxnSettings, image: Callable[[], MetadataImage],
+                 request_topic: Callable[[], None], replicas: ReplicaManager) -> None:
+        self.node_id = node_id
+        self.settings = settings
+        self._image = image
+        self._request_topic = request_topic
+        self._replicas = replicas
+        self.shards: dict[int, TxnShard] = {}
+
+    # -- partitions ----------------------------------------------------------------------------------------
+
+    def on_image(self, image: MetadataImage) -> list[MarkerJob]:
+        """Load partitions newly led here (returning completions to resume), drop those led elsewhere. A new
+        leader epoch reloads the partition, so the coordinator epoch always follows the leader epoch."""
+        topic = image.topics_by_name.get(TRANSACTION_STATE_TOPIC)
+        led = {p.partition: p.leader_epoch for p in topic.partitions.values()
+               if p.leader == self.node_id} if topic else {}
+        for partition in [p for p, shard in self.shards.items() if led.get(p) != shard.coordinator_epoch]:
+            del self.shards[partition]
+        jobs: list[MarkerJob] = []
+        for partition, epoch in sorted(led.items()):
+            if partition not in self.shards:
+                jobs += self._load(partition, epoch)
+        return jobs
+
+    def _load(self, partition: int, coordinator_epoch: int) -> list[MarkerJob]:
+        try:
+            hosted = self._hosted(partition)
+        except KafkaError:
+            return []  # the image moved ahead of the replica manager; the next image loads it
+        shard = TxnShard(partition, coordinator_epoch)
+        for batch in iter_batches(hosted.log):
+            for record in batch:
+                if record.key is None:
+                    continue
+                try:
+                    value = None if record.value is None else decode_value(bytes(record.value))
+                    shard.replay(decode_key(bytes(record.key)), value, batch.next_offset)
+                except (RecordFormatError, UnicodeDecodeError) as exc:
+                    log.warning("skipping unreadable record at %s-%d@%d: %s", TRANSACTION_STATE_TOPIC, partition,
+                                record.offset, exc)
+        self.shards[partition] = shard
+        if shard.transactions:
+            log.info("loaded %s-%d: %d transactional ids", TRANSACTION_STATE_TOPIC, partition,
+                     len(shard.transactions))
+        return [self._job(shard, txn_id, value) for txn_id, value in shard.transactions.items()
+                if value.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)]
+
+    def _hosted(self, partition: int) -> HostedPartition:
+        return self._replicas.leader_partition(TRANSACTION_STATE_TOPIC, partition)
+
+    def ensure_topic(self) -> None:
+        """Raise COORDINATOR_NOT_AVAILABLE, and ask for the topic to be created, if it does not exist."""
+        if TRANSACTION_STATE_TOPIC in self._image().topics_by_name:
+            return
+        self._request_topic()
+        raise KafkaError(ErrorCode.coordinator_not_available, f"{TRANSACTION_STATE_TOPIC} is being created")
+
+    def partition_of(self, transactional_id: str) -> int:
+        topic = self._image().topics_by_name.get(TRANSACTION_STATE_TOPIC)
+        count = len(topic.partitions) if topic else self.settings.num_partitions
+        return partition_for(transactional_id, count)
+
+    def coordinator_node(self, transactional_id: str) -> int:
+        """The broker leading the id's partition. Raises KafkaError (COORDINATOR_NOT_AVAILABLE)."""
+        self.ensure_topic()
+        topic = self._image().topics_by_name[TRANSACTION_STATE_TOPIC]
+        leader = topic.partitions[self.partition_of(transactional_id)].leader
+        if leader < 0:
+            raise KafkaError(ErrorCode.coordinator_not_available, "the transaction state partition has no leader")
+        return leader
+
+    def shard(self, transactional_id: str) -> TxnShard:
+        """The shard of an id coordinated here. Raises KafkaError (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE)."""
+        self.ensure_topic()
+        shard = self.shards.get(self.partition_of(transactional_id))
+        if shard is None:
+            raise KafkaError(ErrorCode.not_coordinator)
+        return shard
+
+    def current(self, transactional_id: str) -> TxnValue | None:
+        """The id's state if coordinated here; never creates the topic."""
+        if TRANSACTION_STATE_TOPIC not in self._image().topics_by_name:
+            return None
+        shard = self.shards.get(self.partition_of(transactional_id))
+        return shard.transactions.get(transactional_id) if shard is not None else None
+
+    # -- requests ------------------------------------------------------------------------------------------
+
+    def needs_new_producer_id(self, transactional_id: str) -> bool:
+        return rules.needs_new_producer_id(self.current(transactional_id))
+
+    def init_producer_id(self, transactional_id: str, timeout_ms: int, new_producer_id: int,
+                         expected: tuple[int, int], fence_code: ErrorCode, now_ms: int) -> Outcome:
+        if not 0 < timeout_ms <= self.settings.max_timeout_ms:
+            return Outcome(ErrorCode.invalid_transaction_timeout)
+        return self._decide(transactional_id, now_ms, lambda current: rules.init_producer_id(
+            current, timeout_ms, new_producer_id, now_ms, expected, fence_code))
+
+    def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                       partitions: Iterable[TopicPartition], fence_code: ErrorCode, now_ms: int) -> Outcome:
+        wanted = frozenset(partitions)
+        return self._decide(transactional_id, now_ms, lambda current: rules.add_partitions(
+            current, producer_id, epoch, wanted, now_ms, fence_code))
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                          partitions: Sequence[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        try:
+            shard = self.shard(transactional_id)
+        except KafkaError as exc:
+            return {tp: exc.code for tp in partitions}
+        return rules.verify_partitions(shard.transactions.get(transactional_id), producer_id, epoch, partitions)
+
+    def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
+                        fence_code: ErrorCode, now_ms: int) -> Outcome:
+        return self._decide(transactional_id, now_ms, lambda current: rules.end_transaction(
+            current, producer_id, epoch, commit, now_ms, fence_code))
+
+    def _decide(self, transactional_id: str, now_ms: int,
+                decide: Callable[[TxnValue | None], rules.Decision]) -> Outcome:
+        try:
+            shard = self.shard(transactional_id)
+        except KafkaError as exc:
+            return Outcome(exc.code)
+        decision = decide(shard.transactions.get(transactional_id))
+        if decision.error != ErrorCode.none:
+            return Outcome(decision.error)
+        if decision.write is not None:
+            error = self._write(shard, transactional_id, decision.write, now_ms)
+            if error != ErrorCode.none:
+                return Outcome(error)
+        value = shard.transactions[transactional_id]
+        job = self._job(shard, transactional_id, value) if decision.starts_completion else None
+        return Outcome(decision.answer_after_write, value.producer_id, value.producer_epoch,
+                       self._wait_target(shard, transactional_id), job)
+
+    # -- completion ------------------------------------------------------------------------------------------
+
+    def complete(self, job: MarkerJob, now_ms: int) -> Outcome | None:
+        """Every marker of `job` is written: record the completion, unless the transaction moved on meanwhile
+        (the partition was reloaded, or another completion finished it)."""
+        shard = self.shards.get(job.state_partition)
+        if shard is None or shard.coordinator_epoch != job.coordinator_epoch:
+            return None
+        current = shard.transactions.get(job.transactional_id)
+        expected = TxnState.PREPARE_COMMIT if job.commit else TxnState.PREPARE_ABORT
+        if current is None or current.state != expected or current.producer_epoch != job.producer_epoch:
+            return None
+        error = self._write(shard, job.transactional_id, rules.complete(current, now_ms), now_ms)
+        return Outcome(error, wait=self._wait_target(shard, job.transactional_id))
+
+    def is_current(self, job: MarkerJob) -> bool:
+        shard = self.shards.get(job.state_partition)
+        return shard is not None and shard.coordinator_epoch == job.coordinator_epoch
+
+    def abort_timed_out(self, now_ms: int) -> list[Outcome]:
+        """Abort, under a bumped epoch, every transaction open longer than its timeout."""
+        outcomes = []
+        for shard in list(self.shards.values()):
+            for txn_id, value in list(shard.transactions.items()):
+                if rules.is_timed_out(value, now_ms):
+                    log.info("aborting transaction of %r (producer %d): open longer than %d ms", txn_id,
+                             value.producer_id, value.timeout_ms)
+                    outcomes.append(self._decide(txn_id, now_ms, lambda current: rules.abort_timed_out(
+                        current, now_ms) if current is not None else rules.Decision(ErrorCode.none)))
+        return outcomes
+
+    def remove_expired(self, now_ms: int) -> int:
+        """Forget transactional ids idle longer than transactional.id.expiration.ms (tombstones)."""
+        removed = 0
+        for shard in list(self.shards.values()):
+            for txn_id, value in list(shard.transactions.items()):
+                if rules.is_expired(value, now_ms, self.settings.expiration_ms) and \
+                        self._write(shard, txn_id, None, now_ms) == ErrorCode.none:
+                    removed += 1
+        return removed
+
+    # -- listing -----------------------------------------------------------------------------------------------
+
+    def describe(self, transactional_id: str) -> tuple[ErrorCode, TxnValue | None]:
+        try:
+            shard = self.shard(transactional_id)
+        except KafkaError as exc:
+            return exc.code, None
+        value = shard.transactions.get(transactional_id)
+        return (ErrorCode.none, value) if value is not None else (ErrorCode.transactional_id_not_found, None)
+
+    def list_transactions(self, states: frozenset[TxnState] | None, producer_ids: frozenset[int] | None,
+                          min_duration_ms: int, pattern: re.Pattern[str] | None,
+                          now_ms: int) -> list[ListedTransaction]:
+        """Transactions coordinated here, filtered as ListTransactions asks (an empty filter matches all)."""
+        listed = []
+        for shard in self.shards.values():
+            for txn_id, value in sorted(shard.transactions.items()):
+                if states and value.state not in states:
+                    continue
+                if producer_ids and value.producer_id not in producer_ids:
+                    continue
+                if min_duration_ms >= 0 and (value.state != TxnState.ONGOING or
+                                             now_ms - value.start_ms < min_duration_ms):
+                    continue
+                if pattern is not None and pattern.fullmatch(txn_id) is None:
+                    continue
+                listed.append(ListedTransaction(txn_id, value.producer_id, value.state, value.start_ms))
+        return listed
+
+    # -- writing -------------------------------------------------------------------------------------------
+
+    def _write(self, shard: TxnShard, transactional_id: str, value: TxnValue | None, now_ms: int) -> ErrorCode:
+        """Append, then apply: state changes only once the record is in the log."""
+        batch = build_batch([(encode_key(transactional_id), encode_value(value))], now_ms)
+        try:
+            result = append_records(self._replicas, self._hosted(shard.partition), batch)
+        except KafkaError as exc:
+            log.warning("cannot write to %s-%d: %s", TRANSACTION_STATE_TOPIC, shard.partition, exc.message)
+            return write_error(exc.code)
+        shard.replay(transactional_id, value, result.last_offset + 1)
+        return ErrorCode.none
+
+    def _wait_target(self, shard: TxnShard, transactional_id: str) -> tuple[HostedPartition, int] | None:
+        end = shard.last_write_end.get(transactional_id)
+        if end is None:
+            return None
+        try:
+            return self._hosted(shard.partition), end
+        except KafkaError:
+            return None
+
+    def _job(self, shard: TxnShard, transactional_id: str, value: TxnValue) -> MarkerJob:
+        return MarkerJob(transactional_id, shard.partition, shard.coordinator_epoch, value.producer_id,
+                         value.producer_epoch, value.state == TxnState.PREPARE_COMMIT, value.partitions)
+
+    def close(self) -> None:
+        self.shards.clear()
+
+
+def write_error(code: ErrorCode) -> ErrorCode:
+    """What a client is told when the state log refuses a write (Kafka's mapping): retriable errors."""
+    if code == ErrorCode.not_leader_or_follower:
+        return ErrorCode.not_coordinator
+    return ErrorCode.coordinator_not_available
