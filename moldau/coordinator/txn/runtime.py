@@ -74,7 +74,7 @@ class TxnRuntime:
     def on_image(self, before: MetadataImage | None, image: MetadataImage) -> None:
         """Controller listener: state partitions may have appeared or moved; resume completions found on load."""
         for job in self.coordinator.on_image(image):
-            self._complete_later(job)
+            self._complete_later(Outcome(ErrorCode.none, job=job))  # loaded from the log: nothing to wait for
 
     def close(self) -> None:
         for task in [*self._tasks, *self._completions.values()]:
@@ -117,15 +117,14 @@ class TxnRuntime:
         return self.coordinator.list_transactions(states, producer_ids, min_duration_ms, pattern, self.now_ms())
 
     async def _settle(self, outcome: Outcome) -> Outcome:
-        """Wait for the outcome's record to be replicated; then start its completion, if it began one."""
-        replicated = await self._replicated(outcome)
-        if replicated != ErrorCode.none:
-            # The completion, if any, is left to whoever leads the state partition next (it resumes from the log);
-            # a record that did get replicated here is completed when the client retries or on the timeout.
-            return Outcome(replicated)
+        """Start the completion the outcome began, if any, then wait for its record to be replicated.
+
+        The completion runs even when the client's answer times out: the Prepare record is written and will be
+        replicated (or the state partition moves and its next leader resumes the completion)."""
         if outcome.job is not None:
-            self._complete_later(outcome.job)
-        return outcome
+            self._complete_later(outcome)
+        replicated = await self._replicated(outcome)
+        return outcome if replicated == ErrorCode.none else Outcome(replicated)
 
     async def _replicated(self, outcome: Outcome) -> ErrorCode:
         if outcome.wait is None:
@@ -136,12 +135,14 @@ class TxnRuntime:
 
     # -- completing transactions -------------------------------------------------------------------------------
 
-    def _complete_later(self, job: MarkerJob) -> None:
+    def _complete_later(self, prepared: Outcome) -> None:
+        job = prepared.job
+        assert job is not None
         key = (job.transactional_id, job.producer_epoch)
         running = self._completions.get(key)
         if running is not None and not running.done():
             return
-        task = asyncio.get_running_loop().create_task(self._complete(job))
+        task = asyncio.get_running_loop().create_task(self._complete(job, prepared))
         self._completions[key] = task
         task.add_done_callback(lambda t, key=key: self._forget(key, t))  # type: ignore[misc]
 
@@ -151,7 +152,11 @@ class TxnRuntime:
         if not task.cancelled() and task.exception() is not None:
             log.error("completing the transaction of %r failed", key[0], exc_info=task.exception())
 
-    async def _complete(self, job: MarkerJob) -> None:
+    async def _complete(self, job: MarkerJob, prepared: Outcome) -> None:
+        # Markers only once the decision is durable: a marker written before the Prepare record is replicated
+        # could contradict what a new coordinator decides after a failover.
+        while self.coordinator.is_current(job) and await self._replicated(prepared) != ErrorCode.none:
+            await asyncio.sleep(_MARKER_RETRY_MIN_S)
         remaining = job.partitions
         delay = _MARKER_RETRY_MIN_S
         while remaining and self.coordinator.is_current(job):
@@ -185,8 +190,7 @@ class TxnRuntime:
     async def _abort_timed_out(self) -> None:
         for outcome in self.coordinator.abort_timed_out(self.now_ms()):
             if outcome.job is not None:
-                # Not awaited in turn: one slow partition must not hold back the other aborts.
-                asyncio.get_running_loop().create_task(self._settle(outcome))
+                self._complete_later(outcome)  # runs on its own: one slow partition holds back no other abort
 
     async def _remove_expired(self) -> None:
         removed = self.coordinator.remove_expired(self.now_ms())
