@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 _MARKER_RETRY_MIN_S = 0.05
 _MARKER_RETRY_MAX_S = 2.0
 _RETRY_AFTER_ERROR_S = 1.0
+# How long a request waits for the previous transaction's markers before answering CONCURRENT_TRANSACTIONS.
+_COMPLETION_WAIT_S = 1.0
 
 
 class MarkerWriter(Protocol):
@@ -89,14 +91,15 @@ class TxnRuntime:
         producer_id = -1
         if self.coordinator.needs_new_producer_id(transactional_id):
             producer_id = await self._next_producer_id()  # raises KafkaError: the handler answers it
-        outcome = self.coordinator.init_producer_id(transactional_id, timeout_ms, producer_id, expected,
-                                                    fence_code, self.now_ms())
+        outcome = await self._after_completion(transactional_id, lambda: self.coordinator.init_producer_id(
+            transactional_id, timeout_ms, producer_id, expected, fence_code, self.now_ms()))
         return await self._settle(outcome)
 
     async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                              partitions: Iterable[TopicPartition], fence_code: ErrorCode) -> ErrorCode:
-        outcome = self.coordinator.add_partitions(transactional_id, producer_id, epoch, partitions, fence_code,
-                                                  self.now_ms())
+        wanted = list(partitions)
+        outcome = await self._after_completion(transactional_id, lambda: self.coordinator.add_partitions(
+            transactional_id, producer_id, epoch, wanted, fence_code, self.now_ms()))
         return (await self._settle(outcome)).error
 
     async def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
@@ -115,6 +118,21 @@ class TxnRuntime:
     def list_transactions(self, states: frozenset[TxnState] | None, producer_ids: frozenset[int] | None,
                           min_duration_ms: int, pattern: re.Pattern[str] | None) -> list[ListedTransaction]:
         return self.coordinator.list_transactions(states, producer_ids, min_duration_ms, pattern, self.now_ms())
+
+    async def _after_completion(self, transactional_id: str, decide: Callable[[], Outcome]) -> Outcome:
+        """`decide()`; if the id's previous transaction is still being completed, first wait (briefly) for that.
+
+        Kafka answers CONCURRENT_TRANSACTIONS at once and the client retries after its backoff (librdkafka: about
+        20 ms); a producer running transactions back to back then loses that backoff almost every time, since its
+        next transaction begins as soon as EndTxn is answered, before the markers are written."""
+        outcome = decide()
+        if outcome.error != ErrorCode.concurrent_transactions or outcome.wait is not None:
+            return outcome
+        running = [t for (txn_id, _), t in self._completions.items() if txn_id == transactional_id and not t.done()]
+        if not running:
+            return outcome
+        await asyncio.wait(running, timeout=_COMPLETION_WAIT_S)
+        return decide()
 
     async def _settle(self, outcome: Outcome) -> Outcome:
         """Start the completion the outcome began, if any, then wait for its record to be replicated.

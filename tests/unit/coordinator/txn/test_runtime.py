@@ -128,3 +128,30 @@ def test_the_timer_aborts_a_timed_out_transaction(tmp_path: Path) -> None:
         asyncio.run(scenario())
     finally:
         node.close()
+
+
+class SlowMarkers(Markers):
+    async def write_markers(self, job: MarkerJob, partitions: frozenset[TopicPartition]
+                            ) -> dict[TopicPartition, ErrorCode]:
+        await asyncio.sleep(0.05)
+        return await super().write_markers(job, partitions)
+
+
+def test_the_next_transaction_waits_for_the_previous_markers_instead_of_failing(tmp_path: Path) -> None:
+    node = Node(tmp_path, ManualClock(START_MS))
+
+    async def scenario() -> None:
+        runtime = runtime_for(node, SlowMarkers())
+        runtime.start(node.metadata.image)
+        await runtime.init_producer_id("tx", 60_000, (-1, -1), FENCED)
+        await runtime.add_partitions("tx", 500, 0, [("a", 0)], FENCED)
+        assert await runtime.end_transaction("tx", 500, 0, True, FENCED) == ErrorCode.none
+        assert state(node, "tx") == TxnState.PREPARE_COMMIT  # answered before the markers are written
+        assert await runtime.add_partitions("tx", 500, 0, [("a", 0)], FENCED) == ErrorCode.none
+        assert state(node, "tx") == TxnState.ONGOING
+        runtime.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        node.close()
