@@ -214,19 +214,22 @@ def delete_topic(bootstrap: str, topic: str) -> None:
         admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
 
 
-def consumed_count(bootstrap: str, topic: str, timeout: float) -> int:
-    """Records actually readable in ``topic``, counted by reading all of it with kcat (all partitions)."""
-    cmd = ["kcat", "-C", "-q", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-f", "."]
+def consumed_count(bootstrap: str, topic: str, timeout: float, options: Sequence[str] = ()) -> int:
+    """Records actually readable in ``topic``, counted by reading all of it with kcat (all partitions).
+
+    ``options`` are further kcat arguments, such as ``["-X", "isolation.level=read_committed"]``.
+    """
+    cmd = ["kcat", "-C", "-q", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-f", ".", *options]
     return len(run_timed(cmd, timeout)[1])
 
 
-def verify_count(bootstrap: str, topic: str, expected: int, timeout: float) -> None:
+def verify_count(bootstrap: str, topic: str, expected: int, timeout: float, options: Sequence[str] = ()) -> None:
     """Fail unless reading ``topic`` yields ``expected`` records; a short count is re-read once."""
-    first = consumed_count(bootstrap, topic, timeout)
+    first = consumed_count(bootstrap, topic, timeout, options)
     if first == expected:
         return
     time.sleep(1)
-    second = consumed_count(bootstrap, topic, timeout)
+    second = consumed_count(bootstrap, topic, timeout, options)
     if second != expected:
         raise BenchError(f"read back {first}, then {second} records; {expected} were acknowledged")
 

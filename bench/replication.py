@@ -146,12 +146,12 @@ def _choices(parser: argparse.ArgumentParser, option: str, value: str, allowed: 
     return chosen
 
 
-def settings_of(overrides: dict[str, str]) -> dict[str, str]:
-    """The liveness and replication settings the nodes run with: overrides, else Moldau's defaults."""
+def settings_of(overrides: dict[str, str], names: tuple[str, ...] = SHOWN_SETTINGS) -> dict[str, str]:
+    """The settings ``names`` (default: liveness and replication) the nodes run with: overrides, else defaults."""
     from moldau.config import BROKER_CONFIGS
 
     shown = {}
-    for name in SHOWN_SETTINGS:
+    for name in names:
         definition = BROKER_CONFIGS.get(name)
         shown[name] = overrides.get(name, str(definition.default) if definition is not None else "?")
     return shown
@@ -648,24 +648,31 @@ def log_problems(cluster: LocalCluster, limit: int = 40) -> list[str]:
     """Error and traceback lines of every node's server.log (with the lines of each traceback), at most `limit`."""
     found: list[str] = []
     for node in cluster.nodes.values():
-        try:
-            lines = node.log_path.read_text(errors="replace").splitlines()
-        except OSError:
-            continue
-        index, hits = 0, 0
-        while index < len(lines):
-            if ERROR_LINE.search(lines[index]):
-                hits += 1
-                block = [lines[index]]
-                while index + 1 < len(lines) and (lines[index + 1].startswith((" ", "\t")) or
-                                                  lines[index].startswith("Traceback")):
-                    index += 1
-                    block.append(lines[index])
-                if len(found) < limit:
-                    found.append(f"node {node.node_id}: " + "\n      ".join(block))
-            index += 1
-        if hits:
-            found.append(f"node {node.node_id}: {hits} error or traceback line(s) in {node.log_path.name}")
+        found += file_problems(f"node {node.node_id}", node.log_path, max(0, limit - len(found)))
+    return found
+
+
+def file_problems(name: str, path: Path, limit: int = 40) -> list[str]:
+    """Error and traceback lines of one log file (with the lines of each traceback), at most `limit`, and a count."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    found: list[str] = []
+    index, hits = 0, 0
+    while index < len(lines):
+        if ERROR_LINE.search(lines[index]):
+            hits += 1
+            block = [lines[index]]
+            while index + 1 < len(lines) and (lines[index + 1].startswith((" ", "\t")) or
+                                              lines[index].startswith("Traceback")):
+                index += 1
+                block.append(lines[index])
+            if len(found) < limit:
+                found.append(f"{name}: " + "\n      ".join(block))
+        index += 1
+    if hits:
+        found.append(f"{name}: {hits} error or traceback line(s) in {path.name}")
     return found
 
 

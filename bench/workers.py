@@ -76,21 +76,20 @@ def produce_blocking(producer: Producer, topic: str, value: bytes) -> None:
 
 # --------------------------------------------------------------------------- throughput producer
 
+# Large batches, a deep local queue, delivery reports only for failures.
+THROUGHPUT_BATCHING: dict[str, Any] = {
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "queue.buffering.max.messages": 1_000_000,
+    "queue.buffering.max.kbytes": 1_048_576,
+    "delivery.report.only.error": True,
+}
+
 
 def run_produce(args: argparse.Namespace) -> None:
     """Produce ``count`` records as fast as the client allows, in large batches."""
     counter = ErrorCounter()
-    producer = make_producer(
-        args,
-        counter,
-        **{
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 1_000_000,
-            "queue.buffering.max.kbytes": 1_048_576,
-            "delivery.report.only.error": True,
-        },
-    )
+    producer = make_producer(args, counter, **THROUGHPUT_BATCHING)
     value = b"v" * args.size
     announce_and_wait()
     start = time.time_ns()
@@ -101,6 +100,57 @@ def run_produce(args: argparse.Namespace) -> None:
     left = producer.flush(args.timeout)
     end = time.time_ns()
     finish(start_ns=start, end_ns=end, count=args.count, errors=counter.errors + left, error=counter.first_error)
+
+
+# --------------------------------------------------------------------------- transactional producer
+
+
+def run_txn_produce(args: argparse.Namespace) -> None:
+    """Produce ``count`` records like ``produce``, in transactions of ``txn_records`` (0: idempotent, none).
+
+    The transactional id is ``transactional_id``. Before ``ready`` (untimed) the producer gets its producer
+    id (init_transactions) and sends one warm-up record (in a transaction of its own when transactional), so
+    that neither getting the id nor connecting falls inside the timing; ``warmup`` in the result counts it.
+    Each transaction is flushed before commit_transaction, so the commit times reported (ns, one
+    per transaction) are those of EndTxn and its markers, not of sending the transaction's records.
+    """
+    counter = ErrorCounter()
+    extra: dict[str, Any] = {"enable.idempotence": True}
+    if args.txn_records:
+        extra["transactional.id"] = args.transactional_id
+    producer = make_producer(args, counter, **THROUGHPUT_BATCHING, **extra)
+    value = b"t" * args.size
+    if args.txn_records:
+        producer.init_transactions(args.timeout)
+        producer.begin_transaction()
+    producer.produce(args.topic, value)
+    producer.flush(args.timeout)
+    if args.txn_records:
+        producer.commit_transaction(args.timeout)
+    per_txn = args.txn_records or args.count
+    commits: list[int] = []
+    left = 0
+    announce_and_wait()
+    start = time.time_ns()
+    for first in range(0, args.count, per_txn):
+        if args.txn_records:
+            producer.begin_transaction()
+        for i in range(first, min(args.count, first + per_txn)):
+            produce_blocking(producer, args.topic, value)
+            if i % POLL_EVERY == 0:
+                producer.poll(0)
+        left = producer.flush(args.timeout)
+        if left:
+            break
+        if args.txn_records:
+            began = time.perf_counter_ns()
+            producer.commit_transaction(args.timeout)
+            commits.append(time.perf_counter_ns() - began)
+    end = time.time_ns()
+    finish(
+        start_ns=start, end_ns=end, count=args.count, errors=counter.errors + left, error=counter.first_error,
+        commit_ns=commits, warmup=1,
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- throughput consumer
@@ -250,6 +300,7 @@ WORKERS: dict[str, Callable[[argparse.Namespace], None]] = {
     "latency-produce": run_latency_produce,
     "latency-consume": run_latency_consume,
     "small": run_small,
+    "txn-produce": run_txn_produce,
 }
 
 
@@ -263,6 +314,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--size", type=int, default=100, help="record value size in bytes")
     p.add_argument("--acks", default="1")
     p.add_argument("--count", type=int, default=0, help="records to produce")
+    p.add_argument("--txn-records", type=int, default=0, help="records per transaction (0: no transactions)")
+    p.add_argument("--transactional-id", default="bench-txn", help="transactional.id of a transactional producer")
     p.add_argument("--expect", type=int, default=0, help="records to consume")
     p.add_argument("--rate", type=float, default=1000.0, help="records per second")
     p.add_argument("--duration", type=float, default=5.0, help="seconds of load")
