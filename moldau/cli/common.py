@@ -54,7 +54,7 @@ def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
     return config
 
 
-def _addresses(bootstrap: str) -> list[tuple[str, int]]:
+def bootstrap_addresses(bootstrap: str) -> list[tuple[str, int]]:
     """Split a bootstrap list like `PLAINTEXT://a:9092,b:9093` into (host, port) pairs."""
     addresses = []
     for item in bootstrap.split(","):
@@ -72,7 +72,7 @@ def check_reachable(bootstrap: str) -> None:
     librdkafka would otherwise retry silently until a request times out.
     """
     reasons = []
-    for host, port in _addresses(bootstrap):
+    for host, port in bootstrap_addresses(bootstrap):
         try:
             with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
                 return

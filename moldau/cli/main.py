@@ -5,7 +5,7 @@ import os
 import sys
 
 from moldau import __version__
-from moldau.cli import cluster, consume, groups, partitions, pipeline, produce, topics
+from moldau.cli import cluster, consume, groups, partitions, pipeline, produce, topics, transactions
 from moldau.cli.common import CliError
 
 SERVER = "server"
@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.register(commands)
     consume.register(commands)
     groups.register(commands)
+    transactions.register(commands)
     pipeline.register(commands)
     cluster.register(commands)
     return parser

@@ -38,8 +38,12 @@ class ClientConnection:
         self._connecting: asyncio.Lock = asyncio.Lock()
         self.closed = False
 
-    async def request(self, request: Any, timeout_s: float) -> Any:
-        """Send a kio request entity and return the decoded response. Raises ConnectionFailed or TimeoutError."""
+    async def request(self, request: Any, timeout_s: float, response_type: Any = None) -> Any:
+        """Send a kio request entity and return the decoded response. Raises ConnectionFailed or TimeoutError.
+
+        `response_type` decodes the response as another entity class laid out like kio's response (one that reads
+        a field more leniently, say) instead of kio's own.
+        """
         async with asyncio.timeout(timeout_s):
             await self._connect()
             assert self._writer is not None
@@ -52,7 +56,7 @@ class ClientConnection:
                 frame = await future
             finally:
                 self._pending.pop(correlation_id, None)
-        return _decode_response(frame, request.__api_key__, request.__version__)
+        return _decode_response(frame, request.__api_key__, request.__version__, response_type)
 
     async def _connect(self) -> None:
         if self.closed:
@@ -111,11 +115,11 @@ class ClientConnection:
         self._fail_all(ConnectionFailed(f"connection to {self.host}:{self.port} closed"))
 
 
-def _decode_response(frame: bytes, api_key: int, version: int) -> Any:
+def _decode_response(frame: bytes, api_key: int, version: int, response_type: Any = None) -> Any:
     schema = codec.api_schema(api_key, version)
     pos = 4 + (1 if schema.flexible_response_header else 0)
     try:
-        return entity_reader(schema.response_type)(frame[pos:], 0)[0]
+        return entity_reader(response_type or schema.response_type)(frame[pos:], 0)[0]
     except Exception as exc:
         raise ConnectionFailed(f"undecodable {schema.response_type.__name__}: {exc}") from exc
 
@@ -127,13 +131,14 @@ class ConnectionPool:
         self.client_id = client_id
         self._connections: dict[tuple[str, int], ClientConnection] = {}
 
-    async def request(self, host: str, port: int, request: Any, timeout_s: float) -> Any:
+    async def request(self, host: str, port: int, request: Any, timeout_s: float, response_type: Any = None
+                      ) -> Any:
         key = (host, port)
         conn = self._connections.get(key)
         if conn is None or conn.closed:
             conn = self._connections[key] = ClientConnection(host, port, self.client_id)
         try:
-            return await conn.request(request, timeout_s)
+            return await conn.request(request, timeout_s, response_type)
         except (ConnectionFailed, TimeoutError):
             # A timed-out request may still be answered later; a fresh connection keeps the stream simple.
             conn.close()
