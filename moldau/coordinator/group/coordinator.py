@@ -26,9 +26,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kafka.record.default_records import DefaultRecordBatchBuilder
-from kafka.record.memory_records import MemoryRecords
-
 from moldau.coordinator.group.classic import ClassicGroup, MemberIdFactory, random_member_id
 from moldau.coordinator.group.consumer import ConsumerGroup, HeartbeatRequest, HeartbeatResult
 from moldau.coordinator.group.member import (
@@ -51,9 +48,10 @@ from moldau.coordinator.group.records import (
 )
 from moldau.coordinator.group.settings import CoordinatorSettings
 from moldau.coordinator.group.shard import NO_PRODUCER_ID, GroupShard
+from moldau.coordinator.internal_topic import append_records, build_batch, iter_batches
 from moldau.metadata.image import MetadataImage
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.record_batch import MAGIC_V2, BatchHeader, InvalidBatch, split_batches
+from moldau.protocol.record_batch import MAGIC_V2, BatchHeader, InvalidBatch
 from moldau.replication.replica_manager import HostedPartition, ReplicaManager
 from moldau.storage.control_batch import parse_marker
 
@@ -61,8 +59,6 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact",
                          "segment.bytes": str(100 * 1024 * 1024)}
-_READ_CHUNK_BYTES = 1024 * 1024
-_MAX_BATCH_BYTES = 2**31 - 1
 _RETRY_EXPIRY_MS = 1000
 _TRANSACTIONAL_ATTRIBUTE = 0x10  # bit 4 of a batch's attributes
 
@@ -149,22 +145,11 @@ class GroupCoordinator:
 
     def _read_partition(self, partition: int) -> Iterator[LoggedRecord | LoggedMarker]:
         """Everything the partition holds, in log order (up to the log end: the coordinator loads as leader)."""
-        plog = self._hosted(partition).log
-        offset = plog.log_start_offset
-        while offset < plog.log_end_offset:
-            data = plog.read(offset, _READ_CHUNK_BYTES, min_one_batch=True,
-                             max_offset=plog.log_end_offset).read_bytes()
-            if not data:
-                return
-            batches = MemoryRecords(data)
-            position = 0  # of the batch in `data`, to hand a control batch's bytes to the marker parser
-            while (batch := batches.next_batch()) is not None:
-                if batch.is_control_batch:
-                    yield from self._marker(partition, batch, data[position:position + batch.size_in_bytes])
-                else:
-                    yield from self._records(partition, batch)
-                position += batch.size_in_bytes
-                offset = batch.next_offset
+        for batch, data in iter_batches(self._hosted(partition).log):
+            if batch.is_control_batch:
+                yield from self._marker(partition, batch, data)
+            else:
+                yield from self._records(partition, batch)
 
     def _records(self, partition: int, batch: Any) -> Iterator[LoggedRecord]:
         producer_id = batch.producer_id if batch.is_transactional else NO_PRODUCER_ID
@@ -252,19 +237,11 @@ class GroupCoordinator:
                 verification_guard: object | None = None) -> int:
         """Append `records` as one batch; returns the log offset of the first. Raises KafkaError when the log
         refuses it (for a transactional batch also the producer's errors: a fenced epoch, no open transaction)."""
-        transactional = producer.producer_id != NO_PRODUCER_ID
-        # Sequence -1: the coordinator's batches are not deduplicated; the epoch alone fences an old producer.
-        builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=transactional,
-                                            producer_id=producer.producer_id, producer_epoch=producer.producer_epoch,
-                                            base_sequence=-1, batch_size=_MAX_BATCH_BYTES)
-        for i, record in enumerate(records):
-            key, value = encode(record)
-            builder.append(i, now_ms, key, value, [])
-        hosted = self._hosted(partition)
-        # acks=all, as Kafka writes its offsets topic: refused when the ISR is below min.insync.replicas.
-        result = self._replicas.append_as_leader(hosted, split_batches(bytes(builder.build())), required_acks=-1,
-                                                 verification_guard=verification_guard)
-        return result.first_offset
+        batch = build_batch([encode(record) for record in records], now_ms, producer_id=producer.producer_id,
+                            producer_epoch=producer.producer_epoch,
+                            transactional=producer.producer_id != NO_PRODUCER_ID)
+        # acks=all, as Kafka writes its offsets topic.
+        return append_records(self._replicas, self._hosted(partition), batch, verification_guard).first_offset
 
     def _write(self, shard: GroupShard, records: Sequence[Record], now_ms: int, producer: Producer = NO_PRODUCER,
                verification_guard: object | None = None) -> ErrorCode:

@@ -140,7 +140,7 @@ class TransactionCoordinator:
         except KafkaError:
             return []  # the image moved ahead of the replica manager; the next image loads it
         shard = TxnShard(partition, coordinator_epoch)
-        for batch in iter_batches(hosted.log):
+        for batch, _ in iter_batches(hosted.log):
             for record in batch:
                 if record.key is None:
                     continue
