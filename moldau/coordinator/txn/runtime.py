@@ -56,7 +56,7 @@ class TxnRuntime:
         self._replicas = replicas
         self._next_producer_id = next_producer_id
         self._markers = markers
-        self._completions: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self._completions: dict[tuple[str, int, int], asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
     def now_ms(self) -> int:
@@ -128,7 +128,8 @@ class TxnRuntime:
         outcome = decide()
         if outcome.error != ErrorCode.concurrent_transactions or outcome.wait is not None:
             return outcome
-        running = [t for (txn_id, _), t in self._completions.items() if txn_id == transactional_id and not t.done()]
+        running = [t for (txn_id, _, _), t in self._completions.items()
+                   if txn_id == transactional_id and not t.done()]
         if not running:
             return outcome
         await asyncio.wait(running, timeout=_COMPLETION_WAIT_S)
@@ -156,7 +157,9 @@ class TxnRuntime:
     def _complete_later(self, prepared: Outcome) -> None:
         job = prepared.job
         assert job is not None
-        key = (job.transactional_id, job.producer_epoch)
+        # The coordinator epoch is part of the key: after a reload the old task stops (its job is no longer
+        # current) and must not keep the reloaded partition's completion from starting.
+        key = (job.transactional_id, job.producer_epoch, job.coordinator_epoch)
         running = self._completions.get(key)
         if running is not None and not running.done():
             return
@@ -164,7 +167,7 @@ class TxnRuntime:
         self._completions[key] = task
         task.add_done_callback(lambda t, key=key: self._forget(key, t))  # type: ignore[misc]
 
-    def _forget(self, key: tuple[str, int], task: asyncio.Task[None]) -> None:
+    def _forget(self, key: tuple[str, int, int], task: asyncio.Task[None]) -> None:
         if self._completions.get(key) is task:
             del self._completions[key]
         if not task.cancelled() and task.exception() is not None:
@@ -188,9 +191,21 @@ class TxnRuntime:
                 delay = min(delay * 2, _MARKER_RETRY_MAX_S)
         if remaining:
             return  # no longer the coordinator: the next one resumes
-        outcome = self.coordinator.complete(job, self.now_ms())
-        if outcome is not None and await self._replicated(outcome) != ErrorCode.none:
-            log.warning("the completion record of %r is not replicated yet", job.transactional_id)
+        await self._record_completion(job)
+
+    async def _record_completion(self, job: MarkerJob) -> None:
+        """Write the Complete record, retrying while the state partition refuses it (an ISR below
+        min.insync.replicas, say): until it is written the id's next transaction cannot start."""
+        delay = _MARKER_RETRY_MIN_S
+        while (outcome := self.coordinator.complete(job, self.now_ms())) is not None:
+            if outcome.error == ErrorCode.none:
+                if await self._replicated(outcome) != ErrorCode.none:
+                    log.warning("the completion record of %r is not replicated yet", job.transactional_id)
+                return
+            log.info("cannot record the completion of %r yet (%s); retrying in %.2f s", job.transactional_id,
+                     outcome.error.name, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _MARKER_RETRY_MAX_S)
 
     # -- timers ----------------------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import contextlib
 from pathlib import Path
 
 from moldau.clock import ManualClock
-from moldau.coordinator.txn.coordinator import MarkerJob
+from moldau.coordinator.txn.coordinator import MarkerJob, Outcome
 from moldau.coordinator.txn.records import TopicPartition, TxnState
 from moldau.coordinator.txn.runtime import TxnRuntime
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -149,6 +149,35 @@ def test_the_next_transaction_waits_for_the_previous_markers_instead_of_failing(
         assert state(node, "tx") == TxnState.PREPARE_COMMIT  # answered before the markers are written
         assert await runtime.add_partitions("tx", 500, 0, [("a", 0)], FENCED) == ErrorCode.none
         assert state(node, "tx") == TxnState.ONGOING
+        runtime.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        node.close()
+
+
+def test_a_refused_completion_record_is_retried(tmp_path: Path) -> None:
+    node = Node(tmp_path, ManualClock(START_MS))
+    complete = node.coordinator.complete
+    refusals = [2]
+
+    def refuse_twice(job: MarkerJob, now_ms: int) -> Outcome | None:
+        if refusals[0]:
+            refusals[0] -= 1
+            return Outcome(ErrorCode.coordinator_not_available)  # e.g. the ISR is below min.insync.replicas
+        return complete(job, now_ms)
+
+    node.coordinator.complete = refuse_twice  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        runtime = runtime_for(node, Markers())
+        runtime.start(node.metadata.image)
+        await runtime.init_producer_id("tx", 60_000, (-1, -1), FENCED)
+        await runtime.add_partitions("tx", 500, 0, [("a", 0)], FENCED)
+        assert await runtime.end_transaction("tx", 500, 0, False, FENCED) == ErrorCode.none
+        await until(lambda: state(node, "tx") == TxnState.COMPLETE_ABORT)
+        assert refusals == [0]
         runtime.close()
 
     try:
