@@ -1,11 +1,13 @@
 """Run the fault-injection suite once: a proxied cluster, the workload, the nemesis, then the checker.
 
-    python -m tests.fault.run --seed 7 --duration 60 --nodes 3 [--out DIR]
+    python -m tests.fault.run --seed 7 --duration 60 --nodes 3 [--workload txn] [--out DIR]
 
 Starts a `FaultCluster`, creates the workload topic (replication factor 3, min.insync.replicas=2), runs
 producers and consumers while the seeded nemesis injects faults for `--duration` seconds, then undoes every
 fault (heal, resume, restart), lets the workload run on for `--recovery` seconds, stops it, reads every
-partition from offset 0 to its end, and checks the history. Prints the seed and a summary, saves
+partition from offset 0 to its end, and checks the history. `--workload txn` runs transactional producers
+instead (`tests/support/txn_workload.py`), adds a read_uncommitted final read and checks the history with
+`check_txn` (`tests/support/txn_checker.py`). Prints the seed and a summary, saves
 `history.json` and `result.json` into `--out` (default: a new temporary directory, printed), and exits 1 on
 a violation, printing the command that reproduces the run.
 """
@@ -27,9 +29,15 @@ from typing import Any
 from tests.support.checker import CheckResult, check
 from tests.support.fault_cluster import FaultCluster
 from tests.support.nemesis import FAULTS, TARGETS, Nemesis
+from tests.support.txn_checker import check_txn
+from tests.support.txn_workload import TxnWorkload
 from tests.support.workload import History, Workload, create_topic
 
 TOPIC = "fault-workload"
+WORKLOADS = ("plain", "txn")
+# Few transaction state partitions (Kafka's default is 50), as in the transaction cluster tests: the
+# coordinators still move with every fault, and a 2-core machine keeps up.
+TXN_SERVER_CONFIGS = {"transaction.state.log.num.partitions": "3"}
 
 
 @dataclass
@@ -53,12 +61,28 @@ class RunConfig:
     replication_factor: int = 3
     min_insync_replicas: int = 2
     overrides: dict[str, str] = field(default_factory=dict)
+    workload: str = "plain"
+    # The transactional workload: `txn_rate` transactions per second per producer, of `txn_size` records each,
+    # `abort_ratio` of them aborted on purpose; transaction.timeout.ms is message_timeout_ms.
+    txn_rate: float = 10.0
+    txn_size: int = 4
+    abort_ratio: float = 0.2
+
+    @property
+    def transactional(self) -> bool:
+        return self.workload == "txn"
+
+    def server_configs(self) -> dict[str, str]:
+        return {**(TXN_SERVER_CONFIGS if self.transactional else {}), **self.overrides}
 
     def command(self) -> str:
         """The command line that repeats this run."""
         args = ["python", "-m", "tests.fault.run", "--seed", str(self.seed), "--duration", f"{self.duration_s:g}",
                 "--nodes", str(self.nodes), "--partitions", str(self.partitions), "--producers", str(self.producers),
                 "--rate", f"{self.rate:g}", "--interval", f"{self.interval_s:g}"]
+        if self.transactional:
+            args += ["--workload", self.workload, "--txn-rate", f"{self.txn_rate:g}", "--txn-size",
+                     str(self.txn_size), "--abort-ratio", f"{self.abort_ratio:g}"]
         if self.message_timeout_ms != RunConfig.message_timeout_ms:
             args += ["--message-timeout", str(self.message_timeout_ms)]
         if self.faults != FAULTS:
@@ -105,7 +129,7 @@ def execute(config: RunConfig, out: Path, log: Any = None) -> RunOutcome:
     notes: list[str] = []
     nemesis: Nemesis | None = None
     try:
-        with FaultCluster(out / "cluster", config.nodes, overrides=config.overrides) as cluster:
+        with FaultCluster(out / "cluster", config.nodes, overrides=config.server_configs()) as cluster:
             history.meta["inter_broker_listener"] = cluster.inter_broker_listener
             cluster.active_controller(60)
             history.event("cluster", action="started", nodes=cluster.ids)
@@ -114,9 +138,7 @@ def execute(config: RunConfig, out: Path, log: Any = None) -> RunOutcome:
                          {"min.insync.replicas": str(config.min_insync_replicas)})
             cluster.wait_stable(60, TOPIC)
             history.event("topic", action="created", topic=TOPIC, leaders=cluster.partition_leaders(TOPIC))
-            workload = Workload(cluster.bootstrap, TOPIC, config.partitions, history, producers=config.producers,
-                                consumers=config.consumers, rate=config.rate,
-                                message_timeout_ms=config.message_timeout_ms).start()
+            workload = make_workload(config, cluster.bootstrap, history).start()
             try:
                 nemesis = Nemesis(cluster, history, config.seed, topic=TOPIC, interval_s=config.interval_s,
                                   hold_s=config.hold_s, faults=config.faults, targets=config.targets).start()
@@ -139,16 +161,19 @@ def execute(config: RunConfig, out: Path, log: Any = None) -> RunOutcome:
                 workload.stop()
             say("final read")
             workload.final_read(60)
+            if config.transactional:
+                workload.final_read(60, isolation="read_uncommitted")
     except Exception as exc:
         history.event("run-error", error=f"{type(exc).__name__}: {exc}")
     finally:
         recorded = history.as_dict()
         (out / "history.json").write_text(json.dumps(recorded), encoding="utf-8")
-    result = check(recorded)
+    result = check_txn(recorded) if config.transactional else check(recorded)
     problems = [f"the run broke before its end: {e['error'][:1000]}" for e in recorded["events"]
                 if e["kind"] == "run-error"]
     problems += [f"a workload thread crashed: {e['thread']}: {e['error']}" for e in recorded["events"]
                  if e["kind"] == "workload-crash"]
+    notes += _txn_liveness_notes(recorded)
     if nemesis is not None and nemesis.errors:
         notes.append(f"{nemesis.errors} nemesis actions failed (see the nemesis events)")
     errors = Counter(e["error"].split(",")[0] for e in recorded["events"] if e["kind"] == "client-error")
@@ -163,6 +188,31 @@ def execute(config: RunConfig, out: Path, log: Any = None) -> RunOutcome:
     return outcome
 
 
+def _txn_liveness_notes(recorded: dict[str, Any]) -> list[str]:
+    """Transactions that could not finish although nothing was broken any more: not a safety violation, but a
+    transactional id that stays stuck (every retry answered CONCURRENT_TRANSACTIONS, say) is worth a look."""
+    healed = [e["t"] for e in recorded["events"] if e["kind"] == "cluster" and e.get("action") == "healed"]
+    late = [t["id"] for t in recorded.get("txns", []) if t.get("status") not in ("committed", "aborted")
+            and healed and t.get("done_at", float("inf")) > healed[0] + 10]
+    unfenced = [e["slot"] for e in recorded["events"] if e["kind"] == "producer" and e.get("action") == "unfenced"]
+    notes = []
+    if late:
+        notes.append(f"transactions still unfinished more than 10 s after healing: {', '.join(late)}")
+    if unfenced:
+        notes.append(f"transactional slots that could not fence their last producer at the end: {unfenced}")
+    return notes
+
+
+def make_workload(config: RunConfig, bootstrap: str, history: History) -> Workload:
+    if config.transactional:
+        return TxnWorkload(bootstrap, TOPIC, config.partitions, history, producers=config.producers,
+                           consumers=config.consumers, rate=config.txn_rate, txn_size=config.txn_size,
+                           abort_ratio=config.abort_ratio, message_timeout_ms=config.message_timeout_ms,
+                           transaction_timeout_ms=config.message_timeout_ms, seed=config.seed)
+    return Workload(bootstrap, TOPIC, config.partitions, history, producers=config.producers,
+                    consumers=config.consumers, rate=config.rate, message_timeout_ms=config.message_timeout_ms)
+
+
 def parse_args(argv: list[str] | None = None) -> tuple[RunConfig, Path | None]:
     parser = argparse.ArgumentParser(prog="python -m tests.fault.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, help="the nemesis seed (default: random, printed)")
@@ -173,8 +223,15 @@ def parse_args(argv: list[str] | None = None) -> tuple[RunConfig, Path | None]:
     parser.add_argument("--consumers", type=int, default=1)
     parser.add_argument("--rate", type=float, default=50.0, help="records per second per producer (default 50)")
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between faults (default 5)")
+    parser.add_argument("--workload", choices=WORKLOADS, default="plain",
+                        help="plain: idempotent producers (default); txn: transactional producers")
+    parser.add_argument("--txn-rate", type=float, default=10.0,
+                        help="txn workload: transactions per second per producer (default 10)")
+    parser.add_argument("--txn-size", type=int, default=4, help="txn workload: records per transaction (default 4)")
+    parser.add_argument("--abort-ratio", type=float, default=0.2,
+                        help="txn workload: share of transactions aborted on purpose (default 0.2)")
     parser.add_argument("--message-timeout", type=int, default=60_000, dest="message_timeout_ms",
-                        help="the producers' message.timeout.ms (default 60000)")
+                        help="the producers' message.timeout.ms (and transaction.timeout.ms; default 60000)")
     parser.add_argument("--recovery", type=float, default=5.0, help="seconds of workload after healing")
     parser.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated, of {','.join(FAULTS)}")
     parser.add_argument("--targets", default=",".join(TARGETS), help=f"comma-separated, of {','.join(TARGETS)}")
@@ -188,7 +245,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[RunConfig, Path | None]:
         duration_s=args.duration, nodes=args.nodes, partitions=args.partitions, producers=args.producers,
         consumers=args.consumers, rate=args.rate, interval_s=args.interval, recovery_s=args.recovery,
         faults=tuple(f for f in args.faults.split(",") if f), targets=tuple(t for t in args.targets.split(",") if t),
-        message_timeout_ms=args.message_timeout_ms, overrides=overrides)
+        message_timeout_ms=args.message_timeout_ms, overrides=overrides, workload=args.workload,
+        txn_rate=args.txn_rate, txn_size=args.txn_size, abort_ratio=args.abort_ratio)
     return config, args.out
 
 

@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 from tests.support.checker import check
+from tests.support.txn_checker import check_txn
 
 
 def acked(value: str, partition: int, offset: int, order: int, producer: str = "p0") -> dict[str, Any]:
@@ -152,3 +153,136 @@ def test_the_summary_names_each_violation() -> None:
     text = result.summary(shown=2)
     assert "violations" in text and "lost" in text and "more (all are in the saved history)" in text
     assert result.as_dict()["ok"] is False
+
+
+# ---- transactional histories (tests/support/txn_checker.py)
+
+def txn(name: str, status: str, *records: tuple[int, str], offsets: dict[str, int] | None = None,
+        reason: str = "") -> dict[str, Any]:
+    slot, number = (int(part) for part in name[1:].split("-"))
+    return {"id": name, "slot": slot, "number": number, "instance": f"t{slot}#0", "status": status,
+            "reason": reason, "records": [[p, v] for p, v in records], "offsets": dict(offsets or {})}
+
+
+def log(partitions: dict[int, dict[int, str]], ends: dict[int, int]) -> dict[str, Any]:
+    """A final read with gaps where commit/abort markers and (read_committed) aborted records are."""
+    return {"partitions": {str(p): {"end": ends[p], "complete": True, "records": sorted(map(list, values.items()))}
+                           for p, values in partitions.items()}}
+
+
+def clean_txns() -> dict[str, Any]:
+    """Slot 0 commits, aborts on purpose, commits; slot 1 ends unknown twice (once in, once out) and aborts
+    after an error. Offsets between records hold the markers."""
+    committed = {0: {0: "t0-0-0", 4: "t0-2-0", 6: "t1-0-0"}, 1: {0: "t0-0-1", 4: "t0-2-1", 6: "t1-0-1"}}
+    uncommitted = {0: {**committed[0], 2: "t0-1-1"}, 1: {**committed[1], 2: "t0-1-0", 8: "t1-1-0"}}
+    return {
+        "txns": [txn("t0-0", "committed", (0, "t0-0-0"), (1, "t0-0-1"), offsets={"t0-0-0": 0, "t0-0-1": 0}),
+                 txn("t0-1", "aborted", (1, "t0-1-0"), (0, "t0-1-1"), reason="deliberate"),
+                 txn("t0-2", "committed", (0, "t0-2-0"), (1, "t0-2-1"), offsets={"t0-2-0": 4, "t0-2-1": 4}),
+                 txn("t1-0", "unknown", (0, "t1-0-0"), (1, "t1-0-1")),
+                 txn("t1-1", "unknown", (1, "t1-1-0"), (0, "t1-1-1")),
+                 txn("t1-2", "aborted", (0, "t1-2-0"), reason="abortable error: _TIMED_OUT")],
+        "reads": [["c0", 0, 0, "t0-0-0", 1.0], ["c0", 1, 4, "t0-2-1", 1.5]],
+        "final": log(committed, {0: 8, 1: 10}),
+        "final_uncommitted": log(uncommitted, {0: 8, 1: 10}),
+    }
+
+
+def txn_kinds(history: dict[str, Any]) -> dict[str, int]:
+    return check_txn(history).by_kind()
+
+
+def test_a_clean_transactional_history_passes() -> None:
+    result = check_txn(clean_txns())
+    assert result.ok, result.summary()
+    stats = result.stats
+    assert (stats["committed"], stats["aborted"], stats["aborted_deliberately"], stats["unknown"]) == (2, 2, 1, 2)
+    assert (stats["unknown_in_log"], stats["unknown_absent"], stats["aborted_in_uncommitted_log"]) == (1, 1, 2)
+    assert "6 begun, 2 committed, 2 aborted (1 on purpose), 2 unknown" in result.summary()
+
+
+def test_a_consumer_reading_an_aborted_record() -> None:
+    history = clean_txns()
+    history["reads"].append(["c1", 1, 2, "t0-1-0", 2.0])
+    result = check_txn(history)
+    assert result.by_kind() == {"aborted-read": 1, "read-lost": 1}
+    assert "consumer c1 (read_committed) read 't0-1-0'" in result.violations[0].message
+
+
+def test_an_aborted_transaction_in_the_final_committed_log() -> None:
+    history = clean_txns()
+    history["final"] = copy.deepcopy(history["final_uncommitted"])  # as if t0-1 had been committed
+    history["final"]["partitions"]["1"]["records"].pop()  # t1-1-0: t1-1 stays out
+    result = check_txn(history)
+    assert result.by_kind() == {"aborted-read": 1}
+    assert result.violations[0].detail == {"txn": "t0-1", "reader": "final", "values": ["t0-1-0", "t0-1-1"]}
+
+
+def test_a_torn_unknown_transaction() -> None:
+    history = clean_txns()
+    del history["final"]["partitions"]["1"]["records"][2]  # t1-0-1: t1-0 is now half in the log
+    result = check_txn(history)
+    assert result.by_kind() == {"torn": 1}
+    assert result.violations[0].detail == {"txn": "t1-0", "status": "unknown", "found": ["t1-0-0"],
+                                           "missing": ["t1-0-1"]}
+
+
+def test_a_committed_transaction_torn_and_partly_lost() -> None:
+    history = clean_txns()
+    del history["final"]["partitions"]["0"]["records"][1]  # t0-2-0
+    assert txn_kinds(history) == {"torn": 1, "lost": 1}
+
+
+def test_a_lost_committed_transaction() -> None:
+    history = clean_txns()
+    for part in history["final"]["partitions"].values():
+        part["records"] = [r for r in part["records"] if not r[1].startswith("t0-2-")]
+    result = check_txn(history)
+    assert result.by_kind() == {"lost": 1, "read-lost": 1}  # c0 had read t0-2-1
+    lost = next(v for v in result.violations if v.kind == "lost")
+    assert lost.detail["values"] == ["t0-2-0", "t0-2-1"] and "partition 0 offset 4" in lost.message
+
+
+def test_a_transactional_duplicate() -> None:
+    history = clean_txns()
+    history["final"]["partitions"]["0"]["records"].append([7, "t0-0-0"])
+    assert txn_kinds(history) == {"duplicate": 1}
+
+
+def test_a_committed_record_moved_and_reordered() -> None:
+    history = clean_txns()
+    records = history["final"]["partitions"]["0"]["records"]
+    records[0][1], records[1][1] = records[1][1], records[0][1]  # t0-2-0 before t0-0-0
+    history["reads"] = []
+    assert txn_kinds(history) == {"moved": 2, "reordered": 1, "divergent": 2}
+
+
+def test_the_two_final_reads_disagreeing_is_divergent() -> None:
+    history = clean_txns()
+    history["final_uncommitted"]["partitions"]["1"]["records"][0][1] = "t1-1-1"
+    result = check_txn(history)
+    assert result.by_kind() == {"divergent": 1}
+    assert "read_uncommitted" in result.violations[0].message
+
+
+def test_a_transactional_phantom() -> None:
+    history = clean_txns()
+    history["final"]["partitions"]["1"]["records"].append([9, "nobody-wrote-this"])
+    assert txn_kinds(history) == {"phantom": 1}
+
+
+def test_an_open_transaction_counts_as_unknown() -> None:
+    history = clean_txns()
+    history["txns"][3]["status"] = "open"
+    result = check_txn(history)
+    assert result.ok and result.stats["unknown"] == 2
+
+
+def test_a_transaction_held_back_by_an_incomplete_final_read_is_unchecked() -> None:
+    history = clean_txns()
+    part = history["final"]["partitions"]["1"]
+    part["records"], part["complete"] = part["records"][:1], False  # stopped at an open transaction
+    history["reads"] = []
+    result = check_txn(history)
+    assert result.by_kind() == {"incomplete-final": 1}
+    assert result.stats["unchecked_records"] == 4  # t0-2-1, t1-0-1, and the absent t0-1-0 and t1-1-0

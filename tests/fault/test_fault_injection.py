@@ -25,3 +25,13 @@ def test_no_violation_under_faults(tmp_path: Path, seed: int) -> None:
     assert outcome.ok, outcome.summary()
     assert sum(outcome.faults.values()) >= 2, outcome.summary()
     assert outcome.result.stats["acked"] > 0, outcome.summary()
+
+
+def test_no_transactional_violation_under_faults(tmp_path: Path) -> None:
+    """Transactional producers and read_committed readers: no aborted read, no torn or lost transaction."""
+    config = RunConfig(seed=31, workload="txn", txn_rate=8.0, **SHORT)  # type: ignore[arg-type]
+    outcome = execute(config, tmp_path)
+    print(outcome.summary())
+    assert outcome.ok, outcome.summary()
+    assert sum(outcome.faults.values()) >= 2, outcome.summary()
+    assert outcome.result.stats["committed"] > 0 and outcome.result.stats["aborted"] > 0, outcome.summary()

@@ -61,10 +61,13 @@ class CheckResult:
     def by_kind(self) -> dict[str, int]:
         return dict(Counter(v.kind for v in self.violations))
 
+    def headline(self) -> str:
+        return (f"records: {self.stats['sent']} sent, {self.stats['acked']} acknowledged, "
+                f"{self.stats['failed']} failed, {self.stats['pending']} pending; "
+                f"{self.stats['final_records']} in the final log, {self.stats['reads']} consumer reads")
+
     def summary(self, shown: int = MAX_SHOWN) -> str:
-        lines = [f"records: {self.stats['sent']} sent, {self.stats['acked']} acknowledged, "
-                 f"{self.stats['failed']} failed, {self.stats['pending']} pending; "
-                 f"{self.stats['final_records']} in the final log, {self.stats['reads']} consumer reads"]
+        lines = [self.headline()]
         if self.ok:
             lines.append("checker: no violation")
         else:

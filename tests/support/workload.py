@@ -10,14 +10,18 @@ their outcomes, the consumer reads, the events (nemesis actions, client errors) 
   values `p<producer>-<seq>` round-robin over the partitions at `rate` records per second, with at most
   `max_outstanding` unresolved records. A producer that hits a fatal error is replaced by a new one with a
   new producer id (its unresolved records stay "pending").
-- `consumers` threads, each assigned every partition from offset 0 (default isolation), recording every
-  (partition, offset, value) it reads.
+- `consumers` threads, each assigned every partition from offset 0 (`isolation`, read_committed as
+  librdkafka's default), recording every (partition, offset, value) it reads.
 - `final_read()`: every partition from offset 0 to its high watermark, once the cluster is healed.
+
+`TxnWorkload` (`tests/support/txn_workload.py`) replaces the producers with transactional ones; it records
+its transactions in `History.txns` and adds a read_uncommitted final read (`History.final_uncommitted`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import itertools
 import logging
 import threading
@@ -56,6 +60,9 @@ class History:
         self.reads: list[list[Any]] = []
         self.events: list[dict[str, Any]] = []
         self.final: dict[str, Any] = {"partitions": {}}
+        # Only the transactional workload fills these (tests/support/txn_workload.py).
+        self.txns: list[dict[str, Any]] = []
+        self.final_uncommitted: dict[str, Any] = {"partitions": {}}
         self._lock = threading.Lock()
         self._ack_orders: dict[str, itertools.count[int]] = {}
         self._error_events = 0
@@ -98,10 +105,24 @@ class History:
         with self._lock:
             self.reads.append(entry)
 
+    def txn(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """Record a transaction as it begins; `txn_update` changes it later (under the same lock)."""
+        entry.setdefault("started_at", self.now())
+        with self._lock:
+            self.txns.append(entry)
+        return entry
+
+    def txn_update(self, entry: dict[str, Any], **fields: Any) -> None:
+        with self._lock:
+            entry.update(fields)
+
     def as_dict(self) -> dict[str, Any]:
         with self._lock:
-            return {"meta": dict(self.meta), "events": list(self.events), "sends": [dict(s) for s in self.sends],
-                    "reads": list(self.reads), "final": self.final}
+            recorded = {"meta": dict(self.meta), "events": list(self.events), "sends": [dict(s) for s in self.sends],
+                        "reads": list(self.reads), "final": self.final}
+            if self.txns:
+                recorded.update(txns=copy.deepcopy(self.txns), final_uncommitted=self.final_uncommitted)
+            return recorded
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = 3,
@@ -126,6 +147,9 @@ def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor
 
 class Workload:
     """Producers and consumers over `topic` (see the module docstring); `start`, `stop`, `final_read`."""
+
+    # librdkafka's default: the same as read_uncommitted for records written without transactions.
+    isolation = "read_committed"
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, history: History, *, producers: int = 2,
                  consumers: int = 1, rate: float = 50.0, max_outstanding: int = 200,
@@ -258,9 +282,10 @@ class Workload:
 
     # ---- consumers
 
-    def _consumer(self, name: str) -> Consumer:
+    def _consumer(self, name: str, isolation: str | None = None, eof: bool = False) -> Consumer:
         return Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"fault-{name}-{uuid.uuid4().hex[:8]}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": isolation or self.isolation, "enable.partition.eof": eof,
                          "fetch.wait.max.ms": 100, "client.id": name,
                          "error_cb": lambda error: self.history.client_error(name, error), **CLIENT_TIMEOUTS})
 
@@ -281,41 +306,62 @@ class Workload:
 
     # ---- the final read
 
-    def final_read(self, timeout_s: float = 60.0) -> dict[str, Any]:
-        """Read every partition from offset 0 to its high watermark; store and return `history.final`."""
+    def final_read(self, timeout_s: float = 60.0, isolation: str | None = None) -> dict[str, Any]:
+        """Read every partition from offset 0 to its high watermark; store and return `history.final`
+        (`history.final_uncommitted` for a read_uncommitted read by a read_committed workload)."""
         deadline = time.monotonic() + timeout_s
-        consumer = self._consumer("final")
-        result: dict[str, Any] = {"partitions": {}}
+        isolation = isolation or self.isolation
+        name = "final" if isolation == self.isolation else f"final-{isolation}"
+        consumer = self._consumer(name, isolation, eof=True)
         try:
-            ends = {p: self._end_offset(consumer, p, deadline) for p in range(self.partitions)}
-            records: dict[int, dict[int, str]] = {p: {} for p in ends}
-            consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in ends if ends[p]])
-
-            def reached(partition: int) -> bool:
-                end, got = ends[partition], records[partition]
-                return end is not None and (end == 0 or (bool(got) and max(got) >= end - 1))
-
-            while not all(reached(p) for p in ends if ends[p] is not None) and time.monotonic() < deadline:
-                for message in consumer.consume(1000, 0.5):
-                    if message.error() is not None:
-                        self.history.client_error("final", message.error())
-                        continue
-                    value, partition, offset = message.value(), message.partition(), message.offset()
-                    if partition is None or offset is None:
-                        continue
-                    end = ends.get(partition)
-                    if end is not None and offset < end:
-                        records[partition][offset] = value.decode() if value is not None else ""
-            for partition, end in ends.items():
-                result["partitions"][str(partition)] = {
-                    "end": end, "complete": reached(partition),
-                    "records": [[o, v] for o, v in sorted(records[partition].items())]}
+            result = self._read_to_ends(consumer, name, deadline)
         finally:
             consumer.close()
-        self.history.final = result
-        self.history.event("final-read", ends={p: v["end"] for p, v in result["partitions"].items()},
+        if isolation == self.isolation:
+            self.history.final = result
+        else:
+            self.history.final_uncommitted = result
+        self.history.event("final-read", isolation=isolation,
+                           ends={p: v["end"] for p, v in result["partitions"].items()},
                            complete=all(v["complete"] for v in result["partitions"].values()))
         return result
+
+    def _read_to_ends(self, consumer: Consumer, name: str, deadline: float) -> dict[str, Any]:
+        # The high watermark, whatever the isolation: a read_committed consumer's watermark is the last stable
+        # offset, which stops short of a transaction whose markers are not written yet (commit_transaction
+        # returns before they are) and would let a read of the committed records end early.
+        watermarks = self._consumer(f"{name}-ends", "read_uncommitted")
+        try:
+            ends = {p: self._end_offset(watermarks, p, deadline) for p in range(self.partitions)}
+        finally:
+            watermarks.close()
+        records: dict[int, dict[int, str]] = {p: {} for p in ends}
+        # Where the consumer said it reached the end: with transactions the last offsets hold commit/abort
+        # markers (and read_committed skips aborted records), which are never returned as records.
+        eof: dict[int, int] = {}
+        consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in ends if ends[p]])
+
+        def reached(partition: int) -> bool:
+            end, got = ends[partition], records[partition]
+            return end is not None and (end == 0 or (bool(got) and max(got) >= end - 1)
+                                        or eof.get(partition, -1) >= end)
+
+        while not all(reached(p) for p in ends if ends[p] is not None) and time.monotonic() < deadline:
+            for message in consumer.consume(1000, 0.5):
+                partition, offset, error = message.partition(), message.offset(), message.error()
+                if partition is None or offset is None:
+                    if error is not None:
+                        self.history.client_error(name, error)
+                elif error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    eof[partition] = offset
+                elif error is not None:
+                    self.history.client_error(name, error)
+                elif (end := ends.get(partition)) is not None and offset < end:
+                    value = message.value()
+                    records[partition][offset] = value.decode() if value is not None else ""
+        return {"partitions": {str(p): {"end": end, "complete": reached(p),
+                                        "records": [[o, v] for o, v in sorted(records[p].items())]}
+                               for p, end in ends.items()}}
 
     def _end_offset(self, consumer: Consumer, partition: int, deadline: float) -> int | None:
         """The partition's high watermark, retried until the deadline; None if it never answered."""
