@@ -1,12 +1,13 @@
 """The sink's record of committed micro-batches, kept in a compacted Moldau topic.
 
-After every task of micro-batch B of query Q has had its records acknowledged, the driver appends
-`key=Q, value={"batchId": B, ...}` to the commits topic (one partition, cleanup.policy=compact, so only
-the latest batch of each query is kept in the long run). When Spark replays a micro-batch after a crash,
-its tasks look here first: a batch id at or below the recorded one was written completely, and is skipped.
+The driver writes `key=Q, value={"batchId": B, ...}` for micro-batch B of query Q in the same transaction
+as B's records (`moldau.spark.publish`), into the commits topic (one partition, cleanup.policy=compact, so
+only the latest batch of each query is kept in the long run). The record is therefore visible to a
+read_committed reader exactly when B's records are: a batch id at or below the recorded one was written
+completely, and its replay after a crash writes nothing.
 
-A crash after the records are acknowledged but before this record is written still duplicates that one
-batch on replay: that window closes only with transactions.
+Everything here reads with isolation.level=read_committed, up to the last stable offset: a batch record
+of a transaction that is still open, or was aborted, must not count as committed.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
@@ -24,6 +25,7 @@ from moldau.spark.fetch import FetchSettings, read_range
 from moldau.spark.offsets import OffsetRange
 
 PARTITION = 0
+ISOLATION = "read_committed"
 
 
 @dataclass
@@ -45,35 +47,37 @@ def ensure_topic(bootstrap: str, conf: Mapping[str, str], topic: str, timeout_s:
     if (bootstrap, topic) in _ENSURED:
         return
     admin = AdminClient({**conf, "bootstrap.servers": bootstrap})
-    new = NewTopic(topic, num_partitions=1, replication_factor=1, config={"cleanup.policy": "compact"})
+    create_unless_exists(admin, NewTopic(topic, num_partitions=1, replication_factor=-1,
+                                         config={"cleanup.policy": "compact"}), timeout_s)
+    _ENSURED.add((bootstrap, topic))
+
+
+def create_unless_exists(admin: AdminClient, new: NewTopic, timeout_s: float) -> None:
+    """Create `new`; a topic of that name that already exists is kept as it is."""
+    topic = new.topic
     future = admin.create_topics([new], operation_timeout=timeout_s, request_timeout=timeout_s)[topic]
     try:
         future.result(timeout=timeout_s)
     except KafkaException as exc:
         if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise
-    _ENSURED.add((bootstrap, topic))
 
 
-def record_commit(bootstrap: str, conf: Mapping[str, str], topic: str, query_id: str, batch_id: int,
-                  records: int, timeout_s: float = 30.0) -> None:
-    """Append (query_id, batch_id) to the commits topic and wait until the broker has acknowledged it."""
-    producer = Producer({**conf, "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
+def commit_record(query_id: str, batch_id: int, records: int) -> tuple[bytes, bytes]:
+    """The key and value that record batch `batch_id` of `query_id` as committed."""
     value = {"queryId": query_id, "batchId": batch_id, "records": records, "committedAtMs": int(time.time() * 1000)}
-    errors: list[KafkaError] = []
-    producer.produce(topic, key=query_id.encode(), value=json.dumps(value).encode(), partition=PARTITION,
-                     on_delivery=lambda err, _msg: errors.append(err) if err is not None else None)
-    remaining = producer.flush(timeout_s)
-    if remaining or errors:
-        raise RuntimeError(f"could not record batch {batch_id} of query {query_id} in {topic}: "
-                           f"{errors[0].str() if errors else 'not acknowledged in time'}")
+    return query_id.encode(), json.dumps(value).encode()
 
 
 def last_committed(bootstrap: str, conf: Mapping[str, str], topic: str, query_id: str,
                    timeout_ms: int = 30_000) -> int | None:
-    """The highest batch id recorded for `query_id`, or None; reads only what this process has not read."""
+    """The highest batch id committed for `query_id`, or None; reads only what this process has not read.
+
+    Reads up to the last stable offset, so a batch record behind a transaction that is still open is not
+    seen yet; the driver calls this after init_transactions, which has aborted any such transaction.
+    """
     index = _INDEXES.setdefault((bootstrap, topic), _Index())
-    settings = FetchSettings(bootstrap=bootstrap, client_conf=dict(conf), isolation_level="read_uncommitted",
+    settings = FetchSettings(bootstrap=bootstrap, client_conf=dict(conf), isolation_level=ISOLATION,
                              include_headers=False, fail_on_data_loss=False, poll_timeout_ms=timeout_ms)
     end = _end_offset(bootstrap, conf, topic, timeout_ms)
     if end < index.next_offset:
@@ -99,9 +103,13 @@ def _remember(index: _Index, key: bytes | None, value: bytes | None) -> None:
 
 
 def _end_offset(bootstrap: str, conf: Mapping[str, str], topic: str, timeout_ms: int) -> int:
-    """The commits topic's end offset (0 if it does not exist yet)."""
+    """The commits topic's last stable offset (0 if it does not exist yet).
+
+    A read_committed client's watermark lookup is a ListOffsets at its isolation level, so `high` is the
+    LSO: reading stops by offset there, never by counting records (markers and aborted records are gaps).
+    """
     consumer = Consumer({**conf, "bootstrap.servers": bootstrap, "group.id": "moldau-spark-sink-lookup",
-                         "enable.auto.commit": False})
+                         "enable.auto.commit": False, "isolation.level": ISOLATION})
     try:
         _low, high = consumer.get_watermark_offsets(CkTopicPartition(topic, PARTITION), timeout=timeout_ms / 1000,
                                                     cached=False)

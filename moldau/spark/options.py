@@ -20,10 +20,11 @@ SUBSCRIPTION_OPTIONS = tuple(SUBSCRIPTION_NAMES)
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 # Client settings the source or the sink must own: letting a user override them would break the offset
-# bookkeeping (the source never commits, reads exact ranges) or the sink's idempotence.
+# bookkeeping (the source never commits, reads exact ranges) or the sink's transactions (one transactional id
+# per query, and its commit records read committed only).
 SOURCE_OWNED = ("auto.offset.reset", "enable.auto.commit", "key.deserializer", "value.deserializer",
                 "interceptor.classes", "enable.partition.eof")
-SINK_OWNED = ("key.serializer", "value.serializer", "interceptor.classes", "transactional.id")
+SINK_OWNED = ("key.serializer", "value.serializer", "interceptor.classes", "transactional.id", "isolation.level")
 
 BoundKind = Literal["earliest", "latest", "offsets", "timestamps", "timestamp"]
 
@@ -88,6 +89,7 @@ class SinkOptions:
     bootstrap: str
     topic: str | None
     commits_topic: str
+    staging_topic: str
     client_conf: Mapping[str, str]
 
 
@@ -145,9 +147,13 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         raise OptionError("kafka.enable.idempotence: the sink always uses the idempotent producer")
     topic = opts.get("topic") or None
     commits_topic = opts.get("sinkcommitstopic", "__moldau_spark_sink_commits")
-    if not commits_topic:
-        raise OptionError("sinkCommitsTopic must not be empty")
+    staging_topic = opts.get("sinkstagingtopic", "__moldau_spark_sink_staging")
+    if not commits_topic or not staging_topic:
+        raise OptionError("sinkCommitsTopic and sinkStagingTopic must not be empty")
+    if commits_topic == staging_topic:
+        raise OptionError("sinkCommitsTopic and sinkStagingTopic must be different topics")
     return SinkOptions(bootstrap=_bootstrap(opts), topic=topic, commits_topic=commits_topic,
+                       staging_topic=staging_topic,
                        client_conf=_client_conf(opts, (*SINK_OWNED, "enable.idempotence")))
 
 

@@ -12,7 +12,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from moldau.spark import commits
+from moldau.spark import commits, staging
 from moldau.spark.cluster import resolve
 from moldau.spark.options import (
     OptionError,
@@ -62,7 +62,8 @@ class MoldauDataSource(DataSource):
         options = parse_sink_options(self.options)
         layout = check_layout(schema, options)
         commits.ensure_topic(options.bootstrap, options.client_conf, options.commits_topic)
-        return MoldauStreamWriter(options, layout)
+        staging_partitions = staging.ensure_topic(options.bootstrap, options.client_conf, options.staging_topic)
+        return MoldauStreamWriter(options, layout, staging_partitions)
 
 
 def check_with_broker(options: SourceOptions) -> None:

@@ -5,6 +5,10 @@ Columns as in Spark's Kafka sink: `value` (required, binary or string), `key` (b
 murmur2 like the Java client, so keys land where Kafka's own clients put them) and `headers`
 (array<struct<key string, value binary>>). Records go through the idempotent producer, and a task returns
 only once every record it sent is acknowledged.
+
+The batch writer writes each row to its target (at-least-once). The stream writer's tasks write their rows
+to the staging topic instead (`moldau.spark.staging`), and the driver copies each micro-batch to its
+targets in one transaction, together with its commit record (`moldau.spark.publish`): exactly-once.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Producer
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -31,18 +35,15 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from moldau.spark import commits
+from moldau.spark import commits, publish, staging
 from moldau.spark.options import OptionError, SinkOptions
+from moldau.spark.produce import SinkError, producer_conf, send_all
 
 log = logging.getLogger(__name__)
 
 # Local properties Spark's micro-batch engine sets on every task of a streaming query.
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
-
-
-class SinkError(RuntimeError):
-    """Records could not be written (or acknowledged) by the broker."""
 
 
 @dataclass(frozen=True)
@@ -57,12 +58,14 @@ class Layout:
 
 @dataclass
 class SinkCommitMessage(WriterCommitMessage):
-    """What one task wrote: its record count, and for a stream the query and batch ids it saw."""
+    """What one task wrote: its record count, and for a stream the query and batch ids it saw and where it
+    staged its rows (None if it had none)."""
 
     records: int
     query_id: str | None = None
     batch_id: int | None = None
     skipped: bool = False
+    staged: staging.StagedRange | None = None
 
 
 def check_layout(schema: StructType, options: SinkOptions) -> Layout:
@@ -99,45 +102,18 @@ def _is_headers_type(kind: DataType) -> bool:
             and isinstance(fields["value"], BinaryType))
 
 
-def producer_conf(options: SinkOptions) -> dict[str, Any]:
-    """The user's `kafka.*` options, then the ones the sink must own."""
-    return {
-        "linger.ms": 5,
-        # Kafka's Java clients hash keys with murmur2; matching them keeps a key in the same partition
-        # whichever client wrote it.
-        "partitioner": "murmur2_random",
-        **options.client_conf,
-        "bootstrap.servers": options.bootstrap,
-        "enable.idempotence": True,
-        "acks": "all",
-    }
-
-
 def produce_batches(options: SinkOptions, layout: Layout, batches: Iterator[pa.RecordBatch]) -> int:
-    """Send every row of `batches` and wait for all acknowledgements; the number of records written.
+    """Send every row of `batches` to its target and wait for all acknowledgements; the number of records.
 
     Raises SinkError if any record failed or was not acknowledged in time.
     """
-    producer = Producer(producer_conf(options))
-    errors: list[KafkaError] = []
+    return send_all(Producer(producer_conf(options)), target_rows(options, layout, batches))
 
-    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
-        if err is not None:
-            errors.append(err)
 
-    count = 0
+def target_rows(options: SinkOptions, layout: Layout, batches: Iterator[pa.RecordBatch]) -> Iterator[dict[str, Any]]:
+    """The producer arguments of every row of `batches`, as the sink writes them to their target."""
     for batch in batches:
-        for row in _rows(batch, layout, options.topic):
-            _produce(producer, row, on_delivery)
-        count += batch.num_rows
-        producer.poll(0)
-        if errors:
-            break
-    remaining = producer.flush(60)
-    if errors or remaining:
-        detail = errors[0].str() if errors else f"{remaining} records not acknowledged within 60 s"
-        raise SinkError(f"writing to Moldau failed: {detail}")
-    return count
+        yield from _rows(batch, layout, options.topic)
 
 
 def _rows(batch: pa.RecordBatch, layout: Layout, topic: str | None) -> Iterator[dict[str, Any]]:
@@ -169,16 +145,6 @@ def _bytes_column(batch: pa.RecordBatch, name: str) -> list[bytes | None]:
     return values
 
 
-def _produce(producer: Producer, row: dict[str, Any], on_delivery: Any) -> None:
-    """produce(), waiting for room when the client's queue is full."""
-    while True:
-        try:
-            producer.produce(on_delivery=on_delivery, **row)
-            return
-        except BufferError:
-            producer.poll(0.1)
-
-
 class MoldauBatchWriter(DataSourceArrowWriter):
     """`df.write.format("moldau")`: append-only, at-least-once (a failed job may have written some rows)."""
 
@@ -196,45 +162,63 @@ class MoldauBatchWriter(DataSourceArrowWriter):
 
 
 class MoldauStreamWriter(DataSourceStreamArrowWriter):
-    """`writeStream.format("moldau")`: writes each micro-batch, then records its batch id (see `commits`).
+    """`writeStream.format("moldau")`: tasks stage a micro-batch, the driver publishes it in one transaction.
 
-    A replayed micro-batch whose id is already recorded for this query is skipped by every task.
+    A replayed micro-batch whose id is already committed for this query is skipped by every task, and by
+    the driver, which checks again after fencing any earlier driver of the query.
     """
 
-    def __init__(self, options: SinkOptions, layout: Layout) -> None:
+    def __init__(self, options: SinkOptions, layout: Layout, staging_partitions: int) -> None:
         self._options = options
         self._layout = layout
+        self._staging_partitions = staging_partitions
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:  # type: ignore[override]
-        """Write one partition of a micro-batch, unless the batch was committed before (a replay)."""
+        """Stage one partition of a micro-batch, unless the batch was committed before (a replay)."""
         query_id, batch_id = current_batch()
         opts = self._options
-        if query_id is not None and batch_id is not None:
-            last = commits.last_committed(opts.bootstrap, opts.client_conf, opts.commits_topic, query_id)
-            if last is not None and batch_id <= last:
-                for _ in iterator:  # drained, so the engine sees the input consumed as usual
-                    pass
-                return SinkCommitMessage(0, query_id, batch_id, skipped=True)
-        written = produce_batches(opts, self._layout, iterator)
-        return SinkCommitMessage(written, query_id, batch_id)
+        if query_id is None or batch_id is None:
+            raise SinkError("the moldau stream writer runs only in a micro-batch streaming query")
+        last = commits.last_committed(opts.bootstrap, opts.client_conf, opts.commits_topic, query_id)
+        if last is not None and batch_id <= last:
+            for _ in iterator:  # drained, so the engine sees the input consumed as usual
+                pass
+            return SinkCommitMessage(0, query_id, batch_id, skipped=True)
+        staged = self._stage(iterator)
+        return SinkCommitMessage(staged.records if staged else 0, query_id, batch_id, staged=staged)
+
+    def _stage(self, iterator: Iterator[pa.RecordBatch]) -> staging.StagedRange | None:
+        """Write the task's rows to its staging partition; where they are, or None if there were none."""
+        opts = self._options
+        context = TaskContext.get()
+        # One staging partition per task partition id (modulo the count), so tasks rarely share one.
+        partition = (context.partitionId() if context is not None else 0) % self._staging_partitions
+        tag = staging.new_tag()
+        rows = (staging.staged_row(row, opts.staging_topic, partition, tag)
+                for row in target_rows(opts, self._layout, iterator))
+        acked = staging.Acknowledged()
+        count = send_all(Producer(producer_conf(opts)), rows, acked.saw)
+        if acked.low is None or acked.high is None:
+            return None
+        return staging.StagedRange(opts.staging_topic, partition, acked.low, acked.high + 1, tag, count)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
-        """Record the batch as written; runs on the driver after every task succeeded."""
+        """Publish the batch's staged rows in one transaction; runs on the driver after every task succeeded."""
         done = [m for m in messages if isinstance(m, SinkCommitMessage)]
         query_ids = {m.query_id for m in done if m.query_id is not None}
         if not query_ids:
-            return  # no task ran, so nothing was written and nothing can be replayed twice
+            return  # no task ran, so nothing was staged and nothing can be replayed twice
         if any(m.skipped for m in done):
             log.info("moldau sink: batch %d was a replay of a committed batch; its records were not rewritten",
                      batchId)
             return
-        opts = self._options
-        commits.record_commit(opts.bootstrap, opts.client_conf, opts.commits_topic, query_ids.pop(), batchId,
-                              sum(m.records for m in done))
+        staged = [m.staged for m in done if m.staged is not None]
+        publish.publish_batch(self._options, query_ids.pop(), batchId, staged)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
-        """Records already acknowledged stay; the batch is not recorded, so its replay writes it again."""
-        log.warning("moldau sink: batch %d aborted; records already acknowledged remain in the topic", batchId)
+        """Nothing reached the targets: staged rows are never read, and expire with the staging topic's
+        retention; the batch's replay stages them again."""
+        log.warning("moldau sink: batch %d aborted; nothing of it was published", batchId)
 
 
 def current_batch() -> tuple[str | None, int | None]:
@@ -245,3 +229,6 @@ def current_batch() -> tuple[str | None, int | None]:
     query_id = context.getLocalProperty(QUERY_ID_PROPERTY)
     batch_id = context.getLocalProperty(BATCH_ID_PROPERTY)
     return query_id, (int(batch_id) if batch_id is not None else None)
+
+
+__all__ = ["MoldauBatchWriter", "MoldauStreamWriter", "SinkCommitMessage", "SinkError", "check_layout"]

@@ -139,3 +139,10 @@ def test_sink_columns_follow_spark_kafka_sink_rules() -> None:
             check_layout(schema, options)
     with pytest.raises(OptionError, match="idempotent producer"):
         parse_sink_options({**BASE, "kafka.enable.idempotence": "false"})
+    assert (with_topic.commits_topic, with_topic.staging_topic) == ("__moldau_spark_sink_commits",
+                                                                   "__moldau_spark_sink_staging")
+    with pytest.raises(OptionError, match="must be different topics"):
+        parse_sink_options({**BASE, "sinkCommitsTopic": "x", "sinkStagingTopic": "x"})
+    for owned in ("transactional.id", "isolation.level"):
+        with pytest.raises(OptionError, match=f"kafka.{owned} cannot be set"):
+            parse_sink_options({**BASE, f"kafka.{owned}": "x"})

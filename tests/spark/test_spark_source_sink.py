@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
@@ -104,7 +104,7 @@ def test_batch_offsets_json_latest_timestamps_assign_and_min_partitions(spark: S
                      endingOffsets=json.dumps({topic: {"0": 5, "1": -1}})).load()
     assert offsets(bounded) == [(0, 2), (0, 3), (0, 4)] + [(1, o) for o in range(10)]
 
-    # read_committed reads the same as read_uncommitted while the broker has no transactions.
+    # Without transactions in the topic, read_committed reads the same as read_uncommitted.
     assigned = source(spark, shared_broker, assign=json.dumps({topic: [1]}), endingOffsets="latest",
                       **{"kafka.isolation.level": "read_committed"}).load()
     assert offsets(assigned) == [(1, o) for o in range(10)]
@@ -117,6 +117,36 @@ def test_batch_offsets_json_latest_timestamps_assign_and_min_partitions(spark: S
     split = source(spark, shared_broker, subscribe=topic, minPartitions=6).load()
     assert split.rdd.getNumPartitions() == 6
     assert offsets(split) == [(p, o) for p in (0, 1) for o in range(10)]
+
+
+def test_read_committed_skips_aborted_records_and_stops_before_an_open_transaction(
+        spark: SparkSession, shared_broker: BrokerProcess) -> None:
+    topic = topic_name("txn")
+    create_topic(shared_broker.bootstrap, topic)
+    # The last transaction stays open across two Spark jobs: longer than the default 60 s timeout allows.
+    producer = Producer({"bootstrap.servers": shared_broker.bootstrap, "transactional.id": f"t-{topic}",
+                         "transaction.timeout.ms": 600_000})
+    producer.init_transactions(30)
+    for outcome, first in (("commit", 0), ("abort", 10), ("commit", 20), ("open", 30)):
+        producer.begin_transaction()
+        for i in range(first, first + 10):
+            producer.produce(topic, value=f"v{i}".encode(), partition=0)
+        producer.flush(30)
+        if outcome == "commit":
+            producer.commit_transaction(30)
+        elif outcome == "abort":
+            producer.abort_transaction(30)
+
+    def values(level: str) -> list[bytes]:
+        df = source(spark, shared_broker, subscribe=topic, **{"kafka.isolation.level": level}).load()
+        return sorted(r.value for r in df.select("value").collect())
+
+    committed = sorted(f"v{i}".encode() for i in (*range(10), *range(20, 30)))
+    # Planned up to the last stable offset, read by offsets across the markers and the aborted records.
+    assert values("read_committed") == committed
+    assert values("read_uncommitted") == sorted(f"v{i}".encode() for i in range(40))
+    producer.commit_transaction(30)
+    assert values("read_committed") == sorted([*committed, *(f"v{i}".encode() for i in range(30, 40))])
 
 
 def test_batch_write_then_read_back(spark: SparkSession, shared_broker: BrokerProcess) -> None:
