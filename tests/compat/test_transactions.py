@@ -28,6 +28,7 @@ from kafka.structs import OffsetAndMetadata
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ck_produce, create_topic
 from tests.support.groups import unique
+from tests.support.polling import wait_until
 from tests.support.transactions import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
@@ -37,7 +38,6 @@ from tests.support.transactions import (
     read_to_end,
     txn_producer,
     values,
-    wait_until,
 )
 
 pytestmark = pytest.mark.broker_config({

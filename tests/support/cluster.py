@@ -37,6 +37,7 @@ from moldau.cli.cluster import (
     spawn_node,
 )
 from tests.support.broker_process import signal_and_wait
+from tests.support.polling import wait_until
 from tests.support.raw_client import RawClient
 
 T = TypeVar("T")
@@ -497,21 +498,7 @@ class LocalCluster:
         An exception from `predicate` counts as "not yet" and is shown if time runs out. On timeout, raise
         WaitTimeout naming `what` (a string, or a function giving one), with each node's state and log tail.
         """
-        deadline = time.monotonic() + timeout_s
-        error: BaseException | None = None
-        while True:
-            try:
-                result = predicate()
-                if result:
-                    return result
-            except Exception as exc:
-                error = exc
-            if time.monotonic() >= deadline:
-                break
-            time.sleep(interval_s)
-        text = what() if callable(what) else what
-        detail = f"\nlast error: {type(error).__name__}: {error}" if error is not None else ""
-        raise WaitTimeout(f"timed out after {timeout_s:.1f}s waiting for {text}{detail}\n{self.report()}")
+        return wait_until(predicate, timeout_s, what, interval_s, self.report, WaitTimeout)
 
     def report(self, lines: int = 25) -> str:
         """Each node's state and the tail of its log, for failure messages."""

@@ -8,9 +8,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
@@ -18,30 +17,9 @@ from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-d
 from tests.support.broker_process import signal_and_wait
 from tests.support.clients import Rec, partition_count
 
-T = TypeVar("T")
-
 REPO_ROOT = Path(__file__).resolve().parents[2]  # where `python -m tests.support...` finds the module
 READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"
-
-
-def wait_until(predicate: Callable[[], T | None], timeout_s: float, what: str | Callable[[], str],
-               interval_s: float = 0.1) -> T:
-    """Call `predicate` until it returns something truthy and return that; an exception counts as "not yet"."""
-    deadline = time.monotonic() + timeout_s
-    error: BaseException | None = None
-    while True:
-        try:
-            result = predicate()
-            if result:
-                return result
-        except Exception as e:  # shown if time runs out
-            error = e
-        if time.monotonic() >= deadline:
-            described = what() if callable(what) else what
-            last = f" (last error: {error!r})" if error else ""
-            raise AssertionError(f"not within {timeout_s}s: {described}{last}")
-        time.sleep(interval_s)
 
 
 def txn_producer(bootstrap: str, transactional_id: str, **conf: Any) -> Producer:
