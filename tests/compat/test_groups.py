@@ -362,8 +362,11 @@ def test_bad_group_requests_get_kafkas_codes_and_harm_no_other_group(broker: Bro
     with RawClient(broker.bootstrap) as client:
         found = client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=("x", "y")))
         assert [c.error_code for c in found.coordinators] == [ErrorCode.none, ErrorCode.none]
+        # Transactional ids (key type 1) have their own coordinators, on __transaction_state.
         txn = client.request(FindCoordinatorRequest(key_type=1, coordinator_keys=("t",)))
-        assert txn.coordinators[0].error_code == ErrorCode.coordinator_not_available
+        assert (txn.coordinators[0].error_code, txn.coordinators[0].node_id) == (ErrorCode.none, 1)
+        unknown = client.request(FindCoordinatorRequest(key_type=2, coordinator_keys=("t",)))
+        assert unknown.coordinators[0].error_code == ErrorCode.invalid_request
 
         group = unique("raw")
         member_id, generation = raw_member(client, group, topic)
