@@ -7,6 +7,7 @@ a well-kept, widely deployed Kafka client, so the tools exercise the broker the 
 import argparse
 import os
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -34,6 +35,18 @@ def add_bootstrap_option(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help=f"broker to connect to, comma-separated list allowed (default: ${BOOTSTRAP_ENV} or {default})",
     )
+
+
+# A subcommand's entry point: parsed arguments in, exit status out.
+Handler = Callable[[argparse.Namespace], int]
+
+
+def add_action(actions: Any, name: str, handler: Handler, text: str) -> argparse.ArgumentParser:
+    """Add one subcommand (`topics create`, `groups list`, ...) with the options every one of them takes."""
+    parser: argparse.ArgumentParser = actions.add_parser(name, help=text, description=text)
+    add_bootstrap_option(parser)
+    parser.set_defaults(func=handler)
+    return parser
 
 
 def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:

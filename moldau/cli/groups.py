@@ -6,7 +6,7 @@ groups exactly as any Kafka client does and works against any Kafka-compatible b
 
 import argparse
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-d
 from moldau.cli.common import (
     REQUEST_TIMEOUT_S,
     CliError,
-    add_bootstrap_option,
+    add_action,
     check_reachable,
     client_config,
     error_name,
@@ -30,7 +30,6 @@ from moldau.cli.common import (
 from moldau.cli.consume import parse_time
 from moldau.cli.table import format_table
 
-Handler = Callable[[argparse.Namespace], int]
 # The state names Kafka's tools print, keyed by confluent-kafka's enum.
 STATE_NAMES = {
     ConsumerGroupState.UNKNOWN: "Unknown",
@@ -49,26 +48,19 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     """Add `groups` and its subcommands to the top-level parser."""
     parser = subparsers.add_parser("groups", help="list, describe and delete consumer groups, reset their offsets")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    listing = _action(actions, "list", list_groups, "list consumer groups with their state")
+    listing = add_action(actions, "list", list_groups, "list consumer groups with their state")
     listing.add_argument("--state", type=_state, metavar="STATE", help="only groups in STATE (e.g. Stable, Empty)")
-    describing = _action(actions, "describe", describe, "show groups' members, assignments, offsets and lag")
+    describing = add_action(actions, "describe", describe, "show groups' members, assignments, offsets and lag")
     describing.add_argument("groups", nargs="+", metavar="GROUP")
-    deleting = _action(actions, "delete", delete, "delete inactive groups and their committed offsets")
+    deleting = add_action(actions, "delete", delete, "delete inactive groups and their committed offsets")
     deleting.add_argument("groups", nargs="+", metavar="GROUP")
     _add_reset(actions)
 
 
-def _action(actions: Any, name: str, handler: Handler, text: str) -> argparse.ArgumentParser:
-    """Add one `groups` subcommand with the options they all share."""
-    parser: argparse.ArgumentParser = actions.add_parser(name, help=text, description=text)
-    add_bootstrap_option(parser)
-    parser.set_defaults(func=handler)
-    return parser
-
 
 def _add_reset(actions: Any) -> None:
     text = "plan or apply new committed offsets for an inactive group (dry run unless --execute)"
-    parser = _action(actions, "reset-offsets", reset_offsets, text)
+    parser = add_action(actions, "reset-offsets", reset_offsets, text)
     parser.add_argument("group", metavar="GROUP")
     scope = parser.add_mutually_exclusive_group(required=True)
     scope.add_argument(

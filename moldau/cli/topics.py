@@ -6,7 +6,7 @@ well-kept and widely deployed Kafka client: the tool sees the broker exactly as 
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -28,7 +28,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from moldau.cli.common import (
     REQUEST_TIMEOUT_S,
     CliError,
-    add_bootstrap_option,
+    add_action,
     check_reachable,
     client_config,
     error_name,
@@ -38,7 +38,6 @@ from moldau.cli.common import (
 )
 from moldau.cli.table import format_table
 
-Handler = Callable[[argparse.Namespace], int]
 # Overrides set on the topic itself; DescribeConfigs v0 reports no source, only a default flag.
 OVERRIDE_SOURCES = frozenset({ConfigSource.DYNAMIC_TOPIC_CONFIG.value, ConfigSource.UNKNOWN_CONFIG.value})
 
@@ -53,15 +52,6 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     _add_alter(actions)
     _add_delete(actions)
 
-
-def _action(
-    actions: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str, handler: Handler, text: str
-) -> argparse.ArgumentParser:
-    """Add one `topics` subcommand with the options they all share."""
-    parser = actions.add_parser(name, help=text, description=text)
-    add_bootstrap_option(parser)
-    parser.set_defaults(func=handler)
-    return parser
 
 
 def positive_int(text: str) -> int:
@@ -95,7 +85,7 @@ def _add_config_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_create(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    parser = _action(actions, "create", create, "create a topic")
+    parser = add_action(actions, "create", create, "create a topic")
     parser.add_argument("name", metavar="NAME")
     parser.add_argument("--partitions", type=positive_int, help="partition count (default: broker's)")
     parser.add_argument("--replication-factor", type=positive_int, help="replicas per partition (default: broker's)")
@@ -104,17 +94,17 @@ def _add_create(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 
 def _add_list(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    parser = _action(actions, "list", list_topics, "list topic names")
+    parser = add_action(actions, "list", list_topics, "list topic names")
     parser.add_argument("--internal", action="store_true", help="include internal topics (names starting '__')")
 
 
 def _add_describe(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    parser = _action(actions, "describe", describe, "show topics' partitions, replicas, configs and offsets")
+    parser = add_action(actions, "describe", describe, "show topics' partitions, replicas, configs and offsets")
     parser.add_argument("names", nargs="*", metavar="NAME", help="topics to describe (default: all)")
 
 
 def _add_alter(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    parser = _action(actions, "alter", alter, "add partitions to a topic or change its configs")
+    parser = add_action(actions, "alter", alter, "add partitions to a topic or change its configs")
     parser.add_argument("name", metavar="NAME")
     parser.add_argument("--partitions", type=positive_int, help="new, larger partition count")
     _add_config_option(parser)
@@ -128,7 +118,7 @@ def _add_alter(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") -
 
 
 def _add_delete(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    parser = _action(actions, "delete", delete, "delete topics")
+    parser = add_action(actions, "delete", delete, "delete topics")
     parser.add_argument("names", nargs="+", metavar="NAME")
 
 

@@ -37,7 +37,7 @@ from kio.static.constants import EntityType
 from moldau.cli.common import (
     REQUEST_TIMEOUT_S,
     CliError,
-    add_bootstrap_option,
+    add_action,
     bootstrap_addresses,
     check_reachable,
     plural,
@@ -48,7 +48,6 @@ from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
 
 T = TypeVar("T")
-Handler = Callable[[argparse.Namespace], int]
 Address = tuple[str, int]
 TopicPartition = tuple[str, int]
 
@@ -69,21 +68,15 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser = subparsers.add_parser("transactions", help="list, describe, find hanging and abort transactions")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     _add_list(actions)
-    describing = _action(actions, "describe", describe, "show a transactional id's current transaction")
+    describing = add_action(actions, "describe", describe, "show a transactional id's current transaction")
     describing.add_argument("--transactional-id", required=True, metavar="ID")
     _add_find_hanging(actions)
     _add_abort(actions)
 
 
-def _action(actions: Any, name: str, handler: Handler, text: str) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = actions.add_parser(name, help=text, description=text)
-    add_bootstrap_option(parser)
-    parser.set_defaults(func=handler)
-    return parser
-
 
 def _add_list(actions: Any) -> None:
-    parser = _action(actions, "list", list_transactions, "list the transactional ids every broker coordinates")
+    parser = add_action(actions, "list", list_transactions, "list the transactional ids every broker coordinates")
     parser.add_argument("--state", type=_state, action="append", default=[], metavar="STATE",
                         help=f"only transactions in STATE (repeatable; {', '.join(STATES)})")
     parser.add_argument("--producer-id", type=int, action="append", default=[], metavar="N",
@@ -96,7 +89,7 @@ def _add_list(actions: Any) -> None:
 
 def _add_find_hanging(actions: Any) -> None:
     text = "find transactions left open on partitions that their coordinator no longer tracks"
-    parser = _action(actions, "find-hanging", find_hanging, text)
+    parser = add_action(actions, "find-hanging", find_hanging, text)
     parser.add_argument("--broker-id", type=int, metavar="N", help="only partitions led by broker N (default: all)")
     parser.add_argument("--max-transaction-timeout", type=_non_negative, default=DEFAULT_MAX_TIMEOUT_MIN,
                         metavar="MINUTES", help="the brokers' transaction.max.timeout.ms, in minutes: only "
@@ -105,7 +98,7 @@ def _add_find_hanging(actions: Any) -> None:
 
 def _add_abort(actions: Any) -> None:
     text = "write an abort marker for a transaction open on a partition"
-    parser = _action(actions, "abort", abort, text)
+    parser = add_action(actions, "abort", abort, text)
     parser.add_argument("--topic", required=True, metavar="TOPIC")
     parser.add_argument("--partition", required=True, type=_non_negative, metavar="P")
     found = parser.add_argument_group("the transaction, by where it starts")
