@@ -23,7 +23,6 @@ fetch requests, as a Kafka broker with no session cache slots does.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,16 +34,13 @@ from moldau.protocol.fetch_response import (
     TopicResult,
     encode_fetch_response,
 )
+from moldau.protocol.record_batch import iter_batch_headers
 from moldau.replication.replica_manager import TopicPartition
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import ms_from_timedelta
 
 READ_COMMITTED = 1
-_BASE_AND_LENGTH = struct.Struct(">qi")
-_LAST_OFFSET_DELTA = struct.Struct(">i")
-_LAST_OFFSET_DELTA_POS = 23
-_LOG_OVERHEAD = 12
 
 
 @dataclass(slots=True)
@@ -159,12 +155,8 @@ def _read_partition(ctx: RequestContext, name: str | None, part: Any, key: Any, 
 def _next_offset(records: bytes) -> int:
     """The offset after the last of the whole batches in `records` (not empty): the upper bound of the
     aborted transactions a read_committed consumer needs for them."""
-    position = last = 0
-    while len(records) - position > _LAST_OFFSET_DELTA_POS + _LAST_OFFSET_DELTA.size:
-        last = position
-        position += _BASE_AND_LENGTH.unpack_from(records, position)[1] + _LOG_OVERHEAD
-    base_offset = _BASE_AND_LENGTH.unpack_from(records, last)[0]
-    return int(base_offset + _LAST_OFFSET_DELTA.unpack_from(records, last + _LAST_OFFSET_DELTA_POS)[0] + 1)
+    *_, (_, last) = iter_batch_headers(records, 0, len(records))
+    return last.next_offset
 
 
 def _diverging_epoch(plog: Any, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
