@@ -426,6 +426,14 @@ class Broker:
                 return endpoint
         return registration.endpoints[0] if registration.endpoints else None
 
+    def inter_broker_address(self, broker_id: int) -> tuple[str, int] | None:
+        """Where this node reaches another broker: its endpoint on the inter-broker listener, if registered."""
+        registration = self.image.brokers.get(broker_id)
+        if registration is None:
+            return None
+        endpoint = self.endpoint_for(registration, self.inter_broker_listener)
+        return (endpoint.host, endpoint.port) if endpoint is not None else None
+
     @property
     def inter_broker_listener(self) -> str:
         """The listener followers use to reach leaders: `inter.broker.listener.name`, else the first client one."""

@@ -16,7 +16,7 @@ import kio.schema.alter_partition.v3.response as ap_resp
 from moldau.net.client import ConnectionPool
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
-from moldau.replication.fetcher import Address, FetcherSettings, ReplicaFetcher
+from moldau.replication.fetcher import FetcherSettings, ReplicaFetcher
 from moldau.replication.replica_manager import IsrAnswer, IsrProposal, ReplicaManager
 from moldau.server.controller_channel import ControllerUnavailable, not_controller_in
 from moldau.server.handlers import alter_partition
@@ -51,15 +51,8 @@ class ReplicaLinks:
         self._pool.close()
 
     def start_fetcher(self, leader_id: int) -> ReplicaFetcher:
-        return ReplicaFetcher(leader_id, self._replicas, self._pool, self.leader_address,
+        return ReplicaFetcher(leader_id, self._replicas, self._pool, self._broker.inter_broker_address,
                               self._replicas.fetcher_settings)
-
-    def leader_address(self, broker_id: int) -> Address | None:
-        registration = self._broker.image.brokers.get(broker_id)
-        if registration is None:
-            return None
-        endpoint = self._broker.endpoint_for(registration, self._broker.inter_broker_listener)
-        return (endpoint.host, endpoint.port) if endpoint is not None else None
 
     async def alter_isr(self, proposal: IsrProposal) -> IsrAnswer:
         lifecycle = self._broker.lifecycle

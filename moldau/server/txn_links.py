@@ -70,7 +70,7 @@ class TxnLinks:
         spec = MarkerSpec(job.producer_id, job.producer_epoch, job.commit, job.coordinator_epoch, tuple(partitions))
         if leader == self._broker.node_id:
             return await write_txn_markers.write_markers(self._broker, spec)
-        address = self._address(leader)
+        address = self._broker.inter_broker_address(leader)
         if address is None:
             return dict.fromkeys(partitions, ErrorCode.leader_not_available)
         try:
@@ -98,7 +98,7 @@ class TxnLinks:
 
     async def _verify_remote(self, node: int, transactional_id: str, producer_id: int, epoch: int,
                              partition: TopicPartition) -> ErrorCode:
-        address = self._address(node)
+        address = self._broker.inter_broker_address(node)
         if address is None:
             return ErrorCode.coordinator_not_available
         request = make(aptxn_req.AddPartitionsToTxnRequest, transactions=(make(
@@ -116,13 +116,6 @@ class TxnLinks:
                 for p in topic.results_by_partition:
                     return ErrorCode(p.partition_error_code)
         return ErrorCode.unknown_server_error
-
-    def _address(self, broker_id: int) -> tuple[str, int] | None:
-        registration = self._broker.image.brokers.get(broker_id)
-        if registration is None:
-            return None
-        endpoint = self._broker.endpoint_for(registration, self._broker.inter_broker_listener)
-        return (endpoint.host, endpoint.port) if endpoint is not None else None
 
 
 def _marker_request(spec: MarkerSpec) -> Any:
