@@ -38,7 +38,6 @@ class TxnLinks:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
         self._pool = ConnectionPool(f"moldau-txn-{broker.node_id}")
-        self.verification_enabled = broker.config.get_bool("transaction.partition.verification.enable")
 
     def close(self) -> None:
         self._pool.close()

@@ -455,8 +455,10 @@ class PartitionLog:
     def needs_verification(self, header: BatchHeader) -> bool:
         """Whether a transactional batch would start a transaction here (KIP-890): its producer has none
         ongoing on this partition under its epoch, so the coordinator must confirm the partition is part of
-        the producer's transaction before the batch is appended (with the guard)."""
-        return header.has_producer_id and self.producer_state.starts_transaction(header)
+        the producer's transaction before the batch is appended (with the guard). Never, with
+        `transaction_verification` off."""
+        return self.transaction_verification and header.has_producer_id and \
+            self.producer_state.starts_transaction(header)
 
     def verification_guard(self, producer_id: int) -> object:
         """The producer's verification guard (created if needed). A marker for the producer, or a newer

@@ -147,9 +147,10 @@ class GroupRuntime:
         """TxnOffsetCommit: one error per commit, given once the accepted ones are on every in-sync replica.
         They become visible when the transaction commits (`complete_transaction`).
 
-        With `verify` (transaction.partition.verification.enable), the producer's first commit of a transaction
-        to this partition waits for the transaction coordinator to confirm that the group's partition is in
-        the transaction (AddOffsetsToTxn added it); a refusal is the answer for every partition."""
+        With `verify`, the producer's first commit of a transaction to this partition (unless
+        transaction.partition.verification.enable is off) waits for the transaction coordinator to confirm that
+        the group's partition is in the transaction (AddOffsetsToTxn added it); a refusal is the answer for every
+        partition."""
         producer = Producer(producer_id, producer_epoch)
         check = self.coordinator.txn_verification(group_id, producer) if verify is not None else None
         guard = None

@@ -127,7 +127,7 @@ def _produce_partition(ctx: RequestContext, name: str | None, topic_error: Error
         if first.is_transactional:
             if request.transactional_id is None:
                 raise KafkaError(ErrorCode.invalid_txn_state, "transactional records need a transactional id")
-            if ctx.broker.txn_links.verification_enabled and hosted.log.needs_verification(first):
+            if hosted.log.needs_verification(first):
                 response = PartitionResponse(index, ErrorCode.none.value)
                 unverified.append(_Unverified(hosted, batches, response,
                                               hosted.log.verification_guard(first.producer_id)))

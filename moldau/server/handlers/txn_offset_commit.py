@@ -39,12 +39,11 @@ _Answer = list[tuple[int, ErrorCode | int]]
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     commits, answers = _commits(ctx, request)
-    links = ctx.broker.txn_links
     errors = await ctx.broker.groups.txn_commit_offsets(
         request.group_id, request.transactional_id, request.producer_id, request.producer_epoch,
         getattr(request, "member_id", ""), getattr(request, "group_instance_id", None),
         getattr(request, "generation_id", -1), commits,
-        links.verify if links.verification_enabled else None) if commits else []
+        ctx.broker.txn_links.verify) if commits else []
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, topics=tuple(
         _topic_response(ctx, topic.name, answer, errors) for topic, answer in zip(request.topics, answers, strict=True)
     ))
