@@ -70,6 +70,34 @@ def ck_consume(bootstrap: str, topic: str, count: int, partitions: list[int] | N
         consumer.close()
 
 
+def ck_consume_to_end(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[Rec]:
+    """Consume every record of every partition, up to the high watermarks seen when it starts.
+
+    Unlike a count, this cannot stop early on one partition because another holds records that were written
+    but never acknowledged (a crash between the write and the answer)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-assign-only",
+                         "enable.auto.commit": False, "enable.partition.eof": False})
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in range(partition_count(consumer, topic))}
+        consumer.assign([TopicPartition(topic, p, -2) for p, end in ends.items() if end > 0])
+        out: list[Rec] = []
+        next_offset = dict.fromkeys(ends, 0)
+        deadline = time.monotonic() + timeout_s
+        while any(next_offset[p] < end for p, end in ends.items()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"read only up to {next_offset} of {ends} in {timeout_s} s")
+            for msg in consumer.consume(num_messages=10_000, timeout=0.5):
+                if msg.error() is not None:
+                    raise AssertionError(f"consume error: {msg.error()}")
+                out.append(Rec(msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1],
+                               tuple(msg.headers() or ())))
+                next_offset[msg.partition()] = msg.offset() + 1
+        return out
+    finally:
+        consumer.close()
+
+
 def partition_count(consumer: Any, topic: str) -> int:
     metadata = consumer.list_topics(topic, timeout=10)
     return len(metadata.topics[topic].partitions)
