@@ -7,6 +7,7 @@ group.id given to the client is a throwaway that the client needs but never uses
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -31,6 +32,10 @@ DATA_LOSS_HINT = ("Some data may have been lost because it is not available in M
 PREFETCH_MAX_MESSAGES = 500_000
 LARGE_RANGE = 50_000
 LARGE_FETCH_BYTES = 8 * 1024 * 1024
+# consume(n) waits until n messages arrived or its timeout passed. A range with gaps (transaction markers,
+# aborted or compacted records) never delivers as many messages as it spans offsets, so each call waits
+# at most this long, and only pollTimeoutMs without any message at all is an error.
+CONSUME_WAIT_S = 0.1
 
 
 class DataLossError(RuntimeError):
@@ -130,12 +135,16 @@ def _fetch(consumer: Consumer, settings: FetchSettings, rng: OffsetRange, start:
     """Lists of messages with offsets in [start, end), until the range is exhausted."""
     position = start
     timeout_s = settings.poll_timeout_ms / 1000
+    last_message = time.monotonic()
     while position < end:
         wanted = min(settings.batch_rows, end - position)
-        messages: list[Record] = consumer.consume(num_messages=wanted, timeout=timeout_s)
+        messages: list[Record] = consumer.consume(num_messages=wanted, timeout=min(timeout_s, CONSUME_WAIT_S))
         if not messages:
+            if time.monotonic() - last_message < timeout_s:
+                continue
             raise TimeoutError(f"no record of {rng.topic}-{rng.partition} arrived within {settings.poll_timeout_ms} ms "
                                f"at offset {position} (reading up to {end}; kafkaConsumer.pollTimeoutMs)")
+        last_message = time.monotonic()
         good: list[Record] = []
         for m in messages:
             if m.error() is not None:
