@@ -460,6 +460,11 @@ class PartitionLog:
         return self.transaction_verification and header.has_producer_id and \
             self.producer_state.starts_transaction(header)
 
+    def producer_needs_verification(self, producer_id: int, producer_epoch: int) -> bool:
+        """`needs_verification` of a transactional batch the broker builds itself (TxnOffsetCommit's)."""
+        return self.transaction_verification and self.producer_state.would_open_transaction(producer_id,
+                                                                                             producer_epoch)
+
     def verification_guard(self, producer_id: int) -> object:
         """The producer's verification guard (created if needed). A marker for the producer, or a newer
         epoch, drops it, so an append that was verified before such an event is refused."""

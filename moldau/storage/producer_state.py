@@ -212,8 +212,12 @@ class ProducerStateManager:
         previous = pending.get(header.producer_id) if pending else None
         if previous is not None and previous.is_transactional:
             return False
-        entry = self._producers.get(header.producer_id)
-        return entry is None or entry.current_txn_first_offset is None or header.producer_epoch > entry.epoch
+        return self.would_open_transaction(header.producer_id, header.producer_epoch)
+
+    def would_open_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether a transactional write of the producer at that epoch would open a transaction here."""
+        entry = self._producers.get(producer_id)
+        return entry is None or entry.current_txn_first_offset is None or producer_epoch > entry.epoch
 
     def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
         """Fencing of a transaction marker: an older producer epoch (INVALID_PRODUCER_EPOCH, Kafka's

@@ -51,7 +51,7 @@ from moldau.coordinator.group.shard import NO_PRODUCER_ID, GroupShard
 from moldau.coordinator.internal_topic import append_records, build_batch, iter_batches
 from moldau.metadata.image import MetadataImage
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.record_batch import MAGIC_V2, BatchHeader, InvalidBatch
+from moldau.protocol.record_batch import InvalidBatch
 from moldau.replication.replica_manager import HostedPartition, ReplicaManager
 from moldau.storage.control_batch import parse_marker
 
@@ -60,7 +60,6 @@ log = logging.getLogger(__name__)
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact",
                          "segment.bytes": str(100 * 1024 * 1024)}
 _RETRY_EXPIRY_MS = 1000
-_TRANSACTIONAL_ATTRIBUTE = 0x10  # bit 4 of a batch's attributes
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,7 +384,7 @@ class GroupCoordinator:
             hosted = self._hosted(self.partition_of(group_id))
         except KafkaError:
             return None
-        if not hosted.log.needs_verification(_txn_header(producer)):
+        if not hosted.log.producer_needs_verification(producer.producer_id, producer.producer_epoch):
             return None
         return hosted.partition, hosted.log.verification_guard(producer.producer_id)
 
@@ -515,14 +514,6 @@ def write_error(code: ErrorCode) -> ErrorCode:
     if code in (ErrorCode.invalid_txn_state, ErrorCode.invalid_producer_id_mapping):
         return code
     return ErrorCode.coordinator_not_available
-
-
-def _txn_header(producer: Producer) -> BatchHeader:
-    """What the log looks at to decide whether a producer's batch opens a transaction."""
-    return BatchHeader(base_offset=0, batch_length=0, partition_leader_epoch=-1, magic=MAGIC_V2, crc=0,
-                       attributes=_TRANSACTIONAL_ATTRIBUTE, last_offset_delta=0, base_timestamp=0, max_timestamp=0,
-                       producer_id=producer.producer_id, producer_epoch=producer.producer_epoch, base_sequence=-1,
-                       records_count=1)
 
 
 def _failed(completion: Completion) -> Completion:

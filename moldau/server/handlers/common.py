@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
 # kio models throttle times as timedeltas.
 NO_THROTTLE = datetime.timedelta(0)
@@ -27,3 +28,9 @@ def ms_from_timedelta(value: datetime.timedelta | int) -> int:
     if isinstance(value, datetime.timedelta):
         return round(value.total_seconds() * 1000)  # int() would turn 16.266 s into 16265 ms
     return int(value)
+
+
+def reads_committed(request: Any) -> bool:
+    """Whether a Fetch (v4+) or ListOffsets (v2+) request asks for isolation level 1, READ_COMMITTED;
+    older versions have no isolation level and read uncommitted."""
+    return bool(getattr(request, "isolation_level", 0) == 1)

@@ -38,9 +38,7 @@ from moldau.protocol.record_batch import iter_batch_headers
 from moldau.replication.replica_manager import TopicPartition
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
-from moldau.server.handlers.common import ms_from_timedelta
-
-READ_COMMITTED = 1
+from moldau.server.handlers.common import ms_from_timedelta, reads_committed
 
 
 @dataclass(slots=True)
@@ -102,7 +100,7 @@ def _read_all(ctx: RequestContext, request: Any, wanted: list[tuple[str | None, 
     remaining = request.max_bytes
     total = 0
     reads = []
-    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    read_committed = reads_committed(request)
     for name, part, key in wanted:
         read = _read_partition(ctx, name, part, key, remaining, total == 0, replica_id, read_committed)
         size = len(read.records) if read.records else 0

@@ -17,15 +17,14 @@ from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
-from moldau.server.handlers.common import NO_THROTTLE
+from moldau.server.handlers.common import NO_THROTTLE, reads_committed
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
-READ_COMMITTED = 1
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     topic_cls = ctx.nested("ListOffsetsTopicResponse")
-    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    read_committed = reads_committed(request)
     topics = tuple(
         make(topic_cls, name=t.name,
              partitions=tuple(_partition(ctx, t.name, p, read_committed) for p in t.partitions))
