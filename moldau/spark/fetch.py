@@ -36,6 +36,7 @@ LARGE_FETCH_BYTES = 8 * 1024 * 1024
 # aborted or compacted records) never delivers as many messages as it spans offsets, so each call waits
 # at most this long, and only pollTimeoutMs without any message at all is an error.
 CONSUME_WAIT_S = 0.1
+END_OF_LOG_WAIT_MS = 10
 
 
 class DataLossError(RuntimeError):
@@ -83,6 +84,9 @@ def consumer_conf(settings: FetchSettings, range_size: int) -> dict[str, Any]:
     user's `kafka.*` options, then the ones the source must own."""
     return {
         "group.id": f"moldau-spark-reader-{uuid.uuid4().hex}",
+        # A range's records exist already, so the broker only ever holds a fetch of this reader at the end of
+        # the log: where a range ending in a marker or a compacted gap waits for the end-of-partition event.
+        "fetch.wait.max.ms": END_OF_LOG_WAIT_MS,
         **prefetch_conf(range_size),
         **settings.client_conf,
         "bootstrap.servers": settings.bootstrap,

@@ -3,16 +3,49 @@ that returns only once every record is acknowledged."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from moldau.spark.options import SinkOptions
 
+log = logging.getLogger(__name__)
+
 
 class SinkError(RuntimeError):
-    """Records could not be written (or acknowledged) by the broker."""
+    """Records could not be written (or acknowledged) by the broker; `error` is the client's first error."""
+
+    def __init__(self, message: str, error: KafkaError | None = None) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+# Spark reuses its Python workers across tasks. A new idempotent producer first has to connect and get a
+# producer id, which costs about half a second per task, so each process keeps its producers, one per
+# settings, between tasks.
+SettingsKey = tuple[tuple[str, str], ...]
+_IDLE_PRODUCERS: dict[SettingsKey, Producer] = {}
+
+
+def settings_key(conf: dict[str, Any]) -> SettingsKey:
+    """`conf` as a dictionary key: producers are kept per settings."""
+    return tuple(sorted((name, str(value)) for name, value in conf.items()))
+
+
+@contextmanager
+def reused_producer(conf: dict[str, Any]) -> Iterator[Producer]:
+    """A producer with settings `conf`: this process's idle one, else a new one.
+
+    It is kept for the next use only if the block succeeds: after a failure its idempotence state may be
+    broken for good (a fatal error), and a fresh producer costs little next to a failed task.
+    """
+    key = settings_key(conf)
+    producer = _IDLE_PRODUCERS.pop(key, None) or Producer(conf)
+    yield producer
+    _IDLE_PRODUCERS[key] = producer
 
 
 def producer_conf(options: SinkOptions) -> dict[str, Any]:
@@ -26,7 +59,16 @@ def producer_conf(options: SinkOptions) -> dict[str, Any]:
         "bootstrap.servers": options.bootstrap,
         "enable.idempotence": True,
         "acks": "all",
+        # Without an error callback the client raises a fatal error (a fenced transactional producer, a
+        # broken idempotence sequence) out of whichever poll or flush sees it, in the middle of delivery
+        # callbacks. With one, the records fail with the error and `send_all` reports it as a SinkError.
+        "error_cb": log_client_error,
     }
+
+
+def log_client_error(error: KafkaError) -> None:
+    """The producer's error callback: the client retries what it can, so this only logs."""
+    log.log(logging.ERROR if error.fatal() else logging.INFO, "moldau sink producer: %s", error.str())
 
 
 def send_all(producer: Producer, rows: Iterable[dict[str, Any]],
@@ -54,7 +96,7 @@ def send_all(producer: Producer, rows: Iterable[dict[str, Any]],
     remaining = producer.flush(60)
     if errors or remaining:
         detail = errors[0].str() if errors else f"{remaining} records not acknowledged within 60 s"
-        raise SinkError(f"writing to Moldau failed: {detail}")
+        raise SinkError(f"writing to Moldau failed: {detail}", errors[0] if errors else None)
     return count
 
 
@@ -66,3 +108,5 @@ def _produce(producer: Producer, row: dict[str, Any], on_delivery: Any) -> None:
             return
         except BufferError:
             producer.poll(0.1)
+        except KafkaException as exc:  # a producer in a fatal state takes no more records
+            raise SinkError(f"writing to Moldau failed: {exc.args[0].str()}", exc.args[0]) from exc

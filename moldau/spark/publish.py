@@ -4,7 +4,9 @@ For micro-batch B of query Q, after every task has staged its rows (`moldau.spar
 
 1. a transactional producer with `transactional.id = moldau-spark-sink-<Q>` calls init_transactions. Q is
    Spark's query id, the same for every run from one checkpoint, so this fences the producer of a driver
-   that crashed and aborts the transaction it left open;
+   that crashed and aborts the transaction it left open. The producer is then kept for the process's next
+   batch of Q; if it was fenced meanwhile (another driver of Q initialised the id), the batch is published
+   with a new producer, which goes through init_transactions again;
 2. the commits topic is read (read_committed): if B is already committed for Q, the batch was published
    before Spark recorded it in its checkpoint, and nothing is written;
 3. otherwise, in one transaction: every staged row of B to its target topic and partition, then the
@@ -25,11 +27,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from moldau.spark import commits, staging
 from moldau.spark.options import SinkOptions
-from moldau.spark.produce import producer_conf, send_all
+from moldau.spark.produce import SettingsKey, SinkError, producer_conf, send_all, settings_key
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,11 @@ TXN_TIMEOUT_S = 60.0
 # when it reaches <point> in that batch, so a test can kill it there: "before-commit" (every record produced
 # in the open transaction) or "after-commit" (the transaction committed, Spark not told yet).
 PAUSE_ENV = "MOLDAU_SPARK_SINK_TEST_PAUSE"
+FENCED_CODES = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+
+# Producers that have run init_transactions and committed their last batch, by settings (which hold the
+# transactional id), ready for the query's next batch in this process.
+_READY: dict[SettingsKey, Producer] = {}
 
 
 def transactional_id(query_id: str) -> str:
@@ -52,25 +59,50 @@ def publish_batch(options: SinkOptions, query_id: str, batch_id: int,
     Returns False if the batch had been committed before (nothing written). Raises if the transaction
     could not be committed; it is then aborted (or left to the next driver's init_transactions to abort).
     """
-    producer = Producer({**producer_conf(options), "transactional.id": transactional_id(query_id)})
+    conf = {**producer_conf(options), "transactional.id": transactional_id(query_id)}
+    key = settings_key(conf)
+    producer = _READY.pop(key, None)
+    if producer is not None:
+        try:
+            return _publish_then_keep(key, producer, options, query_id, batch_id, staged)
+        except (KafkaException, SinkError) as exc:
+            if not _fenced(exc):
+                raise
+            log.warning("moldau sink: the producer of query %s was fenced since its last batch (%s); "
+                        "publishing batch %d with a new one", query_id, exc, batch_id)
+    producer = Producer(conf)
     producer.init_transactions(TXN_TIMEOUT_S)
+    return _publish_then_keep(key, producer, options, query_id, batch_id, staged)
+
+
+def _publish_then_keep(key: SettingsKey, producer: Producer, options: SinkOptions, query_id: str,
+                       batch_id: int, staged: Sequence[staging.StagedRange]) -> bool:
+    """Steps 2 and 3 with a producer that has run init_transactions; kept for the next batch if they succeed."""
     last = commits.last_committed(options.bootstrap, options.client_conf, options.commits_topic, query_id)
     if last is not None and batch_id <= last:
         log.info("moldau sink: batch %d of query %s was committed before; not written again", batch_id, query_id)
+        _READY[key] = producer
         return False
     producer.begin_transaction()
     try:
         written = send_all(producer, _staged_rows(options, staged))
-        key, value = commits.commit_record(query_id, batch_id, written)
-        send_all(producer, [{"topic": options.commits_topic, "partition": commits.PARTITION, "key": key,
+        record_key, value = commits.commit_record(query_id, batch_id, written)
+        send_all(producer, [{"topic": options.commits_topic, "partition": commits.PARTITION, "key": record_key,
                              "value": value}])
         _test_pause("before-commit", batch_id)
         producer.commit_transaction(TXN_TIMEOUT_S)
     except BaseException:
         _abort(producer)
         raise
+    _READY[key] = producer
     _test_pause("after-commit", batch_id)
     return True
+
+
+def _fenced(exc: KafkaException | SinkError) -> bool:
+    """Whether the failure means the producer is unusable for good (fenced, or another fatal error)."""
+    error = exc.args[0] if isinstance(exc, KafkaException) else exc.error
+    return isinstance(error, KafkaError) and (error.fatal() or error.code() in FENCED_CODES)
 
 
 def _staged_rows(options: SinkOptions, staged: Sequence[staging.StagedRange]) -> Iterator[dict[str, Any]]:

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Producer
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -37,7 +36,7 @@ from pyspark.sql.types import (
 
 from moldau.spark import commits, publish, staging
 from moldau.spark.options import OptionError, SinkOptions
-from moldau.spark.produce import SinkError, producer_conf, send_all
+from moldau.spark.produce import SinkError, producer_conf, reused_producer, send_all
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +106,8 @@ def produce_batches(options: SinkOptions, layout: Layout, batches: Iterator[pa.R
 
     Raises SinkError if any record failed or was not acknowledged in time.
     """
-    return send_all(Producer(producer_conf(options)), target_rows(options, layout, batches))
+    with reused_producer(producer_conf(options)) as producer:
+        return send_all(producer, target_rows(options, layout, batches))
 
 
 def target_rows(options: SinkOptions, layout: Layout, batches: Iterator[pa.RecordBatch]) -> Iterator[dict[str, Any]]:
@@ -197,7 +197,8 @@ class MoldauStreamWriter(DataSourceStreamArrowWriter):
         rows = (staging.staged_row(row, opts.staging_topic, partition, tag)
                 for row in target_rows(opts, self._layout, iterator))
         acked = staging.Acknowledged()
-        count = send_all(Producer(producer_conf(opts)), rows, acked.saw)
+        with reused_producer(producer_conf(opts)) as producer:
+            count = send_all(producer, rows, acked.saw)
         if acked.low is None or acked.high is None:
             return None
         return staging.StagedRange(opts.staging_topic, partition, acked.low, acked.high + 1, tag, count)
