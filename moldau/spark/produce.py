@@ -23,9 +23,10 @@ class SinkError(RuntimeError):
         self.error = error
 
 
-# Spark reuses its Python workers across tasks. A new idempotent producer first has to connect and get a
-# producer id, which costs about half a second per task, so each process keeps its producers, one per
-# settings, between tasks.
+# Spark reuses its Python workers across tasks, and the driver publishes every micro-batch of a query. A
+# new idempotent producer first has to connect and get a producer id (about half a second), and a
+# transactional one also runs init_transactions, so each process keeps its producers, one per settings
+# (the transactional id is one of them), between uses.
 SettingsKey = tuple[tuple[str, str], ...]
 _IDLE_PRODUCERS: dict[SettingsKey, Producer] = {}
 
@@ -35,15 +36,26 @@ def settings_key(conf: dict[str, Any]) -> SettingsKey:
     return tuple(sorted((name, str(value)) for name, value in conf.items()))
 
 
+def has_idle_producer(conf: dict[str, Any]) -> bool:
+    """Whether `reused_producer(conf)` would hand out a kept producer rather than a new one."""
+    return settings_key(conf) in _IDLE_PRODUCERS
+
+
 @contextmanager
-def reused_producer(conf: dict[str, Any]) -> Iterator[Producer]:
-    """A producer with settings `conf`: this process's idle one, else a new one.
+def reused_producer(conf: dict[str, Any],
+                    prepare: Callable[[Producer], None] | None = None) -> Iterator[Producer]:
+    """A producer with settings `conf`: this process's idle one, else a new one, given to `prepare` first.
 
     It is kept for the next use only if the block succeeds: after a failure its idempotence state may be
-    broken for good (a fatal error), and a fresh producer costs little next to a failed task.
+    broken for good (a fatal error, a fenced transactional id), and a fresh producer costs little next to a
+    failed task.
     """
     key = settings_key(conf)
-    producer = _IDLE_PRODUCERS.pop(key, None) or Producer(conf)
+    producer = _IDLE_PRODUCERS.pop(key, None)
+    if producer is None:
+        producer = Producer(conf)
+        if prepare is not None:
+            prepare(producer)
     yield producer
     _IDLE_PRODUCERS[key] = producer
 

@@ -31,7 +31,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from moldau.spark import commits, staging
 from moldau.spark.options import SinkOptions
-from moldau.spark.produce import SettingsKey, SinkError, producer_conf, send_all, settings_key
+from moldau.spark.produce import SinkError, has_idle_producer, producer_conf, reused_producer, send_all
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +41,6 @@ TXN_TIMEOUT_S = 60.0
 # in the open transaction) or "after-commit" (the transaction committed, Spark not told yet).
 PAUSE_ENV = "MOLDAU_SPARK_SINK_TEST_PAUSE"
 FENCED_CODES = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
-
-# Producers that have run init_transactions and committed their last batch, by settings (which hold the
-# transactional id), ready for the query's next batch in this process.
-_READY: dict[SettingsKey, Producer] = {}
-
 
 def transactional_id(query_id: str) -> str:
     """The transactional id of a query's sink: stable across restarts from the same checkpoint."""
@@ -60,28 +55,29 @@ def publish_batch(options: SinkOptions, query_id: str, batch_id: int,
     could not be committed; it is then aborted (or left to the next driver's init_transactions to abort).
     """
     conf = {**producer_conf(options), "transactional.id": transactional_id(query_id)}
-    key = settings_key(conf)
-    producer = _READY.pop(key, None)
-    if producer is not None:
+    if has_idle_producer(conf):
         try:
-            return _publish_then_keep(key, producer, options, query_id, batch_id, staged)
+            with reused_producer(conf, _init_transactions) as producer:
+                return _publish(producer, options, query_id, batch_id, staged)
         except (KafkaException, SinkError) as exc:
             if not _fenced(exc):
                 raise
             log.warning("moldau sink: the producer of query %s was fenced since its last batch (%s); "
                         "publishing batch %d with a new one", query_id, exc, batch_id)
-    producer = Producer(conf)
+    with reused_producer(conf, _init_transactions) as producer:
+        return _publish(producer, options, query_id, batch_id, staged)
+
+
+def _init_transactions(producer: Producer) -> None:
     producer.init_transactions(TXN_TIMEOUT_S)
-    return _publish_then_keep(key, producer, options, query_id, batch_id, staged)
 
 
-def _publish_then_keep(key: SettingsKey, producer: Producer, options: SinkOptions, query_id: str,
-                       batch_id: int, staged: Sequence[staging.StagedRange]) -> bool:
-    """Steps 2 and 3 with a producer that has run init_transactions; kept for the next batch if they succeed."""
+def _publish(producer: Producer, options: SinkOptions, query_id: str, batch_id: int,
+             staged: Sequence[staging.StagedRange]) -> bool:
+    """Steps 2 and 3 with a producer that has run init_transactions."""
     last = commits.last_committed(options.bootstrap, options.client_conf, options.commits_topic, query_id)
     if last is not None and batch_id <= last:
         log.info("moldau sink: batch %d of query %s was committed before; not written again", batch_id, query_id)
-        _READY[key] = producer
         return False
     producer.begin_transaction()
     try:
@@ -94,7 +90,6 @@ def _publish_then_keep(key: SettingsKey, producer: Producer, options: SinkOption
     except BaseException:
         _abort(producer)
         raise
-    _READY[key] = producer
     _test_pause("after-commit", batch_id)
     return True
 

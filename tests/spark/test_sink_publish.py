@@ -12,7 +12,7 @@ from confluent_kafka import IsolationLevel, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-from moldau.spark import commits, publish, staging
+from moldau.spark import commits, produce, publish, staging
 from moldau.spark.fetch import FetchSettings, read_range
 from moldau.spark.offsets import OffsetRange
 from moldau.spark.options import SinkOptions
@@ -35,7 +35,7 @@ def options(shared_broker: BrokerProcess) -> Iterator[SinkOptions]:
     commits.ensure_topic(opts.bootstrap, {}, opts.commits_topic)
     staging.ensure_topic(opts.bootstrap, {}, opts.staging_topic)
     yield opts
-    publish._READY.clear()  # no kept producer leaks into another test
+    produce._IDLE_PRODUCERS.clear()  # no kept producer leaks into another test
 
 
 def stage(options: SinkOptions, values: list[bytes]) -> staging.StagedRange:
@@ -64,26 +64,26 @@ def output(options: SinkOptions, isolation: str = "read_committed") -> list[byte
 
 def test_kept_producer_publishes_the_next_batch_without_a_new_init(options: SinkOptions) -> None:
     assert publish.publish_batch(options, "query-a", 0, [stage(options, [b"a0", b"a1"])])
-    kept = list(publish._READY.values())
+    kept = list(produce._IDLE_PRODUCERS.values())
     assert len(kept) == 1
     assert publish.publish_batch(options, "query-a", 1, [stage(options, [b"b0"])])
-    assert list(publish._READY.values()) == kept, "the producer of batch 0 did not publish batch 1"
+    assert list(produce._IDLE_PRODUCERS.values()) == kept, "the producer of batch 0 did not publish batch 1"
     # A replay of a committed batch writes nothing and keeps the producer.
     assert not publish.publish_batch(options, "query-a", 1, [stage(options, [b"b0"])])
-    assert list(publish._READY.values()) == kept
+    assert list(produce._IDLE_PRODUCERS.values()) == kept
     assert output(options) == [b"a0", b"a1", b"b0"]
     assert commits.last_committed(options.bootstrap, {}, options.commits_topic, "query-a") == 1
 
 
 def test_fenced_kept_producer_is_replaced_and_the_batch_still_published(options: SinkOptions) -> None:
     assert publish.publish_batch(options, "query-b", 0, [stage(options, [b"a0"])])
-    (fenced,) = publish._READY.values()
+    (fenced,) = produce._IDLE_PRODUCERS.values()
     # Another driver of the same query (a restart elsewhere) takes over the transactional id.
     usurper = Producer({**producer_conf(options), "transactional.id": publish.transactional_id("query-b")})
     usurper.init_transactions(30)
 
     assert publish.publish_batch(options, "query-b", 1, [stage(options, [b"b0", b"b1"])])
-    (replacement,) = publish._READY.values()
+    (replacement,) = produce._IDLE_PRODUCERS.values()
     assert replacement is not fenced
     assert output(options) == [b"a0", b"b0", b"b1"]
     # The fenced producer wrote nothing, not even records a read_uncommitted reader would see.
