@@ -28,6 +28,8 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
+from moldau.net.ports import free_port
+
 REPO = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO / "bench" / "results"
 KINDS = ("moldau", "tansu")
@@ -84,13 +86,6 @@ def tansu_command(port: int, data_dir: Path) -> list[str]:
 
 
 BROKER_COMMANDS = {"moldau": moldau_command, "tansu": tansu_command}
-
-
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _recv_exact(conn: socket.socket, size: int) -> bytes:

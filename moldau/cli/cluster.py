@@ -32,6 +32,7 @@ from types import FrameType
 from moldau.cli.common import CliError, plural
 from moldau.cli.table import format_table
 from moldau.config import BrokerConfig, ConfigError, parse_overrides, parse_properties
+from moldau.net.ports import free_ports
 
 LAYOUT_FILE = "cluster.properties"
 SUPERVISOR_PID_FILE = "cluster.pid"
@@ -179,15 +180,6 @@ def _check_count(option: str, count: int, total: int) -> None:
 
 def ports_needed(roles: Sequence[tuple[str, ...]]) -> int:
     return sum(BROKER in r for r in roles) + sum(CONTROLLER in r for r in roles)
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct loopback ports that nothing listens on right now (all probes held open together)."""
-    with contextlib.ExitStack() as stack:
-        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for probe in probes:
-            probe.bind((HOST, 0))
-        return [int(probe.getsockname()[1]) for probe in probes]
 
 
 def base_ports(base_port: int, count: int) -> list[int]:

@@ -1,1 +1,1 @@
-"""Outbound connections from one Moldau node to another."""
+"""Networking: outbound connections from one Moldau node to another, and free local ports for servers."""

@@ -19,7 +19,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from moldau.net.ports import free_port
 
 HOST = "127.0.0.1"
 STATE_FILE = "cluster.json"
@@ -44,14 +45,6 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now (the daemon takes it moments later)."""
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def daemon_env(home: Path) -> dict[str, str]:

@@ -21,7 +21,6 @@ from moldau.cli.cluster import (
     LAYOUT_FILE,
     SUPERVISOR_PID_FILE,
     Layout,
-    free_ports,
     pid_alive,
     plan_layout,
     plan_roles,
@@ -30,6 +29,7 @@ from moldau.cli.cluster import (
     write_layout,
 )
 from moldau.cli.main import main
+from moldau.net.ports import free_ports
 
 STARTED = "bootstrap servers:"
 

@@ -13,12 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+from moldau.net.ports import free_port
 
 
 def signal_and_wait(proc: subprocess.Popen[bytes], sig: int, timeout_s: float, what: str) -> int:

@@ -29,13 +29,13 @@ from typing import Any, TypeVar
 from moldau.cli.cluster import (
     Layout,
     Node,
-    free_ports,
     node_overrides,
     plan_layout,
     plan_roles,
     server_command,
     spawn_node,
 )
+from moldau.net.ports import free_ports
 from tests.support.broker_process import signal_and_wait
 from tests.support.polling import wait_until
 from tests.support.raw_client import RawClient

@@ -36,7 +36,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from moldau.cli.cluster import HOST, free_ports, plan_layout, plan_roles
+from moldau.cli.cluster import HOST, plan_layout, plan_roles
+from moldau.net.ports import free_ports
 from tests.support.cluster import START_TIMEOUT_S, LocalCluster, QuorumError, QuorumInfo, metadata_at
 from tests.support.proxy import Address, ProxyMesh
 from tests.support.replicated import FAST_FAILOVER

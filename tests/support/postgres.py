@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.support.broker_process import free_port
+from moldau.net.ports import free_port
 
 
 def postgres_binary(name: str) -> str:

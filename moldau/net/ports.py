@@ -1,0 +1,62 @@
+"""Free TCP ports for servers started moments later: local clusters, test brokers, benchmarks, Spark daemons.
+
+Binding port 0 makes the kernel pick a port from its ephemeral range, the range it also takes the local
+port of every outgoing connection from. A port found that way and handed to a server that starts a little
+later can be taken in between by an outgoing connection, or by a peer already retrying to reach that very
+server: on loopback, a connect from port P to port P where nothing listens yet connects the socket to itself
+(TCP simultaneous open) and holds P, so the server fails with "address already in use". Ports are therefore
+picked at random outside the ephemeral range, where the kernel never hands out local ports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import random
+import socket
+from pathlib import Path
+
+HOST = "127.0.0.1"
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LINUX_DEFAULT_EPHEMERAL_RANGE = (32768, 60999)
+# Below this are the well-known ports and the registered ports of common services.
+LOWEST_PORT = 10_000
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The kernel's ephemeral port range, inclusive (Linux's default where it cannot be read)."""
+    try:
+        low, high = (int(field) for field in EPHEMERAL_RANGE_FILE.read_text().split())
+    except (OSError, ValueError):
+        return LINUX_DEFAULT_EPHEMERAL_RANGE
+    return low, high
+
+
+def free_ports(count: int, host: str = HOST, rng: random.Random | None = None) -> list[int]:
+    """`count` distinct ports on `host` that nothing is bound to right now, outside the ephemeral range.
+
+    Each candidate is probed by binding it, and the probes are held open together so that the ports are
+    distinct. Where the ephemeral range leaves too few ports outside it, the kernel's choice is taken.
+    """
+    low, high = ephemeral_range()
+    candidates = [port for port in range(LOWEST_PORT, 65536) if not low <= port <= high]
+    (rng or random.Random()).shuffle(candidates)
+    with contextlib.ExitStack() as stack:
+        found: list[int] = []
+        for port in [*candidates, *([0] * count)]:
+            if len(found) == count:
+                break
+            probe = stack.enter_context(socket.socket())
+            try:
+                probe.bind((host, port))
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+                continue
+            found.append(int(probe.getsockname()[1]))
+        return found
+
+
+def free_port(host: str = HOST) -> int:
+    """One port as `free_ports` picks them."""
+    return free_ports(1, host)[0]

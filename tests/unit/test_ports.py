@@ -1,0 +1,54 @@
+"""Free ports for servers are picked outside the kernel's ephemeral range, distinct, and not in use."""
+
+from __future__ import annotations
+
+import random
+import socket
+from pathlib import Path
+
+import pytest
+
+from moldau.net import ports
+
+
+class FirstPort(random.Random):
+    """A shuffle that puts `port` first, to make the probe meet it."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(0)
+        self.port = port
+
+    def shuffle(self, x: list[int]) -> None:  # type: ignore[override]
+        x.remove(self.port)
+        x.insert(0, self.port)
+
+
+def test_ports_are_distinct_and_outside_the_ephemeral_range() -> None:
+    low, high = ports.ephemeral_range()
+    found = ports.free_ports(200)
+    assert len(set(found)) == 200
+    assert all(ports.LOWEST_PORT <= port <= 65535 and not low <= port <= high for port in found)
+
+
+def test_a_port_in_use_is_skipped() -> None:
+    busy = ports.free_port()
+    with socket.socket() as listener:
+        listener.bind((ports.HOST, busy))
+        listener.listen()
+        found = ports.free_ports(3, rng=FirstPort(busy))
+    assert busy not in found and len(set(found)) == 3
+
+
+def test_the_kernels_choice_when_no_port_lies_outside_the_ephemeral_range(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    whole = tmp_path / "ip_local_port_range"
+    whole.write_text("1024\t65535\n")
+    monkeypatch.setattr(ports, "EPHEMERAL_RANGE_FILE", whole)
+    assert ports.ephemeral_range() == (1024, 65535)
+    found = ports.free_ports(3)
+    assert len(set(found)) == 3 and all(1024 <= port <= 65535 for port in found)
+
+
+def test_an_unreadable_range_falls_back_to_linux_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ports, "EPHEMERAL_RANGE_FILE", tmp_path / "missing")
+    assert ports.ephemeral_range() == ports.LINUX_DEFAULT_EPHEMERAL_RANGE
