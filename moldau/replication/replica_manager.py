@@ -474,11 +474,10 @@ class ReplicaManager:
         error = ErrorCode(answer.error_code)
         try:
             if error == ErrorCode.none:
-                self._apply_fetched(hosted, answer)
-                return 0
+                return self._apply_fetched(hosted, answer)
             if error == ErrorCode.offset_out_of_range:
-                self._out_of_range(hosted, answer)
-                return 0
+                # Refetch at once only if the log moved: the same fetch would be out of range again.
+                return 0 if self._out_of_range(hosted, answer) else self.fetcher_settings.backoff_ms
         except KafkaError as exc:
             log.error("cannot apply fetched data of %s-%d: %s", hosted.topic, hosted.partition, exc.message)
             return self.fetcher_settings.backoff_ms
@@ -487,12 +486,19 @@ class ReplicaManager:
         log.info("fetch of %s-%d from broker %d: %s", hosted.topic, hosted.partition, hosted.leader, error.name)
         return self.fetcher_settings.backoff_ms
 
-    def _apply_fetched(self, hosted: HostedPartition, answer: Any) -> None:
+    def _apply_fetched(self, hosted: HostedPartition, answer: Any) -> float:
         plog = hosted.log
         diverging = answer.diverging_epoch
         if diverging is not None and diverging.epoch >= 0:
+            before = (plog.log_end_offset, plog.leader_epochs.latest_epoch)
             self._truncate_divergent(hosted, diverging.epoch, diverging.end_offset)
-            return
+            if (plog.log_end_offset, plog.leader_epochs.latest_epoch) != before:
+                return 0
+            # The next fetch would ask the same and be told the same: back off rather than spin, and say so.
+            log.warning("%s-%d: the leader says the logs diverge at epoch %d offset %d, but truncating changes "
+                        "nothing here (log end %d, last epoch %d)", hosted.topic, hosted.partition,
+                        diverging.epoch, diverging.end_offset, *before)
+            return self.fetcher_settings.backoff_ms
         if answer.records:
             batches = split_batches(answer.records, from_client=False)
             if batches:
@@ -501,6 +507,7 @@ class ReplicaManager:
         if answer.log_start_offset > plog.log_start_offset:
             # Retention or DeleteRecords moved the leader's log start; never past what this log has committed.
             plog.delete_records_before(min(answer.log_start_offset, plog.high_watermark))
+        return 0
 
     def _truncate_divergent(self, hosted: HostedPartition, leader_epoch: int, leader_end: int) -> None:
         """Cut the suffix the leader does not have (KIP-279): to the end of the last epoch both logs share."""
@@ -512,15 +519,27 @@ class ReplicaManager:
             log.info("%s-%d: truncating from %d to %d (diverged from the leader at epoch %d)", hosted.topic,
                      hosted.partition, plog.log_end_offset, target, leader_epoch)
             plog.truncate_to(target)
+            return
+        # Nothing to cut, but an epoch this node led without writing may start at its log end: it goes too.
+        epochs = plog.leader_epochs.entries
+        plog.truncate_to(target)
+        if plog.leader_epochs.entries != epochs:
+            log.info("%s-%d: dropped leader epochs %s, which start at the log end %d and the leader does not have",
+                     hosted.topic, hosted.partition, [e.epoch for e in epochs[len(plog.leader_epochs):]],
+                     plog.log_end_offset)
 
-    def _out_of_range(self, hosted: HostedPartition, answer: Any) -> None:
+    def _out_of_range(self, hosted: HostedPartition, answer: Any) -> bool:
+        """Move this log back into the leader's range; whether it changed."""
         plog = hosted.log
         if plog.log_end_offset < answer.log_start_offset:
             log.info("%s-%d: the leader starts at %d, past this log's end %d; starting over there", hosted.topic,
                      hosted.partition, answer.log_start_offset, plog.log_end_offset)
             plog.truncate_fully_and_start_at(answer.log_start_offset)
-        elif answer.high_watermark >= 0 and plog.log_end_offset > answer.high_watermark:
+            return True
+        if answer.high_watermark >= 0 and plog.log_end_offset > answer.high_watermark:
             plog.truncate_to(answer.high_watermark)  # the leader's log is shorter: keep what it has committed
+            return True
+        return False
 
     def hosted_for_replica(self, topic: str, partition: int, replica_id: int) -> HostedPartition:
         """The partition, if led here and `replica_id` is one of its replicas. Raises KafkaError."""

@@ -1032,10 +1032,19 @@ class PartitionLog:
     def truncate_to(self, offset: int) -> None:
         """Remove every batch that holds an offset >= `offset`. A batch straddling `offset` goes whole,
         so the log end may end below `offset`; below the log start the log restarts empty at `offset`.
-        Producer state is rebuilt to match the new log end and the leader epoch cache is cut there."""
+        Producer state is rebuilt to match the new log end and the leader epoch cache is cut there.
+
+        At or past the log end no record goes, but an epoch starting at the log end still does: a broker
+        that led an epoch without writing in it keeps that entry, which a new leader never had. A follower
+        would then fetch with it as its last epoch forever, told each time to truncate where it already
+        ends (Kafka cuts its epoch cache here for the same reason)."""
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         if offset >= self._log_end_offset:
+            try:
+                self.leader_epochs.truncate_from_end(self._log_end_offset)
+            except OSError as e:
+                raise _storage_error(e) from e
             return
         now = self._clock.time_ms()
         try:

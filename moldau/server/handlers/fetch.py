@@ -126,7 +126,7 @@ def _read_partition(ctx: RequestContext, name: str | None, part: Any, key: Any, 
         plog = hosted.log
         max_offset = None
         if replica_id >= 0:
-            diverging = _diverging_epoch(plog, part.last_fetched_epoch, part.fetch_offset)
+            diverging = diverging_epoch(plog, part.last_fetched_epoch, part.fetch_offset)
             if diverging is not None:
                 return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark,
                                       plog.log_start_offset, None, diverging, plog.last_stable_offset)
@@ -157,7 +157,7 @@ def _next_offset(records: bytes) -> int:
     return last.next_offset
 
 
-def _diverging_epoch(plog: Any, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+def diverging_epoch(plog: Any, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
     """Where the follower's log parts from this one, if it does: the follower's last epoch ends earlier here,
     or is not an epoch of this log at all."""
     if last_fetched_epoch < 0:

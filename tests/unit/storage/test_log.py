@@ -513,6 +513,20 @@ def test_leader_epochs_follow_truncation_and_retention(open_log: OpenLog) -> Non
     assert log.leader_epochs.entries == ()
 
 
+def test_truncating_at_the_log_end_drops_an_epoch_nothing_was_written_in(open_log: OpenLog, tmp_path: Path
+                                                                         ) -> None:
+    log = open_log()
+    _append(log, 2, epoch=1)
+    log.leader_epochs.assign(4, log.log_end_offset)  # led epoch 4, wrote nothing in it
+    assert log.leader_epochs.entries == ((1, 0), (4, 2))
+    log.truncate_to(2)  # at the end: no record to cut, but the empty epoch goes
+    assert log.log_end_offset == 2
+    assert log.leader_epochs.entries == ((1, 0),)
+    assert log.end_offset_for_epoch(1) == (1, 2)
+    log.close()
+    assert open_log().leader_epochs.entries == ((1, 0),)  # the checkpoint says so too
+
+
 def test_leader_epochs_are_cut_after_a_torn_tail(open_log: OpenLog, tmp_path: Path) -> None:
     from tests.unit.storage.conftest import crash
 
