@@ -68,6 +68,12 @@ class ClientConnection:
                 self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
             except OSError as exc:
                 raise ConnectionFailed(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+            if self.closed:
+                # Closed while connecting (another request on it failed, and the pool dropped it): a socket
+                # opened now would belong to nobody, and its read loop would be collected while still waiting.
+                self._writer.close()
+                self._reader = self._writer = None
+                raise ConnectionFailed(f"connection to {self.host}:{self.port} was closed while connecting")
             self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
 
     def _encode(self, request: Any, correlation_id: int) -> bytes:
