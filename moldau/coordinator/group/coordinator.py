@@ -20,6 +20,7 @@ Nothing here reads a clock: callers pass `now_ms` (see `runtime`).
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import logging
 from collections.abc import Callable, Iterator, Sequence
@@ -88,6 +89,7 @@ class LoggedMarker:
 
     producer_id: int
     commit: bool
+    log_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,10 +129,12 @@ class GroupCoordinator:
 
     def _load(self, partition: int, now_ms: int) -> None:
         shard = GroupShard(partition, self.settings.shard, self._new_member_id)
+        # What is above the high watermark now (a new leader's unreplicated tail) stays hidden from OffsetFetch.
+        shard.offsets.replicated_to(self._hosted(partition).log.high_watermark)
         count = 0
         for item in self._read_partition(partition):
             if isinstance(item, LoggedMarker):
-                shard.end_transaction(item.producer_id, item.commit)
+                shard.end_transaction(item.producer_id, item.commit, item.log_offset)
             else:
                 shard.replay(item.record, now_ms, item.log_offset, item.producer_id)
                 count += 1
@@ -171,7 +175,7 @@ class GroupCoordinator:
                         batch.base_offset, exc)
             return
         if marker is not None:
-            yield LoggedMarker(batch.producer_id, marker.commit)
+            yield LoggedMarker(batch.producer_id, marker.commit, batch.base_offset)
 
     def _hosted(self, partition: int) -> HostedPartition:
         return self._replicas.leader_partition(OFFSETS_TOPIC, partition)
@@ -252,6 +256,7 @@ class GroupCoordinator:
         except KafkaError as exc:
             log.warning("cannot write to %s-%d: %s", OFFSETS_TOPIC, shard.partition, exc.message)
             return write_error(exc.code)
+        self._note_high_watermark(shard)  # also forgets what was kept for changes replicated since
         shard.replay_all(records, now_ms, first_offset, producer.producer_id)
         return ErrorCode.none
 
@@ -443,7 +448,12 @@ class GroupCoordinator:
             error = consumer.validate_offset_commit(member_id, member_epoch)
             if error != ErrorCode.none:
                 return error, []
+        self._note_high_watermark(shard)
         return ErrorCode.none, shard.fetch(group_id, requested, require_stable)
+
+    def _note_high_watermark(self, shard: GroupShard) -> None:
+        with contextlib.suppress(KafkaError):  # no longer the leader: the shard is about to be unloaded
+            shard.offsets.replicated_to(self._hosted(shard.partition).log.high_watermark)
 
     def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition],
                        now_ms: int) -> tuple[ErrorCode, list[ErrorCode]]:

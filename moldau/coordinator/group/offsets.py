@@ -8,6 +8,12 @@ producer id that wrote them, until the transaction's marker reaches the partitio
 into the store, an abort drops them. Both stores remember the log offset of each record, because a pending
 offset is applied on commit only if its record is newer than the committed one's: a plain commit written
 while the transaction was open wins, whatever order the two reach the store in.
+
+OffsetFetch answers only what is replicated. The store applies a record as soon as it is in the leader's log
+(the write path's rules need the latest state), but once told the partition's high watermark it keeps, for
+each change above it, the value from before; `visible` answers from those until the high watermark passes.
+A commit that fails to replicate, and is lost when the leader changes, is then never shown to anyone, as in
+Kafka, whose coordinator reads its state at the last committed offset.
 """
 
 from __future__ import annotations
@@ -52,9 +58,35 @@ class OffsetStore:
     def __init__(self) -> None:
         self._by_group: dict[str, dict[TopicPartition, OffsetValue]] = {}
         self._log_offsets: dict[OffsetKey, int] = {}
+        # None until `replicated_to` is first called: every change is visible at once (no partition behind it).
+        self._high_watermark: int | None = None
+        # Changes at or above the high watermark, oldest first: (log offset, the value before the change).
+        self._unreplicated: dict[str, dict[TopicPartition, list[tuple[int, OffsetValue | None]]]] = {}
 
-    def apply(self, key: OffsetKey, value: OffsetValue | None, log_offset: int = UNKNOWN_LOG_OFFSET) -> None:
-        """Replay one record: a commit replaces the partition's offset, a tombstone removes it."""
+    def replicated_to(self, high_watermark: int) -> None:
+        """The partition's high watermark: changes below it are replicated, and visible from now on."""
+        self._high_watermark = high_watermark
+        for group in list(self._unreplicated):
+            partitions = self._unreplicated[group]
+            for tp in list(partitions):
+                pending = [change for change in partitions[tp] if change[0] >= high_watermark]
+                if pending:
+                    partitions[tp] = pending
+                else:
+                    del partitions[tp]
+            if not partitions:
+                del self._unreplicated[group]
+
+    def apply(self, key: OffsetKey, value: OffsetValue | None, log_offset: int = UNKNOWN_LOG_OFFSET,
+              visible_at: int | None = None) -> None:
+        """Replay one record: a commit replaces the partition's offset, a tombstone removes it.
+
+        The change becomes visible once the high watermark passes `visible_at` (default: the record's own
+        offset; a transactional commit's is its marker's)."""
+        at = log_offset if visible_at is None else visible_at
+        if self._high_watermark is not None and at >= self._high_watermark:
+            tp = (key.topic, key.partition)
+            self._unreplicated.setdefault(key.group, {}).setdefault(tp, []).append((at, self.of(key.group).get(tp)))
         partitions = self._by_group.get(key.group)
         if value is not None:
             if partitions is None:
@@ -67,14 +99,29 @@ class OffsetStore:
             if not partitions:
                 del self._by_group[key.group]
 
-    def materialize(self, key: OffsetKey, pending: PendingOffset) -> None:
+    def materialize(self, key: OffsetKey, pending: PendingOffset, marker_offset: int = UNKNOWN_LOG_OFFSET) -> None:
         """Apply a pending offset whose transaction committed, unless a newer record already set the partition."""
         current = self._log_offsets.get(key)
         if current is None or pending.log_offset > current:
-            self.apply(key, pending.value, pending.log_offset)
+            self.apply(key, pending.value, pending.log_offset, visible_at=marker_offset)
 
     def of(self, group: str) -> Mapping[TopicPartition, OffsetValue]:
+        """The group's offsets as last written (replicated or not): what the write path's rules go by."""
         return self._by_group.get(group, {})
+
+    def visible(self, group: str) -> Mapping[TopicPartition, OffsetValue]:
+        """The group's offsets as of the high watermark: what OffsetFetch answers."""
+        unreplicated = self._unreplicated.get(group)
+        if not unreplicated:
+            return self.of(group)
+        offsets = dict(self.of(group))
+        for tp, changes in unreplicated.items():
+            before = changes[0][1]
+            if before is None:
+                offsets.pop(tp, None)
+            else:
+                offsets[tp] = before
+        return offsets
 
     def has_offsets(self, group: str) -> bool:
         return group in self._by_group

@@ -139,14 +139,15 @@ class GroupShard:
         else:
             self.pending.add(producer_id, key, PendingOffset(value, log_offset))
 
-    def end_transaction(self, producer_id: int, commit: bool) -> None:
+    def end_transaction(self, producer_id: int, commit: bool, marker_offset: int = UNKNOWN_LOG_OFFSET) -> None:
         """Replay a transaction marker: the producer's pending offsets become committed, or are dropped.
 
         On commit each applies only if its record is newer than the committed offset's, so a plain commit
-        written while the transaction was open is not overwritten by an older transactional one."""
+        written while the transaction was open is not overwritten by an older transactional one. They become
+        visible with the marker (at once if `marker_offset` is unknown: the marker is already replicated)."""
         for key, pending in self.pending.end(producer_id).items():
             if commit:
-                self.offsets.materialize(key, pending)
+                self.offsets.materialize(key, pending, marker_offset)
 
     def _replay_consumer(self, key: ConsumerGroupKey, value: object | None) -> None:
         group = self.consumer_groups.get(key.group)
@@ -270,7 +271,7 @@ class GroupShard:
 
     def fetch(self, group_id: str, requested: Requested | None, require_stable: bool = False) -> Fetched:
         unstable = self.pending.partitions(group_id) if require_stable else {}
-        return rules.fetch(self.offsets.of(group_id), requested, unstable)
+        return rules.fetch(self.offsets.visible(group_id), requested, unstable)
 
     def _has_offset(self, group_id: str, tp: TopicPartition) -> bool:
         """A committed or a pending offset: either needs a tombstone to be deleted."""

@@ -188,6 +188,45 @@ def test_restart_rebuilds_groups_and_offsets_exactly(open_node: type[Node], cloc
     assert reopened.coordinator.find_group("live").state == GroupState.STABLE  # type: ignore[union-attr]
 
 
+def _replicate_to_a_second_broker(node: Node, group: str) -> int:
+    """Give the group's partition a second in-sync replica that has fetched nothing: from now on the high
+    watermark moves only when broker 2 fetches (`ReplicaManager.on_replica_fetch`)."""
+    partition = partition_for(group, PARTITIONS)
+    image = node.controller.image
+    topic = image.topics_by_name[OFFSETS_TOPIC]
+    current = topic.partitions[partition]
+    node.controller.commit([
+        RegisterBrokerRecord(2, uuid.uuid4(), (Endpoint("PLAINTEXT", "127.0.0.1", 9093),), None),
+        PartitionRecord(topic.topic_id, partition, (1, 2), (1, 2), 1, current.leader_epoch,
+                        current.partition_epoch + 1)])
+    return partition
+
+
+def _fetched(node: Node, group: str) -> int:
+    error, fetched = node.coordinator.fetch_offsets(group, [("t", [0])])
+    assert error == ErrorCode.none
+    ((_, [(_, value)]),) = fetched
+    return -1 if value is None else value.offset  # type: ignore[union-attr]
+
+
+def test_offset_fetch_shows_a_commit_only_once_it_is_replicated(open_node: type[Node]) -> None:
+    node = open_node()
+    assert node.commit("g", "", -1, 7) == [ErrorCode.none]
+    partition = _replicate_to_a_second_broker(node, "g")
+    hosted = node.replicas.partitions[(OFFSETS_TOPIC, partition)]
+    assert node.commit("g", "", -1, 8) == [ErrorCode.none]  # in the leader's log; broker 2 has not fetched it
+    assert _fetched(node, "g") == 7
+    node.close()
+
+    # A restarted leader starts from its checkpointed high watermark: the tail above it stays hidden too.
+    node = open_node()
+    hosted = node.replicas.partitions[(OFFSETS_TOPIC, partition)]
+    assert hosted.log.high_watermark < hosted.log.log_end_offset
+    assert _fetched(node, "g") == 7
+    node.replicas.on_replica_fetch(hosted, 2, hosted.log.log_end_offset)
+    assert _fetched(node, "g") == 8
+
+
 def test_members_that_do_not_return_after_a_restart_expire(open_node: type[Node], clock: ManualClock) -> None:
     node = open_node()
     member, generation = node.member("g")

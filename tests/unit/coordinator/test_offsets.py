@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 from moldau.coordinator.group.classic import GroupState
 from moldau.coordinator.group.member import Effects, JoinRequest, ProtocolMetadata, SyncRequest
-from moldau.coordinator.group.offsets import OffsetCommit
-from moldau.coordinator.group.records import Record
+from moldau.coordinator.group.offsets import OffsetCommit, OffsetStore
+from moldau.coordinator.group.records import OffsetKey, OffsetValue, Record
 from moldau.coordinator.group.shard import GroupShard, ShardSettings
 from moldau.protocol.errors import ErrorCode
 from tests.unit.coordinator.harness import LIMITS, START_MS, SequentialIds, subscription
@@ -195,3 +195,40 @@ def test_replaying_the_records_reproduces_the_state() -> None:
         assert rebuilt.groups[group_id].to_record() == group.to_record()
         assert rebuilt.groups[group_id].state == group.state
         assert dict(rebuilt.offsets.of(group_id)) == dict(s.shard.offsets.of(group_id))
+
+
+def _value(offset: int) -> OffsetValue:
+    return OffsetValue(offset, 3, "", START_MS)
+
+
+def test_offset_fetch_answers_only_what_the_high_watermark_has_passed() -> None:
+    store = OffsetStore()
+    key = OffsetKey("g", "t", 0)
+    store.apply(key, _value(5), log_offset=0)  # no high watermark told yet: visible at once
+    assert store.visible("g") == {("t", 0): _value(5)}
+    store.replicated_to(1)
+    store.apply(key, _value(6), log_offset=1)
+    store.apply(key, _value(7), log_offset=2)
+    store.apply(OffsetKey("g", "t", 1), _value(1), log_offset=3)
+    assert store.of("g") == {("t", 0): _value(7), ("t", 1): _value(1)}  # the write path sees the latest
+    assert store.visible("g") == {("t", 0): _value(5)}
+    store.replicated_to(2)
+    assert store.visible("g") == {("t", 0): _value(6)}
+    store.replicated_to(4)
+    assert store.visible("g") == {("t", 0): _value(7), ("t", 1): _value(1)}
+    store.apply(key, None, log_offset=4)  # a tombstone hides the offset only once replicated
+    assert store.visible("g") == {("t", 0): _value(7), ("t", 1): _value(1)}
+    store.replicated_to(5)
+    assert store.visible("g") == {("t", 1): _value(1)}
+
+
+def test_a_transactional_commit_becomes_visible_with_its_marker() -> None:
+    shard = GroupShard(0, SETTINGS, SequentialIds())
+    shard.offsets.replicated_to(0)
+    record = Record(OffsetKey("g", "t", 0), _value(9))
+    shard.replay(record, START_MS, log_offset=0, producer_id=42)
+    shard.offsets.replicated_to(1)  # the commit's record is replicated, its marker not yet written
+    shard.end_transaction(42, commit=True, marker_offset=1)
+    assert shard.fetch("g", [("t", [0])]) == [("t", [(0, None)])]
+    shard.offsets.replicated_to(2)
+    assert shard.fetch("g", [("t", [0])]) == [("t", [(0, _value(9))])]
