@@ -490,14 +490,12 @@ class ReplicaManager:
         plog = hosted.log
         diverging = answer.diverging_epoch
         if diverging is not None and diverging.epoch >= 0:
-            before = (plog.log_end_offset, plog.leader_epochs.latest_epoch)
-            self._truncate_divergent(hosted, diverging.epoch, diverging.end_offset)
-            if (plog.log_end_offset, plog.leader_epochs.latest_epoch) != before:
+            if self._truncate_divergent(hosted, diverging.epoch, diverging.end_offset):
                 return 0
             # The next fetch would ask the same and be told the same: back off rather than spin, and say so.
             log.warning("%s-%d: the leader says the logs diverge at epoch %d offset %d, but truncating changes "
                         "nothing here (log end %d, last epoch %d)", hosted.topic, hosted.partition,
-                        diverging.epoch, diverging.end_offset, *before)
+                        diverging.epoch, diverging.end_offset, plog.log_end_offset, plog.leader_epochs.latest_epoch)
             return self.fetcher_settings.backoff_ms
         if answer.records:
             batches = split_batches(answer.records, from_client=False)
@@ -509,8 +507,9 @@ class ReplicaManager:
             plog.delete_records_before(min(answer.log_start_offset, plog.high_watermark))
         return 0
 
-    def _truncate_divergent(self, hosted: HostedPartition, leader_epoch: int, leader_end: int) -> None:
-        """Cut the suffix the leader does not have (KIP-279): to the end of the last epoch both logs share."""
+    def _truncate_divergent(self, hosted: HostedPartition, leader_epoch: int, leader_end: int) -> bool:
+        """Cut the suffix the leader does not have (KIP-279): to the end of the last epoch both logs share.
+        Returns whether the log or its leader epochs changed."""
         plog = hosted.log
         own_epoch, own_end = plog.end_offset_for_epoch(leader_epoch)
         target = min(leader_end, own_end) if own_epoch >= 0 and own_end >= 0 else min(leader_end,
@@ -519,14 +518,16 @@ class ReplicaManager:
             log.info("%s-%d: truncating from %d to %d (diverged from the leader at epoch %d)", hosted.topic,
                      hosted.partition, plog.log_end_offset, target, leader_epoch)
             plog.truncate_to(target)
-            return
+            return True
         # Nothing to cut, but an epoch this node led without writing may start at its log end: it goes too.
         epochs = plog.leader_epochs.entries
         plog.truncate_to(target)
-        if plog.leader_epochs.entries != epochs:
-            log.info("%s-%d: dropped leader epochs %s, which start at the log end %d and the leader does not have",
-                     hosted.topic, hosted.partition, [e.epoch for e in epochs[len(plog.leader_epochs):]],
-                     plog.log_end_offset)
+        if plog.leader_epochs.entries == epochs:
+            return False
+        log.info("%s-%d: dropped leader epochs %s, which start at the log end %d and the leader does not have",
+                 hosted.topic, hosted.partition, [e.epoch for e in epochs[len(plog.leader_epochs):]],
+                 plog.log_end_offset)
+        return True
 
     def _out_of_range(self, hosted: HostedPartition, answer: Any) -> bool:
         """Move this log back into the leader's range; whether it changed."""

@@ -42,6 +42,7 @@ TXN_TIMEOUT_S = 60.0
 PAUSE_ENV = "MOLDAU_SPARK_SINK_TEST_PAUSE"
 FENCED_CODES = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
 
+
 def transactional_id(query_id: str) -> str:
     """The transactional id of a query's sink: stable across restarts from the same checkpoint."""
     return f"moldau-spark-sink-{query_id}"

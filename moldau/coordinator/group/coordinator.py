@@ -130,7 +130,7 @@ class GroupCoordinator:
     def _load(self, partition: int, now_ms: int) -> None:
         shard = GroupShard(partition, self.settings.shard, self._new_member_id)
         # What is above the high watermark now (a new leader's unreplicated tail) stays hidden from OffsetFetch.
-        shard.offsets.replicated_to(self._hosted(partition).log.high_watermark)
+        self._note_high_watermark(shard)
         count = 0
         for item in self._read_partition(partition):
             if isinstance(item, LoggedMarker):
