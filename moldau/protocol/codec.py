@@ -6,6 +6,8 @@ a broker needs around it:
 - the request header is parsed here with `struct`, before kio is involved, so that an unknown API key or an
   unsupported version is recognised without decoding the body (and ApiVersions can answer it, KIP-511);
 - request header v0 (no client id) is not accepted: no current client sends it;
+- every body is bounds-checked against its schema before kio sees it (`moldau.protocol.body_check`): kio's
+  native readers trust declared lengths, and a huge one aborts the process;
 - unknown tagged fields, which kio rejects with KeyError, are skipped as the protocol requires, by stripping
   them and decoding again (`moldau.protocol.tagged`);
 - kio's readers reject writable buffers, so frames are handed over as `bytes`.
@@ -25,6 +27,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from moldau.protocol import tagged
+from moldau.protocol.body_check import BodyCheckError, check_body
 
 _HEADER_FIXED = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _RESPONSE_HEADER = struct.Struct(">i")
@@ -33,6 +36,10 @@ _EMPTY_TAGGED_FIELDS = b"\x00"
 
 class InvalidRequest(Exception):
     """A frame that cannot be decoded; Kafka's answer is to close the connection."""
+
+
+class MalformedBody(InvalidRequest):
+    """A request whose header is sound but whose body breaks its schema: answerable with INVALID_REQUEST."""
 
 
 class CloseConnection(InvalidRequest):
@@ -155,8 +162,15 @@ def body_start(schema: ApiSchema, frame: bytes | memoryview, header: RequestHead
 
 
 def decode_request(schema: ApiSchema, frame: bytes | memoryview, header: RequestHeader) -> Any:
-    """Decode the request body that follows the header."""
+    """Decode the request body that follows the header.
+
+    Raises MalformedBody when the body breaks its schema's sizes or nullability, InvalidRequest otherwise.
+    """
     pos = body_start(schema, frame, header)
+    try:
+        check_body(schema.request_type, frame, pos)
+    except BodyCheckError as exc:
+        raise MalformedBody(f"{schema.request_type.__name__} v{schema.version}: {exc}") from exc
     reader = _reader(schema.request_type)
     try:
         return reader(frame, pos)[0]

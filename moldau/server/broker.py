@@ -53,6 +53,7 @@ from moldau.metadata.quorum import MetadataQuorum
 from moldau.metadata.records import RESOURCE_TOPIC, Endpoint, RegisterBrokerRecord
 from moldau.protocol import codec
 from moldau.protocol.codec import InvalidRequest, make
+from moldau.protocol.error_response import error_response
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.framing import Frame
 from moldau.raft import Config as RaftConfig
@@ -577,11 +578,25 @@ class Broker:
         if api.decode is not None:
             request = api.decode(frame, codec.body_start(schema, frame, header), header.api_version)
         else:
-            request = codec.decode_request(schema, frame, header)
+            try:
+                request = codec.decode_request(schema, frame, header)
+            except codec.MalformedBody as exc:
+                return self._malformed_body_response(schema, header, exc)
         context = RequestContext(header, schema, self, conn.peer, conn.is_controller_listener, conn.listener)
         response = await api.handle(context, request)
         if response is None:
             return None
+        return codec.encode_response(schema, header.correlation_id, response)
+
+
+    @staticmethod
+    def _malformed_body_response(schema: codec.ApiSchema, header: codec.RequestHeader,
+                                 exc: codec.MalformedBody) -> list[bytes | memoryview]:
+        """INVALID_REQUEST where the response has a top-level error code; otherwise the connection closes."""
+        response = error_response(schema.response_type, ErrorCode.invalid_request)
+        if response is None:
+            raise exc
+        log.info("answering INVALID_REQUEST to correlation id %d: %s", header.correlation_id, exc)
         return codec.encode_response(schema, header.correlation_id, response)
 
 
