@@ -16,6 +16,7 @@ from typing import Any
 from kio.serial import entity_reader, entity_writer
 
 from moldau.protocol import codec
+from moldau.protocol.body_check import check_body
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +125,12 @@ class ClientConnection:
 def _decode_response(frame: bytes, api_key: int, version: int, response_type: Any = None) -> Any:
     schema = codec.api_schema(api_key, version)
     pos = 4 + (1 if schema.flexible_response_header else 0)
+    entity_type = response_type or schema.response_type
     try:
-        return entity_reader(response_type or schema.response_type)(frame[pos:], 0)[0]
+        # A peer's response gets the same bounds check as a client's request: kio's native readers abort
+        # the process on a huge declared length.
+        check_body(entity_type, frame, pos)
+        return entity_reader(entity_type)(frame[pos:], 0)[0]
     except Exception as exc:
         raise ConnectionFailed(f"undecodable {schema.response_type.__name__}: {exc}") from exc
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import struct
 
 import pytest
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 
-from moldau.net.client import ClientConnection, ConnectionFailed
+from moldau.net.client import ClientConnection, ConnectionFailed, _decode_response
 
 
 def test_a_connection_closed_while_connecting_leaves_no_socket_behind() -> None:
@@ -36,3 +37,10 @@ async def _closed_while_connecting() -> None:
     finally:
         server.close()
         await server.wait_closed()
+
+
+def test_a_response_declaring_a_huge_array_is_refused_before_decoding() -> None:
+    # DeleteTopics v6 response: correlation id, header tags, throttle time, then a compact array of 2**34.
+    frame = struct.pack(">i", 1) + b"\x00" + struct.pack(">i", 0) + b"\xff\xff\xff\xff\x0f"
+    with pytest.raises(ConnectionFailed, match="runs past the end of the frame"):
+        _decode_response(frame, 20, 6)
