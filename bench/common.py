@@ -154,15 +154,18 @@ def _wait_ready(broker: Broker) -> None:
 
 
 @contextlib.contextmanager
-def running_broker(label: str, kind: str) -> Iterator[Broker]:
-    """Start a broker of ``kind`` in a fresh directory, yield it once it serves, then stop it."""
+def running_broker(label: str, kind: str, env: dict[str, str] | None = None) -> Iterator[Broker]:
+    """Start a broker of ``kind`` in a fresh directory, yield it once it serves, then stop it.
+
+    ``env`` adds variables to the broker's environment (debug switches a benchmark compares against)."""
     with tempfile.TemporaryDirectory(prefix=f"bench-{kind}-") as tmp:
         data_dir, log = Path(tmp) / "data", Path(tmp) / "broker.log"
         data_dir.mkdir()
         port = free_port()
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                BROKER_COMMANDS[kind](port, data_dir), stdout=out, stderr=subprocess.STDOUT, cwd=REPO
+                BROKER_COMMANDS[kind](port, data_dir), stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
+                env={**os.environ, **(env or {})},
             )
         broker = Broker(label, kind, port, proc, log)
         try:

@@ -6,9 +6,9 @@ encoder covers the versions the broker serves and is checked byte for byte again
 (`tests/unit/protocol/test_produce_response.py`).
 
 Layout (Kafka's ProduceResponse schema): per topic its name (v<13) or id (v13+), per partition: index, error
-code, base offset, log append time (v2+), log start offset (v5+), record errors and error message (v8+);
-then throttle_time_ms. From v9 the message is flexible (compact lengths, tagged-field sections); no tagged
-fields (current leader, node endpoints) are sent.
+code, base offset, log append time (v2+), log start offset (v5+), record errors (batch index, message) and
+error message (v8+); then throttle_time_ms. From v9 the message is flexible (compact lengths, tagged-field
+sections); no tagged fields (current leader, node endpoints) are sent.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from moldau.protocol.wire import I32, Part, ResponseWriter
 
@@ -34,6 +34,8 @@ class PartitionResponse:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    # (index of the record in its batch, message): why a batch was refused, record by record (v8+).
+    record_errors: list[tuple[int, str | None]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -57,7 +59,11 @@ def encode_produce_response(version: int, throttle_time_ms: int, topics: Sequenc
             if version >= 5:
                 writer.out += _I64.pack(p.log_start_offset)
             if version >= 8:
-                writer.array_length(0)  # record errors: none reported per record
+                writer.array_length(len(p.record_errors))
+                for batch_index, message in p.record_errors:
+                    writer.out += I32.pack(batch_index)
+                    writer.nullable_string(message)
+                    writer.tags()
                 writer.nullable_string(p.error_message)
             writer.tags()
         writer.tags()

@@ -37,7 +37,6 @@ __all__ = [
     "delete_horizon_ms",
     "empty_batch",
     "rebuild_batch",
-    "require_keys",
 ]
 
 DELETE_HORIZON_BIT = 0x40
@@ -84,13 +83,6 @@ def decode_records(batch: bytes | bytearray | memoryview) -> list[StoredRecord]:
 def delete_horizon_ms(header: BatchHeader) -> int | None:
     """The batch's delete horizon (KIP-534), or None when none was set."""
     return header.base_timestamp if header.attributes & DELETE_HORIZON_BIT else None
-
-
-def require_keys(batch: bytes | bytearray | memoryview) -> None:
-    """Reject a batch holding a record without a key, as Kafka does for compacted topics (INVALID_RECORD)."""
-    for record in decode_records(batch):
-        if record.key is None:
-            raise KafkaError(ErrorCode.invalid_record, "compacted topic cannot accept a record without a key")
 
 
 def rebuild_batch(header: BatchHeader, records: Sequence[StoredRecord], horizon_ms: int | None) -> bytes:

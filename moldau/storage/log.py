@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from moldau.clock import Clock
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_batch import BatchHeader, InvalidBatch, assign_offsets, parse_header
-from moldau.storage.batch_rewrite import require_keys
+from moldau.protocol.record_validation import validate_batch_records
 from moldau.storage.control_batch import TransactionMarker, build_marker_batch, parse_marker
 from moldau.storage.leader_epoch_cache import LeaderEpochCache
 from moldau.storage.log_config import LogConfig, TimestampType
@@ -64,6 +64,7 @@ from moldau.storage.producer_state import (
     fsync_directory,
     write_atomically,
 )
+from moldau.storage.record_checks import check_batch_records
 from moldau.storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -572,6 +573,9 @@ class PartitionLog:
             if len(view) != header.total_size:
                 raise KafkaError(ErrorCode.corrupt_message,
                                  f"batch at offset {header.base_offset} is not {header.total_size} bytes long")
+            # A leader's batch is walked too (compaction may have left gaps in its offsets): a corrupt one is
+            # never stored here, whatever the leader holds.
+            validate_batch_records(view, header, from_client=False)
             stored.append(AppendedBatch(header.base_offset, header.next_offset, header.max_timestamp,
                                         header.total_size))
             # Parsed before anything is written: a marker the leader stored must have the same effects here.
@@ -604,10 +608,11 @@ class PartitionLog:
                 raise KafkaError(ErrorCode.invalid_record, "control batches are not accepted from clients")
             if header.is_transactional and not header.has_producer_id:
                 raise KafkaError(ErrorCode.invalid_record, "a transactional batch needs a producer id")
-            if config.compact:
-                require_keys(view)  # the one record-level check: compaction needs a key per record
             if check_create_time:
                 self._check_timestamps(header, now_ms)
+            # Every record, as Kafka's LogValidator: structure, count, offsets, sizes, keys, timestamps.
+            check_batch_records(header, view, config, now_ms if check_create_time else None,
+                                f"{self.topic}-{self.partition}")
             total_bytes += size
             offset_count += header.last_offset_delta + 1
             if header.producer_id >= 0:

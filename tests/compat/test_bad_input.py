@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import datetime
 import struct
+import time
 from collections.abc import Iterator
 
 import crc32c
 import pytest
+from confluent_kafka import KafkaError as CKError
+from confluent_kafka import Producer
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.fetch.v12 import request as fetch_req
@@ -17,6 +20,7 @@ from kio.schema.produce.v9 import request as produce_req
 
 from moldau.protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
+from tests.support.clients import ck_consume, create_topic
 from tests.support.raw_client import RawClient
 
 TOPIC = "bad-input"
@@ -247,3 +251,80 @@ def test_failed_acks_0_produce_closes_the_connection(seeded: BrokerProcess) -> N
 def assert_still_serving_with_three(broker: BrokerProcess) -> None:
     with RawClient(broker.bootstrap) as client:
         assert stored_values(client) == [b"one", b"two", b"three"]
+
+
+# -- record-level validation: a batch whose CRC is right but whose records lie ------------------------------------
+
+def with_records(batch: bytes, records: bytes, count: int | None = None, compression: int | None = None) -> bytes:
+    """`batch`'s header over another records section, with length, count, codec and CRC made consistent."""
+    out = bytearray(batch[:61]) + records
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    if count is not None:
+        struct.pack_into(">i", out, 57, count)
+        struct.pack_into(">i", out, 23, count - 1)
+    if compression is not None:
+        struct.pack_into(">h", out, 21, compression)
+    struct.pack_into(">I", out, 17, crc32c.crc32c(bytes(out[21:])))
+    return bytes(out)
+
+
+def refused(client: RawClient, batch: bytes) -> tuple[ErrorCode, list[tuple[int, str]], str | None]:
+    response = client.request(produce_request(batch))
+    part = response.responses[0].partition_responses[0]
+    errors = [(e.batch_index, e.batch_index_error_message) for e in part.record_errors]
+    return part.error_code, errors, part.error_message
+
+
+def second_offset_delta_set_to(batch: bytes, delta: int) -> bytes:
+    records = bytearray(batch[61:])
+    second = 1 + records[0] // 2  # after the first record's one-byte zigzag length and its body
+    assert records[second + 3] == 2  # length, attributes, timestamp delta, then offset delta 1 (zigzag 2)
+    records[second + 3] = delta * 2
+    return with_records(batch, bytes(records))
+
+
+@pytest.mark.parametrize("kind", ["count", "garbage", "value_past_record", "offset_delta", "compressed_garbage"])
+def test_batches_whose_records_lie_are_refused_and_consumers_keep_reading(seeded: BrokerProcess, kind: str) -> None:
+    good = build_batch([b"x", b"y"])
+    batch = {
+        "count": with_records(good, good[61:], count=1_000_000),
+        "garbage": with_records(good, b"\x7f" * 40, count=2),
+        "value_past_record": with_records(good, good[61:].replace(b"\x02", b"\x7e", 1), count=2),
+        "offset_delta": second_offset_delta_set_to(good, 40),
+        "compressed_garbage": with_records(build_batch([b"x"] * 50, compression=4), b"\x28\xb5\x2f\xfd" + b"\x00" * 40,
+                                           compression=4),
+    }[kind]
+    with RawClient(seeded.bootstrap) as client:
+        code, record_errors, message = refused(client, batch)
+        assert code in (ErrorCode.corrupt_message, ErrorCode.invalid_record)
+        assert record_errors and message
+        # Nothing of it was appended: the next valid batch takes offset 2.
+        assert produce_error(client, build_batch([b"three"])) == (ErrorCode.none, 2)
+    values = [r.value for r in ck_consume(seeded.bootstrap, TOPIC, 3, timeout_s=20)]
+    assert values == [b"one", b"two", b"three"]
+
+
+def test_a_record_without_a_key_on_a_compacted_topic_is_invalid_record(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "compacted-keys", config={"cleanup.policy": "compact"})
+    errors = produce_and_collect_errors(broker.bootstrap, "compacted-keys", [{"key": b"k", "value": b"1"},
+                                                                              {"value": b"no key"}])
+    assert CKError.INVALID_RECORD in errors
+
+
+def test_a_timestamp_too_far_ahead_is_invalid_timestamp(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "future")
+    ahead = int(time.time() * 1000) + 48 * 3600 * 1000  # after.max.ms defaults to one hour
+    errors = produce_and_collect_errors(broker.bootstrap, "future", [{"value": b"late", "timestamp": ahead}])
+    assert errors == [CKError.INVALID_TIMESTAMP]
+
+
+def produce_and_collect_errors(bootstrap: str, topic: str, records: list[dict[str, object]]) -> list[int]:
+    """Produce with confluent-kafka, one record per batch; the error code of each failed delivery."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "retries": 0,
+                         "enable.idempotence": False})
+    failures: list[int] = []
+    for record in records:
+        producer.produce(topic, on_delivery=lambda err, _msg: err and failures.append(err.code()),
+                         **record)  # type: ignore[arg-type]
+        producer.flush(20)
+    return failures

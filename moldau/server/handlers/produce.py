@@ -1,8 +1,10 @@
 """Produce (key 0): append record batches to partition logs.
 
-Batches stay opaque: `record_batch.split_batches` checks each batch's header, sizes and CRC, and the log
-assigns offsets by rewriting the base offset, without decompressing records. Each partition succeeds or fails
-on its own, with Kafka's error code. With acks=0 no response is sent.
+`record_batch.split_batches` checks each batch's header, sizes and CRC; the log then walks every record
+(`moldau.protocol.record_validation`, as Kafka's LogValidator) and refuses a batch with CORRUPT_MESSAGE,
+INVALID_RECORD or INVALID_TIMESTAMP and its per-record `record_errors`, appending nothing of it. Valid
+batches are stored as they came: offsets are assigned by rewriting the base offset, records are not
+re-encoded. Each partition succeeds or fails on its own, with Kafka's error code. With acks=0 no response is sent.
 
 acks=all (-1): refused up front with NOT_ENOUGH_REPLICAS when the ISR is smaller than min.insync.replicas;
 otherwise the answer waits (up to the request's timeout) until every ISR member has the records, that is until
@@ -34,6 +36,7 @@ from moldau.protocol.produce_response import (
     encode_produce_response,
 )
 from moldau.protocol.record_batch import BatchHeader, split_batches
+from moldau.protocol.record_validation import RecordErrors
 from moldau.replication.replica_manager import HostedPartition
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
@@ -133,6 +136,9 @@ def _produce_partition(ctx: RequestContext, name: str | None, topic_error: Error
                                               hosted.log.verification_guard(first.producer_id)))
                 return response
         return _append(ctx, hosted, batches, PartitionResponse(index, ErrorCode.none.value), acks, appended)
+    except RecordErrors as exc:
+        return PartitionResponse(index, exc.code.value, error_message=exc.message,
+                                 record_errors=list(exc.record_errors))
     except KafkaError as exc:
         return PartitionResponse(index, exc.code.value, error_message=exc.message)
 
@@ -166,6 +172,8 @@ async def _verify_and_append(ctx: RequestContext, request: ProduceRequest, pendi
         _append(ctx, hosted, pending.batches, response, request.acks, appended, pending.guard)
     except KafkaError as exc:
         response.error_code, response.error_message = exc.code.value, exc.message
+        if isinstance(exc, RecordErrors):
+            response.record_errors = list(exc.record_errors)
 
 
 API = Api(key=0, name="Produce", min_version=3, max_version=13, handle=handle, decode=parse_produce_request)
