@@ -121,3 +121,26 @@ def test_new_partitions_are_assigned(broker: BrokerProcess, members: list[Member
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_partitions([NewPartitions(topic, 4)])[topic].result(timeout=10)
     poll_until(members, lambda: balanced(members, 4))
+
+
+def test_consumer_group_heartbeat_v0_joins(broker: BrokerProcess) -> None:
+    """v0 has no subscribed_topic_regex field; a valid v0 join once failed on it."""
+    import datetime
+
+    from kio.schema.consumer_group_heartbeat.v0.request import ConsumerGroupHeartbeatRequest
+
+    from moldau.protocol.errors import ErrorCode
+    from tests.support.polling import wait_until
+    from tests.support.raw_client import RawClient
+
+    create_topic(broker.bootstrap, "v0-topic", partitions=2)
+    join = ConsumerGroupHeartbeatRequest(
+        group_id="v0-group", member_id="", member_epoch=0, instance_id=None, rack_id=None,
+        rebalance_timeout=datetime.timedelta(seconds=30), subscribed_topic_names=("v0-topic",),
+        server_assignor=None, topic_partitions=())
+    with RawClient(broker.bootstrap) as client:
+        # The first request creates __consumer_offsets (COORDINATOR_NOT_AVAILABLE until it is ready).
+        response = wait_until(lambda: (r := client.request(join)).error_code != ErrorCode.coordinator_not_available
+                              and r, timeout_s=30, what="the group coordinator")
+    assert response.error_code == ErrorCode.none, response.error_message
+    assert response.member_id and response.member_epoch >= 1

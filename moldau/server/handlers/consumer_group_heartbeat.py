@@ -35,7 +35,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         rack_id=request.rack_id,
         rebalance_timeout_ms=ms_from_timedelta(request.rebalance_timeout),
         subscribed_topics=None if request.subscribed_topic_names is None else tuple(request.subscribed_topic_names),
-        subscribed_regex=request.subscribed_topic_regex,
+        # v0 has no regex field (it came with v1, KIP-848's regex support); "no change" is null.
+        subscribed_regex=getattr(request, "subscribed_topic_regex", None),
         server_assignor=request.server_assignor,
         owned=None if request.topic_partitions is None else _owned(image, request.topic_partitions),
         client_id=ctx.header.client_id or "",
