@@ -493,6 +493,17 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "The largest request the server accepts.", at_least(1)),
     ConfigDef("queued.max.requests", _T.INT, "500",
               "Requests a connection may have queued before the server stops reading from it.", at_least(1)),
+    ConfigDef("queued.max.request.bytes", _T.LONG, "268435456",
+              "The bytes all connections together may hold for requests (partial and queued frames); while over "
+              "it, connections stop reading. -1 is unbounded (Kafka's default); Moldau bounds it by default so "
+              "that clients cannot push the broker's memory, and never below socket.request.max.bytes.",
+              at_least(-1)),
+    ConfigDef("connections.max.idle.ms", _T.LONG, "600000",
+              "Connections with no traffic for this long are closed; -1 never closes them.", at_least(-1)),
+    ConfigDef("socket.request.read.timeout.ms", _T.LONG, "60000",
+              "A connection that started sending a request and did not complete it within this time is closed, "
+              "so stalled or trickling senders cannot hold memory; -1 disables it. Moldau's own setting.",
+              at_least(-1)),
     ConfigDef("num.network.threads", _T.INT, "3", "Threads for network requests." + _UNUSED, at_least(1)),
     ConfigDef("num.io.threads", _T.INT, "8", "Threads for request processing." + _UNUSED, at_least(1)),
     ConfigDef("ssl.keystore.password", _T.PASSWORD, None, "The password of the key store." + _UNUSED),

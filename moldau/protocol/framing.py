@@ -4,25 +4,43 @@ Every request and response is a 4-byte big-endian size followed by that many byt
 receiving side, shaped for `asyncio.BufferedProtocol`: the transport asks `get_buffer()` where to put the
 next bytes and reports how many arrived with `buffer_updated(n)`, which returns the frames completed.
 
-Two buffers keep copies to a minimum:
-- small frames are parsed out of one reusable receive buffer, so many requests arrive in one read;
-- a frame too large for that buffer gets a buffer of its own, allocated once at its exact size, into which
-  the socket reads directly (no growing, no re-slicing: a 1 MiB produce request is not copied on arrival).
+Memory follows what a client has sent, never what it declares:
+- reads land in one receive buffer shared by every connection of the thread's event loop (the loop calls
+  `get_buffer` and `buffer_updated` back to back, so no two connections use it at once; brokers run in
+  threads of their own in tests, hence one per thread); an idle connection holds no buffer at all;
+- complete frames are copied out of it as `bytes`; an incomplete small frame's bytes are kept in a
+  per-connection buffer holding exactly what arrived;
+- a frame larger than `LARGE_FRAME_BYTES` gets a buffer of its own that the socket reads into directly, grown
+  geometrically (doubling, capped at the declared size) as its bytes arrive, so a client that declares
+  100 MiB and sends 10 bytes costs 64 KiB, and a 1 MiB produce request is copied about once on its way in.
 
 A size prefix that is negative or larger than `max_frame_bytes` (`socket.request.max.bytes`) is refused
-before any of it is buffered, so a client cannot make the broker allocate memory it never sends.
+before any of it is buffered.
 """
 
 from __future__ import annotations
 
 import struct
+import threading
 
 _SIZE = struct.Struct(">i")
 SIZE_PREFIX_BYTES = 4
-DEFAULT_RECEIVE_BUFFER_BYTES = 256 * 1024
+RECEIVE_BUFFER_BYTES = 256 * 1024
+# Frames above this read straight into a buffer of their own; smaller ones gather in the pending buffer.
+LARGE_FRAME_BYTES = 64 * 1024
 
 # A complete frame: bytes, or a read-only view of a large frame's own buffer.
 Frame = bytes | memoryview
+
+_per_thread = threading.local()
+
+
+def shared_receive_buffer() -> memoryview:
+    """This thread's one receive buffer (an event loop runs on one thread), made on first use."""
+    buffer: memoryview | None = getattr(_per_thread, "receive_buffer", None)
+    if buffer is None:
+        buffer = _per_thread.receive_buffer = memoryview(bytearray(RECEIVE_BUFFER_BYTES))
+    return buffer
 
 
 class FrameTooLarge(Exception):
@@ -35,39 +53,55 @@ class FrameTooLarge(Exception):
 
 
 class FrameReader:
-    def __init__(self, max_frame_bytes: int, receive_buffer_bytes: int = DEFAULT_RECEIVE_BUFFER_BYTES) -> None:
+    def __init__(self, max_frame_bytes: int, receive_buffer: memoryview | None = None,
+                 large_frame_bytes: int = LARGE_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self._buffer = bytearray(receive_buffer_bytes)
-        self._view = memoryview(self._buffer)
-        self._start = 0  # first unparsed byte in _buffer
-        self._end = 0  # end of received bytes in _buffer
-        self._large: bytearray | None = None  # the body of a frame larger than _buffer
+        self._large_frame_bytes = large_frame_bytes
+        self._receive = receive_buffer if receive_buffer is not None else shared_receive_buffer()
+        self._pending = bytearray()  # the start of an incomplete small frame (or of a size prefix)
+        self._large: bytearray | None = None  # the body of an incomplete large frame, as allocated so far
+        self._large_size = 0  # its declared size
         self._large_filled = 0
+        self._direct = False  # whether the last get_buffer() handed out the large frame's buffer
 
     @property
     def buffered_bytes(self) -> int:
-        return self._end - self._start + self._large_filled
+        """Bytes of memory this reader holds for incomplete frames."""
+        return len(self._pending) + (len(self._large) if self._large is not None else 0)
+
+    @property
+    def frame_in_progress(self) -> bool:
+        """Whether part of a frame (or of its size prefix) has arrived and the rest has not."""
+        return bool(self._pending) or self._large is not None
 
     def get_buffer(self) -> memoryview:
         """Where the transport should write the next bytes (never empty)."""
-        if self._large is not None:
-            return memoryview(self._large)[self._large_filled :]
-        if self._end == len(self._buffer):
-            self._compact()
-        return self._view[self._end :]
+        if self._large is None:
+            self._direct = False
+            return self._receive
+        if self._large_filled == len(self._large):
+            self._grow_large()
+        self._direct = True
+        return memoryview(self._large)[self._large_filled :]
 
     def buffer_updated(self, nbytes: int) -> list[Frame]:
         """Account for `nbytes` written into the last buffer; return the frames now complete."""
-        if self._large is not None:
-            self._large_filled += nbytes
-            if self._large_filled < len(self._large):
-                return []
-            # A read-only view, not a copy: kio decodes from it (it refuses writable buffers).
-            frame = memoryview(self._large).toreadonly()
-            self._large, self._large_filled = None, 0
-            return [frame]
-        self._end += nbytes
-        return self._parse()
+        if self._direct:
+            self._direct = False
+            return self._large_received(nbytes)
+        arrived = self._receive[:nbytes]
+        if self._pending:
+            self._pending += arrived
+            data: memoryview = memoryview(self._pending)
+        else:
+            data = arrived
+        try:
+            frames, used = self._parse(data)
+            rest = bytes(data[used:]) if used < len(data) else b""
+        finally:
+            data.release()  # a view of _pending blocks resizing it
+        self._pending = bytearray(rest)
+        return frames
 
     def feed(self, data: bytes) -> list[Frame]:
         """Convenience for tests and plain protocols: copy `data` in through the buffer interface."""
@@ -81,32 +115,50 @@ class FrameReader:
             frames += self.buffer_updated(n)
         return frames
 
-    def _parse(self) -> list[Frame]:
-        frames: list[Frame] = []
-        buf, start, end = self._buffer, self._start, self._end
-        while end - start >= SIZE_PREFIX_BYTES:
-            size = self._check_size(_SIZE.unpack_from(buf, start)[0])
-            body_start = start + SIZE_PREFIX_BYTES
-            if end - body_start >= size:
-                frames.append(bytes(self._view[body_start : body_start + size]))
-                start = body_start + size
-                continue
-            if size > len(buf) - SIZE_PREFIX_BYTES:
-                # Too large to ever fit: give it a buffer of its own and move what arrived of it there.
-                self._large = bytearray(size)
-                self._large_filled = end - body_start
-                self._large[: self._large_filled] = self._view[body_start:end]
-                start = end
-            break
-        if start == end:
-            start = end = 0
-        self._start, self._end = start, end
-        return frames
+    def release(self) -> None:
+        """Drop every buffered byte (the connection is gone)."""
+        self._pending = bytearray()
+        self._large = None
+        self._large_filled = self._large_size = 0
 
-    def _compact(self) -> None:
-        pending = self._end - self._start
-        self._buffer[:pending] = self._view[self._start : self._end]
-        self._start, self._end = 0, pending
+    def _parse(self, data: memoryview) -> tuple[list[Frame], int]:
+        """Complete frames in `data`, and how many bytes they (and a started large frame) used."""
+        frames: list[Frame] = []
+        pos, end = 0, len(data)
+        while end - pos >= SIZE_PREFIX_BYTES:
+            size = self._check_size(_SIZE.unpack_from(data, pos)[0])
+            body = pos + SIZE_PREFIX_BYTES
+            if end - body >= size:
+                frames.append(bytes(data[body : body + size]))
+                pos = body + size
+            elif size > self._large_frame_bytes:
+                self._start_large(size, data[body:end])
+                pos = end
+            else:
+                break
+        return frames, pos
+
+    def _start_large(self, size: int, arrived: memoryview) -> None:
+        capacity = min(size, max(self._large_frame_bytes, 2 * len(arrived)))
+        self._large = bytearray(capacity)
+        self._large[: len(arrived)] = arrived
+        self._large_size, self._large_filled = size, len(arrived)
+
+    def _grow_large(self) -> None:
+        assert self._large is not None
+        grown = bytearray(min(self._large_size, 2 * len(self._large)))
+        grown[: self._large_filled] = self._large
+        self._large = grown
+
+    def _large_received(self, nbytes: int) -> list[Frame]:
+        assert self._large is not None
+        self._large_filled += nbytes
+        if self._large_filled < self._large_size:
+            return []
+        # A read-only view, not a copy: kio decodes from it (it refuses writable buffers).
+        frame = memoryview(self._large).toreadonly()
+        self._large, self._large_filled, self._large_size = None, 0, 0
+        return [frame]
 
     def _check_size(self, size: int) -> int:
         if size < 0 or size > self.max_frame_bytes:

@@ -58,8 +58,10 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.framing import Frame
 from moldau.raft import Config as RaftConfig
 from moldau.replication.replica_manager import ReplicaManager
+from moldau.server import memory
 from moldau.server.broker_lifecycle import BrokerLifecycle
 from moldau.server.connection import KafkaConnection
+from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget, sweep
 from moldau.server.context import RequestContext
 from moldau.server.controller_channel import ControllerChannel, ControllerUnavailable, not_controller_in
 from moldau.server.handlers import allocate_producer_ids
@@ -71,6 +73,8 @@ from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
+# After this many connections closed, freed memory is handed back to the system (moldau.server.memory).
+_CLOSED_CONNECTIONS_BEFORE_TRIM = 100
 
 API_VERSIONS_KEY = 18
 # Not named like a partition directory (`<topic>-<n>`), so the log manager never takes it for one.
@@ -96,6 +100,8 @@ class Broker:
         self.cluster_id = ""
         self._servers: list[asyncio.Server] = []
         self._connections: set[KafkaConnection] = set()
+        self._connection_limits = connection_limits(config)
+        self._receive_budget = ReceiveBudget(receive_budget_bytes(config))
         self._tasks: list[asyncio.Task[None]] = []
         self._producer_ids = range(0)
         self._producer_id_next = 0
@@ -116,6 +122,8 @@ class Broker:
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        memory.tune_allocator()
+        memory.raise_open_file_limit()
         voters = self._check_roles()
         for d in self.config.log_dirs:
             os.makedirs(d, exist_ok=True)
@@ -129,6 +137,7 @@ class Broker:
         if self.is_broker:
             self._start_storage()
         await self._start_listeners(controller=True)
+        self._tasks.append(asyncio.get_running_loop().create_task(self._sweep_connections()))
         if self.is_broker:
             # Bound now, so port 0 resolves before registration advertises it; accepting starts once unfenced.
             await self._start_listeners(controller=False)
@@ -354,9 +363,9 @@ class Broker:
         loop = asyncio.get_running_loop()
         for name, host, port in self._listeners(controller):
             server = await loop.create_server(
-                lambda name=name: KafkaConnection(self, self.config.socket_request_max_bytes,  # type: ignore[misc]
-                                                  self.config.queued_max_requests, self._connections, name,
-                                                  controller),
+                lambda name=name: KafkaConnection(self, self._connection_limits,  # type: ignore[misc]
+                                                  self._receive_budget, self._connections, name, controller,
+                                                  self.clock),
                 host or None, port, reuse_address=True, backlog=1024, start_serving=controller,
             )
             self._servers.append(server)
@@ -364,6 +373,19 @@ class Broker:
             if not controller:
                 self._client_servers.append(server)
             log.debug("listener %s bound", name)
+
+    async def _sweep_connections(self) -> None:
+        """Close idle connections and stalled frames (see moldau.server.connection_limits)."""
+        limits = self._connection_limits
+        interval_s = max(0.05, min([1.0, *(ms / 4000 for ms in (limits.idle_ms, limits.frame_timeout_ms) if ms > 0)]))
+        peak = len(self._connections)
+        while True:
+            await asyncio.sleep(interval_s)
+            sweep(self._connections, limits, self.clock.monotonic_ms())
+            peak = max(peak, len(self._connections))
+            if peak - len(self._connections) >= _CLOSED_CONNECTIONS_BEFORE_TRIM:
+                memory.trim()
+                peak = len(self._connections)
 
     @property
     def bound_ports(self) -> list[int]:
@@ -598,6 +620,25 @@ class Broker:
             raise exc
         log.info("answering INVALID_REQUEST to correlation id %d: %s", header.correlation_id, exc)
         return codec.encode_response(schema, header.correlation_id, response)
+
+
+def connection_limits(config: BrokerConfig) -> ConnectionLimits:
+    return ConnectionLimits(
+        max_request_bytes=config.socket_request_max_bytes,
+        max_queued_requests=config.queued_max_requests,
+        idle_ms=config.get_int("connections.max.idle.ms"),
+        frame_timeout_ms=config.get_int("socket.request.read.timeout.ms"),
+    )
+
+
+def receive_budget_bytes(config: BrokerConfig) -> int:
+    limit = config.get_int("queued.max.request.bytes")
+    if 0 <= limit < config.socket_request_max_bytes:
+        # A budget smaller than one request could stall a legitimate large request forever.
+        log.warning("queued.max.request.bytes=%d is below socket.request.max.bytes; using %d", limit,
+                    config.socket_request_max_bytes)
+        return config.socket_request_max_bytes
+    return limit
 
 
 def create_topics_request(name: str, partitions: int, replication_factor: int, configs: dict[str, str]) -> Any:

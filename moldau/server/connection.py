@@ -2,8 +2,14 @@
 
 Like Kafka, a connection has one request being processed at a time; the next is read from the buffer only
 after the previous response was queued, so responses always go out in request order. Frames that arrive
-meanwhile wait in a bounded queue: past `max_queued_requests` the socket stops being read (TCP backpressure
-then slows the client). Writes that outrun the client pause processing until the transport drains.
+meanwhile wait in a bounded queue: past `queued.max.requests` frames, or about one maximum-size request in
+bytes, the socket stops being read (TCP backpressure then slows the client). Writes that outrun the client
+pause processing until the transport drains.
+
+Memory is bounded by policy (`moldau.server.connection_limits`): what a connection holds for requests counts
+against the broker's `queued.max.request.bytes`, and while that budget is exhausted connections stop reading.
+The broker's periodic sweep closes connections idle past `connections.max.idle.ms` and frames not completed
+within `socket.request.read.timeout.ms`.
 
 Anything that cannot be answered (a malformed frame, an unknown API, an oversized size prefix) closes this one
 connection, which is Kafka's behaviour; other connections are unaffected.
@@ -16,10 +22,14 @@ import collections
 import logging
 from typing import Protocol
 
+from moldau.clock import Clock, SystemClock
 from moldau.protocol.codec import InvalidRequest
 from moldau.protocol.framing import Frame, FrameReader, FrameTooLarge, frame
+from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget
 
 log = logging.getLogger(__name__)
+
+_QUEUE, _BUDGET = "queue", "budget"  # why reading is paused
 
 
 class FrameHandler(Protocol):
@@ -27,23 +37,31 @@ class FrameHandler(Protocol):
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, handler: FrameHandler, max_request_bytes: int, max_queued_requests: int,
+    def __init__(self, handler: FrameHandler, limits: ConnectionLimits, budget: ReceiveBudget,
                  connections: set[KafkaConnection], listener: str = "PLAINTEXT",
-                 is_controller_listener: bool = False) -> None:
+                 is_controller_listener: bool = False, clock: Clock | None = None) -> None:
         self._handler = handler
         self.listener = listener
         self.is_controller_listener = is_controller_listener
-        self._reader = FrameReader(max_request_bytes)
-        self._max_queued = max_queued_requests
+        self._limits = limits
+        self._budget = budget
+        self._clock = clock or SystemClock()
+        self._reader = FrameReader(limits.max_request_bytes)
         self._queue: collections.deque[Frame] = collections.deque()
+        self._queued_bytes = 0  # frames queued and the one being processed
+        self._held = 0  # what this connection counts against the budget
         self._wakeup: asyncio.Event = asyncio.Event()
         self._can_write: asyncio.Event = asyncio.Event()
         self._can_write.set()
-        self._reading_paused = False
+        self._paused_for: set[str] = set()
         self._transport: asyncio.Transport | None = None
         self._task: asyncio.Task[None] | None = None
         self._connections = connections
         self.peer: str = "?"
+        self.last_activity_ms = self._clock.monotonic_ms()
+        self.frame_started_ms: float | None = None
+        self.busy = False  # a request is being processed (a long poll is not idleness)
+        self.frames_received = 0
 
     # -- asyncio.BufferedProtocol ------------------------------------------------------------------------------
 
@@ -53,29 +71,47 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self._connections.add(self)
+        self._budget.join(self)
         self._task = asyncio.get_running_loop().create_task(self._process())
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._reader.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
+        now = self._clock.monotonic_ms()
+        self.last_activity_ms = now
         try:
             frames = self._reader.buffer_updated(nbytes)
         except FrameTooLarge as exc:
             self.abort(str(exc))
             return
+        if self._reader.frame_in_progress:
+            if self.frame_started_ms is None or frames:
+                self.frame_started_ms = now
+        else:
+            self.frame_started_ms = None
         if frames:
             self._queue.extend(frames)
+            self._queued_bytes += sum(len(f) for f in frames)
+            self.frames_received += len(frames)
             self._wakeup.set()
-            if len(self._queue) >= self._max_queued and not self._reading_paused and self._transport:
-                self._reading_paused = True
-                self._transport.pause_reading()
+        if len(self._queue) >= self._limits.max_queued_requests or self._queued_bytes > self._limits.max_queued_bytes:
+            self._pause(_QUEUE)
+        self._account()  # may pause (or, for the budget's finisher, re-pause) every connection
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._connections.discard(self)
+        self._budget.leave(self)
         self._can_write.set()
         if self._task is not None:
             self._task.cancel()
+            self._task = None
+        # Drop every buffer now and give the bytes back to the budget; nothing may keep them alive.
+        self._queue.clear()
+        self._queued_bytes = 0
+        self._reader.release()
+        self._account()
+        self._transport = None
 
     def pause_writing(self) -> None:
         self._can_write.clear()
@@ -92,13 +128,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._wakeup.clear()
                     await self._wakeup.wait()
                     continue
-                request = self._queue.popleft()
-                self._maybe_resume_reading()
-                response = await self._handler.handle_frame(request, self)
+                request = self._queue[0]
+                self.busy = True
+                try:
+                    response = await self._handler.handle_frame(request, self)
+                finally:
+                    self.busy = False
+                    self._queue.popleft()
+                    self._queued_bytes -= len(request)
+                    del request
+                    self._account()
+                    self._maybe_resume_reading()
                 if self._transport is None or self._transport.is_closing():
                     return
                 if response is not None:
                     self._transport.writelines(frame(response))
+                    self.last_activity_ms = self._clock.monotonic_ms()
                     if not self._can_write.is_set():
                         await self._can_write.wait()
         except InvalidRequest as exc:
@@ -109,10 +154,49 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.exception("closing connection from %s after an unexpected error", self.peer)
             self.abort("internal error")
 
-    def _maybe_resume_reading(self) -> None:
-        if self._reading_paused and len(self._queue) < self._max_queued // 2 and self._transport:
-            self._reading_paused = False
+    def _account(self) -> None:
+        # Reported even when unchanged: the budget also watches for its finisher's frame being complete.
+        held = self._reader.buffered_bytes + self._queued_bytes
+        delta, self._held = held - self._held, held
+        self._budget.change(delta)
+
+    def _pause(self, reason: str) -> None:
+        if not self._paused_for and self._transport is not None:
+            self._transport.pause_reading()
+        self._paused_for.add(reason)
+
+    def _resume(self, reason: str) -> None:
+        if reason not in self._paused_for:
+            return
+        self._paused_for.discard(reason)
+        if not self._paused_for and self._transport is not None and not self._transport.is_closing():
             self._transport.resume_reading()
+
+    def _maybe_resume_reading(self) -> None:
+        if (len(self._queue) < self._limits.max_queued_requests // 2
+                and self._queued_bytes <= self._limits.max_queued_bytes // 2):
+            self._resume(_QUEUE)
+
+    @property
+    def held_bytes(self) -> int:
+        """What this connection counts against the receive budget."""
+        return self._held
+
+    @property
+    def frame_in_progress(self) -> bool:
+        return self._reader.frame_in_progress
+
+    @property
+    def reading_paused(self) -> bool:
+        return bool(self._paused_for)
+
+    def pause_for_budget(self) -> None:
+        """Called by the budget when the connections together hold too much."""
+        self._pause(_BUDGET)
+
+    def resume_from_budget(self) -> None:
+        """Called by the budget when processing freed enough bytes."""
+        self._resume(_BUDGET)
 
     def abort(self, reason: str) -> None:
         log.info("closing connection from %s: %s", self.peer, reason)

@@ -1,0 +1,158 @@
+"""Limits that keep connections from holding the broker's memory: a shared receive budget, idle and slow-frame
+timeouts.
+
+- `ReceiveBudget` is Kafka's `queued.max.request.bytes`: the bytes all connections hold for requests (partial
+  frames being received, complete frames waiting or being processed). While the total is over the limit,
+  connections stop reading their sockets (TCP then slows their clients) until processing has brought the
+  total back under it.
+- `ConnectionLimits` gathers the per-connection settings.
+- `sweep` closes connections idle for longer than `connections.max.idle.ms` and connections that started a
+  frame and did not complete it within `socket.request.read.timeout.ms` (a stalled or trickling sender would
+  otherwise hold its partial frame's memory forever). The broker runs it periodically; it takes the time as an
+  argument, so tests drive it with a manual clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["ConnectionLimits", "Reader", "ReceiveBudget", "Sweepable", "sweep"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    max_request_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
+    max_queued_requests: int = 500  # queued.max.requests
+    idle_ms: int = 600_000  # connections.max.idle.ms; -1: never
+    frame_timeout_ms: int = 60_000  # socket.request.read.timeout.ms; -1: never
+
+    @property
+    def max_queued_bytes(self) -> int:
+        # One connection may hold at most about two of the largest requests: one being processed, one queued.
+        return self.max_request_bytes
+
+
+class Reader(Protocol):
+    """What the budget needs of a connection."""
+
+    @property
+    def frame_in_progress(self) -> bool: ...
+
+    @property
+    def frames_received(self) -> int: ...
+
+    @property
+    def held_bytes(self) -> int: ...
+
+    def pause_for_budget(self) -> None: ...
+
+    def resume_from_budget(self) -> None: ...
+
+
+class ReceiveBudget:
+    """The bytes all connections hold for requests; `limit` < 0 means unbounded.
+
+    The moment the total goes over the limit every connection stops reading (not just the one that read last:
+    thousands of connections each finishing one more read would overshoot by hundreds of megabytes), and they
+    all resume once processing has brought the total down to `resume_level`, a little under the limit so that
+    a busy broker does not pause and resume every connection for each request.
+
+    Partial frames count too, so connections paused half-way through their frames could hold the whole budget
+    and never complete a request to free it. While paused, one connection with a frame in progress, the one
+    holding the most bytes, is therefore let through to finish that frame (then the next one is): the total
+    overshoots by at most one request, and the broker always makes progress.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.paused = False
+        self._members: set[Reader] = set()
+        self._finisher: Reader | None = None
+        self._finisher_frames = 0
+
+    @property
+    def exhausted(self) -> bool:
+        return 0 <= self.limit < self.used
+
+    @property
+    def resume_level(self) -> int:
+        return self.limit - self.limit // 8
+
+    def join(self, conn: Reader) -> None:
+        self._members.add(conn)
+        if self.paused:
+            conn.pause_for_budget()
+
+    def leave(self, conn: Reader) -> None:
+        self._members.discard(conn)
+        if conn is self._finisher:
+            self._finisher = None
+            self._check()
+
+    def change(self, delta: int) -> None:
+        self.used += delta
+        self._check()
+
+    def _check(self) -> None:
+        if not self.paused:
+            if self.exhausted:
+                self.paused = True
+                for conn in self._members:
+                    conn.pause_for_budget()
+                self._pick_finisher()
+        elif self.used <= self.resume_level:
+            self.paused, self._finisher = False, None
+            for conn in list(self._members):
+                conn.resume_from_budget()
+        elif self._finisher is None or self._finisher.frames_received != self._finisher_frames:
+            if self._finisher is not None:
+                self._finisher.pause_for_budget()  # its frame is complete: back in line
+            self._pick_finisher()
+
+    def _pick_finisher(self) -> None:
+        started = [conn for conn in self._members if conn.frame_in_progress]
+        self._finisher = max(started, key=lambda conn: conn.held_bytes, default=None)
+        if self._finisher is not None:
+            self._finisher_frames = self._finisher.frames_received
+            self._finisher.resume_from_budget()
+
+
+class Sweepable(Protocol):
+    @property
+    def last_activity_ms(self) -> float: ...
+
+    @property
+    def frame_started_ms(self) -> float | None: ...
+
+    @property
+    def busy(self) -> bool: ...
+
+    @property
+    def reading_paused(self) -> bool: ...
+
+    def abort(self, reason: str) -> None: ...
+
+
+def sweep(connections: Iterable[Sweepable], limits: ConnectionLimits, now_ms: float) -> int:
+    """Close the connections idle or slow past their limits; returns how many were closed.
+
+    The frame deadline holds even while the broker has paused reading a connection: otherwise stalled senders
+    that filled the receive budget would be shielded by the very pause they caused. A legitimate client caught
+    by it under a long overload reconnects and retries. Idleness, though, is not counted against a connection
+    the broker is not reading (nor one whose request is being processed, such as a long poll).
+    """
+    closed = 0
+    for conn in list(connections):
+        started = conn.frame_started_ms
+        if started is not None and limits.frame_timeout_ms >= 0 and now_ms - started > limits.frame_timeout_ms:
+            conn.abort(f"a request frame was not completed within socket.request.read.timeout.ms="
+                       f"{limits.frame_timeout_ms}")
+            closed += 1
+        elif (not conn.busy and not conn.reading_paused and started is None and limits.idle_ms >= 0
+              and now_ms - conn.last_activity_ms > limits.idle_ms):
+            conn.abort(f"idle for longer than connections.max.idle.ms={limits.idle_ms}")
+            closed += 1
+    return closed

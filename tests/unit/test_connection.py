@@ -1,0 +1,269 @@
+"""KafkaConnection's rules, fed bytes without a socket: order, bounds, the receive budget, timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any
+
+from moldau.clock import ManualClock
+from moldau.protocol.codec import InvalidRequest
+from moldau.protocol.framing import Frame
+from moldau.server.connection import KafkaConnection
+from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget, sweep
+
+
+def sized(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.paused = False
+        self.aborted = False
+
+    def get_extra_info(self, name: str) -> Any:
+        return ("127.0.0.1", 5555) if name == "peername" else None
+
+    def writelines(self, parts: list[bytes | memoryview]) -> None:
+        self.written.append(b"".join(bytes(p) for p in parts))
+
+    def is_closing(self) -> bool:
+        return self.aborted
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    close = abort
+
+
+class EchoHandler:
+    """Answers each frame with its own bytes, after `gate` opens (to hold requests in the queue)."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[bytes | memoryview] | None:
+        await self.gate.wait()
+        if bytes(frame) == b"bad":
+            raise InvalidRequest("bad frame")
+        return [bytes(frame)]
+
+
+def connect(limits: ConnectionLimits | None = None, budget: ReceiveBudget | None = None,
+            clock: ManualClock | None = None) -> tuple[KafkaConnection, FakeTransport, EchoHandler]:
+    handler = EchoHandler()
+    conn = KafkaConnection(handler, limits or ConnectionLimits(), budget or ReceiveBudget(-1), set(),
+                           clock=clock or ManualClock())
+    transport = FakeTransport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    return conn, transport, handler
+
+
+def feed(conn: KafkaConnection, data: bytes, chunk: int = 1 << 20) -> None:
+    """Deliver `data` as a transport would: reads of at most `chunk` bytes into the buffers handed out."""
+    pos = 0
+    while pos < len(data):
+        target = conn.get_buffer(-1)
+        n = min(len(target), chunk, len(data) - pos)
+        target[:n] = data[pos : pos + n]
+        pos += n
+        conn.buffer_updated(n)
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+def test_responses_leave_in_request_order_whatever_the_chunking() -> None:
+    async def run() -> None:
+        conn, transport, _ = connect()
+        frames = [b"a", b"bb" * 40_000, b"ccc", b""]
+        feed(conn, b"".join(sized(f) for f in frames), chunk=7)
+        await settle()
+        assert transport.written == [sized(f) for f in frames]
+
+    asyncio.run(run())
+
+
+def test_a_bad_frame_closes_only_the_connection() -> None:
+    async def run() -> None:
+        conn, transport, _ = connect()
+        feed(conn, sized(b"ok") + sized(b"bad") + sized(b"never"))
+        await settle()
+        assert transport.written == [sized(b"ok")]
+        assert transport.aborted
+
+    asyncio.run(run())
+
+
+def test_an_oversized_prefix_closes_before_buffering() -> None:
+    async def run() -> None:
+        budget = ReceiveBudget(-1)
+        conn, transport, _ = connect(ConnectionLimits(max_request_bytes=1000), budget)
+        feed(conn, struct.pack(">i", 1001) + b"x" * 10)
+        assert transport.aborted
+        conn.connection_lost(None)
+        assert budget.used == 0
+
+    asyncio.run(run())
+
+
+def test_queued_requests_past_the_limit_pause_reading_until_processed() -> None:
+    async def run() -> None:
+        conn, transport, handler = connect(ConnectionLimits(max_queued_requests=4))
+        handler.gate.clear()
+        feed(conn, b"".join(sized(b"r%d" % i) for i in range(4)))
+        assert transport.paused
+        handler.gate.set()
+        await settle()
+        assert not transport.paused and len(transport.written) == 4
+
+    asyncio.run(run())
+
+
+def test_the_shared_budget_pauses_every_reader_and_resumes_them_when_bytes_are_freed() -> None:
+    async def run() -> None:
+        budget = ReceiveBudget(1000)
+        limits = ConnectionLimits(max_request_bytes=1000)
+        (one, t1, h1), (two, t2, h2) = connect(limits, budget), connect(limits, budget)
+        h1.gate.clear()
+        feed(one, sized(b"x" * 600))  # held while processing waits
+        feed(two, struct.pack(">i", 200) + b"y" * 100)
+        assert budget.used == 704 and not budget.paused
+        h2.gate.clear()
+        feed(two, b"y" * 100 + sized(b"z" * 300))  # 1,100 held in all
+        assert budget.paused and t1.paused and t2.paused  # not only the connection that read last
+        late, t_late, _ = connect(limits, budget)
+        assert t_late.paused  # nor only those that were there
+        h1.gate.set()
+        await settle()
+        assert budget.used == 500 and not budget.paused  # under 7/8 of the limit: everyone reads again
+        assert not (t1.paused or t2.paused or t_late.paused)
+        h2.gate.set()
+        await settle()
+        assert budget.used == 0 and t2.written == [sized(b"y" * 200), sized(b"z" * 300)]
+        for conn in (one, two, late):
+            conn.connection_lost(None)
+
+    asyncio.run(run())
+
+
+def test_while_paused_the_largest_partial_frame_is_let_through_then_the_next() -> None:
+    async def run() -> None:
+        budget = ReceiveBudget(1000)
+        limits = ConnectionLimits(max_request_bytes=1000)
+        (one, t1, h1), (two, t2, h2), (three, t3, _) = (connect(limits, budget) for _ in range(3))
+        h1.gate.clear()
+        h2.gate.clear()
+        feed(one, sized(b"x" * 600))
+        feed(two, struct.pack(">i", 900) + b"b" * 300)
+        feed(three, struct.pack(">i", 900) + b"c" * 200)  # over the limit, and no partial frame can complete
+        assert budget.paused and t1.paused and t3.paused
+        assert not t2.paused  # the one holding the most finishes its frame
+        feed(two, b"b" * 600)
+        assert t2.paused and not t3.paused  # and then the next one
+        feed(three, b"c" * 700)
+        assert t3.paused and budget.used == 600 + 900 + 900
+        h1.gate.set()
+        h2.gate.set()
+        await settle()
+        assert budget.used == 0 and not budget.paused and not (t1.paused or t2.paused or t3.paused)
+        assert t3.written == [sized(b"c" * 900)]
+
+    asyncio.run(run())
+
+
+def test_one_connection_pauses_when_it_queues_too_many_bytes() -> None:
+    async def run() -> None:
+        conn, transport, handler = connect(ConnectionLimits(max_request_bytes=1000))
+        handler.gate.clear()
+        feed(conn, sized(b"a" * 900))
+        assert not transport.paused
+        feed(conn, sized(b"b" * 200))
+        assert transport.paused
+        handler.gate.set()
+        await settle()
+        assert not transport.paused and len(transport.written) == 2
+
+    asyncio.run(run())
+
+
+def test_closing_gives_every_byte_back() -> None:
+    async def run() -> None:
+        budget = ReceiveBudget(10**6)
+        conn, _, handler = connect(ConnectionLimits(), budget)
+        handler.gate.clear()
+        feed(conn, sized(b"q" * 1000) + sized(b"w" * 100) + struct.pack(">i", 10**6) + b"z" * 70_000)
+        assert budget.used > 71_000
+        conn.connection_lost(None)
+        assert budget.used == 0
+
+    asyncio.run(run())
+
+
+def test_idle_and_stalled_connections_are_swept() -> None:
+    async def run() -> None:
+        clock = ManualClock()
+        limits = ConnectionLimits(idle_ms=10_000, frame_timeout_ms=3_000)
+        idle, t_idle, _ = connect(limits, clock=clock)
+        stalled, t_stalled, _ = connect(limits, clock=clock)
+        active, t_active, _ = connect(limits, clock=clock)
+        feed(stalled, struct.pack(">i", 100) + b"half")
+        clock.advance(2_000)
+        assert sweep([idle, stalled, active], limits, clock.monotonic_ms()) == 0
+        clock.advance(1_500)
+        assert sweep([idle, stalled, active], limits, clock.monotonic_ms()) == 1
+        assert t_stalled.aborted and not t_idle.aborted
+        clock.advance(6_000)
+        feed(active, sized(b"ping"))
+        await settle()
+        clock.advance(1_000)
+        assert sweep([idle, active], limits, clock.monotonic_ms()) == 1
+        assert t_idle.aborted and not t_active.aborted
+
+    asyncio.run(run())
+
+
+def test_a_request_in_process_is_not_idleness() -> None:
+    async def run() -> None:
+        clock = ManualClock()
+        limits = ConnectionLimits(idle_ms=1_000)
+        conn, _, handler = connect(limits, clock=clock)
+        handler.gate.clear()  # a long poll
+        feed(conn, sized(b"fetch"))
+        await settle()
+        clock.advance(5_000)
+        assert sweep([conn], limits, clock.monotonic_ms()) == 0
+
+    asyncio.run(run())
+
+
+def test_a_connection_the_broker_stopped_reading_is_not_idle_but_its_frame_deadline_holds() -> None:
+    async def run() -> None:
+        clock = ManualClock()
+        budget = ReceiveBudget(1000)
+        limits = ConnectionLimits(max_request_bytes=1000, idle_ms=1_000, frame_timeout_ms=5_000)
+        quiet, t_quiet, _ = connect(limits, budget, clock)
+        stalled, t_stalled, _ = connect(limits, budget, clock)
+        feed(stalled, struct.pack(">i", 1000) + b"s" * 999)
+        assert budget.paused and t_quiet.paused and not t_stalled.paused  # stalled is let through to finish
+        clock.advance(2_000)
+        assert sweep([quiet, stalled], limits, clock.monotonic_ms()) == 0
+        clock.advance(3_500)
+        assert sweep([quiet, stalled], limits, clock.monotonic_ms()) == 1
+        assert t_stalled.aborted and not t_quiet.aborted
+        stalled.connection_lost(None)
+        assert not t_quiet.paused
+        assert sweep([quiet], limits, clock.monotonic_ms()) == 1 and t_quiet.aborted
+
+    asyncio.run(run())
