@@ -73,8 +73,6 @@ from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
-# After this many connections closed, freed memory is handed back to the system (moldau.server.memory).
-_CLOSED_CONNECTIONS_BEFORE_TRIM = 100
 
 API_VERSIONS_KEY = 18
 # Not named like a partition directory (`<topic>-<n>`), so the log manager never takes it for one.
@@ -122,7 +120,6 @@ class Broker:
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        memory.tune_allocator()
         memory.raise_open_file_limit()
         voters = self._check_roles()
         for d in self.config.log_dirs:
@@ -378,14 +375,12 @@ class Broker:
         """Close idle connections and stalled frames (see moldau.server.connection_limits)."""
         limits = self._connection_limits
         interval_s = max(0.05, min([1.0, *(ms / 4000 for ms in (limits.idle_ms, limits.frame_timeout_ms) if ms > 0)]))
-        peak = len(self._connections)
+        trimmer = memory.Trimmer()
         while True:
             await asyncio.sleep(interval_s)
             sweep(self._connections, limits, self.clock.monotonic_ms())
-            peak = max(peak, len(self._connections))
-            if peak - len(self._connections) >= _CLOSED_CONNECTIONS_BEFORE_TRIM:
-                memory.trim()
-                peak = len(self._connections)
+            budget = self._receive_budget
+            trimmer.observe(len(self._connections), budget.take_peak(), budget.used)
 
     @property
     def bound_ports(self) -> list[int]:

@@ -68,6 +68,7 @@ class ReceiveBudget:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.used = 0
+        self.peak = 0
         self.paused = False
         self._members: set[Reader] = set()
         self._finisher: Reader | None = None
@@ -94,7 +95,13 @@ class ReceiveBudget:
 
     def change(self, delta: int) -> None:
         self.used += delta
+        self.peak = max(self.peak, self.used)
         self._check()
+
+    def take_peak(self) -> int:
+        """The most bytes held since the last call."""
+        peak, self.peak = self.peak, self.used
+        return peak
 
     def _check(self) -> None:
         if not self.paused:

@@ -267,3 +267,25 @@ def test_a_connection_the_broker_stopped_reading_is_not_idle_but_its_frame_deadl
         assert sweep([quiet], limits, clock.monotonic_ms()) == 1 and t_quiet.aborted
 
     asyncio.run(run())
+
+
+def test_memory_is_trimmed_after_many_closes_or_many_freed_bytes(monkeypatch: Any) -> None:
+    from moldau.server import memory
+
+    trims: list[int] = []
+    monkeypatch.setattr(memory, "trim", lambda: trims.append(1))
+    trimmer = memory.Trimmer(closed_connections=100, freed_bytes=1000)
+    assert not trimmer.observe(500, 0, 0)
+    assert not trimmer.observe(401, 900, 0)
+    assert trimmer.observe(400, 0, 0)  # 100 closed since the peak
+    assert not trimmer.observe(450, 0, 0)
+    assert trimmer.observe(450, 5000, 4000)  # 1,000 bytes freed since the peak
+    assert len(trims) == 2
+
+
+def test_the_budget_reports_its_peak_since_last_asked() -> None:
+    budget = ReceiveBudget(-1)
+    budget.change(700)
+    budget.change(-600)
+    assert budget.take_peak() == 700
+    assert budget.take_peak() == 100
