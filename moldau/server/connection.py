@@ -128,17 +128,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._wakeup.clear()
                     await self._wakeup.wait()
                     continue
-                request = self._queue[0]
+                request = self._queue.popleft()  # its bytes stay counted until its response is queued
                 self.busy = True
                 try:
                     response = await self._handler.handle_frame(request, self)
                 finally:
                     self.busy = False
-                    self._queue.popleft()
-                    self._queued_bytes -= len(request)
+                    if self._transport is not None:  # else connection_lost already gave every byte back
+                        self._queued_bytes -= len(request)
+                        self._account()
+                        self._maybe_resume_reading()
                     del request
-                    self._account()
-                    self._maybe_resume_reading()
                 if self._transport is None or self._transport.is_closing():
                     return
                 if response is not None:

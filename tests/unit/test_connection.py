@@ -289,3 +289,18 @@ def test_the_budget_reports_its_peak_since_last_asked() -> None:
     budget.change(-600)
     assert budget.take_peak() == 700
     assert budget.take_peak() == 100
+
+
+def test_a_connection_lost_during_a_long_poll_gives_its_bytes_back_quietly(caplog: Any) -> None:
+    async def run() -> None:
+        budget = ReceiveBudget(10**6)
+        conn, _, handler = connect(ConnectionLimits(), budget)
+        handler.gate.clear()
+        feed(conn, sized(b"fetch") + sized(b"next"))
+        await settle()
+        conn.connection_lost(None)
+        await settle()
+        assert budget.used == 0
+
+    asyncio.run(run())
+    assert "unexpected error" not in caplog.text
