@@ -249,7 +249,12 @@ class PartitionLog:
         self._load_producer_state(now, rebuilt_from)
         if not clean:
             # Recovered data may exist only in the page cache; make it durable once, then start clean.
-            self.flush()
+            try:
+                self.flush()
+            except KafkaError as exc:
+                # A full (or failing) disk must not keep the broker down: the log opens for reads, its recovery
+                # point stays where it was (so the next start recovers again), and appends fail until it heals.
+                log.warning("%s-%d: not flushed after recovery: %s", self.topic, self.partition, exc.message)
 
     def _scan_directory(self) -> list[int]:
         """Base offsets of the segments; removes leftovers and indexes without a log file."""
@@ -326,8 +331,11 @@ class PartitionLog:
         replay_from = max(snapshot if snapshot is not None else 0, self._log_start_offset)
         if replay_from < self._log_end_offset:
             self._replay_producers(replay_from)
-            # Spare the next start this scan.
-            producers.take_snapshot(self._log_end_offset)
+            # Spare the next start this scan: an optimisation, so a full disk only costs the next start a scan.
+            try:
+                producers.take_snapshot(self._log_end_offset)
+            except OSError as exc:
+                log.warning("%s-%d: producer snapshot not written: %s", self.topic, self.partition, exc)
         producers.truncate_head(self._log_start_offset)
 
     def _replay_producers(self, offset: int) -> None:

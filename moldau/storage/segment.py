@@ -18,6 +18,7 @@ in flight are done. A segment is owned by one `PartitionLog` and is not thread-s
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import struct
 from collections.abc import Callable, Iterator, Sequence
@@ -41,6 +42,8 @@ from moldau.protocol.record_batch import (
 from moldau.storage.offset_index import CorruptIndexError, OffsetIndex
 from moldau.storage.time_index import TimeIndex
 from moldau.storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "INDEX_SUFFIX",
@@ -493,8 +496,13 @@ class LogSegment:
         self._size = valid_end
         if valid_end < file_size:
             os.ftruncate(self._fd, valid_end)
-        self.offset_index.write_pending()
-        self.time_index.write_pending()
+        try:
+            self.offset_index.write_pending()
+            self.time_index.write_pending()
+        except OSError as exc:
+            # The rebuilt indexes are whole in memory; on a full disk they reach their files with the next
+            # write that succeeds. The log must still open, so that its records can be read.
+            log.warning("segment %d: rebuilt indexes not written yet: %s", self.base_offset, exc)
         return file_size - valid_end
 
     def _valid_batches(self, file_size: int) -> Iterator[tuple[int, BatchHeader]]:

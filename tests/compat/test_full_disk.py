@@ -85,3 +85,32 @@ def test_full_disk_fails_writes_cleanly_and_keeps_data(small_disk: Path, tmp_pat
         assert min(o for _, o in more.values()) == max(o for _, o in acked.values()) + 1
     finally:
         broker.cleanup()
+
+
+def test_a_broker_killed_on_a_full_disk_starts_again_and_serves_reads(small_disk: Path, tmp_path: Path) -> None:
+    ballast = small_disk / "ballast"
+    ballast.write_bytes(bytes(1536 * 1024))  # freed at the end, to give the broker room again
+    broker = BrokerProcess(tmp_path / "run", {"log.dirs": str(small_disk / "logs"), "log.segment.bytes": "1048576",
+                                              "log.index.size.max.bytes": "4096"})
+    (tmp_path / "run").mkdir()
+    broker.start()
+    try:
+        create_topic(broker.bootstrap, "victim")
+        acked, errors = fill(broker.bootstrap, "victim", 400)
+        assert errors and len(acked) > 10
+        broker.kill()
+        assert shutil.disk_usage(small_disk).free < 64 * 1024
+        broker.start()  # on the still-full disk: recovery cannot write its indexes, and must not need to
+        got = ck_consume(broker.bootstrap, "victim", len(acked), timeout_s=30)
+        stored = {(r.partition, r.offset): (r.value or b"")[:16] for r in got}
+        assert all(stored.get(pos) == key for key, pos in acked.items())
+        _, refused = fill(broker.bootstrap, "victim", 5)
+        assert refused and set(refused) == {"KAFKA_STORAGE_ERROR"}
+        ballast.unlink()
+        more, more_errors = fill(broker.bootstrap, "victim", 20)
+        assert not more_errors and len(more) == 20
+        assert min(o for _, o in more.values()) == max(o for _, o in acked.values()) + 1
+        log_text = broker.log_path.read_text(errors="replace")
+        assert "Traceback" not in log_text, log_text[log_text.index("Traceback") - 2000:][:6000]
+    finally:
+        broker.cleanup()

@@ -128,6 +128,12 @@ class GroupCoordinator:
         return completions
 
     def _load(self, partition: int, now_ms: int) -> None:
+        try:
+            self._hosted(partition)
+        except KafkaError:
+            # Not hosted here (yet): the image moved ahead of the replica manager, or the partition could not be
+            # created (a full disk). A later image loads it; until then its groups get COORDINATOR_NOT_AVAILABLE.
+            return
         shard = GroupShard(partition, self.settings.shard, self._new_member_id)
         # What is above the high watermark now (a new leader's unreplicated tail) stays hidden from OffsetFetch.
         self._note_high_watermark(shard)

@@ -131,3 +131,30 @@ def test_full_disk_on_append(tmp_path: Path, clock: ManualClock, monkeypatch: py
     assert [o for o, _ in decode(log.read(0, 1000, True).read_bytes())] == [0, 1]
     monkeypatch.undo()
     manager.close()
+
+
+def test_an_fsync_error_on_one_partition_leaves_the_others_working(tmp_path: Path, clock: ManualClock,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig(flush_messages=1))
+    topic_id = uuid.uuid4()
+    sick, healthy = (manager.create("t", p, topic_id, LogConfig(flush_messages=1)) for p in range(2))
+    sick_dir = sick.directory
+    real_fsync = os.fsync
+
+    def failing_fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(sick_dir):
+            raise OSError(errno.EIO, "Input/output error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(KafkaError) as failed:
+        sick.append(batches_of(make_batch(values(2))), 0)
+        sick.flush()
+    assert failed.value.code == ErrorCode.kafka_storage_error
+    healthy.append(batches_of(make_batch(values(3))), 0)
+    healthy.flush()
+    manager.roll_and_flush_due(clock.time_ms() + 10**9)  # logs the sick one, carries on with the rest
+    healthy.append(batches_of(make_batch(values(1))), 0)
+    assert healthy.log_end_offset == 4
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    manager.close()
