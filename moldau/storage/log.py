@@ -195,12 +195,14 @@ class PartitionLog:
         clean_shutdown: bool | None = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         closer: DeferredCloser | None = None,
+        recover_all: bool = False,
     ) -> PartitionLog:
         """Open (or create) the log in `directory`.
 
         The previous close counts as clean when this partition's marker is present, unless the caller
         knows better (`clean_shutdown=False`, e.g. its log directory's marker was missing). After an
-        unclean one, segments from the recovery point on are re-validated and torn tails cut.
+        unclean one, segments from the recovery point on are re-validated and torn tails cut. `recover_all`
+        re-validates every segment, down to each record (a log written before records were validated).
         """
         os.makedirs(directory, exist_ok=True)
         topic_id = _reconcile_topic_id(directory, topic_id)
@@ -212,19 +214,19 @@ class PartitionLog:
             closer if closer is not None else DeferredCloser(config.file_delete_delay_ms),
         )
         log._owns_closer = closer is None
-        log._load(clean=had_marker and clean_shutdown is not False)
+        log._load(clean=had_marker and clean_shutdown is not False and not recover_all, recover_all=recover_all)
         if had_marker:
             # From now on a crash must count as unclean.
             os.unlink(marker)
             fsync_directory(directory)
         return log
 
-    def _load(self, clean: bool) -> None:
+    def _load(self, clean: bool, recover_all: bool = False) -> None:
         now = self._clock.time_ms()
         swapped = complete_interrupted_swaps(self.directory)
         bases = self._scan_directory()
         checkpointed_start = _read_checkpoint(os.path.join(self.directory, LOG_START_OFFSET_FILE))
-        recovery_point = _read_checkpoint(os.path.join(self.directory, RECOVERY_POINT_FILE)) or 0
+        recovery_point = 0 if recover_all else _read_checkpoint(os.path.join(self.directory, RECOVERY_POINT_FILE)) or 0
         for base in bases:
             segment = LogSegment.open(self.directory, base, self._config.segment_index_bytes, now)
             if base in swapped:
@@ -295,8 +297,14 @@ class PartitionLog:
             if i < len(self._segments) - 1:
                 self._segments[i].seal()
             if truncated:
+                corrupt = self._segments[i].corruption is not None
                 for segment in self._segments[i + 1 :]:
-                    segment.delete()
+                    # After a torn tail (a crash) later segments are stale; after a corrupt batch they may hold
+                    # the only copy of later records, so they are set aside, not deleted.
+                    if corrupt:
+                        segment.quarantine()
+                    else:
+                        segment.delete()
                 del self._segments[i + 1 :]
                 del self._bases[i + 1 :]
                 return rebuilt_from

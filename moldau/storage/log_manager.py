@@ -35,6 +35,9 @@ __all__ = ["CLEAN_SHUTDOWN_MARKER", "LogDirDescription", "LogManager", "Partitio
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_MARKER = ".moldau_cleanshutdown"
+# Present once every batch in the log directory has had its records walked (logs written by a Moldau that did
+# not validate records get one full scan on the first start of a version that does).
+RECORDS_VALIDATED_MARKER = ".moldau_records_validated"
 _DELETE_SUFFIX = "-delete"
 
 
@@ -91,16 +94,30 @@ class LogManager:
             os.makedirs(log_dir, exist_ok=True)
             marker = os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER)
             clean = os.path.exists(marker)
+            validated = os.path.exists(os.path.join(log_dir, RECORDS_VALIDATED_MARKER))
             started = time.monotonic()
-            opened = self._open_dir(log_dir, clean)
+            opened = self._open_dir(log_dir, clean, recover_all=not validated)
             log.info("opened %d partition logs in %s in %.0f ms (%s)", opened, log_dir,
                      (time.monotonic() - started) * 1000,
+                     "first start with record validation: every record re-validated" if not validated else
                      "clean shutdown, no recovery" if clean else "after an unclean shutdown: tails re-validated")
+            if not validated:
+                self._mark_records_validated(log_dir)
             if clean:
                 os.unlink(marker)
                 fsync_directory(log_dir)
 
-    def _open_dir(self, log_dir: str, clean: bool) -> int:
+    @staticmethod
+    def _mark_records_validated(log_dir: str) -> None:
+        """Every batch in `log_dir` has had its records walked: later starts need not do it again."""
+        try:
+            with open(os.path.join(log_dir, RECORDS_VALIDATED_MARKER), "w") as marker:
+                marker.write("Every record batch here was validated record by record.\n")
+            fsync_directory(log_dir)
+        except OSError as exc:  # a full disk: the next start validates again
+            log.warning("%s: cannot write %s: %s", log_dir, RECORDS_VALIDATED_MARKER, exc)
+
+    def _open_dir(self, log_dir: str, clean: bool, recover_all: bool = False) -> int:
         opened = 0
         for name in sorted(os.listdir(log_dir)):
             path = os.path.join(log_dir, name)
@@ -116,6 +133,7 @@ class LogManager:
                 path, self._config_for(parsed[0]), self._clock, None,
                 clean_shutdown=None if clean else False,
                 producer_id_expiration_ms=self.producer_id_expiration_ms, closer=self._closer,
+                recover_all=recover_all,
             )
             self._log_dir_of[parsed] = log_dir
             opened += 1

@@ -39,6 +39,7 @@ from moldau.protocol.record_batch import (
     iter_batch_headers,
     parse_header,
 )
+from moldau.protocol.record_validation import validate_batch_records
 from moldau.storage.offset_index import CorruptIndexError, OffsetIndex
 from moldau.storage.time_index import TimeIndex
 from moldau.storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
@@ -66,6 +67,8 @@ TIME_INDEX_SUFFIX = ".timeindex"
 _SCAN_CHUNK_BYTES = 16 * 1024
 # Recovery checks CRCs of whole batches, so it reads larger chunks.
 _RECOVERY_CHUNK_BYTES = 4 * 1024 * 1024
+# Bytes recovery cut for corruption are kept beside the segment, in `<segment>.log.corrupt-<byte position>`.
+QUARANTINE_INFIX = ".corrupt-"
 _IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 _BASE_AND_LENGTH = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
@@ -151,6 +154,7 @@ class LogSegment:
         self.time_index = TimeIndex(segment_path(directory, base_offset, TIME_INDEX_SUFFIX), base_offset,
                                     max_index_bytes)
         self.txn_index = TransactionIndex(segment_path(directory, base_offset, TXN_INDEX_SUFFIX))
+        self.corruption: str | None = None  # why recovery stopped early at a corrupt batch, if it did
         # None until known: computed from the tail on first use (see `_ensure_tail`).
         self._next_offset: int | None = None
         self._max_timestamp = -1
@@ -495,6 +499,8 @@ class LogSegment:
             valid_end = position + header.total_size
         self._size = valid_end
         if valid_end < file_size:
+            if self.corruption is not None:
+                self._quarantine_tail(valid_end, file_size)
             os.ftruncate(self._fd, valid_end)
         try:
             self.offset_index.write_pending()
@@ -522,9 +528,33 @@ class LogSegment:
             if (header.base_offset < expected_offset or header.last_offset_delta < 0
                     or not self.can_hold_offset(header.last_offset) or not crc_matches(view, header)):
                 return
+            try:
+                # Whole and CRC-valid, but do its records hold together? An older Moldau stored such batches
+                # unchecked, and a consumer would stop at one for good.
+                validate_batch_records(view, header, from_client=False)
+            except InvalidBatch as exc:
+                self.corruption = f"batch at offset {header.base_offset} (byte {position}): {exc.message}"
+                return
             yield position, header
             position += size
             expected_offset = header.next_offset
+
+    def _quarantine_tail(self, position: int, file_size: int) -> None:
+        """Keep the bytes recovery cuts for a corrupt batch in `<segment>.log.corrupt-<position>`, for a person
+        to inspect: recovery must not serve them, but it need not destroy them either."""
+        path = f"{segment_path(self.directory, self.base_offset, LOG_SUFFIX)}{QUARANTINE_INFIX}{position}"
+        with open(path, "wb") as out:
+            for start in range(position, file_size, _RECOVERY_CHUNK_BYTES):
+                out.write(read_exactly(self._fd, start, min(_RECOVERY_CHUNK_BYTES, file_size - start)))
+        log.error("segment %d: %s; %d bytes from byte %d on moved to %s", self.base_offset, self.corruption,
+                  file_size - position, position, path)
+
+    def quarantine(self) -> None:
+        """Set this whole segment aside (after a corrupt batch in an earlier one): its log file is kept as
+        `<segment>.log.corrupt-0`, its indexes are deleted."""
+        log_path = segment_path(self.directory, self.base_offset, LOG_SUFFIX)
+        os.rename(log_path, f"{log_path}{QUARANTINE_INFIX}0")
+        self.delete()
 
     def _read_chunk(self, position: int, file_size: int, at_least: int) -> bytes:
         return read_exactly(self._fd, position, min(max(_RECOVERY_CHUNK_BYTES, at_least),

@@ -11,7 +11,7 @@ import pytest
 from moldau.clock import ManualClock
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.storage.log_config import LogConfig
-from moldau.storage.log_manager import CLEAN_SHUTDOWN_MARKER, LogManager
+from moldau.storage.log_manager import CLEAN_SHUTDOWN_MARKER, RECORDS_VALIDATED_MARKER, LogManager
 from moldau.storage.segment import LogSegment
 from tests.unit.storage.batches import batches_of, decode, make_batch, values
 
@@ -67,7 +67,7 @@ def test_delete_renames_then_removes(tmp_path: Path, clock: ManualClock) -> None
     assert manager.delete("t", 0)
     assert not manager.delete("t", 0)
     assert manager.get("t", 0) is None
-    assert os.listdir(_dirs(tmp_path, 1)[0]) == []
+    assert os.listdir(_dirs(tmp_path, 1)[0]) == [RECORDS_VALIDATED_MARKER]
     assert decode(slice_.read_bytes())[0][0] == 0  # an in-flight fetch can still finish
     manager.close()
 
@@ -79,7 +79,7 @@ def test_interrupted_deletions_are_removed_at_start(tmp_path: Path, clock: Manua
     (root / "not a partition").mkdir()
     manager = LogManager([str(root)], clock, LogConfig())
     assert manager.partitions() == []
-    assert sorted(os.listdir(root)) == ["not a partition"]
+    assert sorted(os.listdir(root)) == [RECORDS_VALIDATED_MARKER, "not a partition"]
     manager.close()
 
 

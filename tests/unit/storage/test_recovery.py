@@ -236,3 +236,46 @@ def test_producer_state_survives_clean_and_unclean_restarts(open_log: OpenLog) -
     log = open_log(segment_bytes=400)
     assert produce(log, 16) == (16, True)
     assert produce(log, 24) == (24, False)
+
+
+def _lie_about_records(log_file: Path, batch_position: int) -> None:
+    """Make the batch at `batch_position` claim one record more than it holds, with a valid CRC (as an older
+    Moldau, which did not walk records, could have stored)."""
+    import struct
+
+    import crc32c
+
+    data = bytearray(log_file.read_bytes())
+    count_at, delta_at = batch_position + 57, batch_position + 23
+    struct.pack_into(">i", data, count_at, struct.unpack_from(">i", data, count_at)[0] + 1)
+    struct.pack_into(">i", data, delta_at, struct.unpack_from(">i", data, delta_at)[0] + 1)
+    end = batch_position + 12 + struct.unpack_from(">i", data, batch_position + 8)[0]
+    struct.pack_into(">I", data, batch_position + 17, crc32c.crc32c(bytes(data[batch_position + 21 : end])))
+    log_file.write_bytes(bytes(data))
+
+
+def test_a_batch_whose_records_lie_is_cut_and_set_aside_by_a_full_scan(open_log: OpenLog) -> None:
+    log = open_log(segment_bytes=1000)
+    _fill(log, 10)  # several segments of three-record batches
+    first_file = Path(log.directory) / f"{log.segments[0].base_offset:020d}.log"
+    later_segments = len(log.segments) - 1
+    assert later_segments >= 1
+    batch_size = len(make_batch(values(3, size=40)))
+    log.close()
+    _lie_about_records(first_file, batch_size)  # the second batch: offsets 3..5
+    first_size = first_file.stat().st_size
+    # A clean start trusts the data; the one-time full scan (recover_all) finds the lie.
+    reopened = PartitionLog.open(log.directory, log.config, log._clock, recover_all=True)
+    try:
+        assert reopened.log_end_offset == 3
+        assert _records(reopened) == [0, 1, 2]
+        kept = sorted(p.name for p in Path(log.directory).iterdir() if ".corrupt-" in p.name)
+        assert kept[0] == f"{0:020d}.log.corrupt-{batch_size}"
+        assert len(kept) == 1 + later_segments  # the rest of the first segment, and every later one
+        assert (Path(log.directory) / kept[0]).stat().st_size == first_size - batch_size
+        assert first_file.stat().st_size == batch_size
+        # The log takes writes again from the cut.
+        reopened.append(batches_of(make_batch(values(2))), 0)
+        assert _records(reopened) == [0, 1, 2, 3, 4]
+    finally:
+        reopened.close()
