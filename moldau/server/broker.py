@@ -600,11 +600,15 @@ class Broker:
             except codec.MalformedBody as exc:
                 return self._malformed_body_response(schema, header, exc)
         context = RequestContext(header, schema, self, conn.peer, conn.is_controller_listener, conn.listener)
-        response = await api.handle(context, request)
-        if response is None:
-            return None
-        return codec.encode_response(schema, header.correlation_id, response)
-
+        try:
+            response = await api.handle(context, request)
+            if response is None:
+                return None
+            return codec.encode_response(schema, header.correlation_id, response)
+        except Exception as exc:
+            # Should it be a handler bug, the connection's log line then says which request it was.
+            exc.add_note(f"while serving {api.name} v{header.api_version}: {request!r:.2000}")
+            raise
 
     @staticmethod
     def _malformed_body_response(schema: codec.ApiSchema, header: codec.RequestHeader,

@@ -126,7 +126,8 @@ def _read_partition(ctx: RequestContext, name: str | None, part: Any, key: Any, 
         plog = hosted.log
         max_offset = None
         if replica_id >= 0:
-            diverging = diverging_epoch(plog, part.last_fetched_epoch, part.fetch_offset)
+            # lastFetchedEpoch came with v12; an older replica fetch cannot be told of divergence this way.
+            diverging = diverging_epoch(plog, getattr(part, "last_fetched_epoch", -1), part.fetch_offset)
             if diverging is not None:
                 return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark,
                                       plog.log_start_offset, None, diverging, plog.last_stable_offset)

@@ -25,6 +25,9 @@ from moldau.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, NO_THRO
 _NO_TOPIC_ID = uuid.UUID(int=0)
 
 
+_FIRST_NULLABLE_RESPONSE_NAME_VERSION = 12
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     wanted = request.topics
@@ -90,6 +93,8 @@ async def _requested_topic(ctx: RequestContext, requested: Any, allow_create: bo
 
 
 def _missing(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None, code: ErrorCode) -> Any:
+    if name is None and ctx.version < _FIRST_NULLABLE_RESPONSE_NAME_VERSION:
+        name = ""  # v10 and v11 look topics up by id but cannot answer a null name
     return make(ctx.nested("MetadataResponseTopic"), error_code=code, name=name,
                 topic_id=topic_id or _NO_TOPIC_ID, is_internal=False, partitions=(),
                 topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
