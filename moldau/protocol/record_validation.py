@@ -41,6 +41,7 @@ __all__ = [
     "RecordsSummary",
     "decompress_records",
     "native_walker_loaded",
+    "read_zigzag_varint",
     "validate_batch_records",
     "walk_records",
 ]
@@ -184,12 +185,14 @@ _DECOMPRESSORS: dict[int, Callable[[memoryview, int], bytes]] = {1: _gunzip, 2: 
 
 # -- the walk ----------------------------------------------------------------------------------------------------
 
-class _Corrupt(Exception):
-    pass
+class _Corrupt(InvalidBatch):
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.corrupt_message, message)
 
 
-def _varint(buf: bytes | memoryview, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
-    """A zigzag-encoded signed varint (Kafka's record fields); at most `max_bytes` bytes."""
+def read_zigzag_varint(buf: bytes | memoryview, pos: int, end: int, max_bytes: int = 10) -> tuple[int, int]:
+    """A zigzag-encoded signed varint of a record's fields (5 bytes at most for int32 fields, 10 for int64):
+    (value, position after it). Raises InvalidBatch(CORRUPT_MESSAGE)."""
     raw = shift = 0
     for _ in range(max_bytes):
         if pos >= end:
@@ -203,9 +206,10 @@ def _varint(buf: bytes | memoryview, pos: int, end: int, max_bytes: int) -> tupl
     raise _Corrupt(f"varint longer than {max_bytes} bytes")
 
 
+
 def _skip_bytes(buf: bytes | memoryview, pos: int, end: int, what: str, nullable: bool) -> tuple[int, bool]:
     """A length-prefixed field: returns (position after it, whether it was null)."""
-    length, pos = _varint(buf, pos, end, 5)
+    length, pos = read_zigzag_varint(buf, pos, end, 5)
     if length < 0:
         if length == -1 and nullable:
             return pos, True
@@ -228,15 +232,15 @@ def _walk_records_py(buf: bytes | memoryview, count: int, last_offset_delta: int
             if index >= count:
                 return (index, _INCONSISTENT, f"more records than the {count} the batch header declares",
                         0, 0, [])
-            length, pos = _varint(buf, pos, end, 5)
+            length, pos = read_zigzag_varint(buf, pos, end, 5)
             if length < 0 or length > end - pos:
                 raise _Corrupt(f"record length {length} runs past the end of the batch")
             if length > max_record_bytes:
                 raise _Corrupt(f"record of {length} bytes exceeds the {max_record_bytes}-byte limit")
             record_end = pos + length
             pos += 1  # attributes
-            ts_delta, pos = _varint(buf, pos, record_end, 10)
-            offset_delta, pos = _varint(buf, pos, record_end, 5)
+            ts_delta, pos = read_zigzag_varint(buf, pos, record_end, 10)
+            offset_delta, pos = read_zigzag_varint(buf, pos, record_end, 5)
             if strict and offset_delta != index:
                 return (index, _INCONSISTENT, f"offset delta {offset_delta}, expected {index}", 0, 0, [])
             if not strict and not previous_delta < offset_delta <= last_offset_delta:
@@ -247,7 +251,7 @@ def _walk_records_py(buf: bytes | memoryview, count: int, last_offset_delta: int
             if key_is_null:
                 null_keys.append(index)
             pos, _ = _skip_bytes(buf, pos, record_end, "value", nullable=True)
-            headers, pos = _varint(buf, pos, record_end, 5)
+            headers, pos = read_zigzag_varint(buf, pos, record_end, 5)
             if headers < 0 or headers > record_end - pos:
                 raise _Corrupt(f"invalid header count {headers}")
             for _ in range(headers):
@@ -261,7 +265,7 @@ def _walk_records_py(buf: bytes | memoryview, count: int, last_offset_delta: int
                 max_ts = ts_delta
             index += 1
     except _Corrupt as exc:
-        return index, _CORRUPT, str(exc), 0, 0, []
+        return index, _CORRUPT, exc.message, 0, 0, []
     if index != count:
         return (index, _INCONSISTENT, f"the batch header declares {count} records, the batch holds {index}",
                 0, 0, [])

@@ -28,26 +28,10 @@ from kio.serial._introspect import (
 )
 from kio.static.protocol import Entity
 
+from moldau.protocol.body_check import FIXED_SIZES
+
 __all__ = ["MalformedMessageError", "encode_uvarint", "strip_unknown_tagged_fields"]
 
-# Wire sizes of fixed-width kafka types, per the protocol guide's primitive types.
-_FIXED_SIZES: dict[str, int] = {
-    "int8": 1,
-    "uint8": 1,
-    "bool": 1,
-    "int16": 2,
-    "uint16": 2,
-    "error_code": 2,
-    "int32": 4,
-    "uint32": 4,
-    "timedelta_i32": 4,
-    "int64": 8,
-    "uint64": 8,
-    "float64": 8,
-    "timedelta_i64": 8,
-    "datetime_i64": 8,
-    "uuid": 16,
-}
 
 # Unsigned varints in the protocol encode 32-bit values, so they never need more than five bytes.
 _MAX_UVARINT_BYTES = 5
@@ -209,7 +193,7 @@ def _copy_array_length(flexible: bool, cursor: _Cursor, out: bytearray) -> int:
 def _copy_primitive(kafka_type: str, flexible: bool, cursor: _Cursor, out: bytearray) -> None:
     """Copy one primitive value, fixed-width or length-prefixed."""
     start = cursor.pos
-    size = _FIXED_SIZES.get(kafka_type)
+    size = FIXED_SIZES.get(kafka_type)
     if size is None:
         size = _variable_length(kafka_type, flexible, cursor)
     cursor.take(size)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.record_batch import BATCH_HEADER_SIZE, MAGIC_V2, BatchHeader, InvalidBatch
+from moldau.protocol.record_validation import read_zigzag_varint
 from moldau.storage.batch_rewrite import StoredRecord, rebuild_batch
 
 __all__ = ["ABORT", "COMMIT", "TransactionMarker", "build_marker_batch", "parse_marker"]
@@ -58,37 +59,24 @@ def parse_marker(batch: bytes | bytearray | memoryview) -> TransactionMarker | N
 
     Raises InvalidBatch(CORRUPT_MESSAGE) when the record cannot be read."""
     view = memoryview(batch)
+    end = len(view)
     try:
         position = BATCH_HEADER_SIZE
-        _, position = _varint(view, position)  # record length
+        _, position = read_zigzag_varint(view, position, end)  # record length
         position += 1  # record attributes
-        _, position = _varint(view, position)  # timestamp delta
-        _, position = _varint(view, position)  # offset delta
-        key_length, position = _varint(view, position)
+        _, position = read_zigzag_varint(view, position, end)  # timestamp delta
+        _, position = read_zigzag_varint(view, position, end)  # offset delta
+        key_length, position = read_zigzag_varint(view, position, end)
         if key_length < _KEY.size:
             raise InvalidBatch(ErrorCode.corrupt_message, "control record key is too short")
         _, record_type = _KEY.unpack_from(view, position)
         if record_type not in (ABORT, COMMIT):
             return None
         position += key_length
-        value_length, position = _varint(view, position)
+        value_length, position = read_zigzag_varint(view, position, end)
         if value_length < _VALUE.size:
             raise InvalidBatch(ErrorCode.corrupt_message, "transaction marker value is too short")
         _, coordinator_epoch = _VALUE.unpack_from(view, position)
     except (IndexError, struct.error) as exc:
         raise InvalidBatch(ErrorCode.corrupt_message, f"unreadable control record: {exc}") from exc
     return TransactionMarker(record_type == COMMIT, coordinator_epoch)
-
-
-def _varint(view: memoryview, position: int) -> tuple[int, int]:
-    """A zigzag varint at `position`: (value, position after it)."""
-    shift = result = 0
-    while True:
-        byte = view[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), position
-        shift += 7
-        if shift > 63:
-            raise InvalidBatch(ErrorCode.corrupt_message, "varint is too long")
