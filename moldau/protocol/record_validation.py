@@ -176,8 +176,13 @@ def _lz4(payload: memoryview, limit: int) -> bytes:
 def _zstd(payload: memoryview, limit: int) -> bytes:
     # A streaming read: a frame header may declare any content size, so never let it size the output.
     reader = zstandard.ZstdDecompressor().stream_reader(bytes(payload), read_across_frames=True)
-    data: bytes = reader.read(limit + 1)
-    return data
+    out = bytearray()
+    while len(out) <= limit:
+        chunk = reader.read(min(limit + 1 - len(out), 1 << 20))  # a read may return less than asked
+        if not chunk:
+            break
+        out += chunk
+    return bytes(out)
 
 
 _DECOMPRESSORS: dict[int, Callable[[memoryview, int], bytes]] = {1: _gunzip, 2: _snappy, 3: _lz4, 4: _zstd}
