@@ -605,6 +605,13 @@ class Broker:
             if response is None:
                 return None
             return codec.encode_response(schema, header.correlation_id, response)
+        except KafkaError as exc:
+            # A handler that left a Kafka error unanswered: its code goes in the top-level error code, where the
+            # response has one; otherwise the connection closes, as for any request that cannot be answered.
+            answer = error_response(schema.response_type, exc.code)
+            if answer is None:
+                raise InvalidRequest(f"{api.name} v{header.api_version}: {exc.message}") from exc
+            return codec.encode_response(schema, header.correlation_id, answer)
         except Exception as exc:
             # Should it be a handler bug, the connection's log line then says which request it was.
             exc.add_note(f"while serving {api.name} v{header.api_version}: {request!r:.2000}")

@@ -16,6 +16,7 @@ import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
 
+from moldau.net.ports import free_port
 from moldau.protocol import codec
 from moldau.protocol.body_check import check_body
 from tests.hostile.frames import KINDS, FuzzFrame, make_frame, request_header
@@ -36,7 +37,15 @@ LONG_POLL_KEYS = {0, 1, 11, 14}
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("fuzz"), {"group.initial.rebalance.delay.ms": "0"})
+    """One node with a client and a controller listener, so both listeners' APIs are fuzzed."""
+    client_port, controller_port = free_port(), free_port()
+    proc = BrokerProcess(tmp_path_factory.mktemp("fuzz"), {
+        "group.initial.rebalance.delay.ms": "0",
+        "listeners": f"PLAINTEXT://127.0.0.1:{client_port},CONTROLLER://127.0.0.1:{controller_port}",
+        "controller.listener.names": "CONTROLLER",
+        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+    }, port=client_port)
+    proc.controller_bootstrap = f"127.0.0.1:{controller_port}"  # type: ignore[attr-defined]
     proc.start()
     try:
         yield proc
@@ -44,8 +53,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         proc.stop()
 
 
-def advertised(broker: BrokerProcess) -> list[codec.ApiSchema]:
-    with RawClient(broker.bootstrap) as client:
+def advertised(bootstrap: str) -> list[codec.ApiSchema]:
+    with RawClient(bootstrap) as client:
         response = client.request(ApiVersionsRequest(client_software_name="fuzz", client_software_version="1"))
     schemas = []
     for key in response.api_keys:
@@ -69,8 +78,8 @@ class Outcome:
 class Fuzzer:
     """One connection sending frames; after each, an ApiVersions v0 sentinel proves the connection is in step."""
 
-    def __init__(self, broker: BrokerProcess, outcome: Outcome) -> None:
-        self.broker = broker
+    def __init__(self, bootstrap: str, outcome: Outcome) -> None:
+        self.bootstrap = bootstrap
         self.outcome = outcome
         self.sock: socket.socket | None = None
 
@@ -88,7 +97,7 @@ class Fuzzer:
 
     def connect(self) -> socket.socket:
         if self.sock is None:
-            host, port = self.broker.bootstrap.split(":")
+            host, port = self.bootstrap.split(":")
             self.sock = socket.create_connection((host, int(port)), timeout=ANSWER_TIMEOUT_S)
         return self.sock
 
@@ -199,15 +208,17 @@ def rss_mb(pid: int) -> float:
     return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1]) / 1024
 
 
-def test_every_api_and_version_survives_valid_and_mangled_bodies(broker: BrokerProcess) -> None:
+@pytest.mark.parametrize("listener", ["client", "controller"])
+def test_every_api_and_version_survives_valid_and_mangled_bodies(broker: BrokerProcess, listener: str) -> None:
     assert broker.proc is not None
-    schemas = advertised(broker)
-    assert len(schemas) > 150, "the broker advertises far fewer versions than expected"
+    bootstrap = broker.bootstrap if listener == "client" else broker.controller_bootstrap  # type: ignore[attr-defined]
+    schemas = advertised(bootstrap)
+    assert len(schemas) > (150 if listener == "client" else 15), "far fewer versions advertised than expected"
     frames = all_frames(schemas)
     outcome = Outcome()
     canary = Canary(broker)
     canary.start()
-    workers = [threading.Thread(target=Fuzzer(broker, outcome).run, args=(frames[i::WORKERS],))
+    workers = [threading.Thread(target=Fuzzer(bootstrap, outcome).run, args=(frames[i::WORKERS],))
                for i in range(WORKERS)]
     started = time.monotonic()
     for worker in workers:
@@ -219,7 +230,7 @@ def test_every_api_and_version_survives_valid_and_mangled_bodies(broker: BrokerP
     canary.stop.set()
     canary.join()
     elapsed = time.monotonic() - started
-    print(f"seed {SEED}: {len(frames)} frames in {elapsed:.0f}s over {len(schemas)} api versions: "
+    print(f"{listener} listener, seed {SEED}: {len(frames)} frames in {elapsed:.0f}s over {len(schemas)} api versions: "
           f"{outcome.answered} answered, {outcome.closed} closed, {outcome.silent_produce} acks=0 produces, "
           f"{outcome.long_polls} long polls abandoned; "
           f"peak RSS {peak_rss:.0f} MB, worst canary round trip {canary.worst_s:.2f}s")

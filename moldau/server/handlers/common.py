@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from typing import Any
+
+from moldau.metadata.raft_wire import WireError
+from moldau.protocol.codec import InvalidRequest
 
 # kio models throttle times as timedeltas.
 NO_THROTTLE = datetime.timedelta(0)
@@ -34,3 +38,12 @@ def reads_committed(request: Any) -> bool:
     """Whether a Fetch (v4+) or ListOffsets (v2+) request asks for isolation level 1, READ_COMMITTED;
     older versions have no isolation level and read uncommitted."""
     return bool(getattr(request, "isolation_level", 0) == 1)
+
+
+def quorum_answer(handle: Callable[[Any], Any], request: Any) -> Any:
+    """A quorum request's answer; a request that breaks the quorum protocol (`WireError`) closes the connection,
+    as any malformed request does."""
+    try:
+        return handle(request)
+    except WireError as exc:
+        raise InvalidRequest(str(exc)) from exc

@@ -9,19 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from moldau.metadata.raft_wire import WireError, is_metadata_fetch
+from moldau.metadata.raft_wire import is_metadata_fetch
 from moldau.protocol.codec import InvalidRequest
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
+from moldau.server.handlers.common import quorum_answer
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not is_metadata_fetch(request):
         raise InvalidRequest("the controller listener serves only fetches of the metadata log")
-    try:
-        return ctx.broker.quorum.handle_fetch(request)
-    except WireError as exc:
-        raise InvalidRequest(str(exc)) from exc
+    return quorum_answer(ctx.broker.quorum.handle_fetch, request)
 
 
 API = Api(key=1, name="Fetch", min_version=17, max_version=17, handle=handle)

@@ -6,10 +6,11 @@ from typing import Any
 
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
+from moldau.server.handlers.common import quorum_answer
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return ctx.broker.quorum.handle_vote(request)
+    return quorum_answer(ctx.broker.quorum.handle_vote, request)
 
 
 # v2 carries KIP-996's pre-vote flag, which the core's pre-vote phase needs.
