@@ -67,8 +67,9 @@ ConfigValue: TypeAlias = bool | int | float | str | tuple[str, ...] | None
 
 
 # Accepted (so Kafka configs carry over unchanged) but not acted on yet, because the feature behind them does
-# not exist yet: transactions, replication, TLS/SASL. The broker
-# warns when one is set; docs/configuration.md marks them. Shrink this set as the features land.
+# not exist yet (TLS/SASL, broker-side recompression, preallocation, roll jitter, down-conversion) or does not
+# apply (thread pools: one event loop serves everything). The broker warns when one is set;
+# docs/configuration.md marks them. Shrink this set as the features land.
 NOT_YET_ACTED_ON: frozenset[str] = frozenset({
     # broker
     "compression.type", "listener.security.protocol.map", "log.flush.scheduler.interval.ms",
