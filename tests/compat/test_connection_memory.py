@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, rss_mb
 from tests.support.clients import ck_consume, ck_produce, create_topic
 from tests.support.polling import wait_until
 from tests.support.raw_client import RawClient
@@ -34,14 +34,6 @@ GARBAGE_SECONDS = 600 if LONG else 8
 HUGE = 100 * 2**20 - 1  # just under socket.request.max.bytes
 TOPIC = "served"
 _with_topic: set[str] = set()  # brokers (by address) where TOPIC was created
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
 
 
 def round_trip(broker: BrokerProcess) -> None:

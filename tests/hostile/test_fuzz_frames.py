@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
@@ -20,7 +19,7 @@ from moldau.net.ports import free_port
 from moldau.protocol import codec
 from moldau.protocol.body_check import check_body
 from tests.hostile.frames import KINDS, FuzzFrame, make_frame, request_header
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, rss_mb
 from tests.support.raw_client import RawClient
 
 SEED = int(os.environ.get("MOLDAU_FUZZ_SEED", "20261124"))
@@ -201,11 +200,6 @@ class Canary(threading.Thread):
             except Exception as exc:
                 self.errors.append(repr(exc))
             self.worst_s = max(self.worst_s, time.monotonic() - start)
-
-
-def rss_mb(pid: int) -> float:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1]) / 1024
 
 
 @pytest.mark.parametrize("listener", ["client", "controller"])

@@ -106,3 +106,12 @@ class BrokerProcess:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         self.proc = None
+
+
+def rss_mb(pid: int) -> float:
+    """A process's resident memory in MB, from /proc."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for process {pid}")
