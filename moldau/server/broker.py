@@ -16,17 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
-import datetime
 import logging
 import os
 import uuid
-from collections.abc import Callable
 from typing import Any
-
-import kio.schema.allocate_producer_ids.v0.request as apid_req
-import kio.schema.allocate_producer_ids.v0.response as apid_resp
-import kio.schema.create_topics.v7.request as ct_req
 
 from moldau.clock import Clock, SystemClock
 from moldau.config import (
@@ -51,11 +44,7 @@ from moldau.metadata.image import MetadataImage
 from moldau.metadata.log import LocalMetadataLog
 from moldau.metadata.quorum import MetadataQuorum
 from moldau.metadata.records import RESOURCE_TOPIC, Endpoint, RegisterBrokerRecord
-from moldau.protocol import codec
-from moldau.protocol.codec import InvalidRequest, make
-from moldau.protocol.error_response import error_response
-from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.framing import Frame
+from moldau.protocol.errors import KafkaError
 from moldau.raft import Config as RaftConfig
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.server import memory
@@ -63,10 +52,10 @@ from moldau.server.broker_lifecycle import BrokerLifecycle
 from moldau.server.connection import KafkaConnection
 from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget, sweep
 from moldau.server.context import RequestContext
-from moldau.server.controller_channel import ControllerChannel, ControllerUnavailable, not_controller_in
-from moldau.server.handlers import allocate_producer_ids
-from moldau.server.handlers.api_versions import unsupported_version_response
-from moldau.server.handlers.registry import APIS, CONTROLLER_APIS
+from moldau.server.controller_channel import ControllerChannel
+from moldau.server.controller_requests import ControllerRequests
+from moldau.server.dispatch import Dispatcher
+from moldau.server.internal_topics import InternalTopics
 from moldau.server.replica_links import ReplicaLinks, fetcher_settings
 from moldau.server.txn_links import TxnLinks
 from moldau.storage.log_config import LogConfig
@@ -74,12 +63,10 @@ from moldau.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS_KEY = 18
 # Not named like a partition directory (`<topic>-<n>`), so the log manager never takes it for one.
 METADATA_DIR = "__cluster_metadata"
 MAINTENANCE_INTERVAL_MS = 1000
 FENCE_CHECK_INTERVAL_S = 0.25
-FORWARD_TIMEOUT_S = 15.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 5.0
 
 
@@ -101,10 +88,8 @@ class Broker:
         self._connection_limits = connection_limits(config)
         self._receive_budget = ReceiveBudget(receive_budget_bytes(config))
         self._tasks: list[asyncio.Task[None]] = []
-        self._producer_ids = range(0)
-        self._producer_id_next = 0
-        self._producer_id_lock = asyncio.Lock()
-        self._internal_topic_tasks: dict[str, asyncio.Task[None]] = {}
+        self.internal_topics = InternalTopics(lambda: self.image, self._create_topic)
+        self.dispatcher = Dispatcher(self)
         self._bound: list[tuple[str, str, int]] = []  # (listener, host, port actually bound)
         self._client_servers: list[asyncio.Server] = []
         self.quorum: MetadataQuorum
@@ -116,6 +101,7 @@ class Broker:
         self.groups: GroupRuntime
         self.txn: TxnRuntime
         self.txn_links: TxnLinks
+        self.controller_requests: ControllerRequests
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
@@ -130,6 +116,8 @@ class Broker:
                                      self.config.default_replication_factor, self._config_default,
                                      self.config.get_int("broker.session.timeout.ms"))
         self.channel = ControllerChannel(self.quorum, f"moldau-node-{self.node_id}")
+        self.controller_requests = ControllerRequests(self.node_id, self.quorum, self.controller, self.channel,
+                                                      self._broker_epoch)
         self._warn_about_inert_configs()
         if self.is_broker:
             self._start_storage()
@@ -360,7 +348,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         for name, host, port in self._listeners(controller):
             server = await loop.create_server(
-                lambda name=name: KafkaConnection(self, self._connection_limits,  # type: ignore[misc]
+                lambda name=name: KafkaConnection(self.dispatcher, self._connection_limits,  # type: ignore[misc]
                                                   self._receive_budget, self._connections, name, controller,
                                                   self.clock),
                 host or None, port, reuse_address=True, backlog=1024, start_serving=controller,
@@ -464,168 +452,42 @@ class Broker:
     # -- reaching the controller ----------------------------------------------------------------------------
 
     async def forward_to_controller(self, ctx: RequestContext, request: Any) -> Any:
-        """The active controller's answer to a client's admin request, or None to answer it here.
+        """The active controller's answer to a client's admin request, or None to answer it here."""
+        return await self.controller_requests.forward_to_controller(ctx, request)
 
-        None when this node is the active controller, when the request was itself forwarded (it came in on the
-        controller listener), or when no controller answered in time: then the handler runs here and reports
-        NOT_CONTROLLER per item, which clients retry. After a forwarded change, wait until this node has
-        applied it, so the client's next request here sees it.
-        """
-        if ctx.on_controller_listener or self.quorum.is_active_controller():
-            return None
-        try:
-            return await self._forward(request)
-        except ControllerUnavailable as exc:
-            log.warning("cannot forward %s: %s", type(request).__name__, exc)
-            return None
+    async def _create_topic(self, name: str, partitions: int, replication_factor: int,
+                            configs: dict[str, str]) -> None:
+        await self.controller_requests.create_topic(name, partitions, replication_factor, configs)
 
-    async def _forward(self, request: Any) -> Any:
-        """The remote active controller's answer, once this node has applied the change. Raises
-        ControllerUnavailable."""
-        response = await self.channel.call(request, None, FORWARD_TIMEOUT_S, retry_if=not_controller_in)
-        await self.quorum.wait_until_caught_up(FORWARD_TIMEOUT_S)
-        return response
-
-    async def create_topic_via_controller(self, name: str, partitions: int, replication_factor: int,
-                                          configs: dict[str, str]) -> None:
-        """Create a topic through the active controller (here or remote). Raises KafkaError."""
-        if self.quorum.is_active_controller():
-            await self.controller.create_topic(name, partitions, replication_factor, {}, configs)
-            return
-        try:
-            response = await self._forward(create_topics_request(name, partitions, replication_factor, configs))
-        except ControllerUnavailable as exc:
-            raise KafkaError(ErrorCode.leader_not_available, str(exc)) from exc
-        result = response.topics[0]
-        if result.error_code != ErrorCode.none:
-            raise KafkaError(ErrorCode(result.error_code), result.error_message or "")
+    def _broker_epoch(self) -> int:
+        return self.lifecycle.broker_epoch if self.lifecycle is not None else -1
 
     async def auto_create_topic(self, name: str) -> None:
         config = self.effective_config(self.image)
-        await self.create_topic_via_controller(name, config.num_partitions, config.default_replication_factor, {})
+        await self.controller_requests.create_topic(name, config.num_partitions, config.default_replication_factor,
+                                                    {})
+
+    async def next_producer_id(self) -> int:
+        """A fresh producer id from a block reserved through the controller. Raises KafkaError."""
+        return await self.controller_requests.next_producer_id()
 
     def _request_offsets_topic(self) -> None:
         settings = self.groups.coordinator.settings
-        self._request_internal_topic(OFFSETS_TOPIC, settings.offsets_topic_partitions,
+        self.internal_topics.request(OFFSETS_TOPIC, settings.offsets_topic_partitions,
                                      settings.offsets_topic_replication_factor, lambda _: dict(OFFSETS_TOPIC_CONFIGS))
 
     def _request_transaction_topic(self) -> None:
         settings = self.txn.coordinator.settings
-        self._request_internal_topic(TRANSACTION_STATE_TOPIC, settings.num_partitions, settings.replication_factor,
+        self.internal_topics.request(TRANSACTION_STATE_TOPIC, settings.num_partitions, settings.replication_factor,
                                      settings.topic_configs)
-
-    def _request_internal_topic(self, name: str, partitions: int, replication_factor: int,
-                                configs_for: Callable[[int], dict[str, str]]) -> None:
-        """Start creating an internal topic in the background, once at a time."""
-        task = self._internal_topic_tasks.get(name)
-        if task is None or task.done():
-            self._internal_topic_tasks[name] = asyncio.get_running_loop().create_task(
-                self._create_internal_topic(name, partitions, replication_factor, configs_for))
-
-    async def _create_internal_topic(self, name: str, partitions: int, configured_factor: int,
-                                     configs_for: Callable[[int], dict[str, str]]) -> None:
-        # Kafka refuses to create the topic until that many brokers exist; a smaller cluster (a lone node above all)
-        # gets as many replicas as it has brokers, so groups and transactions work out of the box.
-        factor = min(configured_factor, max(1, len(self.image.brokers)))
-        if factor < configured_factor:
-            log.info("creating %s with replication factor %d: only %d brokers are registered", name, factor,
-                     len(self.image.brokers))
-        try:
-            await self.create_topic_via_controller(name, partitions, factor, configs_for(factor))
-        except KafkaError as exc:
-            if exc.code != ErrorCode.topic_already_exists:
-                log.warning("cannot create %s: %s", name, exc.message)
 
     async def ensure_offsets_topic(self, timeout_s: float = 10.0) -> None:
         """Wait (bounded) for `__consumer_offsets` to exist, creating it if need be; errors are left to callers."""
-        await self._ensure_internal_topic(OFFSETS_TOPIC, self._request_offsets_topic, timeout_s)
+        await self.internal_topics.ensure(OFFSETS_TOPIC, self._request_offsets_topic, timeout_s)
 
     async def ensure_transaction_topic(self, timeout_s: float = 10.0) -> None:
         """Wait (bounded) for `__transaction_state` to exist, creating it if need be; errors are left to callers."""
-        await self._ensure_internal_topic(TRANSACTION_STATE_TOPIC, self._request_transaction_topic, timeout_s)
-
-    async def _ensure_internal_topic(self, name: str, request: Callable[[], None], timeout_s: float) -> None:
-        if name in self.image.topics_by_name:
-            return
-        request()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._internal_topic_tasks[name]), timeout_s)
-
-    async def next_producer_id(self) -> int:
-        """A fresh producer id from a block reserved through the controller. Raises KafkaError."""
-        async with self._producer_id_lock:
-            if self._producer_id_next >= self._producer_ids.stop:
-                first, count = await self._allocate_producer_ids()
-                self._producer_ids = range(first, first + count)
-                self._producer_id_next = first
-            self._producer_id_next += 1
-            return self._producer_id_next - 1
-
-    async def _allocate_producer_ids(self) -> tuple[int, int]:
-        epoch = self.lifecycle.broker_epoch if self.lifecycle is not None else -1
-        request = make(apid_req.AllocateProducerIdsRequest, broker_id=self.node_id, broker_epoch=epoch)
-
-        async def local(req: Any) -> Any:
-            return await allocate_producer_ids.serve(self.controller, req, apid_resp.AllocateProducerIdsResponse)
-
-        try:
-            response = await self.channel.call(request, local, FORWARD_TIMEOUT_S, retry_if=not_controller_in)
-        except ControllerUnavailable as exc:
-            raise KafkaError(ErrorCode.coordinator_not_available, str(exc)) from exc
-        if response.error_code != ErrorCode.none:
-            raise KafkaError(ErrorCode.coordinator_not_available,
-                             f"the controller refused producer ids: {ErrorCode(response.error_code).name}")
-        return response.producer_id_start, response.producer_id_len
-
-    # -- request dispatch -----------------------------------------------------------------------------------
-
-    async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[bytes | memoryview] | None:
-        header = codec.parse_request_header(frame)
-        apis = CONTROLLER_APIS if conn.is_controller_listener else APIS
-        api = apis.get(header.api_key)
-        if api is None:
-            raise InvalidRequest(f"unknown API key {header.api_key} on listener {conn.listener}")
-        if not api.supports(header.api_version):
-            if header.api_key == API_VERSIONS_KEY:
-                schema = codec.api_schema(API_VERSIONS_KEY, 0)
-                return codec.encode_response(schema, header.correlation_id, unsupported_version_response(apis))
-            raise InvalidRequest(f"{api.name} v{header.api_version} is not supported "
-                                 f"(supported: v{api.min_version}-v{api.max_version})")
-        schema = codec.api_schema(header.api_key, header.api_version)
-        if api.decode is not None:
-            request = api.decode(frame, codec.body_start(schema, frame, header), header.api_version)
-        else:
-            try:
-                request = codec.decode_request(schema, frame, header)
-            except codec.MalformedBody as exc:
-                return self._malformed_body_response(schema, header, exc)
-        context = RequestContext(header, schema, self, conn.peer, conn.is_controller_listener, conn.listener)
-        try:
-            response = await api.handle(context, request)
-            if response is None:
-                return None
-            return codec.encode_response(schema, header.correlation_id, response)
-        except KafkaError as exc:
-            # A handler that left a Kafka error unanswered: its code goes in the top-level error code, where the
-            # response has one; otherwise the connection closes, as for any request that cannot be answered.
-            answer = error_response(schema.response_type, exc.code)
-            if answer is None:
-                raise InvalidRequest(f"{api.name} v{header.api_version}: {exc.message}") from exc
-            return codec.encode_response(schema, header.correlation_id, answer)
-        except Exception as exc:
-            # Should it be a handler bug, the connection's log line then says which request it was.
-            exc.add_note(f"while serving {api.name} v{header.api_version}: {request!r:.2000}")
-            raise
-
-    @staticmethod
-    def _malformed_body_response(schema: codec.ApiSchema, header: codec.RequestHeader,
-                                 exc: codec.MalformedBody) -> list[bytes | memoryview]:
-        """INVALID_REQUEST where the response has a top-level error code; otherwise the connection closes."""
-        response = error_response(schema.response_type, ErrorCode.invalid_request)
-        if response is None:
-            raise exc
-        log.info("answering INVALID_REQUEST to correlation id %d: %s", header.correlation_id, exc)
-        return codec.encode_response(schema, header.correlation_id, response)
+        await self.internal_topics.ensure(TRANSACTION_STATE_TOPIC, self._request_transaction_topic, timeout_s)
 
 
 def connection_limits(config: BrokerConfig) -> ConnectionLimits:
@@ -645,14 +507,6 @@ def receive_budget_bytes(config: BrokerConfig) -> int:
                     config.socket_request_max_bytes)
         return config.socket_request_max_bytes
     return limit
-
-
-def create_topics_request(name: str, partitions: int, replication_factor: int, configs: dict[str, str]) -> Any:
-    topic = make(ct_req.CreatableTopic, name=name, num_partitions=partitions, replication_factor=replication_factor,
-                 assignments=(), configs=tuple(make(ct_req.CreatableTopicConfig, name=k, value=v)
-                                               for k, v in configs.items()))
-    return make(ct_req.CreateTopicsRequest, topics=(topic,), timeout=datetime.timedelta(seconds=30),
-                validate_only=False)
 
 
 def _new_cluster_id() -> str:

@@ -1,4 +1,4 @@
-"""What a handler gets besides the request: who asked, which version, and the broker."""
+"""What a handler gets besides the request: who asked, on which listener, which version, and the node's services."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any
 from moldau.protocol.codec import ApiSchema, RequestHeader
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
+    from moldau.server.services import BrokerServices
 
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     header: RequestHeader
     schema: ApiSchema
-    broker: Broker
+    broker: BrokerServices  # the node, as handlers may use it (moldau.server.services)
     peer: str
     on_controller_listener: bool = False  # the request came in on a controller listener (from another node)
     listener: str = ""  # the name of the listener the request came in on; Metadata answers with its endpoints

@@ -6,6 +6,7 @@ UNSUPPORTED_VERSION and the supported ranges (KIP-511), so a newer client retrie
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import kio.schema.api_versions.v0.response as v0
@@ -29,7 +30,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 zk_migration_ready=False)
 
 
-def unsupported_version_response(apis: dict[int, Api]) -> Any:
+def unsupported_version_response(apis: Mapping[int, Api]) -> Any:
     keys = tuple(make(v0.ApiVersion, api_key=a.key, min_version=a.min_version, max_version=a.max_version)
                  for a in sorted(apis.values(), key=lambda a: a.key))
     return make(v0.ApiVersionsResponse, error_code=ErrorCode.unsupported_version, api_keys=keys)

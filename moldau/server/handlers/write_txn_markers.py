@@ -25,7 +25,7 @@ from moldau.server.handlers.api import Api
 
 if TYPE_CHECKING:
     from moldau.replication.replica_manager import HostedPartition
-    from moldau.server.broker import Broker
+    from moldau.server.services import BrokerServices
 
 MARKER_ACK_TIMEOUT_MS = 10_000
 
@@ -57,7 +57,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return make(ctx.schema.response_type, markers=tuple(results))
 
 
-async def write_markers(broker: Broker, spec: MarkerSpec) -> dict[TopicPartition, ErrorCode]:
+async def write_markers(broker: BrokerServices, spec: MarkerSpec) -> dict[TopicPartition, ErrorCode]:
     """Append the marker to each partition (led here) and wait for the ISR; one error per partition."""
     replicas = broker.replicas
     results: dict[TopicPartition, ErrorCode] = {}

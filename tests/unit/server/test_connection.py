@@ -11,6 +11,7 @@ from moldau.protocol.codec import InvalidRequest
 from moldau.protocol.framing import Frame
 from moldau.server.connection import KafkaConnection
 from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget, sweep
+from moldau.server.dispatch import Dispatcher
 
 
 def sized(payload: bytes) -> bytes:
@@ -304,3 +305,54 @@ def test_a_connection_lost_during_a_long_poll_gives_its_bytes_back_quietly(caplo
 
     asyncio.run(run())
     assert "unexpected error" not in caplog.text
+
+
+class CountingHandler:
+    """Answers after a while, counting how many requests it is serving at once."""
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.most_active = 0
+
+    async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[bytes | memoryview] | None:
+        self.active += 1
+        self.most_active = max(self.most_active, self.active)
+        await asyncio.sleep(0.001 * (5 - len(frame)))  # earlier requests take longer
+        self.active -= 1
+        return [bytes(frame)]
+
+
+def test_one_request_is_served_at_a_time_so_a_slow_one_cannot_be_overtaken() -> None:
+    async def run() -> None:
+        handler = CountingHandler()
+        conn = KafkaConnection(handler, ConnectionLimits(), ReceiveBudget(-1), set(), clock=ManualClock())
+        transport = FakeTransport()
+        conn.connection_made(transport)  # type: ignore[arg-type]
+        frames = [b"a", b"bb", b"ccc", b"dddd"]
+        feed(conn, b"".join(sized(f) for f in frames))
+        for _ in range(100):
+            if len(transport.written) == len(frames):
+                break
+            await asyncio.sleep(0.002)
+        assert transport.written == [sized(f) for f in frames]
+        assert handler.most_active == 1
+
+    asyncio.run(run())
+
+
+def test_with_the_real_dispatcher_bytes_in_give_a_kafka_answer_out() -> None:
+    async def run() -> None:
+        dispatcher = Dispatcher(None)  # type: ignore[arg-type]  # ApiVersions reads nothing of the node
+        conn = KafkaConnection(dispatcher, ConnectionLimits(), ReceiveBudget(-1), set(), clock=ManualClock())
+        transport = FakeTransport()
+        conn.connection_made(transport)  # type: ignore[arg-type]
+        api_versions_v0 = struct.pack(">hhih", 18, 0, 41, -1)
+        unknown_api = struct.pack(">hhih", 999, 0, 42, -1)
+        feed(conn, sized(api_versions_v0) + sized(unknown_api))
+        await settle()
+        (answer,) = transport.written
+        size, correlation_id, error_code = struct.unpack_from(">iih", answer)
+        assert (size, correlation_id, error_code) == (len(answer) - 4, 41, 0)
+        assert transport.aborted  # the unknown API closed the connection after the first answer
+
+    asyncio.run(run())

@@ -1,0 +1,138 @@
+"""Request dispatch: one frame in, the encoded response (or nothing) out.
+
+Every request a node serves passes through `Dispatcher.handle_frame`, in this order:
+
+1. the header is parsed and the API looked up among those of the listener it came in on (client listeners
+   serve `APIS`, controller listeners `CONTROLLER_APIS`); an unknown API or version closes the connection,
+   except ApiVersions, which answers UNSUPPORTED_VERSION with the ranges served so the client can pick one;
+2. the body is bounds-checked and decoded (`codec.decode_request`, or the API's own decoder); a malformed body
+   is answered with INVALID_REQUEST where the response has a top-level error code, else the connection closes;
+3. the request filters run (none today: authorization and quotas hook in here, so every request passes them);
+4. the handler runs with a `RequestContext` whose `broker` is the narrow `BrokerServices` interface;
+5. a `KafkaError` a handler (or a filter) left unanswered becomes the response's top-level error code where it
+   has one, else the connection closes; any other exception gets a note naming the request and closes the
+   connection (`KafkaConnection` logs it).
+
+No sockets here: the dispatcher takes bytes and returns bytes, so it is tested in process (tests/unit/server).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from moldau.protocol import codec
+from moldau.protocol.codec import InvalidRequest
+from moldau.protocol.error_response import error_response
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.framing import Frame
+from moldau.server.context import RequestContext
+from moldau.server.handlers.api import Api
+from moldau.server.handlers.api_versions import unsupported_version_response
+from moldau.server.handlers.registry import APIS, CONTROLLER_APIS
+from moldau.server.services import BrokerServices
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS_KEY = 18
+
+Response = list[bytes | memoryview]
+
+
+class ConnectionInfo(Protocol):
+    """What dispatch needs to know of the connection a frame came in on."""
+
+    @property
+    def peer(self) -> str: ...
+    @property
+    def listener(self) -> str: ...
+    @property
+    def is_controller_listener(self) -> bool: ...
+
+
+class RequestFilter(Protocol):
+    """A check every decoded request passes before its handler runs.
+
+    Raising `KafkaError` refuses the request: it is answered like an error a handler left unanswered (the
+    top-level error code, where the response has one). Authorization and quotas are meant to be filters.
+    """
+
+    async def check(self, ctx: RequestContext, request: Any) -> None: ...
+
+
+class Dispatcher:
+    def __init__(self, services: BrokerServices, filters: Sequence[RequestFilter] = (),
+                 apis: Mapping[int, Api] = APIS, controller_apis: Mapping[int, Api] = CONTROLLER_APIS) -> None:
+        self._services = services
+        self._filters = tuple(filters)
+        self._apis = apis
+        self._controller_apis = controller_apis
+
+    async def handle_frame(self, frame: Frame, conn: ConnectionInfo) -> Response | None:
+        """The response frame's pieces (without the size prefix), or None when no response is sent.
+
+        Raises InvalidRequest (or another exception) when the connection must close instead.
+        """
+        header = codec.parse_request_header(frame)
+        apis = self._controller_apis if conn.is_controller_listener else self._apis
+        api = apis.get(header.api_key)
+        if api is None:
+            raise InvalidRequest(f"unknown API key {header.api_key} on listener {conn.listener}")
+        if not api.supports(header.api_version):
+            return self._unsupported_version(api, header, apis)
+        schema = codec.api_schema(header.api_key, header.api_version)
+        try:
+            request = self._decode(api, schema, frame, header)
+        except codec.MalformedBody as exc:
+            return _malformed_body_response(schema, header, exc)
+        context = RequestContext(header, schema, self._services, conn.peer, conn.is_controller_listener,
+                                 conn.listener)
+        try:
+            for request_filter in self._filters:
+                await request_filter.check(context, request)
+            response = await api.handle(context, request)
+            if response is None:
+                return None
+            return codec.encode_response(schema, header.correlation_id, response)
+        except KafkaError as exc:
+            return _unanswered_error_response(api, schema, header, exc)
+        except Exception as exc:
+            # Should it be a handler bug, the connection's log line then says which request it was.
+            exc.add_note(f"while serving {api.name} v{header.api_version}: {request!r:.2000}")
+            raise
+
+    @staticmethod
+    def _unsupported_version(api: Api, header: codec.RequestHeader, apis: Mapping[int, Api]) -> Response:
+        if header.api_key == API_VERSIONS_KEY:
+            # Answered in v0, which every client can read, with the ranges this listener serves.
+            schema = codec.api_schema(API_VERSIONS_KEY, 0)
+            return codec.encode_response(schema, header.correlation_id, unsupported_version_response(apis))
+        raise InvalidRequest(f"{api.name} v{header.api_version} is not supported "
+                             f"(supported: v{api.min_version}-v{api.max_version})")
+
+    @staticmethod
+    def _decode(api: Api, schema: codec.ApiSchema, frame: Frame, header: codec.RequestHeader) -> Any:
+        if api.decode is not None:
+            return api.decode(frame, codec.body_start(schema, frame, header), header.api_version)
+        return codec.decode_request(schema, frame, header)
+
+
+def _unanswered_error_response(api: Api, schema: codec.ApiSchema, header: codec.RequestHeader,
+                               exc: KafkaError) -> Response:
+    """A Kafka error left unanswered goes in the top-level error code, where the response has one; otherwise the
+    connection closes, as for any request that cannot be answered."""
+    answer = error_response(schema.response_type, exc.code)
+    if answer is None:
+        raise InvalidRequest(f"{api.name} v{header.api_version}: {exc.message}") from exc
+    return codec.encode_response(schema, header.correlation_id, answer)
+
+
+def _malformed_body_response(schema: codec.ApiSchema, header: codec.RequestHeader,
+                             exc: codec.MalformedBody) -> Response:
+    """INVALID_REQUEST where the response has a top-level error code; otherwise the connection closes."""
+    response = error_response(schema.response_type, ErrorCode.invalid_request)
+    if response is None:
+        raise exc
+    log.info("answering INVALID_REQUEST to correlation id %d: %s", header.correlation_id, exc)
+    return codec.encode_response(schema, header.correlation_id, response)

@@ -1,0 +1,75 @@
+"""What request handlers may use of the node: the services interface.
+
+Handlers see the node only through `BrokerServices` (as `ctx.broker`), never through the `Broker` class that
+assembles it, so a handler can be run in a test with a fake that provides just what that handler reads (see
+tests/unit/server). `Broker` satisfies this protocol structurally; mypy checks it where the dispatcher is built.
+
+Everything here is either state a handler reads (identity, config, the metadata image, the clock) or one of the
+subsystems it calls (replicas, coordinators, the controller and its quorum, log directories), plus the few things
+that need the node's connections to other nodes (forwarding to the active controller, creating topics through it,
+producer id blocks). Add to it only what a handler needs; wiring stays in `Broker`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from moldau.clock import Clock
+    from moldau.config import BrokerConfig
+    from moldau.coordinator.group.runtime import GroupRuntime
+    from moldau.coordinator.txn.runtime import TxnRuntime
+    from moldau.metadata.controller import Controller
+    from moldau.metadata.image import MetadataImage
+    from moldau.metadata.quorum import MetadataQuorum
+    from moldau.metadata.records import Endpoint, RegisterBrokerRecord
+    from moldau.replication.replica_manager import ReplicaManager
+    from moldau.server.context import RequestContext
+    from moldau.server.txn_links import TxnLinks
+    from moldau.storage.log_manager import LogManager
+
+
+class BrokerServices(Protocol):
+    """The node as its request handlers see it."""
+
+    # -- identity, configuration and time --------------------------------------------------------------------
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def cluster_id(self) -> str: ...
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def closing(self) -> bool: ...
+
+    # -- metadata ---------------------------------------------------------------------------------------------
+    @property
+    def image(self) -> MetadataImage: ...
+    @property
+    def quorum(self) -> MetadataQuorum: ...
+    @property
+    def controller(self) -> Controller: ...
+    def endpoint_for(self, registration: RegisterBrokerRecord, listener: str = "") -> Endpoint | None: ...
+
+    # -- partitions and their storage ---------------------------------------------------------------------------
+    @property
+    def replicas(self) -> ReplicaManager: ...
+    @property
+    def log_manager(self) -> LogManager: ...
+
+    # -- coordinators -----------------------------------------------------------------------------------------
+    @property
+    def groups(self) -> GroupRuntime: ...
+    @property
+    def txn(self) -> TxnRuntime: ...
+    @property
+    def txn_links(self) -> TxnLinks: ...
+    async def ensure_offsets_topic(self, timeout_s: float = 10.0) -> None: ...
+    async def ensure_transaction_topic(self, timeout_s: float = 10.0) -> None: ...
+    async def next_producer_id(self) -> int: ...
+
+    # -- the active controller ----------------------------------------------------------------------------------
+    async def forward_to_controller(self, ctx: RequestContext, request: Any) -> Any: ...
+    async def auto_create_topic(self, name: str) -> None: ...
