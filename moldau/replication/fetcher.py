@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.fetch.v17 import request as fetch_req
 
+from moldau.clock import Clock, SystemClock
 from moldau.net.client import ConnectionFailed, ConnectionPool
 from moldau.protocol.codec import make
 
@@ -59,13 +60,15 @@ class ReplicaFetcher:
     """The fetch loop towards one leader broker."""
 
     def __init__(self, leader_id: int, manager: ReplicaManager, pool: ConnectionPool,
-                 address_of: Callable[[int], Address | None], settings: FetcherSettings) -> None:
+                 address_of: Callable[[int], Address | None], settings: FetcherSettings,
+                 clock: Clock | None = None) -> None:
         self.leader_id = leader_id
         self.partitions: dict[TopicPartition, FollowedPartition] = {}
         self._manager = manager
         self._pool = pool
         self._address_of = address_of
         self._settings = settings
+        self._clock: Clock = clock or SystemClock()
         self._changed = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader_id}")
 
@@ -103,7 +106,7 @@ class ReplicaFetcher:
         self._changed.clear()
 
     async def _fetch_once(self) -> None:
-        now_ms = asyncio.get_running_loop().time() * 1000
+        now_ms = self._clock.monotonic_ms()
         ready = [p for p in self.partitions.values() if p.retry_at_ms <= now_ms]
         address = self._address_of(self.leader_id)
         if address is None or not self.partitions:
@@ -135,7 +138,7 @@ class ReplicaFetcher:
             forgotten_topics_data=(), rack_id="")
 
     def _handle(self, response: Any, sent: dict[tuple[uuid.UUID, int], FollowedPartition]) -> None:
-        now_ms = asyncio.get_running_loop().time() * 1000
+        now_ms = self._clock.monotonic_ms()
         for topic in response.responses:
             for part in topic.partitions:
                 followed = sent.get((topic.topic_id, part.partition_index))

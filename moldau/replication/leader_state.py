@@ -13,13 +13,34 @@ I/O (answering fetches, sending AlterPartition to the controller) stays outside.
   is pending, the high watermark uses the *maximal* ISR (the committed one plus the members being added), so
   it never counts on a replica the controller might not have accepted (KIP-497).
 - The high watermark is the smallest log end offset in that ISR; it never goes back.
+- A follower whose last fetched epoch ends earlier in the leader's log than where the follower fetches from,
+  or is no epoch of it, is told where its log parts from the leader's (`diverging_epoch`, KIP-320) and gets
+  no records; what it then cuts is the follower's rule (`follower_rules.divergence_truncation`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 UNKNOWN_OFFSET = -1
+
+
+class EpochLookup(Protocol):
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]: ...
+
+
+def diverging_epoch(log: EpochLookup, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+    """(epoch, end offset) where a follower's log parts from the leader's `log`, if it does: the follower's last
+    epoch ends earlier here than where it fetches from, or is not an epoch of this log at all."""
+    if last_fetched_epoch < 0:
+        return None
+    epoch, end_offset = log.end_offset_for_epoch(last_fetched_epoch)
+    if epoch < 0 or end_offset < 0:
+        return None
+    if epoch != last_fetched_epoch or end_offset < fetch_offset:
+        return epoch, end_offset
+    return None
 
 
 @dataclass(slots=True)
@@ -103,6 +124,12 @@ class LeaderState:
                 return UNKNOWN_OFFSET
             lowest = min(lowest, progress.log_end_offset)
         return lowest
+
+    def advanced_high_watermark(self, leader_end_offset: int, current: int) -> int | None:
+        """The new high watermark if the ISR's positions move it forward from `current`; else None (it never
+        goes back, and an ISR member of unknown position holds it)."""
+        hw = self.high_watermark(leader_end_offset)
+        return hw if hw > current else None
 
     def shrunk_isr(self, now_ms: int) -> tuple[int, ...] | None:
         """The ISR without followers lagging for too long, or None (no change, or a proposal is pending)."""

@@ -8,7 +8,8 @@ that are gone, and gives each hosted partition its role from the image:
   AlterPartition and take effect when committed. acks=all waits here until the high watermark passes the
   append, and honours min.insync.replicas.
 - *Follower*: a `ReplicaFetcher` per leader broker copies the leader's log (`on_fetched` appends, truncates a
-  divergent suffix using leader epochs, follows the leader's high watermark and log start offset).
+  divergent suffix using leader epochs, follows the leader's high watermark and log start offset), as the
+  rules of `follower_rules` decide.
 - *Neither* (no leader): the log is kept, nothing happens until an image names a leader.
 
 Fetches that wait for data (consumers, followers) register a future on the partition; appends and high
@@ -30,6 +31,14 @@ from moldau.metadata.records import RESOURCE_BROKER
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_batch import BatchHeader, split_batches
 from moldau.replication.fetcher import FetcherSettings, FollowedPartition, ReplicaFetcher
+from moldau.replication.follower_rules import (
+    StartOverAt,
+    TruncateTo,
+    divergence_truncation,
+    high_watermark_after_fetch,
+    log_start_after_fetch,
+    out_of_range_action,
+)
 from moldau.replication.leader_state import LeaderState
 from moldau.storage.log import AppendResult, PartitionLog
 from moldau.storage.log_config import LogConfig
@@ -397,8 +406,8 @@ class ReplicaManager:
         state = hosted.leader_state
         if state is None:
             return
-        hw = state.high_watermark(hosted.log.log_end_offset)
-        if hw > hosted.log.high_watermark:
+        hw = state.advanced_high_watermark(hosted.log.log_end_offset, hosted.log.high_watermark)
+        if hw is not None:
             hosted.log.high_watermark = hw
             hosted.release_acks()
             hosted.wake_waiters()  # consumers waiting for committed records
@@ -501,19 +510,17 @@ class ReplicaManager:
             batches = split_batches(answer.records, from_client=False)
             if batches:
                 plog.append_as_follower(batches)
-        plog.high_watermark = min(answer.high_watermark, plog.log_end_offset)
-        if answer.log_start_offset > plog.log_start_offset:
-            # Retention or DeleteRecords moved the leader's log start; never past what this log has committed.
-            plog.delete_records_before(min(answer.log_start_offset, plog.high_watermark))
+        plog.high_watermark = high_watermark_after_fetch(plog, answer.high_watermark)
+        new_start = log_start_after_fetch(plog, answer.log_start_offset)
+        if new_start is not None:  # retention or DeleteRecords moved the leader's log start
+            plog.delete_records_before(new_start)
         return 0
 
     def _truncate_divergent(self, hosted: HostedPartition, leader_epoch: int, leader_end: int) -> bool:
         """Cut the suffix the leader does not have (KIP-279): to the end of the last epoch both logs share.
         Returns whether the log or its leader epochs changed."""
         plog = hosted.log
-        own_epoch, own_end = plog.end_offset_for_epoch(leader_epoch)
-        target = min(leader_end, own_end) if own_epoch >= 0 and own_end >= 0 else min(leader_end,
-                                                                                     plog.log_end_offset)
+        target = divergence_truncation(plog, leader_epoch, leader_end).offset
         if target < plog.log_end_offset:
             log.info("%s-%d: truncating from %d to %d (diverged from the leader at epoch %d)", hosted.topic,
                      hosted.partition, plog.log_end_offset, target, leader_epoch)
@@ -532,15 +539,14 @@ class ReplicaManager:
     def _out_of_range(self, hosted: HostedPartition, answer: Any) -> bool:
         """Move this log back into the leader's range; whether it changed."""
         plog = hosted.log
-        if plog.log_end_offset < answer.log_start_offset:
+        action = out_of_range_action(plog, answer.log_start_offset, answer.high_watermark)
+        if isinstance(action, StartOverAt):
             log.info("%s-%d: the leader starts at %d, past this log's end %d; starting over there", hosted.topic,
-                     hosted.partition, answer.log_start_offset, plog.log_end_offset)
-            plog.truncate_fully_and_start_at(answer.log_start_offset)
-            return True
-        if answer.high_watermark >= 0 and plog.log_end_offset > answer.high_watermark:
-            plog.truncate_to(answer.high_watermark)  # the leader's log is shorter: keep what it has committed
-            return True
-        return False
+                     hosted.partition, action.offset, plog.log_end_offset)
+            plog.truncate_fully_and_start_at(action.offset)
+        elif isinstance(action, TruncateTo):
+            plog.truncate_to(action.offset)
+        return action is not None
 
     def hosted_for_replica(self, topic: str, partition: int, replica_id: int) -> HostedPartition:
         """The partition, if led here and `replica_id` is one of its replicas. Raises KafkaError."""

@@ -52,7 +52,7 @@ class ReplicaLinks:
 
     def start_fetcher(self, leader_id: int) -> ReplicaFetcher:
         return ReplicaFetcher(leader_id, self._replicas, self._pool, self._broker.inter_broker_address,
-                              self._replicas.fetcher_settings)
+                              self._replicas.fetcher_settings, self._broker.clock)
 
     async def alter_isr(self, proposal: IsrProposal) -> IsrAnswer:
         lifecycle = self._broker.lifecycle

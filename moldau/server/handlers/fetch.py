@@ -35,6 +35,7 @@ from moldau.protocol.fetch_response import (
     encode_fetch_response,
 )
 from moldau.protocol.record_batch import iter_batch_headers
+from moldau.replication.leader_state import diverging_epoch
 from moldau.replication.replica_manager import TopicPartition
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
@@ -156,19 +157,6 @@ def _next_offset(records: bytes) -> int:
     aborted transactions a read_committed consumer needs for them."""
     *_, (_, last) = iter_batch_headers(records, 0, len(records))
     return last.next_offset
-
-
-def diverging_epoch(plog: Any, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
-    """Where the follower's log parts from this one, if it does: the follower's last epoch ends earlier here,
-    or is not an epoch of this log at all."""
-    if last_fetched_epoch < 0:
-        return None
-    epoch, end_offset = plog.end_offset_for_epoch(last_fetched_epoch)
-    if epoch < 0 or end_offset < 0:
-        return None
-    if epoch != last_fetched_epoch or end_offset < fetch_offset:
-        return epoch, end_offset
-    return None
 
 
 def _has_errors(reads: list[_PartitionRead]) -> bool:
