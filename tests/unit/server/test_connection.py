@@ -62,11 +62,18 @@ class EchoHandler:
 def connect(limits: ConnectionLimits | None = None, budget: ReceiveBudget | None = None,
             clock: ManualClock | None = None) -> tuple[KafkaConnection, FakeTransport, EchoHandler]:
     handler = EchoHandler()
+    conn, transport = attach(handler, limits, budget, clock)
+    return conn, transport, handler
+
+
+def attach(handler: Any, limits: ConnectionLimits | None = None, budget: ReceiveBudget | None = None,
+           clock: ManualClock | None = None) -> tuple[KafkaConnection, FakeTransport]:
+    """A connection to `handler`, as if a client had just connected."""
     conn = KafkaConnection(handler, limits or ConnectionLimits(), budget or ReceiveBudget(-1), set(),
                            clock=clock or ManualClock())
     transport = FakeTransport()
     conn.connection_made(transport)  # type: ignore[arg-type]
-    return conn, transport, handler
+    return conn, transport
 
 
 def feed(conn: KafkaConnection, data: bytes, chunk: int = 1 << 20) -> None:
@@ -325,9 +332,7 @@ class CountingHandler:
 def test_one_request_is_served_at_a_time_so_a_slow_one_cannot_be_overtaken() -> None:
     async def run() -> None:
         handler = CountingHandler()
-        conn = KafkaConnection(handler, ConnectionLimits(), ReceiveBudget(-1), set(), clock=ManualClock())
-        transport = FakeTransport()
-        conn.connection_made(transport)  # type: ignore[arg-type]
+        conn, transport = attach(handler)
         frames = [b"a", b"bb", b"ccc", b"dddd"]
         feed(conn, b"".join(sized(f) for f in frames))
         for _ in range(100):
@@ -342,10 +347,7 @@ def test_one_request_is_served_at_a_time_so_a_slow_one_cannot_be_overtaken() -> 
 
 def test_with_the_real_dispatcher_bytes_in_give_a_kafka_answer_out() -> None:
     async def run() -> None:
-        dispatcher = Dispatcher(None)  # type: ignore[arg-type]  # ApiVersions reads nothing of the node
-        conn = KafkaConnection(dispatcher, ConnectionLimits(), ReceiveBudget(-1), set(), clock=ManualClock())
-        transport = FakeTransport()
-        conn.connection_made(transport)  # type: ignore[arg-type]
+        conn, transport = attach(Dispatcher(None))  # type: ignore[arg-type]  # ApiVersions reads nothing of the node
         api_versions_v0 = struct.pack(">hhih", 18, 0, 41, -1)
         unknown_api = struct.pack(">hhih", 999, 0, 42, -1)
         feed(conn, sized(api_versions_v0) + sized(unknown_api))
