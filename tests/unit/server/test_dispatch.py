@@ -12,6 +12,7 @@ import io
 import struct
 import uuid
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import kio.schema.api_versions.v0.response as av0_resp
@@ -19,6 +20,7 @@ import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest as FindCoordinatorRequest_v4
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.metadata.v12.response import MetadataResponse
 from kio.serial import entity_reader, entity_writer
@@ -59,6 +61,9 @@ class FakeServices:
 
     def endpoint_for(self, registration: RegisterBrokerRecord, listener: str = "") -> Endpoint | None:
         return next((e for e in registration.endpoints if e.listener == listener), None)
+
+    async def ensure_offsets_topic(self, timeout_s: float = 10.0) -> None:
+        self.created.append("__consumer_offsets")
 
     async def auto_create_topic(self, name: str) -> None:
         self.created.append(name)
@@ -209,6 +214,32 @@ def test_request_filters_see_every_request_and_can_refuse_it() -> None:
     served = decode(dispatch(dispatcher, encode(api_versions_request)), 18, 3)
     assert served.error_code == ErrorCode.none
     assert refuse.seen == [("127.0.0.1:50000", "FindCoordinatorRequest"), ("127.0.0.1:50000", "ApiVersionsRequest")]
+
+
+@dataclass
+class FakeGroupCoordinator:
+    """Places groups as the real one would answer for them: a node, or an error for a key not placeable yet."""
+
+    nodes: dict[str, int]
+
+    def coordinator_node(self, key: str) -> int:
+        if key not in self.nodes:
+            raise KafkaError(ErrorCode.coordinator_not_available, f"no partition led for {key}")
+        return self.nodes[key]
+
+
+def test_find_coordinator_answers_each_key_from_the_coordinator_and_the_image() -> None:
+    services = FakeServices(build([registration(1), registration(2)]))
+    services.groups = SimpleNamespace(coordinator=FakeGroupCoordinator({"a": 1, "b": 2}))  # type: ignore[attr-defined]
+    request = FindCoordinatorRequest_v4(key_type=0, coordinator_keys=("a", "b", "c"))
+    response = decode(dispatch(dispatcher_with(services), encode(request)), 10, 4)
+    assert services.created == ["__consumer_offsets"]
+    answers = {c.key: (c.error_code, c.node_id, c.host) for c in response.coordinators}
+    assert answers == {
+        "a": (ErrorCode.none, 1, "host1"),
+        "b": (ErrorCode.none, 2, "host2"),
+        "c": (ErrorCode.coordinator_not_available, -1, ""),
+    }
 
 
 def test_handlers_are_registered_by_module() -> None:
