@@ -1,9 +1,11 @@
-"""A seeded, deterministic simulation of the group coordinator (classic protocol) over the in-memory record log.
+"""A seeded, deterministic simulation of the group coordinator over the in-memory record log: classic groups and
+one KIP-848 consumer group.
 
-One `random.Random(seed)` drives everything: consumers that join (with the KIP-394 handshake), sync (the leader
-assigns the topic's partitions round-robin), heartbeat, consume and commit their positions, leave, crash (their
-sessions time out through the simulated clock), or pause and come back as zombies that commit a stale position
-before they learn they were fenced; time that moves on; replication of the `__consumer_offsets` partitions; and
+One `random.Random(seed)` drives everything: classic consumers that join (with the KIP-394 handshake), sync (the
+leader assigns the topic's partitions round-robin) and heartbeat; KIP-848 consumers that heartbeat and take the
+assignment the coordinator reconciles for them; all of them consume and commit their positions, leave, crash
+(their sessions time out through the simulated clock), or pause and come back as zombies that commit a stale
+position before they learn they were fenced; time that moves on; replication of the `__consumer_offsets` partitions; and
 coordinator failovers, where a new `GroupCoordinator` is rebuilt by replaying the log alone, either with every
 write replicated or after losing the unreplicated suffix.
 
@@ -14,7 +16,9 @@ change written to it, before anyone hears of it: a failover then loses only comm
 advances once everything written is replicated (a healthy in-sync replica keeps up within a step).
 
 Checked after every step (`InvariantViolation` names the one that broke):
-- ownership: within a group's generation, no partition is assigned to two members;
+- ownership: within a classic group's generation, no partition is assigned to two members; in the consumer
+  group, no partition is assigned to a member while another holds it (assigned or not yet revoked), neither in
+  the coordinator's state nor among the consumers it still counts as members at their epoch;
 - fencing: the committed offset of a partition never goes back while the group stays in one generation (its
   owner's position only moves forward; a stale member's commit must be refused);
 - durability: every partition's visible committed offset is the last acknowledged commit, and after a failover
@@ -31,6 +35,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from moldau.coordinator.group.classic import GroupLimits, GroupState
+from moldau.coordinator.group.consumer import LEAVE_EPOCH, ConsumerSettings, HeartbeatRequest
 from moldau.coordinator.group.coordinator import GroupCoordinator
 from moldau.coordinator.group.member import (
     Completion,
@@ -85,6 +90,7 @@ class Consumer:
     owned: frozenset[int] = frozenset()
     positions: dict[int, int] = field(default_factory=dict)
     wake_ms: int = 0
+    kip848: bool = False  # a consumer-protocol member: `generation` is its member epoch
 
 
 @dataclass(frozen=True)
@@ -103,15 +109,18 @@ class GroupSimulation:
         self.steps = steps
         self.now = START_MS
         self.groups = [f"g{i}" for i in range(rng.choice((1, 2, 3)))]
+        self.consumer_group = "cg"
         self.topic_partitions = rng.choice((1, 3, 6))
         self.max_consumers = rng.choice((2, 4, 6))
         self.rebalance_ms = rng.choice((4_000, 10_000))
         limits = GroupLimits(min_session_timeout_ms=1000, max_session_timeout_ms=60_000,
                              initial_rebalance_delay_ms=rng.choice((0, 0, 500)))
-        self.settings = CoordinatorSettings(ShardSettings(limits, 4096, 7 * 24 * 3600 * 1000), OFFSET_PARTITIONS, 1,
-                                            600_000)
+        self.consumer_session_ms = rng.choice((6_000, 10_000))
+        consumer = ConsumerSettings(heartbeat_interval_ms=1_000, session_timeout_ms=self.consumer_session_ms)
+        self.settings = CoordinatorSettings(ShardSettings(limits, 4096, 7 * 24 * 3600 * 1000, consumer),
+                                            OFFSET_PARTITIONS, 1, 600_000)
         self.log = MemoryLog(OFFSETS_TOPIC, OFFSET_PARTITIONS, auto_replicate=False)
-        self.image = image_with(OFFSETS_TOPIC, OFFSET_PARTITIONS)
+        self.image = image_with(TOPIC, self.topic_partitions, image=image_with(OFFSETS_TOPIC, OFFSET_PARTITIONS))
         self.ids = SequentialIds()
         self.coordinator = self._new_coordinator()
         self.consumers: list[Consumer] = []
@@ -123,7 +132,8 @@ class GroupSimulation:
         self.commits_accepted = 0
         self.seen: dict[TP, tuple[int, int]] = {}  # tp -> (generation, committed offset) last observed
         self.trace: list[str] = []
-        self.stats = {"failovers": 0, "lost_commits": 0, "acked": 0, "rebalances": 0, "zombie_commits": 0}
+        self.stats = {"failovers": 0, "lost_commits": 0, "acked": 0, "rebalances": 0, "zombie_commits": 0,
+                      "reconciled": 0}
 
     # -- plumbing ------------------------------------------------------------------------------------------
 
@@ -248,10 +258,66 @@ class GroupSimulation:
                     PendingAck(target[1], (c.group, p), c.positions[p], self.commits_accepted))
         if any(e != ErrorCode.none for e in errors):
             self._fenced(c, errors[0])
+            if c.kip848:
+                c.generation = 0
+
+    # -- KIP-848 consumers ---------------------------------------------------------------------------------
+
+    def _beat(self, c: Consumer, epoch: int | None = None) -> None:
+        """A ConsumerGroupHeartbeat: joining (epoch 0), carrying on, or leaving (LEAVE_EPOCH)."""
+        epoch = c.generation if epoch is None else epoch
+        joining = epoch == 0
+        request = HeartbeatRequest(c.member_id, epoch, rebalance_timeout_ms=self.rebalance_ms if joining else -1,
+                                   subscribed_topics=(TOPIC,) if joining else None,
+                                   owned=frozenset((TOPIC, p) for p in c.owned), client_id=c.name)
+        result = self.coordinator.consumer_heartbeat(c.group, request, self.now)
+        self._membership([])
+        if epoch == LEAVE_EPOCH:
+            c.phase, c.owned = Phase.GONE, frozenset()
+            self._note(f"{c.name} leaves {c.group}: {result.error.name}")
+            return
+        if result.error != ErrorCode.none:
+            self._note(f"{c.name} told {result.error.name}")
+            if result.error == ErrorCode.unknown_member_id:
+                c.member_id = ""
+            c.phase, c.owned, c.generation = Phase.OUT, frozenset(), 0
+            return
+        c.member_id, c.generation, c.phase = result.member_id, result.member_epoch, Phase.STABLE
+        if result.assignment is not None:
+            owned = frozenset(p for t, p in result.assignment if t == TOPIC)
+            for p in owned - c.owned:
+                c.positions[p] = self._committed((c.group, p)) or 0
+            c.owned = owned
+            self.stats["reconciled"] += 1
+            self._note(f"{c.name} owns {sorted(owned)} of {c.group} at epoch {c.generation}")
+
+    def _check_consumer_group(self) -> None:
+        group = self.coordinator.find_consumer_group(self.consumer_group)
+        if group is None:
+            return
+        holders: dict[tuple[str, int], str] = {}
+        for member_id, current in group.current.items():
+            for tp in current.assigned | current.pending_revocation:
+                if tp in holders:
+                    raise self._fail(f"{self.consumer_group} {tp} held by {holders[tp]} and {member_id} at group "
+                                     f"epoch {group.epoch}")
+                holders[tp] = member_id
+        believers: dict[int, str] = {}
+        for c in self.consumers:
+            state = group.current.get(c.member_id) if c.kip848 and c.phase == Phase.STABLE else None
+            if state is None or state.member_epoch != c.generation:
+                continue
+            for p in c.owned:
+                if p in believers:
+                    raise self._fail(f"{self.consumer_group} partition {p} owned by {believers[p]} and "
+                                     f"{c.member_id} at group epoch {group.epoch}")
+                believers[p] = c.member_id
 
     def _act(self, c: Consumer) -> None:
         rng = self.rng
-        if c.phase == Phase.OUT:
+        if c.kip848:
+            self._act_kip848(c)
+        elif c.phase == Phase.OUT:
             self._join(c)
         elif c.phase == Phase.MUST_SYNC:
             self._sync(c)
@@ -284,6 +350,36 @@ class GroupSimulation:
             self._commit(c)
             if c.phase == Phase.STABLE:
                 self._heartbeat(c)
+
+    def _act_kip848(self, c: Consumer) -> None:
+        rng = self.rng
+        if c.phase == Phase.OUT:
+            self._beat(c, 0)
+        elif c.phase == Phase.STABLE:
+            roll = rng.random()
+            if roll < 0.5:
+                self._beat(c)
+            elif roll < 0.8:
+                for p in c.owned:
+                    c.positions[p] += rng.randint(1, 5)
+                self._commit(c)
+            elif roll < 0.85:
+                c.phase = Phase.PAUSED
+                c.wake_ms = self.now + rng.randint(1_000, 3 * c.session_ms)
+                self._note(f"{c.name} pauses until {c.wake_ms - START_MS}")
+            elif roll < 0.88:
+                c.phase = Phase.GONE
+                self._note(f"{c.name} crashes")
+            elif roll < 0.91:
+                self._beat(c, LEAVE_EPOCH)
+            else:
+                self._beat(c)
+        elif c.phase == Phase.PAUSED and self.now >= c.wake_ms:
+            c.phase = Phase.STABLE
+            self.stats["zombie_commits"] += 1
+            self._commit(c)
+            if c.phase == Phase.STABLE:
+                self._beat(c)
 
     # -- the world -----------------------------------------------------------------------------------------
 
@@ -325,10 +421,18 @@ class GroupSimulation:
             raise self._fail(f"OffsetFetch of {tp} failed: {value.name}")
         return None if value is None else value.offset
 
+    def _generation(self, group_id: str) -> int:
+        """The classic group's generation, or the consumer group's epoch."""
+        if group_id == self.consumer_group:
+            consumer = self.coordinator.find_consumer_group(group_id)
+            return consumer.epoch if consumer is not None else -1
+        group = self.coordinator.find_group(group_id)
+        return group.generation_id if group is not None else -1
+
     def check(self) -> None:
-        for g in self.groups:
-            group = self.coordinator.find_group(g)
-            generation = group.generation_id if group is not None else -1
+        self._check_consumer_group()
+        for g in [*self.groups, self.consumer_group]:
+            generation = self._generation(g)
             for p in range(self.topic_partitions):
                 tp = (g, p)
                 committed = self._committed(tp)
@@ -349,9 +453,12 @@ class GroupSimulation:
         roll = rng.random()
         live = [c for c in self.consumers if c.phase not in (Phase.GONE, Phase.JOINING, Phase.SYNCING)]
         if roll < 0.08 and len([c for c in self.consumers if c.phase != Phase.GONE]) < self.max_consumers:
-            c = Consumer(f"c{len(self.consumers)}", rng.choice(self.groups), rng.choice((6_000, 10_000)))
+            group = rng.choice([*self.groups, self.consumer_group])
+            kip848 = group == self.consumer_group
+            session_ms = self.consumer_session_ms if kip848 else rng.choice((6_000, 10_000))
+            c = Consumer(f"c{len(self.consumers)}", group, session_ms, kip848=kip848)
             self.consumers.append(c)
-            self._join(c)
+            self._act(c)
         elif roll < 0.65 and live:
             self._act(rng.choice(live))
         elif roll < 0.85:

@@ -11,7 +11,7 @@ import os
 
 from tests.sim.group_simulation import GroupSimulation
 
-SEEDS = int(os.environ.get("MOLDAU_SIM_SEEDS", "400"))
+SEEDS = int(os.environ.get("MOLDAU_SIM_SEEDS", "300"))
 
 
 def test_group_coordinator_survives_the_simulation() -> None:
@@ -27,6 +27,6 @@ def test_group_coordinator_survives_the_simulation() -> None:
             totals[name] = totals.get(name, 0) + count
     replay = "replay one: python -m tests.sim.group_simulation --seed N"
     assert not failures, "\n".join([*failures[:5], replay])
-    # The runs did what they are for: rebalances, acknowledged and lost commits, zombies, failovers.
-    assert all(totals[name] > 0 for name in ("failovers", "lost_commits", "acked", "rebalances", "zombie_commits")), \
-        totals
+    # The runs did what they are for: rebalances and reconciliations, acknowledged and lost commits, zombies,
+    # failovers.
+    assert all(count > 0 for count in totals.values()), totals
