@@ -4,6 +4,16 @@ so whichever broker leads the partition coordinates the id.
 - `moldau.coordinator.group`: consumer groups (classic and KIP-848) and their committed offsets, in
   `__consumer_offsets`;
 - `moldau.coordinator.txn`: transactional ids, their producer epochs and open transactions, in
-  `__transaction_state`;
-- `internal_topic.py` and `record_codec.py`: what both share to create, append to and read their topics.
+  `__transaction_state`.
+
+What every coordinator shares:
+
+- `shards.py`: the skeleton: a key's partition and coordinator node, the shards of the partitions led here,
+  loaded by replaying their log and unloaded as the metadata image moves; a coordinator supplies its shard type
+  and how its records replay into it;
+- `log.py`: `CoordinatorLog`, the record log a coordinator appends to, waits on and replays (and the decoding of
+  what it reads back);
+- `internal_topic.py`: the batches coordinators append, and `ReplicaLog`, the `CoordinatorLog` over the
+  broker's replica manager;
+- `record_codec.py`: the primitives of the records' Kafka format, and where a key is placed.
 """

@@ -1,25 +1,23 @@
-"""Reading and writing the internal topics coordinators keep their state in (`__consumer_offsets`,
-`__transaction_state`).
+"""Building the record batches coordinators append, and `ReplicaLog`: their `CoordinatorLog` in the broker.
 
 Coordinators write their records as ordinary record batches through the replica manager (acks=all, so a write is
 refused when the ISR is below min.insync.replicas) and rebuild their state by reading a partition from its log
-start to its log end when they become its leader. Decoding is kafka-python's `MemoryRecords`, which reads every
-codec; internal topics are small and this happens once per leadership change.
+start to its log end when they become its leader (see `log.py` for the interface and the decoding).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
+from moldau.coordinator.log import Appended
+from moldau.protocol.errors import ErrorCode
 from moldau.protocol.record_batch import split_batches
 from moldau.replication.replica_manager import HostedPartition, ReplicaManager
-from moldau.storage.log import AppendResult, PartitionLog
 
-__all__ = ["append_records", "build_batch", "iter_batches"]
+__all__ = ["ReplicaLog", "build_batch"]
 
 _READ_CHUNK_BYTES = 1024 * 1024
 _MAX_BATCH_BYTES = 2**31 - 1
@@ -37,25 +35,55 @@ def build_batch(records: Sequence[tuple[bytes, bytes | None]], now_ms: int, *, p
     return bytes(builder.build())
 
 
-def append_records(replicas: ReplicaManager, hosted: HostedPartition, batch: bytes,
-                   verification_guard: object | None = None) -> AppendResult:
-    """Append one batch built by `build_batch` as the partition's leader, acks=all (refused when the ISR is below
-    min.insync.replicas). Raises KafkaError."""
-    return replicas.append_as_leader(hosted, split_batches(batch), required_acks=-1,
-                                     verification_guard=verification_guard)
+class ReplicaLog:
+    """The partitions of one internal topic held by the replica manager: a `CoordinatorLog`."""
 
+    def __init__(self, replicas: ReplicaManager, topic: str) -> None:
+        self.replicas = replicas
+        self._topic = topic
 
-def iter_batches(plog: PartitionLog) -> Iterator[tuple[Any, bytes]]:
-    """Every stored batch from the log start to the log end: a kafka-python batch object (iterate it for its
-    records; `is_control_batch`, `is_transactional`, `producer_id` describe it) and the batch's bytes."""
-    offset = plog.log_start_offset
-    while offset < plog.log_end_offset:
-        data = plog.read(offset, _READ_CHUNK_BYTES, min_one_batch=True, max_offset=plog.log_end_offset).read_bytes()
-        if not data:
-            return
-        batches = MemoryRecords(data)
-        position = 0
-        while (batch := batches.next_batch()) is not None:
-            yield batch, data[position:position + batch.size_in_bytes]
-            position += batch.size_in_bytes
-            offset = batch.next_offset
+    @property
+    def topic(self) -> str:
+        return self._topic
+
+    def _leader(self, partition: int) -> HostedPartition:
+        return self.replicas.leader_partition(self._topic, partition)
+
+    def append(self, partition: int, batch: bytes, verification_guard: object | None = None) -> Appended:
+        result = self.replicas.append_as_leader(self._leader(partition), split_batches(batch), required_acks=-1,
+                                                verification_guard=verification_guard)
+        return Appended(result.first_offset, result.last_offset)
+
+    async def await_durable(self, partition: int, end_offset: int, timeout_ms: int) -> ErrorCode:
+        hosted = self.replicas.partitions.get((self._topic, partition))
+        if hosted is None:
+            return ErrorCode.not_leader_or_follower
+        return await self.replicas.wait_for_acks(hosted, end_offset, timeout_ms)
+
+    def read_for_replay(self, partition: int) -> Iterator[bytes]:
+        plog = self._leader(partition).log
+        offset = plog.log_start_offset
+        while offset < plog.log_end_offset:
+            data = plog.read(offset, _READ_CHUNK_BYTES, min_one_batch=True,
+                             max_offset=plog.log_end_offset).read_bytes()
+            if not data:
+                return
+            batches = MemoryRecords(data)
+            while (batch := batches.next_batch()) is not None:
+                offset = batch.next_offset
+            yield data
+
+    def high_watermark(self, partition: int) -> int:
+        return self._leader(partition).log.high_watermark
+
+    def log_end_offset(self, partition: int) -> int:
+        return self._leader(partition).log.log_end_offset
+
+    def leader_epoch(self, partition: int) -> int:
+        return self._leader(partition).leader_epoch
+
+    def needs_verification(self, partition: int, producer_id: int, producer_epoch: int) -> bool:
+        return self._leader(partition).log.producer_needs_verification(producer_id, producer_epoch)
+
+    def verification_guard(self, partition: int, producer_id: int) -> object:
+        return self._leader(partition).log.verification_guard(producer_id)

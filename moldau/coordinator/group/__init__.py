@@ -10,7 +10,8 @@ Layers, innermost first:
   committing, fetching, deleting and expiring them;
 - `records`: the durable form, records of the compacted topic `__consumer_offsets` (Kafka's binary schemas);
 - `shard`: the groups and offsets of one `__consumer_offsets` partition, changed by replaying records;
-- `coordinator`: the shards this broker leads, the topic, appending records to the partition logs;
+- `coordinator`: the shards this broker leads (held by the shared skeleton `moldau.coordinator.shards`), the
+  topic, appending records to the partition logs (a `CoordinatorLog`);
 - `runtime`: the asyncio edge: futures for pending requests and a timer for the nearest deadline.
 
 See docs/groups.md.

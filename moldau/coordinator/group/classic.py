@@ -25,6 +25,9 @@ A group moves through Kafka's states:
 
 Nothing here reads a clock or does I/O: every input carries `now_ms`, waiting requests are `Handle`s, and every
 input returns the `Effects` it produced. `next_deadline_ms` says when `tick` must be called next.
+
+Why this file is longer than the others: it is one state machine, whose transitions call each other across
+JoinGroup, SyncGroup, LeaveGroup and the timers; split apart, each part would reach into the others' state.
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 
 - The topic is created on first use, through the controller, with `offsets.topic.num.partitions` partitions,
   `offsets.topic.replication.factor` replicas and `cleanup.policy=compact`.
-- Each partition this broker leads has a `GroupShard`. Following the metadata image (`on_image`), a partition
-  that becomes led here is loaded by replaying its log; one led elsewhere is unloaded.
+- Each partition this broker leads has a `GroupShard`, held by the shared skeleton (`coordinator.shards`).
+  Following the metadata image (`on_image`), a partition that becomes led here is loaded by replaying its log;
+  one led elsewhere is unloaded.
+- The partition logs are reached through a `CoordinatorLog` (the replica manager's `ReplicaLog` in the broker).
 - Every change is appended to the partition log as one record batch (no producer id) before anyone is told
   it happened: a commit is acknowledged only once its records are in the log, and members get their assignment
   only once the group's record is.
@@ -25,7 +27,6 @@ import heapq
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from moldau.coordinator.group.classic import ClassicGroup, MemberIdFactory, random_member_id
 from moldau.coordinator.group.consumer import ConsumerGroup, HeartbeatRequest, HeartbeatResult
@@ -45,16 +46,15 @@ from moldau.coordinator.group.records import (
     RecordFormatError,
     decode,
     encode,
-    partition_for,
 )
 from moldau.coordinator.group.settings import CoordinatorSettings
 from moldau.coordinator.group.shard import NO_PRODUCER_ID, GroupShard
-from moldau.coordinator.internal_topic import append_records, build_batch, iter_batches
+from moldau.coordinator.internal_topic import ReplicaLog, build_batch
+from moldau.coordinator.log import CoordinatorLog, LogMarker, read_partition
+from moldau.coordinator.shards import CoordinatorShards
 from moldau.metadata.image import MetadataImage
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.record_batch import InvalidBatch
-from moldau.replication.replica_manager import HostedPartition, ReplicaManager
-from moldau.storage.control_batch import parse_marker
+from moldau.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -102,38 +102,39 @@ class ListedGroup:
 
 class GroupCoordinator:
     def __init__(self, node_id: int, settings: CoordinatorSettings, image: Callable[[], MetadataImage],
-                 request_offsets_topic: Callable[[], None], replicas: ReplicaManager,
+                 request_offsets_topic: Callable[[], None], log: ReplicaManager | CoordinatorLog,
                  new_member_id: MemberIdFactory = random_member_id) -> None:
+        """`log`: the `__consumer_offsets` partitions, or the replica manager holding them."""
         self.node_id = node_id
         self.settings = settings
         self._image = image
-        self._request_offsets_topic = request_offsets_topic
-        self._replicas = replicas
+        self.log: CoordinatorLog = ReplicaLog(log, OFFSETS_TOPIC) if isinstance(log, ReplicaManager) else log
+        self.partitions = CoordinatorShards[GroupShard](
+            node_id, self.log, lambda: self.settings.offsets_topic_partitions, image, request_offsets_topic,
+            recheck_after_request=True)
         self._new_member_id = new_member_id
-        self.shards: dict[int, GroupShard] = {}
         self._timers: list[tuple[int, int, str]] = []  # (deadline, partition, group id); stale entries allowed
         self._scheduled: dict[tuple[int, str], int] = {}  # earliest heap entry per group
 
     # -- partitions ----------------------------------------------------------------------------------------
 
+    @property
+    def shards(self) -> dict[int, GroupShard]:
+        """The loaded shards by partition."""
+        return self.partitions.shards
+
     def on_image(self, image: MetadataImage, now_ms: int) -> list[Completion]:
         """Load the partitions now led here, unload those that are not; returns answers for unloaded groups."""
-        topic = image.topics_by_name.get(OFFSETS_TOPIC)
-        led = {p.partition for p in topic.partitions.values() if p.leader == self.node_id} if topic else set()
         completions: list[Completion] = []
-        for partition in sorted(set(self.shards) - led):
-            completions += self.shards.pop(partition).unload().completions
-        for partition in sorted(led - set(self.shards)):
-            self._load(partition, now_ms)
+        for shard in self.partitions.follow(image, lambda partition, _epoch: self._load(partition, now_ms)):
+            completions += shard.unload().completions
         return completions
 
-    def _load(self, partition: int, now_ms: int) -> None:
-        try:
-            self._hosted(partition)
-        except KafkaError:
-            # Not hosted here (yet): the image moved ahead of the replica manager, or the partition could not be
-            # created (a full disk). A later image loads it; until then its groups get COORDINATOR_NOT_AVAILABLE.
-            return
+    def _load(self, partition: int, now_ms: int) -> GroupShard | None:
+        """The partition's shard, rebuilt by replaying its log; None while it is not led here in the log (its
+        groups get NOT_COORDINATOR until a later image loads it)."""
+        if not self.partitions.is_loadable(partition):
+            return None
         shard = GroupShard(partition, self.settings.shard, self._new_member_id)
         # What is above the high watermark now (a new leader's unreplicated tail) stays hidden from OffsetFetch.
         self._note_high_watermark(shard)
@@ -144,47 +145,27 @@ class GroupCoordinator:
             else:
                 shard.replay(item.record, now_ms, item.log_offset, item.producer_id)
                 count += 1
-        self.shards[partition] = shard
         for consumer in shard.consumer_groups.values():
             consumer.start_sessions(now_ms)
         for group_id in [*shard.groups, *shard.consumer_groups]:
             self._schedule(shard, group_id)
         if count:
             log.info("loaded %s-%d: %d records, %d groups", OFFSETS_TOPIC, partition, count, len(shard.groups))
+        return shard
 
     def _read_partition(self, partition: int) -> Iterator[LoggedRecord | LoggedMarker]:
         """Everything the partition holds, in log order (up to the log end: the coordinator loads as leader)."""
-        for batch, data in iter_batches(self._hosted(partition).log):
-            if batch.is_control_batch:
-                yield from self._marker(partition, batch, data)
-            else:
-                yield from self._records(partition, batch)
-
-    def _records(self, partition: int, batch: Any) -> Iterator[LoggedRecord]:
-        producer_id = batch.producer_id if batch.is_transactional else NO_PRODUCER_ID
-        for rec in batch:
-            if rec.key is None:
+        for item in read_partition(self.log, partition):
+            if isinstance(item, LogMarker):
+                yield LoggedMarker(item.producer_id, item.commit, item.offset)
                 continue
             try:
-                record = decode(bytes(rec.key), None if rec.value is None else bytes(rec.value))
+                record = decode(item.key, item.value)
             except (RecordFormatError, UnicodeDecodeError) as exc:
-                log.warning("skipping unreadable record at %s-%d@%d: %s", OFFSETS_TOPIC, partition, rec.offset, exc)
+                log.warning("skipping unreadable record at %s-%d@%d: %s", OFFSETS_TOPIC, partition, item.offset,
+                            exc)
                 continue
-            yield LoggedRecord(record, rec.offset, producer_id)
-
-    def _marker(self, partition: int, batch: Any, data: bytes) -> Iterator[LoggedMarker]:
-        """A control batch: a transaction marker ends its producer's transaction; other kinds are skipped."""
-        try:
-            marker = parse_marker(data)
-        except InvalidBatch as exc:
-            log.warning("skipping unreadable control batch at %s-%d@%d: %s", OFFSETS_TOPIC, partition,
-                        batch.base_offset, exc)
-            return
-        if marker is not None:
-            yield LoggedMarker(batch.producer_id, marker.commit, batch.base_offset)
-
-    def _hosted(self, partition: int) -> HostedPartition:
-        return self._replicas.leader_partition(OFFSETS_TOPIC, partition)
+            yield LoggedRecord(record, item.offset, item.producer_id)
 
     def ensure_topic(self) -> None:
         """Raise COORDINATOR_NOT_AVAILABLE, and ask for `__consumer_offsets` to be created, if it does not exist.
@@ -192,47 +173,27 @@ class GroupCoordinator:
         Creation goes through the active controller, possibly on another node, so it cannot finish inside this
         call; clients retry on COORDINATOR_NOT_AVAILABLE, as they do against Kafka.
         """
-        if OFFSETS_TOPIC in self._image().topics_by_name:
-            return
-        self._request_offsets_topic()
-        if OFFSETS_TOPIC in self._image().topics_by_name:
-            return  # created at once (a caller that can create it synchronously)
-        raise KafkaError(ErrorCode.coordinator_not_available, f"{OFFSETS_TOPIC} is being created")
+        self.partitions.ensure_topic()
 
     def partition_of(self, group_id: str) -> int:
-        topic = self._image().topics_by_name.get(OFFSETS_TOPIC)
-        count = len(topic.partitions) if topic else self.settings.offsets_topic_partitions
-        return partition_for(group_id, count)
+        return self.partitions.partition_of(group_id)
 
     def coordinator_node(self, group_id: str) -> int:
         """The broker leading the group's partition, creating the topic first if need be."""
-        self.ensure_topic()
-        topic = self._image().topics_by_name[OFFSETS_TOPIC]
-        leader = topic.partitions[self.partition_of(group_id)].leader
-        if leader < 0:
-            raise KafkaError(ErrorCode.coordinator_not_available)
-        return leader
+        return self.partitions.coordinator_node(group_id)
 
     def shard(self, group_id: str) -> GroupShard:
         """The shard of a group coordinated here. Raises KafkaError (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE)."""
-        self.ensure_topic()
-        shard = self.shards.get(self.partition_of(group_id))
-        if shard is None:
-            raise KafkaError(ErrorCode.not_coordinator)
-        return shard
+        return self.partitions.shard(group_id)
 
     def find_group(self, group_id: str) -> ClassicGroup | None:
         """The group if it exists here; never creates the topic."""
-        if OFFSETS_TOPIC not in self._image().topics_by_name:
-            return None
-        shard = self.shards.get(self.partition_of(group_id))
+        shard = self.partitions.find(group_id)
         return shard.groups.get(group_id) if shard is not None else None
 
     def find_consumer_group(self, group_id: str) -> ConsumerGroup | None:
         """The consumer (KIP-848) group if it exists here; never creates the topic."""
-        if OFFSETS_TOPIC not in self._image().topics_by_name:
-            return None
-        shard = self.shards.get(self.partition_of(group_id))
+        shard = self.partitions.find(group_id)
         return shard.consumer_groups.get(group_id) if shard is not None else None
 
     def _topic_sizes(self) -> dict[str, int]:
@@ -250,7 +211,7 @@ class GroupCoordinator:
                             producer_epoch=producer.producer_epoch,
                             transactional=producer.producer_id != NO_PRODUCER_ID)
         # acks=all, as Kafka writes its offsets topic.
-        return append_records(self._replicas, self._hosted(partition), batch, verification_guard).first_offset
+        return self.log.append(partition, batch, verification_guard).first_offset
 
     def _write(self, shard: GroupShard, records: Sequence[Record], now_ms: int, producer: Producer = NO_PRODUCER,
                verification_guard: object | None = None) -> ErrorCode:
@@ -391,13 +352,13 @@ class GroupCoordinator:
         transaction coordinator must first confirm the partition is in the transaction (KIP-890): then the
         partition and the log's guard to append with; None when no check is needed, or the partition is not
         led here (the commit itself answers that)."""
+        partition = self.partition_of(group_id)
         try:
-            hosted = self._hosted(self.partition_of(group_id))
+            if not self.log.needs_verification(partition, producer.producer_id, producer.producer_epoch):
+                return None
+            return partition, self.log.verification_guard(partition, producer.producer_id)
         except KafkaError:
             return None
-        if not hosted.log.producer_needs_verification(producer.producer_id, producer.producer_epoch):
-            return None
-        return hosted.partition, hosted.log.verification_guard(producer.producer_id)
 
     def txn_commit_offsets(self, group_id: str, producer: Producer, member_id: str, instance_id: str | None,
                            generation_id: int, commits: Sequence[OffsetCommit], now_ms: int,
@@ -433,13 +394,13 @@ class GroupCoordinator:
         if shard is not None:
             shard.end_transaction(producer_id, commit)
 
-    def replication_target(self, group_id: str) -> tuple[HostedPartition, int] | None:
+    def replication_target(self, group_id: str) -> tuple[int, int] | None:
         """The group's partition if led here, and its log end: what a write must be replicated up to."""
+        partition = self.partition_of(group_id)
         try:
-            hosted = self._hosted(self.partition_of(group_id))
+            return partition, self.log.log_end_offset(partition)
         except KafkaError:
             return None
-        return hosted, hosted.log.log_end_offset
 
     def fetch_offsets(self, group_id: str, requested: Requested | None, member_id: str | None = None,
                       member_epoch: int = -1, require_stable: bool = False) -> tuple[ErrorCode, Fetched]:
@@ -459,7 +420,7 @@ class GroupCoordinator:
 
     def _note_high_watermark(self, shard: GroupShard) -> None:
         with contextlib.suppress(KafkaError):  # no longer the leader: the shard is about to be unloaded
-            shard.offsets.replicated_to(self._hosted(shard.partition).log.high_watermark)
+            shard.offsets.replicated_to(self.log.high_watermark(shard.partition))
 
     def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition],
                        now_ms: int) -> tuple[ErrorCode, list[ErrorCode]]:
@@ -509,9 +470,8 @@ class GroupCoordinator:
 
     def close(self) -> list[Completion]:
         completions: list[Completion] = []
-        for shard in self.shards.values():
+        for shard in self.partitions.clear():
             completions += shard.unload().completions
-        self.shards.clear()
         return completions
 
 

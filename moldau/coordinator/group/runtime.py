@@ -44,9 +44,9 @@ Verifier = Callable[[str, int, int, TopicPartition], Awaitable[ErrorCode]]
 
 
 class GroupRuntime:
-    def __init__(self, coordinator: GroupCoordinator, clock: Clock, replicas: ReplicaManager) -> None:
+    def __init__(self, coordinator: GroupCoordinator, clock: Clock, replicas: ReplicaManager | None = None) -> None:
+        """`replicas` is not used: writes and their replication go through the coordinator's log."""
         self.coordinator = coordinator
-        self.replicas = replicas
         self._clock = clock
         self._pending: dict[Handle, asyncio.Future[JoinResult | SyncResult]] = {}
         self._next_handle = 0
@@ -170,8 +170,9 @@ class GroupRuntime:
         target = self.coordinator.replication_target(group_id)
         if target is None or all(e != ErrorCode.none for e in errors):
             return errors
-        hosted, end_offset = target
-        code = await self.replicas.wait_for_acks(hosted, end_offset, self.coordinator.settings.offset_commit_timeout_ms)
+        partition, end_offset = target
+        code = await self.coordinator.log.await_durable(partition, end_offset,
+                                                        self.coordinator.settings.offset_commit_timeout_ms)
         if code == ErrorCode.none:
             return errors
         return [write_error(code) if e == ErrorCode.none else e for e in errors]

@@ -4,10 +4,12 @@
   `transaction.state.log.num.partitions` partitions, `transaction.state.log.replication.factor` replicas (capped
   at the registered brokers), `min.insync.replicas` = `transaction.state.log.min.isr` (capped at the factor) and
   `cleanup.policy=compact`.
-- Each partition led here is a shard: transactional id -> its latest `TxnValue`. Following the metadata image
-  (`on_image`), a partition that becomes led here is loaded by replaying its log, and its coordinator epoch is the
-  partition's leader epoch; transactions it finds half completed (PrepareCommit/PrepareAbort) get their markers
-  sent again (returned as `MarkerJob`s). A partition led elsewhere is dropped.
+- Each partition led here is a shard (held by the shared skeleton, `coordinator.shards`): transactional id ->
+  its latest `TxnValue`. Following the metadata image (`on_image`), a partition that becomes led here is loaded
+  by replaying its log, and its coordinator epoch is the partition's leader epoch; transactions it finds half
+  completed (PrepareCommit/PrepareAbort) get their markers sent again (returned as `MarkerJob`s). A partition
+  led elsewhere is dropped.
+- The partition logs are reached through a `CoordinatorLog` (the replica manager's `ReplicaLog` in the broker).
 - Every change is appended to the partition (acks=all) before it is applied, and the caller answers only once
   the log's high watermark has passed it (`Outcome.wait`). A retried request that needs no write still waits for
   the transaction's last write, so an answer never rests on a record a failover could lose.
@@ -23,8 +25,10 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from moldau.coordinator.internal_topic import append_records, build_batch, iter_batches
-from moldau.coordinator.record_codec import RecordFormatError, partition_for
+from moldau.coordinator.internal_topic import ReplicaLog, build_batch
+from moldau.coordinator.log import CoordinatorLog, LogRecord, read_partition
+from moldau.coordinator.record_codec import RecordFormatError
+from moldau.coordinator.shards import CoordinatorShards
 from moldau.coordinator.txn import transitions as rules
 from moldau.coordinator.txn.records import (
     TRANSACTION_STATE_TOPIC,
@@ -38,7 +42,7 @@ from moldau.coordinator.txn.records import (
 )
 from moldau.metadata.image import MetadataImage
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.replication.replica_manager import HostedPartition, ReplicaManager
+from moldau.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +79,12 @@ class MarkerJob:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """The answer to give, once the state partition's high watermark reaches `wait` (if any)."""
+    """The answer to give, once the state partition's high watermark reaches `wait` (if any): (partition, offset)."""
 
     error: ErrorCode
     producer_id: int = -1
     producer_epoch: int = -1
-    wait: tuple[HostedPartition, int] | None = None
+    wait: tuple[int, int] | None = None
     job: MarkerJob | None = None
 
 
@@ -110,90 +114,74 @@ class ListedTransaction:
 
 class TransactionCoordinator:
     def __init__(self, node_id: int, settings: TxnSettings, image: Callable[[], MetadataImage],
-                 request_topic: Callable[[], None], replicas: ReplicaManager) -> None:
+                 request_topic: Callable[[], None], log: ReplicaManager | CoordinatorLog) -> None:
+        """`log`: the `__transaction_state` partitions, or the replica manager holding them."""
         self.node_id = node_id
         self.settings = settings
-        self._image = image
-        self._request_topic = request_topic
-        self._replicas = replicas
-        self.shards: dict[int, TxnShard] = {}
+        self.log: CoordinatorLog = (ReplicaLog(log, TRANSACTION_STATE_TOPIC) if isinstance(log, ReplicaManager)
+                                    else log)
+        self.partitions = CoordinatorShards[TxnShard](
+            node_id, self.log, lambda: self.settings.num_partitions, image, request_topic,
+            no_leader_message="the transaction state partition has no leader")
+
+    @property
+    def shards(self) -> dict[int, TxnShard]:
+        """The loaded shards by partition."""
+        return self.partitions.shards
 
     # -- partitions ----------------------------------------------------------------------------------------
 
     def on_image(self, image: MetadataImage) -> list[MarkerJob]:
         """Load partitions newly led here (returning completions to resume), drop those led elsewhere. A new
         leader epoch reloads the partition, so the coordinator epoch always follows the leader epoch."""
-        topic = image.topics_by_name.get(TRANSACTION_STATE_TOPIC)
-        led = {p.partition: p.leader_epoch for p in topic.partitions.values()
-               if p.leader == self.node_id} if topic else {}
-        for partition in [p for p, shard in self.shards.items() if led.get(p) != shard.coordinator_epoch]:
-            del self.shards[partition]
         jobs: list[MarkerJob] = []
-        for partition, epoch in sorted(led.items()):
-            if partition not in self.shards:
-                jobs += self._load(partition, epoch)
+
+        def load(partition: int, epoch: int) -> TxnShard | None:
+            shard = self._load(partition, epoch)
+            if shard is not None:
+                jobs.extend(self._job(shard, txn_id, value) for txn_id, value in shard.transactions.items()
+                            if value.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT))
+            return shard
+
+        self.partitions.follow(image, load, keep=lambda shard, epoch: shard.coordinator_epoch == epoch)
         return jobs
 
-    def _load(self, partition: int, coordinator_epoch: int) -> list[MarkerJob]:
-        try:
-            hosted = self._hosted(partition)
-        except KafkaError:
-            return []  # the image moved ahead of the replica manager; the next image loads it
+    def _load(self, partition: int, coordinator_epoch: int) -> TxnShard | None:
+        if not self.partitions.is_loadable(partition):
+            return None  # the image moved ahead of the replica manager; the next image loads it
         shard = TxnShard(partition, coordinator_epoch)
-        for batch, _ in iter_batches(hosted.log):
-            for record in batch:
-                if record.key is None:
-                    continue
-                try:
-                    value = None if record.value is None else decode_value(bytes(record.value))
-                    shard.replay(decode_key(bytes(record.key)), value, batch.next_offset)
-                except (RecordFormatError, UnicodeDecodeError) as exc:
-                    log.warning("skipping unreadable record at %s-%d@%d: %s", TRANSACTION_STATE_TOPIC, partition,
-                                record.offset, exc)
-        self.shards[partition] = shard
+        for item in read_partition(self.log, partition):
+            if not isinstance(item, LogRecord):
+                continue  # no transaction writes markers here
+            try:
+                value = None if item.value is None else decode_value(item.value)
+                shard.replay(decode_key(item.key), value, item.batch_end)
+            except (RecordFormatError, UnicodeDecodeError) as exc:
+                log.warning("skipping unreadable record at %s-%d@%d: %s", TRANSACTION_STATE_TOPIC, partition,
+                            item.offset, exc)
         if shard.transactions:
             log.info("loaded %s-%d: %d transactional ids", TRANSACTION_STATE_TOPIC, partition,
                      len(shard.transactions))
-        return [self._job(shard, txn_id, value) for txn_id, value in shard.transactions.items()
-                if value.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)]
-
-    def _hosted(self, partition: int) -> HostedPartition:
-        return self._replicas.leader_partition(TRANSACTION_STATE_TOPIC, partition)
+        return shard
 
     def ensure_topic(self) -> None:
         """Raise COORDINATOR_NOT_AVAILABLE, and ask for the topic to be created, if it does not exist."""
-        if TRANSACTION_STATE_TOPIC in self._image().topics_by_name:
-            return
-        self._request_topic()
-        raise KafkaError(ErrorCode.coordinator_not_available, f"{TRANSACTION_STATE_TOPIC} is being created")
+        self.partitions.ensure_topic()
 
     def partition_of(self, transactional_id: str) -> int:
-        topic = self._image().topics_by_name.get(TRANSACTION_STATE_TOPIC)
-        count = len(topic.partitions) if topic else self.settings.num_partitions
-        return partition_for(transactional_id, count)
+        return self.partitions.partition_of(transactional_id)
 
     def coordinator_node(self, transactional_id: str) -> int:
         """The broker leading the id's partition. Raises KafkaError (COORDINATOR_NOT_AVAILABLE)."""
-        self.ensure_topic()
-        topic = self._image().topics_by_name[TRANSACTION_STATE_TOPIC]
-        leader = topic.partitions[self.partition_of(transactional_id)].leader
-        if leader < 0:
-            raise KafkaError(ErrorCode.coordinator_not_available, "the transaction state partition has no leader")
-        return leader
+        return self.partitions.coordinator_node(transactional_id)
 
     def shard(self, transactional_id: str) -> TxnShard:
         """The shard of an id coordinated here. Raises KafkaError (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE)."""
-        self.ensure_topic()
-        shard = self.shards.get(self.partition_of(transactional_id))
-        if shard is None:
-            raise KafkaError(ErrorCode.not_coordinator)
-        return shard
+        return self.partitions.shard(transactional_id)
 
     def current(self, transactional_id: str) -> TxnValue | None:
         """The id's state if coordinated here; never creates the topic."""
-        if TRANSACTION_STATE_TOPIC not in self._image().topics_by_name:
-            return None
-        shard = self.shards.get(self.partition_of(transactional_id))
+        shard = self.partitions.find(transactional_id)
         return shard.transactions.get(transactional_id) if shard is not None else None
 
     # -- requests ------------------------------------------------------------------------------------------
@@ -321,28 +309,25 @@ class TransactionCoordinator:
         """Append, then apply: state changes only once the record is in the log."""
         batch = build_batch([(encode_key(transactional_id), encode_value(value))], now_ms)
         try:
-            result = append_records(self._replicas, self._hosted(shard.partition), batch)
+            result = self.log.append(shard.partition, batch)
         except KafkaError as exc:
             log.warning("cannot write to %s-%d: %s", TRANSACTION_STATE_TOPIC, shard.partition, exc.message)
             return write_error(exc.code)
         shard.replay(transactional_id, value, result.last_offset + 1)
         return ErrorCode.none
 
-    def _wait_target(self, shard: TxnShard, transactional_id: str) -> tuple[HostedPartition, int] | None:
+    def _wait_target(self, shard: TxnShard, transactional_id: str) -> tuple[int, int] | None:
         end = shard.last_write_end.get(transactional_id)
-        if end is None:
+        if end is None or not self.partitions.is_loadable(shard.partition):
             return None
-        try:
-            return self._hosted(shard.partition), end
-        except KafkaError:
-            return None
+        return shard.partition, end
 
     def _job(self, shard: TxnShard, transactional_id: str, value: TxnValue) -> MarkerJob:
         return MarkerJob(transactional_id, shard.partition, shard.coordinator_epoch, value.producer_id,
                          value.producer_epoch, value.state == TxnState.PREPARE_COMMIT, value.partitions)
 
     def close(self) -> None:
-        self.shards.clear()
+        self.partitions.clear()
 
 
 def write_error(code: ErrorCode) -> ErrorCode:

@@ -49,11 +49,11 @@ class MarkerWriter(Protocol):
 
 
 class TxnRuntime:
-    def __init__(self, coordinator: TransactionCoordinator, clock: Clock, replicas: ReplicaManager,
+    def __init__(self, coordinator: TransactionCoordinator, clock: Clock, replicas: ReplicaManager | None,
                  next_producer_id: Callable[[], Awaitable[int]], markers: MarkerWriter) -> None:
+        """`replicas` is not used: writes and their replication go through the coordinator's log."""
         self.coordinator = coordinator
         self._clock = clock
-        self._replicas = replicas
         self._next_producer_id = next_producer_id
         self._markers = markers
         self._completions: dict[tuple[str, int, int], asyncio.Task[None]] = {}
@@ -148,8 +148,9 @@ class TxnRuntime:
     async def _replicated(self, outcome: Outcome) -> ErrorCode:
         if outcome.wait is None:
             return ErrorCode.none
-        hosted, end_offset = outcome.wait
-        code = await self._replicas.wait_for_acks(hosted, end_offset, self.coordinator.settings.write_timeout_ms)
+        partition, end_offset = outcome.wait
+        code = await self.coordinator.log.await_durable(partition, end_offset,
+                                                        self.coordinator.settings.write_timeout_ms)
         return ErrorCode.none if code == ErrorCode.none else write_error(code)
 
     # -- completing transactions -------------------------------------------------------------------------------

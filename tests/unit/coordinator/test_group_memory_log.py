@@ -1,0 +1,194 @@
+"""The group coordinator over the in-memory record log: membership, commits and fetches, reload by replay, and
+answers that wait for durability."""
+
+from __future__ import annotations
+
+import asyncio
+
+from moldau.clock import ManualClock
+from moldau.coordinator.group.classic import GroupState
+from moldau.coordinator.group.coordinator import GroupCoordinator, Producer
+from moldau.coordinator.group.member import (
+    Completion,
+    JoinRequest,
+    JoinResult,
+    ProtocolMetadata,
+    SyncRequest,
+    SyncResult,
+)
+from moldau.coordinator.group.offsets import OffsetCommit
+from moldau.coordinator.group.records import OFFSETS_TOPIC, partition_for
+from moldau.coordinator.group.runtime import GroupRuntime
+from moldau.metadata.image import MetadataImage
+from moldau.protocol.errors import ErrorCode
+from tests.unit.coordinator.harness import SESSION_MS, START_MS, SequentialIds, subscription
+from tests.unit.coordinator.memory_log import NODE_ID, MemoryLog, image_with
+from tests.unit.coordinator.test_coordinator import PARTITIONS, SETTINGS
+
+
+class Node:
+    """A group coordinator over a memory log; `reopen` builds a new one from the same log, by replay alone."""
+
+    def __init__(self, log: MemoryLog | None = None) -> None:
+        self.log = log or MemoryLog(OFFSETS_TOPIC, PARTITIONS)
+        self.image = image_with(OFFSETS_TOPIC, PARTITIONS)
+        self.now = START_MS
+        self.coordinator = GroupCoordinator(NODE_ID, SETTINGS, lambda: self.image, self._no_topic, self.log,
+                                            SequentialIds())
+        self.coordinator.on_image(self.image, self.now)
+        self.answers: dict[int, JoinResult | SyncResult] = {}
+        self._handle = 0
+
+    @staticmethod
+    def _no_topic() -> None:
+        raise AssertionError("the topic exists")
+
+    def reopen(self) -> Node:
+        self.coordinator.close()
+        return Node(self.log)
+
+    def _take(self, completions: list[Completion]) -> None:
+        self.answers.update((c.handle, c.result) for c in completions)
+
+    def join(self, group: str, member_id: str = "") -> JoinResult:
+        self._handle += 1
+        request = JoinRequest(member_id, None, "c", "/h", SESSION_MS, 30_000, "consumer",
+                              (ProtocolMetadata("range", subscription("t")),))
+        self._take(self.coordinator.join(group, self._handle, request, self.now))
+        result = self.answers[self._handle]
+        assert isinstance(result, JoinResult)
+        return result
+
+    def sync(self, group: str, member_id: str, generation: int, assignment: bytes) -> SyncResult:
+        self._handle += 1
+        request = SyncRequest(member_id, None, generation, None, None, ((member_id, assignment),))
+        self._take(self.coordinator.sync(group, self._handle, request, self.now))
+        result = self.answers[self._handle]
+        assert isinstance(result, SyncResult)
+        return result
+
+    def member(self, group: str) -> tuple[str, int]:
+        member_id = self.join(group).member_id
+        joined = self.join(group, member_id)
+        assert joined.error == ErrorCode.none
+        assert self.sync(group, member_id, joined.generation_id, b"assigned").error == ErrorCode.none
+        return member_id, joined.generation_id
+
+    def commit(self, group: str, member_id: str, generation: int, offset: int) -> list[ErrorCode]:
+        return self.coordinator.commit_offsets(group, member_id, None, generation,
+                                               [OffsetCommit("t", 0, offset, 1, "md")], 8, self.now)
+
+    def committed(self, group: str) -> int | None:
+        error, fetched = self.coordinator.fetch_offsets(group, [("t", [0])])
+        assert error == ErrorCode.none
+        value = fetched[0][1][0][1]
+        if value is None or isinstance(value, ErrorCode):
+            return None
+        return value.offset
+
+    def state(self) -> dict[str, object]:
+        shards = self.coordinator.shards.values()
+        return {g.group_id: (g.to_record(), g.state, dict(s.offsets.of(g.group_id)))
+                for s in shards for g in s.groups.values()}
+
+
+def test_join_sync_commit_and_fetch() -> None:
+    node = Node()
+    member, generation = node.member("g")
+    assert node.coordinator.find_group("g").state == GroupState.STABLE  # type: ignore[union-attr]
+    assert node.commit("g", member, generation, 10) == [ErrorCode.none]
+    assert node.committed("g") == 10
+    assert node.commit("g", member, generation + 1, 11) == [ErrorCode.illegal_generation]
+    assert node.commit("g", "stranger", generation, 11) == [ErrorCode.unknown_member_id]
+    assert node.committed("g") == 10
+    partition = partition_for("g", PARTITIONS)
+    assert node.log.records_count(partition) == 2  # the group, then the offset
+    assert all(node.log.records_count(p) == 0 for p in range(PARTITIONS) if p != partition)
+
+
+def test_a_new_coordinator_rebuilds_the_same_state_by_replay() -> None:
+    node = Node()
+    member, generation = node.member("live")
+    assert node.commit("live", member, generation, 10) == [ErrorCode.none]
+    assert node.commit("live", member, generation, 20) == [ErrorCode.none]
+    assert node.commit("simple", "", -1, 7) == [ErrorCode.none]
+    assert node.commit("doomed", "", -1, 1) == [ErrorCode.none]
+    assert node.coordinator.delete_groups(["doomed"], node.now) == [ErrorCode.none]
+    before = node.state()
+
+    reopened = node.reopen()
+    assert reopened.state() == before
+    assert set(before) == {"live", "simple"}
+    assert reopened.committed("live") == 20
+    assert reopened.coordinator.heartbeat("live", member, None, generation, reopened.now) == ErrorCode.none
+
+
+def test_a_refused_append_changes_nothing() -> None:
+    node = Node()
+    member, generation = node.member("g")
+    assert node.commit("g", member, generation, 10) == [ErrorCode.none]
+    node.log.refuse = ErrorCode.not_enough_replicas
+    assert node.commit("g", member, generation, 11) == [ErrorCode.coordinator_not_available]
+    assert node.committed("g") == 10
+    node.log.refuse = None
+    assert node.reopen().committed("g") == 10
+
+
+def test_a_transactional_commit_is_pending_until_its_marker_also_after_replay() -> None:
+    node = Node()
+    producer = Producer(500, 0)
+    assert node.commit("g", "", -1, 5) == [ErrorCode.none]
+    errors = node.coordinator.txn_commit_offsets("g", producer, "", None, -1, [OffsetCommit("t", 0, 9, 1, "")],
+                                                 node.now)
+    assert errors == [ErrorCode.none]
+    assert node.committed("g") == 5
+    assert node.reopen().committed("g") == 5, "pending after replay too"
+
+    partition = partition_for("g", PARTITIONS)
+    node = Node(node.log)
+    node.log.append_marker(partition, producer.producer_id, producer.producer_epoch, commit=True)
+    node.coordinator.complete_transaction(partition, producer.producer_id, True, node.now)
+    assert node.committed("g") == 9
+    assert node.reopen().committed("g") == 9
+
+
+def test_an_unreplicated_commit_stays_hidden_and_is_answered_once_durable() -> None:
+    log = MemoryLog(OFFSETS_TOPIC, PARTITIONS, auto_replicate=False)
+    node = Node(log)
+    partition = partition_for("g", PARTITIONS)
+
+    async def scenario() -> None:
+        runtime = GroupRuntime(node.coordinator, ManualClock(START_MS))
+        commit = asyncio.ensure_future(runtime.commit_offsets("g", "", None, -1, [OffsetCommit("t", 0, 3, 1, "")],
+                                                              8))
+        await asyncio.sleep(0.01)
+        assert not commit.done(), "answered only once every in-sync replica has it"
+        assert node.committed("g") is None, "not visible to OffsetFetch above the high watermark"
+        log.replicate(partition)
+        assert await commit == [ErrorCode.none]
+        assert node.committed("g") == 3
+
+        lost = asyncio.ensure_future(runtime.commit_offsets("g", "", None, -1, [OffsetCommit("t", 0, 4, 1, "")],
+                                                            8))
+        await asyncio.sleep(0.01)
+        assert log.lose_unreplicated(partition) == 1
+        assert await lost == [ErrorCode.not_coordinator]
+
+    asyncio.run(scenario())
+    assert node.reopen().committed("g") == 3, "the unacknowledged commit is gone with the lost suffix"
+
+
+def test_partitions_follow_leadership() -> None:
+    node = Node()
+    node.member("g")
+    partition = partition_for("g", PARTITIONS)
+    elsewhere = image_with(OFFSETS_TOPIC, PARTITIONS, leader=2, image=MetadataImage())
+    node.image = elsewhere
+    node.coordinator.on_image(elsewhere, node.now)
+    assert node.coordinator.shards == {}
+    assert node.coordinator.join("g", 99, JoinRequest("", None, "c", "/h", SESSION_MS, 30_000, "consumer", ()),
+                                 node.now)[0].result.error == ErrorCode.not_coordinator
+    back = image_with(OFFSETS_TOPIC, PARTITIONS)
+    node.image = back
+    node.coordinator.on_image(back, node.now)
+    assert "g" in node.coordinator.shards[partition].groups
