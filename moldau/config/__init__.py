@@ -20,6 +20,10 @@ Modules (import from ``moldau.config``; the names below are re-exported here):
 - ``broker_config``: ``BrokerConfig``, the layered configuration with a typed property per config read.
 - ``describe``: DescribeConfigs views (``describe_broker_configs``, ``effective_topic_configs``), topic
   config validation and resolution, and ``NOT_YET_ACTED_ON``.
+- ``settings``: the ``Settings`` convention. A subsystem's settings dataclass has ``from_config(config) ->
+  Self`` (``FetcherSettings``, ``TxnSettings``, ``CoordinatorSettings``, ``ConnectionLimits``,
+  ``ReceiveBudget``, the metadata quorum's ``raft.Config``, and ``LogConfig``, which also takes a topic's
+  overrides); the broker builds every subsystem's settings that way.
 
 Adding a config
 ---------------
@@ -29,7 +33,7 @@ accepted in files, flags and AlterConfigs, validated, reported by DescribeConfig
 ``python -m moldau.config_doc > docs/configuration.md`` to regenerate the doc (a test fails while it is stale).
 Mark a config that is accepted but has no effect yet with ``acted_on=False``. To act on a broker config,
 read it through a typed property of ``BrokerConfig`` named like it (``replica_fetch_backoff_ms =
-_Int("replica.fetch.backoff.ms")``).
+_Int("replica.fetch.backoff.ms")``) and add it to the subsystem's settings class and its ``from_config``.
 """
 
 from moldau.config.addresses import Listener, Voter, parse_listener, parse_voter
@@ -40,7 +44,6 @@ from moldau.config.describe import (
     ConfigEntryView,
     describe_broker_configs,
     effective_topic_configs,
-    log_config,
     validate_topic_configs,
 )
 from moldau.config.properties import load_properties, parse_overrides, parse_properties
@@ -59,7 +62,12 @@ from moldau.config.schema import (
     TopicConfigDef,
     Validator,
 )
+from moldau.config.settings import Settings
 from moldau.config.topic_defs import TOPIC_CONFIGS
+from moldau.storage.log_config import LogConfig
+
+# A partition's storage settings (topic overrides over broker defaults), under the name importers know.
+log_config = LogConfig.from_config
 
 __all__ = [
     "BROKER_CONFIGS",
@@ -79,6 +87,7 @@ __all__ = [
     "Listener",
     "OneOf",
     "Range",
+    "Settings",
     "Synonym",
     "TopicConfigDef",
     "Validator",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from moldau.config.broker_config import BrokerConfig, ConfigSynonym, _as_int
+from moldau.config.broker_config import BrokerConfig, ConfigSynonym
 from moldau.config.broker_defs import BROKER_CONFIGS
 from moldau.config.schema import (
     ConfigDef,
@@ -19,7 +19,6 @@ from moldau.config.schema import (
     format_value,
 )
 from moldau.config.topic_defs import FLUSH_MS, RETENTION, ROLL, ROLL_JITTER, TOPIC_CONFIGS
-from moldau.storage.log_config import LogConfig, TimestampType
 
 # Broker and topic configs accepted but not acted on yet (``acted_on=False`` in the tables): the broker warns
 # when one is set.
@@ -125,43 +124,3 @@ def _topic_entry(
         synonyms=tuple(synonyms),
     )
 
-
-def log_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> LogConfig:
-    """The storage settings of a partition: topic overrides over broker defaults. Raises ConfigError."""
-    validate_topic_configs(overrides)
-
-    def get(name: str) -> ConfigValue:
-        return topic_value(broker, TOPIC_CONFIGS[name], overrides)[0]
-
-    def get_int(name: str) -> int:
-        return _as_int(get(name))
-
-    policy = get("cleanup.policy")
-    assert isinstance(policy, tuple)
-    return LogConfig(
-        segment_bytes=get_int("segment.bytes"),
-        segment_ms=get_int("segment.ms"),
-        retention_ms=get_int("retention.ms"),
-        retention_bytes=get_int("retention.bytes"),
-        index_interval_bytes=get_int("index.interval.bytes"),
-        segment_index_bytes=get_int("segment.index.bytes"),
-        flush_messages=get_int("flush.messages"),
-        flush_ms=get_int("flush.ms"),
-        max_message_bytes=get_int("max.message.bytes"),
-        message_timestamp_type=TimestampType(get("message.timestamp.type")),
-        message_timestamp_before_max_ms=get_int("message.timestamp.before.max.ms"),
-        message_timestamp_after_max_ms=get_int("message.timestamp.after.max.ms"),
-        cleanup_policy=policy,
-        file_delete_delay_ms=get_int("file.delete.delay.ms"),
-        delete_retention_ms=get_int("delete.retention.ms"),
-        min_cleanable_dirty_ratio=_as_float(get("min.cleanable.dirty.ratio")),
-        min_compaction_lag_ms=get_int("min.compaction.lag.ms"),
-        max_compaction_lag_ms=get_int("max.compaction.lag.ms"),
-        min_insync_replicas=get_int("min.insync.replicas"),
-        unclean_leader_election_enable=bool(get("unclean.leader.election.enable")),
-    )
-
-
-def _as_float(value: ConfigValue) -> float:
-    assert isinstance(value, int | float) and not isinstance(value, bool), value
-    return float(value)
