@@ -155,9 +155,9 @@ class _List(_Read[list[str]]):
 class BrokerConfig:
     """An immutable broker configuration: defaults, static settings and dynamic layers.
 
-    Build one with ``BrokerConfig()`` (all defaults), ``from_properties`` or ``load``. Values are read with
-    the typed properties (``node_id``, ``listeners``, ...) or the ``get_*`` accessors; ``with_dynamic``
-    returns a copy with runtime changes applied.
+    Build one with ``BrokerConfig()`` (all defaults), ``from_properties`` or ``load``. Code reads values with
+    the typed properties (``node_id``, ``listeners``, ...); the by-name accessors (``value``, ``get_*``) serve
+    them and code that walks the tables. ``with_dynamic`` returns a copy with runtime changes applied.
     """
 
     __slots__ = ("_layers", "_unknown")
