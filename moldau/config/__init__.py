@@ -27,8 +27,9 @@ Modules (import from ``moldau.config``; the names below are re-exported here):
 
 Adding a config
 ---------------
-A broker config is one ``ConfigDef`` entry in ``broker_defs`` (a topic config: one ``TopicConfigDef`` entry
-in ``topic_defs``, naming the broker configs that supply its default). That entry alone makes the config
+A broker config is one ``ConfigDef`` entry in ``broker_defs``; a topic config is one ``TopicConfigDef`` entry
+in ``topic_defs`` naming the broker configs that supply its default (a broker default is itself a broker
+config, whose ``topic_config`` names the topic config; a test checks the two agree). That entry alone makes the config
 accepted in files, flags and AlterConfigs, validated, reported by DescribeConfigs, and documented: run
 ``python -m moldau.config_doc > docs/configuration.md`` to regenerate the doc (a test fails while it is stale).
 Mark a config that is accepted but has no effect yet with ``acted_on=False``. To act on a broker config,
