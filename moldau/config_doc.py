@@ -1,11 +1,12 @@
-"""Renders docs/configuration.md from the config tables, so the doc cannot drift from the code.
+"""Renders docs/configuration.md from the config tables, so the doc cannot drift from the code: one row per
+table entry, its cells taken from the entry alone.
 
     python -m moldau.config_doc > docs/configuration.md
 """
 
 from __future__ import annotations
 
-from moldau.config import BROKER_CONFIGS, NOT_YET_ACTED_ON, TOPIC_CONFIGS
+from moldau.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, TopicConfigDef
 
 _INTRO = """# Configuration
 
@@ -37,8 +38,8 @@ def _cell(value: object) -> str:
     return "—" if value is None or value == "" else str(value).replace("|", "\\\\|")
 
 
-def _acted_on(name: str) -> str:
-    return "not yet" if name in NOT_YET_ACTED_ON else "yes"
+def _acted_on(definition: ConfigDef | TopicConfigDef) -> str:
+    return "yes" if definition.acted_on else "not yet"
 
 
 def render() -> str:
@@ -48,7 +49,7 @@ def render() -> str:
              "| name | type | default | dynamic | acted on | meaning |", "|---|---|---|---|---|---|"]
     for d in sorted(BROKER_CONFIGS.values(), key=lambda d: d.name):
         lines.append(f"| `{d.name}` | {d.type.name.lower()} | {_cell(d.default)} | "
-                     f"{'yes' if d.dynamic else 'no'} | {_acted_on(d.name)} | {_cell(d.doc)} |")
+                     f"{'yes' if d.dynamic else 'no'} | {_acted_on(d)} | {_cell(d.doc)} |")
     lines += ["", "## Topic configs", "",
               "Set with `moldau topics create NAME --config key=value`, `moldau topics alter NAME --config "
               "key=value` or any Kafka admin client. An unknown topic config is refused (INVALID_CONFIG). The "
@@ -57,7 +58,7 @@ def render() -> str:
               "| name | type | default from | acted on | meaning |", "|---|---|---|---|---|"]
     for t in sorted(TOPIC_CONFIGS.values(), key=lambda t: t.name):
         synonyms = ", ".join(f"`{s.name}`" for s in t.synonyms)
-        lines.append(f"| `{t.name}` | {t.type.name.lower()} | {_cell(synonyms)} | {_acted_on(t.name)} | "
+        lines.append(f"| `{t.name}` | {t.type.name.lower()} | {_cell(synonyms)} | {_acted_on(t)} | "
                      f"{_cell(t.doc)} |")
     return "\n".join(lines) + "\n"
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Self
 
 from moldau.raft.log import Entry, Log, PersistedState, Snapshot
 from moldau.raft.messages import (
@@ -35,6 +36,9 @@ from moldau.raft.messages import (
     VoteResponse,
 )
 
+if TYPE_CHECKING:
+    from moldau.config import BrokerConfig
+
 
 class Role(enum.Enum):
     FOLLOWER = "follower"  # also the only role of an observer
@@ -53,6 +57,17 @@ class Config:
     check_quorum_ms: int = 600
     begin_epoch_interval_ms: int = 100
     max_fetch_entries: int = 16
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> Self:
+        """The metadata quorum's timing. For ``controller.quorum.election.timeout.ms`` t, the election timeout
+        is drawn from [t, 2t) and a leader re-announces its epoch to silent voters every t/4."""
+        election_ms = config.controller_quorum_election_timeout_ms
+        return cls(
+            election_timeout_ms_min=election_ms, election_timeout_ms_max=2 * election_ms,
+            fetch_interval_ms=config.controller_quorum_fetch_interval_ms,
+            check_quorum_ms=config.controller_quorum_fetch_timeout_ms,
+            begin_epoch_interval_ms=max(election_ms // 4, 1), max_fetch_entries=512)
 
 
 @dataclass(frozen=True, slots=True)

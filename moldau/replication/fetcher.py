@@ -20,7 +20,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from kio.schema.fetch.v17 import request as fetch_req
 
@@ -29,6 +29,7 @@ from moldau.net.client import ConnectionFailed, ConnectionPool
 from moldau.protocol.codec import make
 
 if TYPE_CHECKING:
+    from moldau.config import BrokerConfig
     from moldau.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,17 @@ class FetcherSettings:
     partition_max_bytes: int = 1024 * 1024  # replica.fetch.max.bytes
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
     request_timeout_ms: int = 30_000  # replica.socket.timeout.ms
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> Self:
+        return cls(
+            max_wait_ms=config.replica_fetch_wait_max_ms,
+            min_bytes=config.replica_fetch_min_bytes,
+            max_bytes=config.replica_fetch_response_max_bytes,
+            partition_max_bytes=config.replica_fetch_max_bytes,
+            backoff_ms=config.replica_fetch_backoff_ms,
+            request_timeout_ms=config.replica_socket_timeout_ms,
+        )
 
 
 @dataclass(slots=True)

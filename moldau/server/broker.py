@@ -30,7 +30,6 @@ from moldau.config import (
     Voter,
     describe_broker_configs,
     effective_topic_configs,
-    log_config,
 )
 from moldau.coordinator.group.coordinator import OFFSETS_TOPIC_CONFIGS, GroupCoordinator
 from moldau.coordinator.group.records import OFFSETS_TOPIC
@@ -46,6 +45,7 @@ from moldau.metadata.quorum import MetadataQuorum
 from moldau.metadata.records import RESOURCE_TOPIC, Endpoint, RegisterBrokerRecord
 from moldau.protocol.errors import KafkaError
 from moldau.raft import Config as RaftConfig
+from moldau.replication.fetcher import FetcherSettings
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.server import memory
 from moldau.server.broker_lifecycle import BrokerLifecycle
@@ -56,7 +56,7 @@ from moldau.server.controller_channel import ControllerChannel
 from moldau.server.controller_requests import ControllerRequests
 from moldau.server.dispatch import Dispatcher
 from moldau.server.internal_topics import InternalTopics
-from moldau.server.replica_links import ReplicaLinks, fetcher_settings
+from moldau.server.replica_links import ReplicaLinks
 from moldau.server.txn_links import TxnLinks
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
@@ -85,8 +85,8 @@ class Broker:
         self.cluster_id = ""
         self._servers: list[asyncio.Server] = []
         self._connections: set[KafkaConnection] = set()
-        self._connection_limits = connection_limits(config)
-        self._receive_budget = ReceiveBudget(receive_budget_bytes(config))
+        self._connection_limits = ConnectionLimits.from_config(config)
+        self._receive_budget = ReceiveBudget.from_config(config)
         self._tasks: list[asyncio.Task[None]] = []
         self.internal_topics = InternalTopics(lambda: self.image, self._create_topic)
         self.dispatcher = Dispatcher(self)
@@ -114,7 +114,7 @@ class Broker:
         self.quorum = self._open_quorum(voters)
         self.controller = Controller(self.quorum, self.node_id, self.config.num_partitions,
                                      self.config.default_replication_factor, self._config_default,
-                                     self.config.get_int("broker.session.timeout.ms"))
+                                     self.config.broker_session_timeout_ms)
         self.channel = ControllerChannel(self.quorum, f"moldau-node-{self.node_id}")
         self.controller_requests = ControllerRequests(self.node_id, self.quorum, self.controller, self.channel,
                                                       self._broker_epoch)
@@ -130,7 +130,7 @@ class Broker:
         self.quorum.start()
         if self.is_controller:
             self._tasks.append(asyncio.get_running_loop().create_task(self._fence_expired_brokers()))
-            if self.config.get_bool("auto.leader.rebalance.enable"):
+            if self.config.auto_leader_rebalance_enable:
                 self._tasks.append(asyncio.get_running_loop().create_task(self._rebalance_leaders()))
         if self.is_broker:
             await self._join_cluster()
@@ -165,14 +165,9 @@ class Broker:
 
     def _open_quorum(self, voters: list[Voter]) -> MetadataQuorum:
         directory = os.path.join(self.config.log_dirs[0], METADATA_DIR)
-        election_ms = self.config.get_int("controller.quorum.election.timeout.ms")
-        raft_config = RaftConfig(
-            election_timeout_ms_min=election_ms, election_timeout_ms_max=2 * election_ms,
-            fetch_interval_ms=self.config.get_int("controller.quorum.fetch.interval.ms"),
-            check_quorum_ms=self.config.get_int("controller.quorum.fetch.timeout.ms"),
-            begin_epoch_interval_ms=max(election_ms // 4, 1), max_fetch_entries=512)
+        raft_config = RaftConfig.from_config(self.config)
         quorum = MetadataQuorum(self.node_id, voters, self.cluster_id, directory, self.clock, raft_config,
-                                self.config.get_int("metadata.log.max.record.bytes.between.snapshots"))
+                                self.config.metadata_log_max_record_bytes_between_snapshots)
         quorum.open(initial_records=self._legacy_metadata(directory))
         return quorum
 
@@ -192,12 +187,12 @@ class Broker:
     def _start_storage(self) -> None:
         self.log_manager = LogManager(
             self.config.log_dirs, self.clock, self._log_config(self.image, None),
-            producer_id_expiration_ms=self.config.get_int("producer.id.expiration.ms"),
-            cleaner_dedupe_buffer_bytes=self.config.get_int("log.cleaner.dedupe.buffer.size"))
+            producer_id_expiration_ms=self.config.producer_id_expiration_ms,
+            cleaner_dedupe_buffer_bytes=self.config.log_cleaner_dedupe_buffer_size)
         self.replicas = ReplicaManager(self.node_id, self.log_manager, self._log_config, self.clock,
-                                       lag_max_ms=self.config.get_int("replica.lag.time.max.ms"),
-                                       fetcher_settings=fetcher_settings(self.config))
-        self.replicas.transaction_verification = self.config.get_bool("transaction.partition.verification.enable")
+                                       lag_max_ms=self.config.replica_lag_time_max_ms,
+                                       fetcher_settings=FetcherSettings.from_config(self.config))
+        self.replicas.transaction_verification = self.config.transaction_partition_verification_enable
         self.replica_links = ReplicaLinks(self, self.replicas)
         self.replicas.start()
         self.quorum.add_listener(self.replicas.apply_image)
@@ -210,7 +205,7 @@ class Broker:
         """Register with the active controller and wait to be unfenced; only then may clients be served."""
         self.lifecycle = BrokerLifecycle(self.node_id, self.cluster_id, self.quorum, self.controller, self.channel,
                                          self._endpoints(), self.config.broker_rack,
-                                         self.config.get_int("broker.heartbeat.interval.ms"))
+                                         self.config.broker_heartbeat_interval_ms)
         waiting = asyncio.get_running_loop().create_task(self.lifecycle.start())
         while not waiting.done():
             done, _ = await asyncio.wait({waiting}, timeout=10.0)
@@ -252,7 +247,7 @@ class Broker:
     async def _controlled_shutdown(self, lifecycle: BrokerLifecycle) -> None:
         """Move leaderships away first when other brokers can take them; a lone broker just stops."""
         others = [b for b in self.image.live_brokers() if b != self.node_id]
-        if not others or not self.config.get_bool("controlled.shutdown.enable") or self.quorum.leader_id is None:
+        if not others or not self.config.controlled_shutdown_enable or self.quorum.leader_id is None:
             lifecycle.stop()  # nobody to hand leadership to, or no controller to ask
             return
         if await lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S):
@@ -275,13 +270,13 @@ class Broker:
     async def _rebalance_leaders(self) -> None:
         """Every leader.imbalance.check.interval.seconds, the active controller moves leaderships back to preferred
         replicas on brokers that lead too few of their own (after failovers, or a broker's return)."""
-        interval_s = self.config.get_int("leader.imbalance.check.interval.seconds")
+        interval_s = self.config.leader_imbalance_check_interval_seconds
         while True:
             await asyncio.sleep(interval_s)
             if not self.quorum.is_active_controller():
                 continue
             try:
-                await self.controller.rebalance_leaders(self.config.get_int("leader.imbalance.per.broker.percentage"))
+                await self.controller.rebalance_leaders(self.config.leader_imbalance_per_broker_percentage)
             except KafkaError as exc:
                 log.debug("leader rebalance skipped: %s", exc.message)
             except Exception:
@@ -299,7 +294,7 @@ class Broker:
     def _start_transaction_coordinator(self) -> TxnRuntime:
         """Transactions of the `__transaction_state` partitions led here; loaded now, and followed as the image
         moves."""
-        coordinator = TransactionCoordinator(self.node_id, txn_settings(self.config), lambda: self.image,
+        coordinator = TransactionCoordinator(self.node_id, TxnSettings.from_config(self.config), lambda: self.image,
                                              self._request_transaction_topic, self.replicas)
         runtime = TxnRuntime(coordinator, self.clock, self.replicas, self.next_producer_id, self.txn_links)
         self.quorum.add_listener(runtime.on_image)
@@ -407,7 +402,7 @@ class Broker:
 
     def _log_config(self, image: MetadataImage, topic: str | None) -> LogConfig:
         overrides = dict(image.topic_configs(topic)) if topic else {}
-        return log_config(self.effective_config(image), overrides)
+        return LogConfig.from_config(self.effective_config(image), overrides)
 
     def effective_config(self, image: MetadataImage) -> BrokerConfig:
         """Static config, then cluster-wide dynamic configs, then this broker's own (Kafka's precedence)."""
@@ -490,25 +485,6 @@ class Broker:
         await self.internal_topics.ensure(TRANSACTION_STATE_TOPIC, self._request_transaction_topic, timeout_s)
 
 
-def connection_limits(config: BrokerConfig) -> ConnectionLimits:
-    return ConnectionLimits(
-        max_request_bytes=config.socket_request_max_bytes,
-        max_queued_requests=config.queued_max_requests,
-        idle_ms=config.get_int("connections.max.idle.ms"),
-        frame_timeout_ms=config.get_int("socket.request.read.timeout.ms"),
-    )
-
-
-def receive_budget_bytes(config: BrokerConfig) -> int:
-    limit = config.get_int("queued.max.request.bytes")
-    if 0 <= limit < config.socket_request_max_bytes:
-        # A budget smaller than one request could stall a legitimate large request forever.
-        log.warning("queued.max.request.bytes=%d is below socket.request.max.bytes; using %d", limit,
-                    config.socket_request_max_bytes)
-        return config.socket_request_max_bytes
-    return limit
-
-
 def _new_cluster_id() -> str:
     # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding.
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -532,16 +508,3 @@ def _write_properties(path: str, props: dict[str, Any]) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-
-
-def txn_settings(config: BrokerConfig) -> TxnSettings:
-    return TxnSettings(
-        num_partitions=config.get_int("transaction.state.log.num.partitions"),
-        replication_factor=config.get_int("transaction.state.log.replication.factor"),
-        min_isr=config.get_int("transaction.state.log.min.isr"),
-        segment_bytes=config.get_int("transaction.state.log.segment.bytes"),
-        max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
-        expiration_ms=config.get_int("transactional.id.expiration.ms"),
-        abort_interval_ms=config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
-        remove_interval_ms=config.get_int("transaction.remove.expired.transaction.cleanup.interval.ms"),
-    )

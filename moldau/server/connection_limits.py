@@ -14,11 +14,18 @@ timeouts.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, Self
+
+if TYPE_CHECKING:
+    from moldau.config import BrokerConfig
 
 __all__ = ["ConnectionLimits", "Reader", "ReceiveBudget", "Sweepable", "sweep"]
+
+# The broker's logger: the budget's start-up warning has always been the broker's.
+log = logging.getLogger("moldau.server.broker")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +34,15 @@ class ConnectionLimits:
     max_queued_requests: int = 500  # queued.max.requests
     idle_ms: int = 600_000  # connections.max.idle.ms; -1: never
     frame_timeout_ms: int = 60_000  # socket.request.read.timeout.ms; -1: never
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> Self:
+        return cls(
+            max_request_bytes=config.socket_request_max_bytes,
+            max_queued_requests=config.queued_max_requests,
+            idle_ms=config.connections_max_idle_ms,
+            frame_timeout_ms=config.socket_request_read_timeout_ms,
+        )
 
     @property
     def max_queued_bytes(self) -> int:
@@ -73,6 +89,17 @@ class ReceiveBudget:
         self._members: set[Reader] = set()
         self._finisher: Reader | None = None
         self._finisher_frames = 0
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> Self:
+        """The budget of ``queued.max.request.bytes``, never below ``socket.request.max.bytes`` (warned about)."""
+        limit = config.queued_max_request_bytes
+        if 0 <= limit < config.socket_request_max_bytes:
+            # A budget smaller than one request could stall a legitimate large request forever.
+            log.warning("queued.max.request.bytes=%d is below socket.request.max.bytes; using %d", limit,
+                        config.socket_request_max_bytes)
+            return cls(config.socket_request_max_bytes)
+        return cls(limit)
 
     @property
     def exhausted(self) -> bool:

@@ -16,27 +16,15 @@ import kio.schema.alter_partition.v3.response as ap_resp
 from moldau.net.client import ConnectionPool
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
-from moldau.replication.fetcher import FetcherSettings, ReplicaFetcher
+from moldau.replication.fetcher import ReplicaFetcher
 from moldau.replication.replica_manager import IsrAnswer, IsrProposal, ReplicaManager
 from moldau.server.controller_channel import ControllerUnavailable, not_controller_in
 from moldau.server.handlers import alter_partition
 
 if TYPE_CHECKING:
-    from moldau.config import BrokerConfig
     from moldau.server.broker import Broker
 
 ALTER_PARTITION_TIMEOUT_S = 10.0
-
-
-def fetcher_settings(config: BrokerConfig) -> FetcherSettings:
-    return FetcherSettings(
-        max_wait_ms=config.get_int("replica.fetch.wait.max.ms"),
-        min_bytes=config.get_int("replica.fetch.min.bytes"),
-        max_bytes=config.get_int("replica.fetch.response.max.bytes"),
-        partition_max_bytes=config.get_int("replica.fetch.max.bytes"),
-        backoff_ms=config.get_int("replica.fetch.backoff.ms"),
-        request_timeout_ms=config.get_int("replica.socket.timeout.ms"),
-    )
 
 
 class ReplicaLinks:

@@ -1,13 +1,18 @@
 """The per-partition settings the storage layer obeys.
 
-Built by `moldau.config` from broker defaults and topic overrides; storage sees only resolved values with
+Built by `LogConfig.from_config` from broker defaults and topic overrides; storage sees only resolved values with
 units in their names. The compaction settings are read by the log cleaner (`moldau.storage.cleaner`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING, Self
+
+if TYPE_CHECKING:
+    from moldau.config import BrokerConfig
 
 
 class TimestampType(Enum):
@@ -42,6 +47,51 @@ class LogConfig:
     # Replication: read by the replica manager (acks=all) and the controller (leader election), as in Kafka.
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig, overrides: Mapping[str, str] | None = None) -> Self:
+        """The settings of a partition: its topic's overrides over the broker defaults. Raises ConfigError."""
+        # Imported here: moldau.config imports this module.
+        from moldau.config.describe import topic_value, validate_topic_configs
+        from moldau.config.topic_defs import TOPIC_CONFIGS
+
+        topic_overrides = overrides or {}
+        validate_topic_configs(topic_overrides)
+
+        def get(name: str) -> object:
+            return topic_value(config, TOPIC_CONFIGS[name], topic_overrides)[0]
+
+        def get_int(name: str) -> int:
+            value = get(name)
+            assert isinstance(value, int) and not isinstance(value, bool), value
+            return value
+
+        policy = get("cleanup.policy")
+        assert isinstance(policy, tuple)
+        ratio = get("min.cleanable.dirty.ratio")
+        assert isinstance(ratio, int | float) and not isinstance(ratio, bool), ratio
+        return cls(
+            segment_bytes=get_int("segment.bytes"),
+            segment_ms=get_int("segment.ms"),
+            retention_ms=get_int("retention.ms"),
+            retention_bytes=get_int("retention.bytes"),
+            index_interval_bytes=get_int("index.interval.bytes"),
+            segment_index_bytes=get_int("segment.index.bytes"),
+            flush_messages=get_int("flush.messages"),
+            flush_ms=get_int("flush.ms"),
+            max_message_bytes=get_int("max.message.bytes"),
+            message_timestamp_type=TimestampType(get("message.timestamp.type")),
+            message_timestamp_before_max_ms=get_int("message.timestamp.before.max.ms"),
+            message_timestamp_after_max_ms=get_int("message.timestamp.after.max.ms"),
+            cleanup_policy=policy,
+            file_delete_delay_ms=get_int("file.delete.delay.ms"),
+            delete_retention_ms=get_int("delete.retention.ms"),
+            min_cleanable_dirty_ratio=float(ratio),
+            min_compaction_lag_ms=get_int("min.compaction.lag.ms"),
+            max_compaction_lag_ms=get_int("max.compaction.lag.ms"),
+            min_insync_replicas=get_int("min.insync.replicas"),
+            unclean_leader_election_enable=bool(get("unclean.leader.election.enable")),
+        )
 
     @property
     def compact(self) -> bool:

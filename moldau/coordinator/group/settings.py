@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Self
 
 from moldau.config import BrokerConfig
 from moldau.coordinator.group.classic import GroupLimits
@@ -19,28 +20,28 @@ class CoordinatorSettings:
     offset_commit_timeout_ms: int = 5000
 
     @classmethod
-    def from_config(cls, config: BrokerConfig) -> CoordinatorSettings:
+    def from_config(cls, config: BrokerConfig) -> Self:
         limits = GroupLimits(
-            min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
-            max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
-            initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
-            max_size=config.get_int("group.max.size"),
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            max_size=config.group_max_size,
         )
         shard = ShardSettings(
             limits=limits,
-            offset_metadata_max_bytes=config.get_int("offset.metadata.max.bytes"),
-            offsets_retention_ms=config.get_int("offsets.retention.minutes") * 60_000,
+            offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+            offsets_retention_ms=config.offsets_retention_ms,
             consumer=ConsumerSettings(
-                heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
-                session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),
-                assignors=tuple(config.get_list("group.consumer.assignors")),
-                max_size=config.get_int("group.consumer.max.size"),
+                heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+                session_timeout_ms=config.group_consumer_session_timeout_ms,
+                assignors=tuple(config.group_consumer_assignors),
+                max_size=config.group_consumer_max_size,
             ),
         )
         return cls(
             shard=shard,
-            offsets_topic_partitions=config.get_int("offsets.topic.num.partitions"),
-            offsets_topic_replication_factor=config.get_int("offsets.topic.replication.factor"),
-            offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
-            offset_commit_timeout_ms=config.get_int("offsets.commit.timeout.ms"),
+            offsets_topic_partitions=config.offsets_topic_num_partitions,
+            offsets_topic_replication_factor=config.offsets_topic_replication_factor,
+            offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+            offset_commit_timeout_ms=config.offsets_commit_timeout_ms,
         )

@@ -24,6 +24,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Self
 
 from moldau.coordinator.internal_topic import ReplicaLog, build_batch
 from moldau.coordinator.log import CoordinatorLog, LogRecord, read_partition
@@ -44,6 +45,9 @@ from moldau.metadata.image import MetadataImage
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.replica_manager import ReplicaManager
 
+if TYPE_CHECKING:
+    from moldau.config import BrokerConfig
+
 log = logging.getLogger(__name__)
 
 
@@ -58,6 +62,19 @@ class TxnSettings:
     abort_interval_ms: int = 10_000
     remove_interval_ms: int = 3_600_000
     write_timeout_ms: int = 5_000
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> Self:
+        return cls(
+            num_partitions=config.transaction_state_log_num_partitions,
+            replication_factor=config.transaction_state_log_replication_factor,
+            min_isr=config.transaction_state_log_min_isr,
+            segment_bytes=config.transaction_state_log_segment_bytes,
+            max_timeout_ms=config.transaction_max_timeout_ms,
+            expiration_ms=config.transactional_id_expiration_ms,
+            abort_interval_ms=config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            remove_interval_ms=config.transaction_remove_expired_transaction_cleanup_interval_ms,
+        )
 
     def topic_configs(self, replication_factor: int) -> dict[str, str]:
         return {"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes),

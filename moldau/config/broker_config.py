@@ -1,0 +1,498 @@
+"""``BrokerConfig``: a broker's configuration, from defaults, static settings (file and flags) and dynamic
+layers, with typed properties for the values the broker and its subsystems read.
+
+Static broker settings come from a Kafka-style ``server.properties`` file and ``--override key=value``
+flags: flags win over the file, the file over built-in defaults. Dynamic settings (IncrementalAlterConfigs)
+are layered on top, a per-broker value over a cluster-wide default.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeAlias, TypeVar, overload
+
+from moldau.config.addresses import Listener, Voter, parse_listener, parse_protocol_map, parse_voter
+from moldau.config.broker_defs import BROKER_CONFIGS
+from moldau.config.properties import load_properties, parse_overrides
+from moldau.config.schema import (
+    LONG_MAX,
+    ConfigDef,
+    ConfigError,
+    ConfigSource,
+    ConfigType,
+    ConfigValue,
+    Synonym,
+    format_value,
+)
+from moldau.config.topic_defs import RETENTION, ROLL
+
+logger = logging.getLogger("moldau.config")
+
+# Layers of explicitly set broker values, highest precedence first.
+_BROKER_LAYERS = (
+    ConfigSource.DYNAMIC_BROKER_CONFIG,
+    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+    ConfigSource.STATIC_BROKER_CONFIG,
+)
+
+_Layers: TypeAlias = Mapping[ConfigSource, Mapping[str, ConfigValue]]
+
+_DEFAULTS: Mapping[str, ConfigValue] = {
+    name: None if d.default is None else d.parse(d.default) for name, d in BROKER_CONFIGS.items()
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSynonym:
+    """A config that supplies or could supply a value, as listed in DescribeConfigs."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+
+def _known(name: str) -> ConfigDef:
+    try:
+        return BROKER_CONFIGS[name]
+    except KeyError:
+        raise KeyError(f"Unknown broker configuration {name}") from None
+
+
+def _parse_static(props: Mapping[str, str]) -> tuple[dict[str, ConfigValue], dict[str, str]]:
+    """Parse known static configs; warn about and keep unknown ones."""
+    known: dict[str, ConfigValue] = {}
+    unknown: dict[str, str] = {}
+    for name, raw in props.items():
+        if name in BROKER_CONFIGS:
+            known[name] = BROKER_CONFIGS[name].parse(raw)
+        else:
+            # Kafka warns rather than fails, so files written for newer or other brokers still load.
+            logger.warning("The configuration '%s' was supplied but isn't a known config.", name)
+            unknown[name] = raw
+    return known, unknown
+
+
+def _parse_dynamic(name: str, raw: str | None) -> ConfigValue:
+    """Check that ``name`` may change at runtime, then parse ``raw``."""
+    definition = BROKER_CONFIGS.get(name)
+    if definition is None:
+        raise ConfigError(f"Unknown broker configuration {name}", name)
+    if not definition.dynamic:
+        raise ConfigError(f"Cannot update configuration {name} dynamically: it is read-only", name)
+    return None if raw is None else definition.parse(raw)
+
+
+def validate_dynamic_broker_configs(configs: Mapping[str, str | None]) -> None:
+    """Raise ConfigError unless every name is a dynamic broker config and every value is valid.
+
+    A None value (deleting a dynamic value) is accepted for dynamic configs.
+    """
+    for name, raw in configs.items():
+        _parse_dynamic(name, raw)
+
+
+_V = TypeVar("_V")
+
+
+class _Read(Generic[_V]):
+    """A typed property of BrokerConfig reading one config, which must be named like the attribute."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __set_name__(self, owner: type[Any], attribute: str) -> None:
+        # The naming rule, checked at import: a property is found by its config's name and vice versa.
+        if attribute != self.name.replace(".", "_") or self.name not in BROKER_CONFIGS:
+            raise TypeError(f"{owner.__name__}.{attribute} cannot read the configuration {self.name}")
+
+    @overload
+    def __get__(self, config: None, owner: type[Any]) -> _Read[_V]: ...
+
+    @overload
+    def __get__(self, config: BrokerConfig, owner: type[Any]) -> _V: ...
+
+    def __get__(self, config: BrokerConfig | None, owner: type[Any]) -> _Read[_V] | _V:
+        return self if config is None else self.read(config)
+
+    def read(self, config: BrokerConfig) -> _V:
+        raise NotImplementedError
+
+
+class _Int(_Read[int]):
+    __slots__ = ()
+
+    def read(self, config: BrokerConfig) -> int:
+        return config.get_int(self.name)
+
+
+class _Bool(_Read[bool]):
+    __slots__ = ()
+
+    def read(self, config: BrokerConfig) -> bool:
+        return config.get_bool(self.name)
+
+
+class _Str(_Read[str | None]):
+    __slots__ = ()
+
+    def read(self, config: BrokerConfig) -> str | None:
+        return config.get_str(self.name)
+
+
+class _List(_Read[list[str]]):
+    __slots__ = ()
+
+    def read(self, config: BrokerConfig) -> list[str]:
+        return config.get_list(self.name)
+
+
+class BrokerConfig:
+    """An immutable broker configuration: defaults, static settings and dynamic layers.
+
+    Build one with ``BrokerConfig()`` (all defaults), ``from_properties`` or ``load``. Code reads values with
+    the typed properties (``node_id``, ``listeners``, ...); the by-name accessors (``value``, ``get_*``) serve
+    them and code that walks the tables. ``with_dynamic`` returns a copy with runtime changes applied.
+    """
+
+    __slots__ = ("_layers", "_unknown")
+
+    _layers: _Layers
+    _unknown: Mapping[str, str]
+
+    def __init__(self, static: Mapping[str, str] | None = None) -> None:
+        """Build from static settings (file and flags already merged); raise ConfigError if invalid."""
+        known, unknown = _parse_static(static or {})
+        self._layers = {ConfigSource.STATIC_BROKER_CONFIG: known}
+        self._unknown = unknown
+        self._check_consistency()
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
+        """Build from a dict of raw strings with Kafka's names."""
+        return cls(props)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str] | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:
+        """Build from an optional properties file and ``key=value`` overrides, which win over the file."""
+        props = load_properties(path) if path is not None else {}
+        props.update(parse_overrides(overrides))
+        return cls(props)
+
+    @classmethod
+    def _from_layers(cls, layers: _Layers, unknown: Mapping[str, str]) -> BrokerConfig:
+        config = cls.__new__(cls)
+        config._layers = layers
+        config._unknown = unknown
+        config._check_consistency()
+        return config
+
+    def _check_consistency(self) -> None:
+        """Rules spanning several configs, which single-value validators cannot see."""
+        protocols = self.listener_security_protocol_map
+        controllers = set(self.controller_listener_names)
+        names = {listener.name for listener in self.listeners}
+        unmapped = sorted(names - protocols.keys() - controllers)
+        if unmapped:
+            raise ConfigError(
+                f"Listener {unmapped[0]} has no security protocol in listener.security.protocol.map",
+                "listener.security.protocol.map",
+            )
+        inter_broker = self.inter_broker_listener_name
+        if inter_broker is not None and inter_broker not in names - controllers:
+            raise ConfigError(f"inter.broker.listener.name {inter_broker} is not one of the non-controller listeners",
+                              "inter.broker.listener.name")
+        for listener in self.advertised_listeners:
+            if listener.name not in names:
+                raise ConfigError(f"Advertised listener {listener.name} is not one of the listeners",
+                                  "advertised.listeners")
+
+    # -- generic access ---------------------------------------------------------------------------------
+
+    def resolve(self, name: str) -> tuple[ConfigValue, ConfigSource]:
+        """The effective value of a known config and where it comes from. Raises KeyError if unknown."""
+        _known(name)
+        for source in _BROKER_LAYERS:
+            layer = self._layers.get(source, {})
+            if name in layer:
+                return layer[name], source
+        return _DEFAULTS[name], ConfigSource.DEFAULT_CONFIG
+
+    def value(self, name: str) -> ConfigValue:
+        """The effective parsed value of a known config (None if it has none)."""
+        return self.resolve(name)[0]
+
+    def source(self, name: str) -> ConfigSource:
+        return self.resolve(name)[1]
+
+    def get_int(self, name: str) -> int:
+        """An INT, SHORT or LONG config; raises TypeError for other types or when it has no value."""
+        value = self.get_optional_int(name)
+        if value is None:
+            raise TypeError(f"Configuration {name} has no value")
+        return value
+
+    def get_optional_int(self, name: str) -> int | None:
+        value = self._typed(name, ConfigType.INT, ConfigType.SHORT, ConfigType.LONG)
+        assert value is None or isinstance(value, int)
+        return value
+
+    def get_float(self, name: str) -> float:
+        value = self._typed(name, ConfigType.DOUBLE)
+        assert isinstance(value, float)
+        return value
+
+    def get_bool(self, name: str) -> bool:
+        value = self._typed(name, ConfigType.BOOLEAN)
+        assert isinstance(value, bool)
+        return value
+
+    def get_str(self, name: str) -> str | None:
+        """A STRING, CLASS or PASSWORD config."""
+        value = self._typed(name, ConfigType.STRING, ConfigType.CLASS, ConfigType.PASSWORD)
+        assert value is None or isinstance(value, str)
+        return value
+
+    def get_list(self, name: str) -> list[str]:
+        """A LIST config; an unset list is empty."""
+        value = self._typed(name, ConfigType.LIST)
+        assert value is None or isinstance(value, tuple)
+        return list(value or ())
+
+    def _typed(self, name: str, *types: ConfigType) -> ConfigValue:
+        definition = _known(name)
+        if definition.type not in types:
+            raise TypeError(f"Configuration {name} is of type {definition.type.name}")
+        return self.value(name)
+
+    @property
+    def unknown(self) -> Mapping[str, str]:
+        """Configs that were supplied but are not known, kept as given."""
+        return dict(self._unknown)
+
+    def dump(self) -> dict[str, str | None]:
+        """Every effective value as a string, including unknown configs, sorted by name; passwords hidden."""
+        values: dict[str, str | None] = dict(self._unknown)
+        for name, definition in BROKER_CONFIGS.items():
+            value = format_value(self.value(name))
+            values[name] = "[hidden]" if definition.sensitive and value is not None else value
+        return dict(sorted(values.items()))
+
+    def __repr__(self) -> str:
+        explicit = {name: format_value(value) for layer in self._layers.values() for name, value in layer.items()}
+        return f"BrokerConfig({explicit!r})"
+
+    # -- dynamic configs --------------------------------------------------------------------------------
+
+    def with_dynamic(self, updates: Mapping[str, str | None], *, per_broker: bool = False) -> BrokerConfig:
+        """A copy with dynamic values set (None removes one) in the cluster-wide or per-broker layer.
+
+        Raises ConfigError for unknown or read-only names and invalid values; ``self`` is unchanged.
+        """
+        source = ConfigSource.DYNAMIC_BROKER_CONFIG if per_broker else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        layer = dict(self._layers.get(source, {}))
+        for name, raw in updates.items():
+            value = _parse_dynamic(name, raw)
+            if raw is None:
+                layer.pop(name, None)
+            else:
+                layer[name] = value
+        return BrokerConfig._from_layers({**self._layers, source: layer}, self._unknown)
+
+    def dynamic_configs(self, *, per_broker: bool = False) -> dict[str, str]:
+        """The dynamic values of one layer as strings, e.g. to persist them."""
+        source = ConfigSource.DYNAMIC_BROKER_CONFIG if per_broker else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        return {name: format_value(value) or "" for name, value in self._layers.get(source, {}).items()}
+
+    # -- synonyms ---------------------------------------------------------------------------------------
+
+    def synonyms(self, name: str) -> list[ConfigSynonym]:
+        """Every value ``name`` has, highest precedence first: dynamic, static, then the default."""
+        definition = _known(name)
+        found: list[tuple[ConfigValue, ConfigSource]] = [
+            (self._layers[source][name], source)
+            for source in _BROKER_LAYERS
+            if name in self._layers.get(source, {})
+        ]
+        if _DEFAULTS[name] is not None:
+            found.append((_DEFAULTS[name], ConfigSource.DEFAULT_CONFIG))
+        return [
+            ConfigSynonym(name, None if definition.sensitive else format_value(value), source)
+            for value, source in found
+        ]
+
+    def resolve_synonyms(self, synonyms: Iterable[Synonym]) -> tuple[ConfigValue, ConfigSource]:
+        """The value of the first synonym that has one, converted to milliseconds where it has a unit.
+
+        This is how ``log.retention.ms`` wins over ``log.retention.minutes`` over ``log.retention.hours``.
+        A negative time means no limit and is reported as -1.
+        """
+        for synonym in synonyms:
+            value, source = self.resolve(synonym.name)
+            if value is not None:
+                return _scale(value, synonym.unit_ms), source
+        return None, ConfigSource.DEFAULT_CONFIG
+
+    # -- typed properties -------------------------------------------------------------------------------
+    # The one way code outside this package reads a broker config: a typed property named like the config
+    # (dots become underscores). A plain read is one line, ``name_ms = _Int("name.ms")``; values derived from
+    # several configs or parsed further are ordinary properties. Subsystems gather theirs in a settings class
+    # built by ``from_config`` (see moldau.config.settings).
+
+    # Identity and network.
+    node_id = _Int("node.id")
+    process_roles = _List("process.roles")
+    cluster_id = _Str("cluster.id")
+    broker_rack = _Str("broker.rack")
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return [parse_listener(item) for item in self.get_list("listeners")]
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        """The advertised listeners, or the listeners when ``advertised.listeners`` is not set."""
+        if self.value("advertised.listeners") is None:
+            return self.listeners
+        return [parse_listener(item) for item in self.get_list("advertised.listeners")]
+
+    @property
+    def listener_security_protocol_map(self) -> dict[str, str]:
+        return parse_protocol_map(self.get_list("listener.security.protocol.map"))
+
+    @property
+    def inter_broker_listener_name(self) -> str | None:
+        value = self.value("inter.broker.listener.name")
+        return str(value).upper() if value else None
+
+    @property
+    def controller_listener_names(self) -> list[str]:
+        return [name.upper() for name in self.get_list("controller.listener.names")]
+
+    def security_protocol(self, listener_name: str) -> str:
+        """The security protocol of a listener; unmapped (controller) listeners use PLAINTEXT."""
+        protocols = self.listener_security_protocol_map
+        return protocols.get(listener_name.upper(), "PLAINTEXT")
+
+    @property
+    def controller_quorum_voters(self) -> list[Voter]:
+        return [parse_voter(item) for item in self.get_list("controller.quorum.voters")]
+
+    socket_request_max_bytes = _Int("socket.request.max.bytes")
+    queued_max_requests = _Int("queued.max.requests")
+    queued_max_request_bytes = _Int("queued.max.request.bytes")
+    connections_max_idle_ms = _Int("connections.max.idle.ms")
+    socket_request_read_timeout_ms = _Int("socket.request.read.timeout.ms")
+
+    # The metadata quorum and broker liveness.
+    controller_quorum_election_timeout_ms = _Int("controller.quorum.election.timeout.ms")
+    controller_quorum_fetch_timeout_ms = _Int("controller.quorum.fetch.timeout.ms")
+    controller_quorum_fetch_interval_ms = _Int("controller.quorum.fetch.interval.ms")
+    broker_heartbeat_interval_ms = _Int("broker.heartbeat.interval.ms")
+    broker_session_timeout_ms = _Int("broker.session.timeout.ms")
+    metadata_log_max_record_bytes_between_snapshots = _Int("metadata.log.max.record.bytes.between.snapshots")
+    controlled_shutdown_enable = _Bool("controlled.shutdown.enable")
+
+    # Topics.
+    num_partitions = _Int("num.partitions")
+    default_replication_factor = _Int("default.replication.factor")
+    auto_create_topics_enable = _Bool("auto.create.topics.enable")
+    delete_topic_enable = _Bool("delete.topic.enable")
+
+    @property
+    def auto_create_topics(self) -> bool:
+        """Short name for ``auto_create_topics_enable``."""
+        return self.auto_create_topics_enable
+
+    # Log storage.
+    @property
+    def log_dirs(self) -> list[str]:
+        """``log.dirs`` if set, else ``[log.dir]``."""
+        if self.value("log.dirs") is not None:
+            return self.get_list("log.dirs")
+        return [self.get_str("log.dir") or ""]
+
+    @property
+    def log_retention_ms(self) -> int:
+        """Resolved from log.retention.ms, .minutes, .hours (first set wins); -1 means no limit."""
+        return _as_int(self.resolve_synonyms(RETENTION)[0])
+
+    @property
+    def log_roll_ms(self) -> int:
+        """Resolved from log.roll.ms and log.roll.hours."""
+        return _as_int(self.resolve_synonyms(ROLL)[0])
+
+    log_retention_bytes = _Int("log.retention.bytes")
+    log_segment_bytes = _Int("log.segment.bytes")
+    log_retention_check_interval_ms = _Int("log.retention.check.interval.ms")
+    log_cleanup_policy = _List("log.cleanup.policy")
+    log_cleaner_dedupe_buffer_size = _Int("log.cleaner.dedupe.buffer.size")
+    message_max_bytes = _Int("message.max.bytes")
+
+    # Replication.
+    min_insync_replicas = _Int("min.insync.replicas")
+    unclean_leader_election_enable = _Bool("unclean.leader.election.enable")
+    replica_lag_time_max_ms = _Int("replica.lag.time.max.ms")
+    replica_fetch_wait_max_ms = _Int("replica.fetch.wait.max.ms")
+    replica_fetch_min_bytes = _Int("replica.fetch.min.bytes")
+    replica_fetch_max_bytes = _Int("replica.fetch.max.bytes")
+    replica_fetch_response_max_bytes = _Int("replica.fetch.response.max.bytes")
+    replica_fetch_backoff_ms = _Int("replica.fetch.backoff.ms")
+    replica_socket_timeout_ms = _Int("replica.socket.timeout.ms")
+    auto_leader_rebalance_enable = _Bool("auto.leader.rebalance.enable")
+    leader_imbalance_check_interval_seconds = _Int("leader.imbalance.check.interval.seconds")
+    leader_imbalance_per_broker_percentage = _Int("leader.imbalance.per.broker.percentage")
+
+    # Consumer groups.
+    offsets_topic_num_partitions = _Int("offsets.topic.num.partitions")
+    offsets_topic_replication_factor = _Int("offsets.topic.replication.factor")
+    offsets_commit_timeout_ms = _Int("offsets.commit.timeout.ms")
+    offsets_retention_check_interval_ms = _Int("offsets.retention.check.interval.ms")
+    offset_metadata_max_bytes = _Int("offset.metadata.max.bytes")
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        """``offsets.retention.minutes`` in milliseconds."""
+        return self.get_int("offsets.retention.minutes") * 60_000
+
+    group_initial_rebalance_delay_ms = _Int("group.initial.rebalance.delay.ms")
+    group_min_session_timeout_ms = _Int("group.min.session.timeout.ms")
+    group_max_session_timeout_ms = _Int("group.max.session.timeout.ms")
+    group_max_size = _Int("group.max.size")
+    group_consumer_heartbeat_interval_ms = _Int("group.consumer.heartbeat.interval.ms")
+    group_consumer_session_timeout_ms = _Int("group.consumer.session.timeout.ms")
+    group_consumer_assignors = _List("group.consumer.assignors")
+    group_consumer_max_size = _Int("group.consumer.max.size")
+
+    # Transactions and producer state.
+    transactional_id_expiration_ms = _Int("transactional.id.expiration.ms")
+    transaction_max_timeout_ms = _Int("transaction.max.timeout.ms")
+    transaction_state_log_num_partitions = _Int("transaction.state.log.num.partitions")
+    transaction_state_log_replication_factor = _Int("transaction.state.log.replication.factor")
+    transaction_state_log_min_isr = _Int("transaction.state.log.min.isr")
+    transaction_state_log_segment_bytes = _Int("transaction.state.log.segment.bytes")
+    transaction_abort_timed_out_transaction_cleanup_interval_ms = _Int(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms")
+    transaction_remove_expired_transaction_cleanup_interval_ms = _Int(
+        "transaction.remove.expired.transaction.cleanup.interval.ms")
+    transaction_partition_verification_enable = _Bool("transaction.partition.verification.enable")
+    producer_id_expiration_ms = _Int("producer.id.expiration.ms")
+
+
+def _scale(value: ConfigValue, unit_ms: int) -> ConfigValue:
+    if unit_ms == 1:
+        return value
+    millis = _as_int(value) * unit_ms
+    # Kafka treats any negative time as unlimited (-1); cap to a Java long like Kafka's arithmetic would.
+    return -1 if millis < 0 else min(millis, LONG_MAX)
+
+
+def _as_int(value: ConfigValue) -> int:
+    assert isinstance(value, int) and not isinstance(value, bool), value
+    return value
+

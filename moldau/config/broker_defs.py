@@ -1,0 +1,273 @@
+"""The broker config table: every broker config Moldau knows, with its type, default, documentation,
+validator, whether it may change at runtime, and whether it is acted on yet.
+
+Pure data: parsing and validation live in ``moldau.config.schema``, addresses in ``moldau.config.addresses``.
+One entry here is all a new broker config needs to be accepted, validated, reported by DescribeConfigs and
+documented in docs/configuration.md (regenerate it with ``python -m moldau.config_doc``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from moldau.config.addresses import LISTENERS, PROTOCOL_MAP, VOTERS
+from moldau.config.schema import (
+    CLEANUP_POLICIES,
+    COMPRESSION_TYPES,
+    LONG_MAX,
+    NON_EMPTY,
+    PATHS,
+    ROLES,
+    TIMESTAMP_TYPES,
+    ConfigDef,
+    ConfigType,
+    ListOf,
+    Range,
+    Validator,
+    at_least,
+)
+
+_T = ConfigType
+_LONG_MAX = str(LONG_MAX)
+_UNUSED = " Accepted for compatibility with Kafka configuration files; not used."
+
+
+def _log(name: str, type_: ConfigType, default: str | None, topic: str | None, doc: str,
+         validator: Validator | None = None, dynamic: bool = True, acted_on: bool = True) -> ConfigDef:
+    """A broker default for a topic config; dynamically alterable unless said otherwise."""
+    return ConfigDef(name, type_, default, doc, validator, dynamic, topic, acted_on)
+
+
+# acted_on=False marks a config that is accepted (so Kafka configuration files carry over unchanged) but has
+# no effect yet, because the feature behind it is not built (TLS/SASL, broker-side recompression,
+# preallocation, roll jitter, down-conversion) or does not apply (thread pools: one event loop serves
+# everything). The broker warns when one is set; docs/configuration.md marks them "not yet". Clear the flag
+# when the feature lands.
+_BROKER_DEFS: tuple[ConfigDef, ...] = (
+    # Identity and roles.
+    ConfigDef("node.id", _T.INT, "1", "The id of this node in the cluster.", at_least(0)),
+    ConfigDef("process.roles", _T.LIST, "broker,controller",
+              "The roles this node plays: broker, controller or both.", ROLES),
+    ConfigDef("cluster.id", _T.STRING, None,
+              "The cluster id to format new log directories with; generated when unset."),
+    ConfigDef("broker.rack", _T.STRING, None, "The rack of this broker, reported to rack-aware clients."),
+    # Network.
+    ConfigDef("listeners", _T.LIST, "PLAINTEXT://127.0.0.1:9092",
+              "Addresses to listen on, as NAME://host:port; an empty host means all interfaces.", LISTENERS),
+    ConfigDef("advertised.listeners", _T.LIST, None,
+              "Addresses given to clients, as NAME://host:port; defaults to listeners.", LISTENERS),
+    ConfigDef("listener.security.protocol.map", _T.LIST,
+              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+              "The security protocol of each listener name, as NAME:PROTOCOL.", PROTOCOL_MAP, acted_on=False),
+    ConfigDef("inter.broker.listener.name", _T.STRING, None,
+              "The listener followers use to fetch from leaders; defaults to the first non-controller listener."),
+    ConfigDef("controller.listener.names", _T.LIST, "",
+              "Listener names used by the controller; they default to PLAINTEXT when not mapped."),
+    ConfigDef("controller.quorum.voters", _T.LIST, "",
+              "The controller quorum, as id@host:port entries; empty for a single combined node.", VOTERS),
+    # The metadata quorum and broker liveness.
+    ConfigDef("controller.quorum.election.timeout.ms", _T.INT, "1000",
+              "How long a voter waits without hearing from a leader before it tries to become one; the actual "
+              "timeout is drawn between this and twice this.", at_least(10)),
+    ConfigDef("controller.quorum.fetch.timeout.ms", _T.INT, "2000",
+              "How long a quorum leader keeps leading without fetches from a majority of the voters.",
+              at_least(10)),
+    ConfigDef("controller.quorum.fetch.interval.ms", _T.INT, "25",
+              "How often a follower of the metadata quorum fetches from the leader (a Moldau setting; the fetch "
+              "is also the follower's heartbeat).", at_least(1)),
+    ConfigDef("broker.heartbeat.interval.ms", _T.INT, "2000",
+              "How often a broker heartbeats to the active controller.", at_least(1)),
+    ConfigDef("broker.session.timeout.ms", _T.INT, "9000",
+              "How long the active controller waits without a heartbeat before it fences a broker and moves "
+              "its leaderships.", at_least(1)),
+    ConfigDef("metadata.log.max.record.bytes.between.snapshots", _T.LONG, "20971520",
+              "How many bytes of metadata records accumulate before a node snapshots its metadata image and "
+              "deletes the log below it.", at_least(1)),
+    ConfigDef("controlled.shutdown.enable", _T.BOOLEAN, "true",
+              "Whether a broker that stops asks the controller to move its leaderships away first."),
+    ConfigDef("socket.request.max.bytes", _T.INT, "104857600",
+              "The largest request the server accepts.", at_least(1)),
+    ConfigDef("queued.max.requests", _T.INT, "500",
+              "Requests a connection may have queued before the server stops reading from it.", at_least(1)),
+    ConfigDef("queued.max.request.bytes", _T.LONG, "268435456",
+              "The bytes all connections together may hold for requests (partial and queued frames); while over "
+              "it, connections stop reading. -1 is unbounded (Kafka's default); Moldau bounds it by default so "
+              "that clients cannot push the broker's memory, and never below socket.request.max.bytes.",
+              at_least(-1)),
+    ConfigDef("connections.max.idle.ms", _T.LONG, "600000",
+              "Connections with no traffic for this long are closed; -1 never closes them.", at_least(-1)),
+    ConfigDef("socket.request.read.timeout.ms", _T.LONG, "60000",
+              "A connection that started sending a request and did not complete it within this time is closed, "
+              "so stalled or trickling senders cannot hold memory; -1 disables it. Moldau's own setting.",
+              at_least(-1)),
+    ConfigDef("num.network.threads", _T.INT, "3", "Threads for network requests." + _UNUSED, at_least(1),
+              acted_on=False),
+    ConfigDef("num.io.threads", _T.INT, "8", "Threads for request processing." + _UNUSED, at_least(1),
+              acted_on=False),
+    ConfigDef("ssl.keystore.password", _T.PASSWORD, None, "The password of the key store." + _UNUSED,
+              acted_on=False),
+    # Topics.
+    ConfigDef("num.partitions", _T.INT, "1", "The default number of partitions of a new topic.",
+              at_least(1), dynamic=True),
+    ConfigDef("default.replication.factor", _T.INT, "1",
+              "The default replication factor of a new topic.", at_least(1)),
+    ConfigDef("auto.create.topics.enable", _T.BOOLEAN, "true",
+              "Create a topic when a client asks for metadata of a topic that does not exist."),
+    ConfigDef("delete.topic.enable", _T.BOOLEAN, "true", "Allow topics to be deleted."),
+    # Log storage.
+    ConfigDef("log.dir", _T.STRING, "./data", "The data directory, used when log.dirs is not set.",
+              NON_EMPTY),
+    ConfigDef("log.dirs", _T.LIST, None, "Comma-separated data directories; overrides log.dir.", PATHS),
+    _log("log.retention.ms", _T.LONG, None, "retention.ms",
+         "How long to keep a log segment before deleting it; -1 means no limit. Wins over "
+         "log.retention.minutes and log.retention.hours.", at_least(-1)),
+    _log("log.retention.minutes", _T.INT, None, "retention.ms",
+         "Retention in minutes, used when log.retention.ms is not set.", at_least(-1), dynamic=False),
+    _log("log.retention.hours", _T.INT, "168", "retention.ms",
+         "Retention in hours, used when neither log.retention.ms nor log.retention.minutes is set.",
+         at_least(-1), dynamic=False),
+    _log("log.retention.bytes", _T.LONG, "-1", "retention.bytes",
+         "The size a partition's log may reach before old segments are deleted; -1 means no limit."),
+    _log("log.segment.bytes", _T.INT, "1073741824", "segment.bytes",
+         "The largest size of a single log segment.", at_least(14)),
+    _log("log.roll.ms", _T.LONG, None, "segment.ms",
+         "The time after which a new segment is rolled; wins over log.roll.hours.", at_least(1)),
+    _log("log.roll.hours", _T.INT, "168", "segment.ms",
+         "The time in hours after which a new segment is rolled.", at_least(1), dynamic=False),
+    _log("log.roll.jitter.ms", _T.LONG, None, "segment.jitter.ms",
+         "The largest random jitter subtracted from the roll time; wins over log.roll.jitter.hours.",
+         at_least(0), acted_on=False),
+    _log("log.roll.jitter.hours", _T.INT, "0", "segment.jitter.ms",
+         "The largest roll jitter in hours.", at_least(0), dynamic=False, acted_on=False),
+    _log("log.index.interval.bytes", _T.INT, "4096", "index.interval.bytes",
+         "Bytes of log between two offset index entries.", at_least(0)),
+    _log("log.index.size.max.bytes", _T.INT, "10485760", "segment.index.bytes",
+         "The largest size of an offset index file.", at_least(4)),
+    _log("log.flush.interval.messages", _T.LONG, _LONG_MAX, "flush.messages",
+         "Messages appended to a partition before its log is flushed to disk.", at_least(1)),
+    _log("log.flush.interval.ms", _T.LONG, None, "flush.ms",
+         "Time a message may stay unflushed; log.flush.scheduler.interval.ms when unset.", at_least(0)),
+    _log("log.flush.scheduler.interval.ms", _T.LONG, _LONG_MAX, "flush.ms",
+         "How often logs are checked for flushing.", at_least(0), dynamic=False, acted_on=False),
+    ConfigDef("log.retention.check.interval.ms", _T.LONG, "300000",
+              "How often logs are checked for segments to delete.", at_least(1)),
+    _log("log.message.timestamp.type", _T.STRING, "CreateTime", "message.timestamp.type",
+         "Whether record timestamps are the producer's (CreateTime) or the broker's (LogAppendTime).",
+         TIMESTAMP_TYPES),
+    _log("log.message.timestamp.before.max.ms", _T.LONG, _LONG_MAX, "message.timestamp.before.max.ms",
+         "How far a CreateTime timestamp may lie before the broker's clock.", at_least(0)),
+    _log("log.message.timestamp.after.max.ms", _T.LONG, "3600000", "message.timestamp.after.max.ms",
+         "How far a CreateTime timestamp may lie after the broker's clock.", at_least(0)),
+    _log("log.cleanup.policy", _T.LIST, "delete", "cleanup.policy",
+         "What to do with old segments: delete, compact, or both.", CLEANUP_POLICIES),
+    _log("log.cleaner.delete.retention.ms", _T.LONG, "86400000", "delete.retention.ms",
+         "How long tombstones are kept in compacted topics.", at_least(0)),
+    _log("log.cleaner.min.compaction.lag.ms", _T.LONG, "0", "min.compaction.lag.ms",
+         "The least time a record stays uncompacted.", at_least(0)),
+    _log("log.cleaner.max.compaction.lag.ms", _T.LONG, _LONG_MAX, "max.compaction.lag.ms",
+         "The most time a record stays uncompacted.", at_least(1)),
+    _log("log.cleaner.min.cleanable.ratio", _T.DOUBLE, "0.5", "min.cleanable.dirty.ratio",
+         "The share of dirty log that makes a log eligible for cleaning.", Range(0, 1)),
+    ConfigDef("log.cleaner.dedupe.buffer.size", _T.LONG, "134217728",
+              "Memory for the log cleaner's key-to-offset map, in bytes.", at_least(1024 * 1024)),
+    _log("log.segment.delete.delay.ms", _T.LONG, "60000", "file.delete.delay.ms",
+         "How long a deleted segment's files stay on disk.", at_least(0)),
+    _log("log.preallocate", _T.BOOLEAN, "false", "preallocate",
+         "Preallocate segment files on creation.", acted_on=False),
+    _log("log.message.downconversion.enable", _T.BOOLEAN, "true", "message.downconversion.enable",
+         "Convert records to older formats for old consumers.", acted_on=False),
+    _log("compression.type", _T.STRING, "producer", "compression.type",
+         "The compression of stored records; producer keeps the producer's codec.", COMPRESSION_TYPES,
+         acted_on=False),
+    _log("message.max.bytes", _T.INT, "1048588", "max.message.bytes",
+         "The largest record batch the server accepts.", at_least(0)),
+    # Replication.
+    _log("min.insync.replicas", _T.INT, "1", "min.insync.replicas",
+         "Replicas that must acknowledge an acks=all write.", at_least(1)),
+    _log("unclean.leader.election.enable", _T.BOOLEAN, "false", "unclean.leader.election.enable",
+         "Allow an out-of-sync replica to become leader, at the risk of losing data."),
+    ConfigDef("replica.lag.time.max.ms", _T.LONG, "30000",
+              "A follower that has not caught up with its leader for this long leaves the ISR.", at_least(1)),
+    ConfigDef("replica.fetch.wait.max.ms", _T.INT, "500",
+              "How long a follower's fetch waits at the leader for new records.", at_least(0)),
+    ConfigDef("replica.fetch.min.bytes", _T.INT, "1",
+              "The bytes a follower's fetch waits for at the leader.", at_least(1)),
+    ConfigDef("replica.fetch.max.bytes", _T.INT, "1048576",
+              "The bytes a follower fetches per partition (at least one batch).", at_least(0)),
+    ConfigDef("replica.fetch.response.max.bytes", _T.INT, "10485760",
+              "The bytes a follower fetches per request (at least one batch).", at_least(0)),
+    ConfigDef("replica.fetch.backoff.ms", _T.INT, "1000",
+              "How long a follower waits after a failed fetch.", at_least(0)),
+    ConfigDef("replica.socket.timeout.ms", _T.INT, "30000",
+              "How long a follower waits for a fetch answer beyond the leader's wait.", at_least(1)),
+    ConfigDef("auto.leader.rebalance.enable", _T.BOOLEAN, "true",
+              "Move leadership back to preferred replicas when brokers are imbalanced."),
+    ConfigDef("leader.imbalance.check.interval.seconds", _T.LONG, "300",
+              "How often the controller checks leader balance.", at_least(1)),
+    ConfigDef("leader.imbalance.per.broker.percentage", _T.INT, "10",
+              "The share of a broker's preferred leaderships held elsewhere that triggers a rebalance.",
+              at_least(0)),
+    # Consumer groups and transactions.
+    ConfigDef("offsets.topic.num.partitions", _T.INT, "50",
+              "Partitions of the committed offsets topic.", at_least(1)),
+    ConfigDef("offsets.topic.replication.factor", _T.SHORT, "3",
+              "Replication factor of the committed offsets topic; capped at the number of registered brokers "
+              "when it is created.", at_least(1)),
+    ConfigDef("offsets.commit.timeout.ms", _T.INT, "5000",
+              "How long an offset commit waits to be on every in-sync replica of the offsets topic.", at_least(1)),
+    ConfigDef("offsets.retention.minutes", _T.INT, "10080",
+              "How long committed offsets of an empty group are kept.", at_least(1)),
+    ConfigDef("group.initial.rebalance.delay.ms", _T.INT, "3000",
+              "How long a new group waits for more members before its first rebalance.", at_least(0)),
+    ConfigDef("group.min.session.timeout.ms", _T.INT, "6000",
+              "The shortest session timeout a consumer may ask for.", at_least(0)),
+    ConfigDef("group.max.session.timeout.ms", _T.INT, "1800000",
+              "The longest session timeout a consumer may ask for.", at_least(0)),
+    ConfigDef("group.max.size", _T.INT, "2147483647",
+              "The most members a consumer group may have.", at_least(1)),
+    ConfigDef("group.consumer.heartbeat.interval.ms", _T.INT, "5000",
+              "How often members of consumer (KIP-848) groups are asked to heartbeat.", at_least(1)),
+    ConfigDef("group.consumer.session.timeout.ms", _T.INT, "45000",
+              "How long a member of a consumer (KIP-848) group may go without a heartbeat before it is "
+              "removed.", at_least(1)),
+    ConfigDef("group.consumer.assignors", _T.LIST, "uniform,range",
+              "The server-side assignors of consumer (KIP-848) groups; the first is the default.",
+              ListOf(("uniform", "range"))),
+    ConfigDef("group.consumer.max.size", _T.INT, "2147483647",
+              "The most members a consumer (KIP-848) group may have.", at_least(1)),
+    ConfigDef("offset.metadata.max.bytes", _T.INT, "4096",
+              "The largest metadata string a committed offset may carry.", at_least(0)),
+    ConfigDef("offsets.retention.check.interval.ms", _T.LONG, "600000",
+              "How often committed offsets are checked for expiry.", at_least(1)),
+    ConfigDef("transactional.id.expiration.ms", _T.INT, "604800000",
+              "How long an idle transactional id is kept.", at_least(1)),
+    ConfigDef("transaction.max.timeout.ms", _T.INT, "900000",
+              "The longest transaction timeout a producer may ask for.", at_least(1)),
+    ConfigDef("transaction.state.log.num.partitions", _T.INT, "50",
+              "Partitions of the transaction state topic.", at_least(1)),
+    ConfigDef("transaction.state.log.replication.factor", _T.SHORT, "3",
+              "Replication factor of the transaction state topic; capped at the number of registered brokers "
+              "when it is created.", at_least(1)),
+    ConfigDef("transaction.state.log.min.isr", _T.INT, "2",
+              "min.insync.replicas of the transaction state topic; capped at its replication factor.", at_least(1)),
+    ConfigDef("transaction.state.log.segment.bytes", _T.INT, "104857600",
+              "Segment size of the transaction state topic.", at_least(1)),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", _T.INT, "10000",
+              "How often the transaction coordinator aborts transactions that outlived their timeout.",
+              at_least(1)),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", _T.INT, "3600000",
+              "How often the transaction coordinator forgets transactional ids idle for "
+              "transactional.id.expiration.ms.", at_least(1)),
+    ConfigDef("transaction.partition.verification.enable", _T.BOOLEAN, "true",
+              "Before the first transactional write to a partition, ask the transaction coordinator whether the "
+              "partition is in the producer's transaction (KIP-890), so a late write cannot join a finished one."),
+    ConfigDef("producer.id.expiration.ms", _T.INT, "86400000",
+              "How long an idle producer id's state is kept.", at_least(1)),
+)
+
+BROKER_CONFIGS: Mapping[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
+
+
+def dynamic_broker_config_names() -> frozenset[str]:
+    """The broker configs that may be changed at runtime; all others are read-only."""
+    return frozenset(name for name, d in BROKER_CONFIGS.items() if d.dynamic)

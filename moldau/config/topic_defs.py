@@ -1,0 +1,92 @@
+"""The topic config table: every topic config Moldau knows, with its type, documentation, validator, the
+broker configs that supply its default (``Synonym``, with the unit of each), and whether it is acted on yet.
+
+Pure data, like ``moldau.config.broker_defs``. A new topic config is one entry here (plus, if Kafka has one,
+its broker default in the broker table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from moldau.config.schema import (
+    CLEANUP_POLICIES,
+    COMPRESSION_TYPES,
+    TIMESTAMP_TYPES,
+    ConfigType,
+    Range,
+    Synonym,
+    TopicConfigDef,
+    at_least,
+)
+
+_T = ConfigType
+
+
+def _syn(*names: str) -> tuple[Synonym, ...]:
+    return tuple(Synonym(name) for name in names)
+
+
+# Broker configs that supply one topic default, highest precedence first; also used by BrokerConfig and
+# DescribeConfigs synonyms.
+RETENTION = (Synonym("log.retention.ms"), Synonym("log.retention.minutes", 60_000),
+             Synonym("log.retention.hours", 3_600_000))
+ROLL = (Synonym("log.roll.ms"), Synonym("log.roll.hours", 3_600_000))
+ROLL_JITTER = (Synonym("log.roll.jitter.ms"), Synonym("log.roll.jitter.hours", 3_600_000))
+FLUSH_MS = _syn("log.flush.interval.ms", "log.flush.scheduler.interval.ms")
+
+# acted_on=False: accepted but not acted on yet, for the reasons given above the broker table.
+_TOPIC_DEFS: tuple[TopicConfigDef, ...] = (
+    TopicConfigDef("cleanup.policy", _T.LIST, "delete, compact, or both (compact,delete).",
+                   _syn("log.cleanup.policy"), CLEANUP_POLICIES),
+    TopicConfigDef("compression.type", _T.STRING, "The compression of stored records.",
+                   _syn("compression.type"), COMPRESSION_TYPES, acted_on=False),
+    TopicConfigDef("delete.retention.ms", _T.LONG, "How long tombstones are kept when compacting.",
+                   _syn("log.cleaner.delete.retention.ms"), at_least(0)),
+    TopicConfigDef("file.delete.delay.ms", _T.LONG, "How long a deleted segment's files stay on disk.",
+                   _syn("log.segment.delete.delay.ms"), at_least(0)),
+    TopicConfigDef("flush.messages", _T.LONG, "Messages appended before the log is flushed.",
+                   _syn("log.flush.interval.messages"), at_least(1)),
+    TopicConfigDef("flush.ms", _T.LONG, "Time a message may stay unflushed.", FLUSH_MS, at_least(0)),
+    TopicConfigDef("index.interval.bytes", _T.INT, "Bytes of log between two offset index entries.",
+                   _syn("log.index.interval.bytes"), at_least(0)),
+    TopicConfigDef("max.message.bytes", _T.INT, "The largest record batch accepted.",
+                   _syn("message.max.bytes"), at_least(0)),
+    TopicConfigDef("message.timestamp.type", _T.STRING, "CreateTime or LogAppendTime.",
+                   _syn("log.message.timestamp.type"), TIMESTAMP_TYPES),
+    TopicConfigDef("message.timestamp.before.max.ms", _T.LONG,
+                   "How far a CreateTime timestamp may lie in the past.",
+                   _syn("log.message.timestamp.before.max.ms"), at_least(0)),
+    TopicConfigDef("message.timestamp.after.max.ms", _T.LONG,
+                   "How far a CreateTime timestamp may lie in the future.",
+                   _syn("log.message.timestamp.after.max.ms"), at_least(0)),
+    TopicConfigDef("min.cleanable.dirty.ratio", _T.DOUBLE, "The dirty share that triggers cleaning.",
+                   _syn("log.cleaner.min.cleanable.ratio"), Range(0, 1)),
+    TopicConfigDef("min.compaction.lag.ms", _T.LONG, "The least time a record stays uncompacted.",
+                   _syn("log.cleaner.min.compaction.lag.ms"), at_least(0)),
+    TopicConfigDef("max.compaction.lag.ms", _T.LONG, "The most time a record stays uncompacted.",
+                   _syn("log.cleaner.max.compaction.lag.ms"), at_least(1)),
+    TopicConfigDef("min.insync.replicas", _T.INT, "Replicas that must acknowledge an acks=all write.",
+                   _syn("min.insync.replicas"), at_least(1)),
+    TopicConfigDef("retention.bytes", _T.LONG, "The size a partition may reach; -1 means no limit.",
+                   _syn("log.retention.bytes")),
+    TopicConfigDef("retention.ms", _T.LONG, "How long segments are kept; -1 means no limit.",
+                   RETENTION, at_least(-1)),
+    TopicConfigDef("segment.bytes", _T.INT, "The largest size of a log segment.",
+                   _syn("log.segment.bytes"), at_least(14)),
+    TopicConfigDef("segment.index.bytes", _T.INT, "The largest size of an offset index file.",
+                   _syn("log.index.size.max.bytes"), at_least(4)),
+    TopicConfigDef("segment.ms", _T.LONG, "The time after which a new segment is rolled.",
+                   ROLL, at_least(1)),
+    TopicConfigDef("segment.jitter.ms", _T.LONG, "The largest random jitter of the roll time.",
+                   ROLL_JITTER, at_least(0), acted_on=False),
+    TopicConfigDef("unclean.leader.election.enable", _T.BOOLEAN, "Allow out-of-sync leaders.",
+                   _syn("unclean.leader.election.enable")),
+    TopicConfigDef("preallocate", _T.BOOLEAN, "Preallocate segment files.", _syn("log.preallocate"),
+                   acted_on=False),
+    TopicConfigDef("message.downconversion.enable", _T.BOOLEAN, "Convert records for old consumers.",
+                   _syn("log.message.downconversion.enable"), acted_on=False),
+)
+
+
+TOPIC_CONFIGS: Mapping[str, TopicConfigDef] = {d.name: d for d in _TOPIC_DEFS}

@@ -1,0 +1,166 @@
+"""Settings classes built from the broker configuration with from_config, and BrokerConfig's typed properties."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from moldau.config import BrokerConfig, log_config
+from moldau.config.broker_config import _Int, _Read
+from moldau.coordinator.group.settings import CoordinatorSettings
+from moldau.coordinator.txn.coordinator import TxnSettings
+from moldau.raft import Config as RaftConfig
+from moldau.replication.fetcher import FetcherSettings
+from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget
+from moldau.storage.log_config import LogConfig
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def config(**values: object) -> BrokerConfig:
+    """A broker config from keyword arguments, with underscores for the dots of config names."""
+    return BrokerConfig({name.replace("_", "."): str(value) for name, value in values.items()})
+
+
+# --- defaults: a settings class's own defaults are the configs' defaults ---------------------------------
+
+
+@pytest.mark.parametrize("settings", [FetcherSettings, TxnSettings, ConnectionLimits, LogConfig])
+def test_from_default_config_equals_the_class_defaults(settings: type) -> None:
+    assert settings.from_config(BrokerConfig()) == settings()
+
+
+# --- each field from its config ---------------------------------------------------------------------------
+
+
+def test_fetcher_settings_from_config() -> None:
+    settings = FetcherSettings.from_config(config(
+        replica_fetch_wait_max_ms=11, replica_fetch_min_bytes=12, replica_fetch_response_max_bytes=13,
+        replica_fetch_max_bytes=14, replica_fetch_backoff_ms=15, replica_socket_timeout_ms=16))
+    assert settings == FetcherSettings(max_wait_ms=11, min_bytes=12, max_bytes=13, partition_max_bytes=14,
+                                       backoff_ms=15, request_timeout_ms=16)
+
+
+def test_txn_settings_from_config() -> None:
+    settings = TxnSettings.from_config(BrokerConfig({
+        "transaction.state.log.num.partitions": "7",
+        "transaction.state.log.replication.factor": "2",
+        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.segment.bytes": "4096",
+        "transaction.max.timeout.ms": "1000",
+        "transactional.id.expiration.ms": "2000",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "3000",
+        "transaction.remove.expired.transaction.cleanup.interval.ms": "4000",
+    }))
+    assert settings == TxnSettings(num_partitions=7, replication_factor=2, min_isr=1, segment_bytes=4096,
+                                   max_timeout_ms=1000, expiration_ms=2000, abort_interval_ms=3000,
+                                   remove_interval_ms=4000)
+
+
+def test_connection_limits_from_config() -> None:
+    limits = ConnectionLimits.from_config(config(
+        socket_request_max_bytes=1000, queued_max_requests=7, connections_max_idle_ms=-1,
+        socket_request_read_timeout_ms=250))
+    assert limits == ConnectionLimits(max_request_bytes=1000, max_queued_requests=7, idle_ms=-1,
+                                      frame_timeout_ms=250)
+
+
+def test_coordinator_settings_from_config() -> None:
+    settings = CoordinatorSettings.from_config(BrokerConfig({
+        "group.min.session.timeout.ms": "100", "group.max.session.timeout.ms": "200",
+        "group.initial.rebalance.delay.ms": "300", "group.max.size": "4",
+        "offset.metadata.max.bytes": "50", "offsets.retention.minutes": "2",
+        "group.consumer.heartbeat.interval.ms": "600", "group.consumer.session.timeout.ms": "700",
+        "group.consumer.assignors": "range, uniform", "group.consumer.max.size": "8",
+        "offsets.topic.num.partitions": "9", "offsets.topic.replication.factor": "1",
+        "offsets.retention.check.interval.ms": "1100", "offsets.commit.timeout.ms": "1200",
+    }))
+    limits, shard, consumer = settings.shard.limits, settings.shard, settings.shard.consumer
+    assert (limits.min_session_timeout_ms, limits.max_session_timeout_ms) == (100, 200)
+    assert (limits.initial_rebalance_delay_ms, limits.max_size) == (300, 4)
+    assert (shard.offset_metadata_max_bytes, shard.offsets_retention_ms) == (50, 120_000)
+    assert (consumer.heartbeat_interval_ms, consumer.session_timeout_ms) == (600, 700)
+    assert (consumer.assignors, consumer.max_size) == (("range", "uniform"), 8)
+    assert (settings.offsets_topic_partitions, settings.offsets_topic_replication_factor) == (9, 1)
+    assert (settings.offsets_retention_check_interval_ms, settings.offset_commit_timeout_ms) == (1100, 1200)
+
+
+def test_raft_config_from_config() -> None:
+    raft = RaftConfig.from_config(config(controller_quorum_election_timeout_ms=400,
+                                         controller_quorum_fetch_interval_ms=30,
+                                         controller_quorum_fetch_timeout_ms=900))
+    assert raft == RaftConfig(election_timeout_ms_min=400, election_timeout_ms_max=800, fetch_interval_ms=30,
+                              check_quorum_ms=900, begin_epoch_interval_ms=100, max_fetch_entries=512)
+    # The epoch is re-announced at least every millisecond, however short the election timeout.
+    assert RaftConfig.from_config(config(controller_quorum_election_timeout_ms=10)).begin_epoch_interval_ms == 2
+
+
+def test_log_config_from_config_takes_topic_overrides() -> None:
+    broker = config(log_segment_bytes=5000, log_retention_hours=1)
+    assert LogConfig.from_config(broker) == LogConfig.from_config(broker, {})
+    assert LogConfig.from_config(broker).segment_bytes == 5000
+    assert LogConfig.from_config(broker).retention_ms == 3_600_000
+    assert LogConfig.from_config(broker, {"segment.bytes": "600"}).segment_bytes == 600
+    assert log_config == LogConfig.from_config  # the name importers know
+
+
+# --- the receive budget: clamped to one request, with a warning ---------------------------------------
+
+
+def test_receive_budget_from_config_keeps_a_large_enough_limit(caplog: pytest.LogCaptureFixture) -> None:
+    assert ReceiveBudget.from_config(BrokerConfig()).limit == 268435456
+    assert ReceiveBudget.from_config(config(queued_max_request_bytes=-1)).limit == -1
+    assert ReceiveBudget.from_config(config(queued_max_request_bytes=1000, socket_request_max_bytes=1000)).limit == 1000
+    assert not caplog.records
+
+
+def test_receive_budget_from_config_is_never_below_one_request(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        budget = ReceiveBudget.from_config(config(queued_max_request_bytes=0, socket_request_max_bytes=5000))
+    assert budget.limit == 5000
+    assert [(r.name, r.getMessage()) for r in caplog.records] == [
+        ("moldau.server.broker", "queued.max.request.bytes=0 is below socket.request.max.bytes; using 5000")]
+
+
+# --- typed properties ----------------------------------------------------------------------------------
+
+
+def _typed_properties() -> dict[str, _Read[object]]:
+    return {name: attr for name, attr in vars(BrokerConfig).items() if isinstance(attr, _Read)}
+
+
+def test_typed_properties_read_their_configs() -> None:
+    properties = _typed_properties()
+    assert len(properties) > 50
+    defaults = BrokerConfig()
+    for attribute, prop in properties.items():
+        assert attribute == prop.name.replace(".", "_")
+        value = getattr(defaults, attribute)
+        assert value == (list(v) if isinstance(v := defaults.value(prop.name), tuple) else v), attribute
+
+
+def test_typed_properties_see_set_and_dynamic_values() -> None:
+    broker = config(replica_fetch_backoff_ms=77, controlled_shutdown_enable="false")
+    assert broker.replica_fetch_backoff_ms == 77
+    assert broker.controlled_shutdown_enable is False
+    assert broker.with_dynamic({"num.partitions": "6"}).num_partitions == 6
+
+
+def test_a_typed_property_must_be_named_like_its_config() -> None:
+    # Python 3.11 wraps errors raised by __set_name__ in a RuntimeError; later versions do not.
+    with pytest.raises((TypeError, RuntimeError)):
+        type("Wrong", (), {"node_idx": _Int("node.id")})
+    with pytest.raises((TypeError, RuntimeError)):
+        type("Unknown", (), {"no_such_config": _Int("no.such.config")})
+
+
+def test_broker_configs_are_read_only_through_typed_properties_outside_the_config_package() -> None:
+    # One way to read a broker config: string look-ups such as get_int("...") stay inside moldau/config.
+    pattern = re.compile(r"\.(get_int|get_optional_int|get_bool|get_float|get_str|get_list|value|resolve)\(\"")
+    offenders = [f"{path.relative_to(ROOT)}:{number}"
+                 for path in sorted((ROOT / "moldau").rglob("*.py")) if path.parent.name != "config"
+                 for number, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+    assert offenders == []
