@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from bench.common import BenchError, Table, exit_on_sigterm, note, render, save_results
-from tests.support.cluster import LocalCluster, QuorumError, QuorumInfo, WaitTimeout, metadata_at
+from bench.common import BenchError, exit_on_sigterm, first_line, note, scratch_dir, wait_registered, waited
+from bench.tables import Table, render, save_results
+from tests.support.cluster import LocalCluster, QuorumError, QuorumInfo, metadata_at
 
 ELECTION_TIMEOUT = "controller.quorum.election.timeout.ms"
 KAFKA_ELECTION_TIMEOUT_MS = 1000
@@ -81,50 +79,12 @@ def election_timeout_ms(overrides: dict[str, str]) -> tuple[int, str]:
 # --------------------------------------------------------------------------- helpers
 
 
-def _waited(call: Callable[[], Any], what: str) -> Any:
-    """Run a LocalCluster wait; a timeout becomes a BenchError whose first line says what did not happen."""
-    try:
-        return call()
-    except WaitTimeout as exc:
-        lines = str(exc).splitlines()
-        detail = [line for line in lines[1:2] if line.startswith("last error:")]
-        raise BenchError(" ".join([f"{what}:", lines[0], *detail])) from None
-
-
 def _metadata_ok(address: str) -> bool:
     try:
         response = metadata_at(address, [], timeout_s=2.0)
     except (OSError, ConnectionError):
         return False
     return len(response.brokers) > 0
-
-
-def _brokers_seen(cluster: LocalCluster) -> dict[int, list[int]]:
-    seen = {}
-    for node in cluster.brokers:
-        if node.is_running and node.kafka_address is not None:
-            try:
-                seen[node.node_id] = sorted(int(b.node_id) for b in metadata_at(node.kafka_address, []).brokers)
-            except (OSError, ConnectionError):
-                seen[node.node_id] = []
-    return seen
-
-
-def _wait_registered(cluster: LocalCluster, timeout_s: float) -> None:
-    """Until every broker's Metadata lists every broker: they all registered with the controller."""
-    expected = sorted(node.node_id for node in cluster.brokers)
-    last: dict[int, list[int]] = {}
-
-    def all_seen() -> bool:
-        nonlocal last
-        last = _brokers_seen(cluster)
-        return all(ids == expected for ids in last.values())
-
-    def describe() -> str:
-        views = "; ".join(f"broker {node_id} lists {ids}" for node_id, ids in sorted(last.items()))
-        return f"every broker to list brokers {expected} ({views})"
-
-    _waited(lambda: cluster.wait_until(all_seen, timeout_s, describe, interval_s=0.2), "registration")
 
 
 # --------------------------------------------------------------------------- failover
@@ -140,14 +100,14 @@ def _new_leader(cluster: LocalCluster, old: QuorumInfo) -> QuorumInfo | None:
 def failover_once(base: Path, args: argparse.Namespace) -> tuple[float, str]:
     """Seconds from SIGKILL of the active controller until a new one is agreed and a survivor serves Metadata."""
     with LocalCluster(base, 3, overrides=args.overrides) as cluster:
-        old = _waited(lambda: cluster.active_controller(args.agree_timeout), "before the kill")
+        old = waited(lambda: cluster.active_controller(args.agree_timeout), "before the kill")
         cluster.node(old.leader_id).kill()
         began = time.perf_counter()
-        new = _waited(lambda: cluster.wait_until(lambda: _new_leader(cluster, old), args.timeout,
+        new = waited(lambda: cluster.wait_until(lambda: _new_leader(cluster, old), args.timeout,
                                                  f"a leader other than node {old.leader_id}"), "after the kill")
         survivor = next(n for n in cluster.brokers if n.is_running and n.kafka_address is not None)
         address = str(survivor.kafka_address)
-        _waited(lambda: cluster.wait_until(lambda: _metadata_ok(address), args.timeout,
+        waited(lambda: cluster.wait_until(lambda: _metadata_ok(address), args.timeout,
                                            f"Metadata from broker {survivor.node_id}"), "after the election")
         seconds = time.perf_counter() - began
     return seconds, f"leader {old.leader_id} (epoch {old.leader_epoch}) -> {new.leader_id} (epoch {new.leader_epoch})"
@@ -161,11 +121,11 @@ def measure_failover(args: argparse.Namespace) -> Table:
     for run in range(args.repeat):
         note(f"failover run {run + 1}/{args.repeat}")
         try:
-            with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
-                seconds, change = failover_once(Path(tmp), args)
+            with scratch_dir("cluster") as base:
+                seconds, change = failover_once(base, args)
         except (BenchError, RuntimeError, OSError, QuorumError) as exc:
-            table.notes.append(f"run {run + 1}: FAILED: {_first_line(exc)}")
-            note(f"FAILED: {_first_line(exc)}")
+            table.notes.append(f"run {run + 1}: FAILED: {first_line(exc)}")
+            note(f"FAILED: {first_line(exc)}")
             break  # the same cause would fail every further run
         samples.append(seconds)
         note(f"{seconds:.3f} s, {change}")
@@ -183,11 +143,6 @@ def _spread(samples: list[float], baselines: tuple[float, float, float]) -> list
         return [(name, None, base) for name, base in zip(("min", "median", "max"), baselines, strict=True)]
     values = (min(samples), statistics.median(samples), max(samples))
     return list(zip(("min", "median", "max"), values, baselines, strict=True))
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 # --------------------------------------------------------------------------- metadata propagation
@@ -221,7 +176,7 @@ def _complete(address: str, topic: str, partitions: int) -> bool:
 def propagation_once(base: Path, nodes: int, args: argparse.Namespace) -> tuple[float, float]:
     """(CreateTopics answered, all partitions led on every broker), in seconds from the request."""
     with LocalCluster(base, nodes, overrides=args.overrides) as cluster:
-        _wait_registered(cluster, args.agree_timeout)
+        wait_registered(cluster, args.agree_timeout)
         topic = f"propagation-{time.monotonic_ns() % 10**8}"
         first = cluster.brokers[0]
         began = time.perf_counter()
@@ -235,7 +190,7 @@ def propagation_once(base: Path, nodes: int, args: argparse.Namespace) -> tuple[
                     del pending[node_id]
             return not pending
 
-        _waited(lambda: cluster.wait_until(all_brokers, args.timeout, lambda: (
+        waited(lambda: cluster.wait_until(all_brokers, args.timeout, lambda: (
             f"all {args.partitions} partitions of {topic} with a leader on brokers {sorted(pending)}"),
             interval_s=0.02), "propagation")
         return created, time.perf_counter() - began
@@ -249,11 +204,11 @@ def measure_propagation(args: argparse.Namespace) -> Table:
         for run in range(args.repeat):
             note(f"propagation {label} run {run + 1}/{args.repeat}")
             try:
-                with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
-                    answered, everywhere = propagation_once(Path(tmp), nodes, args)
+                with scratch_dir("cluster") as base:
+                    answered, everywhere = propagation_once(base, nodes, args)
             except (BenchError, RuntimeError, OSError) as exc:
-                table.notes.append(f"{label}: run {run + 1}: FAILED: {_first_line(exc)}")
-                note(f"FAILED: {_first_line(exc)}")
+                table.notes.append(f"{label}: run {run + 1}: FAILED: {first_line(exc)}")
+                note(f"FAILED: {first_line(exc)}")
                 break
             created.append(answered)
             visible.append(everywhere)

@@ -1,4 +1,6 @@
-"""Shared plumbing for the benchmarks: brokers on free ports, topics, load-generator processes, tables.
+"""Shared plumbing for the benchmarks: brokers on free ports, local clusters, scratch directories, topics,
+load-generator processes, measurement rounds and the command line of a scenario script; the result tables
+are in ``bench.tables``.
 
 Not a benchmark itself. The scenario scripts import it; see ``docs/benchmarks.md``.
 """
@@ -7,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import json
 import os
 import select
@@ -22,16 +23,21 @@ import time
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from confluent_kafka import KafkaException
 
+from bench.tables import Measurements, Table, TargetResult, report
 from moldau.net.ports import free_port
 
+if TYPE_CHECKING:
+    from tests.support.cluster import LocalCluster
+
+T = TypeVar("T")
+
 REPO = Path(__file__).resolve().parent.parent
-RESULTS_DIR = REPO / "bench" / "results"
 KINDS = ("moldau", "tansu")
 READY_TIMEOUT = 60.0
 
@@ -154,12 +160,24 @@ def _wait_ready(broker: Broker) -> None:
 
 
 @contextlib.contextmanager
+def scratch_dir(name: str, keep: Path | None = None) -> Iterator[Path]:
+    """A fresh directory for one run's files: under ``keep`` (and left there) if given, else temporary."""
+    if keep is not None:
+        path = keep / f"{name}-{time.strftime('%H%M%S')}"
+        path.mkdir(parents=True)
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:
+        yield Path(tmp)
+
+
+@contextlib.contextmanager
 def running_broker(label: str, kind: str, env: dict[str, str] | None = None) -> Iterator[Broker]:
     """Start a broker of ``kind`` in a fresh directory, yield it once it serves, then stop it.
 
     ``env`` adds variables to the broker's environment (debug switches a benchmark compares against)."""
-    with tempfile.TemporaryDirectory(prefix=f"bench-{kind}-") as tmp:
-        data_dir, log = Path(tmp) / "data", Path(tmp) / "broker.log"
+    with scratch_dir(kind) as tmp:
+        data_dir, log = tmp / "data", tmp / "broker.log"
         data_dir.mkdir()
         port = free_port()
         with log.open("wb") as out:
@@ -173,6 +191,51 @@ def running_broker(label: str, kind: str, env: dict[str, str] | None = None) -> 
             yield broker
         finally:
             stop_process(proc)
+
+
+# --------------------------------------------------------------------------- local clusters
+
+
+def waited(call: Callable[[], T], what: str) -> T:
+    """Run a LocalCluster wait; a timeout becomes a BenchError whose first line says what did not happen."""
+    from tests.support.cluster import WaitTimeout
+
+    try:
+        return call()
+    except WaitTimeout as exc:
+        lines = str(exc).splitlines()
+        detail = [line for line in lines[1:2] if line.startswith("last error:")]
+        raise BenchError(" ".join([f"{what}:", lines[0], *detail])) from None
+
+
+def _brokers_seen(cluster: LocalCluster) -> dict[int, list[int]]:
+    from tests.support.cluster import metadata_at
+
+    seen = {}
+    for node in cluster.brokers:
+        if node.is_running and node.kafka_address is not None:
+            try:
+                seen[node.node_id] = sorted(int(b.node_id) for b in metadata_at(node.kafka_address, []).brokers)
+            except (OSError, ConnectionError):
+                seen[node.node_id] = []
+    return seen
+
+
+def wait_registered(cluster: LocalCluster, timeout_s: float) -> None:
+    """Until every broker's Metadata lists every broker: they all registered with the controller, unfenced."""
+    expected = sorted(node.node_id for node in cluster.brokers)
+    last: dict[int, list[int]] = {}
+
+    def all_seen() -> bool:
+        nonlocal last
+        last = _brokers_seen(cluster)
+        return all(ids == expected for ids in last.values())
+
+    def describe() -> str:
+        views = "; ".join(f"broker {node_id} lists {ids}" for node_id, ids in sorted(last.items()))
+        return f"every broker to list brokers {expected} ({views})"
+
+    waited(lambda: cluster.wait_until(all_seen, timeout_s, describe, interval_s=0.2), "registration")
 
 
 # --------------------------------------------------------------------------- topics
@@ -212,6 +275,17 @@ def delete_topic(bootstrap: str, topic: str) -> None:
         admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
 
 
+@contextlib.contextmanager
+def fresh_topic(bootstrap: str, prefix: str, partitions: int) -> Iterator[str]:
+    """A topic of its own for one run, created before it (``create_topic``) and deleted after it."""
+    topic = unique_topic(prefix)
+    create_topic(bootstrap, topic, partitions)
+    try:
+        yield topic
+    finally:
+        delete_topic(bootstrap, topic)
+
+
 def consumed_count(bootstrap: str, topic: str, timeout: float, options: Sequence[str] = ()) -> int:
     """Records actually readable in ``topic``, counted by reading all of it with kcat (all partitions).
 
@@ -243,6 +317,25 @@ def consumer_config(bootstrap: str) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- load generators
+
+
+def write_lines(path: Path, size: int, count: int) -> None:
+    """A file of ``count`` newline-terminated lines of ``size`` printable bytes each."""
+    block_lines = max(1, 1_000_000 // (size + 1))
+    line = (b"0123456789abcdefghijklmnopqrstuvwxyz" * (size // 36 + 1))[:size] + b"\n"
+    with path.open("wb") as out:
+        for start in range(0, count, block_lines):
+            out.write(line * min(block_lines, count - start))
+
+
+@contextlib.contextmanager
+def line_files(name: str, counts: dict[int, int]) -> Iterator[dict[int, Path]]:
+    """For kcat -l: per record size, a file of ``counts[size]`` lines of that size, removed afterwards."""
+    with scratch_dir(name) as tmp:
+        files = {size: tmp / f"lines-{size}" for size in counts}
+        for size, count in counts.items():
+            write_lines(files[size], size, count)
+        yield files
 
 
 def kcat_env() -> dict[str, str]:
@@ -334,6 +427,21 @@ def span_seconds(results: list[dict[str, Any]]) -> float:
     return float(end - start) / 1e9
 
 
+def check_delivered(results: list[dict[str, Any]]) -> None:
+    """Fail if any producer worker had delivery errors."""
+    errors = sum(r["errors"] for r in results)
+    if errors:
+        raise BenchError(f"{errors} delivery errors, first: {next(r['error'] for r in results if r['error'])}")
+
+
+def check_latency_run(consumed: dict[str, Any], produced: dict[str, Any]) -> None:
+    """Fail unless every record the latency producer sent arrived at the consumer, without errors."""
+    if produced["errors"] or produced["error"]:
+        raise BenchError(f"producer: {produced['errors']} delivery errors {produced['error']}".strip())
+    if consumed["count"] != produced["count"] or consumed["error"]:
+        raise BenchError(f"consumer got {consumed['count']} of {produced['count']} {consumed['error']}".strip())
+
+
 # --------------------------------------------------------------------------- running
 
 
@@ -341,15 +449,10 @@ class BenchError(Exception):
     """A measurement that must not be reported (wrong record count, delivery errors, time limit)."""
 
 
-Measurements = dict[str, float | None]
-
-
-@dataclass
-class TargetResult:
-    """Figures of one broker in one scenario, plus what went wrong."""
-
-    values: Measurements = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
+def first_line(exc: BaseException) -> str:
+    """What went wrong, in one line: the first of the exception's message, else its type's name."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def attempt(result: TargetResult, what: str, measure: Callable[[], Measurements]) -> None:
@@ -357,7 +460,7 @@ def attempt(result: TargetResult, what: str, measure: Callable[[], Measurements]
     try:
         result.values.update(measure())
     except (BenchError, RuntimeError, OSError, subprocess.SubprocessError, KafkaException) as exc:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        message = first_line(exc)
         result.problems.append(f"{what}: {message}")
         note(f"FAILED {what}: {message}")
 
@@ -399,6 +502,13 @@ def _median(values: list[float | None]) -> float | None:
     return statistics.median(present) if present else None
 
 
+def alternating(items: Sequence[T], rounds: int) -> Iterator[tuple[int, T]]:
+    """``(round, item)`` for every item in every round, the order reversed every other round, so that warm-up
+    and drift in the machine's speed fall on every item alike."""
+    for round_ in range(rounds):
+        yield from ((round_, item) for item in (items if round_ % 2 == 0 else items[::-1]))
+
+
 def run_cases(targets: list[tuple[str, str]], cases: list[Case], repeat: int) -> dict[str, TargetResult]:
     """Start every target's broker, run each case on one broker at a time, ``repeat`` rounds.
 
@@ -410,11 +520,10 @@ def run_cases(targets: list[tuple[str, str]], cases: list[Case], repeat: int) ->
     with contextlib.ExitStack() as stack:
         brokers = _start_all(stack, targets, results)
         for case in cases:
-            for round_ in range(repeat):
-                for broker in brokers if round_ % 2 == 0 else brokers[::-1]:
-                    tag = f"[round {round_ + 1}/{repeat}]"
-                    note(f"{broker.label}: {case.what} {tag}")
-                    results[broker.label].problems += _run_once(broker, case, tag, samples[broker.label])
+            for round_, broker in alternating(brokers, repeat):
+                tag = f"[round {round_ + 1}/{repeat}]"
+                note(f"{broker.label}: {case.what} {tag}")
+                results[broker.label].problems += _run_once(broker, case, tag, samples[broker.label])
     for label, result in results.items():
         result.values = {metric: _median(values) for metric, values in samples[label].items()}
     return results
@@ -432,24 +541,6 @@ def baseline_limits(quick: bool) -> dict[str, float]:
     size_mb = 512 if quick else 1024
     note(f"raw limit: moving {size_mb} MiB over loopback, twice per figure")
     return raw_limits(size_mb, repeat=2)
-
-
-def raw_note(limits: dict[str, float], which: str) -> str:
-    """Footnote naming the raw limit that the ``/raw`` columns divide by."""
-    name = {"append": "loopback + file append", "discard": "loopback, discard"}[which]
-    return f"raw limit ({name}) measured in this run: {limits[which]:,.0f} MB/s"
-
-
-def build_table(title: str, results: dict[str, TargetResult], baselines: dict[str, float], prefix: str = "") -> Table:
-    """A table of the metrics named ``prefix...`` (prefix dropped), in the order first measured."""
-    table = Table(title)
-    for label, result in results.items():
-        for metric, value in result.values.items():
-            if metric.startswith(prefix):
-                name = metric[len(prefix) :]
-                table.row(name, baselines.get(name)).values[label] = value
-        table.notes += [f"{label}: {p[len(prefix) :]}" for p in result.problems if p.startswith(prefix)]
-    return table
 
 
 # --------------------------------------------------------------------------- arguments
@@ -498,126 +589,29 @@ def parse_sizes(spec: str) -> list[int]:
     return [int(part) for part in spec.split(",") if part.strip()]
 
 
+Scenario = Callable[[argparse.Namespace, list[tuple[str, str]], dict[str, float]], list[Table]]
+
+
+def scenario_main(name: str, doc: str | None, add_arguments: Callable[[argparse.ArgumentParser], None],
+                  run: Scenario, raw_limits: bool = False) -> None:
+    """A scenario script's command line: the shared options and its own, the raw limits if its tables compare
+    to them, its measurements on every target, then the tables printed and saved."""
+    parser = base_parser(doc)
+    add_arguments(parser)
+    args = parser.parse_args()
+    targets = parse_targets(args.target)
+    limits: dict[str, float] = {}
+    extra: dict[str, Any] = {}
+    if raw_limits:
+        note(kcat_version())
+        limits = baseline_limits(args.quick)
+        extra = {"raw_limit_mb_s": limits}
+    tables = run(args, targets, limits)
+    if raw_limits:
+        extra["kcat"] = kcat_version()
+    report(name, [label for label, _ in targets], tables, not args.no_save, extra)
+
+
 def note(message: str) -> None:
     """Progress line on stderr, kept apart from the tables on stdout."""
     print(f"  .. {message}", file=sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------- reporting
-
-
-@dataclass
-class Row:
-    """One metric measured on every target; ``baseline`` is the raw-limit figure it is compared to."""
-
-    metric: str
-    values: dict[str, float | None] = field(default_factory=dict)
-    baseline: float | None = None
-
-
-@dataclass
-class Table:
-    """One scenario's results."""
-
-    title: str
-    rows: list[Row] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def row(self, metric: str, baseline: float | None = None) -> Row:
-        """The row named ``metric``, created on first use."""
-        for existing in self.rows:
-            if existing.metric == metric:
-                return existing
-        created = Row(metric, baseline=baseline)
-        self.rows.append(created)
-        return created
-
-
-def fmt(value: float | None) -> str:
-    """A figure in a table cell."""
-    if value is None:
-        return "-"
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    if abs(value) >= 0.1:
-        return f"{value:.2f}"
-    return f"{value:.2g}"
-
-
-def ratio(numerator: float | None, denominator: float | None) -> float | None:
-    """numerator / denominator, or None when either is missing or the denominator is zero."""
-    if numerator is None or not denominator:
-        return None
-    return numerator / denominator
-
-
-def _header(labels: list[str], with_baseline: bool) -> list[str]:
-    header = ["metric", *labels]
-    if len(labels) >= 2:
-        header.append(f"{labels[0]}/{labels[1]}")
-    if with_baseline:
-        header += [f"{label}/raw" for label in labels]
-    return header
-
-
-def _cells(row: Row, labels: list[str], with_baseline: bool) -> list[str]:
-    values = [row.values.get(label) for label in labels]
-    cells = [row.metric, *(fmt(v) for v in values)]
-    if len(labels) >= 2:
-        cells.append(fmt(ratio(values[0], values[1])))
-    if with_baseline:
-        cells += [fmt(ratio(v, row.baseline)) if row.baseline else "" for v in values]
-    return cells
-
-
-def _align(cells: list[str], widths: list[int]) -> list[str]:
-    return [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
-
-
-def render(table: Table, labels: list[str]) -> str:
-    """The table as aligned text."""
-    with_baseline = any(row.baseline for row in table.rows)
-    grid = [_header(labels, with_baseline)] + [_cells(r, labels, with_baseline) for r in table.rows]
-    widths = [max(len(line[i]) for line in grid) for i in range(len(grid[0]))]
-    lines = ["  ".join(_align(line, widths)) for line in grid]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join([f"\n== {table.title}", *lines, *(f"   {n}" for n in table.notes)])
-
-
-def git_state() -> str:
-    """The repository's commit, marked ``+changes`` when the files under moldau/ differ from it."""
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()
-
-    commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    return f"{commit}+changes" if git("status", "--porcelain", "moldau") else commit
-
-
-def save_results(name: str, labels: list[str], tables: list[Table], extra: dict[str, Any]) -> Path:
-    """Write the tables as JSON under ``bench/results/`` and return the file's path."""
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = RESULTS_DIR / f"{name}-{stamp}.json"
-    payload = {
-        "scenario": name,
-        "command": " ".join([Path(sys.executable).name, "-m", f"bench.{name}", *sys.argv[1:]]),
-        "finished": dt.datetime.now().isoformat(timespec="seconds"),
-        "targets": labels,
-        "git": git_state(),
-        "tables": [asdict(t) for t in tables],
-        **extra,
-    }
-    path.write_text(json.dumps(payload, indent=2))
-    return path
-
-
-def report(name: str, labels: list[str], tables: list[Table], save: bool, extra: dict[str, Any]) -> None:
-    """Print every table and, unless told not to, save them."""
-    for table in tables:
-        print(render(table, labels), flush=True)
-    if save:
-        path = save_results(name, labels, tables, extra)
-        print(f"\nresults written to {path.relative_to(REPO)}")

@@ -20,13 +20,21 @@ import resource
 import socket
 import statistics
 import struct
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.common import Broker, create_topic, kcat_version, run_timed, running_broker, unique_topic, verify_count
-from bench.produce import write_lines
+from bench.common import (
+    Broker,
+    alternating,
+    create_topic,
+    kcat_version,
+    line_files,
+    run_timed,
+    running_broker,
+    unique_topic,
+    verify_count,
+)
 
 RECORD_BYTES = 1000
 
@@ -128,21 +136,17 @@ def main() -> None:
     raise_open_file_limit(idle + stalled + 256)
     print(f"# connection memory, {idle} idle and {stalled} stalled connections; produce of {count} records of "
           f"{RECORD_BYTES} B, kcat {kcat_version()}")
-    with tempfile.TemporaryDirectory() as tmp:
-        lines = Path(tmp) / "lines"
-        write_lines(lines, RECORD_BYTES, count)
-        with running_broker("connections", "moldau") as broker:
-            produce_rate(broker, lines, count)  # warm-up
-            time.sleep(2)
-            rates: dict[str, list[Run]] = {"alone": [], "loaded": []}
-            figures: dict[str, float] = {}
-            for i in range(repeat):
-                # Alternate which side goes first, so warm-up and drift fall on both.
-                for side in ("alone", "loaded") if i % 2 == 0 else ("loaded", "alone"):
-                    if side == "alone":
-                        rates["alone"].append(produce_rate(broker, lines, count))
-                    else:
-                        rates["loaded"].append(loaded_rate(broker, lines, count, idle, stalled, figures))
+    with line_files("connections", {RECORD_BYTES: count}) as files, running_broker("connections", "moldau") as broker:
+        lines = files[RECORD_BYTES]
+        produce_rate(broker, lines, count)  # warm-up
+        time.sleep(2)
+        rates: dict[str, list[Run]] = {"alone": [], "loaded": []}
+        figures: dict[str, float] = {}
+        for _, side in alternating(("alone", "loaded"), repeat):
+            if side == "alone":
+                rates["alone"].append(produce_rate(broker, lines, count))
+            else:
+                rates["loaded"].append(loaded_rate(broker, lines, count, idle, stalled, figures))
     baseline, closed = figures["before"], figures["closed"]
     per_idle_kb = (figures["idle"] - baseline) * 1024 / idle
     per_stalled_kb = (figures["stalled"] - figures["idle"]) * 1024 / stalled

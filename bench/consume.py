@@ -19,7 +19,6 @@ Run from the repository root:  python -m bench.consume [--target moldau|tansu|bo
 from __future__ import annotations
 
 import argparse
-import tempfile
 from functools import partial
 from pathlib import Path
 
@@ -27,29 +26,20 @@ from bench.common import (
     BenchError,
     Broker,
     Case,
-    Measurements,
-    Table,
-    TargetResult,
     attempt,
-    base_parser,
-    baseline_limits,
-    build_table,
-    create_topic,
-    delete_topic,
-    kcat_version,
+    fresh_topic,
+    line_files,
     parse_sizes,
-    parse_targets,
-    raw_note,
     repeats,
-    report,
     run_cases,
     run_timed,
     run_workers,
+    scenario_main,
     span_seconds,
-    unique_topic,
     worker_command,
 )
-from bench.produce import BATCHING, write_lines
+from bench.produce import BATCHING
+from bench.tables import Measurements, Table, TargetResult, best_rate, raw_note, size_tables
 
 PARTITION_COUNTS = (1, 4)
 READERS = ("kcat", "python")
@@ -113,17 +103,12 @@ def read_figures(
 def one_topic(broker: Broker, sink: TargetResult, args: argparse.Namespace, size: int, partitions: int) -> Measurements:
     """Load one topic, read it with both readers (each figure lands in ``sink``), drop it."""
     records, prefix = record_count(args, size), f"{size} B {partitions}p"
-    topic = unique_topic(f"consume-{size}-{partitions}")
-    create_topic(broker.bootstrap, topic, partitions)
-    try:
+    with fresh_topic(broker.bootstrap, f"consume-{size}-{partitions}", partitions) as topic:
         load(broker, topic, args.lines[size], partitions, args.time_limit)
         for reader in READERS:
             read = partial(read_figures, reader, broker, topic, size, partitions, records, args.time_limit)
             attempt(sink, f"{prefix} {reader}", read)
-    finally:
-        delete_topic(broker.bootstrap, topic)
-    rates = [v for k, v in sink.values.items() if k.endswith("MB/s") and v]
-    return {f"{prefix} best MB/s": max(rates) if rates else None}
+    return {f"{prefix} best MB/s": best_rate(sink.values)}
 
 
 def cases(args: argparse.Namespace) -> list[Case]:
@@ -138,29 +123,16 @@ def cases(args: argparse.Namespace) -> list[Case]:
 def run(args: argparse.Namespace, targets: list[tuple[str, str]], limits: dict[str, float]) -> list[Table]:
     """Measure every target; one table per record size."""
     sizes = parse_sizes(args.sizes)
-    with tempfile.TemporaryDirectory(prefix="bench-consume-") as tmp:
-        args.lines = {size: Path(tmp) / f"lines-{size}" for size in sizes}
-        for size in sizes:
-            write_lines(args.lines[size], size, record_count(args, size))
+    with line_files("consume", {size: record_count(args, size) for size in sizes}) as args.lines:
         results = run_cases(targets, cases(args), repeats(args))
-    tables = []
-    for size in sizes:
-        baselines = {f"{p}p best MB/s": limits["discard"] for p in PARTITION_COUNTS}
-        title = f"consume, {size} B records, {record_count(args, size):,} per topic, median of {repeats(args)}"
-        tables.append(build_table(title, results, baselines, prefix=f"{size} B "))
-        tables[-1].notes.append(raw_note(limits, "discard"))
-    return tables
+    titles = {size: f"consume, {size} B records, {record_count(args, size):,} per topic, median of {repeats(args)}"
+              for size in sizes}
+    baselines = {f"{p}p best MB/s": limits["discard"] for p in PARTITION_COUNTS}
+    return size_tables(titles, results, baselines, raw_note(limits, "discard"))
 
 
 def main() -> None:
-    parser = base_parser(__doc__)
-    add_arguments(parser)
-    args = parser.parse_args()
-    targets = parse_targets(args.target)
-    limits = baseline_limits(args.quick)
-    tables = run(args, targets, limits)
-    extra = {"raw_limit_mb_s": limits, "kcat": kcat_version()}
-    report("consume", [label for label, _ in targets], tables, not args.no_save, extra)
+    scenario_main("consume", __doc__, add_arguments, run, raw_limits=True)
 
 
 if __name__ == "__main__":

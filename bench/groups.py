@@ -46,24 +46,18 @@ from bench.common import (
     BenchError,
     Broker,
     Case,
-    Measurements,
-    Table,
-    TargetResult,
-    base_parser,
-    build_table,
-    create_topic,
-    delete_topic,
+    fresh_topic,
     moldau_command,
     note,
-    parse_targets,
     repeats,
-    report,
     run_cases,
     run_workers,
+    scenario_main,
     span_seconds,
     stop_process,
     unique_topic,
 )
+from bench.tables import Measurements, Table, TargetResult, build_table
 
 CONSUMER_GROUP_HEARTBEAT = 68
 # Moldau with no wait before an empty group's first rebalance; the plain "moldau" kind keeps Kafka's 3000 ms.
@@ -212,14 +206,13 @@ def membership(broker: Broker, sink: TargetResult, args: argparse.Namespace, pro
     if protocol == "consumer" and CONSUMER_GROUP_HEARTBEAT not in api_keys(broker.port):
         sink.problems.append(f"{tag}: not available (no ConsumerGroupHeartbeat, API key 68)")
         return {f"{tag}: join s": None, f"{tag}: recover s": None}
-    topic, group = unique_topic("groups"), unique_topic("bench-group")
-    create_topic(broker.bootstrap, topic, args.partitions)
+    group = unique_topic("bench-group")
     names = [f"member-{i}" for i in range(args.members)]
-    try:
-        with started_group([member_command(broker, group, topic, protocol, n, args) for n in names]) as grp:
-            return _join_and_recover(grp, args, tag)
-    finally:
-        delete_topic(broker.bootstrap, topic)
+    with (
+        fresh_topic(broker.bootstrap, "groups", args.partitions) as topic,
+        started_group([member_command(broker, group, topic, protocol, n, args) for n in names]) as grp,
+    ):
+        return _join_and_recover(grp, args, tag)
 
 
 def _join_and_recover(grp: Group, args: argparse.Namespace, tag: str) -> Measurements:
@@ -243,20 +236,16 @@ def _join_and_recover(grp: Group, args: argparse.Namespace, tag: str) -> Measure
 
 def commit_rate(broker: Broker, _sink: TargetResult, args: argparse.Namespace, writers: int) -> Measurements:
     """Synchronous commits per second of ``writers`` processes committing to one group."""
-    topic, group = unique_topic("commits"), unique_topic("bench-commits")
-    create_topic(broker.bootstrap, topic, writers)
-    limit = duration(args) + 60
-    commands = [
-        [
-            sys.executable, "-m", "bench.groups", "committer", "--bootstrap", broker.bootstrap, "--group", group,
-            "--topic", topic, "--partition", str(p), "--duration", str(duration(args)),
-        ]
-        for p in range(writers)
-    ]  # fmt: skip
-    try:
-        results = run_workers(commands, limit)
-    finally:
-        delete_topic(broker.bootstrap, topic)
+    group = unique_topic("bench-commits")
+    with fresh_topic(broker.bootstrap, "commits", writers) as topic:
+        commands = [
+            [
+                sys.executable, "-m", "bench.groups", "committer", "--bootstrap", broker.bootstrap, "--group", group,
+                "--topic", topic, "--partition", str(p), "--duration", str(duration(args)),
+            ]
+            for p in range(writers)
+        ]  # fmt: skip
+        results = run_workers(commands, duration(args) + 60)
     errors = [r["error"] for r in results if r["error"]]
     if errors:
         raise BenchError(f"commit failed: {errors[0]}")
@@ -409,12 +398,7 @@ def main() -> None:
     if sys.argv[1:2] == ["committer"]:
         run_committer(sys.argv[2:])
         return
-    parser = base_parser(__doc__)
-    add_arguments(parser)
-    args = parser.parse_args()
-    targets = parse_targets(args.target)
-    tables = run(args, targets, {})
-    report("groups", [label for label, _ in targets], tables, not args.no_save, {})
+    scenario_main("groups", __doc__, add_arguments, run)
 
 
 if __name__ == "__main__":

@@ -25,26 +25,19 @@ import argparse
 from functools import partial
 
 from bench.common import (
-    BenchError,
     Broker,
     Case,
-    Measurements,
-    Table,
-    TargetResult,
-    base_parser,
-    build_table,
-    create_topic,
-    delete_topic,
+    check_latency_run,
+    fresh_topic,
     parse_sizes,
-    parse_targets,
     repeats,
-    report,
     run_cases,
     run_workers,
+    scenario_main,
     span_seconds,
-    unique_topic,
     worker_command,
 )
+from bench.tables import Measurements, Table, TargetResult, size_tables
 
 PERCENTILES = ("p50", "p99", "p99.9", "max")
 
@@ -70,23 +63,11 @@ def commands(broker: Broker, topic: str, args: argparse.Namespace, size: int, ra
     return [consumer, producer]
 
 
-def check(consumed: dict[str, float], produced: dict[str, float]) -> None:
-    """Fail unless every record sent arrived, without errors."""
-    if produced["errors"] or produced["error"]:
-        raise BenchError(f"producer: {produced['errors']} delivery errors {produced['error']}".strip())
-    if consumed["count"] != produced["count"] or consumed["error"]:
-        raise BenchError(f"consumer got {consumed['count']} of {produced['count']} {consumed['error']}".strip())
-
-
 def one_run(broker: Broker, _sink: TargetResult, args: argparse.Namespace, size: int, rate: int) -> Measurements:
     """One fixed-rate run in a fresh topic."""
-    topic = unique_topic(f"latency-{size}-{rate}")
-    create_topic(broker.bootstrap, topic, 1)
-    try:
+    with fresh_topic(broker.bootstrap, f"latency-{size}-{rate}", 1) as topic:
         consumed, produced = run_workers(commands(broker, topic, args, size, rate), duration(args) + 60)
-    finally:
-        delete_topic(broker.bootstrap, topic)
-    check(consumed, produced)
+    check_latency_run(consumed, produced)
     figures = {f"{size} B {rate}/s {name} ms": consumed[name] for name in PERCENTILES}
     return {**figures, f"{size} B {rate}/s sent/s": produced["count"] / span_seconds([produced])}
 
@@ -103,23 +84,16 @@ def cases(args: argparse.Namespace) -> list[Case]:
 def run(args: argparse.Namespace, targets: list[tuple[str, str]], limits: dict[str, float]) -> list[Table]:
     """Measure every target; one table per record size. Lower is better; there is no raw limit here."""
     results = run_cases(targets, cases(args), repeats(args))
-    tables = []
-    for size in parse_sizes(args.sizes):
-        title = (
-            f"end-to-end latency, {size} B records, {duration(args):.0f} s per rate, "
-            f"median of {repeats(args)} (lower is better)"
-        )
-        tables.append(build_table(title, results, {}, prefix=f"{size} B "))
-    return tables
+    titles = {
+        size: f"end-to-end latency, {size} B records, {duration(args):.0f} s per rate, "
+        f"median of {repeats(args)} (lower is better)"
+        for size in parse_sizes(args.sizes)
+    }
+    return size_tables(titles, results, {})
 
 
 def main() -> None:
-    parser = base_parser(__doc__)
-    add_arguments(parser)
-    args = parser.parse_args()
-    targets = parse_targets(args.target)
-    tables = run(args, targets, {})
-    report("latency", [label for label, _ in targets], tables, not args.no_save, {})
+    scenario_main("latency", __doc__, add_arguments, run)
 
 
 if __name__ == "__main__":

@@ -18,38 +18,27 @@ Run from the repository root:  python -m bench.produce [--target moldau|tansu|bo
 from __future__ import annotations
 
 import argparse
-import tempfile
 from functools import partial
 from pathlib import Path
 
 from bench.common import (
-    BenchError,
     Broker,
     Case,
-    Measurements,
-    Table,
-    TargetResult,
     attempt,
-    base_parser,
-    baseline_limits,
-    build_table,
-    create_topic,
-    delete_topic,
-    kcat_version,
-    note,
+    check_delivered,
+    fresh_topic,
+    line_files,
     parse_sizes,
-    parse_targets,
-    raw_note,
     repeats,
-    report,
     run_cases,
     run_timed,
     run_workers,
+    scenario_main,
     span_seconds,
-    unique_topic,
     verify_count,
     worker_command,
 )
+from bench.tables import Measurements, Table, TargetResult, best_rate, raw_note, size_tables
 
 KCAT_PARTITIONS = 1
 PYTHON_PARTITIONS = 4
@@ -71,15 +60,6 @@ def record_count(args: argparse.Namespace, size: int) -> int:
     return int(max(args.producers, budget // size // args.producers * args.producers))
 
 
-def write_lines(path: Path, size: int, count: int) -> None:
-    """A file of ``count`` newline-terminated lines of ``size`` printable bytes each."""
-    block_lines = max(1, 1_000_000 // (size + 1))
-    line = (b"0123456789abcdefghijklmnopqrstuvwxyz" * (size // 36 + 1))[:size] + b"\n"
-    with path.open("wb") as out:
-        for start in range(0, count, block_lines):
-            out.write(line * min(block_lines, count - start))
-
-
 def kcat_seconds(broker: Broker, topic: str, lines: Path, acks: str, limit: float) -> float:
     """Seconds kcat takes to produce the file's lines to partition 0."""
     cmd = ["kcat", "-P", "-q", "-b", broker.bootstrap, "-t", topic, "-p", "0", *BATCHING]
@@ -94,9 +74,7 @@ def python_seconds(broker: Broker, topic: str, args: argparse.Namespace, size: i
         timeout=args.time_limit,
     )  # fmt: skip
     results = run_workers([command] * args.producers, args.time_limit + 30)
-    errors = sum(r["errors"] for r in results)
-    if errors:
-        raise BenchError(f"{errors} delivery errors, first: {next(r['error'] for r in results if r['error'])}")
+    check_delivered(results)
     return span_seconds(results)
 
 
@@ -109,16 +87,12 @@ def one_generator(broker: Broker, args: argparse.Namespace, size: int, acks: str
     """Produce with one generator into a fresh topic, check the count, return its figures."""
     records = record_count(args, size)
     partitions = KCAT_PARTITIONS if kind == "kcat" else PYTHON_PARTITIONS
-    topic = unique_topic(f"produce-{size}-{kind}")
-    create_topic(broker.bootstrap, topic, partitions)
-    try:
+    with fresh_topic(broker.bootstrap, f"produce-{size}-{kind}", partitions) as topic:
         if kind == "kcat":
             seconds = kcat_seconds(broker, topic, args.lines[size], acks, args.time_limit)
         else:
             seconds = python_seconds(broker, topic, args, size, acks)
         verify_count(broker.bootstrap, topic, records, args.time_limit)
-    finally:
-        delete_topic(broker.bootstrap, topic)
     label = f"kcat {partitions}p" if kind == "kcat" else f"{args.producers}x python {partitions}p"
     return figures(f"{size} B acks={acks} {label}", records, size, seconds)
 
@@ -127,8 +101,7 @@ def both_generators(broker: Broker, sink: TargetResult, args: argparse.Namespace
     """Both generators one after the other, then the better one's MB/s."""
     for kind in GENERATORS:
         attempt(sink, f"{size} B acks={acks} {kind}", partial(one_generator, broker, args, size, acks, kind))
-    rates = [v for k, v in sink.values.items() if k.endswith("MB/s") and v]
-    return {f"{size} B acks={acks} best MB/s": max(rates) if rates else None}
+    return {f"{size} B acks={acks} best MB/s": best_rate(sink.values)}
 
 
 def cases(args: argparse.Namespace) -> list[Case]:
@@ -143,30 +116,16 @@ def cases(args: argparse.Namespace) -> list[Case]:
 def run(args: argparse.Namespace, targets: list[tuple[str, str]], limits: dict[str, float]) -> list[Table]:
     """Measure every target; one table per record size."""
     sizes = parse_sizes(args.sizes)
-    with tempfile.TemporaryDirectory(prefix="bench-produce-") as tmp:
-        args.lines = {size: Path(tmp) / f"lines-{size}" for size in sizes}
-        for size in sizes:
-            write_lines(args.lines[size], size, record_count(args, size))
+    with line_files("produce", {size: record_count(args, size) for size in sizes}) as args.lines:
         results = run_cases(targets, cases(args), repeats(args))
+    titles = {size: f"produce, {size} B records, {record_count(args, size):,} per run, median of {repeats(args)}"
+              for size in sizes}
     baselines = {f"acks={a} best MB/s": limits["append"] for a in ACKS}
-    tables = []
-    for size in sizes:
-        title = f"produce, {size} B records, {record_count(args, size):,} per run, median of {repeats(args)}"
-        tables.append(build_table(title, results, baselines, prefix=f"{size} B "))
-        tables[-1].notes.append(raw_note(limits, "append"))
-    return tables
+    return size_tables(titles, results, baselines, raw_note(limits, "append"))
 
 
 def main() -> None:
-    parser = base_parser(__doc__)
-    add_arguments(parser)
-    args = parser.parse_args()
-    targets = parse_targets(args.target)
-    note(kcat_version())
-    limits = baseline_limits(args.quick)
-    tables = run(args, targets, limits)
-    extra = {"raw_limit_mb_s": limits, "kcat": kcat_version()}
-    report("produce", [label for label, _ in targets], tables, not args.no_save, extra)
+    scenario_main("produce", __doc__, add_arguments, run, raw_limits=True)
 
 
 if __name__ == "__main__":

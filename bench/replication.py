@@ -54,29 +54,33 @@ import itertools
 import re
 import statistics
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from bench.common import (
     BenchError,
-    Table,
+    alternating,
+    check_delivered,
+    check_latency_run,
     exit_on_sigterm,
+    first_line,
     note,
     parse_sizes,
-    render,
     run_workers,
-    save_results,
+    scratch_dir,
     span_seconds,
     unique_topic,
     verify_count,
+    wait_registered,
+    waited,
     worker_command,
 )
-from tests.support.cluster import LocalCluster, WaitTimeout, metadata_at
+from bench.tables import Table, render, save_results
+from tests.support.cluster import LocalCluster, metadata_at
 from tests.support.replicated import FAST_FAILOVER
 
 T = TypeVar("T")
@@ -164,28 +168,6 @@ def settings_note(overrides: dict[str, str]) -> str:
 # --------------------------------------------------------------------------- the cluster
 
 
-@contextlib.contextmanager
-def cluster_dir(args: argparse.Namespace, name: str) -> Iterator[Path]:
-    """A fresh directory for one cluster: under --keep (left there), else temporary."""
-    if args.keep is not None:
-        path = args.keep / f"{name}-{time.strftime('%H%M%S')}"
-        path.mkdir(parents=True)
-        yield path
-        return
-    with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:
-        yield Path(tmp)
-
-
-def _waited(call: Any, what: str) -> Any:
-    """Run a LocalCluster wait; a timeout becomes a BenchError whose first line says what did not happen."""
-    try:
-        return call()
-    except WaitTimeout as exc:
-        lines = str(exc).splitlines()
-        detail = [line for line in lines[1:2] if line.startswith("last error:")]
-        raise BenchError(" ".join([f"{what}:", lines[0], *detail])) from None
-
-
 def running_brokers(cluster: LocalCluster) -> list[str]:
     return [str(n.kafka_address) for n in cluster.brokers if n.is_running and n.kafka_address is not None]
 
@@ -208,20 +190,8 @@ def wait_settled(cluster: LocalCluster, topic: str, partitions: int, replicas: i
                 return False
         return True
 
-    _waited(lambda: cluster.wait_until(settled, timeout_s, f"{topic}: every partition led with a full ISR",
+    waited(lambda: cluster.wait_until(settled, timeout_s, f"{topic}: every partition led with a full ISR",
                                        interval_s=0.05), "topic")
-
-
-def wait_registered(cluster: LocalCluster, timeout_s: float) -> None:
-    """Until every broker's Metadata lists every broker (all registered and unfenced)."""
-    expected = sorted(node.node_id for node in cluster.brokers)
-
-    def all_seen() -> bool:
-        return all(sorted(int(b.node_id) for b in metadata_at(address, []).brokers) == expected
-                   for address in running_brokers(cluster))
-
-    _waited(lambda: cluster.wait_until(all_seen, timeout_s, f"every broker to list brokers {expected}",
-                                       interval_s=0.2), "registration")
 
 
 def admin(cluster: LocalCluster) -> Any:
@@ -264,7 +234,7 @@ def elect_preferred(cluster: LocalCluster, topic: str, partitions: int, timeout_
         return all(all(int(p.leader_id) == int(p.replica_nodes[0]) for p in partitions_at(a, topic).values())
                    for a in running_brokers(cluster))
 
-    _waited(lambda: cluster.wait_until(preferred, timeout_s, f"{topic}: preferred leaders", interval_s=0.1),
+    waited(lambda: cluster.wait_until(preferred, timeout_s, f"{topic}: preferred leaders", interval_s=0.1),
             "preferred election")
 
 
@@ -280,9 +250,7 @@ def produce_once(cluster: LocalCluster, args: argparse.Namespace, size: int, rep
         command = worker_command("produce", bootstrap=cluster.bootstrap, topic=topic,
                                  count=records // args.producers, size=size, acks=acks, timeout=args.time_limit)
         results = run_workers([command] * args.producers, args.time_limit + 30)
-        errors = sum(r["errors"] for r in results)
-        if errors:
-            raise BenchError(f"{errors} delivery errors, first: {next(r['error'] for r in results if r['error'])}")
+        check_delivered(results)
         seconds = span_seconds(results)
         verify_count(cluster.bootstrap, topic, records, args.time_limit)
     finally:
@@ -297,17 +265,16 @@ def alternating_rounds(configs: tuple[tuple[str, int, str], ...], rounds: int, w
     neither configuration always runs on a fresher machine. Returns each label's results and the failures."""
     results: dict[str, list[T]] = {label: [] for label, _, _ in configs}
     problems: list[str] = []
-    for round_ in range(rounds):
-        for label, replicas, acks in configs if round_ % 2 == 0 else configs[::-1]:
-            note(f"{what} {label} [round {round_ + 1}/{rounds}]")
-            try:
-                result = once(replicas, acks)
-            except (BenchError, RuntimeError, OSError, TimeoutError) as exc:
-                problems.append(f"{label} round {round_ + 1}: FAILED: {first_line(exc)}")
-                note(problems[-1])
-                continue
-            results[label].append(result)
-            note(describe(result))
+    for round_, (label, replicas, acks) in alternating(configs, rounds):
+        note(f"{what} {label} [round {round_ + 1}/{rounds}]")
+        try:
+            result = once(replicas, acks)
+        except (BenchError, RuntimeError, OSError, TimeoutError) as exc:
+            problems.append(f"{label} round {round_ + 1}: FAILED: {first_line(exc)}")
+            note(problems[-1])
+            continue
+        results[label].append(result)
+        note(describe(result))
     return results, problems
 
 
@@ -362,10 +329,7 @@ def latency_once(cluster: LocalCluster, args: argparse.Namespace, size: int, rep
         consumed, produced = run_workers([consumer, producer], args.duration + 60)
     finally:
         delete_topic(cluster, topic)
-    if produced["errors"] or produced["error"]:
-        raise BenchError(f"producer: {produced['errors']} delivery errors {produced['error']}".strip())
-    if consumed["count"] != produced["count"] or consumed["error"]:
-        raise BenchError(f"consumer got {consumed['count']} of {produced['count']} {consumed['error']}".strip())
+    check_latency_run(consumed, produced)
     figures = {name: float(consumed[name]) for name in ("p50", "p99", "p99.9", "max")}
     figures["sent/s"] = produced["count"] / span_seconds([produced])
     return figures
@@ -628,7 +592,7 @@ def measure_failover(cluster: LocalCluster, args: argparse.Namespace, overrides:
 
 def measure_default_failover(args: argparse.Namespace) -> tuple[Table, list[str]]:
     overrides = dict(args.overrides)
-    with cluster_dir(args, "replication-defaults") as base, LocalCluster(base, 3, overrides=overrides) as cluster:
+    with scratch_dir("replication-defaults", args.keep) as base, LocalCluster(base, 3, overrides=overrides) as cluster:
         try:
             cluster.active_controller(60)
             wait_registered(cluster, 60)
@@ -676,11 +640,6 @@ def file_problems(name: str, path: Path, limit: int = 40) -> list[str]:
     return found
 
 
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 # --------------------------------------------------------------------------- main
 
 
@@ -692,7 +651,7 @@ def main() -> None:
     config_labels = [label for label, _, _ in THROUGHPUT_CONFIGS]
     logs: list[str] = []
     note(settings_note(overrides))
-    with cluster_dir(args, "replication") as base, LocalCluster(base, 3, overrides=overrides) as cluster:
+    with scratch_dir("replication", args.keep) as base, LocalCluster(base, 3, overrides=overrides) as cluster:
         cluster.active_controller(60)
         wait_registered(cluster, 60)
         if "throughput" in args.only:

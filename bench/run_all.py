@@ -17,16 +17,8 @@ from types import ModuleType
 from typing import Any
 
 from bench import consume, groups, latency, produce, small
-from bench.common import (
-    Table,
-    base_parser,
-    baseline_limits,
-    kcat_version,
-    note,
-    parse_targets,
-    render,
-    save_results,
-)
+from bench.common import base_parser, baseline_limits, kcat_version, note, parse_targets
+from bench.tables import Table, render, save_results
 
 SCENARIOS: dict[str, ModuleType] = {"produce": produce, "consume": consume, "latency": latency, "small": small}
 SCENARIOS["groups"] = groups

@@ -19,27 +19,20 @@ import argparse
 from functools import partial
 
 from bench.common import (
-    BenchError,
     Broker,
     Case,
-    Measurements,
-    Table,
-    TargetResult,
-    base_parser,
-    build_table,
-    create_topic,
-    delete_topic,
+    check_delivered,
+    fresh_topic,
     parse_sizes,
-    parse_targets,
     repeats,
-    report,
     run_cases,
     run_workers,
+    scenario_main,
     span_seconds,
-    unique_topic,
     verify_count,
     worker_command,
 )
+from bench.tables import Measurements, Table, TargetResult, build_table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,21 +55,15 @@ def produce(broker: Broker, topic: str, args: argparse.Namespace, size: int) -> 
         duration=duration(args), timeout=limit,
     )  # fmt: skip
     results = run_workers([command] * args.producers, limit + 30)
-    errors = sum(r["errors"] for r in results)
-    if errors:
-        raise BenchError(f"{errors} delivery errors, first: {next(r['error'] for r in results if r['error'])}")
+    check_delivered(results)
     return sum(r["count"] for r in results), span_seconds(results)
 
 
 def one_run(broker: Broker, _sink: TargetResult, args: argparse.Namespace, size: int) -> Measurements:
     """One run into a fresh topic, checked by reading it back."""
-    topic = unique_topic(f"small-{size}")
-    create_topic(broker.bootstrap, topic, 1)
-    try:
+    with fresh_topic(broker.bootstrap, f"small-{size}", 1) as topic:
         records, seconds = produce(broker, topic, args, size)
         verify_count(broker.bootstrap, topic, records, 120)
-    finally:
-        delete_topic(broker.bootstrap, topic)
     return {f"{size} B requests/s": records / seconds}
 
 
@@ -98,12 +85,7 @@ def run(args: argparse.Namespace, targets: list[tuple[str, str]], limits: dict[s
 
 
 def main() -> None:
-    parser = base_parser(__doc__)
-    add_arguments(parser)
-    args = parser.parse_args()
-    targets = parse_targets(args.target)
-    tables = run(args, targets, {})
-    report("small", [label for label, _ in targets], tables, not args.no_save, {})
+    scenario_main("small", __doc__, add_arguments, run)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -33,7 +32,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
-from bench.common import create_topic, running_broker, unique_topic
+from bench.common import create_topic, running_broker, scratch_dir, unique_topic
 
 KEYS = 1000
 VALUE = b"x" * 100
@@ -44,11 +43,10 @@ def main() -> None:
     records = 200_000 if args.quick else args.records
     batch = min(args.batch, records // 4)
     with (running_broker("moldau", "moldau") as broker, spark_session() as spark,
-          tempfile.TemporaryDirectory(prefix="bench-spark-") as scratch):
+          scratch_dir("spark") as checkpoints):
         source = unique_topic("spark-in")
         create_topic(broker.bootstrap, source, 2)
         produce(broker.bootstrap, source, records)
-        checkpoints = Path(scratch)
         moldau = measure(moldau_counts(spark, broker.bootstrap, source, batch), broker.bootstrap, records,
                          checkpoints / "moldau")
         rate = measure(rate_counts(spark, batch), broker.bootstrap, records, checkpoints / "rate")

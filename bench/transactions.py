@@ -47,23 +47,23 @@ from typing import Any
 
 from bench import replication
 from bench.common import (
-    BenchError,
-    Table,
     base_parser,
+    check_delivered,
     consumer_config,
     create_topic,
     delete_topic,
     kcat_version,
     parse_sizes,
-    render,
     run_workers,
     running_broker,
-    save_results,
+    scratch_dir,
     span_seconds,
     unique_topic,
     verify_count,
+    wait_registered,
     worker_command,
 )
+from bench.tables import Table, render, save_results
 from bench.workers import THROUGHPUT_BATCHING, percentile
 from tests.support.cluster import LocalCluster
 
@@ -138,13 +138,9 @@ def three_nodes(args: argparse.Namespace) -> Iterator[Target]:
     """Three combined nodes with ``bench/replication.py``'s timings; topics of replication factor 3."""
     overrides = dict(replication.FAST)
     settings = replication.settings_of(overrides, (*replication.SHOWN_SETTINGS, *TXN_SETTINGS))
-    cluster_args = argparse.Namespace(keep=None)
-    with (
-        replication.cluster_dir(cluster_args, "transactions") as base,
-        LocalCluster(base, 3, overrides=overrides) as cluster,
-    ):
+    with scratch_dir("transactions") as base, LocalCluster(base, 3, overrides=overrides) as cluster:
         cluster.active_controller(60)
-        replication.wait_registered(cluster, 60)
+        wait_registered(cluster, 60)
         yield Target(
             cluster.bootstrap,
             lambda topic: replication.create_topic(cluster, topic, args.partitions, 3, args.time_limit),
@@ -182,9 +178,7 @@ def produce_once(target: Target, args: argparse.Namespace, size: int, txn_record
             for _ in range(args.producers)
         ]
         results = run_workers(commands, args.time_limit + 30)
-        errors = sum(r["errors"] for r in results)
-        if errors:
-            raise BenchError(f"{errors} delivery errors, first: {next(r['error'] for r in results if r['error'])}")
+        check_delivered(results)
         seconds = span_seconds(results)
         warmup = sum(r["warmup"] for r in results)
         verify_count(target.bootstrap, topic, records + warmup, args.time_limit, READ_COMMITTED)

@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 from pathlib import Path
 
 from bench.common import (
+    alternating,
     create_topic,
     kcat_version,
+    line_files,
     run_timed,
     running_broker,
     unique_topic,
     verify_count,
 )
-from bench.produce import write_lines
 
 RECORD_BYTES = 1000
 SKIP_WALK = {"MOLDAU_DEBUG_SKIP_RECORD_WALK": "1"}
@@ -51,20 +51,19 @@ def main() -> None:
     repeat = args.repeat or (1 if args.quick else 3)
     print(f"# record validation cost, {count} records of {RECORD_BYTES} B, kcat {kcat_version()}")
     print(f"{'codec':8} {'walk on rec/s':>14} {'walk off rec/s':>15} {'ratio':>6}")
-    with tempfile.TemporaryDirectory() as tmp:
-        lines = Path(tmp) / "lines"
-        write_lines(lines, RECORD_BYTES, count)
-        with running_broker("walk on", "moldau") as on, running_broker("walk off", "moldau", SKIP_WALK) as off:
-            for codec in args.codecs.split(","):
-                seconds: dict[str, list[float]] = {"on": [], "off": []}
-                for i in range(repeat):
-                    # Alternate which side goes first, so warm-up and drift fall on both.
-                    for side in ("on", "off") if i % 2 == 0 else ("off", "on"):
-                        broker = on if side == "on" else off
-                        seconds[side].append(produce_seconds(broker.bootstrap, lines, count, codec))
-                rate_on = count / statistics.median(seconds["on"])
-                rate_off = count / statistics.median(seconds["off"])
-                print(f"{codec:8} {rate_on:14,.0f} {rate_off:15,.0f} {rate_on / rate_off:6.2f}", flush=True)
+    with (
+        line_files("validation", {RECORD_BYTES: count}) as files,
+        running_broker("walk on", "moldau") as on,
+        running_broker("walk off", "moldau", SKIP_WALK) as off,
+    ):
+        for codec in args.codecs.split(","):
+            seconds: dict[str, list[float]] = {"on": [], "off": []}
+            for _, side in alternating(("on", "off"), repeat):
+                broker = on if side == "on" else off
+                seconds[side].append(produce_seconds(broker.bootstrap, files[RECORD_BYTES], count, codec))
+            rate_on = count / statistics.median(seconds["on"])
+            rate_off = count / statistics.median(seconds["off"])
+            print(f"{codec:8} {rate_on:14,.0f} {rate_off:15,.0f} {rate_on / rate_off:6.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@
   found with DescribeProducers by the offset its transaction starts at.
 
 confluent-kafka's AdminClient has none of these APIs, so the requests are kio entities sent with the broker's own
-client connection (`moldau.net.client`), which also makes the tool work against any Kafka broker.
+client connection (`moldau.net.client`), which also makes the tool work against any Kafka broker. The session
+with the brokers is in `moldau.cli.transactions_session`; this module holds the requests and the commands.
 """
 
 import argparse
@@ -18,48 +19,40 @@ import datetime
 import re
 import sys
 import time
-import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import kio.schema.describe_producers.v0.request as dp_req
 import kio.schema.describe_transactions.v0.request as dt_req
-import kio.schema.describe_transactions.v0.response as dt_res
 import kio.schema.find_coordinator.v4.request as fc_req
 import kio.schema.list_transactions.v0.request as lt0_req
 import kio.schema.list_transactions.v1.request as lt1_req
 import kio.schema.list_transactions.v2.request as lt2_req
-import kio.schema.metadata.v12.request as md_req
 import kio.schema.write_txn_markers.v1.request as wtm_req
-from kio.static.constants import EntityType
 
-from moldau.cli.common import (
-    REQUEST_TIMEOUT_S,
-    CliError,
-    add_action,
-    bootstrap_addresses,
-    check_reachable,
-    plural,
-)
+from moldau.cli.common import CliError, add_action, plural
 from moldau.cli.table import format_table
-from moldau.net.client import ConnectionFailed, ConnectionPool
+from moldau.cli.transactions_session import (
+    RETRIABLE,
+    Address,
+    Cluster,
+    DescribeTransactionsResponse,
+    Retriable,
+    Session,
+    TopicPartition,
+    error_name,
+    retrying,
+    run_session,
+)
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
-
-T = TypeVar("T")
-Address = tuple[str, int]
-TopicPartition = tuple[str, int]
 
 # Kafka's transaction states, as ListTransactions and DescribeTransactions name them.
 STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
           "PrepareEpochFence")
 STATES_BY_KEY = {name.lower(): name for name in STATES}
 TRANSACTIONAL_ID_KEY = 1  # FindCoordinator key type
-# Coordinator errors worth asking again about: a coordinator moving or still loading its state.
-RETRIABLE = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
-                       ErrorCode.coordinator_load_in_progress})
-RETRY_INTERVAL_S = 0.5
 DEFAULT_MAX_TIMEOUT_MIN = 15  # Kafka's transaction.max.timeout.ms
 
 
@@ -72,7 +65,6 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     describing.add_argument("--transactional-id", required=True, metavar="ID")
     _add_find_hanging(actions)
     _add_abort(actions)
-
 
 
 def _add_list(actions: Any) -> None:
@@ -136,131 +128,6 @@ def _regex(text: str) -> str:
     return text
 
 
-# -- talking to the brokers -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DescribedTransaction:
-    """kio's DescribeTransactions v0 TransactionState, but with the start time as plain milliseconds: kio cannot
-    read the -1 brokers send when no transaction has started (state Empty, or an error). kio reads the field
-    types at run time, so this module must not postpone annotations."""
-
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar = dt_res.TransactionState.__version__
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar = dt_res.TransactionState.__api_key__
-    __header_schema__: ClassVar = dt_res.TransactionState.__header_schema__
-    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
-    transactional_id: str = field(metadata={"kafka_type": "string"})
-    transaction_state: str = field(metadata={"kafka_type": "string"})
-    transaction_timeout: datetime.timedelta = field(metadata={"kafka_type": "timedelta_i32"})
-    transaction_start_time: int = field(metadata={"kafka_type": "int64"})
-    producer_id: int = field(metadata={"kafka_type": "int64"})
-    producer_epoch: int = field(metadata={"kafka_type": "int16"})
-    topics: tuple[dt_res.TopicData, ...]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DescribeTransactionsResponse:
-    __type__: ClassVar = EntityType.response
-    __version__: ClassVar = dt_res.DescribeTransactionsResponse.__version__
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar = dt_res.DescribeTransactionsResponse.__api_key__
-    __header_schema__: ClassVar = dt_res.DescribeTransactionsResponse.__header_schema__
-    throttle_time: datetime.timedelta = field(metadata={"kafka_type": "timedelta_i32"})
-    transaction_states: tuple[DescribedTransaction, ...]
-
-
-def _error(code: int) -> str:
-    try:
-        return ErrorCode(code).name.upper()
-    except ValueError:
-        return f"error {code}"
-
-
-@dataclass(frozen=True, slots=True)
-class Cluster:
-    brokers: dict[int, Address]
-    leaders: dict[TopicPartition, int]  # -1: no leader right now
-    topic_errors: dict[str, int]
-
-
-class Session:
-    """Requests to the cluster's brokers, one connection per broker."""
-
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap_addresses(bootstrap)
-        self.pool = ConnectionPool("moldau-cli")
-
-    async def send(self, address: Address, request: Any, response_type: Any = None) -> Any:
-        """Send a kio request and return the response (as `response_type` if given). Raises CliError."""
-        name = type(request).__name__.removesuffix("Request")
-        try:
-            return await self.pool.request(*address, request, REQUEST_TIMEOUT_S, response_type)
-        except ConnectionFailed as exc:
-            raise CliError(f"{name} failed: {exc}") from None
-        except TimeoutError:
-            raise CliError(f"{name} to {address[0]}:{address[1]} got no answer within "
-                           f"{REQUEST_TIMEOUT_S:g} s") from None
-
-    async def send_any(self, request: Any) -> Any:
-        """Send a request to the first bootstrap server that answers. Raises CliError."""
-        failure = CliError("no bootstrap server")
-        for address in self.bootstrap:
-            try:
-                return await self.send(address, request)
-            except CliError as exc:
-                failure = exc
-        raise failure
-
-    async def metadata(self, topics: Sequence[str] | None) -> Cluster:
-        """Brokers and partition leaders of `topics` (None: every topic)."""
-        wanted = None if topics is None else tuple(
-            make(md_req.MetadataRequestTopic, topic_id=uuid.UUID(int=0), name=t) for t in topics)
-        response = await self.send_any(make(md_req.MetadataRequest, topics=wanted, allow_auto_topic_creation=False,
-                                            include_topic_authorized_operations=False))
-        return Cluster({b.node_id: (b.host, b.port) for b in response.brokers},
-                       {(t.name, p.partition_index): p.leader_id for t in response.topics for p in t.partitions},
-                       {t.name: t.error_code for t in response.topics if t.error_code != ErrorCode.none})
-
-    def close(self) -> None:
-        self.pool.close()
-
-
-def _run(bootstrap: str, action: Callable[[Session], Awaitable[T]]) -> T:
-    """Run `action` with a session on the cluster, closing its connections afterwards."""
-    check_reachable(bootstrap)
-
-    async def main() -> T:
-        session = Session(bootstrap)
-        try:
-            return await action(session)
-        finally:
-            session.close()
-
-    return asyncio.run(main())
-
-
-class Retriable(Exception):
-    """A coordinator error worth asking again about (RETRIABLE)."""
-
-    def __init__(self, code: int) -> None:
-        super().__init__(_error(code))
-        self.code = code
-
-
-async def _retrying(action: Callable[[], Awaitable[T]]) -> T:
-    """Call `action` again while it raises Retriable, for up to the request timeout."""
-    deadline = time.monotonic() + REQUEST_TIMEOUT_S
-    while True:
-        try:
-            return await action()
-        except Retriable as exc:
-            if time.monotonic() >= deadline:
-                raise CliError(f"the transaction coordinator is not available ({exc})") from None
-        await asyncio.sleep(RETRY_INTERVAL_S)
-
-
 # -- list -------------------------------------------------------------------------------------------------------
 
 
@@ -287,7 +154,7 @@ async def _list_all(session: Session, cluster: Cluster, request: Any) -> tuple[l
     listed, unknown = [], set()
     for broker_id, response in zip(ids, responses, strict=True):
         if response.error_code != ErrorCode.none:
-            raise CliError(f"broker {broker_id} refused ListTransactions ({_error(response.error_code)})")
+            raise CliError(f"broker {broker_id} refused ListTransactions ({error_name(response.error_code)})")
         unknown.update(response.unknown_state_filters)
         listed += [Listed(t.transactional_id, broker_id, t.producer_id, t.transaction_state)
                    for t in response.transaction_states]
@@ -300,7 +167,7 @@ async def _list_everywhere(session: Session, request: Any) -> tuple[list[Listed]
 
 def list_transactions(args: argparse.Namespace) -> int:
     request = _list_request(args.state, args.producer_id, args.duration_ms, args.pattern)
-    listed, unknown = _run(args.bootstrap_server, lambda s: _list_everywhere(s, request))
+    listed, unknown = run_session(args.bootstrap_server, lambda s: _list_everywhere(s, request))
     if unknown:
         print(f"warning: states unknown to the brokers: {', '.join(sorted(unknown))}", file=sys.stderr)
     if not listed:
@@ -340,7 +207,7 @@ async def _find_coordinator(session: Session, transactional_id: str) -> Coordina
         raise Retriable(found.error_code)
     if found.error_code != ErrorCode.none:
         raise CliError(f"cannot find the coordinator of transactional id '{transactional_id}' "
-                       f"({_error(found.error_code)})")
+                       f"({error_name(found.error_code)})")
     return Coordinator(found.node_id, (found.host, found.port))
 
 
@@ -353,7 +220,7 @@ async def _describe_once(session: Session, transactional_id: str) -> Description
     if state.error_code == ErrorCode.transactional_id_not_found:
         raise CliError(f"transactional id '{transactional_id}' does not exist (TRANSACTIONAL_ID_NOT_FOUND)")
     if state.error_code != ErrorCode.none:
-        raise CliError(f"cannot describe transactional id '{transactional_id}' ({_error(state.error_code)})")
+        raise CliError(f"cannot describe transactional id '{transactional_id}' ({error_name(state.error_code)})")
     return _description(state, coordinator)
 
 
@@ -368,7 +235,7 @@ def _description(state: Any, coordinator: Coordinator) -> Description:
 
 def describe(args: argparse.Namespace) -> int:
     txn_id = args.transactional_id
-    found = _run(args.bootstrap_server, lambda s: _retrying(lambda: _describe_once(s, txn_id)))
+    found = run_session(args.bootstrap_server, lambda s: retrying(lambda: _describe_once(s, txn_id)))
     print(_describe_text(found, _now_ms()))
     return 0
 
@@ -444,7 +311,7 @@ def _open_txns(answers: dict[TopicPartition, Any]) -> list[OpenTxn]:
     found = []
     for tp, answer in sorted(answers.items()):
         if answer.error_code != ErrorCode.none:
-            print(f"warning: skipped {tp[0]}-{tp[1]}: {_error(answer.error_code)}", file=sys.stderr)
+            print(f"warning: skipped {tp[0]}-{tp[1]}: {error_name(answer.error_code)}", file=sys.stderr)
             continue
         found += [OpenTxn(tp, p.producer_id, p.producer_epoch, p.coordinator_epoch, p.current_txn_start_offset,
                           p.last_timestamp) for p in answer.active_producers if p.current_txn_start_offset >= 0]
@@ -484,7 +351,7 @@ async def _coordinator_views(session: Session, cluster: Cluster, producer_ids: s
                 views.setdefault(state.producer_id, []).append(_description(state, coordinator))
             else:
                 print(f"warning: cannot describe transactional id '{state.transactional_id}' on broker {broker_id} "
-                      f"({_error(state.error_code)}): its open transactions count as hanging", file=sys.stderr)
+                      f"({error_name(state.error_code)}): its open transactions count as hanging", file=sys.stderr)
     return views
 
 
@@ -508,7 +375,7 @@ async def _hanging(session: Session, broker_id: int | None, max_timeout_ms: int,
 def find_hanging(args: argparse.Namespace) -> int:
     now_ms = _now_ms()
     max_timeout_ms = args.max_transaction_timeout * 60_000
-    hanging, checked, open_count = _run(args.bootstrap_server,
+    hanging, checked, open_count = run_session(args.bootstrap_server,
                                         lambda s: _hanging(s, args.broker_id, max_timeout_ms, now_ms))
     print(f"checked {plural(checked, 'partition')}: {plural(open_count, 'open transaction')}, "
           f"{len(hanging)} hanging", file=sys.stderr)
@@ -542,7 +409,7 @@ async def _leader(session: Session, partition: TopicPartition) -> tuple[int, Add
     if error == ErrorCode.unknown_topic_or_partition:
         raise CliError(f"topic '{topic}' does not exist (UNKNOWN_TOPIC_OR_PARTITION)")
     if error is not None:
-        raise CliError(f"cannot look up topic '{topic}' ({_error(error)})")
+        raise CliError(f"cannot look up topic '{topic}' ({error_name(error)})")
     leader = cluster.leaders.get(partition)
     if leader is None:
         raise CliError(f"topic '{topic}' has no partition {index}")
@@ -558,7 +425,7 @@ async def _spec_at_offset(session: Session, address: Address, partition: TopicPa
     if answer is None:
         raise CliError(f"the leader did not answer for {name}")
     if answer.error_code != ErrorCode.none:
-        raise CliError(f"cannot describe the producers of {name} ({_error(answer.error_code)})")
+        raise CliError(f"cannot describe the producers of {name} ({error_name(answer.error_code)})")
     starts = sorted(p.current_txn_start_offset for p in answer.active_producers if p.current_txn_start_offset >= 0)
     for p in answer.active_producers:
         if p.current_txn_start_offset == offset:
@@ -581,7 +448,7 @@ async def _write_abort(session: Session, leader: int, address: Address, spec: Ab
     if code == ErrorCode.not_leader_or_follower:
         raise CliError(f"broker {leader} is no longer the leader of {topic}-{index} (NOT_LEADER_OR_FOLLOWER)")
     if code != ErrorCode.none:
-        raise CliError(f"broker {leader} refused the abort marker for {topic}-{index} ({_error(code)})")
+        raise CliError(f"broker {leader} refused the abort marker for {topic}-{index} ({error_name(code)})")
 
 
 async def _abort(session: Session, partition: TopicPartition, offset: int | None, explicit: AbortSpec | None
@@ -610,7 +477,7 @@ def _explicit_spec(args: argparse.Namespace) -> AbortSpec | None:
 def abort(args: argparse.Namespace) -> int:
     explicit = _explicit_spec(args)
     partition = (args.topic, args.partition)
-    spec = _run(args.bootstrap_server, lambda s: _abort(s, partition, args.start_offset, explicit))
+    spec = run_session(args.bootstrap_server, lambda s: _abort(s, partition, args.start_offset, explicit))
     where = "" if spec.start_offset is None else f", started at offset {spec.start_offset}"
     print(f"aborted the transaction of producer {spec.producer_id} (epoch {spec.producer_epoch}, coordinator "
           f"epoch {spec.coordinator_epoch}) on {args.topic}-{args.partition}{where}")
