@@ -49,7 +49,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from moldau.clock import Clock
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -73,13 +73,13 @@ from moldau.storage.log_common import (
     ReadResult,
     aborted_entry,
     parse_partition_dir_name,
-    segment_index,
     storage_error,
 )
 from moldau.storage.log_config import LogConfig, TimestampType
 from moldau.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, BatchMetadata, ProducerStateManager
 from moldau.storage.retention import DELETE_TO_HIGH_WATERMARK
 from moldau.storage.segment import AppendedBatch, DeferredCloser, LogSegment
+from moldau.storage.segment_list import SegmentList
 from moldau.storage.transaction_index import AbortedTxn, collect_aborted
 from moldau.storage.truncation import TruncationKind, plan_truncation
 
@@ -123,8 +123,7 @@ class PartitionLog:
         self._clock = clock
         self._closer = closer
         self._owns_closer = False
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
+        self._segments = SegmentList(directory, config, closer)
         self._log_start_offset = 0
         self._log_end_offset = 0
         self._high_watermark = 0
@@ -167,7 +166,7 @@ class PartitionLog:
     def _load(self, clean: bool, recover_all: bool = False) -> None:
         now = self._clock.time_ms()
         for segment in log_loading.open_segments(self.directory, self._config.segment_index_bytes, now):
-            self._add_segment(segment)
+            self._segments.add(segment)
         checkpointed_start = checkpoints.read_offset_checkpoint(self.directory, LOG_START_OFFSET_FILE)
         checkpointed_recovery = checkpoints.read_offset_checkpoint(self.directory, RECOVERY_POINT_FILE)
         recovery_point = 0 if recover_all else checkpointed_recovery or 0
@@ -175,9 +174,9 @@ class PartitionLog:
         clean = clean or not self._segments
         rebuilt_from = None if clean else self._recover_from(recovery_point)
         if not self._segments:
-            self._add_segment(self._new_segment(checkpointed_start or 0, now))
-        self._log_end_offset = self._segments[-1].next_offset
-        first_base = self._segments[0].base_offset
+            self._segments.create(checkpointed_start or 0, now)
+        self._log_end_offset = self._segments.active.next_offset
+        first_base = self._segments.bases[0]
         self._log_start_offset = min(max(checkpointed_start or first_base, first_base), self._log_end_offset)
         self._drop_segments_below_start(now)
         checkpointed_hw = checkpoints.read_offset_checkpoint(self.directory, HIGH_WATERMARK_FILE)
@@ -185,7 +184,8 @@ class PartitionLog:
             min(max(checkpointed_hw, self._log_start_offset), self._log_end_offset)
         self._recovery_point = min(recovery_point, self._log_end_offset)
         self.leader_epochs = log_loading.load_leader_epochs(
-            self.directory, lambda: log_loading.headers_from(self._segments, self._bases, self._log_start_offset),
+            self.directory, lambda: log_loading.headers_from(self._segments.items, self._segments.bases,
+                                                     self._log_start_offset),
             self._log_start_offset, self._log_end_offset)
         # After recovery, producer state is replayed from before the rebuilt segments, which also writes their
         # aborted-transaction indexes again.
@@ -202,15 +202,15 @@ class PartitionLog:
     def _recover_from(self, recovery_point: int) -> int | None:
         """Recover from the segment holding the recovery point (see `recover_segments`) and forget the
         segments it set aside; returns the base offset of the first re-validated segment."""
-        rebuilt_from, kept = log_loading.recover_segments(self._segments, self._bases, recovery_point,
-                                              os.path.basename(self.directory))
-        del self._segments[kept:]
-        del self._bases[kept:]
+        rebuilt_from, kept = log_loading.recover_segments(self._segments.items, self._segments.bases,
+                                                          recovery_point, os.path.basename(self.directory))
+        self._segments.forget_after(kept)
         return rebuilt_from
 
     def _load_producer_state(self, now_ms: int, at_or_below: int | None = None) -> None:
-        log_loading.load_producer_state(self.producer_state, self._segments, self._bases, self._log_start_offset,
-                            self._log_end_offset, now_ms, at_or_below, self._name)
+        log_loading.load_producer_state(self.producer_state, self._segments.items, self._segments.bases,
+                                        self._log_start_offset, self._log_end_offset, now_ms, at_or_below,
+                                        self._name)
 
     @property
     def _name(self) -> str:
@@ -226,8 +226,7 @@ class PartitionLog:
     @config.setter
     def config(self, config: LogConfig) -> None:
         self._config = config
-        for segment in self._segments:
-            segment.index_interval_bytes = config.index_interval_bytes
+        self._segments.set_config(config)
 
     @property
     def log_start_offset(self) -> int:
@@ -284,7 +283,7 @@ class PartitionLog:
         """The index entries behind `aborted_transactions` (the cleaner needs their last offsets too)."""
         found: list[AbortedTxn] = []
         try:
-            for segment in self._segments[segment_index(self._bases, start_offset) :]:
+            for segment in self._segments.from_offset(start_offset):
                 if collect_aborted(segment.txn_index.entries, start_offset, upper_offset, found):
                     break
         except OSError as e:
@@ -322,7 +321,7 @@ class PartitionLog:
 
     @property
     def size_bytes(self) -> int:
-        return sum(segment.size_bytes for segment in self._segments)
+        return self._segments.size_bytes
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -446,7 +445,7 @@ class PartitionLog:
         Should this fail, the marker is stored but not indexed until recovery rebuilds the index."""
         try:
             for entry in entries:
-                self._segments[segment_index(self._bases, entry.last_offset)].txn_index.append(entry)
+                self._segments.holding(entry.last_offset).txn_index.append(entry)
         except OSError as e:
             raise storage_error(e) from e
 
@@ -473,34 +472,31 @@ class PartitionLog:
         segment starts at `first_offset`, which only a follower's append (after a gap) puts above the log
         end offset."""
         config = self._config
-        active = self._segments[-1]
+        active = self._segments.active
         if active.must_roll_before(total_bytes, last_offset, now_ms, config.segment_bytes, config.max_segment_ms):
             self._roll(now_ms, first_offset)
         elif not active.can_hold_offset(last_offset):
             # An empty active segment, and a follower's batch beyond a gap too wide for its index entries.
-            replacement = self._new_segment(first_offset, now_ms)
-            active.delete(self._close_later(now_ms))
-            self._segments[-1], self._bases[-1] = replacement, first_offset
-            replacement.index_interval_bytes = self._config.index_interval_bytes
-        return self._segments[-1]
+            self._segments.replace_active(first_offset, now_ms)
+        return self._segments.active
 
     # -- rolling -------------------------------------------------------------------------------------
 
     def _roll(self, now_ms: int, base_offset: int | None = None) -> None:
         """Start a new active segment at the log end offset, or at `base_offset` when that is higher (a
         follower's append after a gap); a no-op if the active one is empty."""
-        active = self._segments[-1]
+        active = self._segments.active
         if active.size_bytes == 0:
             return
         active.seal()
         self.producer_state.take_snapshot(self._log_end_offset)
         start = self._log_end_offset if base_offset is None else max(base_offset, self._log_end_offset)
-        self._add_segment(self._new_segment(start, now_ms))
+        self._segments.create(start, now_ms)
 
     def roll_if_due(self, now_ms: int) -> bool:
         """Roll a non-empty active segment older than segment_ms (see `LogConfig.max_segment_ms`); returns
         whether it rolled."""
-        active = self._segments[-1]
+        active = self._segments.active
         if active.size_bytes == 0 or now_ms - active.rolling_base_ms <= self._config.max_segment_ms:
             return False
         try:
@@ -508,18 +504,6 @@ class PartitionLog:
         except OSError as e:
             raise storage_error(e) from e
         return True
-
-    def _new_segment(self, base_offset: int, now_ms: int) -> LogSegment:
-        return LogSegment.create(self.directory, base_offset, self._config.segment_index_bytes, now_ms)
-
-    def _add_segment(self, segment: LogSegment) -> None:
-        segment.index_interval_bytes = self._config.index_interval_bytes
-        self._segments.append(segment)
-        self._bases.append(segment.base_offset)
-
-    def _close_later(self, now_ms: int) -> Callable[[int], None]:
-        """How a deleted segment closes its fd: after file_delete_delay_ms, so fetches in flight finish."""
-        return lambda fd: self._closer.close_later(fd, now_ms)
 
     # -- read (the lookups are in log_reads) ----------------------------------------------------------
 
@@ -539,8 +523,8 @@ class PartitionLog:
         high_watermark = self.high_watermark
         upper = min(high_watermark if max_offset is None else max_offset, self._log_end_offset)
         try:
-            found = log_reads.read_slice(self._segments, self._bases, self._log_end_offset, fetch_offset, max_bytes,
-                               min_one_batch, upper)
+            found = log_reads.read_slice(self._segments.items, self._segments.bases, self._log_end_offset,
+                                         fetch_offset, max_bytes, min_one_batch, upper)
         except OSError as e:
             raise storage_error(e) from e
         return ReadResult(() if found is None or found.size == 0 else (found,), high_watermark,
@@ -550,14 +534,15 @@ class PartitionLog:
         """(offset, timestamp) of the first record at or after the log start with timestamp >= the
         target; None when there is none (ListOffsets then answers with the log end offset)."""
         try:
-            return log_reads.offset_for_timestamp(self._segments, self._bases, self._log_start_offset, timestamp_ms)
+            return log_reads.offset_for_timestamp(self._segments.items, self._segments.bases,
+                                                  self._log_start_offset, timestamp_ms)
         except OSError as e:
             raise storage_error(e) from e
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record carrying the largest timestamp; None if empty."""
         try:
-            return log_reads.max_timestamp_offset(self._segments)
+            return log_reads.max_timestamp_offset(self._segments.items)
         except OSError as e:
             raise storage_error(e) from e
 
@@ -600,7 +585,8 @@ class PartitionLog:
             raise storage_error(e) from e
 
     def _delete_oldest_while(self, rule: retention.SegmentRule, now_ms: int) -> int:
-        count = retention.deletable_prefix(self._segments, self._bases, self._log_end_offset, self.high_watermark, rule)
+        count = retention.deletable_prefix(self._segments.items, self._segments.bases, self._log_end_offset,
+                                           self.high_watermark, rule)
         if count == 0:
             return 0
         if count == len(self._segments):
@@ -609,36 +595,23 @@ class PartitionLog:
         return count
 
     def _drop_segments_below_start(self, now_ms: int) -> None:
-        count = retention.segments_below_start(self._bases, self._log_start_offset)
+        count = retention.segments_below_start(self._segments.bases, self._log_start_offset)
         if count:
             self._delete_first_segments(count, now_ms)
 
     def _delete_first_segments(self, count: int, now_ms: int) -> None:
-        doomed = self._segments[:count]
-        del self._segments[:count]
-        del self._bases[:count]
-        if self._segments[0].base_offset > self._log_start_offset:
-            self._log_start_offset = self._segments[0].base_offset
+        doomed = self._segments.take_first(count)
+        if self._segments.bases[0] > self._log_start_offset:
+            self._log_start_offset = self._segments.bases[0]
             self._write_log_start_checkpoint()
         self.producer_state.truncate_head(self._log_start_offset)
         self.leader_epochs.truncate_from_start(self._log_start_offset)
-        for segment in doomed:
-            segment.delete(self._close_later(now_ms))
+        self._segments.delete_files(doomed, now_ms)
 
     def replace_segments(self, old: Sequence[LogSegment], new: LogSegment) -> None:
         """Put `new` in the place of `old`, consecutive non-active segments whose files the cleaner has
         already swapped on disk. Their fds close after file_delete_delay_ms, so fetches in flight finish."""
-        first = next((i for i, s in enumerate(self._segments) if s is old[0]), -1)
-        end = first + len(old)
-        if first < 0 or end >= len(self._segments) or \
-                any(a is not b for a, b in zip(self._segments[first:end], old, strict=True)):
-            raise ValueError("segments to replace are not consecutive non-active segments of this log")
-        new.index_interval_bytes = self._config.index_interval_bytes
-        self._segments[first:end] = [new]
-        self._bases[first:end] = [new.base_offset]
-        now = self._clock.time_ms()
-        for segment in old:
-            self._closer.close_later(segment.fd, now)
+        self._segments.replace(old, new, self._clock.time_ms())
         for segment in old[1:]:
             # `merge_transaction_indexes` copied their entries into the first one's, now `new`'s, file.
             segment.txn_index.delete()
@@ -668,20 +641,20 @@ class PartitionLog:
         base offset) and everything once flush_ms has passed with unflushed messages."""
         if self._unflushed_messages and now_ms - self._last_flush_ms >= self._config.flush_ms:
             self.flush()
-        elif self._recovery_point < self._bases[-1]:
-            self._advance_recovery_point(self._bases[-1], len(self._segments) - 1)
+        elif self._recovery_point < self._segments.active.base_offset:
+            self._advance_recovery_point(self._segments.active.base_offset, len(self._segments) - 1)
 
     def _advance_recovery_point(self, offset: int, end_index: int) -> None:
         """fsync the segments from the one holding the recovery point to `end_index` (exclusive), then move
         the recovery point to `offset` and write the checkpoints."""
         try:
-            for segment in self._segments[segment_index(self._bases, self._recovery_point) : end_index]:
+            for segment in self._segments.from_offset(self._recovery_point, end_index):
                 segment.flush()
             self._recovery_point = offset
             self._write_checkpoints()
             # Keep the newest snapshot at or below the base of the segment holding the recovery point:
             # recovery replays producer state from there to rebuild that segment's transaction index.
-            self.producer_state.delete_snapshots_before(self._bases[segment_index(self._bases, offset)])
+            self.producer_state.delete_snapshots_before(self._segments.holding(offset).base_offset)
         except OSError as e:
             raise storage_error(e) from e
 
@@ -699,7 +672,7 @@ class PartitionLog:
         if self._closed:
             return
         try:
-            self._segments[-1].seal()
+            self._segments.active.seal()
             self.flush()
             self.producer_state.take_snapshot(self._log_end_offset)
             for segment in self._segments:
@@ -715,10 +688,7 @@ class PartitionLog:
     def delete(self) -> None:
         """Remove the whole partition directory. With a shared closer, slices handed out stay readable
         for file_delete_delay_ms; a log that owns its closer has no later chance, so it closes now."""
-        close_later = self._close_later(self._clock.time_ms())
-        for segment in self._segments:
-            segment.delete(close_later)
-        self._segments, self._bases = [], []
+        self._segments.delete_all(self._clock.time_ms())
         self._closed = True
         if self._owns_closer:
             self._closer.close_all()
@@ -728,8 +698,7 @@ class PartitionLog:
         """Follow a rename of the partition directory (LogManager's delete); open fds stay valid."""
         os.replace(self.directory, directory)
         self.directory = directory
-        for segment in self._segments:
-            segment.directory = directory
+        self._segments.rename(directory)
         self.producer_state.directory = directory
         self.leader_epochs.directory = directory
 
@@ -740,7 +709,7 @@ class PartitionLog:
         below `offset` (a batch straddling it goes whole), or restart empty at `offset` (below the log start).
         Producer state is rebuilt to match the new log end and the leader epoch cache is cut there, also
         when no record goes (see truncation.py for why)."""
-        plan = plan_truncation(offset, self._log_start_offset, self._log_end_offset, self._bases)
+        plan = plan_truncation(offset, self._log_start_offset, self._log_end_offset, self._segments.bases)
         try:
             if plan.kind is TruncationKind.KEEP_RECORDS:
                 self.leader_epochs.truncate_from_end(self._log_end_offset)
@@ -761,12 +730,9 @@ class PartitionLog:
 
     def _cut_segments(self, keep: int, offset: int, now_ms: int) -> None:
         """Delete all but the first `keep` segments and cut the last kept one at `offset`."""
-        for segment in self._segments[keep:]:
-            segment.delete(self._close_later(now_ms))
-        del self._segments[keep:]
-        del self._bases[keep:]
-        self._segments[-1].truncate_to(offset)
-        self._log_end_offset = self._segments[-1].next_offset
+        self._segments.keep_first(keep, now_ms)
+        self._segments.active.truncate_to(offset)
+        self._log_end_offset = self._segments.active.next_offset
         # Cutting a whole batch may go below a log start that lay inside it.
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
 
@@ -785,10 +751,8 @@ class PartitionLog:
             raise storage_error(e) from e
 
     def _truncate_fully(self, offset: int, now_ms: int) -> None:
-        for segment in self._segments:
-            segment.delete(self._close_later(now_ms))
-        self._segments, self._bases = [], []
-        self._add_segment(self._new_segment(offset, now_ms))
+        self._segments.delete_all(now_ms)
+        self._segments.create(offset, now_ms)
         self._log_start_offset = self._log_end_offset = offset
         self.producer_state.clear()
         self.producer_state.delete_snapshots_after(-1)
