@@ -6,11 +6,17 @@ epoch cache, `moldau.storage.leader_epoch_cache`), and the files of `moldau.stor
 `partition.metadata`, and `recovery-point`, `log-start-offset` and `high-watermark`, written atomically at
 every flush and at close. `close()` leaves a `.clean-shutdown` marker that `open()` consumes.
 
-This module keeps the state and the mechanics (segments, offsets, writes, rolls, reads, flushes); the rules
-live beside it, each in its own module: `log_loading` (opening and recovery), `retention` (what retention
-and DeleteRecords may delete), `checkpoints` (the checkpoint files), `follower_append` and `truncation`
-(what a follower stores or cuts), `append_validation` (a leader's checks) and `log_common` (the results).
+`PartitionLog` owns the log's offsets (log start, log end, high watermark, recovery point) and carries out
+every change to them; the rules it follows live beside it: `log_loading` (opening and recovery),
+`retention` (what retention and DeleteRecords may delete), `checkpoints` (the files above),
+`follower_append` and `truncation` (what a follower stores or cuts), `append_validation` (a leader's
+checks), `log_reads` (lookups), `segment_list` (the segments as a set) and `log_common` (the results).
 docs/storage.md describes the whole package.
+
+Why this file is longer than the others (~750 lines): the offsets move together (an append moves the log
+end and, without followers, the high watermark; retention the log start; truncation all four) and the
+invariants below hold between them, so the code that moves them stays in one class where they can be
+checked together. Splitting it further would mean helpers writing another object's private offsets.
 
 Invariants:
 
@@ -50,6 +56,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Sequence
+from functools import partial
 
 from moldau.clock import Clock
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -176,17 +183,16 @@ class PartitionLog:
         if not self._segments:
             self._segments.create(checkpointed_start or 0, now)
         self._log_end_offset = self._segments.active.next_offset
-        first_base = self._segments.bases[0]
-        self._log_start_offset = min(max(checkpointed_start or first_base, first_base), self._log_end_offset)
-        self._drop_segments_below_start(now)
-        checkpointed_hw = checkpoints.read_offset_checkpoint(self.directory, HIGH_WATERMARK_FILE)
-        self._high_watermark = self._log_end_offset if checkpointed_hw is None else \
-            min(max(checkpointed_hw, self._log_start_offset), self._log_end_offset)
+        self._log_start_offset, self._high_watermark = log_loading.loaded_offsets(
+            self._segments.bases[0], self._log_end_offset, checkpointed_start,
+            checkpoints.read_offset_checkpoint(self.directory, HIGH_WATERMARK_FILE))
+        self._drop_segments_below_start(now)  # cannot move the log start: the segment holding it stays
         self._recovery_point = min(recovery_point, self._log_end_offset)
-        self.leader_epochs = log_loading.load_leader_epochs(
-            self.directory, lambda: log_loading.headers_from(self._segments.items, self._segments.bases,
-                                                     self._log_start_offset),
-            self._log_start_offset, self._log_end_offset)
+        # Read only when the cache must be rebuilt.
+        headers = partial(log_loading.headers_from, self._segments.items, self._segments.bases,
+                          self._log_start_offset)
+        self.leader_epochs = log_loading.load_leader_epochs(self.directory, headers, self._log_start_offset,
+                                                            self._log_end_offset)
         # After recovery, producer state is replayed from before the rebuilt segments, which also writes their
         # aborted-transaction indexes again.
         self._load_producer_state(now, rebuilt_from)

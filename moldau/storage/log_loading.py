@@ -33,6 +33,7 @@ __all__ = [
     "headers_from",
     "load_leader_epochs",
     "load_producer_state",
+    "loaded_offsets",
     "open_segments",
     "recover_segments",
     "scan_directory",
@@ -108,6 +109,17 @@ def _discard(later: Sequence[LogSegment], *, corrupt: bool) -> None:
             segment.quarantine()
         else:
             segment.delete()
+
+
+def loaded_offsets(first_base: int, log_end_offset: int, checkpointed_start: int | None,
+                   checkpointed_high_watermark: int | None) -> tuple[int, int]:
+    """(log start offset, high watermark) of a log just opened, from its checkpoints: each is kept within
+    the segments' offsets, because a crash may have lost data the checkpoints counted (a missing log start
+    checkpoint means the first segment's base offset, a missing high watermark the log end offset)."""
+    start = min(max(checkpointed_start or first_base, first_base), log_end_offset)
+    if checkpointed_high_watermark is None:
+        return start, log_end_offset
+    return start, min(max(checkpointed_high_watermark, start), log_end_offset)
 
 
 def load_leader_epochs(directory: str, headers: Callable[[], Iterable[BatchHeader]], log_start_offset: int,
