@@ -1,0 +1,111 @@
+"""The small files beside a partition's segments that say where its data stands.
+
+* `recovery-point`: every byte below this offset was fsynced, so a start after a crash re-validates only
+  the segments from the one holding it.
+* `log-start-offset`: the first offset clients may read, which DeleteRecords and retention move.
+* `high-watermark`: the last high watermark written, where a replicated log resumes after a restart.
+* `partition.metadata`: the topic id, in Kafka's text format (`version: 0` / `topic_id: <base64>`).
+* `.clean-shutdown`: left by a clean close and consumed by the next open.
+
+Each offset file holds one decimal number and a newline, replaced atomically. They are kept apart from
+`log.py` because they are a file format, with their own failure rules (an unreadable checkpoint reads as
+absent), and the leader epoch cache's `leader-epoch-checkpoint` lives in `leader_epoch_cache.py`.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.storage.producer_state import fsync_directory, write_atomically
+
+__all__ = [
+    "CLEAN_SHUTDOWN_FILE",
+    "HIGH_WATERMARK_FILE",
+    "LOG_START_OFFSET_FILE",
+    "PARTITION_METADATA_FILE",
+    "RECOVERY_POINT_FILE",
+    "has_clean_shutdown_marker",
+    "kafka_uuid_string",
+    "read_offset_checkpoint",
+    "reconcile_topic_id",
+    "remove_clean_shutdown_marker",
+    "write_clean_shutdown_marker",
+    "write_offset_checkpoint",
+    "write_offset_checkpoints",
+]
+
+CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
+RECOVERY_POINT_FILE = "recovery-point"
+LOG_START_OFFSET_FILE = "log-start-offset"
+HIGH_WATERMARK_FILE = "high-watermark"
+PARTITION_METADATA_FILE = "partition.metadata"
+
+
+def read_offset_checkpoint(directory: str, name: str) -> int | None:
+    """The offset in checkpoint `name`; None when it is missing or unreadable (treated as never written)."""
+    try:
+        with open(os.path.join(directory, name), encoding="ascii") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def write_offset_checkpoint(directory: str, name: str, value: int) -> None:
+    write_atomically(os.path.join(directory, name), f"{value}\n".encode("ascii"))
+
+
+def write_offset_checkpoints(directory: str, recovery_point: int, log_start_offset: int,
+                             high_watermark: int) -> None:
+    """All three offset checkpoints, the recovery point first. Raises OSError."""
+    write_offset_checkpoint(directory, RECOVERY_POINT_FILE, recovery_point)
+    write_offset_checkpoint(directory, LOG_START_OFFSET_FILE, log_start_offset)
+    write_offset_checkpoint(directory, HIGH_WATERMARK_FILE, high_watermark)
+
+
+def has_clean_shutdown_marker(directory: str) -> bool:
+    return os.path.exists(os.path.join(directory, CLEAN_SHUTDOWN_FILE))
+
+
+def remove_clean_shutdown_marker(directory: str) -> None:
+    """Remove the marker durably: from now on a crash must count as unclean."""
+    os.unlink(os.path.join(directory, CLEAN_SHUTDOWN_FILE))
+    fsync_directory(directory)
+
+
+def write_clean_shutdown_marker(directory: str) -> None:
+    write_atomically(os.path.join(directory, CLEAN_SHUTDOWN_FILE), b"")
+
+
+def reconcile_topic_id(directory: str, topic_id: uuid.UUID | None) -> uuid.UUID | None:
+    """The topic id of `partition.metadata`, written when absent; a different id is an error."""
+    path = os.path.join(directory, PARTITION_METADATA_FILE)
+    stored = _read_partition_metadata(path)
+    if stored is None:
+        if topic_id is not None:
+            text = f"version: 0\ntopic_id: {kafka_uuid_string(topic_id)}\n"
+            # Not fsynced: the metadata log holds the topic id durably, and a file lost or torn by a crash
+            # reads as absent and is written again on the next open. Two fsyncs per new partition made
+            # creating a 1,000-partition topic take seconds.
+            write_atomically(path, text.encode("ascii"), durable=False)
+        return topic_id
+    if topic_id is not None and stored != topic_id:
+        raise KafkaError(ErrorCode.inconsistent_topic_id,
+                         f"{directory} belongs to topic id {kafka_uuid_string(stored)}")
+    return stored
+
+
+def kafka_uuid_string(value: uuid.UUID) -> str:
+    """Kafka's textual Uuid: URL-safe base64 of the 16 bytes, without padding."""
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode("ascii")
+
+
+def _read_partition_metadata(path: str) -> uuid.UUID | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            fields = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(fields["topic_id"].strip() + "=="))
+    except (OSError, KeyError, ValueError):
+        return None
