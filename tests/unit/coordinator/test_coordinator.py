@@ -13,15 +13,6 @@ import pytest
 from moldau.clock import Clock, ManualClock
 from moldau.coordinator.group.classic import GroupState
 from moldau.coordinator.group.coordinator import OFFSETS_TOPIC_CONFIGS, GroupCoordinator
-from moldau.coordinator.group.member import (
-    Completion,
-    JoinRequest,
-    JoinResult,
-    ProtocolMetadata,
-    SyncRequest,
-    SyncResult,
-)
-from moldau.coordinator.group.offsets import OffsetCommit
 from moldau.coordinator.group.records import OFFSETS_TOPIC, partition_for
 from moldau.coordinator.group.settings import CoordinatorSettings
 from moldau.coordinator.group.shard import ShardSettings
@@ -40,7 +31,8 @@ from moldau.protocol.errors import ErrorCode
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
-from tests.unit.coordinator.harness import LIMITS, SESSION_MS, START_MS, SequentialIds, subscription
+from tests.unit.coordinator.group_client import GroupClient
+from tests.unit.coordinator.harness import LIMITS, SESSION_MS, START_MS, SequentialIds
 
 PARTITIONS = 4
 SETTINGS = CoordinatorSettings(ShardSettings(LIMITS, 4096, 60_000), PARTITIONS, 1, 600_000)
@@ -74,10 +66,11 @@ class Metadata:
             self.create_topic(OFFSETS_TOPIC, PARTITIONS, OFFSETS_TOPIC_CONFIGS)
 
 
-class Node:
+class Node(GroupClient):
     """Just enough of a broker for the coordinator: metadata, logs, replicas. Reopening replays everything."""
 
     def __init__(self, root: Path, clock: Clock) -> None:
+        super().__init__()
         self.clock = clock
         self.controller = Metadata(str(root / "meta" / "metadata.log"))
         self.controller.commit(
@@ -90,44 +83,14 @@ class Node:
                                             self.controller.create_offsets_topic, self.replicas, SequentialIds())
         self.controller.listeners.append(lambda image: self._take(self.coordinator.on_image(image, clock.time_ms())))
         self.coordinator.on_image(self.controller.image, clock.time_ms())
-        self.answers: dict[int, JoinResult | SyncResult] = {}
-        self._handle = 0
 
     def close(self) -> None:
         self.coordinator.close()
         self.logs.close()
         self.controller.log.close()
 
-    def _take(self, completions: list[Completion]) -> None:
-        self.answers.update((c.handle, c.result) for c in completions)
-
-    def join(self, group: str, member_id: str = "", instance: str | None = None) -> JoinResult:
-        self._handle += 1
-        request = JoinRequest(member_id, instance, "c", "/h", SESSION_MS, 30_000, "consumer",
-                              (ProtocolMetadata("range", subscription("t")),))
-        self._take(self.coordinator.join(group, self._handle, request, self.clock.time_ms()))
-        result = self.answers[self._handle]
-        assert isinstance(result, JoinResult)
-        return result
-
-    def sync(self, group: str, member_id: str, generation: int, assignment: bytes) -> SyncResult:
-        self._handle += 1
-        request = SyncRequest(member_id, None, generation, None, None, ((member_id, assignment),))
-        self._take(self.coordinator.sync(group, self._handle, request, self.clock.time_ms()))
-        result = self.answers[self._handle]
-        assert isinstance(result, SyncResult)
-        return result
-
-    def member(self, group: str) -> tuple[str, int]:
-        member_id = self.join(group).member_id
-        joined = self.join(group, member_id)
-        assert joined.error == ErrorCode.none
-        assert self.sync(group, member_id, joined.generation_id, b"assigned").error == ErrorCode.none
-        return member_id, joined.generation_id
-
-    def commit(self, group: str, member_id: str, generation: int, offset: int) -> list[ErrorCode]:
-        return self.coordinator.commit_offsets(group, member_id, None, generation,
-                                               [OffsetCommit("t", 0, offset, 1, "md")], 8, self.clock.time_ms())
+    def now_ms(self) -> int:
+        return int(self.clock.time_ms())
 
 
 @pytest.fixture

@@ -9,35 +9,30 @@ from moldau.clock import ManualClock
 from moldau.coordinator.group.classic import GroupState
 from moldau.coordinator.group.coordinator import GroupCoordinator, Producer
 from moldau.coordinator.group.member import (
-    Completion,
     JoinRequest,
-    JoinResult,
-    ProtocolMetadata,
-    SyncRequest,
-    SyncResult,
 )
 from moldau.coordinator.group.offsets import OffsetCommit
 from moldau.coordinator.group.records import OFFSETS_TOPIC, partition_for
 from moldau.coordinator.group.runtime import GroupRuntime
 from moldau.metadata.image import MetadataImage
 from moldau.protocol.errors import ErrorCode
-from tests.unit.coordinator.harness import SESSION_MS, START_MS, SequentialIds, subscription
+from tests.unit.coordinator.group_client import GroupClient
+from tests.unit.coordinator.harness import SESSION_MS, START_MS, SequentialIds
 from tests.unit.coordinator.memory_log import NODE_ID, MemoryLog, image_with
 from tests.unit.coordinator.test_coordinator import PARTITIONS, SETTINGS
 
 
-class Node:
+class Node(GroupClient):
     """A group coordinator over a memory log; `reopen` builds a new one from the same log, by replay alone."""
 
     def __init__(self, log: MemoryLog | None = None) -> None:
+        super().__init__()
         self.log = log or MemoryLog(OFFSETS_TOPIC, PARTITIONS)
         self.image = image_with(OFFSETS_TOPIC, PARTITIONS)
         self.now = START_MS
         self.coordinator = GroupCoordinator(NODE_ID, SETTINGS, lambda: self.image, self._no_topic, self.log,
                                             SequentialIds())
         self.coordinator.on_image(self.image, self.now)
-        self.answers: dict[int, JoinResult | SyncResult] = {}
-        self._handle = 0
 
     @staticmethod
     def _no_topic() -> None:
@@ -47,36 +42,8 @@ class Node:
         self.coordinator.close()
         return Node(self.log)
 
-    def _take(self, completions: list[Completion]) -> None:
-        self.answers.update((c.handle, c.result) for c in completions)
-
-    def join(self, group: str, member_id: str = "") -> JoinResult:
-        self._handle += 1
-        request = JoinRequest(member_id, None, "c", "/h", SESSION_MS, 30_000, "consumer",
-                              (ProtocolMetadata("range", subscription("t")),))
-        self._take(self.coordinator.join(group, self._handle, request, self.now))
-        result = self.answers[self._handle]
-        assert isinstance(result, JoinResult)
-        return result
-
-    def sync(self, group: str, member_id: str, generation: int, assignment: bytes) -> SyncResult:
-        self._handle += 1
-        request = SyncRequest(member_id, None, generation, None, None, ((member_id, assignment),))
-        self._take(self.coordinator.sync(group, self._handle, request, self.now))
-        result = self.answers[self._handle]
-        assert isinstance(result, SyncResult)
-        return result
-
-    def member(self, group: str) -> tuple[str, int]:
-        member_id = self.join(group).member_id
-        joined = self.join(group, member_id)
-        assert joined.error == ErrorCode.none
-        assert self.sync(group, member_id, joined.generation_id, b"assigned").error == ErrorCode.none
-        return member_id, joined.generation_id
-
-    def commit(self, group: str, member_id: str, generation: int, offset: int) -> list[ErrorCode]:
-        return self.coordinator.commit_offsets(group, member_id, None, generation,
-                                               [OffsetCommit("t", 0, offset, 1, "md")], 8, self.now)
+    def now_ms(self) -> int:
+        return int(self.now)
 
     def committed(self, group: str) -> int | None:
         error, fetched = self.coordinator.fetch_offsets(group, [("t", [0])])
