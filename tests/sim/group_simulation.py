@@ -326,16 +326,11 @@ class GroupSimulation:
             if roll < 0.45:
                 self._heartbeat(c)
             elif roll < 0.75:
-                for p in c.owned:
-                    c.positions[p] += rng.randint(1, 5)
-                self._commit(c)
+                self._consume_and_commit(c)
             elif roll < 0.80:
-                c.phase = Phase.PAUSED
-                c.wake_ms = self.now + rng.randint(1_000, 3 * c.session_ms)
-                self._note(f"{c.name} pauses until {c.wake_ms - START_MS}")
+                self._pause(c)
             elif roll < 0.83:
-                c.phase = Phase.GONE
-                self._note(f"{c.name} crashes")
+                self._crash(c)
             elif roll < 0.86:
                 c.phase = Phase.GONE
                 error, _, completions = self.coordinator.leave(c.group, [(c.member_id, None)], self.now)
@@ -344,12 +339,29 @@ class GroupSimulation:
             else:
                 self._heartbeat(c)
         elif c.phase == Phase.PAUSED and self.now >= c.wake_ms:
-            # A zombie wakes up and commits what it had before it learns of the generations it missed.
-            c.phase = Phase.STABLE
-            self.stats["zombie_commits"] += 1
-            self._commit(c)
+            self._wake_zombie(c)
             if c.phase == Phase.STABLE:
                 self._heartbeat(c)
+
+    def _consume_and_commit(self, c: Consumer) -> None:
+        for p in c.owned:
+            c.positions[p] += self.rng.randint(1, 5)
+        self._commit(c)
+
+    def _pause(self, c: Consumer) -> None:
+        c.phase = Phase.PAUSED
+        c.wake_ms = self.now + self.rng.randint(1_000, 3 * c.session_ms)
+        self._note(f"{c.name} pauses until {c.wake_ms - START_MS}")
+
+    def _crash(self, c: Consumer) -> None:
+        c.phase = Phase.GONE
+        self._note(f"{c.name} crashes")
+
+    def _wake_zombie(self, c: Consumer) -> None:
+        """A zombie wakes up and commits what it had before it learns of the generations it missed."""
+        c.phase = Phase.STABLE
+        self.stats["zombie_commits"] += 1
+        self._commit(c)
 
     def _act_kip848(self, c: Consumer) -> None:
         rng = self.rng
@@ -360,24 +372,17 @@ class GroupSimulation:
             if roll < 0.5:
                 self._beat(c)
             elif roll < 0.8:
-                for p in c.owned:
-                    c.positions[p] += rng.randint(1, 5)
-                self._commit(c)
+                self._consume_and_commit(c)
             elif roll < 0.85:
-                c.phase = Phase.PAUSED
-                c.wake_ms = self.now + rng.randint(1_000, 3 * c.session_ms)
-                self._note(f"{c.name} pauses until {c.wake_ms - START_MS}")
+                self._pause(c)
             elif roll < 0.88:
-                c.phase = Phase.GONE
-                self._note(f"{c.name} crashes")
+                self._crash(c)
             elif roll < 0.91:
                 self._beat(c, LEAVE_EPOCH)
             else:
                 self._beat(c)
         elif c.phase == Phase.PAUSED and self.now >= c.wake_ms:
-            c.phase = Phase.STABLE
-            self.stats["zombie_commits"] += 1
-            self._commit(c)
+            self._wake_zombie(c)
             if c.phase == Phase.STABLE:
                 self._beat(c)
 
