@@ -9,11 +9,11 @@ position before they learn they were fenced; time that moves on; replication of 
 coordinator failovers, where a new `GroupCoordinator` is rebuilt by replaying the log alone, either with every
 write replicated or after losing the unreplicated suffix.
 
-Durability, as the broker has it: an OffsetCommit is acknowledged only once the high watermark passes its record
-(what `GroupRuntime` waits for), and OffsetFetch shows nothing above the high watermark. JoinGroup and SyncGroup
-answers are not awaited by the runtime, so this simulation replicates a partition right after every membership
-change written to it, before anyone hears of it: a failover then loses only commits nobody was told of. Time only
-advances once everything written is replicated (a healthy in-sync replica keeps up within a step).
+Durability, as the broker has it: `GroupRuntime` answers an OffsetCommit, and a JoinGroup, SyncGroup or
+ConsumerGroupHeartbeat, only once the high watermark of the group's partition passes what it holds, and
+OffsetFetch shows nothing above the high watermark. Here membership answers are delivered right after their
+partition is replicated; a failover then loses only commits nobody was told of. Time only advances once
+everything written is replicated (a healthy in-sync replica keeps up within a step).
 
 Checked after every step (`InvariantViolation` names the one that broke):
 - ownership: within a classic group's generation, no partition is assigned to two members; in the consumer

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 from moldau.clock import Clock
 from moldau.coordinator.group.consumer import HeartbeatRequest, HeartbeatResult
@@ -35,6 +37,8 @@ from moldau.protocol.errors import ErrorCode
 from moldau.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
+
+_Answer = TypeVar("_Answer", JoinResult, SyncResult, HeartbeatResult)
 
 _RETRY_AFTER_ERROR_S = 1.0
 
@@ -84,14 +88,33 @@ class GroupRuntime:
         self._deliver(self.coordinator.join(group_id, handle, request, self.now_ms()))
         result = await self._wait(handle, future)
         assert isinstance(result, JoinResult)
-        return result
+        return await self._once_durable(group_id, result)
 
     async def sync(self, group_id: str, request: SyncRequest) -> SyncResult:
         handle, future = self._register()
         self._deliver(self.coordinator.sync(group_id, handle, request, self.now_ms()))
         result = await self._wait(handle, future)
         assert isinstance(result, SyncResult)
-        return result
+        return await self._once_durable(group_id, result)
+
+    async def _once_durable(self, group_id: str, result: _Answer) -> _Answer:
+        """`result`, given once what the group's partition holds is on every in-sync replica, or the write's error.
+
+        A generation or an assignment told to a member must survive a failover of the coordinator: were the record
+        lost, the next coordinator would hand out the same generation again, with another assignment. Kafka's
+        coordinator also answers only once the records of a request (and those before them) are committed."""
+        if result.error != ErrorCode.none:
+            return result
+        code = await self._replicated_to_end(group_id)
+        return result if code == ErrorCode.none else dataclasses.replace(result, error=write_error(code))
+
+    async def _replicated_to_end(self, group_id: str) -> ErrorCode:
+        target = self.coordinator.replication_target(group_id)
+        if target is None:
+            return ErrorCode.none  # not led here any more: the answer already says so, or the next request will
+        partition, end_offset = target
+        return await self.coordinator.log.await_durable(partition, end_offset,
+                                                        self.coordinator.settings.offset_commit_timeout_ms)
 
     def _register(self) -> tuple[Handle, asyncio.Future[JoinResult | SyncResult]]:
         self._next_handle += 1
@@ -120,10 +143,12 @@ class GroupRuntime:
         self._after_input()
         return error
 
-    def consumer_heartbeat(self, group_id: str, request: HeartbeatRequest) -> HeartbeatResult:
+    async def consumer_heartbeat(self, group_id: str, request: HeartbeatRequest) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat, answered once the member's epoch and assignment are durable (see
+        `_once_durable`)."""
         result = self.coordinator.consumer_heartbeat(group_id, request, self.now_ms())
         self._after_input()
-        return result
+        return await self._once_durable(group_id, result)
 
     def leave(self, group_id: str, identities: Sequence[tuple[str, str | None]]
               ) -> tuple[ErrorCode, tuple[ErrorCode, ...]]:
@@ -167,12 +192,9 @@ class GroupRuntime:
     async def _replicated(self, group_id: str, errors: list[ErrorCode]) -> list[ErrorCode]:
         """acks=all for a write just made to the group's partition: wait until the ISR has it; if it cannot,
         the partitions that were accepted get the write's error instead."""
-        target = self.coordinator.replication_target(group_id)
-        if target is None or all(e != ErrorCode.none for e in errors):
+        if all(e != ErrorCode.none for e in errors):
             return errors
-        partition, end_offset = target
-        code = await self.coordinator.log.await_durable(partition, end_offset,
-                                                        self.coordinator.settings.offset_commit_timeout_ms)
+        code = await self._replicated_to_end(group_id)
         if code == ErrorCode.none:
             return errors
         return [write_error(code) if e == ErrorCode.none else e for e in errors]

@@ -42,7 +42,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         client_id=ctx.header.client_id or "",
         client_host=client_host(ctx.peer),
     )
-    return _response(ctx, ctx.broker.groups.consumer_heartbeat(request.group_id, heartbeat))
+    return _response(ctx, await ctx.broker.groups.consumer_heartbeat(request.group_id, heartbeat))
 
 
 def _invalid(ctx: RequestContext, request: Any) -> str | None:

@@ -4,20 +4,19 @@ answers that wait for durability."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from moldau.clock import ManualClock
 from moldau.coordinator.group.classic import GroupState
 from moldau.coordinator.group.coordinator import GroupCoordinator, Producer
-from moldau.coordinator.group.member import (
-    JoinRequest,
-)
+from moldau.coordinator.group.member import JoinRequest, ProtocolMetadata, SyncRequest
 from moldau.coordinator.group.offsets import OffsetCommit
 from moldau.coordinator.group.records import OFFSETS_TOPIC, partition_for
 from moldau.coordinator.group.runtime import GroupRuntime
 from moldau.metadata.image import MetadataImage
 from moldau.protocol.errors import ErrorCode
 from tests.unit.coordinator.group_client import GroupClient
-from tests.unit.coordinator.harness import SESSION_MS, START_MS, SequentialIds
+from tests.unit.coordinator.harness import SESSION_MS, START_MS, SequentialIds, subscription
 from tests.unit.coordinator.memory_log import NODE_ID, MemoryLog, image_with
 from tests.unit.coordinator.test_coordinator import PARTITIONS, SETTINGS
 
@@ -159,3 +158,36 @@ def test_partitions_follow_leadership() -> None:
     node.image = back
     node.coordinator.on_image(back, node.now)
     assert "g" in node.coordinator.shards[partition].groups
+
+
+def test_join_and_sync_are_answered_once_the_group_partition_is_durable() -> None:
+    log = MemoryLog(OFFSETS_TOPIC, PARTITIONS, auto_replicate=False)
+    node = Node(log)
+    partition = partition_for("g", PARTITIONS)
+    request = JoinRequest("", None, "c", "/h", SESSION_MS, 30_000, "consumer",
+                          (ProtocolMetadata("range", subscription("t")),))
+
+    async def scenario() -> None:
+        runtime = GroupRuntime(node.coordinator, ManualClock(START_MS))
+        first = await runtime.join("g", request)
+        assert first.error == ErrorCode.member_id_required  # nothing written, answered at once
+        member_id = first.member_id
+        commit = asyncio.ensure_future(runtime.commit_offsets("g", "", None, -1, [OffsetCommit("t", 0, 3, 1, "")],
+                                                              8))
+        joining = asyncio.ensure_future(runtime.join("g", dataclasses.replace(request, member_id=member_id)))
+        await asyncio.sleep(0.01)
+        assert not joining.done(), "answered once what the group's partition holds is committed, as in Kafka"
+        log.replicate(partition)
+        assert await commit == [ErrorCode.none]
+        joined = await joining  # the generation itself is written with the leader's assignment, at SyncGroup
+        assert joined.error == ErrorCode.none
+        sync = SyncRequest(member_id, None, joined.generation_id, None, None, ((member_id, b"assigned"),))
+        syncing = asyncio.ensure_future(runtime.sync("g", sync))
+        await asyncio.sleep(0.01)
+        assert not syncing.done(), "the assignment is told only once every in-sync replica has it"
+        assert log.lose_unreplicated(partition) == 1
+        assert (await syncing).error == ErrorCode.not_coordinator
+
+    asyncio.run(scenario())
+    reopened = node.reopen().coordinator.find_group("g")
+    assert reopened is not None and reopened.state != GroupState.STABLE, "the lost assignment was never told"
