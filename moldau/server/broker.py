@@ -286,7 +286,7 @@ class Broker:
         """Groups of the `__consumer_offsets` partitions led here; loaded now, and followed as the image moves."""
         coordinator = GroupCoordinator(self.node_id, CoordinatorSettings.from_config(self.config),
                                        lambda: self.image, self._request_offsets_topic, self.replicas)
-        runtime = GroupRuntime(coordinator, self.clock, self.replicas)
+        runtime = GroupRuntime(coordinator, self.clock)
         self.quorum.add_listener(runtime.on_image)
         runtime.start(self.image)
         return runtime
@@ -296,7 +296,7 @@ class Broker:
         moves."""
         coordinator = TransactionCoordinator(self.node_id, TxnSettings.from_config(self.config), lambda: self.image,
                                              self._request_transaction_topic, self.replicas)
-        runtime = TxnRuntime(coordinator, self.clock, self.replicas, self.next_producer_id, self.txn_links)
+        runtime = TxnRuntime(coordinator, self.clock, self.next_producer_id, self.txn_links)
         self.quorum.add_listener(runtime.on_image)
         runtime.start(self.image)
         return runtime

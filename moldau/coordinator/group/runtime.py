@@ -34,7 +34,6 @@ from moldau.coordinator.group.offsets import Fetched, OffsetCommit, Requested, T
 from moldau.coordinator.group.records import OFFSETS_TOPIC
 from moldau.metadata.image import MetadataImage
 from moldau.protocol.errors import ErrorCode
-from moldau.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +47,8 @@ Verifier = Callable[[str, int, int, TopicPartition], Awaitable[ErrorCode]]
 
 
 class GroupRuntime:
-    def __init__(self, coordinator: GroupCoordinator, clock: Clock, replicas: ReplicaManager | None = None) -> None:
-        """`replicas` is not used: writes and their replication go through the coordinator's log."""
+    def __init__(self, coordinator: GroupCoordinator, clock: Clock) -> None:
+        """Writes and their replication go through the coordinator's log (`CoordinatorLog`)."""
         self.coordinator = coordinator
         self._clock = clock
         self._pending: dict[Handle, asyncio.Future[JoinResult | SyncResult]] = {}

@@ -30,7 +30,6 @@ from moldau.coordinator.txn.coordinator import (
 from moldau.coordinator.txn.records import TopicPartition, TxnState, TxnValue
 from moldau.metadata.image import MetadataImage
 from moldau.protocol.errors import ErrorCode
-from moldau.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +48,9 @@ class MarkerWriter(Protocol):
 
 
 class TxnRuntime:
-    def __init__(self, coordinator: TransactionCoordinator, clock: Clock, replicas: ReplicaManager | None,
+    def __init__(self, coordinator: TransactionCoordinator, clock: Clock,
                  next_producer_id: Callable[[], Awaitable[int]], markers: MarkerWriter) -> None:
-        """`replicas` is not used: writes and their replication go through the coordinator's log."""
+        """Writes and their replication go through the coordinator's log (`CoordinatorLog`)."""
         self.coordinator = coordinator
         self._clock = clock
         self._next_producer_id = next_producer_id

@@ -24,7 +24,7 @@ def test_waiting_requests_and_timer(tmp_path: Path) -> None:
     node = Node(tmp_path, SystemClock())
 
     async def scenario() -> None:
-        runtime = GroupRuntime(node.coordinator, SystemClock(), node.replicas)
+        runtime = GroupRuntime(node.coordinator, SystemClock())
         runtime.start(node.controller.image)
         try:
             a = (await runtime.join("g", join_request())).member_id

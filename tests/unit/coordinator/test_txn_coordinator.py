@@ -120,7 +120,7 @@ def test_runtime_verifies_the_first_commit_with_the_transaction_coordinator(tmp_
 
     async def scenario() -> None:
         nonlocal answer
-        runtime = GroupRuntime(node.coordinator, SystemClock(), node.replicas)
+        runtime = GroupRuntime(node.coordinator, SystemClock())
         runtime.start(node.controller.image)
         try:
             node.coordinator.ensure_topic()

@@ -96,7 +96,7 @@ def test_the_runtime_answers_once_durable_and_completes_over_the_memory_log() ->
     markers = Markers()
 
     async def scenario() -> None:
-        runtime = TxnRuntime(node.coordinator, ManualClock(START_MS), None, next_producer_id, markers)
+        runtime = TxnRuntime(node.coordinator, ManualClock(START_MS), next_producer_id, markers)
         runtime.start(node.image)
         init = asyncio.ensure_future(runtime.init_producer_id("tx", 60_000, (-1, -1), FENCED))
         await asyncio.sleep(0.01)

@@ -43,7 +43,7 @@ async def next_producer_id() -> int:
 def runtime_for(node: Node, markers: Markers) -> TxnRuntime:
     with contextlib.suppress(KafkaError):
         node.coordinator.ensure_topic()
-    return TxnRuntime(node.coordinator, node.clock, node.replicas, next_producer_id, markers)
+    return TxnRuntime(node.coordinator, node.clock, next_producer_id, markers)
 
 
 async def until(predicate: object, timeout_s: float = 5.0) -> None:
@@ -94,7 +94,7 @@ def test_a_completion_left_in_the_log_is_resumed_on_load(tmp_path: Path) -> None
         assert [job.transactional_id for job in reopened.resumed] == ["tx"]
         # A broker's runtime loads the partitions itself when it starts: let it find this one unloaded.
         reopened.coordinator.shards.clear()
-        runtime = TxnRuntime(reopened.coordinator, clock, reopened.replicas, next_producer_id, markers)
+        runtime = TxnRuntime(reopened.coordinator, clock, next_producer_id, markers)
         runtime.start(reopened.metadata.image)
         await until(lambda: state(reopened, "tx") == TxnState.COMPLETE_ABORT)
         assert markers.written == [(("a", 0), False, 0)]
