@@ -345,7 +345,7 @@ class Broker:
             server = await loop.create_server(
                 lambda name=name: KafkaConnection(self.dispatcher, self._connection_limits,  # type: ignore[misc]
                                                   self._receive_budget, self._connections, name, controller,
-                                                  self.clock),
+                                                  self.clock, self.config.security_protocol(name)),
                 host or None, port, reuse_address=True, backlog=1024, start_serving=controller,
             )
             self._servers.append(server)

@@ -25,6 +25,7 @@ from typing import Protocol
 from moldau.clock import Clock, SystemClock
 from moldau.protocol.codec import InvalidRequest
 from moldau.protocol.framing import Frame, FrameReader, FrameTooLarge, frame
+from moldau.security.principal import ANONYMOUS, KafkaPrincipal
 from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget
 
 log = logging.getLogger(__name__)
@@ -39,10 +40,14 @@ class FrameHandler(Protocol):
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, handler: FrameHandler, limits: ConnectionLimits, budget: ReceiveBudget,
                  connections: set[KafkaConnection], listener: str = "PLAINTEXT",
-                 is_controller_listener: bool = False, clock: Clock | None = None) -> None:
+                 is_controller_listener: bool = False, clock: Clock | None = None,
+                 security_protocol: str = "PLAINTEXT") -> None:
         self._handler = handler
         self.listener = listener
         self.is_controller_listener = is_controller_listener
+        self.security_protocol = security_protocol
+        # Who the requests of this connection come from: anonymous until TLS or SASL says otherwise.
+        self.principal: KafkaPrincipal = ANONYMOUS
         self._limits = limits
         self._budget = budget
         self._clock = clock or SystemClock()
@@ -58,6 +63,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._task: asyncio.Task[None] | None = None
         self._connections = connections
         self.peer: str = "?"
+        self.client_host: str = ""  # the peer's address, without the port (ACL host filters, per-IP limits)
         self.last_activity_ms = self._clock.monotonic_ms()
         self.frame_started_ms: float | None = None
         self.busy = False  # a request is being processed (a long poll is not idleness)
@@ -70,6 +76,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.client_host = str(peer[0]) if isinstance(peer, tuple) else ""
         self._connections.add(self)
         self._budget.join(self)
         self._task = asyncio.get_running_loop().create_task(self._process())

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from moldau.protocol.codec import ApiSchema, RequestHeader
+from moldau.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from moldau.server.services import BrokerServices
@@ -19,6 +20,9 @@ class RequestContext:
     peer: str
     on_controller_listener: bool = False  # the request came in on a controller listener (from another node)
     listener: str = ""  # the name of the listener the request came in on; Metadata answers with its endpoints
+    principal: KafkaPrincipal = ANONYMOUS  # who sent it (TLS or SASL); ACLs and quotas are checked against it
+    client_host: str = ""  # the address it came from, for ACL host filters
+    security_protocol: str = "PLAINTEXT"  # of the listener: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
 
     @property
     def version(self) -> int:

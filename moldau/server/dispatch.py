@@ -27,6 +27,7 @@ from moldau.protocol.codec import InvalidRequest
 from moldau.protocol.error_response import error_response
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.framing import Frame
+from moldau.security.principal import KafkaPrincipal
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.api_versions import unsupported_version_response
@@ -49,6 +50,12 @@ class ConnectionInfo(Protocol):
     def listener(self) -> str: ...
     @property
     def is_controller_listener(self) -> bool: ...
+    @property
+    def principal(self) -> KafkaPrincipal: ...
+    @property
+    def client_host(self) -> str: ...
+    @property
+    def security_protocol(self) -> str: ...
 
 
 class RequestFilter(Protocol):
@@ -87,7 +94,7 @@ class Dispatcher:
         except codec.MalformedBody as exc:
             return _malformed_body_response(schema, header, exc)
         context = RequestContext(header, schema, self._services, conn.peer, conn.is_controller_listener,
-                                 conn.listener)
+                                 conn.listener, conn.principal, conn.client_host, conn.security_protocol)
         try:
             for request_filter in self._filters:
                 await request_filter.check(context, request)

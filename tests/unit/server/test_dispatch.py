@@ -32,6 +32,7 @@ from moldau.metadata.records import Endpoint, RegisterBrokerRecord
 from moldau.protocol import codec
 from moldau.protocol.codec import InvalidRequest
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.principal import ANONYMOUS, KafkaPrincipal
 from moldau.server.context import RequestContext
 from moldau.server.dispatch import Dispatcher
 from moldau.server.handlers import api_versions, find_coordinator, metadata
@@ -45,6 +46,9 @@ class FakeConnection:
     peer: str = "127.0.0.1:50000"
     listener: str = "PLAINTEXT"
     is_controller_listener: bool = False
+    principal: KafkaPrincipal = ANONYMOUS
+    client_host: str = "127.0.0.1"
+    security_protocol: str = "PLAINTEXT"
 
 
 @dataclass
@@ -197,10 +201,10 @@ def test_a_handler_bug_propagates_with_a_note_naming_the_request() -> None:
 class RefuseGroups:
     """A request filter, as authorization will be: it sees the context and the decoded request."""
 
-    seen: list[tuple[str, str]] = field(default_factory=list)
+    seen: list[tuple[str, str, str]] = field(default_factory=list)
 
     async def check(self, ctx: RequestContext, request: Any) -> None:
-        self.seen.append((ctx.peer, type(request).__name__))
+        self.seen.append((str(ctx.principal), ctx.client_host, type(request).__name__))
         if isinstance(request, FindCoordinatorRequest):
             raise KafkaError(ErrorCode.group_authorization_failed, "not for you")
 
@@ -208,12 +212,14 @@ class RefuseGroups:
 def test_request_filters_see_every_request_and_can_refuse_it() -> None:
     refuse = RefuseGroups()
     dispatcher = dispatcher_with(FakeServices(two_broker_image()), filters=[refuse])
-    refused = decode(dispatch(dispatcher, encode(FindCoordinatorRequest(key="g"))), 10, 3)
+    alice = FakeConnection(principal=KafkaPrincipal.parse("User:alice"), client_host="10.0.0.7")
+    refused = decode(dispatch(dispatcher, encode(FindCoordinatorRequest(key="g")), alice), 10, 3)
     assert refused.error_code == ErrorCode.group_authorization_failed
     api_versions_request = ApiVersionsRequest(client_software_name="t", client_software_version="1")
     served = decode(dispatch(dispatcher, encode(api_versions_request)), 18, 3)
     assert served.error_code == ErrorCode.none
-    assert refuse.seen == [("127.0.0.1:50000", "FindCoordinatorRequest"), ("127.0.0.1:50000", "ApiVersionsRequest")]
+    assert refuse.seen == [("User:alice", "10.0.0.7", "FindCoordinatorRequest"),
+                           ("User:ANONYMOUS", "127.0.0.1", "ApiVersionsRequest")]
 
 
 @dataclass
