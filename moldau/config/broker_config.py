@@ -404,6 +404,18 @@ class BrokerConfig:
     auto_create_topics_enable = _Bool("auto.create.topics.enable")
     delete_topic_enable = _Bool("delete.topic.enable")
 
+    # Authorization (ACLs).
+    @property
+    def authorizer_class_name(self) -> str:
+        return self.get_str("authorizer.class.name") or ""
+
+    @property
+    def super_users(self) -> list[str]:
+        """``super.users``: principals separated by semicolons."""
+        return [p.strip() for p in (self.get_str("super.users") or "").split(";") if p.strip()]
+
+    allow_everyone_if_no_acl_found = _Bool("allow.everyone.if.no.acl.found")
+
     @property
     def auto_create_topics(self) -> bool:
         """Short name for ``auto_create_topics_enable``."""

@@ -263,6 +263,17 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "partition is in the producer's transaction (KIP-890), so a late write cannot join a finished one."),
     ConfigDef("producer.id.expiration.ms", _T.INT, "86400000",
               "How long an idle producer id's state is kept.", at_least(1)),
+    # Authorization (ACLs).
+    ConfigDef("authorizer.class.name", _T.STRING, "",
+              "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer checks every request "
+              "against the ACLs in the metadata log; empty means no authorization (everyone may do everything).",
+              dynamic=False),
+    ConfigDef("super.users", _T.STRING, "",
+              "Semicolon-separated principals (User:admin;User:broker) that may do everything when an "
+              "authorizer is configured.", dynamic=False),
+    ConfigDef("allow.everyone.if.no.acl.found", _T.BOOLEAN, "false",
+              "With an authorizer, allow every principal to act on a resource that has no ACL at all.",
+              dynamic=False),
 )
 
 BROKER_CONFIGS: Mapping[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}

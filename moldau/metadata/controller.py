@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from moldau.config import NOT_YET_ACTED_ON, ConfigError, validate_topic_configs
 from moldau.metadata import broker_heartbeats, reassignment
 from moldau.metadata.broker_heartbeats import BrokerHeartbeats, HeartbeatDecision
-from moldau.metadata.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
+from moldau.metadata.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage, acl_record
 from moldau.metadata.leader_election import (
     imbalanced_brokers,
     preferred_leader_change,
@@ -45,10 +45,12 @@ from moldau.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.acl.model import AclBinding, AclBindingFilter, InvalidAcl
 
 log = logging.getLogger(__name__)
 
@@ -495,6 +497,48 @@ class Controller:
         return ongoing
 
     # -- producer ids ----------------------------------------------------------------------------------------
+
+    # -- ACLs ----------------------------------------------------------------------------------------------------
+
+    async def create_acls(self, acls: Sequence[AclBinding]) -> list[KafkaError | None]:
+        """Store ACLs (one entry for all valid ones); per ACL None or the error that refused it. An ACL that
+        exists already is not stored twice."""
+        async with self._lock:
+            self._check_active()
+            existing = set(self.image.acls.values())
+            results: list[KafkaError | None] = []
+            records: list[MetadataRecord] = []
+            for acl in acls:
+                try:
+                    acl.validate()
+                except InvalidAcl as exc:
+                    results.append(KafkaError(ErrorCode.invalid_request, str(exc)))
+                    continue
+                results.append(None)
+                if acl not in existing:
+                    existing.add(acl)
+                    records.append(acl_record(uuid.UUID(int=self._rng.getrandbits(128)), acl))
+            await self._commit(records)
+            return results
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding] | KafkaError]:
+        """Remove the ACLs each filter matches (one entry for all); per filter the ACLs it removed, or the error
+        that refused the filter."""
+        async with self._lock:
+            self._check_active()
+            results: list[list[AclBinding] | KafkaError] = []
+            removed: set[uuid.UUID] = set()
+            for acl_filter in filters:
+                try:
+                    acl_filter.validate()
+                except InvalidAcl as exc:
+                    results.append(KafkaError(ErrorCode.invalid_request, str(exc)))
+                    continue
+                matched = [(i, a) for i, a in self.image.acls.items() if acl_filter.matches(a)]
+                removed.update(i for i, _ in matched)
+                results.append([a for _, a in matched])
+            await self._commit([RemoveAccessControlEntryRecord(i) for i in sorted(removed)])
+            return results
 
     async def allocate_producer_ids(self, broker_id: int, count: int = PRODUCER_ID_BLOCK_SIZE) -> int:
         """Reserve a block of producer ids durably; returns the first id of the block."""

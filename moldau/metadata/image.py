@@ -14,17 +14,20 @@ from types import MappingProxyType
 from moldau.metadata.records import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
+    AccessControlEntryRecord,
     ConfigRecord,
     FenceBrokerRecord,
     MetadataRecord,
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
+from moldau.security.acl.model import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -76,6 +79,8 @@ class MetadataImage:
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: MappingProxyType({}))
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: MappingProxyType({}))
     next_producer_id: int = 0
+    # ACLs by id (AccessControlEntryRecord); replaced, never mutated, so the authorizer's index can follow it.
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: MappingProxyType({}))
 
     def topic_configs(self, name: str) -> Mapping[str, str]:
         return self.configs.get((RESOURCE_TOPIC, name), _EMPTY)
@@ -118,7 +123,19 @@ class MetadataImage:
         if self.next_producer_id:
             # Which broker asked for the last block is not kept; -1 says "from a snapshot".
             records.append(ProducerIdsRecord(-1, self.next_producer_id))
+        records += [acl_record(acl_id, acl) for acl_id, acl in self.acls.items()]
         return records
+
+
+def acl_record(acl_id: uuid.UUID, acl: AclBinding) -> AccessControlEntryRecord:
+    return AccessControlEntryRecord(acl_id, acl.resource_type, acl.resource_name, acl.pattern_type, acl.principal,
+                                    acl.host, acl.operation, acl.permission)
+
+
+def _acl_binding(record: AccessControlEntryRecord) -> AclBinding:
+    return AclBinding(ResourceType(record.resource_type), record.resource_name, PatternType(record.pattern_type),
+                      record.principal, record.host, AclOperation(record.operation),
+                      AclPermissionType(record.permission_type))
 
 
 def _partition_record(topic_id: uuid.UUID, p: PartitionImage) -> PartitionRecord:
@@ -135,6 +152,7 @@ class _ImageBuilder:
         self.brokers: dict[int, BrokerRegistration] | None = None
         self.configs: dict[tuple[int, str], Mapping[str, str]] | None = None
         self.next_producer_id = base.next_producer_id
+        self.acls: dict[uuid.UUID, AclBinding] | None = None
 
     def apply(self, record: MetadataRecord) -> None:
         if isinstance(record, TopicRecord):
@@ -153,6 +171,15 @@ class _ImageBuilder:
             self._apply_broker_change(record)
         elif isinstance(record, ProducerIdsRecord):
             self.next_producer_id = max(self.next_producer_id, record.next_producer_id)
+        elif isinstance(record, AccessControlEntryRecord):
+            self._acls()[record.id] = _acl_binding(record)
+        elif isinstance(record, RemoveAccessControlEntryRecord):
+            self._acls().pop(record.id, None)
+
+    def _acls(self) -> dict[uuid.UUID, AclBinding]:
+        if self.acls is None:
+            self.acls = dict(self.base.acls)
+        return self.acls
 
     def _apply_partition(self, record: PartitionRecord) -> None:
         topics = self._topics()
@@ -221,4 +248,5 @@ class _ImageBuilder:
             brokers=base.brokers if self.brokers is None else MappingProxyType(self.brokers),
             configs=base.configs if self.configs is None else MappingProxyType(self.configs),
             next_producer_id=self.next_producer_id,
+            acls=base.acls if self.acls is None else MappingProxyType(self.acls),
         )

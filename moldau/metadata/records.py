@@ -130,14 +130,38 @@ class ProducerIdsRecord:
     next_producer_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    """An ACL (Kafka's AccessControlEntryRecord): the codes are Kafka's ResourceType, PatternType, AclOperation
+    and AclPermissionType (see moldau.security.acl.model); `id` names it for removal."""
+
+    TYPE: ClassVar[str] = "acl"
+    id: uuid.UUID
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    TYPE: ClassVar[str] = "remove_acl"
+    id: uuid.UUID
+
+
 MetadataRecord = (
     TopicRecord | PartitionRecord | RemoveTopicRecord | ConfigRecord | RegisterBrokerRecord | FenceBrokerRecord
     | UnfenceBrokerRecord | UnregisterBrokerRecord | ProducerIdsRecord
+    | AccessControlEntryRecord | RemoveAccessControlEntryRecord
 )
 _TYPES: dict[str, type[Any]] = {
     cls.TYPE: cls
     for cls in (TopicRecord, PartitionRecord, RemoveTopicRecord, ConfigRecord, RegisterBrokerRecord,
-                FenceBrokerRecord, UnfenceBrokerRecord, UnregisterBrokerRecord, ProducerIdsRecord)
+                FenceBrokerRecord, UnfenceBrokerRecord, UnregisterBrokerRecord, ProducerIdsRecord,
+                AccessControlEntryRecord, RemoveAccessControlEntryRecord)
 }
 
 
@@ -171,7 +195,7 @@ def decode_record(data: bytes) -> MetadataRecord:
 
 
 def _coerce(name: str, value: Any) -> Any:
-    if name in ("topic_id", "incarnation_id"):
+    if name in ("topic_id", "incarnation_id", "id"):
         return uuid.UUID(value)
     if name in ("replicas", "isr", "adding_replicas", "removing_replicas"):
         return tuple(value)
