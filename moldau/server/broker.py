@@ -47,6 +47,8 @@ from moldau.protocol.errors import KafkaError
 from moldau.raft import Config as RaftConfig
 from moldau.replication.fetcher import FetcherSettings
 from moldau.replication.replica_manager import ReplicaManager
+from moldau.security.acl.authorizer import Authorizer
+from moldau.security.acl.rules import RequestAuthorization
 from moldau.server import memory
 from moldau.server.broker_lifecycle import BrokerLifecycle
 from moldau.server.connection import KafkaConnection
@@ -89,7 +91,9 @@ class Broker:
         self._receive_budget = ReceiveBudget.from_config(config)
         self._tasks: list[asyncio.Task[None]] = []
         self.internal_topics = InternalTopics(lambda: self.image, self._create_topic)
-        self.dispatcher = Dispatcher(self)
+        self.authorizer = Authorizer.from_config(config)  # None unless authorizer.class.name is set
+        self.dispatcher = Dispatcher(self, filters=[] if self.authorizer is None else [RequestAuthorization()],
+                                     authorizer=self.authorizer)
         self._bound: list[tuple[str, str, int]] = []  # (listener, host, port actually bound)
         self._client_servers: list[asyncio.Server] = []
         self.quorum: MetadataQuorum

@@ -9,6 +9,8 @@ from moldau.protocol.codec import ApiSchema, RequestHeader
 from moldau.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
+    from moldau.security.acl.authorizer import Authorizer
+    from moldau.security.acl.model import AclOperation, ResourceType
     from moldau.server.services import BrokerServices
 
 
@@ -23,6 +25,30 @@ class RequestContext:
     principal: KafkaPrincipal = ANONYMOUS  # who sent it (TLS or SASL); ACLs and quotas are checked against it
     client_host: str = ""  # the address it came from, for ACL host filters
     security_protocol: str = "PLAINTEXT"  # of the listener: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+    authorizer: Authorizer | None = None  # None: no authorizer configured, everything is allowed
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """May this request's principal, from its host, do `operation` on the resource? Always true without an
+        authorizer, and for requests between nodes on a controller listener (the node that took the client's
+        request checked it before forwarding)."""
+        if self.authorizer is None or self.on_controller_listener:
+            return True
+        return self.authorizer.authorize(self.broker.image.acls, str(self.principal), self.client_host, operation,
+                                         resource_type, name)
+
+    def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """May the principal do `operation` on some resource of the type (Kafka's authorizeByResourceType)?"""
+        if self.authorizer is None or self.on_controller_listener:
+            return True
+        return self.authorizer.authorize_any(self.broker.image.acls, str(self.principal), self.client_host,
+                                             operation, resource_type)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int | None:
+        """KIP-430's bit set for the resource, or None without an authorizer (the caller keeps its old answer)."""
+        if self.authorizer is None:
+            return None
+        return self.authorizer.authorized_operations(self.broker.image.acls, str(self.principal), self.client_host,
+                                                     resource_type, name)
 
     @property
     def version(self) -> int:

@@ -27,6 +27,7 @@ from moldau.protocol.codec import InvalidRequest
 from moldau.protocol.error_response import error_response
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.framing import Frame
+from moldau.security.acl.authorizer import Authorizer
 from moldau.security.principal import KafkaPrincipal
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
@@ -70,8 +71,10 @@ class RequestFilter(Protocol):
 
 class Dispatcher:
     def __init__(self, services: BrokerServices, filters: Sequence[RequestFilter] = (),
-                 apis: Mapping[int, Api] = APIS, controller_apis: Mapping[int, Api] = CONTROLLER_APIS) -> None:
+                 apis: Mapping[int, Api] = APIS, controller_apis: Mapping[int, Api] = CONTROLLER_APIS,
+                 authorizer: Authorizer | None = None) -> None:
         self._services = services
+        self._authorizer = authorizer
         self._filters = tuple(filters)
         self._apis = apis
         self._controller_apis = controller_apis
@@ -94,7 +97,8 @@ class Dispatcher:
         except codec.MalformedBody as exc:
             return _malformed_body_response(schema, header, exc)
         context = RequestContext(header, schema, self._services, conn.peer, conn.is_controller_listener,
-                                 conn.listener, conn.principal, conn.client_host, conn.security_protocol)
+                                 conn.listener, conn.principal, conn.client_host, conn.security_protocol,
+                                 self._authorizer)
         try:
             for request_filter in self._filters:
                 await request_filter.check(context, request)

@@ -82,6 +82,12 @@ class AclIndex:
             index.prefix_lengths = sorted({len(p) for p in index.prefixed})
         self.memo: dict[tuple[Any, ...], bool] = {}
 
+    def of_type(self, resource_type: ResourceType) -> list[AclBinding]:
+        index = self._types.get(resource_type)
+        if index is None:
+            return []
+        return [a for table in (index.literal, index.prefixed) for acls in table.values() for a in acls]
+
     def matching(self, resource_type: ResourceType, name: str) -> list[AclBinding]:
         """Every ACL whose resource pattern matches this resource."""
         index = self._types.get(resource_type)
@@ -149,6 +155,24 @@ class Authorizer:
             elif acl.operation in (operation, AclOperation.ALL) or acl.operation in implied_by:
                 allowed = True
         return allowed
+
+    def authorize_any(self, acls: Mapping[Any, AclBinding], principal: str, host: str, operation: AclOperation,
+                      resource_type: ResourceType) -> bool:
+        """May the principal do `operation` on some resource of the type? (Kafka's authorizeByResourceType, for
+        idempotent producers: an ALLOW of it (or ALL) on some pattern that no DENY of the same pattern cancels.)"""
+        if principal in self.super_users:
+            return True
+        index = self.index(acls)
+        mine = [a for a in index.of_type(resource_type)
+                if a.principal in (principal, WILDCARD_PRINCIPAL) and a.host in (host, WILDCARD_HOST)
+                and a.operation in (operation, AclOperation.ALL)]
+        denied = {(a.pattern_type, a.resource_name) for a in mine if a.permission == AclPermissionType.DENY}
+        if (PatternType.LITERAL, WILDCARD_RESOURCE) in denied:
+            return False
+        if any(a.permission == AclPermissionType.ALLOW and (a.pattern_type, a.resource_name) not in denied
+               for a in mine):
+            return True
+        return self.allow_everyone_if_no_acl_found and not index.of_type(resource_type)
 
     def authorized_operations(self, acls: Mapping[Any, AclBinding], principal: str, host: str,
                               resource_type: ResourceType, name: str) -> int:

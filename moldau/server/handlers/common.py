@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from moldau.metadata.raft_wire import WireError
-from moldau.protocol.codec import InvalidRequest
+from moldau.protocol.codec import InvalidRequest, make
 
 # kio models throttle times as timedeltas.
 NO_THROTTLE = datetime.timedelta(0)
@@ -47,3 +48,27 @@ def quorum_answer(handle: Callable[[Any], Any], request: Any) -> Any:
         return handle(request)
     except WireError as exc:
         raise InvalidRequest(str(exc)) from exc
+
+
+async def forward_authorized(ctx: Any, request: Any, items_field: str, results_field: str,
+                             refusals: dict[int, Any]) -> Any:
+    """Forward an admin request to the active controller without the items this node refused (authorization is
+    checked here, where the client's principal is known); the refused items' results are put back in their places.
+
+    `refusals` maps an item's index in `request.<items_field>` to its ready-made error result. Returns the merged
+    response, or None when the handler is to answer here (this node is the active controller, or no controller
+    answered); it then answers the refused items from `refusals` itself.
+    """
+    items = getattr(request, items_field)
+    kept = tuple(item for i, item in enumerate(items) if i not in refusals)
+    if not kept and items:
+        # Everything refused: nothing to ask the controller.
+        return make(ctx.schema.response_type, throttle_time=NO_THROTTLE,
+                    **{results_field: tuple(refusals[i] for i in range(len(items)))})
+    forwarded = await ctx.broker.forward_to_controller(ctx, replace(request, **{items_field: kept})
+                                                       if refusals else request)
+    if forwarded is None or not refusals:
+        return forwarded
+    answered = iter(getattr(forwarded, results_field))
+    return replace(forwarded, **{results_field: tuple(refusals[i] if i in refusals else next(answered)
+                                                      for i in range(len(items)))})

@@ -13,6 +13,9 @@ INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR.
 carries the partition count, replication factor and the topic's effective configs with their sources
 (KIP-525), and from v7 the new topic's id (KIP-516). Creation is committed synchronously, so the request's
 timeout never expires.
+
+With an authorizer, each topic needs CREATE on the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED);
+refused topics are answered by the node that received the request and the others forwarded.
 """
 
 from __future__ import annotations
@@ -24,23 +27,31 @@ from typing import Any
 from moldau.metadata.controller import CreatedTopic
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
-from moldau.server.handlers.common import NO_THROTTLE
+from moldau.server.handlers.common import NO_THROTTLE, forward_authorized
 from moldau.server.handlers.describe_configs import topic_config_entries
 
 _NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    forwarded = await ctx.broker.forward_to_controller(ctx, request)
+    may_create_any = ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+    refusals = {
+        i: _error(ctx, t.name, ErrorCode.topic_authorization_failed, f"{ctx.principal} may not create {t.name}")
+        for i, t in enumerate(request.topics)
+        if not may_create_any and not ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, t.name)
+    }
+    forwarded = await forward_authorized(ctx, request, "topics", "topics", refusals)
     if forwarded is not None:
         return forwarded
     counts = Counter(t.name for t in request.topics)
     topics = tuple([
+        refusals[i] if i in refusals else
         _error(ctx, t.name, ErrorCode.invalid_request, f"topic '{t.name}' is named more than once in the request")
         if counts[t.name] > 1 else await _create(ctx, t, request.validate_only)
-        for t in request.topics
+        for i, t in enumerate(request.topics)
     ])
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, topics=topics)
 

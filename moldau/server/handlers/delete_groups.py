@@ -1,7 +1,8 @@
 """DeleteGroups (key 42): delete empty groups with their committed offsets.
 
 A group with members gets NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND. Deletion writes tombstones for
-the group and each of its offsets to `__consumer_offsets` before it is acknowledged.
+the group and each of its offsets to `__consumer_offsets` before it is acknowledged. With an authorizer, each
+group needs DELETE (else GROUP_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.protocol.codec import make
+from moldau.protocol.errors import ErrorCode
+from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
@@ -16,7 +19,9 @@ from moldau.server.handlers.common import NO_THROTTLE
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     names = list(request.groups_names)
-    errors = ctx.broker.groups.delete_groups(names)
+    allowed = [ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, g) for g in names]
+    deleted = iter(ctx.broker.groups.delete_groups([g for g, ok in zip(names, allowed, strict=True) if ok]))
+    errors = [next(deleted) if ok else ErrorCode.group_authorization_failed for ok in allowed]
     cls = ctx.nested("DeletableGroupResult")
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE,
                 results=tuple(make(cls, group_id=g, error_code=e) for g, e in zip(names, errors, strict=True)))

@@ -12,6 +12,9 @@ every group's committed offsets, so this broker refuses it for every client.
 
 Deletion is a metadata change committed synchronously; the logs go when the replica manager applies it, so
 the request's timeout never expires.
+
+With an authorizer, each topic needs DELETE (else TOPIC_AUTHORIZATION_FAILED, answered by the node that received
+the request; the others are forwarded).
 """
 
 from __future__ import annotations
@@ -23,30 +26,50 @@ from typing import Any
 from moldau.metadata.image import TopicImage
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
-from moldau.server.handlers.common import NO_THROTTLE
+from moldau.server.handlers.common import NO_THROTTLE, forward_authorized
 
 _NO_TOPIC_ID = uuid.UUID(int=0)
 _FIRST_VERSION_WITH_DELETION_DISABLED = 3
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    forwarded = await ctx.broker.forward_to_controller(ctx, request)
-    if forwarded is not None:
-        return forwarded
     if ctx.version < 6:
         wanted: list[tuple[str | None, uuid.UUID | None]] = [(name, None) for name in request.topic_names]
     else:
         wanted = [(t.name, _topic_id(t.topic_id)) for t in request.topics]
+    refusals = {i: refusal for i, (name, topic_id) in enumerate(wanted)
+                if (refusal := _refusal(ctx, name, topic_id)) is not None}
+    forwarded = await forward_authorized(ctx, request, "topic_names" if ctx.version < 6 else "topics",
+                                         "responses", refusals)
+    if forwarded is not None:
+        return forwarded
     # Kafka refuses every entry of a name or id given twice rather than guessing which one was meant.
     counts = Counter(topic_id or name for name, topic_id in wanted)
     results = tuple([
+        refusals[i] if i in refusals else
         _result(ctx, name, topic_id, ErrorCode.invalid_request, "duplicate topic in request")
         if counts[topic_id or name] > 1 else await _delete(ctx, name, topic_id)
-        for name, topic_id in wanted
+        for i, (name, topic_id) in enumerate(wanted)
     ])
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, responses=results)
+
+
+def _refusal(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> Any | None:
+    """TOPIC_AUTHORIZATION_FAILED for a topic the principal may not DELETE (by id: one it may not DESCRIBE
+    either is UNKNOWN_TOPIC_ID, so ids cannot be probed)."""
+    if topic_id is not None:
+        topic = ctx.broker.image.topics_by_id.get(topic_id)
+        if topic is None:
+            return None
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name):
+            return _result(ctx, None, topic_id, ErrorCode.unknown_topic_id, f"no topic has id {topic_id}")
+        name = topic.name
+    if name is None or ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
+        return None
+    return _result(ctx, name, topic_id, ErrorCode.topic_authorization_failed, f"{ctx.principal} may not delete {name}")
 
 
 def _topic_id(value: uuid.UUID | None) -> uuid.UUID | None:

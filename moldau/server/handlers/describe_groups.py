@@ -11,6 +11,7 @@ from typing import Any
 from moldau.coordinator.group.classic import GroupDescription
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
+from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
@@ -21,10 +22,15 @@ _DEAD = GroupDescription("Dead", "", "", ())
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE,
-                groups=tuple(_describe(ctx, group_id) for group_id in request.groups))
+                groups=tuple(_describe(ctx, request, group_id) for group_id in request.groups))
 
 
-def _describe(ctx: RequestContext, group_id: str) -> Any:
+def _describe(ctx: RequestContext, request: Any, group_id: str) -> Any:
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return make(ctx.nested("DescribedGroup"), error_code=ErrorCode.group_authorization_failed,
+                    error_message=f"{ctx.principal} may not DESCRIBE group {group_id}", group_id=group_id,
+                    group_state="", protocol_type="", protocol_data="", members=(),
+                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
     group = ctx.broker.groups.coordinator.find_group(group_id)
     error, message = ErrorCode.none, None
     if group is None and ctx.version >= NOT_FOUND_ERROR_FROM:
@@ -39,7 +45,15 @@ def _describe(ctx: RequestContext, group_id: str) -> Any:
     return make(ctx.nested("DescribedGroup"), error_code=error, error_message=message, group_id=group_id,
                 group_state=description.state, protocol_type=description.protocol_type,
                 protocol_data=description.protocol_name, members=members,
-                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+                authorized_operations=_operations(ctx, request, group_id))
+
+
+def _operations(ctx: RequestContext, request: Any, group_id: str) -> int:
+    """KIP-430: the group's authorized operations when asked for and an authorizer decides them."""
+    if not getattr(request, "include_authorized_operations", False):
+        return AUTHORIZED_OPERATIONS_OMITTED
+    operations = ctx.authorized_operations(ResourceType.GROUP, group_id)
+    return AUTHORIZED_OPERATIONS_OMITTED if operations is None else operations
 
 
 API = Api(key=15, name="DescribeGroups", min_version=0, max_version=6, handle=handle)

@@ -19,6 +19,9 @@ carries the last stable offset.
 
 Fetch sessions (KIP-227) are not kept: every response says session id 0, which tells clients to send full
 fetch requests, as a Kafka broker with no session cache slots does.
+
+With an authorizer, a consumer needs READ on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions), a
+follower CLUSTER_ACTION on the cluster.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from moldau.protocol.fetch_response import (
 from moldau.protocol.record_batch import iter_batch_headers
 from moldau.replication.leader_state import diverging_epoch
 from moldau.replication.replica_manager import TopicPartition
+from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import ms_from_timedelta, reads_committed
@@ -62,10 +66,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _response(ctx, ErrorCode.fetch_session_id_not_found, [])
     wanted = _wanted_partitions(ctx, request)
     replica_id = _replica_id(ctx, request)
+    refused_names = _refused_topics(ctx, wanted, replica_id)
+    refused = {key for name, _, key in wanted if name in refused_names}
+    if refused:
+        wanted = [(None if name in refused_names else name, p, key) for name, p, key in wanted]
     max_wait_ms = ms_from_timedelta(request.max_wait)
     deadline = ctx.broker.clock.monotonic_ms() + max_wait_ms
     while True:
-        reads, total_bytes = _read_all(ctx, request, wanted, replica_id)
+        reads, total_bytes = _read_all(ctx, request, wanted, replica_id, refused)
         remaining_ms = deadline - ctx.broker.clock.monotonic_ms()
         if total_bytes >= request.min_bytes or remaining_ms <= 0 or _has_errors(reads):
             return _response(ctx, ErrorCode.none, reads)
@@ -96,13 +104,25 @@ def _wanted_partitions(ctx: RequestContext, request: Any) -> list[tuple[str | No
     return out
 
 
-def _read_all(ctx: RequestContext, request: Any, wanted: list[tuple[str | None, Any, Any]], replica_id: int
-              ) -> tuple[list[_PartitionRead], int]:
+def _refused_topics(ctx: RequestContext, wanted: list[tuple[str | None, Any, Any]], replica_id: int) -> set[str]:
+    """The topics this fetch may not read: READ on the topic for a consumer, CLUSTER_ACTION on the cluster for a
+    follower (which then may read none)."""
+    names = {name for name, _, _ in wanted if name is not None}
+    if replica_id >= 0:
+        return set() if ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME) else names
+    return {name for name in names if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name)}
+
+
+def _read_all(ctx: RequestContext, request: Any, wanted: list[tuple[str | None, Any, Any]], replica_id: int,
+              refused: set[Any]) -> tuple[list[_PartitionRead], int]:
     remaining = request.max_bytes
     total = 0
     reads = []
     read_committed = reads_committed(request)
     for name, part, key in wanted:
+        if name is None and key in refused:
+            reads.append(_PartitionRead(key, part.partition, ErrorCode.topic_authorization_failed))
+            continue
         read = _read_partition(ctx, name, part, key, remaining, total == 0, replica_id, read_committed)
         size = len(read.records) if read.records else 0
         total += size

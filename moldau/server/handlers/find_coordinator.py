@@ -12,6 +12,7 @@ from typing import Any
 
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE, error_message
@@ -54,6 +55,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 def _find(ctx: RequestContext, key: str, key_type: int) -> _Found:
     if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return _Found(key, ErrorCode.invalid_request, f"unknown key type {key_type}")
+    resource_type = ResourceType.GROUP if key_type == KEY_TYPE_GROUP else ResourceType.TRANSACTIONAL_ID
+    if not ctx.authorize(AclOperation.DESCRIBE, resource_type, key):
+        code = (ErrorCode.group_authorization_failed if key_type == KEY_TYPE_GROUP
+                else ErrorCode.transactional_id_authorization_failed)
+        return _Found(key, code, f"{ctx.principal} may not DESCRIBE {resource_type.name} {key}")
     broker = ctx.broker
     coordinator = broker.groups.coordinator if key_type == KEY_TYPE_GROUP else broker.txn.coordinator
     try:

@@ -7,6 +7,10 @@ an empty topic list means all topics; from v1 that is a null list.
 
 Only unfenced brokers are listed, as in KRaft. A partition whose leader is fenced or gone has leader -1 and
 LEADER_NOT_AVAILABLE, and its replicas on fenced brokers are listed as offline, so clients wait and refresh.
+
+With an authorizer, a listing of all topics leaves out those the principal may not DESCRIBE; a topic asked for
+by name or id without DESCRIBE (or to be auto-created without CREATE on the cluster or the topic) is answered
+with TOPIC_AUTHORIZATION_FAILED. Authorized operations (KIP-430) are answered from the ACLs when asked for.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from moldau.metadata.controller import validate_topic_name
 from moldau.metadata.image import MetadataImage, TopicImage
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
@@ -33,10 +38,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = request.topics
     if wanted is None or (ctx.version == 0 and not wanted):
         image = broker.image
-        topics = [_topic(ctx, t, ErrorCode.none) for t in image.topics_by_name.values()]
+        topics = [_topic(ctx, t, ErrorCode.none, request) for t in image.topics_by_name.values()
+                  if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)]
     else:
         allow_create = getattr(request, "allow_auto_topic_creation", True) and broker.config.auto_create_topics
-        topics = [await _requested_topic(ctx, t, allow_create) for t in wanted]
+        topics = [await _requested_topic(ctx, request, t, allow_create) for t in wanted]
     image = broker.image
     return make(
         ctx.schema.response_type,
@@ -46,8 +52,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         controller_id=broker.node_id,
         topics=tuple(topics),
         error_code=ErrorCode.none,
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=_operations(ctx, request, "include_cluster_authorized_operations",
+                                                  ResourceType.CLUSTER, CLUSTER_NAME),
     )
+
+
+def _operations(ctx: RequestContext, request: Any, flag: str, resource_type: ResourceType, name: str) -> int:
+    """KIP-430: the authorized operations when asked for and an authorizer decides them, else "omitted"."""
+    if not getattr(request, flag, False):
+        return AUTHORIZED_OPERATIONS_OMITTED
+    operations = ctx.authorized_operations(resource_type, name)
+    return AUTHORIZED_OPERATIONS_OMITTED if operations is None else operations
 
 
 def _brokers(ctx: RequestContext, image: MetadataImage) -> tuple[Any, ...]:
@@ -63,7 +78,7 @@ def _brokers(ctx: RequestContext, image: MetadataImage) -> tuple[Any, ...]:
     return tuple(out)
 
 
-async def _requested_topic(ctx: RequestContext, requested: Any, allow_create: bool) -> Any:
+async def _requested_topic(ctx: RequestContext, request: Any, requested: Any, allow_create: bool) -> Any:
     image = ctx.broker.image
     name = requested.name
     topic_id = getattr(requested, "topic_id", None)
@@ -71,16 +86,23 @@ async def _requested_topic(ctx: RequestContext, requested: Any, allow_create: bo
         topic = image.topics_by_id.get(topic_id) if topic_id not in (None, _NO_TOPIC_ID) else None
         if topic is None:
             return _missing(ctx, None, topic_id, ErrorCode.unknown_topic_id)
-        return _topic(ctx, topic, ErrorCode.none)
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name):
+            return _missing(ctx, None, topic_id, ErrorCode.topic_authorization_failed)
+        return _topic(ctx, topic, ErrorCode.none, request)
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+        return _missing(ctx, name, None, ErrorCode.topic_authorization_failed)
     topic = image.topics_by_name.get(name)
     if topic is not None:
-        return _topic(ctx, topic, ErrorCode.none)
+        return _topic(ctx, topic, ErrorCode.none, request)
     try:
         validate_topic_name(name)
     except KafkaError as exc:
         return _missing(ctx, name, None, exc.code)
     if not allow_create:
         return _missing(ctx, name, None, ErrorCode.unknown_topic_or_partition)
+    if not (ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+            or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)):
+        return _missing(ctx, name, None, ErrorCode.topic_authorization_failed)
     try:
         await ctx.broker.auto_create_topic(name)
     except KafkaError as exc:
@@ -89,7 +111,7 @@ async def _requested_topic(ctx: RequestContext, requested: Any, allow_create: bo
     topic = ctx.broker.image.topics_by_name.get(name)
     if topic is None:
         return _missing(ctx, name, None, ErrorCode.leader_not_available)
-    return _topic(ctx, topic, ErrorCode.none)
+    return _topic(ctx, topic, ErrorCode.none, request)
 
 
 def _missing(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None, code: ErrorCode) -> Any:
@@ -100,7 +122,7 @@ def _missing(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None, 
                 topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
-def _topic(ctx: RequestContext, topic: TopicImage, code: ErrorCode) -> Any:
+def _topic(ctx: RequestContext, topic: TopicImage, code: ErrorCode, request: Any) -> Any:
     part_cls = ctx.nested("MetadataResponsePartition")
     image = ctx.broker.image
     partitions = tuple(
@@ -112,7 +134,8 @@ def _topic(ctx: RequestContext, topic: TopicImage, code: ErrorCode) -> Any:
     )
     return make(ctx.nested("MetadataResponseTopic"), error_code=code, name=topic.name, topic_id=topic.topic_id,
                 is_internal=topic.is_internal, partitions=partitions,
-                topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+                topic_authorized_operations=_operations(ctx, request, "include_topic_authorized_operations",
+                                                        ResourceType.TOPIC, topic.name))
 
 
 API = Api(key=3, name="Metadata", min_version=0, max_version=13, handle=handle)

@@ -15,6 +15,7 @@ from moldau.coordinator.group.offsets import OffsetCommit
 from moldau.metadata.image import MetadataImage, TopicImage
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
+from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
@@ -27,8 +28,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     commits: list[OffsetCommit] = []
     # Per topic, per partition: an error already known, or the index of its commit.
     answers: list[list[tuple[int, ErrorCode | int]]] = []
+    group_allowed = ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id)
     for topic in request.topics:
         found, topic_error = _topic(ctx, image, topic)
+        if not group_allowed:
+            found, topic_error = None, ErrorCode.group_authorization_failed
+        elif found is not None and not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, found.name):
+            found, topic_error = None, ErrorCode.topic_authorization_failed
         answer: list[tuple[int, ErrorCode | int]] = []
         for p in topic.partitions:
             if found is None or p.partition_index not in found.partitions:

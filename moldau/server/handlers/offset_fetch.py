@@ -18,6 +18,7 @@ from typing import Any
 from moldau.coordinator.group.offsets import NO_METADATA, NO_OFFSET, Fetched, FetchedValue
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
+from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
@@ -43,9 +44,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 def _fetch_group(ctx: RequestContext, group_id: str, topics: Sequence[Any] | None, require_stable: bool,
                  member_id: str | None = None, member_epoch: int = -1) -> tuple[ErrorCode, tuple[Any, ...]]:
     names = None if topics is None else [_name(ctx, t) for t in topics]
+    refused = {name for name in names or () if name is not None and not _describable(ctx, name)}
     requested = None if topics is None or names is None else [
-        (name, tuple(t.partition_indexes)) for name, t in zip(names, topics, strict=True) if name is not None]
-    error, fetched = ctx.broker.groups.fetch_offsets(group_id, requested, member_id, member_epoch, require_stable)
+        (name, tuple(t.partition_indexes)) for name, t in zip(names, topics, strict=True)
+        if name is not None and name not in refused]
+    if ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        error, fetched = ctx.broker.groups.fetch_offsets(group_id, requested, member_id, member_epoch,
+                                                         require_stable)
+    else:
+        error, fetched = ErrorCode.group_authorization_failed, []
     if error != ErrorCode.none:
         if ctx.version >= 2 or topics is None:
             return error, ()
@@ -57,11 +64,17 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Sequence[Any] | Non
     found = dict(fetched)
     out = []
     for name, t in zip(names, topics, strict=True):
-        partitions: list[tuple[int, FetchedValue]] = found.get(name, []) if name is not None else \
-            [(p, None) for p in t.partition_indexes]
+        partitions: list[tuple[int, FetchedValue]] = found.get(name, []) \
+            if name is not None and name not in refused else [(p, None) for p in t.partition_indexes]
         code = ErrorCode.none if name is not None else ErrorCode.unknown_topic_id
+        if name in refused:
+            code = ErrorCode.topic_authorization_failed
         out.append(_topic(ctx, getattr(t, "name", None), getattr(t, "topic_id", None), partitions, code))
     return ErrorCode.none, tuple(out)
+
+
+def _describable(ctx: RequestContext, name: str) -> bool:
+    return ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
 
 
 def _name(ctx: RequestContext, topic: Any) -> str | None:
@@ -75,6 +88,8 @@ def _all_topics(ctx: RequestContext, fetched: Fetched) -> tuple[Any, ...]:
     image = ctx.broker.image
     out = []
     for name, partitions in fetched:
+        if not _describable(ctx, name):
+            continue
         topic = image.topics_by_name.get(name)
         if ctx.version >= TOPIC_IDS_FROM and topic is None:
             continue  # committed for a topic that no longer exists: it has no id to report

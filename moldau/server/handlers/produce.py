@@ -17,6 +17,9 @@ slip into the next one. The log keeps a verification guard for the time of the q
 voids it and the write is refused. Control batches from clients are refused by the log (INVALID_RECORD).
 
 From v13 topics are named by id (KIP-516), before that by name.
+
+With an authorizer, each topic needs WRITE (else TOPIC_AUTHORIZATION_FAILED for its partitions) and a
+transactional produce WRITE on its transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for all).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from moldau.protocol.produce_response import (
 from moldau.protocol.record_batch import BatchHeader, split_batches
 from moldau.protocol.record_validation import RecordErrors
 from moldau.replication.replica_manager import HostedPartition
+from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 
@@ -60,8 +64,11 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedBody | 
     topics = []
     appended: Appended = []
     unverified: list[_Unverified] = []
+    txn_code = _authorize_transactional_id(ctx, request)
     for topic_data in request.topic_data:
         name, code = _topic_name(ctx, topic_data)
+        if code == ErrorCode.none and name is not None:
+            code = txn_code if txn_code != ErrorCode.none else _authorize_topic(ctx, name)
         results = [_produce_partition(ctx, name, code, request, p, appended, unverified)
                    for p in topic_data.partition_data]
         topics.append(TopicResponse(name=topic_data.name if ctx.version < FIRST_TOPIC_ID_VERSION else None,
@@ -100,6 +107,20 @@ _ACK_ERRORS = {
     ErrorCode.not_enough_replicas_after_append: "written, but the ISR shrank below min.insync.replicas",
     ErrorCode.request_timed_out: "not replicated to every in-sync replica within the request timeout",
 }
+
+
+def _authorize_transactional_id(ctx: RequestContext, request: ProduceRequest) -> ErrorCode:
+    """A transactional produce needs WRITE on its transactional id; every partition fails without it."""
+    txn_id = request.transactional_id
+    if txn_id is not None and not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+        return ErrorCode.transactional_id_authorization_failed
+    return ErrorCode.none
+
+
+def _authorize_topic(ctx: RequestContext, name: str) -> ErrorCode:
+    if ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, name):
+        return ErrorCode.none
+    return ErrorCode.topic_authorization_failed
 
 
 def _topic_name(ctx: RequestContext, topic_data: Any) -> tuple[str | None, ErrorCode]:

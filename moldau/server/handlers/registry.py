@@ -20,11 +20,14 @@ from moldau.server.handlers import (
     broker_registration,
     consumer_group_describe,
     consumer_group_heartbeat,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_records,
     delete_topics,
+    describe_acls,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -105,6 +108,9 @@ APIS: dict[int, Api] = {
         describe_transactions.API,
         list_transactions.API,
         describe_producers.API,
+        describe_acls.API,
+        create_acls.API,
+        delete_acls.API,
     )
 }
 
@@ -131,5 +137,7 @@ CONTROLLER_APIS: dict[int, Api] = {
         list_partition_reassignments.API,
         describe_cluster.API,
         elect_leaders.API,
+        create_acls.API,
+        delete_acls.API,
     )
 }

@@ -1,0 +1,166 @@
+"""Which operation on which resource each API needs: one table, enforced in two places.
+
+`RULES` names, for every API a node serves, the (operation, resource type) pairs Kafka checks for it, as listed
+in Kafka's "Operations and Resources on Protocols" table (KIP-11 and later KIPs). docs/security.md carries the
+same table and a test checks the two agree; another test fails when an API is registered without a rule.
+
+Where a check applies to the whole request (one group, one transactional id, or the cluster) and the response
+has a top-level error code, `RequestAuthorization` (a dispatch `RequestFilter`) refuses the request before its
+handler runs, with that API's *_AUTHORIZATION_FAILED code: `WHOLE_REQUEST` lists them. Checks per topic, partition
+or group (`Where.HANDLER`) are made by the handler itself through `ctx.authorize`, which answers each item with
+its own code, as Kafka does, and leaves the rest of the request untouched.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
+from moldau.server.context import RequestContext
+
+Op, Res = AclOperation, ResourceType
+
+
+class Where(enum.Enum):
+    FILTER = "before the handler, for the whole request"
+    HANDLER = "in the handler, per item"
+    NONE = "not checked"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    operation: AclOperation | None
+    resource_type: ResourceType | None
+    where: Where
+    note: str = ""
+
+
+def _r(op: AclOperation, res: ResourceType, where: Where = Where.HANDLER, note: str = "") -> Rule:
+    return Rule(op, res, where, note)
+
+
+_NONE = Rule(None, None, Where.NONE, "")
+_F = Where.FILTER
+_NODES = "between nodes, on controller listeners"
+
+RULES: dict[int, tuple[Rule, ...]] = {
+    0: (_r(Op.WRITE, Res.TOPIC), _r(Op.WRITE, Res.TRANSACTIONAL_ID, note="transactional produce")),
+    1: (_r(Op.READ, Res.TOPIC), _r(Op.CLUSTER_ACTION, Res.CLUSTER, note="follower fetch")),
+    2: (_r(Op.DESCRIBE, Res.TOPIC),),
+    3: (_r(Op.DESCRIBE, Res.TOPIC, note="topics not describable are left out"),
+        _r(Op.CREATE, Res.CLUSTER, note="auto-creation: CREATE on the cluster or on the topic")),
+    8: (_r(Op.READ, Res.GROUP), _r(Op.READ, Res.TOPIC)),
+    9: (_r(Op.DESCRIBE, Res.GROUP), _r(Op.DESCRIBE, Res.TOPIC)),
+    10: (_r(Op.DESCRIBE, Res.GROUP), _r(Op.DESCRIBE, Res.TRANSACTIONAL_ID)),
+    11: (_r(Op.READ, Res.GROUP, _F),),
+    12: (_r(Op.READ, Res.GROUP, _F),),
+    13: (_r(Op.READ, Res.GROUP, _F),),
+    14: (_r(Op.READ, Res.GROUP, _F),),
+    15: (_r(Op.DESCRIBE, Res.GROUP),),
+    16: (_r(Op.DESCRIBE, Res.GROUP, note="DESCRIBE on the cluster lists every group"),),
+    18: (_NONE,),
+    19: (_r(Op.CREATE, Res.TOPIC, note="CREATE on the cluster or on the topic"),),
+    20: (_r(Op.DELETE, Res.TOPIC),),
+    21: (_r(Op.DELETE, Res.TOPIC),),
+    22: (_r(Op.WRITE, Res.TRANSACTIONAL_ID, _F),
+         _r(Op.IDEMPOTENT_WRITE, Res.CLUSTER, _F, note="without a transactional id: or WRITE on any topic")),
+    23: (_r(Op.DESCRIBE, Res.TOPIC), _r(Op.CLUSTER_ACTION, Res.CLUSTER, note="from a follower")),
+    24: (_r(Op.WRITE, Res.TRANSACTIONAL_ID), _r(Op.WRITE, Res.TOPIC)),
+    25: (_r(Op.WRITE, Res.TRANSACTIONAL_ID, _F), _r(Op.READ, Res.GROUP, _F)),
+    26: (_r(Op.WRITE, Res.TRANSACTIONAL_ID, _F),),
+    27: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F),),
+    28: (_r(Op.WRITE, Res.TRANSACTIONAL_ID), _r(Op.READ, Res.GROUP), _r(Op.READ, Res.TOPIC)),
+    29: (_r(Op.DESCRIBE, Res.CLUSTER, _F),),
+    30: (_r(Op.ALTER, Res.CLUSTER, _F),),
+    31: (_r(Op.ALTER, Res.CLUSTER, _F),),
+    32: (_r(Op.DESCRIBE_CONFIGS, Res.TOPIC), _r(Op.DESCRIBE_CONFIGS, Res.CLUSTER, note="broker resources")),
+    33: (_r(Op.ALTER_CONFIGS, Res.TOPIC), _r(Op.ALTER_CONFIGS, Res.CLUSTER, note="broker resources")),
+    35: (_r(Op.DESCRIBE, Res.CLUSTER, _F),),
+    37: (_r(Op.ALTER, Res.TOPIC),),
+    42: (_r(Op.DELETE, Res.GROUP),),
+    43: (_r(Op.ALTER, Res.CLUSTER, _F),),
+    44: (_r(Op.ALTER_CONFIGS, Res.TOPIC), _r(Op.ALTER_CONFIGS, Res.CLUSTER, note="broker resources")),
+    45: (_r(Op.ALTER, Res.CLUSTER, _F),),
+    46: (_r(Op.DESCRIBE, Res.CLUSTER, _F),),
+    47: (_r(Op.DELETE, Res.GROUP), _r(Op.READ, Res.TOPIC)),
+    55: (_r(Op.DESCRIBE, Res.CLUSTER, _F),),
+    60: (_r(Op.DESCRIBE, Res.CLUSTER, _F),),
+    61: (_r(Op.READ, Res.TOPIC),),
+    65: (_r(Op.DESCRIBE, Res.TRANSACTIONAL_ID),),
+    66: (_r(Op.DESCRIBE, Res.TRANSACTIONAL_ID, note="transactions not describable are left out"),),
+    68: (_r(Op.READ, Res.GROUP, _F), _r(Op.DESCRIBE, Res.TOPIC, note="subscribed topics")),
+    69: (_r(Op.DESCRIBE, Res.GROUP),),
+    # Between nodes (controller listeners): Kafka requires CLUSTER_ACTION on the cluster.
+    52: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note=_NODES),),
+    53: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note=_NODES),),
+    54: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note=_NODES),),
+    56: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note=_NODES),),
+    59: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note=_NODES),),
+    62: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note=_NODES),),
+    63: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note=_NODES),),
+    67: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note=_NODES),),
+}
+
+_CODES = {
+    Res.TOPIC: ErrorCode.topic_authorization_failed,
+    Res.GROUP: ErrorCode.group_authorization_failed,
+    Res.CLUSTER: ErrorCode.cluster_authorization_failed,
+    Res.TRANSACTIONAL_ID: ErrorCode.transactional_id_authorization_failed,
+}
+
+
+def denied(resource_type: ResourceType) -> ErrorCode:
+    """The *_AUTHORIZATION_FAILED code for a refused operation on a resource of this type."""
+    return _CODES[resource_type]
+
+
+def _cluster(_: Any) -> str:
+    return CLUSTER_NAME
+
+
+# For the FILTER rules: how to find the resource's name in the request (None: that rule does not apply to it).
+_NAMES: dict[tuple[int, ResourceType], Callable[[Any], str | None]] = {
+    (11, Res.GROUP): lambda r: r.group_id,
+    (12, Res.GROUP): lambda r: r.group_id,
+    (13, Res.GROUP): lambda r: r.group_id,
+    (14, Res.GROUP): lambda r: r.group_id,
+    (25, Res.TRANSACTIONAL_ID): lambda r: r.transactional_id,
+    (25, Res.GROUP): lambda r: r.group_id,
+    (26, Res.TRANSACTIONAL_ID): lambda r: r.transactional_id,
+    (68, Res.GROUP): lambda r: r.group_id,
+}
+
+
+class RequestAuthorization:
+    """The dispatch filter that makes the whole-request checks of `RULES`."""
+
+    async def check(self, ctx: RequestContext, request: Any) -> None:
+        key = ctx.header.api_key
+        if key == 22:
+            _check_init_producer_id(ctx, request)
+            return
+        for rule in RULES.get(key, ()):
+            if rule.where is not Where.FILTER or rule.operation is None or rule.resource_type is None:
+                continue
+            name = _NAMES.get((key, rule.resource_type), _cluster)(request)
+            if name is not None and not ctx.authorize(rule.operation, rule.resource_type, name):
+                raise KafkaError(denied(rule.resource_type),
+                                 f"{ctx.principal} may not {rule.operation.name} {rule.resource_type.name} {name}")
+
+
+def _check_init_producer_id(ctx: RequestContext, request: Any) -> None:
+    txn_id = request.transactional_id
+    if txn_id is not None:
+        if not ctx.authorize(Op.WRITE, Res.TRANSACTIONAL_ID, txn_id):
+            raise KafkaError(ErrorCode.transactional_id_authorization_failed,
+                             f"{ctx.principal} may not WRITE TRANSACTIONAL_ID {txn_id}")
+        return
+    # An idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KIP-679).
+    if not (ctx.authorize(Op.IDEMPOTENT_WRITE, Res.CLUSTER, CLUSTER_NAME)
+            or ctx.authorize_any(Op.WRITE, Res.TOPIC)):
+        raise KafkaError(ErrorCode.cluster_authorization_failed,
+                         f"{ctx.principal} may not IDEMPOTENT_WRITE the cluster nor WRITE any topic")
