@@ -1,0 +1,251 @@
+"""`moldau acls`: add, list and remove ACLs, with kafka-acls' options.
+
+Requests go through confluent-kafka's `AdminClient` (CreateAcls, DescribeAcls, DeleteAcls), so the tool works
+against any Kafka-compatible broker, and `--command-config FILE` gives it a Kafka client properties file (for
+example `security.protocol`, `sasl.mechanism`, `sasl.username`) to reach a secured one.
+
+Resources are `--topic`, `--group`, `--transactional-id` (each repeatable) and `--cluster`; principals
+`--allow-principal` / `--deny-principal` (with `--allow-host` / `--deny-host`, `*` by default); operations
+`--operation` (repeatable, kafka-acls' names such as Read, Write, Describe, IdempotentWrite, All). The shortcuts:
+`--producer` (WRITE, DESCRIBE and CREATE on the topics; WRITE and DESCRIBE on the transactional id;
+IDEMPOTENT_WRITE on the cluster with `--idempotent`) and `--consumer` (READ and DESCRIBE on the topics, READ on
+the group).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from moldau.cli.common import REQUEST_TIMEOUT_S, CliError, add_action, check_reachable, client_config, request_failed
+
+CLUSTER_NAME = "kafka-cluster"
+_OPERATIONS = {
+    "read": AclOperation.READ, "write": AclOperation.WRITE, "create": AclOperation.CREATE,
+    "delete": AclOperation.DELETE, "alter": AclOperation.ALTER, "describe": AclOperation.DESCRIBE,
+    "clusteraction": AclOperation.CLUSTER_ACTION, "describeconfigs": AclOperation.DESCRIBE_CONFIGS,
+    "alterconfigs": AclOperation.ALTER_CONFIGS, "idempotentwrite": AclOperation.IDEMPOTENT_WRITE,
+    "all": AclOperation.ALL,
+}
+_PATTERNS = {"literal": ResourcePatternType.LITERAL, "prefixed": ResourcePatternType.PREFIXED,
+             "any": ResourcePatternType.ANY, "match": ResourcePatternType.MATCH}
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `acls` and its subcommands to the top-level parser."""
+    parser = subparsers.add_parser("acls", help="add, list and remove ACLs (as kafka-acls)")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    for name, handler, text in (("add", add, "add ACLs"), ("list", list_acls, "list ACLs matching the options"),
+                                ("remove", remove, "remove the ACLs matching the options")):
+        _add_options(add_action(actions, name, handler, text), name)
+
+
+def _add_options(parser: argparse.ArgumentParser, action: str) -> None:
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="Kafka client properties (security.protocol, sasl.*, ssl.*) for the admin client")
+    parser.add_argument("--topic", action="append", default=[], metavar="TOPIC", help="a topic (repeatable)")
+    parser.add_argument("--group", action="append", default=[], metavar="GROUP", help="a group (repeatable)")
+    parser.add_argument("--transactional-id", action="append", default=[], metavar="ID",
+                        help="a transactional id (repeatable)")
+    parser.add_argument("--cluster", action="store_true", help="the cluster resource")
+    parser.add_argument("--resource-pattern-type", choices=sorted(_PATTERNS),
+                        default="literal" if action == "add" else "any",
+                        help="how resource names match (add: literal or prefixed; list/remove also any, match)")
+    parser.add_argument("--principal", action="append", default=[], metavar="TYPE:NAME",
+                        help="list/remove: only ACLs of this principal (repeatable)")
+    parser.add_argument("--allow-principal", action="append", default=[], metavar="TYPE:NAME")
+    parser.add_argument("--deny-principal", action="append", default=[], metavar="TYPE:NAME")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="HOST")
+    parser.add_argument("--deny-host", action="append", default=[], metavar="HOST")
+    parser.add_argument("--operation", action="append", default=[], type=_operation, metavar="OP",
+                        help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
+                             "AlterConfigs, IdempotentWrite or All (repeatable)")
+    parser.add_argument("--producer", action="store_true", help="the ACLs a producer needs")
+    parser.add_argument("--consumer", action="store_true", help="the ACLs a consumer needs (needs --group)")
+    parser.add_argument("--idempotent", action="store_true", help="with --producer: IDEMPOTENT_WRITE on the cluster")
+    if action == "remove":
+        parser.add_argument("--force", action="store_true", help="remove without asking")
+
+
+def _operation(text: str) -> AclOperation:
+    op = _OPERATIONS.get(text.replace("_", "").replace("-", "").lower())
+    if op is None:
+        raise argparse.ArgumentTypeError(f"unknown operation {text!r}")
+    return op
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """A Java properties file (key=value or key: value, # and ! comments), as Kafka's tools read them."""
+    props: dict[str, str] = {}
+    try:
+        with open(path) as f:
+            for raw in f:
+                line = raw.strip()
+                if not line or line[0] in "#!":
+                    continue
+                sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+                if sep < 0:
+                    raise CliError(f"{path}: expected key=value, got {line!r}")
+                props[line[:sep].strip()] = line[sep + 1:].strip()
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror}") from exc
+    return props
+
+
+def _admin(args: argparse.Namespace) -> AdminClient:
+    extra = read_properties(args.command_config) if args.command_config else {}
+    if not extra.get("security.protocol", "PLAINTEXT").upper().startswith(("SSL", "SASL")):
+        check_reachable(args.bootstrap_server)
+    return AdminClient(client_config(args.bootstrap_server, **extra))
+
+
+def _resources(args: argparse.Namespace) -> list[tuple[ResourceType, str]]:
+    resources = [(ResourceType.TOPIC, t) for t in args.topic] + [(ResourceType.GROUP, g) for g in args.group]
+    resources += [(ResourceType.TRANSACTIONAL_ID, t) for t in args.transactional_id]
+    if args.cluster or (args.producer and args.idempotent):
+        resources.append((ResourceType.BROKER, CLUSTER_NAME))
+    return resources
+
+
+def _operations_for(args: argparse.Namespace, resource_type: ResourceType) -> list[AclOperation]:
+    """The operations to grant on a resource: --operation's for all, plus those of --producer/--consumer."""
+    ops: list[AclOperation] = list(args.operation) if not (args.producer or args.consumer) else []
+    if args.producer:
+        ops += {ResourceType.TOPIC: [AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE],
+                ResourceType.TRANSACTIONAL_ID: [AclOperation.WRITE, AclOperation.DESCRIBE],
+                ResourceType.BROKER: [AclOperation.IDEMPOTENT_WRITE] if args.idempotent else []
+                }.get(resource_type, [])
+    if args.consumer:
+        ops += {ResourceType.TOPIC: [AclOperation.READ, AclOperation.DESCRIBE],
+                ResourceType.GROUP: [AclOperation.READ]}.get(resource_type, [])
+    return list(dict.fromkeys(ops))
+
+
+def _bindings(args: argparse.Namespace) -> list[AclBinding]:
+    if args.consumer and not args.group:
+        raise CliError("--consumer needs --group")
+    if (args.producer or args.consumer) and not args.topic:
+        raise CliError("--producer and --consumer need --topic")
+    if not (args.allow_principal or args.deny_principal):
+        raise CliError("give --allow-principal or --deny-principal")
+    if args.resource_pattern_type not in ("literal", "prefixed"):
+        raise CliError("ACLs are added with --resource-pattern-type literal or prefixed")
+    resources = _resources(args)
+    if not resources:
+        raise CliError("give a resource: --topic, --group, --transactional-id or --cluster")
+    pattern = _PATTERNS[args.resource_pattern_type]
+    grants = [(AclPermissionType.ALLOW, p, args.allow_host or ["*"]) for p in args.allow_principal]
+    grants += [(AclPermissionType.DENY, p, args.deny_host or ["*"]) for p in args.deny_principal]
+    bindings = []
+    for resource_type, name in resources:
+        ops = _operations_for(args, resource_type)
+        if not ops and not (args.producer or args.consumer):
+            raise CliError("give --operation, --producer or --consumer")
+        resource_pattern = ResourcePatternType.LITERAL if resource_type == ResourceType.BROKER else pattern
+        bindings += [AclBinding(resource_type, name, resource_pattern, principal, host, op, permission)
+                     for permission, principal, hosts in grants for host in hosts for op in ops]
+    return bindings
+
+
+def _filters(args: argparse.Namespace) -> list[AclBindingFilter]:
+    pattern = _PATTERNS[args.resource_pattern_type]
+    resources: list[tuple[ResourceType, str | None]] = list(_resources(args)) or [(ResourceType.ANY, None)]
+    principals: list[str | None] = [*args.principal, *args.allow_principal, *args.deny_principal] or [None]
+    permissions = ([AclPermissionType.ALLOW] if args.allow_principal and not args.deny_principal else
+                   [AclPermissionType.DENY] if args.deny_principal and not args.allow_principal else
+                   [AclPermissionType.ANY])
+    hosts: list[str | None] = [*args.allow_host, *args.deny_host] or [None]
+    filters = []
+    for resource_type, name in resources:
+        ops = _operations_for(args, resource_type) if resource_type != ResourceType.ANY else list(args.operation)
+        for op in ops or [AclOperation.ANY]:
+            resource_pattern = ResourcePatternType.LITERAL if resource_type == ResourceType.BROKER else pattern
+            filters += [AclBindingFilter(resource_type, name, resource_pattern, principal, host, op, permission)
+                        for principal in principals for host in hosts for permission in permissions]
+    return filters
+
+
+def add(args: argparse.Namespace) -> int:
+    bindings = _bindings(args)
+    admin = _admin(args)
+    for binding, future in admin.create_acls(bindings, request_timeout=REQUEST_TIMEOUT_S).items():
+        try:
+            future.result(timeout=REQUEST_TIMEOUT_S)
+        except Exception as exc:
+            raise request_failed(exc, f"cannot add {format_binding(binding)}") from exc
+    print(f"Added {len(bindings)} ACL{'s' if len(bindings) != 1 else ''}:")
+    _print(bindings)
+    return 0
+
+
+def list_acls(args: argparse.Namespace) -> int:
+    admin = _admin(args)
+    found: dict[tuple[Any, ...], AclBinding] = {}
+    for acl_filter in _filters(args):
+        try:
+            result = admin.describe_acls(acl_filter, request_timeout=REQUEST_TIMEOUT_S).result(
+                timeout=REQUEST_TIMEOUT_S)
+        except Exception as exc:
+            raise request_failed(exc, "cannot list ACLs") from exc
+        for binding in result:
+            found[_key(binding)] = binding
+    _print(found.values())
+    return 0
+
+
+def remove(args: argparse.Namespace) -> int:
+    filters = _filters(args)
+    if not args.force:
+        if not sys.stdin.isatty():
+            raise CliError("removing ACLs needs --force when not run interactively")
+        answer = input("Remove the ACLs matching these options? (y/n) ")
+        if answer.strip().lower() not in ("y", "yes"):
+            return 1
+    admin = _admin(args)
+    removed: dict[tuple[Any, ...], AclBinding] = {}
+    for acl_filter, future in admin.delete_acls(filters, request_timeout=REQUEST_TIMEOUT_S).items():
+        try:
+            for binding in future.result(timeout=REQUEST_TIMEOUT_S):
+                removed[_key(binding)] = binding
+        except Exception as exc:
+            raise request_failed(exc, "cannot remove ACLs") from exc
+    print(f"Removed {len(removed)} ACL{'s' if len(removed) != 1 else ''}:")
+    _print(removed.values())
+    return 0
+
+
+def _key(b: AclBinding) -> tuple[Any, ...]:
+    return (b.restype.name, b.name, b.resource_pattern_type.name, b.principal, b.host, b.operation.name,
+            b.permission_type.name)
+
+
+def format_binding(b: AclBinding) -> str:
+    return (f"(principal={b.principal}, host={b.host}, operation={b.operation.name}, "
+            f"permissionType={b.permission_type.name})")
+
+
+def _print(bindings: Iterable[AclBinding]) -> None:
+    """Grouped by resource, as kafka-acls prints them."""
+    by_resource: dict[tuple[str, str, str], list[AclBinding]] = {}
+    for b in bindings:
+        resource_type = "CLUSTER" if b.restype == ResourceType.BROKER else b.restype.name
+        by_resource.setdefault((resource_type, b.name, b.resource_pattern_type.name), []).append(b)
+    for (resource_type, name, pattern), acls in sorted(by_resource.items()):
+        print(f"Current ACLs for resource `ResourcePattern(resourceType={resource_type}, name={name}, "
+              f"patternType={pattern})`:")
+        for b in sorted(acls, key=_key):
+            print(f" \t{format_binding(b)}")
+        print()

@@ -1,0 +1,180 @@
+"""ACLs against a real broker with `authorizer.class.name` set, driven by real clients.
+
+PLAINTEXT connections are all `User:ANONYMOUS`, so the steps vary the ACLs rather than the principal: first the
+broker runs with `super.users=User:ANONYMOUS` (the admin path) and the ACLs are created through confluent-kafka's
+AdminClient and through `moldau acls`; then it restarts without super users, so the ACLs just created (read back
+from the metadata log) are all that allows anything.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import ck_consume
+
+TIMEOUT_S = 30
+ANON = "User:ANONYMOUS"
+REPO = Path(__file__).resolve().parents[2]
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def acls_cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "moldau", "acls", *args, "-b", bootstrap], capture_output=True,
+                          text=True, cwd=REPO, timeout=60)
+
+
+def allow(resource_type: ResourceType, name: str, op: AclOperation,
+          pattern: ResourcePatternType = ResourcePatternType.LITERAL,
+          permission: AclPermissionType = AclPermissionType.ALLOW) -> AclBinding:
+    return AclBinding(resource_type, name, pattern, ANON, "*", op, permission)
+
+
+def produce_one(bootstrap: str, topic: str) -> KafkaError | None:
+    """Produce one record; the delivery error, or None when it was written."""
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10_000, "retries": 0})
+    outcome: list[KafkaError | None] = []
+    producer.produce(topic, value=b"v", on_delivery=lambda err, msg: outcome.append(err))
+    producer.flush(TIMEOUT_S)
+    assert outcome, "no delivery report"
+    return outcome[0]
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker with the ACLs of this module, created while ANONYMOUS was a super user, then restarted
+    without super users."""
+    proc = BrokerProcess(tmp_path_factory.mktemp("acl-broker"), {
+        "authorizer.class.name": STANDARD_AUTHORIZER,
+        "super.users": ANON,
+        "allow.everyone.if.no.acl.found": "false",
+    })
+    proc.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+        topics = ["readable", "team-orders", "team-secret", "hidden"]
+        for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics], operation_timeout=10).values():
+            future.result(timeout=TIMEOUT_S)
+        assert produce_one(proc.bootstrap, "readable") is None
+        bindings = [
+            allow(ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER),
+            allow(ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),
+            allow(ResourceType.TOPIC, "readable", AclOperation.READ),
+            allow(ResourceType.TOPIC, "team-", AclOperation.ALL, ResourcePatternType.PREFIXED),
+            allow(ResourceType.TOPIC, "team-secret", AclOperation.WRITE, permission=AclPermissionType.DENY),
+        ]
+        for future in admin.create_acls(bindings, request_timeout=TIMEOUT_S).values():
+            future.result(timeout=TIMEOUT_S)
+        # The consumer group's ACL through the command-line tool.
+        done = acls_cli(proc.bootstrap, "add", "--allow-principal", ANON, "--operation", "Read",
+                        "--group", "allowed-", "--resource-pattern-type", "prefixed")
+        assert done.returncode == 0, done.stderr
+        proc.overrides["super.users"] = ""
+        proc.restart()
+        yield proc
+    finally:
+        try:
+            proc.stop()
+        finally:
+            proc.cleanup()
+
+
+def test_acls_survive_a_restart_and_are_listed(secured: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": secured.bootstrap})
+    found = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                                 AclOperation.ANY, AclPermissionType.ANY),
+                                request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
+    seen = {(b.restype, b.name, b.resource_pattern_type, b.operation, b.permission_type) for b in found}
+    assert (ResourceType.GROUP, "allowed-", ResourcePatternType.PREFIXED, AclOperation.READ,
+            AclPermissionType.ALLOW) in seen
+    assert (ResourceType.TOPIC, "team-secret", ResourcePatternType.LITERAL, AclOperation.WRITE,
+            AclPermissionType.DENY) in seen
+    assert len(found) == 6
+    listed = acls_cli(secured.bootstrap, "list", "--topic", "team-orders", "--resource-pattern-type", "match")
+    assert listed.returncode == 0, listed.stderr
+    assert "name=team-, patternType=PREFIXED" in listed.stdout
+    assert "operation=ALL, permissionType=ALLOW" in listed.stdout
+
+
+def test_metadata_lists_only_describable_topics(secured: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": secured.bootstrap})
+    topics = set(admin.list_topics(timeout=TIMEOUT_S).topics)
+    assert {"readable", "team-orders", "team-secret"} <= topics
+    assert "hidden" not in topics
+    assert not any(t.startswith("__") for t in topics)
+
+
+def test_read_without_write(secured: BrokerProcess) -> None:
+    error = produce_one(secured.bootstrap, "readable")
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    records = ck_consume(secured.bootstrap, "readable", 1, **{"group.id": "allowed-assign"})
+    assert [r.value for r in records] == [b"v"]
+
+
+def test_prefixed_allow_and_deny_beating_it(secured: BrokerProcess) -> None:
+    assert produce_one(secured.bootstrap, "team-orders") is None
+    error = produce_one(secured.bootstrap, "team-secret")
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def _join(bootstrap: str, group: str, topic: str) -> tuple[list[bytes], KafkaError | None]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "session.timeout.ms": 6000})
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                return [], msg.error()
+            return [msg.value()], None
+        return [], None
+    finally:
+        consumer.close()
+
+
+def test_consumer_needs_read_on_its_group(secured: BrokerProcess) -> None:
+    values, error = _join(secured.bootstrap, "allowed-consumers", "readable")
+    assert (values, error) == ([b"v"], None)
+    values, error = _join(secured.bootstrap, "other-consumers", "readable")
+    assert error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, error
+
+
+def test_acls_change_at_runtime(secured: BrokerProcess) -> None:
+    topic = "team-runtime"
+    admin = AdminClient({"bootstrap.servers": secured.bootstrap})
+    # No CREATE on the cluster, but ALL on team-* includes CREATE on the topic.
+    admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=10)[topic].result(timeout=TIMEOUT_S)
+    assert produce_one(secured.bootstrap, topic) is None
+    done = acls_cli(secured.bootstrap, "add", "--deny-principal", ANON, "--operation", "Write", "--topic", topic)
+    assert done.returncode == 0, done.stderr
+    error = produce_one(secured.bootstrap, topic)
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    done = acls_cli(secured.bootstrap, "remove", "--deny-principal", ANON, "--topic", topic, "--force")
+    assert done.returncode == 0, done.stderr
+    assert "Removed 1 ACL" in done.stdout
+    assert produce_one(secured.bootstrap, topic) is None
+    # Creating a topic outside team-* needs CREATE on the cluster or the topic.
+    result = admin.create_topics([NewTopic("elsewhere", 1, 1)], operation_timeout=10)["elsewhere"]
+    with pytest.raises(Exception) as refused:
+        result.result(timeout=TIMEOUT_S)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
