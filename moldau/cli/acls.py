@@ -173,7 +173,9 @@ def _filters(args: argparse.Namespace) -> list[AclBindingFilter]:
         ops = _operations_for(args, resource_type) if resource_type != ResourceType.ANY else list(args.operation)
         for op in ops or [AclOperation.ANY]:
             resource_pattern = ResourcePatternType.LITERAL if resource_type == ResourceType.BROKER else pattern
-            filters += [AclBindingFilter(resource_type, name, resource_pattern, principal, host, op, permission)
+            # None matches anything; confluent-kafka's annotations say str, its code takes None.
+            filters += [AclBindingFilter(resource_type, name, resource_pattern, principal, host,  # type: ignore[arg-type]
+                                         op, permission)
                         for principal in principals for host in hosts for permission in permissions]
     return filters
 
@@ -216,7 +218,7 @@ def remove(args: argparse.Namespace) -> int:
             return 1
     admin = _admin(args)
     removed: dict[tuple[Any, ...], AclBinding] = {}
-    for acl_filter, future in admin.delete_acls(filters, request_timeout=REQUEST_TIMEOUT_S).items():
+    for future in admin.delete_acls(filters, request_timeout=REQUEST_TIMEOUT_S).values():
         try:
             for binding in future.result(timeout=REQUEST_TIMEOUT_S):
                 removed[_key(binding)] = binding
@@ -227,17 +229,17 @@ def remove(args: argparse.Namespace) -> int:
     return 0
 
 
-def _key(b: AclBinding) -> tuple[Any, ...]:
+def _key(b: Any) -> tuple[Any, ...]:
     return (b.restype.name, b.name, b.resource_pattern_type.name, b.principal, b.host, b.operation.name,
             b.permission_type.name)
 
 
-def format_binding(b: AclBinding) -> str:
+def format_binding(b: Any) -> str:
     return (f"(principal={b.principal}, host={b.host}, operation={b.operation.name}, "
             f"permissionType={b.permission_type.name})")
 
 
-def _print(bindings: Iterable[AclBinding]) -> None:
+def _print(bindings: Iterable[Any]) -> None:
     """Grouped by resource, as kafka-acls prints them."""
     by_resource: dict[tuple[str, str, str], list[AclBinding]] = {}
     for b in bindings:
