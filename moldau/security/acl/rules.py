@@ -92,7 +92,7 @@ RULES: dict[int, tuple[Rule, ...]] = {
     61: (_r(Op.READ, Res.TOPIC),),
     65: (_r(Op.DESCRIBE, Res.TRANSACTIONAL_ID),),
     66: (_r(Op.DESCRIBE, Res.TRANSACTIONAL_ID, note="transactions not describable are left out"),),
-    68: (_r(Op.READ, Res.GROUP, _F), _r(Op.DESCRIBE, Res.TOPIC, note="subscribed topics")),
+    68: (_r(Op.READ, Res.GROUP, _F), _r(Op.DESCRIBE, Res.TOPIC, _F, note="subscribed topics")),
     69: (_r(Op.DESCRIBE, Res.GROUP),),
     # Between nodes (controller listeners): Kafka requires CLUSTER_ACTION on the cluster.
     52: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note=_NODES),),
@@ -143,13 +143,28 @@ class RequestAuthorization:
         if key == 22:
             _check_init_producer_id(ctx, request)
             return
+        if key == 68:
+            _check_subscription(ctx, request)
         for rule in RULES.get(key, ()):
             if rule.where is not Where.FILTER or rule.operation is None or rule.resource_type is None:
                 continue
-            name = _NAMES.get((key, rule.resource_type), _cluster)(request)
+            name_of = _NAMES.get((key, rule.resource_type))
+            if name_of is None and rule.resource_type != Res.CLUSTER:
+                continue  # checked by its own function above
+            name = (name_of or _cluster)(request)
             if name is not None and not ctx.authorize(rule.operation, rule.resource_type, name):
                 raise KafkaError(denied(rule.resource_type),
                                  f"{ctx.principal} may not {rule.operation.name} {rule.resource_type.name} {name}")
+
+
+def _check_subscription(ctx: RequestContext, request: Any) -> None:
+    """ConsumerGroupHeartbeat: every subscribed topic must be describable (after READ on the group)."""
+    if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):
+        return  # refused below with GROUP_AUTHORIZATION_FAILED, which comes first
+    refused = [t for t in request.subscribed_topic_names or () if not ctx.authorize(Op.DESCRIBE, Res.TOPIC, t)]
+    if refused:
+        raise KafkaError(ErrorCode.topic_authorization_failed,
+                         f"{ctx.principal} may not DESCRIBE topics {', '.join(sorted(refused))}")
 
 
 def _check_init_producer_id(ctx: RequestContext, request: Any) -> None:
@@ -164,3 +179,13 @@ def _check_init_producer_id(ctx: RequestContext, request: Any) -> None:
             or ctx.authorize_any(Op.WRITE, Res.TOPIC)):
         raise KafkaError(ErrorCode.cluster_authorization_failed,
                          f"{ctx.principal} may not IDEMPOTENT_WRITE the cluster nor WRITE any topic")
+
+
+def config_refusal(ctx: RequestContext, resource_type: int, name: str, operation: AclOperation) -> ErrorCode | None:
+    """DescribeConfigs / AlterConfigs: `operation` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on the topic, or on the
+    cluster for a broker resource; the refusal's code, or None when allowed (or the type is not one of these)."""
+    if resource_type == 2:  # ConfigResource TOPIC
+        return None if ctx.authorize(operation, Res.TOPIC, name) else ErrorCode.topic_authorization_failed
+    if resource_type == 4:  # ConfigResource BROKER
+        return None if ctx.authorize(operation, Res.CLUSTER, CLUSTER_NAME) else ErrorCode.cluster_authorization_failed
+    return None

@@ -16,6 +16,7 @@ from moldau.coordinator.txn.records import TopicPartition
 from moldau.coordinator.txn.runtime import fence_code_for
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
+from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
@@ -26,6 +27,10 @@ BATCHED_FROM = 4
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if ctx.version >= BATCHED_FROM:
+        # v4+ is what brokers send each other (KIP-890 verification): CLUSTER_ACTION, as Kafka asks.
+        if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+            return make(ctx.schema.response_type, throttle_time=NO_THROTTLE,
+                        error_code=ErrorCode.cluster_authorization_failed, results_by_transaction=())
         results = tuple([await _transaction(ctx, t) for t in request.transactions])
         return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
                     results_by_transaction=results)
@@ -45,6 +50,12 @@ async def _transaction(ctx: RequestContext, txn: Any) -> Any:
 
 async def _add(ctx: RequestContext, transactional_id: str, producer_id: int, epoch: int,
                partitions: Sequence[TopicPartition], verify_only: bool) -> dict[TopicPartition, ErrorCode]:
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return dict.fromkeys(partitions, ErrorCode.transactional_id_authorization_failed)
+    refused = {tp for tp in partitions if not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, tp[0])}
+    if refused:
+        return {tp: ErrorCode.topic_authorization_failed if tp in refused else ErrorCode.operation_not_attempted
+                for tp in partitions}
     txn = ctx.broker.txn
     if verify_only:
         return txn.verify_partitions(transactional_id, producer_id, epoch, partitions)

@@ -17,15 +17,17 @@ from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
-from moldau.server.handlers.common import NO_THROTTLE
-from moldau.server.handlers.incremental_alter_configs import Change, alter_resources
+from moldau.server.handlers.common import NO_THROTTLE, forward_authorized
+from moldau.server.handlers.incremental_alter_configs import Change, alter_refusals, alter_resources
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    forwarded = await ctx.broker.forward_to_controller(ctx, request)
+    refusals = alter_refusals(ctx, request.resources)
+    forwarded = await forward_authorized(ctx, request, "resources", "responses", refusals)
     if forwarded is not None:
         return forwarded
-    responses = await alter_resources(ctx, request.resources, _changes, request.validate_only, replace_all=True)
+    responses = await alter_resources(ctx, request.resources, _changes, request.validate_only, replace_all=True,
+                                      refusals=refusals)
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, responses=responses)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from moldau.coordinator.group.consumer import ConsumerGroup, MemberDescription, TPs
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
@@ -19,15 +20,17 @@ from moldau.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, NO_THRO
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE,
-                groups=tuple(_describe(ctx, group_id) for group_id in request.group_ids))
+                groups=tuple(_describe(ctx, request, group_id) for group_id in request.group_ids))
 
 
-def _describe(ctx: RequestContext, group_id: str) -> Any:
+def _describe(ctx: RequestContext, request: Any, group_id: str) -> Any:
     cls = ctx.nested("DescribedGroup")
     coordinator = ctx.broker.groups.coordinator
     try:
         if not group_id:
             raise KafkaError(ErrorCode.invalid_group_id, "group id can't be empty")
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            raise KafkaError(ErrorCode.group_authorization_failed, f"{ctx.principal} may not describe {group_id}")
         shard = coordinator.shard(group_id)
     except KafkaError as exc:
         return _failed(cls, group_id, exc.code, exc.message)
@@ -37,7 +40,15 @@ def _describe(ctx: RequestContext, group_id: str) -> Any:
     return make(cls, error_code=ErrorCode.none, error_message=None, group_id=group_id,
                 group_state=group.state, group_epoch=group.epoch, assignment_epoch=group.target_epoch,
                 assignor_name=group.assignor_name(), members=_members(ctx, group),
-                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+                authorized_operations=_operations(ctx, request, group_id))
+
+
+def _operations(ctx: RequestContext, request: Any, group_id: str) -> int:
+    """KIP-430: the group's authorized operations when asked for and an authorizer decides them."""
+    if not getattr(request, "include_authorized_operations", False):
+        return AUTHORIZED_OPERATIONS_OMITTED
+    operations = ctx.authorized_operations(ResourceType.GROUP, group_id)
+    return AUTHORIZED_OPERATIONS_OMITTED if operations is None else operations
 
 
 def _failed(cls: Any, group_id: str, error: ErrorCode, message: str | None) -> Any:

@@ -15,20 +15,26 @@ from typing import Any
 
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
-from moldau.server.handlers.common import NO_THROTTLE
+from moldau.server.handlers.common import NO_THROTTLE, forward_authorized
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    forwarded = await ctx.broker.forward_to_controller(ctx, request)
+    refusals = {i: _result(ctx, t.name, ErrorCode.topic_authorization_failed,
+                           f"{ctx.principal} may not alter {t.name}")
+                for i, t in enumerate(request.topics)
+                if not ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, t.name)}
+    forwarded = await forward_authorized(ctx, request, "topics", "results", refusals)
     if forwarded is not None:
         return forwarded
     counts = Counter(t.name for t in request.topics)
     results = tuple([
+        refusals[i] if i in refusals else
         _result(ctx, t.name, ErrorCode.invalid_request, "duplicate topic in request")
         if counts[t.name] > 1 else await _create(ctx, t, request.validate_only)
-        for t in request.topics
+        for i, t in enumerate(request.topics)
     ])
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, results=results)
 

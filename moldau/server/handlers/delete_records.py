@@ -17,6 +17,7 @@ from typing import Any
 
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
@@ -42,6 +43,8 @@ def _partition(ctx: RequestContext, topic: str, request: Any) -> Any:
 
 
 def _delete_before(ctx: RequestContext, topic: str, index: int, offset: int) -> int:
+    if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, topic):
+        raise KafkaError(ErrorCode.topic_authorization_failed, f"{ctx.principal} may not delete from {topic}")
     plog = ctx.broker.replicas.leader_partition(topic, index).log
     if "delete" not in plog.config.cleanup_policy:
         raise KafkaError(ErrorCode.policy_violation,

@@ -5,7 +5,8 @@ listeners serve broker endpoints and controller listeners controller endpoints (
 listener for the other kind gets MISMATCHED_ENDPOINT_TYPE, as from Kafka, and an unknown type
 UNSUPPORTED_ENDPOINT_TYPE. Fenced brokers are left out unless a v2 request asks for them (KIP-1073).
 
-There is no authorizer, so the cluster's authorized operations are reported as omitted.
+The cluster's authorized operations (KIP-430) come from the ACLs when asked for and an authorizer is configured;
+otherwise they are reported as omitted. DESCRIBE on the cluster is checked by dispatch.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
+from moldau.security.acl.model import CLUSTER_NAME, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
@@ -29,8 +31,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         wanted = "controller" if endpoint_type == ENDPOINT_CONTROLLERS else "broker"
         return _error(ctx, ErrorCode.mismatched_endpoint_type, f"this listener does not serve {wanted} endpoints")
     if endpoint_type == ENDPOINT_CONTROLLERS:
-        return _response(ctx, ErrorCode.none, None, _controllers(ctx), endpoint_type)
-    return _response(ctx, ErrorCode.none, None, _brokers(ctx, getattr(request, "include_fenced_brokers", False)))
+        return _response(ctx, ErrorCode.none, None, _controllers(ctx), endpoint_type, request)
+    return _response(ctx, ErrorCode.none, None, _brokers(ctx, getattr(request, "include_fenced_brokers", False)),
+                     request=request)
 
 
 def _brokers(ctx: RequestContext, include_fenced: bool) -> tuple[Any, ...]:
@@ -57,14 +60,22 @@ def _error(ctx: RequestContext, code: ErrorCode, message: str) -> Any:
 
 
 def _response(ctx: RequestContext, code: ErrorCode, message: str | None, brokers: tuple[Any, ...],
-              endpoint_type: int = ENDPOINT_BROKERS) -> Any:
+              endpoint_type: int = ENDPOINT_BROKERS, request: Any = None) -> Any:
     # Clients send admin requests to the controller id; every broker forwards them, so this broker will do.
     controller_id = ctx.broker.quorum.leader_id if endpoint_type == ENDPOINT_CONTROLLERS else ctx.broker.node_id
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=code, error_message=message,
                 endpoint_type=endpoint_type, cluster_id=ctx.broker.cluster_id,
                 controller_id=controller_id if code == ErrorCode.none and controller_id is not None else -1,
                 brokers=brokers,
-                cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+                cluster_authorized_operations=_operations(ctx, request))
+
+
+def _operations(ctx: RequestContext, request: Any) -> int:
+    """KIP-430: the cluster's authorized operations when asked for and an authorizer decides them."""
+    if request is None or not getattr(request, "include_cluster_authorized_operations", False):
+        return AUTHORIZED_OPERATIONS_OMITTED
+    operations = ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+    return AUTHORIZED_OPERATIONS_OMITTED if operations is None else operations
 
 
 API = Api(key=60, name="DescribeCluster", min_version=0, max_version=2, handle=handle)

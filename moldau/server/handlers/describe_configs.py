@@ -24,6 +24,8 @@ from moldau.metadata.controller import validate_topic_name
 from moldau.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.acl.model import AclOperation
+from moldau.security.acl.rules import config_refusal
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
@@ -49,6 +51,9 @@ def topic_config_entries(ctx: RequestContext, overrides: Mapping[str, str]) -> l
 
 
 def _describe(ctx: RequestContext, request: Any, resource: Any) -> Any:
+    refusal = config_refusal(ctx, resource.resource_type, resource.resource_name, AclOperation.DESCRIBE_CONFIGS)
+    if refusal is not None:
+        return _result(ctx, resource, refusal, f"{ctx.principal} may not describe these configs", ())
     try:
         entries = _entries(ctx, resource.resource_type, resource.resource_name)
     except KafkaError as exc:

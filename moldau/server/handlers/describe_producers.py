@@ -13,6 +13,7 @@ from typing import Any
 
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
@@ -30,6 +31,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 def _partition(ctx: RequestContext, topic: str, index: int) -> Any:
     cls = ctx.nested("PartitionResponse")
     try:
+        if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, topic):
+            raise KafkaError(ErrorCode.topic_authorization_failed, f"{ctx.principal} may not read {topic}")
         plog = ctx.broker.replicas.leader_partition(topic, index).log
         producers = plog.active_producers()
     except KafkaError as exc:

@@ -13,6 +13,7 @@ from typing import Any
 from moldau.coordinator.txn.records import TxnValue
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
+from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
@@ -25,7 +26,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _state(ctx: RequestContext, transactional_id: str) -> Any:
     cls = ctx.nested("TransactionState")
-    error, value = ctx.broker.txn.describe(transactional_id)
+    if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        error, value = ctx.broker.txn.describe(transactional_id)
+    else:
+        error, value = ErrorCode.transactional_id_authorization_failed, None
     if value is None:
         return make(cls, error_code=error, transactional_id=transactional_id, transaction_state="",
                     transaction_timeout=datetime.timedelta(0), transaction_start_time=_time(-1), producer_id=-1,

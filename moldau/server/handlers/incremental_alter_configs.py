@@ -23,19 +23,23 @@ from moldau.metadata.controller import OP_DELETE
 from moldau.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.acl.model import AclOperation
+from moldau.security.acl.rules import config_refusal
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
-from moldau.server.handlers.common import NO_THROTTLE
+from moldau.server.handlers.common import NO_THROTTLE, forward_authorized
 
 Change = tuple[str, int, str | None]
 ChangesOf = Callable[[Any], list[Change]]
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    forwarded = await ctx.broker.forward_to_controller(ctx, request)
+    refusals = alter_refusals(ctx, request.resources)
+    forwarded = await forward_authorized(ctx, request, "resources", "responses", refusals)
     if forwarded is not None:
         return forwarded
-    responses = await alter_resources(ctx, request.resources, _changes, request.validate_only, replace_all=False)
+    responses = await alter_resources(ctx, request.resources, _changes, request.validate_only, replace_all=False,
+                                      refusals=refusals)
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, responses=responses)
 
 
@@ -47,12 +51,25 @@ def _changes(resource: Any) -> list[Change]:
     return changes
 
 
+def alter_refusals(ctx: RequestContext, resources: Sequence[Any]) -> dict[int, Any]:
+    """The resources this principal may not ALTER_CONFIGS (topic, or the cluster for brokers), answered."""
+    refusals = {}
+    for i, resource in enumerate(resources):
+        code = config_refusal(ctx, resource.resource_type, resource.resource_name, AclOperation.ALTER_CONFIGS)
+        if code is not None:
+            refusals[i] = _response(ctx, resource, code, f"{ctx.principal} may not alter these configs")
+    return refusals
+
+
 async def alter_resources(ctx: RequestContext, resources: Sequence[Any], changes_of: ChangesOf, validate_only: bool,
-                    replace_all: bool) -> tuple[Any, ...]:
+                    replace_all: bool, refusals: dict[int, Any] | None = None) -> tuple[Any, ...]:
     """One response per resource; shared with the legacy AlterConfigs, whose responses look the same."""
     counts = Counter((r.resource_type, r.resource_name) for r in resources)
     out = []
-    for resource in resources:
+    for i, resource in enumerate(resources):
+        if refusals and i in refusals:
+            out.append(refusals[i])
+            continue
         try:
             if counts[(resource.resource_type, resource.resource_name)] > 1:
                 raise KafkaError(ErrorCode.invalid_request, "resource named more than once in the request")

@@ -15,6 +15,7 @@ from typing import Any
 
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE, reads_committed
@@ -37,6 +38,8 @@ def _partition(ctx: RequestContext, topic: str, request: Any, read_committed: bo
     cls = ctx.nested("ListOffsetsPartitionResponse")
     index = request.partition_index
     try:
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic):
+            raise KafkaError(ErrorCode.topic_authorization_failed, f"{ctx.principal} may not describe {topic}")
         replicas = ctx.broker.replicas
         hosted = replicas.leader_partition(topic, index)
         replicas.check_leader_epoch(hosted, getattr(request, "current_leader_epoch", -1))

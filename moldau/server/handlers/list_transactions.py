@@ -14,6 +14,7 @@ from typing import Any
 from moldau.coordinator.txn.records import TxnState
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
+from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
@@ -38,7 +39,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
                 unknown_state_filters=unknown, transaction_states=tuple(
                     make(cls, transactional_id=t.transactional_id, producer_id=t.producer_id,
-                         transaction_state=t.state.display_name) for t in listed))
+                         transaction_state=t.state.display_name) for t in listed
+                    if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id)))
 
 
 API = Api(key=66, name="ListTransactions", min_version=0, max_version=2, handle=handle)

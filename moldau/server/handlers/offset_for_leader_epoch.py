@@ -13,6 +13,7 @@ from typing import Any
 
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
@@ -22,11 +23,24 @@ UNDEFINED_EPOCH = UNDEFINED_OFFSET = -1
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     topic_cls = ctx.nested("OffsetForLeaderTopicResult")
+    # A follower (replica id >= 0, v3+) needs CLUSTER_ACTION on the cluster, a consumer DESCRIBE on each topic.
+    follower = getattr(request, "replica_id", -1) >= 0
+    may_replicate = follower and ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def allowed(topic: str) -> bool:
+        return may_replicate if follower else ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
     topics = tuple(
-        make(topic_cls, topic=t.topic, partitions=tuple(_partition(ctx, t.topic, p) for p in t.partitions))
+        make(topic_cls, topic=t.topic, partitions=tuple(_partition(ctx, t.topic, p) if allowed(t.topic) else
+                                                        _refused(ctx, p) for p in t.partitions))
         for t in request.topics
     )
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, topics=topics)
+
+
+def _refused(ctx: RequestContext, request: Any) -> Any:
+    return make(ctx.nested("EpochEndOffset"), partition=request.partition,
+                error_code=ErrorCode.topic_authorization_failed, leader_epoch=UNDEFINED_EPOCH,
+                end_offset=UNDEFINED_OFFSET)
 
 
 def _partition(ctx: RequestContext, topic: str, request: Any) -> Any:

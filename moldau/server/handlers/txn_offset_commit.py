@@ -29,6 +29,7 @@ from typing import Any
 from moldau.coordinator.group.offsets import OffsetCommit
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
+from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
@@ -54,10 +55,21 @@ def _commits(ctx: RequestContext, request: Any) -> tuple[list[OffsetCommit], lis
     image = ctx.broker.image
     commits: list[OffsetCommit] = []
     answers: list[_Answer] = []
+    refusal = ErrorCode.none
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        refusal = ErrorCode.transactional_id_authorization_failed
+    elif not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        refusal = ErrorCode.group_authorization_failed
     for topic in request.topics:
         found = image.topics_by_name.get(topic.name)
         answer: _Answer = []
+        topic_refusal = refusal
+        if topic_refusal == ErrorCode.none and not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, topic.name):
+            topic_refusal = ErrorCode.topic_authorization_failed
         for p in topic.partitions:
+            if topic_refusal != ErrorCode.none:
+                answer.append((p.partition_index, topic_refusal))
+                continue
             if found is None or p.partition_index not in found.partitions:
                 answer.append((p.partition_index, ErrorCode.unknown_topic_or_partition))
                 continue
