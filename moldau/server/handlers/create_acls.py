@@ -13,7 +13,14 @@ from typing import Any
 
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.security.acl.model import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from moldau.security.acl.model import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
@@ -37,6 +44,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = ctx.nested("AclCreationResult")
     if security_disabled(ctx):
         result = make(cls, error_code=ErrorCode.security_disabled, error_message="no authorizer is configured")
+        return make(ctx.schema.response_type, throttle_time=NO_THROTTLE,
+                    results=tuple(result for _ in request.creations))
+    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        result = make(cls, error_code=ErrorCode.cluster_authorization_failed,
+                      error_message=f"{ctx.principal} may not ALTER the cluster")
         return make(ctx.schema.response_type, throttle_time=NO_THROTTLE,
                     results=tuple(result for _ in request.creations))
     forwarded = await ctx.broker.forward_to_controller(ctx, request)

@@ -11,7 +11,7 @@ from typing import Any
 
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.security.acl.model import AclBinding, AclBindingFilter
+from moldau.security.acl.model import CLUSTER_NAME, AclBinding, AclBindingFilter, AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
@@ -24,6 +24,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if security_disabled(ctx):
         result = make(result_cls, error_code=ErrorCode.security_disabled,
                       error_message="no authorizer is configured", matching_acls=())
+        return _response(ctx, tuple(result for _ in request.filters))
+    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        result = make(result_cls, error_code=ErrorCode.cluster_authorization_failed,
+                      error_message=f"{ctx.principal} may not ALTER the cluster", matching_acls=())
         return _response(ctx, tuple(result for _ in request.filters))
     forwarded = await ctx.broker.forward_to_controller(ctx, request)
     if forwarded is not None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
+from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
@@ -24,6 +25,10 @@ Wanted = Callable[[str, int], bool]
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        # v3+ says so; older versions can only answer with no log directories, as Kafka does.
+        return make(ctx.schema.response_type, throttle_time=NO_THROTTLE,
+                    error_code=ErrorCode.cluster_authorization_failed, results=())
     wanted = _wanted(request.topics)
     results = tuple(_log_dir(ctx, d, wanted) for d in ctx.broker.log_manager.describe_log_dirs())
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results=results)

@@ -13,6 +13,7 @@ from typing import Any
 
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
@@ -21,6 +22,11 @@ PREFERRED, UNCLEAN = 0, 1
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        refused = KafkaError(ErrorCode.cluster_authorization_failed, f"{ctx.principal} may not ALTER the cluster")
+        wanted_refused = [] if request.topic_partitions is None else [
+            (t.topic, int(p)) for t in request.topic_partitions for p in t.partitions]
+        return _response(ctx, ErrorCode.cluster_authorization_failed, dict.fromkeys(wanted_refused, refused))
     forwarded = await ctx.broker.forward_to_controller(ctx, request)
     if forwarded is not None:
         return forwarded

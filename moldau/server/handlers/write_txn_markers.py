@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from moldau.coordinator.group.records import OFFSETS_TOPIC
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 
@@ -45,7 +46,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     specs = [MarkerSpec(m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,
                         tuple((t.name, p) for t in m.topics for p in t.partition_indexes)) for m in request.markers]
-    answers = await asyncio.gather(*(write_markers(ctx.broker, spec) for spec in specs))
+    if ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        answers = await asyncio.gather(*(write_markers(ctx.broker, spec) for spec in specs))
+    else:  # only nodes (transaction coordinators) may write markers
+        answers = [dict.fromkeys(spec.partitions, ErrorCode.cluster_authorization_failed) for spec in specs]
     partition_cls = ctx.nested("WritableTxnMarkerPartitionResult")
     topic_cls = ctx.nested("WritableTxnMarkerTopicResult")
     for spec, answer in zip(specs, answers, strict=True):
