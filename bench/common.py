@@ -172,17 +172,21 @@ def scratch_dir(name: str, keep: Path | None = None) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def running_broker(label: str, kind: str, env: dict[str, str] | None = None) -> Iterator[Broker]:
+def running_broker(label: str, kind: str, env: dict[str, str] | None = None,
+                   overrides: dict[str, str] | None = None) -> Iterator[Broker]:
     """Start a broker of ``kind`` in a fresh directory, yield it once it serves, then stop it.
 
-    ``env`` adds variables to the broker's environment (debug switches a benchmark compares against)."""
+    ``env`` adds variables to the broker's environment (debug switches a benchmark compares against);
+    ``overrides`` adds Moldau broker configs (``--override key=value``)."""
     with scratch_dir(kind) as tmp:
         data_dir, log = tmp / "data", tmp / "broker.log"
         data_dir.mkdir()
         port = free_port()
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                BROKER_COMMANDS[kind](port, data_dir), stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
+                [*BROKER_COMMANDS[kind](port, data_dir),
+                 *(arg for key, value in (overrides or {}).items() for arg in ("--override", f"{key}={value}"))],
+                stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
                 env={**os.environ, **(env or {})},
             )
         broker = Broker(label, kind, port, proc, log)

@@ -45,7 +45,7 @@ def _r(op: AclOperation, res: ResourceType, where: Where = Where.HANDLER, note: 
 
 _NONE = Rule(None, None, Where.NONE, "")
 _F = Where.FILTER
-_NODES = "between nodes, on controller listeners"
+_NODES = "between nodes; on controller listeners, not checked yet"
 
 RULES: dict[int, tuple[Rule, ...]] = {
     0: (_r(Op.WRITE, Res.TOPIC), _r(Op.WRITE, Res.TRANSACTIONAL_ID, note="transactional produce")),
@@ -189,3 +189,26 @@ def config_refusal(ctx: RequestContext, resource_type: int, name: str, operation
     if resource_type == 4:  # ConfigResource BROKER
         return None if ctx.authorize(operation, Res.CLUSTER, CLUSTER_NAME) else ErrorCode.cluster_authorization_failed
     return None
+
+
+def rules_table() -> str:
+    """The Markdown table of docs/security.md: one row per API served, with what it needs."""
+    from moldau.server.handlers.registry import APIS, CONTROLLER_APIS
+
+    names = {key: api.name for key, api in (CONTROLLER_APIS | APIS).items()}
+    lines = ["| key | API | operation on resource |", "|---|---|---|"]
+    for key in sorted(RULES):
+        needs = "; ".join(_describe_rule(rule) for rule in RULES[key])
+        lines.append(f"| {key} | {names.get(key, '?')} | {needs} |")
+    return "\n".join(lines)
+
+
+def _describe_rule(rule: Rule) -> str:
+    if rule.operation is None or rule.resource_type is None:
+        return "none"
+    text = f"{rule.operation.name} on {rule.resource_type.name}"
+    return f"{text} ({rule.note})" if rule.note else text
+
+
+if __name__ == "__main__":
+    print(rules_table())

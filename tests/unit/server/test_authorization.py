@@ -128,3 +128,12 @@ def test_delete_topics_needs_delete_on_each_topic() -> None:
                                   timeout=datetime.timedelta(seconds=1))
     response = decode(dispatch(dispatcher, encode(request), ALICE), 20, 6)
     assert [(r.name, r.error_code) for r in response.responses] == [("t", ErrorCode.topic_authorization_failed)]
+
+
+def test_the_docs_table_is_the_rules_table() -> None:
+    from pathlib import Path
+
+    from moldau.security.acl.rules import rules_table
+
+    text = (Path(__file__).resolve().parents[3] / "docs" / "security.md").read_text()
+    assert rules_table() in text, "regenerate the table in docs/security.md: python -m moldau.security.acl.rules"
