@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBinding,
     AclBindingFilter,
@@ -180,3 +180,23 @@ def test_acls_change_at_runtime(secured: BrokerProcess) -> None:
     with pytest.raises(Exception) as refused:
         result.result(timeout=TIMEOUT_S)
     assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_authorized_operations_come_from_the_acls(secured: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": secured.bootstrap})
+    cluster = admin.describe_cluster(include_authorized_operations=True, request_timeout=TIMEOUT_S).result(
+        timeout=TIMEOUT_S)
+    assert set(cluster.authorized_operations) == {AclOperation.ALTER, AclOperation.DESCRIBE}
+    topics = admin.describe_topics(TopicCollection(["readable", "team-orders"]), include_authorized_operations=True,
+                                   request_timeout=TIMEOUT_S)
+    readable = topics["readable"].result(timeout=TIMEOUT_S)
+    assert set(readable.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+    team = topics["team-orders"].result(timeout=TIMEOUT_S)
+    assert AclOperation.DELETE in set(team.authorized_operations)
+
+
+def test_a_transactional_producer_needs_its_transactional_id(secured: BrokerProcess) -> None:
+    producer = Producer({"bootstrap.servers": secured.bootstrap, "transactional.id": "not-allowed"})
+    with pytest.raises(KafkaException) as refused:
+        producer.init_transactions(TIMEOUT_S)
+    assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
