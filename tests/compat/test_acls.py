@@ -48,9 +48,9 @@ def allow(resource_type: ResourceType, name: str, op: AclOperation,
     return AclBinding(resource_type, name, pattern, ANON, "*", op, permission)
 
 
-def produce_one(bootstrap: str, topic: str) -> KafkaError | None:
+def produce_one(bootstrap: str, topic: str, **conf: Any) -> KafkaError | None:
     """Produce one record; the delivery error, or None when it was written."""
-    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10_000, "retries": 0})
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10_000, "retries": 0, **conf})
     outcome: list[KafkaError | None] = []
     producer.produce(topic, value=b"v", on_delivery=lambda err, msg: outcome.append(err))
     producer.flush(TIMEOUT_S)
@@ -132,6 +132,8 @@ def test_read_without_write(secured: BrokerProcess) -> None:
 
 def test_prefixed_allow_and_deny_beating_it(secured: BrokerProcess) -> None:
     assert produce_one(secured.bootstrap, "team-orders") is None
+    # An idempotent producer: no IDEMPOTENT_WRITE on the cluster, but WRITE on some topic suffices (KIP-679).
+    assert produce_one(secured.bootstrap, "team-orders", **{"enable.idempotence": True, "retries": 5}) is None
     error = produce_one(secured.bootstrap, "team-secret")
     assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 

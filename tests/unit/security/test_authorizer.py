@@ -149,3 +149,16 @@ def test_invalid_acls_are_refused() -> None:
     with pytest.raises(InvalidAcl):
         acl(ALICE, Op.ALTER, name="other", rtype=Res.CLUSTER).validate()
     acl(ALICE, Op.ALTER, name="kafka-cluster", rtype=Res.CLUSTER).validate()
+
+
+def test_authorize_any_resource_of_a_type() -> None:
+    authorizer = Authorizer()
+    table = acls(acl(ALICE, Op.WRITE, name="team-", pattern=Pat.PREFIXED), acl(BOB, Op.WRITE, name="x"),
+                 acl(BOB, Op.WRITE, name="x", perm=Perm.DENY))
+    assert authorizer.authorize_any(table, ALICE, HOST, Op.WRITE, Res.TOPIC)
+    assert not authorizer.authorize_any(table, ALICE, HOST, Op.READ, Res.TOPIC)
+    assert not authorizer.authorize_any(table, BOB, HOST, Op.WRITE, Res.TOPIC)  # its only allow is denied
+    everything_denied = acls(acl(ALICE, Op.WRITE, name="a"), acl(ALICE, Op.ALL, name="*", perm=Perm.DENY))
+    assert not authorizer.authorize_any(everything_denied, ALICE, HOST, Op.WRITE, Res.TOPIC)
+    assert Authorizer(allow_everyone_if_no_acl_found=True).authorize_any({}, ALICE, HOST, Op.WRITE, Res.TOPIC)
+    assert not authorizer.authorize_any({}, ALICE, HOST, Op.WRITE, Res.TOPIC)

@@ -42,11 +42,14 @@ def acl(principal: str, op: AclOperation, rtype: ResourceType, name: str,
     return AclBinding(rtype, name, pattern, principal, "*", op, perm)
 
 
-def secured(*acls: AclBinding) -> Dispatcher:
+def secured(*acls: AclBinding, services: FakeServices | None = None) -> Dispatcher:
     """A dispatcher as the broker builds it when `authorizer.class.name` is set, over an image with topic `t`."""
     image: MetadataImage = build([registration(1)], [partition(0, [1])])
     image = image.apply([acl_record(uuid.uuid4(), a) for a in acls], image.offset + 1)
-    services = FakeServices(image, config=AUTHORIZED_CONFIG)
+    if services is None:
+        services = FakeServices(image, config=AUTHORIZED_CONFIG)
+    else:
+        services.image, services.config = image, AUTHORIZED_CONFIG
     authorizer = Authorizer.from_config(AUTHORIZED_CONFIG)
     assert authorizer is not None and authorizer.super_users == {"User:admin", "User:broker"}
     return Dispatcher(services, filters=[RequestAuthorization()], authorizer=authorizer)  # type: ignore[arg-type]
@@ -137,3 +140,17 @@ def test_the_docs_table_is_the_rules_table() -> None:
 
     text = (Path(__file__).resolve().parents[3] / "docs" / "security.md").read_text()
     assert rules_table() in text, "regenerate the table in docs/security.md: python -m moldau.security.acl.rules"
+
+
+def test_auto_creation_needs_create_on_the_cluster_or_the_topic() -> None:
+    services = FakeServices(MetadataImage())
+    dispatcher = secured(acl("User:*", Op.DESCRIBE, Res.TOPIC, "*"),
+                         acl("User:alice", Op.CREATE, Res.TOPIC, "new-", pattern=PatternType.PREFIXED),
+                         services=services)
+    request = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name="new-a"),),
+                              allow_auto_topic_creation=True, include_topic_authorized_operations=False)
+    (refused,) = decode(dispatch(dispatcher, encode(request), BOB), 3, 12).topics
+    assert refused.error_code == ErrorCode.topic_authorization_failed and services.created == []
+    (created,) = decode(dispatch(dispatcher, encode(request), ALICE), 3, 12).topics
+    assert services.created == ["new-a"]  # the fake then answers LEADER_NOT_AVAILABLE
+    assert created.error_code == ErrorCode.leader_not_available
