@@ -202,3 +202,34 @@ def test_a_transactional_producer_needs_its_transactional_id(secured: BrokerProc
     with pytest.raises(KafkaException) as refused:
         producer.init_transactions(TIMEOUT_S)
     assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_kafka_python_admin_creates_describes_and_deletes_acls(secured: BrokerProcess) -> None:
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourcePatternFilter,
+    )
+    from kafka.admin import ResourceType as KpResourceType
+
+    admin = KafkaAdminClient(bootstrap_servers=secured.bootstrap)
+    try:
+        pattern = ResourcePattern(KpResourceType.GROUP, "kp-group", ACLResourcePatternType.LITERAL)
+        created = admin.create_acls([ACL("User:carol", "*", ACLOperation.READ, ACLPermissionType.ALLOW, pattern)])
+        assert created["failed"] == []
+        wanted = ACLFilter(principal="User:carol", host="*", operation=ACLOperation.ANY,
+                           permission_type=ACLPermissionType.ANY,
+                           resource_pattern=ResourcePatternFilter(KpResourceType.GROUP, "kp-group",
+                                                                  ACLResourcePatternType.ANY))
+        found, _ = admin.describe_acls(wanted)
+        assert [(a.principal, a.operation) for a in found] == [("User:carol", ACLOperation.READ)]
+        ((_, deleted, _),) = admin.delete_acls([wanted])
+        assert len(deleted) == 1
+        assert admin.describe_acls(wanted)[0] == []
+    finally:
+        admin.close()
