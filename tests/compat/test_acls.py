@@ -80,6 +80,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]
             allow(ResourceType.TOPIC, "readable", AclOperation.READ),
             allow(ResourceType.TOPIC, "team-", AclOperation.ALL, ResourcePatternType.PREFIXED),
             allow(ResourceType.TOPIC, "team-secret", AclOperation.WRITE, permission=AclPermissionType.DENY),
+            allow(ResourceType.GROUP, "lookers", AclOperation.DESCRIBE),
         ]
         for future in admin.create_acls(bindings, request_timeout=TIMEOUT_S).values():
             future.result(timeout=TIMEOUT_S)
@@ -107,7 +108,7 @@ def test_acls_survive_a_restart_and_are_listed(secured: BrokerProcess) -> None:
             AclPermissionType.ALLOW) in seen
     assert (ResourceType.TOPIC, "team-secret", ResourcePatternType.LITERAL, AclOperation.WRITE,
             AclPermissionType.DENY) in seen
-    assert len(found) == 6
+    assert len(found) == 7
     listed = acls_cli(secured.bootstrap, "list", "--topic", "team-orders", "--resource-pattern-type", "match")
     assert listed.returncode == 0, listed.stderr
     assert "name=team-, patternType=PREFIXED" in listed.stdout
@@ -159,8 +160,13 @@ def _join(bootstrap: str, group: str, topic: str) -> tuple[list[bytes | None], K
 def test_consumer_needs_read_on_its_group(secured: BrokerProcess) -> None:
     values, error = _join(secured.bootstrap, "allowed-consumers", "readable")
     assert (values, error) == ([b"v"], None)
+    # Refused at FindCoordinator (DESCRIBE on the group)...
     values, error = _join(secured.bootstrap, "other-consumers", "readable")
     assert error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, error
+    # ... and, with DESCRIBE but not READ, at JoinGroup.
+    values, error = _join(secured.bootstrap, "lookers", "readable")
+    assert error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, error
+    assert "JoinGroup" in error.str() or "join" in error.str().lower(), error.str()
 
 
 def test_acls_change_at_runtime(secured: BrokerProcess) -> None:
