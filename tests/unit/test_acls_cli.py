@@ -1,0 +1,81 @@
+"""`moldau acls`: how kafka-acls' options become ACLs and filters (no broker needed)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclOperation,
+    AclPermissionType,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from moldau.cli import acls
+from moldau.cli.common import CliError
+from moldau.cli.main import build_parser
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["acls", *argv])
+
+
+def summary(bindings: list[object]) -> set[tuple[str, str, str, str, str, str]]:
+    return {(b.restype.name, b.name, b.resource_pattern_type.name, b.principal, b.operation.name,  # type: ignore[attr-defined]
+             b.permission_type.name) for b in bindings}  # type: ignore[attr-defined]
+
+
+def test_producer_shortcut() -> None:
+    args = parse("add", "--allow-principal", "User:alice", "--producer", "--topic", "orders",
+                 "--transactional-id", "tx", "--idempotent")
+    assert summary(acls._bindings(args)) == {
+        ("TOPIC", "orders", "LITERAL", "User:alice", op, "ALLOW") for op in ("WRITE", "DESCRIBE", "CREATE")
+    } | {("TRANSACTIONAL_ID", "tx", "LITERAL", "User:alice", op, "ALLOW") for op in ("WRITE", "DESCRIBE")} | {
+        ("BROKER", "kafka-cluster", "LITERAL", "User:alice", "IDEMPOTENT_WRITE", "ALLOW")}
+
+
+def test_consumer_shortcut_with_a_prefix_and_hosts() -> None:
+    args = parse("add", "--deny-principal", "User:*", "--deny-host", "10.0.0.9", "--consumer", "--topic", "t-",
+                 "--group", "g-", "--resource-pattern-type", "prefixed")
+    bindings = acls._bindings(args)
+    assert summary(bindings) == {("TOPIC", "t-", "PREFIXED", "User:*", "READ", "DENY"),
+                                 ("TOPIC", "t-", "PREFIXED", "User:*", "DESCRIBE", "DENY"),
+                                 ("GROUP", "g-", "PREFIXED", "User:*", "READ", "DENY")}
+    assert {b.host for b in bindings} == {"10.0.0.9"}
+
+
+def test_operations_on_the_cluster_and_bad_combinations() -> None:
+    args = parse("add", "--allow-principal", "User:ops", "--operation", "Alter", "--operation", "describe_configs",
+                 "--cluster")
+    assert summary(acls._bindings(args)) == {("BROKER", "kafka-cluster", "LITERAL", "User:ops", "ALTER", "ALLOW"),
+                                             ("BROKER", "kafka-cluster", "LITERAL", "User:ops", "DESCRIBE_CONFIGS",
+                                              "ALLOW")}
+    with pytest.raises(CliError, match="--consumer needs --group"):
+        acls._bindings(parse("add", "--allow-principal", "User:a", "--consumer", "--topic", "t"))
+    with pytest.raises(CliError, match="literal or prefixed"):
+        acls._bindings(parse("add", "--allow-principal", "User:a", "--operation", "Read", "--topic", "t",
+                             "--resource-pattern-type", "match"))
+    with pytest.raises(CliError, match="principal"):
+        acls._bindings(parse("add", "--operation", "Read", "--topic", "t"))
+    with pytest.raises(SystemExit):
+        parse("add", "--allow-principal", "User:a", "--operation", "Fly", "--topic", "t")
+
+
+def test_filters_for_list_and_remove() -> None:
+    (everything,) = acls._filters(parse("list"))
+    assert (everything.restype, everything.name, everything.resource_pattern_type, everything.principal,
+            everything.operation, everything.permission_type) == (
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, AclOperation.ANY, AclPermissionType.ANY)
+    filters = acls._filters(parse("remove", "--allow-principal", "User:bob", "--topic", "orders", "--force"))
+    assert [(f.restype, f.name, f.principal, f.operation, f.permission_type) for f in filters] == [
+        (ResourceType.TOPIC, "orders", "User:bob", AclOperation.ANY, AclPermissionType.ALLOW)]
+
+
+def test_command_config_is_a_properties_file(tmp_path: Path) -> None:
+    path = tmp_path / "client.properties"
+    path.write_text("# a comment\nsecurity.protocol=SASL_SSL\nsasl.mechanism: SCRAM-SHA-256\n\n! also a comment\n"
+                    "sasl.jaas.config=x=y\n")
+    assert acls.read_properties(str(path)) == {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256",
+                                               "sasl.jaas.config": "x=y"}
