@@ -8,6 +8,7 @@ from the metadata log) are all that allows anything.
 
 from __future__ import annotations
 
+import datetime
 import subprocess
 import sys
 import time
@@ -81,6 +82,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]
             allow(ResourceType.TOPIC, "team-", AclOperation.ALL, ResourcePatternType.PREFIXED),
             allow(ResourceType.TOPIC, "team-secret", AclOperation.WRITE, permission=AclPermissionType.DENY),
             allow(ResourceType.GROUP, "lookers", AclOperation.DESCRIBE),
+            allow(ResourceType.TOPIC, "bare", AclOperation.CREATE),
         ]
         for future in admin.create_acls(bindings, request_timeout=TIMEOUT_S).values():
             future.result(timeout=TIMEOUT_S)
@@ -108,7 +110,7 @@ def test_acls_survive_a_restart_and_are_listed(secured: BrokerProcess) -> None:
             AclPermissionType.ALLOW) in seen
     assert (ResourceType.TOPIC, "team-secret", ResourcePatternType.LITERAL, AclOperation.WRITE,
             AclPermissionType.DENY) in seen
-    assert len(found) == 7
+    assert len(found) == 8
     listed = acls_cli(secured.bootstrap, "list", "--topic", "team-orders", "--resource-pattern-type", "match")
     assert listed.returncode == 0, listed.stderr
     assert "name=team-, patternType=PREFIXED" in listed.stdout
@@ -239,3 +241,19 @@ def test_kafka_python_admin_creates_describes_and_deletes_acls(secured: BrokerPr
         assert admin.describe_acls(wanted)[0] == []
     finally:
         admin.close()
+
+
+def test_created_topics_configs_need_describe_configs(secured: BrokerProcess) -> None:
+    from kio.schema.create_topics.v7 import request as create_v7
+
+    from moldau.protocol.codec import make
+    from tests.support.raw_client import RawClient
+
+    topic = make(create_v7.CreatableTopic, name="bare", num_partitions=1, replication_factor=1, assignments=(),
+                 configs=())
+    request = make(create_v7.CreateTopicsRequest, topics=(topic,), timeout=datetime.timedelta(seconds=10),
+                   validate_only=False)
+    with RawClient(secured.bootstrap) as client:
+        (created,) = client.request(request).topics
+    assert (created.name, created.error_code, created.num_partitions) == ("bare", 0, 1)
+    assert (created.configs, created.topic_config_error_code) == ((), KafkaError.TOPIC_AUTHORIZATION_FAILED)

@@ -15,13 +15,15 @@ carries the partition count, replication factor and the topic's effective config
 timeout never expires.
 
 With an authorizer, each topic needs CREATE on the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED);
-refused topics are answered by the node that received the request and the others forwarded.
+refused topics are answered by the node that received the request and the others forwarded. The configs of a
+created topic are returned only with DESCRIBE_CONFIGS on it.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 from moldau.metadata.controller import CreatedTopic
@@ -45,7 +47,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     }
     forwarded = await forward_authorized(ctx, request, "topics", "topics", refusals)
     if forwarded is not None:
-        return forwarded
+        return _hide_configs(ctx, forwarded)
     counts = Counter(t.name for t in request.topics)
     topics = tuple([
         refusals[i] if i in refusals else
@@ -53,7 +55,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if counts[t.name] > 1 else await _create(ctx, t, request.validate_only)
         for i, t in enumerate(request.topics)
     ])
-    return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, topics=topics)
+    return _hide_configs(ctx, make(ctx.schema.response_type, throttle_time=NO_THROTTLE, topics=topics))
+
+
+def _hide_configs(ctx: RequestContext, response: Any) -> Any:
+    """v5+: a created topic's configs only for a principal that may DESCRIBE_CONFIGS it; for others none, with
+    TOPIC_AUTHORIZATION_FAILED as the configs' error code, as Kafka answers."""
+    if ctx.version < 5 or ctx.authorizer is None:
+        return response
+    topics = tuple(
+        t if t.error_code != ErrorCode.none or ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
+                                                             t.name)
+        else replace(t, configs=(), topic_config_error_code=ErrorCode.topic_authorization_failed.value)
+        for t in response.topics
+    )
+    return replace(response, topics=topics)
 
 
 async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
