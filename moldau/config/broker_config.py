@@ -388,6 +388,14 @@ class BrokerConfig:
     queued_max_request_bytes = _Int("queued.max.request.bytes")
     connections_max_idle_ms = _Int("connections.max.idle.ms")
     socket_request_read_timeout_ms = _Int("socket.request.read.timeout.ms")
+    quota_window_num = _Int("quota.window.num")
+    quota_window_size_seconds = _Int("quota.window.size.seconds")
+    max_connections = _Int("max.connections")
+    max_connections_per_ip = _Int("max.connections.per.ip")
+
+    @property
+    def max_connections_per_ip_overrides(self) -> str:
+        return str(self.value("max.connections.per.ip.overrides") or "")
 
     # The metadata quorum and broker liveness.
     controller_quorum_election_timeout_ms = _Int("controller.quorum.election.timeout.ms")

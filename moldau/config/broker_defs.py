@@ -96,6 +96,20 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               at_least(-1)),
     ConfigDef("connections.max.idle.ms", _T.LONG, "600000",
               "Connections with no traffic for this long are closed; -1 never closes them.", at_least(-1)),
+    # Client quotas and connection limits (moldau.security.quotas, moldau.security.connection_quotas).
+    ConfigDef("quota.window.num", _T.INT, "11",
+              "The number of samples client quota rates are measured over.", at_least(1), dynamic=False),
+    ConfigDef("quota.window.size.seconds", _T.INT, "1",
+              "The time span of each sample of client quota rates.", at_least(1), dynamic=False),
+    ConfigDef("max.connections", _T.INT, "2147483647",
+              "The connections the broker accepts at once on its client listeners; a connection over it is "
+              "closed as it is accepted.", at_least(0), dynamic=False),
+    ConfigDef("max.connections.per.ip", _T.INT, "2147483647",
+              "The connections the broker accepts at once from one IP address; a connection over it is closed "
+              "as it is accepted.", at_least(0), dynamic=False),
+    ConfigDef("max.connections.per.ip.overrides", _T.STRING, "",
+              "Per-address exceptions to max.connections.per.ip, as host:count,host:count (IP addresses).",
+              dynamic=False),
     ConfigDef("socket.request.read.timeout.ms", _T.LONG, "60000",
               "A connection that started sending a request and did not complete it within this time is closed, "
               "so stalled or trickling senders cannot hold memory; -1 disables it. Moldau's own setting.",

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from moldau.metadata.records import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
+    ClientQuotaRecord,
     ConfigRecord,
     FenceBrokerRecord,
     MetadataRecord,
@@ -27,6 +28,8 @@ from moldau.metadata.records import (
 )
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+# A client quota entity: sorted (entity type, name or None for the default) pairs (see ClientQuotaRecord).
+QuotaEntity = tuple[tuple[str, str | None], ...]
 
 # A broker's registration as the image holds it: the latest RegisterBrokerRecord with `fenced` kept current by
 # fence and unfence records. Keeping the record type means handlers read `.endpoints`, `.rack` and so on as before.
@@ -76,6 +79,8 @@ class MetadataImage:
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: MappingProxyType({}))
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: MappingProxyType({}))
     next_producer_id: int = 0
+    # Client quotas (KIP-546): entity -> quota name -> value.
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=lambda: MappingProxyType({}))
 
     def topic_configs(self, name: str) -> Mapping[str, str]:
         return self.configs.get((RESOURCE_TOPIC, name), _EMPTY)
@@ -115,6 +120,8 @@ class MetadataImage:
             records += [_partition_record(topic.topic_id, p) for _, p in sorted(topic.partitions.items())]
         for (resource_type, resource_name), configs in sorted(self.configs.items()):
             records += [ConfigRecord(resource_type, resource_name, k, v) for k, v in sorted(configs.items())]
+        for entity, values in sorted(self.client_quotas.items(), key=lambda item: repr(item[0])):
+            records += [ClientQuotaRecord(entity, k, v) for k, v in sorted(values.items())]
         if self.next_producer_id:
             # Which broker asked for the last block is not kept; -1 says "from a snapshot".
             records.append(ProducerIdsRecord(-1, self.next_producer_id))
@@ -135,6 +142,7 @@ class _ImageBuilder:
         self.brokers: dict[int, BrokerRegistration] | None = None
         self.configs: dict[tuple[int, str], Mapping[str, str]] | None = None
         self.next_producer_id = base.next_producer_id
+        self.client_quotas: dict[QuotaEntity, Mapping[str, float]] | None = None
 
     def apply(self, record: MetadataRecord) -> None:
         if isinstance(record, TopicRecord):
@@ -153,6 +161,21 @@ class _ImageBuilder:
             self._apply_broker_change(record)
         elif isinstance(record, ProducerIdsRecord):
             self.next_producer_id = max(self.next_producer_id, record.next_producer_id)
+        elif isinstance(record, ClientQuotaRecord):
+            self._apply_client_quota(record)
+
+    def _apply_client_quota(self, record: ClientQuotaRecord) -> None:
+        if self.client_quotas is None:
+            self.client_quotas = dict(self.base.client_quotas)
+        values = dict(self.client_quotas.get(record.entity, {}))
+        if record.remove:
+            values.pop(record.key, None)
+        else:
+            values[record.key] = record.value
+        if values:
+            self.client_quotas[record.entity] = MappingProxyType(values)
+        else:
+            self.client_quotas.pop(record.entity, None)
 
     def _apply_partition(self, record: PartitionRecord) -> None:
         topics = self._topics()
@@ -221,4 +244,6 @@ class _ImageBuilder:
             brokers=base.brokers if self.brokers is None else MappingProxyType(self.brokers),
             configs=base.configs if self.configs is None else MappingProxyType(self.configs),
             next_producer_id=self.next_producer_id,
+            client_quotas=(base.client_quotas if self.client_quotas is None
+                           else MappingProxyType(self.client_quotas)),
         )

@@ -130,14 +130,30 @@ class ProducerIdsRecord:
     next_producer_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """Sets (`remove` False) or removes one client quota of an entity, like Kafka's ClientQuotaRecord.
+
+    `entity` is the sorted (entity type, name) pairs, such as (("client-id", "app"), ("user", "alice")); a None
+    name is the entity type's default (`<default>`).
+    """
+
+    TYPE: ClassVar[str] = "client_quota"
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float
+    remove: bool = False
+
+
 MetadataRecord = (
     TopicRecord | PartitionRecord | RemoveTopicRecord | ConfigRecord | RegisterBrokerRecord | FenceBrokerRecord
-    | UnfenceBrokerRecord | UnregisterBrokerRecord | ProducerIdsRecord
+    | UnfenceBrokerRecord | UnregisterBrokerRecord | ProducerIdsRecord | ClientQuotaRecord
 )
 _TYPES: dict[str, type[Any]] = {
     cls.TYPE: cls
     for cls in (TopicRecord, PartitionRecord, RemoveTopicRecord, ConfigRecord, RegisterBrokerRecord,
-                FenceBrokerRecord, UnfenceBrokerRecord, UnregisterBrokerRecord, ProducerIdsRecord)
+                FenceBrokerRecord, UnfenceBrokerRecord, UnregisterBrokerRecord, ProducerIdsRecord,
+                ClientQuotaRecord)
 }
 
 
@@ -175,6 +191,9 @@ def _coerce(name: str, value: Any) -> Any:
         return uuid.UUID(value)
     if name in ("replicas", "isr", "adding_replicas", "removing_replicas"):
         return tuple(value)
+    if name == "entity":
+        return tuple((str(entity_type), None if entity_name is None else str(entity_name))
+                     for entity_type, entity_name in value)
     if name == "endpoints":
         return tuple(Endpoint(**e) for e in value)
     return value

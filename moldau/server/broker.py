@@ -47,6 +47,8 @@ from moldau.protocol.errors import KafkaError
 from moldau.raft import Config as RaftConfig
 from moldau.replication.fetcher import FetcherSettings
 from moldau.replication.replica_manager import ReplicaManager
+from moldau.security.connection_quotas import ConnectionQuotas
+from moldau.security.quotas import ClientQuotas, QuotaConfig
 from moldau.server import memory
 from moldau.server.broker_lifecycle import BrokerLifecycle
 from moldau.server.connection import KafkaConnection
@@ -89,7 +91,11 @@ class Broker:
         self._receive_budget = ReceiveBudget.from_config(config)
         self._tasks: list[asyncio.Task[None]] = []
         self.internal_topics = InternalTopics(lambda: self.image, self._create_topic)
-        self.dispatcher = Dispatcher(self)
+        # Client quotas (KIP-13/55/219) and connection limits (moldau.security).
+        self.client_quotas = ClientQuotas(QuotaConfig(config.quota_window_num,
+                                                      config.quota_window_size_seconds * 1000))
+        self.connection_quotas = ConnectionQuotas.from_config(config)
+        self.dispatcher = Dispatcher(self, quotas=self.client_quotas)
         self._bound: list[tuple[str, str, int]] = []  # (listener, host, port actually bound)
         self._client_servers: list[asyncio.Server] = []
         self.quorum: MetadataQuorum
@@ -345,7 +351,8 @@ class Broker:
             server = await loop.create_server(
                 lambda name=name: KafkaConnection(self.dispatcher, self._connection_limits,  # type: ignore[misc]
                                                   self._receive_budget, self._connections, name, controller,
-                                                  self.clock, self.config.security_protocol(name)),
+                                                  self.clock, self.config.security_protocol(name),
+                                                  None if controller else self.connection_quotas),
                 host or None, port, reuse_address=True, backlog=1024, start_serving=controller,
             )
             self._servers.append(server)

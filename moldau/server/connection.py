@@ -11,6 +11,13 @@ against the broker's `queued.max.request.bytes`, and while that budget is exhaus
 The broker's periodic sweep closes connections idle past `connections.max.idle.ms` and frames not completed
 within `socket.request.read.timeout.ms`.
 
+A client over its quota is muted (KIP-219): after the response that carries its throttle time, the connection
+is neither read nor served until the throttle time has passed (`mute_for`), so a client that ignores
+`throttle_time_ms` is held back all the same.
+
+Connection limits (`max.connections`, `max.connections.per.ip`, `moldau.security.connection_quotas`) are
+checked as a connection is made: one over a limit is closed at once.
+
 Anything that cannot be answered (a malformed frame, an unknown API, an oversized size prefix) closes this one
 connection, which is Kafka's behaviour; other connections are unaffected.
 """
@@ -25,12 +32,13 @@ from typing import Protocol
 from moldau.clock import Clock, SystemClock
 from moldau.protocol.codec import InvalidRequest
 from moldau.protocol.framing import Frame, FrameReader, FrameTooLarge, frame
+from moldau.security.connection_quotas import ConnectionQuotas
 from moldau.security.principal import ANONYMOUS, KafkaPrincipal
 from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget
 
 log = logging.getLogger(__name__)
 
-_QUEUE, _BUDGET = "queue", "budget"  # why reading is paused
+_QUEUE, _BUDGET, _THROTTLE = "queue", "budget", "throttle"  # why reading is paused
 
 
 class FrameHandler(Protocol):
@@ -41,8 +49,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, handler: FrameHandler, limits: ConnectionLimits, budget: ReceiveBudget,
                  connections: set[KafkaConnection], listener: str = "PLAINTEXT",
                  is_controller_listener: bool = False, clock: Clock | None = None,
-                 security_protocol: str = "PLAINTEXT") -> None:
+                 security_protocol: str = "PLAINTEXT", connection_quotas: ConnectionQuotas | None = None) -> None:
         self._handler = handler
+        self._connection_quotas = connection_quotas
+        self._admitted = False  # counted by connection_quotas, to be released when closed
+        self.muted_until_ms = 0.0  # KIP-219: not read nor served before this time
         self.listener = listener
         self.is_controller_listener = is_controller_listener
         self.security_protocol = security_protocol
@@ -77,6 +88,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.client_host = str(peer[0]) if isinstance(peer, tuple) else ""
+        if self._connection_quotas is not None:
+            refused = self._connection_quotas.admit(self.client_host)
+            if refused is not None:
+                log.warning("closing connection from %s: %s", self.peer, refused)
+                transport.abort()  # type: ignore[attr-defined]
+                self._transport = None
+                return
+            self._admitted = True
         self._connections.add(self)
         self._budget.join(self)
         self._task = asyncio.get_running_loop().create_task(self._process())
@@ -107,6 +126,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._account()  # may pause (or, for the budget's finisher, re-pause) every connection
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._admitted and self._connection_quotas is not None:
+            self._admitted = False
+            self._connection_quotas.release(self.client_host)
         self._connections.discard(self)
         self._budget.leave(self)
         self._can_write.set()
@@ -153,6 +175,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self.last_activity_ms = self._clock.monotonic_ms()
                     if not self._can_write.is_set():
                         await self._can_write.wait()
+                await self._wait_out_mute()
         except InvalidRequest as exc:
             self.abort(f"invalid request: {exc}")
         except asyncio.CancelledError:
@@ -160,6 +183,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("closing connection from %s after an unexpected error", self.peer)
             self.abort("internal error")
+
+    def mute_for(self, ms: int) -> None:
+        """Neither read nor serve this connection for `ms` after the current response (KIP-219)."""
+        self.muted_until_ms = max(self.muted_until_ms, self._clock.monotonic_ms() + ms)
+
+    async def _wait_out_mute(self) -> None:
+        remaining = self.muted_until_ms - self._clock.monotonic_ms()
+        if remaining <= 0:
+            return
+        self._pause(_THROTTLE)
+        try:
+            while remaining > 0:
+                await asyncio.sleep(remaining / 1000)
+                remaining = self.muted_until_ms - self._clock.monotonic_ms()
+        finally:
+            self._resume(_THROTTLE)
 
     def _account(self) -> None:
         # Reported even when unchanged: the budget also watches for its finisher's frame being complete.

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from moldau.protocol.codec import ApiSchema, RequestHeader
 from moldau.security.principal import ANONYMOUS, KafkaPrincipal
+from moldau.security.quotas import NO_QUOTA, RequestQuota
 
 if TYPE_CHECKING:
     from moldau.server.services import BrokerServices
@@ -23,6 +24,7 @@ class RequestContext:
     principal: KafkaPrincipal = ANONYMOUS  # who sent it (TLS or SASL); ACLs and quotas are checked against it
     client_host: str = ""  # the address it came from, for ACL host filters
     security_protocol: str = "PLAINTEXT"  # of the listener: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+    quota: RequestQuota = NO_QUOTA  # the client quotas this request counts against (moldau.security.quotas)
 
     @property
     def version(self) -> int:

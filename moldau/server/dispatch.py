@@ -8,7 +8,10 @@ Every request a node serves passes through `Dispatcher.handle_frame`, in this or
 2. the body is bounds-checked and decoded (`codec.decode_request`, or the API's own decoder); a malformed body
    is answered with INVALID_REQUEST where the response has a top-level error code, else the connection closes;
 3. the request filters run (none today: authorization and quotas hook in here, so every request passes them);
-4. the handler runs with a `RequestContext` whose `broker` is the narrow `BrokerServices` interface;
+4. the handler runs with a `RequestContext` whose `broker` is the narrow `BrokerServices` interface; when
+   client quotas are configured, its `quota` records the bytes Produce and Fetch move, the handler puts the
+   throttle time in its response, and the connection is muted for that time once the response is out
+   (KIP-219; see `moldau.security.quotas`);
 5. a `KafkaError` a handler (or a filter) left unanswered becomes the response's top-level error code where it
    has one, else the connection closes; any other exception gets a note naming the request and closes the
    connection (`KafkaConnection` logs it).
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from moldau.protocol import codec
 from moldau.protocol.codec import InvalidRequest
@@ -28,6 +31,7 @@ from moldau.protocol.error_response import error_response
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.framing import Frame
 from moldau.security.principal import KafkaPrincipal
+from moldau.security.quotas import NO_QUOTA, ClientQuotas, RequestQuota
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.api_versions import unsupported_version_response
@@ -58,6 +62,13 @@ class ConnectionInfo(Protocol):
     def security_protocol(self) -> str: ...
 
 
+@runtime_checkable
+class Mutable(Protocol):
+    """A connection that can be muted (not read from) for a throttle time after its response (KIP-219)."""
+
+    def mute_for(self, ms: int) -> None: ...
+
+
 class RequestFilter(Protocol):
     """A check every decoded request passes before its handler runs.
 
@@ -70,8 +81,10 @@ class RequestFilter(Protocol):
 
 class Dispatcher:
     def __init__(self, services: BrokerServices, filters: Sequence[RequestFilter] = (),
-                 apis: Mapping[int, Api] = APIS, controller_apis: Mapping[int, Api] = CONTROLLER_APIS) -> None:
+                 apis: Mapping[int, Api] = APIS, controller_apis: Mapping[int, Api] = CONTROLLER_APIS,
+                 quotas: ClientQuotas | None = None) -> None:
         self._services = services
+        self._quotas = quotas
         self._filters = tuple(filters)
         self._apis = apis
         self._controller_apis = controller_apis
@@ -93,12 +106,15 @@ class Dispatcher:
             request = self._decode(api, schema, frame, header)
         except codec.MalformedBody as exc:
             return _malformed_body_response(schema, header, exc)
+        quota = self._request_quota(header, conn)
         context = RequestContext(header, schema, self._services, conn.peer, conn.is_controller_listener,
-                                 conn.listener, conn.principal, conn.client_host, conn.security_protocol)
+                                 conn.listener, conn.principal, conn.client_host, conn.security_protocol, quota)
         try:
             for request_filter in self._filters:
                 await request_filter.check(context, request)
             response = await api.handle(context, request)
+            if quota.throttle_ms > 0 and isinstance(conn, Mutable):
+                conn.mute_for(quota.throttle_ms)
             if response is None:
                 return None
             return codec.encode_response(schema, header.correlation_id, response)
@@ -108,6 +124,17 @@ class Dispatcher:
             # Should it be a handler bug, the connection's log line then says which request it was.
             exc.add_note(f"while serving {api.name} v{header.api_version}: {request!r:.2000}")
             raise
+
+    def _request_quota(self, header: codec.RequestHeader, conn: ConnectionInfo) -> RequestQuota:
+        """The request's quota recorder; NO_QUOTA without client quotas, and for other nodes' requests."""
+        quotas = self._quotas
+        if quotas is None or conn.is_controller_listener:
+            return NO_QUOTA
+        quotas.update(self._services.image.client_quotas)
+        if not quotas.enabled:
+            return NO_QUOTA
+        return RequestQuota(quotas, conn.principal.name, header.client_id or "",
+                            self._services.clock.monotonic_ms())
 
     @staticmethod
     def _unsupported_version(api: Api, header: codec.RequestHeader, apis: Mapping[int, Api]) -> Response:

@@ -11,6 +11,7 @@ from moldau.server.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     allocate_producer_ids,
+    alter_client_quotas,
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
@@ -25,6 +26,7 @@ from moldau.server.handlers import (
     delete_groups,
     delete_records,
     delete_topics,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -105,6 +107,8 @@ APIS: dict[int, Api] = {
         describe_transactions.API,
         list_transactions.API,
         describe_producers.API,
+        describe_client_quotas.API,
+        alter_client_quotas.API,
     )
 }
 
@@ -131,5 +135,6 @@ CONTROLLER_APIS: dict[int, Api] = {
         list_partition_reassignments.API,
         describe_cluster.API,
         elect_leaders.API,
+        alter_client_quotas.API,
     )
 }
