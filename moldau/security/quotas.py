@@ -126,8 +126,8 @@ class Rate:
         current.value += value
 
     def _purge(self, now_ms: float) -> None:
-        oldest_kept = now_ms - self.config.span_ms
-        while self.samples and self.samples[0].start_ms + self.config.window_size_ms <= oldest_kept:
+        # A window that started a whole span ago no longer counts.
+        while self.samples and now_ms - self.samples[0].start_ms >= self.config.span_ms:
             del self.samples[0]
 
     def span_ms(self, now_ms: float) -> float:
