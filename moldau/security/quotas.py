@@ -31,12 +31,30 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
-    "ABSENT", "CLIENT_ID", "CONSUMER_BYTE_RATE", "CONTROLLER_MUTATION_RATE", "PRODUCER_BYTE_RATE", "QUOTA_KEYS",
-    "REQUEST_PERCENTAGE", "USER", "ClientQuotas", "Entity", "QuotaConfig", "Rate", "entity_key", "resolve",
+    "ABSENT",
+    "CLIENT_ID",
+    "CONSUMER_BYTE_RATE",
+    "CONTROLLER_MUTATION_RATE",
+    "NO_QUOTA",
+    "PRODUCER_BYTE_RATE",
+    "QUOTA_KEYS",
+    "REQUEST_PERCENTAGE",
+    "USER",
+    "ClientQuotas",
+    "Entity",
+    "QuotaConfig",
+    "Rate",
+    "RequestQuota",
+    "TimedCoroutine",
+    "check_entity",
+    "check_quota",
+    "entity_key",
+    "resolve",
 ]
 
 USER, CLIENT_ID = "user", "client-id"
@@ -245,13 +263,50 @@ class RequestQuota:
         self._now_ms = now_ms
         self.throttle_ms = 0
 
-    def record(self, key: str, value: float) -> int:
+    def limits(self, key: str) -> bool:
+        """Whether a quota of type `key` applies to this request's client."""
+        return self._quotas is not None and self._quotas.quota(key, self._user, self._client_id) is not None
+
+    def record(self, key: str, value: float, now_ms: float | None = None) -> int:
         """Count `value` against the client's quota `key`; the throttle time in ms (0: within its quota)."""
         if self._quotas is None:
             return 0
-        throttle = self._quotas.record(key, self._user, self._client_id, value, self._now_ms)
+        when = self._now_ms if now_ms is None else now_ms
+        throttle = self._quotas.record(key, self._user, self._client_id, value, when)
         self.throttle_ms = max(self.throttle_ms, throttle)
         return throttle
 
 
 NO_QUOTA = RequestQuota(None)
+
+
+class TimedCoroutine:
+    """Awaits a coroutine and adds up the time it spends running, not the time it waits (`elapsed_ms`).
+
+    `request_percentage` is the share of request-handling time a client takes. Kafka measures the time its
+    threads spend on the client's requests; on one event loop, the equivalent is the time the handler's
+    coroutine runs between its suspensions: a long-polling Fetch or a Produce waiting for acks costs nothing
+    while it waits. `now_ms` is the clock (injected, so tests can drive it).
+    """
+
+    def __init__(self, awaitable: Awaitable[Any], now_ms: Callable[[], float]) -> None:
+        self._steps: Generator[Any, Any, Any] = awaitable.__await__()
+        self._now_ms = now_ms
+        self.elapsed_ms = 0.0
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        steps = self._steps
+        send_value: Any = None
+        error: BaseException | None = None
+        while True:
+            started = self._now_ms()
+            try:
+                yielded = steps.send(send_value) if error is None else steps.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                self.elapsed_ms += self._now_ms() - started
+            try:
+                send_value, error = (yield yielded), None
+            except BaseException as exc:  # cancellation, for one: passed on to the coroutine
+                send_value, error = None, exc

@@ -21,6 +21,8 @@ No sockets here: the dispatcher takes bytes and returns bytes, so it is tested i
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -31,10 +33,11 @@ from moldau.protocol.error_response import error_response
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.framing import Frame
 from moldau.security.principal import KafkaPrincipal
-from moldau.security.quotas import NO_QUOTA, ClientQuotas, RequestQuota
+from moldau.security.quotas import NO_QUOTA, REQUEST_PERCENTAGE, ClientQuotas, RequestQuota, TimedCoroutine
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.api_versions import unsupported_version_response
+from moldau.server.handlers.common import ms_from_timedelta
 from moldau.server.handlers.registry import APIS, CONTROLLER_APIS
 from moldau.server.services import BrokerServices
 
@@ -112,9 +115,14 @@ class Dispatcher:
         try:
             for request_filter in self._filters:
                 await request_filter.check(context, request)
-            response = await api.handle(context, request)
-            if quota.throttle_ms > 0 and isinstance(conn, Mutable):
-                conn.mute_for(quota.throttle_ms)
+            if quota.limits(REQUEST_PERCENTAGE):
+                response = await self._timed(api, context, request, quota)
+            else:
+                response = await api.handle(context, request)
+            if quota.throttle_ms > 0:
+                if isinstance(conn, Mutable):
+                    conn.mute_for(quota.throttle_ms)
+                response = _with_throttle(response, quota.throttle_ms)
             if response is None:
                 return None
             return codec.encode_response(schema, header.correlation_id, response)
@@ -124,6 +132,15 @@ class Dispatcher:
             # Should it be a handler bug, the connection's log line then says which request it was.
             exc.add_note(f"while serving {api.name} v{header.api_version}: {request!r:.2000}")
             raise
+
+    async def _timed(self, api: Api, context: RequestContext, request: Any, quota: RequestQuota) -> Any:
+        """Run the handler and count the time it ran (not waited) against the client's request_percentage."""
+        clock = self._services.clock
+        timed = TimedCoroutine(api.handle(context, request), clock.monotonic_ms)
+        try:
+            return await timed
+        finally:
+            quota.record(REQUEST_PERCENTAGE, timed.elapsed_ms, clock.monotonic_ms())
 
     def _request_quota(self, header: codec.RequestHeader, conn: ConnectionInfo) -> RequestQuota:
         """The request's quota recorder; NO_QUOTA without client quotas, and for other nodes' requests."""
@@ -150,6 +167,17 @@ class Dispatcher:
         if api.decode is not None:
             return api.decode(frame, codec.body_start(schema, frame, header), header.api_version)
         return codec.decode_request(schema, frame, header)
+
+
+def _with_throttle(response: Any, throttle_ms: int) -> Any:
+    """The response with its throttle_time_ms set, where the handler left it to kio to encode (Produce and Fetch
+    encode theirs themselves, with the throttle time their bytes earned)."""
+    if (dataclasses.is_dataclass(response) and not isinstance(response, type)
+            and "throttle_time" in {f.name for f in dataclasses.fields(response)}):
+        current = ms_from_timedelta(getattr(response, "throttle_time"))  # noqa: B009 - mypy cannot see it
+        if throttle_ms > current:
+            return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
+    return response
 
 
 def _unanswered_error_response(api: Api, schema: codec.ApiSchema, header: codec.RequestHeader,
