@@ -172,6 +172,9 @@ class Rate:
         return min(math.ceil(throttle), self.config.span_ms)
 
 
+_EXPIRY_BATCH = 1000  # rates added between two sweeps for silent clients
+
+
 class ClientQuotas:
     """The broker's client quotas: the configured entries and a rate per (quota type, quota entity).
 
@@ -183,6 +186,13 @@ class ClientQuotas:
         self.config = config or QuotaConfig()
         self._quotas: Mapping[Entity, Mapping[str, float]] = {}
         self._rates: dict[tuple[str, str, str], Rate] = {}
+        self._next_expiry = _EXPIRY_BATCH
+
+    def _expire(self, now_ms: float) -> None:
+        """Forget the rates of clients silent for a whole span (a default client-id quota makes one per id)."""
+        span = self.config.span_ms
+        self._rates = {k: r for k, r in self._rates.items() if r.samples and now_ms - r.samples[-1].start_ms < span}
+        self._next_expiry = len(self._rates) + _EXPIRY_BATCH
 
     def update(self, quotas: Mapping[Entity, Mapping[str, float]]) -> None:
         """Take the entries of a new metadata image; rates of entities no longer limited are dropped."""
@@ -208,6 +218,8 @@ class ClientQuotas:
             limit = limit * 10.0  # percent of one thread -> milliseconds of handling per second
         rate = self._rates.get((key, metered_user, metered_client))
         if rate is None:
+            if len(self._rates) >= self._next_expiry:
+                self._expire(now_ms)
             rate = self._rates[(key, metered_user, metered_client)] = Rate(self.config)
         rate.record(value, now_ms)
         return rate.throttle_ms(limit, now_ms)

@@ -138,3 +138,12 @@ def test_quota_records_round_trip_and_replay_into_the_image_and_its_snapshot() -
     assert dict(image.client_quotas) == {entity: {PRODUCER_BYTE_RATE: 1024.0, CONSUMER_BYTE_RATE: 2048.0}}
     rebuilt = MetadataImage().apply(image.to_records(), 3)
     assert rebuilt.client_quotas == image.client_quotas
+
+
+def test_rates_of_clients_silent_for_a_span_are_forgotten() -> None:
+    quotas = ClientQuotas(QuotaConfig(window_num=2, window_size_ms=1000))
+    quotas.update({entity_key(client_id=None): {PRODUCER_BYTE_RATE: 1000.0}})
+    for i in range(1000):
+        quotas.record(PRODUCER_BYTE_RATE, "ANONYMOUS", f"client-{i}", 10, 0)
+    quotas.record(PRODUCER_BYTE_RATE, "ANONYMOUS", "late", 10, 5000)  # the others were silent for 5 s
+    assert len(quotas._rates) == 1
