@@ -2,6 +2,9 @@
 
 - `principal.py`: `KafkaPrincipal` (`User:alice`), the identity every request carries in its context; a
   connection that has not authenticated is `User:ANONYMOUS`, as in Kafka.
+- `quotas.py`: client quotas (`producer_byte_rate`, `consumer_byte_rate`, `request_percentage`) per user and
+  client id, their precedence, windowed rates and KIP-219 throttle times; sans-I/O.
+- `connection_quotas.py`: `max.connections`, `max.connections.per.ip` and its overrides, checked at accept.
 
 Listeners' security protocols (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) come from
 `listener.security.protocol.map`; each connection knows its listener's protocol and its principal, and dispatch
