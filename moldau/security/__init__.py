@@ -2,6 +2,10 @@
 
 - `principal.py`: `KafkaPrincipal` (`User:alice`), the identity every request carries in its context; a
   connection that has not authenticated is `User:ANONYMOUS`, as in Kafka.
+- `tls.py`: SSL and SASL_SSL listeners' TLS contexts from Kafka's `ssl.*` configs (PEM stores), per-listener
+  overrides, startup errors naming the config.
+- `ssl_principal.py`: a client certificate's subject in RFC 2253 form, `ssl.principal.mapping.rules`.
+- `client_security.py`: how this node connects to other nodes (inter-broker and controller listeners).
 
 Listeners' security protocols (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) come from
 `listener.security.protocol.map`; each connection knows its listener's protocol and its principal, and dispatch
