@@ -8,6 +8,8 @@ import asyncio
 import socket
 import ssl
 import struct
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -196,3 +198,42 @@ def test_tls_settings_errors_stop_the_broker_with_the_config_named(tmp_path: Pat
     with pytest.raises(RuntimeError, match=r"ssl\.keystore\.location.*no such file"):
         proc.start(timeout_s=20)
     proc.cleanup()
+
+
+def run_cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "moldau", *args], input=stdin, capture_output=True, timeout=60,
+                          check=False)
+
+
+def test_cli_tools_take_a_kafka_client_properties_file(tls_broker: TlsBroker, tmp_path: Path) -> None:
+    """Kafka's Java-client names (PEM stores) for the mutual-TLS listener; each tool's client understands them."""
+    pki = tls_broker.pki
+    properties = tmp_path / "client.properties"
+    properties.write_text("security.protocol=SSL\n"
+                          "ssl.truststore.type=PEM\n"
+                          f"ssl.truststore.location={pki.ca}\n"
+                          "ssl.keystore.type=PEM\n"
+                          f"ssl.keystore.location={pki.client}\n")
+    common = ["-b", tls_broker.mtls, "--command-config", str(properties)]
+    topic = topic_name("cli-tls")
+    for args, stdin in ((["topics", "create", topic, "--partitions", "1"], b""),
+                        (["produce", topic], b"one\ntwo\nthree\n")):
+        result = run_cli(*args, *common, stdin=stdin)
+        assert result.returncode == 0, result.stderr.decode()
+    consumed = run_cli("consume", topic, "--from-beginning", "--max-messages", "3", "--timeout-ms", "15000",
+                       *common)
+    assert consumed.returncode == 0, consumed.stderr.decode()
+    assert consumed.stdout.decode().split() == ["one", "two", "three"]
+    for args in (["topics", "list"], ["groups", "list"], ["transactions", "list"],
+                 ["partitions", "reassign", "--generate", "--topics", topic]):
+        result = run_cli(*args, *common)
+        assert result.returncode == 0, (args, result.stderr.decode())
+    assert topic in run_cli("topics", "list", *common).stdout.decode()
+    # librdkafka's own names work too; without the file the same listener refuses the tool.
+    librdkafka = tmp_path / "librdkafka.properties"
+    librdkafka.write_text(f"security.protocol=ssl\nssl.ca.location={pki.ca}\n"
+                          f"ssl.certificate.location={pki.client_cert}\nssl.key.location={pki.client_key}\n")
+    assert topic in run_cli("topics", "list", "-b", tls_broker.mtls, "--command-config",
+                            str(librdkafka)).stdout.decode()
+    refused = run_cli("topics", "list", "-b", tls_broker.mtls)
+    assert refused.returncode != 0 and b"Traceback" not in refused.stderr
