@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import trustme
+import uvloop
 
 from moldau.config import BrokerConfig, ConfigError
 from moldau.net.client import ClientConnection
@@ -155,14 +156,21 @@ def client_context(pki: dict[str, str], certificate: bool) -> ssl.SSLContext:
     return context
 
 
-def test_client_certificate_subject_is_the_principal(pki: dict[str, str]) -> None:
+LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+
+
+@pytest.mark.parametrize("loop", LOOPS)  # the broker runs on uvloop, whose TLS transport is its own
+def test_client_certificate_subject_is_the_principal(pki: dict[str, str], loop: str) -> None:
+    def run(config: BrokerConfig, client: ssl.SSLContext) -> str:
+        with asyncio.Runner(loop_factory=LOOPS[loop]) as runner:
+            return runner.run(principal_over_tls(config, client))
+
     config = ssl_config(pki, **{"ssl.client.auth": "required"})
-    principal = asyncio.run(principal_over_tls(config, client_context(pki, certificate=True)))
-    assert principal == "User:CN=alice,OU=eng,O=Moldau"
+    assert run(config, client_context(pki, certificate=True)) == "User:CN=alice,OU=eng,O=Moldau"
     mapped = ssl_config(pki, **{"ssl.client.auth": "requested",
                                 "ssl.principal.mapping.rules": "RULE:^CN=([^,]*),.*$/$1/U"})
-    assert asyncio.run(principal_over_tls(mapped, client_context(pki, certificate=True))) == "User:ALICE"
-    assert asyncio.run(principal_over_tls(mapped, client_context(pki, certificate=False))) == str(ANONYMOUS)
+    assert run(mapped, client_context(pki, certificate=True)) == "User:ALICE"
+    assert run(mapped, client_context(pki, certificate=False)) == str(ANONYMOUS)
 
 
 def test_required_client_auth_refuses_a_client_without_certificate(pki: dict[str, str]) -> None:
