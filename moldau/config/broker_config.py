@@ -295,6 +295,10 @@ class BrokerConfig:
     def dump(self) -> dict[str, str | None]:
         """Every effective value as a string, including unknown configs, sorted by name; passwords hidden."""
         values: dict[str, str | None] = dict(self._unknown)
+        for name in values:  # listener.name.<listener>.<config> of a password config is hidden like it
+            base = (_listener_override(name) or ("", ""))[1]
+            if base in BROKER_CONFIGS and BROKER_CONFIGS[base].sensitive:
+                values[name] = "[hidden]"
         for name, definition in BROKER_CONFIGS.items():
             value = format_value(self.value(name))
             values[name] = "[hidden]" if definition.sensitive and value is not None else value

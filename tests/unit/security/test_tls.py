@@ -212,3 +212,12 @@ def test_node_client_connects_with_the_listener_security(pki: dict[str, str], tm
         assert seen == [KafkaPrincipal.user("CN=alice,OU=eng,O=Moldau")]
 
     asyncio.run(run())
+
+
+def test_listener_overrides_of_passwords_are_hidden() -> None:
+    config = BrokerConfig({"listener.name.ssl.ssl.key.password": "secret", "listener.name.ssl.ssl.client.auth":
+                           "required"})
+    assert config.dump()["listener.name.ssl.ssl.key.password"] == "[hidden]"
+    assert config.dump()["listener.name.ssl.ssl.client.auth"] == "required"
+    assert config.listener_value("SSL", "ssl.key.password") == "secret"
+    assert config.listener_value("OTHER", "ssl.key.password") is None
