@@ -372,7 +372,9 @@ class Broker:
                 lambda name=name, tls=tls: KafkaConnection(  # type: ignore[misc]
                     self.dispatcher, self._connection_limits, self._receive_budget, self._connections, name,
                     controller, self.clock, self.config.security_protocol(name),
-                    tls.principal_mapper if tls is not None else None),
+                    # On SASL_SSL the principal comes from SASL, as in Kafka; on SSL from the client certificate.
+                    tls.principal_mapper if tls is not None and self.config.security_protocol(name) == "SSL"
+                    else None),
                 host or None, port, reuse_address=True, backlog=1024, start_serving=controller,
                 ssl=tls.context if tls is not None else None,
             )
