@@ -173,6 +173,12 @@ def test_client_certificate_subject_is_the_principal(pki: dict[str, str], loop: 
     assert run(mapped, client_context(pki, certificate=False)) == str(ANONYMOUS)
 
 
+def test_a_subject_no_mapping_rule_matches_is_refused(pki: dict[str, str]) -> None:
+    config = ssl_config(pki, **{"ssl.client.auth": "required", "ssl.principal.mapping.rules": "RULE:^CN=bob,.*$/bob/"})
+    with pytest.raises((ssl.SSLError, ConnectionError, asyncio.IncompleteReadError)):
+        asyncio.run(principal_over_tls(config, client_context(pki, certificate=True)))
+
+
 def test_required_client_auth_refuses_a_client_without_certificate(pki: dict[str, str]) -> None:
     config = ssl_config(pki, **{"ssl.client.auth": "required"})
     with pytest.raises((ssl.SSLError, ConnectionError, asyncio.IncompleteReadError)):
