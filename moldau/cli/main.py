@@ -6,7 +6,7 @@ import sys
 
 from moldau import __version__
 from moldau.cli import cluster, consume, groups, partitions, pipeline, produce, quotas, topics, transactions
-from moldau.cli.common import CliError
+from moldau.cli.common import CliError, use_command_config
 
 SERVER = "server"
 
@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_server(args_list[1:])
     args = build_parser().parse_args(args_list)
     try:
+        use_command_config(getattr(args, "command_config", None))
         code: int = args.func(args)
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)

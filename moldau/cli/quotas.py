@@ -12,8 +12,8 @@ or `--entity-default`, once or twice (a user and a client id), or the shortcuts 
 
 Neither confluent-kafka's nor kafka-python's admin client has the client quota APIs, so this tool sends
 DescribeClientQuotas and AlterClientQuotas (KIP-546) with Moldau's own protocol client
-(`moldau.net.client`), over PLAINTEXT. `--command-config FILE` reads a Kafka client properties file; its
-`client.id` is used, and a `security.protocol` other than PLAINTEXT is refused with a clear message.
+(`moldau.net.client`). `--command-config FILE` (a Kafka client properties file, as for every client tool) gives
+its `client.id` and TLS settings.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from kio.schema.alter_client_quotas.v1.request import EntryData as AlterEntry
 from kio.schema.describe_client_quotas.v1.request import ComponentData, DescribeClientQuotasRequest
 from kio.static.primitive import f64, i8
 
-from moldau.cli.common import REQUEST_TIMEOUT_S, CliError, add_action, bootstrap_addresses
+from moldau.cli.command_config import to_client_security
+from moldau.cli.common import REQUEST_TIMEOUT_S, CliError, add_action, bootstrap_addresses, command_properties
 from moldau.cli.table import format_table
-from moldau.config.properties import load_properties
 from moldau.net.client import ClientConnection, ConnectionFailed
 
 # kafka-configs' entity types -> the client quota entity types of the protocol.
@@ -89,8 +89,6 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
                         "--entity-name NAME")
     parser.add_argument("--user-defaults", action=_EntityAction, nargs=0)
     parser.add_argument("--client-defaults", action=_EntityAction, nargs=0)
-    parser.add_argument("--command-config", metavar="FILE", help="Kafka client properties (client.id, "
-                        "security.protocol)")
 
 
 def _entity(args: argparse.Namespace, required: bool) -> Entity:
@@ -106,20 +104,14 @@ def _entity(args: argparse.Namespace, required: bool) -> Entity:
     return entity
 
 
-def _client_id(args: argparse.Namespace) -> str:
-    props = load_properties(args.command_config) if args.command_config else {}
-    protocol = props.get("security.protocol", "PLAINTEXT").upper()
-    if protocol != "PLAINTEXT":
-        raise CliError(f"security.protocol={protocol} is not supported by `moldau quotas` yet; use a PLAINTEXT "
-                       "listener")
-    return props.get("client.id", "moldau-cli")
 
 
 def _call(args: argparse.Namespace, request: Any) -> Any:
     host, port = bootstrap_addresses(args.bootstrap_server)[0]
 
     async def run() -> Any:
-        conn = ClientConnection(host, port, _client_id(args))
+        props = command_properties()
+        conn = ClientConnection(host, port, props.get("client.id", "moldau-cli"), to_client_security(props))
         try:
             return await conn.request(request, REQUEST_TIMEOUT_S)
         finally:

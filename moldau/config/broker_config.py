@@ -69,11 +69,28 @@ def _parse_static(props: Mapping[str, str]) -> tuple[dict[str, ConfigValue], dic
     for name, raw in props.items():
         if name in BROKER_CONFIGS:
             known[name] = BROKER_CONFIGS[name].parse(raw)
+        elif _listener_override(name) is not None:
+            # listener.name.<listener>.<config>: checked like the config it overrides, kept as given.
+            _, base = _listener_override(name) or ("", "")
+            if base in BROKER_CONFIGS:
+                BROKER_CONFIGS[base].parse(raw)
+            unknown[name] = raw
         else:
             # Kafka warns rather than fails, so files written for newer or other brokers still load.
             logger.warning("The configuration '%s' was supplied but isn't a known config.", name)
             unknown[name] = raw
     return known, unknown
+
+
+_LISTENER_PREFIX = "listener.name."
+
+
+def _listener_override(name: str) -> tuple[str, str] | None:
+    """``listener.name.<listener>.<config>`` -> (listener, config), or None for any other name."""
+    if not name.startswith(_LISTENER_PREFIX):
+        return None
+    listener, sep, base = name[len(_LISTENER_PREFIX):].partition(".")
+    return (listener, base) if sep and listener and base else None
 
 
 def _parse_dynamic(name: str, raw: str | None) -> ConfigValue:
@@ -278,6 +295,10 @@ class BrokerConfig:
     def dump(self) -> dict[str, str | None]:
         """Every effective value as a string, including unknown configs, sorted by name; passwords hidden."""
         values: dict[str, str | None] = dict(self._unknown)
+        for name in values:  # listener.name.<listener>.<config> of a password config is hidden like it
+            base = (_listener_override(name) or ("", ""))[1]
+            if base in BROKER_CONFIGS and BROKER_CONFIGS[base].sensitive:
+                values[name] = "[hidden]"
         for name, definition in BROKER_CONFIGS.items():
             value = format_value(self.value(name))
             values[name] = "[hidden]" if definition.sensitive and value is not None else value
@@ -378,6 +399,13 @@ class BrokerConfig:
         """The security protocol of a listener; unmapped (controller) listeners use PLAINTEXT."""
         protocols = self.listener_security_protocol_map
         return protocols.get(listener_name.upper(), "PLAINTEXT")
+
+    def listener_value(self, listener_name: str, name: str) -> ConfigValue:
+        """A config as one listener sees it: ``listener.name.<listener>.<name>`` (the listener's name in lower
+        case, as Kafka writes it) wins over ``name`` itself."""
+        definition = _known(name)
+        raw = self._unknown.get(f"{_LISTENER_PREFIX}{listener_name.lower()}.{name}")
+        return self.value(name) if raw is None else definition.parse(raw)
 
     @property
     def controller_quorum_voters(self) -> list[Voter]:

@@ -22,6 +22,7 @@ from moldau.config.schema import (
     ConfigDef,
     ConfigType,
     ListOf,
+    OneOf,
     Range,
     Validator,
     at_least,
@@ -58,7 +59,7 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "Addresses given to clients, as NAME://host:port; defaults to listeners.", LISTENERS),
     ConfigDef("listener.security.protocol.map", _T.LIST,
               "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-              "The security protocol of each listener name, as NAME:PROTOCOL.", PROTOCOL_MAP, acted_on=False),
+              "The security protocol of each listener name, as NAME:PROTOCOL.", PROTOCOL_MAP),
     ConfigDef("inter.broker.listener.name", _T.STRING, None,
               "The listener followers use to fetch from leaders; defaults to the first non-controller listener."),
     ConfigDef("controller.listener.names", _T.LIST, "",
@@ -120,6 +121,46 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               acted_on=False),
     ConfigDef("ssl.keystore.password", _T.PASSWORD, None, "The password of the key store." + _UNUSED,
               acted_on=False),
+    # TLS (moldau.security.tls): read for each SSL or SASL_SSL listener, where listener.name.<name>.<config>
+    # overrides the plain config, and for this node's connections to other nodes.
+    ConfigDef("ssl.keystore.type", _T.STRING, "JKS",
+              "The format of the key store: PEM is supported (JKS and PKCS12 are refused at startup; convert "
+              "them to PEM)."),
+    ConfigDef("ssl.keystore.location", _T.STRING, None,
+              "A PEM file with this node's certificate chain and its private key."),
+    ConfigDef("ssl.keystore.certificate.chain", _T.PASSWORD, None,
+              "This node's certificate chain in PEM, given inline instead of ssl.keystore.location."),
+    ConfigDef("ssl.keystore.key", _T.PASSWORD, None,
+              "This node's private key in PEM, given inline with ssl.keystore.certificate.chain."),
+    ConfigDef("ssl.key.password", _T.PASSWORD, None, "The password of an encrypted private key."),
+    ConfigDef("ssl.truststore.type", _T.STRING, "JKS",
+              "The format of the trust store: PEM is supported (JKS and PKCS12 are refused at startup)."),
+    ConfigDef("ssl.truststore.location", _T.STRING, None,
+              "A PEM file with the CA certificates trusted to sign peers' certificates (clients' when client "
+              "authentication is on, other nodes' for this node's own connections)."),
+    ConfigDef("ssl.truststore.certificates", _T.PASSWORD, None,
+              "Trusted CA certificates in PEM, given inline instead of ssl.truststore.location."),
+    ConfigDef("ssl.truststore.password", _T.PASSWORD, None,
+              "The password of the trust store." + _UNUSED, acted_on=False),
+    ConfigDef("ssl.client.auth", _T.STRING, "none",
+              "Whether clients of an SSL listener must present a certificate (required), may (requested) or "
+              "are not asked (none). A client's certificate subject becomes its principal.",
+              OneOf(("required", "requested", "none"))),
+    ConfigDef("ssl.enabled.protocols", _T.LIST, "TLSv1.2,TLSv1.3", "The TLS versions accepted.",
+              ListOf(("TLSv1.2", "TLSv1.3"))),
+    ConfigDef("ssl.protocol", _T.STRING, "TLSv1.3",
+              "The newest TLS version used (TLS or TLSv1.3: 1.3; TLSv1.2: 1.2).",
+              OneOf(("TLS", "TLSv1.2", "TLSv1.3"))),
+    ConfigDef("ssl.cipher.suites", _T.LIST, "",
+              "The cipher suites allowed for TLS 1.2, by their standard (TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256) "
+              "or OpenSSL names; empty allows OpenSSL's defaults. TLS 1.3 suites are always OpenSSL's."),
+    ConfigDef("ssl.endpoint.identification.algorithm", _T.STRING, "https",
+              "When this node connects to another over TLS, https checks that the peer's certificate names "
+              "the host connected to; empty skips the check."),
+    ConfigDef("ssl.principal.mapping.rules", _T.STRING, "DEFAULT",
+              "How a client certificate's subject (RFC 2253, e.g. CN=alice,OU=eng,O=Acme) becomes the user "
+              "name: comma-separated RULE:pattern/replacement/[LU] entries and DEFAULT (the subject "
+              "unchanged), the first that matches wins."),
     # Topics.
     ConfigDef("num.partitions", _T.INT, "1", "The default number of partitions of a new topic.",
               at_least(1), dynamic=True),

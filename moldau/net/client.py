@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import ssl
 import struct
 from typing import Any
 
@@ -17,6 +18,7 @@ from kio.serial import entity_reader, entity_writer
 
 from moldau.protocol import codec
 from moldau.protocol.body_check import check_body
+from moldau.security.client_security import PLAINTEXT, ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +31,9 @@ class ConnectionFailed(Exception):
 
 
 class ClientConnection:
-    def __init__(self, host: str, port: int, client_id: str) -> None:
+    def __init__(self, host: str, port: int, client_id: str, security: ClientSecurity = PLAINTEXT) -> None:
         self.host, self.port, self.client_id = host, port, client_id
+        self.security = security
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._pending: dict[int, tuple[asyncio.Future[bytes], int, int]] = {}
@@ -66,8 +69,11 @@ class ClientConnection:
             if self._writer is not None:
                 return
             try:
-                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-            except OSError as exc:
+                # TLS for SSL and SASL_SSL listeners; the peer's certificate is checked against `self.host`
+                # unless ssl.endpoint.identification.algorithm is empty. (A SASL exchange would follow here.)
+                self._reader, self._writer = await asyncio.open_connection(
+                    self.host, self.port, ssl=self.security.ssl_context)
+            except (OSError, ssl.SSLError) as exc:
                 raise ConnectionFailed(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
             if self.closed:
                 # Closed while connecting (another request on it failed, and the pool dropped it): a socket
@@ -138,8 +144,9 @@ def _decode_response(frame: bytes, api_key: int, version: int, response_type: An
 class ConnectionPool:
     """One connection per peer address, reopened after a failure."""
 
-    def __init__(self, client_id: str) -> None:
+    def __init__(self, client_id: str, security: ClientSecurity = PLAINTEXT) -> None:
         self.client_id = client_id
+        self.security = security
         self._connections: dict[tuple[str, int], ClientConnection] = {}
 
     async def request(self, host: str, port: int, request: Any, timeout_s: float, response_type: Any = None
@@ -147,7 +154,7 @@ class ConnectionPool:
         key = (host, port)
         conn = self._connections.get(key)
         if conn is None or conn.closed:
-            conn = self._connections[key] = ClientConnection(host, port, self.client_id)
+            conn = self._connections[key] = ClientConnection(host, port, self.client_id, self.security)
         try:
             return await conn.request(request, timeout_s, response_type)
         except (ConnectionFailed, TimeoutError):

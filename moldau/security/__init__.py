@@ -5,6 +5,10 @@
 - `quotas.py`: client quotas (`producer_byte_rate`, `consumer_byte_rate`, `request_percentage`) per user and
   client id, their precedence, windowed rates and KIP-219 throttle times; sans-I/O.
 - `connection_quotas.py`: `max.connections`, `max.connections.per.ip` and its overrides, checked at accept.
+- `tls.py`: SSL and SASL_SSL listeners' TLS contexts from Kafka's `ssl.*` configs (PEM stores), per-listener
+  overrides, startup errors naming the config.
+- `ssl_principal.py`: a client certificate's subject in RFC 2253 form, `ssl.principal.mapping.rules`.
+- `client_security.py`: how this node connects to other nodes (inter-broker and controller listeners).
 
 Listeners' security protocols (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) come from
 `listener.security.protocol.map`; each connection knows its listener's protocol and its principal, and dispatch

@@ -26,6 +26,7 @@ from moldau.config import (
     BROKER_CONFIGS,
     NOT_YET_ACTED_ON,
     BrokerConfig,
+    ConfigError,
     ConfigSource,
     Voter,
     describe_broker_configs,
@@ -47,8 +48,11 @@ from moldau.protocol.errors import KafkaError
 from moldau.raft import Config as RaftConfig
 from moldau.replication.fetcher import FetcherSettings
 from moldau.replication.replica_manager import ReplicaManager
+from moldau.security.client_security import PLAINTEXT as PLAINTEXT_CLIENT
+from moldau.security.client_security import TLS_PROTOCOLS, ClientSecurity
 from moldau.security.connection_quotas import ConnectionQuotas
 from moldau.security.quotas import ClientQuotas, QuotaConfig
+from moldau.security.tls import ListenerTls
 from moldau.server import memory
 from moldau.server.broker_lifecycle import BrokerLifecycle
 from moldau.server.connection import KafkaConnection
@@ -98,6 +102,11 @@ class Broker:
         self.dispatcher = Dispatcher(self, quotas=self.client_quotas)
         self._bound: list[tuple[str, str, int]] = []  # (listener, host, port actually bound)
         self._client_servers: list[asyncio.Server] = []
+        # TLS (moldau.security): each SSL listener's server context and certificate-principal mapping, and how
+        # this node connects to other brokers and to the controllers; set up before anything listens or connects.
+        self._listener_tls: dict[str, ListenerTls] = {}
+        self.inter_broker_security: ClientSecurity = PLAINTEXT_CLIENT
+        self.controller_security: ClientSecurity = PLAINTEXT_CLIENT
         self.quorum: MetadataQuorum
         self.controller: Controller
         self.channel: ControllerChannel
@@ -117,11 +126,12 @@ class Broker:
         for d in self.config.log_dirs:
             os.makedirs(d, exist_ok=True)
         self.cluster_id = self._load_or_create_meta_properties(multi_node=len(voters) > 1 or not self.is_controller)
+        self._set_up_security()
         self.quorum = self._open_quorum(voters)
         self.controller = Controller(self.quorum, self.node_id, self.config.num_partitions,
                                      self.config.default_replication_factor, self._config_default,
                                      self.config.broker_session_timeout_ms)
-        self.channel = ControllerChannel(self.quorum, f"moldau-node-{self.node_id}")
+        self.channel = ControllerChannel(self.quorum, f"moldau-node-{self.node_id}", self.controller_security)
         self.controller_requests = ControllerRequests(self.node_id, self.quorum, self.controller, self.channel,
                                                       self._broker_epoch)
         self._warn_about_inert_configs()
@@ -173,7 +183,8 @@ class Broker:
         directory = os.path.join(self.config.log_dirs[0], METADATA_DIR)
         raft_config = RaftConfig.from_config(self.config)
         quorum = MetadataQuorum(self.node_id, voters, self.cluster_id, directory, self.clock, raft_config,
-                                self.config.metadata_log_max_record_bytes_between_snapshots)
+                                self.config.metadata_log_max_record_bytes_between_snapshots,
+                                security=self.controller_security)
         quorum.open(initial_records=self._legacy_metadata(directory))
         return quorum
 
@@ -339,6 +350,20 @@ class Broker:
                                   {"version": "1", "cluster.id": cluster_id, "node.id": str(self.node_id)})
         return cluster_id
 
+    def _set_up_security(self) -> None:
+        """Build every SSL listener's context and the outgoing connections' security: a bad key store, trust
+        store or TLS setting stops the node here, with the config named."""
+        try:
+            for name, _, _ in self.config.listeners:
+                if self.config.security_protocol(name) in TLS_PROTOCOLS:
+                    self._listener_tls[name] = ListenerTls.from_config(self.config, name)
+            self.inter_broker_security = ClientSecurity.for_listener(self.config, self.inter_broker_listener)
+            controller_names = self.config.controller_listener_names
+            self.controller_security = ClientSecurity.for_listener(
+                self.config, controller_names[0] if controller_names else "")
+        except ConfigError as exc:
+            raise StartupError(str(exc)) from exc
+
     def _listeners(self, controller: bool) -> list[tuple[str, str, int]]:
         names = set(self.config.controller_listener_names)
         return [(n, h, p) for n, h, p in self.config.listeners if (n in names) == controller]
@@ -348,12 +373,17 @@ class Broker:
             return
         loop = asyncio.get_running_loop()
         for name, host, port in self._listeners(controller):
+            tls = self._listener_tls.get(name)
             server = await loop.create_server(
-                lambda name=name: KafkaConnection(self.dispatcher, self._connection_limits,  # type: ignore[misc]
-                                                  self._receive_budget, self._connections, name, controller,
-                                                  self.clock, self.config.security_protocol(name),
-                                                  None if controller else self.connection_quotas),
+                lambda name=name, tls=tls: KafkaConnection(  # type: ignore[misc]
+                    self.dispatcher, self._connection_limits, self._receive_budget, self._connections, name,
+                    controller, self.clock, self.config.security_protocol(name),
+                    # On SASL_SSL the principal comes from SASL, as in Kafka; on SSL from the client certificate.
+                    tls.principal_mapper if tls is not None and self.config.security_protocol(name) == "SSL"
+                    else None,
+                    connection_quotas=None if controller else self.connection_quotas),
                 host or None, port, reuse_address=True, backlog=1024, start_serving=controller,
+                ssl=tls.context if tls is not None else None,
             )
             self._servers.append(server)
             self._bound.append((name, host or "0.0.0.0", server.sockets[0].getsockname()[1]))

@@ -34,6 +34,7 @@ from moldau.protocol.codec import InvalidRequest
 from moldau.protocol.framing import Frame, FrameReader, FrameTooLarge, frame
 from moldau.security.connection_quotas import ConnectionQuotas
 from moldau.security.principal import ANONYMOUS, KafkaPrincipal
+from moldau.security.ssl_principal import NoMatchingRule, PrincipalMapper
 from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, handler: FrameHandler, limits: ConnectionLimits, budget: ReceiveBudget,
                  connections: set[KafkaConnection], listener: str = "PLAINTEXT",
                  is_controller_listener: bool = False, clock: Clock | None = None,
-                 security_protocol: str = "PLAINTEXT", connection_quotas: ConnectionQuotas | None = None) -> None:
+                 security_protocol: str = "PLAINTEXT", principal_mapper: PrincipalMapper | None = None,
+                 connection_quotas: ConnectionQuotas | None = None) -> None:
         self._handler = handler
         self._connection_quotas = connection_quotas
         self._admitted = False  # counted by connection_quotas, to be released when closed
@@ -59,6 +61,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.security_protocol = security_protocol
         # Who the requests of this connection come from: anonymous until TLS or SASL says otherwise.
         self.principal: KafkaPrincipal = ANONYMOUS
+        self._principal_mapper = principal_mapper  # TLS listeners: a client certificate names the principal
         self._limits = limits
         self._budget = budget
         self._clock = clock or SystemClock()
@@ -99,6 +102,24 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._connections.add(self)
         self._budget.join(self)
         self._task = asyncio.get_running_loop().create_task(self._process())
+        if self._principal_mapper is not None:
+            self._take_certificate_principal(transport)
+
+    def _take_certificate_principal(self, transport: asyncio.BaseTransport) -> None:
+        """On a TLS listener the handshake is complete when the connection is made: a verified client certificate
+        (mutual TLS) makes its subject the principal; without one the connection stays anonymous."""
+        assert self._principal_mapper is not None
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is None:
+            return
+        try:
+            principal = self._principal_mapper.principal(ssl_object.getpeercert())
+        except NoMatchingRule as exc:
+            self.abort(f"TLS authentication failed: {exc}")
+            return
+        if principal is not None:
+            self.principal = principal
+            log.debug("connection from %s authenticated by certificate as %s", self.peer, principal)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._reader.get_buffer()

@@ -31,7 +31,7 @@ class ReplicaLinks:
     def __init__(self, broker: Broker, replicas: ReplicaManager) -> None:
         self._broker = broker
         self._replicas = replicas
-        self._pool = ConnectionPool(f"moldau-replica-fetcher-{broker.node_id}")
+        self._pool = ConnectionPool(f"moldau-replica-fetcher-{broker.node_id}", broker.inter_broker_security)
         replicas.alter_isr = self.alter_isr
         replicas.start_fetcher = self.start_fetcher
 

@@ -37,7 +37,7 @@ _RETRIABLE_VERIFY_ERRORS = (ErrorCode.not_coordinator, ErrorCode.coordinator_not
 class TxnLinks:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
-        self._pool = ConnectionPool(f"moldau-txn-{broker.node_id}")
+        self._pool = ConnectionPool(f"moldau-txn-{broker.node_id}", broker.inter_broker_security)
 
     def close(self) -> None:
         self._pool.close()
