@@ -49,6 +49,7 @@ from moldau.metadata.records import (
     TopicRecord,
 )
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.sasl.scram_admin import Deletion, Upsertion, UserResult, scram_changes
 
 log = logging.getLogger(__name__)
 
@@ -439,6 +440,17 @@ class Controller:
                 raise KafkaError(ErrorCode.invalid_request, f"unknown broker '{resource_name}'")
             return self.image.configs.get((RESOURCE_BROKER, resource_name), {})
         raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource_type}")
+
+    # -- SCRAM credentials -----------------------------------------------------------------------------------
+
+    async def alter_user_scram_credentials(self, deletions: Sequence[Deletion],
+                                           upsertions: Sequence[Upsertion]) -> list[UserResult]:
+        """KIP-554: one result per user; the users whose changes are all valid are committed together."""
+        async with self._lock:
+            self._check_active()
+            records, results = scram_changes(self.image, deletions, upsertions)
+            await self._commit(records)
+            return results
 
     # -- reassignments ---------------------------------------------------------------------------------------
 

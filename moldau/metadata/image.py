@@ -21,9 +21,11 @@ from moldau.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -76,6 +78,9 @@ class MetadataImage:
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: MappingProxyType({}))
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: MappingProxyType({}))
     next_producer_id: int = 0
+    # SCRAM credentials by (user, mechanism code): the latest UserScramCredentialRecord of each.
+    scram_credentials: Mapping[tuple[str, int], UserScramCredentialRecord] = field(
+        default_factory=lambda: MappingProxyType({}))
 
     def topic_configs(self, name: str) -> Mapping[str, str]:
         return self.configs.get((RESOURCE_TOPIC, name), _EMPTY)
@@ -115,6 +120,7 @@ class MetadataImage:
             records += [_partition_record(topic.topic_id, p) for _, p in sorted(topic.partitions.items())]
         for (resource_type, resource_name), configs in sorted(self.configs.items()):
             records += [ConfigRecord(resource_type, resource_name, k, v) for k, v in sorted(configs.items())]
+        records += [self.scram_credentials[key] for key in sorted(self.scram_credentials)]
         if self.next_producer_id:
             # Which broker asked for the last block is not kept; -1 says "from a snapshot".
             records.append(ProducerIdsRecord(-1, self.next_producer_id))
@@ -135,6 +141,7 @@ class _ImageBuilder:
         self.brokers: dict[int, BrokerRegistration] | None = None
         self.configs: dict[tuple[int, str], Mapping[str, str]] | None = None
         self.next_producer_id = base.next_producer_id
+        self.scram_credentials: dict[tuple[str, int], UserScramCredentialRecord] | None = None
 
     def apply(self, record: MetadataRecord) -> None:
         if isinstance(record, TopicRecord):
@@ -153,6 +160,10 @@ class _ImageBuilder:
             self._apply_broker_change(record)
         elif isinstance(record, ProducerIdsRecord):
             self.next_producer_id = max(self.next_producer_id, record.next_producer_id)
+        elif isinstance(record, UserScramCredentialRecord):
+            self._scram()[(record.name, record.mechanism)] = record
+        elif isinstance(record, RemoveUserScramCredentialRecord):
+            self._scram().pop((record.name, record.mechanism), None)
 
     def _apply_partition(self, record: PartitionRecord) -> None:
         topics = self._topics()
@@ -206,6 +217,11 @@ class _ImageBuilder:
             self.configs = dict(self.base.configs)
         return self.configs
 
+    def _scram(self) -> dict[tuple[str, int], UserScramCredentialRecord]:
+        if self.scram_credentials is None:
+            self.scram_credentials = dict(self.base.scram_credentials)
+        return self.scram_credentials
+
     def build(self, last_offset: int) -> MetadataImage:
         base = self.base
         topics_by_id = base.topics_by_id if self.topics_by_id is None else MappingProxyType(self.topics_by_id)
@@ -221,4 +237,6 @@ class _ImageBuilder:
             brokers=base.brokers if self.brokers is None else MappingProxyType(self.brokers),
             configs=base.configs if self.configs is None else MappingProxyType(self.configs),
             next_producer_id=self.next_producer_id,
+            scram_credentials=(base.scram_credentials if self.scram_credentials is None
+                               else MappingProxyType(self.scram_credentials)),
         )

@@ -26,6 +26,7 @@ from moldau.config import (
     BROKER_CONFIGS,
     NOT_YET_ACTED_ON,
     BrokerConfig,
+    ConfigError,
     ConfigSource,
     Voter,
     describe_broker_configs,
@@ -47,6 +48,9 @@ from moldau.protocol.errors import KafkaError
 from moldau.raft import Config as RaftConfig
 from moldau.replication.fetcher import FetcherSettings
 from moldau.replication.replica_manager import ReplicaManager
+from moldau.security.sasl.authenticator import SaslListenerConfig
+from moldau.security.sasl.scram import image_lookup
+from moldau.security.sasl.settings import SASL_PROTOCOLS, sasl_listener_config
 from moldau.server import memory
 from moldau.server.broker_lifecycle import BrokerLifecycle
 from moldau.server.connection import KafkaConnection
@@ -342,10 +346,11 @@ class Broker:
             return
         loop = asyncio.get_running_loop()
         for name, host, port in self._listeners(controller):
+            sasl = self._sasl_config(name)
             server = await loop.create_server(
-                lambda name=name: KafkaConnection(self.dispatcher, self._connection_limits,  # type: ignore[misc]
-                                                  self._receive_budget, self._connections, name, controller,
-                                                  self.clock, self.config.security_protocol(name)),
+                lambda name=name, sasl=sasl: KafkaConnection(  # type: ignore[misc]
+                    self.dispatcher, self._connection_limits, self._receive_budget, self._connections, name,
+                    controller, self.clock, self.config.security_protocol(name), sasl),
                 host or None, port, reuse_address=True, backlog=1024, start_serving=controller,
             )
             self._servers.append(server)
@@ -353,6 +358,15 @@ class Broker:
             if not controller:
                 self._client_servers.append(server)
             log.debug("listener %s bound", name)
+
+    def _sasl_config(self, listener: str) -> SaslListenerConfig | None:
+        """What a SASL_PLAINTEXT / SASL_SSL listener accepts (None for others); SCRAM users come from the image."""
+        if self.config.security_protocol(listener) not in SASL_PROTOCOLS:
+            return None
+        try:
+            return sasl_listener_config(self.config, listener, image_lookup(lambda: self.image))
+        except ConfigError as exc:
+            raise StartupError(str(exc)) from exc
 
     async def _sweep_connections(self) -> None:
         """Close idle connections and stalled frames (see moldau.server.connection_limits)."""

@@ -26,6 +26,7 @@ from moldau.clock import Clock, SystemClock
 from moldau.protocol.codec import InvalidRequest
 from moldau.protocol.framing import Frame, FrameReader, FrameTooLarge, frame
 from moldau.security.principal import ANONYMOUS, KafkaPrincipal
+from moldau.security.sasl.authenticator import SaslAuthenticator, SaslListenerConfig
 from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, handler: FrameHandler, limits: ConnectionLimits, budget: ReceiveBudget,
                  connections: set[KafkaConnection], listener: str = "PLAINTEXT",
                  is_controller_listener: bool = False, clock: Clock | None = None,
-                 security_protocol: str = "PLAINTEXT") -> None:
+                 security_protocol: str = "PLAINTEXT", sasl: SaslListenerConfig | None = None) -> None:
         self._handler = handler
         self.listener = listener
         self.is_controller_listener = is_controller_listener
@@ -49,8 +50,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # Who the requests of this connection come from: anonymous until TLS or SASL says otherwise.
         self.principal: KafkaPrincipal = ANONYMOUS
         self._limits = limits
-        self._budget = budget
         self._clock = clock or SystemClock()
+        # On SASL listeners: the authentication state; it sets `principal` once the client authenticated.
+        self.sasl = SaslAuthenticator(sasl, self, self._clock) if sasl is not None else None
+        self._budget = budget
         self._reader = FrameReader(limits.max_request_bytes)
         self._queue: collections.deque[Frame] = collections.deque()
         self._queued_bytes = 0  # frames queued and the one being processed
@@ -153,6 +156,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self.last_activity_ms = self._clock.monotonic_ms()
                     if not self._can_write.is_set():
                         await self._can_write.wait()
+                if self.sasl is not None and self.sasl.close_after_response:
+                    self.close()  # failed authentication: the answer goes out, then the connection closes
+                    return
         except InvalidRequest as exc:
             self.abort(f"invalid request: {exc}")
         except asyncio.CancelledError:

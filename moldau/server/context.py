@@ -9,6 +9,7 @@ from moldau.protocol.codec import ApiSchema, RequestHeader
 from moldau.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
+    from moldau.security.sasl.authenticator import SaslAuthenticator
     from moldau.server.services import BrokerServices
 
 
@@ -23,6 +24,7 @@ class RequestContext:
     principal: KafkaPrincipal = ANONYMOUS  # who sent it (TLS or SASL); ACLs and quotas are checked against it
     client_host: str = ""  # the address it came from, for ACL host filters
     security_protocol: str = "PLAINTEXT"  # of the listener: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+    sasl: SaslAuthenticator | None = None  # the connection's SASL state, on SASL listeners
 
     @property
     def version(self) -> int:

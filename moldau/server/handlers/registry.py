@@ -14,6 +14,7 @@ from moldau.server.handlers import (
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
+    alter_user_scram_credentials,
     api_versions,
     begin_quorum_epoch,
     broker_heartbeat,
@@ -32,6 +33,7 @@ from moldau.server.handlers import (
     describe_producers,
     describe_quorum,
     describe_transactions,
+    describe_user_scram_credentials,
     elect_leaders,
     end_quorum_epoch,
     end_txn,
@@ -54,6 +56,8 @@ from moldau.server.handlers import (
     offset_for_leader_epoch,
     produce,
     quorum_fetch,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
     txn_offset_commit,
     vote,
@@ -105,6 +109,10 @@ APIS: dict[int, Api] = {
         describe_transactions.API,
         list_transactions.API,
         describe_producers.API,
+        sasl_handshake.API,
+        sasl_authenticate.API,
+        describe_user_scram_credentials.API,
+        alter_user_scram_credentials.API,
     )
 }
 
@@ -131,5 +139,6 @@ CONTROLLER_APIS: dict[int, Api] = {
         list_partition_reassignments.API,
         describe_cluster.API,
         elect_leaders.API,
+        alter_user_scram_credentials.API,
     )
 }
