@@ -5,7 +5,7 @@ import os
 import sys
 
 from moldau import __version__
-from moldau.cli import cluster, consume, groups, partitions, pipeline, produce, topics, transactions
+from moldau.cli import cluster, consume, groups, partitions, pipeline, produce, topics, transactions, users
 from moldau.cli.common import CliError
 
 SERVER = "server"
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     transactions.register(commands)
     pipeline.register(commands)
     cluster.register(commands)
+    users.register(commands)
     return parser
 
 

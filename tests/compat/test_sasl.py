@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -286,3 +288,66 @@ def test_producer_reauthenticates_without_breaking(sasl_broker: SaslBroker) -> N
 
 def _expired_closes(log_path: Path) -> int:
     return log_path.read_text(errors="replace").count("after the SASL session expired")
+
+
+# -- SCRAM users through `moldau users`, and across a restart ------------------------------------------------
+
+
+def users_cli(broker: SaslBroker, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    config = tmp_path / "admin.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                      "sasl.username=admin\nsasl.password=admin-secret\n")
+    return subprocess.run([sys.executable, "-m", "moldau", "users", *args, "-b", broker.sasl,
+                           "--command-config", str(config)], capture_output=True, text=True, timeout=60)
+
+
+def can_authenticate(bootstrap: str, mechanism: str, user: str, password: str) -> bool:
+    """A SCRAM exchange with the broker succeeds (True) or is refused with SASL_AUTHENTICATION_FAILED (False)."""
+    import scramp
+
+    scram = scramp.ScramClient([mechanism], user, password)
+    with RawClient(bootstrap) as client:
+        assert _handshake(client, mechanism).error_code == ErrorCode.none  # type: ignore[attr-defined]
+        response = client.request(SaslAuthenticateRequest(auth_bytes=scram.get_client_first().encode()))
+        if response.error_code == ErrorCode.none:
+            scram.set_server_first(response.auth_bytes.decode())
+            response = client.request(SaslAuthenticateRequest(auth_bytes=scram.get_client_final().encode()))
+        if response.error_code == ErrorCode.none:
+            scram.set_server_final(response.auth_bytes.decode())
+            assert _metadata(client).brokers  # type: ignore[attr-defined]
+            return True
+        assert response.error_code == ErrorCode.sasl_authentication_failed
+        return False
+
+
+def test_users_cli_create_list_change_delete(sasl_broker: SaslBroker, tmp_path: Path) -> None:
+    created = users_cli(sasl_broker, tmp_path, "create", "dave", "--mechanism", "SCRAM-SHA-512",
+                        "--mechanism", "SCRAM-SHA-256", "--iterations", "8192", "--password", "dave-1")
+    assert created.returncode == 0, created.stderr
+    listed = users_cli(sasl_broker, tmp_path, "list")
+    assert listed.returncode == 0, listed.stderr
+    rows = {tuple(line.split()) for line in listed.stdout.splitlines()}
+    assert {("dave", "SCRAM-SHA-256", "8192"), ("dave", "SCRAM-SHA-512", "8192"),
+            ("bob", "SCRAM-SHA-256", "8192")} <= rows
+    assert can_authenticate(sasl_broker.sasl, "SCRAM-SHA-512", "dave", "dave-1")
+    again = users_cli(sasl_broker, tmp_path, "create", "dave", "--mechanism", "SCRAM-SHA-512", "--password", "x")
+    assert again.returncode == 1 and "already has" in again.stderr
+    changed = users_cli(sasl_broker, tmp_path, "change-password", "dave", "--mechanism", "SCRAM-SHA-512",
+                        "--password", "dave-2")
+    assert changed.returncode == 0, changed.stderr
+    assert not can_authenticate(sasl_broker.sasl, "SCRAM-SHA-512", "dave", "dave-1")
+    assert can_authenticate(sasl_broker.sasl, "SCRAM-SHA-512", "dave", "dave-2")
+    deleted = users_cli(sasl_broker, tmp_path, "delete", "dave")
+    assert deleted.returncode == 0, deleted.stderr
+    assert not can_authenticate(sasl_broker.sasl, "SCRAM-SHA-256", "dave", "dave-1")
+    missing = users_cli(sasl_broker, tmp_path, "list", "dave")
+    assert missing.returncode == 1 and "no SCRAM credentials" in missing.stderr
+
+
+def test_scram_users_survive_a_restart(sasl_broker: SaslBroker, tmp_path: Path) -> None:
+    created = users_cli(sasl_broker, tmp_path, "create", "erin", "--password", "erin-secret")
+    assert created.returncode == 0, created.stderr
+    sasl_broker.proc.restart()
+    assert can_authenticate(sasl_broker.sasl, "SCRAM-SHA-256", "erin", "erin-secret")  # made by `moldau users`
+    assert can_authenticate(sasl_broker.sasl, "SCRAM-SHA-256", "bob", "bob-secret")  # made by AdminClient
+    assert can_authenticate(sasl_broker.sasl, "SCRAM-SHA-512", "carol", "carol-secret")
