@@ -71,7 +71,9 @@ def _parse_static(props: Mapping[str, str]) -> tuple[dict[str, ConfigValue], dic
             known[name] = BROKER_CONFIGS[name].parse(raw)
         else:
             # Kafka warns rather than fails, so files written for newer or other brokers still load.
-            logger.warning("The configuration '%s' was supplied but isn't a known config.", name)
+            # Per-listener overrides (listener.name.<listener>.<config>) are read by the listener's own code.
+            if not name.startswith("listener.name."):
+                logger.warning("The configuration '%s' was supplied but isn't a known config.", name)
             unknown[name] = raw
     return known, unknown
 

@@ -58,7 +58,7 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "Addresses given to clients, as NAME://host:port; defaults to listeners.", LISTENERS),
     ConfigDef("listener.security.protocol.map", _T.LIST,
               "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-              "The security protocol of each listener name, as NAME:PROTOCOL.", PROTOCOL_MAP, acted_on=False),
+              "The security protocol of each listener name, as NAME:PROTOCOL.", PROTOCOL_MAP),
     ConfigDef("inter.broker.listener.name", _T.STRING, None,
               "The listener followers use to fetch from leaders; defaults to the first non-controller listener."),
     ConfigDef("controller.listener.names", _T.LIST, "",
