@@ -116,8 +116,9 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "JAAS login module configuration in Kafka's syntax. For PLAIN, user_<name>=\"<password>\" options "
               "are the accepted users; username and password are the broker's own credentials."),
     ConfigDef("sasl.mechanism.inter.broker.protocol", _T.STRING, "GSSAPI",
-              "The SASL mechanism brokers use with each other on a SASL inter-broker listener." + _UNUSED,
-              acted_on=False),
+              "The SASL mechanism brokers use with each other when inter.broker.listener.name is a SASL "
+              "listener; the broker's own credentials are the username and password of that mechanism's JAAS "
+              "config on that listener."),
     ConfigDef("connections.max.reauth.ms", _T.LONG, "0",
               "Longest lifetime of a SASL session (KIP-368): clients must re-authenticate before it ends, and a "
               "connection that sends any other request after it ended is closed. 0 disables expiry.",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import logging
 import os
 import uuid
@@ -44,11 +45,14 @@ from moldau.metadata.image import MetadataImage
 from moldau.metadata.log import LocalMetadataLog
 from moldau.metadata.quorum import MetadataQuorum
 from moldau.metadata.records import RESOURCE_TOPIC, Endpoint, RegisterBrokerRecord
+from moldau.net.client import Authenticator
 from moldau.protocol.errors import KafkaError
 from moldau.raft import Config as RaftConfig
 from moldau.replication.fetcher import FetcherSettings
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.security.sasl.authenticator import SaslListenerConfig
+from moldau.security.sasl.client import authenticate as sasl_authenticate
+from moldau.security.sasl.client import inter_broker_sasl
 from moldau.security.sasl.scram import image_lookup
 from moldau.security.sasl.settings import SASL_PROTOCOLS, sasl_listener_config
 from moldau.server import memory
@@ -197,12 +201,12 @@ class Broker:
                                        lag_max_ms=self.config.replica_lag_time_max_ms,
                                        fetcher_settings=FetcherSettings.from_config(self.config))
         self.replicas.transaction_verification = self.config.transaction_partition_verification_enable
-        self.replica_links = ReplicaLinks(self, self.replicas)
+        self.replica_links = ReplicaLinks(self, self.replicas, self._inter_broker_authenticator())
         self.replicas.start()
         self.quorum.add_listener(self.replicas.apply_image)
         self.replicas.apply_image(None, self.image)
         self.groups = self._start_group_coordinator()
-        self.txn_links = TxnLinks(self)
+        self.txn_links = TxnLinks(self, self._inter_broker_authenticator())
         self.txn = self._start_transaction_coordinator()
 
     async def _join_cluster(self) -> None:
@@ -358,6 +362,14 @@ class Broker:
             if not controller:
                 self._client_servers.append(server)
             log.debug("listener %s bound", name)
+
+    def _inter_broker_authenticator(self) -> Authenticator | None:
+        """SASL for connections to other brokers' inter-broker listener, when that listener is a SASL one."""
+        try:
+            sasl = inter_broker_sasl(self.config)
+        except ConfigError as exc:
+            raise StartupError(str(exc)) from exc
+        return None if sasl is None else functools.partial(sasl_authenticate, sasl)
 
     def _sasl_config(self, listener: str) -> SaslListenerConfig | None:
         """What a SASL_PLAINTEXT / SASL_SSL listener accepts (None for others); SCRAM users come from the image."""
