@@ -350,7 +350,7 @@ class Broker:
             return
         loop = asyncio.get_running_loop()
         for name, host, port in self._listeners(controller):
-            sasl = self._sasl_config(name)
+            sasl = self._sasl_config(name, controller)
             server = await loop.create_server(
                 lambda name=name, sasl=sasl: KafkaConnection(  # type: ignore[misc]
                     self.dispatcher, self._connection_limits, self._receive_budget, self._connections, name,
@@ -371,10 +371,14 @@ class Broker:
             raise StartupError(str(exc)) from exc
         return None if sasl is None else functools.partial(sasl_authenticate, sasl)
 
-    def _sasl_config(self, listener: str) -> SaslListenerConfig | None:
+    def _sasl_config(self, listener: str, controller: bool) -> SaslListenerConfig | None:
         """What a SASL_PLAINTEXT / SASL_SSL listener accepts (None for others); SCRAM users come from the image."""
         if self.config.security_protocol(listener) not in SASL_PROTOCOLS:
             return None
+        if controller:
+            # Nodes' connections to controllers (quorum, registration, forwarding) do not authenticate yet.
+            raise StartupError(f"controller listener {listener} cannot use SASL yet "
+                               "(sasl.mechanism.controller.protocol is not supported); map it to PLAINTEXT or SSL")
         try:
             return sasl_listener_config(self.config, listener, image_lookup(lambda: self.image))
         except ConfigError as exc:
