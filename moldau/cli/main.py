@@ -5,7 +5,7 @@ import os
 import sys
 
 from moldau import __version__
-from moldau.cli import cluster, consume, groups, partitions, pipeline, produce, quotas, topics, transactions
+from moldau.cli import cluster, consume, groups, partitions, pipeline, produce, quotas, topics, transactions, users
 from moldau.cli.common import CliError, use_command_config
 
 SERVER = "server"
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     pipeline.register(commands)
     cluster.register(commands)
     quotas.register(commands)
+    users.register(commands)
     return parser
 
 

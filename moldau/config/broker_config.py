@@ -518,6 +518,12 @@ class BrokerConfig:
         "transaction.remove.expired.transaction.cleanup.interval.ms")
     transaction_partition_verification_enable = _Bool("transaction.partition.verification.enable")
     producer_id_expiration_ms = _Int("producer.id.expiration.ms")
+    # SASL (per-listener overrides are read by moldau.security.sasl.settings).
+    sasl_enabled_mechanisms = _List("sasl.enabled.mechanisms")
+    sasl_jaas_config = _Str("sasl.jaas.config")
+    sasl_mechanism_inter_broker_protocol = _Str("sasl.mechanism.inter.broker.protocol")
+    connections_max_reauth_ms = _Int("connections.max.reauth.ms")
+    connection_failed_authentication_delay_ms = _Int("connection.failed.authentication.delay.ms")
 
 
 def _scale(value: ConfigValue, unit_ms: int) -> ConfigValue:

@@ -161,6 +161,26 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "How a client certificate's subject (RFC 2253, e.g. CN=alice,OU=eng,O=Acme) becomes the user "
               "name: comma-separated RULE:pattern/replacement/[LU] entries and DEFAULT (the subject "
               "unchanged), the first that matches wins."),
+    # SASL (moldau.security.sasl). Per listener, `listener.name.<listener>.<config>` overrides
+    # sasl.enabled.mechanisms, and `listener.name.<listener>.<mechanism>.sasl.jaas.config` sasl.jaas.config.
+    ConfigDef("sasl.enabled.mechanisms", _T.LIST, "GSSAPI",
+              "The SASL mechanisms SASL_PLAINTEXT and SASL_SSL listeners accept: PLAIN, SCRAM-SHA-256, "
+              "SCRAM-SHA-512. GSSAPI (Kerberos, Kafka's default) and OAUTHBEARER are not supported: a SASL "
+              "listener that enables none of the supported ones refuses to start."),
+    ConfigDef("sasl.jaas.config", _T.PASSWORD, None,
+              "JAAS login module configuration in Kafka's syntax. For PLAIN, user_<name>=\"<password>\" options "
+              "are the accepted users; username and password are the broker's own credentials."),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", _T.STRING, "GSSAPI",
+              "The SASL mechanism brokers use with each other when inter.broker.listener.name is a SASL "
+              "listener; the broker's own credentials are the username and password of that mechanism's JAAS "
+              "config on that listener."),
+    ConfigDef("connections.max.reauth.ms", _T.LONG, "0",
+              "Longest lifetime of a SASL session (KIP-368): clients must re-authenticate before it ends, and a "
+              "connection that sends any other request after it ended is closed. 0 disables expiry.",
+              at_least(0)),
+    ConfigDef("connection.failed.authentication.delay.ms", _T.INT, "100",
+              "How long the answer to a failed authentication is held back (the connection then closes), so "
+              "credentials cannot be guessed at wire speed.", at_least(0)),
     # Topics.
     ConfigDef("num.partitions", _T.INT, "1", "The default number of partitions of a new topic.",
               at_least(1), dynamic=True),

@@ -51,6 +51,7 @@ from moldau.metadata.records import (
 )
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.security import quotas
+from moldau.security.sasl.scram_admin import Deletion, Upsertion, UserResult, scram_changes
 
 log = logging.getLogger(__name__)
 
@@ -483,6 +484,17 @@ class Controller:
                 results.append(None)
             if not validate_only:
                 await self._commit(records)
+            return results
+
+    # -- SCRAM credentials -----------------------------------------------------------------------------------
+
+    async def alter_user_scram_credentials(self, deletions: Sequence[Deletion],
+                                           upsertions: Sequence[Upsertion]) -> list[UserResult]:
+        """KIP-554: one result per user; the users whose changes are all valid are committed together."""
+        async with self._lock:
+            self._check_active()
+            records, results = scram_changes(self.image, deletions, upsertions)
+            await self._commit(records)
             return results
 
     # -- reassignments ---------------------------------------------------------------------------------------

@@ -22,9 +22,11 @@ from moldau.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -81,6 +83,9 @@ class MetadataImage:
     next_producer_id: int = 0
     # Client quotas (KIP-546): entity -> quota name -> value.
     client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=lambda: MappingProxyType({}))
+    # SCRAM credentials by (user, mechanism code): the latest UserScramCredentialRecord of each.
+    scram_credentials: Mapping[tuple[str, int], UserScramCredentialRecord] = field(
+        default_factory=lambda: MappingProxyType({}))
 
     def topic_configs(self, name: str) -> Mapping[str, str]:
         return self.configs.get((RESOURCE_TOPIC, name), _EMPTY)
@@ -122,6 +127,7 @@ class MetadataImage:
             records += [ConfigRecord(resource_type, resource_name, k, v) for k, v in sorted(configs.items())]
         for entity, values in sorted(self.client_quotas.items(), key=lambda item: repr(item[0])):
             records += [ClientQuotaRecord(entity, k, v) for k, v in sorted(values.items())]
+        records += [self.scram_credentials[key] for key in sorted(self.scram_credentials)]
         if self.next_producer_id:
             # Which broker asked for the last block is not kept; -1 says "from a snapshot".
             records.append(ProducerIdsRecord(-1, self.next_producer_id))
@@ -143,6 +149,7 @@ class _ImageBuilder:
         self.configs: dict[tuple[int, str], Mapping[str, str]] | None = None
         self.next_producer_id = base.next_producer_id
         self.client_quotas: dict[QuotaEntity, Mapping[str, float]] | None = None
+        self.scram_credentials: dict[tuple[str, int], UserScramCredentialRecord] | None = None
 
     def apply(self, record: MetadataRecord) -> None:
         if isinstance(record, TopicRecord):
@@ -163,6 +170,10 @@ class _ImageBuilder:
             self.next_producer_id = max(self.next_producer_id, record.next_producer_id)
         elif isinstance(record, ClientQuotaRecord):
             self._apply_client_quota(record)
+        elif isinstance(record, UserScramCredentialRecord):
+            self._scram()[(record.name, record.mechanism)] = record
+        elif isinstance(record, RemoveUserScramCredentialRecord):
+            self._scram().pop((record.name, record.mechanism), None)
 
     def _apply_client_quota(self, record: ClientQuotaRecord) -> None:
         if self.client_quotas is None:
@@ -229,6 +240,11 @@ class _ImageBuilder:
             self.configs = dict(self.base.configs)
         return self.configs
 
+    def _scram(self) -> dict[tuple[str, int], UserScramCredentialRecord]:
+        if self.scram_credentials is None:
+            self.scram_credentials = dict(self.base.scram_credentials)
+        return self.scram_credentials
+
     def build(self, last_offset: int) -> MetadataImage:
         base = self.base
         topics_by_id = base.topics_by_id if self.topics_by_id is None else MappingProxyType(self.topics_by_id)
@@ -246,4 +262,6 @@ class _ImageBuilder:
             next_producer_id=self.next_producer_id,
             client_quotas=(base.client_quotas if self.client_quotas is None
                            else MappingProxyType(self.client_quotas)),
+            scram_credentials=(base.scram_credentials if self.scram_credentials is None
+                               else MappingProxyType(self.scram_credentials)),
         )

@@ -145,15 +145,41 @@ class ClientQuotaRecord:
     remove: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism (Kafka's UserScramCredentialRecord); replaces an earlier one.
+
+    `mechanism` is Kafka's code (1 SCRAM-SHA-256, 2 SCRAM-SHA-512); salt and keys are base64, never a password.
+    """
+
+    TYPE: ClassVar[str] = "user_scram_credential"
+    name: str
+    mechanism: int
+    salt: str
+    stored_key: str
+    server_key: str
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    """Deletes a user's SCRAM credential for one mechanism."""
+
+    TYPE: ClassVar[str] = "remove_user_scram_credential"
+    name: str
+    mechanism: int
+
+
 MetadataRecord = (
     TopicRecord | PartitionRecord | RemoveTopicRecord | ConfigRecord | RegisterBrokerRecord | FenceBrokerRecord
     | UnfenceBrokerRecord | UnregisterBrokerRecord | ProducerIdsRecord | ClientQuotaRecord
+    | UserScramCredentialRecord | RemoveUserScramCredentialRecord
 )
 _TYPES: dict[str, type[Any]] = {
     cls.TYPE: cls
     for cls in (TopicRecord, PartitionRecord, RemoveTopicRecord, ConfigRecord, RegisterBrokerRecord,
                 FenceBrokerRecord, UnfenceBrokerRecord, UnregisterBrokerRecord, ProducerIdsRecord,
-                ClientQuotaRecord)
+                ClientQuotaRecord, UserScramCredentialRecord, RemoveUserScramCredentialRecord)
 }
 
 

@@ -9,6 +9,8 @@
   overrides, startup errors naming the config.
 - `ssl_principal.py`: a client certificate's subject in RFC 2253 form, `ssl.principal.mapping.rules`.
 - `client_security.py`: how this node connects to other nodes (inter-broker and controller listeners).
+- `sasl/`: SASL authentication on SASL_PLAINTEXT / SASL_SSL listeners (PLAIN, SCRAM-SHA-256/512): JAAS
+  parsing, the per-connection state machine, SCRAM credentials kept in the metadata log.
 
 Listeners' security protocols (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) come from
 `listener.security.protocol.map`; each connection knows its listener's protocol and its principal, and dispatch

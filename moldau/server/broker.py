@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import logging
 import os
 import uuid
@@ -44,6 +45,7 @@ from moldau.metadata.image import MetadataImage
 from moldau.metadata.log import LocalMetadataLog
 from moldau.metadata.quorum import MetadataQuorum
 from moldau.metadata.records import RESOURCE_TOPIC, Endpoint, RegisterBrokerRecord
+from moldau.net.client import Authenticator
 from moldau.protocol.errors import KafkaError
 from moldau.raft import Config as RaftConfig
 from moldau.replication.fetcher import FetcherSettings
@@ -52,6 +54,11 @@ from moldau.security.client_security import PLAINTEXT as PLAINTEXT_CLIENT
 from moldau.security.client_security import TLS_PROTOCOLS, ClientSecurity
 from moldau.security.connection_quotas import ConnectionQuotas
 from moldau.security.quotas import ClientQuotas, QuotaConfig
+from moldau.security.sasl.authenticator import SaslListenerConfig
+from moldau.security.sasl.client import authenticate as sasl_authenticate
+from moldau.security.sasl.client import inter_broker_sasl
+from moldau.security.sasl.scram import image_lookup
+from moldau.security.sasl.settings import SASL_PROTOCOLS, sasl_listener_config
 from moldau.security.tls import ListenerTls
 from moldau.server import memory
 from moldau.server.broker_lifecycle import BrokerLifecycle
@@ -210,12 +217,12 @@ class Broker:
                                        lag_max_ms=self.config.replica_lag_time_max_ms,
                                        fetcher_settings=FetcherSettings.from_config(self.config))
         self.replicas.transaction_verification = self.config.transaction_partition_verification_enable
-        self.replica_links = ReplicaLinks(self, self.replicas)
+        self.replica_links = ReplicaLinks(self, self.replicas, self._inter_broker_authenticator())
         self.replicas.start()
         self.quorum.add_listener(self.replicas.apply_image)
         self.replicas.apply_image(None, self.image)
         self.groups = self._start_group_coordinator()
-        self.txn_links = TxnLinks(self)
+        self.txn_links = TxnLinks(self, self._inter_broker_authenticator())
         self.txn = self._start_transaction_coordinator()
 
     async def _join_cluster(self) -> None:
@@ -374,14 +381,15 @@ class Broker:
         loop = asyncio.get_running_loop()
         for name, host, port in self._listeners(controller):
             tls = self._listener_tls.get(name)
+            sasl = self._sasl_config(name, controller)
             server = await loop.create_server(
-                lambda name=name, tls=tls: KafkaConnection(  # type: ignore[misc]
+                lambda name=name, tls=tls, sasl=sasl: KafkaConnection(  # type: ignore[misc]
                     self.dispatcher, self._connection_limits, self._receive_budget, self._connections, name,
                     controller, self.clock, self.config.security_protocol(name),
                     # On SASL_SSL the principal comes from SASL, as in Kafka; on SSL from the client certificate.
                     tls.principal_mapper if tls is not None and self.config.security_protocol(name) == "SSL"
                     else None,
-                    connection_quotas=None if controller else self.connection_quotas),
+                    connection_quotas=None if controller else self.connection_quotas, sasl=sasl),
                 host or None, port, reuse_address=True, backlog=1024, start_serving=controller,
                 ssl=tls.context if tls is not None else None,
             )
@@ -390,6 +398,27 @@ class Broker:
             if not controller:
                 self._client_servers.append(server)
             log.debug("listener %s bound", name)
+
+    def _inter_broker_authenticator(self) -> Authenticator | None:
+        """SASL for connections to other brokers' inter-broker listener, when that listener is a SASL one."""
+        try:
+            sasl = inter_broker_sasl(self.config)
+        except ConfigError as exc:
+            raise StartupError(str(exc)) from exc
+        return None if sasl is None else functools.partial(sasl_authenticate, sasl)
+
+    def _sasl_config(self, listener: str, controller: bool) -> SaslListenerConfig | None:
+        """What a SASL_PLAINTEXT / SASL_SSL listener accepts (None for others); SCRAM users come from the image."""
+        if self.config.security_protocol(listener) not in SASL_PROTOCOLS:
+            return None
+        if controller:
+            # Nodes' connections to controllers (quorum, registration, forwarding) do not authenticate yet.
+            raise StartupError(f"controller listener {listener} cannot use SASL yet "
+                               "(sasl.mechanism.controller.protocol is not supported); map it to PLAINTEXT or SSL")
+        try:
+            return sasl_listener_config(self.config, listener, image_lookup(lambda: self.image))
+        except ConfigError as exc:
+            raise StartupError(str(exc)) from exc
 
     async def _sweep_connections(self) -> None:
         """Close idle connections and stalled frames (see moldau.server.connection_limits)."""

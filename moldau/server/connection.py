@@ -34,6 +34,7 @@ from moldau.protocol.codec import InvalidRequest
 from moldau.protocol.framing import Frame, FrameReader, FrameTooLarge, frame
 from moldau.security.connection_quotas import ConnectionQuotas
 from moldau.security.principal import ANONYMOUS, KafkaPrincipal
+from moldau.security.sasl.authenticator import SaslAuthenticator, SaslListenerConfig
 from moldau.security.ssl_principal import NoMatchingRule, PrincipalMapper
 from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget
 
@@ -51,7 +52,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                  connections: set[KafkaConnection], listener: str = "PLAINTEXT",
                  is_controller_listener: bool = False, clock: Clock | None = None,
                  security_protocol: str = "PLAINTEXT", principal_mapper: PrincipalMapper | None = None,
-                 connection_quotas: ConnectionQuotas | None = None) -> None:
+                 connection_quotas: ConnectionQuotas | None = None, sasl: SaslListenerConfig | None = None) -> None:
         self._handler = handler
         self._connection_quotas = connection_quotas
         self._admitted = False  # counted by connection_quotas, to be released when closed
@@ -63,8 +64,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.principal: KafkaPrincipal = ANONYMOUS
         self._principal_mapper = principal_mapper  # TLS listeners: a client certificate names the principal
         self._limits = limits
-        self._budget = budget
         self._clock = clock or SystemClock()
+        # On SASL listeners: the authentication state; it sets `principal` once the client authenticated.
+        self.sasl = SaslAuthenticator(sasl, self, self._clock) if sasl is not None else None
+        self._budget = budget
         self._reader = FrameReader(limits.max_request_bytes)
         self._queue: collections.deque[Frame] = collections.deque()
         self._queued_bytes = 0  # frames queued and the one being processed
@@ -196,6 +199,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self.last_activity_ms = self._clock.monotonic_ms()
                     if not self._can_write.is_set():
                         await self._can_write.wait()
+                if self.sasl is not None and self.sasl.close_after_response:
+                    self.close()  # failed authentication: the answer goes out, then the connection closes
+                    return
                 await self._wait_out_mute()
         except InvalidRequest as exc:
             self.abort(f"invalid request: {exc}")

@@ -10,6 +10,7 @@ from moldau.security.principal import ANONYMOUS, KafkaPrincipal
 from moldau.security.quotas import NO_QUOTA, RequestQuota
 
 if TYPE_CHECKING:
+    from moldau.security.sasl.authenticator import SaslAuthenticator
     from moldau.server.services import BrokerServices
 
 
@@ -25,6 +26,7 @@ class RequestContext:
     client_host: str = ""  # the address it came from, for ACL host filters
     security_protocol: str = "PLAINTEXT"  # of the listener: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
     quota: RequestQuota = NO_QUOTA  # the client quotas this request counts against (moldau.security.quotas)
+    sasl: SaslAuthenticator | None = None  # the connection's SASL state, on SASL listeners
 
     @property
     def version(self) -> int:

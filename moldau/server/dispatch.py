@@ -2,6 +2,8 @@
 
 Every request a node serves passes through `Dispatcher.handle_frame`, in this order:
 
+0. on a SASL listener, the connection's authenticator (`moldau.security.sasl`) takes bare tokens of the legacy
+   unframed exchange, and refuses (closing the connection) requests that are illegal before authentication;
 1. the header is parsed and the API looked up among those of the listener it came in on (client listeners
    serve `APIS`, controller listeners `CONTROLLER_APIS`); an unknown API or version closes the connection,
    except ApiVersions, which answers UNSUPPORTED_VERSION with the ranges served so the client can pick one;
@@ -34,6 +36,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.framing import Frame
 from moldau.security.principal import KafkaPrincipal
 from moldau.security.quotas import NO_QUOTA, REQUEST_PERCENTAGE, ClientQuotas, RequestQuota, TimedCoroutine
+from moldau.security.sasl.authenticator import SaslAuthenticator, bare_sasl_token
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.api_versions import unsupported_version_response
@@ -97,7 +100,12 @@ class Dispatcher:
 
         Raises InvalidRequest (or another exception) when the connection must close instead.
         """
+        sasl: SaslAuthenticator | None = getattr(conn, "sasl", None)
+        if sasl is not None and sasl.expects_bare_token:
+            return await bare_sasl_token(sasl, frame)  # the unframed exchange after SaslHandshake v0
         header = codec.parse_request_header(frame)
+        if sasl is not None:
+            sasl.check_request(header.api_key)  # before authentication only ApiVersions and SASL; else it closes
         apis = self._controller_apis if conn.is_controller_listener else self._apis
         api = apis.get(header.api_key)
         if api is None:
@@ -111,7 +119,8 @@ class Dispatcher:
             return _malformed_body_response(schema, header, exc)
         quota = self._request_quota(header, conn)
         context = RequestContext(header, schema, self._services, conn.peer, conn.is_controller_listener,
-                                 conn.listener, conn.principal, conn.client_host, conn.security_protocol, quota)
+                                 conn.listener, conn.principal, conn.client_host, conn.security_protocol, quota,
+                                 sasl)
         try:
             for request_filter in self._filters:
                 await request_filter.check(context, request)

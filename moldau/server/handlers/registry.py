@@ -15,6 +15,7 @@ from moldau.server.handlers import (
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
+    alter_user_scram_credentials,
     api_versions,
     begin_quorum_epoch,
     broker_heartbeat,
@@ -34,6 +35,7 @@ from moldau.server.handlers import (
     describe_producers,
     describe_quorum,
     describe_transactions,
+    describe_user_scram_credentials,
     elect_leaders,
     end_quorum_epoch,
     end_txn,
@@ -56,6 +58,8 @@ from moldau.server.handlers import (
     offset_for_leader_epoch,
     produce,
     quorum_fetch,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
     txn_offset_commit,
     vote,
@@ -109,6 +113,10 @@ APIS: dict[int, Api] = {
         describe_producers.API,
         describe_client_quotas.API,
         alter_client_quotas.API,
+        sasl_handshake.API,
+        sasl_authenticate.API,
+        describe_user_scram_credentials.API,
+        alter_user_scram_credentials.API,
     )
 }
 
@@ -136,5 +144,6 @@ CONTROLLER_APIS: dict[int, Api] = {
         describe_cluster.API,
         elect_leaders.API,
         alter_client_quotas.API,
+        alter_user_scram_credentials.API,
     )
 }
