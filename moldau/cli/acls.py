@@ -54,8 +54,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _add_options(parser: argparse.ArgumentParser, action: str) -> None:
-    parser.add_argument("--command-config", metavar="FILE",
-                        help="Kafka client properties (security.protocol, sasl.*, ssl.*) for the admin client")
     parser.add_argument("--topic", action="append", default=[], metavar="TOPIC", help="a topic (repeatable)")
     parser.add_argument("--group", action="append", default=[], metavar="GROUP", help="a group (repeatable)")
     parser.add_argument("--transactional-id", action="append", default=[], metavar="ID",
@@ -87,29 +85,10 @@ def _operation(text: str) -> AclOperation:
     return op
 
 
-def read_properties(path: str) -> dict[str, str]:
-    """A Java properties file (key=value or key: value, # and ! comments), as Kafka's tools read them."""
-    props: dict[str, str] = {}
-    try:
-        with open(path) as f:
-            for raw in f:
-                line = raw.strip()
-                if not line or line[0] in "#!":
-                    continue
-                sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-                if sep < 0:
-                    raise CliError(f"{path}: expected key=value, got {line!r}")
-                props[line[:sep].strip()] = line[sep + 1:].strip()
-    except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror}") from exc
-    return props
-
-
 def _admin(args: argparse.Namespace) -> AdminClient:
-    extra = read_properties(args.command_config) if args.command_config else {}
-    if not extra.get("security.protocol", "PLAINTEXT").upper().startswith(("SSL", "SASL")):
-        check_reachable(args.bootstrap_server)
-    return AdminClient(client_config(args.bootstrap_server, **extra))
+    """The admin client, with the `--command-config` properties every tool takes (moldau.cli.common)."""
+    check_reachable(args.bootstrap_server)
+    return AdminClient(client_config(args.bootstrap_server))
 
 
 def _resources(args: argparse.Namespace) -> list[tuple[ResourceType, str]]:

@@ -25,6 +25,27 @@ class CliError(Exception):
     """An expected failure, reported as one `error: ...` line on stderr instead of a traceback."""
 
 
+# The client properties of `--command-config` (moldau.cli.command_config), read once per command by main().
+_command_config: dict[str, str] = {}
+
+
+def use_command_config(path: str | None) -> None:
+    """Read `--command-config FILE` (None: none) for the clients this command makes. Raises CliError."""
+    from moldau.cli import command_config
+
+    _command_config.clear()
+    if path:
+        try:
+            _command_config.update(command_config.load(path))
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+
+
+def command_properties() -> dict[str, str]:
+    """The `--command-config` properties as given (Kafka client names)."""
+    return dict(_command_config)
+
+
 def add_bootstrap_option(parser: argparse.ArgumentParser) -> None:
     """Add `--bootstrap-server`, defaulting to $MOLDAU_BOOTSTRAP or the local broker."""
     default = os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP
@@ -34,6 +55,11 @@ def add_bootstrap_option(parser: argparse.ArgumentParser) -> None:
         default=default,
         metavar="HOST:PORT",
         help=f"broker to connect to, comma-separated list allowed (default: ${BOOTSTRAP_ENV} or {default})",
+    )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="a Kafka client properties file (security.protocol, ssl.*, sasl.*) for a secured cluster",
     )
 
 
@@ -63,6 +89,10 @@ def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
     else:
         # librdkafka logs every refused connection on stderr; the commands report failures themselves.
         config["log_level"] = 2
+    if _command_config:
+        from moldau.cli.command_config import to_librdkafka
+
+        config.update(to_librdkafka(_command_config))
     config.update(extra)
     return config
 

@@ -5,8 +5,20 @@ import os
 import sys
 
 from moldau import __version__
-from moldau.cli import acls, cluster, consume, groups, partitions, pipeline, produce, topics, transactions
-from moldau.cli.common import CliError
+from moldau.cli import (
+    acls,
+    cluster,
+    consume,
+    groups,
+    partitions,
+    pipeline,
+    produce,
+    quotas,
+    topics,
+    transactions,
+    users,
+)
+from moldau.cli.common import CliError, use_command_config
 
 SERVER = "server"
 
@@ -30,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     pipeline.register(commands)
     cluster.register(commands)
     acls.register(commands)
+    quotas.register(commands)
+    users.register(commands)
     return parser
 
 
@@ -53,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_server(args_list[1:])
     args = build_parser().parse_args(args_list)
     try:
+        use_command_config(getattr(args, "command_config", None))
         code: int = args.func(args)
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -26,6 +26,7 @@ from moldau.cli.common import (
     CliError,
     add_bootstrap_option,
     check_reachable,
+    command_properties,
     plural,
     request_failed,
 )
@@ -184,8 +185,11 @@ def _reassignment_client(bootstrap: str) -> Iterator[Any]:
     from kafka.admin import KafkaAdminClient
 
     try:
+        from moldau.cli.command_config import to_kafka_python
+
         client = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="moldau-cli",
-                                  request_timeout_ms=int(REQUEST_TIMEOUT_S * 1000))
+                                  request_timeout_ms=int(REQUEST_TIMEOUT_S * 1000),
+                                  **to_kafka_python(command_properties()))
     except Exception as exc:
         raise CliError(f"cannot connect to {bootstrap}: {exc}") from None
     try:

@@ -52,6 +52,8 @@ def run_pipeline(args: argparse.Namespace) -> int:
     """Run one pipeline in a local Spark session and report whether its output matched; 1 if not."""
     from moldau.spark.pipelines import PIPELINES, POSTGRES_OPTION, RunSettings, run
 
+    if args.command_config:
+        raise CliError("pipeline run does not take --command-config yet: its Spark jobs connect in PLAINTEXT")
     prefix = args.prefix or f"{args.name}-{uuid.uuid4().hex[:6]}-"
     with tempfile.TemporaryDirectory(prefix="moldau-pipeline-") as scratch:
         settings = RunSettings(bootstrap=args.bootstrap_server, prefix=prefix, events=args.events, seed=args.seed,

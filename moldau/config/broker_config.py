@@ -69,11 +69,28 @@ def _parse_static(props: Mapping[str, str]) -> tuple[dict[str, ConfigValue], dic
     for name, raw in props.items():
         if name in BROKER_CONFIGS:
             known[name] = BROKER_CONFIGS[name].parse(raw)
+        elif _listener_override(name) is not None:
+            # listener.name.<listener>.<config>: checked like the config it overrides, kept as given.
+            _, base = _listener_override(name) or ("", "")
+            if base in BROKER_CONFIGS:
+                BROKER_CONFIGS[base].parse(raw)
+            unknown[name] = raw
         else:
             # Kafka warns rather than fails, so files written for newer or other brokers still load.
             logger.warning("The configuration '%s' was supplied but isn't a known config.", name)
             unknown[name] = raw
     return known, unknown
+
+
+_LISTENER_PREFIX = "listener.name."
+
+
+def _listener_override(name: str) -> tuple[str, str] | None:
+    """``listener.name.<listener>.<config>`` -> (listener, config), or None for any other name."""
+    if not name.startswith(_LISTENER_PREFIX):
+        return None
+    listener, sep, base = name[len(_LISTENER_PREFIX):].partition(".")
+    return (listener, base) if sep and listener and base else None
 
 
 def _parse_dynamic(name: str, raw: str | None) -> ConfigValue:
@@ -278,6 +295,10 @@ class BrokerConfig:
     def dump(self) -> dict[str, str | None]:
         """Every effective value as a string, including unknown configs, sorted by name; passwords hidden."""
         values: dict[str, str | None] = dict(self._unknown)
+        for name in values:  # listener.name.<listener>.<config> of a password config is hidden like it
+            base = (_listener_override(name) or ("", ""))[1]
+            if base in BROKER_CONFIGS and BROKER_CONFIGS[base].sensitive:
+                values[name] = "[hidden]"
         for name, definition in BROKER_CONFIGS.items():
             value = format_value(self.value(name))
             values[name] = "[hidden]" if definition.sensitive and value is not None else value
@@ -379,6 +400,13 @@ class BrokerConfig:
         protocols = self.listener_security_protocol_map
         return protocols.get(listener_name.upper(), "PLAINTEXT")
 
+    def listener_value(self, listener_name: str, name: str) -> ConfigValue:
+        """A config as one listener sees it: ``listener.name.<listener>.<name>`` (the listener's name in lower
+        case, as Kafka writes it) wins over ``name`` itself."""
+        definition = _known(name)
+        raw = self._unknown.get(f"{_LISTENER_PREFIX}{listener_name.lower()}.{name}")
+        return self.value(name) if raw is None else definition.parse(raw)
+
     @property
     def controller_quorum_voters(self) -> list[Voter]:
         return [parse_voter(item) for item in self.get_list("controller.quorum.voters")]
@@ -388,6 +416,14 @@ class BrokerConfig:
     queued_max_request_bytes = _Int("queued.max.request.bytes")
     connections_max_idle_ms = _Int("connections.max.idle.ms")
     socket_request_read_timeout_ms = _Int("socket.request.read.timeout.ms")
+    quota_window_num = _Int("quota.window.num")
+    quota_window_size_seconds = _Int("quota.window.size.seconds")
+    max_connections = _Int("max.connections")
+    max_connections_per_ip = _Int("max.connections.per.ip")
+
+    @property
+    def max_connections_per_ip_overrides(self) -> str:
+        return str(self.value("max.connections.per.ip.overrides") or "")
 
     # The metadata quorum and broker liveness.
     controller_quorum_election_timeout_ms = _Int("controller.quorum.election.timeout.ms")
@@ -494,6 +530,12 @@ class BrokerConfig:
         "transaction.remove.expired.transaction.cleanup.interval.ms")
     transaction_partition_verification_enable = _Bool("transaction.partition.verification.enable")
     producer_id_expiration_ms = _Int("producer.id.expiration.ms")
+    # SASL (per-listener overrides are read by moldau.security.sasl.settings).
+    sasl_enabled_mechanisms = _List("sasl.enabled.mechanisms")
+    sasl_jaas_config = _Str("sasl.jaas.config")
+    sasl_mechanism_inter_broker_protocol = _Str("sasl.mechanism.inter.broker.protocol")
+    connections_max_reauth_ms = _Int("connections.max.reauth.ms")
+    connection_failed_authentication_delay_ms = _Int("connection.failed.authentication.delay.ms")
 
 
 def _scale(value: ConfigValue, unit_ms: int) -> ConfigValue:

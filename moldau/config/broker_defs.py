@@ -22,6 +22,7 @@ from moldau.config.schema import (
     ConfigDef,
     ConfigType,
     ListOf,
+    OneOf,
     Range,
     Validator,
     at_least,
@@ -58,7 +59,7 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "Addresses given to clients, as NAME://host:port; defaults to listeners.", LISTENERS),
     ConfigDef("listener.security.protocol.map", _T.LIST,
               "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-              "The security protocol of each listener name, as NAME:PROTOCOL.", PROTOCOL_MAP, acted_on=False),
+              "The security protocol of each listener name, as NAME:PROTOCOL.", PROTOCOL_MAP),
     ConfigDef("inter.broker.listener.name", _T.STRING, None,
               "The listener followers use to fetch from leaders; defaults to the first non-controller listener."),
     ConfigDef("controller.listener.names", _T.LIST, "",
@@ -96,6 +97,20 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               at_least(-1)),
     ConfigDef("connections.max.idle.ms", _T.LONG, "600000",
               "Connections with no traffic for this long are closed; -1 never closes them.", at_least(-1)),
+    # Client quotas and connection limits (moldau.security.quotas, moldau.security.connection_quotas).
+    ConfigDef("quota.window.num", _T.INT, "11",
+              "The number of samples client quota rates are measured over.", at_least(1), dynamic=False),
+    ConfigDef("quota.window.size.seconds", _T.INT, "1",
+              "The time span of each sample of client quota rates.", at_least(1), dynamic=False),
+    ConfigDef("max.connections", _T.INT, "2147483647",
+              "The connections the broker accepts at once on its client listeners; a connection over it is "
+              "closed as it is accepted.", at_least(0), dynamic=False),
+    ConfigDef("max.connections.per.ip", _T.INT, "2147483647",
+              "The connections the broker accepts at once from one IP address; a connection over it is closed "
+              "as it is accepted.", at_least(0), dynamic=False),
+    ConfigDef("max.connections.per.ip.overrides", _T.STRING, "",
+              "Per-address exceptions to max.connections.per.ip, as host:count,host:count (IP addresses).",
+              dynamic=False),
     ConfigDef("socket.request.read.timeout.ms", _T.LONG, "60000",
               "A connection that started sending a request and did not complete it within this time is closed, "
               "so stalled or trickling senders cannot hold memory; -1 disables it. Moldau's own setting.",
@@ -106,6 +121,66 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               acted_on=False),
     ConfigDef("ssl.keystore.password", _T.PASSWORD, None, "The password of the key store." + _UNUSED,
               acted_on=False),
+    # TLS (moldau.security.tls): read for each SSL or SASL_SSL listener, where listener.name.<name>.<config>
+    # overrides the plain config, and for this node's connections to other nodes.
+    ConfigDef("ssl.keystore.type", _T.STRING, "JKS",
+              "The format of the key store: PEM is supported (JKS and PKCS12 are refused at startup; convert "
+              "them to PEM)."),
+    ConfigDef("ssl.keystore.location", _T.STRING, None,
+              "A PEM file with this node's certificate chain and its private key."),
+    ConfigDef("ssl.keystore.certificate.chain", _T.PASSWORD, None,
+              "This node's certificate chain in PEM, given inline instead of ssl.keystore.location."),
+    ConfigDef("ssl.keystore.key", _T.PASSWORD, None,
+              "This node's private key in PEM, given inline with ssl.keystore.certificate.chain."),
+    ConfigDef("ssl.key.password", _T.PASSWORD, None, "The password of an encrypted private key."),
+    ConfigDef("ssl.truststore.type", _T.STRING, "JKS",
+              "The format of the trust store: PEM is supported (JKS and PKCS12 are refused at startup)."),
+    ConfigDef("ssl.truststore.location", _T.STRING, None,
+              "A PEM file with the CA certificates trusted to sign peers' certificates (clients' when client "
+              "authentication is on, other nodes' for this node's own connections)."),
+    ConfigDef("ssl.truststore.certificates", _T.PASSWORD, None,
+              "Trusted CA certificates in PEM, given inline instead of ssl.truststore.location."),
+    ConfigDef("ssl.truststore.password", _T.PASSWORD, None,
+              "The password of the trust store." + _UNUSED, acted_on=False),
+    ConfigDef("ssl.client.auth", _T.STRING, "none",
+              "Whether clients of an SSL listener must present a certificate (required), may (requested) or "
+              "are not asked (none). A client's certificate subject becomes its principal.",
+              OneOf(("required", "requested", "none"))),
+    ConfigDef("ssl.enabled.protocols", _T.LIST, "TLSv1.2,TLSv1.3", "The TLS versions accepted.",
+              ListOf(("TLSv1.2", "TLSv1.3"))),
+    ConfigDef("ssl.protocol", _T.STRING, "TLSv1.3",
+              "The newest TLS version used (TLS or TLSv1.3: 1.3; TLSv1.2: 1.2).",
+              OneOf(("TLS", "TLSv1.2", "TLSv1.3"))),
+    ConfigDef("ssl.cipher.suites", _T.LIST, "",
+              "The cipher suites allowed for TLS 1.2, by their standard (TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256) "
+              "or OpenSSL names; empty allows OpenSSL's defaults. TLS 1.3 suites are always OpenSSL's."),
+    ConfigDef("ssl.endpoint.identification.algorithm", _T.STRING, "https",
+              "When this node connects to another over TLS, https checks that the peer's certificate names "
+              "the host connected to; empty skips the check."),
+    ConfigDef("ssl.principal.mapping.rules", _T.STRING, "DEFAULT",
+              "How a client certificate's subject (RFC 2253, e.g. CN=alice,OU=eng,O=Acme) becomes the user "
+              "name: comma-separated RULE:pattern/replacement/[LU] entries and DEFAULT (the subject "
+              "unchanged), the first that matches wins."),
+    # SASL (moldau.security.sasl). Per listener, `listener.name.<listener>.<config>` overrides
+    # sasl.enabled.mechanisms, and `listener.name.<listener>.<mechanism>.sasl.jaas.config` sasl.jaas.config.
+    ConfigDef("sasl.enabled.mechanisms", _T.LIST, "GSSAPI",
+              "The SASL mechanisms SASL_PLAINTEXT and SASL_SSL listeners accept: PLAIN, SCRAM-SHA-256, "
+              "SCRAM-SHA-512. GSSAPI (Kerberos, Kafka's default) and OAUTHBEARER are not supported: a SASL "
+              "listener that enables none of the supported ones refuses to start."),
+    ConfigDef("sasl.jaas.config", _T.PASSWORD, None,
+              "JAAS login module configuration in Kafka's syntax. For PLAIN, user_<name>=\"<password>\" options "
+              "are the accepted users; username and password are the broker's own credentials."),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", _T.STRING, "GSSAPI",
+              "The SASL mechanism brokers use with each other when inter.broker.listener.name is a SASL "
+              "listener; the broker's own credentials are the username and password of that mechanism's JAAS "
+              "config on that listener."),
+    ConfigDef("connections.max.reauth.ms", _T.LONG, "0",
+              "Longest lifetime of a SASL session (KIP-368): clients must re-authenticate before it ends, and a "
+              "connection that sends any other request after it ended is closed. 0 disables expiry.",
+              at_least(0)),
+    ConfigDef("connection.failed.authentication.delay.ms", _T.INT, "100",
+              "How long the answer to a failed authentication is held back (the connection then closes), so "
+              "credentials cannot be guessed at wire speed.", at_least(0)),
     # Topics.
     ConfigDef("num.partitions", _T.INT, "1", "The default number of partitions of a new topic.",
               at_least(1), dynamic=True),

@@ -39,6 +39,7 @@ from moldau.metadata.quorum import MetadataQuorum
 from moldau.metadata.records import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
+    ClientQuotaRecord,
     ConfigRecord,
     Endpoint,
     MetadataRecord,
@@ -50,7 +51,9 @@ from moldau.metadata.records import (
     TopicRecord,
 )
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security import quotas
 from moldau.security.acl.model import AclBinding, AclBindingFilter, InvalidAcl
+from moldau.security.sasl.scram_admin import Deletion, Upsertion, UserResult, scram_changes
 
 log = logging.getLogger(__name__)
 
@@ -441,6 +444,60 @@ class Controller:
                 raise KafkaError(ErrorCode.invalid_request, f"unknown broker '{resource_name}'")
             return self.image.configs.get((RESOURCE_BROKER, resource_name), {})
         raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource_type}")
+
+    # -- client quotas ---------------------------------------------------------------------------------------
+
+    async def alter_client_quotas(
+        self, entries: Sequence[tuple[Sequence[tuple[str, str | None]], Sequence[tuple[str, float | None]]]],
+        validate_only: bool = False,
+    ) -> list[KafkaError | None]:
+        """Set (value) or remove (None) quotas of entities (KIP-546); one error or None per entry.
+
+        An entry is refused as a whole with INVALID_REQUEST for an unsupported or repeated entity type, an
+        unknown quota, a bad value or a quota named twice. The accepted entries are committed in one entry of
+        the metadata log.
+        """
+        async with self._lock:
+            self._check_active()
+            results: list[KafkaError | None] = []
+            records: list[MetadataRecord] = []
+            for raw_entity, ops in entries:
+                try:
+                    entity = quotas.check_entity(raw_entity)
+                    keys = [key for key, _ in ops]
+                    if len(set(keys)) != len(keys):
+                        raise ValueError("a quota is named more than once")
+                    current = self.image.client_quotas.get(entity, {})
+                    changes: list[MetadataRecord] = []
+                    for key, value in ops:
+                        if value is None:
+                            if key not in quotas.QUOTA_KEYS:
+                                raise ValueError(f"unknown quota {key!r}")
+                            if key in current:
+                                changes.append(ClientQuotaRecord(entity, key, 0.0, remove=True))
+                        else:
+                            quotas.check_quota(key, value)
+                            if current.get(key) != value:
+                                changes.append(ClientQuotaRecord(entity, key, float(value)))
+                except ValueError as exc:
+                    results.append(KafkaError(ErrorCode.invalid_request, str(exc)))
+                    continue
+                records += changes
+                results.append(None)
+            if not validate_only:
+                await self._commit(records)
+            return results
+
+    # -- SCRAM credentials -----------------------------------------------------------------------------------
+
+    async def alter_user_scram_credentials(self, deletions: Sequence[Deletion],
+                                           upsertions: Sequence[Upsertion]) -> list[UserResult]:
+        """KIP-554: one result per user; the users whose changes are all valid are committed together."""
+        async with self._lock:
+            self._check_active()
+            records, results = scram_changes(self.image, deletions, upsertions)
+            await self._commit(records)
+            return results
 
     # -- reassignments ---------------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from moldau.metadata.records import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
     AccessControlEntryRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FenceBrokerRecord,
     MetadataRecord,
@@ -23,13 +24,17 @@ from moldau.metadata.records import (
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from moldau.security.acl.model import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+# A client quota entity: sorted (entity type, name or None for the default) pairs (see ClientQuotaRecord).
+QuotaEntity = tuple[tuple[str, str | None], ...]
 
 # A broker's registration as the image holds it: the latest RegisterBrokerRecord with `fenced` kept current by
 # fence and unfence records. Keeping the record type means handlers read `.endpoints`, `.rack` and so on as before.
@@ -81,6 +86,11 @@ class MetadataImage:
     next_producer_id: int = 0
     # ACLs by id (AccessControlEntryRecord); replaced, never mutated, so the authorizer's index can follow it.
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: MappingProxyType({}))
+    # Client quotas (KIP-546): entity -> quota name -> value.
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=lambda: MappingProxyType({}))
+    # SCRAM credentials by (user, mechanism code): the latest UserScramCredentialRecord of each.
+    scram_credentials: Mapping[tuple[str, int], UserScramCredentialRecord] = field(
+        default_factory=lambda: MappingProxyType({}))
 
     def topic_configs(self, name: str) -> Mapping[str, str]:
         return self.configs.get((RESOURCE_TOPIC, name), _EMPTY)
@@ -120,6 +130,9 @@ class MetadataImage:
             records += [_partition_record(topic.topic_id, p) for _, p in sorted(topic.partitions.items())]
         for (resource_type, resource_name), configs in sorted(self.configs.items()):
             records += [ConfigRecord(resource_type, resource_name, k, v) for k, v in sorted(configs.items())]
+        for entity, values in sorted(self.client_quotas.items(), key=lambda item: repr(item[0])):
+            records += [ClientQuotaRecord(entity, k, v) for k, v in sorted(values.items())]
+        records += [self.scram_credentials[key] for key in sorted(self.scram_credentials)]
         if self.next_producer_id:
             # Which broker asked for the last block is not kept; -1 says "from a snapshot".
             records.append(ProducerIdsRecord(-1, self.next_producer_id))
@@ -153,6 +166,8 @@ class _ImageBuilder:
         self.configs: dict[tuple[int, str], Mapping[str, str]] | None = None
         self.next_producer_id = base.next_producer_id
         self.acls: dict[uuid.UUID, AclBinding] | None = None
+        self.client_quotas: dict[QuotaEntity, Mapping[str, float]] | None = None
+        self.scram_credentials: dict[tuple[str, int], UserScramCredentialRecord] | None = None
 
     def apply(self, record: MetadataRecord) -> None:
         if isinstance(record, TopicRecord):
@@ -175,11 +190,30 @@ class _ImageBuilder:
             self._acls()[record.id] = _acl_binding(record)
         elif isinstance(record, RemoveAccessControlEntryRecord):
             self._acls().pop(record.id, None)
+        elif isinstance(record, ClientQuotaRecord):
+            self._apply_client_quota(record)
+        elif isinstance(record, UserScramCredentialRecord):
+            self._scram()[(record.name, record.mechanism)] = record
+        elif isinstance(record, RemoveUserScramCredentialRecord):
+            self._scram().pop((record.name, record.mechanism), None)
 
     def _acls(self) -> dict[uuid.UUID, AclBinding]:
         if self.acls is None:
             self.acls = dict(self.base.acls)
         return self.acls
+
+    def _apply_client_quota(self, record: ClientQuotaRecord) -> None:
+        if self.client_quotas is None:
+            self.client_quotas = dict(self.base.client_quotas)
+        values = dict(self.client_quotas.get(record.entity, {}))
+        if record.remove:
+            values.pop(record.key, None)
+        else:
+            values[record.key] = record.value
+        if values:
+            self.client_quotas[record.entity] = MappingProxyType(values)
+        else:
+            self.client_quotas.pop(record.entity, None)
 
     def _apply_partition(self, record: PartitionRecord) -> None:
         topics = self._topics()
@@ -233,6 +267,11 @@ class _ImageBuilder:
             self.configs = dict(self.base.configs)
         return self.configs
 
+    def _scram(self) -> dict[tuple[str, int], UserScramCredentialRecord]:
+        if self.scram_credentials is None:
+            self.scram_credentials = dict(self.base.scram_credentials)
+        return self.scram_credentials
+
     def build(self, last_offset: int) -> MetadataImage:
         base = self.base
         topics_by_id = base.topics_by_id if self.topics_by_id is None else MappingProxyType(self.topics_by_id)
@@ -249,4 +288,8 @@ class _ImageBuilder:
             configs=base.configs if self.configs is None else MappingProxyType(self.configs),
             next_producer_id=self.next_producer_id,
             acls=base.acls if self.acls is None else MappingProxyType(self.acls),
+            client_quotas=(base.client_quotas if self.client_quotas is None
+                           else MappingProxyType(self.client_quotas)),
+            scram_credentials=(base.scram_credentials if self.scram_credentials is None
+                               else MappingProxyType(self.scram_credentials)),
         )

@@ -50,6 +50,7 @@ from moldau.raft import (
     VoteRequest,
     VoteResponse,
 )
+from moldau.security.client_security import PLAINTEXT, ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ ImageListener = Callable[[MetadataImage, MetadataImage], None]
 class MetadataQuorum:
     def __init__(self, node_id: int, voters: Sequence[Voter], cluster_id: str, directory: str,
                  clock: Clock, raft_config: Config, snapshot_every_bytes: int,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, security: ClientSecurity = PLAINTEXT) -> None:
         self.node_id = node_id
         self.voters = {v.node_id: v for v in voters}
         self.cluster_id = cluster_id
@@ -72,7 +73,7 @@ class MetadataQuorum:
         self._snapshot_every_bytes = snapshot_every_bytes
         self._rng = rng or random.Random()
         self._store = QuorumStore(directory)
-        self._pool = ConnectionPool(f"moldau-quorum-{node_id}")
+        self._pool = ConnectionPool(f"moldau-quorum-{node_id}", security)
         self.image = MetadataImage()
         self.applied_offset = 0  # entries below this are applied to the image
         self._bytes_since_snapshot = 0

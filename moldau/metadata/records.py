@@ -152,15 +152,57 @@ class RemoveAccessControlEntryRecord:
     id: uuid.UUID
 
 
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """Sets (`remove` False) or removes one client quota of an entity, like Kafka's ClientQuotaRecord.
+
+    `entity` is the sorted (entity type, name) pairs, such as (("client-id", "app"), ("user", "alice")); a None
+    name is the entity type's default (`<default>`).
+    """
+
+    TYPE: ClassVar[str] = "client_quota"
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float
+    remove: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism (Kafka's UserScramCredentialRecord); replaces an earlier one.
+
+    `mechanism` is Kafka's code (1 SCRAM-SHA-256, 2 SCRAM-SHA-512); salt and keys are base64, never a password.
+    """
+
+    TYPE: ClassVar[str] = "user_scram_credential"
+    name: str
+    mechanism: int
+    salt: str
+    stored_key: str
+    server_key: str
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    """Deletes a user's SCRAM credential for one mechanism."""
+
+    TYPE: ClassVar[str] = "remove_user_scram_credential"
+    name: str
+    mechanism: int
+
+
 MetadataRecord = (
     TopicRecord | PartitionRecord | RemoveTopicRecord | ConfigRecord | RegisterBrokerRecord | FenceBrokerRecord
-    | UnfenceBrokerRecord | UnregisterBrokerRecord | ProducerIdsRecord
-    | AccessControlEntryRecord | RemoveAccessControlEntryRecord
+    | UnfenceBrokerRecord | UnregisterBrokerRecord | ProducerIdsRecord | ClientQuotaRecord
+    | UserScramCredentialRecord | RemoveUserScramCredentialRecord | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
 )
 _TYPES: dict[str, type[Any]] = {
     cls.TYPE: cls
     for cls in (TopicRecord, PartitionRecord, RemoveTopicRecord, ConfigRecord, RegisterBrokerRecord,
                 FenceBrokerRecord, UnfenceBrokerRecord, UnregisterBrokerRecord, ProducerIdsRecord,
+                ClientQuotaRecord, UserScramCredentialRecord, RemoveUserScramCredentialRecord,
                 AccessControlEntryRecord, RemoveAccessControlEntryRecord)
 }
 
@@ -199,6 +241,9 @@ def _coerce(name: str, value: Any) -> Any:
         return uuid.UUID(value)
     if name in ("replicas", "isr", "adding_replicas", "removing_replicas"):
         return tuple(value)
+    if name == "entity":
+        return tuple((str(entity_type), None if entity_name is None else str(entity_name))
+                     for entity_type, entity_name in value)
     if name == "endpoints":
         return tuple(Endpoint(**e) for e in value)
     return value

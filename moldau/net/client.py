@@ -10,13 +10,17 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import ssl
 import struct
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kio.serial import entity_reader, entity_writer
 
 from moldau.protocol import codec
 from moldau.protocol.body_check import check_body
+from moldau.security.client_security import PLAINTEXT, ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +32,20 @@ class ConnectionFailed(Exception):
     """The peer could not be reached, or the connection broke before the response came."""
 
 
+# Authenticates a fresh connection (SASL, moldau.security.sasl.client) through the given round trip; returns the
+# session lifetime in ms (0: none). Raises on refusal.
+Authenticator = Callable[[Callable[[Any], Awaitable[Any]]], Awaitable[int]]
+# Re-authenticate (KIP-368) once this share of the session lifetime has passed.
+REAUTH_AT = 0.85
+
+
 class ClientConnection:
-    def __init__(self, host: str, port: int, client_id: str) -> None:
+    def __init__(self, host: str, port: int, client_id: str, security: ClientSecurity = PLAINTEXT,
+                 authenticator: Authenticator | None = None) -> None:
         self.host, self.port, self.client_id = host, port, client_id
+        self.security = security
+        self._authenticator = authenticator
+        self._reauth_at: float | None = None  # monotonic seconds
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._pending: dict[int, tuple[asyncio.Future[bytes], int, int]] = {}
@@ -47,16 +62,20 @@ class ClientConnection:
         """
         async with asyncio.timeout(timeout_s):
             await self._connect()
-            assert self._writer is not None
-            self._next_id = (self._next_id + 1) & 0x7FFFFFFF
-            correlation_id = self._next_id
-            future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-            self._pending[correlation_id] = (future, request.__api_key__, request.__version__)
-            self._writer.write(self._encode(request, correlation_id))
-            try:
-                frame = await future
-            finally:
-                self._pending.pop(correlation_id, None)
+            return await self._round_trip(request, response_type)
+
+    async def _round_trip(self, request: Any, response_type: Any = None) -> Any:
+        if self._writer is None:
+            raise ConnectionFailed(f"connection to {self.host}:{self.port} closed")
+        self._next_id = (self._next_id + 1) & 0x7FFFFFFF
+        correlation_id = self._next_id
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._pending[correlation_id] = (future, request.__api_key__, request.__version__)
+        self._writer.write(self._encode(request, correlation_id))
+        try:
+            frame = await future
+        finally:
+            self._pending.pop(correlation_id, None)
         return _decode_response(frame, request.__api_key__, request.__version__, response_type)
 
     async def _connect(self) -> None:
@@ -64,10 +83,15 @@ class ClientConnection:
             raise ConnectionFailed(f"connection to {self.host}:{self.port} is closed")
         async with self._connecting:
             if self._writer is not None:
+                if self._reauth_at is not None and time.monotonic() >= self._reauth_at:
+                    await self._authenticate()  # KIP-368 re-authentication, on the same connection
                 return
             try:
-                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-            except OSError as exc:
+                # TLS for SSL and SASL_SSL listeners; the peer's certificate is checked against `self.host`
+                # unless ssl.endpoint.identification.algorithm is empty. SASL (`_authenticate`) follows.
+                self._reader, self._writer = await asyncio.open_connection(
+                    self.host, self.port, ssl=self.security.ssl_context)
+            except (OSError, ssl.SSLError) as exc:
                 raise ConnectionFailed(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
             if self.closed:
                 # Closed while connecting (another request on it failed, and the pool dropped it): a socket
@@ -76,6 +100,19 @@ class ClientConnection:
                 self._reader = self._writer = None
                 raise ConnectionFailed(f"connection to {self.host}:{self.port} was closed while connecting")
             self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+            await self._authenticate()
+
+    async def _authenticate(self) -> None:
+        if self._authenticator is None:
+            return
+        try:
+            lifetime_ms = await self._authenticator(self._round_trip)
+        except ConnectionFailed:
+            raise
+        except Exception as exc:
+            self._fail_all(ConnectionFailed(f"authentication to {self.host}:{self.port} failed: {exc}"))
+            raise ConnectionFailed(f"authentication to {self.host}:{self.port} failed: {exc}") from exc
+        self._reauth_at = time.monotonic() + lifetime_ms * REAUTH_AT / 1000 if lifetime_ms > 0 else None
 
     def _encode(self, request: Any, correlation_id: int) -> bytes:
         cid = self.client_id.encode()
@@ -138,8 +175,11 @@ def _decode_response(frame: bytes, api_key: int, version: int, response_type: An
 class ConnectionPool:
     """One connection per peer address, reopened after a failure."""
 
-    def __init__(self, client_id: str) -> None:
+    def __init__(self, client_id: str, security: ClientSecurity = PLAINTEXT,
+                 authenticator: Authenticator | None = None) -> None:
         self.client_id = client_id
+        self.security = security  # TLS for SSL and SASL_SSL listeners
+        self.authenticator = authenticator  # SASL on every new connection (inter-broker listeners)
         self._connections: dict[tuple[str, int], ClientConnection] = {}
 
     async def request(self, host: str, port: int, request: Any, timeout_s: float, response_type: Any = None
@@ -147,7 +187,8 @@ class ConnectionPool:
         key = (host, port)
         conn = self._connections.get(key)
         if conn is None or conn.closed:
-            conn = self._connections[key] = ClientConnection(host, port, self.client_id)
+            conn = self._connections[key] = ClientConnection(host, port, self.client_id, self.security,
+                                                             self.authenticator)
         try:
             return await conn.request(request, timeout_s, response_type)
         except (ConnectionFailed, TimeoutError):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import logging
 import os
 import uuid
@@ -26,6 +27,7 @@ from moldau.config import (
     BROKER_CONFIGS,
     NOT_YET_ACTED_ON,
     BrokerConfig,
+    ConfigError,
     ConfigSource,
     Voter,
     describe_broker_configs,
@@ -43,12 +45,23 @@ from moldau.metadata.image import MetadataImage
 from moldau.metadata.log import LocalMetadataLog
 from moldau.metadata.quorum import MetadataQuorum
 from moldau.metadata.records import RESOURCE_TOPIC, Endpoint, RegisterBrokerRecord
+from moldau.net.client import Authenticator
 from moldau.protocol.errors import KafkaError
 from moldau.raft import Config as RaftConfig
 from moldau.replication.fetcher import FetcherSettings
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.security.acl.authorizer import Authorizer
 from moldau.security.acl.rules import RequestAuthorization
+from moldau.security.client_security import PLAINTEXT as PLAINTEXT_CLIENT
+from moldau.security.client_security import TLS_PROTOCOLS, ClientSecurity
+from moldau.security.connection_quotas import ConnectionQuotas
+from moldau.security.quotas import ClientQuotas, QuotaConfig
+from moldau.security.sasl.authenticator import SaslListenerConfig
+from moldau.security.sasl.client import authenticate as sasl_authenticate
+from moldau.security.sasl.client import inter_broker_sasl
+from moldau.security.sasl.scram import image_lookup
+from moldau.security.sasl.settings import SASL_PROTOCOLS, sasl_listener_config
+from moldau.security.tls import ListenerTls
 from moldau.server import memory
 from moldau.server.broker_lifecycle import BrokerLifecycle
 from moldau.server.connection import KafkaConnection
@@ -91,11 +104,20 @@ class Broker:
         self._receive_budget = ReceiveBudget.from_config(config)
         self._tasks: list[asyncio.Task[None]] = []
         self.internal_topics = InternalTopics(lambda: self.image, self._create_topic)
+        # Client quotas (KIP-13/55/219) and connection limits (moldau.security).
+        self.client_quotas = ClientQuotas(QuotaConfig(config.quota_window_num,
+                                                      config.quota_window_size_seconds * 1000))
+        self.connection_quotas = ConnectionQuotas.from_config(config)
         self.authorizer = Authorizer.from_config(config)  # None unless authorizer.class.name is set
         self.dispatcher = Dispatcher(self, filters=[] if self.authorizer is None else [RequestAuthorization()],
-                                     authorizer=self.authorizer)
+                                     quotas=self.client_quotas, authorizer=self.authorizer)
         self._bound: list[tuple[str, str, int]] = []  # (listener, host, port actually bound)
         self._client_servers: list[asyncio.Server] = []
+        # TLS (moldau.security): each SSL listener's server context and certificate-principal mapping, and how
+        # this node connects to other brokers and to the controllers; set up before anything listens or connects.
+        self._listener_tls: dict[str, ListenerTls] = {}
+        self.inter_broker_security: ClientSecurity = PLAINTEXT_CLIENT
+        self.controller_security: ClientSecurity = PLAINTEXT_CLIENT
         self.quorum: MetadataQuorum
         self.controller: Controller
         self.channel: ControllerChannel
@@ -115,11 +137,12 @@ class Broker:
         for d in self.config.log_dirs:
             os.makedirs(d, exist_ok=True)
         self.cluster_id = self._load_or_create_meta_properties(multi_node=len(voters) > 1 or not self.is_controller)
+        self._set_up_security()
         self.quorum = self._open_quorum(voters)
         self.controller = Controller(self.quorum, self.node_id, self.config.num_partitions,
                                      self.config.default_replication_factor, self._config_default,
                                      self.config.broker_session_timeout_ms)
-        self.channel = ControllerChannel(self.quorum, f"moldau-node-{self.node_id}")
+        self.channel = ControllerChannel(self.quorum, f"moldau-node-{self.node_id}", self.controller_security)
         self.controller_requests = ControllerRequests(self.node_id, self.quorum, self.controller, self.channel,
                                                       self._broker_epoch)
         self._warn_about_inert_configs()
@@ -171,7 +194,8 @@ class Broker:
         directory = os.path.join(self.config.log_dirs[0], METADATA_DIR)
         raft_config = RaftConfig.from_config(self.config)
         quorum = MetadataQuorum(self.node_id, voters, self.cluster_id, directory, self.clock, raft_config,
-                                self.config.metadata_log_max_record_bytes_between_snapshots)
+                                self.config.metadata_log_max_record_bytes_between_snapshots,
+                                security=self.controller_security)
         quorum.open(initial_records=self._legacy_metadata(directory))
         return quorum
 
@@ -197,12 +221,12 @@ class Broker:
                                        lag_max_ms=self.config.replica_lag_time_max_ms,
                                        fetcher_settings=FetcherSettings.from_config(self.config))
         self.replicas.transaction_verification = self.config.transaction_partition_verification_enable
-        self.replica_links = ReplicaLinks(self, self.replicas)
+        self.replica_links = ReplicaLinks(self, self.replicas, self._inter_broker_authenticator())
         self.replicas.start()
         self.quorum.add_listener(self.replicas.apply_image)
         self.replicas.apply_image(None, self.image)
         self.groups = self._start_group_coordinator()
-        self.txn_links = TxnLinks(self)
+        self.txn_links = TxnLinks(self, self._inter_broker_authenticator())
         self.txn = self._start_transaction_coordinator()
 
     async def _join_cluster(self) -> None:
@@ -337,6 +361,20 @@ class Broker:
                                   {"version": "1", "cluster.id": cluster_id, "node.id": str(self.node_id)})
         return cluster_id
 
+    def _set_up_security(self) -> None:
+        """Build every SSL listener's context and the outgoing connections' security: a bad key store, trust
+        store or TLS setting stops the node here, with the config named."""
+        try:
+            for name, _, _ in self.config.listeners:
+                if self.config.security_protocol(name) in TLS_PROTOCOLS:
+                    self._listener_tls[name] = ListenerTls.from_config(self.config, name)
+            self.inter_broker_security = ClientSecurity.for_listener(self.config, self.inter_broker_listener)
+            controller_names = self.config.controller_listener_names
+            self.controller_security = ClientSecurity.for_listener(
+                self.config, controller_names[0] if controller_names else "")
+        except ConfigError as exc:
+            raise StartupError(str(exc)) from exc
+
     def _listeners(self, controller: bool) -> list[tuple[str, str, int]]:
         names = set(self.config.controller_listener_names)
         return [(n, h, p) for n, h, p in self.config.listeners if (n in names) == controller]
@@ -346,17 +384,45 @@ class Broker:
             return
         loop = asyncio.get_running_loop()
         for name, host, port in self._listeners(controller):
+            tls = self._listener_tls.get(name)
+            sasl = self._sasl_config(name, controller)
             server = await loop.create_server(
-                lambda name=name: KafkaConnection(self.dispatcher, self._connection_limits,  # type: ignore[misc]
-                                                  self._receive_budget, self._connections, name, controller,
-                                                  self.clock, self.config.security_protocol(name)),
+                lambda name=name, tls=tls, sasl=sasl: KafkaConnection(  # type: ignore[misc]
+                    self.dispatcher, self._connection_limits, self._receive_budget, self._connections, name,
+                    controller, self.clock, self.config.security_protocol(name),
+                    # On SASL_SSL the principal comes from SASL, as in Kafka; on SSL from the client certificate.
+                    tls.principal_mapper if tls is not None and self.config.security_protocol(name) == "SSL"
+                    else None,
+                    connection_quotas=None if controller else self.connection_quotas, sasl=sasl),
                 host or None, port, reuse_address=True, backlog=1024, start_serving=controller,
+                ssl=tls.context if tls is not None else None,
             )
             self._servers.append(server)
             self._bound.append((name, host or "0.0.0.0", server.sockets[0].getsockname()[1]))
             if not controller:
                 self._client_servers.append(server)
             log.debug("listener %s bound", name)
+
+    def _inter_broker_authenticator(self) -> Authenticator | None:
+        """SASL for connections to other brokers' inter-broker listener, when that listener is a SASL one."""
+        try:
+            sasl = inter_broker_sasl(self.config)
+        except ConfigError as exc:
+            raise StartupError(str(exc)) from exc
+        return None if sasl is None else functools.partial(sasl_authenticate, sasl)
+
+    def _sasl_config(self, listener: str, controller: bool) -> SaslListenerConfig | None:
+        """What a SASL_PLAINTEXT / SASL_SSL listener accepts (None for others); SCRAM users come from the image."""
+        if self.config.security_protocol(listener) not in SASL_PROTOCOLS:
+            return None
+        if controller:
+            # Nodes' connections to controllers (quorum, registration, forwarding) do not authenticate yet.
+            raise StartupError(f"controller listener {listener} cannot use SASL yet "
+                               "(sasl.mechanism.controller.protocol is not supported); map it to PLAINTEXT or SSL")
+        try:
+            return sasl_listener_config(self.config, listener, image_lookup(lambda: self.image))
+        except ConfigError as exc:
+            raise StartupError(str(exc)) from exc
 
     async def _sweep_connections(self) -> None:
         """Close idle connections and stalled frames (see moldau.server.connection_limits)."""

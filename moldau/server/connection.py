@@ -11,6 +11,13 @@ against the broker's `queued.max.request.bytes`, and while that budget is exhaus
 The broker's periodic sweep closes connections idle past `connections.max.idle.ms` and frames not completed
 within `socket.request.read.timeout.ms`.
 
+A client over its quota is muted (KIP-219): after the response that carries its throttle time, the connection
+is neither read nor served until the throttle time has passed (`mute_for`), so a client that ignores
+`throttle_time_ms` is held back all the same.
+
+Connection limits (`max.connections`, `max.connections.per.ip`, `moldau.security.connection_quotas`) are
+checked as a connection is made: one over a limit is closed at once.
+
 Anything that cannot be answered (a malformed frame, an unknown API, an oversized size prefix) closes this one
 connection, which is Kafka's behaviour; other connections are unaffected.
 """
@@ -25,12 +32,15 @@ from typing import Protocol
 from moldau.clock import Clock, SystemClock
 from moldau.protocol.codec import InvalidRequest
 from moldau.protocol.framing import Frame, FrameReader, FrameTooLarge, frame
+from moldau.security.connection_quotas import ConnectionQuotas
 from moldau.security.principal import ANONYMOUS, KafkaPrincipal
+from moldau.security.sasl.authenticator import SaslAuthenticator, SaslListenerConfig
+from moldau.security.ssl_principal import NoMatchingRule, PrincipalMapper
 from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget
 
 log = logging.getLogger(__name__)
 
-_QUEUE, _BUDGET = "queue", "budget"  # why reading is paused
+_QUEUE, _BUDGET, _THROTTLE = "queue", "budget", "throttle"  # why reading is paused
 
 
 class FrameHandler(Protocol):
@@ -41,16 +51,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, handler: FrameHandler, limits: ConnectionLimits, budget: ReceiveBudget,
                  connections: set[KafkaConnection], listener: str = "PLAINTEXT",
                  is_controller_listener: bool = False, clock: Clock | None = None,
-                 security_protocol: str = "PLAINTEXT") -> None:
+                 security_protocol: str = "PLAINTEXT", principal_mapper: PrincipalMapper | None = None,
+                 connection_quotas: ConnectionQuotas | None = None, sasl: SaslListenerConfig | None = None) -> None:
         self._handler = handler
+        self._connection_quotas = connection_quotas
+        self._admitted = False  # counted by connection_quotas, to be released when closed
+        self.muted_until_ms = 0.0  # KIP-219: not read nor served before this time
         self.listener = listener
         self.is_controller_listener = is_controller_listener
         self.security_protocol = security_protocol
         # Who the requests of this connection come from: anonymous until TLS or SASL says otherwise.
         self.principal: KafkaPrincipal = ANONYMOUS
+        self._principal_mapper = principal_mapper  # TLS listeners: a client certificate names the principal
         self._limits = limits
-        self._budget = budget
         self._clock = clock or SystemClock()
+        # On SASL listeners: the authentication state; it sets `principal` once the client authenticated.
+        self.sasl = SaslAuthenticator(sasl, self, self._clock) if sasl is not None else None
+        self._budget = budget
         self._reader = FrameReader(limits.max_request_bytes)
         self._queue: collections.deque[Frame] = collections.deque()
         self._queued_bytes = 0  # frames queued and the one being processed
@@ -77,9 +94,35 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.client_host = str(peer[0]) if isinstance(peer, tuple) else ""
+        if self._connection_quotas is not None:
+            refused = self._connection_quotas.admit(self.client_host)
+            if refused is not None:
+                log.warning("closing connection from %s: %s", self.peer, refused)
+                transport.abort()  # type: ignore[attr-defined]
+                self._transport = None
+                return
+            self._admitted = True
         self._connections.add(self)
         self._budget.join(self)
         self._task = asyncio.get_running_loop().create_task(self._process())
+        if self._principal_mapper is not None:
+            self._take_certificate_principal(transport)
+
+    def _take_certificate_principal(self, transport: asyncio.BaseTransport) -> None:
+        """On a TLS listener the handshake is complete when the connection is made: a verified client certificate
+        (mutual TLS) makes its subject the principal; without one the connection stays anonymous."""
+        assert self._principal_mapper is not None
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is None:
+            return
+        try:
+            principal = self._principal_mapper.principal(ssl_object.getpeercert())
+        except NoMatchingRule as exc:
+            self.abort(f"TLS authentication failed: {exc}")
+            return
+        if principal is not None:
+            self.principal = principal
+            log.debug("connection from %s authenticated by certificate as %s", self.peer, principal)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._reader.get_buffer()
@@ -107,6 +150,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._account()  # may pause (or, for the budget's finisher, re-pause) every connection
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._admitted and self._connection_quotas is not None:
+            self._admitted = False
+            self._connection_quotas.release(self.client_host)
         self._connections.discard(self)
         self._budget.leave(self)
         self._can_write.set()
@@ -153,6 +199,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self.last_activity_ms = self._clock.monotonic_ms()
                     if not self._can_write.is_set():
                         await self._can_write.wait()
+                if self.sasl is not None and self.sasl.close_after_response:
+                    self.close()  # failed authentication: the answer goes out, then the connection closes
+                    return
+                await self._wait_out_mute()
         except InvalidRequest as exc:
             self.abort(f"invalid request: {exc}")
         except asyncio.CancelledError:
@@ -160,6 +210,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("closing connection from %s after an unexpected error", self.peer)
             self.abort("internal error")
+
+    def mute_for(self, ms: int) -> None:
+        """Neither read nor serve this connection for `ms` after the current response (KIP-219)."""
+        self.muted_until_ms = max(self.muted_until_ms, self._clock.monotonic_ms() + ms)
+
+    async def _wait_out_mute(self) -> None:
+        remaining = self.muted_until_ms - self._clock.monotonic_ms()
+        if remaining <= 0:
+            return
+        self._pause(_THROTTLE)
+        try:
+            while remaining > 0:
+                await asyncio.sleep(remaining / 1000)
+                remaining = self.muted_until_ms - self._clock.monotonic_ms()
+        finally:
+            self._resume(_THROTTLE)
 
     def _account(self) -> None:
         # Reported even when unchanged: the budget also watches for its finisher's frame being complete.

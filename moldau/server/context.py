@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from moldau.protocol.codec import ApiSchema, RequestHeader
 from moldau.security.principal import ANONYMOUS, KafkaPrincipal
+from moldau.security.quotas import NO_QUOTA, RequestQuota
 
 if TYPE_CHECKING:
     from moldau.security.acl.authorizer import Authorizer
     from moldau.security.acl.model import AclOperation, ResourceType
+    from moldau.security.sasl.authenticator import SaslAuthenticator
     from moldau.server.services import BrokerServices
 
 
@@ -25,6 +27,8 @@ class RequestContext:
     principal: KafkaPrincipal = ANONYMOUS  # who sent it (TLS or SASL); ACLs and quotas are checked against it
     client_host: str = ""  # the address it came from, for ACL host filters
     security_protocol: str = "PLAINTEXT"  # of the listener: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+    quota: RequestQuota = NO_QUOTA  # the client quotas this request counts against (moldau.security.quotas)
+    sasl: SaslAuthenticator | None = None  # the connection's SASL state, on SASL listeners
     authorizer: Authorizer | None = None  # None: no authorizer configured, everything is allowed
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 from moldau.metadata.quorum import MetadataQuorum
 from moldau.net.client import ConnectionFailed, ConnectionPool
 from moldau.protocol.errors import ErrorCode
+from moldau.security.client_security import PLAINTEXT, ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +44,9 @@ class ControllerUnavailable(Exception):
 
 
 class ControllerChannel:
-    def __init__(self, quorum: MetadataQuorum, client_id: str) -> None:
+    def __init__(self, quorum: MetadataQuorum, client_id: str, security: ClientSecurity = PLAINTEXT) -> None:
         self._quorum = quorum
-        self._pool = ConnectionPool(client_id)
+        self._pool = ConnectionPool(client_id, security)
 
     async def call(self, request: Any, local: LocalHandler | None, timeout_s: float,
                    retry_if: Callable[[Any], bool] = lambda response: False) -> Any:

@@ -2,13 +2,18 @@
 
 Every request a node serves passes through `Dispatcher.handle_frame`, in this order:
 
+0. on a SASL listener, the connection's authenticator (`moldau.security.sasl`) takes bare tokens of the legacy
+   unframed exchange, and refuses (closing the connection) requests that are illegal before authentication;
 1. the header is parsed and the API looked up among those of the listener it came in on (client listeners
    serve `APIS`, controller listeners `CONTROLLER_APIS`); an unknown API or version closes the connection,
    except ApiVersions, which answers UNSUPPORTED_VERSION with the ranges served so the client can pick one;
 2. the body is bounds-checked and decoded (`codec.decode_request`, or the API's own decoder); a malformed body
    is answered with INVALID_REQUEST where the response has a top-level error code, else the connection closes;
 3. the request filters run (none today: authorization and quotas hook in here, so every request passes them);
-4. the handler runs with a `RequestContext` whose `broker` is the narrow `BrokerServices` interface;
+4. the handler runs with a `RequestContext` whose `broker` is the narrow `BrokerServices` interface; when
+   client quotas are configured, its `quota` records the bytes Produce and Fetch move, the handler puts the
+   throttle time in its response, and the connection is muted for that time once the response is out
+   (KIP-219; see `moldau.security.quotas`);
 5. a `KafkaError` a handler (or a filter) left unanswered becomes the response's top-level error code where it
    has one, else the connection closes; any other exception gets a note naming the request and closes the
    connection (`KafkaConnection` logs it).
@@ -18,9 +23,11 @@ No sockets here: the dispatcher takes bytes and returns bytes, so it is tested i
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from moldau.protocol import codec
 from moldau.protocol.codec import InvalidRequest
@@ -29,9 +36,12 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.framing import Frame
 from moldau.security.acl.authorizer import Authorizer
 from moldau.security.principal import KafkaPrincipal
+from moldau.security.quotas import NO_QUOTA, REQUEST_PERCENTAGE, ClientQuotas, RequestQuota, TimedCoroutine
+from moldau.security.sasl.authenticator import SaslAuthenticator, bare_sasl_token
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.api_versions import unsupported_version_response
+from moldau.server.handlers.common import ms_from_timedelta
 from moldau.server.handlers.registry import APIS, CONTROLLER_APIS
 from moldau.server.services import BrokerServices
 
@@ -59,6 +69,13 @@ class ConnectionInfo(Protocol):
     def security_protocol(self) -> str: ...
 
 
+@runtime_checkable
+class Mutable(Protocol):
+    """A connection that can be muted (not read from) for a throttle time after its response (KIP-219)."""
+
+    def mute_for(self, ms: int) -> None: ...
+
+
 class RequestFilter(Protocol):
     """A check every decoded request passes before its handler runs.
 
@@ -72,8 +89,9 @@ class RequestFilter(Protocol):
 class Dispatcher:
     def __init__(self, services: BrokerServices, filters: Sequence[RequestFilter] = (),
                  apis: Mapping[int, Api] = APIS, controller_apis: Mapping[int, Api] = CONTROLLER_APIS,
-                 authorizer: Authorizer | None = None) -> None:
+                 quotas: ClientQuotas | None = None, authorizer: Authorizer | None = None) -> None:
         self._services = services
+        self._quotas = quotas
         self._authorizer = authorizer
         self._filters = tuple(filters)
         self._apis = apis
@@ -84,7 +102,12 @@ class Dispatcher:
 
         Raises InvalidRequest (or another exception) when the connection must close instead.
         """
+        sasl: SaslAuthenticator | None = getattr(conn, "sasl", None)
+        if sasl is not None and sasl.expects_bare_token:
+            return await bare_sasl_token(sasl, frame)  # the unframed exchange after SaslHandshake v0
         header = codec.parse_request_header(frame)
+        if sasl is not None:
+            sasl.check_request(header.api_key)  # before authentication only ApiVersions and SASL; else it closes
         apis = self._controller_apis if conn.is_controller_listener else self._apis
         api = apis.get(header.api_key)
         if api is None:
@@ -96,13 +119,21 @@ class Dispatcher:
             request = self._decode(api, schema, frame, header)
         except codec.MalformedBody as exc:
             return _malformed_body_response(schema, header, exc)
+        quota = self._request_quota(header, conn)
         context = RequestContext(header, schema, self._services, conn.peer, conn.is_controller_listener,
-                                 conn.listener, conn.principal, conn.client_host, conn.security_protocol,
-                                 self._authorizer)
+                                 conn.listener, conn.principal, conn.client_host, conn.security_protocol, quota,
+                                 sasl, self._authorizer)
         try:
             for request_filter in self._filters:
                 await request_filter.check(context, request)
-            response = await api.handle(context, request)
+            if quota.limits(REQUEST_PERCENTAGE):
+                response = await self._timed(api, context, request, quota)
+            else:
+                response = await api.handle(context, request)
+            if quota.throttle_ms > 0:
+                if isinstance(conn, Mutable):
+                    conn.mute_for(quota.throttle_ms)
+                response = _with_throttle(response, quota.throttle_ms)
             if response is None:
                 return None
             return codec.encode_response(schema, header.correlation_id, response)
@@ -112,6 +143,26 @@ class Dispatcher:
             # Should it be a handler bug, the connection's log line then says which request it was.
             exc.add_note(f"while serving {api.name} v{header.api_version}: {request!r:.2000}")
             raise
+
+    async def _timed(self, api: Api, context: RequestContext, request: Any, quota: RequestQuota) -> Any:
+        """Run the handler and count the time it ran (not waited) against the client's request_percentage."""
+        clock = self._services.clock
+        timed = TimedCoroutine(api.handle(context, request), clock.monotonic_ms)
+        try:
+            return await timed
+        finally:
+            quota.record(REQUEST_PERCENTAGE, timed.elapsed_ms, clock.monotonic_ms())
+
+    def _request_quota(self, header: codec.RequestHeader, conn: ConnectionInfo) -> RequestQuota:
+        """The request's quota recorder; NO_QUOTA without client quotas, and for other nodes' requests."""
+        quotas = self._quotas
+        if quotas is None or conn.is_controller_listener:
+            return NO_QUOTA
+        quotas.update(self._services.image.client_quotas)
+        if not quotas.enabled:
+            return NO_QUOTA
+        return RequestQuota(quotas, conn.principal.name, header.client_id or "",
+                            self._services.clock.monotonic_ms())
 
     @staticmethod
     def _unsupported_version(api: Api, header: codec.RequestHeader, apis: Mapping[int, Api]) -> Response:
@@ -127,6 +178,17 @@ class Dispatcher:
         if api.decode is not None:
             return api.decode(frame, codec.body_start(schema, frame, header), header.api_version)
         return codec.decode_request(schema, frame, header)
+
+
+def _with_throttle(response: Any, throttle_ms: int) -> Any:
+    """The response with its throttle_time_ms set, where the handler left it to kio to encode (Produce and Fetch
+    encode theirs themselves, with the throttle time their bytes earned)."""
+    if (dataclasses.is_dataclass(response) and not isinstance(response, type)
+            and "throttle_time" in {f.name for f in dataclasses.fields(response)}):
+        current = ms_from_timedelta(getattr(response, "throttle_time"))  # noqa: B009 - mypy cannot see it
+        if throttle_ms > current:
+            return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
+    return response
 
 
 def _unanswered_error_response(api: Api, schema: codec.ApiSchema, header: codec.RequestHeader,

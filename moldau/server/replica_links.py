@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import kio.schema.alter_partition.v3.request as ap_req
 import kio.schema.alter_partition.v3.response as ap_resp
 
-from moldau.net.client import ConnectionPool
+from moldau.net.client import Authenticator, ConnectionPool
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
 from moldau.replication.fetcher import ReplicaFetcher
@@ -28,10 +28,12 @@ ALTER_PARTITION_TIMEOUT_S = 10.0
 
 
 class ReplicaLinks:
-    def __init__(self, broker: Broker, replicas: ReplicaManager) -> None:
+    def __init__(self, broker: Broker, replicas: ReplicaManager, authenticator: Authenticator | None = None) -> None:
         self._broker = broker
         self._replicas = replicas
-        self._pool = ConnectionPool(f"moldau-replica-fetcher-{broker.node_id}")
+        # TLS and SASL on each connection as the inter-broker listener's protocol asks (moldau.security).
+        self._pool = ConnectionPool(f"moldau-replica-fetcher-{broker.node_id}", broker.inter_broker_security,
+                                    authenticator)
         replicas.alter_isr = self.alter_isr
         replicas.start_fetcher = self.start_fetcher
 

@@ -20,7 +20,7 @@ import kio.schema.write_txn_markers.v1.request as wtm_req
 
 from moldau.coordinator.txn.coordinator import MarkerJob
 from moldau.coordinator.txn.records import TopicPartition
-from moldau.net.client import ConnectionFailed, ConnectionPool
+from moldau.net.client import Authenticator, ConnectionFailed, ConnectionPool
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.server.handlers import write_txn_markers
@@ -35,9 +35,9 @@ _RETRIABLE_VERIFY_ERRORS = (ErrorCode.not_coordinator, ErrorCode.coordinator_not
 
 
 class TxnLinks:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, authenticator: Authenticator | None = None) -> None:
         self._broker = broker
-        self._pool = ConnectionPool(f"moldau-txn-{broker.node_id}")
+        self._pool = ConnectionPool(f"moldau-txn-{broker.node_id}", broker.inter_broker_security, authenticator)
 
     def close(self) -> None:
         self._pool.close()

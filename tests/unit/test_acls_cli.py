@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
@@ -72,10 +71,3 @@ def test_filters_for_list_and_remove() -> None:
     assert [(f.restype, f.name, f.principal, f.operation, f.permission_type) for f in filters] == [
         (ResourceType.TOPIC, "orders", "User:bob", AclOperation.ANY, AclPermissionType.ALLOW)]
 
-
-def test_command_config_is_a_properties_file(tmp_path: Path) -> None:
-    path = tmp_path / "client.properties"
-    path.write_text("# a comment\nsecurity.protocol=SASL_SSL\nsasl.mechanism: SCRAM-SHA-256\n\n! also a comment\n"
-                    "sasl.jaas.config=x=y\n")
-    assert acls.read_properties(str(path)) == {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256",
-                                               "sasl.jaas.config": "x=y"}

@@ -41,6 +41,7 @@ from moldau.protocol.record_batch import iter_batch_headers
 from moldau.replication.leader_state import diverging_epoch
 from moldau.replication.replica_manager import TopicPartition
 from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
+from moldau.security.quotas import CONSUMER_BYTE_RATE
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import ms_from_timedelta, reads_committed
@@ -76,11 +77,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         reads, total_bytes = _read_all(ctx, request, wanted, replica_id, refused)
         remaining_ms = deadline - ctx.broker.clock.monotonic_ms()
         if total_bytes >= request.min_bytes or remaining_ms <= 0 or _has_errors(reads):
-            return _response(ctx, ErrorCode.none, reads)
+            return _response(ctx, ErrorCode.none, reads, replica_id < 0)
         keys: list[TopicPartition] = [(name, p.partition) for name, p, _ in wanted if name is not None]
         await ctx.broker.replicas.wait_for_data(keys, remaining_ms)
         if ctx.broker.closing:
-            return _response(ctx, ErrorCode.none, reads)
+            return _response(ctx, ErrorCode.none, reads, replica_id < 0)
 
 
 def _replica_id(ctx: RequestContext, request: Any) -> int:
@@ -183,7 +184,10 @@ def _has_errors(reads: list[_PartitionRead]) -> bool:
     return any(r.error != ErrorCode.none or r.diverging_epoch is not None for r in reads)
 
 
-def _response(ctx: RequestContext, code: ErrorCode, reads: list[_PartitionRead]) -> EncodedBody:
+def _response(ctx: RequestContext, code: ErrorCode, reads: list[_PartitionRead], consumer: bool = False
+              ) -> EncodedBody:
+    """The encoded response; a consumer's counts against its consumer_byte_rate (replicas are never throttled),
+    and carries the throttle time that earns it."""
     by_topic: dict[Any, list[PartitionResult]] = {}
     for r in reads:
         by_topic.setdefault(r.topic_key, []).append(PartitionResult(
@@ -198,7 +202,12 @@ def _response(ctx: RequestContext, code: ErrorCode, reads: list[_PartitionRead])
     by_id = ctx.version >= FIRST_TOPIC_ID_VERSION
     topics = [TopicResult(name=None if by_id else key, topic_id=key if by_id else None, partitions=parts)
               for key, parts in by_topic.items()]
-    return EncodedBody(encode_fetch_response(ctx.version, 0, code.value, 0, topics))
+    parts = encode_fetch_response(ctx.version, 0, code.value, 0, topics)
+    if consumer:
+        throttle_ms = ctx.quota.record(CONSUMER_BYTE_RATE, sum(len(part) for part in parts))
+        if throttle_ms > 0:
+            parts = encode_fetch_response(ctx.version, throttle_ms, code.value, 0, topics)
+    return EncodedBody(parts)
 
 
 API = Api(key=1, name="Fetch", min_version=4, max_version=17, handle=handle)

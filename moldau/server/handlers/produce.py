@@ -42,6 +42,7 @@ from moldau.protocol.record_batch import BatchHeader, split_batches
 from moldau.protocol.record_validation import RecordErrors
 from moldau.replication.replica_manager import HostedPartition
 from moldau.security.acl.model import AclOperation, ResourceType
+from moldau.security.quotas import PRODUCER_BYTE_RATE
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 
@@ -75,6 +76,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedBody | 
                                     topic_id=getattr(topic_data, "topic_id", None), partitions=results))
     if unverified:
         await asyncio.gather(*(_verify_and_append(ctx, request, u, appended) for u in unverified))
+    # Client quotas: the produced bytes count against producer_byte_rate (dispatch mutes the connection).
+    throttle_ms = ctx.quota.record(PRODUCER_BYTE_RATE, sum(
+        len(p.records) for t in request.topic_data for p in t.partition_data if p.records is not None))
     if acks == 0:
         failed = [p.error_code for t in topics for p in t.partitions if p.error_code != ErrorCode.none.value]
         if failed:
@@ -83,7 +87,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedBody | 
         return None
     if acks == -1 and appended:
         await _wait_for_acks(ctx, appended, request.timeout_ms)
-    return EncodedBody(encode_produce_response(ctx.version, 0, topics))
+    return EncodedBody(encode_produce_response(ctx.version, throttle_ms, topics))
 
 
 async def _wait_for_acks(ctx: RequestContext, appended: list[tuple[HostedPartition, PartitionResponse, int]],

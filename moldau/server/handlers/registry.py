@@ -11,9 +11,11 @@ from moldau.server.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     allocate_producer_ids,
+    alter_client_quotas,
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
+    alter_user_scram_credentials,
     api_versions,
     begin_quorum_epoch,
     broker_heartbeat,
@@ -28,6 +30,7 @@ from moldau.server.handlers import (
     delete_records,
     delete_topics,
     describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -35,6 +38,7 @@ from moldau.server.handlers import (
     describe_producers,
     describe_quorum,
     describe_transactions,
+    describe_user_scram_credentials,
     elect_leaders,
     end_quorum_epoch,
     end_txn,
@@ -57,6 +61,8 @@ from moldau.server.handlers import (
     offset_for_leader_epoch,
     produce,
     quorum_fetch,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
     txn_offset_commit,
     vote,
@@ -111,6 +117,12 @@ APIS: dict[int, Api] = {
         describe_acls.API,
         create_acls.API,
         delete_acls.API,
+        describe_client_quotas.API,
+        alter_client_quotas.API,
+        sasl_handshake.API,
+        sasl_authenticate.API,
+        describe_user_scram_credentials.API,
+        alter_user_scram_credentials.API,
     )
 }
 
@@ -139,5 +151,7 @@ CONTROLLER_APIS: dict[int, Api] = {
         elect_leaders.API,
         create_acls.API,
         delete_acls.API,
+        alter_client_quotas.API,
+        alter_user_scram_credentials.API,
     )
 }

@@ -358,3 +358,43 @@ def test_with_the_real_dispatcher_bytes_in_give_a_kafka_answer_out() -> None:
         assert transport.aborted  # the unknown API closed the connection after the first answer
 
     asyncio.run(run())
+
+
+def test_a_throttled_connection_is_neither_read_nor_served_until_its_mute_ends() -> None:
+    async def run() -> None:
+        clock = ManualClock()
+        conn, transport, _ = connect(clock=clock)
+        conn.mute_for(30)
+        feed(conn, sized(b"one") + sized(b"two"))
+        await settle()
+        # The first response went out, then the connection is muted: not read, the second not served.
+        assert transport.written == [sized(b"one")]
+        assert transport.paused and conn.reading_paused
+        clock.advance(30)
+        await asyncio.sleep(0.05)
+        await settle()
+        assert transport.written == [sized(b"one"), sized(b"two")]
+        assert not transport.paused
+    asyncio.run(run())
+
+
+def test_connections_over_the_limit_are_closed_at_accept() -> None:
+    from moldau.security.connection_quotas import ConnectionQuotas
+
+    async def run() -> None:
+        quotas = ConnectionQuotas(max_per_ip=1)
+        connections: set[KafkaConnection] = set()
+        first = KafkaConnection(EchoHandler(), ConnectionLimits(), ReceiveBudget(-1), connections,
+                                clock=ManualClock(), connection_quotas=quotas)
+        first_transport = FakeTransport()
+        first.connection_made(first_transport)  # type: ignore[arg-type]
+        second = KafkaConnection(EchoHandler(), ConnectionLimits(), ReceiveBudget(-1), connections,
+                                 clock=ManualClock(), connection_quotas=quotas)
+        second_transport = FakeTransport()
+        second.connection_made(second_transport)  # type: ignore[arg-type]
+        assert second_transport.aborted and not first_transport.aborted
+        assert connections == {first}
+        second.connection_lost(None)
+        first.connection_lost(None)
+        assert quotas.total == 0
+    asyncio.run(run())

@@ -1,0 +1,124 @@
+"""`--command-config FILE`: a Kafka client properties file, so the client tools work against a secured cluster.
+
+The file is what Kafka's own scripts take (`security.protocol`, `ssl.truststore.location`, `sasl.mechanism`,
+`sasl.jaas.config`, ...); librdkafka's names for the same settings (`ssl.ca.location`,
+`ssl.certificate.location`, `ssl.key.location`, `sasl.username`, `sasl.password`) are accepted too. Each tool's
+client gets the settings in its own words: librdkafka's (`to_librdkafka`), kafka-python's (`to_kafka_python`),
+or Moldau's own connection pool's (`to_client_security`). Pure functions apart from reading files.
+"""
+
+from __future__ import annotations
+
+import re
+import ssl
+from collections.abc import Mapping
+from typing import Any
+
+from moldau.config.properties import load_properties
+from moldau.security.client_security import TLS_PROTOCOLS, ClientSecurity
+
+# Java-client settings librdkafka has no use for (PEM stores need no store password or type).
+_JAVA_ONLY = frozenset(("ssl.truststore.type", "ssl.keystore.type", "ssl.truststore.password", "ssl.protocol",
+                        "ssl.enabled.protocols", "sasl.jaas.config", "ssl.keystore.password",
+                        "ssl.truststore.location", "ssl.keystore.location", "ssl.keystore.certificate.chain",
+                        "ssl.keystore.key", "ssl.truststore.certificates"))
+_JAAS_OPTION = re.compile(r"""(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'|([^\s;]+))""")
+_ESCAPE = re.compile(r"\\(.)")
+
+
+def load(path: str) -> dict[str, str]:
+    """The properties in `path` (Java properties syntax)."""
+    try:
+        return load_properties(path)
+    except OSError as exc:
+        raise ValueError(f"cannot read --command-config {path}: {exc.strerror or exc}") from None
+
+
+def jaas_credentials(props: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """`username` and `password` of `sasl.jaas.config` (PlainLoginModule, ScramLoginModule), if given."""
+    options = {}
+    for match in _JAAS_OPTION.finditer(props.get("sasl.jaas.config", "")):
+        quoted = match[2] if match[2] is not None else match[3]
+        options[match[1]] = _ESCAPE.sub(r"\1", quoted) if quoted is not None else match[4]
+    return options.get("username"), options.get("password")
+
+
+def _store_type(props: Mapping[str, str], name: str) -> str:
+    return props.get(name, "PEM").upper()
+
+
+def _files(props: Mapping[str, str]) -> dict[str, str]:
+    """CA file, certificate file, key file, key password: from librdkafka's names, else the Java client's."""
+    out: dict[str, str] = {}
+    ca = props.get("ssl.ca.location") or (props.get("ssl.truststore.location")
+                                           if _store_type(props, "ssl.truststore.type") == "PEM" else None)
+    if ca:
+        out["ca"] = ca
+    keystore = props.get("ssl.keystore.location") if _store_type(props, "ssl.keystore.type") == "PEM" else None
+    cert = props.get("ssl.certificate.location") or keystore
+    key = props.get("ssl.key.location") or keystore
+    if cert:
+        out["cert"] = cert
+    if key:
+        out["key"] = key
+    if props.get("ssl.key.password"):
+        out["password"] = props["ssl.key.password"]
+    return out
+
+
+def to_librdkafka(props: Mapping[str, str]) -> dict[str, Any]:
+    """librdkafka settings: its own names pass through, the Java client's are translated."""
+    out: dict[str, Any] = {k: v for k, v in props.items() if k not in _JAVA_ONLY}
+    files = _files(props)
+    for ours, theirs in (("ca", "ssl.ca.location"), ("cert", "ssl.certificate.location"),
+                         ("key", "ssl.key.location")):
+        if ours in files:
+            out[theirs] = files[ours]
+    if _store_type(props, "ssl.keystore.type") == "PKCS12" and "ssl.keystore.location" in props:
+        out["ssl.keystore.location"] = props["ssl.keystore.location"]
+        if "ssl.keystore.password" in props:
+            out["ssl.keystore.password"] = props["ssl.keystore.password"]
+    username, password = jaas_credentials(props)
+    if username is not None and "sasl.username" not in out:
+        out["sasl.username"] = username
+    if password is not None and "sasl.password" not in out:
+        out["sasl.password"] = password
+    return out
+
+
+def to_kafka_python(props: Mapping[str, str]) -> dict[str, Any]:
+    """kafka-python's keyword arguments for the same settings."""
+    out: dict[str, Any] = {}
+    if "security.protocol" in props:
+        out["security_protocol"] = props["security.protocol"].upper()
+    files = _files(props)
+    for ours, theirs in (("ca", "ssl_cafile"), ("cert", "ssl_certfile"), ("key", "ssl_keyfile"),
+                         ("password", "ssl_password")):
+        if ours in files:
+            out[theirs] = files[ours]
+    if props.get("ssl.endpoint.identification.algorithm", "https") == "":
+        out["ssl_check_hostname"] = False
+    mechanism = props.get("sasl.mechanism") or props.get("sasl.mechanisms")
+    if mechanism:
+        out["sasl_mechanism"] = mechanism
+    username, password = jaas_credentials(props)
+    username = props.get("sasl.username", username)
+    password = props.get("sasl.password", password)
+    if username is not None:
+        out["sasl_plain_username"] = username
+    if password is not None:
+        out["sasl_plain_password"] = password
+    return out
+
+
+def to_client_security(props: Mapping[str, str]) -> ClientSecurity:
+    """Security for Moldau's own connections (the `transactions` tool): TLS with the CA and client certificate."""
+    protocol = props.get("security.protocol", "PLAINTEXT").upper()
+    if protocol not in TLS_PROTOCOLS:
+        return ClientSecurity(protocol)
+    files = _files(props)
+    context = ssl.create_default_context(cafile=files.get("ca"))
+    context.check_hostname = props.get("ssl.endpoint.identification.algorithm", "https") != ""
+    if "cert" in files:
+        context.load_cert_chain(files["cert"], files.get("key"), files.get("password"))
+    return ClientSecurity(protocol, context)

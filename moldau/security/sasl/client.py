@@ -1,0 +1,88 @@
+"""The client side of SASL, for the broker's own connections to other brokers (inter-broker listener).
+
+When `inter.broker.listener.name` is a SASL listener, the broker authenticates its outbound connections with
+`sasl.mechanism.inter.broker.protocol` and the `username` / `password` of that mechanism's JAAS config on that
+listener, as Kafka does. The exchange is KIP-152's: SaslHandshake v1, then SaslAuthenticate requests; SCRAM is
+`scramp`'s client, which also checks the server's final signature (the server knew the credential).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import scramp
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+from moldau.config import BrokerConfig, ConfigError
+from moldau.protocol.errors import ErrorCode
+from moldau.security.sasl.mechanisms import PLAIN, SCRAM_MECHANISMS, SUPPORTED_MECHANISMS
+from moldau.security.sasl.settings import SASL_PROTOCOLS, jaas_config
+
+# Send one request on the connection being set up and return its response.
+RoundTrip = Callable[[Any], Awaitable[Any]]
+
+
+class SaslClientError(Exception):
+    """The peer refused the broker's credentials (or the exchange went wrong)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SaslClientConfig:
+    mechanism: str
+    username: str
+    password: str
+
+    def __repr__(self) -> str:
+        return f"SaslClientConfig({self.mechanism!r}, {self.username!r}, password=[hidden])"
+
+
+async def authenticate(config: SaslClientConfig, send: RoundTrip) -> int:
+    """Authenticate a fresh connection; returns the session lifetime in ms (0: none). Raises SaslClientError."""
+    handshake = await send(SaslHandshakeRequest(mechanism=config.mechanism))
+    if handshake.error_code != ErrorCode.none:
+        raise SaslClientError(f"SASL handshake for {config.mechanism} refused: {handshake.error_code.name} "
+                              f"(enabled: {', '.join(handshake.mechanisms)})")
+    if config.mechanism == PLAIN:
+        response = await _step(send, f"\0{config.username}\0{config.password}".encode())
+    else:
+        client = scramp.ScramClient([config.mechanism], config.username, config.password)
+        first = await _step(send, client.get_client_first().encode())
+        try:
+            client.set_server_first(bytes(first.auth_bytes).decode())
+            response = await _step(send, client.get_client_final().encode())
+            client.set_server_final(bytes(response.auth_bytes).decode())
+        except scramp.ScramException as exc:
+            raise SaslClientError(f"SCRAM exchange failed: {exc}") from exc
+    return int(response.session_lifetime.total_seconds() * 1000)
+
+
+async def _step(send: RoundTrip, token: bytes) -> Any:
+    response = await send(SaslAuthenticateRequest(auth_bytes=token))
+    if response.error_code != ErrorCode.none:
+        raise SaslClientError(f"SASL authentication failed: {response.error_code.name}: {response.error_message}")
+    return response
+
+
+def inter_broker_sasl(config: BrokerConfig) -> SaslClientConfig | None:
+    """The broker's own SASL settings when its inter-broker listener is a SASL one, else None.
+
+    Raises ConfigError when they cannot work (unsupported mechanism, no credentials)."""
+    listener = config.inter_broker_listener_name or next(
+        (lsn.name for lsn in config.listeners if lsn.name not in set(config.controller_listener_names)), None)
+    if listener is None or config.security_protocol(listener) not in SASL_PROTOCOLS:
+        return None
+    mechanism = config.sasl_mechanism_inter_broker_protocol or "GSSAPI"
+    if mechanism not in SUPPORTED_MECHANISMS:
+        raise ConfigError(f"sasl.mechanism.inter.broker.protocol {mechanism} is not supported; the inter-broker "
+                          f"listener {listener} uses SASL, so set it to one of {', '.join(SUPPORTED_MECHANISMS)}",
+                          "sasl.mechanism.inter.broker.protocol")
+    jaas = jaas_config(config, listener, mechanism)
+    if jaas is None or jaas.username is None or jaas.password is None:
+        raise ConfigError(f"the inter-broker listener {listener} uses SASL {mechanism}, but its JAAS config "
+                          f"(listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config) has no "
+                          "username and password for the broker itself", "sasl.jaas.config")
+    assert mechanism == PLAIN or mechanism in SCRAM_MECHANISMS
+    return SaslClientConfig(mechanism, jaas.username, jaas.password)

@@ -1,0 +1,145 @@
+"""The server side of each SASL mechanism: fed the client's tokens, answering the server's.
+
+`evaluate(token)` returns the server's next token, or raises `AuthenticationFailed` with the message the
+client is told. `complete` says the exchange succeeded; `authorization_id` is then the user the connection
+acts as. PLAIN is parsed here (RFC 4616 is one message); SCRAM's messages, nonces and proofs are `scramp`'s.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+import scramp
+
+from moldau.security.sasl.scram import ScramCredential
+
+PLAIN = "PLAIN"
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+
+# What Kafka tells clients; the same text for a wrong password and an unknown user, so users cannot be probed.
+PLAIN_FAILED = "Authentication failed: Invalid username or password"
+
+
+def scram_failed(mechanism: str) -> str:
+    return f"Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}"
+
+
+class AuthenticationFailed(Exception):
+    """The client's credentials were refused; the message is sent to the client."""
+
+
+class SaslServer(Protocol):
+    mechanism: str
+
+    @property
+    def complete(self) -> bool: ...
+    @property
+    def authorization_id(self) -> str: ...
+    def evaluate(self, token: bytes) -> bytes: ...
+
+
+class PlainServer:
+    """PLAIN: one message `[authzid] NUL authcid NUL password`, checked against the JAAS `user_<name>` options."""
+
+    mechanism = PLAIN
+
+    def __init__(self, users: Mapping[str, str]) -> None:
+        self._users = users
+        self._user: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self._user is not None
+
+    @property
+    def authorization_id(self) -> str:
+        assert self._user is not None
+        return self._user
+
+    def evaluate(self, token: bytes) -> bytes:
+        if self._user is not None:
+            raise AuthenticationFailed("Authentication failed: PLAIN exchange already complete")
+        try:
+            authzid, username, password = token.decode("utf-8").split("\0")
+        except ValueError:
+            raise AuthenticationFailed("Authentication failed: invalid PLAIN message (expected 3 NUL-separated "
+                                       "fields)") from None
+        if not username:
+            raise AuthenticationFailed("Authentication failed: username not specified")
+        if authzid and authzid != username:
+            raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
+                                       "different from username")
+        expected = self._users.get(username)
+        # Compared in constant time; an unknown user costs the same as a wrong password.
+        if not hmac.compare_digest((expected or "").encode(), password.encode()) or expected is None:
+            raise AuthenticationFailed(PLAIN_FAILED)
+        self._user = username
+        return b""
+
+
+CredentialLookup = Callable[[str, str], ScramCredential | None]  # (mechanism, user) -> credential
+
+
+class ScramServer:
+    """SCRAM-SHA-256/512: client-first, server-first, client-final, server-final; credentials from the image."""
+
+    def __init__(self, mechanism: str, lookup: CredentialLookup) -> None:
+        self.mechanism = mechanism
+        self._lookup = lookup
+        self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_info)
+        self._user: str | None = None
+        self._step = 0
+        self._complete = False
+
+    def _auth_info(self, username: str) -> tuple[bytes, bytes, bytes, int] | None:
+        credential = self._lookup(self.mechanism, username)
+        if credential is None:
+            return None
+        self._user = username
+        return credential.salt, credential.stored_key, credential.server_key, credential.iterations
+
+    @property
+    def complete(self) -> bool:
+        return self._complete
+
+    @property
+    def authorization_id(self) -> str:
+        assert self._complete and self._user is not None
+        return self._user
+
+    def evaluate(self, token: bytes) -> bytes:
+        failed = scram_failed(self.mechanism)
+        try:
+            message = token.decode("utf-8")
+        except UnicodeDecodeError:
+            raise AuthenticationFailed(failed) from None
+        try:
+            if self._step == 0:
+                self._step = 1
+                self._check_authzid(message)
+                self._server.set_client_first(message)
+                return str(self._server.get_server_first()).encode()
+            if self._step == 1:
+                self._step = 2
+                self._server.set_client_final(message)
+                final = str(self._server.get_server_final()).encode()
+                self._complete = True
+                return final
+        except scramp.ScramException:
+            raise AuthenticationFailed(failed) from None
+        raise AuthenticationFailed("Authentication failed: SCRAM exchange already complete")
+
+    @staticmethod
+    def _check_authzid(client_first: str) -> None:
+        # gs2-header "n,a=<authzid>,": Kafka allows an authorization id only when it names the user itself.
+        parts = client_first.split(",", 3)
+        if (len(parts) >= 3 and parts[1].startswith("a=") and parts[2].startswith("n=")
+                and _sasl_name(parts[1][2:]) != _sasl_name(parts[2][2:])):
+            raise scramp.ScramException("authorization id differs from the user")
+
+
+def _sasl_name(text: str) -> str:
+    return text.replace("=2C", ",").replace("=3D", "=")

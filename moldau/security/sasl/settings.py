@@ -1,0 +1,110 @@
+"""What each SASL listener accepts, read from the broker config with Kafka's names and override rules.
+
+For a listener `L` (lower case in the keys, as Kafka writes them) and a mechanism `M`:
+
+- mechanisms: `listener.name.L.sasl.enabled.mechanisms`, else `sasl.enabled.mechanisms` (and likewise
+  `connections.max.reauth.ms` and `connection.failed.authentication.delay.ms`);
+- JAAS config: `listener.name.L.M.sasl.jaas.config`, else `listener.name.L.sasl.jaas.config`, else
+  `sasl.jaas.config`.
+
+Kafka's default mechanism is GSSAPI (Kerberos), which Moldau does not support, and neither OAUTHBEARER: such
+names are ignored with a warning, and a SASL listener left with no supported mechanism is a configuration error
+(the broker refuses to start) rather than a listener nobody can authenticate on. PLAIN needs a JAAS config with
+`user_<name>` options on that listener; SCRAM needs no JAAS users (credentials are in the metadata log).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from moldau.config import BrokerConfig, ConfigError
+from moldau.security.sasl.authenticator import SaslListenerConfig
+from moldau.security.sasl.jaas import JaasConfig, JaasConfigError, parse_jaas_config
+from moldau.security.sasl.mechanisms import PLAIN, SUPPORTED_MECHANISMS, CredentialLookup
+
+log = logging.getLogger(__name__)
+
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
+
+
+def listener_override(config: BrokerConfig, listener: str, name: str) -> str | None:
+    """`listener.name.<listener>.<name>` as given (listener names match case-insensitively)."""
+    wanted = f"listener.name.{listener.lower()}.{name}"
+    for key, value in config.unknown.items():
+        if key.lower() == wanted.lower():
+            return value
+    return None
+
+
+def enabled_mechanisms(config: BrokerConfig, listener: str) -> tuple[str, ...]:
+    override = listener_override(config, listener, "sasl.enabled.mechanisms")
+    names = ([n.strip() for n in override.split(",") if n.strip()] if override is not None
+             else config.sasl_enabled_mechanisms)
+    unsupported = [n for n in names if n not in SUPPORTED_MECHANISMS]
+    if unsupported:
+        log.warning("listener %s: SASL mechanisms %s are not supported and ignored (supported: %s)",
+                    listener, ", ".join(unsupported), ", ".join(SUPPORTED_MECHANISMS))
+    mechanisms = tuple(dict.fromkeys(n for n in names if n in SUPPORTED_MECHANISMS))
+    if not mechanisms:
+        raise ConfigError(f"listener {listener} is a SASL listener but enables no supported SASL mechanism "
+                          f"({', '.join(names) or 'none'}); set sasl.enabled.mechanisms (or listener.name."
+                          f"{listener.lower()}.sasl.enabled.mechanisms) to some of {', '.join(SUPPORTED_MECHANISMS)}",
+                          "sasl.enabled.mechanisms")
+    return mechanisms
+
+
+def jaas_config(config: BrokerConfig, listener: str, mechanism: str) -> JaasConfig | None:
+    """The JAAS config for a mechanism on a listener, or None when none is given."""
+    candidates = (
+        (f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config",
+         listener_override(config, listener, f"{mechanism.lower()}.sasl.jaas.config")),
+        (f"listener.name.{listener.lower()}.sasl.jaas.config",
+         listener_override(config, listener, "sasl.jaas.config")),
+        ("sasl.jaas.config", config.sasl_jaas_config),
+    )
+    for name, text in candidates:
+        if text is not None:
+            try:
+                return parse_jaas_config(text)
+            except JaasConfigError as exc:
+                raise ConfigError(f"Invalid value [hidden] for configuration {name}: {exc}", name) from None
+    return None
+
+
+def plain_users(config: BrokerConfig, listener: str) -> Mapping[str, str]:
+    jaas = jaas_config(config, listener, PLAIN)
+    if jaas is None:
+        raise ConfigError(f"listener {listener} enables SASL PLAIN but has no JAAS configuration: set listener.name."
+                          f"{listener.lower()}.plain.sasl.jaas.config (or sasl.jaas.config) with user_<name> options",
+                          "sasl.jaas.config")
+    users = jaas.users()
+    if not users:
+        log.warning("listener %s: the PLAIN JAAS configuration names no user_<name>; nobody can log in with PLAIN",
+                    listener)
+    return users
+
+
+def sasl_listener_config(config: BrokerConfig, listener: str, scram_lookup: CredentialLookup) -> SaslListenerConfig:
+    """Raises ConfigError when the listener's SASL settings cannot work."""
+    mechanisms = enabled_mechanisms(config, listener)
+    users = plain_users(config, listener) if PLAIN in mechanisms else {}
+    return SaslListenerConfig(mechanisms, users, scram_lookup,
+                              _int_override(config, listener, "connections.max.reauth.ms",
+                                            config.connections_max_reauth_ms),
+                              _int_override(config, listener, "connection.failed.authentication.delay.ms",
+                                            config.connection_failed_authentication_delay_ms))
+
+
+def _int_override(config: BrokerConfig, listener: str, name: str, default: int) -> int:
+    raw = listener_override(config, listener, name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ConfigError(f"Invalid value {raw} for configuration listener.name.{listener.lower()}.{name}: "
+                          "expected a non-negative integer", name)
+    return value

@@ -1,0 +1,269 @@
+"""TLS for SSL and SASL_SSL listeners and for this node's own connections, from Kafka's `ssl.*` configs.
+
+TLS is the standard library's `ssl` module (OpenSSL): no hand-written cryptography, and asyncio (uvloop too)
+takes an `ssl.SSLContext` for servers and connections alike. `TlsSettings.for_listener` reads one listener's
+settings (`listener.name.<name>.<config>` wins over the plain config); `server_context` and `client_context`
+build the contexts, and every bad or missing setting is a `ConfigError` naming the config, so the broker refuses
+to start with a message that says what to fix.
+
+Key and trust stores are PEM, as Kafka's `ssl.keystore.type=PEM`: a file (`ssl.keystore.location`, the
+certificate chain and the private key, encrypted under `ssl.key.password` or not) or inline PEM
+(`ssl.keystore.certificate.chain` and `ssl.keystore.key`; `ssl.truststore.certificates`). JKS and PKCS12 stores
+are refused: convert them to PEM (`keytool -importkeystore` then `openssl pkcs12 -nodes`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import ssl
+import tempfile
+from dataclasses import dataclass
+
+from moldau.config.broker_config import BrokerConfig
+from moldau.config.schema import ConfigError
+from moldau.security.ssl_principal import PrincipalMapper
+
+_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+_CLIENT_AUTH = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """The `ssl.*` configs one listener (or this node's outgoing connections on it) uses."""
+
+    listener: str
+    keystore_type: str = "PEM"
+    keystore_location: str | None = None
+    keystore_certificate_chain: str | None = None
+    keystore_key: str | None = None
+    key_password: str | None = None
+    truststore_type: str = "PEM"
+    truststore_location: str | None = None
+    truststore_certificates: str | None = None
+    client_auth: str = "none"
+    enabled_protocols: tuple[str, ...] = ("TLSv1.2", "TLSv1.3")
+    protocol: str = "TLSv1.3"
+    cipher_suites: tuple[str, ...] = ()
+    endpoint_identification_algorithm: str = "https"
+    principal_mapping_rules: str = "DEFAULT"
+
+    @classmethod
+    def for_listener(cls, config: BrokerConfig, listener: str) -> TlsSettings:
+        def get(name: str) -> str | None:
+            value = config.listener_value(listener, name)
+            return None if value is None else str(value)
+
+        def get_list(name: str) -> tuple[str, ...]:
+            value = config.listener_value(listener, name)
+            return tuple(value) if isinstance(value, tuple) else ()
+
+        return cls(
+            listener=listener,
+            keystore_type=get("ssl.keystore.type") or "JKS",
+            keystore_location=get("ssl.keystore.location"),
+            keystore_certificate_chain=get("ssl.keystore.certificate.chain"),
+            keystore_key=get("ssl.keystore.key"),
+            key_password=get("ssl.key.password"),
+            truststore_type=get("ssl.truststore.type") or "JKS",
+            truststore_location=get("ssl.truststore.location"),
+            truststore_certificates=get("ssl.truststore.certificates"),
+            client_auth=get("ssl.client.auth") or "none",
+            enabled_protocols=get_list("ssl.enabled.protocols"),
+            protocol=get("ssl.protocol") or "TLSv1.3",
+            cipher_suites=get_list("ssl.cipher.suites"),
+            endpoint_identification_algorithm=get("ssl.endpoint.identification.algorithm") or "",
+            principal_mapping_rules=get("ssl.principal.mapping.rules") or "DEFAULT",
+        )
+
+    def config_name(self, name: str) -> str:
+        """How an error names a config: the plain name, with the listener it was read for."""
+        return f"{name} (listener {self.listener})"
+
+    @property
+    def has_keystore(self) -> bool:
+        return bool(self.keystore_location or self.keystore_certificate_chain)
+
+    @property
+    def has_truststore(self) -> bool:
+        return bool(self.truststore_location or self.truststore_certificates)
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerTls:
+    """What an SSL or SASL_SSL listener serves with: its context and how client certificates name principals."""
+
+    context: ssl.SSLContext
+    principal_mapper: PrincipalMapper
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig, listener: str) -> ListenerTls:
+        """Raises ConfigError naming the bad config."""
+        settings = TlsSettings.for_listener(config, listener)
+        try:
+            mapper = PrincipalMapper(settings.principal_mapping_rules)
+        except ValueError as exc:
+            raise ConfigError(f"{exc} (listener {listener})", "ssl.principal.mapping.rules") from None
+        return cls(server_context(settings), mapper)
+
+
+def server_context(settings: TlsSettings) -> ssl.SSLContext:
+    """The context an SSL or SASL_SSL listener serves with. Raises ConfigError naming the bad config."""
+    if not settings.has_keystore:
+        raise ConfigError(f"{settings.config_name('ssl.keystore.location')} must be set: an SSL listener needs "
+                          "a certificate and its private key", "ssl.keystore.location")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _common(context, settings)
+    _load_keystore(context, settings)
+    context.verify_mode = _CLIENT_AUTH[settings.client_auth]
+    if context.verify_mode != ssl.CERT_NONE:
+        if not settings.has_truststore:
+            raise ConfigError(f"{settings.config_name('ssl.truststore.location')} must be set when "
+                              f"ssl.client.auth={settings.client_auth}: it holds the CAs that sign client "
+                              "certificates", "ssl.truststore.location")
+        _load_truststore(context, settings)
+    return context
+
+
+def client_context(settings: TlsSettings, client_certificate: bool = True) -> ssl.SSLContext:
+    """The context this node connects to another with: the trust store verifies the peer (the system's CAs when
+    none is set), the key store, if any, is the client certificate. Raises ConfigError naming the bad config."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    _common(context, settings)
+    context.check_hostname = settings.endpoint_identification_algorithm.lower() == "https"
+    context.verify_mode = ssl.CERT_REQUIRED
+    if settings.has_truststore:
+        _load_truststore(context, settings)
+    else:
+        context.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    if client_certificate and settings.has_keystore:
+        _load_keystore(context, settings)
+    return context
+
+
+def _common(context: ssl.SSLContext, settings: TlsSettings) -> None:
+    name = settings.config_name("ssl.enabled.protocols")
+    versions = [_VERSIONS[p] for p in settings.enabled_protocols if p in _VERSIONS]
+    if not versions:
+        raise ConfigError(f"{name} enables no TLS version Moldau supports (TLSv1.2, TLSv1.3)",
+                          "ssl.enabled.protocols")
+    newest = max(versions)
+    if settings.protocol == "TLSv1.2":
+        newest = ssl.TLSVersion.TLSv1_2
+    if min(versions) > newest:
+        raise ConfigError(f"{name} and ssl.protocol={settings.protocol} leave no TLS version",
+                          "ssl.enabled.protocols")
+    context.minimum_version = min(versions)
+    context.maximum_version = newest
+    if settings.cipher_suites:
+        _set_ciphers(context, settings)
+
+
+# Kafka (Java) names TLS 1.2 suites by their IANA names, OpenSSL by its own: translate the usual ones.
+_KEX = {"ECDHE_RSA": "ECDHE-RSA-", "ECDHE_ECDSA": "ECDHE-ECDSA-", "DHE_RSA": "DHE-RSA-", "RSA": ""}
+_CIPHERS = {"AES_128_GCM": "AES128-GCM", "AES_256_GCM": "AES256-GCM", "AES_128_CBC": "AES128",
+            "AES_256_CBC": "AES256", "CHACHA20_POLY1305": "CHACHA20-POLY1305"}
+_IANA = re.compile(r"TLS_(?P<kex>[A-Z0-9_]+?)_WITH_(?P<cipher>[A-Z0-9_]+?)(?:_(?P<mac>SHA|SHA256|SHA384))?\Z")
+_TLS13_SUITES = frozenset(("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256",
+                           "TLS_AES_128_CCM_SHA256", "TLS_AES_128_CCM_8_SHA256"))
+
+
+def openssl_cipher_name(name: str) -> str | None:
+    """OpenSSL's name of a TLS 1.2 cipher suite given by its IANA name (or already by OpenSSL's); None for a
+    TLS 1.3 suite, which OpenSSL always offers."""
+    if name in _TLS13_SUITES:
+        return None
+    match = _IANA.match(name)
+    if match is None or match["kex"] not in _KEX or match["cipher"] not in _CIPHERS:
+        return name
+    cipher = _CIPHERS[match["cipher"]]
+    mac = "" if cipher.endswith("POLY1305") else match["mac"] or ""
+    return f"{_KEX[match['kex']]}{cipher}{'-' + mac if mac else ''}"
+
+
+def _set_ciphers(context: ssl.SSLContext, settings: TlsSettings) -> None:
+    names = [n for n in (openssl_cipher_name(s) for s in settings.cipher_suites) if n is not None]
+    if not names:
+        return  # TLS 1.3 suites only: OpenSSL's set, which are those
+    try:
+        context.set_ciphers(":".join(names))
+    except ssl.SSLError:
+        raise ConfigError(f"{settings.config_name('ssl.cipher.suites')}: none of {', '.join(settings.cipher_suites)}"
+                          " is a cipher suite this OpenSSL knows", "ssl.cipher.suites") from None
+    known = {c["name"] for c in context.get_ciphers()}
+    unknown = [s for s, n in zip(settings.cipher_suites, names, strict=False) if n not in known]
+    if unknown:
+        raise ConfigError(f"{settings.config_name('ssl.cipher.suites')}: unknown cipher suite {unknown[0]}",
+                          "ssl.cipher.suites")
+
+
+def _check_pem(settings: TlsSettings, name: str, store_type: str) -> None:
+    if store_type.upper() != "PEM":
+        raise ConfigError(f"{settings.config_name(name)}={store_type} is not supported: Moldau reads PEM stores "
+                          f"only; set {name}=PEM and convert the store to PEM", name)
+
+
+def _load_keystore(context: ssl.SSLContext, settings: TlsSettings) -> None:
+    _check_pem(settings, "ssl.keystore.type", settings.keystore_type)
+    password = settings.key_password
+    if settings.keystore_location:
+        location = settings.keystore_location
+        name = "ssl.keystore.location"
+        _readable(settings, name, location)
+        try:
+            context.load_cert_chain(location, password=password)
+        except (ssl.SSLError, ValueError, OSError) as exc:
+            raise ConfigError(f"{settings.config_name(name)}={location}: not a PEM certificate chain with its "
+                              f"private key{_password_hint(settings, exc)}: {exc}", name) from None
+        return
+    if not settings.keystore_key:
+        raise ConfigError(f"{settings.config_name('ssl.keystore.key')} must be set with "
+                          "ssl.keystore.certificate.chain", "ssl.keystore.key")
+    # The ssl module loads keys from files only: a private temporary file, removed at once.
+    fd, path = tempfile.mkstemp(suffix=".pem")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(_pem_text(settings.keystore_certificate_chain or "") + "\n" + _pem_text(settings.keystore_key))
+        context.load_cert_chain(path, password=password)
+    except (ssl.SSLError, ValueError) as exc:
+        raise ConfigError(f"{settings.config_name('ssl.keystore.certificate.chain')} and ssl.keystore.key are not "
+                          f"a PEM certificate chain and its private key{_password_hint(settings, exc)}: {exc}",
+                          "ssl.keystore.key") from None
+    finally:
+        os.unlink(path)
+
+
+def _load_truststore(context: ssl.SSLContext, settings: TlsSettings) -> None:
+    _check_pem(settings, "ssl.truststore.type", settings.truststore_type)
+    if settings.truststore_location:
+        name = "ssl.truststore.location"
+        _readable(settings, name, settings.truststore_location)
+        try:
+            context.load_verify_locations(cafile=settings.truststore_location)
+        except (ssl.SSLError, ValueError, OSError) as exc:
+            raise ConfigError(f"{settings.config_name(name)}={settings.truststore_location}: not PEM "
+                              f"certificates: {exc}", name) from None
+        return
+    try:
+        context.load_verify_locations(cadata=_pem_text(settings.truststore_certificates or ""))
+    except (ssl.SSLError, ValueError) as exc:
+        raise ConfigError(f"{settings.config_name('ssl.truststore.certificates')}: not PEM certificates: {exc}",
+                          "ssl.truststore.certificates") from None
+
+
+def _readable(settings: TlsSettings, name: str, location: str) -> None:
+    if not os.path.isfile(location):
+        raise ConfigError(f"{settings.config_name(name)}={location}: no such file", name)
+    if not os.access(location, os.R_OK):
+        raise ConfigError(f"{settings.config_name(name)}={location}: not readable", name)
+
+
+def _password_hint(settings: TlsSettings, exc: Exception) -> str:
+    if settings.key_password is None and "password" in str(exc).lower():
+        return " (the key is encrypted: set ssl.key.password)"
+    return " (or ssl.key.password is wrong)" if settings.key_password is not None else ""
+
+
+def _pem_text(value: str) -> str:
+    """Inline PEM as Kafka takes it: the newlines may have been written as the two characters \\n."""
+    return value.replace("\\n", "\n").strip()

@@ -1,0 +1,353 @@
+"""SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) on SASL_PLAINTEXT listeners, with the real clients.
+
+One broker serves every test here: a PLAINTEXT listener (topics are created there), a SASL_PLAINTEXT listener,
+and a second SASL listener, REAUTH, whose sessions last 1.5 s (KIP-368 re-authentication).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeV0
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+from moldau.net.ports import free_ports
+from moldau.protocol.errors import ErrorCode
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import ck_consume, ck_produce, create_topic
+from tests.support.raw_client import RawClient
+
+MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+        'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
+# SCRAM users are created through AdminClient; PLAIN users come from the JAAS config.
+USERS = {"PLAIN": ("alice", "alice-secret"), "SCRAM-SHA-256": ("bob", "bob-secret"),
+         "SCRAM-SHA-512": ("carol", "carol-secret")}
+
+
+class SaslBroker:
+    def __init__(self, proc: BrokerProcess, sasl_port: int, reauth_port: int) -> None:
+        self.proc = proc
+        self.plain = proc.bootstrap
+        self.sasl = f"127.0.0.1:{sasl_port}"
+        self.reauth = f"127.0.0.1:{reauth_port}"
+
+
+def sasl_overrides(ports: list[int]) -> dict[str, str]:
+    plain, sasl, reauth = ports
+    return {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl},REAUTH://127.0.0.1:{reauth}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,REAUTH:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "sasl.enabled.mechanisms": ",".join(MECHANISMS),
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "listener.name.reauth.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.reauth.plain.sasl.jaas.config": JAAS,
+        "listener.name.reauth.connections.max.reauth.ms": "1500",
+        "connection.failed.authentication.delay.ms": "300",
+    }
+
+
+def ck_conf(bootstrap: str, mechanism: str, user: str, password: str) -> dict[str, str]:
+    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+            "sasl.username": user, "sasl.password": password}
+
+
+def create_scram_users(bootstrap: str, users: dict[str, tuple[str, str]]) -> None:
+    """Through confluent-kafka's AdminClient, authenticated as the PLAIN admin."""
+    admin = AdminClient(ck_conf(bootstrap, "PLAIN", "admin", "admin-secret"))
+    upsertions = [UserScramCredentialUpsertion(user, ScramCredentialInfo(getattr(ScramMechanism, m.replace("-", "_")),
+                                                                         8192), password.encode())
+                  for m, (user, password) in users.items() if m != "PLAIN"]
+    for future in admin.alter_user_scram_credentials(upsertions).values():
+        future.result(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
+    ports = free_ports(3)
+    proc = BrokerProcess(tmp_path_factory.mktemp("sasl-broker"), sasl_overrides(ports), port=ports[0])
+    proc.start()
+    try:
+        broker = SaslBroker(proc, ports[1], ports[2])
+        create_scram_users(broker.sasl, USERS)
+        yield broker
+    finally:
+        try:
+            proc.stop()
+        finally:
+            proc.cleanup()
+
+
+def topic_name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _records(n: int) -> list[dict[str, bytes]]:
+    return [{"key": f"k{i}".encode(), "value": f"v{i}".encode()} for i in range(n)]
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_confluent_kafka(sasl_broker: SaslBroker, mechanism: str) -> None:
+    topic = topic_name("ck-sasl")
+    create_topic(sasl_broker.plain, topic)
+    conf = ck_conf(sasl_broker.sasl, mechanism, *USERS[mechanism])
+    conf.pop("bootstrap.servers")
+    ck_produce(sasl_broker.sasl, topic, _records(50), **conf)
+    got = ck_consume(sasl_broker.sasl, topic, 50, **conf)
+    assert sorted(r.value or b"" for r in got) == sorted(r["value"] for r in _records(50))
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_kafka_python(sasl_broker: SaslBroker, mechanism: str) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    topic = topic_name("kp-sasl")
+    create_topic(sasl_broker.plain, topic)
+    user, password = USERS[mechanism]
+    auth = {"bootstrap_servers": sasl_broker.sasl, "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
+            "sasl_plain_username": user, "sasl_plain_password": password}
+    producer = KafkaProducer(**auth)
+    for r in _records(20):
+        producer.send(topic, key=r["key"], value=r["value"])
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(**auth, enable_auto_commit=False, consumer_timeout_ms=10_000)
+    consumer.assign([TopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    values = []
+    for msg in consumer:
+        values.append(msg.value)
+        if len(values) == 20:
+            break
+    consumer.close()
+    assert values == [r["value"] for r in _records(20)]
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_aiokafka(sasl_broker: SaslBroker, mechanism: str) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    topic = topic_name("aio-sasl")
+    create_topic(sasl_broker.plain, topic)
+    user, password = USERS[mechanism]
+    auth = {"bootstrap_servers": sasl_broker.sasl, "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
+            "sasl_plain_username": user, "sasl_plain_password": password}
+
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(**auth)
+        await producer.start()
+        try:
+            for r in _records(20):
+                await producer.send_and_wait(topic, key=r["key"], value=r["value"])
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(**auth, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            await consumer.seek_to_beginning()
+            values: list[bytes] = []
+            while len(values) < 20:
+                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 20)
+                values += [m.value for msgs in batch.values() for m in msgs]
+            return values
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(run()) == [r["value"] for r in _records(20)]
+
+
+# -- refusals, with exact codes from a raw client --------------------------------------------------------------
+
+
+def _handshake(client: RawClient, mechanism: str) -> object:
+    return client.request(SaslHandshakeRequest(mechanism=mechanism))
+
+
+def test_wrong_mechanism_gets_the_enabled_ones_and_closes(sasl_broker: SaslBroker) -> None:
+    with RawClient(sasl_broker.sasl) as client:
+        response = _handshake(client, "GSSAPI")
+        assert response.error_code == ErrorCode.unsupported_sasl_mechanism  # type: ignore[attr-defined]
+        assert list(response.mechanisms) == MECHANISMS  # type: ignore[attr-defined]
+        assert client.is_closed_by_peer()
+
+
+@pytest.mark.parametrize("mechanism,user,password,message", [
+    ("PLAIN", "alice", "wrong", "Invalid username or password"),
+    ("PLAIN", "nobody", "alice-secret", "Invalid username or password"),
+])
+def test_plain_bad_credentials(sasl_broker: SaslBroker, mechanism: str, user: str, password: str,
+                               message: str) -> None:
+    with RawClient(sasl_broker.sasl) as client:
+        assert _handshake(client, mechanism).error_code == ErrorCode.none  # type: ignore[attr-defined]
+        started = time.monotonic()
+        response = client.request(SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()))
+        assert time.monotonic() - started >= 0.25  # connection.failed.authentication.delay.ms
+        assert response.error_code == ErrorCode.sasl_authentication_failed
+        assert message in response.error_message
+        assert client.is_closed_by_peer()
+
+
+@pytest.mark.parametrize("user,password", [("bob", "wrong"), ("nobody", "bob-secret")])
+def test_scram_bad_credentials(sasl_broker: SaslBroker, user: str, password: str) -> None:
+    import scramp
+
+    scram = scramp.ScramClient(["SCRAM-SHA-256"], user, password)
+    with RawClient(sasl_broker.sasl) as client:
+        assert _handshake(client, "SCRAM-SHA-256").error_code == ErrorCode.none  # type: ignore[attr-defined]
+        response = client.request(SaslAuthenticateRequest(auth_bytes=scram.get_client_first().encode()))
+        if response.error_code == ErrorCode.none:
+            scram.set_server_first(response.auth_bytes.decode())
+            response = client.request(SaslAuthenticateRequest(auth_bytes=scram.get_client_final().encode()))
+        assert response.error_code == ErrorCode.sasl_authentication_failed
+        assert response.error_message == ("Authentication failed during authentication due to invalid credentials "
+                                          "with SASL mechanism SCRAM-SHA-256")
+        assert client.is_closed_by_peer()
+
+
+def test_confluent_kafka_surfaces_bad_password(sasl_broker: SaslBroker) -> None:
+    errors: list[str] = []
+    producer = Producer({**ck_conf(sasl_broker.sasl, "SCRAM-SHA-512", "carol", "wrong"),
+                         "error_cb": lambda err: errors.append(str(err))})
+    deadline = time.monotonic() + 15
+    while not any("Authentication failed" in e for e in errors) and time.monotonic() < deadline:
+        producer.poll(0.2)
+    assert any("SCRAM-SHA-512" in e and "invalid credentials" in e for e in errors), errors
+
+
+def test_requests_before_authentication_close_the_connection(sasl_broker: SaslBroker) -> None:
+    with RawClient(sasl_broker.sasl) as client:
+        client.send_raw(client.encode(MetadataRequest(topics=(), allow_auto_topic_creation=False,
+                                                      include_topic_authorized_operations=False)))
+        assert client.is_closed_by_peer()
+
+
+def _plain_authenticated(client: RawClient, user: str = "alice", password: str = "alice-secret") -> object:
+    assert _handshake(client, "PLAIN").error_code == ErrorCode.none  # type: ignore[attr-defined]
+    response = client.request(SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()))
+    assert response.error_code == ErrorCode.none, response.error_message
+    return response
+
+
+def _metadata(client: RawClient) -> object:
+    return client.request(MetadataRequest(topics=(), allow_auto_topic_creation=False,
+                                          include_topic_authorized_operations=False))
+
+
+def test_unframed_exchange_after_handshake_v0(sasl_broker: SaslBroker) -> None:
+    with RawClient(sasl_broker.sasl) as client:
+        assert client.request(SaslHandshakeV0(mechanism="PLAIN")).error_code == ErrorCode.none
+        token = b"\0alice\0alice-secret"
+        client.send_raw(struct.pack(">i", len(token)) + token)
+        assert client.read_frame() == b""  # PLAIN's (empty) final token, size-prefixed, no Kafka header
+        assert _metadata(client).brokers  # type: ignore[attr-defined]
+
+
+def test_session_expiry_and_reauthentication_on_one_connection(sasl_broker: SaslBroker) -> None:
+    with RawClient(sasl_broker.reauth) as expiring, RawClient(sasl_broker.reauth) as renewing:
+        for client in (expiring, renewing):
+            assert _plain_authenticated(client).session_lifetime.total_seconds() == 1.5  # type: ignore[attr-defined]
+            assert _metadata(client).brokers  # type: ignore[attr-defined]
+        time.sleep(1.6)
+        _plain_authenticated(renewing)  # KIP-368: SaslHandshake + SaslAuthenticate on the same connection
+        assert _metadata(renewing).brokers  # type: ignore[attr-defined]
+        expiring.send_raw(expiring.encode(MetadataRequest(topics=(), allow_auto_topic_creation=False,
+                                                          include_topic_authorized_operations=False)))
+        assert expiring.is_closed_by_peer()
+
+
+def test_producer_reauthenticates_without_breaking(sasl_broker: SaslBroker) -> None:
+    topic = topic_name("reauth")
+    create_topic(sasl_broker.plain, topic)
+    expired_before = _expired_closes(sasl_broker.proc.log_path)
+    errors: list[str] = []
+    delivered: list[int] = []
+    producer = Producer({**ck_conf(sasl_broker.reauth, "PLAIN", "alice", "alice-secret"), "linger.ms": 5,
+                         "error_cb": lambda err: errors.append(str(err))})
+    for i in range(40):  # 4 s: more than two session lifetimes
+        producer.produce(topic, value=str(i).encode(), on_delivery=lambda err, msg: delivered.append(
+            -1 if err else msg.offset()))
+        producer.poll(0.1)
+    assert producer.flush(30) == 0
+    assert sorted(delivered) == list(range(40)) and not errors
+    assert _expired_closes(sasl_broker.proc.log_path) == expired_before  # it re-authenticated, was never cut off
+
+
+def _expired_closes(log_path: Path) -> int:
+    return log_path.read_text(errors="replace").count("after the SASL session expired")
+
+
+# -- SCRAM users through `moldau users`, and across a restart ------------------------------------------------
+
+
+def users_cli(broker: SaslBroker, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    config = tmp_path / "admin.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                      "sasl.username=admin\nsasl.password=admin-secret\n")
+    return subprocess.run([sys.executable, "-m", "moldau", "users", *args, "-b", broker.sasl,
+                           "--command-config", str(config)], capture_output=True, text=True, timeout=60)
+
+
+def can_authenticate(bootstrap: str, mechanism: str, user: str, password: str) -> bool:
+    """A SCRAM exchange with the broker succeeds (True) or is refused with SASL_AUTHENTICATION_FAILED (False)."""
+    import scramp
+
+    scram = scramp.ScramClient([mechanism], user, password)
+    with RawClient(bootstrap) as client:
+        assert _handshake(client, mechanism).error_code == ErrorCode.none  # type: ignore[attr-defined]
+        response = client.request(SaslAuthenticateRequest(auth_bytes=scram.get_client_first().encode()))
+        if response.error_code == ErrorCode.none:
+            scram.set_server_first(response.auth_bytes.decode())
+            response = client.request(SaslAuthenticateRequest(auth_bytes=scram.get_client_final().encode()))
+        if response.error_code == ErrorCode.none:
+            scram.set_server_final(response.auth_bytes.decode())
+            assert _metadata(client).brokers  # type: ignore[attr-defined]
+            return True
+        assert response.error_code == ErrorCode.sasl_authentication_failed
+        return False
+
+
+def test_users_cli_create_list_change_delete(sasl_broker: SaslBroker, tmp_path: Path) -> None:
+    created = users_cli(sasl_broker, tmp_path, "create", "dave", "--mechanism", "SCRAM-SHA-512",
+                        "--mechanism", "SCRAM-SHA-256", "--iterations", "8192", "--password", "dave-1")
+    assert created.returncode == 0, created.stderr
+    listed = users_cli(sasl_broker, tmp_path, "list")
+    assert listed.returncode == 0, listed.stderr
+    rows = {tuple(line.split()) for line in listed.stdout.splitlines()}
+    assert {("dave", "SCRAM-SHA-256", "8192"), ("dave", "SCRAM-SHA-512", "8192"),
+            ("bob", "SCRAM-SHA-256", "8192")} <= rows
+    assert can_authenticate(sasl_broker.sasl, "SCRAM-SHA-512", "dave", "dave-1")
+    again = users_cli(sasl_broker, tmp_path, "create", "dave", "--mechanism", "SCRAM-SHA-512", "--password", "x")
+    assert again.returncode == 1 and "already has" in again.stderr
+    changed = users_cli(sasl_broker, tmp_path, "change-password", "dave", "--mechanism", "SCRAM-SHA-512",
+                        "--password", "dave-2")
+    assert changed.returncode == 0, changed.stderr
+    assert not can_authenticate(sasl_broker.sasl, "SCRAM-SHA-512", "dave", "dave-1")
+    assert can_authenticate(sasl_broker.sasl, "SCRAM-SHA-512", "dave", "dave-2")
+    deleted = users_cli(sasl_broker, tmp_path, "delete", "dave")
+    assert deleted.returncode == 0, deleted.stderr
+    assert not can_authenticate(sasl_broker.sasl, "SCRAM-SHA-256", "dave", "dave-1")
+    missing = users_cli(sasl_broker, tmp_path, "list", "dave")
+    assert missing.returncode == 1 and "no SCRAM credentials" in missing.stderr
+
+
+def test_scram_users_survive_a_restart(sasl_broker: SaslBroker, tmp_path: Path) -> None:
+    created = users_cli(sasl_broker, tmp_path, "create", "erin", "--password", "erin-secret")
+    assert created.returncode == 0, created.stderr
+    sasl_broker.proc.restart()
+    assert can_authenticate(sasl_broker.sasl, "SCRAM-SHA-256", "erin", "erin-secret")  # made by `moldau users`
+    assert can_authenticate(sasl_broker.sasl, "SCRAM-SHA-256", "bob", "bob-secret")  # made by AdminClient
+    assert can_authenticate(sasl_broker.sasl, "SCRAM-SHA-512", "carol", "carol-secret")

@@ -1,0 +1,75 @@
+"""The broker's SASL client against the broker's SASL server state machine, in process."""
+
+import asyncio
+import datetime
+from typing import Any
+
+import pytest
+import scramp
+from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
+from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
+
+from moldau.clock import ManualClock
+from moldau.config import BrokerConfig, ConfigError
+from moldau.security.principal import ANONYMOUS, KafkaPrincipal
+from moldau.security.sasl.authenticator import SaslAuthenticator, SaslListenerConfig
+from moldau.security.sasl.client import SaslClientConfig, SaslClientError, authenticate, inter_broker_sasl
+from moldau.security.sasl.scram import ScramCredential
+
+CRED = ScramCredential(*scramp.ScramMechanism("SCRAM-SHA-512").make_auth_info("broker-secret", 4096))
+
+
+class Conn:
+    principal: KafkaPrincipal = ANONYMOUS
+
+
+def _server() -> tuple[SaslAuthenticator, Conn]:
+    conn = Conn()
+    config = SaslListenerConfig(("PLAIN", "SCRAM-SHA-512"), {"broker": "broker-secret"},
+                                lambda m, u: CRED if (m, u) == ("SCRAM-SHA-512", "broker") else None, 60_000)
+    return SaslAuthenticator(config, conn, ManualClock()), conn
+
+
+def _send(server: SaslAuthenticator) -> Any:
+    async def send(request: Any) -> Any:
+        if request.__api_key__ == 17:
+            result = server.handshake(request.mechanism, request.__version__)
+            return SaslHandshakeResponse(error_code=result.error_code, mechanisms=result.mechanisms)
+        answer = server.authenticate_request() or server.evaluate(request.auth_bytes)
+        return SaslAuthenticateResponse(error_code=answer.error_code, error_message=answer.error_message,
+                                        auth_bytes=answer.token,
+                                        session_lifetime=datetime.timedelta(milliseconds=answer.session_lifetime_ms))
+    return send
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+def test_client_authenticates(mechanism: str) -> None:
+    server, conn = _server()
+    lifetime = asyncio.run(authenticate(SaslClientConfig(mechanism, "broker", "broker-secret"), _send(server)))
+    assert lifetime == 60_000 and conn.principal == KafkaPrincipal.user("broker")
+
+
+@pytest.mark.parametrize("mechanism,password", [("PLAIN", "nope"), ("SCRAM-SHA-512", "nope"),
+                                                ("SCRAM-SHA-256", "broker-secret")])
+def test_client_refused(mechanism: str, password: str) -> None:
+    server, conn = _server()
+    with pytest.raises(SaslClientError):
+        asyncio.run(authenticate(SaslClientConfig(mechanism, "broker", password), _send(server)))
+    assert conn.principal == ANONYMOUS
+
+
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+        'password="admin-secret" user_admin="admin-secret";')
+
+
+def test_inter_broker_settings() -> None:
+    base = {"listeners": "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9094"}
+    assert inter_broker_sasl(BrokerConfig(base)) is None  # the first listener, PLAINTEXT, is inter-broker
+    sasl = {**base, "inter.broker.listener.name": "SASL_PLAINTEXT"}
+    with pytest.raises(ConfigError, match="GSSAPI"):
+        inter_broker_sasl(BrokerConfig(sasl))
+    sasl["sasl.mechanism.inter.broker.protocol"] = "PLAIN"
+    with pytest.raises(ConfigError, match="username and password"):
+        inter_broker_sasl(BrokerConfig(sasl))
+    sasl["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = JAAS
+    assert inter_broker_sasl(BrokerConfig(sasl)) == SaslClientConfig("PLAIN", "admin", "admin-secret")

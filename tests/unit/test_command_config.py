@@ -1,0 +1,38 @@
+"""`--command-config`: one Kafka client properties file, in the words of each client the tools use."""
+
+from __future__ import annotations
+
+from moldau.cli.command_config import jaas_credentials, to_kafka_python, to_librdkafka
+
+JAVA = {"security.protocol": "SASL_SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": "/ca.pem",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": "/me.pem", "ssl.key.password": "k",
+        "sasl.mechanism": "SCRAM-SHA-256", "ssl.endpoint.identification.algorithm": "",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                            'username="alice" password="s3\\"cret";'}
+
+
+def test_java_client_names_become_librdkafka_names() -> None:
+    assert to_librdkafka(JAVA) == {
+        "security.protocol": "SASL_SSL", "ssl.ca.location": "/ca.pem", "ssl.certificate.location": "/me.pem",
+        "ssl.key.location": "/me.pem", "ssl.key.password": "k", "sasl.mechanism": "SCRAM-SHA-256",
+        "ssl.endpoint.identification.algorithm": "", "sasl.username": "alice", "sasl.password": 's3"cret'}
+    native = {"security.protocol": "ssl", "ssl.ca.location": "/ca", "ssl.certificate.location": "/c",
+              "ssl.key.location": "/k", "sasl.username": "u"}
+    assert to_librdkafka(native) == native
+    pkcs12 = {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "/ks.p12", "ssl.keystore.password": "p"}
+    assert to_librdkafka(pkcs12) == {"ssl.keystore.location": "/ks.p12", "ssl.keystore.password": "p"}
+
+
+def test_kafka_python_arguments() -> None:
+    assert to_kafka_python(JAVA) == {
+        "security_protocol": "SASL_SSL", "ssl_cafile": "/ca.pem", "ssl_certfile": "/me.pem",
+        "ssl_keyfile": "/me.pem", "ssl_password": "k", "ssl_check_hostname": False,
+        "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "alice", "sasl_plain_password": 's3"cret'}
+    assert to_kafka_python({}) == {}
+
+
+def test_jaas_options() -> None:
+    plain = {"sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                                 "username=bob password='x';"}
+    assert jaas_credentials(plain) == ("bob", "x")
+    assert jaas_credentials({}) == (None, None)
