@@ -40,8 +40,8 @@ def _log(name: str, type_: ConfigType, default: str | None, topic: str | None, d
 
 
 # acted_on=False marks a config that is accepted (so Kafka configuration files carry over unchanged) but has
-# no effect yet, because the feature behind it is not built (TLS/SASL, broker-side recompression,
-# preallocation, roll jitter, down-conversion) or does not apply (thread pools: one event loop serves
+# no effect yet, because the feature behind it is not built (JKS stores' passwords, broker-side
+# recompression, preallocation, roll jitter, down-conversion) or does not apply (thread pools: one event loop serves
 # everything). The broker warns when one is set; docs/configuration.md marks them "not yet". Clear the flag
 # when the feature lands.
 _BROKER_DEFS: tuple[ConfigDef, ...] = (
