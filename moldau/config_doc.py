@@ -28,7 +28,8 @@ comments, `key=value` or `key: value`, backslash continuation).
 
 Configs marked "not yet" in the "acted on" column are accepted, so that Kafka configuration files carry over,
 but the feature behind them is not built yet (JKS trust store passwords, broker-side recompression,
-preallocation, roll jitter, down-conversion) or does not apply (thread pools); the broker logs a warning when one is set.
+preallocation, roll jitter, down-conversion) or does not apply (thread pools); the broker logs a warning when
+one is set.
 
 This file is generated: `python -m moldau.config_doc > docs/configuration.md`.
 """
