@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from moldau.net.ports import free_ports
-from tests.compat.test_sasl import JAAS, can_authenticate, create_scram_users
 from tests.support.cluster import LocalCluster
 from tests.support.polling import wait_until
+from tests.support.sasl import JAAS, can_authenticate, create_scram_users
 
 
 def test_scram_user_created_on_one_broker_authenticates_on_the_others(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ and a second SASL listener, REAUTH, whose sessions last 1.5 s (KIP-368 re-authen
 
 from __future__ import annotations
 
-import asyncio
 import struct
 import subprocess
 import sys
@@ -17,24 +16,29 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeV0
-from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from moldau.net.ports import free_ports
 from moldau.protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ck_consume, ck_produce, create_topic
 from tests.support.raw_client import RawClient
-
-MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-        'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
-# SCRAM users are created through AdminClient; PLAIN users come from the JAAS config.
-USERS = {"PLAIN": ("alice", "alice-secret"), "SCRAM-SHA-256": ("bob", "bob-secret"),
-         "SCRAM-SHA-512": ("carol", "carol-secret")}
+from tests.support.sasl import (
+    JAAS,
+    MECHANISMS,
+    USERS,
+    aiokafka_round_trip,
+    can_authenticate,
+    ck_conf,
+    create_scram_users,
+    handshake,
+    kafka_python_round_trip,
+    metadata,
+    python_client_auth,
+    records,
+)
 
 
 class SaslBroker:
@@ -60,21 +64,6 @@ def sasl_overrides(ports: list[int]) -> dict[str, str]:
     }
 
 
-def ck_conf(bootstrap: str, mechanism: str, user: str, password: str) -> dict[str, str]:
-    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
-            "sasl.username": user, "sasl.password": password}
-
-
-def create_scram_users(bootstrap: str, users: dict[str, tuple[str, str]]) -> None:
-    """Through confluent-kafka's AdminClient, authenticated as the PLAIN admin."""
-    admin = AdminClient(ck_conf(bootstrap, "PLAIN", "admin", "admin-secret"))
-    upsertions = [UserScramCredentialUpsertion(user, ScramCredentialInfo(getattr(ScramMechanism, m.replace("-", "_")),
-                                                                         8192), password.encode())
-                  for m, (user, password) in users.items() if m != "PLAIN"]
-    for future in admin.alter_user_scram_credentials(upsertions).values():
-        future.result(timeout=30)
-
-
 @pytest.fixture(scope="module")
 def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
     ports = free_ports(3)
@@ -95,91 +84,39 @@ def topic_name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def _records(n: int) -> list[dict[str, bytes]]:
-    return [{"key": f"k{i}".encode(), "value": f"v{i}".encode()} for i in range(n)]
-
-
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_confluent_kafka(sasl_broker: SaslBroker, mechanism: str) -> None:
     topic = topic_name("ck-sasl")
     create_topic(sasl_broker.plain, topic)
     conf = ck_conf(sasl_broker.sasl, mechanism, *USERS[mechanism])
     conf.pop("bootstrap.servers")
-    ck_produce(sasl_broker.sasl, topic, _records(50), **conf)
+    ck_produce(sasl_broker.sasl, topic, records(50), **conf)
     got = ck_consume(sasl_broker.sasl, topic, 50, **conf)
-    assert sorted(r.value or b"" for r in got) == sorted(r["value"] for r in _records(50))
+    assert sorted(r.value or b"" for r in got) == sorted(r["value"] for r in records(50))
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_kafka_python(sasl_broker: SaslBroker, mechanism: str) -> None:
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-
     topic = topic_name("kp-sasl")
     create_topic(sasl_broker.plain, topic)
-    user, password = USERS[mechanism]
-    auth = {"bootstrap_servers": sasl_broker.sasl, "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
-            "sasl_plain_username": user, "sasl_plain_password": password}
-    producer = KafkaProducer(**auth)
-    for r in _records(20):
-        producer.send(topic, key=r["key"], value=r["value"])
-    producer.flush(30)
-    producer.close()
-    consumer = KafkaConsumer(**auth, enable_auto_commit=False, consumer_timeout_ms=10_000)
-    consumer.assign([TopicPartition(topic, 0)])
-    consumer.seek_to_beginning()
-    values = []
-    for msg in consumer:
-        values.append(msg.value)
-        if len(values) == 20:
-            break
-    consumer.close()
-    assert values == [r["value"] for r in _records(20)]
+    auth = python_client_auth(sasl_broker.sasl, mechanism, *USERS[mechanism])
+    assert kafka_python_round_trip(auth, topic, 20) == [r["value"] for r in records(20)]
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_aiokafka(sasl_broker: SaslBroker, mechanism: str) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-
     topic = topic_name("aio-sasl")
     create_topic(sasl_broker.plain, topic)
-    user, password = USERS[mechanism]
-    auth = {"bootstrap_servers": sasl_broker.sasl, "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
-            "sasl_plain_username": user, "sasl_plain_password": password}
-
-    async def run() -> list[bytes]:
-        producer = AIOKafkaProducer(**auth)
-        await producer.start()
-        try:
-            for r in _records(20):
-                await producer.send_and_wait(topic, key=r["key"], value=r["value"])
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(**auth, enable_auto_commit=False)
-        await consumer.start()
-        try:
-            consumer.assign([TopicPartition(topic, 0)])
-            await consumer.seek_to_beginning()
-            values: list[bytes] = []
-            while len(values) < 20:
-                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 20)
-                values += [m.value for msgs in batch.values() for m in msgs]
-            return values
-        finally:
-            await consumer.stop()
-
-    assert asyncio.run(run()) == [r["value"] for r in _records(20)]
+    auth = python_client_auth(sasl_broker.sasl, mechanism, *USERS[mechanism])
+    assert aiokafka_round_trip(auth, topic, 20) == [r["value"] for r in records(20)]
 
 
 # -- refusals, with exact codes from a raw client --------------------------------------------------------------
 
 
-def _handshake(client: RawClient, mechanism: str) -> object:
-    return client.request(SaslHandshakeRequest(mechanism=mechanism))
-
-
 def test_wrong_mechanism_gets_the_enabled_ones_and_closes(sasl_broker: SaslBroker) -> None:
     with RawClient(sasl_broker.sasl) as client:
-        response = _handshake(client, "GSSAPI")
+        response = handshake(client, "GSSAPI")
         assert response.error_code == ErrorCode.unsupported_sasl_mechanism  # type: ignore[attr-defined]
         assert list(response.mechanisms) == MECHANISMS  # type: ignore[attr-defined]
         assert client.is_closed_by_peer()
@@ -192,7 +129,7 @@ def test_wrong_mechanism_gets_the_enabled_ones_and_closes(sasl_broker: SaslBroke
 def test_plain_bad_credentials(sasl_broker: SaslBroker, mechanism: str, user: str, password: str,
                                message: str) -> None:
     with RawClient(sasl_broker.sasl) as client:
-        assert _handshake(client, mechanism).error_code == ErrorCode.none  # type: ignore[attr-defined]
+        assert handshake(client, mechanism).error_code == ErrorCode.none  # type: ignore[attr-defined]
         started = time.monotonic()
         response = client.request(SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()))
         assert time.monotonic() - started >= 0.25  # connection.failed.authentication.delay.ms
@@ -207,7 +144,7 @@ def test_scram_bad_credentials(sasl_broker: SaslBroker, user: str, password: str
 
     scram = scramp.ScramClient(["SCRAM-SHA-256"], user, password)
     with RawClient(sasl_broker.sasl) as client:
-        assert _handshake(client, "SCRAM-SHA-256").error_code == ErrorCode.none  # type: ignore[attr-defined]
+        assert handshake(client, "SCRAM-SHA-256").error_code == ErrorCode.none  # type: ignore[attr-defined]
         response = client.request(SaslAuthenticateRequest(auth_bytes=scram.get_client_first().encode()))
         if response.error_code == ErrorCode.none:
             scram.set_server_first(response.auth_bytes.decode())
@@ -236,15 +173,10 @@ def test_requests_before_authentication_close_the_connection(sasl_broker: SaslBr
 
 
 def _plain_authenticated(client: RawClient, user: str = "alice", password: str = "alice-secret") -> object:
-    assert _handshake(client, "PLAIN").error_code == ErrorCode.none  # type: ignore[attr-defined]
+    assert handshake(client, "PLAIN").error_code == ErrorCode.none  # type: ignore[attr-defined]
     response = client.request(SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()))
     assert response.error_code == ErrorCode.none, response.error_message
     return response
-
-
-def _metadata(client: RawClient) -> object:
-    return client.request(MetadataRequest(topics=(), allow_auto_topic_creation=False,
-                                          include_topic_authorized_operations=False))
 
 
 def test_unframed_exchange_after_handshake_v0(sasl_broker: SaslBroker) -> None:
@@ -253,17 +185,17 @@ def test_unframed_exchange_after_handshake_v0(sasl_broker: SaslBroker) -> None:
         token = b"\0alice\0alice-secret"
         client.send_raw(struct.pack(">i", len(token)) + token)
         assert client.read_frame() == b""  # PLAIN's (empty) final token, size-prefixed, no Kafka header
-        assert _metadata(client).brokers  # type: ignore[attr-defined]
+        assert metadata(client).brokers  # type: ignore[attr-defined]
 
 
 def test_session_expiry_and_reauthentication_on_one_connection(sasl_broker: SaslBroker) -> None:
     with RawClient(sasl_broker.reauth) as expiring, RawClient(sasl_broker.reauth) as renewing:
         for client in (expiring, renewing):
             assert _plain_authenticated(client).session_lifetime.total_seconds() == 1.5  # type: ignore[attr-defined]
-            assert _metadata(client).brokers  # type: ignore[attr-defined]
+            assert metadata(client).brokers  # type: ignore[attr-defined]
         time.sleep(1.6)
         _plain_authenticated(renewing)  # KIP-368: SaslHandshake + SaslAuthenticate on the same connection
-        assert _metadata(renewing).brokers  # type: ignore[attr-defined]
+        assert metadata(renewing).brokers  # type: ignore[attr-defined]
         expiring.send_raw(expiring.encode(MetadataRequest(topics=(), allow_auto_topic_creation=False,
                                                           include_topic_authorized_operations=False)))
         assert expiring.is_closed_by_peer()
@@ -299,25 +231,6 @@ def users_cli(broker: SaslBroker, tmp_path: Path, *args: str) -> subprocess.Comp
                       "sasl.username=admin\nsasl.password=admin-secret\n")
     return subprocess.run([sys.executable, "-m", "moldau", "users", *args, "-b", broker.sasl,
                            "--command-config", str(config)], capture_output=True, text=True, timeout=60)
-
-
-def can_authenticate(bootstrap: str, mechanism: str, user: str, password: str) -> bool:
-    """A SCRAM exchange with the broker succeeds (True) or is refused with SASL_AUTHENTICATION_FAILED (False)."""
-    import scramp
-
-    scram = scramp.ScramClient([mechanism], user, password)
-    with RawClient(bootstrap) as client:
-        assert _handshake(client, mechanism).error_code == ErrorCode.none  # type: ignore[attr-defined]
-        response = client.request(SaslAuthenticateRequest(auth_bytes=scram.get_client_first().encode()))
-        if response.error_code == ErrorCode.none:
-            scram.set_server_first(response.auth_bytes.decode())
-            response = client.request(SaslAuthenticateRequest(auth_bytes=scram.get_client_final().encode()))
-        if response.error_code == ErrorCode.none:
-            scram.set_server_final(response.auth_bytes.decode())
-            assert _metadata(client).brokers  # type: ignore[attr-defined]
-            return True
-        assert response.error_code == ErrorCode.sasl_authentication_failed
-        return False
 
 
 def test_users_cli_create_list_change_delete(sasl_broker: SaslBroker, tmp_path: Path) -> None:

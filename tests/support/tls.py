@@ -3,6 +3,7 @@ for 127.0.0.1/localhost and client certificates, written as PEM files; and the c
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,10 @@ class Pki:
         return {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(self.server),
                 "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca),
                 "ssl.client.auth": client_auth}
+
+    def client_context(self) -> ssl.SSLContext:
+        """A Python client's TLS context trusting the CA (no client certificate)."""
+        return ssl.create_default_context(cafile=str(self.ca))
 
     def confluent(self, certificate: bool = True) -> dict[str, str]:
         conf = {"security.protocol": "SSL", "ssl.ca.location": str(self.ca)}
