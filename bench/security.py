@@ -1,12 +1,14 @@
-"""The cost of TLS: produce and consume throughput over SSL as a ratio to PLAINTEXT, measured in the same run.
+"""The cost of TLS and SASL: produce and consume throughput over SSL and SASL_SSL (SCRAM-SHA-256) as ratios to
+PLAINTEXT, measured in the same run.
 
-One Moldau broker serves a PLAINTEXT and an SSL listener at once (certificates made for the run with trustme,
-in a temporary directory). For each round, in alternating order, kcat (C, librdkafka, the same build the
+One Moldau broker serves a PLAINTEXT, an SSL and a SASL_SSL listener at once (certificates made for the run with
+trustme, in a temporary directory; the SCRAM user made through AdminClient). For each round, in an order rotated
+each round, kcat (C, librdkafka, the same build the
 Python clients use) produces a pre-generated file of N records of SIZE bytes (``kcat -P -l``, linger.ms=5,
 batch.size=1000000, acks=1, no compression) into a fresh 1-partition topic through one listener, then reads all
 of it back through the same listener (``kcat -C -e``); each is timed from process start to exit, and a read that
-does not return every record fails the run. The table gives the median MB/s of each protocol and SSL's ratio to
-PLAINTEXT.
+does not return every record fails the run. The table gives the median MB/s of each protocol and its ratio to
+PLAINTEXT. SCRAM authenticates each connection once, so SASL_SSL should cost what SSL costs.
 
 Run from the repository root:  python -m bench.security [--mb 100] [--size 1000] [--rounds 3]
 """
@@ -35,17 +37,22 @@ from bench.common import (
     write_lines,
 )
 from moldau.net.ports import free_ports
+from tests.support.sasl import JAAS, create_scram_users
 from tests.support.tls import Pki, make_pki
 
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_SSL")
+SCRAM_USER = ("bench", "bench-secret")
 BATCHING = ["-X", "linger.ms=5", "-X", "batch.size=1000000", "-X", "compression.codec=none", "-z", "none"]
 
 
 @contextlib.contextmanager
 def secured_broker(tmp: Path, pki: Pki) -> Iterator[dict[str, str]]:
-    """A broker with PLAINTEXT and SSL listeners; yields each protocol's bootstrap address."""
-    plain, tls = free_ports(2)
-    overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls}",
-                 "log.dirs": str(tmp / "data"), "node.id": "1", **pki.broker_config("none")}
+    """A broker with PLAINTEXT, SSL and SASL_SSL listeners; yields each protocol's bootstrap address."""
+    plain, tls, sasl_ssl = free_ports(3)
+    overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls},SASL_SSL://127.0.0.1:{sasl_ssl}",
+                 "log.dirs": str(tmp / "data"), "node.id": "1", **pki.broker_config("none"),
+                 "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+                 "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS}
     command = [sys.executable, "-m", "moldau", "server"]
     for key, value in overrides.items():
         command += ["--override", f"{key}={value}"]
@@ -57,7 +64,8 @@ def secured_broker(tmp: Path, pki: Pki) -> Iterator[dict[str, str]]:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"broker did not start:\n{(tmp / 'broker.log').read_text()[-2000:]}")
             time.sleep(0.2)
-        yield {"PLAINTEXT": f"127.0.0.1:{plain}", "SSL": f"127.0.0.1:{tls}"}
+        create_scram_users(f"127.0.0.1:{sasl_ssl}", {"SCRAM-SHA-256": SCRAM_USER}, "SASL_SSL", str(pki.ca))
+        yield {"PLAINTEXT": f"127.0.0.1:{plain}", "SSL": f"127.0.0.1:{tls}", "SASL_SSL": f"127.0.0.1:{sasl_ssl}"}
     finally:
         stop_process(proc)
 
@@ -65,7 +73,12 @@ def secured_broker(tmp: Path, pki: Pki) -> Iterator[dict[str, str]]:
 def client_options(protocol: str, pki: Pki) -> list[str]:
     if protocol == "PLAINTEXT":
         return []
-    return ["-X", "security.protocol=ssl", "-X", f"ssl.ca.location={pki.ca}"]
+    tls = ["-X", f"security.protocol={protocol.lower()}", "-X", f"ssl.ca.location={pki.ca}"]
+    if protocol == "SSL":
+        return tls
+    user, password = SCRAM_USER
+    return [*tls, "-X", "sasl.mechanism=SCRAM-SHA-256", "-X", f"sasl.username={user}",
+            "-X", f"sasl.password={password}"]
 
 
 def one_round(addresses: dict[str, str], protocol: str, pki: Pki, lines: Path, count: int, size: int,
@@ -97,14 +110,15 @@ def main() -> None:
     args = parser.parse_args()
     count = args.mb * 1_000_000 // args.size
     print(f"# {kcat_version()}; {count} records of {args.size} B per run, {args.rounds} rounds", flush=True)
-    results: dict[str, list[tuple[float, float]]] = {"PLAINTEXT": [], "SSL": []}
+    results: dict[str, list[tuple[float, float]]] = {p: [] for p in PROTOCOLS}
     with scratch_dir("security") as tmp:
         pki = make_pki(tmp / "pki")
         lines = tmp / "lines"
         write_lines(lines, args.size, count)
         with secured_broker(tmp, pki) as addresses:
             for round_number in range(args.rounds):
-                order = ("PLAINTEXT", "SSL") if round_number % 2 == 0 else ("SSL", "PLAINTEXT")
+                shift = round_number % len(PROTOCOLS)
+                order = PROTOCOLS[shift:] + PROTOCOLS[:shift]
                 for protocol in order:
                     produce, consume = one_round(addresses, protocol, pki, lines, count, args.size,
                                                  args.time_limit)
