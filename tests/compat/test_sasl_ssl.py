@@ -1,7 +1,9 @@
 """SASL over TLS (SASL_SSL listeners) with the real clients: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512.
 
-One broker serves every test here: a PLAINTEXT listener (topics are created there) and a SASL_SSL listener whose
-certificate the tests make (tests/support/tls.py) and whose PLAIN users come from its JAAS config.
+One broker serves every test here: a PLAINTEXT listener (topics are created there), a SASL_SSL listener whose
+certificate the tests make (tests/support/tls.py) and whose PLAIN users come from its JAAS config, and a second
+SASL_SSL listener, MTLS, that also requires a client certificate. The authorizer is on but open where no ACL
+exists (`allow.everyone.if.no.acl.found=true`), so that an ACL can show whose principal a connection has.
 """
 
 from __future__ import annotations
@@ -11,6 +13,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 
 from moldau.net.ports import free_ports
@@ -41,6 +52,7 @@ class SaslSslBroker:
     pki: Pki
     plain: str
     sasl_ssl: str
+    mtls: str
 
     def ck_conf(self, mechanism: str, user: str, password: str) -> dict[str, str]:
         return ck_conf(self.sasl_ssl, mechanism, user, password, "SASL_SSL", str(self.pki.ca))
@@ -50,19 +62,24 @@ class SaslSslBroker:
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslSslBroker]:
     base = tmp_path_factory.mktemp("sasl-ssl-broker")
     pki = make_pki(base / "pki")
-    plain, sasl_ssl = free_ports(2)
+    plain, sasl_ssl, mtls = free_ports(3)
     proc = BrokerProcess(base, {
-        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{sasl_ssl}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{sasl_ssl},MTLS://127.0.0.1:{mtls}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,MTLS:SASL_SSL",
         "inter.broker.listener.name": "PLAINTEXT",
         **pki.broker_config("none"),
+        "listener.name.mtls.ssl.client.auth": "required",
         "sasl.enabled.mechanisms": ",".join(MECHANISMS),
         "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+        "listener.name.mtls.plain.sasl.jaas.config": JAAS,
         "connection.failed.authentication.delay.ms": "100",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "true",
+        "super.users": "User:admin;User:ANONYMOUS",  # ANONYMOUS: the PLAINTEXT listener, where topics are made
     }, port=plain)
     proc.start()
     try:
-        broker = SaslSslBroker(proc, pki, f"127.0.0.1:{plain}", f"127.0.0.1:{sasl_ssl}")
+        broker = SaslSslBroker(proc, pki, f"127.0.0.1:{plain}", f"127.0.0.1:{sasl_ssl}", f"127.0.0.1:{mtls}")
         create_scram_users(broker.sasl_ssl, USERS, "SASL_SSL", str(pki.ca))
         yield broker
     finally:
@@ -124,3 +141,39 @@ def test_bad_password_is_refused_and_the_broker_keeps_serving(broker: SaslSslBro
     conf = broker.ck_conf("SCRAM-SHA-256", *USERS["SCRAM-SHA-256"])
     conf.pop("bootstrap.servers")
     assert len(ck_produce(broker.sasl_ssl, topic, records(10), **conf)) == 10
+
+
+def test_the_principal_is_the_sasl_user_even_with_a_client_certificate(broker: SaslSslBroker) -> None:
+    """As in Kafka: on SASL_SSL the SASL user is the principal, not the certificate's subject (User:CN=alice,...)."""
+    topic = topic_name("not-for-bob")
+    create_topic(broker.plain, topic)
+    admin = AdminClient({**broker.ck_conf("PLAIN", "admin", "admin-secret"), "bootstrap.servers": broker.mtls,
+                         "ssl.certificate.location": str(broker.pki.client_cert),
+                         "ssl.key.location": str(broker.pki.client_key)})
+    # Everyone may write to the topic but bob (DENY wins); the certificate's subject is not denied.
+    acls = [AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*", AclOperation.WRITE,
+                       permission)
+            for principal, permission in (("User:*", AclPermissionType.ALLOW), ("User:bob", AclPermissionType.DENY))]
+    for future in admin.create_acls(acls).values():
+        future.result(timeout=30)
+    certificate = {"ssl.certificate.location": str(broker.pki.client_cert),
+                   "ssl.key.location": str(broker.pki.client_key)}
+
+    def produce(mechanism: str) -> object:
+        conf = {**broker.ck_conf(mechanism, *USERS[mechanism]), **certificate, "message.timeout.ms": 10_000}
+        conf.pop("bootstrap.servers")
+        try:
+            ck_produce(broker.mtls, topic, records(1), **conf)
+        except AssertionError as refused:
+            return str(refused)
+        return None
+
+    assert "TOPIC_AUTHORIZATION_FAILED" in str(produce("SCRAM-SHA-256"))  # bob
+    assert produce("SCRAM-SHA-512") is None  # carol, with the same certificate
+
+
+def test_a_sasl_ssl_listener_can_require_client_certificates(broker: SaslSslBroker) -> None:
+    conf = broker.ck_conf("PLAIN", *USERS["PLAIN"])
+    conf["bootstrap.servers"] = broker.mtls
+    with pytest.raises(KafkaException):
+        AdminClient(conf).list_topics(timeout=5)
