@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from moldau.config import NOT_YET_ACTED_ON, ConfigError, validate_topic_configs
 from moldau.metadata import broker_heartbeats, reassignment
 from moldau.metadata.broker_heartbeats import BrokerHeartbeats, HeartbeatDecision
-from moldau.metadata.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage, acl_record
+from moldau.metadata.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
 from moldau.metadata.leader_election import (
     imbalanced_brokers,
     preferred_leader_change,
@@ -39,20 +39,19 @@ from moldau.metadata.quorum import MetadataQuorum
 from moldau.metadata.records import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
-    ClientQuotaRecord,
     ConfigRecord,
     Endpoint,
     MetadataRecord,
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
-    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.security import quotas
-from moldau.security.acl.model import AclBinding, AclBindingFilter, InvalidAcl
+from moldau.security.acl.admin import acl_creations, acl_deletions
+from moldau.security.acl.model import AclBinding, AclBindingFilter
+from moldau.security.quota_admin import Ops, RawEntity, quota_changes
 from moldau.security.sasl.scram_admin import Deletion, Upsertion, UserResult, scram_changes
 
 log = logging.getLogger(__name__)
@@ -447,43 +446,13 @@ class Controller:
 
     # -- client quotas ---------------------------------------------------------------------------------------
 
-    async def alter_client_quotas(
-        self, entries: Sequence[tuple[Sequence[tuple[str, str | None]], Sequence[tuple[str, float | None]]]],
-        validate_only: bool = False,
-    ) -> list[KafkaError | None]:
-        """Set (value) or remove (None) quotas of entities (KIP-546); one error or None per entry.
-
-        An entry is refused as a whole with INVALID_REQUEST for an unsupported or repeated entity type, an
-        unknown quota, a bad value or a quota named twice. The accepted entries are committed in one entry of
-        the metadata log.
-        """
+    async def alter_client_quotas(self, entries: Sequence[tuple[RawEntity, Ops]],
+                                  validate_only: bool = False) -> list[KafkaError | None]:
+        """Set (value) or remove (None) quotas of entities (KIP-546); one error or None per entry
+        (`moldau.security.quota_admin`). The accepted entries are committed in one entry of the metadata log."""
         async with self._lock:
             self._check_active()
-            results: list[KafkaError | None] = []
-            records: list[MetadataRecord] = []
-            for raw_entity, ops in entries:
-                try:
-                    entity = quotas.check_entity(raw_entity)
-                    keys = [key for key, _ in ops]
-                    if len(set(keys)) != len(keys):
-                        raise ValueError("a quota is named more than once")
-                    current = self.image.client_quotas.get(entity, {})
-                    changes: list[MetadataRecord] = []
-                    for key, value in ops:
-                        if value is None:
-                            if key not in quotas.QUOTA_KEYS:
-                                raise ValueError(f"unknown quota {key!r}")
-                            if key in current:
-                                changes.append(ClientQuotaRecord(entity, key, 0.0, remove=True))
-                        else:
-                            quotas.check_quota(key, value)
-                            if current.get(key) != value:
-                                changes.append(ClientQuotaRecord(entity, key, float(value)))
-                except ValueError as exc:
-                    results.append(KafkaError(ErrorCode.invalid_request, str(exc)))
-                    continue
-                records += changes
-                results.append(None)
+            records, results = quota_changes(self.image, entries)
             if not validate_only:
                 await self._commit(records)
             return results
@@ -553,28 +522,14 @@ class Controller:
                         if p.reassigning and (wanted is None or i in wanted)]
         return ongoing
 
-    # -- producer ids ----------------------------------------------------------------------------------------
-
     # -- ACLs ----------------------------------------------------------------------------------------------------
 
     async def create_acls(self, acls: Sequence[AclBinding]) -> list[KafkaError | None]:
-        """Store ACLs (one entry for all valid ones); per ACL None or the error that refused it. An ACL that
-        exists already is not stored twice."""
+        """Store ACLs (one entry for all valid ones); per ACL None or the error that refused it
+        (`moldau.security.acl.admin`)."""
         async with self._lock:
             self._check_active()
-            existing = set(self.image.acls.values())
-            results: list[KafkaError | None] = []
-            records: list[MetadataRecord] = []
-            for acl in acls:
-                try:
-                    acl.validate()
-                except InvalidAcl as exc:
-                    results.append(KafkaError(ErrorCode.invalid_request, str(exc)))
-                    continue
-                results.append(None)
-                if acl not in existing:
-                    existing.add(acl)
-                    records.append(acl_record(uuid.UUID(int=self._rng.getrandbits(128)), acl))
+            records, results = acl_creations(self.image, acls, lambda: uuid.UUID(int=self._rng.getrandbits(128)))
             await self._commit(records)
             return results
 
@@ -583,19 +538,11 @@ class Controller:
         that refused the filter."""
         async with self._lock:
             self._check_active()
-            results: list[list[AclBinding] | KafkaError] = []
-            removed: set[uuid.UUID] = set()
-            for acl_filter in filters:
-                try:
-                    acl_filter.validate()
-                except InvalidAcl as exc:
-                    results.append(KafkaError(ErrorCode.invalid_request, str(exc)))
-                    continue
-                matched = [(i, a) for i, a in self.image.acls.items() if acl_filter.matches(a)]
-                removed.update(i for i, _ in matched)
-                results.append([a for _, a in matched])
-            await self._commit([RemoveAccessControlEntryRecord(i) for i in sorted(removed)])
+            records, results = acl_deletions(self.image, filters)
+            await self._commit(records)
             return results
+
+    # -- producer ids ----------------------------------------------------------------------------------------
 
     async def allocate_producer_ids(self, broker_id: int, count: int = PRODUCER_ID_BLOCK_SIZE) -> int:
         """Reserve a block of producer ids durably; returns the first id of the block."""
