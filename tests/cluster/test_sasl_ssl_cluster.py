@@ -1,15 +1,24 @@
-"""A three-node cluster whose brokers talk to each other over SASL_SSL: the inter-broker listener is SASL_SSL
-with PLAIN (replica fetchers authenticate as the `admin` user of its JAAS config, over TLS), the controller
-listener mutual TLS as in test_tls_cluster.py (controller listeners cannot use SASL yet). Clients use the same
-SASL_SSL listener with a SCRAM user."""
+"""A secured three-node cluster, from server.properties a Kafka user would write: the brokers talk to each other
+over SASL_SSL with PLAIN (replica fetchers authenticate as the `admin` user of its JAAS config, over TLS), the
+controller listener is mutual TLS as in test_tls_cluster.py (controller listeners cannot use SASL yet), and the
+StandardAuthorizer is on with `admin` as the super user. Clients use the same SASL_SSL listener with a SCRAM user
+who may do only what its ACLs allow."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from tests.support.clients import ck_consume, ck_produce
 from tests.support.cluster import LocalCluster
@@ -19,6 +28,8 @@ from tests.support.sasl import JAAS, ck_conf, create_scram_users, records
 from tests.support.tls import make_pki
 
 pytestmark = pytest.mark.slow
+
+CONSUMER_GROUP = "unused-assign-only"  # the group tests.support.clients.ck_consume names
 
 # What each node's server.properties says (after the generated node.id, quorum voters, log.dirs), as in
 # docs/security.md; {broker}, {controller}, {keystore} and {truststore} are filled in per node.
@@ -36,6 +47,9 @@ listener.name.controller.ssl.client.auth=required
 sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256
 sasl.mechanism.inter.broker.protocol=PLAIN
 listener.name.broker.plain.sasl.jaas.config={JAAS}
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:admin
+allow.everyone.if.no.acl.found=false
 """
 
 
@@ -44,7 +58,29 @@ def parse_properties(text: str) -> dict[str, str]:
     return {key.strip(): value.strip() for key, value in pairs}
 
 
-def test_brokers_replicate_over_sasl_ssl(tmp_path: Path) -> None:
+def produce_error(bootstrap: str, client: dict[str, str]) -> int | None:
+    """The error code of one record's delivery to over-sasl-ssl, None when it was delivered."""
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10_000, "retries": 0, **client})
+    outcome: list[KafkaError | None] = []
+    producer.produce("over-sasl-ssl", value=b"x", on_delivery=lambda err, msg: outcome.append(err))
+    producer.flush(30)
+    assert outcome, "no delivery report"
+    return outcome[0].code() if outcome[0] is not None else None
+
+
+def allow_bob(admin: AdminClient) -> None:
+    """What `moldau acls add --allow-principal User:bob --producer --consumer --topic over-sasl-ssl --group G`
+    grants, G being the group the test's consumers name (librdkafka looks its coordinator up even when assigning)."""
+    bindings = [AclBinding(ResourceType.TOPIC, "over-sasl-ssl", ResourcePatternType.LITERAL, "User:bob", "*", op,
+                           AclPermissionType.ALLOW)
+                for op in (AclOperation.WRITE, AclOperation.READ, AclOperation.DESCRIBE)]
+    bindings.append(AclBinding(ResourceType.GROUP, CONSUMER_GROUP, ResourcePatternType.LITERAL, "User:bob", "*",
+                               AclOperation.READ, AclPermissionType.ALLOW))
+    for future in admin.create_acls(bindings).values():
+        future.result(timeout=30)
+
+
+def test_a_secured_cluster_replicates_over_sasl_ssl_and_enforces_acls(tmp_path: Path) -> None:
     pki = make_pki(tmp_path / "pki")
     cluster = LocalCluster(tmp_path, 3, overrides=FAST_FAILOVER)
     for node in cluster.nodes.values():
@@ -61,6 +97,8 @@ def test_brokers_replicate_over_sasl_ssl(tmp_path: Path) -> None:
                                .partitions[0].isrs) == 3, 30, "all three replicas in the ISR")
         client = ck_conf(cluster.bootstrap, "SCRAM-SHA-256", "bob", "bob-secret", "SASL_SSL", str(pki.ca))
         client.pop("bootstrap.servers")
+        assert produce_error(cluster.bootstrap, client) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        allow_bob(admin)
         # acks=all with min.insync.replicas=3: acknowledged only once both followers fetched it over SASL_SSL.
         assert len(ck_produce(cluster.bootstrap, "over-sasl-ssl", records(50), acks="all", **client)) == 50
         got = ck_consume(cluster.bootstrap, "over-sasl-ssl", 50, **client)
