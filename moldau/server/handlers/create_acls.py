@@ -1,4 +1,4 @@
-"""CreateAcls (key 30): store ACLs in the metadata log (needs ALTER on the cluster, checked by dispatch).
+"""CreateAcls (key 30): store ACLs in the metadata log (needs ALTER on the cluster: `acl_changes`).
 
 Forwarded to the active controller, which validates each ACL (a concrete resource type, LITERAL or PREFIXED,
 a concrete operation, ALLOW or DENY, a TYPE:NAME principal) and commits the valid ones in one entry; each
@@ -14,7 +14,6 @@ from typing import Any
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.security.acl.model import (
-    CLUSTER_NAME,
     AclBinding,
     AclOperation,
     AclPermissionType,
@@ -22,6 +21,7 @@ from moldau.security.acl.model import (
     ResourceType,
 )
 from moldau.server.context import RequestContext
+from moldau.server.handlers.acl_changes import apply_valid, change_refusal, parse_each
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
 
@@ -36,42 +36,27 @@ def binding(resource_type: int, resource_name: str, pattern_type: int, principal
         raise KafkaError(ErrorCode.invalid_request, str(exc)) from exc
 
 
-def security_disabled(ctx: RequestContext) -> bool:
-    return not ctx.broker.config.authorizer_class_name
-
-
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = ctx.nested("AclCreationResult")
-    if security_disabled(ctx):
-        result = make(cls, error_code=ErrorCode.security_disabled, error_message="no authorizer is configured")
-        return make(ctx.schema.response_type, throttle_time=NO_THROTTLE,
-                    results=tuple(result for _ in request.creations))
-    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        result = make(cls, error_code=ErrorCode.cluster_authorization_failed,
-                      error_message=f"{ctx.principal} may not ALTER the cluster")
+    refusal = change_refusal(ctx)
+    if refusal is not None:
+        result = make(cls, error_code=refusal.code, error_message=refusal.message)
         return make(ctx.schema.response_type, throttle_time=NO_THROTTLE,
                     results=tuple(result for _ in request.creations))
     forwarded = await ctx.broker.forward_to_controller(ctx, request)
     if forwarded is not None:
         return forwarded
-    parsed: list[AclBinding | KafkaError] = []
-    for c in request.creations:
-        try:
-            parsed.append(binding(c.resource_type, c.resource_name, getattr(c, "resource_pattern_type", 3),
-                                  c.principal, c.host, c.operation, c.permission_type))
-        except KafkaError as exc:
-            parsed.append(exc)
+    parsed = parse_each(request.creations, _binding_of)
     valid = [p for p in parsed if isinstance(p, AclBinding)]
-    try:
-        outcomes = iter(await ctx.broker.controller.create_acls(valid))
-    except KafkaError as exc:
-        outcomes = iter([exc] * len(valid))
-    results = []
-    for item in parsed:
-        error = item if isinstance(item, KafkaError) else next(outcomes)
-        results.append(make(cls, error_code=error.code if error else ErrorCode.none,
-                            error_message=error.message if error else None))
-    return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, results=tuple(results))
+    outcomes = await apply_valid(parsed, valid, ctx.broker.controller.create_acls)
+    results = tuple(make(cls, error_code=error.code if error else ErrorCode.none,
+                         error_message=error.message if error else None) for error in outcomes)
+    return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, results=results)
+
+
+def _binding_of(creation: Any) -> AclBinding:
+    return binding(creation.resource_type, creation.resource_name, getattr(creation, "resource_pattern_type", 3),
+                   creation.principal, creation.host, creation.operation, creation.permission_type)
 
 
 API = Api(key=30, name="CreateAcls", min_version=1, max_version=3, handle=handle)

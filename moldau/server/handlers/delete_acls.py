@@ -1,4 +1,4 @@
-"""DeleteAcls (key 31): remove the ACLs matching each filter (needs ALTER on the cluster, checked by dispatch).
+"""DeleteAcls (key 31): remove the ACLs matching each filter (needs ALTER on the cluster: `acl_changes`).
 
 Forwarded to the active controller, which removes every ACL any filter matches in one entry; each filter's
 result lists the ACLs it matched (an ACL matched by two filters is listed by both, as in Kafka). Filters follow
@@ -11,43 +11,27 @@ from typing import Any
 
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.security.acl.model import CLUSTER_NAME, AclBinding, AclBindingFilter, AclOperation, ResourceType
+from moldau.security.acl.model import AclBinding, AclBindingFilter
 from moldau.server.context import RequestContext
+from moldau.server.handlers.acl_changes import apply_valid, change_refusal, parse_each
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
-from moldau.server.handlers.create_acls import security_disabled
 from moldau.server.handlers.describe_acls import acl_filter
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     result_cls = ctx.nested("DeleteAclsFilterResult")
-    if security_disabled(ctx):
-        result = make(result_cls, error_code=ErrorCode.security_disabled,
-                      error_message="no authorizer is configured", matching_acls=())
-        return _response(ctx, tuple(result for _ in request.filters))
-    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        result = make(result_cls, error_code=ErrorCode.cluster_authorization_failed,
-                      error_message=f"{ctx.principal} may not ALTER the cluster", matching_acls=())
+    refusal = change_refusal(ctx)
+    if refusal is not None:
+        result = make(result_cls, error_code=refusal.code, error_message=refusal.message, matching_acls=())
         return _response(ctx, tuple(result for _ in request.filters))
     forwarded = await ctx.broker.forward_to_controller(ctx, request)
     if forwarded is not None:
         return forwarded
-    parsed: list[AclBindingFilter | KafkaError] = []
-    for f in request.filters:
-        try:
-            parsed.append(acl_filter(f.resource_type_filter, f.resource_name_filter,
-                                     getattr(f, "pattern_type_filter", 3), f.principal_filter, f.host_filter,
-                                     f.operation, f.permission_type))
-        except KafkaError as exc:
-            parsed.append(exc)
+    parsed = parse_each(request.filters, _filter_of)
     valid = [p for p in parsed if isinstance(p, AclBindingFilter)]
-    try:
-        outcomes = iter(await ctx.broker.controller.delete_acls(valid))
-    except KafkaError as exc:
-        outcomes = iter([exc] * len(valid))
     results = []
-    for item in parsed:
-        outcome: list[AclBinding] | KafkaError = item if isinstance(item, KafkaError) else next(outcomes)
+    for outcome in await apply_valid(parsed, valid, ctx.broker.controller.delete_acls):
         if isinstance(outcome, KafkaError):
             results.append(make(result_cls, error_code=outcome.code, error_message=outcome.message,
                                 matching_acls=()))
@@ -55,6 +39,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             results.append(make(result_cls, error_code=ErrorCode.none, error_message=None,
                                 matching_acls=tuple(_matching(ctx, acl) for acl in outcome)))
     return _response(ctx, tuple(results))
+
+
+def _filter_of(f: Any) -> AclBindingFilter:
+    return acl_filter(f.resource_type_filter, f.resource_name_filter, getattr(f, "pattern_type_filter", 3),
+                      f.principal_filter, f.host_filter, f.operation, f.permission_type)
 
 
 def _matching(ctx: RequestContext, acl: AclBinding) -> Any:

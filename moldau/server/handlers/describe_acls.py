@@ -22,9 +22,9 @@ from moldau.security.acl.model import (
     ResourceType,
 )
 from moldau.server.context import RequestContext
+from moldau.server.handlers.acl_changes import security_disabled
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
-from moldau.server.handlers.create_acls import security_disabled
 
 
 def acl_filter(resource_type: int, name: str | None, pattern_type: int, principal: str | None, host: str | None,
