@@ -5,16 +5,30 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moldau.metadata.raft_wire import WireError
 from moldau.protocol.codec import InvalidRequest, make
+
+if TYPE_CHECKING:
+    from moldau.security.acl.model import ResourceType
+    from moldau.server.context import RequestContext
 
 # kio models throttle times as timedeltas.
 NO_THROTTLE = datetime.timedelta(0)
 
 # Kafka's sentinel for "authorized operations not requested".
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def requested_operations(ctx: RequestContext, request: Any, flag: str, resource_type: ResourceType,
+                         name: str) -> int:
+    """KIP-430: the resource's authorized operations when the request's `flag` asks for them and an authorizer
+    decides them, else "omitted"."""
+    if not getattr(request, flag, False):
+        return AUTHORIZED_OPERATIONS_OMITTED
+    operations = ctx.authorized_operations(resource_type, name)
+    return AUTHORIZED_OPERATIONS_OMITTED if operations is None else operations
 
 
 def error_message(code_name: str, message: str | None) -> str | None:

@@ -15,7 +15,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
-from moldau.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
+from moldau.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, requested_operations
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -40,15 +40,10 @@ def _describe(ctx: RequestContext, request: Any, group_id: str) -> Any:
     return make(cls, error_code=ErrorCode.none, error_message=None, group_id=group_id,
                 group_state=group.state, group_epoch=group.epoch, assignment_epoch=group.target_epoch,
                 assignor_name=group.assignor_name(), members=_members(ctx, group),
-                authorized_operations=_operations(ctx, request, group_id))
+                authorized_operations=requested_operations(ctx, request, "include_authorized_operations",
+                                                           ResourceType.GROUP, group_id))
 
 
-def _operations(ctx: RequestContext, request: Any, group_id: str) -> int:
-    """KIP-430: the group's authorized operations when asked for and an authorizer decides them."""
-    if not getattr(request, "include_authorized_operations", False):
-        return AUTHORIZED_OPERATIONS_OMITTED
-    operations = ctx.authorized_operations(ResourceType.GROUP, group_id)
-    return AUTHORIZED_OPERATIONS_OMITTED if operations is None else operations
 
 
 def _failed(cls: Any, group_id: str, error: ErrorCode, message: str | None) -> Any:

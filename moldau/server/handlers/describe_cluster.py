@@ -18,7 +18,7 @@ from moldau.protocol.errors import ErrorCode
 from moldau.security.acl.model import CLUSTER_NAME, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
-from moldau.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
+from moldau.server.handlers.common import NO_THROTTLE, requested_operations
 
 ENDPOINT_BROKERS, ENDPOINT_CONTROLLERS = 1, 2
 
@@ -67,15 +67,10 @@ def _response(ctx: RequestContext, code: ErrorCode, message: str | None, brokers
                 endpoint_type=endpoint_type, cluster_id=ctx.broker.cluster_id,
                 controller_id=controller_id if code == ErrorCode.none and controller_id is not None else -1,
                 brokers=brokers,
-                cluster_authorized_operations=_operations(ctx, request))
+                cluster_authorized_operations=requested_operations(
+                    ctx, request, "include_cluster_authorized_operations", ResourceType.CLUSTER, CLUSTER_NAME))
 
 
-def _operations(ctx: RequestContext, request: Any) -> int:
-    """KIP-430: the cluster's authorized operations when asked for and an authorizer decides them."""
-    if request is None or not getattr(request, "include_cluster_authorized_operations", False):
-        return AUTHORIZED_OPERATIONS_OMITTED
-    operations = ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
-    return AUTHORIZED_OPERATIONS_OMITTED if operations is None else operations
 
 
 API = Api(key=60, name="DescribeCluster", min_version=0, max_version=2, handle=handle)

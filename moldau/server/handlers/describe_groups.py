@@ -14,7 +14,7 @@ from moldau.protocol.errors import ErrorCode
 from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
-from moldau.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
+from moldau.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, requested_operations
 
 NOT_FOUND_ERROR_FROM = 6
 _DEAD = GroupDescription("Dead", "", "", ())
@@ -45,15 +45,10 @@ def _describe(ctx: RequestContext, request: Any, group_id: str) -> Any:
     return make(ctx.nested("DescribedGroup"), error_code=error, error_message=message, group_id=group_id,
                 group_state=description.state, protocol_type=description.protocol_type,
                 protocol_data=description.protocol_name, members=members,
-                authorized_operations=_operations(ctx, request, group_id))
+                authorized_operations=requested_operations(ctx, request, "include_authorized_operations",
+                                                           ResourceType.GROUP, group_id))
 
 
-def _operations(ctx: RequestContext, request: Any, group_id: str) -> int:
-    """KIP-430: the group's authorized operations when asked for and an authorizer decides them."""
-    if not getattr(request, "include_authorized_operations", False):
-        return AUTHORIZED_OPERATIONS_OMITTED
-    operations = ctx.authorized_operations(ResourceType.GROUP, group_id)
-    return AUTHORIZED_OPERATIONS_OMITTED if operations is None else operations
 
 
 API = Api(key=15, name="DescribeGroups", min_version=0, max_version=6, handle=handle)

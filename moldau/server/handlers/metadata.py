@@ -25,7 +25,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
-from moldau.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
+from moldau.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, requested_operations
 
 _NO_TOPIC_ID = uuid.UUID(int=0)
 
@@ -52,17 +52,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         controller_id=broker.node_id,
         topics=tuple(topics),
         error_code=ErrorCode.none,
-        cluster_authorized_operations=_operations(ctx, request, "include_cluster_authorized_operations",
+        cluster_authorized_operations=requested_operations(ctx, request, "include_cluster_authorized_operations",
                                                   ResourceType.CLUSTER, CLUSTER_NAME),
     )
 
 
-def _operations(ctx: RequestContext, request: Any, flag: str, resource_type: ResourceType, name: str) -> int:
-    """KIP-430: the authorized operations when asked for and an authorizer decides them, else "omitted"."""
-    if not getattr(request, flag, False):
-        return AUTHORIZED_OPERATIONS_OMITTED
-    operations = ctx.authorized_operations(resource_type, name)
-    return AUTHORIZED_OPERATIONS_OMITTED if operations is None else operations
 
 
 def _brokers(ctx: RequestContext, image: MetadataImage) -> tuple[Any, ...]:
@@ -134,7 +128,7 @@ def _topic(ctx: RequestContext, topic: TopicImage, code: ErrorCode, request: Any
     )
     return make(ctx.nested("MetadataResponseTopic"), error_code=code, name=topic.name, topic_id=topic.topic_id,
                 is_internal=topic.is_internal, partitions=partitions,
-                topic_authorized_operations=_operations(ctx, request, "include_topic_authorized_operations",
+                topic_authorized_operations=requested_operations(ctx, request, "include_topic_authorized_operations",
                                                         ResourceType.TOPIC, topic.name))
 
 
