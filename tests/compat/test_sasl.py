@@ -155,6 +155,37 @@ def test_scram_bad_credentials(sasl_broker: SaslBroker, user: str, password: str
         assert client.is_closed_by_peer()
 
 
+HOSTILE_TOKENS = [
+    b"",  # nothing at all
+    b"\xff\xfe\x00\x80" * 64,  # not UTF-8
+    b"\0" * 1000,  # only separators
+    b"x" * 900_000,  # large, but under the frame limit
+    b"n,,n=bob,r=" + b"\0" * 50,  # a SCRAM client-first message with a NUL nonce
+    b"c=biws,r=unknown-nonce,p=AAAA",  # a client-final message out of turn
+]
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+@pytest.mark.parametrize("token", HOSTILE_TOKENS, ids=lambda t: f"{len(t)}-bytes")
+def test_hostile_tokens_fail_authentication_and_the_broker_keeps_serving(sasl_broker: SaslBroker, mechanism: str,
+                                                                        token: bytes) -> None:
+    with RawClient(sasl_broker.sasl) as client:
+        assert handshake(client, mechanism).error_code == ErrorCode.none  # type: ignore[attr-defined]
+        response = client.request(SaslAuthenticateRequest(auth_bytes=token))
+        assert response.error_code in (ErrorCode.sasl_authentication_failed, ErrorCode.illegal_sasl_state)
+        assert client.is_closed_by_peer()
+    assert sasl_broker.proc.running
+    assert "Traceback" not in sasl_broker.proc.log_path.read_text(errors="replace")
+    user, password = USERS[mechanism]
+    if mechanism == "PLAIN":
+        with RawClient(sasl_broker.sasl) as client:
+            handshake(client, "PLAIN")
+            answer = client.request(SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()))
+            assert answer.error_code == ErrorCode.none
+    else:
+        assert can_authenticate(sasl_broker.sasl, mechanism, user, password)
+
+
 def test_confluent_kafka_surfaces_bad_password(sasl_broker: SaslBroker) -> None:
     errors: list[str] = []
     producer = Producer({**ck_conf(sasl_broker.sasl, "SCRAM-SHA-512", "carol", "wrong"),
