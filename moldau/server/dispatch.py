@@ -9,7 +9,8 @@ Every request a node serves passes through `Dispatcher.handle_frame`, in this or
    except ApiVersions, which answers UNSUPPORTED_VERSION with the ranges served so the client can pick one;
 2. the body is bounds-checked and decoded (`codec.decode_request`, or the API's own decoder); a malformed body
    is answered with INVALID_REQUEST where the response has a top-level error code, else the connection closes;
-3. the request filters run (none today: authorization and quotas hook in here, so every request passes them);
+3. the request filters run: with an authorizer, `RequestAuthorization` refuses requests whose whole-request
+   check fails (moldau.security.acl.rules); checks per topic or group are the handlers';
 4. the handler runs with a `RequestContext` whose `broker` is the narrow `BrokerServices` interface; when
    client quotas are configured, its `quota` records the bytes Produce and Fetch move, the handler puts the
    throttle time in its response, and the connection is muted for that time once the response is out
@@ -80,7 +81,7 @@ class RequestFilter(Protocol):
     """A check every decoded request passes before its handler runs.
 
     Raising `KafkaError` refuses the request: it is answered like an error a handler left unanswered (the
-    top-level error code, where the response has one). Authorization and quotas are meant to be filters.
+    top-level error code, where the response has one). The ACL check of whole requests is one.
     """
 
     async def check(self, ctx: RequestContext, request: Any) -> None: ...
