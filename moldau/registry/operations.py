@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from moldau.registry.compatibility import CompatibilityLevel
 from moldau.registry.errors import RegistryError
 from moldau.registry.formats.base import ParsedSchema
 from moldau.registry.parsed import ParsedSchemas
@@ -20,8 +21,7 @@ from moldau.registry.state import RegistryState, SchemaContent
 
 __all__ = ["COMPATIBILITY_LEVELS", "Operations", "Plan", "schema_answer"]
 
-COMPATIBILITY_LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",
-                        "FULL_TRANSITIVE")
+COMPATIBILITY_LEVELS = tuple(level.value for level in CompatibilityLevel)
 _READ_ONLY = ("READONLY", "READONLY_OVERRIDE")
 
 Record = tuple[RecordKey, SchemaValue | dict[str, Any] | None]

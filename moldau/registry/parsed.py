@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from moldau.registry.compatibility import CompatibilityLevel, compatibility_errors
 from moldau.registry.errors import RegistryError
+from moldau.registry.formats import FORMATS, parse_schema
 from moldau.registry.formats.base import InvalidSchema, ParsedSchema
 from moldau.registry.records import Reference
 from moldau.registry.state import RegistryState, SchemaContent
@@ -40,17 +42,12 @@ class FormatTools:
     """SchemaTools over the formats package (Avro, JSON Schema, Protobuf) and its compatibility rules."""
 
     def types(self) -> list[str]:
-        from moldau.registry.formats import FORMATS
         return list(FORMATS)
 
     def parse(self, schema_type: str, text: str, references: Mapping[str, str]) -> ParsedSchema:
-        from moldau.registry.formats import FORMATS, parse_schema
-        if schema_type not in FORMATS:
-            raise InvalidSchema(f"unknown schema type {schema_type!r}; this registry accepts {', '.join(FORMATS)}")
         return parse_schema(schema_type, text, references)
 
     def compatibility_errors(self, level: str, new: ParsedSchema, previous: Sequence[ParsedSchema]) -> list[str]:
-        from moldau.registry.compatibility import CompatibilityLevel, compatibility_errors
         return compatibility_errors(CompatibilityLevel(level), new, list(previous))
 
 
