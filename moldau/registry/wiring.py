@@ -18,7 +18,7 @@ __all__ = ["registry_for"]
 
 def registry_for(broker: Broker) -> RegistryService:
     """The broker's registry, its HTTP socket bound. Raises ConfigError for a bad listener or a port in use."""
-    raw = broker.config.get_str("schema.registry.listeners") or ""
+    raw = broker.config.schema_registry_listeners or ""
     try:
         listener = parse_registry_listener(raw)
     except ValueError as exc:
