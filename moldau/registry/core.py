@@ -33,9 +33,9 @@ class Store(Protocol):
         errors."""
         ...
 
-    async def catch_up(self) -> None:
+    async def catch_up(self, timeout_s: float) -> None:
         """Replay `_schemas` up to what is committed now, so writes made through other brokers are seen.
-        Raises RegistryError (50002) when that cannot be done in time."""
+        Raises RegistryError (50002) when that cannot be done within `timeout_s`."""
         ...
 
 

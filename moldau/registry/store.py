@@ -92,7 +92,7 @@ class TopicStore:
 
     # -- reading --------------------------------------------------------------------------------------------------
 
-    async def catch_up(self) -> None:
+    async def catch_up(self, timeout_s: float = CATCH_UP_TIMEOUT_S) -> None:
         if self._topic() is None:
             return
         if self._leads_here():
@@ -100,7 +100,7 @@ class TopicStore:
             return
         wanted = self._fetches_sent + 1  # a fetch sent from now on sees every write answered before now
         try:
-            async with asyncio.timeout(CATCH_UP_TIMEOUT_S), self._progress:
+            async with asyncio.timeout(timeout_s), self._progress:
                 await self._progress.wait_for(
                     lambda: self._fetches_done >= wanted and self.position >= self._last_high_watermark)
         except TimeoutError:

@@ -9,6 +9,7 @@ registered through another broker is found as soon as its id was returned.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -30,6 +31,8 @@ log = logging.getLogger(__name__)
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 MAX_BODY_BYTES = 16 * 1024 * 1024
 FORWARD_TIMEOUT_S = 30.0
+READ_CATCH_UP_S = 3.0  # a miss waits at most this long for writes made elsewhere
+WRITE_CATCH_UP_S = 10.0
 
 T = TypeVar("T")
 
@@ -64,13 +67,15 @@ class Api:
             raise RegistryError.bad_json(str(exc)) from exc
 
     async def read(self, answer: Callable[[], T]) -> T:
-        """`answer()`, asked again after catching up when it found nothing."""
+        """`answer()`, asked again after catching up when it found nothing (when catching up fails, what this
+        broker knows is the answer)."""
         try:
             return answer()
         except RegistryError as exc:
             if exc.status != 404:
                 raise
-        await self.store.catch_up()
+        with contextlib.suppress(RegistryError):
+            await self.store.catch_up(READ_CATCH_UP_S)
         return answer()
 
     async def write(self, request: Request, plan: Callable[[], Plan]) -> Response:
@@ -90,7 +95,8 @@ class Api:
         except (OSError, TimeoutError, ValueError) as exc:
             raise RegistryError.forwarding_failed(f"{url}: {exc}") from exc
         if 200 <= status < 300:
-            await self.store.catch_up()  # so reads here see the write as soon as it is answered
+            with contextlib.suppress(RegistryError):  # the write is done either way
+                await self.store.catch_up(WRITE_CATCH_UP_S)  # so reads here see it as soon as it is answered
         return Response(content, status, media_type=content_type or CONTENT_TYPE)
 
 

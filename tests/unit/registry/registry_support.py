@@ -33,7 +33,7 @@ class MemoryStore:
             self.core.state.apply(raw_key, raw_value, len(self.log) - 1)
         return planned.answer
 
-    async def catch_up(self) -> None:
+    async def catch_up(self, timeout_s: float) -> None:
         return None
 
     def replayed(self) -> RegistryState:
