@@ -17,6 +17,7 @@ from moldau.registry.errors import RegistryError
 from moldau.registry.formats import FORMATS, parse_schema
 from moldau.registry.formats.base import InvalidSchema, ParsedSchema
 from moldau.registry.records import Reference
+from moldau.registry.serialized import proto_text
 from moldau.registry.state import RegistryState, SchemaContent
 
 __all__ = ["FormatTools", "ParsedSchemas", "SchemaTools"]
@@ -81,8 +82,11 @@ class ParsedSchemas:
         return resolved
 
     def parse(self, schema_type: str, text: str, references: Sequence[Reference]) -> ParsedSchema:
-        """Parse a schema sent by a client. Raises RegistryError 42201."""
+        """Parse a schema sent by a client (a Protobuf one may come as a serialized descriptor). Raises
+        RegistryError 42201."""
         texts = self.resolve(references)
+        if schema_type == "PROTOBUF":
+            text = proto_text(text) or text
         try:
             return self.tools.parse(schema_type, text, texts)
         except InvalidSchema as exc:

@@ -23,6 +23,7 @@ from moldau.registry.errors import RegistryError
 from moldau.registry.http.forward import FORWARDED_HEADER, forward
 from moldau.registry.operations import Plan
 from moldau.registry.requests import parse_bool
+from moldau.registry.serialized import SERIALIZED, serialized_form
 
 __all__ = ["CONTENT_TYPE", "Api", "json_response"]
 
@@ -65,6 +66,13 @@ class Api:
             return json.loads(raw)
         except (UnicodeDecodeError, ValueError) as exc:
             raise RegistryError.bad_json(str(exc)) from exc
+
+    def schema_text(self, request: Request, schema_id: int, schema_type: str, text: str) -> str:
+        """The schema's text as the request's `format` asks: a Protobuf one may be asked for `serialized`."""
+        if request.query_params.get("format") != SERIALIZED or schema_type != "PROTOBUF":
+            return text
+        parsed = self.core.parsed.schema_by_id(schema_id)
+        return (serialized_form(parsed) if parsed is not None else None) or text
 
     async def read(self, answer: Callable[[], T]) -> T:
         """`answer()`, asked again after catching up when it found nothing (when catching up fails, what this

@@ -42,7 +42,7 @@ async def by_id(api: Api, request: Request) -> Response:
         answer["schemaType"] = content.schema_type
     if content.references:
         answer["references"] = [r.to_json() for r in content.references]
-    answer["schema"] = content.schema
+    answer["schema"] = api.schema_text(request, schema_id, content.schema_type, content.schema)
     if api.flag(request, "fetchMaxId"):
         answer["maxId"] = api.core.state.max_id
     return json_response(answer)

@@ -48,7 +48,9 @@ async def version(api: Api, request: Request) -> Response:
         return await api.write(request, lambda: api.core.admin.delete_version(subject, number, permanent))
     deleted = api.flag(request, "deleted")
     held = await api.read(lambda: api.core.ops.get_version(subject, number, deleted))
-    return json_response(schema_answer(held))
+    answer = schema_answer(held)
+    answer["schema"] = api.schema_text(request, held.id, held.schema_type, held.schema)
+    return json_response(answer)
 
 
 async def version_schema(api: Api, request: Request) -> Response:

@@ -179,3 +179,29 @@ def test_replay_rebuilds_the_same_state(reg: Registry) -> None:
     assert {"keytype": "DELETE_SUBJECT", "subject": "b", "magic": 0} in keys
     first = json.loads(reg.store.log[0][1] or b"")
     assert set(first) == {"subject", "version", "id", "schema", "deleted"}  # no schemaType for AVRO
+
+
+def test_protobuf_schema_sent_as_a_serialized_descriptor(reg: Registry) -> None:
+    import base64
+
+    proto = 'syntax = "proto3";\npackage p;\n\nmessage M {\n  string a = 1;\n}\n'
+    assert reg.register("m", proto, schemaType="PROTOBUF") == (200, {"id": 1})
+    status, held = reg("GET", "/subjects/m/versions/1", format="serialized")
+    assert status == 200 and held["schemaType"] == "PROTOBUF"
+    serialized = held["schema"]
+    base64.b64decode(serialized, validate=True)
+    # The same schema registered in serialized form is the same schema: same id, no new version.
+    assert reg.register("m", serialized, schemaType="PROTOBUF") == (200, {"id": 1})
+    assert reg("GET", "/schemas/ids/1", format="serialized")[1]["schema"] == serialized
+    assert "message M" in reg("GET", "/schemas/ids/1")[1]["schema"]
+
+
+def test_unreadable_records_are_skipped_on_replay() -> None:
+    from moldau.registry.state import RegistryState
+
+    state = RegistryState()
+    state.apply(b"not json", b"{}", 0)
+    state.apply(b'{"keytype":"SOMETHING","magic":0}', b"{}", 1)
+    state.apply(b'{"keytype":"SCHEMA","subject":"s","version":1,"magic":1}', b'{"subject":"s"}', 2)
+    state.apply(b'{"keytype":"NOOP","magic":0}', None, 3)
+    assert state.subjects(deleted=True) == [] and state.end_offset == 4
