@@ -205,3 +205,22 @@ def test_unreadable_records_are_skipped_on_replay() -> None:
     state.apply(b'{"keytype":"SCHEMA","subject":"s","version":1,"magic":1}', b'{"subject":"s"}', 2)
     state.apply(b'{"keytype":"NOOP","magic":0}', None, 3)
     assert state.subjects(deleted=True) == [] and state.end_offset == 4
+
+
+def test_lookup_for_record_checks(reg: Registry) -> None:
+    import asyncio
+
+    from moldau.registry.lookup import SchemaLookup
+
+    lookup = SchemaLookup(reg.core.parsed, reg.store)
+    reg.register("a-value", V1)
+    reg.register("a-value", V2)
+    first = lookup.schema_by_id(1)
+    assert first is not None and first.schema_type == "AVRO" and first.record_name() == "User"
+    assert lookup.schema_by_id(1) is first  # cached
+    assert lookup.subject_has_id("a-value", 1) and not lookup.subject_has_id("b-value", 1)
+    reg("DELETE", "/subjects/a-value/versions/1")
+    assert not lookup.subject_has_id("a-value", 1) and lookup.subject_has_id("a-value", 2)
+    assert lookup.schema_by_id(99) is None
+    assert asyncio.run(lookup.fresh_schema_by_id(2)) is not None
+    assert asyncio.run(lookup.fresh_schema_by_id(99)) is None
