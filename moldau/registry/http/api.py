@@ -67,6 +67,16 @@ class Api:
         except (UnicodeDecodeError, ValueError) as exc:
             raise RegistryError.bad_json(str(exc)) from exc
 
+    @staticmethod
+    def page(request: Request, items: list[T]) -> list[T]:
+        """`offset` and `limit` (negative: no limit) applied to a listing."""
+        try:
+            offset = max(0, int(request.query_params.get("offset", "0")))
+            limit = int(request.query_params.get("limit", "-1"))
+        except ValueError:
+            raise RegistryError.unprocessable("offset and limit must be integers") from None
+        return items[offset:] if limit < 0 else items[offset:offset + limit]
+
     def schema_text(self, request: Request, schema_id: int, schema_type: str, text: str) -> str:
         """The schema's text as the request's `format` asks: a Protobuf one may be asked for `serialized`."""
         if request.query_params.get("format") != SERIALIZED or schema_type != "PROTOBUF":

@@ -75,7 +75,7 @@ async def list_schemas(api: Api, request: Request) -> Response:
     for subject in api.core.state.subjects(deleted, prefix):
         held = api.core.state.versions(subject, deleted)
         found += [schema_answer(v) for v in (held[-1:] if latest_only else held)]
-    return json_response(found)
+    return json_response(api.page(request, found))
 
 
 async def types(api: Api, request: Request) -> Response:

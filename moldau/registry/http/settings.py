@@ -39,7 +39,7 @@ async def mode(api: Api, request: Request) -> Response:
 
 
 async def contexts(api: Api, request: Request) -> Response:
-    return json_response(["."])  # only the default context
+    return json_response(api.page(request, ["."]))  # only the default context
 
 
 async def root(api: Api, request: Request) -> Response:

@@ -17,7 +17,12 @@ async def list_subjects(api: Api, request: Request) -> Response:
     prefix = request.query_params.get("subjectPrefix", "")
     if prefix.startswith(":.:"):  # the default context, named explicitly
         prefix = prefix[3:]
-    return json_response(api.core.state.subjects(api.flag(request, "deleted"), prefix))
+    state = api.core.state
+    if api.flag(request, "deletedOnly") or api.flag(request, "deleted_only"):
+        found = [s for s in state.subjects(deleted=True, prefix=prefix) if not state.has_subject(s)]
+    else:
+        found = state.subjects(api.flag(request, "deleted"), prefix)
+    return json_response(api.page(request, found))
 
 
 async def lookup_or_delete(api: Api, request: Request) -> Response:

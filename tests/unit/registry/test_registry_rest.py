@@ -45,6 +45,10 @@ def test_register_read_and_share_ids(reg: Registry) -> None:
     assert reg.register("b-value", V1) == (200, {"id": 1})  # same schema, another subject: same id
     assert reg.register("a-value", V2) == (200, {"id": 2})
     assert reg("GET", "/subjects") == (200, ["a-value", "b-value"])
+    assert reg("GET", "/subjects", offset=1, limit=5) == (200, ["b-value"])
+    assert reg("GET", "/subjects", subjectPrefix="b") == (200, ["b-value"])
+    assert [(s["subject"], s["version"]) for s in reg("GET", "/schemas", latestOnly=True)[1]] == [
+        ("a-value", 2), ("b-value", 1)]
     assert reg("GET", "/subjects/a-value/versions") == (200, [1, 2])
     status, latest = reg("GET", "/subjects/a-value/versions/latest")
     assert status == 200 and set(latest) == {"subject", "version", "id", "schema"}
@@ -111,6 +115,7 @@ def test_soft_then_permanent_delete(reg: Registry) -> None:
     assert reg("DELETE", "/subjects/s")[1]["error_code"] == 40404
     assert reg("GET", "/subjects") == (200, [])
     assert reg("GET", "/subjects", deleted=True) == (200, ["s"])
+    assert reg("GET", "/subjects", deletedOnly=True) == (200, ["s"])
     assert reg.register("s", V1) == (200, {"id": 1})  # the id of the same schema; versions count on
     assert reg("GET", "/subjects/s/versions") == (200, [3])
     reg("DELETE", "/subjects/s")
