@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from moldau.registry.compatibility import CompatibilityLevel, compatibility_errors
 from moldau.registry.formats import ParsedSchema, parse_schema
+from moldau.registry.formats.protobuf import ProtobufSchema
 from tests.unit.registry.strategies import FIELD_NAMES, PRIMITIVES, SYMBOLS, avro_records, avro_types
 
 PROMOTIONS = {"int": ["long", "float", "double"], "long": ["float", "double"], "float": ["double"]}
@@ -50,7 +51,9 @@ def avro_evolutions(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
         if isinstance(field_type, str) and field_type in PROMOTIONS and draw(st.booleans()):
             field_type = draw(st.sampled_from(PROMOTIONS[field_type]))
         elif isinstance(field_type, list):
-            field_type = field_type + [p for p in PRIMITIVES if p not in field_type][:draw(st.integers(0, 2))]
+            # Not string or bytes: a reader union holding both may resolve the writer's bytes as a string.
+            more = [p for p in PRIMITIVES if p not in field_type and p not in ("string", "bytes")]
+            field_type = [*field_type, *more[:draw(st.integers(0, 2))]]
         elif isinstance(field_type, dict) and field_type["type"] == "enum":
             field_type = {**field_type, "symbols": [*field_type["symbols"], "ZZ_ADDED"]}
         fields.append({**field, "type": field_type})
@@ -234,3 +237,8 @@ def test_protobuf_same_wire_group_changes(fields: list[tuple[str, str, int]], da
     reader = parse_schema("PROTOBUF", proto_text(changed), {})
     assert compatibility_errors("FULL", reader, [writer]) == []
     assert writer.record_name() == "gen.M" and writer.record_name([1]) == "gen.Other"
+    # Data written with the writer's message class parses as the reader's message.
+    assert isinstance(writer, ProtobufSchema)
+    values = {"bool": True, "string": "text", "bytes": b"ascii", "float": 1.5, "double": 2.5}
+    built = writer.message_class([0])(**{name: values.get(kind, 7) for name, kind, _ in fields})
+    reader.check_payload(built.SerializeToString())
