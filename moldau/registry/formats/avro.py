@@ -178,13 +178,16 @@ class Resolution:
                     f"{describe(writer)}"]
         if r_kind == "record":
             return self.record(reader, writer, path)
-        if r_kind in ("enum", "fixed") and not names_match(reader, writer):
-            return [name_mismatch(reader, writer, path)]
+        # Named types: a name mismatch is reported together with any other problem, as Avro's own checker does.
+        errors = [] if r_kind not in ("enum", "fixed") or names_match(reader, writer) else [
+            name_mismatch(reader, writer, path)]
         if r_kind == "enum":
-            return enum_errors(reader, writer, path)
+            return errors + enum_errors(reader, writer, path)
         if r_kind == "fixed" and reader.get("size") != writer.get("size"):
-            return [f"FIXED_SIZE_MISMATCH: fixed '{reader['name']}' at {path or '/'} has size {reader.get('size')}"
-                    f" but the writer's has size {writer.get('size')}"]
+            errors.append(f"FIXED_SIZE_MISMATCH: fixed '{reader['name']}' at {path or '/'} has size "
+                          f"{reader.get('size')} but the writer's has size {writer.get('size')}")
+        if errors or r_kind == "fixed":
+            return errors
         if r_kind == "array":
             return self.check(reader.get("items"), writer.get("items"), f"{path}/items")
         if r_kind == "map":
@@ -192,15 +195,14 @@ class Resolution:
         return []
 
     def record(self, reader: dict[str, Any], writer: dict[str, Any], path: str) -> list[str]:
-        if not names_match(reader, writer):
-            return [name_mismatch(reader, writer, path)]
+        mismatch = [] if names_match(reader, writer) else [name_mismatch(reader, writer, path)]
         pair = (reader["name"], writer["name"])
         if pair in self.in_progress:
             return []  # recursive use: readable unless something else, reported where it is, is not
         if pair in self.records:
             return self.records[pair]
         self.in_progress.add(pair)
-        errors = self.fields(reader, writer, path)
+        errors = mismatch + self.fields(reader, writer, path)
         self.in_progress.discard(pair)
         self.records[pair] = errors
         return errors
@@ -221,7 +223,10 @@ class Resolution:
 
 
 def names_match(reader: dict[str, Any], writer: dict[str, Any]) -> bool:
-    return bool(reader["name"] == writer["name"] or writer["name"] in reader.get("aliases", []))
+    """Avro's (Java) checker, which Confluent's registry uses: equal unqualified names, or the writer's full name
+    among the reader's aliases. A namespace change alone therefore keeps data readable."""
+    same_name = str(reader["name"]).rpartition(".")[2] == str(writer["name"]).rpartition(".")[2]
+    return same_name or writer["name"] in reader.get("aliases", [])
 
 
 def name_mismatch(reader: dict[str, Any], writer: dict[str, Any], path: str) -> str:

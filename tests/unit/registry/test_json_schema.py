@@ -275,3 +275,15 @@ def test_refs_are_followed_and_recursion_ends() -> None:
 def test_not() -> None:
     assert kinds(backward({"type": "string"}, {"type": "string", "not": {"enum": ["x"]}})) == ["NOT_TYPE_EXTENDED"]
     assert backward({"type": "string", "not": {"enum": ["x"]}}, {"type": "string"}) == []
+
+
+def test_recursion_through_combined_schemas_ends() -> None:
+    def linked(value_type: str) -> dict[str, Any]:
+        node = {"oneOf": [{"type": "null"},
+                          obj({"value": {"type": value_type}, "next": {"$ref": "#/definitions/node"}})]}
+        return {"definitions": {"node": node}, "$ref": "#/definitions/node"}
+
+    assert backward(linked("integer"), linked("number")) == []
+    assert backward(linked("number"), linked("integer")) == [
+        "COMBINED_TYPE_SUBSCHEMAS_CHANGED at '#/oneOf': the writer's oneOf members [1] are read by none of the "
+        "reader's"]

@@ -193,3 +193,10 @@ def test_package_change_and_message_paths() -> None:
 def test_syntax_change_alone_is_compatible() -> None:
     assert message("message A { optional int32 x = 1; }", "proto2").read_errors(
         message("message A { int32 x = 1; }", "proto3")) == []
+
+
+def test_editions_files_compile_and_normalize_to_their_canonical_text() -> None:
+    schema = proto('edition = "2023";\nmessage A { int32 x = 1; string y = 2 [features.field_presence = IMPLICIT]; }')
+    assert schema.normalized() == schema.canonical()
+    assert proto(schema.normalized()).read_errors(schema) == []
+    schema.check_payload(schema.message_class([0])(x=1, y="z").SerializeToString())
