@@ -69,6 +69,22 @@ def test_concurrent_registrations_through_every_broker(cluster: LocalCluster) ->
         assert len([s for s in reader.get_subjects() if s.startswith("event")]) == SCHEMAS
 
 
+def test_one_schema_registered_at_once_everywhere_gets_one_id_and_one_version(cluster: LocalCluster) -> None:
+    registries = urls(cluster)
+    schema = Schema(record_schema(300), "AVRO")
+
+    def register(i: int) -> int:
+        client = SchemaRegistryClient({"url": registries[i % 3]})
+        return client.register_schema("same-value" if i % 2 else "same-too-value", schema)
+
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        ids = set(pool.map(register, range(12)))
+    assert len(ids) == 1
+    for url in registries:
+        reader = SchemaRegistryClient({"url": url})
+        assert reader.get_versions("same-value") == [1] and reader.get_versions("same-too-value") == [1]
+
+
 def test_schemas_topic_is_compacted_and_replicated(cluster: LocalCluster) -> None:
     SchemaRegistryClient({"url": urls(cluster)[0]}).register_schema("probe-value", Schema('"string"', "AVRO"))
     topic = metadata_at(first_address(cluster), ["_schemas"]).topics[0]
