@@ -130,18 +130,22 @@ class TopicStore:
             await asyncio.sleep(RETRY_S)
             return
         self._follow(topic)
+        # Counted before it is sent, uncounted when it answers nothing: `catch_up` waits for one sent after it.
         self._fetches_sent += 1
-        response = await self._pool.request(address[0], address[1], self._fetch_request(topic),
-                                            FETCH_MAX_WAIT_MS / 1000 + 10)
-        parts = [p for t in response.responses for p in t.partitions if t.topic_id == topic]
-        if topic != self._topic_id:
-            return  # the topic changed while the fetch was out
-        part = parts[0] if parts else None
-        if part is None or part.error_code != ErrorCode.none:
-            code = ErrorCode(part.error_code) if part is not None else \
-                ErrorCode(response.error_code) if response.error_code else ErrorCode.unknown_topic_or_partition
-            self._fetches_sent -= 1  # answered nothing: a later fetch must do
-            raise KafkaError(code, f"fetching {SCHEMAS_TOPIC}-0 from broker {leader}")
+        try:
+            response = await self._pool.request(address[0], address[1], self._fetch_request(topic),
+                                                FETCH_MAX_WAIT_MS / 1000 + 10)
+            parts = [p for t in response.responses for p in t.partitions if t.topic_id == topic]
+            part = parts[0] if parts else None
+            if topic != self._topic_id:
+                raise KafkaError(ErrorCode.unknown_topic_id, f"{SCHEMAS_TOPIC} changed while the fetch was out")
+            if part is None or part.error_code != ErrorCode.none:
+                code = ErrorCode(part.error_code) if part is not None else \
+                    ErrorCode(response.error_code) if response.error_code else ErrorCode.unknown_topic_or_partition
+                raise KafkaError(code, f"fetching {SCHEMAS_TOPIC}-0 from broker {leader}")
+        except BaseException:
+            self._fetches_sent -= 1
+            raise
         self._apply_batches([bytes(part.records or b"")])
         async with self._progress:
             self._fetches_done += 1
