@@ -43,7 +43,7 @@ async def authenticate(config: SaslClientConfig, send: RoundTrip) -> int:
     """Authenticate a fresh connection; returns the session lifetime in ms (0: none). Raises SaslClientError."""
     handshake = await send(SaslHandshakeRequest(mechanism=config.mechanism))
     if handshake.error_code != ErrorCode.none:
-        raise SaslClientError(f"SASL handshake for {config.mechanism} refused: {handshake.error_code.name} "
+        raise SaslClientError(f"SASL handshake for {config.mechanism} refused: {handshake.error_code.name.upper()} "
                               f"(enabled: {', '.join(handshake.mechanisms)})")
     if config.mechanism == PLAIN:
         response = await _step(send, f"\0{config.username}\0{config.password}".encode())
@@ -62,7 +62,8 @@ async def authenticate(config: SaslClientConfig, send: RoundTrip) -> int:
 async def _step(send: RoundTrip, token: bytes) -> Any:
     response = await send(SaslAuthenticateRequest(auth_bytes=token))
     if response.error_code != ErrorCode.none:
-        raise SaslClientError(f"SASL authentication failed: {response.error_code.name}: {response.error_message}")
+        raise SaslClientError(f"SASL authentication failed: {response.error_code.name.upper()}: "
+                              f"{response.error_message}")
     return response
 
 
