@@ -1,11 +1,13 @@
 """A secured three-node cluster, from server.properties a Kafka user would write: the brokers talk to each other
 over SASL_SSL with PLAIN (replica fetchers authenticate as the `admin` user of its JAAS config, over TLS), the
 controller listener is mutual TLS as in test_tls_cluster.py (controller listeners cannot use SASL yet), and the
-StandardAuthorizer is on with `admin` as the super user. Clients use the same SASL_SSL listener with a SCRAM user
+StandardAuthorizer is on with `admin` (the brokers' SASL user) and `node` (the nodes' certificate, on the controller
+listener) as super users. Clients use the same SASL_SSL listener with a SCRAM user
 who may do only what its ACLs allow."""
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 
 import pytest
@@ -19,13 +21,17 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourcePatternType,
     ResourceType,
 )
+from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
+from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
 
+from moldau.protocol.errors import ErrorCode
 from tests.support.clients import ck_consume, ck_produce
 from tests.support.cluster import LocalCluster
 from tests.support.polling import wait_until
+from tests.support.raw_client import RawClient
 from tests.support.replicated import FAST_FAILOVER
 from tests.support.sasl import JAAS, ck_conf, create_scram_users, records
-from tests.support.tls import make_pki
+from tests.support.tls import Pki, make_pki
 
 pytestmark = pytest.mark.slow
 
@@ -44,11 +50,12 @@ ssl.keystore.location={{keystore}}
 ssl.truststore.type=PEM
 ssl.truststore.location={{truststore}}
 listener.name.controller.ssl.client.auth=required
+listener.name.controller.ssl.principal.mapping.rules=RULE:^CN=([^,]+),OU=nodes,O=Moldau$/$1/,DEFAULT
 sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256
 sasl.mechanism.inter.broker.protocol=PLAIN
 listener.name.broker.plain.sasl.jaas.config={JAAS}
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
-super.users=User:admin
+super.users=User:admin;User:node
 allow.everyone.if.no.acl.found=false
 """
 
@@ -108,3 +115,19 @@ def test_a_secured_cluster_replicates_over_sasl_ssl_and_enforces_acls(tmp_path: 
         consumer.close()
         for node in cluster.nodes.values():
             assert "authentication to" not in node.log_tail(400)
+        node = next(iter(cluster.nodes.values()))
+        assert controller_listener_errors(node.controller_address, pki) == (
+            ErrorCode.cluster_authorization_failed, ErrorCode.cluster_authorization_failed)
+
+
+def controller_listener_errors(address: str, pki: Pki) -> tuple[int, int]:
+    """alice, with a certificate the CA signed, on a controller listener: a BrokerHeartbeat (for nodes only) and a
+    DescribeQuorum (an admin request, KIP-919, that needs DESCRIBE on the cluster, which she lacks)."""
+    tls = ssl.create_default_context(cafile=str(pki.ca))
+    tls.load_cert_chain(str(pki.client))
+    heartbeat = BrokerHeartbeatRequest(broker_id=99, broker_epoch=1, current_metadata_offset=0, want_fence=False,
+                                       want_shut_down=False, offline_log_dirs=())
+    describe = DescribeQuorumRequest(topics=(TopicData(topic_name="__cluster_metadata", partitions=(
+        PartitionData(partition_index=0),)),))
+    with RawClient(address, tls=tls) as client:
+        return client.request(heartbeat).error_code, client.request(describe).error_code
