@@ -6,6 +6,7 @@ and a second SASL listener, REAUTH, whose sessions last 1.5 s (KIP-368 re-authen
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import subprocess
 import sys
@@ -326,3 +327,37 @@ def test_tools_on_moldaus_own_client_authenticate_too(sasl_broker: SaslBroker, t
     unusable = tmp_path / "gssapi.properties"
     unusable.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n")
     assert "GSSAPI is not supported" in tool("quotas", "describe", properties=unusable).stderr
+
+
+def test_python_clients_outlive_their_sasl_sessions(sasl_broker: SaslBroker) -> None:
+    """kafka-python and aiokafka have no KIP-368 re-authentication: when a session ends the broker closes the
+    connection at the next request, as Kafka does, and the clients reconnect and authenticate again, losing no
+    record. Each sends for 4 s on the REAUTH listener, whose sessions last 1.5 s."""
+    from aiokafka import AIOKafkaProducer
+    from kafka import KafkaProducer
+
+    topic = topic_name("reauth-python")
+    create_topic(sasl_broker.plain, topic)
+    expired_before = _expired_closes(sasl_broker.proc.log_path)
+    auth = python_client_auth(sasl_broker.reauth, "PLAIN", *USERS["PLAIN"])
+    producer = KafkaProducer(**auth, retries=5, acks="all")
+    for i in range(40):
+        producer.send(topic, value=b"kafka-python %d" % i).get(timeout=30)
+        time.sleep(0.1)
+    producer.close()
+
+    async def aiokafka_sends() -> None:
+        async_producer = AIOKafkaProducer(**auth, acks="all")
+        await async_producer.start()
+        try:
+            for i in range(40):
+                await async_producer.send_and_wait(topic, value=b"aiokafka %d" % i)
+                await asyncio.sleep(0.1)
+        finally:
+            await async_producer.stop()
+    asyncio.run(aiokafka_sends())
+
+    got = ck_consume(sasl_broker.plain, topic, 80)
+    assert sorted(r.value or b"" for r in got) == sorted(
+        [b"kafka-python %d" % i for i in range(40)] + [b"aiokafka %d" % i for i in range(40)])
+    assert _expired_closes(sasl_broker.proc.log_path) > expired_before  # their sessions did end under them
