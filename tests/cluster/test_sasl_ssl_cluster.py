@@ -3,11 +3,15 @@ over SASL_SSL with PLAIN (replica fetchers authenticate as the `admin` user of i
 controller listener is mutual TLS as in test_tls_cluster.py (controller listeners cannot use SASL yet), and the
 StandardAuthorizer is on with `admin` (the brokers' SASL user) and `node` (the nodes' certificate, on the controller
 listener) as super users. Clients use the same SASL_SSL listener with a SCRAM user
-who may do only what its ACLs allow."""
+who may do only what its ACLs allow, and at the rate its user quota allows; a client certificate from the same CA
+gets nowhere on the controller listener."""
 
 from __future__ import annotations
 
 import ssl
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +32,7 @@ from moldau.protocol.errors import ErrorCode
 from tests.support.clients import ck_consume, ck_produce
 from tests.support.cluster import LocalCluster
 from tests.support.polling import wait_until
+from tests.support.quota_rates import produce_for, rate
 from tests.support.raw_client import RawClient
 from tests.support.replicated import FAST_FAILOVER
 from tests.support.sasl import JAAS, ck_conf, create_scram_users, records
@@ -36,6 +41,9 @@ from tests.support.tls import Pki, make_pki
 pytestmark = pytest.mark.slow
 
 CONSUMER_GROUP = "unused-assign-only"  # the group tests.support.clients.ck_consume names
+QUOTA = 100_000  # bytes per second for bob's producer
+JAAS_ADMIN = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+              'password="admin-secret";')
 
 # What each node's server.properties says (after the generated node.id, quorum voters, log.dirs), as in
 # docs/security.md; {broker}, {controller}, {keystore} and {truststore} are filled in per node.
@@ -89,7 +97,8 @@ def allow_bob(admin: AdminClient) -> None:
 
 def test_a_secured_cluster_replicates_over_sasl_ssl_and_enforces_acls(tmp_path: Path) -> None:
     pki = make_pki(tmp_path / "pki")
-    cluster = LocalCluster(tmp_path, 3, overrides=FAST_FAILOVER)
+    # Quota rates over 2 windows of 1 s, so a few seconds of producing average out (see tests/compat/test_quotas.py).
+    cluster = LocalCluster(tmp_path, 3, overrides={**FAST_FAILOVER, "quota.window.num": "2"})
     for node in cluster.nodes.values():
         node.overrides.update(parse_properties(SERVER_PROPERTIES.format(
             broker=node.kafka_address, controller=node.controller_address, keystore=pki.server, truststore=pki.ca)))
@@ -118,6 +127,26 @@ def test_a_secured_cluster_replicates_over_sasl_ssl_and_enforces_acls(tmp_path: 
         node = next(iter(cluster.nodes.values()))
         assert controller_listener_errors(node.controller_address, pki) == (
             ErrorCode.cluster_authorization_failed, ErrorCode.cluster_authorization_failed)
+        assert_user_quota_holds(cluster.bootstrap, tmp_path, pki, client)
+
+
+def assert_user_quota_holds(bootstrap: str, tmp_path: Path, pki: Pki, client: dict[str, str]) -> None:
+    """The admin sets a producer_byte_rate on user bob with `moldau quotas` over SASL_SSL; bob's producer, under
+    ACLs on the same listener, is then held to within 20% of it."""
+    admin_properties = tmp_path / "admin.properties"
+    admin_properties.write_text(f"security.protocol=SASL_SSL\nssl.truststore.type=PEM\nssl.truststore.location="
+                                f"{pki.ca}\nsasl.mechanism=PLAIN\nsasl.jaas.config={JAAS_ADMIN}\n")
+    altered = subprocess.run([sys.executable, "-m", "moldau", "quotas", "alter", "-b", bootstrap, "--command-config",
+                              str(admin_properties), "--entity-type", "users", "--entity-name", "bob",
+                              "--add-config", f"producer_byte_rate={QUOTA}"], capture_output=True, text=True,
+                             timeout=60)
+    assert altered.returncode == 0, altered.stderr
+    time.sleep(1.0)  # the quota reaches every broker through the metadata log
+    acked: list[tuple[float, int]] = []
+    start = time.monotonic()
+    produce_for(bootstrap, "over-sasl-ssl", "bobs-app", 5.0, acked, **client)
+    measured = rate(acked, start + 1.0, start + 5.0)
+    assert 0.8 * QUOTA <= measured <= 1.2 * QUOTA, measured
 
 
 def controller_listener_errors(address: str, pki: Pki) -> tuple[int, int]:

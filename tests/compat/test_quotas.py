@@ -28,10 +28,10 @@ from kio.schema.api_versions.v0.request import ApiVersionsRequest
 
 from moldau.net.client import ClientConnection
 from tests.support.broker_process import BrokerProcess
+from tests.support.quota_rates import MESSAGE, produce_for, rate
 
 REPO = Path(__file__).resolve().parents[2]
 QUOTA = 200_000  # bytes per second
-MESSAGE = b"x" * 500
 # Rates are measured over two spans of the quota's windows (2 x 1 s): a rate measured in windows lets a client
 # burst when a window falls out of it, and is held to the quota on average over each span.
 WARMUP_S, MEASURE_S = 1.0, 4.0
@@ -59,29 +59,6 @@ def quota_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
         proc.cleanup()
 
 
-def _produce_for(bootstrap: str, topic: str, client_id: str, seconds: float, out: list[tuple[float, int]]) -> None:
-    """Produce as fast as the client is let, recording (ack time, bytes) of each delivered message."""
-    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
-                         "batch.size": 4096, "acks": 1, "queue.buffering.max.kbytes": 256})
-
-    def delivered(err: object, msg: object) -> None:
-        if err is None:
-            out.append((time.monotonic(), len(MESSAGE)))
-
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        try:
-            producer.produce(topic, MESSAGE, on_delivery=delivered)
-        except BufferError:
-            producer.poll(0.01)
-        producer.poll(0)
-    producer.flush(30)
-
-
-def _rate(events: list[tuple[float, int]], start: float, end: float) -> float:
-    return sum(n for t, n in events if start <= t < end) / (end - start)
-
-
 def _create_topic(bootstrap: str, topic: str) -> None:
     ok(bootstrap, "topics", "create", topic, "--partitions", "1")
 
@@ -96,14 +73,14 @@ def test_producer_byte_rate_holds_one_client_id_and_not_another(quota_broker: Br
     fast: list[tuple[float, int]] = []
     start = time.monotonic()
     seconds = WARMUP_S + MEASURE_S
-    threads = [threading.Thread(target=_produce_for, args=(bootstrap, topic, "slow-producer", seconds, slow)),
-               threading.Thread(target=_produce_for, args=(bootstrap, topic, "fast-producer", seconds, fast))]
+    threads = [threading.Thread(target=produce_for, args=(bootstrap, topic, "slow-producer", seconds, slow)),
+               threading.Thread(target=produce_for, args=(bootstrap, topic, "fast-producer", seconds, fast))]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
     window = (start + WARMUP_S, start + seconds)
-    slow_rate, fast_rate = _rate(slow, *window), _rate(fast, *window)
+    slow_rate, fast_rate = rate(slow, *window), rate(fast, *window)
     assert 0.8 * QUOTA <= slow_rate <= 1.2 * QUOTA, (slow_rate, fast_rate)
     assert fast_rate > 3 * QUOTA, (slow_rate, fast_rate)
 
@@ -150,11 +127,11 @@ def test_consumer_byte_rate_holds_one_client_id_and_not_another(quota_broker: Br
     assert slow and fast
     # Measured from the first message on: the group join takes a variable time on a loaded machine.
     start = slow[0][0] + WARMUP_S
-    slow_rate = _rate(slow, start, start + MEASURE_S)
+    slow_rate = rate(slow, start, start + MEASURE_S)
     assert 0.8 * QUOTA <= slow_rate <= 1.2 * QUOTA, slow_rate
     fast_start = fast[0][0]
     fast_total = sum(n for _, n in fast)
-    assert fast_total >= 5_000_000 or _rate(fast, fast_start, fast_start + MEASURE_S) > 3 * QUOTA, fast_total
+    assert fast_total >= 5_000_000 or rate(fast, fast_start, fast_start + MEASURE_S) > 3 * QUOTA, fast_total
     assert fast_total > 2 * sum(n for _, n in slow), (fast_total, sum(n for _, n in slow))
 
 
