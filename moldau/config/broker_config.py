@@ -534,6 +534,7 @@ class BrokerConfig:
     sasl_enabled_mechanisms = _List("sasl.enabled.mechanisms")
     sasl_jaas_config = _Str("sasl.jaas.config")
     sasl_mechanism_inter_broker_protocol = _Str("sasl.mechanism.inter.broker.protocol")
+    sasl_mechanism_controller_protocol = _Str("sasl.mechanism.controller.protocol")
     connections_max_reauth_ms = _Int("connections.max.reauth.ms")
     connection_failed_authentication_delay_ms = _Int("connection.failed.authentication.delay.ms")
 

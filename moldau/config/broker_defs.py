@@ -174,6 +174,11 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "The SASL mechanism brokers use with each other when inter.broker.listener.name is a SASL "
               "listener; the broker's own credentials are the username and password of that mechanism's JAAS "
               "config on that listener."),
+    ConfigDef("sasl.mechanism.controller.protocol", _T.STRING, "GSSAPI",
+              "The SASL mechanism nodes use with the controllers when the controller listener is a SASL "
+              "listener; only PLAIN works there (SCRAM credentials live in the metadata log the controllers "
+              "replicate). The node's own credentials are the username and password of the PLAIN JAAS config on "
+              "that listener."),
     ConfigDef("connections.max.reauth.ms", _T.LONG, "0",
               "Longest lifetime of a SASL session (KIP-368): clients must re-authenticate before it ends, and a "
               "connection that sends any other request after it ended is closed. 0 disables expiry.",

@@ -1,6 +1,6 @@
 """A secured three-node cluster, from server.properties a Kafka user would write: the brokers talk to each other
 over SASL_SSL with PLAIN (replica fetchers authenticate as the `admin` user of its JAAS config, over TLS), the
-controller listener is mutual TLS as in test_tls_cluster.py (controller listeners cannot use SASL yet), and the
+controller listener is mutual TLS as in test_tls_cluster.py (test_sasl_cluster.py has SASL there), and the
 StandardAuthorizer is on with `admin` (the brokers' SASL user) and `node` (the nodes' certificate, on the controller
 listener) as super users. Clients use the same SASL_SSL listener with a SCRAM user
 who may do only what its ACLs allow, and at the rate its user quota allows; a client certificate from the same CA
