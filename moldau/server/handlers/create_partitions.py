@@ -33,7 +33,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if quota is None:
         return await _handle(ctx, request)
     return await serve_metered(ctx, request, quota, Mutations(
-        "topics", "results", key=lambda t: t.name, count=lambda t: _added(ctx, t),
+        "topics", "results", key=lambda t: t.name, refusal=lambda t: _refusal(ctx, t), count=lambda t: _added(ctx, t),
         duplicate=lambda t: _result(ctx, t.name, ErrorCode.invalid_request, _NAMED_TWICE),
         throttled=lambda t, message: _result(ctx, t.name, ErrorCode.throttling_quota_exceeded, message),
         serve=_handle))
@@ -45,11 +45,15 @@ def _added(ctx: RequestContext, topic: Any) -> int:
     return max(0, topic.count - len(current.partitions)) if current is not None else 0
 
 
+def _refusal(ctx: RequestContext, topic: Any) -> Any | None:
+    """TOPIC_AUTHORIZATION_FAILED for a topic the principal may not ALTER."""
+    if ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+        return None
+    return _result(ctx, topic.name, ErrorCode.topic_authorization_failed, f"{ctx.principal} may not alter {topic.name}")
+
+
 async def _handle(ctx: RequestContext, request: Any) -> Any:
-    refusals = {i: _result(ctx, t.name, ErrorCode.topic_authorization_failed,
-                           f"{ctx.principal} may not alter {t.name}")
-                for i, t in enumerate(request.topics)
-                if not ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, t.name)}
+    refusals = {i: refusal for i, t in enumerate(request.topics) if (refusal := _refusal(ctx, t)) is not None}
     forwarded = await forward_authorized(ctx, request, "topics", "results", refusals)
     if forwarded is not None:
         return forwarded

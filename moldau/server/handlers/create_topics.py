@@ -48,8 +48,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     quota = None if request.validate_only else mutation_quota(ctx, _FIRST_STRICT_VERSION)
     if quota is None:
         return await _handle(ctx, request)
+    may_create_any = ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
     return await serve_metered(ctx, request, quota, Mutations(
-        "topics", "topics", key=lambda t: t.name, count=lambda t: _partition_count(ctx, t),
+        "topics", "topics", key=lambda t: t.name, refusal=lambda t: _refusal(ctx, t, may_create_any),
+        count=lambda t: _partition_count(ctx, t),
         duplicate=lambda t: _error(ctx, t.name, ErrorCode.invalid_request, _named_twice(t.name)),
         throttled=lambda t, message: _error(ctx, t.name, ErrorCode.throttling_quota_exceeded, message),
         serve=_handle))
@@ -66,13 +68,17 @@ def _named_twice(name: str) -> str:
     return f"topic '{name}' is named more than once in the request"
 
 
+def _refusal(ctx: RequestContext, topic: Any, may_create_any: bool) -> Any | None:
+    """TOPIC_AUTHORIZATION_FAILED for a topic the principal may not create (CREATE on the cluster or on it)."""
+    if may_create_any or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, topic.name):
+        return None
+    return _error(ctx, topic.name, ErrorCode.topic_authorization_failed, f"{ctx.principal} may not create {topic.name}")
+
+
 async def _handle(ctx: RequestContext, request: Any) -> Any:
     may_create_any = ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
-    refusals = {
-        i: _error(ctx, t.name, ErrorCode.topic_authorization_failed, f"{ctx.principal} may not create {t.name}")
-        for i, t in enumerate(request.topics)
-        if not may_create_any and not ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, t.name)
-    }
+    refusals = {i: refusal for i, t in enumerate(request.topics)
+                if (refusal := _refusal(ctx, t, may_create_any)) is not None}
     forwarded = await forward_authorized(ctx, request, "topics", "topics", refusals)
     if forwarded is not None:
         return _hide_configs(ctx, forwarded)

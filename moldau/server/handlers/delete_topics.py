@@ -48,12 +48,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return await _handle(ctx, request)
     if ctx.version < 6:
         return await serve_metered(ctx, request, quota, Mutations(
-            "topic_names", "responses", key=lambda name: name, count=lambda name: _partition_count(ctx, name, None),
+            "topic_names", "responses", key=lambda name: name, refusal=lambda name: _refusal(ctx, name, None),
+            count=lambda name: _partition_count(ctx, name, None),
             duplicate=lambda name: _result(ctx, name, None, ErrorCode.invalid_request, _NAMED_TWICE),
             throttled=lambda name, message: _result(ctx, name, None, ErrorCode.throttling_quota_exceeded, message),
             serve=_handle))
     return await serve_metered(ctx, request, quota, Mutations(
         "topics", "responses", key=lambda t: _topic_id(t.topic_id) or t.name,
+        refusal=lambda t: _refusal(ctx, t.name, _topic_id(t.topic_id)),
         count=lambda t: _partition_count(ctx, t.name, _topic_id(t.topic_id)),
         duplicate=lambda t: _result(ctx, t.name, _topic_id(t.topic_id), ErrorCode.invalid_request, _NAMED_TWICE),
         throttled=lambda t, message: _result(ctx, t.name, _topic_id(t.topic_id), ErrorCode.throttling_quota_exceeded,

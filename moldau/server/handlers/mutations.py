@@ -35,6 +35,7 @@ class Mutations:
     items_field: str  # the request's list of topics
     results_field: str  # the response's list of results, one per topic, in order
     key: Callable[[Any], object]  # what identifies a topic entry, to find one named twice
+    refusal: Callable[[Any], Any | None]  # the result of an entry the principal may not change, else None
     count: Callable[[Any], int]  # the partitions an entry would create or delete, read before it runs
     duplicate: Callable[[Any], Any]  # the result of an entry named twice in the request
     throttled: Callable[[Any, str], Any]  # the result of an entry the quota refuses, with its message
@@ -53,7 +54,11 @@ async def serve_metered(ctx: RequestContext, request: Any, quota: MutationQuota,
     named = Counter(api.key(entry) for entry in entries)
     results = []
     for entry in entries:
-        if named[api.key(entry)] > 1:
+        # As without the quota: authorization first, then entries named twice; neither reaches the quota.
+        refused = api.refusal(entry)
+        if refused is not None:
+            results.append(refused)
+        elif named[api.key(entry)] > 1:
             results.append(api.duplicate(entry))
         else:
             results.append(await _serve_one(ctx, request, quota, api, entry))
