@@ -418,6 +418,8 @@ class BrokerConfig:
     socket_request_read_timeout_ms = _Int("socket.request.read.timeout.ms")
     quota_window_num = _Int("quota.window.num")
     quota_window_size_seconds = _Int("quota.window.size.seconds")
+    controller_quota_window_num = _Int("controller.quota.window.num")
+    controller_quota_window_size_seconds = _Int("controller.quota.window.size.seconds")
     max_connections = _Int("max.connections")
     max_connections_per_ip = _Int("max.connections.per.ip")
 

@@ -102,6 +102,12 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "The number of samples client quota rates are measured over.", at_least(1), dynamic=False),
     ConfigDef("quota.window.size.seconds", _T.INT, "1",
               "The time span of each sample of client quota rates.", at_least(1), dynamic=False),
+    ConfigDef("controller.quota.window.num", _T.INT, "11",
+              "The number of samples of the controller mutation quota: with the sample size, the seconds of "
+              "its quota a client may create or delete partitions at once (the token bucket's size).",
+              at_least(1), dynamic=False),
+    ConfigDef("controller.quota.window.size.seconds", _T.INT, "1",
+              "The time span of each sample of the controller mutation quota.", at_least(1), dynamic=False),
     ConfigDef("max.connections", _T.INT, "2147483647",
               "The connections the broker accepts at once on its client listeners; a connection over it is "
               "closed as it is accepted.", at_least(0), dynamic=False),

@@ -56,6 +56,7 @@ from moldau.security.acl.rules import RequestAuthorization
 from moldau.security.client_security import PLAINTEXT as PLAINTEXT_CLIENT
 from moldau.security.client_security import TLS_PROTOCOLS, ClientSecurity
 from moldau.security.connection_quotas import ConnectionQuotas
+from moldau.security.mutation_quota import MutationQuotaConfig
 from moldau.security.quotas import ClientQuotas, QuotaConfig
 from moldau.security.sasl.authenticator import SaslListenerConfig
 from moldau.security.sasl.client import SaslClientConfig, controller_sasl, inter_broker_sasl
@@ -106,8 +107,9 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self.internal_topics = InternalTopics(lambda: self.image, self._create_topic)
         # Client quotas (KIP-13/55/219) and connection limits (moldau.security).
-        self.client_quotas = ClientQuotas(QuotaConfig(config.quota_window_num,
-                                                      config.quota_window_size_seconds * 1000))
+        self.client_quotas = ClientQuotas(
+            QuotaConfig(config.quota_window_num, config.quota_window_size_seconds * 1000),
+            MutationQuotaConfig(config.controller_quota_window_num, config.controller_quota_window_size_seconds * 1000))
         self.connection_quotas = ConnectionQuotas.from_config(config)
         self.authorizer = Authorizer.from_config(config)  # None unless authorizer.class.name is set
         self.dispatcher = Dispatcher(self, filters=[] if self.authorizer is None else [RequestAuthorization()],

@@ -14,9 +14,10 @@ Every request a node serves passes through `Dispatcher.handle_frame`, in this or
    listener a principal allowed CLUSTER_ACTION on the cluster is another node (`RequestContext.from_node`),
    whose requests are not checked further; anyone else is an admin client, checked like on other listeners;
 4. the handler runs with a `RequestContext` whose `broker` is the narrow `BrokerServices` interface; when
-   client quotas are configured, its `quota` records the bytes Produce and Fetch move, the handler puts the
-   throttle time in its response, and the connection is muted for that time once the response is out
-   (KIP-219; see `moldau.security.quotas`);
+   client quotas are configured, its `quota` records the bytes Produce and Fetch move (and the partitions that
+   CreateTopics, CreatePartitions and DeleteTopics create or delete), the handler puts the throttle time in its
+   response, and the connection is muted for that time once the response is out (KIP-219; see
+   `moldau.security.quotas`);
 5. a `KafkaError` a handler (or a filter) left unanswered becomes the response's top-level error code where it
    has one, else the connection closes; any other exception gets a note naming the request and closes the
    connection (`KafkaConnection` logs it).
