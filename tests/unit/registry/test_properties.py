@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from moldau.registry.compatibility import CompatibilityLevel, compatibility_errors
 from moldau.registry.formats import ParsedSchema, parse_schema
 from moldau.registry.formats.protobuf import ProtobufSchema
-from tests.unit.registry.strategies import FIELD_NAMES, PRIMITIVES, SYMBOLS, avro_records, avro_types
+from tests.unit.registry.strategies import FIELD_NAMES, PRIMITIVES, avro_records, avro_types, json_schemas
 
 PROMOTIONS = {"int": ["long", "float", "double"], "long": ["float", "double"], "float": ["double"]}
 LEVELS = list(CompatibilityLevel)
@@ -130,40 +130,6 @@ def test_levels_match_pairwise_checks(previous: list[ParsedSchema], new: ParsedS
     expected = {"NONE": True, "BACKWARD": backward_ok, "FORWARD": forward_ok,
                 "FULL": backward_ok and forward_ok}[level.value.removesuffix("_TRANSITIVE")]
     assert (compatibility_errors(level, new, previous) == []) == expected
-
-
-JSON_TYPES = ["string", "integer", "number", "boolean", "null", "object", "array", "enum", "union"]
-
-
-@st.composite
-def json_schemas(draw: st.DrawFn, depth: int = 2) -> Any:
-    kind = draw(st.sampled_from(JSON_TYPES if depth > 0 else [*JSON_TYPES[:5], "enum"]))
-    schema: dict[str, Any]
-    if kind == "string":
-        schema = {"type": "string", **draw(st.fixed_dictionaries({}, optional={
-            "maxLength": st.integers(5, 50), "minLength": st.integers(0, 4), "pattern": st.just("^[a-z]*$")}))}
-    elif kind in ("integer", "number"):
-        schema = {"type": kind, **draw(st.fixed_dictionaries({}, optional={
-            "minimum": st.integers(-100, 0), "maximum": st.integers(1, 100), "multipleOf": st.sampled_from([1, 2])}))}
-    elif kind == "object":
-        props = draw(st.dictionaries(FIELD_NAMES, json_schemas(depth - 1), max_size=3))
-        schema = {"type": "object", "properties": props}
-        if props:
-            schema["required"] = draw(st.lists(st.sampled_from(sorted(props)), unique=True))
-        model = draw(st.sampled_from(["open", "closed", "partial"]))
-        if model != "open":
-            schema["additionalProperties"] = False if model == "closed" else {"type": "string"}
-    elif kind == "array":
-        schema = {"type": "array", "items": draw(json_schemas(depth - 1)),
-                  **draw(st.fixed_dictionaries({}, optional={"maxItems": st.integers(1, 9)}))}
-    elif kind == "enum":
-        schema = {"enum": draw(st.lists(st.one_of(st.integers(-5, 5), SYMBOLS, st.booleans()), min_size=1,
-                                        max_size=4, unique_by=lambda v: (type(v), v)))}
-    elif kind == "union":
-        schema = {"oneOf": draw(st.lists(json_schemas(depth - 1), min_size=1, max_size=3))}
-    else:
-        schema = {"type": kind}
-    return schema
 
 
 @SETTINGS
