@@ -16,6 +16,7 @@ from typing import Any
 from fastavro import schemaless_reader
 from fastavro.schema import SchemaParseException, UnknownType, parse_schema
 
+from moldau.registry.formats.avro_binary import check_binary, has_zero_width_items
 from moldau.registry.formats.base import InvalidPayload, InvalidSchema, ParsedSchema
 
 PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
@@ -261,6 +262,8 @@ class AvroSchema:
         self.expanded = expanded
         self.named = named
         self.parsed = parsed
+        # Arrays of items that take no bytes could make the decoder loop for ever: those schemas are walked instead.
+        self.walk_payloads = has_zero_width_items(expanded, named)
 
     def canonical(self) -> str:
         return compact(ordered(self.raw))
@@ -279,6 +282,9 @@ class AvroSchema:
         return None
 
     def check_payload(self, payload: bytes, message_indexes: Sequence[int] = ()) -> None:
+        if self.walk_payloads:
+            check_binary(payload, self.expanded, self.named)
+            return
         stream = io.BytesIO(payload)
         try:
             schemaless_reader(stream, self.parsed, None)

@@ -1,4 +1,4 @@
-"""Hypothesis strategies for generated Avro schemas, shared by the registry's property tests."""
+"""Hypothesis strategies for generated Avro and JSON schemas, shared by the registry's property tests."""
 
 from __future__ import annotations
 
@@ -39,3 +39,37 @@ def avro_records(draw: st.DrawFn, path: str = "", depth: int = 2) -> dict[str, A
     names = draw(st.lists(FIELD_NAMES, max_size=4, unique=True))
     fields = [{"name": name, "type": draw(avro_types(f"{path}_{index}", depth))} for index, name in enumerate(names)]
     return {"type": "record", "name": f"R{path}", "namespace": "gen", "fields": fields}
+
+
+JSON_TYPES = ["string", "integer", "number", "boolean", "null", "object", "array", "enum", "union"]
+
+
+@st.composite
+def json_schemas(draw: st.DrawFn, depth: int = 2) -> Any:
+    kind = draw(st.sampled_from(JSON_TYPES if depth > 0 else [*JSON_TYPES[:5], "enum"]))
+    schema: dict[str, Any]
+    if kind == "string":
+        schema = {"type": "string", **draw(st.fixed_dictionaries({}, optional={
+            "maxLength": st.integers(5, 50), "minLength": st.integers(0, 4), "pattern": st.just("^[a-z]*$")}))}
+    elif kind in ("integer", "number"):
+        schema = {"type": kind, **draw(st.fixed_dictionaries({}, optional={
+            "minimum": st.integers(-100, 0), "maximum": st.integers(1, 100), "multipleOf": st.sampled_from([1, 2])}))}
+    elif kind == "object":
+        props = draw(st.dictionaries(FIELD_NAMES, json_schemas(depth - 1), max_size=3))
+        schema = {"type": "object", "properties": props}
+        if props:
+            schema["required"] = draw(st.lists(st.sampled_from(sorted(props)), unique=True))
+        model = draw(st.sampled_from(["open", "closed", "partial"]))
+        if model != "open":
+            schema["additionalProperties"] = False if model == "closed" else {"type": "string"}
+    elif kind == "array":
+        schema = {"type": "array", "items": draw(json_schemas(depth - 1)),
+                  **draw(st.fixed_dictionaries({}, optional={"maxItems": st.integers(1, 9)}))}
+    elif kind == "enum":
+        schema = {"enum": draw(st.lists(st.one_of(st.integers(-5, 5), SYMBOLS, st.booleans()), min_size=1,
+                                        max_size=4, unique_by=lambda v: (type(v), v)))}
+    elif kind == "union":
+        schema = {"oneOf": draw(st.lists(json_schemas(depth - 1), min_size=1, max_size=3))}
+    else:
+        schema = {"type": kind}
+    return schema

@@ -15,9 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from moldau.registry.compatibility import CompatibilityLevel, compatibility_errors
-from moldau.registry.formats import ParsedSchema, parse_schema
+from moldau.registry.formats import InvalidPayload, ParsedSchema, parse_schema
+from moldau.registry.formats.avro import AvroSchema
+from moldau.registry.formats.avro_binary import check_binary
 from moldau.registry.formats.protobuf import ProtobufSchema
-from tests.unit.registry.strategies import FIELD_NAMES, PRIMITIVES, SYMBOLS, avro_records, avro_types
+from tests.unit.registry.strategies import FIELD_NAMES, PRIMITIVES, avro_records, avro_types, json_schemas
 
 PROMOTIONS = {"int": ["long", "float", "double"], "long": ["float", "double"], "float": ["double"]}
 LEVELS = list(CompatibilityLevel)
@@ -132,40 +134,6 @@ def test_levels_match_pairwise_checks(previous: list[ParsedSchema], new: ParsedS
     assert (compatibility_errors(level, new, previous) == []) == expected
 
 
-JSON_TYPES = ["string", "integer", "number", "boolean", "null", "object", "array", "enum", "union"]
-
-
-@st.composite
-def json_schemas(draw: st.DrawFn, depth: int = 2) -> Any:
-    kind = draw(st.sampled_from(JSON_TYPES if depth > 0 else [*JSON_TYPES[:5], "enum"]))
-    schema: dict[str, Any]
-    if kind == "string":
-        schema = {"type": "string", **draw(st.fixed_dictionaries({}, optional={
-            "maxLength": st.integers(5, 50), "minLength": st.integers(0, 4), "pattern": st.just("^[a-z]*$")}))}
-    elif kind in ("integer", "number"):
-        schema = {"type": kind, **draw(st.fixed_dictionaries({}, optional={
-            "minimum": st.integers(-100, 0), "maximum": st.integers(1, 100), "multipleOf": st.sampled_from([1, 2])}))}
-    elif kind == "object":
-        props = draw(st.dictionaries(FIELD_NAMES, json_schemas(depth - 1), max_size=3))
-        schema = {"type": "object", "properties": props}
-        if props:
-            schema["required"] = draw(st.lists(st.sampled_from(sorted(props)), unique=True))
-        model = draw(st.sampled_from(["open", "closed", "partial"]))
-        if model != "open":
-            schema["additionalProperties"] = False if model == "closed" else {"type": "string"}
-    elif kind == "array":
-        schema = {"type": "array", "items": draw(json_schemas(depth - 1)),
-                  **draw(st.fixed_dictionaries({}, optional={"maxItems": st.integers(1, 9)}))}
-    elif kind == "enum":
-        schema = {"enum": draw(st.lists(st.one_of(st.integers(-5, 5), SYMBOLS, st.booleans()), min_size=1,
-                                        max_size=4, unique_by=lambda v: (type(v), v)))}
-    elif kind == "union":
-        schema = {"oneOf": draw(st.lists(json_schemas(depth - 1), min_size=1, max_size=3))}
-    else:
-        schema = {"type": kind}
-    return schema
-
-
 @SETTINGS
 @given(json_schemas(), st.sampled_from([None, "Thing"]))
 def test_json_schema_is_compatible_with_itself_at_every_level(schema: dict[str, Any], title: str | None) -> None:
@@ -242,3 +210,34 @@ def test_protobuf_same_wire_group_changes(fields: list[tuple[str, str, int]], da
     values = {"bool": True, "string": "text", "bytes": b"ascii", "float": 1.5, "double": 2.5}
     built = writer.message_class([0])(**{name: values.get(kind, 7) for name, kind, _ in fields})
     reader.check_payload(built.SerializeToString())
+
+
+@SETTINGS
+@given(avro_records(), st.data())
+def test_avro_binary_walk_agrees_with_fastavro(schema: dict[str, Any], data: st.DataObject) -> None:
+    """The walk used for schemas with zero-width array items accepts real data, rejects truncated or extended
+    data, and never accepts bytes fastavro rejects (it is stricter in one way: fastavro takes a negative union
+    or enum index as counting from the end)."""
+    parsed = avro(schema)
+    assert isinstance(parsed, AvroSchema)
+    writer = fastavro_parse(schema)
+    for datum in generate_many(schema, 2):
+        out = io.BytesIO()
+        schemaless_writer(out, writer, datum)
+        payload = out.getvalue()
+        assert walk_accepts(parsed, payload)
+        assert not walk_accepts(parsed, payload + b"\x00")
+        if payload:
+            assert not walk_accepts(parsed, payload[:-1])
+            index = data.draw(st.integers(0, len(payload) - 1))
+            changed = payload[:index] + bytes([data.draw(st.integers(0, 255))]) + payload[index + 1:]
+            if walk_accepts(parsed, changed) and not parsed.walk_payloads:
+                parsed.check_payload(changed)  # fastavro accepts it too
+
+
+def walk_accepts(parsed: AvroSchema, payload: bytes) -> bool:
+    try:
+        check_binary(payload, parsed.expanded, parsed.named)
+    except InvalidPayload:
+        return False
+    return True
