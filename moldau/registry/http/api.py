@@ -56,10 +56,28 @@ class Api:
         return parse_bool(request.query_params.get(name), default)
 
     @staticmethod
-    async def body(request: Request) -> object:
-        raw = await request.body()
-        if len(raw) > MAX_BODY_BYTES:
-            raise RegistryError.unprocessable(f"the request body is larger than {MAX_BODY_BYTES} bytes")
+    async def raw_body(request: Request) -> bytes:
+        """The request's body, read at most MAX_BODY_BYTES into memory (a larger one is refused with 413 as
+        soon as it says or shows so), kept for a relay to the writer."""
+        kept = getattr(request.state, "raw_body", None)
+        if isinstance(kept, bytes):
+            return kept
+        declared = request.headers.get("content-length", "")
+        too_large = RegistryError(413, 413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
+        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+            raise too_large
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise too_large
+            chunks.append(chunk)
+        request.state.raw_body = raw = b"".join(chunks)
+        return raw
+
+    @classmethod
+    async def body(cls, request: Request) -> object:
+        raw = await cls.raw_body(request)
         if not raw.strip():
             return {}
         try:
@@ -106,7 +124,7 @@ class Api:
             return await self._forward(request, not_writer.url)
 
     async def _forward(self, request: Request, url: str) -> Response:
-        body = await request.body()
+        body = await self.raw_body(request)
         try:
             status, content_type, content = await forward(url, request.method, request.url.path,
                                                           request.url.query, body, FORWARD_TIMEOUT_S)

@@ -229,3 +229,10 @@ def test_lookup_for_record_checks(reg: Registry) -> None:
     assert lookup.schema_by_id(99) is None
     assert asyncio.run(lookup.fresh_schema_by_id(2)) is not None
     assert asyncio.run(lookup.fresh_schema_by_id(99)) is None
+
+
+def test_oversized_bodies_are_refused(reg: Registry) -> None:
+    from moldau.registry.http.api import MAX_BODY_BYTES
+
+    status, error, _ = call(reg.app, "POST", "/subjects/s/versions", raw=b" " * (MAX_BODY_BYTES + 1))
+    assert (status, error["error_code"]) == (413, 413)
