@@ -236,3 +236,12 @@ def test_oversized_bodies_are_refused(reg: Registry) -> None:
 
     status, error, _ = call(reg.app, "POST", "/subjects/s/versions", raw=b" " * (MAX_BODY_BYTES + 1))
     assert (status, error["error_code"]) == (413, 413)
+
+
+def test_normalize_matches_schemas_written_differently(reg: Registry) -> None:
+    reordered = json.dumps({"fields": [{"type": "string", "name": "name"}], "name": "User", "type": "record"})
+    assert reg.register("n", V1) == (200, {"id": 1})
+    status, found = reg("POST", "/subjects/n", {"schema": reordered}, normalize=True)
+    assert status == 200 and found["version"] == 1
+    assert reg("POST", "/subjects/n/versions", {"schema": reordered}, normalize=True) == (200, {"id": 1})
+    assert reg("GET", "/subjects/n/versions") == (200, [1])
