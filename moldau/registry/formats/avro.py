@@ -297,7 +297,7 @@ class AvroSchema:
 def load_json(text: str, what: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise InvalidSchema(f"{what} is not valid JSON: {exc}") from exc
 
 
@@ -306,7 +306,7 @@ def fastavro_parse(raw: Any, named: dict[str, Any], what: str) -> Any:
         return parse_schema(raw, named_schemas=named)
     except UnknownType as exc:
         raise InvalidSchema(f"invalid Avro {what}: unknown type '{exc}' (not defined here nor in a reference)") from exc
-    except (SchemaParseException, ValueError, TypeError, KeyError, AttributeError) as exc:
+    except (SchemaParseException, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
         raise InvalidSchema(f"invalid Avro {what}: {exc}") from exc
 
 
@@ -321,7 +321,7 @@ def parse_references(references: Mapping[str, str], parsed_named: dict[str, Any]
                 parse_schema(raw, named_schemas=dict(parsed_named))
             except UnknownType:
                 continue
-            except (SchemaParseException, ValueError, TypeError, KeyError, AttributeError) as exc:
+            except (SchemaParseException, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
                 raise InvalidSchema(f"invalid Avro reference '{name}': {exc}") from exc
             fastavro_parse(raw, parsed_named, f"reference '{name}'")
             names.expand(raw, None)
@@ -336,6 +336,12 @@ class AvroFormat:
     name = "AVRO"
 
     def parse(self, text: str, references: Mapping[str, str]) -> AvroSchema:
+        try:
+            return self.parse_nested(text, references)
+        except RecursionError as exc:
+            raise InvalidSchema("Avro schema nested too deeply") from exc
+
+    def parse_nested(self, text: str, references: Mapping[str, str]) -> AvroSchema:
         parsed_named: dict[str, Any] = {}
         names = FullNames({})
         parse_references(references, parsed_named, names)

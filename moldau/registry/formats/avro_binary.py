@@ -142,6 +142,9 @@ class Walk:
 
 def check_binary(data: bytes, schema: Any, named: Mapping[str, Any]) -> None:
     walk = Walk(data, named)
-    walk.value(schema)
+    try:
+        walk.value(schema)
+    except RecursionError as exc:
+        raise InvalidPayload("Avro data nested too deeply") from exc
     if walk.pos != len(data):
         raise InvalidPayload(f"{len(data) - walk.pos} bytes left over after the Avro datum")

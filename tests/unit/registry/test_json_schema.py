@@ -287,3 +287,13 @@ def test_recursion_through_combined_schemas_ends() -> None:
     assert backward(linked("number"), linked("integer")) == [
         "COMBINED_TYPE_SUBSCHEMAS_CHANGED at '#/oneOf': the writer's oneOf members [1] are read by none of the "
         "reader's"]
+
+
+def test_deep_nesting_is_invalid_not_an_error() -> None:
+    deep = b"[" * 100000 + b"]" * 100000
+    with pytest.raises(InvalidSchema):
+        parse_schema("JSON", deep.decode(), {})
+    schema = js({"type": "array", "items": {"$ref": "#"}})
+    schema.check_payload(b"[[[]]]")
+    with pytest.raises(InvalidPayload, match="nested too deeply"):
+        schema.check_payload(b"[" * 5000 + b"]" * 5000)
