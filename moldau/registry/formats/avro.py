@@ -271,9 +271,6 @@ class AvroSchema:
     def normalized(self) -> str:
         return compact(ordered(self.expanded))
 
-    def formatted(self, fmt: str) -> str | None:
-        return None  # no alternative formats
-
     def read_errors(self, writer: ParsedSchema) -> list[str]:
         if not isinstance(writer, AvroSchema):
             return [f"TYPE_MISMATCH: an AVRO schema cannot read data written with a {writer.schema_type} schema"]

@@ -35,12 +35,6 @@ class ParsedSchema(Protocol):
         """The canonical text after `normalize=true` rules (order-insensitive where the format allows)."""
         ...
 
-    def formatted(self, fmt: str) -> str | None:
-        """The schema in one of Confluent's `format`s (the `format` query parameter of the GET endpoints):
-        "serialized" gives a Protobuf schema as its base64-encoded FileDescriptorProto. None when the format does
-        not apply to the schema; callers then use `canonical()`."""
-        ...
-
     def read_errors(self, writer: ParsedSchema) -> list[str]:
         """Why this schema, as a reader, cannot read data written with `writer`: one message per problem, naming the
         field or type; empty when it can."""

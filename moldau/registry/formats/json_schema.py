@@ -139,9 +139,6 @@ class JsonSchema:
     def normalized(self) -> str:
         return json.dumps(sorted_normal(self.document), separators=(",", ":"), ensure_ascii=False)
 
-    def formatted(self, fmt: str) -> str | None:
-        return None  # no alternative formats
-
     def read_errors(self, writer: ParsedSchema) -> list[str]:
         if not isinstance(writer, JsonSchema):
             return [f"TYPE_CHANGED: a JSON schema cannot read data written with a {writer.schema_type} schema"]

@@ -10,7 +10,6 @@ are then loaded into a private `DescriptorPool`. The compatibility rules live in
 
 from __future__ import annotations
 
-import base64
 import os
 import re
 import subprocess
@@ -97,12 +96,6 @@ class ProtobufSchema:
             # Editions carry their semantics in `features` options, which the regenerated text would not keep.
             return self.canonical()
         return generate(self.file)
-
-    def formatted(self, fmt: str) -> str | None:
-        """"serialized": the base64-encoded FileDescriptorProto, which Confluent's deserializers ask for."""
-        if fmt == "serialized":
-            return base64.b64encode(self.file.SerializeToString()).decode("ascii")
-        return None
 
     def read_errors(self, writer: ParsedSchema) -> list[str]:
         if not isinstance(writer, ProtobufSchema):
