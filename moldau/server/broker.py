@@ -20,6 +20,7 @@ import functools
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from moldau.clock import Clock, SystemClock
@@ -48,6 +49,8 @@ from moldau.metadata.records import RESOURCE_TOPIC, Endpoint, RegisterBrokerReco
 from moldau.net.client import Authenticator
 from moldau.protocol.errors import KafkaError
 from moldau.raft import Config as RaftConfig
+from moldau.registry.service import RegistryService
+from moldau.registry.wiring import registry_for
 from moldau.replication.fetcher import FetcherSettings
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.security.acl.authorizer import Authorizer
@@ -55,10 +58,11 @@ from moldau.security.acl.rules import RequestAuthorization
 from moldau.security.client_security import PLAINTEXT as PLAINTEXT_CLIENT
 from moldau.security.client_security import TLS_PROTOCOLS, ClientSecurity
 from moldau.security.connection_quotas import ConnectionQuotas
+from moldau.security.mutation_quota import MutationQuotaConfig
 from moldau.security.quotas import ClientQuotas, QuotaConfig
 from moldau.security.sasl.authenticator import SaslListenerConfig
+from moldau.security.sasl.client import SaslClientConfig, controller_sasl, inter_broker_sasl
 from moldau.security.sasl.client import authenticate as sasl_authenticate
-from moldau.security.sasl.client import inter_broker_sasl
 from moldau.security.sasl.scram import image_lookup
 from moldau.security.sasl.settings import SASL_PROTOCOLS, sasl_listener_config
 from moldau.security.tls import ListenerTls
@@ -105,8 +109,9 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self.internal_topics = InternalTopics(lambda: self.image, self._create_topic)
         # Client quotas (KIP-13/55/219) and connection limits (moldau.security).
-        self.client_quotas = ClientQuotas(QuotaConfig(config.quota_window_num,
-                                                      config.quota_window_size_seconds * 1000))
+        self.client_quotas = ClientQuotas(
+            QuotaConfig(config.quota_window_num, config.quota_window_size_seconds * 1000),
+            MutationQuotaConfig(config.controller_quota_window_num, config.controller_quota_window_size_seconds * 1000))
         self.connection_quotas = ConnectionQuotas.from_config(config)
         self.authorizer = Authorizer.from_config(config)  # None unless authorizer.class.name is set
         self.dispatcher = Dispatcher(self, filters=[] if self.authorizer is None else [RequestAuthorization()],
@@ -128,6 +133,7 @@ class Broker:
         self.txn: TxnRuntime
         self.txn_links: TxnLinks
         self.controller_requests: ControllerRequests
+        self.registry: RegistryService | None = None  # the schema registry (moldau.registry), on brokers
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
@@ -142,7 +148,8 @@ class Broker:
         self.controller = Controller(self.quorum, self.node_id, self.config.num_partitions,
                                      self.config.default_replication_factor, self._config_default,
                                      self.config.broker_session_timeout_ms)
-        self.channel = ControllerChannel(self.quorum, f"moldau-node-{self.node_id}", self.controller_security)
+        self.channel = ControllerChannel(self.quorum, f"moldau-node-{self.node_id}", self.controller_security,
+                                         self._controller_authenticator())
         self.controller_requests = ControllerRequests(self.node_id, self.quorum, self.controller, self.channel,
                                                       self._broker_epoch)
         self._warn_about_inert_configs()
@@ -163,6 +170,8 @@ class Broker:
             await self._join_cluster()
             for server in self._client_servers:
                 await server.start_serving()
+            if self.registry is not None:
+                self.registry.start()
             self._tasks.append(asyncio.get_running_loop().create_task(self._maintenance()))
         log.info("moldau node %d started (cluster %s, roles %s), listening on %s", self.node_id, self.cluster_id,
                  ",".join(self.config.process_roles),
@@ -195,7 +204,7 @@ class Broker:
         raft_config = RaftConfig.from_config(self.config)
         quorum = MetadataQuorum(self.node_id, voters, self.cluster_id, directory, self.clock, raft_config,
                                 self.config.metadata_log_max_record_bytes_between_snapshots,
-                                security=self.controller_security)
+                                security=self.controller_security, authenticator=self._controller_authenticator())
         quorum.open(initial_records=self._legacy_metadata(directory))
         return quorum
 
@@ -221,13 +230,17 @@ class Broker:
                                        lag_max_ms=self.config.replica_lag_time_max_ms,
                                        fetcher_settings=FetcherSettings.from_config(self.config))
         self.replicas.transaction_verification = self.config.transaction_partition_verification_enable
-        self.replica_links = ReplicaLinks(self, self.replicas, self._inter_broker_authenticator())
+        self.replica_links = ReplicaLinks(self, self.replicas, self.inter_broker_authenticator())
         self.replicas.start()
         self.quorum.add_listener(self.replicas.apply_image)
         self.replicas.apply_image(None, self.image)
         self.groups = self._start_group_coordinator()
-        self.txn_links = TxnLinks(self, self._inter_broker_authenticator())
+        self.txn_links = TxnLinks(self, self.inter_broker_authenticator())
         self.txn = self._start_transaction_coordinator()
+        try:
+            self.registry = registry_for(self)
+        except ConfigError as exc:
+            raise StartupError(str(exc)) from exc
 
     async def _join_cluster(self) -> None:
         """Register with the active controller and wait to be unfenced; only then may clients be served."""
@@ -250,6 +263,8 @@ class Broker:
         self.closing = True
         if self.lifecycle is not None:
             await self._controlled_shutdown(self.lifecycle)
+        if self.registry is not None:
+            await self.registry.stop()
         for server in self._servers:
             server.close()
         if self.is_broker:
@@ -403,10 +418,18 @@ class Broker:
                 self._client_servers.append(server)
             log.debug("listener %s bound", name)
 
-    def _inter_broker_authenticator(self) -> Authenticator | None:
+    def inter_broker_authenticator(self) -> Authenticator | None:
         """SASL for connections to other brokers' inter-broker listener, when that listener is a SASL one."""
+        return self._authenticator(inter_broker_sasl)
+
+    def _controller_authenticator(self) -> Authenticator | None:
+        """SASL for connections to the controllers (quorum, registration, forwarding), on a SASL controller
+        listener."""
+        return self._authenticator(controller_sasl)
+
+    def _authenticator(self, settings: Callable[[BrokerConfig], SaslClientConfig | None]) -> Authenticator | None:
         try:
-            sasl = inter_broker_sasl(self.config)
+            sasl = settings(self.config)
         except ConfigError as exc:
             raise StartupError(str(exc)) from exc
         return None if sasl is None else functools.partial(sasl_authenticate, sasl)
@@ -415,12 +438,8 @@ class Broker:
         """What a SASL_PLAINTEXT / SASL_SSL listener accepts (None for others); SCRAM users come from the image."""
         if self.config.security_protocol(listener) not in SASL_PROTOCOLS:
             return None
-        if controller:
-            # Nodes' connections to controllers (quorum, registration, forwarding) do not authenticate yet.
-            raise StartupError(f"controller listener {listener} cannot use SASL yet "
-                               "(sasl.mechanism.controller.protocol is not supported); map it to PLAINTEXT or SSL")
         try:
-            return sasl_listener_config(self.config, listener, image_lookup(lambda: self.image))
+            return sasl_listener_config(self.config, listener, image_lookup(lambda: self.image), controller)
         except ConfigError as exc:
             raise StartupError(str(exc)) from exc
 
@@ -445,9 +464,12 @@ class Broker:
         """The advertised client endpoints; port 0 ("any free port") is advertised as the port actually bound."""
         controller_names = set(self.config.controller_listener_names)
         bound = {name: port for name, _, port in self._bound}
-        return tuple(Endpoint(name, host or "127.0.0.1", port or bound.get(name, port),
-                              self.config.security_protocol(name))
-                     for name, host, port in self.config.advertised_listeners if name not in controller_names)
+        endpoints = tuple(Endpoint(name, host or "127.0.0.1", port or bound.get(name, port),
+                                   self.config.security_protocol(name))
+                          for name, host, port in self.config.advertised_listeners if name not in controller_names)
+        # The schema registry's URL rides along under a name no Kafka listener can have (moldau.registry.service).
+        registry = self.registry.endpoint(endpoints[0].host if endpoints else "127.0.0.1") if self.registry else None
+        return endpoints if registry is None else (*endpoints, registry)
 
     async def _maintenance(self) -> None:
         retention_every_ms = self.config.log_retention_check_interval_ms
