@@ -39,9 +39,12 @@ def descriptor_from_base64(text: str) -> Any:
     if not stripped or not BASE64.fullmatch(stripped):
         return None
     try:
-        return descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(stripped, validate=True))
+        descriptor = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(stripped, validate=True))
     except (binascii.Error, DecodeError, ValueError):
         return None
+    described = (descriptor.message_type, descriptor.enum_type, descriptor.service, descriptor.package,
+                 descriptor.syntax, descriptor.dependency)
+    return descriptor if any(described) else None  # bytes that merely happen to parse describe nothing
 
 
 def proto_source(text: str) -> str:
