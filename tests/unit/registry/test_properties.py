@@ -180,35 +180,56 @@ WIRE_GROUPS = [["int32", "int64", "uint32", "uint64", "bool"], ["sint32", "sint6
                ["fixed64", "sfixed64"], ["string", "bytes"]]
 
 
+Field = tuple[str, str, int, str]  # name, scalar type, number, label ("", "optional " or "repeated ")
+
+
 @st.composite
-def proto_messages(draw: st.DrawFn) -> list[tuple[str, str, int]]:
+def proto_messages(draw: st.DrawFn) -> list[Field]:
     names = draw(st.lists(FIELD_NAMES, min_size=1, max_size=5, unique=True))
     numbers = draw(st.lists(st.integers(1, 40), min_size=len(names), max_size=len(names), unique=True))
-    return [(name, draw(st.sampled_from(PROTO_SCALARS)), number) for name, number in zip(names, numbers, strict=True)]
+    return [(name, draw(st.sampled_from(PROTO_SCALARS)), number, draw(st.sampled_from(["", "optional ", "repeated "])))
+            for name, number in zip(names, numbers, strict=True)]
 
 
-def proto_text(fields: list[tuple[str, str, int]]) -> str:
-    body = " ".join(f"{kind} {name} = {number};" for name, kind, number in fields)
-    return f'syntax = "proto3";\npackage gen;\nmessage M {{ {body} }}\nmessage Other {{ string note = 1; }}\n'
+def proto_text(fields: list[Field], oneof: int) -> str:
+    """Message M with `fields`, the last `oneof` of the unlabelled ones inside a oneof."""
+    plain = [f for f in fields if not f[3]]
+    grouped = plain[len(plain) - oneof:] if oneof else []
+    body = " ".join(f"{label}{kind} {name} = {number};" for name, kind, number, label in fields if
+                    (name, kind, number, label) not in grouped)
+    if grouped:
+        body += " oneof choice { " + " ".join(f"{kind} {name} = {number};" for name, kind, number, _ in grouped) + " }"
+    return (f'syntax = "proto3";\npackage gen;\nmessage M {{ {body} map<string, M> children = 99; }}\n'
+            "message Other { string note = 1; }\n")
 
 
 @settings(max_examples=8, deadline=None)
-@given(proto_messages(), st.data())
-def test_protobuf_same_wire_group_changes(fields: list[tuple[str, str, int]], data: st.DataObject) -> None:
-    writer = parse_schema("PROTOBUF", proto_text(fields), {})
+@given(proto_messages(), st.integers(0, 2), st.data())
+def test_protobuf_same_wire_group_changes(fields: list[Field], oneof: int, data: st.DataObject) -> None:
+    writer = parse_schema("PROTOBUF", proto_text(fields, oneof), {})
     for level in LEVELS:
         assert compatibility_errors(level, writer, [writer]) == []
+    regenerated = parse_schema("PROTOBUF", writer.normalized(), {})
+    assert regenerated.normalized() == writer.normalized()
+    assert compatibility_errors("FULL", regenerated, [writer]) == []
     changed = []
-    for name, kind, number in fields:
+    for name, kind, number, label in fields:
         group = next((g for g in WIRE_GROUPS if kind in g), [kind])
-        changed.append((f"{name}_renamed", data.draw(st.sampled_from(group)), number))
-    reader = parse_schema("PROTOBUF", proto_text(changed), {})
+        changed.append((f"{name}_renamed", data.draw(st.sampled_from(group)), number, label))
+    reader = parse_schema("PROTOBUF", proto_text(changed, oneof), {})
     assert compatibility_errors("FULL", reader, [writer]) == []
     assert writer.record_name() == "gen.M" and writer.record_name([1]) == "gen.Other"
     # Data written with the writer's message class parses as the reader's message.
     assert isinstance(writer, ProtobufSchema)
     values = {"bool": True, "string": "text", "bytes": b"ascii", "float": 1.5, "double": 2.5}
-    built = writer.message_class([0])(**{name: values.get(kind, 7) for name, kind, _ in fields})
+    built = writer.message_class([0])()
+    for name, kind, _, label in fields:
+        value = values.get(kind, 7)
+        if label == "repeated ":
+            getattr(built, name).extend([value, value])
+        else:
+            setattr(built, name, value)
+    built.children["x"].CopyFrom(writer.message_class([0])())
     reader.check_payload(built.SerializeToString())
 
 
