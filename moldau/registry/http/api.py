@@ -126,7 +126,9 @@ class Api:
     async def _forward(self, request: Request, url: str) -> Response:
         body = await self.raw_body(request)
         try:
-            status, content_type, content = await forward(url, request.method, request.url.path,
+            # The path as the client encoded it: a subject's %2F must stay encoded.
+            path = request.scope.get("raw_path", b"").decode("latin-1") or request.url.path
+            status, content_type, content = await forward(url, request.method, path,
                                                           request.url.query, body, FORWARD_TIMEOUT_S)
         except (OSError, TimeoutError, ValueError) as exc:
             raise RegistryError.forwarding_failed(f"{url}: {exc}") from exc

@@ -100,7 +100,7 @@ def routes(api: Api) -> list[Route]:
         Route("/schemas/ids/{id}/schema", handler(api, by_id_schema), methods=["GET"]),
         Route("/schemas/ids/{id}/subjects", handler(api, by_id_subjects), methods=["GET"]),
         Route("/schemas/ids/{id}/versions", handler(api, by_id_versions), methods=["GET"]),
-        Route("/compatibility/subjects/{subject}/versions/{version}", handler(api, compatibility),
+        Route("/compatibility/subjects/{subject:subject}/versions/{version}", handler(api, compatibility),
               methods=["POST"]),
-        Route("/compatibility/subjects/{subject}/versions", handler(api, compatibility), methods=["POST"]),
+        Route("/compatibility/subjects/{subject:subject}/versions", handler(api, compatibility), methods=["POST"]),
     ]

@@ -77,10 +77,10 @@ async def referenced_by(api: Api, request: Request) -> Response:
 def routes(api: Api) -> list[Route]:
     return [
         Route("/subjects", handler(api, list_subjects), methods=["GET"]),
-        Route("/subjects/{subject}/versions/{version}/schema", handler(api, version_schema), methods=["GET"]),
-        Route("/subjects/{subject}/versions/{version}/referencedby", handler(api, referenced_by),
+        Route("/subjects/{subject:subject}/versions/{version}/schema", handler(api, version_schema), methods=["GET"]),
+        Route("/subjects/{subject:subject}/versions/{version}/referencedby", handler(api, referenced_by),
               methods=["GET"]),
-        Route("/subjects/{subject}/versions/{version}", handler(api, version), methods=["GET", "DELETE"]),
-        Route("/subjects/{subject}/versions", handler(api, versions), methods=["GET", "POST"]),
-        Route("/subjects/{subject}", handler(api, lookup_or_delete), methods=["POST", "DELETE"]),
+        Route("/subjects/{subject:subject}/versions/{version}", handler(api, version), methods=["GET", "DELETE"]),
+        Route("/subjects/{subject:subject}/versions", handler(api, versions), methods=["GET", "POST"]),
+        Route("/subjects/{subject:subject}", handler(api, lookup_or_delete), methods=["POST", "DELETE"]),
     ]
