@@ -1,0 +1,1 @@
+"""Built-in connectors; every module here is scanned by the plugin registry."""

@@ -1,0 +1,1 @@
+"""Built-in converters; every module here is scanned by the plugin registry."""
