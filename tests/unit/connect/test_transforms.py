@@ -74,7 +74,7 @@ def test_insert_field_offset_needs_sink_records_and_static_value() -> None:
     assert out is not None and out.value == {"a": 1, "off": 42} and isinstance(out, SinkRecord)
     with pytest.raises(DataException, match="Only SinkRecord supported"):
         t.apply(source({"a": 1}))
-    with pytest.raises(ConfigException, match="static.value"):
+    with pytest.raises(ConfigException, match=r"static\.value"):
         make(InsertFieldValue, **{"static.field": "s"})
     with pytest.raises(DataException, match=r"Only Map objects supported in absence of schema for \[field insertion\]"):
         t.apply(SinkRecord(topic="t", value="text"))
@@ -88,7 +88,7 @@ def test_replace_field() -> None:
     assert out.value.to_dict() == {"key": 1, "full_name": "ada"}
     only = make(ReplaceFieldValue, include="id,age").apply(source({"id": 1, "name": "x", "age": 2}))
     assert only is not None and only.value == {"id": 1, "age": 2}
-    with pytest.raises(ConfigException, match="renames.*Invalid rename mapping: name"):
+    with pytest.raises(ConfigException, match=r"renames.*Invalid rename mapping: name"):
         make(ReplaceFieldValue, renames="name")
 
 
@@ -140,7 +140,7 @@ def test_cast() -> None:
     assert whole is not None and whole.key == 12 and whole.key_schema == INT64_SCHEMA
     plain = make(CastValue, spec="a:float64,b:boolean,c:string").apply(source({"a": "1.5", "b": 0, "c": True}))
     assert plain is not None and plain.value == {"a": 1.5, "b": False, "c": "true"}
-    with pytest.raises(ConfigException, match="spec.*Invalid type found in casting: int128"):
+    with pytest.raises(ConfigException, match=r"spec.*Invalid type found in casting: int128"):
         make(CastValue, spec="a:int128")
     with pytest.raises(DataException, match="not a number"):
         make(CastValue, spec="a:int32").apply(source({"a": "x"}))
