@@ -1,17 +1,17 @@
 """StringConverter and ByteArrayConverter: keys and values as text or as raw bytes, without schemas in the
-data (reads yield the optional STRING / BYTES schema)."""
+data (reads yield the optional STRING / BYTES schema); SimpleHeaderConverter: header values as text."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from moldau.connect.api import Converter, Header
+from moldau.connect.api import Converter, Header, HeaderConverter
 from moldau.connect.config import ConfigDef, ConfigType, Importance
 from moldau.connect.data import OPTIONAL_BYTES_SCHEMA, OPTIONAL_STRING_SCHEMA, Schema, SchemaAndValue, Struct
 from moldau.connect.errors import DataException
 
-__all__ = ["ByteArrayConverter", "StringConverter"]
+__all__ = ["ByteArrayConverter", "SimpleHeaderConverter", "StringConverter"]
 
 ENCODING_CONFIG = "converter.encoding"
 
@@ -75,3 +75,28 @@ class ByteArrayConverter(Converter):
         return SchemaAndValue(OPTIONAL_BYTES_SCHEMA, None if data is None else bytes(data))
 
 
+
+
+class SimpleHeaderConverter(HeaderConverter):
+    """Header values as UTF-8 text (bytes pass through unchanged); reads give strings, or bytes when the
+    header is not valid UTF-8."""
+
+    aliases = ("org.apache.kafka.connect.storage.SimpleHeaderConverter",)
+
+    def configure(self, configs: Mapping[str, Any]) -> None:
+        pass
+
+    def from_connect_header(self, topic: str, key: str, schema: Schema | None, value: Any) -> bytes | None:
+        if value is None or isinstance(value, (bytes, bytearray)):
+            return None if value is None else bytes(value)
+        if isinstance(value, bool):
+            return str(value).lower().encode()
+        return str(value).encode("utf-8")
+
+    def to_connect_header(self, topic: str, key: str, data: bytes | None) -> SchemaAndValue:
+        if data is None:
+            return SchemaAndValue(None, None)
+        try:
+            return SchemaAndValue(OPTIONAL_STRING_SCHEMA, bytes(data).decode("utf-8"))
+        except UnicodeDecodeError:
+            return SchemaAndValue(OPTIONAL_BYTES_SCHEMA, bytes(data))

@@ -1,0 +1,56 @@
+"""Source records sent but not yet safe to commit: an offset is committable only once its record and every
+record polled before it from the same source partition have been acknowledged by the brokers (Kafka's
+SubmittedRecords). Pure: the runner feeds it submissions and acknowledgements."""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Submitted", "SubmittedRecords", "partition_key"]
+
+
+def partition_key(partition: Mapping[str, Any]) -> str:
+    """A canonical text form of a source partition, usable as a dict key."""
+    return json.dumps(partition, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass
+class Submitted:
+    partition: Mapping[str, Any]
+    offset: Mapping[str, Any]
+    acked: bool = False
+
+
+@dataclass
+class SubmittedRecords:
+    _pending: dict[str, deque[Submitted]] = field(default_factory=dict)
+
+    def submit(self, partition: Mapping[str, Any], offset: Mapping[str, Any]) -> Submitted:
+        submitted = Submitted(dict(partition), dict(offset))
+        self._pending.setdefault(partition_key(partition), deque()).append(submitted)
+        return submitted
+
+    @staticmethod
+    def ack(submitted: Submitted) -> None:
+        submitted.acked = True
+
+    def committable(self) -> dict[str, tuple[Mapping[str, Any], Mapping[str, Any]]]:
+        """Drop the acknowledged prefix of each partition's queue; for each partition with such a prefix, the
+        offset of its last record (partition key -> (partition, offset))."""
+        ready = {}
+        for key, queue in list(self._pending.items()):
+            last = None
+            while queue and queue[0].acked:
+                last = queue.popleft()
+            if last is not None:
+                ready[key] = (last.partition, last.offset)
+            if not queue:
+                del self._pending[key]
+        return ready
+
+    def pending(self) -> int:
+        return sum(len(queue) for queue in self._pending.values())

@@ -1,0 +1,167 @@
+"""Worker and connector configuration: Kafka Connect's worker config names, the configs every connector
+takes (`name`, `connector.class`, `tasks.max`, converters, `transforms`, `predicates`, `errors.*`), and
+reading connector configs from `.properties` or `.json` files. Pure apart from reading files.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from moldau.config.properties import load_properties
+from moldau.connect.config import ConfigDef, ConfigType, Importance, NonEmptyString, Range, ValidString
+from moldau.connect.errors import ConfigException
+
+__all__ = [
+    "CONNECTOR_CLASS", "NAME", "TASKS_MAX", "WorkerConfig", "connector_config_def", "load_connector_file",
+    "prefixed", "sink_config_def", "worker_config_def",
+]
+
+NAME = "name"
+CONNECTOR_CLASS = "connector.class"
+TASKS_MAX = "tasks.max"
+DEFAULT_LISTENER = "http://0.0.0.0:8083"
+
+
+def worker_config_def(standalone: bool) -> ConfigDef:
+    definition = (
+        ConfigDef()
+        .define("bootstrap.servers", ConfigType.LIST, "localhost:9092", Importance.HIGH,
+                "The Kafka (Moldau) brokers to connect to.")
+        .define("key.converter", ConfigType.CLASS, importance=Importance.HIGH,
+                documentation="The converter of record keys (e.g. org.apache.kafka.connect.storage.StringConverter)")
+        .define("value.converter", ConfigType.CLASS, importance=Importance.HIGH,
+                documentation="The converter of record values")
+        .define("header.converter", ConfigType.CLASS, "org.apache.kafka.connect.storage.SimpleHeaderConverter",
+                Importance.LOW, "The converter of header values")
+        .define("listeners", ConfigType.LIST, DEFAULT_LISTENER, Importance.LOW,
+                "The REST API's listener, as http://host:port")
+        .define("rest.advertised.host.name", ConfigType.STRING, None, Importance.LOW,
+                "The host name other workers and the status answers give for this worker")
+        .define("rest.advertised.port", ConfigType.INT, None, Importance.LOW, "The port given with it")
+        .define("plugin.path", ConfigType.LIST, "", Importance.LOW,
+                "Directories of Python modules holding plugins")
+        .define("offset.flush.interval.ms", ConfigType.LONG, 60000, Importance.LOW,
+                "How often source offsets and sink consumer offsets are committed", validator=Range.at_least(1))
+        .define("offset.flush.timeout.ms", ConfigType.LONG, 5000, Importance.LOW,
+                "How long a commit waits for outstanding records to be acknowledged", validator=Range.at_least(0))
+        .define("task.shutdown.graceful.timeout.ms", ConfigType.LONG, 5000, Importance.LOW,
+                "How long stopping waits for each task to finish")
+    )
+    if standalone:
+        definition.define("offset.storage.file.filename", ConfigType.STRING, importance=Importance.HIGH,
+                          documentation="The file where standalone mode keeps source offsets")
+    else:
+        for name in ("config", "offset", "status"):
+            definition.define(f"{name}.storage.topic", ConfigType.STRING, importance=Importance.HIGH,
+                              documentation=f"The topic holding connector {name}s")
+            definition.define(f"{name}.storage.replication.factor", ConfigType.SHORT, 3, Importance.LOW,
+                              "The replication factor of that topic (-1: the broker default)")
+        definition.define("group.id", ConfigType.STRING, importance=Importance.HIGH,
+                          documentation="The group of the workers of this Connect cluster")
+    return definition
+
+
+def prefixed(props: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """The entries of `props` whose key starts with `prefix`, with the prefix removed."""
+    return {key[len(prefix):]: value for key, value in props.items() if key.startswith(prefix)}
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """A worker's parsed configuration; `raw` keeps every property as given (client pass-through)."""
+
+    raw: dict[str, str]
+    values: dict[str, Any]
+
+    @classmethod
+    def parse(cls, props: Mapping[str, str], standalone: bool = True) -> WorkerConfig:
+        return cls(dict(props), worker_config_def(standalone).parse(props))
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(self.values["bootstrap.servers"])
+
+    def listener(self) -> tuple[str, int]:
+        """The REST listener's host and port (the first of `listeners`)."""
+        url = urlsplit(self.values["listeners"][0])
+        if url.scheme not in ("http", "") or url.port is None:
+            raise ConfigException("listeners", self.values["listeners"][0], "Expected http://host:port")
+        return url.hostname or "0.0.0.0", url.port
+
+    def worker_id(self) -> str:
+        host, port = self.listener()
+        advertised_host = self.values.get("rest.advertised.host.name") or host
+        if advertised_host == "0.0.0.0":
+            import socket
+            advertised_host = socket.gethostname()
+        return f"{advertised_host}:{self.values.get('rest.advertised.port') or port}"
+
+    def client_config(self, client: str) -> dict[str, str]:
+        """librdkafka settings for the worker's `producer`/`consumer`/`admin` clients: `bootstrap.servers`,
+        the worker's security settings, then its `<client>.` overrides."""
+        passthrough = {k: v for k, v in self.raw.items() if k.startswith(("security.", "ssl.", "sasl."))}
+        return {"bootstrap.servers": self.bootstrap_servers, **passthrough, **prefixed(self.raw, client + ".")}
+
+
+def connector_config_def() -> ConfigDef:
+    """The configs every connector takes, in Kafka's groups."""
+    return (
+        ConfigDef()
+        .define(NAME, ConfigType.STRING, importance=Importance.HIGH, documentation="Globally unique connector name",
+                validator=NonEmptyString(), group="Common", order_in_group=1)
+        .define(CONNECTOR_CLASS, ConfigType.STRING, importance=Importance.HIGH,
+                documentation="Name of the connector class (Moldau's or Kafka's)", group="Common", order_in_group=2)
+        .define(TASKS_MAX, ConfigType.INT, 1, Importance.HIGH, "Maximum number of tasks to use for this connector",
+                validator=Range.at_least(1), group="Common", order_in_group=3)
+        .define("key.converter", ConfigType.CLASS, None, Importance.LOW,
+                "Converter of keys (default: the worker's)", group="Common", order_in_group=4)
+        .define("value.converter", ConfigType.CLASS, None, Importance.LOW,
+                "Converter of values (default: the worker's)", group="Common", order_in_group=5)
+        .define("header.converter", ConfigType.CLASS, None, Importance.LOW,
+                "Converter of header values (default: the worker's)", group="Common", order_in_group=6)
+        .define("transforms", ConfigType.LIST, "", Importance.LOW, "Aliases of the transforms to apply, in order",
+                group="Transforms", order_in_group=1)
+        .define("predicates", ConfigType.LIST, "", Importance.LOW, "Aliases of the predicates transforms use",
+                group="Predicates", order_in_group=1)
+        .define("errors.tolerance", ConfigType.STRING, "none", Importance.MEDIUM,
+                "none: a conversion or transform error fails the task; all: the record is skipped",
+                validator=ValidString.in_("none", "all"), group="Error Handling", order_in_group=1)
+        .define("errors.log.enable", ConfigType.BOOLEAN, False, Importance.MEDIUM,
+                "Log each skipped record's error", group="Error Handling", order_in_group=2)
+    )
+
+
+def sink_config_def() -> ConfigDef:
+    return (connector_config_def()
+            .define("topics", ConfigType.LIST, "", Importance.HIGH, "The topics to consume",
+                    group="Common", order_in_group=7)
+            .define("topics.regex", ConfigType.STRING, "", Importance.HIGH,
+                    "A regular expression of the topics to consume", group="Common", order_in_group=8))
+
+
+def load_connector_file(path: str | Path) -> dict[str, str]:
+    """A connector's config from a `.properties` file, or a `.json` file holding either the config map or
+    `{"name": ..., "config": {...}}` (the body of `POST /connectors`)."""
+    path = Path(path)
+    if path.suffix != ".json":
+        return load_properties(path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ConfigException(NAME, None, f"{path.name} does not hold a JSON object")
+    if isinstance(data.get("config"), dict):
+        config = {str(k): _text(v) for k, v in data["config"].items()}
+        if "name" in data:
+            config.setdefault(NAME, str(data["name"]))
+        return config
+    return {str(k): _text(v) for k, v in data.items()}
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return value if isinstance(value, str) else json.dumps(value) if isinstance(value, (dict, list)) else str(value)
