@@ -1,0 +1,161 @@
+"""What the schema-registry converters share: their options (`schema.registry.url`, `auto.register.schemas`,
+`use.latest.version`, `key.subject.name.strategy`/`value.subject.name.strategy`), a registry client, one
+confluent-kafka serializer per writer schema, and reading the schema id from Confluent's wire format
+(magic byte 0, then the id as a 4-byte big-endian int)."""
+
+from __future__ import annotations
+
+import struct
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from confluent_kafka.schema_registry import (
+    Schema as RegistrySchema,
+)
+from confluent_kafka.schema_registry import (
+    SchemaRegistryClient,
+    record_subject_name_strategy,
+    topic_record_subject_name_strategy,
+    topic_subject_name_strategy,
+)
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from moldau.connect.api import Converter, Header
+from moldau.connect.config import ConfigDef, ConfigType, Importance
+from moldau.connect.data import Schema, SchemaAndValue
+from moldau.connect.errors import ConfigException, DataException
+
+_STRATEGIES: dict[str, Callable[..., Any]] = {
+    "io.confluent.kafka.serializers.subject.TopicNameStrategy": topic_subject_name_strategy,
+    "io.confluent.kafka.serializers.subject.RecordNameStrategy": record_subject_name_strategy,
+    "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy": topic_record_subject_name_strategy,
+}
+_DEFAULT_STRATEGY = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
+
+
+def _strategy(name: str, value: Any) -> None:
+    if value not in _STRATEGIES:
+        raise ConfigException(name, value, "Unknown subject name strategy; one of: " + ", ".join(_STRATEGIES))
+
+
+CONFIG_DEF = (
+    ConfigDef()
+    .define("schema.registry.url", ConfigType.LIST, importance=Importance.HIGH,
+            documentation="Comma-separated list of URLs for Schema Registry instances.")
+    .define("auto.register.schemas", ConfigType.BOOLEAN, True, Importance.MEDIUM,
+            "Specify if the Serializer should attempt to register the Schema with Schema Registry")
+    .define("use.latest.version", ConfigType.BOOLEAN, False, Importance.LOW,
+            "Use the latest version of the subject's schema instead of registering the record's own.")
+    .define("basic.auth.user.info", ConfigType.PASSWORD, None, Importance.MEDIUM,
+            "user:password for the registry's HTTP basic authentication")
+    .define("key.subject.name.strategy", ConfigType.STRING, _DEFAULT_STRATEGY, Importance.MEDIUM,
+            "How the subject of key schemas is named", validator=_strategy)
+    .define("value.subject.name.strategy", ConfigType.STRING, _DEFAULT_STRATEGY, Importance.MEDIUM,
+            "How the subject of value schemas is named", validator=_strategy)
+)
+
+
+class RegistryConverter(Converter, ABC):
+    """A converter whose bytes are Confluent's wire format against a schema registry."""
+
+    def __init__(self) -> None:
+        self.client: SchemaRegistryClient | None = None
+        self._serializers: dict[str, Callable[[Any, SerializationContext], bytes | None]] = {}
+        self._deserializer: Callable[[bytes, SerializationContext], Any] | None = None
+        self._connect_schemas: dict[int, Schema] = {}
+        self.is_key = False
+        self.serializer_conf: dict[str, Any] = {}
+
+    def config_def(self) -> ConfigDef:
+        return CONFIG_DEF
+
+    def configure(self, configs: Mapping[str, Any], is_key: bool) -> None:
+        known = {k: v for k, v in configs.items() if k in CONFIG_DEF.keys}
+        parsed = CONFIG_DEF.parse(known)
+        if parsed["use.latest.version"] and "auto.register.schemas" not in configs:
+            parsed["auto.register.schemas"] = False  # both cannot be on; asking for the latest implies not registering
+        if parsed["use.latest.version"] and parsed["auto.register.schemas"]:
+            raise ConfigException("use.latest.version", "true", "cannot be enabled with auto.register.schemas")
+        client_conf: dict[str, Any] = {"url": ",".join(parsed["schema.registry.url"])}
+        if parsed["basic.auth.user.info"]:
+            client_conf["basic.auth.user.info"] = parsed["basic.auth.user.info"]
+        self.client = SchemaRegistryClient(client_conf)
+        self.is_key = is_key
+        strategy = parsed["key.subject.name.strategy" if is_key else "value.subject.name.strategy"]
+        self.serializer_conf = {"auto.register.schemas": parsed["auto.register.schemas"],
+                                "use.latest.version": parsed["use.latest.version"],
+                                "subject.name.strategy": _STRATEGIES[strategy]}
+        self._serializers.clear()
+        self._deserializer = None
+
+    def context(self, topic: str) -> SerializationContext:
+        return SerializationContext(topic, MessageField.KEY if self.is_key else MessageField.VALUE)
+
+    def _client(self) -> SchemaRegistryClient:
+        if self.client is None:
+            raise DataException("The converter is not configured (schema.registry.url)")
+        return self.client
+
+    def from_connect_data(self, topic: str, schema: Schema | None, value: Any,
+                          headers: Sequence[Header] = ()) -> bytes | None:
+        if value is None and (schema is None or schema.optional):
+            return None
+        if schema is None:
+            raise DataException(f"{type(self).__name__} needs a schema to write a value (topic {topic})")
+        writer, data = self.writer_schema(schema), self.writer_value(schema, value)
+        serializer = self._serializers.get(writer)
+        if serializer is None:
+            serializer = self._serializers[writer] = self.make_serializer(self._client(), writer)
+        try:
+            return serializer(data, self.context(topic))
+        except Exception as e:
+            raise DataException(f"Failed to serialize data of topic {topic} to {self.format_name}: {e}") from e
+
+    def to_connect_data(self, topic: str, data: bytes | None, headers: Sequence[Header] = ()) -> SchemaAndValue:
+        if data is None:
+            return SchemaAndValue(None, None)
+        schema_id = schema_id_of(data)
+        try:
+            if self._deserializer is None:
+                self._deserializer = self.make_deserializer(self._client())
+            decoded = self._deserializer(data, self.context(topic))
+        except Exception as e:
+            raise DataException(f"Failed to deserialize data for topic {topic} to {self.format_name}: {e}") from e
+        schema = self._connect_schemas.get(schema_id)
+        if schema is None:
+            registered = self._client().get_schema(schema_id)
+            schema = self._connect_schemas[schema_id] = self.connect_schema(registered)
+        return SchemaAndValue(schema, self.connect_value(schema, decoded))
+
+    format_name = "?"
+
+    @abstractmethod
+    def writer_schema(self, schema: Schema) -> str:
+        """The registry schema text for a Connect schema."""
+
+    @abstractmethod
+    def writer_value(self, schema: Schema, value: Any) -> Any:
+        """What the confluent-kafka serializer takes for a Connect value."""
+
+    @abstractmethod
+    def make_serializer(self, client: SchemaRegistryClient, writer: str) -> Callable[[Any, SerializationContext],
+                                                                                      bytes | None]: ...
+
+    @abstractmethod
+    def make_deserializer(self, client: SchemaRegistryClient) -> Callable[[bytes, SerializationContext], Any]: ...
+
+    @abstractmethod
+    def connect_schema(self, registered: RegistrySchema) -> Schema:
+        """The Connect schema of a registered writer schema."""
+
+    @abstractmethod
+    def connect_value(self, schema: Schema, decoded: Any) -> Any:
+        """The Connect value of what the deserializer decoded."""
+
+
+def schema_id_of(data: bytes) -> int:
+    """The schema id of Confluent's wire format (magic byte 0, 4-byte id, payload)."""
+    if len(data) < 5 or data[0] != 0:
+        raise DataException("Unknown magic byte!" if data else "Data is empty")
+    return int(struct.unpack(">I", data[1:5])[0])
