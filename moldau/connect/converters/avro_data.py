@@ -21,6 +21,7 @@ from moldau.connect.errors import DataException
 
 NAMESPACE = "io.confluent.connect.avro"
 DEFAULT_NAME = "ConnectDefault"
+MAP_ENTRY = "MapEntry"
 PRECISION = "connect.decimal.precision"
 _PRIMITIVES = {Type.INT8: "int", Type.INT16: "int", Type.INT32: "int", Type.INT64: "long", Type.FLOAT32: "float",
                Type.FLOAT64: "double", Type.BOOLEAN: "boolean", Type.STRING: "string", Type.BYTES: "bytes"}
@@ -29,14 +30,15 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 class _Names:
-    """Hands out ConnectDefault, ConnectDefault2, ... for unnamed structs (Avro names must be unique)."""
+    """Hands out ConnectDefault, ConnectDefault2, ... for unnamed structs and MapEntry, MapEntry2, ... for map
+    entries: an Avro schema may define each name only once."""
 
     def __init__(self) -> None:
-        self.count = 0
+        self.counts: dict[str, int] = {}
 
-    def next(self) -> str:
-        self.count += 1
-        return DEFAULT_NAME if self.count == 1 else f"{DEFAULT_NAME}{self.count}"
+    def next(self, base: str = DEFAULT_NAME) -> str:
+        count = self.counts[base] = self.counts.get(base, 0) + 1
+        return base if count == 1 else f"{base}{count}"
 
 
 def to_avro_schema(schema: Schema) -> Any:
@@ -88,7 +90,7 @@ def _map_to_avro(schema: Schema, names: _Names) -> dict[str, Any]:
     assert schema.key_schema is not None and schema.value_schema is not None
     if schema.key_schema.type is Type.STRING and not schema.key_schema.optional:
         return _connect_props(schema, {"type": "map", "values": _to_avro(schema.value_schema, names)})
-    entry = {"type": "record", "name": "MapEntry", "namespace": NAMESPACE, "fields": [
+    entry = {"type": "record", "name": names.next(MAP_ENTRY), "namespace": NAMESPACE, "fields": [
         {"name": "key", "type": _to_avro(schema.key_schema, names)},
         {"name": "value", "type": _to_avro(schema.value_schema, names)}]}
     return _connect_props(schema, {"type": "array", "items": entry})
@@ -189,7 +191,7 @@ def _plain_to_connect(node: dict[str, Any], kind: str, props: dict[str, Any]) ->
     if kind == "array":
         items = node["items"]
         item_node = items if isinstance(items, dict) else {}
-        if item_node.get("type") == "record" and item_node.get("name") == "MapEntry":
+        if item_node.get("namespace") == NAMESPACE and str(item_node.get("name", "")).startswith(MAP_ENTRY):
             fields = {f["name"]: f["type"] for f in item_node["fields"]}
             return Schema(Type.MAP, key_schema=to_connect_schema(fields["key"]),
                           value_schema=to_connect_schema(fields["value"]), **props)

@@ -12,7 +12,6 @@ import base64
 import binascii
 import decimal
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -195,19 +194,24 @@ class JsonConverter(Converter):
 
 
 def _dump(tree: Any) -> bytes:
-    text = json.dumps(tree, separators=(",", ":"), ensure_ascii=False, default=_json_default)
-    # NUMERIC decimals travel through the encoder as marked strings, then lose their quotes so the JSON holds
-    # the exact digits as a number (as Jackson writes a BigDecimal); a float would round them.
-    return _NUMBER_MARK.sub(lambda m: m.group(1), text).encode()
+    try:
+        return json.dumps(tree, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    except TypeError:
+        # NUMERIC decimals are in the tree: write them as JSON numbers with their exact digits, as Jackson
+        # writes a BigDecimal (a float would round them).
+        return _encode_exact(tree).encode()
 
 
-_NUMBER_MARK = re.compile(r'"\\u0000N([-+0-9.Ee]+)\\u0000"')
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, decimal.Decimal):
-        return f"\x00N{value}\x00"
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+def _encode_exact(tree: Any) -> str:
+    if isinstance(tree, decimal.Decimal):
+        if not tree.is_finite():
+            raise DataError(f"Decimal {tree} has no JSON representation")
+        return str(tree)
+    if isinstance(tree, dict):
+        return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{_encode_exact(v)}" for k, v in tree.items()) + "}"
+    if isinstance(tree, list):
+        return "[" + ",".join(_encode_exact(v) for v in tree) + "]"
+    return json.dumps(tree, ensure_ascii=False, allow_nan=False)
 
 
 def _expect_int(t: Type, node: Any) -> int:
