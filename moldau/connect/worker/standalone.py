@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import threading
 from collections.abc import Generator, Sequence
 from pathlib import Path
@@ -88,6 +89,21 @@ class _ClusterId:
             return self.value
 
 
+def _bind(host: str, port: int) -> socket.socket:
+    """The REST listener's socket, bound before anything starts so that a taken port is a clean error."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise StandaloneError(f"the REST API cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.setblocking(False)
+    return sock
+
+
 async def _serve(herder: Herder, connectors: list[dict[str, str]]) -> int:
     host, port = herder.worker.listener()
     config = uvicorn.Config(build_app(herder, _ClusterId(herder)), host=host, port=port, log_config=None,
@@ -99,7 +115,8 @@ async def _serve(herder: Herder, connectors: list[dict[str, str]]) -> int:
     stopping = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
-    serving = loop.create_task(server.serve())
+    listener = _bind(host, port)
+    serving = loop.create_task(server.serve(sockets=[listener]))
     while not server.started and not serving.done():
         await asyncio.sleep(0.02)
     if serving.done():
