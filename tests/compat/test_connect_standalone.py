@@ -239,7 +239,7 @@ def test_pause_and_resume(worker: WorkerProcess, tmp_path: Path) -> None:
 
     assert worker.request("PUT", f"/connectors/{source}/pause")[0] == 202
     status, body = worker.request("GET", f"/connectors/{source}/status")
-    assert body["connector"]["state"] == "PAUSED" and body["tasks"][0]["state"] == "PAUSED"
+    assert status == 200 and body["connector"]["state"] == "PAUSED" and body["tasks"][0]["state"] == "PAUSED"
     _append(source_file, ["while paused"])
     time.sleep(2.0)
     assert read_lines(sink_file) == ["before"]
@@ -271,7 +271,8 @@ def test_restart_resumes_source_without_loss(shared_broker: BrokerProcess, tmp_p
             lines = [f"batch {batch} line {i}" for i in range(1000)]
             _append(source_file, lines)
             expected += lines
-            wait_for(lambda: len(read_lines(sink_file)) >= len(expected), what=f"batch {batch}")
+            want = len(expected)
+            wait_for(lambda want=want: len(read_lines(sink_file)) >= want, what=f"batch {batch}")
             assert worker.stop() == 0, worker.log_tail()
             assert read_lines(sink_file) == expected  # a clean stop: nothing lost, nothing repeated
             worker.start()
