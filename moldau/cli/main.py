@@ -8,6 +8,7 @@ from moldau import __version__
 from moldau.cli import (
     acls,
     cluster,
+    connect,
     consume,
     groups,
     partitions,
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     quotas.register(commands)
     users.register(commands)
     schemas.register(commands)
+    connect.register(commands)
     return parser
 
 

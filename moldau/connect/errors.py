@@ -24,7 +24,7 @@ class ConfigException(ConnectException):
         self.name = name
         self.value = value
         self.reason = message or "invalid value"
-        super().__init__(f"Invalid value {value!r} for configuration {name}: {self.reason}"
+        super().__init__(f"Invalid value {value} for configuration {name}: {self.reason}"
                          if value is not None else f"Invalid configuration {name}: {self.reason}")
 
 

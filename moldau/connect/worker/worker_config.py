@@ -101,7 +101,7 @@ class WorkerConfig:
             advertised_host = socket.gethostname()
         return f"{advertised_host}:{self.values.get('rest.advertised.port') or port}"
 
-    def client_config(self, client: str) -> dict[str, str]:
+    def client_config(self, client: str) -> dict[str, Any]:
         """librdkafka settings for the worker's `producer`/`consumer`/`admin` clients: `bootstrap.servers`,
         the worker's security settings, then its `<client>.` overrides."""
         passthrough = {k: v for k, v in self.raw.items() if k.startswith(("security.", "ssl.", "sasl."))}

@@ -1,0 +1,265 @@
+"""Kafka Connect's REST API over a herder: paths, status codes and JSON shapes as Kafka Connect answers them,
+errors as `{"error_code": <HTTP status>, "message": ...}`. The herder blocks, so every call runs in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from moldau import __version__
+from moldau.connect.errors import NotFoundError
+from moldau.connect.worker.herder import Herder, HerderError
+from moldau.connect.worker.worker_config import CONNECTOR_CLASS, NAME
+
+__all__ = ["build_app"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def json_response(content: Any, status: int = 200) -> Response:
+    return Response(json.dumps(content, separators=(",", ":")), status, media_type="application/json")
+
+
+def error(status: int, message: str) -> Response:
+    return json_response({"error_code": status, "message": message}, status)
+
+
+def _flag(request: Request, name: str) -> bool:
+    return request.query_params.get(name, "false").strip().lower() == "true"
+
+
+async def _body(request: Request) -> Any:
+    raw = await request.body()
+    if not raw.strip():
+        raise HerderError(400, "Request body is empty")
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise HerderError(400, f"Cannot deserialize the request body: {exc}") from None
+
+
+def _string_map(value: Any, what: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise HerderError(400, f"{what} must be a JSON object")
+    return {str(k): v if isinstance(v, str) else json.dumps(v) if isinstance(v, (dict, list))
+            else str(v).lower() if isinstance(v, bool) else "" if v is None else str(v) for k, v in value.items()}
+
+
+class ConnectApi:
+    def __init__(self, herder: Herder, cluster_id: Callable[[], str | None]) -> None:
+        self.herder = herder
+        self.cluster_id = cluster_id
+
+    async def call(self, function: Callable[..., T], *args: Any) -> T:
+        return await asyncio.to_thread(function, *args)
+
+    async def root(self, request: Request) -> Response:
+        cluster_id = await self.call(self.cluster_id)
+        return json_response({"version": __version__, "commit": "", "kafka_cluster_id": cluster_id})
+
+    async def list_connectors(self, request: Request) -> Response:
+        names = self.herder.connectors()
+        expand = request.query_params.getlist("expand")
+        if not expand:
+            return json_response(names)
+        answer: dict[str, dict[str, Any]] = {}
+        for name in names:
+            entry: dict[str, Any] = {}
+            try:
+                if "status" in expand:
+                    entry["status"] = self.herder.status(name)
+                if "info" in expand:
+                    entry["info"] = self.herder.info(name)
+            except HerderError:
+                continue  # deleted meanwhile
+            answer[name] = entry
+        return json_response(answer)
+
+    async def create(self, request: Request) -> Response:
+        body = await _body(request)
+        if not isinstance(body, dict):
+            raise HerderError(400, "The request body must be a JSON object with name and config")
+        config = _string_map(body.get("config", {}), "config")
+        name = body.get("name") or config.get(NAME)
+        if not isinstance(name, str) or not name.strip():
+            raise HerderError(400, "Connector name must be specified: the name field or the config's name")
+        if config.get(NAME, name) != name:
+            raise HerderError(400, "Connector name configuration (" + config[NAME] + ") doesn't match connector "
+                                   "name in the URL (" + name + ")")
+        await self.call(self.herder.put_connector, name.strip(), config, False)
+        return json_response(self.herder.info(name.strip()), 201)
+
+    async def get(self, request: Request) -> Response:
+        return json_response(self.herder.info(request.path_params["name"]))
+
+    async def get_config(self, request: Request) -> Response:
+        return json_response(self.herder.config(request.path_params["name"]))
+
+    async def put_config(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        config = _string_map(await _body(request), "The connector config")
+        if config.get(NAME, name) != name:
+            raise HerderError(400, f"Connector name configuration ({config[NAME]}) doesn't match connector name "
+                                   f"in the URL ({name})")
+        created = await self.call(self.herder.put_connector, name, config, True)
+        return json_response(self.herder.info(name), 201 if created else 200)
+
+    async def patch_config(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        patch = await _body(request)
+        if not isinstance(patch, dict):
+            raise HerderError(400, "The patch must be a JSON object")
+        config = self.herder.config(name)
+        for key, value in patch.items():
+            if value is None:
+                config.pop(str(key), None)  # a null removes the key, as Kafka's PATCH does
+            else:
+                config.update(_string_map({key: value}, "The patch"))
+        await self.call(self.herder.put_connector, name, config, True)
+        return json_response(self.herder.info(name))
+
+    async def status(self, request: Request) -> Response:
+        return json_response(self.herder.status(request.path_params["name"]))
+
+    async def tasks(self, request: Request) -> Response:
+        return json_response(self.herder.task_configs(request.path_params["name"]))
+
+    async def task_status(self, request: Request) -> Response:
+        return json_response(self.herder.task_status(request.path_params["name"], _task_id(request)))
+
+    async def restart(self, request: Request) -> Response:
+        answer = await self.call(self.herder.restart, request.path_params["name"], _flag(request, "includeTasks"),
+                                 _flag(request, "onlyFailed"))
+        return Response(status_code=204) if answer is None else json_response(answer, 202)
+
+    async def restart_task(self, request: Request) -> Response:
+        await self.call(self.herder.restart_task, request.path_params["name"], _task_id(request))
+        return Response(status_code=204)
+
+    async def pause(self, request: Request) -> Response:
+        await self.call(self.herder.pause, request.path_params["name"])
+        return Response(status_code=202)
+
+    async def resume(self, request: Request) -> Response:
+        await self.call(self.herder.resume, request.path_params["name"])
+        return Response(status_code=202)
+
+    async def stop(self, request: Request) -> Response:
+        await self.call(self.herder.stop, request.path_params["name"])
+        return Response(status_code=204)
+
+    async def delete(self, request: Request) -> Response:
+        await self.call(self.herder.delete, request.path_params["name"])
+        return Response(status_code=204)
+
+    async def topics(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        return json_response({name: {"topics": self.herder.topics(name)}})
+
+    async def reset_topics(self, request: Request) -> Response:
+        self.herder.reset_topics(request.path_params["name"])
+        return Response(status_code=202)
+
+    async def offsets(self, request: Request) -> Response:
+        from moldau.connect.worker.offsets_admin import sink_offsets
+        name = request.path_params["name"]
+        if self.herder.connector_type(name) == "sink":
+            found = await self.call(sink_offsets, self.herder.worker, name)
+            return json_response({"offsets": found})
+        return json_response({"offsets": self.herder.source_offsets(name)})
+
+    async def plugins(self, request: Request) -> Response:
+        connectors_only = request.query_params.get("connectorsOnly", "true").strip().lower() != "false"
+        return json_response([info.json() for info in self.herder.registry.plugins(connectors_only)])
+
+    async def validate(self, request: Request) -> Response:
+        plugin = request.path_params["plugin"]
+        config = _string_map(await _body(request), "The connector config")
+        try:
+            info = self.herder.registry.connector(plugin)
+        except NotFoundError as exc:
+            raise HerderError(404, str(exc)) from None
+        given = config.get(CONNECTOR_CLASS)
+        if given and self.herder.registry.find(given) != info:
+            raise HerderError(400, f"Included connector type {given} does not match request type {plugin}")
+        config.setdefault(CONNECTOR_CLASS, plugin)
+        return json_response(await self.call(self.herder.validate, config))
+
+    async def plugin_config(self, request: Request) -> Response:
+        try:
+            info = self.herder.registry.connector(request.path_params["plugin"])
+        except NotFoundError as exc:
+            raise HerderError(404, str(exc)) from None
+        infos = await self.call(self.herder.validate, {CONNECTOR_CLASS: info.class_name})
+        return json_response([c["definition"] for c in infos["configs"]])
+
+
+def _task_id(request: Request) -> int:
+    raw = request.path_params["task"]
+    try:
+        return int(raw)
+    except ValueError:
+        raise HerderError(404, f"Task {request.path_params['name']}-{raw} not found") from None
+
+
+def _endpoint(method: Callable[[Request], Awaitable[Response]]) -> Endpoint:
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await method(request)
+        except HerderError as exc:
+            return error(exc.status, exc.message)
+    return endpoint
+
+
+def build_app(herder: Herder, cluster_id: Callable[[], str | None]) -> Starlette:
+    api = ConnectApi(herder, cluster_id)
+    c = "/connectors/{name}"
+    table: list[tuple[str, Endpoint, list[str]]] = [
+        ("/", api.root, ["GET"]),
+        ("/connectors", api.list_connectors, ["GET"]),
+        ("/connectors", api.create, ["POST"]),
+        (c, api.get, ["GET"]),
+        (c, api.delete, ["DELETE"]),
+        (c + "/config", api.get_config, ["GET"]),
+        (c + "/config", api.put_config, ["PUT"]),
+        (c + "/config", api.patch_config, ["PATCH"]),
+        (c + "/status", api.status, ["GET"]),
+        (c + "/tasks", api.tasks, ["GET"]),
+        (c + "/tasks/{task}/status", api.task_status, ["GET"]),
+        (c + "/tasks/{task}/restart", api.restart_task, ["POST"]),
+        (c + "/restart", api.restart, ["POST"]),
+        (c + "/pause", api.pause, ["PUT"]),
+        (c + "/resume", api.resume, ["PUT"]),
+        (c + "/stop", api.stop, ["PUT"]),
+        (c + "/topics", api.topics, ["GET"]),
+        (c + "/topics/reset", api.reset_topics, ["PUT"]),
+        (c + "/offsets", api.offsets, ["GET"]),
+        ("/connector-plugins", api.plugins, ["GET"]),
+        ("/connector-plugins/{plugin}/config", api.plugin_config, ["GET"]),
+        ("/connector-plugins/{plugin}/config/validate", api.validate, ["PUT"]),
+    ]
+    routes = [Route(path, _endpoint(endpoint), methods=methods) for path, endpoint, methods in table]
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+        return error(status, str(detail))
+
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        log.exception("connect REST: %s %s failed", request.method, request.url.path, exc_info=exc)
+        return error(500, f"{type(exc).__name__}: {exc}")
+
+    return Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: internal_error})

@@ -1,0 +1,60 @@
+"""A small client of a Connect worker's REST API (Kafka Connect's), for `moldau connect`: one request at a
+time with the standard library; error bodies (`{"error_code": 404, "message": ...}`) become `ConnectApiError`."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+__all__ = ["DEFAULT_URL", "ConnectApiError", "ConnectClient"]
+
+DEFAULT_URL = "http://127.0.0.1:8083"
+TIMEOUT_S = 60.0
+
+
+class ConnectApiError(Exception):
+    """The worker refused the request (status is its HTTP status), or could not be reached (status 0)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{message} (HTTP {status})" if status else message)
+        self.status = status
+        self.message = message
+
+
+class ConnectClient:
+    def __init__(self, url: str = DEFAULT_URL, timeout_s: float = TIMEOUT_S) -> None:
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+
+    def request(self, method: str, path: str, body: Any = None, **query: Any) -> Any:
+        """Send one request; the decoded JSON answer (None for an empty one). Raises ConnectApiError."""
+        url = self.url + path
+        params = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in query.items() if v is not None}
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as exc:
+            raise _error(exc.code, exc.read()) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ConnectApiError(0, f"cannot reach the Connect worker at {self.url}: {reason}") from None
+        return json.loads(raw) if raw.strip() else None
+
+
+def _error(status: int, raw: bytes) -> ConnectApiError:
+    try:
+        body = json.loads(raw)
+        message = str(body.get("message", raw.decode(errors="replace")))
+    except (ValueError, AttributeError):
+        message = raw.decode(errors="replace") or f"HTTP {status}"
+    return ConnectApiError(status, message)

@@ -1,0 +1,141 @@
+"""Standalone mode: one worker process, connector configs from files (and the REST API, kept in memory), source
+offsets in `offset.storage.file.filename`. Runs until SIGTERM or SIGINT, then stops every task (committing
+what was acknowledged or flushed) and exits 0."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+import threading
+from collections.abc import Generator, Sequence
+from pathlib import Path
+
+import uvicorn
+
+from moldau.config.properties import load_properties
+from moldau.connect.errors import ConfigException
+from moldau.connect.plugins import PluginRegistry
+from moldau.connect.rest import build_app
+from moldau.connect.worker.herder import Herder, HerderError
+from moldau.connect.worker.offsets_admin import cluster_id
+from moldau.connect.worker.stores import FileOffsetStore, MemoryConfigStore, MemoryStatusStore
+from moldau.connect.worker.worker_config import NAME, WorkerConfig, load_connector_file
+
+__all__ = ["StandaloneError", "run_standalone"]
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_GRACE_S = 5
+
+
+class StandaloneError(Exception):
+    """A worker or connector config that stops standalone mode from starting."""
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handlers: the worker stops the server itself, after its tasks."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+def build_herder(worker_path: str | Path) -> Herder:
+    try:
+        worker = WorkerConfig.parse(load_properties(worker_path), standalone=True)
+    except ConfigException as exc:
+        raise StandaloneError(f"{worker_path}: {exc}") from None
+    except OSError as exc:
+        raise StandaloneError(f"cannot read {worker_path}: {exc.strerror or exc}") from None
+    registry = PluginRegistry.discover(worker.values["plugin.path"])
+    offsets = FileOffsetStore(worker.values["offset.storage.file.filename"])
+    return Herder(worker, registry, MemoryConfigStore(), offsets, MemoryStatusStore())
+
+
+def _connector_configs(paths: Sequence[str | Path]) -> list[dict[str, str]]:
+    configs = []
+    for path in paths:
+        try:
+            config = load_connector_file(path)
+        except (OSError, ValueError, ConfigException) as exc:
+            raise StandaloneError(f"cannot read connector config {path}: {exc}") from None
+        if not config.get(NAME):
+            raise StandaloneError(f"{path}: the connector config has no name")
+        configs.append(config)
+    return configs
+
+
+def run_standalone(worker_path: str | Path, connector_paths: Sequence[str | Path]) -> int:
+    herder = build_herder(worker_path)
+    connectors = _connector_configs(connector_paths)
+    return asyncio.run(_serve(herder, connectors))
+
+
+class _ClusterId:
+    """The cluster id, asked once from the brokers (and again while none answered)."""
+
+    def __init__(self, herder: Herder) -> None:
+        self.herder = herder
+        self.value: str | None = None
+        self.lock = threading.Lock()
+
+    def __call__(self) -> str | None:
+        with self.lock:
+            if self.value is None:
+                self.value = cluster_id(self.herder.worker)
+            return self.value
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The REST listener's socket, bound before anything starts so that a taken port is a clean error."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise StandaloneError(f"the REST API cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.setblocking(False)
+    return sock
+
+
+async def _serve(herder: Herder, connectors: list[dict[str, str]]) -> int:
+    host, port = herder.worker.listener()
+    config = uvicorn.Config(build_app(herder, _ClusterId(herder)), host=host, port=port, log_config=None,
+                            access_log=False, lifespan="off", timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+                            server_header=False)
+    logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+    server = _Server(config)
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    listener = _bind(host, port)
+    serving = loop.create_task(server.serve(sockets=[listener]))
+    while not server.started and not serving.done():
+        await asyncio.sleep(0.02)
+    if serving.done():
+        log.error("connect: the REST API cannot listen on %s:%d", host, port)
+        return 1
+    log.info("connect: REST API listening on http://%s:%d (worker %s)", host, port, herder.worker_id)
+    code = 0
+    for connector in connectors:
+        try:
+            await asyncio.to_thread(herder.put_connector, connector[NAME], connector, False)
+            log.info("connect: connector %s created", connector[NAME])
+        except HerderError as exc:
+            log.error("connect: connector %s: %s", connector[NAME], exc.message)
+            stopping.set()
+            code = 1
+    await stopping.wait()
+    log.info("connect: stopping")
+    await asyncio.to_thread(herder.stop_all)
+    server.should_exit = True
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(serving, SHUTDOWN_GRACE_S + 2)
+    return code

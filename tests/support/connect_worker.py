@@ -1,0 +1,122 @@
+"""A `moldau connect standalone` worker in its own process, for tests: its worker properties, its REST API on
+a free port, start/stop/kill, and a small JSON client of that API."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from moldau.net.ports import free_port
+from tests.support.broker_process import signal_and_wait
+
+STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
+
+
+class WorkerProcess:
+    def __init__(self, directory: Path, bootstrap: str, overrides: dict[str, str] | None = None,
+                 connector_files: list[Path] | None = None) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.properties = {
+            "bootstrap.servers": bootstrap,
+            "key.converter": STRING_CONVERTER,
+            "value.converter": STRING_CONVERTER,
+            "offset.storage.file.filename": str(directory / "connect.offsets"),
+            "offset.flush.interval.ms": "500",
+            "listeners": f"http://127.0.0.1:{self.port}",
+            **(overrides or {}),
+        }
+        self.connector_files = list(connector_files or [])
+        self.config_path = directory / "worker.properties"
+        self.log_path = directory / "worker.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties.items()))
+        args = [sys.executable, "-m", "moldau", "connect", "standalone", str(self.config_path),
+                *map(str, self.connector_files)]
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child process owns it
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                self.request("GET", "/connectors")
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"worker did not answer within {timeout_s}s:\n{self.log_tail()}")
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        return self._signal(signal.SIGTERM, timeout_s)
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL, 10.0)
+
+    def _signal(self, sig: int, timeout_s: float) -> int:
+        if self.proc is None:
+            return 0
+        try:
+            return signal_and_wait(self.proc, sig, timeout_s, "connect worker")
+        finally:
+            self.proc = None
+
+    def cleanup(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.proc = None
+
+    def log_tail(self, lines: int = 80) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """(HTTP status, decoded JSON body or None)."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                raw = response.read()
+                return response.status, json.loads(raw) if raw.strip() else None
+        except urllib.error.HTTPError as exc:
+            raw = exc.read()
+            return exc.code, json.loads(raw) if raw.strip() else None
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def read_lines(path: Path) -> list[str]:
+    """The complete lines of a file (none if it does not exist yet)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    return text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]
