@@ -191,3 +191,72 @@ def test_bytes_without_the_wire_format_are_rejected(shared_broker: BrokerProcess
         converter(AvroConverter, shared_broker.registry_url).to_connect_data("t", b"\x01plain")
 
 
+
+
+PB_ITEM = SchemaBuilder.struct().name("Item").field("sku", STRING_SCHEMA).field("qty", INT32_SCHEMA).build()
+PB_ORDER = (SchemaBuilder.struct().name("shop.PbOrder")
+            .field("id", Schema(Type.INT64))
+            .field("note", OPTIONAL_STRING_SCHEMA)
+            .field("tags", SchemaBuilder.array(STRING_SCHEMA).build())
+            .field("counts", SchemaBuilder.map(STRING_SCHEMA, INT32_SCHEMA).build())
+            .field("first", PB_ITEM)
+            .field("items", SchemaBuilder.array(PB_ITEM).build())
+            .field("raw", BYTES_SCHEMA)
+            .build())
+
+READING_PROTO = """syntax = "proto3";
+package iot;
+
+message Reading {
+  string sensor = 1;
+  double value = 2;
+  repeated string tags = 3;
+  optional int64 at = 4;
+}
+"""
+
+
+def pb_order() -> Struct:
+    return Struct(PB_ORDER, {"id": 5, "note": None, "tags": ["x"], "counts": {"a": 2},
+                             "first": Struct(PB_ITEM, {"sku": "s1", "qty": 1}),
+                             "items": [Struct(PB_ITEM, {"sku": "s2", "qty": 2})], "raw": b"\x01"})
+
+
+def test_protobuf_converter_writes_what_the_protobuf_deserializer_reads(shared_broker: BrokerProcess) -> None:
+    from moldau.connect.converters.protobuf import ProtobufConverter
+
+    url, topic = shared_broker.registry_url, "connect-proto-out"
+    conv = converter(ProtobufConverter, url)
+    (received,) = through_topic(shared_broker, topic, [conv.from_connect_data(topic, PB_ORDER, pb_order())])
+    assert received is not None
+    back = conv.to_connect_data(topic, received)
+    assert back.schema is not None and back.schema.name == "shop.PbOrder"
+    assert back.value.to_dict()["note"] is None
+    assert back.value.get("items")[0].to_dict() == {"sku": "s2", "qty": 2}
+    assert {k: v for k, v in back.value.to_dict().items() if k not in ("first", "items")} == {
+        "id": 5, "note": None, "tags": ["x"], "counts": {"a": 2}, "raw": b"\x01"}
+    # confluent-kafka's deserializer reads it with the message class of the registered schema
+    message_class = type(conv.writer_value(PB_ORDER, pb_order()))
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+    message = ProtobufDeserializer(message_class, {"use.deprecated.format": False})(received, ctx(topic))
+    assert message.id == 5 and message.first.sku == "s1" and not message.HasField("note")
+    registered = SchemaRegistryClient({"url": url}).get_latest_version(f"{topic}-value").schema
+    assert registered.schema_type == "PROTOBUF"
+
+
+def test_protobuf_converter_reads_what_the_protobuf_serializer_writes(shared_broker: BrokerProcess) -> None:
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+
+    from moldau.connect.converters.protobuf import ProtobufConverter
+    from moldau.registry.formats.protobuf import ProtobufFormat
+
+    url, topic = shared_broker.registry_url, "connect-proto-in"
+    reading = ProtobufFormat().parse(READING_PROTO, {}).message_class((0,))
+    data = ProtobufSerializer(reading, SchemaRegistryClient({"url": url}), {"use.deprecated.format": False})(
+        reading(sensor="t1", value=2.5, tags=["a", "b"]), ctx(topic))
+    (received,) = through_topic(shared_broker, topic, [data])
+    got = converter(ProtobufConverter, url).to_connect_data(topic, received)
+    assert got.schema is not None and got.schema.name == "iot.Reading"
+    assert got.value.to_dict() == {"sensor": "t1", "value": 2.5, "tags": ["a", "b"], "at": None}
+    at = got.schema.field("at")
+    assert at is not None and at.schema.type is Type.INT64 and at.schema.optional
