@@ -13,11 +13,11 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.serialization import SerializationContext
 
 from moldau.connect.converters import avro_data
-from moldau.connect.converters.registry_base import RegistryConverter
+from moldau.connect.converters.registry_base import SchemaReadingConverter
 from moldau.connect.data import Schema
 
 
-class AvroConverter(RegistryConverter):
+class AvroConverter(SchemaReadingConverter):
     aliases = ("io.confluent.connect.avro.AvroConverter",)
     format_name = "Avro"
 

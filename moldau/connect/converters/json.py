@@ -42,6 +42,8 @@ CONFIG_DEF = (
             validator=ValidString(("BASE64", "NUMERIC"), case_sensitive=False))
     .define("replace.null.with.default", ConfigType.BOOLEAN, True, Importance.LOW,
             "Whether a null field with a default value is written and read as that default.")
+    .define("schemas.cache.size", ConfigType.INT, 1000, Importance.HIGH,
+            "Accepted for compatibility with Kafka's configs; schemas are not cached.")
 )
 
 

@@ -13,11 +13,11 @@ from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSe
 from confluent_kafka.serialization import SerializationContext
 
 from moldau.connect.converters import json_schema_data
-from moldau.connect.converters.registry_base import RegistryConverter
+from moldau.connect.converters.registry_base import SchemaReadingConverter
 from moldau.connect.data import Schema
 
 
-class JsonSchemaConverter(RegistryConverter):
+class JsonSchemaConverter(SchemaReadingConverter):
     aliases = ("io.confluent.connect.json.JsonSchemaConverter",)
     format_name = "JSON Schema"
 

@@ -6,18 +6,16 @@ the schema registry by confluent-kafka's ProtobufSerializer. Reading compiles th
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka.schema_registry import Schema as RegistrySchema
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import SerializationContext
 from google.protobuf import descriptor_pool, message_factory  # type: ignore[import-untyped]
 
-from moldau.connect.api import Header
 from moldau.connect.converters import protobuf_data
-from moldau.connect.converters.registry_base import RegistryConverter, schema_id_of
+from moldau.connect.converters.registry_base import RegistryConverter
 from moldau.connect.data import Schema, SchemaAndValue
 from moldau.connect.errors import DataException
 from moldau.registry.formats.protobuf import ProtobufFormat
@@ -57,19 +55,8 @@ class ProtobufConverter(RegistryConverter):
             self._classes[writer], client, conf=conf)
         return serializer
 
-    def make_deserializer(self, client: SchemaRegistryClient) -> Callable[[bytes, SerializationContext], Any]:
-        raise NotImplementedError("the Protobuf reader depends on the writer's message (see to_connect_data)")
-
-    def connect_schema(self, registered: RegistrySchema) -> Schema:
-        raise NotImplementedError("see to_connect_data")
-
-    def connect_value(self, schema: Schema, decoded: Any) -> Any:
-        return protobuf_data.to_connect_value(schema, decoded)
-
-    def to_connect_data(self, topic: str, data: bytes | None, headers: Sequence[Header] = ()) -> SchemaAndValue:
-        if data is None:
-            return SchemaAndValue(None, None)
-        schema_id = schema_id_of(data)
+    def decode(self, topic: str, schema_id: int, data: bytes) -> SchemaAndValue:
+        # The deserializer parses into one message class, so each writer message gets its own reader.
         indexes = message_indexes(data[5:])
         try:
             schema, message_class = self._reader(schema_id, indexes)
@@ -79,7 +66,7 @@ class ProtobufConverter(RegistryConverter):
             raise
         except Exception as e:
             raise DataException(f"Failed to deserialize data for topic {topic} to Protobuf: {e}") from e
-        return SchemaAndValue(schema, self.connect_value(schema, message))
+        return SchemaAndValue(schema, protobuf_data.to_connect_value(schema, message))
 
     def _reader(self, schema_id: int, indexes: tuple[int, ...]) -> tuple[Schema, Any]:
         key = (schema_id, indexes)

@@ -115,7 +115,32 @@ class RegistryConverter(Converter, ABC):
     def to_connect_data(self, topic: str, data: bytes | None, headers: Sequence[Header] = ()) -> SchemaAndValue:
         if data is None:
             return SchemaAndValue(None, None)
-        schema_id = schema_id_of(data)
+        return self.decode(topic, schema_id_of(data), data)
+
+    format_name = "?"
+
+    @abstractmethod
+    def writer_schema(self, schema: Schema) -> str:
+        """The registry schema text (or another key identifying the writer schema) for a Connect schema."""
+
+    @abstractmethod
+    def writer_value(self, schema: Schema, value: Any) -> Any:
+        """What the confluent-kafka serializer takes for a Connect value."""
+
+    @abstractmethod
+    def make_serializer(self, client: SchemaRegistryClient, writer: str) -> Callable[[Any, SerializationContext],
+                                                                                      bytes | None]: ...
+
+    @abstractmethod
+    def decode(self, topic: str, schema_id: int, data: bytes) -> SchemaAndValue:
+        """The Connect data of a record value in the wire format, written with schema `schema_id`."""
+
+
+class SchemaReadingConverter(RegistryConverter, ABC):
+    """A registry converter whose one confluent-kafka deserializer reads any writer schema (Avro, JSON Schema);
+    the Connect schema comes from the registered writer schema, cached by id."""
+
+    def decode(self, topic: str, schema_id: int, data: bytes) -> SchemaAndValue:
         try:
             if self._deserializer is None:
                 self._deserializer = self.make_deserializer(self._client())
@@ -127,20 +152,6 @@ class RegistryConverter(Converter, ABC):
             registered = self._client().get_schema(schema_id)
             schema = self._connect_schemas[schema_id] = self.connect_schema(registered)
         return SchemaAndValue(schema, self.connect_value(schema, decoded))
-
-    format_name = "?"
-
-    @abstractmethod
-    def writer_schema(self, schema: Schema) -> str:
-        """The registry schema text for a Connect schema."""
-
-    @abstractmethod
-    def writer_value(self, schema: Schema, value: Any) -> Any:
-        """What the confluent-kafka serializer takes for a Connect value."""
-
-    @abstractmethod
-    def make_serializer(self, client: SchemaRegistryClient, writer: str) -> Callable[[Any, SerializationContext],
-                                                                                      bytes | None]: ...
 
     @abstractmethod
     def make_deserializer(self, client: SchemaRegistryClient) -> Callable[[bytes, SerializationContext], Any]: ...

@@ -20,7 +20,8 @@ def test_every_transform_predicate_and_registry_converter_is_documented() -> Non
             short = name.removeprefix(TRANSFORMS).removeprefix("predicates.")
             assert f"`{short}`" in section or f"{short}`" in section, f"{name} is not documented"
             documented += 1
-        elif info.cls.__module__.startswith(("moldau.connect.converters.json", "moldau.connect.converters.avro")):
+        elif info.cls.__module__.startswith(("moldau.connect.converters.json", "moldau.connect.converters.avro",
+                                                  "moldau.connect.converters.protobuf")):
             assert f"`{name}`" in section, f"{name} is not documented"
             documented += 1
-    assert documented >= 26  # 20 transforms, 3 predicates, 3 converters
+    assert documented >= 27  # 20 transforms, 3 predicates, 4 converters
