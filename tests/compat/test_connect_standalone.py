@@ -35,6 +35,8 @@ class FlakySourceConnector(SourceConnector):
         return ConfigDef().define("marker", ConfigType.STRING, importance=Importance.HIGH, documentation="file")
 
     def start(self, props):
+        if props.get("fail.start") == "true":
+            raise ValueError("connector refused to start on purpose")
         self.props = dict(props)
 
     def task_class(self):
@@ -388,3 +390,45 @@ def test_cli_manages_connectors(worker: WorkerProcess, tmp_path: Path) -> None:
     assert moldau("delete", name).returncode == 0
     missing = moldau("status", name)
     assert missing.returncode == 1 and f"Connector {name} not found (HTTP 404)" in missing.stderr
+
+
+def test_connector_failing_at_start_is_failed_with_its_trace(worker: WorkerProcess, tmp_path: Path) -> None:
+    name = _name("refuses")
+    status, _ = worker.request("POST", "/connectors", {"name": name, "config": {
+        "connector.class": "com.example.FlakySource", "marker": str(tmp_path / "none"), "fail.start": "true"}})
+    assert status == 201
+    body = worker.request("GET", f"/connectors/{name}/status")[1]
+    assert body["connector"]["state"] == "FAILED" and body["tasks"] == []
+    assert "ValueError: connector refused to start on purpose" in body["connector"]["trace"]
+    status, _ = worker.request("PATCH", f"/connectors/{name}/config", {"fail.start": None})
+    assert status == 200
+    wait_for(lambda: _running(worker, name), what="the reconfigured connector")
+    assert worker.request("DELETE", f"/connectors/{name}")[0] == 204
+
+
+def test_sink_error_tolerance(worker: WorkerProcess, shared_broker: BrokerProcess, tmp_path: Path) -> None:
+    """A record the converter cannot read fails the task (errors.tolerance=none, the default) or is skipped
+    (errors.tolerance=all)."""
+    from confluent_kafka import Producer
+
+    topic = _name("poison")
+    producer = Producer({"bootstrap.servers": shared_broker.bootstrap})
+    for value in (b"good 1", b"\xff\xfe not utf-8", b"good 2"):
+        producer.produce(topic, value=value)
+    assert producer.flush(30) == 0
+    strict, tolerant = _name("strict"), _name("tolerant")
+    for name, tolerance in ((strict, "none"), (tolerant, "all")):
+        status, _ = worker.request("POST", "/connectors", {"name": name, "config": {
+            "connector.class": "FileStreamSink", "file": str(tmp_path / f"{name}.txt"), "topics": topic,
+            "errors.tolerance": tolerance, "errors.log.enable": "true"}})
+        assert status == 201
+    wait_for(lambda: read_lines(tmp_path / f"{tolerant}.txt") == ["good 1", "good 2"], what="the tolerant sink")
+
+    def strict_failed() -> dict[str, Any] | None:
+        body = worker.request("GET", f"/connectors/{strict}/status")[1]
+        return body if body["tasks"] and body["tasks"][0]["state"] == "FAILED" else None
+
+    trace = wait_for(strict_failed, what="the strict sink to fail")["tasks"][0]["trace"]
+    assert "Tolerance exceeded in error handler" in trace and "is not UTF-8 text" in trace
+    for name in (strict, tolerant):
+        assert worker.request("DELETE", f"/connectors/{name}")[0] == 204
