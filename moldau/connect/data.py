@@ -80,6 +80,12 @@ class Schema:
     key_schema: Schema | None = None  # MAP keys
     value_schema: Schema | None = None  # MAP values and ARRAY elements
 
+    def __hash__(self) -> int:
+        # Explicit, because parameters (a dict) and defaults (any value) need not be hashable; schemas are
+        # used as cache keys by transforms.
+        return hash((self.type, self.optional, self.name, self.version, self.fields, self.key_schema,
+                     self.value_schema, tuple(sorted((self.parameters or {}).items()))))
+
     def field(self, name: str) -> Field | None:
         """The STRUCT field called `name`, or None."""
         if self.type is not Type.STRUCT:

@@ -181,6 +181,17 @@ class ConnectApi:
             return json_response({"offsets": found})
         return json_response({"offsets": self.herder.source_offsets(name)})
 
+    async def alter_offsets(self, request: Request) -> Response:
+        body = await _body(request)
+        if not isinstance(body, dict) or not isinstance(body.get("offsets"), list):
+            raise HerderError(400, "The request body must be an object with an offsets list")
+        await self.call(self.herder.alter_offsets, request.path_params["name"], body["offsets"])
+        return json_response({"message": "The offsets for this connector have been altered successfully"})
+
+    async def reset_offsets(self, request: Request) -> Response:
+        await self.call(self.herder.reset_offsets, request.path_params["name"])
+        return json_response({"message": "The offsets for this connector have been reset successfully"})
+
     async def plugins(self, request: Request) -> Response:
         connectors_only = request.query_params.get("connectorsOnly", "true").strip().lower() != "false"
         return json_response([info.json() for info in self.herder.registry.plugins(connectors_only)])
@@ -247,6 +258,8 @@ def build_app(herder: Herder, cluster_id: Callable[[], str | None]) -> Starlette
         (c + "/topics", api.topics, ["GET"]),
         (c + "/topics/reset", api.reset_topics, ["PUT"]),
         (c + "/offsets", api.offsets, ["GET"]),
+        (c + "/offsets", api.alter_offsets, ["PATCH"]),
+        (c + "/offsets", api.reset_offsets, ["DELETE"]),
         ("/connector-plugins", api.plugins, ["GET"]),
         ("/connector-plugins/{plugin}/config", api.plugin_config, ["GET"]),
         ("/connector-plugins/{plugin}/config/validate", api.validate, ["PUT"]),

@@ -4,6 +4,9 @@ tasks, pause/resume, plugins from `plugin.path`, and one run through a Kafka Con
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -32,6 +35,8 @@ class FlakySourceConnector(SourceConnector):
         return ConfigDef().define("marker", ConfigType.STRING, importance=Importance.HIGH, documentation="file")
 
     def start(self, props):
+        if props.get("fail.start") == "true":
+            raise ValueError("connector refused to start on purpose")
         self.props = dict(props)
 
     def task_class(self):
@@ -317,3 +322,113 @@ def test_kafka_connect_client_library(worker: WorkerProcess, tmp_path: Path) -> 
     assert any(p["class"].endswith("FileStreamSourceConnector") for p in client.list_connector_plugins())
     client.delete_connector(name)
     assert name not in client.list_connectors()
+
+
+def test_offsets_altered_and_reset_while_stopped(worker: WorkerProcess, tmp_path: Path) -> None:
+    """KIP-875: offsets change only while the connector is STOPPED; the source then re-reads from the set
+    position, and the sink re-consumes from the set offset."""
+    topic = _name("offsets")
+    source, sink, source_file, sink_file = _file_pair(worker, tmp_path, topic)
+    _append(source_file, ["a", "b", "c"])
+    wait_for(lambda: read_lines(sink_file) == ["a", "b", "c"], what="the first lines")
+    wait_for(lambda: worker.request("GET", f"/connectors/{source}/offsets")[1]["offsets"], what="source offsets")
+
+    patch = {"offsets": [{"partition": {"filename": str(source_file)}, "offset": {"position": 2}}]}
+    status, body = worker.request("PATCH", f"/connectors/{source}/offsets", patch)
+    assert status == 400 and "STOPPED" in body["message"]
+    assert worker.request("PUT", f"/connectors/{source}/stop")[0] == 204
+    status, body = worker.request("PATCH", f"/connectors/{source}/offsets", patch)
+    assert status == 200 and "altered" in body["message"]
+    assert worker.request("GET", f"/connectors/{source}/offsets")[1]["offsets"] == patch["offsets"]
+    assert worker.request("PUT", f"/connectors/{source}/resume")[0] == 202
+    wait_for(lambda: read_lines(sink_file) == ["a", "b", "c", "b", "c"], what="lines re-read from position 2")
+
+    wait_for(lambda: worker.request("GET", f"/connectors/{sink}/offsets")[1]["offsets"] ==
+             [{"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": 5}}],
+             what="sink offsets")
+    assert worker.request("PUT", f"/connectors/{sink}/stop")[0] == 204
+    sink_patch = {"offsets": [{"partition": {"kafka_topic": topic, "kafka_partition": 0},
+                               "offset": {"kafka_offset": 4}}]}
+    assert worker.request("PATCH", f"/connectors/{sink}/offsets", sink_patch)[0] == 200
+    assert worker.request("GET", f"/connectors/{sink}/offsets")[1]["offsets"] == sink_patch["offsets"]
+    assert worker.request("PUT", f"/connectors/{sink}/resume")[0] == 202
+    wait_for(lambda: read_lines(sink_file) == ["a", "b", "c", "b", "c", "c"], what="the sink re-consuming")
+
+    assert worker.request("PUT", f"/connectors/{sink}/stop")[0] == 204
+    assert worker.request("DELETE", f"/connectors/{sink}/offsets")[0] == 200
+    assert worker.request("GET", f"/connectors/{sink}/offsets")[1]["offsets"] == []
+    assert worker.request("PUT", f"/connectors/{source}/stop")[0] == 204
+    assert worker.request("DELETE", f"/connectors/{source}/offsets")[0] == 200
+    assert worker.request("GET", f"/connectors/{source}/offsets")[1]["offsets"] == []
+    for name in (source, sink):
+        assert worker.request("DELETE", f"/connectors/{name}")[0] == 204
+
+
+def test_cli_manages_connectors(worker: WorkerProcess, tmp_path: Path) -> None:
+    name = _name("cli")
+    config = tmp_path / "cli.properties"
+    config.write_text(f"name={name}\nconnector.class=FileStreamSource\nfile={tmp_path / 'in.txt'}\n"
+                      f"topic={_name('cli')}\n")
+
+    def moldau(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "moldau", "connect", *args, "--url", worker.url],
+                              capture_output=True, text=True, timeout=60)
+
+    created = moldau("create", str(config))
+    assert created.returncode == 0, created.stderr
+    assert json.loads(created.stdout)["name"] == name
+    wait_for(lambda: _running(worker, name), what="the connector")
+    listed = moldau("list")
+    assert f"{name}\tsource\tRUNNING\ttasks 0:RUNNING" in listed.stdout.splitlines()
+    assert moldau("pause", name).returncode == 0
+    assert json.loads(moldau("status", name).stdout)["connector"]["state"] == "PAUSED"
+    assert moldau("resume", name).returncode == 0
+    assert json.loads(moldau("describe", name).stdout)["tasks"] == [{"connector": name, "task": 0}]
+    restarted = moldau("restart", name, "--include-tasks")
+    assert restarted.returncode == 0 and json.loads(restarted.stdout)["tasks"][0]["state"] == "RESTARTING"
+    assert "org.apache.kafka.connect.file.FileStreamSinkConnector\tsink" in moldau("plugins").stdout
+    assert moldau("delete", name).returncode == 0
+    missing = moldau("status", name)
+    assert missing.returncode == 1 and f"Connector {name} not found (HTTP 404)" in missing.stderr
+
+
+def test_connector_failing_at_start_is_failed_with_its_trace(worker: WorkerProcess, tmp_path: Path) -> None:
+    name = _name("refuses")
+    status, _ = worker.request("POST", "/connectors", {"name": name, "config": {
+        "connector.class": "com.example.FlakySource", "marker": str(tmp_path / "none"), "fail.start": "true"}})
+    assert status == 201
+    body = worker.request("GET", f"/connectors/{name}/status")[1]
+    assert body["connector"]["state"] == "FAILED" and body["tasks"] == []
+    assert "ValueError: connector refused to start on purpose" in body["connector"]["trace"]
+    status, _ = worker.request("PATCH", f"/connectors/{name}/config", {"fail.start": None})
+    assert status == 200
+    wait_for(lambda: _running(worker, name), what="the reconfigured connector")
+    assert worker.request("DELETE", f"/connectors/{name}")[0] == 204
+
+
+def test_sink_error_tolerance(worker: WorkerProcess, shared_broker: BrokerProcess, tmp_path: Path) -> None:
+    """A record the converter cannot read fails the task (errors.tolerance=none, the default) or is skipped
+    (errors.tolerance=all)."""
+    from confluent_kafka import Producer
+
+    topic = _name("poison")
+    producer = Producer({"bootstrap.servers": shared_broker.bootstrap})
+    for value in (b"good 1", b"\xff\xfe not utf-8", b"good 2"):
+        producer.produce(topic, value=value)
+    assert producer.flush(30) == 0
+    strict, tolerant = _name("strict"), _name("tolerant")
+    for name, tolerance in ((strict, "none"), (tolerant, "all")):
+        status, _ = worker.request("POST", "/connectors", {"name": name, "config": {
+            "connector.class": "FileStreamSink", "file": str(tmp_path / f"{name}.txt"), "topics": topic,
+            "errors.tolerance": tolerance, "errors.log.enable": "true"}})
+        assert status == 201
+    wait_for(lambda: read_lines(tmp_path / f"{tolerant}.txt") == ["good 1", "good 2"], what="the tolerant sink")
+
+    def strict_failed() -> dict[str, Any] | None:
+        body = worker.request("GET", f"/connectors/{strict}/status")[1]
+        return body if body["tasks"] and body["tasks"][0]["state"] == "FAILED" else None
+
+    trace = wait_for(strict_failed, what="the strict sink to fail")["tasks"][0]["trace"]
+    assert "Tolerance exceeded in error handler" in trace and "is not UTF-8 text" in trace
+    for name in (strict, tolerant):
+        assert worker.request("DELETE", f"/connectors/{name}")[0] == 204

@@ -23,6 +23,7 @@ from moldau.connect.worker.sink_runner import SinkTaskRunner
 from moldau.connect.worker.source_runner import SourceTaskRunner
 from moldau.connect.worker.states import State, Status, TargetState, restart_plan
 from moldau.connect.worker.stores import ConfigStore, OffsetStore, StatusStore
+from moldau.connect.worker.submitted import partition_key
 from moldau.connect.worker.task_runner import TaskRunner, TaskSetup
 from moldau.connect.worker.worker_config import (
     CONNECTOR_CLASS,
@@ -392,9 +393,61 @@ class Herder:
         if running:
             running.topics.clear()
 
+    def _require_stopped(self, name: str) -> None:
+        self._require(name)
+        if self.configs.target_state(name) is not TargetState.STOPPED:
+            raise HerderError(400, "Connectors must be in the STOPPED state before their offsets can be modified. "
+                                   "This can be done for the specified connector by issuing a 'PUT' request to the "
+                                   f"'/connectors/{name}/stop' endpoint")
+
+    def alter_offsets(self, name: str, entries: list[Any]) -> None:
+        """KIP-875's PATCH: source partitions get the given offsets (null removes one); sink partitions
+        (`kafka_topic`, `kafka_partition`) get `kafka_offset`."""
+        from moldau.connect.worker.offsets_admin import alter_sink_offsets
+        with self.lock:
+            self._require_stopped(name)
+            if self.connector_type(name) == "sink":
+                alter_sink_offsets(self.worker, name, [_sink_offset(entry) for entry in entries])
+                return
+            changes: dict[str, tuple[Mapping[str, Any], Mapping[str, Any] | None]] = {}
+            for entry in entries:
+                partition, offset = _entry(entry)
+                if offset is not None and not isinstance(offset, dict):
+                    raise HerderError(400, "A source offset must be a JSON object or null")
+                changes[partition_key(partition)] = (partition, offset)
+            self.offsets.put(name, changes)
+
+    def reset_offsets(self, name: str) -> None:
+        """KIP-875's DELETE: forget every committed offset of the connector."""
+        from moldau.connect.worker.offsets_admin import reset_sink_offsets
+        with self.lock:
+            self._require_stopped(name)
+            if self.connector_type(name) == "sink":
+                reset_sink_offsets(self.worker, name)
+                return
+            self.offsets.put(name, {partition_key(p): (p, None) for p, _ in self.offsets.offsets(name)})
+
     def source_offsets(self, name: str) -> list[dict[str, Any]]:
         self._require(name)
         return [{"partition": p, "offset": o} for p, o in self.offsets.offsets(name)]
+
+
+def _entry(entry: Any) -> tuple[dict[str, Any], Any]:
+    if not isinstance(entry, dict) or not isinstance(entry.get("partition"), dict) or "offset" not in entry:
+        raise HerderError(400, "Each offset must be an object with a partition (an object) and an offset")
+    return entry["partition"], entry["offset"]
+
+
+def _sink_offset(entry: Any) -> tuple[str, int, int]:
+    partition, offset = _entry(entry)
+    topic, number = partition.get("kafka_topic"), partition.get("kafka_partition")
+    if not isinstance(topic, str) or not isinstance(number, int):
+        raise HerderError(400, "A sink partition needs kafka_topic (a string) and kafka_partition (an integer)")
+    value = offset.get("kafka_offset") if isinstance(offset, dict) else None
+    if not isinstance(value, int) or value < 0:
+        raise HerderError(400, "A sink offset needs kafka_offset, a non-negative integer (resetting one "
+                               "partition with null is not supported; DELETE resets them all)")
+    return topic, number, value
 
 
 def _qualified(cls: type) -> str:

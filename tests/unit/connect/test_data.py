@@ -76,3 +76,13 @@ def test_defaults_are_checked_and_used() -> None:
     assert struct.get("n") == 5
     with pytest.raises(DataException):
         SchemaBuilder.of(Type.INT32).default_value("x").build()
+
+
+def test_schemas_are_hashable_cache_keys() -> None:
+    decimal = SchemaBuilder.of(Type.BYTES).name("org.apache.kafka.connect.data.Decimal").parameter("scale", "2")
+    first = _row_schema().field("price", decimal.build()).build()
+    second = _row_schema().field("price", decimal.build()).build()
+    cache = {first: "converted"}
+    assert first == second and cache[second] == "converted"
+    with_list_default = SchemaBuilder.array(INT32_SCHEMA).default_value([1]).build()
+    assert {with_list_default: 1}[with_list_default] == 1

@@ -103,3 +103,20 @@ def test_transform_chain_with_predicates() -> None:
     with pytest.raises(ConfigException) as raised:
         build_transforms(registry, {"transforms": "x", "transforms.x.type": "Nope"})
     assert raised.value.name == "transforms.x.type"
+
+
+def test_entry_point_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An installed distribution exposing a class (or a module) in the `moldau.connect.plugins` group."""
+    (tmp_path / "ep_connect_plugin.py").write_text(
+        "from moldau.connect.converters.simple import ByteArrayConverter\n"
+        "class EntryPointConverter(ByteArrayConverter):\n"
+        "    aliases = ('com.example.EntryPoint',)\n")
+    dist = tmp_path / "ep_connect_plugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ep-connect-plugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[moldau.connect.plugins]\nshouting = ep_connect_plugin:EntryPointConverter\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry = PluginRegistry.discover()
+    assert registry.get("com.example.EntryPoint").cls.__name__ == "EntryPointConverter"
+    assert registry.get("shouting").cls.__name__ == "EntryPointConverter"  # the entry point's own name
