@@ -260,3 +260,18 @@ def test_protobuf_converter_reads_what_the_protobuf_serializer_writes(shared_bro
     assert got.value.to_dict() == {"sensor": "t1", "value": 2.5, "tags": ["a", "b"], "at": None}
     at = got.schema.field("at")
     assert at is not None and at.schema.type is Type.INT64 and at.schema.optional
+
+
+@pytest.mark.parametrize("cls", [AvroConverter, JsonSchemaConverter])
+def test_keys_with_primitive_and_optional_schemas(shared_broker: BrokerProcess, cls: type[RegistryConverter]) -> None:
+    conv = cls()
+    conv.configure({"schema.registry.url": shared_broker.registry_url}, True)
+    cases = ((STRING_SCHEMA, "k1"), (Schema(Type.INT64), 12), (Schema(Type.STRING, optional=True), "o"),
+             (SchemaBuilder.struct().name("K").field("id", INT32_SCHEMA).optional().build(), None))
+    for i, (schema, value) in enumerate(cases):
+        topic = f"connect-keys-{cls.__name__.lower()}-{i}"  # one subject per schema: they are not compatible
+        data = conv.from_connect_data(topic, schema, value)
+        back = conv.to_connect_data(topic, data)
+        assert (back.schema, back.value) == ((schema, value) if data is not None else (None, None))
+    subjects = SchemaRegistryClient({"url": shared_broker.registry_url}).get_subjects()
+    assert f"connect-keys-{cls.__name__.lower()}-0-key" in subjects
