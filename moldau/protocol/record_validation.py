@@ -40,6 +40,7 @@ __all__ = [
     "RecordErrors",
     "RecordsSummary",
     "decompress_records",
+    "key_values",
     "native_walker_loaded",
     "read_zigzag_varint",
     "validate_batch_records",
@@ -277,6 +278,37 @@ def _walk_records_py(buf: bytes | memoryview, count: int, last_offset_delta: int
     return NO_INDEX, 0, "", min_ts, max_ts, null_keys
 
 
+def _field(buf: bytes | memoryview, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
+    length, pos = read_zigzag_varint(buf, pos, end, 5)
+    if length == -1:
+        return None, pos
+    if length < 0 or length > end - pos:
+        raise ValueError(f"invalid {what} length {length}")
+    return bytes(buf[pos : pos + length]), pos + length
+
+
+def _key_values_py(buf: bytes | memoryview) -> list[tuple[bytes | None, bytes | None]]:
+    """The (key, value) of every record of a (decompressed) records section, for schema validation; raises
+    ValueError where the records do not parse. `moldau._records.key_values` does exactly this in C."""
+    out = []
+    pos, end = 0, len(buf)
+    try:
+        while pos < end:
+            length, pos = read_zigzag_varint(buf, pos, end, 5)
+            if length <= 0 or length > end - pos:
+                raise ValueError(f"record length {length} runs past the end of the batch")
+            record_end = pos + length
+            _, pos = read_zigzag_varint(buf, pos + 1, record_end, 10)  # after the attributes: timestamp delta
+            _, pos = read_zigzag_varint(buf, pos, record_end, 5)  # offset delta
+            key, pos = _field(buf, pos, record_end, "key")
+            value, pos = _field(buf, pos, record_end, "value")
+            out.append((key, value))
+            pos = record_end  # headers are not needed
+    except InvalidBatch as exc:
+        raise ValueError(exc.message) from exc
+    return out
+
+
 def _load_native_walker() -> Walker | None:
     if os.environ.get("MOLDAU_PURE_PYTHON_RECORDS"):
         return None
@@ -292,6 +324,12 @@ def _load_native_walker() -> Walker | None:
 
 _NATIVE = _load_native_walker()
 walk_records: Walker = _NATIVE or _walk_records_py
+KeyValues = Callable[[bytes | memoryview], list[tuple[bytes | None, bytes | None]]]
+key_values: KeyValues = _key_values_py
+if _NATIVE is not None:
+    from moldau import _records  # type: ignore[attr-defined]
+
+    key_values = getattr(_records, "key_values", _key_values_py)  # an extension built before it had one
 
 
 def native_walker_loaded() -> bool:

@@ -48,6 +48,7 @@ from moldau.metadata.records import RESOURCE_TOPIC, Endpoint, RegisterBrokerReco
 from moldau.net.client import Authenticator
 from moldau.protocol.errors import KafkaError
 from moldau.raft import Config as RaftConfig
+from moldau.registry.validation import SchemaLookup
 from moldau.replication.fetcher import FetcherSettings
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.security.acl.authorizer import Authorizer
@@ -128,6 +129,9 @@ class Broker:
         self.txn: TxnRuntime
         self.txn_links: TxnLinks
         self.controller_requests: ControllerRequests
+        # What Produce asks of the schema registry for topics with schema validation on (moldau.registry.validation);
+        # set where the registry runs, None where it does not.
+        self.schema_lookup: SchemaLookup | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 

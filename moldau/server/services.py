@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from moldau.metadata.image import MetadataImage
     from moldau.metadata.quorum import MetadataQuorum
     from moldau.metadata.records import Endpoint, RegisterBrokerRecord
+    from moldau.registry.validation import SchemaLookup
     from moldau.replication.replica_manager import ReplicaManager
     from moldau.server.context import RequestContext
     from moldau.server.txn_links import TxnLinks
@@ -69,6 +70,10 @@ class BrokerServices(Protocol):
     async def ensure_offsets_topic(self, timeout_s: float = 10.0) -> None: ...
     async def ensure_transaction_topic(self, timeout_s: float = 10.0) -> None: ...
     async def next_producer_id(self) -> int: ...
+
+    # -- the schema registry ------------------------------------------------------------------------------------
+    @property
+    def schema_lookup(self) -> SchemaLookup | None: ...
 
     # -- the active controller ----------------------------------------------------------------------------------
     async def forward_to_controller(self, ctx: RequestContext, request: Any) -> Any: ...

@@ -16,6 +16,10 @@ partition, the transaction coordinator is asked whether the partition is in the 
 slip into the next one. The log keeps a verification guard for the time of the question: a marker written meanwhile
 voids it and the write is refused. Control batches from clients are refused by the log (INVALID_RECORD).
 
+Topics with Confluent's broker-side schema validation on (`confluent.key|value.schema.validation`) have each batch
+checked against the schema registry first (`moldau.registry.produce_validation`): a failing batch is refused with
+INVALID_RECORD and its `record_errors`.
+
 From v13 topics are named by id (KIP-516), before that by name.
 
 With an authorizer, each topic needs WRITE (else TOPIC_AUTHORIZATION_FAILED for its partitions) and a
@@ -40,6 +44,7 @@ from moldau.protocol.produce_response import (
 )
 from moldau.protocol.record_batch import BatchHeader, split_batches
 from moldau.protocol.record_validation import RecordErrors
+from moldau.registry.produce_validation import check_produced_batches, schema_validation
 from moldau.replication.replica_manager import HostedPartition
 from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.security.quotas import PRODUCER_BYTE_RATE
@@ -172,6 +177,9 @@ def _append(ctx: RequestContext, hosted: HostedPartition, batches: list[tuple[Ba
             response: PartitionResponse, acks: int, appended: Appended, guard: object | None = None
             ) -> PartitionResponse:
     """Append and fill in `response`. Raises KafkaError."""
+    schemas = schema_validation(hosted.log.config)
+    if schemas is not None:  # confluent.key|value.schema.validation: nothing of a failing batch is appended
+        check_produced_batches(hosted.topic, schemas, batches, ctx.broker.schema_lookup)
     result = ctx.broker.replicas.append_as_leader(hosted, batches, acks, guard)
     response.base_offset, response.log_append_time_ms = result.first_offset, result.log_append_time_ms
     response.log_start_offset = result.log_start_offset

@@ -1,0 +1,228 @@
+"""Broker-side schema validation (Confluent Server's `confluent.key|value.schema.validation`), free of I/O.
+
+A topic with validation on accepts a record only if its key or value (whichever is validated):
+
+- is in the schema registry's wire format: magic byte 0, the schema id as a 4-byte big-endian integer, for
+  Protobuf the message indexes (a zigzag varint count, then that many zigzag varint indexes; a count of 0, the
+  single byte 0, means [0], the first message of the file), then the serialized payload;
+- names a schema id the registry knows;
+- whose schema is registered under the subject the topic's subject name strategy names: TopicNameStrategy
+  `<topic>-key` / `<topic>-value`, RecordNameStrategy the record's full name, TopicRecordNameStrategy
+  `<topic>-<record full name>` (the record name comes from the schema, for Protobuf from the indexed message);
+- and whose payload decodes under that schema (`ParsedSchema.check_payload`).
+
+A null value (a tombstone) and a null key pass. The registry is seen through `SchemaLookup`; within one batch the
+answers are remembered, so a batch of records with one schema asks the lookup once per question.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+from moldau.registry.formats.base import InvalidPayload, ParsedSchema
+
+__all__ = [
+    "FieldSettings",
+    "SchemaLookup",
+    "SchemaValidation",
+    "SubjectNameStrategy",
+    "WireFormatError",
+    "check_records",
+    "read_message_indexes",
+    "read_wire_header",
+    "subject_name",
+]
+
+MAGIC_BYTE = 0
+HEADER_SIZE = 5  # magic byte and schema id
+PROTOBUF = "PROTOBUF"
+_MAX_INDEXES = 1024  # a nesting depth no real .proto reaches; bounds the work a hostile header can ask for
+
+
+class SchemaLookup(Protocol):
+    """What validation asks of the schema registry; the registry's implementation caches schemas by id."""
+
+    def schema_by_id(self, schema_id: int) -> ParsedSchema | None:
+        """The schema registered with this id, or None when no subject holds it."""
+        ...
+
+    def subject_has_id(self, subject: str, schema_id: int) -> bool:
+        """Whether a (not deleted) version of `subject` has this schema id."""
+        ...
+
+
+class SubjectNameStrategy(Enum):
+    TOPIC = "TopicNameStrategy"
+    RECORD = "RecordNameStrategy"
+    TOPIC_RECORD = "TopicRecordNameStrategy"
+
+    @classmethod
+    def from_config(cls, name: str) -> SubjectNameStrategy:
+        """From the short or the full class name (`io.confluent.kafka.serializers.subject.TopicNameStrategy`)."""
+        return cls(name.rsplit(".", 1)[-1])
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSettings:
+    """Validation of one part of the record (key or value)."""
+
+    is_key: bool
+    strategy: SubjectNameStrategy
+
+    @property
+    def part(self) -> str:
+        return "key" if self.is_key else "value"
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaValidation:
+    """A topic's validation settings: which parts are validated, with which strategy."""
+
+    key: FieldSettings | None = None
+    value: FieldSettings | None = None
+
+    @classmethod
+    def from_topic_config(cls, key_validation: bool, key_strategy: str, value_validation: bool,
+                          value_strategy: str) -> SchemaValidation:
+        return cls(FieldSettings(True, SubjectNameStrategy.from_config(key_strategy)) if key_validation else None,
+                   FieldSettings(False, SubjectNameStrategy.from_config(value_strategy))
+                   if value_validation else None)
+
+    @property
+    def enabled(self) -> bool:
+        return self.key is not None or self.value is not None
+
+
+class WireFormatError(ValueError):
+    """The bytes are not in the schema registry's wire format; the message says why."""
+
+
+def read_wire_header(data: bytes | memoryview) -> int:
+    """The schema id of wire-format bytes (magic byte 0, 4-byte big-endian id). Raises WireFormatError."""
+    if len(data) < HEADER_SIZE:
+        raise WireFormatError(f"{len(data)} bytes are too short for the wire format's 5-byte header")
+    if data[0] != MAGIC_BYTE:
+        raise WireFormatError(f"magic byte {data[0]}, expected {MAGIC_BYTE}")
+    return int.from_bytes(data[1:HEADER_SIZE], "big", signed=True)
+
+
+def read_message_indexes(data: bytes | memoryview, pos: int) -> tuple[list[int], int]:
+    """Protobuf message indexes starting at `pos`: (indexes, position of the payload). Raises WireFormatError."""
+    count, pos = _read_zigzag(data, pos)
+    if count == 0:
+        return [0], pos  # the common case, the file's first message, is the single byte 0
+    if count < 0 or count > _MAX_INDEXES:
+        raise WireFormatError(f"invalid Protobuf message index count {count}")
+    indexes = []
+    for _ in range(count):
+        index, pos = _read_zigzag(data, pos)
+        if index < 0:
+            raise WireFormatError(f"negative Protobuf message index {index}")
+        indexes.append(index)
+    return indexes, pos
+
+
+def _read_zigzag(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+    raw = shift = 0
+    for _ in range(5):  # Java writes these as int32 varints
+        if pos >= len(data):
+            raise WireFormatError("the Protobuf message indexes run past the end")
+        byte = data[pos]
+        pos += 1
+        raw |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+    raise WireFormatError("a Protobuf message index varint is longer than 5 bytes")
+
+
+def subject_name(strategy: SubjectNameStrategy, topic: str, is_key: bool, record_name: str | None) -> str | None:
+    """The subject a record's schema must be registered under; None when the strategy needs a record name and the
+    schema names none."""
+    if strategy is SubjectNameStrategy.TOPIC:
+        return f"{topic}-{'key' if is_key else 'value'}"
+    if record_name is None:
+        return None
+    return record_name if strategy is SubjectNameStrategy.RECORD else f"{topic}-{record_name}"
+
+
+@dataclass(slots=True)
+class _BatchMemo:
+    """The lookup's answers within one batch: one question per schema id and subject, not one per record."""
+
+    lookup: SchemaLookup
+    schemas: dict[int, ParsedSchema | None] = field(default_factory=dict)
+    subjects: dict[tuple[str, int], bool] = field(default_factory=dict)
+
+    def schema(self, schema_id: int) -> ParsedSchema | None:
+        if schema_id not in self.schemas:
+            self.schemas[schema_id] = self.lookup.schema_by_id(schema_id)
+        return self.schemas[schema_id]
+
+    def has(self, subject: str, schema_id: int) -> bool:
+        key = (subject, schema_id)
+        answer = self.subjects.get(key)
+        if answer is None:
+            answer = self.subjects[key] = self.lookup.subject_has_id(subject, schema_id)
+        return answer
+
+
+def check_records(topic: str, settings: SchemaValidation, records: Iterable[tuple[bytes | None, bytes | None]],
+                  lookup: SchemaLookup) -> list[tuple[int, str]]:
+    """(index in the batch, message) for each record of one batch that fails validation; empty when all pass.
+
+    `records` are the batch's (key, value) pairs in order; a message reads `record 3: <why>`.
+    """
+    memo = _BatchMemo(lookup)
+    errors = []
+    for index, (key, value) in enumerate(records):
+        reason = None
+        if settings.key is not None and key is not None:
+            reason = _check_field(topic, settings.key, key, memo)
+        if reason is None and settings.value is not None and value is not None:
+            reason = _check_field(topic, settings.value, value, memo)
+        if reason is not None:
+            errors.append((index, f"record {index}: {reason}"))
+    return errors
+
+
+def _check_field(topic: str, settings: FieldSettings, data: bytes, memo: _BatchMemo) -> str | None:
+    """Why this key or value fails validation, or None."""
+    part = settings.part
+    try:
+        schema_id = read_wire_header(data)
+    except WireFormatError as exc:
+        return f"the {part} is not in the schema registry's wire format: {exc}"
+    schema = memo.schema(schema_id)
+    if schema is None:
+        return f"{part} schema id {schema_id} is not known to the schema registry"
+    indexes: Sequence[int] = ()
+    payload_at = HEADER_SIZE
+    if schema.schema_type == PROTOBUF:
+        try:
+            indexes, payload_at = read_message_indexes(data, HEADER_SIZE)
+        except WireFormatError as exc:
+            return f"the {part} is not in the schema registry's wire format: {exc}"
+    subject = subject_name(settings.strategy, topic, settings.is_key, _record_name(schema, settings, indexes))
+    if subject is None:
+        return (f"{part} schema id {schema_id} names no record, which {settings.strategy.value} needs "
+                "for the subject")
+    if not memo.has(subject, schema_id):
+        return f"{part} schema id {schema_id} is not registered under subject '{subject}'"
+    try:
+        schema.check_payload(data[payload_at:], indexes)
+    except InvalidPayload as exc:
+        return f"the {part} does not decode with schema id {schema_id}: {exc}"
+    return None
+
+
+def _record_name(schema: ParsedSchema, settings: FieldSettings, indexes: Sequence[int]) -> str | None:
+    if settings.strategy is SubjectNameStrategy.TOPIC:
+        return None  # not needed: the subject is the topic's
+    try:
+        return schema.record_name(indexes)
+    except (InvalidPayload, LookupError, ValueError):
+        return None  # message indexes that select no message: the record names nothing
