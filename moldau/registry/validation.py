@@ -18,7 +18,7 @@ answers are remembered, so a batch of records with one schema asks the lookup on
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
@@ -149,25 +149,76 @@ def subject_name(strategy: SubjectNameStrategy, topic: str, is_key: bool, record
     return record_name if strategy is SubjectNameStrategy.RECORD else f"{topic}-{record_name}"
 
 
-@dataclass(slots=True)
-class _BatchMemo:
-    """The lookup's answers within one batch: one question per schema id and subject, not one per record."""
+class _FieldCheck:
+    """The checks of one part (key or value) within one batch. Apart from Protobuf, whose message indexes vary per
+    record, everything but the payload depends on the schema id alone: it is decided once per id and batch, so the
+    lookup is asked once per question and a record of a known id costs its header read and its decode."""
 
-    lookup: SchemaLookup
-    schemas: dict[int, ParsedSchema | None] = field(default_factory=dict)
-    subjects: dict[tuple[str, int], bool] = field(default_factory=dict)
+    def __init__(self, topic: str, settings: FieldSettings, lookup: SchemaLookup) -> None:
+        self.topic, self.settings, self.lookup = topic, settings, lookup
+        self.part = settings.part
+        self._by_id: dict[int, ParsedSchema | str] = {}  # the schema to decode with, or why the id fails
+        self._subjects: dict[tuple[str, int], bool] = {}
 
-    def schema(self, schema_id: int) -> ParsedSchema | None:
-        if schema_id not in self.schemas:
-            self.schemas[schema_id] = self.lookup.schema_by_id(schema_id)
-        return self.schemas[schema_id]
+    def check(self, data: bytes) -> str | None:
+        """Why this key or value fails validation, or None."""
+        if len(data) < HEADER_SIZE or data[0] != MAGIC_BYTE:
+            return self._not_wire_format(data)
+        schema_id = int.from_bytes(data[1:HEADER_SIZE], "big", signed=True)
+        verdict = self._by_id.get(schema_id)
+        if verdict is None:
+            verdict = self._by_id[schema_id] = self._verdict(schema_id)
+        if isinstance(verdict, str):
+            return verdict
+        if verdict.schema_type == PROTOBUF:
+            return self._check_protobuf(schema_id, verdict, data)
+        try:
+            verdict.check_payload(data[HEADER_SIZE:], ())
+        except InvalidPayload as exc:
+            return f"the {self.part} does not decode with schema id {schema_id}: {exc}"
+        return None
 
-    def has(self, subject: str, schema_id: int) -> bool:
-        key = (subject, schema_id)
-        answer = self.subjects.get(key)
-        if answer is None:
-            answer = self.subjects[key] = self.lookup.subject_has_id(subject, schema_id)
-        return answer
+    def _not_wire_format(self, data: bytes) -> str:
+        try:
+            read_wire_header(data)
+        except WireFormatError as exc:
+            return f"the {self.part} is not in the schema registry's wire format: {exc}"
+        raise AssertionError("only called for bytes that are not in the wire format")
+
+    def _verdict(self, schema_id: int) -> ParsedSchema | str:
+        schema = self.lookup.schema_by_id(schema_id)
+        if schema is None:
+            return f"{self.part} schema id {schema_id} is not known to the schema registry"
+        if schema.schema_type == PROTOBUF:
+            return schema  # the subject may depend on the message indexes: decided per record
+        return self._subject_reason(schema_id, schema, ()) or schema
+
+    def _subject_reason(self, schema_id: int, schema: ParsedSchema, indexes: Sequence[int]) -> str | None:
+        """Why the id is not registered under the subject the strategy names, or None."""
+        strategy = self.settings.strategy
+        subject = subject_name(strategy, self.topic, self.settings.is_key, _record_name(schema, strategy, indexes))
+        if subject is None:
+            return f"{self.part} schema id {schema_id} names no record, which {strategy.value} needs for the subject"
+        registered = self._subjects.get((subject, schema_id))
+        if registered is None:
+            registered = self._subjects[(subject, schema_id)] = self.lookup.subject_has_id(subject, schema_id)
+        if not registered:
+            return f"{self.part} schema id {schema_id} is not registered under subject '{subject}'"
+        return None
+
+    def _check_protobuf(self, schema_id: int, schema: ParsedSchema, data: bytes) -> str | None:
+        try:
+            indexes, payload_at = read_message_indexes(data, HEADER_SIZE)
+        except WireFormatError as exc:
+            return f"the {self.part} is not in the schema registry's wire format: {exc}"
+        reason = self._subject_reason(schema_id, schema, indexes)
+        if reason is not None:
+            return reason
+        try:
+            schema.check_payload(data[payload_at:], indexes)
+        except InvalidPayload as exc:
+            return f"the {self.part} does not decode with schema id {schema_id}: {exc}"
+        return None
 
 
 def check_records(topic: str, settings: SchemaValidation, records: Iterable[tuple[bytes | None, bytes | None]],
@@ -176,51 +227,20 @@ def check_records(topic: str, settings: SchemaValidation, records: Iterable[tupl
 
     `records` are the batch's (key, value) pairs in order; a message reads `record 3: <why>`.
     """
-    memo = _BatchMemo(lookup)
+    keys = _FieldCheck(topic, settings.key, lookup) if settings.key is not None else None
+    values = _FieldCheck(topic, settings.value, lookup) if settings.value is not None else None
     errors = []
     for index, (key, value) in enumerate(records):
-        reason = None
-        if settings.key is not None and key is not None:
-            reason = _check_field(topic, settings.key, key, memo)
-        if reason is None and settings.value is not None and value is not None:
-            reason = _check_field(topic, settings.value, value, memo)
+        reason = keys.check(key) if keys is not None and key is not None else None
+        if reason is None and values is not None and value is not None:
+            reason = values.check(value)
         if reason is not None:
             errors.append((index, f"record {index}: {reason}"))
     return errors
 
 
-def _check_field(topic: str, settings: FieldSettings, data: bytes, memo: _BatchMemo) -> str | None:
-    """Why this key or value fails validation, or None."""
-    part = settings.part
-    try:
-        schema_id = read_wire_header(data)
-    except WireFormatError as exc:
-        return f"the {part} is not in the schema registry's wire format: {exc}"
-    schema = memo.schema(schema_id)
-    if schema is None:
-        return f"{part} schema id {schema_id} is not known to the schema registry"
-    indexes: Sequence[int] = ()
-    payload_at = HEADER_SIZE
-    if schema.schema_type == PROTOBUF:
-        try:
-            indexes, payload_at = read_message_indexes(data, HEADER_SIZE)
-        except WireFormatError as exc:
-            return f"the {part} is not in the schema registry's wire format: {exc}"
-    subject = subject_name(settings.strategy, topic, settings.is_key, _record_name(schema, settings, indexes))
-    if subject is None:
-        return (f"{part} schema id {schema_id} names no record, which {settings.strategy.value} needs "
-                "for the subject")
-    if not memo.has(subject, schema_id):
-        return f"{part} schema id {schema_id} is not registered under subject '{subject}'"
-    try:
-        schema.check_payload(data[payload_at:], indexes)
-    except InvalidPayload as exc:
-        return f"the {part} does not decode with schema id {schema_id}: {exc}"
-    return None
-
-
-def _record_name(schema: ParsedSchema, settings: FieldSettings, indexes: Sequence[int]) -> str | None:
-    if settings.strategy is SubjectNameStrategy.TOPIC:
+def _record_name(schema: ParsedSchema, strategy: SubjectNameStrategy, indexes: Sequence[int]) -> str | None:
+    if strategy is SubjectNameStrategy.TOPIC:
         return None  # not needed: the subject is the topic's
     try:
         return schema.record_name(indexes)
