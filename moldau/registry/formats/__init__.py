@@ -9,9 +9,11 @@ from collections.abc import Mapping
 
 from moldau.registry.formats.avro import AvroFormat
 from moldau.registry.formats.base import InvalidPayload, InvalidSchema, ParsedSchema, SchemaFormat
+from moldau.registry.formats.json_schema import JsonSchemaFormat
 
 FORMATS: dict[str, SchemaFormat] = {
     "AVRO": AvroFormat(),
+    "JSON": JsonSchemaFormat(),
 }
 
 __all__ = ["FORMATS", "InvalidPayload", "InvalidSchema", "ParsedSchema", "SchemaFormat", "parse_schema"]
