@@ -27,9 +27,9 @@ class RegistryLookup:
         self.subjects: dict[str, set[int]] = {}
         self.questions = 0
 
-    def register(self, subject: str, schema_id: int, schema: Any) -> None:
+    def register(self, subject: str, schema_id: int, schema: Any, schema_type: str = "AVRO") -> None:
         if schema_id not in self.schemas:
-            self.schemas[schema_id] = parse_schema("AVRO", json.dumps(schema), {})
+            self.schemas[schema_id] = parse_schema(schema_type, json.dumps(schema), {})
         self.subjects.setdefault(subject, set()).add(schema_id)
 
     def schema_by_id(self, schema_id: int) -> ParsedSchema | None:
@@ -47,6 +47,11 @@ def avro(schema_id: int, schema: Any, datum: Any) -> bytes:
     out.write(struct.pack(">bI", 0, schema_id))
     schemaless_writer(out, fastavro_parse(schema), datum)
     return out.getvalue()
+
+
+def json_record(schema_id: int, document: Any) -> bytes:
+    """A document as Confluent's JSON Schema serializer writes it: magic byte, schema id, UTF-8 JSON."""
+    return struct.pack(">bI", 0, schema_id) + json.dumps(document).encode()
 
 
 def orders(schema_id: int, ids: Iterable[int]) -> list[bytes]:

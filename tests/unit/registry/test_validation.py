@@ -14,7 +14,7 @@ from moldau.registry.validation import (
     read_wire_header,
     subject_name,
 )
-from tests.unit.registry.schema_fixtures import CUSTOMER, ORDER, RegistryLookup, avro, orders
+from tests.unit.registry.schema_fixtures import CUSTOMER, ORDER, RegistryLookup, avro, json_record, orders
 
 VALUE = SchemaValidation(value=FieldSettings(False, SubjectNameStrategy.TOPIC))
 KEY_AND_VALUE = SchemaValidation(key=FieldSettings(True, SubjectNameStrategy.TOPIC),
@@ -166,3 +166,22 @@ def test_without_key_validation_keys_are_not_read(lookup: RegistryLookup) -> Non
 def test_a_batch_asks_the_lookup_once_per_schema_and_subject(lookup: RegistryLookup) -> None:
     check_records("orders", VALUE, [(None, v) for v in orders(1, range(500))], lookup)
     assert lookup.questions == 2
+
+
+JSON_ORDER = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "com.example.JsonOrder",
+              "type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}
+
+
+@pytest.mark.parametrize("strategy", list(SubjectNameStrategy))
+def test_json_schema_records_are_checked_and_named_by_their_title(
+        lookup: RegistryLookup, strategy: SubjectNameStrategy) -> None:
+    subject = {SubjectNameStrategy.TOPIC: "orders-value", SubjectNameStrategy.RECORD: "com.example.JsonOrder",
+               SubjectNameStrategy.TOPIC_RECORD: "orders-com.example.JsonOrder"}[strategy]
+    lookup.register(subject, 5, JSON_ORDER, "JSON")
+    settings = SchemaValidation(value=FieldSettings(False, strategy))
+    values = [json_record(5, {"id": 1}), json_record(5, {"id": "one"}), json_record(5, {}),
+              json_record(5, {"id": 2})[:-1]]
+    errors = check_records("orders", settings, [(None, v) for v in values], lookup)
+    assert [i for i, _ in errors] == [1, 2, 3]
+    assert errors[0][1].startswith("record 1: the value does not decode with schema id 5: JSON document invalid at id")
+    assert errors[2][1].startswith("record 3: the value does not decode with schema id 5: not a UTF-8 JSON document")
