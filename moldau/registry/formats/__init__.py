@@ -10,10 +10,12 @@ from collections.abc import Mapping
 from moldau.registry.formats.avro import AvroFormat
 from moldau.registry.formats.base import InvalidPayload, InvalidSchema, ParsedSchema, SchemaFormat
 from moldau.registry.formats.json_schema import JsonSchemaFormat
+from moldau.registry.formats.protobuf import ProtobufFormat
 
 FORMATS: dict[str, SchemaFormat] = {
     "AVRO": AvroFormat(),
     "JSON": JsonSchemaFormat(),
+    "PROTOBUF": ProtobufFormat(),
 }
 
 __all__ = ["FORMATS", "InvalidPayload", "InvalidSchema", "ParsedSchema", "SchemaFormat", "parse_schema"]
