@@ -56,6 +56,7 @@ def moldau_command(port: int, data_dir: Path) -> list[str]:
         "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
         "--override", f"log.dirs={data_dir}",
         "--override", "node.id=1",
+        "--override", "schema.registry.listeners=",  # no registry: benchmarks run many brokers, not on 8081
     ]  # fmt: skip
 
 

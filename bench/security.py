@@ -52,7 +52,8 @@ def secured_broker(tmp: Path, pki: Pki) -> Iterator[dict[str, str]]:
     overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls},SASL_SSL://127.0.0.1:{sasl_ssl}",
                  "log.dirs": str(tmp / "data"), "node.id": "1", **pki.broker_config("none"),
                  "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
-                 "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS}
+                 "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+                 "schema.registry.listeners": ""}  # no registry here (its default port may be taken)
     command = [sys.executable, "-m", "moldau", "server"]
     for key, value in overrides.items():
         command += ["--override", f"{key}={value}"]

@@ -196,6 +196,9 @@ def node_overrides(layout: Layout, node: Node, base: Path) -> dict[str, str]:
     }
     if node.is_broker:
         config["advertised.listeners"] = f"{KAFKA_LISTENER}://{node.kafka_address}"
+        # Any free port: one registry port per node would need the layout to reserve it. The node's log says
+        # where its registry listens, and every node serves the same registry.
+        config["schema.registry.listeners"] = f"http://{HOST}:0"
     return config
 
 

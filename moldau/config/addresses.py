@@ -110,3 +110,15 @@ def _check_protocol_map(value: ConfigValue) -> str | None:
 LISTENERS = Custom(_check_listeners, "a comma-separated list of NAME://host:port")
 VOTERS = Custom(_check_voters, "a comma-separated list of id@host:port")
 PROTOCOL_MAP = Custom(_check_protocol_map, "a comma-separated list of NAME:SECURITY_PROTOCOL")
+
+
+def _check_http_listener(value: ConfigValue) -> str | None:
+    if not isinstance(value, str) or not value.strip():
+        return None
+    if re.fullmatch(r"http://" + _HOST + r":[0-9]{1,5}/?", value.strip()) is None:
+        return "Expected http://host:port, or an empty string"
+    return None
+
+
+# An HTTP service's listener (the schema registry's): one http://host:port URL, or empty for none.
+HTTP_LISTENER = Custom(_check_http_listener, "http://host:port, or empty")

@@ -370,6 +370,7 @@ class BrokerConfig:
     process_roles = _List("process.roles")
     cluster_id = _Str("cluster.id")
     broker_rack = _Str("broker.rack")
+    schema_registry_listeners = _Str("schema.registry.listeners")
 
     @property
     def listeners(self) -> list[Listener]:

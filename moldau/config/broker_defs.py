@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from moldau.config.addresses import LISTENERS, PROTOCOL_MAP, VOTERS
+from moldau.config.addresses import HTTP_LISTENER, LISTENERS, PROTOCOL_MAP, VOTERS
 from moldau.config.schema import (
     CLEANUP_POLICIES,
     COMPRESSION_TYPES,
@@ -338,6 +338,11 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "partition is in the producer's transaction (KIP-890), so a late write cannot join a finished one."),
     ConfigDef("producer.id.expiration.ms", _T.INT, "86400000",
               "How long an idle producer id's state is kept.", at_least(1)),
+    # The schema registry (Confluent Schema Registry's REST API, docs/registry.md).
+    ConfigDef("schema.registry.listeners", _T.STRING, "http://127.0.0.1:8081",
+              "Where this broker serves the schema registry's REST API, as http://host:port (port 0: any free "
+              "port); empty turns the HTTP listener off. Every broker serves the same registry, kept in the "
+              "_schemas topic.", HTTP_LISTENER),
     # Authorization (ACLs).
     ConfigDef("authorizer.class.name", _T.STRING, "",
               "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer checks every request "

@@ -48,7 +48,9 @@ from moldau.metadata.records import RESOURCE_TOPIC, Endpoint, RegisterBrokerReco
 from moldau.net.client import Authenticator
 from moldau.protocol.errors import KafkaError
 from moldau.raft import Config as RaftConfig
+from moldau.registry.service import RegistryService
 from moldau.registry.validation import SchemaLookup
+from moldau.registry.wiring import registry_for
 from moldau.replication.fetcher import FetcherSettings
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.security.acl.authorizer import Authorizer
@@ -129,9 +131,13 @@ class Broker:
         self.txn: TxnRuntime
         self.txn_links: TxnLinks
         self.controller_requests: ControllerRequests
-        # What Produce asks of the schema registry for topics with schema validation on (moldau.registry.validation);
-        # set where the registry runs, None where it does not.
-        self.schema_lookup: SchemaLookup | None = None
+        self.registry: RegistryService | None = None  # the schema registry (moldau.registry), on brokers
+
+    @property
+    def schema_lookup(self) -> SchemaLookup | None:
+        """What Produce asks of the schema registry for topics with schema validation on (parsed schemas by id,
+        cached); None where no registry runs."""
+        return self.registry.schemas if self.registry is not None else None
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
@@ -167,6 +173,8 @@ class Broker:
             await self._join_cluster()
             for server in self._client_servers:
                 await server.start_serving()
+            if self.registry is not None:
+                self.registry.start()
             self._tasks.append(asyncio.get_running_loop().create_task(self._maintenance()))
         log.info("moldau node %d started (cluster %s, roles %s), listening on %s", self.node_id, self.cluster_id,
                  ",".join(self.config.process_roles),
@@ -225,13 +233,17 @@ class Broker:
                                        lag_max_ms=self.config.replica_lag_time_max_ms,
                                        fetcher_settings=FetcherSettings.from_config(self.config))
         self.replicas.transaction_verification = self.config.transaction_partition_verification_enable
-        self.replica_links = ReplicaLinks(self, self.replicas, self._inter_broker_authenticator())
+        self.replica_links = ReplicaLinks(self, self.replicas, self.inter_broker_authenticator())
         self.replicas.start()
         self.quorum.add_listener(self.replicas.apply_image)
         self.replicas.apply_image(None, self.image)
         self.groups = self._start_group_coordinator()
-        self.txn_links = TxnLinks(self, self._inter_broker_authenticator())
+        self.txn_links = TxnLinks(self, self.inter_broker_authenticator())
         self.txn = self._start_transaction_coordinator()
+        try:
+            self.registry = registry_for(self)
+        except ConfigError as exc:
+            raise StartupError(str(exc)) from exc
 
     async def _join_cluster(self) -> None:
         """Register with the active controller and wait to be unfenced; only then may clients be served."""
@@ -254,6 +266,8 @@ class Broker:
         self.closing = True
         if self.lifecycle is not None:
             await self._controlled_shutdown(self.lifecycle)
+        if self.registry is not None:
+            await self.registry.stop()
         for server in self._servers:
             server.close()
         if self.is_broker:
@@ -407,7 +421,7 @@ class Broker:
                 self._client_servers.append(server)
             log.debug("listener %s bound", name)
 
-    def _inter_broker_authenticator(self) -> Authenticator | None:
+    def inter_broker_authenticator(self) -> Authenticator | None:
         """SASL for connections to other brokers' inter-broker listener, when that listener is a SASL one."""
         try:
             sasl = inter_broker_sasl(self.config)
@@ -449,9 +463,12 @@ class Broker:
         """The advertised client endpoints; port 0 ("any free port") is advertised as the port actually bound."""
         controller_names = set(self.config.controller_listener_names)
         bound = {name: port for name, _, port in self._bound}
-        return tuple(Endpoint(name, host or "127.0.0.1", port or bound.get(name, port),
-                              self.config.security_protocol(name))
-                     for name, host, port in self.config.advertised_listeners if name not in controller_names)
+        endpoints = tuple(Endpoint(name, host or "127.0.0.1", port or bound.get(name, port),
+                                   self.config.security_protocol(name))
+                          for name, host, port in self.config.advertised_listeners if name not in controller_names)
+        # The schema registry's URL rides along under a name no Kafka listener can have (moldau.registry.service).
+        registry = self.registry.endpoint(endpoints[0].host if endpoints else "127.0.0.1") if self.registry else None
+        return endpoints if registry is None else (*endpoints, registry)
 
     async def _maintenance(self) -> None:
         retention_every_ms = self.config.log_retention_check_interval_ms

@@ -32,10 +32,13 @@ class BrokerProcess:
     def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, port: int | None = None) -> None:
         self.data_dir = data_dir
         self.port = port or free_port()
+        # Every test broker gets its own schema registry port: the default (8081) would collide.
+        self.registry_port = free_port()
         self.overrides = {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "log.dirs": str(data_dir / "logs"),
             "node.id": "1",
+            "schema.registry.listeners": f"http://127.0.0.1:{self.registry_port}",
             **(overrides or {}),
         }
         self.log_path = data_dir / "broker.log"
@@ -45,6 +48,11 @@ class BrokerProcess:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def registry_url(self) -> str:
+        """The broker's schema registry (its REST API), as `schema.registry.listeners` says."""
+        return self.overrides["schema.registry.listeners"]
 
     def start(self, timeout_s: float = 30.0) -> None:
         args = [sys.executable, "-m", "moldau", "server", "--log-level", "INFO"]

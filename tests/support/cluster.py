@@ -194,12 +194,20 @@ class ClusterNode:
         self.log_path = spec.log_path(base)
         self.data_dir = spec.data_dir(base)
         self.overrides = {**node_overrides(layout, spec, base), **overrides}
+        if spec.is_broker and self.overrides.get("schema.registry.listeners", "").endswith(":0"):
+            # A fixed free port rather than any port: tests need the URL, and it stays the same across restarts.
+            self.overrides["schema.registry.listeners"] = f"http://127.0.0.1:{free_ports(1)[0]}"
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False
         self.starts = 0
 
     def __repr__(self) -> str:
         return f"ClusterNode({self.node_id}, {','.join(self.roles)}, running={self.is_running})"
+
+    @property
+    def registry_url(self) -> str | None:
+        """The node's schema registry, for a broker node with its listener on."""
+        return self.overrides.get("schema.registry.listeners") or None
 
     @property
     def kafka_address(self) -> str | None:

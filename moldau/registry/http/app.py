@@ -1,0 +1,35 @@
+"""The registry's Starlette app: every route group, and Confluent-shaped answers for unknown paths and
+methods."""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from moldau.registry.core import RegistryCore, Store
+from moldau.registry.http import schemas, settings, subjects
+from moldau.registry.http.api import Api, json_response
+
+__all__ = ["build_app"]
+
+log = logging.getLogger(__name__)
+
+
+def build_app(core: RegistryCore, store: Store) -> Starlette:
+    api = Api(core, store)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+        return json_response({"error_code": status, "message": detail}, status)
+
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        log.exception("schema registry: %s %s failed", request.method, request.url.path, exc_info=exc)
+        return json_response({"error_code": 50001, "message": f"internal error: {exc}"}, 500)
+
+    return Starlette(routes=[*settings.routes(api), *subjects.routes(api), *schemas.routes(api)],
+                     exception_handlers={HTTPException: http_error, Exception: internal_error})
