@@ -29,7 +29,8 @@ class RegistryLookup:
 
     def register(self, subject: str, schema_id: int, schema: Any, schema_type: str = "AVRO") -> None:
         if schema_id not in self.schemas:
-            self.schemas[schema_id] = parse_schema(schema_type, json.dumps(schema), {})
+            text = schema if schema_type == "PROTOBUF" else json.dumps(schema)
+            self.schemas[schema_id] = parse_schema(schema_type, text, {})
         self.subjects.setdefault(subject, set()).add(schema_id)
 
     def schema_by_id(self, schema_id: int) -> ParsedSchema | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from moldau.registry.validation import (
@@ -185,3 +187,45 @@ def test_json_schema_records_are_checked_and_named_by_their_title(
     assert [i for i, _ in errors] == [1, 2, 3]
     assert errors[0][1].startswith("record 1: the value does not decode with schema id 5: JSON document invalid at id")
     assert errors[2][1].startswith("record 3: the value does not decode with schema id 5: not a UTF-8 JSON document")
+
+
+ORDERS_PROTO = """
+syntax = "proto3";
+package com.example;
+message Order { int64 id = 1; string item = 2; }
+message Envelope { message Inner { string note = 1; } Inner inner = 1; }
+"""
+ORDER_MESSAGE = b"\x08\x07\x12\x01x"  # Order {id: 7, item: "x"}
+INNER_MESSAGE = b"\x0a\x01n"  # Envelope.Inner {note: "n"}
+
+
+def protobuf(schema_id: int, indexes: bytes, message: bytes) -> bytes:
+    return struct.pack(">bI", 0, schema_id) + indexes + message
+
+
+def test_protobuf_records_are_checked_as_the_message_their_indexes_select(lookup: RegistryLookup) -> None:
+    lookup.register("orders-value", 6, ORDERS_PROTO, "PROTOBUF")
+    values = [
+        protobuf(6, b"\x00", ORDER_MESSAGE),  # [0]: Order
+        protobuf(6, b"\x04\x02\x00", INNER_MESSAGE),  # [1, 0]: Envelope.Inner
+        protobuf(6, b"\x02\x0a", INNER_MESSAGE),  # [5]: no such message
+        protobuf(6, b"\x00", b"\x08"),  # a truncated varint
+        protobuf(6, b"\x03", ORDER_MESSAGE),  # a negative index count
+    ]
+    errors = dict(check_records("orders", VALUE, [(None, v) for v in values], lookup))
+    assert sorted(errors) == [2, 3, 4]
+    assert errors[2].startswith("record 2: the value does not decode with schema id 6: message indexes [5]")
+    assert errors[3].startswith("record 3: the value does not decode with schema id 6: not a com.example.Order")
+    assert errors[4] == ("record 4: the value is not in the schema registry's wire format: invalid Protobuf "
+                         "message index count -2")
+
+
+def test_protobuf_record_names_come_from_the_selected_message(lookup: RegistryLookup) -> None:
+    lookup.register("com.example.Order", 6, ORDERS_PROTO, "PROTOBUF")
+    settings = SchemaValidation(value=FieldSettings(False, SubjectNameStrategy.RECORD))
+    values = [protobuf(6, b"\x00", ORDER_MESSAGE), protobuf(6, b"\x04\x02\x00", INNER_MESSAGE),
+              protobuf(6, b"\x02\x0a", INNER_MESSAGE)]
+    assert check_records("orders", settings, [(None, v) for v in values], lookup) == [
+        (1, "record 1: value schema id 6 is not registered under subject 'com.example.Envelope.Inner'"),
+        (2, "record 2: value schema id 6 names no record, which RecordNameStrategy needs for the subject"),
+    ]
