@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
-from confluent_kafka.schema_registry import SchemaRegistryClient, record_subject_name_strategy
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, record_subject_name_strategy
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext, StringSerializer
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.produce.v7 import request as produce_v7
@@ -142,6 +143,50 @@ def test_record_name_strategy_needs_the_record_subject(broker: BrokerProcess, re
     by_topic = registry.serializer(CUSTOMER)({"name": "ann"}, SerializationContext(topic, MessageField.VALUE))
     assert produce_batches(broker, topic, [by_record, [by_topic]]) == [[None] * 3, [KafkaError.INVALID_RECORD]]
     assert stored_values(broker, topic) == by_record
+
+
+JSON_ORDER = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "title": "com.example.JsonOrder",
+                         "type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]})
+
+
+def test_json_schema_records_land_and_invalid_documents_are_refused(broker: BrokerProcess, registry: Registry) -> None:
+    topic = new_topic(broker, VALIDATE_VALUES)
+    context = SerializationContext(topic, MessageField.VALUE)
+    serialize = JSONSerializer(JSON_ORDER, registry.client)
+    good = [serialize({"id": i}, context) for i in range(3)]
+    assert good[0] is not None
+    schema_id = struct.unpack(">I", good[0][1:5])[0]
+    # The serializer checks documents itself; a client that does not is refused by the broker.
+    invalid = struct.pack(">bI", 0, schema_id) + json.dumps({"id": "one"}).encode()
+    assert produce_batches(broker, topic, [good, [invalid]]) == [[None] * 3, [KafkaError.INVALID_RECORD]]
+    deserialize = JSONDeserializer(JSON_ORDER)
+    assert [deserialize(v, context) for v in stored_values(broker, topic)] == [{"id": i} for i in range(3)]
+
+
+ORDERS_PROTO = """
+syntax = "proto3";
+package com.example;
+message ProtoOrder { int64 id = 1; string item = 2; }
+message Envelope { message Inner { string note = 1; } Inner inner = 1; }
+"""
+
+
+def proto_order(schema_id: int, order_id: int, indexes: bytes = b"\x00") -> bytes:
+    """A ProtoOrder {id, item: "x"} in the wire format, message indexes as Confluent's serializers write them."""
+    return struct.pack(">bI", 0, schema_id) + indexes + b"\x08" + bytes([order_id]) + b"\x12\x01x"
+
+
+def test_protobuf_records_are_checked_as_their_indexed_message(broker: BrokerProcess, registry: Registry) -> None:
+    # Written by hand: confluent-kafka's ProtobufSerializer registers base64 descriptors, which the registry
+    # does not read yet; the wire format is the same.
+    topic = new_topic(broker, VALIDATE_VALUES)
+    schema_id = registry.client.register_schema(f"{topic}-value", Schema(ORDERS_PROTO, "PROTOBUF"))
+    good = [proto_order(schema_id, i) for i in range(3)]
+    undecodable = struct.pack(">bI", 0, schema_id) + b"\x00\x08"  # a varint cut short
+    no_such_message = proto_order(schema_id, 4, indexes=b"\x02\x0a")  # [5]
+    outcomes = produce_batches(broker, topic, [good, [undecodable], [no_such_message]])
+    assert outcomes == [[None] * 3, [KafkaError.INVALID_RECORD], [KafkaError.INVALID_RECORD]]
+    assert stored_values(broker, topic) == good
 
 
 # -- records it refuses ------------------------------------------------------------------------------------------
