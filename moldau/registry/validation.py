@@ -17,7 +17,7 @@ answers are remembered, so a batch of records with one schema asks the lookup on
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
@@ -158,25 +158,35 @@ class _FieldCheck:
         self.topic, self.settings, self.lookup = topic, settings, lookup
         self.part = settings.part
         self._by_id: dict[int, ParsedSchema | str] = {}  # the schema to decode with, or why the id fails
+        # The common case, looked up first: ids that passed everything but the payload, to their decoder.
+        self._decoders: dict[int, Callable[[bytes], None]] = {}
         self._subjects: dict[tuple[str, int], bool] = {}
 
     def check(self, data: bytes) -> str | None:
         """Why this key or value fails validation, or None."""
+        if len(data) >= HEADER_SIZE and data[0] == MAGIC_BYTE:
+            decode = self._decoders.get(int.from_bytes(data[1:HEADER_SIZE], "big", signed=True))
+            if decode is not None:
+                try:
+                    decode(data[HEADER_SIZE:])
+                    return None
+                except InvalidPayload as exc:
+                    return f"the {self.part} does not decode with schema id {read_wire_header(data)}: {exc}"
+        return self._check_slowly(data)
+
+    def _check_slowly(self, data: bytes) -> str | None:
         if len(data) < HEADER_SIZE or data[0] != MAGIC_BYTE:
             return self._not_wire_format(data)
-        schema_id = int.from_bytes(data[1:HEADER_SIZE], "big", signed=True)
+        schema_id = read_wire_header(data)
         verdict = self._by_id.get(schema_id)
         if verdict is None:
             verdict = self._by_id[schema_id] = self._verdict(schema_id)
+            if not isinstance(verdict, str) and verdict.schema_type != PROTOBUF:
+                self._decoders[schema_id] = verdict.check_payload
+                return self.check(data)
         if isinstance(verdict, str):
             return verdict
-        if verdict.schema_type == PROTOBUF:
-            return self._check_protobuf(schema_id, verdict, data)
-        try:
-            verdict.check_payload(data[HEADER_SIZE:], ())
-        except InvalidPayload as exc:
-            return f"the {self.part} does not decode with schema id {schema_id}: {exc}"
-        return None
+        return self._check_protobuf(schema_id, verdict, data)
 
     def _not_wire_format(self, data: bytes) -> str:
         try:
@@ -230,6 +240,12 @@ def check_records(topic: str, settings: SchemaValidation, records: Iterable[tupl
     keys = _FieldCheck(topic, settings.key, lookup) if settings.key is not None else None
     values = _FieldCheck(topic, settings.value, lookup) if settings.value is not None else None
     errors = []
+    if keys is None and values is not None:  # the usual setting: a loop without the key's tests
+        check = values.check
+        for index, (_, value) in enumerate(records):
+            if value is not None and (reason := check(value)) is not None:
+                errors.append((index, f"record {index}: {reason}"))
+        return errors
     for index, (key, value) in enumerate(records):
         reason = keys.check(key) if keys is not None and key is not None else None
         if reason is None and values is not None and value is not None:
