@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
+from moldau.registry.avro_fast import payload_check
 from moldau.registry.formats.base import InvalidPayload, ParsedSchema
 
 __all__ = [
@@ -159,7 +160,7 @@ class _FieldCheck:
         self.part = settings.part
         self._by_id: dict[int, ParsedSchema | str] = {}  # the schema to decode with, or why the id fails
         # The common case, looked up first: ids that passed everything but the payload, to their decoder.
-        self._decoders: dict[int, Callable[[bytes], None]] = {}
+        self._decoders: dict[int, Callable[[bytes, int], None]] = {}
         self._subjects: dict[tuple[str, int], bool] = {}
 
     def check(self, data: bytes) -> str | None:
@@ -168,7 +169,7 @@ class _FieldCheck:
             decode = self._decoders.get(int.from_bytes(data[1:HEADER_SIZE], "big", signed=True))
             if decode is not None:
                 try:
-                    decode(data[HEADER_SIZE:])
+                    decode(data, HEADER_SIZE)
                     return None
                 except InvalidPayload as exc:
                     return f"the {self.part} does not decode with schema id {read_wire_header(data)}: {exc}"
@@ -182,7 +183,7 @@ class _FieldCheck:
         if verdict is None:
             verdict = self._by_id[schema_id] = self._verdict(schema_id)
             if not isinstance(verdict, str) and verdict.schema_type != PROTOBUF:
-                self._decoders[schema_id] = verdict.check_payload
+                self._decoders[schema_id] = payload_check(verdict)
                 return self.check(data)
         if isinstance(verdict, str):
             return verdict
