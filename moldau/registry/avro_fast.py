@@ -21,14 +21,19 @@ from typing import Any
 
 from moldau.registry.formats.base import ParsedSchema
 
-__all__ = ["compile_schema", "payload_check"]
+__all__ = ["compile_schema", "payload_check", "program", "schema_ids", "unchecked"]
 
+Section = bytes | memoryview
 try:
     from moldau import _avrocheck  # type: ignore[attr-defined]
 
     _valid: Callable[[bytes, bytes, int], bool] | None = _avrocheck.valid
+    # A whole records section in one call: the schema ids of its keys (field 0) or values (field 1), and the
+    # indexes of the records whose key or value the walk does not vouch for, given programs by schema id.
+    schema_ids: Callable[[Section, int], set[int]] | None = _avrocheck.schema_ids
+    unchecked: Callable[[Section, int, dict[int, bytes]], list[int]] | None = _avrocheck.unchecked
 except ImportError:  # built without a C compiler: every record is decoded in full
-    _valid = None
+    _valid = schema_ids = unchecked = None
 
 PRIMITIVES = {"null": 0, "boolean": 1, "int": 2, "long": 3, "float": 4, "double": 5, "bytes": 6, "string": 7}
 FIXED, ENUM, ARRAY, MAP, UNION, RECORD = 8, 9, 10, 11, 12, 13
@@ -56,6 +61,11 @@ def payload_check(schema: ParsedSchema) -> Callable[[bytes, int], None]:
             full(data[start:])
 
     return check
+
+
+def program(schema: ParsedSchema) -> bytes | None:
+    """The schema's compiled program for the fast walk, or None where it does not apply."""
+    return _program(schema) if _valid is not None and schema.schema_type == "AVRO" else None
 
 
 def _program(schema: ParsedSchema) -> bytes | None:

@@ -1,11 +1,11 @@
 """Schema validation of a Produce request's batches for one partition, before anything of them is appended.
 
 Only topics with `confluent.key.schema.validation` or `confluent.value.schema.validation` on pay for it: the
-produce path asks `schema_validation(config)` first, a few attribute reads. For the others each batch is
-decompressed (every codec, bounded as the record walk bounds it), its keys and values read by the C record
-reader (`moldau._records.key_values`, with the same reader in Python where no compiler was available), and
-checked by `moldau.registry.validation`. A batch with a failing record is refused whole with INVALID_RECORD
-and one `record_errors` entry per failing record.
+produce path asks `schema_validation(config)` first, a few attribute reads. For those, each batch is
+decompressed (every codec, bounded as the record walk bounds it) and checked by
+`moldau.registry.validation.check_records_section`: Avro keys and values by a C walk over the whole section, the
+rest read one by one (`moldau._records.key_values`) and checked in full. A batch with a failing record is refused
+whole with INVALID_RECORD and one `record_errors` entry per failing record.
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ from moldau.protocol.record_validation import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     RecordErrors,
     decompress_records,
-    key_values,
 )
-from moldau.registry.validation import SchemaLookup, SchemaValidation, check_records
+from moldau.registry.validation import SchemaLookup, SchemaValidation, check_records_section
 from moldau.storage.log_config import LogConfig
 
 __all__ = ["check_produced_batches", "schema_validation"]
@@ -47,11 +46,10 @@ def check_produced_batches(topic: str, settings: SchemaValidation,
             continue  # refused by the log's own checks
         records = decompress_records(view, header, max_decompressed_bytes)
         try:
-            pairs = key_values(records)
+            errors = check_records_section(topic, settings, records, lookup)
         except ValueError as exc:
             message = f"records do not parse: {exc}"
             raise RecordErrors(ErrorCode.corrupt_message, message, [(0, message)]) from exc
-        errors = check_records(topic, settings, pairs, lookup)
         if errors:
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
             raise RecordErrors(ErrorCode.invalid_record,

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
+from moldau.protocol.record_validation import key_values
+from moldau.registry import avro_fast
 from moldau.registry.avro_fast import payload_check
 from moldau.registry.formats.base import InvalidPayload, ParsedSchema
 
@@ -32,6 +34,7 @@ __all__ = [
     "SubjectNameStrategy",
     "WireFormatError",
     "check_records",
+    "check_records_section",
     "read_message_indexes",
     "read_wire_header",
     "subject_name",
@@ -189,6 +192,19 @@ class _FieldCheck:
             return verdict
         return self._check_protobuf(schema_id, verdict, data)
 
+    def programs(self, schema_ids: Iterable[int]) -> dict[int, bytes]:
+        """The fast walk's programs of those ids that pass everything but the payload and have one."""
+        out = {}
+        for schema_id in schema_ids:
+            verdict = self._by_id.get(schema_id)
+            if verdict is None:
+                verdict = self._by_id[schema_id] = self._verdict(schema_id)
+            if not isinstance(verdict, str) and verdict.schema_type != PROTOBUF:
+                program = avro_fast.program(verdict)
+                if program is not None:
+                    out[schema_id] = program
+        return out
+
     def _not_wire_format(self, data: bytes) -> str:
         try:
             read_wire_header(data)
@@ -230,6 +246,26 @@ class _FieldCheck:
         except InvalidPayload as exc:
             return f"the {self.part} does not decode with schema id {schema_id}: {exc}"
         return None
+
+
+def check_records_section(topic: str, settings: SchemaValidation, section: bytes | memoryview,
+                          lookup: SchemaLookup) -> list[tuple[int, str]]:
+    """`check_records` of a batch's (decompressed) records section; raises ValueError where the records do not
+    parse. The C walk of `avro_fast` vouches for the Avro keys and values it can in one call per part, without
+    building objects; only the records it does not vouch for are read and checked one by one."""
+    if avro_fast.schema_ids is None or avro_fast.unchecked is None:
+        return check_records(topic, settings, key_values(section), lookup)
+    suspects: set[int] = set()
+    for field in (settings.key, settings.value):
+        if field is not None:
+            part = 0 if field.is_key else 1
+            programs = _FieldCheck(topic, field, lookup).programs(avro_fast.schema_ids(section, part))
+            suspects.update(avro_fast.unchecked(section, part, programs))
+    if not suspects:
+        return []
+    pairs = key_values(section)
+    return check_records(topic, settings, [pair if i in suspects else (None, None) for i, pair in enumerate(pairs)],
+                         lookup)
 
 
 def check_records(topic: str, settings: SchemaValidation, records: Iterable[tuple[bytes | None, bytes | None]],

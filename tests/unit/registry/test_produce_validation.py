@@ -11,11 +11,18 @@ from moldau.protocol import record_validation as rv
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.record_batch import BATCH_HEADER_SIZE, BatchHeader, parse_header
 from moldau.protocol.record_validation import RecordErrors
+from moldau.registry import avro_fast
 from moldau.registry.produce_validation import check_produced_batches, schema_validation
-from moldau.registry.validation import FieldSettings, SchemaValidation, SubjectNameStrategy
+from moldau.registry.validation import (
+    FieldSettings,
+    SchemaValidation,
+    SubjectNameStrategy,
+    check_records,
+    check_records_section,
+)
 from moldau.storage.log_config import LogConfig
 from tests.unit.protocol.test_record_validation import with_records
-from tests.unit.registry.schema_fixtures import RegistryLookup, orders
+from tests.unit.registry.schema_fixtures import RegistryLookup, avro, orders
 
 VALUE = SchemaValidation(value=FieldSettings(False, SubjectNameStrategy.TOPIC))
 CODECS = [0, 1, 2, 3, 4]  # none, gzip, snappy, lz4, zstd
@@ -98,3 +105,49 @@ def test_the_c_and_python_readers_agree_on_mutated_records() -> None:
                 outcomes.append("refused")
         assert outcomes[0] == outcomes[1], bytes(records)
     assert rv.key_values is not rv._key_values_py
+
+
+def test_the_section_check_finds_what_the_record_by_record_check_finds(
+        lookup: RegistryLookup, monkeypatch: pytest.MonkeyPatch) -> None:
+    lookup.register("orders-key", 2, "string")
+    lookup.register("orders-value", 3, {"type": "record", "name": "Other", "fields": [
+        {"name": "when", "type": {"type": "long", "logicalType": "timestamp-millis"}}]})  # never compiled
+    rng = random.Random(20261125)
+    good_values = [*orders(1, range(5)), avro(3, {"type": "record", "name": "Other", "fields": [
+        {"name": "when", "type": "long"}]}, {"when": 5})]
+    bad_values = [b"plain", orders(1, [1])[0][:-1], orders(9, [1])[0], orders(1, [1])[0] + b"\x00"]
+    keys = [None, avro(2, "string", "k"), b"plain key", avro(2, "string", "k")[:-1]]
+    both = SchemaValidation(key=FieldSettings(True, SubjectNameStrategy.TOPIC), value=VALUE.value)
+    for _ in range(300):
+        values = [rng.choice(good_values) if rng.random() < 0.8 else rng.choice([*bad_values, None])
+                  for _ in range(rng.randint(1, 8))]
+        batch_keys = [rng.choice(keys) for _ in values]
+        builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                            producer_epoch=-1, base_sequence=-1, batch_size=2**24)
+        for i, (key, value) in enumerate(zip(batch_keys, values, strict=True)):
+            builder.append(i, timestamp=0, key=key, value=value, headers=[])
+        section = bytes(builder.build())[BATCH_HEADER_SIZE:]
+        for settings in (VALUE, both):
+            expected = check_records("orders", settings, rv.key_values(section), lookup)
+            assert check_records_section("orders", settings, section, lookup) == expected
+            with monkeypatch.context() as without_c:
+                without_c.setattr(avro_fast, "schema_ids", None)
+                assert check_records_section("orders", settings, section, lookup) == expected
+
+
+def test_the_section_check_refuses_exactly_the_sections_that_do_not_parse(lookup: RegistryLookup) -> None:
+    rng = random.Random(11)
+    for _ in range(2000):
+        records = bytearray(batch([*orders(1, range(rng.randint(1, 4))), None])[1][BATCH_HEADER_SIZE:])
+        for _ in range(rng.randint(1, 3)):
+            records[rng.randrange(len(records))] = rng.randrange(256)
+        if rng.random() < 0.3:
+            records = records[: rng.randrange(len(records) + 1)]
+        outcomes = []
+        for check in (lambda r: check_records_section("orders", VALUE, r, lookup),
+                      lambda r: check_records("orders", VALUE, rv.key_values(r), lookup)):
+            try:
+                outcomes.append(check(bytes(records)))
+            except ValueError:
+                outcomes.append("does not parse")
+        assert outcomes[0] == outcomes[1], bytes(records)
