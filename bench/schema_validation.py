@@ -5,9 +5,11 @@ One Moldau broker with its schema registry (`schema.registry.listeners`). The Av
 topics' subjects through confluent-kafka's registry client; N records in Confluent's wire format (magic byte, the
 registered schema id, Avro binary of about 1000 bytes, 1000 distinct records repeated) are written to a file, one
 per line (the records are chosen to hold no newline byte), and kcat produces the file (`kcat -P -l`, linger.ms=5,
-batch.size=1000000, acks=1) into a fresh 1-partition topic with validation and into one without, REPEAT times with
-the order alternating. The medians and their ratio are printed. Every run is read back and counted: a refused or
-lost record fails the run.
+batch.size=1000000, acks=1) into a fresh 1-partition topic with validation and into one without, REPEAT times
+with the order alternating, after one uncounted warm-up run per codec. The medians and their ratio are printed,
+for throughput and for the broker's CPU time per record (user + system, from /proc; less moved by other load on
+the machine than wall time; its ratio is plain over validated, so that both ratios read "share of the plain
+figure kept"). Every run is read back and counted: a refused or lost record fails the run.
 
 Run from the repository root:  python -m bench.schema_validation [--quick] [--records N] [--repeat N]
                                                                  [--codecs none,lz4]
@@ -30,6 +32,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from fastavro import parse_schema, schemaless_writer
 
 from bench.common import (
+    Broker,
     alternating,
     create_topic,
     delete_topic,
@@ -40,6 +43,7 @@ from bench.common import (
     unique_topic,
     verify_count,
 )
+from bench.connections import cpu_seconds
 from moldau.net.ports import free_port
 
 RECORD_BYTES = 1000
@@ -92,14 +96,17 @@ def topic_with(bootstrap: str, url: str, prefix: str, config: dict[str, Any]) ->
         delete_topic(bootstrap, topic)
 
 
-def produce_seconds(bootstrap: str, url: str, lines: Path, count: int, codec: str, validate: bool) -> float:
-    with topic_with(bootstrap, url, f"schemas-{'on' if validate else 'off'}-{codec}",
+def produce_run(broker: Broker, url: str, lines: Path, count: int, codec: str, validate: bool) -> tuple[float, float]:
+    """(seconds, broker CPU seconds) of one produce run."""
+    with topic_with(broker.bootstrap, url, f"schemas-{'on' if validate else 'off'}-{codec}",
                     VALIDATED if validate else {}) as topic:
-        seconds, _ = run_timed(["kcat", "-P", "-b", bootstrap, "-t", topic, "-p", "0", "-l", "-X", "linger.ms=5",
-                                "-X", "batch.size=1000000", "-X", f"compression.codec={codec}", "-z", codec,
-                                str(lines)], timeout=300)
-        verify_count(bootstrap, topic, count, timeout=120)
-    return seconds
+        cpu = cpu_seconds(broker)
+        seconds, _ = run_timed(["kcat", "-P", "-b", broker.bootstrap, "-t", topic, "-p", "0", "-l", "-X",
+                                "linger.ms=5", "-X", "batch.size=1000000", "-X", f"compression.codec={codec}", "-z",
+                                codec, str(lines)], timeout=300)
+        cpu = cpu_seconds(broker) - cpu
+        verify_count(broker.bootstrap, topic, count, timeout=120)
+    return seconds, cpu
 
 
 def main() -> None:
@@ -118,14 +125,17 @@ def main() -> None:
         lines = tmp / "avro-lines"
         size = avro_lines(lines, schema_id, count)
         print(f"# schema validation cost, {count} Avro records of {size} B, kcat {kcat_version()}")
-        print(f"{'codec':8} {'validated rec/s':>16} {'plain rec/s':>12} {'ratio':>6}")
+        print(f"{'codec':8} {'validated rec/s':>16} {'plain rec/s':>12} {'ratio':>6}   "
+              f"{'broker CPU µs/record: validated':>31} {'plain':>6} {'ratio':>6}")
         for codec in args.codecs.split(","):
-            seconds: dict[bool, list[float]] = {True: [], False: []}
+            produce_run(broker, url, lines, count, codec, True)  # warm-up, not counted: a fresh broker's first run
+            runs: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
             for _, validate in alternating((True, False), repeat):
-                seconds[validate].append(produce_seconds(broker.bootstrap, url, lines, count, codec, validate))
-            rate_on = count / statistics.median(seconds[True])
-            rate_off = count / statistics.median(seconds[False])
-            print(f"{codec:8} {rate_on:16,.0f} {rate_off:12,.0f} {rate_on / rate_off:6.2f}", flush=True)
+                runs[validate].append(produce_run(broker, url, lines, count, codec, validate))
+            rate = {side: count / statistics.median(s for s, _ in runs[side]) for side in runs}
+            cpu = {side: statistics.median(c for _, c in runs[side]) * 1e6 / count for side in runs}
+            print(f"{codec:8} {rate[True]:16,.0f} {rate[False]:12,.0f} {rate[True] / rate[False]:6.2f}   "
+                  f"{cpu[True]:31.2f} {cpu[False]:6.2f} {cpu[False] / cpu[True]:6.2f}", flush=True)
 
 
 if __name__ == "__main__":
