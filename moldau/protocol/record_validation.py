@@ -38,6 +38,7 @@ from moldau.protocol.record_batch import BATCH_HEADER_SIZE, BatchHeader, Invalid
 
 __all__ = [
     "RecordErrors",
+    "RecordsCheck",
     "RecordsSummary",
     "decompress_records",
     "key_values",
@@ -83,12 +84,18 @@ Walker = Callable[[bytes | memoryview, int, int, bool, int], WalkResult]
 
 _CORRUPT, _INCONSISTENT = 0, 1
 
+# A further check of a client batch's records once the walk found them sound: given the batch's header and its
+# (decompressed) records section; raises RecordErrors. Broker-side schema validation is one (moldau.registry).
+RecordsCheck = Callable[[BatchHeader, bytes | memoryview], None]
+
 
 def validate_batch_records(
     batch: memoryview, header: BatchHeader, *, from_client: bool,
     max_record_bytes: int = 2**31 - 1, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    records_check: RecordsCheck | None = None,
 ) -> RecordsSummary:
-    """Walk every record of one whole batch; raise RecordErrors if any is corrupt or inconsistent."""
+    """Walk every record of one whole batch; raise RecordErrors if any is corrupt or inconsistent, or if
+    `records_check` refuses the sound records (it is given them decompressed, so nothing decompresses twice)."""
     records = decompress_records(batch, header, max_decompressed_bytes)
     index, kind, message, min_ts, max_ts, null_keys = walk_records(
         records, header.records_count, header.last_offset_delta, from_client, max_record_bytes)
@@ -96,6 +103,8 @@ def validate_batch_records(
         code = ErrorCode.corrupt_message if kind == _CORRUPT else ErrorCode.invalid_record
         raise RecordErrors(code, f"record {index} of the batch at offset delta range "
                            f"0..{header.last_offset_delta}: {message}", [(index, message)])
+    if records_check is not None:
+        records_check(header, records)
     return RecordsSummary(header.records_count, min_ts, max_ts, tuple(null_keys))
 
 

@@ -16,9 +16,9 @@ partition, the transaction coordinator is asked whether the partition is in the 
 slip into the next one. The log keeps a verification guard for the time of the question: a marker written meanwhile
 voids it and the write is refused. Control batches from clients are refused by the log (INVALID_RECORD).
 
-Topics with Confluent's broker-side schema validation on (`confluent.key|value.schema.validation`) have each batch
-checked against the schema registry first (`moldau.registry.produce_validation`): a failing batch is refused with
-INVALID_RECORD and its `record_errors`.
+Topics with Confluent's broker-side schema validation on (`confluent.key|value.schema.validation`) have each batch's
+records also checked against the schema registry (`moldau.registry.produce_validation`, run by the log after its
+record walk): a failing batch is refused with INVALID_RECORD and its `record_errors`.
 
 From v13 topics are named by id (KIP-516), before that by name.
 
@@ -44,7 +44,7 @@ from moldau.protocol.produce_response import (
 )
 from moldau.protocol.record_batch import BatchHeader, split_batches
 from moldau.protocol.record_validation import RecordErrors
-from moldau.registry.produce_validation import check_produced_batches, schema_validation
+from moldau.registry.produce_validation import records_check, schema_validation
 from moldau.replication.replica_manager import HostedPartition
 from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.security.quotas import PRODUCER_BYTE_RATE
@@ -177,10 +177,9 @@ def _append(ctx: RequestContext, hosted: HostedPartition, batches: list[tuple[Ba
             response: PartitionResponse, acks: int, appended: Appended, guard: object | None = None
             ) -> PartitionResponse:
     """Append and fill in `response`. Raises KafkaError."""
-    schemas = schema_validation(hosted.log.config)
-    if schemas is not None:  # confluent.key|value.schema.validation: nothing of a failing batch is appended
-        check_produced_batches(hosted.topic, schemas, batches, ctx.broker.schema_lookup)
-    result = ctx.broker.replicas.append_as_leader(hosted, batches, acks, guard)
+    schemas = schema_validation(hosted.log.config)  # confluent.key|value.schema.validation, checked by the log
+    check = None if schemas is None else records_check(hosted.topic, schemas, ctx.broker.schema_lookup)
+    result = ctx.broker.replicas.append_as_leader(hosted, batches, acks, guard, check)
     response.base_offset, response.log_append_time_ms = result.first_offset, result.log_append_time_ms
     response.log_start_offset = result.log_start_offset
     # A duplicate is waited for too: its original may not be replicated yet.

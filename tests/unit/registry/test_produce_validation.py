@@ -1,4 +1,5 @@
-"""Schema validation of produced batches: every codec decompressed, keys and values read, the batch refused whole."""
+"""Schema validation of produced batches, as the log runs it after its record walk: every codec, keys and values,
+the batch refused whole."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from moldau.protocol import record_validation as rv
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.record_batch import BATCH_HEADER_SIZE, BatchHeader, parse_header
-from moldau.protocol.record_validation import RecordErrors
+from moldau.protocol.record_validation import RecordErrors, validate_batch_records
 from moldau.registry import avro_fast
-from moldau.registry.produce_validation import check_produced_batches, schema_validation
+from moldau.registry.produce_validation import records_check, schema_validation
 from moldau.registry.validation import (
     FieldSettings,
     SchemaValidation,
@@ -35,6 +36,14 @@ def batch(values: list[bytes | None], compression: int = 0) -> tuple[BatchHeader
         builder.append(i, timestamp=1_700_000_000_000 + i, key=None, value=value, headers=[("h", b"x")])
     view = memoryview(bytes(builder.build()))
     return parse_header(view), view
+
+
+def check_produced_batches(topic: str, settings: SchemaValidation, batches: list[tuple[BatchHeader, memoryview]],
+                           lookup: RegistryLookup | None) -> None:
+    """What the log does with a client's batches: the record walk, then the topic's check of the sound records."""
+    check = records_check(topic, settings, lookup)
+    for header, view in batches:
+        validate_batch_records(view, header, from_client=True, records_check=check)
 
 
 @pytest.fixture
