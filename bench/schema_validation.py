@@ -1,18 +1,19 @@
-"""What broker-side schema validation costs: produce throughput of 1 KB Avro records into a topic with
+"""What broker-side schema validation costs: produce throughput of 1 KB records into a topic with
 `confluent.value.schema.validation=true`, as a ratio to the same records into a topic without it.
 
-One Moldau broker with its schema registry (`schema.registry.listeners`). The Avro schema is registered under both
-topics' subjects through confluent-kafka's registry client; N records in Confluent's wire format (magic byte, the
-registered schema id, Avro binary of about 1000 bytes, 1000 distinct records repeated) are written to a file, one
-per line (the records are chosen to hold no newline byte), and kcat produces the file (`kcat -P -l`, linger.ms=5,
-batch.size=1000000, acks=1) into a fresh 1-partition topic with validation and into one without, REPEAT times
-with the order alternating, after one uncounted warm-up run per codec. The medians and their ratio are printed,
-for throughput and for the broker's CPU time per record (user + system, from /proc; less moved by other load on
-the machine than wall time; its ratio is plain over validated, so that both ratios read "share of the plain
-figure kept"). Every run is read back and counted: a refused or lost record fails the run.
+One Moldau broker with its schema registry (`schema.registry.listeners`). For each format (Avro by default; JSON
+Schema and Protobuf on request) the schema of an order record is registered under both topics' subjects through
+confluent-kafka's registry client; N records in Confluent's wire format (magic byte, the registered schema id, for
+Protobuf the message indexes, then about 1000 bytes of data; 1000 distinct records repeated) are written to a file,
+one per line (records holding a newline byte are skipped), and kcat produces the file (`kcat -P -l`,
+linger.ms=5, batch.size=1000000, acks=1) into a fresh 1-partition topic with validation and into one without,
+REPEAT times with the order alternating, after one uncounted warm-up run per format and codec. The medians and
+their ratio are printed, for throughput and for the broker's CPU time per record (user + system, from /proc; less
+moved by other load on the machine than wall time; its ratio is plain over validated, so that both ratios read
+"share of the plain figure kept"). Every run is read back and counted: a refused or lost record fails the run.
 
 Run from the repository root:  python -m bench.schema_validation [--quick] [--records N] [--repeat N]
-                                                                 [--codecs none,lz4]
+                                   [--codecs none,lz4] [--formats avro,json,protobuf]
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import json
 import statistics
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,37 +50,84 @@ from moldau.net.ports import free_port
 
 RECORD_BYTES = 1000
 DISTINCT = 1000
-ORDER = {"type": "record", "name": "Order", "namespace": "bench",
-         "fields": [{"name": "id", "type": "long"}, {"name": "customer", "type": "string"},
-                    {"name": "amount", "type": "double"}, {"name": "note", "type": "string"}]}
+NOTE = "n" * (RECORD_BYTES - 40)
 VALIDATED = {"confluent.value.schema.validation": "true"}
+AVRO_ORDER = {"type": "record", "name": "Order", "namespace": "bench",
+              "fields": [{"name": "id", "type": "long"}, {"name": "customer", "type": "string"},
+                         {"name": "amount", "type": "double"}, {"name": "note", "type": "string"}]}
+JSON_ORDER = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "bench.Order", "type": "object",
+              "properties": {"id": {"type": "integer"}, "customer": {"type": "string"},
+                             "amount": {"type": "number"}, "note": {"type": "string"}},
+              "required": ["id", "customer", "amount", "note"]}
+PROTOBUF_ORDER = """syntax = "proto3";
+package bench;
+message Order { int64 id = 1; string customer = 2; double amount = 3; string note = 4; }
+"""
 
 
-def avro_lines(path: Path, schema_id: int, count: int) -> int:
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _avro_body(i: int) -> bytes:
+    out = io.BytesIO()
+    schemaless_writer(out, parse_schema(AVRO_ORDER), {"id": i, "customer": f"customer-{i % 97}", "amount": i / 4,
+                                                      "note": NOTE})
+    return out.getvalue()
+
+
+def _json_body(i: int) -> bytes:
+    return json.dumps({"id": i, "customer": f"customer-{i % 97}", "amount": i / 4, "note": NOTE}).encode()
+
+
+def _protobuf_body(i: int) -> bytes:
+    # Message indexes [0] (the single byte 0), then Order: id (varint), customer and note (length-delimited),
+    # amount (64-bit), encoded by hand as Confluent's serializer would.
+    customer = f"customer-{i % 97}".encode()
+    return (b"\x00\x08" + _varint(i) + b"\x12" + _varint(len(customer)) + customer + b"\x19" + struct.pack("<d", i / 4)
+            + b"\x22" + _varint(len(NOTE)) + NOTE.encode())
+
+
+@dataclass(frozen=True)
+class Format:
+    schema_type: str
+    schema: str
+    body: Callable[[int], bytes]
+
+
+FORMATS = {
+    "avro": Format("AVRO", json.dumps(AVRO_ORDER), _avro_body),
+    "json": Format("JSON", json.dumps(JSON_ORDER), _json_body),
+    "protobuf": Format("PROTOBUF", PROTOBUF_ORDER, _protobuf_body),
+}
+
+
+def write_lines(path: Path, schema_id: int, body: Callable[[int], bytes], count: int) -> int:
     """Write `count` wire-format records, one per line; returns the size of one record."""
-    parsed = parse_schema(ORDER)
     pool: list[bytes] = []
     i = 0
     while len(pool) < DISTINCT:
-        out = io.BytesIO()
-        out.write(struct.pack(">bI", 0, schema_id))
-        schemaless_writer(out, parsed, {"id": i, "customer": f"customer-{i % 97}", "amount": i * 0.25,
-                                        "note": "n" * (RECORD_BYTES - 40)})
+        record = struct.pack(">bI", 0, schema_id) + body(i)
         i += 1
-        if b"\n" not in out.getvalue():  # kcat splits lines at newline bytes
-            pool.append(out.getvalue())
+        if b"\n" not in record:  # kcat splits lines at newline bytes
+            pool.append(record)
     with path.open("wb") as f:
         for start in range(0, count, DISTINCT):
             f.write(b"".join(line + b"\n" for line in pool[: min(DISTINCT, count - start)]))
     return len(pool[0])
 
 
-def register(url: str, subject: str) -> int:
+def register(url: str, subject: str, schema_format: Format) -> int:
     client = SchemaRegistryClient({"url": url})
     deadline = time.monotonic() + 30
     while True:
         try:
-            return int(client.register_schema(subject, Schema(json.dumps(ORDER), "AVRO")))
+            return int(client.register_schema(subject, Schema(schema_format.schema, schema_format.schema_type)))
         except Exception:
             if time.monotonic() > deadline:
                 raise
@@ -86,9 +135,9 @@ def register(url: str, subject: str) -> int:
 
 
 @contextlib.contextmanager
-def topic_with(bootstrap: str, url: str, prefix: str, config: dict[str, Any]) -> Iterator[str]:
+def topic_with(bootstrap: str, url: str, prefix: str, schema_format: Format, config: dict[str, Any]) -> Iterator[str]:
     topic = unique_topic(prefix)
-    register(url, f"{topic}-value")
+    register(url, f"{topic}-value", schema_format)
     create_topic(bootstrap, topic, 1, config)
     try:
         yield topic
@@ -96,22 +145,43 @@ def topic_with(bootstrap: str, url: str, prefix: str, config: dict[str, Any]) ->
         delete_topic(bootstrap, topic)
 
 
-def produce_run(broker: Broker, url: str, lines: Path, count: int, codec: str, validate: bool) -> tuple[float, float]:
-    """(seconds, broker CPU seconds) of one produce run."""
-    with topic_with(broker.bootstrap, url, f"schemas-{'on' if validate else 'off'}-{codec}",
-                    VALIDATED if validate else {}) as topic:
-        cpu = cpu_seconds(broker)
-        seconds, _ = run_timed(["kcat", "-P", "-b", broker.bootstrap, "-t", topic, "-p", "0", "-l", "-X",
-                                "linger.ms=5", "-X", "batch.size=1000000", "-X", f"compression.codec={codec}", "-z",
-                                codec, str(lines)], timeout=300)
-        cpu = cpu_seconds(broker) - cpu
-        verify_count(broker.bootstrap, topic, count, timeout=120)
-    return seconds, cpu
+@dataclass(frozen=True)
+class Run:
+    broker: Broker
+    url: str
+    lines: Path
+    count: int
+    schema_format: Format
+
+    def produce(self, codec: str, validate: bool) -> tuple[float, float]:
+        """(seconds, broker CPU seconds) of one produce run."""
+        broker = self.broker
+        with topic_with(broker.bootstrap, self.url, f"schemas-{'on' if validate else 'off'}-{codec}",
+                        self.schema_format, VALIDATED if validate else {}) as topic:
+            cpu = cpu_seconds(broker)
+            seconds, _ = run_timed(["kcat", "-P", "-b", broker.bootstrap, "-t", topic, "-p", "0", "-l", "-X",
+                                    "linger.ms=5", "-X", "batch.size=1000000", "-X", f"compression.codec={codec}",
+                                    "-z", codec, str(self.lines)], timeout=300)
+            cpu = cpu_seconds(broker) - cpu
+            verify_count(broker.bootstrap, topic, self.count, timeout=120)
+        return seconds, cpu
+
+
+def measure(run: Run, name: str, codec: str, repeat: int) -> None:
+    run.produce(codec, True)  # warm-up, not counted: a fresh broker's first run, the format's first records
+    runs: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+    for _, validate in alternating((True, False), repeat):
+        runs[validate].append(run.produce(codec, validate))
+    rate = {side: run.count / statistics.median(s for s, _ in runs[side]) for side in runs}
+    cpu = {side: statistics.median(c for _, c in runs[side]) * 1e6 / run.count for side in runs}
+    print(f"{name:9} {codec:6} {rate[True]:16,.0f} {rate[False]:12,.0f} {rate[True] / rate[False]:6.2f}   "
+          f"{cpu[True]:31.2f} {cpu[False]:6.2f} {cpu[False] / cpu[True]:6.2f}", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer records and repeats")
+    parser.add_argument("--formats", default="avro", help="comma list of avro, json, protobuf")
     parser.add_argument("--codecs", default="none,lz4")
     parser.add_argument("--records", type=int, help="records per run (default 200000, quick 50000)")
     parser.add_argument("--repeat", type=int, help="alternating runs per side (default 3, quick 1)")
@@ -121,21 +191,17 @@ def main() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     with running_broker("schemas", "moldau", overrides={"schema.registry.listeners": url}) as broker, \
             scratch_dir("schema-validation") as tmp:
-        schema_id = register(url, "bench-warmup-value")  # one schema text, one id for every subject
-        lines = tmp / "avro-lines"
-        size = avro_lines(lines, schema_id, count)
-        print(f"# schema validation cost, {count} Avro records of {size} B, kcat {kcat_version()}")
-        print(f"{'codec':8} {'validated rec/s':>16} {'plain rec/s':>12} {'ratio':>6}   "
+        print(f"# schema validation cost, {count} records of about {RECORD_BYTES} B, kcat {kcat_version()}")
+        print(f"{'format':9} {'codec':6} {'validated rec/s':>16} {'plain rec/s':>12} {'ratio':>6}   "
               f"{'broker CPU µs/record: validated':>31} {'plain':>6} {'ratio':>6}")
-        for codec in args.codecs.split(","):
-            produce_run(broker, url, lines, count, codec, True)  # warm-up, not counted: a fresh broker's first run
-            runs: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
-            for _, validate in alternating((True, False), repeat):
-                runs[validate].append(produce_run(broker, url, lines, count, codec, validate))
-            rate = {side: count / statistics.median(s for s, _ in runs[side]) for side in runs}
-            cpu = {side: statistics.median(c for _, c in runs[side]) * 1e6 / count for side in runs}
-            print(f"{codec:8} {rate[True]:16,.0f} {rate[False]:12,.0f} {rate[True] / rate[False]:6.2f}   "
-                  f"{cpu[True]:31.2f} {cpu[False]:6.2f} {cpu[False] / cpu[True]:6.2f}", flush=True)
+        for name in args.formats.split(","):
+            schema_format = FORMATS[name]
+            # One schema text has one id, whichever subject registers it.
+            schema_id = register(url, f"bench-{name}-value", schema_format)
+            lines = tmp / f"{name}-lines"
+            write_lines(lines, schema_id, schema_format.body, count)
+            for codec in args.codecs.split(","):
+                measure(Run(broker, url, lines, count, schema_format), name, codec, repeat)
 
 
 if __name__ == "__main__":
