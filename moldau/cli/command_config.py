@@ -4,7 +4,8 @@ The file is what Kafka's own scripts take (`security.protocol`, `ssl.truststore.
 `sasl.jaas.config`, ...); librdkafka's names for the same settings (`ssl.ca.location`,
 `ssl.certificate.location`, `ssl.key.location`, `sasl.username`, `sasl.password`) are accepted too. Each tool's
 client gets the settings in its own words: librdkafka's (`to_librdkafka`), kafka-python's (`to_kafka_python`),
-or Moldau's own connection pool's (`to_client_security`). Pure functions apart from reading files.
+or Moldau's own connection pool's (`to_client_security` for TLS, `to_authenticator` for SASL). Pure functions
+apart from reading files.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from moldau.config.properties import load_properties
+from moldau.net.client import Authenticator
 from moldau.security.client_security import TLS_PROTOCOLS, ClientSecurity
+from moldau.security.sasl.client import RoundTrip, SaslClientConfig, authenticate
+from moldau.security.sasl.mechanisms import SUPPORTED_MECHANISMS
+from moldau.security.sasl.settings import SASL_PROTOCOLS
 
 # Java-client settings librdkafka has no use for (PEM stores need no store password or type).
 _JAVA_ONLY = frozenset(("ssl.truststore.type", "ssl.keystore.type", "ssl.truststore.password", "ssl.protocol",
@@ -122,3 +127,25 @@ def to_client_security(props: Mapping[str, str]) -> ClientSecurity:
     if "cert" in files:
         context.load_cert_chain(files["cert"], files.get("key"), files.get("password"))
     return ClientSecurity(protocol, context)
+
+
+def to_authenticator(props: Mapping[str, str]) -> Authenticator | None:
+    """SASL for Moldau's own connections when `security.protocol` is a SASL one, else None.
+
+    Raises ValueError when the properties cannot authenticate (a mechanism Moldau's client lacks, no credentials).
+    """
+    if props.get("security.protocol", "PLAINTEXT").upper() not in SASL_PROTOCOLS:
+        return None
+    mechanism = (props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "GSSAPI").upper()
+    if mechanism not in SUPPORTED_MECHANISMS:
+        raise ValueError(f"sasl.mechanism {mechanism} is not supported; use one of {', '.join(SUPPORTED_MECHANISMS)}")
+    username, password = jaas_credentials(props)
+    username = props.get("sasl.username", username)
+    password = props.get("sasl.password", password)
+    if username is None or password is None:
+        raise ValueError("SASL needs a username and password: sasl.jaas.config, or sasl.username and sasl.password")
+    config = SaslClientConfig(mechanism, username, password)
+
+    async def authenticator(send: RoundTrip) -> int:
+        return await authenticate(config, send)
+    return authenticator

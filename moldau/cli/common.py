@@ -37,6 +37,7 @@ def use_command_config(path: str | None) -> None:
     if path:
         try:
             _command_config.update(command_config.load(path))
+            command_config.to_authenticator(_command_config)  # refuse SASL settings that cannot work, up front
         except ValueError as exc:
             raise CliError(str(exc)) from None
 

@@ -38,6 +38,7 @@ from moldau.cli.common import (
     request_failed,
     topic_error,
 )
+from moldau.cli.serde import FieldFormat, add_format_options, deserializer, format_specs
 
 # librdkafka will not build a consumer without a group id; this one is never joined or committed to.
 THROWAWAY_GROUP = "moldau-cli-assign-only"
@@ -82,6 +83,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         "--timeout-ms", type=_offset, metavar="N", help="stop after N ms without records (default: never)"
     )
     parser.add_argument("--format", default="value", metavar="FMT", help="output preset or template (see below)")
+    add_format_options(parser, producing=False)
     parser.set_defaults(func=run)
 
 
@@ -107,7 +109,7 @@ def parse_time(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Assign the chosen partitions at the chosen positions and print records until told to stop."""
-    render = make_renderer(args.format)
+    render = _decoding(make_renderer(args.format), *format_specs(args), args.registry)
     check_reachable(args.bootstrap_server)
     consumer = Consumer(_config(args.bootstrap_server))
     try:
@@ -117,6 +119,23 @@ def run(args: argparse.Namespace) -> int:
     finally:
         consumer.close()
     return 0
+
+
+def _decoding(render: Renderer, key: FieldFormat | None, value: FieldFormat | None, registry: str) -> Renderer:
+    """The renderer, shown keys and values decoded to JSON first when their format is given."""
+    if key is None and value is None:
+        return render
+    decode_key = None if key is None else deserializer(key, registry)
+    decode_value = None if value is None else deserializer(value, registry)
+
+    def decoded(msg: Message) -> str:
+        raw_key, raw_value = msg.key(), msg.value()
+        if decode_key is not None and raw_key is not None:
+            msg.set_key(decode_key(raw_key, msg.topic() or ""))
+        if decode_value is not None and raw_value is not None:  # a tombstone stays null
+            msg.set_value(decode_value(raw_value, msg.topic() or ""))
+        return render(msg)
+    return decoded
 
 
 def _consume(consumer: Consumer, render: Renderer, args: argparse.Namespace) -> None:

@@ -14,6 +14,7 @@ from moldau.cli import (
     pipeline,
     produce,
     quotas,
+    schemas,
     topics,
     transactions,
     users,
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     acls.register(commands)
     quotas.register(commands)
     users.register(commands)
+    schemas.register(commands)
     return parser
 
 

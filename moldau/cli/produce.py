@@ -1,7 +1,8 @@
 """`moldau produce`: send lines of a file or stdin to a topic, one record per line.
 
 Records go through confluent-kafka's `Producer` (librdkafka), so batching, compression and acks
-behave exactly as they do for applications.
+behave exactly as they do for applications. With `--value-format` (or `--key-format`) each line is a JSON
+document written in Avro, JSON Schema or Protobuf through the schema registry (see `moldau.cli.serde`).
 """
 
 import argparse
@@ -25,6 +26,7 @@ from moldau.cli.common import (
     request_failed,
     topic_error,
 )
+from moldau.cli.serde import Serialize, add_format_options, format_specs, serializer
 from moldau.cli.topics import config_pair
 
 PROGRESS_INTERVAL_S = 2.0
@@ -58,6 +60,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         help="batch compression codec (default: none)",
     )
     parser.add_argument("--linger-ms", type=int, default=5, metavar="N", help="batching delay (default: 5)")
+    add_format_options(parser, producing=True)
     parser.set_defaults(func=run)
 
 
@@ -110,11 +113,32 @@ def run(args: argparse.Namespace) -> int:
 def _produce_input(producer: Producer, args: argparse.Namespace, tally: Tally, progress: "Progress") -> None:
     """Hand every input line to the producer as one record."""
     headers: list[tuple[str, str | bytes | None]] = [(k, v.encode()) for k, v in args.header]
+    encode_key, encode_value = _encoders(args)
     with _open_input(args.file) as stream:
         for line_number, line in enumerate(_lines(stream), start=1):
             key, value = _split(line, args.key_separator, line_number)
+            if key is not None and encode_key is not None:
+                key = _encoded(encode_key, key, line_number)
+            if encode_value is not None:
+                value = _encoded(encode_value, value, line_number)
             _send(producer, args, key, value, headers, tally)
             progress.tick(line_number)
+
+
+def _encoders(args: argparse.Namespace) -> tuple[Serialize | None, Serialize | None]:
+    """The key's and the value's serializer when their format is given (None: the line's bytes as they are)."""
+    if args.key_format is not None and args.key_separator is None:
+        raise CliError("--key-format needs --key-separator: each line is then KEY SEP VALUE")
+    key_spec, value_spec = format_specs(args)
+    return (None if key_spec is None else serializer(key_spec, args.registry, args.topic),
+            None if value_spec is None else serializer(value_spec, args.registry, args.topic))
+
+
+def _encoded(encode: Serialize, data: bytes, line_number: int) -> bytes:
+    try:
+        return encode(data)
+    except CliError as exc:
+        raise CliError(f"line {line_number}: {exc}") from None
 
 
 def _config(args: argparse.Namespace) -> dict[str, Any]:

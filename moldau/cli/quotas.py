@@ -29,7 +29,7 @@ from kio.schema.alter_client_quotas.v1.request import EntryData as AlterEntry
 from kio.schema.describe_client_quotas.v1.request import ComponentData, DescribeClientQuotasRequest
 from kio.static.primitive import f64, i8
 
-from moldau.cli.command_config import to_client_security
+from moldau.cli.command_config import to_authenticator, to_client_security
 from moldau.cli.common import REQUEST_TIMEOUT_S, CliError, add_action, bootstrap_addresses, command_properties
 from moldau.cli.table import format_table
 from moldau.net.client import ClientConnection, ConnectionFailed
@@ -111,7 +111,8 @@ def _call(args: argparse.Namespace, request: Any) -> Any:
 
     async def run() -> Any:
         props = command_properties()
-        conn = ClientConnection(host, port, props.get("client.id", "moldau-cli"), to_client_security(props))
+        conn = ClientConnection(host, port, props.get("client.id", "moldau-cli"), to_client_security(props),
+                                to_authenticator(props))
         try:
             return await conn.request(request, REQUEST_TIMEOUT_S)
         finally:

@@ -17,7 +17,7 @@ import kio.schema.describe_transactions.v0.response as dt_res
 import kio.schema.metadata.v12.request as md_req
 from kio.static.constants import EntityType
 
-from moldau.cli.command_config import to_client_security
+from moldau.cli.command_config import to_authenticator, to_client_security
 from moldau.cli.common import REQUEST_TIMEOUT_S, CliError, bootstrap_addresses, check_reachable, command_properties
 from moldau.net.client import ConnectionFailed, ConnectionPool
 from moldau.protocol.codec import make
@@ -84,7 +84,8 @@ class Session:
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap_addresses(bootstrap)
-        self.pool = ConnectionPool("moldau-cli", to_client_security(command_properties()))
+        props = command_properties()
+        self.pool = ConnectionPool("moldau-cli", to_client_security(props), to_authenticator(props))
 
     async def send(self, address: Address, request: Any, response_type: Any = None) -> Any:
         """Send a kio request and return the response (as `response_type` if given). Raises CliError."""

@@ -419,6 +419,8 @@ class BrokerConfig:
     socket_request_read_timeout_ms = _Int("socket.request.read.timeout.ms")
     quota_window_num = _Int("quota.window.num")
     quota_window_size_seconds = _Int("quota.window.size.seconds")
+    controller_quota_window_num = _Int("controller.quota.window.num")
+    controller_quota_window_size_seconds = _Int("controller.quota.window.size.seconds")
     max_connections = _Int("max.connections")
     max_connections_per_ip = _Int("max.connections.per.ip")
 
@@ -535,6 +537,7 @@ class BrokerConfig:
     sasl_enabled_mechanisms = _List("sasl.enabled.mechanisms")
     sasl_jaas_config = _Str("sasl.jaas.config")
     sasl_mechanism_inter_broker_protocol = _Str("sasl.mechanism.inter.broker.protocol")
+    sasl_mechanism_controller_protocol = _Str("sasl.mechanism.controller.protocol")
     connections_max_reauth_ms = _Int("connections.max.reauth.ms")
     connection_failed_authentication_delay_ms = _Int("connection.failed.authentication.delay.ms")
 

@@ -102,6 +102,12 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "The number of samples client quota rates are measured over.", at_least(1), dynamic=False),
     ConfigDef("quota.window.size.seconds", _T.INT, "1",
               "The time span of each sample of client quota rates.", at_least(1), dynamic=False),
+    ConfigDef("controller.quota.window.num", _T.INT, "11",
+              "The number of samples of the controller mutation quota: with the sample size, the seconds of "
+              "its quota a client may create or delete partitions at once (the token bucket's size).",
+              at_least(1), dynamic=False),
+    ConfigDef("controller.quota.window.size.seconds", _T.INT, "1",
+              "The time span of each sample of the controller mutation quota.", at_least(1), dynamic=False),
     ConfigDef("max.connections", _T.INT, "2147483647",
               "The connections the broker accepts at once on its client listeners; a connection over it is "
               "closed as it is accepted.", at_least(0), dynamic=False),
@@ -174,6 +180,11 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "The SASL mechanism brokers use with each other when inter.broker.listener.name is a SASL "
               "listener; the broker's own credentials are the username and password of that mechanism's JAAS "
               "config on that listener."),
+    ConfigDef("sasl.mechanism.controller.protocol", _T.STRING, "GSSAPI",
+              "The SASL mechanism nodes use with the controllers when the controller listener is a SASL "
+              "listener; only PLAIN works there (SCRAM credentials live in the metadata log the controllers "
+              "replicate). The node's own credentials are the username and password of the PLAIN JAAS config on "
+              "that listener."),
     ConfigDef("connections.max.reauth.ms", _T.LONG, "0",
               "Longest lifetime of a SASL session (KIP-368): clients must re-authenticate before it ends, and a "
               "connection that sends any other request after it ended is closed. 0 disables expiry.",

@@ -26,7 +26,7 @@ from moldau.metadata import raft_wire as wire
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.quorum_store import QuorumStore, decode_records, encode_records
 from moldau.metadata.records import MetadataRecord
-from moldau.net.client import ConnectionFailed, ConnectionPool
+from moldau.net.client import Authenticator, ConnectionFailed, ConnectionPool
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.raft import (
     Append,
@@ -64,7 +64,8 @@ ImageListener = Callable[[MetadataImage, MetadataImage], None]
 class MetadataQuorum:
     def __init__(self, node_id: int, voters: Sequence[Voter], cluster_id: str, directory: str,
                  clock: Clock, raft_config: Config, snapshot_every_bytes: int,
-                 rng: random.Random | None = None, security: ClientSecurity = PLAINTEXT) -> None:
+                 rng: random.Random | None = None, security: ClientSecurity = PLAINTEXT,
+                 authenticator: Authenticator | None = None) -> None:
         self.node_id = node_id
         self.voters = {v.node_id: v for v in voters}
         self.cluster_id = cluster_id
@@ -73,7 +74,7 @@ class MetadataQuorum:
         self._snapshot_every_bytes = snapshot_every_bytes
         self._rng = rng or random.Random()
         self._store = QuorumStore(directory)
-        self._pool = ConnectionPool(f"moldau-quorum-{node_id}", security)
+        self._pool = ConnectionPool(f"moldau-quorum-{node_id}", security, authenticator)
         self.image = MetadataImage()
         self.applied_offset = 0  # entries below this are applied to the image
         self._bytes_since_snapshot = 0

@@ -85,12 +85,18 @@ class Operations:
         if not self.state.has_subject(subject, deleted):
             raise RegistryError.subject_not_found(subject)
         parsed = self.parsed.parse(request.schema_type, request.schema, request.references)
-        texts = {parsed.canonical(), parsed.normalized()} if normalize else {parsed.canonical(), request.schema}
+        texts = {parsed.canonical(), request.schema}
         for held in reversed(self.state.versions(subject, deleted)):
-            if held.schema in texts and held.schema_type == request.schema_type \
-                    and held.references == request.references:
+            if held.schema_type == request.schema_type and held.references == request.references \
+                    and (held.schema in texts or (normalize and self._same_normalized(held, parsed))):
                 return schema_answer(held)
         raise RegistryError.schema_not_found()
+
+    def _same_normalized(self, held: SchemaValue, parsed: ParsedSchema) -> bool:
+        """With `normalize=true`, a version matches when both normalize to the same text (Confluent compares
+        the normalized forms of the stored schemas too)."""
+        stored = self.parsed.schema_by_id(held.id)
+        return stored is not None and stored.normalized() == parsed.normalized()
 
     def check_compatibility(self, subject: str, version: int | None, request: SchemaRequest, normalize: bool,
                             verbose: bool) -> dict[str, Any]:
@@ -136,7 +142,7 @@ class Operations:
         parsed = self.parsed.parse(request.schema_type, request.schema, request.references)
         text = parsed.normalized() if normalize else parsed.canonical()
         content = SchemaContent(text, request.schema_type, request.references)
-        existing = self._registered(subject, content, request)
+        existing = self._registered(subject, content, request, parsed if normalize else None)
         if existing is not None:
             return Plan({"id": existing.id})
         if not importing:
@@ -151,11 +157,17 @@ class Operations:
                             metadata=request.metadata, rule_set=request.rule_set)
         return Plan({"id": schema_id}, [(schema_key(subject, version), value)])
 
-    def _registered(self, subject: str, content: SchemaContent, request: SchemaRequest) -> SchemaValue | None:
-        """A live version of the subject already holding this schema (the one asked for, when importing)."""
+    def _registered(self, subject: str, content: SchemaContent, request: SchemaRequest,
+                    normalized: ParsedSchema | None) -> SchemaValue | None:
+        """A live version of the subject already holding this schema (the one asked for, when importing); with
+        `normalized` (normalize=true), one whose normalized form is the same counts too."""
         for held in self.state.versions(subject):
-            if SchemaContent.of(held) == content and request.version in (None, held.version) \
-                    and request.id in (None, held.id):
+            if request.version not in (None, held.version) or request.id not in (None, held.id):
+                continue
+            if SchemaContent.of(held) == content:
+                return held
+            if normalized is not None and held.schema_type == content.schema_type \
+                    and held.references == content.references and self._same_normalized(held, normalized):
                 return held
         return None
 

@@ -9,6 +9,7 @@ without parsing again.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
@@ -17,11 +18,15 @@ from moldau.registry.errors import RegistryError
 from moldau.registry.formats import FORMATS, parse_schema
 from moldau.registry.formats.base import InvalidSchema, ParsedSchema
 from moldau.registry.records import Reference
+from moldau.registry.serialized import proto_text
 from moldau.registry.state import RegistryState, SchemaContent
 
 __all__ = ["FormatTools", "ParsedSchemas", "SchemaTools"]
 
 _CACHE_ENTRIES = 10_000
+# Texts clients send (register, look up, check) parsed lately: serializers look their schema up once per client
+# start, and a Protobuf parse runs protoc (tenths of a second, on the broker's event loop).
+_TEXT_CACHE_ENTRIES = 1_000
 
 
 class SchemaTools(Protocol):
@@ -58,6 +63,7 @@ class ParsedSchemas:
         self.state = state
         self.tools = tools
         self._by_id: dict[int, tuple[SchemaContent, ParsedSchema]] = {}
+        self._by_text: OrderedDict[tuple[str, str, tuple[tuple[str, str], ...]], ParsedSchema] = OrderedDict()
 
     def resolve(self, references: Sequence[Reference]) -> dict[str, str]:
         """The texts of every referenced schema, transitively, by reference name. Raises 42201 when a reference
@@ -81,12 +87,24 @@ class ParsedSchemas:
         return resolved
 
     def parse(self, schema_type: str, text: str, references: Sequence[Reference]) -> ParsedSchema:
-        """Parse a schema sent by a client. Raises RegistryError 42201."""
+        """Parse a schema sent by a client (a Protobuf one may come as a serialized descriptor). Raises
+        RegistryError 42201."""
         texts = self.resolve(references)
+        key = (schema_type, text, tuple(sorted(texts.items())))
+        cached = self._by_text.get(key)
+        if cached is not None:
+            self._by_text.move_to_end(key)
+            return cached
+        if schema_type == "PROTOBUF":
+            text = proto_text(text) or text
         try:
-            return self.tools.parse(schema_type, text, texts)
+            parsed = self.tools.parse(schema_type, text, texts)
         except InvalidSchema as exc:
             raise RegistryError.invalid_schema(str(exc)) from exc
+        self._by_text[key] = parsed
+        if len(self._by_text) > _TEXT_CACHE_ENTRIES:
+            self._by_text.popitem(last=False)
+        return parsed
 
     def parse_content(self, content: SchemaContent) -> ParsedSchema:
         return self.parse(content.schema_type, content.schema, content.references)

@@ -6,8 +6,8 @@ reserved listener name `REGISTRY_LISTENER`, which no Kafka listener can take and
 (clients get the endpoint of the listener they connected to). That is how every broker finds the writer's
 registry to relay writes to: the registration of the leader of `_schemas`-0, already in the metadata image.
 
-The state is replayed on every broker, listener or not, so `schemas` (schema_by_id, subject_has_id) serves the
-broker's own checks of produced records.
+The state is replayed on every broker, listener or not, so `lookup` (a `SchemaLookup`: schema_by_id,
+subject_has_id) serves the broker's own checks of produced records.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from moldau.metadata.records import Endpoint
 from moldau.net.client import ConnectionPool
 from moldau.registry.core import RegistryCore
 from moldau.registry.http.app import build_app
-from moldau.registry.parsed import ParsedSchemas
+from moldau.registry.lookup import SchemaLookup
 from moldau.registry.store import BrokerView, TopicStore
 
 __all__ = ["REGISTRY_LISTENER", "RegistryService", "parse_registry_listener"]
@@ -66,6 +66,7 @@ class RegistryService:
         self._broker = broker
         self.core = RegistryCore(cluster_id=cluster_id)
         self.store = TopicStore(self.core, broker, pool, self.url_of, ensure_topic)
+        self._lookup = SchemaLookup(self.core.parsed, self.store)
         self._pool = pool
         self._listener = listener
         self._socket: socket.socket | None = None
@@ -73,9 +74,9 @@ class RegistryService:
         self._task: asyncio.Task[None] | None = None
 
     @property
-    def schemas(self) -> ParsedSchemas:
+    def lookup(self) -> SchemaLookup:
         """Parsed schemas by id, for checking produced records: `schema_by_id`, `subject_has_id`."""
-        return self.core.parsed
+        return self._lookup
 
     def bind(self) -> None:
         """Bind the HTTP listener's socket (before registration, so the port is known). Raises OSError."""

@@ -55,6 +55,10 @@ class SchemaContent:
 
 class RegistryState:
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything (the topic was deleted and made again: its records are replayed anew)."""
         self.end_offset = 0  # the offset after the last record applied
         self.max_id = 0
         self._versions: dict[str, dict[int, SchemaValue]] = {}

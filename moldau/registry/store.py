@@ -78,6 +78,7 @@ class TopicStore:
         self._lock = asyncio.Lock()
         self._progress = asyncio.Condition()
         self.position = 0  # the next offset to apply
+        self._topic_id: uuid.UUID | None = None  # the incarnation of `_schemas` the state was replayed from
         self._fetches_sent = 0
         self._fetches_done = 0
         self._last_high_watermark = 0
@@ -93,9 +94,11 @@ class TopicStore:
     # -- reading --------------------------------------------------------------------------------------------------
 
     async def catch_up(self, timeout_s: float = CATCH_UP_TIMEOUT_S) -> None:
-        if self._topic() is None:
+        topic = self._topic()
+        if topic is None:
             return
         if self._leads_here():
+            self._follow(topic)
             self._replay_local()
             return
         wanted = self._fetches_sent + 1  # a fetch sent from now on sees every write answered before now
@@ -126,18 +129,36 @@ class TopicStore:
         if topic is None or address is None:
             await asyncio.sleep(RETRY_S)
             return
+        self._follow(topic)
+        # Counted before it is sent, uncounted when it answers nothing: `catch_up` waits for one sent after it.
         self._fetches_sent += 1
-        response = await self._pool.request(address[0], address[1], self._fetch_request(topic),
-                                            FETCH_MAX_WAIT_MS / 1000 + 10)
-        part = response.responses[0].partitions[0]
-        if part.error_code != ErrorCode.none:
-            self._fetches_sent -= 1  # answered nothing: a later fetch must do
-            raise KafkaError(ErrorCode(part.error_code), f"fetching {SCHEMAS_TOPIC}-0 from broker {leader}")
+        try:
+            response = await self._pool.request(address[0], address[1], self._fetch_request(topic),
+                                                FETCH_MAX_WAIT_MS / 1000 + 10)
+            parts = [p for t in response.responses for p in t.partitions if t.topic_id == topic]
+            part = parts[0] if parts else None
+            if topic != self._topic_id:
+                raise KafkaError(ErrorCode.unknown_topic_id, f"{SCHEMAS_TOPIC} changed while the fetch was out")
+            if part is None or part.error_code != ErrorCode.none:
+                code = ErrorCode(part.error_code) if part is not None else \
+                    ErrorCode(response.error_code) if response.error_code else ErrorCode.unknown_topic_or_partition
+                raise KafkaError(code, f"fetching {SCHEMAS_TOPIC}-0 from broker {leader}")
+        except BaseException:
+            self._fetches_sent -= 1
+            raise
         self._apply_batches([bytes(part.records or b"")])
         async with self._progress:
             self._fetches_done += 1
             self._last_high_watermark = part.high_watermark
             self._progress.notify_all()
+
+    def _follow(self, topic_id: uuid.UUID) -> None:
+        """Start over when `_schemas` was deleted and created again: its records are all new."""
+        if self._topic_id is not None and topic_id != self._topic_id:
+            log.warning("%s was created again; replaying it from the start", SCHEMAS_TOPIC)
+            self.core.state.reset()
+            self.position = 0
+        self._topic_id = topic_id
 
     def _fetch_request(self, topic_id: uuid.UUID) -> Any:
         partition = make(fetch_req.FetchPartition, partition=0, current_leader_epoch=-1, fetch_offset=self.position,
@@ -214,6 +235,9 @@ class TopicStore:
     async def _replay_to_end(self) -> None:
         """Apply every record of the local log, waiting until all are committed (a new leader may hold some
         that are not yet)."""
+        topic = self._topic()
+        if topic is not None:
+            self._follow(topic)
         deadline = asyncio.get_running_loop().time() + WRITE_TIMEOUT_S
         while True:
             try:

@@ -25,6 +25,9 @@ back to the quota if nothing more comes: ``(rate - quota) / quota * span``, capp
 **Request share** (`request_percentage`): the time spent handling the client's requests, as a percentage of one
 request-handling thread, is measured the same way (the recorded value is handler time in milliseconds; a
 quota of 100 is all of one thread's time).
+
+**Partition mutations** (`controller_mutation_rate`) are metered with a token bucket instead, in strict or
+permissive mode (`moldau.security.mutation_quota`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ import math
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from moldau.security.mutation_quota import MutationBuckets, MutationQuota, MutationQuotaConfig
 
 __all__ = [
     "ABSENT",
@@ -176,17 +181,20 @@ _EXPIRY_BATCH = 1000  # rates added between two sweeps for silent clients
 
 
 class ClientQuotas:
-    """The broker's client quotas: the configured entries and a rate per (quota type, quota entity).
+    """The broker's client quotas: the configured entries, a rate per (quota type, quota entity), and the token
+    buckets of the controller mutation quota.
 
     `record` adds to the rate of the entity the request is counted against and returns the throttle time in
     milliseconds (0 without a quota: then nothing is recorded, so an unconfigured broker keeps no state).
     """
 
-    def __init__(self, config: QuotaConfig | None = None) -> None:
+    def __init__(self, config: QuotaConfig | None = None, mutation_config: MutationQuotaConfig | None = None
+                 ) -> None:
         self.config = config or QuotaConfig()
         self._quotas: Mapping[Entity, Mapping[str, float]] = {}
         self._rates: dict[tuple[str, str, str], Rate] = {}
         self._next_expiry = _EXPIRY_BATCH
+        self.mutations = MutationBuckets(mutation_config)
 
     def _expire(self, now_ms: float) -> None:
         """Forget the rates of clients silent for a whole span (a default client-id quota makes one per id)."""
@@ -201,6 +209,7 @@ class ClientQuotas:
         self._quotas = quotas
         if not quotas:
             self._rates.clear()
+            self.mutations.clear()
 
     @property
     def enabled(self) -> bool:
@@ -223,6 +232,14 @@ class ClientQuotas:
             rate = self._rates[(key, metered_user, metered_client)] = Rate(self.config)
         rate.record(value, now_ms)
         return rate.throttle_ms(limit, now_ms)
+
+    def mutation_quota(self, user: str, client_id: str, strict: bool, now_ms: float) -> MutationQuota | None:
+        """The request's view of its client's `controller_mutation_rate` bucket; None without that quota."""
+        found = self.quota(CONTROLLER_MUTATION_RATE, user, client_id)
+        if found is None:
+            return None
+        limit, metered = found
+        return self.mutations.quota(metered, limit, strict, now_ms)
 
     def entities(self) -> Iterable[Entity]:
         return self._quotas.keys()
@@ -285,8 +302,19 @@ class RequestQuota:
             return 0
         when = self._now_ms if now_ms is None else now_ms
         throttle = self._quotas.record(key, self._user, self._client_id, value, when)
-        self.throttle_ms = max(self.throttle_ms, throttle)
+        self.throttle(throttle)
         return throttle
+
+    def mutation_quota(self, strict: bool, now_ms: float | None = None) -> MutationQuota | None:
+        """The client's controller mutation quota for this request (strict or permissive); None without one."""
+        if self._quotas is None:
+            return None
+        return self._quotas.mutation_quota(self._user, self._client_id, strict,
+                                           self._now_ms if now_ms is None else now_ms)
+
+    def throttle(self, throttle_ms: int) -> None:
+        """Throttle the client for at least `throttle_ms` after this request's response."""
+        self.throttle_ms = max(self.throttle_ms, throttle_ms)
 
 
 NO_QUOTA = RequestQuota(None)

@@ -14,15 +14,20 @@ are refused: convert them to PEM (`keytool -importkeystore` then `openssl pkcs12
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import ssl
 import tempfile
+import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 from moldau.config.broker_config import BrokerConfig
 from moldau.config.schema import ConfigError
 from moldau.security.ssl_principal import PrincipalMapper
+
+log = logging.getLogger(__name__)
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _CLIENT_AUTH = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
@@ -104,7 +109,50 @@ class ListenerTls:
             mapper = PrincipalMapper(settings.principal_mapping_rules)
         except ValueError as exc:
             raise ConfigError(f"{exc} (listener {listener})", "ssl.principal.mapping.rules") from None
-        return cls(server_context(settings), mapper)
+        context = server_context(settings)
+        context.sslobject_class = _handshake_logger(listener)
+        return cls(context, mapper)
+
+
+class _HandshakeLoggingSSLObject(ssl.SSLObject):
+    """Logs why a TLS handshake failed, as Kafka logs a failed SSL authentication: asyncio (and uvloop) close such
+    connections silently, which leaves an operator no way to see why a client's certificate is refused.
+
+    At most LOG_PER_MINUTE lines a minute per listener, so garbage sent to a TLS port cannot flood the log; the
+    lines left out are counted in the next one."""
+
+    LOG_PER_MINUTE: ClassVar[int] = 20
+    listener: ClassVar[str] = ""
+    _window: ClassVar[list[float]]  # [window start (monotonic s), lines logged in it, lines left out]
+
+    def do_handshake(self) -> None:
+        try:
+            super().do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            raise  # not a failure: the handshake needs more bytes
+        except ssl.SSLError as exc:
+            self._log_failure(exc)
+            raise
+
+    @classmethod
+    def _log_failure(cls, exc: ssl.SSLError) -> None:
+        now = time.monotonic()
+        window = cls._window
+        if now - window[0] >= 60:
+            window[:] = [now, 0, window[2]]
+        if window[1] >= cls.LOG_PER_MINUTE:
+            window[2] += 1
+            return
+        window[1] += 1
+        left_out = f" ({int(window[2])} more failures not logged)" if window[2] else ""
+        window[2] = 0
+        log.info("TLS handshake failed on listener %s: %s%s", cls.listener, exc.reason or exc, left_out)
+
+
+def _handshake_logger(listener: str) -> type[ssl.SSLObject]:
+    """An SSLObject class for the listener's context that logs failed handshakes (see the class)."""
+    return type(f"HandshakeLoggingSSLObject[{listener}]", (_HandshakeLoggingSSLObject,),
+                {"listener": listener, "_window": [0.0, 0, 0]})
 
 
 def server_context(settings: TlsSettings) -> ssl.SSLContext:

@@ -20,6 +20,7 @@ import functools
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from moldau.clock import Clock, SystemClock
@@ -58,10 +59,11 @@ from moldau.security.acl.rules import RequestAuthorization
 from moldau.security.client_security import PLAINTEXT as PLAINTEXT_CLIENT
 from moldau.security.client_security import TLS_PROTOCOLS, ClientSecurity
 from moldau.security.connection_quotas import ConnectionQuotas
+from moldau.security.mutation_quota import MutationQuotaConfig
 from moldau.security.quotas import ClientQuotas, QuotaConfig
 from moldau.security.sasl.authenticator import SaslListenerConfig
+from moldau.security.sasl.client import SaslClientConfig, controller_sasl, inter_broker_sasl
 from moldau.security.sasl.client import authenticate as sasl_authenticate
-from moldau.security.sasl.client import inter_broker_sasl
 from moldau.security.sasl.scram import image_lookup
 from moldau.security.sasl.settings import SASL_PROTOCOLS, sasl_listener_config
 from moldau.security.tls import ListenerTls
@@ -108,8 +110,9 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self.internal_topics = InternalTopics(lambda: self.image, self._create_topic)
         # Client quotas (KIP-13/55/219) and connection limits (moldau.security).
-        self.client_quotas = ClientQuotas(QuotaConfig(config.quota_window_num,
-                                                      config.quota_window_size_seconds * 1000))
+        self.client_quotas = ClientQuotas(
+            QuotaConfig(config.quota_window_num, config.quota_window_size_seconds * 1000),
+            MutationQuotaConfig(config.controller_quota_window_num, config.controller_quota_window_size_seconds * 1000))
         self.connection_quotas = ConnectionQuotas.from_config(config)
         self.authorizer = Authorizer.from_config(config)  # None unless authorizer.class.name is set
         self.dispatcher = Dispatcher(self, filters=[] if self.authorizer is None else [RequestAuthorization()],
@@ -152,7 +155,8 @@ class Broker:
         self.controller = Controller(self.quorum, self.node_id, self.config.num_partitions,
                                      self.config.default_replication_factor, self._config_default,
                                      self.config.broker_session_timeout_ms)
-        self.channel = ControllerChannel(self.quorum, f"moldau-node-{self.node_id}", self.controller_security)
+        self.channel = ControllerChannel(self.quorum, f"moldau-node-{self.node_id}", self.controller_security,
+                                         self._controller_authenticator())
         self.controller_requests = ControllerRequests(self.node_id, self.quorum, self.controller, self.channel,
                                                       self._broker_epoch)
         self._warn_about_inert_configs()
@@ -207,7 +211,7 @@ class Broker:
         raft_config = RaftConfig.from_config(self.config)
         quorum = MetadataQuorum(self.node_id, voters, self.cluster_id, directory, self.clock, raft_config,
                                 self.config.metadata_log_max_record_bytes_between_snapshots,
-                                security=self.controller_security)
+                                security=self.controller_security, authenticator=self._controller_authenticator())
         quorum.open(initial_records=self._legacy_metadata(directory))
         return quorum
 
@@ -423,8 +427,16 @@ class Broker:
 
     def inter_broker_authenticator(self) -> Authenticator | None:
         """SASL for connections to other brokers' inter-broker listener, when that listener is a SASL one."""
+        return self._authenticator(inter_broker_sasl)
+
+    def _controller_authenticator(self) -> Authenticator | None:
+        """SASL for connections to the controllers (quorum, registration, forwarding), on a SASL controller
+        listener."""
+        return self._authenticator(controller_sasl)
+
+    def _authenticator(self, settings: Callable[[BrokerConfig], SaslClientConfig | None]) -> Authenticator | None:
         try:
-            sasl = inter_broker_sasl(self.config)
+            sasl = settings(self.config)
         except ConfigError as exc:
             raise StartupError(str(exc)) from exc
         return None if sasl is None else functools.partial(sasl_authenticate, sasl)
@@ -433,12 +445,8 @@ class Broker:
         """What a SASL_PLAINTEXT / SASL_SSL listener accepts (None for others); SCRAM users come from the image."""
         if self.config.security_protocol(listener) not in SASL_PROTOCOLS:
             return None
-        if controller:
-            # Nodes' connections to controllers (quorum, registration, forwarding) do not authenticate yet.
-            raise StartupError(f"controller listener {listener} cannot use SASL yet "
-                               "(sasl.mechanism.controller.protocol is not supported); map it to PLAINTEXT or SSL")
         try:
-            return sasl_listener_config(self.config, listener, image_lookup(lambda: self.image))
+            return sasl_listener_config(self.config, listener, image_lookup(lambda: self.image), controller)
         except ConfigError as exc:
             raise StartupError(str(exc)) from exc
 

@@ -30,19 +30,21 @@ class RequestContext:
     quota: RequestQuota = NO_QUOTA  # the client quotas this request counts against (moldau.security.quotas)
     sasl: SaslAuthenticator | None = None  # the connection's SASL state, on SASL listeners
     authorizer: Authorizer | None = None  # None: no authorizer configured, everything is allowed
+    # Sent by another node: on a controller listener, by a principal allowed CLUSTER_ACTION on the cluster.
+    from_node: bool = False
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """May this request's principal, from its host, do `operation` on the resource? Always true without an
-        authorizer, and for requests between nodes on a controller listener (the node that took the client's
-        request checked it before forwarding)."""
-        if self.authorizer is None or self.on_controller_listener:
+        authorizer, and for requests from other nodes (the node that took a client's admin request checked the
+        client's ACLs before forwarding it). Admin clients on a controller listener (KIP-919) are checked."""
+        if self.authorizer is None or self.from_node:
             return True
         return self.authorizer.authorize(self.broker.image.acls, str(self.principal), self.client_host, operation,
                                          resource_type, name)
 
     def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
         """May the principal do `operation` on some resource of the type (Kafka's authorizeByResourceType)?"""
-        if self.authorizer is None or self.on_controller_listener:
+        if self.authorizer is None or self.from_node:
             return True
         return self.authorizer.authorize_any(self.broker.image.acls, str(self.principal), self.client_host,
                                              operation, resource_type)

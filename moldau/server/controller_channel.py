@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from moldau.metadata.quorum import MetadataQuorum
-from moldau.net.client import ConnectionFailed, ConnectionPool
+from moldau.net.client import Authenticator, ConnectionFailed, ConnectionPool
 from moldau.protocol.errors import ErrorCode
 from moldau.security.client_security import PLAINTEXT, ClientSecurity
 
@@ -44,9 +44,10 @@ class ControllerUnavailable(Exception):
 
 
 class ControllerChannel:
-    def __init__(self, quorum: MetadataQuorum, client_id: str, security: ClientSecurity = PLAINTEXT) -> None:
+    def __init__(self, quorum: MetadataQuorum, client_id: str, security: ClientSecurity = PLAINTEXT,
+                 authenticator: Authenticator | None = None) -> None:
         self._quorum = quorum
-        self._pool = ConnectionPool(client_id, security)
+        self._pool = ConnectionPool(client_id, security, authenticator)
 
     async def call(self, request: Any, local: LocalHandler | None, timeout_s: float,
                    retry_if: Callable[[Any], bool] = lambda response: False) -> Any:

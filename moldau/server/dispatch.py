@@ -10,11 +10,14 @@ Every request a node serves passes through `Dispatcher.handle_frame`, in this or
 2. the body is bounds-checked and decoded (`codec.decode_request`, or the API's own decoder); a malformed body
    is answered with INVALID_REQUEST where the response has a top-level error code, else the connection closes;
 3. the request filters run: with an authorizer, `RequestAuthorization` refuses requests whose whole-request
-   check fails (moldau.security.acl.rules); checks per topic or group are the handlers';
+   check fails (moldau.security.acl.rules); checks per topic or group are the handlers'. On a controller
+   listener a principal allowed CLUSTER_ACTION on the cluster is another node (`RequestContext.from_node`),
+   whose requests are not checked further; anyone else is an admin client, checked like on other listeners;
 4. the handler runs with a `RequestContext` whose `broker` is the narrow `BrokerServices` interface; when
-   client quotas are configured, its `quota` records the bytes Produce and Fetch move, the handler puts the
-   throttle time in its response, and the connection is muted for that time once the response is out
-   (KIP-219; see `moldau.security.quotas`);
+   client quotas are configured, its `quota` records the bytes Produce and Fetch move (and the partitions that
+   CreateTopics, CreatePartitions and DeleteTopics create or delete), the handler puts the throttle time in its
+   response, and the connection is muted for that time once the response is out (KIP-219; see
+   `moldau.security.quotas`);
 5. a `KafkaError` a handler (or a filter) left unanswered becomes the response's top-level error code where it
    has one, else the connection closes; any other exception gets a note naming the request and closes the
    connection (`KafkaConnection` logs it).
@@ -36,6 +39,7 @@ from moldau.protocol.error_response import error_response
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.framing import Frame
 from moldau.security.acl.authorizer import Authorizer
+from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.security.principal import KafkaPrincipal
 from moldau.security.quotas import NO_QUOTA, REQUEST_PERCENTAGE, ClientQuotas, RequestQuota, TimedCoroutine
 from moldau.security.sasl.authenticator import SaslAuthenticator, bare_sasl_token
@@ -123,7 +127,7 @@ class Dispatcher:
         quota = self._request_quota(header, conn)
         context = RequestContext(header, schema, self._services, conn.peer, conn.is_controller_listener,
                                  conn.listener, conn.principal, conn.client_host, conn.security_protocol, quota,
-                                 sasl, self._authorizer)
+                                 sasl, self._authorizer, self._from_node(conn))
         try:
             for request_filter in self._filters:
                 await request_filter.check(context, request)
@@ -144,6 +148,16 @@ class Dispatcher:
             # Should it be a handler bug, the connection's log line then says which request it was.
             exc.add_note(f"while serving {api.name} v{header.api_version}: {request!r:.2000}")
             raise
+
+    def _from_node(self, conn: ConnectionInfo) -> bool:
+        """Is this a request from another node: on a controller listener, from a principal that may CLUSTER_ACTION
+        the cluster (every one, without an authorizer)? Admin clients may use controller listeners too (KIP-919)."""
+        if not conn.is_controller_listener:
+            return False
+        authorizer = self._authorizer
+        return authorizer is None or authorizer.authorize(
+            self._services.image.acls, str(conn.principal), conn.client_host, AclOperation.CLUSTER_ACTION,
+            ResourceType.CLUSTER, CLUSTER_NAME)
 
     async def _timed(self, api: Api, context: RequestContext, request: Any, quota: RequestQuota) -> Any:
         """Run the handler and count the time it ran (not waited) against the client's request_percentage."""

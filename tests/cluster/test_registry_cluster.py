@@ -5,6 +5,8 @@ survives the writer's loss."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -67,6 +69,22 @@ def test_concurrent_registrations_through_every_broker(cluster: LocalCluster) ->
         assert len([s for s in reader.get_subjects() if s.startswith("event")]) == SCHEMAS
 
 
+def test_one_schema_registered_at_once_everywhere_gets_one_id_and_one_version(cluster: LocalCluster) -> None:
+    registries = urls(cluster)
+    schema = Schema(record_schema(300), "AVRO")
+
+    def register(i: int) -> int:
+        client = SchemaRegistryClient({"url": registries[i % 3]})
+        return client.register_schema("same-value" if i % 2 else "same-too-value", schema)
+
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        ids = set(pool.map(register, range(12)))
+    assert len(ids) == 1
+    for url in registries:
+        reader = SchemaRegistryClient({"url": url})
+        assert reader.get_versions("same-value") == [1] and reader.get_versions("same-too-value") == [1]
+
+
 def test_schemas_topic_is_compacted_and_replicated(cluster: LocalCluster) -> None:
     SchemaRegistryClient({"url": urls(cluster)[0]}).register_schema("probe-value", Schema('"string"', "AVRO"))
     topic = metadata_at(first_address(cluster), ["_schemas"]).topics[0]
@@ -105,3 +123,25 @@ def test_written_schemas_survive_the_writers_loss(cluster: LocalCluster) -> None
         cluster[writer_id].start()
     rejoined = SchemaRegistryClient({"url": cluster[writer_id].registry_url or ""})
     assert rejoined.get_latest_version("after-failover-value").schema_id == new_id
+
+
+def test_brokers_without_a_replica_serve_reads_and_forward_writes(cluster: LocalCluster, tmp_path: Path) -> None:
+    """`_schemas` moved onto its leader alone: the two other brokers hold no replica and still serve."""
+    address = first_address(cluster)
+    leader = metadata_at(address, ["_schemas"]).topics[0].partitions[0].leader_id
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "_schemas", "partition": 0, "replicas": [leader]}]}))
+    subprocess.run([sys.executable, "-m", "moldau", "partitions", "reassign", "--execute", "--plan", str(plan),
+                    "-b", address, "--timeout", "60"], check=True, capture_output=True, timeout=90)
+    cluster.wait_until(
+        lambda: list(metadata_at(address, ["_schemas"]).topics[0].partitions[0].replica_nodes) == [leader] or None,
+        30, "_schemas on its leader alone")
+    others = [n for n in cluster.brokers if n.node_id != leader and n.registry_url is not None]
+    assert len(others) == 2
+    schema_id = SchemaRegistryClient({"url": others[0].registry_url or ""}).register_schema(
+        "no-replica-value", Schema(record_schema(500), "AVRO"))
+    reader = SchemaRegistryClient({"url": others[1].registry_url or ""})
+    assert json.loads(reader.get_schema(schema_id).schema_str)["name"] == "Event500"
+    assert reader.get_latest_version("no-replica-value").schema_id == schema_id
+    assert reader.get_latest_version("event0-value").version == 1  # replayed before, still served

@@ -1,13 +1,19 @@
-"""SCRAM users live in the metadata log: one created through any broker authenticates on every broker."""
+"""SASL in a cluster: SCRAM users live in the metadata log (one created through any broker authenticates on every
+broker); brokers replicate over a SASL inter-broker listener; nodes authenticate on a SASL controller listener."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+
 from moldau.net.ports import free_ports
+from moldau.protocol.errors import ErrorCode
 from tests.support.cluster import LocalCluster
 from tests.support.polling import wait_until
-from tests.support.sasl import JAAS, can_authenticate, create_scram_users
+from tests.support.raw_client import RawClient
+from tests.support.sasl import JAAS, can_authenticate, create_scram_users, handshake
 
 
 def test_scram_user_created_on_one_broker_authenticates_on_the_others(tmp_path: Path) -> None:
@@ -77,5 +83,51 @@ def test_brokers_replicate_over_a_sasl_inter_broker_listener(tmp_path: Path) -> 
             producer.produce("replicated", value=str(i).encode(), on_delivery=delivered)
         # acks=all with min.insync.replicas=3: every follower fetched over the SASL listener.
         assert producer.flush(30) == 0 and not failures
+        for node in cluster.nodes.values():
+            assert "authentication to" not in node.log_tail(400)
+
+
+CONTROLLER_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="node" '
+                   'password="node-secret" user_node="node-secret" user_mallory="mallory-secret";')
+
+
+def test_controllers_and_brokers_authenticate_on_a_sasl_controller_listener(tmp_path: Path) -> None:
+    """The controller listener is SASL_PLAINTEXT with PLAIN (`sasl.mechanism.controller.protocol`): the quorum,
+    broker registrations, heartbeats and forwarded admin requests all authenticate as `node`, a super user. An
+    unauthenticated connection there gets no answer, and another user of the same JAAS config, authenticated, may
+    not act as a node."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    cluster = LocalCluster(tmp_path, nodes=3)
+    for node in cluster.nodes.values():
+        node.overrides.update({
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "listener.name.controller.plain.sasl.jaas.config": CONTROLLER_JAAS,
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:node;User:ANONYMOUS",  # ANONYMOUS: the PLAINTEXT client listener, for the test
+            "allow.everyone.if.no.acl.found": "false",
+        })
+    with cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60, "three brokers registered")
+        for node in cluster.brokers:  # two of them forward to the active controller
+            name = f"via-sasl-controllers-{node.node_id}"
+            through = AdminClient({"bootstrap.servers": node.kafka_address})
+            through.create_topics([NewTopic(name, 3, 3)])[name].result(30)
+        controller = next(iter(cluster.nodes.values())).controller_address
+        with RawClient(controller) as anonymous:
+            anonymous.send_raw(anonymous.encode(BrokerHeartbeatRequest(
+                broker_id=9, broker_epoch=1, current_metadata_offset=0, want_fence=False, want_shut_down=False,
+                offline_log_dirs=())))
+            assert anonymous.is_closed_by_peer()  # nothing but SASL before authenticating
+        with RawClient(controller) as mallory:
+            assert handshake(mallory, "PLAIN").error_code == ErrorCode.none
+            assert mallory.request(SaslAuthenticateRequest(auth_bytes=b"\0mallory\0mallory-secret")).error_code == 0
+            heartbeat = mallory.request(BrokerHeartbeatRequest(
+                broker_id=9, broker_epoch=1, current_metadata_offset=0, want_fence=False, want_shut_down=False,
+                offline_log_dirs=()))
+            assert heartbeat.error_code == ErrorCode.cluster_authorization_failed
         for node in cluster.nodes.values():
             assert "authentication to" not in node.log_tail(400)

@@ -7,31 +7,42 @@ throughput; quotas survive a restart; `max.connections.per.ip` closes the connec
 The quota broker measures rates over 2 windows of 1 s (`quota.window.num=2`): with Kafka's 11 windows a client
 may burst ten seconds' worth of its quota before it is held back, which a test of a few seconds cannot average
 out. Rates are measured on the client after a second of start-up, over four seconds (two spans of the windows).
+
+`controller_mutation_rate` (KIP-599) is checked with kafka-python's admin client, which speaks the strict versions
+(CreateTopics v7, CreatePartitions v3, DeleteTopics v6: a topic over the quota is refused with
+THROTTLING_QUOTA_EXCEEDED), and with confluent-kafka's, whose librdkafka speaks the permissive ones (CreateTopics
+v4: every topic is created and the client throttled). The broker's mutation buckets hold two seconds of the quota
+(`controller.quota.window.num=2`), so a quota of 10 partitions per second allows a burst of 20.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, ThrottleEvent
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.admin import KafkaAdminClient
+from kafka.errors import NodeNotReadyError
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 
 from moldau.net.client import ClientConnection
 from tests.support.broker_process import BrokerProcess
+from tests.support.quota_rates import MESSAGE, produce_for, rate
 
 REPO = Path(__file__).resolve().parents[2]
 QUOTA = 200_000  # bytes per second
-MESSAGE = b"x" * 500
 # Rates are measured over two spans of the quota's windows (2 x 1 s): a rate measured in windows lets a client
 # burst when a window falls out of it, and is held to the quota on average over each span.
 WARMUP_S, MEASURE_S = 1.0, 4.0
@@ -50,36 +61,14 @@ def ok(bootstrap: str, *args: str) -> str:
 
 @pytest.fixture(scope="module")
 def quota_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("quota-broker"), {"quota.window.num": "2"})
+    proc = BrokerProcess(tmp_path_factory.mktemp("quota-broker"), {"quota.window.num": "2",
+                                                                       "controller.quota.window.num": "2"})
     proc.start()
     yield proc
     try:
         assert proc.stop() == 0
     finally:
         proc.cleanup()
-
-
-def _produce_for(bootstrap: str, topic: str, client_id: str, seconds: float, out: list[tuple[float, int]]) -> None:
-    """Produce as fast as the client is let, recording (ack time, bytes) of each delivered message."""
-    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
-                         "batch.size": 4096, "acks": 1, "queue.buffering.max.kbytes": 256})
-
-    def delivered(err: object, msg: object) -> None:
-        if err is None:
-            out.append((time.monotonic(), len(MESSAGE)))
-
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        try:
-            producer.produce(topic, MESSAGE, on_delivery=delivered)
-        except BufferError:
-            producer.poll(0.01)
-        producer.poll(0)
-    producer.flush(30)
-
-
-def _rate(events: list[tuple[float, int]], start: float, end: float) -> float:
-    return sum(n for t, n in events if start <= t < end) / (end - start)
 
 
 def _create_topic(bootstrap: str, topic: str) -> None:
@@ -96,14 +85,14 @@ def test_producer_byte_rate_holds_one_client_id_and_not_another(quota_broker: Br
     fast: list[tuple[float, int]] = []
     start = time.monotonic()
     seconds = WARMUP_S + MEASURE_S
-    threads = [threading.Thread(target=_produce_for, args=(bootstrap, topic, "slow-producer", seconds, slow)),
-               threading.Thread(target=_produce_for, args=(bootstrap, topic, "fast-producer", seconds, fast))]
+    threads = [threading.Thread(target=produce_for, args=(bootstrap, topic, "slow-producer", seconds, slow)),
+               threading.Thread(target=produce_for, args=(bootstrap, topic, "fast-producer", seconds, fast))]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
     window = (start + WARMUP_S, start + seconds)
-    slow_rate, fast_rate = _rate(slow, *window), _rate(fast, *window)
+    slow_rate, fast_rate = rate(slow, *window), rate(fast, *window)
     assert 0.8 * QUOTA <= slow_rate <= 1.2 * QUOTA, (slow_rate, fast_rate)
     assert fast_rate > 3 * QUOTA, (slow_rate, fast_rate)
 
@@ -150,11 +139,11 @@ def test_consumer_byte_rate_holds_one_client_id_and_not_another(quota_broker: Br
     assert slow and fast
     # Measured from the first message on: the group join takes a variable time on a loaded machine.
     start = slow[0][0] + WARMUP_S
-    slow_rate = _rate(slow, start, start + MEASURE_S)
+    slow_rate = rate(slow, start, start + MEASURE_S)
     assert 0.8 * QUOTA <= slow_rate <= 1.2 * QUOTA, slow_rate
     fast_start = fast[0][0]
     fast_total = sum(n for _, n in fast)
-    assert fast_total >= 5_000_000 or _rate(fast, fast_start, fast_start + MEASURE_S) > 3 * QUOTA, fast_total
+    assert fast_total >= 5_000_000 or rate(fast, fast_start, fast_start + MEASURE_S) > 3 * QUOTA, fast_total
     assert fast_total > 2 * sum(n for _, n in slow), (fast_total, sum(n for _, n in slow))
 
 
@@ -216,3 +205,127 @@ def test_a_connection_over_the_per_ip_limit_is_closed_and_the_others_keep_workin
             time.sleep(0.1)
     first.close()
     assert "max.connections.per.ip=2 reached for 127.0.0.1" in broker.log_tail()
+
+
+T = TypeVar("T")
+MUTATION_RATE = 10  # partitions per second; the bucket holds 2 s of it
+THROTTLING_QUOTA_EXCEEDED = 89
+
+
+def _mutation_quota(bootstrap: str, client_id: str) -> None:
+    ok(bootstrap, "quotas", "alter", "--entity-type", "clients", "--entity-name", client_id,
+       "--add-config", f"controller_mutation_rate={MUTATION_RATE}")
+
+
+def _new_topics(names: list[str], partitions: int) -> dict[str, dict[str, int]]:
+    return {name: {"num_partitions": partitions, "replication_factor": 1} for name in names}
+
+
+def _when_unthrottled(call: Callable[[], T]) -> T:
+    """kafka-python refuses to send while the broker throttles its connection (KIP-219): wait it out."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return call()
+        except NodeNotReadyError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def test_controller_mutation_rate_refuses_topics_over_the_quota_in_strict_mode(quota_broker: BrokerProcess) -> None:
+    bootstrap = quota_broker.bootstrap
+    prefix = f"mut-{uuid.uuid4().hex[:8]}"
+    for client_id in ("strict-creator", "strict-grower", "strict-deleter"):
+        _mutation_quota(bootstrap, client_id)
+    creator = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="strict-creator")
+    free = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="free-admin")
+    grower = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="strict-grower")
+    deleter = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="strict-deleter")
+    try:
+        # 20 tokens: the first topic leaves 5, the second is still admitted (-10), the others are refused.
+        limited = [f"{prefix}-limited-{i}" for i in range(4)]
+        result = creator.create_topics(_new_topics(limited, 15), raise_errors=False)
+        codes = [t["error_code"] for t in result["topics"]]
+        assert codes == [0, 0, THROTTLING_QUOTA_EXCEEDED, THROTTLING_QUOTA_EXCEEDED], result
+        assert "controller mutation quota" in result["topics"][2]["error_message"]
+        # validate_only creates nothing: it is not held to the quota.
+        checked = _when_unthrottled(lambda: creator.create_topics(_new_topics([f"{prefix}-checked"], 15),
+                                                                  validate_only=True, raise_errors=False))
+        assert [t["error_code"] for t in checked["topics"]] == [0], checked
+        # A client without the quota is not held back.
+        unlimited = [f"{prefix}-free-{i}" for i in range(4)]
+        result = free.create_topics(_new_topics(unlimited, 15), raise_errors=False)
+        assert [t["error_code"] for t in result["topics"]] == [0, 0, 0, 0], result
+        listed = set(free.list_topics())
+        assert set(limited[:2]) | set(unlimited) <= listed and not set(limited[2:]) & listed
+        # CreatePartitions v3 counts the partitions added, DeleteTopics v6 those deleted, each per client id.
+        grown = grower.create_partitions({name: 30 for name in unlimited}, raise_errors=False)
+        assert [r.error_code for r in grown.results] == [0, 0, THROTTLING_QUOTA_EXCEEDED, THROTTLING_QUOTA_EXCEEDED]
+        assert 0 < grown.throttle_time_ms <= 1000, grown  # until the bucket is back at zero: 10 tokens short
+        # The first two topics have 30 partitions now: deleting one of them would empty the bucket at once.
+        deleted = deleter.delete_topics(unlimited[2:] + unlimited[:2], raise_errors=False)
+        assert [t["error_code"] for t in deleted["topics"]] == [0, 0, THROTTLING_QUOTA_EXCEEDED,
+                                                                THROTTLING_QUOTA_EXCEEDED], deleted
+        # Creating topics in a loop: held to the quota over time, with a burst of one topic.
+        accepted = refused = 0
+        start = time.monotonic()
+        for i in range(12):
+            name = f"{prefix}-loop-{i}"
+            result = _when_unthrottled(functools.partial(creator.create_topics, _new_topics([name], 5),
+                                                         raise_errors=False))
+            code = result["topics"][0]["error_code"]
+            assert code in (0, THROTTLING_QUOTA_EXCEEDED), result
+            accepted += code == 0
+            refused += code == THROTTLING_QUOTA_EXCEEDED
+        elapsed = time.monotonic() - start
+        assert refused > 0 and accepted > 0, (accepted, refused)
+        # At most a full bucket (2 s of the quota) at the start, what it earns meanwhile, and one topic's burst.
+        assert accepted * 5 <= MUTATION_RATE * (2 + elapsed) + 5, (accepted, refused, elapsed)
+    finally:
+        for admin in (creator, free, grower, deleter):
+            admin.close()
+
+
+def test_topics_that_fail_do_not_count_against_the_mutation_quota(quota_broker: BrokerProcess) -> None:
+    bootstrap = quota_broker.bootstrap
+    prefix = f"fail-{uuid.uuid4().hex[:8]}"
+    ok(bootstrap, "topics", "create", f"{prefix}-existing", "--partitions", "1")
+    _mutation_quota(bootstrap, "careful-admin")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="careful-admin")
+    try:
+        existing = admin.create_topics(_new_topics([f"{prefix}-existing"], 50), raise_errors=False)
+        assert [t["error_code"] for t in existing["topics"]] == [36], existing  # TOPIC_ALREADY_EXISTS
+        unknown = admin.delete_topics([f"{prefix}-unknown"], raise_errors=False)
+        assert [t["error_code"] for t in unknown["topics"]] == [3], unknown  # UNKNOWN_TOPIC_OR_PARTITION
+        # Had the 50 partitions counted, the bucket (20) would be 30 short and the first topic refused.
+        result = admin.create_topics(_new_topics([f"{prefix}-a", f"{prefix}-b", f"{prefix}-c"], 15),
+                                     raise_errors=False)
+        assert [t["error_code"] for t in result["topics"]] == [0, 0, THROTTLING_QUOTA_EXCEEDED], result
+    finally:
+        admin.close()
+
+
+def test_controller_mutation_rate_throttles_older_request_versions_without_refusing(
+        quota_broker: BrokerProcess) -> None:
+    bootstrap = quota_broker.bootstrap
+    prefix = f"perm-{uuid.uuid4().hex[:8]}"
+    _mutation_quota(bootstrap, "permissive-creator")
+    throttles: list[float] = []
+
+    def throttled(event: ThrottleEvent) -> None:
+        throttles.append(event.throttle_time)
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "permissive-creator",
+                         "throttle_cb": throttled})
+    # librdkafka sends CreateTopics v4: 45 partitions against a bucket of 20 are all created, 25 tokens short.
+    futures = admin.create_topics([NewTopic(f"{prefix}-{i}", 15, 1) for i in range(3)])
+    for future in futures.values():
+        future.result(30)
+    answered = time.monotonic()
+    admin.poll(1)
+    assert throttles and 1.5 <= max(throttles) <= 2.5, throttles
+    # The next request is created too, once the connection's throttle (muted by the broker) is over.
+    for future in admin.create_topics([NewTopic(f"{prefix}-late", 1, 1)]).values():
+        future.result(30)
+    assert time.monotonic() - answered >= max(throttles) - 0.3, (throttles, time.monotonic() - answered)

@@ -16,7 +16,7 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tests.support.broker_process import BrokerProcess
-from tests.support.clients import create_topic
+from tests.support.clients import ck_consume_to_end, create_topic
 from tests.support.registry_http import http
 
 USER_V1 = json.dumps({"type": "record", "name": "User", "namespace": "moldau.test", "fields": [
@@ -183,6 +183,19 @@ def test_bad_input_gets_confluent_error_codes(registry_broker: BrokerProcess) ->
     status, error = http(f"{url}/schemas/ids/987654")
     assert (status, error["error_code"]) == (404, 40403)
     assert http(f"{url}/") == (200, {})
+
+
+def test_schemas_topic_reads_as_confluents_layout(client: SchemaRegistryClient,
+                                                  registry_broker: BrokerProcess) -> None:
+    schema_id = client.register_schema("layout-value", Schema(ORDER, "AVRO"))
+    client.set_compatibility("layout-value", "NONE")
+    records = [(json.loads(r.key or b""), None if r.value is None else json.loads(r.value))
+               for r in ck_consume_to_end(registry_broker.bootstrap, "_schemas")]
+    schema_key = {"keytype": "SCHEMA", "subject": "layout-value", "version": 1, "magic": 1}
+    value = next(v for k, v in records if k == schema_key)
+    assert value == {"subject": "layout-value", "version": 1, "id": schema_id, "schema": value["schema"],
+                     "deleted": False}
+    assert ({"keytype": "CONFIG", "subject": "layout-value", "magic": 0}, {"compatibilityLevel": "NONE"}) in records
 
 
 def test_restart_keeps_every_schema_and_id(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ and a second SASL listener, REAUTH, whose sessions last 1.5 s (KIP-368 re-authen
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import subprocess
 import sys
@@ -295,3 +296,68 @@ def test_scram_users_survive_a_restart(sasl_broker: SaslBroker, tmp_path: Path) 
     assert can_authenticate(sasl_broker.sasl, "SCRAM-SHA-256", "erin", "erin-secret")  # made by `moldau users`
     assert can_authenticate(sasl_broker.sasl, "SCRAM-SHA-256", "bob", "bob-secret")  # made by AdminClient
     assert can_authenticate(sasl_broker.sasl, "SCRAM-SHA-512", "carol", "carol-secret")
+
+
+def test_tools_on_moldaus_own_client_authenticate_too(sasl_broker: SaslBroker, tmp_path: Path) -> None:
+    """`moldau quotas` and `moldau transactions` speak through Moldau's own connections, not librdkafka's: they
+    authenticate with the same `--command-config` (SCRAM here), and a wrong password fails with the reason."""
+    config = tmp_path / "bob.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\nsasl.jaas.config="
+                      'org.apache.kafka.common.security.scram.ScramLoginModule required username="bob" '
+                      'password="bob-secret";\n')
+
+    def tool(*args: str, properties: Path = config) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "moldau", *args, "-b", sasl_broker.sasl,
+                               "--command-config", str(properties)], capture_output=True, text=True, timeout=60)
+
+    altered = tool("quotas", "alter", "--entity-type", "clients", "--entity-name", "sasl-tool",
+                   "--add-config", "producer_byte_rate=4096")
+    assert altered.returncode == 0, altered.stderr
+    described = tool("quotas", "describe", "--entity-type", "clients", "--entity-name", "sasl-tool")
+    assert described.returncode == 0, described.stderr
+    rows = [line.split() for line in described.stdout.splitlines()]
+    assert ["client=sasl-tool", "producer_byte_rate", "4096"] in rows
+    listed = tool("transactions", "list")
+    assert listed.returncode == 0, listed.stderr
+
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text(config.read_text().replace("bob-secret", "not-it"))
+    refused = tool("quotas", "describe", properties=wrong)
+    assert refused.returncode == 1 and "SASL_AUTHENTICATION_FAILED" in refused.stderr, refused
+    unusable = tmp_path / "gssapi.properties"
+    unusable.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n")
+    assert "GSSAPI is not supported" in tool("quotas", "describe", properties=unusable).stderr
+
+
+def test_python_clients_outlive_their_sasl_sessions(sasl_broker: SaslBroker) -> None:
+    """kafka-python and aiokafka have no KIP-368 re-authentication: when a session ends the broker closes the
+    connection at the next request, as Kafka does, and the clients reconnect and authenticate again, losing no
+    record. Each sends for 4 s on the REAUTH listener, whose sessions last 1.5 s."""
+    from aiokafka import AIOKafkaProducer
+    from kafka import KafkaProducer
+
+    topic = topic_name("reauth-python")
+    create_topic(sasl_broker.plain, topic)
+    expired_before = _expired_closes(sasl_broker.proc.log_path)
+    auth = python_client_auth(sasl_broker.reauth, "PLAIN", *USERS["PLAIN"])
+    producer = KafkaProducer(**auth, retries=5, acks="all")
+    for i in range(40):
+        producer.send(topic, value=b"kafka-python %d" % i).get(timeout=30)
+        time.sleep(0.1)
+    producer.close()
+
+    async def aiokafka_sends() -> None:
+        async_producer = AIOKafkaProducer(**auth, acks="all")
+        await async_producer.start()
+        try:
+            for i in range(40):
+                await async_producer.send_and_wait(topic, value=b"aiokafka %d" % i)
+                await asyncio.sleep(0.1)
+        finally:
+            await async_producer.stop()
+    asyncio.run(aiokafka_sends())
+
+    got = ck_consume(sasl_broker.plain, topic, 80)
+    assert sorted(r.value or b"" for r in got) == sorted(
+        [b"kafka-python %d" % i for i in range(40)] + [b"aiokafka %d" % i for i in range(40)])
+    assert _expired_closes(sasl_broker.proc.log_path) > expired_before  # their sessions did end under them

@@ -41,7 +41,9 @@ class Pki:
 def make_pki(directory: Path) -> Pki:
     directory.mkdir(parents=True, exist_ok=True)
     ca = trustme.CA(organization_name="Moldau test CA")
-    server = ca.issue_cert("127.0.0.1", "localhost")
+    # The nodes' certificate: its subject (CN=node,OU=nodes,O=Moldau) names the nodes where mapping rules need it.
+    server = ca.issue_cert("127.0.0.1", "localhost", common_name="node", organization_name="Moldau",
+                           organization_unit_name="nodes")
     client = ca.issue_cert("alice@example.com", common_name="alice", organization_name="Moldau",
                            organization_unit_name="eng")
     pki = Pki(directory, directory / "ca.pem", directory / "server.pem", directory / "client-cert.pem",

@@ -16,6 +16,7 @@ from typing import Any
 from fastavro import schemaless_reader
 from fastavro.schema import SchemaParseException, UnknownType, parse_schema
 
+from moldau.registry.formats.avro_binary import check_binary, has_zero_width_items
 from moldau.registry.formats.base import InvalidPayload, InvalidSchema, ParsedSchema
 
 PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
@@ -178,13 +179,16 @@ class Resolution:
                     f"{describe(writer)}"]
         if r_kind == "record":
             return self.record(reader, writer, path)
-        if r_kind in ("enum", "fixed") and not names_match(reader, writer):
-            return [name_mismatch(reader, writer, path)]
+        # Named types: a name mismatch is reported together with any other problem, as Avro's own checker does.
+        errors = [] if r_kind not in ("enum", "fixed") or names_match(reader, writer) else [
+            name_mismatch(reader, writer, path)]
         if r_kind == "enum":
-            return enum_errors(reader, writer, path)
+            return errors + enum_errors(reader, writer, path)
         if r_kind == "fixed" and reader.get("size") != writer.get("size"):
-            return [f"FIXED_SIZE_MISMATCH: fixed '{reader['name']}' at {path or '/'} has size {reader.get('size')}"
-                    f" but the writer's has size {writer.get('size')}"]
+            errors.append(f"FIXED_SIZE_MISMATCH: fixed '{reader['name']}' at {path or '/'} has size "
+                          f"{reader.get('size')} but the writer's has size {writer.get('size')}")
+        if errors or r_kind == "fixed":
+            return errors
         if r_kind == "array":
             return self.check(reader.get("items"), writer.get("items"), f"{path}/items")
         if r_kind == "map":
@@ -192,15 +196,14 @@ class Resolution:
         return []
 
     def record(self, reader: dict[str, Any], writer: dict[str, Any], path: str) -> list[str]:
-        if not names_match(reader, writer):
-            return [name_mismatch(reader, writer, path)]
+        mismatch = [] if names_match(reader, writer) else [name_mismatch(reader, writer, path)]
         pair = (reader["name"], writer["name"])
         if pair in self.in_progress:
             return []  # recursive use: readable unless something else, reported where it is, is not
         if pair in self.records:
             return self.records[pair]
         self.in_progress.add(pair)
-        errors = self.fields(reader, writer, path)
+        errors = mismatch + self.fields(reader, writer, path)
         self.in_progress.discard(pair)
         self.records[pair] = errors
         return errors
@@ -221,7 +224,10 @@ class Resolution:
 
 
 def names_match(reader: dict[str, Any], writer: dict[str, Any]) -> bool:
-    return bool(reader["name"] == writer["name"] or writer["name"] in reader.get("aliases", []))
+    """Avro's (Java) checker, which Confluent's registry uses: equal unqualified names, or the writer's full name
+    among the reader's aliases. A namespace change alone therefore keeps data readable."""
+    same_name = str(reader["name"]).rpartition(".")[2] == str(writer["name"]).rpartition(".")[2]
+    return same_name or writer["name"] in reader.get("aliases", [])
 
 
 def name_mismatch(reader: dict[str, Any], writer: dict[str, Any], path: str) -> str:
@@ -256,6 +262,8 @@ class AvroSchema:
         self.expanded = expanded
         self.named = named
         self.parsed = parsed
+        # Arrays of items that take no bytes could make the decoder loop for ever: those schemas are walked instead.
+        self.walk_payloads = has_zero_width_items(expanded, named)
 
     def canonical(self) -> str:
         return compact(ordered(self.raw))
@@ -274,6 +282,9 @@ class AvroSchema:
         return None
 
     def check_payload(self, payload: bytes, message_indexes: Sequence[int] = ()) -> None:
+        if self.walk_payloads:
+            check_binary(payload, self.expanded, self.named)
+            return
         stream = io.BytesIO(payload)
         try:
             schemaless_reader(stream, self.parsed, None)
@@ -286,7 +297,7 @@ class AvroSchema:
 def load_json(text: str, what: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise InvalidSchema(f"{what} is not valid JSON: {exc}") from exc
 
 
@@ -295,7 +306,7 @@ def fastavro_parse(raw: Any, named: dict[str, Any], what: str) -> Any:
         return parse_schema(raw, named_schemas=named)
     except UnknownType as exc:
         raise InvalidSchema(f"invalid Avro {what}: unknown type '{exc}' (not defined here nor in a reference)") from exc
-    except (SchemaParseException, ValueError, TypeError, KeyError, AttributeError) as exc:
+    except (SchemaParseException, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
         raise InvalidSchema(f"invalid Avro {what}: {exc}") from exc
 
 
@@ -310,7 +321,7 @@ def parse_references(references: Mapping[str, str], parsed_named: dict[str, Any]
                 parse_schema(raw, named_schemas=dict(parsed_named))
             except UnknownType:
                 continue
-            except (SchemaParseException, ValueError, TypeError, KeyError, AttributeError) as exc:
+            except (SchemaParseException, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
                 raise InvalidSchema(f"invalid Avro reference '{name}': {exc}") from exc
             fastavro_parse(raw, parsed_named, f"reference '{name}'")
             names.expand(raw, None)
@@ -325,6 +336,12 @@ class AvroFormat:
     name = "AVRO"
 
     def parse(self, text: str, references: Mapping[str, str]) -> AvroSchema:
+        try:
+            return self.parse_nested(text, references)
+        except RecursionError as exc:
+            raise InvalidSchema("Avro schema nested too deeply") from exc
+
+    def parse_nested(self, text: str, references: Mapping[str, str]) -> AvroSchema:
         parsed_named: dict[str, Any] = {}
         names = FullNames({})
         parse_references(references, parsed_named, names)

@@ -126,9 +126,11 @@ def widen(types: frozenset[str] | None) -> frozenset[str]:
 class Diff:
     """The differences found, as (type, path, detail)."""
 
-    def __init__(self) -> None:
+    def __init__(self, in_progress: set[tuple[int, int]] | None = None) -> None:
         self.found: list[tuple[str, str, str]] = []
-        self.seen: set[tuple[int, int]] = set()  # (writer node, reader node) pairs already compared: $ref cycles
+        # (writer node, reader node) pairs being compared, shared with the trial comparisons made on the way: a pair
+        # met again through a $ref cycle counts as compatible there, and the recursion ends.
+        self.in_progress = in_progress if in_progress is not None else set()
 
     def add(self, kind: str, path: str, detail: str = "") -> None:
         self.found.append((kind, path, detail))
@@ -145,8 +147,9 @@ def schema_diff(writer: Node, reader: Node) -> list[str]:
     return diff.incompatible()
 
 
-def compatible(original: Node, update: Node) -> bool:
-    diff = Diff()
+def compatible(parent: Diff, original: Node, update: Node) -> bool:
+    """Whether `update` reads what `original` allows: a trial comparison within `parent`'s."""
+    diff = Diff(parent.in_progress)
     compare(diff, "#", original, update)
     return not diff.incompatible()
 
@@ -154,9 +157,16 @@ def compatible(original: Node, update: Node) -> bool:
 def compare(diff: Diff, path: str, original: Node, update: Node) -> None:
     original, update = original.deref(), update.deref()
     key = (id(original.contents), id(update.contents))
-    if key in diff.seen:
+    if key in diff.in_progress:
         return
-    diff.seen.add(key)
+    diff.in_progress.add(key)
+    try:
+        compare_nodes(diff, path, original, update)
+    finally:
+        diff.in_progress.discard(key)
+
+
+def compare_nodes(diff: Diff, path: str, original: Node, update: Node) -> None:
     if is_false(update) and not is_false(original):
         diff.add("TYPE_CHANGED", path, "the reader accepts nothing")
         return
@@ -193,14 +203,14 @@ def compare_combined(diff: Diff, path: str, original: Node, update: Node) -> boo
     o_only, u_only = only_combiner(original), only_combiner(update)
     if u_only in ("anyOf", "oneOf") and not any(isinstance(original.get(word), list) for word in COMBINERS):
         branches = [update.child(item) for item in update.get(u_only)]
-        if any(compatible(original, branch) for branch in branches):
+        if any(compatible(diff, original, branch) for branch in branches):
             diff.add("SUM_TYPE_EXTENDED", path, f"the reader's {u_only} has a branch for the writer's schema")
         else:
             diff.add("TYPE_CHANGED", path, f"no branch of the reader's {u_only} reads the writer's schema")
         return True
     if o_only in ("anyOf", "oneOf") and not any(isinstance(update.get(word), list) for word in COMBINERS):
         branches = [original.child(item) for item in original.get(o_only)]
-        unread = [index for index, branch in enumerate(branches) if not compatible(branch, update)]
+        unread = [index for index, branch in enumerate(branches) if not compatible(diff, branch, update)]
         if unread:
             diff.add("SUM_TYPE_NARROWED" if len(unread) < len(branches) else "TYPE_CHANGED", path,
                      f"the reader cannot read the writer's {o_only} branches {unread}")
@@ -221,8 +231,8 @@ def changed_combiner(diff: Diff, path: str, old: str, new: str, original: Node, 
         return
     o_nodes = [original.child(item) for item in original.get(old)]
     u_nodes = [update.child(item) for item in update.get(new)]
-    relaxes = (matching(o_nodes, u_nodes) == len(o_nodes) if old == "oneOf"
-               else any(compatible(o, u) for o in o_nodes for u in u_nodes))
+    relaxes = (matching(diff, o_nodes, u_nodes) == len(o_nodes) if old == "oneOf"
+               else any(compatible(diff, o, u) for o in o_nodes for u in u_nodes))
     if relaxes:
         diff.add("COMBINED_TYPE_EXTENDED", f"{path}/{new}")
     else:
@@ -250,15 +260,17 @@ def compare_combiner(diff: Diff, path: str, word: str, original: Node, update: N
         else:
             diff.add("SUM_TYPE_EXTENDED" if grew else "SUM_TYPE_NARROWED", f"{path}/{word}")
     # As in Confluent's registry: the smaller list must pair up, one to one, with compatible members of the larger.
-    if matching(o_nodes, u_nodes) < min(len(o_nodes), len(u_nodes)):
-        diff.add("COMBINED_TYPE_SUBSCHEMAS_CHANGED", f"{path}/{word}",
-                 "the subschemas cannot be paired up compatibly")
+    if matching(diff, o_nodes, u_nodes) < min(len(o_nodes), len(u_nodes)):
+        unread = [i for i, o in enumerate(o_nodes) if not any(compatible(diff, o, u) for u in u_nodes)]
+        detail = f"the writer's {word} members {unread} are read by none of the reader's" if unread else (
+            "the subschemas cannot be paired up one to one compatibly")
+        diff.add("COMBINED_TYPE_SUBSCHEMAS_CHANGED", f"{path}/{word}", detail)
 
 
-def matching(originals: list[Node], updates: list[Node]) -> int:
+def matching(diff: Diff, originals: list[Node], updates: list[Node]) -> int:
     """The size of a largest one-to-one pairing of writer and reader subschemas where the reader's is compatible
     with the writer's (augmenting paths; the lists are short)."""
-    edges = [[j for j, update in enumerate(updates) if compatible(original, update)] for original in originals]
+    edges = [[j for j, update in enumerate(updates) if compatible(diff, original, update)] for original in originals]
     owner: dict[int, int] = {}
 
     def augment(i: int, visited: set[int]) -> bool:
@@ -417,7 +429,7 @@ def property_removed(diff: Diff, where: str, schema: Node, update: Node) -> None
     if model == "open":
         diff.add("PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL", where)
     elif model == "partial" and additional is not None:
-        covered = compatible(schema, additional)
+        covered = compatible(diff, schema, additional)
         diff.add(f"PROPERTY_REMOVED_{'IS' if covered else 'NOT'}_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", where,
                  "" if covered else "the reader's additionalProperties cannot read the writer's property")
     elif is_false(schema):
@@ -437,7 +449,7 @@ def property_added(diff: Diff, where: str, schema: Node, is_required: bool, orig
                      "the writer's open content model may already carry this property with any value")
         return
     if additional is not None:
-        covered = compatible(additional, schema)
+        covered = compatible(diff, additional, schema)
         diff.add(f"PROPERTY_ADDED_{'IS' if covered else 'NOT'}_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", where,
                  "" if covered else "the property cannot read what the writer's additionalProperties allows")
     if not is_required:
@@ -514,7 +526,7 @@ def item_removed(diff: Diff, where: str, schema: Node, update: Node, rest: str) 
     if model == "open":
         diff.add("ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL", where)
     elif additional is not None:
-        covered = compatible(schema, additional)
+        covered = compatible(diff, schema, additional)
         diff.add(f"ITEM_REMOVED_{'IS' if covered else 'NOT'}_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", where)
     elif is_false(schema):
         diff.add("ITEM_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL", where)
@@ -527,7 +539,7 @@ def item_added(diff: Diff, where: str, schema: Node, original: Node, rest: str) 
     if model == "closed":
         diff.add("ITEM_ADDED_TO_CLOSED_CONTENT_MODEL", where)
     elif additional is not None:
-        covered = compatible(additional, schema)
+        covered = compatible(diff, additional, schema)
         diff.add(f"ITEM_ADDED_{'IS' if covered else 'NOT'}_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", where)
     elif is_empty(schema):
         diff.add("ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL", where)
@@ -578,6 +590,6 @@ def compare_not(diff: Diff, path: str, original: Node, update: Node) -> None:
     where = f"{path}/not"
     if new is None:
         diff.add("NOT_TYPE_NARROWED", where)
-    elif old is None or not compatible(new, old):
+    elif old is None or not compatible(diff, new, old):
         # `not` inverts: the reader's excluded set must lie within the writer's.
         diff.add("NOT_TYPE_EXTENDED", where, "the reader excludes values the writer allows")

@@ -53,7 +53,7 @@ def draft_of(schema: Any) -> type[Any]:
 def load(text: str, what: str) -> Any:
     try:
         document = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise InvalidSchema(f"{what} is not valid JSON: {exc}") from exc
     if not isinstance(document, (dict, bool)):
         raise InvalidSchema(f"{what} must be a JSON object or boolean, not {type(document).__name__}")
@@ -63,6 +63,8 @@ def load(text: str, what: str) -> Any:
     except SchemaError as exc:
         where = "/".join(str(part) for part in exc.path) or "(root)"
         raise InvalidSchema(f"{what} is not a valid JSON Schema at {where}: {exc.message}") from exc
+    except RecursionError as exc:
+        raise InvalidSchema(f"{what} is nested too deeply") from exc
     return document
 
 
@@ -149,9 +151,11 @@ class JsonSchema:
     def check_payload(self, payload: bytes, message_indexes: Sequence[int] = ()) -> None:
         try:
             instance = json.loads(payload.decode("utf-8"))
+            error = best_match(self.validator.iter_errors(instance))
         except (UnicodeDecodeError, ValueError) as exc:
             raise InvalidPayload(f"not a UTF-8 JSON document: {exc}") from exc
-        error = best_match(self.validator.iter_errors(instance))
+        except RecursionError as exc:
+            raise InvalidPayload("JSON document nested too deeply") from exc
         if error is not None:
             where = "/".join(str(part) for part in error.absolute_path) or "(root)"
             raise InvalidPayload(f"JSON document invalid at {where}: {error.message}")
@@ -161,6 +165,12 @@ class JsonSchemaFormat:
     name = "JSON"
 
     def parse(self, text: str, references: Mapping[str, str]) -> JsonSchema:
+        try:
+            return self.parse_nested(text, references)
+        except RecursionError as exc:
+            raise InvalidSchema("JSON schema nested too deeply") from exc
+
+    def parse_nested(self, text: str, references: Mapping[str, str]) -> JsonSchema:
         document = load(text, "schema")
         cls = draft_of(document)
         registry = build_registry(document, references, cls)

@@ -119,8 +119,7 @@ class Generator:
 
     def generate(self) -> str:
         file = self.file
-        syntax = file.syntax or "proto2"
-        self.lines.append(f'syntax = "{syntax}";' if syntax != "editions" else f'edition = "{file.edition}";')
+        self.lines.append(f'syntax = "{file.syntax or "proto2"}";')
         if file.package:
             self.lines.append(f"package {file.package};")
         public = set(file.public_dependency)
@@ -271,6 +270,6 @@ class Generator:
 
 
 def generate(file: Any) -> str:
-    """The .proto text of a compiled file. Custom options (extensions of the *Options messages) are not
-    reproduced: the descriptor classes at hand do not know them."""
+    """The .proto text of a compiled proto2 or proto3 file. Custom options (extensions of the *Options messages) are
+    not reproduced: the descriptor classes at hand do not know them."""
     return Generator(file).generate()

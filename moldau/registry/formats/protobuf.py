@@ -1,5 +1,6 @@
-"""Protobuf schemas: .proto texts (proto2 or proto3) compiled by the protoc bundled with grpcio-tools (no system
-protoc needed), message selection by Confluent's message indexes, canonical texts and payload checks.
+"""Protobuf schemas: .proto texts (proto2 or proto3; or base64-encoded FileDescriptorProtos, as Confluent's
+serializers send them) compiled by the protoc bundled with grpcio-tools (no system protoc needed), message
+selection by Confluent's message indexes, canonical texts and payload checks.
 
 Compiling is this package's only I/O: the schema and the texts of its references (keyed by import path) are written
 to a private temporary directory, protoc (run as `python -m grpc_tools.protoc`, so its error messages can be
@@ -22,6 +23,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # 
 
 from moldau.registry.formats.base import InvalidPayload, InvalidSchema, ParsedSchema
 from moldau.registry.formats.proto_compat import FileIndex, proto_diff
+from moldau.registry.formats.proto_sources import sources_for
 from moldau.registry.formats.proto_text import canonical_text, generate
 
 MAIN_FILE = "schema.proto"
@@ -37,12 +39,14 @@ def safe_path(name: str) -> PurePosixPath:
     return path
 
 
-def compile_proto(text: str, references: Mapping[str, str]) -> tuple[str, Any]:
-    """Compile `text` with its references; return the main file's name and the FileDescriptorSet."""
+def compile_proto(text: str, references: Mapping[str, str]) -> tuple[str, str, Any]:
+    """Compile `text` with its references; return the main file's name, its .proto source and the
+    FileDescriptorSet."""
     main = MAIN_FILE if MAIN_FILE not in references else "__schema__.proto"
+    sources = sources_for(main, text, references)
     with tempfile.TemporaryDirectory(prefix="moldau-proto-") as directory:
         root = Path(directory) / "src"
-        for name, body in {**references, main: text}.items():
+        for name, body in sources.items():
             target = root / safe_path(name)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(body, encoding="utf-8")
@@ -58,7 +62,7 @@ def compile_proto(text: str, references: Mapping[str, str]) -> tuple[str, Any]:
             message = protoc_errors(result.stderr.decode("utf-8", "replace"), root)
             raise InvalidSchema(f"invalid Protobuf schema: {message or 'protoc failed'}")
         descriptor_set = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
-    return main, descriptor_set
+    return main, sources[main], descriptor_set
 
 
 def protoc_errors(stderr: str, root: Path) -> str:
@@ -74,8 +78,8 @@ class ProtobufSchema:
 
     schema_type = "PROTOBUF"
 
-    def __init__(self, text: str, main: str, descriptor_set: Any) -> None:
-        self.text = text
+    def __init__(self, source: str, main: str, descriptor_set: Any) -> None:
+        self.text = source
         self.files = {file.name: file for file in descriptor_set.file}
         self.file = self.files[main]
         self.index = FileIndex(self.file, list(self.files.values()))
@@ -88,6 +92,9 @@ class ProtobufSchema:
         return canonical_text(self.text)
 
     def normalized(self) -> str:
+        if self.file.syntax == "editions":
+            # Editions carry their semantics in `features` options, which the regenerated text would not keep.
+            return self.canonical()
         return generate(self.file)
 
     def read_errors(self, writer: ParsedSchema) -> list[str]:
@@ -141,8 +148,8 @@ class ProtobufFormat:
     name = "PROTOBUF"
 
     def parse(self, text: str, references: Mapping[str, str]) -> ProtobufSchema:
-        main, descriptor_set = compile_proto(text, references)
+        main, source, descriptor_set = compile_proto(text, references)
         try:
-            return ProtobufSchema(text, main, descriptor_set)
+            return ProtobufSchema(source, main, descriptor_set)
         except (TypeError, ValueError, KeyError) as exc:
             raise InvalidSchema(f"invalid Protobuf schema: {exc}") from exc

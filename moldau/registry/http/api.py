@@ -23,6 +23,7 @@ from moldau.registry.errors import RegistryError
 from moldau.registry.http.forward import FORWARDED_HEADER, forward
 from moldau.registry.operations import Plan
 from moldau.registry.requests import parse_bool
+from moldau.registry.serialized import SERIALIZED, serialized_form
 
 __all__ = ["CONTENT_TYPE", "Api", "json_response"]
 
@@ -55,16 +56,51 @@ class Api:
         return parse_bool(request.query_params.get(name), default)
 
     @staticmethod
-    async def body(request: Request) -> object:
-        raw = await request.body()
-        if len(raw) > MAX_BODY_BYTES:
-            raise RegistryError.unprocessable(f"the request body is larger than {MAX_BODY_BYTES} bytes")
+    async def raw_body(request: Request) -> bytes:
+        """The request's body, read at most MAX_BODY_BYTES into memory (a larger one is refused with 413 as
+        soon as it says or shows so), kept for a relay to the writer."""
+        kept = getattr(request.state, "raw_body", None)
+        if isinstance(kept, bytes):
+            return kept
+        declared = request.headers.get("content-length", "")
+        too_large = RegistryError(413, 413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
+        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+            raise too_large
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise too_large
+            chunks.append(chunk)
+        request.state.raw_body = raw = b"".join(chunks)
+        return raw
+
+    @classmethod
+    async def body(cls, request: Request) -> object:
+        raw = await cls.raw_body(request)
         if not raw.strip():
             return {}
         try:
             return json.loads(raw)
         except (UnicodeDecodeError, ValueError) as exc:
             raise RegistryError.bad_json(str(exc)) from exc
+
+    @staticmethod
+    def page(request: Request, items: list[T]) -> list[T]:
+        """`offset` and `limit` (negative: no limit) applied to a listing."""
+        try:
+            offset = max(0, int(request.query_params.get("offset", "0")))
+            limit = int(request.query_params.get("limit", "-1"))
+        except ValueError:
+            raise RegistryError.unprocessable("offset and limit must be integers") from None
+        return items[offset:] if limit < 0 else items[offset:offset + limit]
+
+    def schema_text(self, request: Request, schema_id: int, schema_type: str, text: str) -> str:
+        """The schema's text as the request's `format` asks: a Protobuf one may be asked for `serialized`."""
+        if request.query_params.get("format") != SERIALIZED or schema_type != "PROTOBUF":
+            return text
+        parsed = self.core.parsed.schema_by_id(schema_id)
+        return (serialized_form(parsed) if parsed is not None else None) or text
 
     async def read(self, answer: Callable[[], T]) -> T:
         """`answer()`, asked again after catching up when it found nothing (when catching up fails, what this
@@ -88,9 +124,11 @@ class Api:
             return await self._forward(request, not_writer.url)
 
     async def _forward(self, request: Request, url: str) -> Response:
-        body = await request.body()
+        body = await self.raw_body(request)
         try:
-            status, content_type, content = await forward(url, request.method, request.url.path,
+            # The path as the client encoded it: a subject's %2F must stay encoded.
+            path = request.scope.get("raw_path", b"").decode("latin-1") or request.url.path
+            status, content_type, content = await forward(url, request.method, path,
                                                           request.url.query, body, FORWARD_TIMEOUT_S)
         except (OSError, TimeoutError, ValueError) as exc:
             raise RegistryError.forwarding_failed(f"{url}: {exc}") from exc

@@ -7,12 +7,14 @@ import logging
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 
 from moldau.registry.core import RegistryCore, Store
 from moldau.registry.http import schemas, settings, subjects
 from moldau.registry.http.api import Api, json_response
+from moldau.registry.http.slashes import EncodedSlashes
 
 __all__ = ["build_app"]
 
@@ -32,4 +34,5 @@ def build_app(core: RegistryCore, store: Store) -> Starlette:
         return json_response({"error_code": 50001, "message": f"internal error: {exc}"}, 500)
 
     return Starlette(routes=[*settings.routes(api), *subjects.routes(api), *schemas.routes(api)],
-                     exception_handlers={HTTPException: http_error, Exception: internal_error})
+                     exception_handlers={HTTPException: http_error, Exception: internal_error},
+                     middleware=[Middleware(EncodedSlashes)])

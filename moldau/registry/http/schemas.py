@@ -42,7 +42,7 @@ async def by_id(api: Api, request: Request) -> Response:
         answer["schemaType"] = content.schema_type
     if content.references:
         answer["references"] = [r.to_json() for r in content.references]
-    answer["schema"] = content.schema
+    answer["schema"] = api.schema_text(request, schema_id, content.schema_type, content.schema)
     if api.flag(request, "fetchMaxId"):
         answer["maxId"] = api.core.state.max_id
     return json_response(answer)
@@ -75,7 +75,7 @@ async def list_schemas(api: Api, request: Request) -> Response:
     for subject in api.core.state.subjects(deleted, prefix):
         held = api.core.state.versions(subject, deleted)
         found += [schema_answer(v) for v in (held[-1:] if latest_only else held)]
-    return json_response(found)
+    return json_response(api.page(request, found))
 
 
 async def types(api: Api, request: Request) -> Response:
@@ -100,7 +100,7 @@ def routes(api: Api) -> list[Route]:
         Route("/schemas/ids/{id}/schema", handler(api, by_id_schema), methods=["GET"]),
         Route("/schemas/ids/{id}/subjects", handler(api, by_id_subjects), methods=["GET"]),
         Route("/schemas/ids/{id}/versions", handler(api, by_id_versions), methods=["GET"]),
-        Route("/compatibility/subjects/{subject}/versions/{version}", handler(api, compatibility),
+        Route("/compatibility/subjects/{subject:subject}/versions/{version}", handler(api, compatibility),
               methods=["POST"]),
-        Route("/compatibility/subjects/{subject}/versions", handler(api, compatibility), methods=["POST"]),
+        Route("/compatibility/subjects/{subject:subject}/versions", handler(api, compatibility), methods=["POST"]),
     ]

@@ -39,7 +39,7 @@ async def mode(api: Api, request: Request) -> Response:
 
 
 async def contexts(api: Api, request: Request) -> Response:
-    return json_response(["."])  # only the default context
+    return json_response(api.page(request, ["."]))  # only the default context
 
 
 async def root(api: Api, request: Request) -> Response:
@@ -59,9 +59,9 @@ def routes(api: Api) -> list[Route]:
     return [
         Route("/", handler(api, root), methods=["GET"]),
         Route("/config", handler(api, config), methods=["GET", "PUT", "DELETE"]),
-        Route("/config/{subject}", handler(api, config), methods=["GET", "PUT", "DELETE"]),
+        Route("/config/{subject:subject}", handler(api, config), methods=["GET", "PUT", "DELETE"]),
         Route("/mode", handler(api, mode), methods=["GET", "PUT", "DELETE"]),
-        Route("/mode/{subject}", handler(api, mode), methods=["GET", "PUT", "DELETE"]),
+        Route("/mode/{subject:subject}", handler(api, mode), methods=["GET", "PUT", "DELETE"]),
         Route("/contexts", handler(api, contexts), methods=["GET"]),
         Route("/v1/metadata/id", handler(api, metadata_id), methods=["GET"]),
         Route("/v1/metadata/version", handler(api, metadata_version), methods=["GET"]),

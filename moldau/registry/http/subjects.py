@@ -17,7 +17,12 @@ async def list_subjects(api: Api, request: Request) -> Response:
     prefix = request.query_params.get("subjectPrefix", "")
     if prefix.startswith(":.:"):  # the default context, named explicitly
         prefix = prefix[3:]
-    return json_response(api.core.state.subjects(api.flag(request, "deleted"), prefix))
+    state = api.core.state
+    if api.flag(request, "deletedOnly") or api.flag(request, "deleted_only"):
+        found = [s for s in state.subjects(deleted=True, prefix=prefix) if not state.has_subject(s)]
+    else:
+        found = state.subjects(api.flag(request, "deleted"), prefix)
+    return json_response(api.page(request, found))
 
 
 async def lookup_or_delete(api: Api, request: Request) -> Response:
@@ -48,7 +53,9 @@ async def version(api: Api, request: Request) -> Response:
         return await api.write(request, lambda: api.core.admin.delete_version(subject, number, permanent))
     deleted = api.flag(request, "deleted")
     held = await api.read(lambda: api.core.ops.get_version(subject, number, deleted))
-    return json_response(schema_answer(held))
+    answer = schema_answer(held)
+    answer["schema"] = api.schema_text(request, held.id, held.schema_type, held.schema)
+    return json_response(answer)
 
 
 async def version_schema(api: Api, request: Request) -> Response:
@@ -70,10 +77,10 @@ async def referenced_by(api: Api, request: Request) -> Response:
 def routes(api: Api) -> list[Route]:
     return [
         Route("/subjects", handler(api, list_subjects), methods=["GET"]),
-        Route("/subjects/{subject}/versions/{version}/schema", handler(api, version_schema), methods=["GET"]),
-        Route("/subjects/{subject}/versions/{version}/referencedby", handler(api, referenced_by),
+        Route("/subjects/{subject:subject}/versions/{version}/schema", handler(api, version_schema), methods=["GET"]),
+        Route("/subjects/{subject:subject}/versions/{version}/referencedby", handler(api, referenced_by),
               methods=["GET"]),
-        Route("/subjects/{subject}/versions/{version}", handler(api, version), methods=["GET", "DELETE"]),
-        Route("/subjects/{subject}/versions", handler(api, versions), methods=["GET", "POST"]),
-        Route("/subjects/{subject}", handler(api, lookup_or_delete), methods=["POST", "DELETE"]),
+        Route("/subjects/{subject:subject}/versions/{version}", handler(api, version), methods=["GET", "DELETE"]),
+        Route("/subjects/{subject:subject}/versions", handler(api, versions), methods=["GET", "POST"]),
+        Route("/subjects/{subject:subject}", handler(api, lookup_or_delete), methods=["POST", "DELETE"]),
     ]

@@ -9,6 +9,12 @@ has a top-level error code, `RequestAuthorization` (a dispatch `RequestFilter`) 
 handler runs, with that API's *_AUTHORIZATION_FAILED code: `WHOLE_REQUEST` lists them. Checks per topic, partition
 or group (`Where.HANDLER`) are made by the handler itself through `ctx.authorize`, which answers each item with
 its own code, as Kafka does, and leaves the rest of the request untouched.
+
+On controller listeners, the APIs between nodes (`NODE_APIS`: the quorum's, broker registration and heartbeats,
+AlterPartition, AllocateProducerIds) need CLUSTER_ACTION on the cluster. A principal allowed that is another node
+(`RequestContext.from_node`), and its other requests, admin requests forwarded by the node that checked the
+client's ACLs, are not checked again; any other principal is an admin client there (KIP-919) and is checked
+like on a broker listener.
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.server.context import RequestContext
 
 Op, Res = AclOperation, ResourceType
+# Served on controller listeners to other nodes only: Fetch (the quorum's), Vote, BeginQuorumEpoch,
+# EndQuorumEpoch, AlterPartition, FetchSnapshot, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds.
+NODE_APIS = frozenset((1, 52, 53, 54, 56, 59, 62, 63, 67))
 
 
 class Where(enum.Enum):
@@ -45,7 +54,7 @@ def _r(op: AclOperation, res: ResourceType, where: Where = Where.HANDLER, note: 
 
 _NONE = Rule(None, None, Where.NONE, "")
 _F = Where.FILTER
-_NODES = "between nodes; on controller listeners, not checked yet"
+_NODES = "between nodes, on controller listeners"
 
 RULES: dict[int, tuple[Rule, ...]] = {
     0: (_r(Op.WRITE, Res.TOPIC), _r(Op.WRITE, Res.TRANSACTIONAL_ID, note="transactional produce")),
@@ -101,15 +110,15 @@ RULES: dict[int, tuple[Rule, ...]] = {
     66: (_r(Op.DESCRIBE, Res.TRANSACTIONAL_ID, note="transactions not describable are left out"),),
     68: (_r(Op.READ, Res.GROUP, _F), _r(Op.DESCRIBE, Res.TOPIC, _F, note="subscribed topics")),
     69: (_r(Op.DESCRIBE, Res.GROUP),),
-    # Between nodes (controller listeners): Kafka requires CLUSTER_ACTION on the cluster.
-    52: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note=_NODES),),
-    53: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note=_NODES),),
-    54: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note=_NODES),),
-    56: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note=_NODES),),
-    59: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note=_NODES),),
-    62: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note=_NODES),),
-    63: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note=_NODES),),
-    67: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note=_NODES),),
+    # Between nodes (controller listeners): Kafka requires CLUSTER_ACTION on the cluster (see NODE_APIS).
+    52: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
+    53: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
+    54: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
+    56: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
+    59: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
+    62: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
+    63: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
+    67: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
 }
 
 _CODES = {
@@ -147,6 +156,11 @@ class RequestAuthorization:
 
     async def check(self, ctx: RequestContext, request: Any) -> None:
         key = ctx.header.api_key
+        if ctx.on_controller_listener and key in NODE_APIS and not ctx.from_node:
+            raise KafkaError(ErrorCode.cluster_authorization_failed,
+                             f"{ctx.principal} may not CLUSTER_ACTION the cluster: only other nodes may send "
+                             f"{type(request).__name__.removesuffix('Request')} to the controller listener "
+                             f"{ctx.listener}")
         if key == 22:
             _check_init_producer_id(ctx, request)
             return

@@ -43,7 +43,7 @@ async def authenticate(config: SaslClientConfig, send: RoundTrip) -> int:
     """Authenticate a fresh connection; returns the session lifetime in ms (0: none). Raises SaslClientError."""
     handshake = await send(SaslHandshakeRequest(mechanism=config.mechanism))
     if handshake.error_code != ErrorCode.none:
-        raise SaslClientError(f"SASL handshake for {config.mechanism} refused: {handshake.error_code.name} "
+        raise SaslClientError(f"SASL handshake for {config.mechanism} refused: {handshake.error_code.name.upper()} "
                               f"(enabled: {', '.join(handshake.mechanisms)})")
     if config.mechanism == PLAIN:
         response = await _step(send, f"\0{config.username}\0{config.password}".encode())
@@ -62,7 +62,8 @@ async def authenticate(config: SaslClientConfig, send: RoundTrip) -> int:
 async def _step(send: RoundTrip, token: bytes) -> Any:
     response = await send(SaslAuthenticateRequest(auth_bytes=token))
     if response.error_code != ErrorCode.none:
-        raise SaslClientError(f"SASL authentication failed: {response.error_code.name}: {response.error_message}")
+        raise SaslClientError(f"SASL authentication failed: {response.error_code.name.upper()}: "
+                              f"{response.error_message}")
     return response
 
 
@@ -85,4 +86,28 @@ def inter_broker_sasl(config: BrokerConfig) -> SaslClientConfig | None:
                           f"(listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config) has no "
                           "username and password for the broker itself", "sasl.jaas.config")
     assert mechanism == PLAIN or mechanism in SCRAM_MECHANISMS
+    return SaslClientConfig(mechanism, jaas.username, jaas.password)
+
+
+def controller_sasl(config: BrokerConfig) -> SaslClientConfig | None:
+    """The node's SASL settings for its connections to the controllers (quorum, registration, forwarding) when the
+    controller listener is a SASL one, else None. Only PLAIN: SCRAM credentials live in the metadata log, which
+    the controllers must already share before anyone could look them up.
+
+    Raises ConfigError when they cannot work."""
+    names = config.controller_listener_names
+    listener = names[0] if names else None
+    if listener is None or config.security_protocol(listener) not in SASL_PROTOCOLS:
+        return None
+    mechanism = config.sasl_mechanism_controller_protocol or "GSSAPI"
+    if mechanism != PLAIN:
+        raise ConfigError(f"sasl.mechanism.controller.protocol {mechanism} is not supported; the controller listener "
+                          f"{listener} uses SASL, so set it to PLAIN (SCRAM credentials are kept in the metadata log "
+                          "the controllers replicate, so they cannot authenticate the controllers themselves)",
+                          "sasl.mechanism.controller.protocol")
+    jaas = jaas_config(config, listener, mechanism)
+    if jaas is None or jaas.username is None or jaas.password is None:
+        raise ConfigError(f"the controller listener {listener} uses SASL PLAIN, but its JAAS config "
+                          f"(listener.name.{listener.lower()}.plain.sasl.jaas.config) has no username and password "
+                          "for the node itself", "sasl.jaas.config")
     return SaslClientConfig(mechanism, jaas.username, jaas.password)

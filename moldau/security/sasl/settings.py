@@ -85,9 +85,17 @@ def plain_users(config: BrokerConfig, listener: str) -> Mapping[str, str]:
     return users
 
 
-def sasl_listener_config(config: BrokerConfig, listener: str, scram_lookup: CredentialLookup) -> SaslListenerConfig:
-    """Raises ConfigError when the listener's SASL settings cannot work."""
+def sasl_listener_config(config: BrokerConfig, listener: str, scram_lookup: CredentialLookup,
+                         controller: bool = False) -> SaslListenerConfig:
+    """Raises ConfigError when the listener's SASL settings cannot work. A controller listener offers PLAIN only:
+    SCRAM credentials live in the metadata log, which the controllers replicate among themselves first."""
     mechanisms = enabled_mechanisms(config, listener)
+    if controller:
+        if PLAIN not in mechanisms:
+            raise ConfigError(f"the controller listener {listener} is a SASL listener, and controllers "
+                              f"authenticate with PLAIN only; enable it (listener.name.{listener.lower()}."
+                              "sasl.enabled.mechanisms=PLAIN)", "sasl.enabled.mechanisms")
+        mechanisms = (PLAIN,)
     users = plain_users(config, listener) if PLAIN in mechanisms else {}
     return SaslListenerConfig(mechanisms, users, scram_lookup,
                               _int_override(config, listener, "connections.max.reauth.ms",

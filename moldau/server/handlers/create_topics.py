@@ -14,6 +14,10 @@ carries the partition count, replication factor and the topic's effective config
 (KIP-525), and from v7 the new topic's id (KIP-516). Creation is committed synchronously, so the request's
 timeout never expires.
 
+With a `controller_mutation_rate` quota on the client, each topic's partitions count against it (not with
+`validate_only`); from v6 a topic over the quota is refused with THROTTLING_QUOTA_EXCEEDED, before v6 it is
+created and the client throttled (KIP-599; see `moldau.server.handlers.mutations`).
+
 With an authorizer, each topic needs CREATE on the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED);
 refused topics are answered by the node that received the request and the others forwarded. The configs of a
 created topic are returned only with DESCRIBE_CONFIGS on it.
@@ -34,24 +38,54 @@ from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE, forward_authorized
 from moldau.server.handlers.describe_configs import topic_config_entries
+from moldau.server.handlers.mutations import Mutations, mutation_quota, serve_metered
 
 _NO_TOPIC_ID = uuid.UUID(int=0)
+_FIRST_STRICT_VERSION = 6  # KIP-599: THROTTLING_QUOTA_EXCEEDED per topic from here, throttling only before
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    quota = None if request.validate_only else mutation_quota(ctx, _FIRST_STRICT_VERSION)
+    if quota is None:
+        return await _handle(ctx, request)
     may_create_any = ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
-    refusals = {
-        i: _error(ctx, t.name, ErrorCode.topic_authorization_failed, f"{ctx.principal} may not create {t.name}")
-        for i, t in enumerate(request.topics)
-        if not may_create_any and not ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, t.name)
-    }
+    return await serve_metered(ctx, request, quota, Mutations(
+        "topics", "topics", key=lambda t: t.name, refusal=lambda t: _refusal(ctx, t, may_create_any),
+        count=lambda t: _partition_count(ctx, t),
+        duplicate=lambda t: _error(ctx, t.name, ErrorCode.invalid_request, _named_twice(t.name)),
+        throttled=lambda t, message: _error(ctx, t.name, ErrorCode.throttling_quota_exceeded, message),
+        serve=_handle))
+
+
+def _partition_count(ctx: RequestContext, topic: Any) -> int:
+    """The partitions creating `topic` makes: its assignments, its count, or the broker's default count."""
+    if topic.assignments:
+        return len(topic.assignments)
+    return int(topic.num_partitions) if topic.num_partitions != -1 else ctx.broker.config.num_partitions
+
+
+def _named_twice(name: str) -> str:
+    return f"topic '{name}' is named more than once in the request"
+
+
+def _refusal(ctx: RequestContext, topic: Any, may_create_any: bool) -> Any | None:
+    """TOPIC_AUTHORIZATION_FAILED for a topic the principal may not create (CREATE on the cluster or on it)."""
+    if may_create_any or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, topic.name):
+        return None
+    return _error(ctx, topic.name, ErrorCode.topic_authorization_failed, f"{ctx.principal} may not create {topic.name}")
+
+
+async def _handle(ctx: RequestContext, request: Any) -> Any:
+    may_create_any = ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+    refusals = {i: refusal for i, t in enumerate(request.topics)
+                if (refusal := _refusal(ctx, t, may_create_any)) is not None}
     forwarded = await forward_authorized(ctx, request, "topics", "topics", refusals)
     if forwarded is not None:
         return _hide_configs(ctx, forwarded)
     counts = Counter(t.name for t in request.topics)
     topics = tuple([
         refusals[i] if i in refusals else
-        _error(ctx, t.name, ErrorCode.invalid_request, f"topic '{t.name}' is named more than once in the request")
+        _error(ctx, t.name, ErrorCode.invalid_request, _named_twice(t.name))
         if counts[t.name] > 1 else await _create(ctx, t, request.validate_only)
         for i, t in enumerate(request.topics)
     ])

@@ -13,6 +13,10 @@ every group's committed offsets, so this broker refuses it for every client.
 Deletion is a metadata change committed synchronously; the logs go when the replica manager applies it, so
 the request's timeout never expires.
 
+With a `controller_mutation_rate` quota on the client, each deleted topic's partitions count against it; from v5
+a topic over the quota is refused with THROTTLING_QUOTA_EXCEEDED, before v5 it is deleted and the client
+throttled (KIP-599; see `moldau.server.handlers.mutations`).
+
 With an authorizer, each topic needs DELETE (else TOPIC_AUTHORIZATION_FAILED, answered by the node that received
 the request; the others are forwarded).
 """
@@ -30,12 +34,44 @@ from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE, forward_authorized
+from moldau.server.handlers.mutations import Mutations, mutation_quota, serve_metered
 
 _NO_TOPIC_ID = uuid.UUID(int=0)
 _FIRST_VERSION_WITH_DELETION_DISABLED = 3
+_FIRST_STRICT_VERSION = 5  # KIP-599: THROTTLING_QUOTA_EXCEEDED per topic from here, throttling only before
+_NAMED_TWICE = "duplicate topic in request"
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    quota = mutation_quota(ctx, _FIRST_STRICT_VERSION)
+    if quota is None:
+        return await _handle(ctx, request)
+    if ctx.version < 6:
+        return await serve_metered(ctx, request, quota, Mutations(
+            "topic_names", "responses", key=lambda name: name, refusal=lambda name: _refusal(ctx, name, None),
+            count=lambda name: _partition_count(ctx, name, None),
+            duplicate=lambda name: _result(ctx, name, None, ErrorCode.invalid_request, _NAMED_TWICE),
+            throttled=lambda name, message: _result(ctx, name, None, ErrorCode.throttling_quota_exceeded, message),
+            serve=_handle))
+    return await serve_metered(ctx, request, quota, Mutations(
+        "topics", "responses", key=lambda t: _topic_id(t.topic_id) or t.name,
+        refusal=lambda t: _refusal(ctx, t.name, _topic_id(t.topic_id)),
+        count=lambda t: _partition_count(ctx, t.name, _topic_id(t.topic_id)),
+        duplicate=lambda t: _result(ctx, t.name, _topic_id(t.topic_id), ErrorCode.invalid_request, _NAMED_TWICE),
+        throttled=lambda t, message: _result(ctx, t.name, _topic_id(t.topic_id), ErrorCode.throttling_quota_exceeded,
+                                             message),
+        serve=_handle))
+
+
+def _partition_count(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> int:
+    """The partitions deleting the topic removes (0 for one this node does not know)."""
+    image = ctx.broker.image
+    topic = image.topics_by_id.get(topic_id) if topic_id is not None else (
+        image.topics_by_name.get(name) if name is not None else None)
+    return len(topic.partitions) if topic is not None else 0
+
+
+async def _handle(ctx: RequestContext, request: Any) -> Any:
     if ctx.version < 6:
         wanted: list[tuple[str | None, uuid.UUID | None]] = [(name, None) for name in request.topic_names]
     else:
@@ -50,7 +86,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     counts = Counter(topic_id or name for name, topic_id in wanted)
     results = tuple([
         refusals[i] if i in refusals else
-        _result(ctx, name, topic_id, ErrorCode.invalid_request, "duplicate topic in request")
+        _result(ctx, name, topic_id, ErrorCode.invalid_request, _NAMED_TWICE)
         if counts[topic_id or name] > 1 else await _delete(ctx, name, topic_id)
         for i, (name, topic_id) in enumerate(wanted)
     ])

@@ -130,6 +130,8 @@ CONTROLLER_APIS: dict[int, Api] = {
     api.key: api
     for api in (
         api_versions.API,
+        sasl_handshake.API,  # for SASL controller listeners (sasl.mechanism.controller.protocol)
+        sasl_authenticate.API,
         quorum_fetch.API,
         vote.API,
         begin_quorum_epoch.API,

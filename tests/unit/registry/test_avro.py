@@ -177,6 +177,8 @@ def test_records_match_by_name_or_alias() -> None:
         "NAME_MISMATCH: reader record 'ns.New' at / does not match the writer's 'ns.Old' (by name or alias)"]
     aliased = avro(record("New", {"name": "b", "aliases": ["a"], "type": "int"}, namespace="ns", aliases=["Old"]))
     assert aliased.read_errors(writer) == []
+    # As in Avro's own checker, names compare unqualified: moving a record to another namespace keeps it readable.
+    assert avro(record("Old", {"name": "a", "type": "int"}, namespace="other")).read_errors(writer) == []
 
 
 def test_fixed_size_and_maps() -> None:
@@ -201,3 +203,26 @@ def test_schema_types_do_not_mix() -> None:
         schema_type = "JSON"
 
     assert avro("string").read_errors(Other()) != []  # type: ignore[arg-type]
+
+
+def zigzag(value: int) -> bytes:
+    encoded, out = (value << 1) ^ (value >> 63), bytearray()
+    while encoded > 0x7F:
+        out.append(encoded & 0x7F | 0x80)
+        encoded >>= 7
+    out.append(encoded)
+    return bytes(out)
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("items", ["null", record("Empty"), {"type": "fixed", "name": "Z", "size": 0},
+                                   record("Nulls", {"name": "n", "type": "null"})])
+def test_huge_counts_of_zero_width_items_do_not_hang(items: Any) -> None:
+    schema = avro(record("R", {"name": "xs", "type": {"type": "array", "items": items}},
+                         {"name": "s", "type": "string"}))
+    schema.check_payload(zigzag(2**40) + zigzag(0) + zigzag(2) + b"ok")
+    schema.check_payload(zigzag(-3) + zigzag(0) + zigzag(0) + zigzag(0))  # a block with its byte size
+    for bad in (zigzag(2**40) + zigzag(0), zigzag(1) + zigzag(0) + zigzag(3) + b"ok", b"\xff" * 11,
+                zigzag(0) + zigzag(1) + b"\xff", zigzag(0) + zigzag(0) + b"x"):
+        with pytest.raises(InvalidPayload):
+            schema.check_payload(bad)

@@ -275,3 +275,25 @@ def test_refs_are_followed_and_recursion_ends() -> None:
 def test_not() -> None:
     assert kinds(backward({"type": "string"}, {"type": "string", "not": {"enum": ["x"]}})) == ["NOT_TYPE_EXTENDED"]
     assert backward({"type": "string", "not": {"enum": ["x"]}}, {"type": "string"}) == []
+
+
+def test_recursion_through_combined_schemas_ends() -> None:
+    def linked(value_type: str) -> dict[str, Any]:
+        node = {"oneOf": [{"type": "null"},
+                          obj({"value": {"type": value_type}, "next": {"$ref": "#/definitions/node"}})]}
+        return {"definitions": {"node": node}, "$ref": "#/definitions/node"}
+
+    assert backward(linked("integer"), linked("number")) == []
+    assert backward(linked("number"), linked("integer")) == [
+        "COMBINED_TYPE_SUBSCHEMAS_CHANGED at '#/oneOf': the writer's oneOf members [1] are read by none of the "
+        "reader's"]
+
+
+def test_deep_nesting_is_invalid_not_an_error() -> None:
+    deep = b"[" * 100000 + b"]" * 100000
+    with pytest.raises(InvalidSchema):
+        parse_schema("JSON", deep.decode(), {})
+    schema = js({"type": "array", "items": {"$ref": "#"}})
+    schema.check_payload(b"[[[]]]")
+    with pytest.raises(InvalidPayload, match="nested too deeply"):
+        schema.check_payload(b"[" * 5000 + b"]" * 5000)

@@ -3,6 +3,8 @@ payload checks against real serialized messages, and Confluent's compatibility r
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from moldau.registry.formats import InvalidPayload, InvalidSchema, parse_schema
@@ -193,3 +195,46 @@ def test_package_change_and_message_paths() -> None:
 def test_syntax_change_alone_is_compatible() -> None:
     assert message("message A { optional int32 x = 1; }", "proto2").read_errors(
         message("message A { int32 x = 1; }", "proto3")) == []
+
+
+def test_editions_files_compile_and_normalize_to_their_canonical_text() -> None:
+    schema = proto('edition = "2023";\nmessage A { int32 x = 1; string y = 2 [features.field_presence = IMPLICIT]; }')
+    assert schema.normalized() == schema.canonical()
+    assert proto(schema.normalized()).read_errors(schema) == []
+    schema.check_payload(schema.message_class([0])(x=1, y="z").SerializeToString())
+
+
+def encoded(file_descriptor: object) -> str:
+    """A file as Confluent's serializers send it: the base64 of its serialized FileDescriptorProto."""
+    return base64.b64encode(file_descriptor.serialized_pb).decode("ascii")  # type: ignore[attr-defined]
+
+
+def test_base64_descriptors_as_serializers_send_them(order: ProtobufSchema) -> None:
+    # The descriptors of real message classes, the way a producer's generated code holds them.
+    order_file = order.message_class([0]).DESCRIPTOR.file
+    address_file = next(file for file in order_file.dependencies if file.name == "geo/address.proto")
+    sent = proto(encoded(order_file), {"geo/address.proto": encoded(address_file)})
+    assert sent.record_name([0, 0]) == "shop.v1.Order.Line"
+    assert sent.normalized() == order.normalized()
+    assert sent.read_errors(order) == [] and order.read_errors(sent) == []
+    line = sent.message_class([0, 0])(sku="x", quantity=1)
+    sent.check_payload(line.SerializeToString(), [0, 0])
+    assert proto(encoded(order_file), {"geo/address.proto": encoded(address_file)}).canonical() == sent.canonical()
+
+
+def test_compiled_descriptor_round_trips(order: ProtobufSchema) -> None:
+    # What `format=serialized` answers: the compiled FileDescriptorProto, base64-encoded.
+    serialized = base64.b64encode(order.file.SerializeToString()).decode("ascii")
+    again = proto(serialized, {"geo/address.proto": ADDRESS})
+    assert again.normalized() == order.normalized()
+
+
+def test_known_imports_need_no_references() -> None:
+    schema = proto('syntax = "proto3";\nimport "google/type/date.proto";\nimport "confluent/meta.proto";\n'
+                   'import "confluent/type/decimal.proto";\n'
+                   'message A { google.type.Date d = 1; string x = 2 [(confluent.field_meta).doc = "hi"];\n'
+                   '  confluent.type.Decimal amount = 3; }')
+    built = schema.message_class([0])()
+    built.d.year = 2026
+    built.amount.scale = 2
+    schema.check_payload(built.SerializeToString())

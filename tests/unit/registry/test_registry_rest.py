@@ -45,6 +45,10 @@ def test_register_read_and_share_ids(reg: Registry) -> None:
     assert reg.register("b-value", V1) == (200, {"id": 1})  # same schema, another subject: same id
     assert reg.register("a-value", V2) == (200, {"id": 2})
     assert reg("GET", "/subjects") == (200, ["a-value", "b-value"])
+    assert reg("GET", "/subjects", offset=1, limit=5) == (200, ["b-value"])
+    assert reg("GET", "/subjects", subjectPrefix="b") == (200, ["b-value"])
+    assert [(s["subject"], s["version"]) for s in reg("GET", "/schemas", latestOnly=True)[1]] == [
+        ("a-value", 2), ("b-value", 1)]
     assert reg("GET", "/subjects/a-value/versions") == (200, [1, 2])
     status, latest = reg("GET", "/subjects/a-value/versions/latest")
     assert status == 200 and set(latest) == {"subject", "version", "id", "schema"}
@@ -111,6 +115,7 @@ def test_soft_then_permanent_delete(reg: Registry) -> None:
     assert reg("DELETE", "/subjects/s")[1]["error_code"] == 40404
     assert reg("GET", "/subjects") == (200, [])
     assert reg("GET", "/subjects", deleted=True) == (200, ["s"])
+    assert reg("GET", "/subjects", deletedOnly=True) == (200, ["s"])
     assert reg.register("s", V1) == (200, {"id": 1})  # the id of the same schema; versions count on
     assert reg("GET", "/subjects/s/versions") == (200, [3])
     reg("DELETE", "/subjects/s")
@@ -179,3 +184,64 @@ def test_replay_rebuilds_the_same_state(reg: Registry) -> None:
     assert {"keytype": "DELETE_SUBJECT", "subject": "b", "magic": 0} in keys
     first = json.loads(reg.store.log[0][1] or b"")
     assert set(first) == {"subject", "version", "id", "schema", "deleted"}  # no schemaType for AVRO
+
+
+def test_protobuf_schema_sent_as_a_serialized_descriptor(reg: Registry) -> None:
+    import base64
+
+    proto = 'syntax = "proto3";\npackage p;\n\nmessage M {\n  string a = 1;\n}\n'
+    assert reg.register("m", proto, schemaType="PROTOBUF") == (200, {"id": 1})
+    status, held = reg("GET", "/subjects/m/versions/1", format="serialized")
+    assert status == 200 and held["schemaType"] == "PROTOBUF"
+    serialized = held["schema"]
+    base64.b64decode(serialized, validate=True)
+    # The same schema registered in serialized form is the same schema: same id, no new version.
+    assert reg.register("m", serialized, schemaType="PROTOBUF") == (200, {"id": 1})
+    assert reg("GET", "/schemas/ids/1", format="serialized")[1]["schema"] == serialized
+    assert "message M" in reg("GET", "/schemas/ids/1")[1]["schema"]
+
+
+def test_unreadable_records_are_skipped_on_replay() -> None:
+    from moldau.registry.state import RegistryState
+
+    state = RegistryState()
+    state.apply(b"not json", b"{}", 0)
+    state.apply(b'{"keytype":"SOMETHING","magic":0}', b"{}", 1)
+    state.apply(b'{"keytype":"SCHEMA","subject":"s","version":1,"magic":1}', b'{"subject":"s"}', 2)
+    state.apply(b'{"keytype":"NOOP","magic":0}', None, 3)
+    assert state.subjects(deleted=True) == [] and state.end_offset == 4
+
+
+def test_lookup_for_record_checks(reg: Registry) -> None:
+    import asyncio
+
+    from moldau.registry.lookup import SchemaLookup
+
+    lookup = SchemaLookup(reg.core.parsed, reg.store)
+    reg.register("a-value", V1)
+    reg.register("a-value", V2)
+    first = lookup.schema_by_id(1)
+    assert first is not None and first.schema_type == "AVRO" and first.record_name() == "User"
+    assert lookup.schema_by_id(1) is first  # cached
+    assert lookup.subject_has_id("a-value", 1) and not lookup.subject_has_id("b-value", 1)
+    reg("DELETE", "/subjects/a-value/versions/1")
+    assert not lookup.subject_has_id("a-value", 1) and lookup.subject_has_id("a-value", 2)
+    assert lookup.schema_by_id(99) is None
+    assert asyncio.run(lookup.fresh_schema_by_id(2)) is not None
+    assert asyncio.run(lookup.fresh_schema_by_id(99)) is None
+
+
+def test_oversized_bodies_are_refused(reg: Registry) -> None:
+    from moldau.registry.http.api import MAX_BODY_BYTES
+
+    status, error, _ = call(reg.app, "POST", "/subjects/s/versions", raw=b" " * (MAX_BODY_BYTES + 1))
+    assert (status, error["error_code"]) == (413, 413)
+
+
+def test_normalize_matches_schemas_written_differently(reg: Registry) -> None:
+    reordered = json.dumps({"fields": [{"type": "string", "name": "name"}], "name": "User", "type": "record"})
+    assert reg.register("n", V1) == (200, {"id": 1})
+    status, found = reg("POST", "/subjects/n", {"schema": reordered}, normalize=True)
+    assert status == 200 and found["version"] == 1
+    assert reg("POST", "/subjects/n/versions", {"schema": reordered}, normalize=True) == (200, {"id": 1})
+    assert reg("GET", "/subjects/n/versions") == (200, [1])

@@ -13,8 +13,15 @@ from moldau.clock import ManualClock
 from moldau.config import BrokerConfig, ConfigError
 from moldau.security.principal import ANONYMOUS, KafkaPrincipal
 from moldau.security.sasl.authenticator import SaslAuthenticator, SaslListenerConfig
-from moldau.security.sasl.client import SaslClientConfig, SaslClientError, authenticate, inter_broker_sasl
+from moldau.security.sasl.client import (
+    SaslClientConfig,
+    SaslClientError,
+    authenticate,
+    controller_sasl,
+    inter_broker_sasl,
+)
 from moldau.security.sasl.scram import ScramCredential
+from moldau.security.sasl.settings import sasl_listener_config
 
 CRED = ScramCredential(*scramp.ScramMechanism("SCRAM-SHA-512").make_auth_info("broker-secret", 4096))
 
@@ -73,3 +80,31 @@ def test_inter_broker_settings() -> None:
         inter_broker_sasl(BrokerConfig(sasl))
     sasl["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = JAAS
     assert inter_broker_sasl(BrokerConfig(sasl)) == SaslClientConfig("PLAIN", "admin", "admin-secret")
+
+
+def test_controller_settings() -> None:
+    base = {"listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+            "controller.listener.names": "CONTROLLER"}
+    assert controller_sasl(BrokerConfig(base)) is None  # CONTROLLER maps to PLAINTEXT by default
+    sasl = {**base, "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"}
+    with pytest.raises(ConfigError, match="GSSAPI is not supported"):
+        controller_sasl(BrokerConfig(sasl))
+    sasl["sasl.mechanism.controller.protocol"] = "SCRAM-SHA-256"
+    with pytest.raises(ConfigError, match="set it to PLAIN"):
+        controller_sasl(BrokerConfig(sasl))
+    sasl["sasl.mechanism.controller.protocol"] = "PLAIN"
+    with pytest.raises(ConfigError, match="username and password"):
+        controller_sasl(BrokerConfig(sasl))
+    sasl["listener.name.controller.plain.sasl.jaas.config"] = JAAS
+    assert controller_sasl(BrokerConfig(sasl)) == SaslClientConfig("PLAIN", "admin", "admin-secret")
+
+
+def test_a_controller_listener_offers_plain_only() -> None:
+    props = {"listeners": "CONTROLLER://127.0.0.1:9093", "controller.listener.names": "CONTROLLER",
+             "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT",
+             "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512", "listener.name.controller.plain.sasl.jaas.config": JAAS}
+    config = BrokerConfig(props)
+    assert sasl_listener_config(config, "CONTROLLER", lambda *_: None, controller=True).mechanisms == ("PLAIN",)
+    scram_only = BrokerConfig({**props, "sasl.enabled.mechanisms": "SCRAM-SHA-512"})
+    with pytest.raises(ConfigError, match="PLAIN only"):
+        sasl_listener_config(scram_only, "CONTROLLER", lambda *_: None, controller=True)

@@ -3,10 +3,12 @@ handlers, with ACLs in a metadata image built by hand; and the rule table checke
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import uuid
 from typing import Any
 
+import pytest
 from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 from kio.schema.describe_acls.v3.request import DescribeAclsRequest
@@ -17,11 +19,12 @@ from moldau.config import BrokerConfig
 from moldau.metadata.image import MetadataImage, acl_record
 from moldau.protocol import codec
 from moldau.protocol.error_response import has_top_level_error_code
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.security.acl.authorizer import Authorizer
 from moldau.security.acl.model import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from moldau.security.acl.rules import RULES, RequestAuthorization, Where
 from moldau.security.principal import KafkaPrincipal
+from moldau.server.context import RequestContext
 from moldau.server.dispatch import Dispatcher
 from moldau.server.handlers.registry import APIS, CONTROLLER_APIS
 from tests.unit.metadata.builders import build, partition, registration
@@ -154,3 +157,34 @@ def test_auto_creation_needs_create_on_the_cluster_or_the_topic() -> None:
     (created,) = decode(dispatch(dispatcher, encode(request), ALICE), 3, 12).topics
     assert services.created == ["new-a"]  # the fake then answers LEADER_NOT_AVAILABLE
     assert created.error_code == ErrorCode.leader_not_available
+
+
+def on_controller_listener(dispatcher: Dispatcher, conn: FakeConnection, api_key: int, version: int) -> bool:
+    """Run the whole-request filter as for a request on a controller listener (the handler is not reached);
+    whether the sender counts as another node."""
+    listener = FakeConnection(principal=conn.principal, client_host=conn.client_host, listener="CONTROLLER",
+                              is_controller_listener=True)
+    header = codec.RequestHeader(api_key, version, 7, "node", 0)
+    from_node = dispatcher._from_node(listener)
+    ctx = RequestContext(header, codec.api_schema(api_key, version), dispatcher._services, listener.peer,
+                         True, listener.listener, listener.principal, listener.client_host,
+                         authorizer=dispatcher._authorizer, from_node=from_node)
+    asyncio.run(RequestAuthorization().check(ctx, object()))
+    return from_node
+
+
+def test_controller_listeners_serve_node_apis_only_to_principals_with_cluster_action() -> None:
+    dispatcher = secured(acl("User:alice", Op.CLUSTER_ACTION, Res.CLUSTER, "kafka-cluster"))
+    broker = FakeConnection(principal=KafkaPrincipal.parse("User:broker"))  # a super user
+    for api_key, version in ((62, 4), (63, 1), (52, 0), (1, 16), (56, 3), (67, 0)):
+        assert on_controller_listener(dispatcher, ALICE, api_key, version)  # allowed by her ACL
+        assert on_controller_listener(dispatcher, broker, api_key, version)
+        with pytest.raises(KafkaError) as refused:
+            on_controller_listener(dispatcher, BOB, api_key, version)
+        assert refused.value.code == ErrorCode.cluster_authorization_failed
+        assert "only other nodes may send" in refused.value.message
+    # Admin requests from a client that talks to the controller directly (KIP-919) are its own to authorize.
+    assert not on_controller_listener(dispatcher, BOB, 18, 3)
+    with pytest.raises(KafkaError) as not_described:
+        on_controller_listener(dispatcher, BOB, 55, 2)  # DescribeQuorum: DESCRIBE on the cluster
+    assert not_described.value.code == ErrorCode.cluster_authorization_failed

@@ -1,0 +1,247 @@
+"""`--key-format` / `--value-format` of `moldau produce` and `moldau consume`: records in Confluent's wire format
+(magic byte, schema id, payload) through the schema registry, written and shown as JSON text.
+
+Producing goes through confluent-kafka's own serializers (`AvroSerializer`, `JSONSerializer`,
+`ProtobufSerializer`), so what the tools write is exactly what applications write: with `--value-schema FILE` the
+schema is registered under the topic's subject (`<topic>-value`, Confluent's TopicNameStrategy) if it is new;
+with `--value-schema-id ID` that schema is used; with neither, the subject's latest version. Each input line is a
+JSON document (for Protobuf, the message in Protobuf's JSON mapping).
+
+Consuming reads the schema id of each record, fetches that schema once, and prints the record as JSON: Avro and
+JSON Schema through confluent-kafka's deserializers, Protobuf by compiling the writer's schema (and the schemas it
+imports) with the registry's own Protobuf format and parsing the message the record's message indexes name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import json_format  # type: ignore[import-untyped]
+
+from moldau.cli.common import CliError
+from moldau.registry.formats.base import InvalidPayload, InvalidSchema
+from moldau.registry.formats.protobuf import ProtobufFormat, ProtobufSchema
+from moldau.registry.rest_client import DEFAULT_URL, RegistryClient, RegistryError, subject_path
+
+FORMATS = ("avro", "json", "protobuf")
+REGISTRY_ENV = "MOLDAU_SCHEMA_REGISTRY"
+Serialize = Callable[[bytes], bytes]  # input line -> record bytes
+Deserialize = Callable[[bytes, str], bytes]  # (record bytes, topic) -> JSON text
+
+
+@dataclass(frozen=True, slots=True)
+class FieldFormat:
+    """How one side of a record (key or value) is written or read."""
+
+    fmt: str  # avro, json or protobuf
+    side: str  # "key" or "value"
+    schema_file: str | None = None
+    schema_id: int | None = None
+
+    @property
+    def field(self) -> MessageField:
+        return MessageField.KEY if self.side == "key" else MessageField.VALUE
+
+
+def add_format_options(parser: argparse.ArgumentParser, producing: bool) -> None:
+    """`--key-format`, `--value-format` and `--registry`; for producing also the schema to write with."""
+    verb = "written" if producing else "shown"
+    for side in ("key", "value"):
+        parser.add_argument(f"--{side}-format", choices=FORMATS, type=str.lower,
+                            help=f"{side}s in the schema registry's wire format, {verb} as JSON")
+        if producing:
+            parser.add_argument(f"--{side}-schema", metavar="FILE",
+                                help=f"the {side} schema (registered under TOPIC-{side} if new; default: that "
+                                     "subject's latest version)")
+            parser.add_argument(f"--{side}-schema-id", type=int, metavar="ID", help=f"the {side} schema's id")
+    parser.add_argument("--registry", default=os.environ.get(REGISTRY_ENV) or DEFAULT_URL, metavar="URL",
+                        help=f"schema registry URL for the formats (default: ${REGISTRY_ENV} or {DEFAULT_URL})")
+
+
+def format_specs(args: argparse.Namespace) -> tuple[FieldFormat | None, FieldFormat | None]:
+    """The key's and the value's FieldFormat from the parsed options (None where no format is given)."""
+    specs: list[FieldFormat | None] = []
+    for side in ("key", "value"):
+        fmt = getattr(args, f"{side}_format")
+        schema_file, schema_id = getattr(args, f"{side}_schema", None), getattr(args, f"{side}_schema_id", None)
+        if fmt is None and (schema_file is not None or schema_id is not None):
+            raise CliError(f"--{side}-schema and --{side}-schema-id need --{side}-format")
+        if schema_file is not None and schema_id is not None:
+            raise CliError(f"give --{side}-schema or --{side}-schema-id, not both")
+        specs.append(None if fmt is None else FieldFormat(fmt, side, schema_file, schema_id))
+    return specs[0], specs[1]
+
+
+def serializer(spec: FieldFormat, registry_url: str, topic: str) -> Serialize:
+    """A function turning a JSON input line into a record's key or value for `topic`, in the wire format. Raises
+    CliError."""
+    client = SchemaRegistryClient({"url": registry_url})
+    schema_text = _read_schema(spec.schema_file) if spec.schema_file else None
+    conf: dict[str, Any] = {"auto.register.schemas": schema_text is not None,
+                            "use.latest.version": schema_text is None and spec.schema_id is None}
+    if spec.schema_id is not None:
+        conf["use.schema.id"] = spec.schema_id
+    if spec.fmt == "avro":
+        encode: Any = AvroSerializer(client, schema_text, conf=conf)
+        to_object: Callable[[bytes], Any] = _json_document
+    elif spec.fmt == "json":
+        encode = JSONSerializer(schema_text, client, conf=conf)
+        to_object = _json_document
+    else:
+        message_class = _protobuf_class(schema_text, spec, registry_url, f"{topic}-{spec.side}")
+        encode = ProtobufSerializer(message_class, client, conf={**conf, "use.deprecated.format": False})
+
+        def to_object(line: bytes) -> Any:
+            try:
+                return json_format.Parse(line, message_class())
+            except json_format.ParseError as exc:
+                raise ValueError(str(exc)) from None
+
+    context = SerializationContext(topic, spec.field)
+
+    def serialize(line: bytes) -> bytes:
+        try:
+            data: bytes = encode(to_object(line), context)
+        except ValueError as exc:
+            raise CliError(f"cannot write this {spec.side} as {spec.fmt}: {exc}") from None
+        except Exception as exc:  # the serializers' own errors: registry refusals, schema mismatches
+            raise CliError(f"cannot serialize {spec.side} as {spec.fmt}: {exc}") from None
+        return data
+    return serialize
+
+
+def deserializer(spec: FieldFormat, registry_url: str) -> Deserialize:
+    """A function turning a record's key or value in the wire format into JSON text."""
+    if spec.fmt == "protobuf":
+        return ProtobufReader(RegistryClient(registry_url), spec.side).read
+    client = SchemaRegistryClient({"url": registry_url})
+    decode: Any = (AvroDeserializer(client) if spec.fmt == "avro"
+                   else JSONDeserializer(None, schema_registry_client=client))
+
+    def deserialize(data: bytes, topic: str) -> bytes:
+        try:
+            value = decode(data, SerializationContext(topic, spec.field))
+        except Exception as exc:
+            raise CliError(f"cannot read a {spec.side} as {spec.fmt}: {exc}") from None
+        return json.dumps(value, default=_json_default, separators=(",", ":")).encode()
+    return deserialize
+
+
+@dataclass
+class ProtobufReader:
+    """Protobuf records to JSON: the writer's schema by id (with its imports), compiled once per id."""
+
+    registry: RegistryClient
+    side: str
+    schemas: dict[int, ProtobufSchema] = field(default_factory=dict)
+
+    def read(self, data: bytes, topic: str) -> bytes:
+        del topic
+        if len(data) < 6 or data[0] != 0:
+            raise CliError(f"a {self.side} of {len(data)} bytes is not in the schema registry's wire format")
+        schema_id = struct.unpack_from(">I", data, 1)[0]
+        indexes, offset = message_indexes(data, 5)
+        schema = self._schema(schema_id)
+        try:
+            message = schema.message_class(indexes).FromString(data[offset:])
+        except (InvalidPayload, Exception) as exc:
+            raise CliError(f"cannot read a {self.side} as Protobuf (schema {schema_id}): {exc}") from None
+        return str(json_format.MessageToJson(message, indent=None)).encode()
+
+    def _schema(self, schema_id: int) -> ProtobufSchema:
+        if schema_id not in self.schemas:
+            try:
+                answer = self.registry.get(f"/schemas/ids/{schema_id}")
+                references = resolve_references(self.registry, answer.get("references") or [])
+                self.schemas[schema_id] = ProtobufFormat().parse(answer["schema"], references)
+            except (RegistryError, InvalidSchema) as exc:
+                raise CliError(f"cannot get Protobuf schema {schema_id}: {exc}") from None
+        return self.schemas[schema_id]
+
+
+def message_indexes(data: bytes, offset: int) -> tuple[tuple[int, ...], int]:
+    """Confluent's Protobuf message indexes after the schema id: a zigzag varint count, then that many zigzag
+    varints; a lone 0 means the first message. Returns the indexes and where the message starts."""
+    count, offset = _zigzag(data, offset)
+    indexes = []
+    for _ in range(count):
+        index, offset = _zigzag(data, offset)
+        indexes.append(index)
+    return tuple(indexes) or (0,), offset
+
+
+def _zigzag(data: bytes, offset: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if offset >= len(data) or shift > 63:
+            raise CliError("bad Protobuf message indexes in a record")
+        byte = data[offset]
+        offset += 1
+        result |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return (result >> 1) ^ -(result & 1), offset
+
+
+def resolve_references(registry: RegistryClient, references: list[dict[str, Any]]) -> dict[str, str]:
+    """Every schema the references name, transitively: import name -> schema text."""
+    texts: dict[str, str] = {}
+    pending = list(references)
+    while pending:
+        ref = pending.pop()
+        if ref["name"] in texts:
+            continue
+        version = registry.get(subject_path(ref["subject"], "versions", str(ref["version"])))
+        texts[ref["name"]] = version["schema"]
+        pending.extend(version.get("references") or [])
+    return texts
+
+
+def _protobuf_class(schema_text: str | None, spec: FieldFormat, registry_url: str, subject: str) -> Any:
+    """The message class records are written with: the first message of the given .proto, else of the schema
+    the id or the subject's latest version names."""
+    registry = RegistryClient(registry_url)
+    try:
+        if schema_text is not None:
+            return ProtobufFormat().parse(schema_text, {}).message_class((0,))
+        path = (f"/schemas/ids/{spec.schema_id}" if spec.schema_id is not None
+                else subject_path(subject, "versions", "latest"))
+        answer = registry.get(path)
+        references = resolve_references(registry, answer.get("references") or [])
+        return ProtobufFormat().parse(answer["schema"], references).message_class((0,))
+    except (RegistryError, InvalidSchema) as exc:
+        raise CliError(f"cannot load the Protobuf schema: {exc}") from None
+
+
+def _read_schema(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _json_document(line: bytes) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError as exc:
+        raise ValueError(f"not a JSON document ({exc})") from None
+
+
+def _json_default(value: Any) -> Any:
+    """Avro's bytes, fixed, decimals, dates and UUIDs as JSON: bytes as text (latin-1, as Avro's JSON encoding
+    does), everything else as its string form."""
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    return str(value)
