@@ -140,7 +140,7 @@ class Broker:
     def schema_lookup(self) -> SchemaLookup | None:
         """What Produce asks of the schema registry for topics with schema validation on (parsed schemas by id,
         cached); None where no registry runs."""
-        return self.registry.schemas if self.registry is not None else None
+        return self.registry.lookup if self.registry is not None else None
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
