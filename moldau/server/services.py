@@ -12,6 +12,7 @@ producer id blocks). Add to it only what a handler needs; wiring stays in `Broke
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class BrokerServices(Protocol):
     # -- the schema registry ------------------------------------------------------------------------------------
     @property
     def schema_lookup(self) -> SchemaLookup | None: ...
+    async def catch_up_schemas(self, schema_ids: Iterable[int]) -> None: ...
 
     # -- the active controller ----------------------------------------------------------------------------------
     async def forward_to_controller(self, ctx: RequestContext, request: Any) -> Any: ...
