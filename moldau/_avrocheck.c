@@ -104,8 +104,9 @@ static int walk_bytes(Walk *w, int is_string) {
 
 static int walk(Walk *w, int32_t node, int depth);
 
-/* Array items or map values, in blocks: a count (negative: followed by the block's size in bytes), 0 ends. */
-static int walk_blocks(Walk *w, int32_t item, int is_map, int depth) {
+/* Array items or map values, in blocks: a count (negative: followed by the block's size in bytes), 0 ends.
+   `zero_width`: the items take no bytes (null, empty fixed, records of such), so there is nothing to count. */
+static int walk_blocks(Walk *w, int32_t item, int is_map, int zero_width, int depth) {
     for (;;) {
         int64_t count, size;
         if (read_long(w, 10, &count) != 0) return -1;
@@ -114,8 +115,9 @@ static int walk_blocks(Walk *w, int32_t item, int is_map, int depth) {
             if (count == INT64_MIN || read_long(w, 10, &size) != 0) return -1;
             count = -count;
         }
-        /* Every item takes at least one byte unless it is null or an empty record: bound the count by what is
-           left, so a hostile count cannot spin; zero-size items are left to the full decode. */
+        if (zero_width && !is_map) continue;
+        /* Otherwise every item takes at least a byte: a count beyond what is left cannot be valid, and a hostile
+           one cannot make the walk spin. */
         if (count > w->end - w->pos) return -1;
         for (int64_t i = 0; i < count; i++) {
             if (is_map && walk_bytes(w, 1) != 0) return -1;
@@ -144,8 +146,8 @@ static int walk(Walk *w, int32_t node, int depth) {
     case K_ENUM:
         if (read_long(w, 10, &value) != 0) return -1;
         return value >= 0 && value < n[1] ? 0 : -1;
-    case K_ARRAY: return walk_blocks(w, n[1], 0, depth);
-    case K_MAP: return walk_blocks(w, n[1], 1, depth);
+    case K_ARRAY: return walk_blocks(w, n[1], 0, n[2], depth);
+    case K_MAP: return walk_blocks(w, n[1], 1, 0, depth);
     case K_UNION:
         if (read_long(w, 10, &value) != 0 || value < 0 || value >= n[1]) return -1;
         return walk(w, n[2 + value], depth + 1);

@@ -87,9 +87,10 @@ def compile_schema(text: str) -> bytes | None:
             return None
         compiler = _Compiler()
         compiler.node(raw, "")
+        program = compiler.finish()
     except (_Unsupported, ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return None
-    return array("i", compiler.program).tobytes()
+    return array("i", program).tobytes()
 
 
 def _has_logical_type(node: Any) -> bool:
@@ -106,6 +107,26 @@ class _Compiler:
     def __init__(self) -> None:
         self.program: list[int] = []
         self.named: dict[str, int] = {}
+        self.arrays: list[int] = []  # array and map nodes, whose items' width is marked once all are compiled
+
+    def finish(self) -> list[int]:
+        """The program, each array node marked when its items take no bytes (null, empty fixed, records of such):
+        the walk then reads the block counts without counting items, however many a block claims."""
+        for at in self.arrays:
+            if self.program[at] == ARRAY and self._zero_width(self.program[at + 1], frozenset()):
+                self.program[at + 2] = 1
+        return self.program
+
+    def _zero_width(self, at: int, seen: frozenset[int]) -> bool:
+        kind = self.program[at]
+        if kind == PRIMITIVES["null"]:
+            return True
+        if kind == FIXED:
+            return self.program[at + 1] == 0
+        if kind == RECORD and at not in seen:
+            fields = self.program[at + 2 : at + 2 + self.program[at + 1]]
+            return all(self._zero_width(f, seen | {at}) for f in fields)
+        return False
 
     def node(self, schema: Any, namespace: str) -> int:
         if isinstance(schema, str):
@@ -122,8 +143,9 @@ class _Compiler:
         if kind == "fixed":
             return self._define(schema, namespace, [FIXED, int(schema["size"])])
         if kind in ("array", "map"):
-            at = self._emit([ARRAY if kind == "array" else MAP, -1])
+            at = self._emit([ARRAY if kind == "array" else MAP, -1, 0])
             self.program[at + 1] = self.node(schema["items" if kind == "array" else "values"], namespace)
+            self.arrays.append(at)
             return at
         return self.node(kind, namespace)  # {"type": "string"}, or a type given in full under "type"
 

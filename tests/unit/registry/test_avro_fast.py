@@ -33,7 +33,12 @@ EVERY_KIND = {
     ]}
 LIST = {"type": "record", "name": "Node", "fields": [
     {"name": "value", "type": "int"}, {"name": "next", "type": ["null", "Node"]}]}
-SCHEMAS = [EVERY_KIND, LIST, "string", {"type": "array", "items": {"type": "map", "values": ["null", "double"]}}]
+ZERO_WIDTH_ITEMS = {"type": "record", "name": "Z", "fields": [  # the format checks these by its own walk
+    {"name": "nulls", "type": {"type": "array", "items": "null"}},
+    {"name": "empty", "type": {"type": "array", "items": {"type": "fixed", "name": "Empty", "size": 0}}},
+    {"name": "s", "type": "string"}]}
+SCHEMAS = [EVERY_KIND, LIST, "string", {"type": "array", "items": {"type": "map", "values": ["null", "double"]}},
+           ZERO_WIDTH_ITEMS]
 
 
 def datum(schema: Any, rng: random.Random, named: dict[str, Any], depth: int = 0) -> Any:
