@@ -251,12 +251,14 @@ def unique_topic(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    """Create ``topic`` explicitly so that auto-creation does not land inside a measurement."""
+def create_topic(bootstrap: str, topic: str, partitions: int, config: dict[str, str] | None = None) -> None:
+    """Create ``topic`` (with topic ``config``) explicitly so that auto-creation does not land inside a
+    measurement."""
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
-    futures = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30, request_timeout=30)
+    futures = admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})], operation_timeout=30,
+                                  request_timeout=30)
     futures[topic].result(timeout=60)
     _wait_topic_visible(admin, topic, partitions)
 

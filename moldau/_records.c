@@ -8,6 +8,11 @@
  * walk_records(buffer, count, last_offset_delta, strict, max_record_bytes)
  *   -> (error_index or -1, error_kind, message, min_ts_delta, max_ts_delta, [null-key indexes])
  * error_kind: 0 corrupt, 1 inconsistent with the batch header.
+ *
+ * key_values(buffer) -> [(key or None, value or None), ...]
+ *   The keys and values of a records section, for broker-side schema validation (moldau.registry); raises
+ *   ValueError where the records do not parse (the walk above reports those in detail). Same as
+ *   `_key_values_py`.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -164,7 +169,66 @@ done:
     return out;
 }
 
+/* A length-prefixed field as bytes, or None for length -1; NULL with c->message set when it does not parse. */
+static PyObject *read_field(Cursor *c, Py_ssize_t end, const char *what) {
+    int64_t length;
+    if (read_varint(c, end, 5, &length) != 0) return NULL;
+    if (length == -1) Py_RETURN_NONE;
+    if (length < 0 || length > end - c->pos) {
+        snprintf(c->message, sizeof c->message, "invalid %s length %lld", what, (long long)length);
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize((const char *)c->buf + c->pos, (Py_ssize_t)length);
+    if (out == NULL) snprintf(c->message, sizeof c->message, "out of memory");
+    c->pos += length;
+    return out;
+}
+
+static PyObject *key_values(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    Cursor c = {.buf = (const uint8_t *)view.buf, .pos = 0, .message = ""};
+    Py_ssize_t end = view.len;
+    PyObject *out = PyList_New(0);
+    PyObject *key = NULL, *value = NULL;
+    if (out == NULL) goto done;
+    while (c.pos < end) {
+        int64_t length, ignored;
+        if (read_varint(&c, end, 5, &length) != 0) goto bad;
+        if (length <= 0 || length > end - c.pos) {
+            snprintf(c.message, sizeof c.message, "record length %lld runs past the end of the batch",
+                     (long long)length);
+            goto bad;
+        }
+        Py_ssize_t record_end = c.pos + length;
+        c.pos += 1; /* attributes */
+        if (read_varint(&c, record_end, 10, &ignored) != 0) goto bad; /* timestamp delta */
+        if (read_varint(&c, record_end, 5, &ignored) != 0) goto bad;  /* offset delta */
+        if ((key = read_field(&c, record_end, "key")) == NULL) goto bad;
+        if ((value = read_field(&c, record_end, "value")) == NULL) goto bad;
+        PyObject *pair = PyTuple_Pack(2, key, value);
+        Py_CLEAR(key);
+        Py_CLEAR(value);
+        if (pair == NULL || PyList_Append(out, pair) != 0) {
+            Py_XDECREF(pair);
+            Py_CLEAR(out);
+            goto done;
+        }
+        Py_DECREF(pair);
+        c.pos = record_end; /* headers are not needed */
+    }
+    goto done;
+bad:
+    Py_XDECREF(key);
+    Py_CLEAR(out);
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, c.message);
+done:
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"key_values", key_values, METH_VARARGS, "The (key, value) pairs of a v2 batch's records section."},
     {"walk_records", walk_records, METH_VARARGS, "Walk the records of a v2 batch's records section."},
     {NULL, NULL, 0, NULL},
 };

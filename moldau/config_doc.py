@@ -43,6 +43,10 @@ def _acted_on(definition: ConfigDef | TopicConfigDef) -> str:
     return "yes" if definition.acted_on else "not yet"
 
 
+def _own_default(definition: TopicConfigDef) -> str:
+    return f"(none: `{definition.default}`)" if definition.default is not None else ""
+
+
 def render() -> str:
     lines = [_INTRO, "## Broker configs", "",
              '"Dynamic" configs can be changed while the broker runs, with IncrementalAlterConfigs or AlterConfigs '
@@ -54,11 +58,12 @@ def render() -> str:
     lines += ["", "## Topic configs", "",
               "Set with `moldau topics create NAME --config key=value`, `moldau topics alter NAME --config "
               "key=value` or any Kafka admin client. An unknown topic config is refused (INVALID_CONFIG). The "
-              "broker configs named under \"default from\" supply the value when the topic sets none. "
+              "broker configs named under \"default from\" supply the value when the topic sets none; "
+              "\"(none: `x`)\" marks a topic config no broker config supplies, whose default is x. "
               "`cleanup.policy=compact` is accepted, but nothing is compacted yet.", "",
               "| name | type | default from | acted on | meaning |", "|---|---|---|---|---|"]
     for t in sorted(TOPIC_CONFIGS.values(), key=lambda t: t.name):
-        synonyms = ", ".join(f"`{s.name}`" for s in t.synonyms)
+        synonyms = ", ".join(f"`{s.name}`" for s in t.synonyms) or _own_default(t)
         lines.append(f"| `{t.name}` | {t.type.name.lower()} | {_cell(synonyms)} | {_acted_on(t)} | "
                      f"{_cell(t.doc)} |")
     return "\n".join(lines) + "\n"

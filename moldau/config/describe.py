@@ -99,11 +99,15 @@ def effective_topic_configs(broker: BrokerConfig, overrides: Mapping[str, str]) 
 def topic_value(
     broker: BrokerConfig, definition: TopicConfigDef, overrides: Mapping[str, str]
 ) -> tuple[ConfigValue, ConfigSource]:
-    """A topic config's effective value and its source: the topic's override, else its broker default."""
+    """A topic config's effective value and its source: the topic's override, else its broker default, else the
+    topic config's own default."""
     raw = overrides.get(definition.name)
     if raw is not None:
         return definition.parse(raw), ConfigSource.DYNAMIC_TOPIC_CONFIG
-    return broker.resolve_synonyms(definition.synonyms)
+    value, source = broker.resolve_synonyms(definition.synonyms)
+    if value is None and definition.default is not None:
+        return definition.parse(definition.default), ConfigSource.DEFAULT_CONFIG
+    return value, source
 
 
 def _topic_entry(

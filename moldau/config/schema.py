@@ -282,7 +282,8 @@ class Synonym:
 
 @dataclass(frozen=True, slots=True)
 class TopicConfigDef:
-    """One known topic config; its default is the first set broker config among ``synonyms``.
+    """One known topic config; its default is the first set broker config among ``synonyms``, else ``default``
+    (the raw string default of a topic config no broker config supplies, such as Confluent's schema validation).
 
     ``acted_on`` is False for a config that is accepted but has no effect yet (see ``NOT_YET_ACTED_ON``).
     """
@@ -293,6 +294,7 @@ class TopicConfigDef:
     synonyms: tuple[Synonym, ...]
     validator: Validator | None = None
     acted_on: bool = True
+    default: str | None = None
 
     def parse(self, raw: str) -> ConfigValue:
         """Parse and validate ``raw``; raise ConfigError naming this config, the value and what is allowed."""

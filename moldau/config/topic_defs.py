@@ -14,6 +14,7 @@ from moldau.config.schema import (
     COMPRESSION_TYPES,
     TIMESTAMP_TYPES,
     ConfigType,
+    OneOf,
     Range,
     Synonym,
     TopicConfigDef,
@@ -34,6 +35,27 @@ RETENTION = (Synonym("log.retention.ms"), Synonym("log.retention.minutes", 60_00
 ROLL = (Synonym("log.roll.ms"), Synonym("log.roll.hours", 3_600_000))
 ROLL_JITTER = (Synonym("log.roll.jitter.ms"), Synonym("log.roll.jitter.hours", 3_600_000))
 FLUSH_MS = _syn("log.flush.interval.ms", "log.flush.scheduler.interval.ms")
+
+# Confluent Server's broker-side schema validation (moldau.registry.validation): off unless a topic turns it on, and
+# no broker config supplies a default.
+TOPIC_NAME_STRATEGY = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
+_STRATEGY_NAMES = ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
+SUBJECT_NAME_STRATEGIES = OneOf(tuple(f"io.confluent.kafka.serializers.subject.{name}" for name in _STRATEGY_NAMES)
+                                + _STRATEGY_NAMES)
+
+
+def _schema_validation(part: str) -> tuple[TopicConfigDef, TopicConfigDef]:
+    return (
+        TopicConfigDef(f"confluent.{part}.schema.validation", _T.BOOLEAN,
+                       f"Refuse produced records whose {part} is not in the schema registry's wire format with a "
+                       f"schema registered under the subject the {part} subject name strategy names, or does not "
+                       "decode under that schema (INVALID_RECORD).", (), default="false"),
+        TopicConfigDef(f"confluent.{part}.subject.name.strategy", _T.STRING,
+                       f"How the {part}'s subject is named for confluent.{part}.schema.validation: "
+                       "TopicNameStrategy, RecordNameStrategy or TopicRecordNameStrategy (the short or the full "
+                       "class name).", (), SUBJECT_NAME_STRATEGIES, default=TOPIC_NAME_STRATEGY),
+    )
+
 
 # acted_on=False: accepted but not acted on yet, for the reasons given above the broker table.
 _TOPIC_DEFS: tuple[TopicConfigDef, ...] = (
@@ -86,6 +108,8 @@ _TOPIC_DEFS: tuple[TopicConfigDef, ...] = (
                    acted_on=False),
     TopicConfigDef("message.downconversion.enable", _T.BOOLEAN, "Convert records for old consumers.",
                    _syn("log.message.downconversion.enable"), acted_on=False),
+    *_schema_validation("key"),
+    *_schema_validation("value"),
 )
 
 

@@ -107,6 +107,10 @@ class Plugin:
         from moldau import __version__
         return __version__
 
+    def config_def(self) -> ConfigDef:
+        """The plugin's own configs (none unless it says so)."""
+        return ConfigDef()
+
 
 # --- connectors ------------------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from moldau import __version__
+from moldau.connect.config import config_infos
 from moldau.connect.errors import NotFoundError
 from moldau.connect.worker.herder import Herder, HerderError
 from moldau.connect.worker.worker_config import CONNECTOR_CLASS, NAME
@@ -210,11 +211,13 @@ class ConnectApi:
         return json_response(await self.call(self.herder.validate, config))
 
     async def plugin_config(self, request: Request) -> Response:
+        """KIP-769: the definitions of the plugin's own configs."""
         try:
-            info = self.herder.registry.connector(request.path_params["plugin"])
+            info = self.herder.registry.get(request.path_params["plugin"])
         except NotFoundError as exc:
             raise HerderError(404, str(exc)) from None
-        infos = await self.call(self.herder.validate, {CONNECTOR_CLASS: info.class_name})
+        definition = info.cls().config_def()
+        infos = config_infos(info.class_name, definition, [])
         return json_response([c["definition"] for c in infos["configs"]])
 
 

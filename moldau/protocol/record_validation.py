@@ -38,8 +38,10 @@ from moldau.protocol.record_batch import BATCH_HEADER_SIZE, BatchHeader, Invalid
 
 __all__ = [
     "RecordErrors",
+    "RecordsCheck",
     "RecordsSummary",
     "decompress_records",
+    "key_values",
     "native_walker_loaded",
     "read_zigzag_varint",
     "validate_batch_records",
@@ -82,12 +84,18 @@ Walker = Callable[[bytes | memoryview, int, int, bool, int], WalkResult]
 
 _CORRUPT, _INCONSISTENT = 0, 1
 
+# A further check of a client batch's records once the walk found them sound: given the batch's header and its
+# (decompressed) records section; raises RecordErrors. Broker-side schema validation is one (moldau.registry).
+RecordsCheck = Callable[[BatchHeader, bytes | memoryview], None]
+
 
 def validate_batch_records(
     batch: memoryview, header: BatchHeader, *, from_client: bool,
     max_record_bytes: int = 2**31 - 1, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    records_check: RecordsCheck | None = None,
 ) -> RecordsSummary:
-    """Walk every record of one whole batch; raise RecordErrors if any is corrupt or inconsistent."""
+    """Walk every record of one whole batch; raise RecordErrors if any is corrupt or inconsistent, or if
+    `records_check` refuses the sound records (it is given them decompressed, so nothing decompresses twice)."""
     records = decompress_records(batch, header, max_decompressed_bytes)
     index, kind, message, min_ts, max_ts, null_keys = walk_records(
         records, header.records_count, header.last_offset_delta, from_client, max_record_bytes)
@@ -95,6 +103,8 @@ def validate_batch_records(
         code = ErrorCode.corrupt_message if kind == _CORRUPT else ErrorCode.invalid_record
         raise RecordErrors(code, f"record {index} of the batch at offset delta range "
                            f"0..{header.last_offset_delta}: {message}", [(index, message)])
+    if records_check is not None:
+        records_check(header, records)
     return RecordsSummary(header.records_count, min_ts, max_ts, tuple(null_keys))
 
 
@@ -277,6 +287,37 @@ def _walk_records_py(buf: bytes | memoryview, count: int, last_offset_delta: int
     return NO_INDEX, 0, "", min_ts, max_ts, null_keys
 
 
+def _field(buf: bytes | memoryview, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
+    length, pos = read_zigzag_varint(buf, pos, end, 5)
+    if length == -1:
+        return None, pos
+    if length < 0 or length > end - pos:
+        raise ValueError(f"invalid {what} length {length}")
+    return bytes(buf[pos : pos + length]), pos + length
+
+
+def _key_values_py(buf: bytes | memoryview) -> list[tuple[bytes | None, bytes | None]]:
+    """The (key, value) of every record of a (decompressed) records section, for schema validation; raises
+    ValueError where the records do not parse. `moldau._records.key_values` does exactly this in C."""
+    out = []
+    pos, end = 0, len(buf)
+    try:
+        while pos < end:
+            length, pos = read_zigzag_varint(buf, pos, end, 5)
+            if length <= 0 or length > end - pos:
+                raise ValueError(f"record length {length} runs past the end of the batch")
+            record_end = pos + length
+            _, pos = read_zigzag_varint(buf, pos + 1, record_end, 10)  # after the attributes: timestamp delta
+            _, pos = read_zigzag_varint(buf, pos, record_end, 5)  # offset delta
+            key, pos = _field(buf, pos, record_end, "key")
+            value, pos = _field(buf, pos, record_end, "value")
+            out.append((key, value))
+            pos = record_end  # headers are not needed
+    except InvalidBatch as exc:
+        raise ValueError(exc.message) from exc
+    return out
+
+
 def _load_native_walker() -> Walker | None:
     if os.environ.get("MOLDAU_PURE_PYTHON_RECORDS"):
         return None
@@ -292,6 +333,12 @@ def _load_native_walker() -> Walker | None:
 
 _NATIVE = _load_native_walker()
 walk_records: Walker = _NATIVE or _walk_records_py
+KeyValues = Callable[[bytes | memoryview], list[tuple[bytes | None, bytes | None]]]
+key_values: KeyValues = _key_values_py
+if _NATIVE is not None:
+    from moldau import _records  # type: ignore[attr-defined]
+
+    key_values = getattr(_records, "key_values", _key_values_py)  # an extension built before it had one
 
 
 def native_walker_loaded() -> bool:

@@ -30,6 +30,7 @@ from moldau.metadata.image import NO_LEADER, MetadataImage, PartitionImage, Topi
 from moldau.metadata.records import RESOURCE_BROKER
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_batch import BatchHeader, split_batches
+from moldau.protocol.record_validation import RecordsCheck
 from moldau.replication.fetcher import FetcherSettings, FollowedPartition, ReplicaFetcher
 from moldau.replication.follower_rules import (
     StartOverAt,
@@ -350,12 +351,13 @@ class ReplicaManager:
     # -- the leader's side --------------------------------------------------------------------------------------
 
     def append_as_leader(self, hosted: HostedPartition, batches: list[tuple[BatchHeader, memoryview]],
-                         required_acks: int = 1, verification_guard: object | None = None) -> AppendResult:
+                         required_acks: int = 1, verification_guard: object | None = None,
+                         records_check: RecordsCheck | None = None) -> AppendResult:
         """Append to a partition led here. Raises KafkaError; with acks=all, NOT_ENOUGH_REPLICAS when the ISR is
         smaller than min.insync.replicas (checked before anything is written, as Kafka does)."""
         if required_acks == -1:
             _require_min_isr(hosted)
-        result = hosted.log.append(batches, hosted.leader_epoch, verification_guard)
+        result = hosted.log.append(batches, hosted.leader_epoch, verification_guard, records_check)
         if not result.duplicate:
             self._after_leader_append(hosted)
         return result

@@ -20,7 +20,7 @@ import functools
 import logging
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from moldau.clock import Clock, SystemClock
@@ -50,6 +50,7 @@ from moldau.net.client import Authenticator
 from moldau.protocol.errors import KafkaError
 from moldau.raft import Config as RaftConfig
 from moldau.registry.service import RegistryService
+from moldau.registry.validation import SchemaLookup
 from moldau.registry.wiring import registry_for
 from moldau.replication.fetcher import FetcherSettings
 from moldau.replication.replica_manager import ReplicaManager
@@ -87,6 +88,7 @@ METADATA_DIR = "__cluster_metadata"
 MAINTENANCE_INTERVAL_MS = 1000
 FENCE_CHECK_INTERVAL_S = 0.25
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 5.0
+MAX_CAUGHT_UP_IDS = 16  # unknown schema ids one produced batch may make the registry catch up for
 
 
 class StartupError(Exception):
@@ -134,6 +136,18 @@ class Broker:
         self.txn_links: TxnLinks
         self.controller_requests: ControllerRequests
         self.registry: RegistryService | None = None  # the schema registry (moldau.registry), on brokers
+
+    @property
+    def schema_lookup(self) -> SchemaLookup | None:
+        """What Produce asks of the schema registry for topics with schema validation on (parsed schemas by id,
+        cached); None where no registry runs."""
+        return self.registry.lookup if self.registry is not None else None
+
+    async def catch_up_schemas(self, schema_ids: Iterable[int]) -> None:
+        """Let the registry catch up with `_schemas` for ids a produced batch uses and it does not know (yet)."""
+        if self.registry is not None:
+            lookup = self.registry.lookup
+            await asyncio.gather(*(lookup.fresh_schema_by_id(i) for i in sorted(schema_ids)[:MAX_CAUGHT_UP_IDS]))
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 

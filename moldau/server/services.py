@@ -12,6 +12,7 @@ producer id blocks). Add to it only what a handler needs; wiring stays in `Broke
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from moldau.metadata.image import MetadataImage
     from moldau.metadata.quorum import MetadataQuorum
     from moldau.metadata.records import Endpoint, RegisterBrokerRecord
+    from moldau.registry.validation import SchemaLookup
     from moldau.replication.replica_manager import ReplicaManager
     from moldau.server.context import RequestContext
     from moldau.server.txn_links import TxnLinks
@@ -69,6 +71,11 @@ class BrokerServices(Protocol):
     async def ensure_offsets_topic(self, timeout_s: float = 10.0) -> None: ...
     async def ensure_transaction_topic(self, timeout_s: float = 10.0) -> None: ...
     async def next_producer_id(self) -> int: ...
+
+    # -- the schema registry ------------------------------------------------------------------------------------
+    @property
+    def schema_lookup(self) -> SchemaLookup | None: ...
+    async def catch_up_schemas(self, schema_ids: Iterable[int]) -> None: ...
 
     # -- the active controller ----------------------------------------------------------------------------------
     async def forward_to_controller(self, ctx: RequestContext, request: Any) -> Any: ...

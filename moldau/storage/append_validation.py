@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_batch import BatchHeader
+from moldau.protocol.record_validation import RecordsCheck
 from moldau.storage.log_config import LogConfig
 from moldau.storage.producer_state import BatchMetadata, ProducerStateManager
 from moldau.storage.record_checks import check_batch_records
@@ -29,6 +30,7 @@ class LeaderAppendChecks:
     producers: ProducerStateManager
     verify_transactions: bool  # the log's `transaction_verification`
     partition: str  # `<topic>-<partition>`, for messages
+    records_check: RecordsCheck | None = None  # the topic's schema validation, where it has one
 
     def validate(self, batches: Sequence[tuple[BatchHeader, memoryview]], now_ms: int, check_create_time: bool,
                  verification_guard: object | None = None) -> tuple[int, BatchMetadata | None]:
@@ -48,7 +50,8 @@ class LeaderAppendChecks:
             if check_create_time:
                 self._check_timestamps(header, now_ms)
             # Every record, as Kafka's LogValidator: structure, count, offsets, sizes, keys, timestamps.
-            check_batch_records(header, view, config, now_ms if check_create_time else None, self.partition)
+            check_batch_records(header, view, config, now_ms if check_create_time else None, self.partition,
+                                self.records_check)
             total_bytes += size
             if header.producer_id >= 0:
                 decision = self.producers.check(header, pending)

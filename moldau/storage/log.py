@@ -61,6 +61,7 @@ from functools import partial
 from moldau.clock import Clock
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_batch import BatchHeader, assign_offsets, parse_header
+from moldau.protocol.record_validation import RecordsCheck
 from moldau.storage import checkpoints, log_loading, log_reads, retention
 from moldau.storage.append_validation import LeaderAppendChecks
 from moldau.storage.checkpoints import (
@@ -336,8 +337,9 @@ class PartitionLog:
     # -- append --------------------------------------------------------------------------------------
 
     def append(self, batches: list[tuple[BatchHeader, memoryview]], leader_epoch: int,
-               verification_guard: object | None = None) -> AppendResult:
+               verification_guard: object | None = None, records_check: RecordsCheck | None = None) -> AppendResult:
         """Validate all `batches` (already split and CRC-checked), then store them at consecutive offsets.
+        `records_check` is a further check of each batch's records (the topic's schema validation).
 
         A transactional batch that starts a transaction here must come with the producer's current
         `verification_guard` (see `needs_verification`) unless `transaction_verification` is off.
@@ -351,7 +353,8 @@ class PartitionLog:
         self._check_open()
         now = self._clock.time_ms()
         append_time = now if self._config.message_timestamp_type is TimestampType.LOG_APPEND_TIME else None
-        checks = LeaderAppendChecks(self._config, self.producer_state, self.transaction_verification, self._name)
+        checks = LeaderAppendChecks(self._config, self.producer_state, self.transaction_verification, self._name,
+                                    records_check)
         total_bytes, duplicate = checks.validate(batches, now, append_time is None, verification_guard)
         if duplicate is not None:
             return self._duplicate_result(duplicate, append_time is not None)

@@ -47,6 +47,11 @@ class LogConfig:
     # Replication: read by the replica manager (acks=all) and the controller (leader election), as in Kafka.
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
+    # Broker-side schema validation (Confluent's topic configs), read by the produce path.
+    key_schema_validation: bool = False
+    value_schema_validation: bool = False
+    key_subject_name_strategy: str = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
+    value_subject_name_strategy: str = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
 
     @classmethod
     def from_config(cls, config: BrokerConfig, overrides: Mapping[str, str] | None = None) -> Self:
@@ -91,6 +96,10 @@ class LogConfig:
             max_compaction_lag_ms=get_int("max.compaction.lag.ms"),
             min_insync_replicas=get_int("min.insync.replicas"),
             unclean_leader_election_enable=bool(get("unclean.leader.election.enable")),
+            key_schema_validation=bool(get("confluent.key.schema.validation")),
+            value_schema_validation=bool(get("confluent.value.schema.validation")),
+            key_subject_name_strategy=str(get("confluent.key.subject.name.strategy")),
+            value_subject_name_strategy=str(get("confluent.value.subject.name.strategy")),
         )
 
     @property

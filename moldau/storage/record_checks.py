@@ -13,7 +13,13 @@ import os
 
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.record_batch import BatchHeader
-from moldau.protocol.record_validation import RecordErrors, RecordsSummary, validate_batch_records
+from moldau.protocol.record_validation import (
+    RecordErrors,
+    RecordsCheck,
+    RecordsSummary,
+    decompress_records,
+    validate_batch_records,
+)
 from moldau.storage.batch_rewrite import decode_records
 from moldau.storage.log_config import LogConfig
 
@@ -26,14 +32,18 @@ SKIP_FOR_BENCHMARK = os.environ.get("MOLDAU_DEBUG_SKIP_RECORD_WALK") == "1"
 
 
 def check_batch_records(header: BatchHeader, batch: memoryview, config: LogConfig, now_ms: int | None,
-                        topic_partition: str) -> None:
-    """Raise RecordErrors unless every record of this client batch is sound and allowed on this topic.
+                        topic_partition: str, records_check: RecordsCheck | None = None) -> None:
+    """Raise RecordErrors unless every record of this client batch is sound and allowed on this topic, and
+    `records_check` (the topic's schema validation) accepts them.
 
     `now_ms` is None when timestamps are not checked (LogAppendTime topics: the broker sets them).
     """
     if SKIP_FOR_BENCHMARK:
+        if records_check is not None:  # the switch skips the walk, never a topic's own checks
+            records_check(header, decompress_records(batch, header, 2**31 - 1))
         return
-    summary = validate_batch_records(batch, header, from_client=True, max_record_bytes=config.max_message_bytes)
+    summary = validate_batch_records(batch, header, from_client=True, max_record_bytes=config.max_message_bytes,
+                                     records_check=records_check)
     if config.compact and summary.null_key_indexes:
         message = f"Compacted topic cannot accept message without key in topic partition {topic_partition}."
         raise RecordErrors(ErrorCode.invalid_record, message, [(i, message) for i in summary.null_key_indexes])

@@ -171,6 +171,10 @@ def test_rest_api_answers_and_errors(worker: WorkerProcess, tmp_path: Path) -> N
     definitions = {c["definition"]["name"]: c["definition"] for c in body["configs"]}
     assert definitions["batch.size"]["default_value"] == "2000" and definitions["topic"]["required"] is True
     assert worker.request("PUT", "/connector-plugins/Nope/config/validate", {"a": "b"})[0] == 404
+    status, own = worker.request("GET", "/connector-plugins/FileStreamSink/config")
+    assert status == 200 and [d["name"] for d in own] == ["file"]
+    status, own = worker.request("GET", "/connector-plugins/org.apache.kafka.connect.storage.StringConverter/config")
+    assert status == 200 and [d["name"] for d in own] == ["converter.encoding"]
 
     source_file = tmp_path / "dup.txt"
     config = {"connector.class": "FileStreamSource", "file": str(source_file), "topic": _name("dup")}

@@ -80,13 +80,8 @@ def inter_broker_sasl(config: BrokerConfig) -> SaslClientConfig | None:
         raise ConfigError(f"sasl.mechanism.inter.broker.protocol {mechanism} is not supported; the inter-broker "
                           f"listener {listener} uses SASL, so set it to one of {', '.join(SUPPORTED_MECHANISMS)}",
                           "sasl.mechanism.inter.broker.protocol")
-    jaas = jaas_config(config, listener, mechanism)
-    if jaas is None or jaas.username is None or jaas.password is None:
-        raise ConfigError(f"the inter-broker listener {listener} uses SASL {mechanism}, but its JAAS config "
-                          f"(listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config) has no "
-                          "username and password for the broker itself", "sasl.jaas.config")
     assert mechanism == PLAIN or mechanism in SCRAM_MECHANISMS
-    return SaslClientConfig(mechanism, jaas.username, jaas.password)
+    return _own_credentials(config, f"the inter-broker listener {listener}", listener, mechanism)
 
 
 def controller_sasl(config: BrokerConfig) -> SaslClientConfig | None:
@@ -105,9 +100,14 @@ def controller_sasl(config: BrokerConfig) -> SaslClientConfig | None:
                           f"{listener} uses SASL, so set it to PLAIN (SCRAM credentials are kept in the metadata log "
                           "the controllers replicate, so they cannot authenticate the controllers themselves)",
                           "sasl.mechanism.controller.protocol")
+    return _own_credentials(config, f"the controller listener {listener}", listener, mechanism)
+
+
+def _own_credentials(config: BrokerConfig, what: str, listener: str, mechanism: str) -> SaslClientConfig:
+    """The node's own username and password: those of the mechanism's JAAS config on the listener."""
     jaas = jaas_config(config, listener, mechanism)
     if jaas is None or jaas.username is None or jaas.password is None:
-        raise ConfigError(f"the controller listener {listener} uses SASL PLAIN, but its JAAS config "
-                          f"(listener.name.{listener.lower()}.plain.sasl.jaas.config) has no username and password "
-                          "for the node itself", "sasl.jaas.config")
+        raise ConfigError(f"{what} uses SASL {mechanism}, but its JAAS config (listener.name.{listener.lower()}."
+                          f"{mechanism.lower()}.sasl.jaas.config) has no username and password for the node itself",
+                          "sasl.jaas.config")
     return SaslClientConfig(mechanism, jaas.username, jaas.password)

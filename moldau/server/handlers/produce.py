@@ -16,6 +16,10 @@ partition, the transaction coordinator is asked whether the partition is in the 
 slip into the next one. The log keeps a verification guard for the time of the question: a marker written meanwhile
 voids it and the write is refused. Control batches from clients are refused by the log (INVALID_RECORD).
 
+Topics with Confluent's broker-side schema validation on (`confluent.key|value.schema.validation`) have each batch's
+records also checked against the schema registry (`moldau.registry.produce_validation`, run by the log after its
+record walk): a failing batch is refused with INVALID_RECORD and its `record_errors`.
+
 From v13 topics are named by id (KIP-516), before that by name.
 
 With an authorizer, each topic needs WRITE (else TOPIC_AUTHORIZATION_FAILED for its partitions) and a
@@ -40,6 +44,7 @@ from moldau.protocol.produce_response import (
 )
 from moldau.protocol.record_batch import BatchHeader, split_batches
 from moldau.protocol.record_validation import RecordErrors
+from moldau.registry.produce_validation import UnknownSchemaIds, records_check, schema_validation
 from moldau.replication.replica_manager import HostedPartition
 from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.security.quotas import PRODUCER_BYTE_RATE
@@ -51,31 +56,34 @@ Appended = list[tuple[HostedPartition, PartitionResponse, int]]
 
 
 @dataclass(slots=True)
-class _Unverified:
-    """A partition whose append waits for the transaction coordinator's KIP-890 answer."""
+class _Pending:
+    """A partition whose append waits: for the transaction coordinator's KIP-890 answer (`verify`), or for this
+    broker's registry to catch up with schema ids its records use that it has not replayed yet (`schema_ids`)."""
 
     hosted: HostedPartition
     batches: list[tuple[BatchHeader, memoryview]]
     response: PartitionResponse
-    guard: object
+    guard: object | None
+    verify: bool = True
+    schema_ids: frozenset[int] = frozenset()
 
 
 async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedBody | None:
     acks = request.acks
     topics = []
     appended: Appended = []
-    unverified: list[_Unverified] = []
+    pending: list[_Pending] = []
     txn_code = _authorize_transactional_id(ctx, request)
     for topic_data in request.topic_data:
         name, code = _topic_name(ctx, topic_data)
         if code == ErrorCode.none and name is not None:
             code = txn_code if txn_code != ErrorCode.none else _authorize_topic(ctx, name)
-        results = [_produce_partition(ctx, name, code, request, p, appended, unverified)
+        results = [_produce_partition(ctx, name, code, request, p, appended, pending)
                    for p in topic_data.partition_data]
         topics.append(TopicResponse(name=topic_data.name if ctx.version < FIRST_TOPIC_ID_VERSION else None,
                                     topic_id=getattr(topic_data, "topic_id", None), partitions=results))
-    if unverified:
-        await asyncio.gather(*(_verify_and_append(ctx, request, u, appended) for u in unverified))
+    if pending:
+        await asyncio.gather(*(_complete(ctx, request, p, appended) for p in pending))
     # Client quotas: the produced bytes count against producer_byte_rate (dispatch mutes the connection).
     throttle_ms = ctx.quota.record(PRODUCER_BYTE_RATE, sum(
         len(p.records) for t in request.topic_data for p in t.partition_data if p.records is not None))
@@ -138,7 +146,7 @@ def _topic_name(ctx: RequestContext, topic_data: Any) -> tuple[str | None, Error
 
 
 def _produce_partition(ctx: RequestContext, name: str | None, topic_error: ErrorCode, request: ProduceRequest,
-                       partition_data: Any, appended: Appended, unverified: list[_Unverified]) -> PartitionResponse:
+                       partition_data: Any, appended: Appended, pending: list[_Pending]) -> PartitionResponse:
     index = partition_data.index
     acks = request.acks
     try:
@@ -157,10 +165,13 @@ def _produce_partition(ctx: RequestContext, name: str | None, topic_error: Error
                 raise KafkaError(ErrorCode.invalid_txn_state, "transactional records need a transactional id")
             if hosted.log.needs_verification(first):
                 response = PartitionResponse(index, ErrorCode.none.value)
-                unverified.append(_Unverified(hosted, batches, response,
-                                              hosted.log.verification_guard(first.producer_id)))
+                pending.append(_Pending(hosted, batches, response, hosted.log.verification_guard(first.producer_id)))
                 return response
         return _append(ctx, hosted, batches, PartitionResponse(index, ErrorCode.none.value), acks, appended)
+    except UnknownSchemaIds as exc:  # registered through another broker a moment ago? Ask again once caught up.
+        response = PartitionResponse(index, ErrorCode.none.value)
+        pending.append(_Pending(hosted, batches, response, None, verify=False, schema_ids=exc.schema_ids))
+        return response
     except RecordErrors as exc:
         return PartitionResponse(index, exc.code.value, error_message=exc.message,
                                  record_errors=list(exc.record_errors))
@@ -172,7 +183,9 @@ def _append(ctx: RequestContext, hosted: HostedPartition, batches: list[tuple[Ba
             response: PartitionResponse, acks: int, appended: Appended, guard: object | None = None
             ) -> PartitionResponse:
     """Append and fill in `response`. Raises KafkaError."""
-    result = ctx.broker.replicas.append_as_leader(hosted, batches, acks, guard)
+    schemas = schema_validation(hosted.log.config)  # confluent.key|value.schema.validation, checked by the log
+    check = None if schemas is None else records_check(hosted.topic, schemas, ctx.broker.schema_lookup)
+    result = ctx.broker.replicas.append_as_leader(hosted, batches, acks, guard, check)
     response.base_offset, response.log_append_time_ms = result.first_offset, result.log_append_time_ms
     response.log_start_offset = result.log_start_offset
     # A duplicate is waited for too: its original may not be replicated yet.
@@ -180,25 +193,43 @@ def _append(ctx: RequestContext, hosted: HostedPartition, batches: list[tuple[Ba
     return response
 
 
-async def _verify_and_append(ctx: RequestContext, request: ProduceRequest, pending: _Unverified,
-                             appended: Appended) -> None:
-    hosted, response = pending.hosted, pending.response
-    header = pending.batches[0][0]
-    assert request.transactional_id is not None
-    code = await ctx.broker.txn_links.verify(request.transactional_id, header.producer_id, header.producer_epoch,
-                                             (hosted.topic, hosted.partition))
+async def _complete(ctx: RequestContext, request: ProduceRequest, pending: _Pending, appended: Appended) -> None:
+    response = pending.response
     try:
-        if code != ErrorCode.none:
-            raise KafkaError(code, "the partition is not part of the producer's open transaction"
-                             if code == ErrorCode.invalid_txn_state else "")
-        # Leadership may have moved while the coordinator answered.
-        if ctx.broker.replicas.leader_partition(hosted.topic, hosted.partition) is not hosted:
-            raise KafkaError(ErrorCode.not_leader_or_follower)
-        _append(ctx, hosted, pending.batches, response, request.acks, appended, pending.guard)
+        if pending.verify:
+            await _verify(ctx, request, pending)
+        if pending.schema_ids:
+            await ctx.broker.catch_up_schemas(pending.schema_ids)
+        try:
+            _append_if_leader(ctx, request, pending, appended)
+        except UnknownSchemaIds as exc:
+            if pending.schema_ids:
+                raise  # caught up once already: the ids are unknown
+            await ctx.broker.catch_up_schemas(exc.schema_ids)
+            _append_if_leader(ctx, request, pending, appended)
     except KafkaError as exc:
         response.error_code, response.error_message = exc.code.value, exc.message
         if isinstance(exc, RecordErrors):
             response.record_errors = list(exc.record_errors)
+
+
+async def _verify(ctx: RequestContext, request: ProduceRequest, pending: _Pending) -> None:
+    """Raise KafkaError unless the transaction coordinator confirms the partition is in the open transaction."""
+    hosted, header = pending.hosted, pending.batches[0][0]
+    assert request.transactional_id is not None
+    code = await ctx.broker.txn_links.verify(request.transactional_id, header.producer_id, header.producer_epoch,
+                                             (hosted.topic, hosted.partition))
+    if code != ErrorCode.none:
+        raise KafkaError(code, "the partition is not part of the producer's open transaction"
+                         if code == ErrorCode.invalid_txn_state else "")
+
+
+def _append_if_leader(ctx: RequestContext, request: ProduceRequest, pending: _Pending, appended: Appended) -> None:
+    # Leadership may have moved while the coordinator or the registry answered.
+    hosted = pending.hosted
+    if ctx.broker.replicas.leader_partition(hosted.topic, hosted.partition) is not hosted:
+        raise KafkaError(ErrorCode.not_leader_or_follower)
+    _append(ctx, hosted, pending.batches, pending.response, request.acks, appended, pending.guard)
 
 
 API = Api(key=0, name="Produce", min_version=3, max_version=13, handle=handle, decode=parse_produce_request)

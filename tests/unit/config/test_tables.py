@@ -39,7 +39,7 @@ def test_the_doc_has_one_row_per_table_entry_built_from_the_entry() -> None:
         expected = f"{d.type.name.lower()} | {default} | {'yes' if d.dynamic else 'no'} | {acted_on} | {d.doc}"
         assert expected in rows[d.name], d.name
     for t in TOPIC_CONFIGS.values():
-        synonyms = ", ".join(f"`{s.name}`" for s in t.synonyms)
+        synonyms = ", ".join(f"`{s.name}`" for s in t.synonyms) or f"(none: `{t.default}`)"
         assert f"{t.type.name.lower()} | {synonyms} | {'yes' if t.acted_on else 'not yet'} | {t.doc}" in rows[t.name]
     assert sum(len(r) for r in rows.values()) == len(BROKER_CONFIGS) + len(TOPIC_CONFIGS)
 

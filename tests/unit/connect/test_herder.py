@@ -60,7 +60,7 @@ def herder() -> Iterator[Herder]:
     # Nothing listens on this port: the tasks never produce, so no broker is needed.
     worker = WorkerConfig.parse({"bootstrap.servers": f"127.0.0.1:{free_port()}", "key.converter": "StringConverter",
                                  "value.converter": "StringConverter", "offset.storage.file.filename": "unused",
-                                 "listeners": "http://127.0.0.1:18083"})
+                                 "listeners": "http://127.0.0.1:18083", "producer.log_level": "0"})
     herder = Herder(worker, registry, MemoryConfigStore(), MemoryOffsetStore(), MemoryStatusStore())
     yield herder
     herder.stop_all()
