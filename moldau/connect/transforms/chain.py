@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from moldau.connect.api import ConnectRecord, Predicate, Transformation
 from moldau.connect.config import ConfigType, parse_value
@@ -45,14 +45,19 @@ class Stage:
         return self.predicate is None or self.predicate.test(record) != self.negate
 
 
+R = TypeVar("R", bound=ConnectRecord)
+
+
 class TransformationChain:
     """The transforms of a connector, in order; a record dropped by one is not seen by the next."""
 
     def __init__(self, stages: Sequence[Stage] = ()) -> None:
         self.stages = list(stages)
 
-    def apply(self, record: ConnectRecord) -> ConnectRecord | None:
-        current: ConnectRecord | None = record
+    def apply(self, record: R) -> R | None:
+        """The record after every stage (a transform keeps a record's kind: source records stay source records),
+        or None once one drops it."""
+        current: R | None = record
         for stage in self.stages:
             if current is None:
                 return None

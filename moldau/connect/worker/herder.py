@@ -114,9 +114,10 @@ class Herder:
                                                              merged.values()])
 
     def _validate_plugins(self, config: Mapping[str, str]) -> list[ConfigValue]:
-        from moldau.connect.worker.plugin_setup import build_converters, build_transforms
+        from moldau.connect.transforms.chain import build_chain
+        from moldau.connect.worker.plugin_setup import build_converters
         results = []
-        for check in (lambda: build_transforms(self.registry, config),
+        for check in (lambda: build_chain(config, self.registry),
                       lambda: build_converters(self.registry, self.worker, config)):
             try:
                 check()

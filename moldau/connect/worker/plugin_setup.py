@@ -5,17 +5,16 @@ etc., else the worker's, each configured with the properties under its prefix) a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
-from moldau.connect.api import ConnectRecord, Converter, HeaderConverter, Predicate, Transformation
-from moldau.connect.config import ConfigType, parse_value
+from moldau.connect.api import ConnectRecord, Converter, HeaderConverter
 from moldau.connect.errors import ConfigException, ConnectException
 from moldau.connect.plugins import PluginRegistry
 from moldau.connect.worker.worker_config import WorkerConfig, prefixed
 
-__all__ = ["Converters", "ErrorTolerance", "TransformChain", "build_converters", "build_transforms"]
+__all__ = ["Converters", "ErrorTolerance", "build_converters"]
 
 log = logging.getLogger(__name__)
 
@@ -58,65 +57,6 @@ def _instantiate(registry: PluginRegistry, name: str, kind: type, config_name: s
     if info is None or not issubclass(info.cls, kind):
         raise ConfigException(config_name, name, f"Class {name} could not be found or is not a {kind.__name__}")
     return info.cls()
-
-
-@dataclass
-class _Step(Generic[R]):
-    alias: str
-    transform: Transformation[R]
-    predicate: Predicate[R] | None
-    negate: bool
-
-
-class TransformChain(Generic[R]):
-    """The configured transforms, applied in order; a transform whose predicate does not hold (or holds,
-    with `negate`) passes the record through unchanged. None from a transform drops the record."""
-
-    def __init__(self, steps: Sequence[_Step[R]]) -> None:
-        self.steps = list(steps)
-
-    def apply(self, record: R) -> R | None:
-        current: R | None = record
-        for step in self.steps:
-            if current is None:
-                return None
-            if step.predicate is not None and step.predicate.test(current) == step.negate:
-                continue
-            current = step.transform.apply(current)
-        return current
-
-    def close(self) -> None:
-        closed: set[int] = set()
-        for step in self.steps:
-            for plugin in (step.transform, step.predicate):
-                if plugin is not None and id(plugin) not in closed:
-                    closed.add(id(plugin))
-                    plugin.close()
-
-
-def build_transforms(registry: PluginRegistry, config: Mapping[str, str]) -> TransformChain[Any]:
-    predicates: dict[str, Predicate[Any]] = {}
-    for alias in parse_value("predicates", ConfigType.LIST, config.get("predicates", "")):
-        props = prefixed(config, f"predicates.{alias}.")
-        if not props.get("type"):
-            raise ConfigException(f"predicates.{alias}.type", None, "Missing the predicate's class")
-        predicate: Predicate[Any] = _instantiate(registry, props["type"], Predicate, f"predicates.{alias}.type")
-        predicate.configure({k: v for k, v in props.items() if k != "type"})
-        predicates[alias] = predicate
-    steps: list[_Step[Any]] = []
-    for alias in parse_value("transforms", ConfigType.LIST, config.get("transforms", "")):
-        props = prefixed(config, f"transforms.{alias}.")
-        if not props.get("type"):
-            raise ConfigException(f"transforms.{alias}.type", None, "Missing the transform's class")
-        transform: Transformation[Any] = _instantiate(registry, props["type"], Transformation,
-                                                      f"transforms.{alias}.type")
-        transform.configure({k: v for k, v in props.items() if k not in ("type", "predicate", "negate")})
-        predicate_alias = props.get("predicate")
-        if predicate_alias and predicate_alias not in predicates:
-            raise ConfigException(f"transforms.{alias}.predicate", predicate_alias, "Unknown predicate alias")
-        negate = parse_value(f"transforms.{alias}.negate", ConfigType.BOOLEAN, props.get("negate", "false"))
-        steps.append(_Step(alias, transform, predicates.get(predicate_alias or ""), bool(negate)))
-    return TransformChain(steps)
 
 
 class ErrorTolerance:

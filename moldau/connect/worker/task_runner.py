@@ -9,15 +9,13 @@ import time
 import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from moldau.connect.plugins import PluginRegistry
+from moldau.connect.transforms.chain import TransformationChain, build_chain
 from moldau.connect.worker.plugin_setup import (
     Converters,
     ErrorTolerance,
-    TransformChain,
     build_converters,
-    build_transforms,
 )
 from moldau.connect.worker.states import State, Status
 from moldau.connect.worker.stores import StatusStore
@@ -68,7 +66,7 @@ class TaskRunner(threading.Thread, ABC):
             self.paused.set()
         self.failed = False
         self.converters: Converters | None = None
-        self.transforms: TransformChain[Any] | None = None
+        self.transforms: TransformationChain | None = None
         self.tolerance = ErrorTolerance(setup.connector_config, setup.connector)
         self._last_commit = setup.clock()
 
@@ -79,7 +77,7 @@ class TaskRunner(threading.Thread, ABC):
     def run(self) -> None:
         try:
             self.converters = build_converters(self.setup.registry, self.setup.worker, self.setup.connector_config)
-            self.transforms = build_transforms(self.setup.registry, self.setup.connector_config)
+            self.transforms = build_chain(self.setup.connector_config, self.setup.registry)
             self.start_task()
             self.report(State.PAUSED if self.paused.is_set() else State.RUNNING)
             self.execute()

@@ -15,7 +15,7 @@ from moldau.connect.connectors.file import FileStreamSinkConnector, FileStreamSo
 from moldau.connect.converters.simple import StringConverter
 from moldau.connect.errors import ConfigException, NotFoundError
 from moldau.connect.plugins import PluginRegistry
-from moldau.connect.worker.plugin_setup import build_transforms
+from moldau.connect.transforms.chain import build_chain
 
 
 @pytest.fixture(scope="module")
@@ -92,16 +92,16 @@ def test_transform_chain_with_predicates() -> None:
     registry = PluginRegistry()
     for cls in (Upper, DropEmpty, TopicIs):
         registry.add_class(cls)
-    chain = build_transforms(registry, {
+    chain = build_chain({
         "transforms": "drop, up", "transforms.drop.type": "DropEmpty",
         "transforms.up.type": "Upper", "transforms.up.suffix": "!", "transforms.up.predicate": "isA",
         "transforms.up.negate": "true",
-        "predicates": "isA", "predicates.isA.type": "TopicIs", "predicates.isA.topic": "a"})
+        "predicates": "isA", "predicates.isA.type": "TopicIs", "predicates.isA.topic": "a"}, registry)
     assert chain.apply(SourceRecord(topic="b", value="x")) == SourceRecord(topic="b", value="X!")
     assert chain.apply(SourceRecord(topic="a", value="x")) == SourceRecord(topic="a", value="x")
     assert chain.apply(SourceRecord(topic="b", value="")) is None
     with pytest.raises(ConfigException) as raised:
-        build_transforms(registry, {"transforms": "x", "transforms.x.type": "Nope"})
+        build_chain({"transforms": "x", "transforms.x.type": "Nope"}, registry)
     assert raised.value.name == "transforms.x.type"
 
 
