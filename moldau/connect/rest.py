@@ -21,6 +21,7 @@ from moldau.connect.config import config_infos
 from moldau.connect.errors import NotFoundError
 from moldau.connect.worker.herder import Herder, HerderError
 from moldau.connect.worker.worker_config import CONNECTOR_CLASS, NAME
+from moldau.net.http_body import BodyIncomplete, BodyTooLarge, json_document, read_bounded
 
 __all__ = ["build_app"]
 
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Endpoint = Callable[[Request], Awaitable[Response]]
+MAX_BODY_BYTES = 16 * 1024 * 1024  # connector configs are small; a larger body is refused with 413
 
 
 def json_response(content: Any, status: int = 200) -> Response:
@@ -43,12 +45,17 @@ def _flag(request: Request, name: str) -> bool:
 
 
 async def _body(request: Request) -> Any:
-    raw = await request.body()
+    try:
+        raw = await read_bounded(request, MAX_BODY_BYTES)
+    except BodyTooLarge as exc:
+        raise HerderError(413, str(exc)) from None
+    except BodyIncomplete as exc:
+        raise HerderError(400, str(exc)) from None
     if not raw.strip():
         raise HerderError(400, "Request body is empty")
     try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, ValueError) as exc:
+        return json_document(raw)
+    except ValueError as exc:  # UnicodeDecodeError is one
         raise HerderError(400, f"Cannot deserialize the request body: {exc}") from None
 
 

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 from starlette.responses import Response
 
+from moldau.net.http_body import BodyIncomplete, BodyTooLarge, json_document, read_bounded
 from moldau.registry.core import NotWriter, RegistryCore, Store
 from moldau.registry.errors import RegistryError
 from moldau.registry.http.forward import FORWARDED_HEADER, forward
@@ -62,17 +63,13 @@ class Api:
         kept = getattr(request.state, "raw_body", None)
         if isinstance(kept, bytes):
             return kept
-        declared = request.headers.get("content-length", "")
-        too_large = RegistryError(413, 413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
-        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            raise too_large
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > MAX_BODY_BYTES:
-                raise too_large
-            chunks.append(chunk)
-        request.state.raw_body = raw = b"".join(chunks)
+        try:
+            raw = await read_bounded(request, MAX_BODY_BYTES)
+        except BodyTooLarge as exc:
+            raise RegistryError(413, 413, str(exc)) from None
+        except BodyIncomplete as exc:
+            raise RegistryError.bad_json(str(exc)) from None
+        request.state.raw_body = raw
         return raw
 
     @classmethod
@@ -81,8 +78,8 @@ class Api:
         if not raw.strip():
             return {}
         try:
-            return json.loads(raw)
-        except (UnicodeDecodeError, ValueError) as exc:
+            return json_document(raw)
+        except ValueError as exc:  # UnicodeDecodeError is one
             raise RegistryError.bad_json(str(exc)) from exc
 
     @staticmethod
