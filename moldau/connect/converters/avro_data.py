@@ -15,8 +15,9 @@ import datetime as dt
 import decimal
 from typing import Any
 
+from moldau.connect.converters.containers import rebuild_container
 from moldau.connect.converters.logical import SCALE
-from moldau.connect.data import DATE_NAME, DECIMAL_NAME, TIME_NAME, TIMESTAMP_NAME, Field, Schema, Struct, Type
+from moldau.connect.data import DATE_NAME, DECIMAL_NAME, TIME_NAME, TIMESTAMP_NAME, Field, Schema, Type
 from moldau.connect.errors import DataException
 
 NAMESPACE = "io.confluent.connect.avro"
@@ -213,19 +214,8 @@ def to_connect_value(schema: Schema, value: Any) -> Any:
     """The Connect value of a decoded Avro value (fastavro's logical-type objects back to Connect's ints)."""
     if value is None:
         return None
-    t = schema.type
-    if t is Type.STRUCT:
-        return Struct(schema, {f.name: to_connect_value(f.schema, value.get(f.name)) for f in schema.fields})
-    if t is Type.ARRAY:
-        assert schema.value_schema is not None
-        return [to_connect_value(schema.value_schema, v) for v in value]
-    if t is Type.MAP:
-        assert schema.key_schema is not None and schema.value_schema is not None
-        if isinstance(value, list):
-            return {to_connect_value(schema.key_schema, e["key"]): to_connect_value(schema.value_schema, e["value"])
-                    for e in value}
-        return {k: to_connect_value(schema.value_schema, v) for k, v in value.items()}
-    return _logical_to_connect(schema, value)
+    container, rebuilt = rebuild_container(schema, value, to_connect_value)
+    return rebuilt if container else _logical_to_connect(schema, value)
 
 
 def _logical_to_connect(schema: Schema, value: Any) -> Any:

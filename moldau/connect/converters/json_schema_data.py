@@ -14,8 +14,9 @@ import base64
 import decimal
 from typing import Any
 
+from moldau.connect.converters.containers import rebuild_container
 from moldau.connect.converters.logical import SCALE
-from moldau.connect.data import DATE_NAME, DECIMAL_NAME, TIME_NAME, TIMESTAMP_NAME, Field, Schema, Struct, Type
+from moldau.connect.data import DATE_NAME, DECIMAL_NAME, TIME_NAME, TIMESTAMP_NAME, Field, Schema, Type
 from moldau.connect.errors import DataException
 
 _INTEGERS = (Type.INT8, Type.INT16, Type.INT32, Type.INT64)
@@ -147,23 +148,14 @@ def to_connect_value(schema: Schema, value: Any) -> Any:
     """The Connect value of a decoded JSON value."""
     if value is None:
         return None
-    t = schema.type
+    container, rebuilt = rebuild_container(schema, value, to_connect_value)
+    if container:
+        return rebuilt
     if schema.name == DECIMAL_NAME:
         return decimal.Decimal(str(value)).quantize(decimal.Decimal(1).scaleb(-int((schema.parameters or {})
                                                                                   .get(SCALE, "0"))))
-    if t is Type.BYTES:
+    if schema.type is Type.BYTES:
         return base64.b64decode(value)
-    if t is Type.STRUCT:
-        return Struct(schema, {f.name: to_connect_value(f.schema, value.get(f.name)) for f in schema.fields})
-    if t is Type.ARRAY:
-        assert schema.value_schema is not None
-        return [to_connect_value(schema.value_schema, v) for v in value]
-    if t is Type.MAP:
-        assert schema.key_schema is not None and schema.value_schema is not None
-        if isinstance(value, list):
-            return {to_connect_value(schema.key_schema, e["key"]): to_connect_value(schema.value_schema, e["value"])
-                    for e in value}
-        return {k: to_connect_value(schema.value_schema, v) for k, v in value.items()}
-    if t in (Type.FLOAT32, Type.FLOAT64):
+    if schema.type in (Type.FLOAT32, Type.FLOAT64):
         return float(value)
     return value
