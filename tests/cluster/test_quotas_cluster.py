@@ -88,8 +88,10 @@ def test_the_mutation_quota_is_counted_where_the_client_asks_and_topics_forwarde
             time.sleep(0.3)
             permissive = _create_topics(client, "remote-creator", 4, ["remote-3", "remote-4"], 6)
             assert [t.error_code for t in permissive.topics] == [0, 0], permissive
-            # 12 partitions from a bucket holding 0 to 10 tokens: 2 to 12 short, at 10 a second.
-            assert 0.2 <= permissive.throttle_time.total_seconds() <= 1.2, permissive
+            # 12 partitions from a bucket holding 0 to 10 tokens: 2 to 12 short, at 10 a second. The topics are
+            # forwarded one by one and the bucket refills while they are, so the shortfall can end below 2 tokens:
+            # the bound that always holds is "throttled, by at most 1.2 s".
+            assert 0 < permissive.throttle_time.total_seconds() <= 1.2, permissive
         # The controller created exactly the admitted topics, and every node sees them.
         topics = metadata_at(controller_node.kafka_address, [*names, "remote-3", "remote-4"]).topics
         assert {t.name: t.error_code for t in topics} == {"remote-0": 0, "remote-1": 0, "remote-2": 3,
