@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.postgres import PostgresServer
 
 
 @pytest.fixture
@@ -47,6 +48,15 @@ def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPr
         proc.stop()
     finally:
         proc.cleanup()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the whole run (`wal_level=logical`); each test makes its own database."""
+    server = PostgresServer()
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

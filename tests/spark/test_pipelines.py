@@ -4,7 +4,6 @@ with the same result computed in plain Python from the generated events."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,17 +13,8 @@ from moldau.cli.main import main
 from moldau.cli.pipeline import NAMES
 from moldau.spark.pipelines import PIPELINES, POSTGRES_OPTION, RunSettings, run
 from tests.support.broker_process import BrokerProcess
-from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    server = PostgresServer()
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.mark.parametrize("name", sorted(PIPELINES))

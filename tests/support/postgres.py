@@ -1,4 +1,6 @@
-"""A throwaway PostgreSQL server for tests: its own data directory, a free loopback port, trust auth.
+"""A throwaway PostgreSQL server for tests: its own data directory, a free loopback port, trust auth,
+`wal_level=logical`. One server serves the whole run (the `postgres` fixture in tests/conftest.py); tests
+create their own databases on it (`create_database`).
 
 PostgreSQL refuses to run as root, so under root the server runs as the `postgres` user that Debian's
 package creates.
@@ -49,7 +51,9 @@ class PostgresServer:
         log = open(self.root / "server.log", "wb")  # noqa: SIM115 - the child process owns it
         self.proc = subprocess.Popen(
             [*self._as_owner(), postgres_binary("postgres"), "-D", str(data), "-p", str(self.port),
-             "-k", str(self.root), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
+             "-k", str(self.root), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
+             # Logical replication for Connect's change capture; slots and senders for several connectors at once.
+             "-c", "wal_level=logical", "-c", "max_replication_slots=20", "-c", "max_wal_senders=20"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
         deadline = time.monotonic() + timeout_s
@@ -72,3 +76,10 @@ class PostgresServer:
                 self.proc.wait()
         self.proc = None
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+    def create_database(self, name: str) -> str:
+        """A new empty database `name` on this server; its URL."""
+        subprocess.run(["psql", self.url, "-Atc", f'create database "{name}"'], check=True, capture_output=True,
+                       timeout=60)
+        return self.url.rsplit("/", 1)[0] + f"/{name}"
