@@ -1,0 +1,124 @@
+"""Offset syncs: how the mirror source records where upstream offsets landed on the target, and how the
+checkpoint connector translates a consumer group's committed upstream offset to a target offset with them.
+
+Offsets do not line up across clusters (transaction markers, compaction and earlier history make upstream
+gaps; the target topic may have held records before), so the source writes `(upstream, downstream)` pairs as it
+copies records. Writing one per record would double the traffic, so it writes one when translation would
+otherwise fall more than `offset.lag.max` behind, when upstream offsets jump, and when the target went
+backwards; in between it keeps the latest pair to write at the next periodic commit.
+
+Translation never runs ahead: a group at upstream offset `u` is placed at the downstream offset of the nearest
+sync at or before `u`, plus one when `u` is past it (the record at the sync was read, nothing more is known).
+A consumer that fails over therefore re-reads at most what lies between that sync and `u`, and never skips a
+record. The store keeps only a bounded number of syncs per partition: slot `i` holds a sync from within about
+2^i offsets of the newest, so translation is exact near the live end and coarser further back.
+
+Both halves are pure: no clock, no I/O; the connectors feed them and send what they return.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from moldau.mirror.records import OffsetSync
+
+__all__ = ["OffsetSyncStore", "OffsetSyncWriter"]
+
+# One slot per bit of a 64-bit offset: slot i only moves on when a new sync differs from it above bit i.
+SLOTS = 64
+
+
+@dataclass(slots=True)
+class _PartitionProgress:
+    previous_upstream: int = -1
+    previous_downstream: int = -1
+    last_sync_downstream: int = -1
+
+    def needs_sync(self, upstream: int, downstream: int, offset_lag_max: int) -> bool:
+        first = self.last_sync_downstream == -1
+        # Translation lands one past the last sync, hence the +1.
+        too_stale = downstream - (self.last_sync_downstream + 1) >= offset_lag_max
+        upstream_gap = upstream - self.previous_upstream != 1
+        target_went_back = downstream < self.previous_downstream
+        self.previous_upstream, self.previous_downstream = upstream, downstream
+        if first or too_stale or upstream_gap or target_went_back:
+            self.last_sync_downstream = downstream
+            return True
+        return False
+
+
+class OffsetSyncWriter:
+    """The source side: told of every record copied, it says which offset syncs to write now; `delayed()`
+    hands over, at each periodic commit, the latest pair of the partitions that needed none in between."""
+
+    def __init__(self, offset_lag_max: int) -> None:
+        if offset_lag_max < 0:
+            raise ValueError("offset.lag.max must not be negative")
+        self._offset_lag_max = offset_lag_max
+        self._progress: dict[tuple[str, int], _PartitionProgress] = {}
+        self._delayed: dict[tuple[str, int], OffsetSync] = {}
+
+    def copied(self, topic: str, partition: int, upstream: int, downstream: int) -> OffsetSync | None:
+        """Upstream record `upstream` of the source's `topic`-`partition` was written at `downstream` on the
+        target: the sync to write now, if one is due."""
+        key = (topic, partition)
+        progress = self._progress.setdefault(key, _PartitionProgress())
+        sync = OffsetSync(topic, partition, upstream, downstream)
+        if progress.needs_sync(upstream, downstream, self._offset_lag_max):
+            self._delayed.pop(key, None)
+            return sync
+        self._delayed[key] = sync
+        return None
+
+    def delayed(self) -> list[OffsetSync]:
+        syncs = list(self._delayed.values())
+        self._delayed.clear()
+        return syncs
+
+    def forget(self, topic: str, partition: int) -> None:
+        """The partition is no longer copied by this task (reassigned): start afresh if it comes back."""
+        self._progress.pop((topic, partition), None)
+        self._delayed.pop((topic, partition), None)
+
+
+class OffsetSyncStore:
+    """The checkpoint side: fed the offset syncs topic in order, it translates upstream offsets.
+
+    Until `caught_up()` is called (the topic has been read to its end once), it translates nothing: the
+    history read so far may be missing syncs that compaction removed, and an old sync would translate a
+    group to an offset far behind where it is.
+    """
+
+    def __init__(self) -> None:
+        self._syncs: dict[tuple[str, int], list[OffsetSync]] = {}
+        self._caught_up = False
+
+    def caught_up(self) -> None:
+        self._caught_up = True
+
+    def add(self, sync: OffsetSync) -> None:
+        key = (sync.topic, sync.partition)
+        slots = self._syncs.get(key)
+        if slots is None or not self._caught_up or sync.upstream_offset < slots[0].upstream_offset:
+            # Starting out, or the upstream partition was recreated or truncated: only the newest sync holds.
+            self._syncs[key] = [sync] * SLOTS
+            return
+        slots[0] = sync
+        for i in range(1, SLOTS):
+            if (slots[i].upstream_offset ^ sync.upstream_offset) >> i == 0:
+                break  # slot i (and every older slot) is still within its span of the newest sync
+            slots[i] = sync
+
+    def translate(self, topic: str, partition: int, upstream_offset: int) -> int | None:
+        """The target offset for a group committed at `upstream_offset` of the source's `topic`-`partition`;
+        None when it cannot be known safely (not caught up, no sync, or every sync kept is newer)."""
+        if not self._caught_up:
+            return None
+        slots = self._syncs.get((topic, partition))
+        if slots is None:
+            return None
+        nearest = next((s for s in slots if s.upstream_offset <= upstream_offset), None)
+        if nearest is None:
+            return None
+        step = 0 if nearest.upstream_offset == upstream_offset else 1
+        return nearest.downstream_offset + step

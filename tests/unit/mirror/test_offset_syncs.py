@@ -1,0 +1,52 @@
+"""When offset syncs are written, and how offsets translate through them."""
+
+from __future__ import annotations
+
+from moldau.mirror.offset_syncs import OffsetSyncStore, OffsetSyncWriter
+from moldau.mirror.records import OffsetSync
+
+
+def test_syncs_are_written_first_on_gaps_and_when_translation_would_lag_too_far() -> None:
+    writer = OffsetSyncWriter(offset_lag_max=3)
+    assert writer.copied("t", 0, 10, 100) == OffsetSync("t", 0, 10, 100)  # the first record
+    assert writer.copied("t", 0, 11, 101) is None
+    assert writer.copied("t", 0, 12, 102) is None
+    assert writer.copied("t", 0, 13, 103) is None
+    assert writer.copied("t", 0, 14, 104) == OffsetSync("t", 0, 14, 104)  # 104 - (100 + 1) >= 3
+    assert writer.copied("t", 0, 20, 105) == OffsetSync("t", 0, 20, 105)  # an upstream gap
+    assert writer.copied("t", 0, 21, 106) is None
+    assert writer.delayed() == [OffsetSync("t", 0, 21, 106)]  # the latest pair, at the periodic commit
+    assert writer.delayed() == []
+
+
+def test_translation_waits_for_the_syncs_topic_to_be_read_to_its_end() -> None:
+    store = OffsetSyncStore()
+    store.add(OffsetSync("t", 0, 10, 100))
+    assert store.translate("t", 0, 10) is None
+    store.caught_up()
+    assert store.translate("t", 0, 10) == 100  # exactly at a sync
+    assert store.translate("t", 0, 15) == 101  # past it: one past, never further
+    assert store.translate("t", 0, 5) is None  # before every sync kept: unknown
+    assert store.translate("t", 1, 10) is None
+
+
+def test_old_syncs_thin_out_but_the_newest_stay_exact() -> None:
+    store = OffsetSyncStore()
+    store.caught_up()
+    for upstream in range(0, 10_000, 10):
+        store.add(OffsetSync("t", 0, upstream, upstream + 5))
+    assert store.translate("t", 0, 9_990) == 9_995  # the newest sync is always kept
+    assert store.translate("t", 0, 9_995) == 9_996
+    for upstream in (9_985, 5_000, 1_234):
+        translated = store.translate("t", 0, upstream)
+        assert translated is not None and translated <= upstream + 5  # coarser further back, never ahead
+    assert len({id(s) for s in store._syncs[("t", 0)]}) <= 64
+
+
+def test_a_sync_going_backwards_resets_the_partition() -> None:
+    store = OffsetSyncStore()
+    store.caught_up()
+    store.add(OffsetSync("t", 0, 100, 1000))
+    store.add(OffsetSync("t", 0, 50, 2000))  # the upstream partition was recreated
+    assert store.translate("t", 0, 100) == 2001
+    assert store.translate("t", 0, 49) is None
