@@ -6,5 +6,4 @@ What this package holds so far (the pure core; the connectors and the `moldau mi
 - `policy`: replication policies, which name remote topics and MirrorMaker 2's internal topics.
 - `offset_syncs`: when the mirror source writes an offset sync, and how a consumer group's upstream offset
   is translated to the target through those syncs without ever running ahead.
-
 """
