@@ -6,4 +6,7 @@ What this package holds so far (the pure core; the connectors and the `moldau mi
 - `policy`: replication policies, which name remote topics and MirrorMaker 2's internal topics.
 - `offset_syncs`: when the mirror source writes an offset sync, and how a consumer group's upstream offset
   is translated to the target through those syncs without ever running ahead.
+- `filters`: which topics, groups and topic configs a flow replicates (`topics`, `topics.exclude`...).
+- `config`: MirrorMaker 2's dedicated-mode properties (`clusters`, `a.bootstrap.servers`, `a->b.enabled`...)
+  turned into each flow's Connect worker and connector configs.
 """

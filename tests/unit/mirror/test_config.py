@@ -1,0 +1,69 @@
+"""MirrorMaker 2's dedicated-mode properties become per-flow worker and connector configs as MM2 makes them."""
+
+from __future__ import annotations
+
+import pytest
+
+from moldau.mirror.config import Flow, MirrorMakerConfig
+
+MM2 = {
+    "clusters": "east, west",
+    "east.bootstrap.servers": "east-1:9092",
+    "west.bootstrap.servers": "west-1:9092",
+    "west.security.protocol": "SASL_SSL",
+    "east->west.enabled": "true",
+    "east->west.topics": "orders, payments.*",
+    "emit.checkpoints.interval.seconds": "5",
+    "replication.policy.separator": "_",
+    "some.unrelated.key": "x",
+}
+
+
+def test_flows_are_the_enabled_pairs_plus_heartbeat_only_pairs() -> None:
+    config = MirrorMakerConfig(MM2)
+    assert config.flows() == [Flow("east", "west"), Flow("west", "east")]
+    assert config.enabled(Flow("east", "west")) and not config.enabled(Flow("west", "east"))
+    quiet = MirrorMakerConfig({**MM2, "emit.heartbeats.enabled": "false"})
+    assert quiet.flows() == [Flow("east", "west")]
+
+
+def test_the_worker_talks_to_the_target_with_mm2_internal_topics() -> None:
+    worker = MirrorMakerConfig(MM2).worker_config(Flow("east", "west"))
+    assert worker["bootstrap.servers"] == "west-1:9092"
+    assert worker["security.protocol"] == "SASL_SSL"
+    assert worker["producer.security.protocol"] == "SASL_SSL"
+    assert worker["group.id"] == "east-mm2"
+    assert worker["offset.storage.topic"] == "mm2-offsets.east.internal"
+    assert worker["config.storage.topic"] == "mm2-configs.east.internal"
+    assert worker["value.converter"] == "org.apache.kafka.connect.converters.ByteArrayConverter"
+    assert worker["replication.policy.separator"] == "_"
+
+
+def test_connector_configs_carry_both_clusters_and_the_flow_overrides() -> None:
+    connector = MirrorMakerConfig(MM2).connector_config(Flow("east", "west"), "MirrorSourceConnector",
+                                                         "MirrorSourceConnector")
+    assert connector["source.cluster.bootstrap.servers"] == "east-1:9092"
+    assert connector["target.cluster.bootstrap.servers"] == "west-1:9092"
+    assert connector["target.cluster.security.protocol"] == "SASL_SSL"
+    assert connector["target.producer.security.protocol"] == "SASL_SSL"
+    assert connector["source.cluster.alias"] == "east" and connector["target.cluster.alias"] == "west"
+    assert connector["topics"] == "orders, payments.*"
+    assert connector["enabled"] == "true"
+    assert connector["emit.checkpoints.interval.seconds"] == "5"
+    assert connector["replication.policy.separator"] == "_"
+    assert "some.unrelated.key" not in connector
+    reverse = MirrorMakerConfig(MM2).connector_config(Flow("west", "east"), "MirrorHeartbeatConnector",
+                                                       "MirrorHeartbeatConnector")
+    assert reverse["enabled"] == "false"
+
+
+@pytest.mark.parametrize(("props", "key"), [
+    ({"clusters": ""}, "clusters"),
+    ({"clusters": "a, a"}, "clusters"),
+    ({"clusters": "a->b"}, "clusters"),
+    ({"clusters": "a, b", "a->b.enabled": "true", "a.bootstrap.servers": "x:1"}, r"b\.bootstrap\.servers"),
+    ({"clusters": "a, b", "a->b.enabled": "yes"}, r"a->b\.enabled"),
+])
+def test_malformed_configs_name_the_key(props: dict[str, str], key: str) -> None:
+    with pytest.raises(ValueError, match=key):
+        MirrorMakerConfig(props)
