@@ -39,7 +39,8 @@ __all__ = ["BUILTIN_PACKAGES", "ENTRY_POINT_GROUP", "PluginInfo", "PluginRegistr
 
 log = logging.getLogger(__name__)
 
-BUILTIN_PACKAGES = ("moldau.connect.connectors", "moldau.connect.converters", "moldau.connect.transforms")
+BUILTIN_PACKAGES = ("moldau.connect.connectors", "moldau.connect.converters", "moldau.connect.transforms",
+                    "moldau.mirror")
 ENTRY_POINT_GROUP = "moldau.connect.plugins"
 
 # Kafka's plugin type names, as GET /connector-plugins reports them.

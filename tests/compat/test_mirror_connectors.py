@@ -1,0 +1,156 @@
+"""MirrorMaker 2's connectors on Moldau's Connect runtime, between two real brokers: the source connector
+copies records (key, value, headers, timestamp, partition) into `<alias>.<topic>` and picks up new topics and
+partitions; the checkpoint connector translates a consumer group's offsets without ever skipping a record and
+commits them to the target's idle group; the heartbeat connector beats."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # type: ignore[attr-defined]
+
+from moldau.mirror.records import Checkpoint, Heartbeat
+from tests.support.broker_process import BrokerProcess
+from tests.support.connect_worker import WorkerProcess, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
+
+
+@pytest.fixture(scope="module")
+def source_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    broker = BrokerProcess(tmp_path_factory.mktemp("mirror-source"))
+    broker.start()
+    yield broker
+    try:
+        broker.stop()
+    finally:
+        broker.cleanup()
+
+
+def _create(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the result is in
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
+
+
+def _produce(bootstrap: str, topic: str, count: int, partitions: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(count):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % partitions,
+                         headers=[("trace", f"t{i}".encode())], timestamp=1_700_000_000_000 + i)
+    assert producer.flush(30) == 0
+
+
+def _read_all(bootstrap: str, topic: str, partitions: int, expected: int) -> list[Any]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    messages: list[Any] = []
+    try:
+        def enough() -> bool:
+            messages.extend(m for m in consumer.consume(500, 0.5) if m.error() is None)
+            return len(messages) >= expected
+        wait_for(enough, 60, f"{expected} records in {topic}")
+    finally:
+        consumer.close()
+    return messages
+
+
+def _connector(name: str, cls: str, source: BrokerProcess, target: BrokerProcess, **extra: str) -> dict[str, str]:
+    return {"name": name, "connector.class": cls, "source.cluster.alias": "east", "target.cluster.alias": "west",
+            "source.cluster.bootstrap.servers": source.bootstrap,
+            "target.cluster.bootstrap.servers": target.bootstrap,
+            "key.converter": BYTES, "value.converter": BYTES, "replication.factor": "1",
+            "offset-syncs.topic.replication.factor": "1", "checkpoints.topic.replication.factor": "1",
+            "heartbeats.topic.replication.factor": "1", **extra}
+
+
+def test_mirror_source_checkpoint_and_heartbeat(source_broker: BrokerProcess, shared_broker: BrokerProcess,
+                                                tmp_path: Path) -> None:
+    topic = f"orders-{uuid.uuid4().hex[:6]}"
+    _create(source_broker.bootstrap, topic, 3)
+    _produce(source_broker.bootstrap, topic, 300, 3)
+    # A group on the source that read part of the topic.
+    group = f"billing-{uuid.uuid4().hex[:6]}"
+    consumer = Consumer({"bootstrap.servers": source_broker.bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 40), TopicPartition(topic, 1, 100), TopicPartition(topic, 2, 0)],
+                    asynchronous=False)
+    consumer.close()
+
+    worker = WorkerProcess(tmp_path / "worker", shared_broker.bootstrap)
+    worker.start()
+    try:
+        connectors = [
+            _connector("mirror-source", "MirrorSourceConnector", source_broker, shared_broker, topics=f"{topic}.*",
+                       **{"tasks.max": "2", "refresh.topics.interval.seconds": "2"}),
+            _connector("mirror-checkpoint", "org.apache.kafka.connect.mirror.MirrorCheckpointConnector",
+                       source_broker, shared_broker, topics=f"{topic}.*", groups=group,
+                       **{"emit.checkpoints.interval.seconds": "0.5", "sync.group.offsets.enabled": "true",
+                          "sync.group.offsets.interval.seconds": "0.5"}),
+            _connector("mirror-heartbeat", "MirrorHeartbeatConnector", source_broker, shared_broker,
+                       **{"emit.heartbeats.interval.seconds": "0.2"}),
+        ]
+        for config in connectors:
+            status, body = worker.request("POST", "/connectors", {"name": config["name"], "config": config})
+            assert status == 201, body
+
+        remote = f"east.{topic}"
+        copied = _read_all(shared_broker.bootstrap, remote, 3, 300)
+        assert len(copied) == 300  # exactly once here: no restart happened
+        for message in copied:
+            i = int(message.key()[1:])
+            assert message.partition() == i % 3
+            assert message.value() == f"v{i}".encode()
+            assert message.headers() == [("trace", f"t{i}".encode())]
+            assert message.timestamp()[1] == 1_700_000_000_000 + i
+        # The remote topic is new, so each record sits at the same offset as upstream (key k<i>: partition
+        # i % 3, upstream offset i // 3): order is kept, and offsets translate one to one.
+        assert all(m.offset() == int(m.key()[1:]) // 3 for m in copied)
+
+        # Checkpoints: the group's offsets, translated, never past the record the group is to read next.
+        def checkpoints() -> dict[tuple[str, int], Checkpoint]:
+            found = {}
+            for message in _read_all(shared_broker.bootstrap, "east.checkpoints.internal", 1, 1):
+                checkpoint = Checkpoint.from_record(message.key(), message.value())
+                if checkpoint.group == group:
+                    found[(checkpoint.topic, checkpoint.partition)] = checkpoint
+            return found
+        latest = wait_for(lambda: (c := checkpoints()) and len(c) == 3 and c, 60, "a checkpoint per partition")
+        committed = {0: 40, 1: 100, 2: 0}
+        for (remote_topic, partition), checkpoint in latest.items():
+            assert remote_topic == remote
+            assert checkpoint.upstream_offset == committed[partition]
+            assert 0 <= checkpoint.downstream_offset <= checkpoint.upstream_offset, checkpoint
+
+        # The target's idle group got the translated offsets.
+        admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap})
+
+        def target_offsets() -> dict[int, int]:
+            result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
+            return {tp.partition: tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
+        synced = wait_for(lambda: (o := target_offsets()) and len(o) == 3 and o, 60, "offsets synced to the target")
+        assert synced == {p: latest[(remote, p)].downstream_offset for p in range(3)}
+
+        # New partitions and new topics are picked up.
+        source_admin = AdminClient({"bootstrap.servers": source_broker.bootstrap})
+        source_admin.create_partitions([NewPartitions(topic, 4)])[topic].result(30)
+        second = f"{topic}-more"
+        _create(source_broker.bootstrap, second, 1)
+        _produce(source_broker.bootstrap, second, 10, 1)
+        assert len(_read_all(shared_broker.bootstrap, f"east.{second}", 1, 10)) == 10
+        wait_for(lambda: len(admin.list_topics(topic=remote, timeout=10).topics[remote].partitions) == 4, 60,
+                 "the remote topic to grow to 4 partitions")
+
+        # Heartbeats on the target.
+        beats = [Heartbeat.from_record(m.key(), m.value())
+                 for m in _read_all(shared_broker.bootstrap, "heartbeats", 1, 2)]
+        assert {(b.source_alias, b.target_alias) for b in beats} == {("east", "west")}
+    finally:
+        worker.stop()
