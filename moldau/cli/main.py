@@ -11,6 +11,7 @@ from moldau.cli import (
     connect,
     consume,
     groups,
+    mirror,
     partitions,
     pipeline,
     produce,
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     users.register(commands)
     schemas.register(commands)
     connect.register(commands)
+    mirror.register(commands)
     return parser
 
 

@@ -19,6 +19,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+from moldau.cli.command_config import to_librdkafka
 
 __all__ = ["CLIENT_CONFIG_NAMES", "CONNECTOR_CONFIG_NAMES", "Flow", "MirrorMakerConfig"]
 
@@ -125,6 +128,24 @@ class MirrorMakerConfig:
                     for prefix in _CLIENT_PREFIXES:
                         props.setdefault(prefix + key, value)
         return props
+
+    def librdkafka(self, alias: str) -> dict[str, Any]:
+        """librdkafka settings to connect to cluster `alias` (for the mirror's own tools)."""
+        props = self.cluster_props(alias)
+        if not props.get("bootstrap.servers"):
+            raise ValueError(f"{alias}.bootstrap.servers: required")
+        return to_librdkafka({key: value for key, value in props.items()
+                              if key == "bootstrap.servers" or key.startswith(("security.", "ssl.", "sasl."))})
+
+    def flow_between(self, source: str | None, target: str | None) -> Flow:
+        """The enabled flow from `source` to `target`; either may be left out when only one flow fits."""
+        candidates = [f for f in self.flows() if self.enabled(f) and source in (None, f.source)
+                      and target in (None, f.target)]
+        if len(candidates) != 1:
+            wanted = f"{source or '*'}->{target or '*'}"
+            found = ", ".join(map(str, candidates)) or "none"
+            raise ValueError(f"{wanted}: expected exactly one enabled flow to match, found {found}")
+        return candidates[0]
 
     def worker_config(self, flow: Flow) -> dict[str, str]:
         """The Connect worker config of the flow's worker: it talks to the target, its internal topics are

@@ -5,6 +5,8 @@ commits them to the target's idle group; the heartbeat connector beats."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,6 +62,11 @@ def _read_all(bootstrap: str, topic: str, partitions: int, expected: int) -> lis
     finally:
         consumer.close()
     return messages
+
+
+def _mirror_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "moldau", "mirror", *args], capture_output=True, text=True,
+                          timeout=120, check=False)
 
 
 def _connector(name: str, cls: str, source: BrokerProcess, target: BrokerProcess, **extra: str) -> dict[str, str]:
@@ -122,7 +129,10 @@ def test_mirror_source_checkpoint_and_heartbeat(source_broker: BrokerProcess, sh
                 if checkpoint.group == group:
                     found[(checkpoint.topic, checkpoint.partition)] = checkpoint
             return found
-        latest = wait_for(lambda: (c := checkpoints()) and len(c) == 3 and c, 60, "a checkpoint per partition")
+        # Once the mirror has committed, the newest offset syncs are out: a group at the end of a partition then
+        # translates exactly to its end (before that, it may translate to an earlier sync, which is also safe).
+        latest = wait_for(lambda: (c := checkpoints()) and len(c) == 3 and c[(remote, 1)].downstream_offset == 100
+                          and c, 60, "a checkpoint per partition")
         committed = {0: 40, 1: 100, 2: 0}
         for (remote_topic, partition), checkpoint in latest.items():
             assert remote_topic == remote
@@ -137,6 +147,33 @@ def test_mirror_source_checkpoint_and_heartbeat(source_broker: BrokerProcess, sh
             return {tp.partition: tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
         synced = wait_for(lambda: (o := target_offsets()) and len(o) == 3 and o, 60, "offsets synced to the target")
         assert synced == {p: latest[(remote, p)].downstream_offset for p in range(3)}
+
+        # `moldau mirror failover` prints the same offsets, commits them, and refuses while the group is active.
+        mm2 = tmp_path / "mm2.properties"
+        mm2.write_text(f"clusters = east, west\neast.bootstrap.servers = {source_broker.bootstrap}\n"
+                       f"west.bootstrap.servers = {shared_broker.bootstrap}\neast->west.enabled = true\n")
+        printed = _mirror_cli("failover", str(mm2), "--group", group, "--execute")
+        assert printed.returncode == 0, printed.stderr
+        assert sorted(printed.stdout.splitlines()) == sorted(
+            f"{remote}\t{p}\t{latest[(remote, p)].downstream_offset}" for p in range(3))
+        # The group goes on at the target from there: nothing it had not read on the source is skipped.
+        resumed = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": group,
+                            "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        resumed.subscribe([remote])
+        first: dict[int, int] = {}
+        try:
+            def every_partition_started() -> bool:
+                for m in resumed.consume(100, 0.5):
+                    if m.error() is None:
+                        first.setdefault(m.partition(), m.offset())
+                return {0, 2} <= set(first)
+            wait_for(every_partition_started, 60, "the failed-over group to read")
+            assert first[0] <= committed[0] and first[2] <= committed[2], first
+            assert 1 not in first  # the group had read all of partition 1 on the source
+            refused = _mirror_cli("failover", str(mm2), "--group", group, "--execute")
+            assert refused.returncode == 1 and "active members" in refused.stderr, refused.stderr
+        finally:
+            resumed.close()
 
         # New partitions and new topics are picked up.
         source_admin = AdminClient({"bootstrap.servers": source_broker.bootstrap})

@@ -67,3 +67,17 @@ def test_connector_configs_carry_both_clusters_and_the_flow_overrides() -> None:
 def test_malformed_configs_name_the_key(props: dict[str, str], key: str) -> None:
     with pytest.raises(ValueError, match=key):
         MirrorMakerConfig(props)
+
+
+def test_the_flow_between_two_clusters_and_their_client_settings() -> None:
+    config = MirrorMakerConfig({**MM2, "west.sasl.jaas.config":
+                                'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                                'username="mirror" password="s3cret";'})
+    assert config.flow_between(None, None) == Flow("east", "west")  # the only enabled flow
+    assert config.flow_between("east", None) == Flow("east", "west")
+    with pytest.raises(ValueError, match="west->east"):
+        config.flow_between("west", "east")
+    west = config.librdkafka("west")
+    assert west["bootstrap.servers"] == "west-1:9092" and west["security.protocol"] == "SASL_SSL"
+    assert west["sasl.username"] == "mirror" and west["sasl.password"] == "s3cret"
+    assert "sasl.jaas.config" not in west

@@ -1,0 +1,73 @@
+"""What a client needs to move a consumer group from one cluster to the other (the role of MirrorMaker 2's
+RemoteClusterUtils, for clients that are not Java): the group's translated offsets on the target, read from
+the checkpoints the checkpoint connector wrote there, and committing them to the target's group.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from moldau.mirror.records import Checkpoint, MalformedRecord
+
+__all__ = ["GroupActive", "commit_offsets", "translated_offsets"]
+
+TIMEOUT_S = 30.0
+ACTIVE_STATES = ("STABLE", "PREPARING_REBALANCING", "COMPLETING_REBALANCING", "ASSIGNING", "RECONCILING")
+
+
+class GroupActive(Exception):
+    """The group has members on the target: moving its offsets under them would be overwritten or race."""
+
+
+def translated_offsets(target_config: dict[str, Any], checkpoints_topic: str, group: str) -> dict[tuple[str, int], int]:
+    """(remote topic, partition) -> the offset on the target where `group` goes on: the newest checkpoint of
+    each partition in `checkpoints_topic` (read to its end)."""
+    consumer = Consumer({**target_config, "group.id": "unused-mirror-failover", "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+    latest: dict[tuple[str, int], int] = {}
+    try:
+        metadata = consumer.list_topics(checkpoints_topic, timeout=TIMEOUT_S).topics.get(checkpoints_topic)
+        if metadata is None or metadata.error is not None:
+            return {}
+        partitions = list(metadata.partitions)
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(checkpoints_topic, p), timeout=TIMEOUT_S)[1]
+                for p in partitions}
+        pending = {p for p, end in ends.items() if end > 0}
+        consumer.assign([TopicPartition(checkpoints_topic, p, OFFSET_BEGINNING) for p in pending])
+        while pending:
+            for message in consumer.consume(500, 1.0):
+                error = message.error()
+                if error is not None:
+                    if error.code() != KafkaError._PARTITION_EOF:
+                        raise RuntimeError(f"reading {checkpoints_topic}: {error.str()}")
+                    pending.discard(message.partition() or 0)
+                    continue
+                if (message.offset() or 0) + 1 >= ends[message.partition() or 0]:
+                    pending.discard(message.partition() or 0)
+                try:
+                    checkpoint = Checkpoint.from_record(message.key(), message.value())
+                except MalformedRecord:
+                    continue
+                if checkpoint.group == group:
+                    latest[(checkpoint.topic, checkpoint.partition)] = checkpoint.downstream_offset
+    finally:
+        consumer.close()
+    return latest
+
+
+def commit_offsets(target_config: dict[str, Any], group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Commit `offsets` for `group` on the target; GroupActive if the group has members there."""
+    admin = AdminClient(target_config)
+    description = admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+    if description.members or description.state.name in ACTIVE_STATES:
+        raise GroupActive(f"group {group} has {len(description.members)} active members on the target; "
+                          "stop its consumers there first")
+    partitions = [TopicPartition(topic, partition, offset) for (topic, partition), offset in sorted(offsets.items())]
+    request = [ConsumerGroupTopicPartitions(group, partitions)]
+    result = admin.alter_consumer_group_offsets(request, request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+    errors = [f"{tp.topic}:{tp.partition} {tp.error}" for tp in result.topic_partitions or [] if tp.error]
+    if errors:
+        raise RuntimeError(f"committing offsets of group {group}: {', '.join(errors)}")
