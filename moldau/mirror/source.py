@@ -4,7 +4,8 @@ The connector lists the source's topics that the flow replicates (the topic filt
 never a topic that came from the target: that is what stops active/active flows from copying records back
 and forth), creates their remote topics on the target with the same partition count, splits the partitions
 among its tasks (`task.assigned.partitions`), and looks again every `refresh.topics.interval.seconds` for new
-topics and partitions. It also copies topic configs every `sync.topic.configs.interval.seconds`.
+topics and partitions. It also copies topic configs every `sync.topic.configs.interval.seconds` and, when the
+source has an authorizer, topic ACLs every `sync.topic.acls.interval.seconds`.
 
 A task reads its partitions with a consumer of its own (no consumer group: positions live in Connect's offset
 store, as `{"cluster", "topic", "partition"} -> {"offset"}` like MirrorMaker 2's), and returns each record
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Producer
@@ -90,6 +91,10 @@ def source_config_def() -> ConfigDef:
                     "Whether to copy topic configs to the remote topics periodically")
             .define("sync.topic.configs.interval.seconds", ConfigType.LONG, 600, Importance.LOW,
                     "How often to copy topic configs", validator=Range.at_least(1))
+            .define("sync.topic.acls.enabled", ConfigType.BOOLEAN, True, Importance.LOW,
+                    "Whether to copy the source's topic ACLs to the remote topics periodically")
+            .define("sync.topic.acls.interval.seconds", ConfigType.LONG, 600, Importance.LOW,
+                    "How often to copy topic ACLs", validator=Range.at_least(1))
             .define("replication.factor", ConfigType.INT, 2, Importance.LOW,
                     "Replication factor of new remote topics (-1: the target broker's default)")
             .define("offset-syncs.topic.replication.factor", ConfigType.SHORT, 3, Importance.LOW,
@@ -162,6 +167,7 @@ class MirrorSourceConnector(SourceConnector):
         self._create_offset_syncs_topic()
         self._partitions = self._refresh_topics()
         self._sync_configs()
+        self._sync_acls()
         self._stopping.clear()
         self._refresher = threading.Thread(target=self._refresh_loop, name="mirror-source-refresh", daemon=True)
         self._refresher.start()
@@ -216,23 +222,39 @@ class MirrorSourceConnector(SourceConnector):
             names = {t: self._policy.format_remote_topic(source_alias, t) for t in self._partitions}
         topics.sync_topic_configs(self._source, self._target, names, ConfigPropertyFilter(self.props).should_replicate)
 
-    def _refresh_loop(self) -> None:
-        refresh_s = self._settings["refresh.topics.interval.seconds"] if self._settings["refresh.topics.enabled"] \
-            else None
-        configs_s = self._settings["sync.topic.configs.interval.seconds"] \
-            if self._settings["sync.topic.configs.enabled"] else None
-        periods = [p for p in (refresh_s, configs_s) if p is not None]
-        if not periods:
+    def _sync_acls(self) -> None:
+        if not self._settings["sync.topic.acls.enabled"] or self._source is None or self._target is None:
             return
-        tick = min(periods)
+        source_alias = self._settings[SOURCE_ALIAS]
+        with self._lock:
+            replicated = set(self._partitions)
+        topics.sync_topic_acls(self._source, self._target,
+                               lambda t: self._policy.format_remote_topic(source_alias, t) if t in replicated else None)
+
+    def _periodic_jobs(self) -> list[tuple[int, Callable[[], None]]]:
+        """(period in seconds, job) of each periodic job switched on."""
+        jobs: list[tuple[int, Callable[[], None]]] = []
+        for switch, period, job in (
+                ("refresh.topics.enabled", "refresh.topics.interval.seconds",
+                 lambda: self._maybe_reconfigure(self._refresh_topics())),
+                ("sync.topic.configs.enabled", "sync.topic.configs.interval.seconds", self._sync_configs),
+                ("sync.topic.acls.enabled", "sync.topic.acls.interval.seconds", self._sync_acls)):
+            if self._settings[switch]:
+                jobs.append((self._settings[period], job))
+        return jobs
+
+    def _refresh_loop(self) -> None:
+        jobs = self._periodic_jobs()
+        if not jobs:
+            return
+        tick = min(period for period, _ in jobs)
         elapsed = 0
         while not self._stopping.wait(tick):
             elapsed += tick
             try:
-                if refresh_s is not None and elapsed % refresh_s < tick:
-                    self._maybe_reconfigure(self._refresh_topics())
-                if configs_s is not None and elapsed % configs_s < tick:
-                    self._sync_configs()
+                for period, job in jobs:
+                    if elapsed % period < tick:
+                        job()
             except Exception:
                 # The source or target may be down for a while; the next round tries again.
                 log.exception("mirror: refreshing topics of %s->%s failed", self._settings[SOURCE_ALIAS],

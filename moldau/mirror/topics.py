@@ -1,5 +1,5 @@
 """Remote topics on the target: created with the source's partition count, grown when the source grows, and
-their configs kept in step with the source's, through each cluster's admin client.
+their configs and ACLs kept in step with the source's, through each cluster's admin client.
 
 Errors that only mean another task or worker got there first (TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS when
 the count is already reached) are not errors here; anything else is raised with the topic's name.
@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
@@ -19,9 +24,13 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ConfigSource,
     NewPartitions,
     NewTopic,
+    ResourcePatternType,
+    ResourceType,
 )
 
-__all__ = ["create_internal_topic", "ensure_remote_topics", "partition_counts", "sync_topic_configs"]
+__all__ = [
+    "create_internal_topic", "ensure_remote_topics", "partition_counts", "sync_topic_acls", "sync_topic_configs",
+]
 
 log = logging.getLogger(__name__)
 ADMIN_TIMEOUT_S = 30.0
@@ -102,3 +111,45 @@ def sync_topic_configs(source: AdminClient, target: AdminClient, remote_names: M
         log.info("mirror: syncing configs of %s", ", ".join(r.name for r in changes))
         _wait({r.name: f for r, f in target.incremental_alter_configs(changes,
                                                                      request_timeout=ADMIN_TIMEOUT_S).items()}, [])
+
+
+def _topic_acls(admin: AdminClient) -> list[AclBinding] | None:
+    """Every ACL on literal topic names; None when the cluster has no authorizer (nothing to copy)."""
+    any_name: Any = None  # the library's stubs say str, but None is its "any" in a filter
+    everything = AclBindingFilter(ResourceType.TOPIC, any_name, ResourcePatternType.LITERAL, any_name, any_name,
+                                  AclOperation.ANY, AclPermissionType.ANY)
+    try:
+        bindings: list[AclBinding] = admin.describe_acls(everything, request_timeout=ADMIN_TIMEOUT_S).result(
+            timeout=ADMIN_TIMEOUT_S)
+    except KafkaException as e:
+        if e.args[0].code() == KafkaError.SECURITY_DISABLED:
+            return None
+        raise
+    return bindings
+
+
+def sync_topic_acls(source: AdminClient, target: AdminClient, remote_name: Callable[[str], str | None]) -> None:
+    """Copy the source's ACLs on replicated topics (`remote_name` gives the remote topic, or None for a topic
+    not replicated) to the remote topics, as MirrorMaker 2 does: ALLOW WRITE is not copied and ALL becomes
+    READ, because only the mirror writes to a remote topic."""
+    bindings = _topic_acls(source)
+    if not bindings:
+        return
+    wanted = []
+    for binding in bindings:
+        remote = remote_name(binding.name) if binding.name != "*" else None
+        if remote is None or (binding.permission_type == AclPermissionType.ALLOW
+                              and binding.operation == AclOperation.WRITE):
+            continue
+        operation = AclOperation.READ if binding.operation == AclOperation.ALL else binding.operation
+        wanted.append(AclBinding(ResourceType.TOPIC, remote, ResourcePatternType.LITERAL, binding.principal,
+                                 binding.host, operation, binding.permission_type))
+    existing = {(b.name, b.principal, b.host, b.operation, b.permission_type) for b in _topic_acls(target) or []}
+    missing = [b for b in wanted if (b.name, b.principal, b.host, b.operation, b.permission_type) not in existing]
+    if missing:
+        log.info("mirror: copying %d topic ACLs", len(missing))
+        for binding, future in target.create_acls(missing, request_timeout=ADMIN_TIMEOUT_S).items():
+            try:
+                future.result(timeout=ADMIN_TIMEOUT_S)
+            except KafkaException as e:
+                raise KafkaException(KafkaError(e.args[0].code(), f"ACL on {binding.name}: {e.args[0].str()}")) from e

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,17 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewPartitions,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from moldau.mirror.records import Checkpoint, Heartbeat
 from tests.support.broker_process import BrokerProcess
@@ -25,15 +36,29 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
 
 
-@pytest.fixture(scope="module")
-def source_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    broker = BrokerProcess(tmp_path_factory.mktemp("mirror-source"))
+# Brokers with an authorizer, so topic ACLs can be copied; PLAINTEXT clients are User:ANONYMOUS, a super user.
+SECURED = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+           "super.users": "User:ANONYMOUS"}
+
+
+def _broker(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[BrokerProcess]:
+    broker = BrokerProcess(tmp_path_factory.mktemp(name), overrides=SECURED)
     broker.start()
     yield broker
     try:
         broker.stop()
     finally:
         broker.cleanup()
+
+
+@pytest.fixture(scope="module")
+def source_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    yield from _broker(tmp_path_factory, "mirror-east")
+
+
+@pytest.fixture(scope="module")
+def other_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    yield from _broker(tmp_path_factory, "mirror-west")
 
 
 def _create(bootstrap: str, topic: str, partitions: int) -> None:
@@ -62,6 +87,16 @@ def _read_all(bootstrap: str, topic: str, partitions: int, expected: int) -> lis
     finally:
         consumer.close()
     return messages
+
+
+def _record_count(bootstrap: str, topic: str) -> int:
+    """How many records `topic` holds (its partitions' end offsets: nothing is ever deleted here)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-count"})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions)
+    finally:
+        consumer.close()
 
 
 def _mirror_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -110,7 +145,7 @@ def test_mirror_source_checkpoint_and_heartbeat(source_broker: BrokerProcess, sh
 
         remote = f"east.{topic}"
         copied = _read_all(shared_broker.bootstrap, remote, 3, 300)
-        assert len(copied) == 300  # exactly once here: no restart happened
+        assert len(copied) == 300 and _record_count(shared_broker.bootstrap, remote) == 300  # no restart: once
         for message in copied:
             i = int(message.key()[1:])
             assert message.partition() == i % 3
@@ -191,3 +226,57 @@ def test_mirror_source_checkpoint_and_heartbeat(source_broker: BrokerProcess, sh
         assert {(b.source_alias, b.target_alias) for b in beats} == {("east", "west")}
     finally:
         worker.stop()
+
+
+def _acls(bootstrap: str, topic: str) -> set[tuple[str, str, str]]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    found = admin.describe_acls(AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL,
+                                                 None, None, AclOperation.ANY, AclPermissionType.ANY)).result(30)
+    return {(b.principal, b.operation.name, b.permission_type.name) for b in found}
+
+
+def test_active_active_copies_each_record_once_each_way_and_topic_acls(
+        source_broker: BrokerProcess, other_broker: BrokerProcess, tmp_path: Path) -> None:
+    east, west = source_broker, other_broker
+    topic = f"ledger-{uuid.uuid4().hex[:6]}"
+    for broker in (east, west):
+        _create(broker.bootstrap, topic, 2)
+    admin = AdminClient({"bootstrap.servers": east.bootstrap})
+    acls = [AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*", op,
+                       AclPermissionType.ALLOW)
+            for principal, op in (("User:alice", AclOperation.READ), ("User:alice", AclOperation.WRITE),
+                                  ("User:bob", AclOperation.ALL))]
+    for future in admin.create_acls(acls).values():
+        future.result(30)
+
+    # One worker per direction, each writing to its target; the topic filter lets remote topics through, so
+    # only the cycle rule keeps west.<topic> on east from going back to west.
+    workers = []
+    for source, target, source_alias, target_alias in ((east, west, "east", "west"), (west, east, "west", "east")):
+        worker = WorkerProcess(tmp_path / f"to-{target_alias}", target.bootstrap)
+        worker.start()
+        workers.append(worker)
+        config = {**_connector(f"{source_alias}-to-{target_alias}", "MirrorSourceConnector", source, target,
+                               topics=f".*{topic}", **{"refresh.topics.interval.seconds": "1",
+                                                        "sync.topic.acls.interval.seconds": "1"}),
+                  "source.cluster.alias": source_alias, "target.cluster.alias": target_alias}
+        status, body = worker.request("POST", "/connectors", {"name": config["name"], "config": config})
+        assert status == 201, body
+    try:
+        _produce(east.bootstrap, topic, 100, 2)
+        _produce(west.bootstrap, topic, 60, 2)
+        assert len(_read_all(west.bootstrap, f"east.{topic}", 2, 100)) == 100
+        assert len(_read_all(east.bootstrap, f"west.{topic}", 2, 60)) == 60
+        # ACLs: READ copied, ALL turned into READ, WRITE left out (only the mirror writes a remote topic).
+        wait_for(lambda: _acls(west.bootstrap, f"east.{topic}") == {("User:alice", "READ", "ALLOW"),
+                                                                    ("User:bob", "READ", "ALLOW")},
+                 30, "the topic ACLs on the remote topic")
+        time.sleep(3)  # several refresh rounds: a cycle would have shown by now
+        for broker, looped in ((east, f"east.west.{topic}"), (west, f"west.east.{topic}")):
+            names = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10).topics
+            assert looped not in names
+        assert _record_count(west.bootstrap, f"east.{topic}") == 100  # still once each
+        assert _record_count(east.bootstrap, f"west.{topic}") == 60
+    finally:
+        for worker in workers:
+            worker.stop()

@@ -40,3 +40,9 @@ def test_topic_partition_encoding_keeps_dashes_in_topic_names() -> None:
     assert decode_partition(encode_partition("my-topic", 12)) == ("my-topic", 12)
     with pytest.raises(ConnectException):
         decode_partition("no_partition")
+
+
+def test_the_source_connector_refuses_a_config_without_both_clusters() -> None:
+    errors = {v.name: v.errors for v in MirrorSourceConnector().config_def().validate(
+        {"source.cluster.alias": "east", "source.cluster.bootstrap.servers": "east:9092"})}
+    assert errors["target.cluster.bootstrap.servers"] and not errors["source.cluster.bootstrap.servers"]
