@@ -56,22 +56,25 @@ class OffsetSyncWriter:
             raise ValueError("offset.lag.max must not be negative")
         self._offset_lag_max = offset_lag_max
         self._progress: dict[tuple[str, int], _PartitionProgress] = {}
-        self._delayed: dict[tuple[str, int], OffsetSync] = {}
+        # (topic, partition) -> (upstream, downstream) of the latest record: kept as a tuple because this runs
+        # for every record copied; the OffsetSync is made only when it is sent.
+        self._delayed: dict[tuple[str, int], tuple[int, int]] = {}
 
     def copied(self, topic: str, partition: int, upstream: int, downstream: int) -> OffsetSync | None:
         """Upstream record `upstream` of the source's `topic`-`partition` was written at `downstream` on the
         target: the sync to write now, if one is due."""
         key = (topic, partition)
-        progress = self._progress.setdefault(key, _PartitionProgress())
-        sync = OffsetSync(topic, partition, upstream, downstream)
+        progress = self._progress.get(key)
+        if progress is None:
+            progress = self._progress[key] = _PartitionProgress()
         if progress.needs_sync(upstream, downstream, self._offset_lag_max):
             self._delayed.pop(key, None)
-            return sync
-        self._delayed[key] = sync
+            return OffsetSync(topic, partition, upstream, downstream)
+        self._delayed[key] = (upstream, downstream)
         return None
 
     def delayed(self) -> list[OffsetSync]:
-        syncs = list(self._delayed.values())
+        syncs = [OffsetSync(topic, partition, up, down) for (topic, partition), (up, down) in self._delayed.items()]
         self._delayed.clear()
         return syncs
 

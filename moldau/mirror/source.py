@@ -277,6 +277,7 @@ class MirrorSourceTask(SourceTask):
         self._sync_producer: Producer | None = None
         self._sync_writer: OffsetSyncWriter | None = None
         self._sync_topic = ""
+        self._remote_names: dict[str, str] = {}
 
     def start(self, props: Mapping[str, str]) -> None:
         settings = source_config_def().parse(props)
@@ -319,12 +320,17 @@ class MirrorSourceTask(SourceTask):
     def _record(self, message: Any) -> SourceRecord:
         topic, partition, offset = message.topic(), message.partition(), message.offset()
         timestamp_type, timestamp = message.timestamp()
+        headers = message.headers()
+        remote = self._remote_names.get(topic)
+        if remote is None:
+            remote = self._remote_names[topic] = self._policy.format_remote_topic(self._source_alias, topic)
         return SourceRecord(
-            topic=self._policy.format_remote_topic(self._source_alias, topic), kafka_partition=partition,
-            key_schema=OPTIONAL_BYTES_SCHEMA, key=message.key(), value_schema=OPTIONAL_BYTES_SCHEMA,
-            value=message.value(), timestamp=timestamp if timestamp_type != TIMESTAMP_NOT_AVAILABLE else None,
-            headers=tuple(Header(k, v, OPTIONAL_BYTES_SCHEMA) for k, v in message.headers() or ()),
-            source_partition=self._source_partition(topic, partition), source_offset={"offset": offset})
+            topic=remote, kafka_partition=partition, key_schema=OPTIONAL_BYTES_SCHEMA, key=message.key(),
+            value_schema=OPTIONAL_BYTES_SCHEMA, value=message.value(),
+            timestamp=timestamp if timestamp_type != TIMESTAMP_NOT_AVAILABLE else None,
+            headers=tuple([Header(k, v, OPTIONAL_BYTES_SCHEMA) for k, v in headers]) if headers else (),
+            source_partition={"cluster": self._source_alias, "topic": topic, "partition": partition},
+            source_offset={"offset": offset})
 
     def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
         if metadata is None or self._sync_writer is None:

@@ -13,12 +13,27 @@ from typing import Any
 __all__ = ["Submitted", "SubmittedRecords", "partition_key"]
 
 
+_KEY_CACHE: dict[tuple[tuple[str, Any], ...], str] = {}
+_KEY_CACHE_MAX = 10_000
+
+
 def partition_key(partition: Mapping[str, Any]) -> str:
     """A canonical text form of a source partition, usable as a dict key."""
-    return json.dumps(partition, sort_keys=True, separators=(",", ":"))
+    # Computed for every record a source task returns, mostly for a few partitions: cache by the partition's
+    # items when they are hashable (flat partitions of strings and numbers, the usual case).
+    try:
+        items = tuple(sorted(partition.items()))
+        cached = _KEY_CACHE.get(items)
+    except TypeError:
+        return json.dumps(partition, sort_keys=True, separators=(",", ":"))
+    if cached is None:
+        if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
+            _KEY_CACHE.clear()
+        cached = _KEY_CACHE[items] = json.dumps(partition, sort_keys=True, separators=(",", ":"))
+    return cached
 
 
-@dataclass
+@dataclass(slots=True)
 class Submitted:
     partition: Mapping[str, Any]
     offset: Mapping[str, Any]
