@@ -42,7 +42,9 @@ def run_failover(args: argparse.Namespace) -> int:
     config = _config(args.config)
     try:
         flow = config.flow_between(args.source, args.target)
-        target = config.librdkafka(flow.target)
+        # The commands report failures themselves; librdkafka's own log lines would only add noise.
+        target = {**config.librdkafka(flow.target), "client.id": "moldau-cli", "enable.metrics.push": False,
+                  "log_level": 2}
     except ValueError as exc:
         raise CliError(str(exc)) from None
     topic = replication_policy(config.props).checkpoints_topic(flow.source)
