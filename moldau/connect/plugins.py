@@ -49,6 +49,10 @@ _KINDS: tuple[tuple[type, str], ...] = (
 )
 
 
+def _log_walk_error(module_name: str) -> None:
+    log.exception("connect: cannot load plugin package %s", module_name)
+
+
 def plugin_type(cls: type) -> str | None:
     """Kafka's name for the kind of plugin `cls` is, or None when it is none."""
     return next((name for base, name in _KINDS if issubclass(cls, base)), None)
@@ -111,7 +115,8 @@ class PluginRegistry:
     def add_package(self, package_name: str) -> None:
         package = importlib.import_module(package_name)
         self.add_module(package)
-        for module in pkgutil.iter_modules(package.__path__, package_name + "."):
+        # Walked, not just listed: a connector may be a package of modules (its classes in a submodule).
+        for module in pkgutil.walk_packages(package.__path__, package_name + ".", onerror=_log_walk_error):
             self._import_and_add(module.name)
 
     def _import_and_add(self, module_name: str) -> None:
