@@ -354,3 +354,37 @@ def test_a_row_the_table_refuses_fails_the_task_and_a_restart_after_the_fix_writ
     db.wait_rows(f'"{topic}"', [(1, "not a number")])
     wait_for(lambda: task_status(worker, name).get("state") == "RUNNING", 30, "task running again")
     delete(worker, name)
+
+
+def debezium_event(op: str, before: dict[str, Any] | None, after: dict[str, Any] | None) -> bytes:
+    row = {"type": "struct", "name": "dbserver1.public.customers.Value", "optional": True,
+           "fields": [field("id", "int32"), field("name", "string", True)]}
+    schema = {"type": "struct", "name": "dbserver1.public.customers.Envelope", "optional": False, "fields": [
+        {**row, "field": "before"}, {**row, "field": "after"},
+        {"field": "source", "type": "struct", "name": "io.debezium.connector.postgresql.Source", "optional": False,
+         "fields": [field("table", "string")]},
+        field("op", "string"), field("ts_ms", "int64", True)]}
+    return envelope(schema, {"before": before, "after": after, "source": {"table": "customers"}, "op": op,
+                             "ts_ms": 1})
+
+
+def test_debezium_change_events_through_extract_new_record_state(
+        worker: WorkerProcess, shared_broker: BrokerProcess, db: Database) -> None:
+    topic = unique("dbserver1.public.customers")
+    key = lambda i: envelope(ID_KEY, {"id": i})  # noqa: E731
+    ck_produce(shared_broker.bootstrap, topic, [
+        {"key": key(1), "value": debezium_event("c", None, {"id": 1, "name": "a"})},
+        {"key": key(2), "value": debezium_event("c", None, {"id": 2, "name": "b"})},
+        {"key": key(1), "value": debezium_event("u", {"id": 1, "name": "a"}, {"id": 1, "name": "a2"})},
+        {"key": key(2), "value": debezium_event("d", {"id": 2, "name": "b"}, None)},
+        {"key": key(2), "value": None},
+    ])
+    name = unique("debezium")
+    start(worker, name, sink_config(db, topic, **{
+        "insert.mode": "upsert", "pk.mode": "record_key", "delete.enabled": "true", "auto.create": "true",
+        "table.name.format": "customers",
+        "transforms": "unwrap", "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+        "transforms.unwrap.drop.tombstones": "false", "transforms.unwrap.add.fields": "op"}))
+    db.wait_rows("customers", [(1, "a2", "u")])
+    assert db.column_types("customers") == {"id": "integer", "name": "text", "__op": "text"}
+    delete(worker, name)
