@@ -388,3 +388,42 @@ def test_debezium_change_events_through_extract_new_record_state(
     db.wait_rows("customers", [(1, "a2", "u")])
     assert db.column_types("customers") == {"id": "integer", "name": "text", "__op": "text"}
     delete(worker, name)
+
+
+def terminate_sink_connections(db: Database) -> int:
+    """Kill the database sessions of the sink (every other session on the test's database)."""
+    rows = db.run("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+                  "AND pid <> pg_backend_pid()")
+    return len(rows)
+
+
+def test_a_lost_connection_is_retried_on_a_new_one(worker: WorkerProcess, shared_broker: BrokerProcess,
+                                                   db: Database) -> None:
+    topic = unique("resilient")
+    ck_produce(shared_broker.bootstrap, topic, [keyed(1, "a")])
+    name = unique("retry")
+    start(worker, name, sink_config(db, topic, **{"insert.mode": "upsert", "pk.mode": "record_key",
+                                                  "auto.create": "true", "retry.backoff.ms": "100"}))
+    db.wait_rows(topic, [(1, "a")])
+    assert terminate_sink_connections(db) == 1
+    ck_produce(shared_broker.bootstrap, topic, [keyed(2, "b"), keyed(1, "a2")])
+    db.wait_rows(topic, [(1, "a2"), (2, "b")])
+    assert task_status(worker, name)["state"] == "RUNNING"
+    assert "retries left" in worker.log_tail(400)
+    delete(worker, name)
+
+
+def test_with_max_retries_zero_a_lost_connection_fails_the_task(
+        worker: WorkerProcess, shared_broker: BrokerProcess, db: Database) -> None:
+    topic = unique("fragile")
+    ck_produce(shared_broker.bootstrap, topic, [keyed(1, "a")])
+    name = unique("noretry")
+    start(worker, name, sink_config(db, topic, **{"insert.mode": "upsert", "pk.mode": "record_key",
+                                                  "auto.create": "true", "max.retries": "0"}))
+    db.wait_rows(topic, [(1, "a")])
+    assert terminate_sink_connections(db) == 1
+    ck_produce(shared_broker.bootstrap, topic, [keyed(2, "b")])
+    assert "Exceeded max.retries (0)" in wait_task_failed(worker, name)
+    assert worker.request("POST", f"/connectors/{name}/tasks/0/restart")[0] == 204
+    db.wait_rows(topic, [(1, "a"), (2, "b")])
+    delete(worker, name)
