@@ -427,3 +427,21 @@ def test_with_max_retries_zero_a_lost_connection_fails_the_task(
     assert worker.request("POST", f"/connectors/{name}/tasks/0/restart")[0] == 204
     db.wait_rows(topic, [(1, "a"), (2, "b")])
     delete(worker, name)
+
+
+def test_unquoted_identifiers_fold_to_lower_case_and_still_evolve(
+        worker: WorkerProcess, shared_broker: BrokerProcess, db: Database) -> None:
+    topic = unique("Mixed")
+    first = struct_schema(field("Id", "int32"), field("Name", "string", True))
+    second = struct_schema(field("Id", "int32"), field("Name", "string", True), field("Email", "string", True))
+    ck_produce(shared_broker.bootstrap, topic, [{"value": envelope(first, {"Id": 1, "Name": "a"})}])
+    name = unique("unquoted")
+    start(worker, name, sink_config(db, topic, **{
+        "insert.mode": "upsert", "pk.mode": "record_value", "pk.fields": "Id", "auto.create": "true",
+        "auto.evolve": "true", "quote.sql.identifiers": "never", "key.converter": STRING_CONVERTER}))
+    db.wait_rows(topic.lower(), [(1, "a")])
+    ck_produce(shared_broker.bootstrap, topic, [{"value": envelope(second, {"Id": 2, "Name": "b", "Email": "e"})},
+                                                {"value": envelope(first, {"Id": 1, "Name": "a2"})}])
+    db.wait_rows(topic.lower(), [(1, "a2", None), (2, "b", "e")])
+    assert db.column_types(topic.lower()) == {"id": "integer", "name": "text", "email": "text"}
+    delete(worker, name)

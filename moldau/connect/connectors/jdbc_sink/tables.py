@@ -5,7 +5,10 @@ before the batch's transaction, and uses IF NOT EXISTS so tasks racing to create
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
+
+import psycopg2.errors
 
 from moldau.connect.connectors.jdbc_sink.dialect import Column, Dialect, TableId
 from moldau.connect.connectors.jdbc_sink.fields import FieldsMetadata
@@ -14,6 +17,8 @@ from moldau.connect.errors import ConnectException
 __all__ = ["TableManager"]
 
 log = logging.getLogger(__name__)
+
+RACED_DDL = (psycopg2.errors.UniqueViolation, psycopg2.errors.DuplicateTable, psycopg2.errors.DuplicateColumn)
 
 COLUMNS_QUERY = ("SELECT column_name FROM information_schema.columns "
                  "WHERE table_schema = COALESCE(%s, current_schema()) AND table_name = %s")
@@ -24,6 +29,9 @@ class TableManager:
 
     def __init__(self, dialect: Dialect, auto_create: bool, auto_evolve: bool) -> None:
         self.dialect = dialect
+        # PostgreSQL folds unquoted names to lower case, so with quote.sql.identifiers=never that is how the
+        # catalog spells them.
+        self.fold: Callable[[str], str] = (lambda name: name) if dialect.quote_identifiers else str.lower
         self.auto_create = auto_create
         self.auto_evolve = auto_evolve
         self.known: dict[TableId, set[str]] = {}
@@ -34,18 +42,19 @@ class TableManager:
 
     def ensure(self, connection: Any, table: TableId, fields: FieldsMetadata) -> None:
         columns = self.known.get(table)
-        if columns is None or any(c.name not in columns for c in fields.columns):
+        if columns is None or any(self.fold(c.name) not in columns for c in fields.columns):
             columns = self._describe(connection, table)
         if not columns:
             columns = self._create(connection, table, fields)
-        missing = [c for c in fields.columns if c.name not in columns]
+        missing = [c for c in fields.columns if self.fold(c.name) not in columns]
         if missing:
             columns = self._evolve(connection, table, missing)
         self.known[table] = columns
 
     def _describe(self, connection: Any, table: TableId) -> set[str]:
         with connection.cursor() as cursor:
-            cursor.execute(COLUMNS_QUERY, (table.schema, table.table))
+            schema = None if table.schema is None else self.fold(table.schema)
+            cursor.execute(COLUMNS_QUERY, (schema, self.fold(table.table)))
             found = {str(row[0]) for row in cursor.fetchall()}
         connection.commit()
         return found
@@ -78,6 +87,10 @@ class TableManager:
             with connection.cursor() as cursor:
                 cursor.execute(statement)
             connection.commit()
+        except RACED_DDL as exc:
+            # Another task created the table or column between IF NOT EXISTS and its own catalog entry.
+            connection.rollback()
+            log.info("JDBC sink: another writer ran the same DDL first: %s", exc)
         except Exception:
             connection.rollback()
             raise
