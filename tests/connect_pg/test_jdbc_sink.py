@@ -14,6 +14,9 @@ from typing import Any
 
 import psycopg2
 import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ck_produce
@@ -444,4 +447,30 @@ def test_unquoted_identifiers_fold_to_lower_case_and_still_evolve(
                                                 {"value": envelope(first, {"Id": 1, "Name": "a2"})}])
     db.wait_rows(topic.lower(), [(1, "a2", None), (2, "b", "e")])
     assert db.column_types(topic.lower()) == {"id": "integer", "name": "text", "email": "text"}
+    delete(worker, name)
+
+
+def test_avro_records_from_the_schema_registry(worker: WorkerProcess, shared_broker: BrokerProcess,
+                                               db: Database) -> None:
+    topic = unique("readings")
+    avro_schema = json.dumps({"type": "record", "name": "Reading", "namespace": "iot", "fields": [
+        {"name": "sensor", "type": "string"}, {"name": "value", "type": ["null", "double"], "default": None},
+        {"name": "total", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]})
+    serialize = AvroSerializer(SchemaRegistryClient({"url": shared_broker.registry_url}), avro_schema)
+    at = datetime.datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=datetime.UTC)
+    context = SerializationContext(topic, MessageField.VALUE)
+    ck_produce(shared_broker.bootstrap, topic, [
+        {"key": sensor, "value": serialize({"sensor": sensor, "value": value, "total": decimal.Decimal(total),
+                                            "at": at}, context)}
+        for sensor, value, total in [("t1", None, "12.34"), ("t2", 2.5, "0.01"), ("t1", 1.5, "99.99")]])
+    name = unique("avro")
+    start(worker, name, sink_config(db, topic, **{
+        "insert.mode": "upsert", "pk.mode": "record_value", "pk.fields": "sensor", "auto.create": "true",
+        "key.converter": STRING_CONVERTER, "value.converter": "io.confluent.connect.avro.AvroConverter",
+        "value.converter.schema.registry.url": shared_broker.registry_url}))
+    naive = at.replace(tzinfo=None)
+    db.wait_rows(topic, [("t1", 1.5, decimal.Decimal("99.99"), naive), ("t2", 2.5, decimal.Decimal("0.01"), naive)])
+    assert db.column_types(topic) == {"sensor": "text", "value": "double precision", "total": "numeric",
+                                      "at": "timestamp without time zone"}
     delete(worker, name)
