@@ -13,7 +13,8 @@
   such as `table`, `lsn`, `db`) from `source`, e.g. `add.fields=op,table,source.ts_ms` adds `__op`, `__table`,
   `__source_ts_ms`.
 
-Records that are not change events (heartbeats, schema changes) pass unchanged. Struct values (JsonConverter
+Records that are not change events (heartbeats, schema changes) pass unchanged; an event with no `after` that is
+not a delete (a truncate) is dropped. Struct values (JsonConverter
 with schemas, Avro...) and schemaless maps are both handled.
 """
 
@@ -26,6 +27,7 @@ from typing import Any
 from moldau.connect.api import ConnectRecord, Header, Transformation
 from moldau.connect.config import ConfigDef, ConfigType, Importance, ValidString
 from moldau.connect.data import OPTIONAL_STRING_SCHEMA, Schema, Struct
+from moldau.connect.errors import ConfigException
 from moldau.connect.transforms.parts import fields_of, struct_like
 
 __all__ = ["ExtractNewRecordState"]
@@ -75,6 +77,16 @@ def _envelope(value: Any) -> _Envelope | None:
     return _Envelope(op, value.get("before"), value.get("after"), value) if isinstance(op, str) else None
 
 
+def _field_names(raw: list[str], option: str) -> list[str]:
+    """`add.fields`/`add.headers` entries: an envelope field, or `source.<field>`."""
+    names = [name.strip() for name in raw if name.strip()]
+    for name in names:
+        head, _, rest = name.partition(".")
+        if rest and (head != "source" or "." in rest):
+            raise ConfigException(option, name, "expected an envelope field (op, ts_ms) or source.<field>")
+    return names
+
+
 class ExtractNewRecordState(Transformation[ConnectRecord]):
     aliases = ("io.debezium.transforms.ExtractNewRecordState",)
 
@@ -91,8 +103,11 @@ class ExtractNewRecordState(Transformation[ConnectRecord]):
         else:
             self.deletes = "rewrite" if mode == "rewrite-with-tombstone" else mode
             self.drop_tombstones = mode != "rewrite-with-tombstone"
-        self.fields = [f.strip() for f in parsed["add.fields"] if f.strip()]
-        self.headers = [f.strip() for f in parsed["add.headers"] if f.strip()]
+        self.fields = _field_names(parsed["add.fields"], "add.fields")
+        self.headers = _field_names(parsed["add.headers"], "add.headers")
+        # Derived row schemas by (row schema, added fields): every record of a table then carries the same schema
+        # object, which is cheaper for the converters and sinks that key caches on it.
+        self._schemas: dict[tuple[Schema, tuple[tuple[str, Schema], ...]], Schema] = {}
         self.fields_prefix: str = parsed["add.fields.prefix"]
         self.headers_prefix: str = parsed["add.headers.prefix"]
 
@@ -107,8 +122,11 @@ class ExtractNewRecordState(Transformation[ConnectRecord]):
             if self.deletes == "drop":
                 return None
             if self.deletes == "tombstone":
-                return record.new_record(value=None, value_schema=None, headers=headers)
+                before = envelope.value.schema.field("before") if isinstance(envelope.value, Struct) else None
+                return record.new_record(value=None, value_schema=before.schema if before else None, headers=headers)
             return self._row(record, envelope, envelope.before, "true", headers)
+        if envelope.after is None:
+            return None  # a truncate: no row to give
         return self._row(record, envelope, envelope.after, "false" if self.deletes == "rewrite" else None, headers)
 
     def _extra(self, envelope: _Envelope, names: list[str], prefix: str) -> list[tuple[str, Schema, Any]]:
@@ -134,6 +152,12 @@ class ExtractNewRecordState(Transformation[ConnectRecord]):
                           parameters=schema.parameters), value
         return OPTIONAL_STRING_SCHEMA, None if value is None else str(value)
 
+    def _derived(self, row: Schema, added: tuple[tuple[str, Schema], ...]) -> Schema:
+        schema = self._schemas.get((row, added))
+        if schema is None:
+            schema = self._schemas[(row, added)] = struct_like(row, fields_of(row) + list(added))
+        return schema
+
     def _headers(self, envelope: _Envelope) -> list[Header]:
         return [Header(name, value, schema) for name, schema, value in
                 self._extra(envelope, self.headers, self.headers_prefix)]
@@ -146,7 +170,7 @@ class ExtractNewRecordState(Transformation[ConnectRecord]):
         if isinstance(row, Struct):
             if not additions:
                 return record.new_record(value=row, value_schema=row.schema, headers=headers)
-            schema = struct_like(row.schema, fields_of(row.schema) + [(n, s) for n, s, _ in additions])
+            schema = self._derived(row.schema, tuple((n, s) for n, s, _ in additions))
             values = {**row.to_dict(), **{n: v for n, _, v in additions}}
             return record.new_record(value=Struct(schema, values), value_schema=schema, headers=headers)
         # Schemaless change events (maps) give schemaless rows.
