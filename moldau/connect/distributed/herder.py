@@ -149,6 +149,7 @@ class DistributedHerder(Herder, GroupListener):
         if self.configs.connector(name) is None or task_id >= len(self.configs.task_configs(name)):
             return
         self.allocation = self.allocation | Allocation.of(tasks=[(name, task_id)])
+        log.info("connect: starting task %s-%d", name, task_id)
         try:
             self._start_task(name, task_id)
         except HerderError as exc:
@@ -160,6 +161,7 @@ class DistributedHerder(Herder, GroupListener):
         for name, task in allocation.tasks & self.allocation.tasks:
             by_connector.setdefault(name, []).append(task)
         for name, tasks in by_connector.items():
+            log.info("connect: stopping tasks %s of %s", sorted(tasks), name)
             self._stop_tasks(name, tasks)
         for name in allocation.connectors & self.allocation.connectors:
             self._stop_instance(name)
@@ -225,10 +227,22 @@ class DistributedHerder(Herder, GroupListener):
                 self._stop_instance(name)
                 self._start_instance(name)
         elif change.kind == "tasks":
-            self._stop_here(mine_tasks)
+            self._stop_here(self._outdated(name, mine_tasks))
             self._rejoin()
         elif change.kind == "target":
             self._apply_target(name, mine_tasks)
+
+    def _outdated(self, name: str, tasks: Allocation) -> Allocation:
+        """The tasks here that run with a config other than the committed one (or no longer exist). A task
+        started after the commit was read already runs with it and goes on."""
+        configs = self.configs.task_configs(name)
+        entry = self.running.get(name)
+        outdated = []
+        for _, task in tasks.tasks:
+            runner = entry.tasks.get(task) if entry else None
+            if runner is None or task >= len(configs) or runner.setup.task_config != configs[task]:
+                outdated.append((name, task))
+        return Allocation.of(tasks=outdated)
 
     def _apply_target(self, name: str, mine_tasks: Allocation) -> None:
         target = self.configs.target_state(name)

@@ -186,6 +186,9 @@ class GroupMember:
                                              ErrorCode.illegal_generation))
 
     async def _join_and_sync(self) -> tuple[Assignment, str]:
+        assert self.rejoin_event is not None
+        # Requests to rejoin from now on are served by this join, or (if they come after it) by the next.
+        self.rejoin_event.clear()
         eager = self.settings.protocols == EAGER_PROTOCOLS
         if eager:
             await asyncio.to_thread(self.listener.revoke_all)
@@ -232,7 +235,6 @@ class GroupMember:
     async def _run_generation(self, assignment: Assignment, protocol: str) -> None:
         """Apply the assignment while heartbeating; return when the member must rejoin (and has applied it)."""
         assert self.rejoin_event is not None and self.stop_event is not None
-        self.rejoin_event.clear()
         log.info("connect: joined generation %d as %s (leader %s, protocol %s): +%s -%s, delay %d ms",
                  self.generation, self.member_id, assignment.leader, protocol, _show(assignment.assigned),
                  _show(assignment.revoked), assignment.delay_ms)
