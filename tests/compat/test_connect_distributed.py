@@ -273,14 +273,7 @@ def test_a_config_change_goes_through_the_config_topic_to_every_worker(cluster: 
     wait_for(lambda: _all_running(cluster.live()[0], [cluster.sink]), REBALANCE_S, "the sink running again")
     first = next(iter(cluster.sources.values()))
     _append(first, ["after the change"])
-    try:
-        wait_for(lambda: "after the change" in read_lines(new_file), REBALANCE_S, "the line in the new file")
-    except AssertionError:
-        import subprocess, sys
-        print(subprocess.run([sys.executable, "-m", "moldau", "groups", "describe", "connect-sink", "--bootstrap-server", cluster.bootstrap], capture_output=True, text=True))
-        print([ (k, v) for k, v in _read_topic(cluster.bootstrap, cluster.topic) if v and b"after" in v])
-        print(_statuses(cluster.live()[0]))
-        raise
+    wait_for(lambda: "after the change" in read_lines(new_file), REBALANCE_S, "the line in the new file")
     records = {key.decode(): json.loads(value) for key, value in
                _read_topic(cluster.bootstrap, cluster.settings["config.storage.topic"]) if key and value}
     assert records[f"connector-{cluster.sink}"] == {"properties": {**config, "name": cluster.sink}}

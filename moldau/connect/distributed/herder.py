@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 PUBLISH_ATTEMPTS = 10
+RECONCILE_S = 2.0
+RECONCILE = ConfigChange("reconcile", "")
 
 
 class DistributedHerder(Herder, GroupListener):
@@ -149,7 +151,8 @@ class DistributedHerder(Herder, GroupListener):
         if self.configs.connector(name) is None or task_id >= len(self.configs.task_configs(name)):
             return
         self.allocation = self.allocation | Allocation.of(tasks=[(name, task_id)])
-        log.info("connect: starting task %s-%d", name, task_id)
+        log.info("connect: starting task %s-%d (config topic read to offset %d)", name, task_id,
+                 self.kafka_configs.offset)
         try:
             self._start_task(name, task_id)
         except HerderError as exc:
@@ -185,6 +188,7 @@ class DistributedHerder(Herder, GroupListener):
         cause another rebalance)."""
         if task_configs == self.configs.task_configs(name):
             return
+        log.info("connect: connector %s has new task configs (%d tasks)", name, len(task_configs))
         for _ in range(PUBLISH_ATTEMPTS):
             if self.leader_url is not None and self.member_id == self.leader_id:
                 self.configs.put_task_configs(name, task_configs)
@@ -202,14 +206,36 @@ class DistributedHerder(Herder, GroupListener):
 
     def _handle_events(self) -> None:
         while True:
-            change = self.events.get()
+            try:
+                change = self.events.get(timeout=RECONCILE_S)
+            except queue.Empty:
+                change = RECONCILE
             if change is None:
                 return
             try:
                 with self.lock:
-                    self._handle(change)
+                    if change is RECONCILE:
+                        self._reconcile()
+                    else:
+                        self._handle(change)
             except Exception:
                 log.exception("connect: handling the config change %s failed", change)
+
+    def _reconcile(self) -> None:
+        """A safety net for races between assignments and config records: a task here whose config is not
+        the committed one is stopped, and the group rebalances to start it again with the right one."""
+        stale = Allocation()
+        for name in {c for c, _ in self.allocation.tasks}:
+            configs = self.configs.task_configs(name)
+            entry = self.running.get(name)
+            for _, task in [t for t in self.allocation.tasks if t[0] == name]:
+                runner = entry.tasks.get(task) if entry else None
+                if runner is not None and (task >= len(configs) or runner.setup.task_config != configs[task]):
+                    stale = stale | Allocation.of(tasks=[(name, task)])
+        if stale:
+            log.info("connect: tasks running with an outdated config: %s", sorted(stale.tasks))
+            self._stop_here(stale)
+            self._rejoin()
 
     def _handle(self, change: ConfigChange) -> None:
         name = change.name
