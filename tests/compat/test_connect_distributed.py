@@ -270,6 +270,9 @@ def test_a_config_change_goes_through_the_config_topic_to_every_worker(cluster: 
                 return False
         return True
     wait_for(everywhere, REBALANCE_S, "the new task config on every worker")
+    # The task with the new config creates its file when it starts; the old one was stopped before that (a
+    # line appended earlier could still reach the old file: it is delivered once, by the old task).
+    wait_for(new_file.exists, REBALANCE_S, "the sink task started with the new config")
     wait_for(lambda: _all_running(cluster.live()[0], [cluster.sink]), REBALANCE_S, "the sink running again")
     first = next(iter(cluster.sources.values()))
     _append(first, ["after the change"])
