@@ -297,7 +297,15 @@ def test_pause_and_resume_from_any_worker(cluster: Cluster) -> None:
         wait_for(lambda w=worker: paused(w), REBALANCE_S, "PAUSED on every worker")
     status, _ = cluster.live()[0].request("PUT", f"/connectors/{name}/resume")
     assert status == 202
-    wait_for(lambda: _all_running(cluster.live()[-1], [name]), REBALANCE_S, "RUNNING again")
+    statuses = wait_for(lambda: _all_running(cluster.live()[-1], [name]), REBALANCE_S, "RUNNING again")
+    # A task restart sent to a worker that does not run the task is forwarded to the one that does.
+    owner = statuses[name]["tasks"][0]["worker_id"]
+    elsewhere = next(w for w in cluster.live() if _worker_id(w) != owner)
+    starts = _start_counts(cluster)[str(cluster.sources[name])]
+    status, _ = elsewhere.request("POST", f"/connectors/{name}/tasks/0/restart")
+    assert status == 204
+    wait_for(lambda: _start_counts(cluster)[str(cluster.sources[name])] == starts + 1, REBALANCE_S, "a restart")
+    assert _statuses(cluster.live()[0])[name]["tasks"][0]["worker_id"] == owner
 
 
 def test_offsets_and_statuses_are_in_kafka_s_record_formats(cluster: Cluster) -> None:
@@ -326,3 +334,35 @@ def test_delete_writes_tombstones_and_every_worker_forgets_the_connector(cluster
     # Its task stops wherever it ran: no new line of its file reaches the topic.
     status, _ = cluster.live()[0].request("GET", f"/connectors/{name}/status")
     assert status == 404
+
+
+def test_eager_workers_share_connectors_too(shared_broker: BrokerProcess, tmp_path: Path) -> None:
+    """`connect.protocol=eager`: every rebalance stops everything and the leader hands it all out again."""
+    run = uuid.uuid4().hex[:8]
+    settings = {"group.id": f"eager-{run}", "config.storage.topic": f"eager-configs-{run}",
+                "offset.storage.topic": f"eager-offsets-{run}", "status.storage.topic": f"eager-status-{run}",
+                "config.storage.replication.factor": "1", "offset.storage.replication.factor": "1",
+                "status.storage.replication.factor": "1", "offset.storage.partitions": "1",
+                "status.storage.partitions": "1", "connect.protocol": "eager", "heartbeat.interval.ms": "1000"}
+    workers = [WorkerProcess(tmp_path / f"w{i}", shared_broker.bootstrap, settings, mode="distributed")
+               for i in range(2)]
+    try:
+        for worker in workers:
+            worker.start(timeout_s=60)
+        source_file, sink_file, topic = tmp_path / "in.txt", tmp_path / "out.txt", f"eager-{run}"
+        source_file.write_text("")
+        for index, (name, config) in enumerate([
+                ("eager-source", {"connector.class": "FileStreamSource", "file": str(source_file), "topic": topic}),
+                ("eager-sink", {"connector.class": "FileStreamSink", "file": str(sink_file), "topics": topic})]):
+            status, body = _accepted(workers[index], "POST", "/connectors", {"name": name, "config": config})
+            assert status == 201, body
+        statuses = wait_for(lambda: _all_running(workers[1], ["eager-source", "eager-sink"]), REBALANCE_S,
+                            "both running")
+        assert set(_task_owners(statuses).values()) == {_worker_id(w) for w in workers}
+        _append(source_file, ["one", "two"])
+        wait_for(lambda: read_lines(sink_file) == ["one", "two"], REBALANCE_S, "the lines in the sink file")
+        for worker in workers:
+            assert worker.stop() == 0, worker.log_tail()
+    finally:
+        for worker in workers:
+            worker.cleanup()
