@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -322,8 +324,13 @@ def test_offsets_and_statuses_are_in_kafka_s_record_formats(cluster: Cluster) ->
 
 def test_delete_writes_tombstones_and_every_worker_forgets_the_connector(cluster: Cluster) -> None:
     name = "source-3"
-    status, _ = _accepted(cluster.live()[1], "DELETE", f"/connectors/{name}")
-    assert status == 204
+    # Through `moldau connect`, against every worker: list, then delete through a follower (forwarded).
+    for worker in cluster.live():
+        listed = subprocess.run([sys.executable, "-m", "moldau", "connect", "list", "--url", worker.url],
+                                capture_output=True, text=True, timeout=60)
+        assert listed.returncode == 0 and name in listed.stdout, listed.stderr
+    deleted = wait_for(lambda: _cli_delete(cluster.live()[1], name), REBALANCE_S, "the delete accepted")
+    assert deleted.returncode == 0, deleted.stderr
     for worker in cluster.live():
         wait_for(lambda w=worker: w.request("GET", f"/connectors/{name}")[0] == 404, REBALANCE_S, "404 everywhere")
     last: dict[str, bytes | None] = {}
@@ -334,6 +341,12 @@ def test_delete_writes_tombstones_and_every_worker_forgets_the_connector(cluster
     # Its task stops wherever it ran: no new line of its file reaches the topic.
     status, _ = cluster.live()[0].request("GET", f"/connectors/{name}/status")
     assert status == 404
+
+
+def _cli_delete(worker: WorkerProcess, name: str) -> subprocess.CompletedProcess[str] | None:
+    done = subprocess.run([sys.executable, "-m", "moldau", "connect", "delete", name, "--url", worker.url],
+                          capture_output=True, text=True, timeout=60)
+    return None if "rebalance" in done.stderr else done
 
 
 def test_eager_workers_share_connectors_too(shared_broker: BrokerProcess, tmp_path: Path) -> None:

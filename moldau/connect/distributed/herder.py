@@ -68,6 +68,7 @@ class DistributedHerder(Herder, GroupListener):
         self.assignor_state = AssignorState()
         self.known: set[str] = set()
         self.member: GroupMember | None = None
+        self.closing = False
         self.event_thread = threading.Thread(target=self._handle_events, name="connect-herder", daemon=True)
 
     # --- process lifecycle ------------------------------------------------------------------------------
@@ -88,7 +89,11 @@ class DistributedHerder(Herder, GroupListener):
         self.member.start()
 
     def shutdown(self) -> None:
-        """Leave the group, stop every connector and task here, close the topics."""
+        """Stop every connector and task here (committing what they can) while still a member, so that nothing
+        runs twice, then leave the group (their work moves at once) and close the topics."""
+        with self.lock:
+            self.closing = True
+            self._stop_here(self.allocation)
         if self.member is not None:
             self.member.stop()
         self.events.put(None)
@@ -121,6 +126,8 @@ class DistributedHerder(Herder, GroupListener):
 
     def on_assignment(self, assignment: Assignment, generation: int, member_id: str, eager: bool) -> None:
         with self.lock:
+            if self.closing:
+                return
             self.generation, self.member_id = generation, member_id
             self.leader_id, self.leader_url = assignment.leader, assignment.leader_url
             self._stop_here(assignment.revoked)
@@ -364,19 +371,23 @@ class DistributedHerder(Herder, GroupListener):
                 if task["id"] in plan.tasks:
                     task["state"] = State.RESTARTING.value
                     task.pop("trace", None)
+            remote: list[tuple[Status, str]] = []
             if plan.connector:
                 if name in self.allocation.connectors:
                     self._stop_instance(name)
                     self._start_instance(name)
                 else:
-                    self._send_restart(connector_status, forwarding.connector_path(name, "/restart"))
+                    remote.append((connector_status, forwarding.connector_path(name, "/restart")))
             for task_id in plan.tasks:
                 if (name, task_id) in self.allocation.tasks:
                     self._restart_task(name, task_id)
                 elif task_id in task_statuses:
-                    self._send_restart(task_statuses[task_id],
-                                       forwarding.connector_path(name, f"/tasks/{task_id}/restart"))
-            return answer if include_tasks or only_failed else None
+                    path = forwarding.connector_path(name, f"/tasks/{task_id}/restart")
+                    remote.append((task_statuses[task_id], path))
+        # Sent without holding the lock: the other worker may be sending us a restart at the same time.
+        for status, where in remote:
+            self._send_restart(status, where)
+        return answer if include_tasks or only_failed else None
 
     def _send_restart(self, status: Status, path: str) -> None:
         code, body = forwarding.call_json(forwarding.worker_url(status.worker_id), "POST", path)
