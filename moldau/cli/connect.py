@@ -1,4 +1,4 @@
-"""`moldau connect`: run a Connect worker in standalone mode, and manage connectors through a worker's REST API
+"""`moldau connect`: run a Connect worker (standalone or distributed), and manage connectors through a worker's REST API
 (Kafka Connect's) at `--url` (default: $MOLDAU_CONNECT_URL, else http://127.0.0.1:8083)."""
 
 import argparse
@@ -24,6 +24,11 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     standalone.add_argument("worker_config", metavar="WORKER.properties")
     standalone.add_argument("connectors", nargs="*", metavar="CONNECTOR", help=".properties or .json files")
     standalone.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+
+    distributed = add_action(actions, "distributed", run_distributed,
+                             "run a worker of a distributed Connect cluster (configs, offsets, statuses in topics)")
+    distributed.add_argument("worker_config", metavar="WORKER.properties")
+    distributed.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
     _client(add_action(actions, "list", run_list, "list connectors (with their states)"))
     create = _client(add_action(actions, "create", run_create, "create a connector from a .properties/.json file"))
@@ -73,6 +78,17 @@ def run_standalone(args: argparse.Namespace) -> int:
     try:
         return run(args.worker_config, args.connectors)
     except StandaloneError as exc:
+        raise CliError(str(exc)) from None
+
+
+def run_distributed(args: argparse.Namespace) -> int:
+    from moldau.connect.distributed.worker import DistributedError
+    from moldau.connect.distributed.worker import run_distributed as run
+
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return run(args.worker_config)
+    except DistributedError as exc:
         raise CliError(str(exc)) from None
 
 

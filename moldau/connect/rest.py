@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -19,7 +20,7 @@ from starlette.routing import Route
 from moldau import __version__
 from moldau.connect.config import config_infos
 from moldau.connect.errors import NotFoundError
-from moldau.connect.worker.herder import Herder, HerderError
+from moldau.connect.worker.herder import REBALANCE_MESSAGE, Herder, HerderError, RequestTargetError
 from moldau.connect.worker.worker_config import CONNECTOR_CLASS, NAME
 from moldau.net.http_body import BodyIncomplete, BodyTooLarge, json_document, read_bounded
 
@@ -51,12 +52,16 @@ async def _body(request: Request) -> Any:
         raise HerderError(413, str(exc)) from None
     except BodyIncomplete as exc:
         raise HerderError(400, str(exc)) from None
+    request.state.raw_body = raw  # kept in case the request is forwarded to another worker
     if not raw.strip():
         raise HerderError(400, "Request body is empty")
     try:
         return json_document(raw)
     except ValueError as exc:  # UnicodeDecodeError is one
         raise HerderError(400, f"Cannot deserialize the request body: {exc}") from None
+
+
+read_json = _body
 
 
 def _string_map(value: Any, what: str) -> dict[str, str]:
@@ -240,12 +245,28 @@ def _endpoint(method: Callable[[Request], Awaitable[Response]]) -> Endpoint:
     async def endpoint(request: Request) -> Response:
         try:
             return await method(request)
+        except RequestTargetError as exc:
+            return await _forward(request, exc.url)
         except HerderError as exc:
             return error(exc.status, exc.message)
     return endpoint
 
 
-def build_app(herder: Herder, cluster_id: Callable[[], str | None]) -> Starlette:
+async def _forward(request: Request, url: str) -> Response:
+    """Send the request on to the worker that must handle it (distributed mode), once: a request that was
+    already forwarded (`forward=false`) gets Kafka's 409 instead."""
+    from moldau.connect.distributed.forwarding import call, forward_url
+    if request.query_params.get("forward", "true").strip().lower() == "false":
+        return error(409, REBALANCE_MESSAGE)
+    query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "forward"])
+    body: bytes | None = getattr(request.state, "raw_body", None)
+    status, answer = await asyncio.to_thread(call, forward_url(url, request.url.path, query), request.method, body)
+    return Response(answer, status, media_type="application/json" if answer else None)
+
+
+def build_app(herder: Herder, cluster_id: Callable[[], str | None],
+              extra: Sequence[tuple[str, Endpoint, list[str]]] = ()) -> Starlette:
+    """The API over `herder`; `extra` adds routes (distributed mode's internal endpoint)."""
     api = ConnectApi(herder, cluster_id)
     c = "/connectors/{name}"
     table: list[tuple[str, Endpoint, list[str]]] = [
@@ -273,6 +294,7 @@ def build_app(herder: Herder, cluster_id: Callable[[], str | None]) -> Starlette
         ("/connector-plugins", api.plugins, ["GET"]),
         ("/connector-plugins/{plugin}/config", api.plugin_config, ["GET"]),
         ("/connector-plugins/{plugin}/config/validate", api.validate, ["PUT"]),
+        *extra,
     ]
     routes = [Route(path, _endpoint(endpoint), methods=methods) for path, endpoint, methods in table]
 

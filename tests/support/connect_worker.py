@@ -1,5 +1,5 @@
-"""A `moldau connect standalone` worker in its own process, for tests: its worker properties, its REST API on
-a free port, start/stop/kill, and a small JSON client of that API."""
+"""A `moldau connect standalone` or `moldau connect distributed` worker in its own process, for tests: its worker
+properties, its REST API on a free port, start/stop/kill, and a small JSON client of that API."""
 
 from __future__ import annotations
 
@@ -23,8 +23,10 @@ STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
 
 class WorkerProcess:
     def __init__(self, directory: Path, bootstrap: str, overrides: dict[str, str] | None = None,
-                 connector_files: list[Path] | None = None) -> None:
+                 connector_files: list[Path] | None = None, mode: str = "standalone") -> None:
+        """`mode`: standalone, or distributed (then `overrides` gives group.id and the storage topics)."""
         self.directory = directory
+        self.mode = mode
         directory.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.properties = {
@@ -36,6 +38,8 @@ class WorkerProcess:
             "listeners": f"http://127.0.0.1:{self.port}",
             **(overrides or {}),
         }
+        if mode == "distributed":
+            del self.properties["offset.storage.file.filename"]
         self.connector_files = list(connector_files or [])
         self.config_path = directory / "worker.properties"
         self.log_path = directory / "worker.log"
@@ -47,7 +51,7 @@ class WorkerProcess:
 
     def start(self, timeout_s: float = 30.0) -> None:
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties.items()))
-        args = [sys.executable, "-m", "moldau", "connect", "standalone", str(self.config_path),
+        args = [sys.executable, "-m", "moldau", "connect", self.mode, str(self.config_path),
                 *map(str, self.connector_files)]
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child process owns it
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

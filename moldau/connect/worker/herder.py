@@ -34,7 +34,7 @@ from moldau.connect.worker.worker_config import (
     sink_config_def,
 )
 
-__all__ = ["Herder", "HerderError"]
+__all__ = ["Herder", "HerderError", "RequestTargetError"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,18 @@ class HerderError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+REBALANCE_MESSAGE = "Cannot complete request because of a conflicting operation (e.g. worker rebalance)"
+
+
+class RequestTargetError(HerderError):
+    """Another worker must handle this request (in distributed mode: the leader, or the worker running the
+    task); the REST API forwards it there once, as Kafka Connect does."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(409, REBALANCE_MESSAGE)
+        self.url = url
 
 
 @dataclass
@@ -184,8 +196,12 @@ class Herder:
             return False
         state = State.PAUSED if target is TargetState.PAUSED else State.RUNNING
         self.statuses.put_connector(name, Status(state, self.worker_id))
-        self.configs.put_task_configs(name, task_configs)
+        self._publish_task_configs(name, task_configs)
         return True
+
+    def _publish_task_configs(self, name: str, task_configs: list[dict[str, str]]) -> None:
+        """Store the task configs a connector generated (distributed mode: through the leader)."""
+        self.configs.put_task_configs(name, task_configs)
 
     def _start_tasks(self, name: str) -> None:
         count = len(self.configs.task_configs(name))
@@ -194,15 +210,16 @@ class Herder:
             self._start_task(name, task_id)
 
     def _start_task(self, name: str, task_id: int) -> None:
-        running = self.running[name]
-        assert running.connector is not None
         connector_config = self._require(name)
+        # In distributed mode a task may run on a worker that does not run its connector.
+        running = self.running.setdefault(name, _Running(self.plugin_for(connector_config)))
         task_config = self.configs.task_configs(name)[task_id]
         paused = self.configs.target_state(name) is TargetState.PAUSED
         setup = TaskSetup(name, task_id, connector_config, task_config, self.worker, self.registry, self.statuses,
                           running.topics.add)
         self.statuses.put_task(name, task_id, Status(State.UNASSIGNED, self.worker_id))
-        task = running.connector.task_class()()
+        connector: Connector = running.connector or running.plugin.cls()  # type: ignore[assignment]
+        task = connector.task_class()()
         runner: TaskRunner
         if isinstance(task, SourceTask):
             runner = SourceTaskRunner(setup, task, self.offsets, paused)

@@ -35,7 +35,7 @@ class StandaloneError(Exception):
     """A worker or connector config that stops standalone mode from starting."""
 
 
-class _Server(uvicorn.Server):
+class RestServer(uvicorn.Server):
     """uvicorn without its own signal handlers: the worker stops the server itself, after its tasks."""
 
     @contextlib.contextmanager
@@ -74,7 +74,7 @@ def run_standalone(worker_path: str | Path, connector_paths: Sequence[str | Path
     return asyncio.run(_serve(herder, connectors))
 
 
-class _ClusterId:
+class ClusterId:
     """The cluster id, asked once from the brokers (and again while none answered)."""
 
     def __init__(self, herder: Herder) -> None:
@@ -89,7 +89,7 @@ class _ClusterId:
             return self.value
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def bind_listener(host: str, port: int) -> socket.socket:
     """The REST listener's socket, bound before anything starts so that a taken port is a clean error."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -106,16 +106,16 @@ def _bind(host: str, port: int) -> socket.socket:
 
 async def _serve(herder: Herder, connectors: list[dict[str, str]]) -> int:
     host, port = herder.worker.listener()
-    config = uvicorn.Config(build_app(herder, _ClusterId(herder)), host=host, port=port, log_config=None,
+    config = uvicorn.Config(build_app(herder, ClusterId(herder)), host=host, port=port, log_config=None,
                             access_log=False, lifespan="off", timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
                             server_header=False)
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
-    server = _Server(config)
+    server = RestServer(config)
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
-    listener = _bind(host, port)
+    listener = bind_listener(host, port)
     serving = loop.create_task(server.serve(sockets=[listener]))
     while not server.started and not serving.done():
         await asyncio.sleep(0.02)

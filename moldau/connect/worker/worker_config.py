@@ -63,7 +63,34 @@ def worker_config_def(standalone: bool) -> ConfigDef:
                               "The replication factor of that topic (-1: the broker default)")
         definition.define("group.id", ConfigType.STRING, importance=Importance.HIGH,
                           documentation="The group of the workers of this Connect cluster")
+        _define_distributed(definition)
     return definition
+
+
+def _define_distributed(definition: ConfigDef) -> None:
+    """Distributed mode's own configs, with Kafka Connect's names and defaults."""
+    (definition
+     .define("offset.storage.partitions", ConfigType.INT, 25, Importance.LOW,
+             "The number of partitions of offset.storage.topic when the worker creates it",
+             validator=Range.at_least(1))
+     .define("status.storage.partitions", ConfigType.INT, 5, Importance.LOW,
+             "The number of partitions of status.storage.topic when the worker creates it",
+             validator=Range.at_least(1))
+     .define("session.timeout.ms", ConfigType.INT, 10000, Importance.HIGH,
+             "How long the group coordinator waits for a worker's heartbeat before removing it from the group")
+     .define("heartbeat.interval.ms", ConfigType.INT, 3000, Importance.HIGH,
+             "How often a worker heartbeats to the group coordinator", validator=Range.at_least(1))
+     .define("rebalance.timeout.ms", ConfigType.INT, 60000, Importance.HIGH,
+             "How long the coordinator waits for every worker to rejoin during a rebalance")
+     .define("scheduled.rebalance.max.delay.ms", ConfigType.INT, 300000, Importance.LOW,
+             "How long the connectors and tasks of a departed worker stay unassigned, waiting for it to return",
+             validator=Range.at_least(0))
+     .define("connect.protocol", ConfigType.STRING, "compatible", Importance.LOW,
+             "compatible: incremental cooperative rebalancing (KIP-415); eager: stop everything each rebalance",
+             validator=ValidString.in_("compatible", "eager"))
+     .define("rest.advertised.listener", ConfigType.STRING, None, Importance.LOW,
+             "The scheme other workers use to reach this one (http only)",
+             validator=ValidString.in_("http", "HTTP")))
 
 
 def prefixed(props: Mapping[str, Any], prefix: str) -> dict[str, Any]:

@@ -1,0 +1,70 @@
+"""How the distributed worker's stores read Kafka Connect's records (as another worker or Kafka wrote them):
+task configs take effect only at their commit, tombstones forget, STOPPED is read from `state.v2`, offsets are
+keyed by connector and partition, and a stale status from an older generation does not win. The records are
+handed to the stores as their topic's consumer would; nothing is produced."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from moldau.connect.distributed.kafka_stores import (
+    ConfigChange,
+    KafkaConfigStore,
+    KafkaOffsetStore,
+    KafkaStatusStore,
+)
+from moldau.connect.worker.states import State, TargetState
+from moldau.connect.worker.worker_config import WorkerConfig
+
+WORKER = WorkerConfig.parse({
+    "bootstrap.servers": "127.0.0.1:9", "group.id": "g", "config.storage.topic": "c", "offset.storage.topic": "o",
+    "status.storage.topic": "s", "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+    "value.converter": "org.apache.kafka.connect.storage.StringConverter"}, standalone=False)
+
+
+def _record(key: Any, value: Any) -> tuple[bytes, bytes | None]:
+    raw_key = key.encode() if isinstance(key, str) else json.dumps(key).encode()
+    return raw_key, None if value is None else json.dumps(value).encode()
+
+
+def test_task_configs_take_effect_at_their_commit_and_tombstones_forget() -> None:
+    changes: list[ConfigChange] = []
+    store = KafkaConfigStore(WORKER, changes.append)
+    records = [("connector-a", {"properties": {"name": "a", "connector.class": "FileStreamSource"}}),
+               ("task-a-0", {"properties": {"file": "x"}}),
+               ("task-a-1", {"properties": {"file": "y"}})]
+    for offset, (key, value) in enumerate(records):
+        store._apply(*_record(key, value), offset)
+    assert store.connector("a") == {"name": "a", "connector.class": "FileStreamSource"}
+    assert store.task_configs("a") == []  # not committed yet
+    store._apply(*_record("commit-a", {"tasks": 2}), 3)
+    assert store.task_configs("a") == [{"file": "x"}, {"file": "y"}] and store.task_counts() == {"a": 2}
+    store._apply(*_record("target-state-a", {"state": "PAUSED", "state.v2": "STOPPED"}), 4)
+    assert store.target_state("a") is TargetState.STOPPED
+    store._apply(*_record("connector-a", None), 5)
+    assert store.connector("a") is None and store.connectors() == [] and store.offset == 5
+    assert [c.kind for c in changes] == ["connector", "tasks", "target", "removed"]
+
+
+def test_offsets_are_keyed_by_connector_and_partition() -> None:
+    store = KafkaOffsetStore(WORKER)
+    store._apply(*_record(["src", {"filename": "in.txt"}], {"position": 12}), 0)
+    store._apply(*_record(["other", {"filename": "in.txt"}], {"position": 99}), 1)
+    assert store.get("src", {"filename": "in.txt"}) == {"position": 12}
+    store._apply(*_record(["src", {"filename": "in.txt"}], None), 2)
+    assert store.get("src", {"filename": "in.txt"}) is None and store.offsets("other") == [
+        ({"filename": "in.txt"}, {"position": 99})]
+
+
+def test_a_status_from_an_older_generation_on_another_worker_does_not_win() -> None:
+    store = KafkaStatusStore(WORKER, lambda: 0)
+    new = {"state": "RUNNING", "trace": None, "worker_id": "w2:8083", "generation": 7}
+    stale = {"state": "FAILED", "trace": "boom", "worker_id": "w1:8083", "generation": 5}
+    store._apply(*_record("status-task-a-0", new), 0)
+    store._apply(*_record("status-task-a-0", stale), 1)
+    assert store.tasks("a")[0].state is State.RUNNING
+    store._apply(*_record("status-task-a-0", {**new, "state": "PAUSED"}), 2)
+    assert store.tasks("a")[0].state is State.PAUSED
+    store._apply(*_record("status-task-a-0", None), 3)
+    assert store.tasks("a") == {}
