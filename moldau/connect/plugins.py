@@ -1,6 +1,6 @@
 """The plugin registry: connector, converter, header converter, transform and predicate classes by name.
 
-Classes are found in three places: every module of the built-in packages (`BUILTIN_PACKAGES`), the Python
+Classes are found in three places: every module of the built-in packages (`BUILTIN_PACKAGES`, subpackages included), the Python
 entry points of the group `moldau.connect.plugins` (each names a class or a module), and every module
 (`*.py`, or a package directory) under the directories of the worker's `plugin.path`. Each concrete subclass
 of a plugin base class is known by its qualified Python name (`package.module.Class`), its class name, the
@@ -111,7 +111,8 @@ class PluginRegistry:
     def add_package(self, package_name: str) -> None:
         package = importlib.import_module(package_name)
         self.add_module(package)
-        for module in pkgutil.iter_modules(package.__path__, package_name + "."):
+        # walk_packages, not iter_modules: a connector may be a package of modules (postgres_cdc, jdbc_sink).
+        for module in pkgutil.walk_packages(package.__path__, package_name + "."):
             self._import_and_add(module.name)
 
     def _import_and_add(self, module_name: str) -> None:

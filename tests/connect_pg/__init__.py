@@ -1,0 +1,1 @@
+"""Tests of the PostgreSQL connectors against a real PostgreSQL, broker and worker."""
