@@ -1,11 +1,11 @@
 """The plugin registry: connector, converter, header converter, transform and predicate classes by name.
 
-Classes are found in three places: every module of the built-in packages (`BUILTIN_PACKAGES`, subpackages included), the Python
-entry points of the group `moldau.connect.plugins` (each names a class or a module), and every module
-(`*.py`, or a package directory) under the directories of the worker's `plugin.path`. Each concrete subclass
-of a plugin base class is known by its qualified Python name (`package.module.Class`), its class name, the
-class name without a `Connector` suffix (`FileStreamSource`), and its `aliases` (Kafka's class names).
-Transforms that Kafka nests as `$Key`/`$Value` declare those spellings in `aliases`.
+Classes are found in three places: every module of the built-in packages (`BUILTIN_PACKAGES`, with their
+subpackages), the Python entry points of the group `moldau.connect.plugins` (each names a class or a module),
+and every module (`*.py`, or a package directory) under the directories of the worker's `plugin.path`. Each
+concrete subclass of a plugin base class is known by its qualified Python name (`package.module.Class`), its
+class name, the class name without a `Connector` suffix (`FileStreamSource`), and its `aliases` (Kafka's class
+names). Transforms that Kafka nests as `$Key`/`$Value` declare those spellings in `aliases`.
 """
 
 from __future__ import annotations
