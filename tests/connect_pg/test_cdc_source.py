@@ -284,6 +284,64 @@ def test_toasted_values_and_include_list(worker: WorkerProcess, db: Database,
         delete_connector(worker, f"cdc-{db.tag}")
 
 
+def test_rows_written_during_the_snapshot_arrive_exactly_once(worker: WorkerProcess, db: Database,
+                                                               shared_broker: BrokerProcess) -> None:
+    """The slot's exported snapshot splits the rows exactly: each is either read (op r) or streamed (op c)."""
+    db.sql("CREATE TABLE ticks (id int PRIMARY KEY)")
+    db.sql("INSERT INTO ticks SELECT generate_series(1, 2000)")
+    total = 4000
+    writer_conn = psycopg2.connect(db.url)
+    writer_conn.autocommit = True
+
+    def write() -> None:
+        with writer_conn.cursor() as cur:
+            for row_id in range(2001, total + 1):
+                cur.execute("INSERT INTO ticks VALUES (%s)", (row_id,))
+
+    topic = f"{db.prefix}.public.ticks"
+    reader = TopicReader(shared_broker.bootstrap, db.prefix)
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        start_connector(worker, f"cdc-{db.tag}", db.connector_config(**{"max.batch.size": "100"}))
+        writer.join()
+        got = reader.read_until(lambda m: len(changes(m, topic)) >= total, 120, "every row")
+        counts = Counter(c["after"]["id"] for c in changes(got, topic))
+        assert set(counts) == set(range(1, total + 1)) and set(counts.values()) == {1}
+        ops = Counter(c["op"] for c in changes(got, topic))
+        assert ops["r"] >= 2000 and ops["r"] + ops["c"] == total
+        assert [c["source"]["snapshot"] for c in changes(got, topic) if c["op"] == "r"][-1] == "last"
+    finally:
+        writer.join()
+        writer_conn.close()
+        reader.close()
+        delete_connector(worker, f"cdc-{db.tag}")
+
+
+def test_a_table_dropped_before_its_changes_are_read(worker: WorkerProcess, db: Database,
+                                                      shared_broker: BrokerProcess) -> None:
+    """Changes of a table dropped while the connector was away still come out (from the Relation message)."""
+    db.sql("CREATE TABLE keep (id int PRIMARY KEY)")
+    reader = TopicReader(shared_broker.bootstrap, db.prefix)
+    config = db.connector_config(**{"snapshot.mode": "never"})
+    start_connector(worker, f"cdc-{db.tag}", config)
+    try:
+        wait_for(lambda: db.slot_state()[0], 30, "the slot")
+        delete_connector(worker, f"cdc-{db.tag}")
+        wait_for(lambda: not db.slot_state()[1], 30, "the slot to be released")
+        db.sql("CREATE TABLE gone (id int PRIMARY KEY, v text)")
+        db.sql("INSERT INTO gone VALUES (1, 'a')")
+        db.sql("DROP TABLE gone")
+        db.sql("INSERT INTO keep VALUES (1)")
+        start_connector(worker, f"cdc-{db.tag}", config)
+        got = reader.read_until(lambda m: changes(m, f"{db.prefix}.public.keep"))
+        [gone] = changes(got, f"{db.prefix}.public.gone")
+        assert gone["after"] == {"id": 1, "v": "a"} and gone["op"] == "c"
+    finally:
+        reader.close()
+        delete_connector(worker, f"cdc-{db.tag}")
+
+
 @pytest.mark.parametrize(("override", "field"), [
     ({"topic.prefix": ""}, "topic.prefix"),
     ({"plugin.name": "decoderbufs"}, "plugin.name"),

@@ -47,14 +47,15 @@ def captured_tables(conn: Any, tables: TableFilter) -> list[tuple[str, str]]:
 def describe_table(conn: Any, prefix: str, namespace: str, table: str, decimal_mode: str,
                    columns: Sequence[tuple[str, int, int]] | None = None) -> TableSchema:
     """The table's schema: its columns (as the catalog has them, or as a Relation message listed them) with
-    their nullability, and its primary key."""
+    their nullability, and its primary key. A table dropped since the change was made (the catalog is today's)
+    still gets a schema, from the message's columns, all nullable and without a key."""
     with conn.cursor() as cur:
         cur.execute("SELECT a.attname, a.atttypid, a.atttypmod, NOT a.attnotnull FROM pg_attribute a "
-                    "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+                    "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
                     (_qualified(conn, namespace, table),))
         catalog = {name: (type_oid, typmod, nullable) for name, type_oid, typmod, nullable in cur.fetchall()}
         cur.execute("SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
-                    "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisprimary "
+                    "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = to_regclass(%s) AND i.indisprimary "
                     "ORDER BY array_position(i.indkey::int2[], a.attnum)", (_qualified(conn, namespace, table),))
         primary_key = [row[0] for row in cur.fetchall()]
     if columns is None:
