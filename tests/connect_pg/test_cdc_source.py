@@ -342,6 +342,34 @@ def test_a_table_dropped_before_its_changes_are_read(worker: WorkerProcess, db: 
         delete_connector(worker, f"cdc-{db.tag}")
 
 
+def test_a_paused_task_whose_replication_connection_timed_out_carries_on(worker: WorkerProcess, db: Database,
+                                                                         shared_broker: BrokerProcess) -> None:
+    """A paused task does not poll, so it answers no keepalives and the server drops its replication connection
+    after `wal_sender_timeout`; on resume the task reconnects and goes on, without repeating or losing rows."""
+    db.sql(f"ALTER DATABASE {db.name} SET wal_sender_timeout = '1s'")
+    db.sql("CREATE TABLE ticks (id int PRIMARY KEY)")
+    name = f"cdc-{db.tag}"
+    topic = f"{db.prefix}.public.ticks"
+    reader = TopicReader(shared_broker.bootstrap, db.prefix)
+    start_connector(worker, name, db.connector_config(**{"snapshot.mode": "never"}))
+    try:
+        db.sql("INSERT INTO ticks VALUES (1)")
+        reader.read_until(lambda m: len(changes(m, topic)) >= 1)
+        assert worker.request("PUT", f"/connectors/{name}/pause")[0] == 202
+        wait_for(lambda: not db.slot_state()[1], 30, "the server to drop the idle replication connection")
+        db.sql("INSERT INTO ticks VALUES (2)")
+        assert worker.request("PUT", f"/connectors/{name}/resume")[0] == 202
+        got = reader.read_until(lambda m: len(changes(m, topic)) >= 2)
+        db.sql("INSERT INTO ticks VALUES (3)")
+        got = reader.read_until(lambda m: len(changes(m, topic)) >= 3)
+        assert [c["after"]["id"] for c in changes(got, topic)] == [1, 2, 3]
+        status = worker.request("GET", f"/connectors/{name}/status")[1]
+        assert status["tasks"][0]["state"] == "RUNNING"
+    finally:
+        reader.close()
+        delete_connector(worker, name)
+
+
 @pytest.mark.parametrize(("override", "field"), [
     ({"topic.prefix": ""}, "topic.prefix"),
     ({"plugin.name": "decoderbufs"}, "plugin.name"),

@@ -34,6 +34,8 @@ __all__ = ["PostgresCdcSourceTask"]
 log = logging.getLogger(__name__)
 
 UNIX_EPOCH_IN_PG_US = 946_684_800_000_000  # 2000-01-01 in microseconds since 1970-01-01
+MAX_RECONNECTS = 5  # replication errors in a row (without a good poll between) before the task fails
+RECONNECT_BACKOFF_S = 1.0  # wait before the n-th reconnect: (n - 1) times this
 
 
 class _Transaction:
@@ -68,6 +70,7 @@ class PostgresCdcSourceTask(SourceTask):
         self.idle_lsn = 0  # every change before this position was processed (all its records emitted)
         self.confirmed_lsn = 0
         self.last_heartbeat = 0.0
+        self.failures_in_a_row = 0
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
@@ -84,7 +87,8 @@ class PostgresCdcSourceTask(SourceTask):
             self.catalog = open_sql(config)
             if config.snapshot_mode == "initial_only":
                 # No stream follows, so no slot is needed: a plain REPEATABLE READ snapshot.
-                self._begin_snapshot(None, 0) if wants_snapshot else None
+                if wants_snapshot:
+                    self._begin_snapshot(None, 0)
                 return
             ensure_publication(self.catalog, config)
             self.stream = ReplicationStream(config)
@@ -156,14 +160,50 @@ class PostgresCdcSourceTask(SourceTask):
             try:
                 if self.snapshot is not None:
                     return self._poll_snapshot()
+                if self.streaming and self.stream is None:
+                    self._reconnect()
                 if not self.streaming or self.stream is None:
                     self.stopping.wait(self.config.poll_interval_ms / 1000)
                     return None
-                return self._poll_stream(self.stream)
+                records = self._poll_stream(self.stream)
+                self.failures_in_a_row = 0
+                return records
             except psycopg2.Error as exc:
                 if self.stopping.is_set():
                     return None
-                raise ConnectException(f"PostgreSQL replication failed: {exc}") from exc
+                self.failures_in_a_row += 1
+                if not self.streaming or self.failures_in_a_row > MAX_RECONNECTS:
+                    raise ConnectException(f"PostgreSQL replication failed: {exc}") from exc
+                self._connection_lost(exc)
+                return None
+
+    def _connection_lost(self, cause: BaseException) -> None:
+        """The replication connection dropped (a server restart, or `wal_sender_timeout` while the task was
+        paused and not polling): drop both connections; the next polls reconnect, waiting longer each time."""
+        assert self.config is not None
+        log.warning("postgres-cdc %s: replication connection lost (%s); reconnecting (attempt %d of %d)",
+                    self.config.topic_prefix, str(cause).strip(), self.failures_in_a_row, MAX_RECONNECTS)
+        if self.stream is not None:
+            self.stream.close()
+            self.stream = None
+        if self.catalog is not None:
+            with contextlib.suppress(psycopg2.Error):
+                self.catalog.close()
+            self.catalog = None
+        self.stopping.wait(RECONNECT_BACKOFF_S * (self.failures_in_a_row - 1))
+
+    def _reconnect(self) -> None:
+        """Stream again from the slot, skipping what this task already emitted (the slot resumes at the last
+        confirmed position, which may be older)."""
+        assert self.config is not None
+        self.transaction = None
+        self.relations.clear()
+        if self.last_offset is not None and "lsn_commit" in self.last_offset:
+            self.resume = ResumePoint.from_offset(self.last_offset)
+        self.catalog = open_sql(self.config)
+        self.stream = ReplicationStream(self.config)
+        self._start_streaming()
+        self.confirmed_lsn = 0  # a new connection: send the next confirmation even if it is not higher
 
     def _poll_snapshot(self) -> list[SourceRecord]:
         assert self.snapshot is not None and self.config is not None
