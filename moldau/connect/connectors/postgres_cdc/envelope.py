@@ -7,12 +7,13 @@ null for a table without one) and value `<prefix>.s.t.Envelope`: `before`, `afte
 
 from __future__ import annotations
 
+import decimal
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from moldau.connect.data import Schema, SchemaBuilder, Struct, Type
+from moldau.connect.data import DECIMAL_NAME, Schema, SchemaBuilder, Struct, Type
 
 from .pgoutput import UNCHANGED_TOAST, TupleValue
 from .types import ColumnType, column_type
@@ -153,7 +154,6 @@ def _zero(schema: Schema) -> Any:
                                  Type.FLOAT32: 0.0, Type.FLOAT64: 0.0, Type.STRING: "", Type.BYTES: b""}
     if schema.type is Type.STRUCT:
         return Struct(schema, {f.name: _zero(f.schema) for f in schema.fields})
-    if schema.name == "org.apache.kafka.connect.data.Decimal":
-        import decimal
+    if schema.name == DECIMAL_NAME:
         return decimal.Decimal(0)
     return zeros[schema.type]

@@ -21,6 +21,7 @@ from psycopg2 import sql
 
 from .config import PostgresCdcConfig, TableFilter
 from .envelope import ColumnInfo, TableSchema
+from .offsets import parse_lsn
 
 __all__ = ["CreatedSlot", "ReplicationStream", "StreamMessage", "captured_tables", "describe_table",
            "ensure_publication", "open_sql", "slot_exists"]
@@ -122,7 +123,6 @@ class ReplicationStream:
         mode = "EXPORT_SNAPSHOT" if export_snapshot else "NOEXPORT_SNAPSHOT"
         self.cursor.execute(f'CREATE_REPLICATION_SLOT "{self.config.slot_name}" LOGICAL pgoutput {mode}')
         _, consistent_point, snapshot_name, _ = self.cursor.fetchone()
-        from .offsets import parse_lsn
         return CreatedSlot(parse_lsn(consistent_point), snapshot_name)
 
     def start(self, start_lsn: int) -> None:

@@ -25,7 +25,7 @@ from . import pgoutput
 from .config import PostgresCdcConfig
 from .envelope import SourceInfo, TableSchema, heartbeat_key_schema, heartbeat_value_schema
 from .events import ChangeContext, change_records, read_record, truncate_record
-from .offsets import FlushTracker, ResumePoint, snapshot_completed
+from .offsets import FlushTracker, ResumePoint, parse_lsn, snapshot_completed
 from .replication import ReplicationStream, describe_table, ensure_publication, open_sql, slot_exists
 from .snapshot import SnapshotRows, open_snapshot
 
@@ -113,7 +113,6 @@ class PostgresCdcSourceTask(SourceTask):
             cur.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
                         (self.config.slot_name,))
             row = cur.fetchone()
-        from .offsets import parse_lsn
         return parse_lsn(row[0]) if row and row[0] else 0
 
     def _begin_snapshot(self, snapshot_name: str | None, lsn: int) -> None:

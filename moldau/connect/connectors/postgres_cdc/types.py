@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from typing import Any
 
-from moldau.connect.data import DECIMAL_NAME, Schema, SchemaBuilder, Type
+from moldau.connect.data import DECIMAL_NAME, Schema, SchemaBuilder, Struct, Type
 
 __all__ = ["UNAVAILABLE_VALUE", "ColumnType", "column_type"]
 
@@ -127,7 +127,6 @@ def _numeric_type(type_modifier: int, mode: str, optional: bool) -> ColumnType:
 
 
 def _variable_scale(schema: Schema, text: str) -> Any:
-    from moldau.connect.data import Struct
     if text == "NaN":
         raise ValueError("NaN has no decimal representation")
     number = decimal.Decimal(text)
