@@ -370,6 +370,37 @@ def test_a_paused_task_whose_replication_connection_timed_out_carries_on(worker:
         delete_connector(worker, name)
 
 
+def test_a_graceful_restart_resumes_without_snapshot_or_duplicates(worker: WorkerProcess, db: Database,
+                                                                    shared_broker: BrokerProcess) -> None:
+    """Recreated under the same name, the connector resumes from its stored offset: `initial` does not snapshot
+    again and nothing is repeated; `always` snapshots again at its next start."""
+    db.sql("CREATE TABLE ticks (id int PRIMARY KEY)")
+    db.sql("INSERT INTO ticks VALUES (1), (2)")
+    name, topic = f"cdc-{db.tag}", f"{db.prefix}.public.ticks"
+    reader = TopicReader(shared_broker.bootstrap, db.prefix)
+    try:
+        start_connector(worker, name, db.connector_config())
+        db.sql("INSERT INTO ticks VALUES (3)")
+        reader.read_until(lambda m: len(changes(m, topic)) >= 3)
+        delete_connector(worker, name)
+        wait_for(lambda: not db.slot_state()[1], 30, "the slot to be released")
+        db.sql("INSERT INTO ticks VALUES (4)")
+        start_connector(worker, name, db.connector_config())
+        db.sql("INSERT INTO ticks VALUES (5)")
+        got = reader.read_until(lambda m: len(changes(m, topic)) >= 5)
+        assert [(c["op"], c["after"]["id"]) for c in changes(got, topic)] == [
+            ("r", 1), ("r", 2), ("c", 3), ("c", 4), ("c", 5)]
+        delete_connector(worker, name)
+        wait_for(lambda: not db.slot_state()[1], 30, "the slot to be released")
+        start_connector(worker, name, db.connector_config(**{"snapshot.mode": "always"}))
+        got = reader.read_until(lambda m: len(changes(m, topic)) >= 10)
+        assert [(c["op"], c["after"]["id"]) for c in changes(got, topic)][5:] == [
+            ("r", 1), ("r", 2), ("r", 3), ("r", 4), ("r", 5)]
+    finally:
+        reader.close()
+        delete_connector(worker, name)
+
+
 @pytest.mark.parametrize(("override", "field"), [
     ({"topic.prefix": ""}, "topic.prefix"),
     ({"plugin.name": "decoderbufs"}, "plugin.name"),
