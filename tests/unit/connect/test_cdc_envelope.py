@@ -36,7 +36,7 @@ def test_schema_names_and_types() -> None:
     assert items.key_schema.field_names() == ["id"]
     assert items.value_schema.name == "srv.public.items.Value" and items.value_schema.optional
     assert items.envelope_schema.name == "srv.public.items.Envelope"
-    assert items.envelope_schema.field_names() == ["before", "after", "source", "op", "ts_ms"]
+    assert items.envelope_schema.field_names() == ["before", "after", "source", "op", "ts_ms", "transaction"]
     price = items.types["price"].schema
     assert price.name == "org.apache.kafka.connect.data.Decimal" and price.parameters is not None
     assert price.parameters["scale"] == "2"

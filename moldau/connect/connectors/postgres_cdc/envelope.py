@@ -2,7 +2,7 @@
 
 A change to table `s.t` goes to topic `<prefix>.s.t` with key `<prefix>.s.t.Key` (the primary key columns;
 null for a table without one) and value `<prefix>.s.t.Envelope`: `before`, `after` (both
-`<prefix>.s.t.Value`), `source` (`io.debezium.connector.postgresql.Source`), `op` and `ts_ms`.
+`<prefix>.s.t.Value`), `source` (`io.debezium.connector.postgresql.Source`), `op`, `ts_ms` and `transaction` (null).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from .types import ColumnType, column_type
 __all__ = ["DEBEZIUM_VERSION", "ColumnInfo", "SourceInfo", "TableSchema", "heartbeat_key_schema",
            "heartbeat_value_schema", "source_schema"]
 
-DEBEZIUM_VERSION = "2.7.0.Final"  # the Debezium release whose event shapes these are
+DEBEZIUM_VERSION = "2.5.4.Final"  # the Debezium release whose event shapes these are (no ts_us/ts_ns yet)
 CONNECTOR = "postgresql"
 SOURCE_SCHEMA_NAME = "io.debezium.connector.postgresql.Source"
 
@@ -50,6 +50,14 @@ def source_schema() -> Schema:
 
 
 SOURCE_SCHEMA = source_schema()
+
+
+def transaction_schema() -> Schema:
+    """The envelope's optional `transaction` block (filled only with Debezium's `provide.transaction.metadata`,
+    which this connector does not offer: always null)."""
+    return (SchemaBuilder.struct().name("event.block").version(1).optional()
+            .field("id", _required(Type.STRING)).field("total_order", _required(Type.INT64))
+            .field("data_collection_order", _required(Type.INT64)).build())
 
 
 def heartbeat_key_schema() -> Schema:
@@ -109,7 +117,8 @@ class TableSchema:
         self.envelope_schema = (SchemaBuilder.struct().name(f"{self.topic}.Envelope").version(1)
                                 .field("before", self.value_schema).field("after", self.value_schema)
                                 .field("source", SOURCE_SCHEMA).field("op", _required(Type.STRING))
-                                .field("ts_ms", _optional(Type.INT64)).build())
+                                .field("ts_ms", _optional(Type.INT64))
+                                .field("transaction", transaction_schema()).build())
 
     def row(self, values: Sequence[TupleValue], present: Sequence[bool] | None = None) -> Struct:
         """A Value struct from text values in column order. Columns not `present` (absent from an old key
