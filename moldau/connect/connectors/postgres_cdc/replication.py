@@ -19,6 +19,8 @@ import psycopg2.extensions
 import psycopg2.extras
 from psycopg2 import sql
 
+from moldau.connect.errors import ConnectException
+
 from .config import PostgresCdcConfig, TableFilter
 from .envelope import ColumnInfo, TableSchema
 from .offsets import parse_lsn
@@ -78,7 +80,7 @@ def ensure_publication(conn: Any, config: PostgresCdcConfig) -> None:
             return
         mode = config.publication_autocreate
         if mode == "disabled":
-            raise RuntimeError(f"publication {config.publication_name!r} does not exist and "
+            raise ConnectException(f"publication {config.publication_name!r} does not exist and "
                                "publication.autocreate.mode is disabled")
         name = sql.Identifier(config.publication_name)
         if mode == "all_tables":
@@ -86,7 +88,7 @@ def ensure_publication(conn: Any, config: PostgresCdcConfig) -> None:
             return
         tables = captured_tables(conn, config.tables)
         if not tables:
-            raise RuntimeError("publication.autocreate.mode is filtered but no table matches the include list")
+            raise ConnectException("publication.autocreate.mode is filtered but no table matches the include list")
         listed = sql.SQL(", ").join(sql.Identifier(schema, table) for schema, table in tables)
         cur.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(name, listed))
 

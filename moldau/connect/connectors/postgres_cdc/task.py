@@ -103,6 +103,9 @@ class PostgresCdcSourceTask(SourceTask):
                     self._begin_snapshot(created.snapshot_name, created.consistent_point)
             if self.snapshot is None:
                 self._start_streaming()
+        except ConnectException:
+            self._close()
+            raise
         except psycopg2.Error as exc:
             self._close()
             raise ConnectException(f"cannot start capturing changes from {config.dbname}: {exc}") from exc
