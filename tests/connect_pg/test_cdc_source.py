@@ -404,6 +404,32 @@ def test_a_graceful_restart_resumes_without_snapshot_or_duplicates(worker: Worke
         delete_connector(worker, name)
 
 
+def test_publication_autocreate_modes(worker: WorkerProcess, db: Database, shared_broker: BrokerProcess) -> None:
+    db.sql("CREATE TABLE wanted (id int PRIMARY KEY)")
+    db.sql("CREATE TABLE other (id int PRIMARY KEY)")
+    name = f"cdc-{db.tag}"
+    disabled = db.connector_config(**{"publication.autocreate.mode": "disabled"})
+    assert worker.request("POST", "/connectors", {"name": name, "config": disabled})[0] == 201
+    status = wait_for(lambda: (s := worker.request("GET", f"/connectors/{name}/status")[1])["tasks"] and
+                      s["tasks"][0]["state"] == "FAILED" and s, 30, "the task to fail")
+    assert f"publication 'pub_{db.tag}' does not exist" in status["tasks"][0]["trace"]
+    delete_connector(worker, name)
+
+    reader = TopicReader(shared_broker.bootstrap, db.prefix)
+    try:
+        start_connector(worker, name, db.connector_config(**{"publication.autocreate.mode": "filtered",
+                                                              "table.include.list": r"public\.wanted"}))
+        published = db.sql("SELECT tablename FROM pg_publication_tables WHERE pubname = %s", (f"pub_{db.tag}",))
+        assert published == [("wanted",)]
+        db.sql("INSERT INTO other VALUES (1)")
+        db.sql("INSERT INTO wanted VALUES (1)")
+        got = reader.read_until(lambda m: changes(m, f"{db.prefix}.public.wanted"))
+        assert {m["topic"] for m in got} == {f"{db.prefix}.public.wanted"}
+    finally:
+        reader.close()
+        delete_connector(worker, name)
+
+
 @pytest.mark.parametrize(("override", "field"), [
     ({"topic.prefix": ""}, "topic.prefix"),
     ({"plugin.name": "decoderbufs"}, "plugin.name"),
