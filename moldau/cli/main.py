@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else list(argv)
     if args_list[:1] == [SERVER]:
         return run_server(args_list[1:])
-    args = build_parser().parse_args(args_list)
+    args = build_parser().parse_args(mirror.with_default_action(args_list))
     try:
         use_command_config(getattr(args, "command_config", None))
         code: int = args.func(args)

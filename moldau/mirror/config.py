@@ -149,10 +149,13 @@ class MirrorMakerConfig:
 
     def worker_config(self, flow: Flow) -> dict[str, str]:
         """The Connect worker config of the flow's worker: it talks to the target, its internal topics are
-        MirrorMaker 2's (`mm2-offsets.<source>.internal`...), and its converters pass bytes through."""
+        MirrorMaker 2's (`mm2-offsets.<source>.internal`...), its converters pass bytes through, and the flow's
+        own `a->b.*` keys apply to it."""
         props = self.cluster_props(flow.target)
         for prefix in WORKER_PREFIXES:
             props.update({key: value for key, value in self.props.items() if key.startswith(prefix)})
+        # Settings for this flow's worker alone (`east->west.offset.flush.interval.ms = 500`).
+        props.update(_with_prefix_stripped(self.props, f"{flow}."))
         defaults = {
             "client.id": str(flow),
             "group.id": f"{flow.source}-mm2",

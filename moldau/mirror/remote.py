@@ -5,6 +5,7 @@ the checkpoints the checkpoint connector wrote there, and committing them to the
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
@@ -12,7 +13,9 @@ from confluent_kafka.admin import AdminClient
 
 from moldau.mirror.records import Checkpoint, MalformedRecord
 
-__all__ = ["GroupActive", "commit_offsets", "translated_offsets"]
+__all__ = [
+    "GroupActive", "commit_offsets", "latest_checkpoints", "read_to_end", "translated_offsets",
+]
 
 TIMEOUT_S = 30.0
 ACTIVE_STATES = ("STABLE", "PREPARING_REBALANCING", "COMPLETING_REBALANCING", "ASSIGNING", "RECONCILING")
@@ -22,40 +25,53 @@ class GroupActive(Exception):
     """The group has members on the target: moving its offsets under them would be overwritten or race."""
 
 
-def translated_offsets(target_config: dict[str, Any], checkpoints_topic: str, group: str) -> dict[tuple[str, int], int]:
-    """(remote topic, partition) -> the offset on the target where `group` goes on: the newest checkpoint of
-    each partition in `checkpoints_topic` (read to its end)."""
-    consumer = Consumer({**target_config, "group.id": "unused-mirror-failover", "enable.auto.commit": False,
+def read_to_end(config: dict[str, Any], topic: str) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """Every (key, value) of `topic`, in order within each partition, up to the end it had when called; nothing
+    when the topic does not exist."""
+    consumer = Consumer({**config, "group.id": "unused-mirror-tools", "enable.auto.commit": False,
                          "enable.partition.eof": True})
-    latest: dict[tuple[str, int], int] = {}
     try:
-        metadata = consumer.list_topics(checkpoints_topic, timeout=TIMEOUT_S).topics.get(checkpoints_topic)
+        metadata = consumer.list_topics(topic, timeout=TIMEOUT_S).topics.get(topic)
         if metadata is None or metadata.error is not None:
-            return {}
-        partitions = list(metadata.partitions)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(checkpoints_topic, p), timeout=TIMEOUT_S)[1]
-                for p in partitions}
+            return
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT_S)[1]
+                for p in metadata.partitions}
         pending = {p for p, end in ends.items() if end > 0}
-        consumer.assign([TopicPartition(checkpoints_topic, p, OFFSET_BEGINNING) for p in pending])
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
         while pending:
             for message in consumer.consume(500, 1.0):
+                partition = message.partition() or 0
                 error = message.error()
                 if error is not None:
                     if error.code() != KafkaError._PARTITION_EOF:
-                        raise RuntimeError(f"reading {checkpoints_topic}: {error.str()}")
-                    pending.discard(message.partition() or 0)
+                        raise RuntimeError(f"reading {topic}: {error.str()}")
+                    pending.discard(partition)
                     continue
-                if (message.offset() or 0) + 1 >= ends[message.partition() or 0]:
-                    pending.discard(message.partition() or 0)
-                try:
-                    checkpoint = Checkpoint.from_record(message.key(), message.value())
-                except MalformedRecord:
-                    continue
-                if checkpoint.group == group:
-                    latest[(checkpoint.topic, checkpoint.partition)] = checkpoint.downstream_offset
+                if (message.offset() or 0) + 1 >= ends[partition]:
+                    pending.discard(partition)
+                yield message.key(), message.value()
     finally:
         consumer.close()
+
+
+def latest_checkpoints(target_config: dict[str, Any], checkpoints_topic: str) -> dict[tuple[str, str, int], Checkpoint]:
+    """(group, remote topic, partition) -> the newest checkpoint in `checkpoints_topic`."""
+    latest: dict[tuple[str, str, int], Checkpoint] = {}
+    for key, value in read_to_end(target_config, checkpoints_topic):
+        try:
+            checkpoint = Checkpoint.from_record(key, value)
+        except MalformedRecord:
+            continue
+        latest[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
     return latest
+
+
+def translated_offsets(target_config: dict[str, Any], checkpoints_topic: str, group: str) -> dict[tuple[str, int], int]:
+    """(remote topic, partition) -> the offset on the target where `group` goes on: the newest checkpoint of
+    each partition in `checkpoints_topic`."""
+    return {(topic, partition): checkpoint.downstream_offset
+            for (g, topic, partition), checkpoint in latest_checkpoints(target_config, checkpoints_topic).items()
+            if g == group}
 
 
 def commit_offsets(target_config: dict[str, Any], group: str, offsets: dict[tuple[str, int], int]) -> None:

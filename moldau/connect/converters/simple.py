@@ -55,13 +55,20 @@ class StringConverter(Converter):
             raise DataException(f"topic {topic}: data is not {self.encoding} text: {exc}") from None
 
 
-class ByteArrayConverter(Converter):
-    """Bytes as they are: the value must be bytes (or None), and reads give the raw bytes."""
+class ByteArrayConverter(Converter, HeaderConverter):
+    """Bytes as they are: the value must be bytes (or None), and reads give the raw bytes. Also a header
+    converter, as Kafka's is (MirrorMaker 2 sets it as `header.converter`), passing header values through."""
 
     aliases = ("org.apache.kafka.connect.converters.ByteArrayConverter",)
 
-    def configure(self, configs: Mapping[str, Any], is_key: bool) -> None:
+    def configure(self, configs: Mapping[str, Any], is_key: bool = False) -> None:
         pass
+
+    def from_connect_header(self, topic: str, key: str, schema: Schema | None, value: Any) -> bytes | None:
+        return self.from_connect_data(topic, schema, value)
+
+    def to_connect_header(self, topic: str, key: str, data: bytes | None) -> SchemaAndValue:
+        return self.to_connect_data(topic, data)
 
     def from_connect_data(self, topic: str, schema: Schema | None, value: Any,
                           headers: Sequence[Header] = ()) -> bytes | None:
