@@ -15,6 +15,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
+from moldau.cli.command_config import jaas_credentials
 from moldau.connect.config import ConfigValue
 from moldau.connect.errors import ConfigException
 
@@ -29,7 +30,8 @@ MAX_POLL_RECORDS = "max.poll.records"
 DEFAULT_MAX_POLL_RECORDS = 500  # Kafka's default; librdkafka has no such setting, the sink runner applies it
 POLICY_PACKAGE = "org.apache.kafka.connect.connector.policy."
 # Kafka's PrincipalConnectorClientConfigOverridePolicy lets a connector choose only its principal.
-PRINCIPAL_SETTINGS = frozenset({"sasl.jaas.config", "sasl.mechanism", "security.protocol"})
+JAAS_CONFIG = "sasl.jaas.config"
+PRINCIPAL_SETTINGS = frozenset({JAAS_CONFIG, "sasl.mechanism", "security.protocol"})
 
 
 class OverridePolicy(enum.Enum):
@@ -80,6 +82,9 @@ def translate(kind: str, settings: Mapping[str, Any], source: str) -> dict[str, 
             raise ConfigException(source + name, value, REFUSED[name])
         if kind == "consumer" and name == MAX_POLL_RECORDS:
             continue
+        if name == JAAS_CONFIG:
+            translated.update(_jaas_credentials(source + name, value))
+            continue
         if name in RENAMED:
             target, convert = RENAMED[name]
             try:
@@ -89,6 +94,15 @@ def translate(kind: str, settings: Mapping[str, Any], source: str) -> dict[str, 
         else:
             translated[name] = value
     return translated
+
+
+def _jaas_credentials(key: str, value: Any) -> dict[str, str]:
+    """librdkafka's `sasl.username`/`sasl.password` from a PlainLoginModule or ScramLoginModule JAAS config."""
+    username, password = jaas_credentials({JAAS_CONFIG: str(value)})
+    if username is None or password is None:
+        raise ConfigException(key, "[hidden]", "expected a PlainLoginModule or ScramLoginModule with username "
+                                               "and password")
+    return {"sasl.username": username, "sasl.password": password}
 
 
 def _prefixed(props: Mapping[str, Any], prefix: str) -> dict[str, Any]:

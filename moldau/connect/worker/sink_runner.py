@@ -50,12 +50,13 @@ class SinkTaskRunner(TaskRunner):
         self.consumer_paused = False
         self.task_started = False
         self.dead_letter_queue: DeadLetterQueue | None = None
-        self.batch_size = max_poll_records(setup.worker.raw, setup.connector_config)
+        self.batch_size = 0
 
     def start_task(self) -> None:
         config = {"auto.offset.reset": "earliest", **self.setup.client_config("consumer"),
                   "group.id": group_id(self.setup.connector), "enable.auto.commit": False,
                   "client.id": f"connector-consumer-{self.setup.connector}-{self.setup.task_id}"}
+        self.batch_size = max_poll_records(self.setup.worker.raw, self.setup.connector_config)
         self._start_dead_letter_queue()
         self.consumer = Consumer(config)
         self.task.initialize(self.context)

@@ -48,3 +48,13 @@ def test_java_names_are_translated_or_refused() -> None:
         max_poll_records({}, {"consumer.override.max.poll.records": "0"})
     with pytest.raises(ConfigException, match=re.escape("producer.override.value.serializer")):
         connector_settings("producer", {"producer.override.value.serializer": "x"})
+
+
+def test_jaas_config_becomes_librdkafka_credentials() -> None:
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="s3;cret";'
+    assert connector_settings("producer", {"producer.override.sasl.jaas.config": jaas}) == {
+        "sasl.username": "alice", "sasl.password": "s3;cret"}
+    errors = override_errors(OverridePolicy.PRINCIPAL, {"consumer.override.sasl.jaas.config": jaas})
+    assert [v.errors for v in errors] == [[]]
+    with pytest.raises(ConfigException, match="username and password"):
+        connector_settings("admin", {"admin.override.sasl.jaas.config": "Nope required;"})
