@@ -51,29 +51,37 @@ class ErrorHandler:
         self.sleep = sleep
         self.dead_letters = dead_letters
         self.skipped = 0
+        self.class_names: dict[Stage, str] = {}  # the class doing each stage's work, for error reports
 
-    def execute(self, stage: Stage, class_name: str, operation: Callable[[], T],
+    def execute(self, stage: Stage, operation: Callable[[], T],
                 consumed: Consumed | None = None) -> tuple[bool, T | None]:
         """(True, result) when `operation` succeeded, perhaps after retries; (False, None) when it failed and
         the policy skips the record. Raises ToleranceExceeded when the policy fails the task."""
-        started = self.clock()
-        attempt = 0
+        try:
+            return True, operation()
+        except Exception as exc:  # any plugin error is judged by the policy
+            return self._retry_or_handle(stage, operation, consumed, exc)
+
+    def _retry_or_handle(self, stage: Stage, operation: Callable[[], T], consumed: Consumed | None,
+                         exc: Exception) -> tuple[bool, T | None]:
+        started = self.clock()  # errors.retry.timeout counts from the first failure
+        attempt = 1
         while True:
+            error: BaseException = exc
+            failed_class = self.class_names.get(stage, "")
+            if isinstance(exc, TransformError) and exc.__cause__ is not None:
+                error, failed_class = exc.__cause__, exc.class_name  # the transform's own error and class
+            delay_ms = self.policy.retry_delay_ms(error, attempt, round((self.clock() - started) * 1000))
+            if delay_ms is None or self.sleep(delay_ms / 1000):
+                self._handle(stage, failed_class, error, exc, consumed)
+                return False, None
+            log.debug("connector %s task %d: %s failed (attempt %d), retried after %d ms: %s",
+                      self.connector, self.task_id, stage.value, attempt, delay_ms, error)
             attempt += 1
             try:
                 return True, operation()
-            except Exception as exc:  # any plugin error is judged by the policy
-                error: BaseException = exc
-                if isinstance(exc, TransformError) and exc.__cause__ is not None:
-                    error, class_name = exc.__cause__, exc.class_name  # the transform's own error and class
-                elapsed_ms = round((self.clock() - started) * 1000)
-                delay_ms = self.policy.retry_delay_ms(error, attempt, elapsed_ms)
-                if delay_ms is not None and not self.sleep(delay_ms / 1000):
-                    log.debug("connector %s task %d: %s failed (attempt %d), retrying in %d ms: %s",
-                              self.connector, self.task_id, stage.value, attempt, delay_ms, error)
-                    continue
-                self._handle(stage, class_name, error, exc, consumed)
-                return False, None
+            except Exception as again:
+                exc = again
 
     def _handle(self, stage: Stage, class_name: str, error: BaseException, raised: Exception,
                 consumed: Consumed | None) -> None:

@@ -33,10 +33,6 @@ def group_id(connector: str) -> str:
     return f"connect-{connector}"
 
 
-def _class_name(plugin: object) -> str:
-    return f"{type(plugin).__module__}.{type(plugin).__qualname__}"
-
-
 class SinkTaskRunner(TaskRunner):
     is_sink = True
 
@@ -166,22 +162,20 @@ class SinkTaskRunner(TaskRunner):
                             message.key(), message.value(),
                             [(name, raw.encode() if isinstance(raw, str) else raw) for name, raw in raw_headers])
         converters, topic = self.converters, consumed.topic
-        ok, key = self.errors.execute(Stage.KEY_CONVERTER, _class_name(converters.key),
+        ok, key = self.errors.execute(Stage.KEY_CONVERTER,
                                       lambda: converters.key.to_connect_data(topic, consumed.key), consumed)
         if not ok or key is None:
             return None
-        ok, value = self.errors.execute(Stage.VALUE_CONVERTER, _class_name(converters.value),
+        ok, value = self.errors.execute(Stage.VALUE_CONVERTER,
                                         lambda: converters.value.to_connect_data(topic, consumed.value), consumed)
         if not ok or value is None:
             return None
-        ok, headers = self.errors.execute(Stage.HEADER_CONVERTER, _class_name(converters.header),
-                                          lambda: self._headers(consumed), consumed)
+        ok, headers = self.errors.execute(Stage.HEADER_CONVERTER, lambda: self._headers(consumed), consumed)
         if not ok or headers is None:
             return None
         record = self._sink_record(message, key, value, headers)
         chain = self.transforms
-        ok, transformed = self.errors.execute(Stage.TRANSFORMATION, _class_name(chain),
-                                              lambda: chain.apply(record), consumed)
+        ok, transformed = self.errors.execute(Stage.TRANSFORMATION, lambda: chain.apply(record), consumed)
         return transformed if ok else None
 
     def _headers(self, consumed: Consumed) -> tuple[Header, ...]:

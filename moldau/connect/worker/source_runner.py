@@ -25,10 +25,6 @@ log = logging.getLogger(__name__)
 PRODUCER_DEFAULTS = {"acks": "all", "enable.idempotence": True, "linger.ms": 5}
 
 
-def _class_name(plugin: object) -> str:
-    return f"{type(plugin).__module__}.{type(plugin).__qualname__}"
-
-
 class StoreOffsetReader(OffsetStorageReader):
     def __init__(self, store: OffsetStore, connector: str) -> None:
         self.store = store
@@ -88,7 +84,7 @@ class SourceTaskRunner(TaskRunner):
             if record.source_partition else None
         chain, errors = self.transforms, self.errors
         assert chain is not None and errors is not None
-        ok, transformed = errors.execute(Stage.TRANSFORMATION, _class_name(chain), lambda: chain.apply(record))
+        ok, transformed = errors.execute(Stage.TRANSFORMATION, lambda: chain.apply(record))
         if not ok or transformed is None:
             self._acked(submitted, record, None)
             return
@@ -104,15 +100,15 @@ class SourceTaskRunner(TaskRunner):
         """The record's key, value and headers as bytes; None when a converter failed and the record is skipped."""
         converters, topic = self.converters, record.topic
         assert converters is not None
-        ok, key = errors.execute(Stage.KEY_CONVERTER, _class_name(converters.key), lambda: converters.key
+        ok, key = errors.execute(Stage.KEY_CONVERTER, lambda: converters.key
                                  .from_connect_data(topic, record.key_schema, record.key, record.headers))
         if not ok:
             return None
-        ok, value = errors.execute(Stage.VALUE_CONVERTER, _class_name(converters.value), lambda: converters.value
+        ok, value = errors.execute(Stage.VALUE_CONVERTER, lambda: converters.value
                                    .from_connect_data(topic, record.value_schema, record.value, record.headers))
         if not ok:
             return None
-        ok, headers = errors.execute(Stage.HEADER_CONVERTER, _class_name(converters.header), lambda: [
+        ok, headers = errors.execute(Stage.HEADER_CONVERTER, lambda: [
             (h.key, converters.header.from_connect_header(topic, h.key, h.schema, h.value)) for h in record.headers])
         if not ok or headers is None:
             return None

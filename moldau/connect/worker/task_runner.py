@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from moldau.connect.error_policy import ErrorPolicy
+from moldau.connect.error_policy import ErrorPolicy, Stage
 from moldau.connect.plugins import PluginRegistry
 from moldau.connect.transforms.chain import TransformationChain, build_chain
 from moldau.connect.worker.client_overrides import connector_settings
@@ -59,6 +59,15 @@ class TaskSetup:
         return {**self.worker.client_config(kind), **connector_settings(kind, self.connector_config)}
 
 
+def _qualified(plugin: object) -> str:
+    return f"{type(plugin).__module__}.{type(plugin).__qualname__}"
+
+
+def _class_names(converters: Converters, transforms: TransformationChain) -> dict[Stage, str]:
+    return {Stage.KEY_CONVERTER: _qualified(converters.key), Stage.VALUE_CONVERTER: _qualified(converters.value),
+            Stage.HEADER_CONVERTER: _qualified(converters.header), Stage.TRANSFORMATION: _qualified(transforms)}
+
+
 class TaskRunner(threading.Thread, ABC):
     """Runs one task in its own thread until `stop`; a failure marks the task FAILED with its trace."""
 
@@ -88,6 +97,7 @@ class TaskRunner(threading.Thread, ABC):
                                        self.stopping.wait)
             self.converters = build_converters(self.setup.registry, self.setup.worker, self.setup.connector_config)
             self.transforms = build_chain(self.setup.connector_config, self.setup.registry)
+            self.errors.class_names = _class_names(self.converters, self.transforms)
             self.start_task()
             self.report(State.PAUSED if self.paused.is_set() else State.RUNNING)
             self.execute()

@@ -43,7 +43,7 @@ def test_retriable_errors_are_retried_with_doubling_backoff() -> None:
     clock = Clock()
     policy = ErrorPolicy({"errors.retry.timeout": "10000", "errors.retry.delay.max.ms": "1000"}, sink=True)
     handler = ErrorHandler(policy, "c", 0, clock, clock.sleep)
-    assert handler.execute(Stage.TRANSFORMATION, "T", failing(4, RetriableException("busy"))) == (True, "done")
+    assert handler.execute(Stage.TRANSFORMATION, failing(4, RetriableException("busy"))) == (True, "done")
     assert clock.sleeps == [0.3, 0.6, 1.0, 1.0]
 
 
@@ -54,7 +54,7 @@ def test_retries_stop_at_the_timeout_then_the_policy_decides() -> None:
                           "errors.deadletterqueue.topic.name": "dlq"}, sink=True)
     handler = ErrorHandler(policy, "c", 0, clock, clock.sleep, letters.append)
     consumed = Consumed("t", 0, 7, b"k", b"v", [("h", b"1")])
-    assert handler.execute(Stage.VALUE_CONVERTER, "C", failing(100, RetriableException("busy")), consumed) == \
+    assert handler.execute(Stage.VALUE_CONVERTER, failing(100, RetriableException("busy")), consumed) == \
         (False, None)
     assert sum(clock.sleeps) == pytest.approx(1.0)
     assert [(d.topic, d.key, d.value, d.headers) for d in letters] == [("dlq", b"k", b"v", [("h", b"1")])]
@@ -65,7 +65,7 @@ def test_other_errors_are_not_retried_and_fail_the_task_by_default() -> None:
     clock = Clock()
     handler = ErrorHandler(ErrorPolicy({"errors.retry.timeout": "-1"}, sink=False), "c", 0, clock, clock.sleep)
     with pytest.raises(ToleranceExceeded, match="Tolerance exceeded in error handler"):
-        handler.execute(Stage.TRANSFORMATION, "T", failing(1, ValueError("bad")))
+        handler.execute(Stage.TRANSFORMATION, failing(1, ValueError("bad")))
     assert clock.sleeps == []
 
 
@@ -74,4 +74,4 @@ def test_a_stopping_task_interrupts_retries() -> None:
     handler = ErrorHandler(ErrorPolicy({"errors.retry.timeout": "-1"}, sink=True), "c", 0, clock,
                            lambda seconds: True)
     with pytest.raises(ToleranceExceeded):
-        handler.execute(Stage.KEY_CONVERTER, "C", failing(1, RetriableException("busy")))
+        handler.execute(Stage.KEY_CONVERTER, failing(1, RetriableException("busy")))
