@@ -19,11 +19,39 @@ from tests.support.connect_worker import WorkerProcess, read_lines, wait_for
 
 Headers = list[tuple[str, str | bytes | None]]
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
+BUSY_PLUGIN = '''
+"""A test transform that is busy (RetriableException) the first `failures` times it sees each value."""
+from moldau.connect.api import Transformation
+from moldau.connect.config import ConfigDef, ConfigType, Importance
+from moldau.connect.errors import RetriableException
+
+
+class BusyTransform(Transformation):
+    aliases = ("com.example.Busy",)
+
+    def configure(self, configs):
+        self.failures = int(configs.get("failures", "2"))
+        self.seen = {}
+
+    def apply(self, record):
+        count = self.seen.get(record.value, 0)
+        self.seen[record.value] = count + 1
+        if count < self.failures:
+            raise RetriableException(f"busy with {record.value!r}, attempt {count + 1}")
+        return record
+
+    def config_def(self):
+        return ConfigDef().define("failures", ConfigType.INT, 2, Importance.LOW, "attempts that fail")
+'''
 
 
 @pytest.fixture(scope="module")
 def worker(shared_broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    proc = WorkerProcess(tmp_path_factory.mktemp("connect-errors"), shared_broker.bootstrap)
+    directory = tmp_path_factory.mktemp("connect-errors")
+    plugins = directory / "plugins"
+    plugins.mkdir()
+    (plugins / "busy_plugin.py").write_text(BUSY_PLUGIN)
+    proc = WorkerProcess(directory, shared_broker.bootstrap, {"plugin.path": str(plugins)})
     proc.start()
     try:
         yield proc
@@ -152,6 +180,30 @@ def test_source_transform_errors_are_skipped(worker: WorkerProcess, shared_broke
     assert _status(worker, name)["tasks"][0]["state"] == "RUNNING"
     assert "TRANSFORMATION" in worker.log_tail(400)
     assert worker.request("DELETE", f"/connectors/{name}")[0] == 204
+
+
+def test_retriable_errors_are_retried(worker: WorkerProcess, shared_broker: BrokerProcess, tmp_path: Path) -> None:
+    """A transform raising RetriableException twice per record: with errors.retry.timeout the records go
+    through; without it (the default, 0) the first error fails the task."""
+    source_file = tmp_path / "words.txt"
+    source_file.write_text("alpha\nbeta\n")
+    patient, hasty = _name("patient"), _name("hasty")
+    for name, timeout in ((patient, "30000"), (hasty, "0")):
+        status, body = worker.request("POST", "/connectors", {"name": name, "config": {
+            "connector.class": "FileStreamSource", "file": str(source_file), "topic": name,
+            "transforms": "busy", "transforms.busy.type": "com.example.Busy",
+            "errors.retry.timeout": timeout, "errors.retry.delay.max.ms": "400"}})
+        assert status == 201, body
+    assert [m.value() for m in _read_all(shared_broker.bootstrap, patient, 2)] == [b"alpha", b"beta"]
+    assert _status(worker, patient)["tasks"][0]["state"] == "RUNNING"
+
+    def failed() -> dict[str, Any] | None:
+        body = _status(worker, hasty)
+        return body if body["tasks"] and body["tasks"][0]["state"] == "FAILED" else None
+    trace = wait_for(failed, what="the task without retries to fail")["tasks"][0]["trace"]
+    assert "Tolerance exceeded in error handler" in trace and "busy with 'alpha', attempt 1" in trace
+    for name in (patient, hasty):
+        assert worker.request("DELETE", f"/connectors/{name}")[0] == 204
 
 
 def test_dead_letter_queue_is_a_sink_config(worker: WorkerProcess) -> None:
