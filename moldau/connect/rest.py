@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlencode
@@ -20,6 +21,7 @@ from starlette.routing import Route
 from moldau import __version__
 from moldau.connect.config import config_infos
 from moldau.connect.errors import NotFoundError
+from moldau.connect.loggers import LoggerLevels, UnknownLevel, UnknownLogger
 from moldau.connect.worker.herder import REBALANCE_MESSAGE, Herder, HerderError, RequestTargetError
 from moldau.connect.worker.worker_config import CONNECTOR_CLASS, NAME
 from moldau.net.http_body import BodyIncomplete, BodyTooLarge, json_document, read_bounded
@@ -75,6 +77,7 @@ class ConnectApi:
     def __init__(self, herder: Herder, cluster_id: Callable[[], str | None]) -> None:
         self.herder = herder
         self.cluster_id = cluster_id
+        self.loggers = LoggerLevels(lambda: int(time.time() * 1000))
 
     async def call(self, function: Callable[..., T], *args: Any) -> T:
         return await asyncio.to_thread(function, *args)
@@ -233,6 +236,30 @@ class ConnectApi:
         return json_response([c["definition"] for c in infos["configs"]])
 
 
+    async def list_loggers(self, request: Request) -> Response:
+        return json_response(self.loggers.all())
+
+    async def get_logger(self, request: Request) -> Response:
+        try:
+            return json_response(self.loggers.level(request.path_params["logger"]))
+        except UnknownLogger as exc:
+            raise HerderError(404, str(exc)) from None
+
+    async def set_logger(self, request: Request) -> Response:
+        """KIP-495 / KIP-976: `scope=worker` (the default) answers the loggers changed; `scope=cluster` means
+        every worker, which in standalone mode is this one, and answers 204 as Kafka does."""
+        body = await _body(request)
+        level = body.get("level") if isinstance(body, dict) else None
+        if not isinstance(level, str):
+            raise HerderError(400, "Desired 'level' parameter was not specified in request.")
+        scope = request.query_params.get("scope", "worker").strip().lower()
+        try:
+            affected = self.loggers.set_level(request.path_params["logger"], level)
+        except UnknownLevel as exc:
+            raise HerderError(400, str(exc)) from None
+        return Response(status_code=204) if scope == "cluster" else json_response(affected)
+
+
 def _task_id(request: Request) -> int:
     raw = request.path_params["task"]
     try:
@@ -294,6 +321,9 @@ def build_app(herder: Herder, cluster_id: Callable[[], str | None],
         ("/connector-plugins", api.plugins, ["GET"]),
         ("/connector-plugins/{plugin}/config", api.plugin_config, ["GET"]),
         ("/connector-plugins/{plugin}/config/validate", api.validate, ["PUT"]),
+        ("/admin/loggers", api.list_loggers, ["GET"]),
+        ("/admin/loggers/{logger}", api.get_logger, ["GET"]),
+        ("/admin/loggers/{logger}", api.set_logger, ["PUT"]),
         *extra,
     ]
     routes = [Route(path, _endpoint(endpoint), methods=methods) for path, endpoint, methods in table]

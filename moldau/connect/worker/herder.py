@@ -19,6 +19,7 @@ from moldau.connect.api import Connector, ConnectorContext, SinkConnector, SinkT
 from moldau.connect.config import ConfigType, ConfigValue, config_infos
 from moldau.connect.errors import ConfigException, NotFoundError
 from moldau.connect.plugins import PluginInfo, PluginRegistry
+from moldau.connect.worker.client_overrides import OVERRIDE_POLICY, override_errors, parse_policy
 from moldau.connect.worker.sink_runner import SinkTaskRunner
 from moldau.connect.worker.source_runner import SourceTaskRunner
 from moldau.connect.worker.states import State, Status, TargetState, restart_plan
@@ -116,6 +117,7 @@ class Herder:
         definition = common.merge(own)
         values = common.validate(config) + connector.validate(config)
         values += self._validate_plugins(config)
+        values += override_errors(parse_policy(self.worker.values.get(OVERRIDE_POLICY)), config)
         if issubclass(plugin.cls, SinkConnector):
             values += _validate_sink_topics(config)
         merged = {v.name: v for v in values if v.name in definition.keys}

@@ -5,16 +5,16 @@ etc., else the worker's, each configured with the properties under its prefix) a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from moldau.connect.api import ConnectRecord, Converter, HeaderConverter
-from moldau.connect.errors import ConfigException, ConnectException
+from moldau.connect.errors import ConfigException
 from moldau.connect.plugins import PluginRegistry
 from moldau.connect.worker.worker_config import WorkerConfig, prefixed
 
-__all__ = ["Converters", "ErrorTolerance", "build_converters"]
+__all__ = ["Converters", "build_converters"]
 
 log = logging.getLogger(__name__)
 
@@ -57,26 +57,3 @@ def _instantiate(registry: PluginRegistry, name: str, kind: type, config_name: s
     if info is None or not issubclass(info.cls, kind):
         raise ConfigException(config_name, name, f"Class {name} could not be found or is not a {kind.__name__}")
     return info.cls()
-
-
-class ErrorTolerance:
-    """`errors.tolerance`: with `none` a failing conversion or transform fails the task; with `all` the
-    record is skipped (and logged with `errors.log.enable`)."""
-
-    def __init__(self, config: Mapping[str, str], connector: str) -> None:
-        self.tolerate_all = config.get("errors.tolerance", "none").strip().lower() == "all"
-        self.log_errors = config.get("errors.log.enable", "false").strip().lower() == "true"
-        self.connector = connector
-        self.skipped = 0
-
-    def run(self, stage: str, operation: Callable[[], T]) -> tuple[bool, T | None]:
-        """(True, result) when `operation` succeeded; (False, None) when it failed and is tolerated."""
-        try:
-            return True, operation()
-        except Exception as exc:
-            if not self.tolerate_all:
-                raise ConnectException(f"Tolerance exceeded in error handler ({stage}): {exc}") from exc
-            self.skipped += 1
-            if self.log_errors:
-                log.error("connector %s: %s failed, record skipped: %s", self.connector, stage, exc)
-            return False, None

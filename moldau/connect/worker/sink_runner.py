@@ -13,14 +13,18 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from moldau.connect.api import Header, SinkRecord, SinkTask, SinkTaskContext, TopicPartition
+from moldau.connect.data import SchemaAndValue
+from moldau.connect.error_policy import Stage
 from moldau.connect.errors import ConfigException, RetriableException
+from moldau.connect.worker.client_overrides import max_poll_records
+from moldau.connect.worker.dead_letter_queue import DeadLetterQueue, ensure_topic
+from moldau.connect.worker.error_handler import Consumed
 from moldau.connect.worker.task_runner import TaskRunner, TaskSetup
 
 __all__ = ["SinkTaskRunner", "group_id"]
 
 log = logging.getLogger(__name__)
 
-MAX_BATCH = 500
 CONSUME_TIMEOUT_S = 0.2
 TIMESTAMP_TYPES = {0: "NoTimestampType", 1: "CreateTime", 2: "LogAppendTime"}
 
@@ -30,6 +34,8 @@ def group_id(connector: str) -> str:
 
 
 class SinkTaskRunner(TaskRunner):
+    is_sink = True
+
     def __init__(self, setup: TaskSetup, task: SinkTask, paused: bool) -> None:
         super().__init__(setup, paused)
         self.task = task
@@ -39,16 +45,32 @@ class SinkTaskRunner(TaskRunner):
         self.committed: dict[TopicPartition, int] = {}
         self.consumer_paused = False
         self.task_started = False
+        self.dead_letter_queue: DeadLetterQueue | None = None
+        self.batch_size = 0
 
     def start_task(self) -> None:
-        config = {"auto.offset.reset": "earliest", **self.setup.worker.client_config("consumer"),
+        config = {"auto.offset.reset": "earliest", **self.setup.client_config("consumer"),
                   "group.id": group_id(self.setup.connector), "enable.auto.commit": False,
                   "client.id": f"connector-consumer-{self.setup.connector}-{self.setup.task_id}"}
+        self.batch_size = max_poll_records(self.setup.worker.raw, self.setup.connector_config)
+        self._start_dead_letter_queue()
         self.consumer = Consumer(config)
         self.task.initialize(self.context)
         self.task.start(self.setup.task_config)
         self.task_started = True
         self.consumer.subscribe(self._subscription(), on_assign=self._on_assign, on_revoke=self._on_revoke)
+
+    def _start_dead_letter_queue(self) -> None:
+        assert self.errors is not None
+        policy = self.errors.policy
+        if not policy.dlq_topic:
+            return
+        ensure_topic(self.setup.client_config("admin"), policy.dlq_topic, policy.dlq_replication_factor)
+        self.dead_letter_queue = DeadLetterQueue(
+            {**self.setup.client_config("producer"),
+             "client.id": f"connector-dlq-producer-{self.setup.connector}-{self.setup.task_id}"},
+            self.setup.flush_timeout_s)
+        self.errors.dead_letters = self.dead_letter_queue.send
 
     def _subscription(self) -> list[str]:
         config = self.setup.connector_config
@@ -84,7 +106,7 @@ class SinkTaskRunner(TaskRunner):
         while not self.stopping.is_set():
             self._apply_pause_state()
             self._apply_context_requests()
-            messages = self.consumer.consume(MAX_BATCH, CONSUME_TIMEOUT_S)
+            messages = self.consumer.consume(self.batch_size, CONSUME_TIMEOUT_S)
             records = [r for r in (self._record(m) for m in messages) if r is not None]
             if records:
                 self._put(records)
@@ -134,29 +156,42 @@ class SinkTaskRunner(TaskRunner):
             if error.code() != KafkaError._PARTITION_EOF:
                 log.warning("connector %s: consumer error: %s", self.setup.connector, error)
             return None
-        ok, record = self.tolerance.run("conversion", lambda: self._convert(message))
-        if not ok or record is None:
+        assert self.errors is not None and self.converters is not None and self.transforms is not None
+        raw_headers: list[tuple[str, Any]] = list(message.headers() or [])  # type: ignore[arg-type]
+        consumed = Consumed(str(message.topic()), int(message.partition() or 0), int(message.offset() or 0),
+                            message.key(), message.value(),
+                            [(name, raw.encode() if isinstance(raw, str) else raw) for name, raw in raw_headers])
+        converters, topic = self.converters, consumed.topic
+        ok, key = self.errors.execute(Stage.KEY_CONVERTER,
+                                      lambda: converters.key.to_connect_data(topic, consumed.key), consumed)
+        if not ok or key is None:
             return None
+        ok, value = self.errors.execute(Stage.VALUE_CONVERTER,
+                                        lambda: converters.value.to_connect_data(topic, consumed.value), consumed)
+        if not ok or value is None:
+            return None
+        ok, headers = self.errors.execute(Stage.HEADER_CONVERTER, lambda: self._headers(consumed), consumed)
+        if not ok or headers is None:
+            return None
+        record = self._sink_record(message, key, value, headers)
         chain = self.transforms
-        assert chain is not None
-        ok, transformed = self.tolerance.run("transformation", lambda: chain.apply(record))
+        ok, transformed = self.errors.execute(Stage.TRANSFORMATION, lambda: chain.apply(record), consumed)
         return transformed if ok else None
 
-    def _convert(self, message: Message) -> SinkRecord:
+    def _headers(self, consumed: Consumed) -> tuple[Header, ...]:
         assert self.converters is not None
-        topic = str(message.topic())
-        key = self.converters.key.to_connect_data(topic, message.key())
-        value = self.converters.value.to_connect_data(topic, message.value())
         headers = []
-        raw_headers: list[tuple[str, Any]] = list(message.headers() or [])  # type: ignore[arg-type]
-        for name, raw in raw_headers:
-            data = raw.encode() if isinstance(raw, str) else raw
-            converted = self.converters.header.to_connect_header(topic, name, data)
+        for name, data in consumed.headers:
+            converted = self.converters.header.to_connect_header(consumed.topic, name, data)
             headers.append(Header(name, converted.value, converted.schema))
+        return tuple(headers)
+
+    def _sink_record(self, message: Message, key: SchemaAndValue, value: SchemaAndValue,
+                     headers: tuple[Header, ...]) -> SinkRecord:
         timestamp_type, timestamp = message.timestamp()
-        return SinkRecord(topic=topic, kafka_partition=message.partition(), key_schema=key.schema, key=key.value,
-                          value_schema=value.schema, value=value.value,
-                          timestamp=timestamp if timestamp_type else None, headers=tuple(headers),
+        return SinkRecord(topic=str(message.topic()), kafka_partition=message.partition(), key_schema=key.schema,
+                          key=key.value, value_schema=value.schema, value=value.value,
+                          timestamp=timestamp if timestamp_type else None, headers=headers,
                           kafka_offset=int(message.offset() or 0),
                           timestamp_type=TIMESTAMP_TYPES.get(timestamp_type, "CreateTime"))
 
@@ -182,6 +217,8 @@ class SinkTaskRunner(TaskRunner):
         moved = {tp: o for tp, o in safe.items() if tp in current and self.committed.get(tp) != o}
         if not moved:
             return
+        if self.dead_letter_queue is not None:
+            self.dead_letter_queue.flush()  # a skipped record's offset is committed only once its letter is safe
         try:
             self.consumer.commit(offsets=[KafkaTopicPartition(tp.topic, tp.partition, o) for tp, o in moved.items()],
                                  asynchronous=False)
@@ -201,3 +238,5 @@ class SinkTaskRunner(TaskRunner):
             finally:
                 if self.consumer is not None:
                     self.consumer.close()
+                if self.dead_letter_queue is not None:
+                    self.dead_letter_queue.close()

@@ -11,7 +11,9 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, Producer
 
 from moldau.connect.api import OffsetStorageReader, RecordMetadata, SourceRecord, SourceTask, SourceTaskContext
+from moldau.connect.error_policy import Stage
 from moldau.connect.errors import ConnectException
+from moldau.connect.worker.error_handler import ErrorHandler
 from moldau.connect.worker.stores import OffsetStore
 from moldau.connect.worker.submitted import Submitted, SubmittedRecords
 from moldau.connect.worker.task_runner import IDLE_WAIT_S, TaskRunner, TaskSetup
@@ -43,7 +45,7 @@ class SourceTaskRunner(TaskRunner):
         self.task_started = False
 
     def start_task(self) -> None:
-        config = {**PRODUCER_DEFAULTS, **self.setup.worker.client_config("producer"),
+        config = {**PRODUCER_DEFAULTS, **self.setup.client_config("producer"),
                   "client.id": f"connector-producer-{self.setup.connector}-{self.setup.task_id}"}
         self.producer = Producer(config)
         self.task.initialize(SourceTaskContext(self.setup.task_config,
@@ -80,26 +82,36 @@ class SourceTaskRunner(TaskRunner):
     def _send(self, record: SourceRecord) -> None:
         submitted = self.submitted.submit(record.source_partition, record.source_offset) \
             if record.source_partition else None
-        chain = self.transforms
-        assert chain is not None
-        ok, transformed = self.tolerance.run("transformation", lambda: chain.apply(record))
+        chain, errors = self.transforms, self.errors
+        assert chain is not None and errors is not None
+        ok, transformed = errors.execute(Stage.TRANSFORMATION, lambda: chain.apply(record))
         if not ok or transformed is None:
             self._acked(submitted, record, None)
             return
-        ok, encoded = self.tolerance.run("conversion", lambda: self._encode(transformed))
-        if not ok or encoded is None:
+        encoded = self._encode(errors, transformed)
+        if encoded is None:
             self._acked(submitted, record, None)
             return
         key, value, headers = encoded
         self._produce(transformed, key, value, headers, lambda err, msg: self._delivered(err, msg, submitted, record))
 
-    def _encode(self, record: SourceRecord) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
-        assert self.converters is not None
-        key = self.converters.key.from_connect_data(record.topic, record.key_schema, record.key, record.headers)
-        value = self.converters.value.from_connect_data(record.topic, record.value_schema, record.value,
-                                                        record.headers)
-        headers = [(h.key, self.converters.header.from_connect_header(record.topic, h.key, h.schema, h.value))
-                   for h in record.headers]
+    def _encode(self, errors: ErrorHandler, record: SourceRecord) -> \
+            tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]] | None:
+        """The record's key, value and headers as bytes; None when a converter failed and the record is skipped."""
+        converters, topic = self.converters, record.topic
+        assert converters is not None
+        ok, key = errors.execute(Stage.KEY_CONVERTER, lambda: converters.key
+                                 .from_connect_data(topic, record.key_schema, record.key, record.headers))
+        if not ok:
+            return None
+        ok, value = errors.execute(Stage.VALUE_CONVERTER, lambda: converters.value
+                                   .from_connect_data(topic, record.value_schema, record.value, record.headers))
+        if not ok:
+            return None
+        ok, headers = errors.execute(Stage.HEADER_CONVERTER, lambda: [
+            (h.key, converters.header.from_connect_header(topic, h.key, h.schema, h.value)) for h in record.headers])
+        if not ok or headers is None:
+            return None
         return key, value, headers
 
     def _produce(self, record: SourceRecord, key: bytes | None, value: bytes | None,

@@ -13,16 +13,17 @@ from typing import Any
 __all__ = ["Submitted", "SubmittedRecords", "partition_key"]
 
 
-_KEY_CACHE: dict[tuple[tuple[str, Any], ...], str] = {}
+_KEY_CACHE: dict[tuple[tuple[str, type, Any], ...], str] = {}
 _KEY_CACHE_MAX = 10_000
 
 
 def partition_key(partition: Mapping[str, Any]) -> str:
     """A canonical text form of a source partition, usable as a dict key."""
     # Computed for every record a source task returns, mostly for a few partitions: cache by the partition's
-    # items when they are hashable (flat partitions of strings and numbers, the usual case).
+    # items when they are hashable (flat partitions of strings and numbers, the usual case); with their types,
+    # because 1 == True in Python but not in JSON.
     try:
-        items = tuple(sorted(partition.items()))
+        items = tuple((key, type(value), value) for key, value in sorted(partition.items()))
         cached = _KEY_CACHE.get(items)
     except TypeError:
         return json.dumps(partition, sort_keys=True, separators=(",", ":"))
@@ -40,13 +41,25 @@ class Submitted:
     acked: bool = False
 
 
+def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Equal with values of the same types (1 == True in Python, but not in their JSON keys)."""
+    return a == b and all(type(value) is type(b[key]) for key, value in a.items())
+
+
 @dataclass
 class SubmittedRecords:
     _pending: dict[str, deque[Submitted]] = field(default_factory=dict)
+    # Tasks usually poll many records of one partition in a row: its key is kept rather than re-encoded.
+    _last: tuple[dict[str, Any], str] | None = None
 
     def submit(self, partition: Mapping[str, Any], offset: Mapping[str, Any]) -> Submitted:
-        submitted = Submitted(dict(partition), dict(offset))
-        self._pending.setdefault(partition_key(partition), deque()).append(submitted)
+        if self._last is not None and _same(partition, self._last[0]):
+            copy, key = self._last
+        else:
+            copy, key = dict(partition), partition_key(partition)
+            self._last = (copy, key)
+        submitted = Submitted(copy, dict(offset))
+        self._pending.setdefault(key, deque()).append(submitted)
         return submitted
 
     @staticmethod

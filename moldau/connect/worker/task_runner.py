@@ -9,14 +9,14 @@ import time
 import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
+from moldau.connect.error_policy import ErrorPolicy, Stage
 from moldau.connect.plugins import PluginRegistry
 from moldau.connect.transforms.chain import TransformationChain, build_chain
-from moldau.connect.worker.plugin_setup import (
-    Converters,
-    ErrorTolerance,
-    build_converters,
-)
+from moldau.connect.worker.client_overrides import connector_settings
+from moldau.connect.worker.error_handler import ErrorHandler
+from moldau.connect.worker.plugin_setup import Converters, build_converters
 from moldau.connect.worker.states import State, Status
 from moldau.connect.worker.stores import StatusStore
 from moldau.connect.worker.worker_config import WorkerConfig
@@ -53,9 +53,25 @@ class TaskSetup:
     def flush_timeout_s(self) -> float:
         return float(self.worker.values["offset.flush.timeout.ms"]) / 1000
 
+    def client_config(self, kind: str) -> dict[str, Any]:
+        """librdkafka settings of the task's `producer`/`consumer`/`admin` client: the worker's connection and
+        security settings, its `<kind>.*` configs, then the connector's `<kind>.override.*` ones."""
+        return {**self.worker.client_config(kind), **connector_settings(kind, self.connector_config)}
+
+
+def _qualified(plugin: object) -> str:
+    return f"{type(plugin).__module__}.{type(plugin).__qualname__}"
+
+
+def _class_names(converters: Converters, transforms: TransformationChain) -> dict[Stage, str]:
+    return {Stage.KEY_CONVERTER: _qualified(converters.key), Stage.VALUE_CONVERTER: _qualified(converters.value),
+            Stage.HEADER_CONVERTER: _qualified(converters.header), Stage.TRANSFORMATION: _qualified(transforms)}
+
 
 class TaskRunner(threading.Thread, ABC):
     """Runs one task in its own thread until `stop`; a failure marks the task FAILED with its trace."""
+
+    is_sink: ClassVar[bool] = False  # Kafka's dead letter queue exists for sink tasks only
 
     def __init__(self, setup: TaskSetup, paused: bool) -> None:
         super().__init__(name=f"connect-{setup.connector}-{setup.task_id}", daemon=True)
@@ -67,7 +83,7 @@ class TaskRunner(threading.Thread, ABC):
         self.failed = False
         self.converters: Converters | None = None
         self.transforms: TransformationChain | None = None
-        self.tolerance = ErrorTolerance(setup.connector_config, setup.connector)
+        self.errors: ErrorHandler | None = None
         self._last_commit = setup.clock()
 
     def report(self, state: State, trace: str | None = None) -> None:
@@ -76,8 +92,12 @@ class TaskRunner(threading.Thread, ABC):
 
     def run(self) -> None:
         try:
+            policy = ErrorPolicy(self.setup.connector_config, sink=self.is_sink)
+            self.errors = ErrorHandler(policy, self.setup.connector, self.setup.task_id, self.setup.clock,
+                                       self.stopping.wait)
             self.converters = build_converters(self.setup.registry, self.setup.worker, self.setup.connector_config)
             self.transforms = build_chain(self.setup.connector_config, self.setup.registry)
+            self.errors.class_names = _class_names(self.converters, self.transforms)
             self.start_task()
             self.report(State.PAUSED if self.paused.is_set() else State.RUNNING)
             self.execute()

@@ -14,7 +14,9 @@ from urllib.parse import urlsplit
 
 from moldau.config.properties import load_properties
 from moldau.connect.config import ConfigDef, ConfigType, Importance, NonEmptyString, Range, ValidString
+from moldau.connect.error_policy import CONFIG_DEF as ERRORS_CONFIG_DEF
 from moldau.connect.errors import ConfigException
+from moldau.connect.worker.client_overrides import OVERRIDE_POLICY, parse_policy, worker_settings
 
 __all__ = [
     "CONNECTOR_CLASS", "NAME", "TASKS_MAX", "WorkerConfig", "connector_config_def", "load_connector_file",
@@ -51,6 +53,10 @@ def worker_config_def(standalone: bool) -> ConfigDef:
                 "How long a commit waits for outstanding records to be acknowledged", validator=Range.at_least(0))
         .define("task.shutdown.graceful.timeout.ms", ConfigType.LONG, 5000, Importance.LOW,
                 "How long stopping waits for each task to finish")
+        .define(OVERRIDE_POLICY, ConfigType.STRING, "All", Importance.MEDIUM,
+                "Which producer.override.*, consumer.override.* and admin.override.* configs connectors may "
+                "set: All, None or Principal (or Kafka's policy class names)",
+                validator=_check_policy)
     )
     if standalone:
         definition.define("offset.storage.file.filename", ConfigType.STRING, importance=Importance.HIGH,
@@ -93,6 +99,10 @@ def _define_distributed(definition: ConfigDef) -> None:
              validator=ValidString.in_("http", "HTTP")))
 
 
+def _check_policy(name: str, value: Any) -> None:
+    parse_policy(value)
+
+
 def prefixed(props: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     """The entries of `props` whose key starts with `prefix`, with the prefix removed."""
     return {key[len(prefix):]: value for key, value in props.items() if key.startswith(prefix)}
@@ -130,9 +140,9 @@ class WorkerConfig:
 
     def client_config(self, client: str) -> dict[str, Any]:
         """librdkafka settings for the worker's `producer`/`consumer`/`admin` clients: `bootstrap.servers`,
-        the worker's security settings, then its `<client>.` overrides."""
+        the worker's security settings, then its `<client>.` settings (Java client names translated)."""
         passthrough = {k: v for k, v in self.raw.items() if k.startswith(("security.", "ssl.", "sasl."))}
-        return {"bootstrap.servers": self.bootstrap_servers, **passthrough, **prefixed(self.raw, client + ".")}
+        return {"bootstrap.servers": self.bootstrap_servers, **passthrough, **worker_settings(client, self.raw)}
 
 
 def connector_config_def() -> ConfigDef:
@@ -155,16 +165,21 @@ def connector_config_def() -> ConfigDef:
                 group="Transforms", order_in_group=1)
         .define("predicates", ConfigType.LIST, "", Importance.LOW, "Aliases of the predicates transforms use",
                 group="Predicates", order_in_group=1)
-        .define("errors.tolerance", ConfigType.STRING, "none", Importance.MEDIUM,
-                "none: a conversion or transform error fails the task; all: the record is skipped",
-                validator=ValidString.in_("none", "all"), group="Error Handling", order_in_group=1)
-        .define("errors.log.enable", ConfigType.BOOLEAN, False, Importance.MEDIUM,
-                "Log each skipped record's error", group="Error Handling", order_in_group=2)
-    )
+    ).merge(_error_config_def(sink=False))
+
+
+def _error_config_def(sink: bool) -> ConfigDef:
+    """The `errors.*` configs (the dead letter queue ones for sinks only), in Kafka's "Error Handling" group."""
+    definition = ConfigDef()
+    for order, key in enumerate(ERRORS_CONFIG_DEF.keys.values(), start=1):
+        if sink or not key.name.startswith("errors.deadletterqueue."):
+            definition.define(key.name, key.type, key.default, key.importance, key.documentation,
+                              validator=key.validator, group="Error Handling", order_in_group=order)
+    return definition
 
 
 def sink_config_def() -> ConfigDef:
-    return (connector_config_def()
+    return (connector_config_def().merge(_error_config_def(sink=True))
             .define("topics", ConfigType.LIST, "", Importance.HIGH, "The topics to consume",
                     group="Common", order_in_group=7)
             .define("topics.regex", ConfigType.STRING, "", Importance.HIGH,
