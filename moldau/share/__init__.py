@@ -1,0 +1,10 @@
+"""Share groups (KIP-932): queue-like consumption of a topic by many consumers at once.
+
+- `partition`: the sans-I/O state machine of one share-partition (start/end offsets, in-flight records, their
+  states, delivery counts and acquisition locks);
+- `group`: share group membership (ShareGroupHeartbeat) with server-side assignment, sans-I/O;
+- `sessions`: share sessions (ShareFetch's session id and epoch), sans-I/O;
+- `manager`: the broker's share-partitions and groups, with the clock and the log reads around them.
+
+State is kept in memory on the partition leader in this slice; `__share_group_state` is not written yet.
+"""
