@@ -321,6 +321,23 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               ListOf(("uniform", "range"))),
     ConfigDef("group.consumer.max.size", _T.INT, "2147483647",
               "The most members a consumer (KIP-848) group may have.", at_least(1)),
+    ConfigDef("group.share.heartbeat.interval.ms", _T.INT, "5000",
+              "How often members of share groups are asked to heartbeat.", at_least(1)),
+    ConfigDef("group.share.session.timeout.ms", _T.INT, "45000",
+              "How long a member of a share group may go without a heartbeat before it is removed and the "
+              "records it holds are released.", at_least(1)),
+    ConfigDef("group.share.max.size", _T.INT, "200",
+              "The most members a share group may have.", at_least(1)),
+    ConfigDef("group.share.record.lock.duration.ms", _T.INT, "30000",
+              "How long a record handed to a share group member stays locked to it before it is made "
+              "available again.", at_least(1)),
+    ConfigDef("group.share.delivery.count.limit", _T.INT, "5",
+              "How many times a share group may deliver a record before it is archived.", at_least(1)),
+    ConfigDef("group.share.partition.max.record.locks", _T.INT, "2000",
+              "The most records of one share-partition in flight at once.", at_least(1)),
+    ConfigDef("share.auto.offset.reset", _T.STRING, "latest",
+              "Where a share group starts on a partition it has never consumed, for every share group of "
+              "this broker: latest or earliest.", OneOf(("latest", "earliest"))),
     ConfigDef("offset.metadata.max.bytes", _T.INT, "4096",
               "The largest metadata string a committed offset may carry.", at_least(0)),
     ConfigDef("offsets.retention.check.interval.ms", _T.LONG, "600000",

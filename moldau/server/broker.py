@@ -78,6 +78,7 @@ from moldau.server.dispatch import Dispatcher
 from moldau.server.internal_topics import InternalTopics
 from moldau.server.replica_links import ReplicaLinks
 from moldau.server.txn_links import TxnLinks
+from moldau.share.manager import ShareBrokerSettings, ShareGroups
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
 
@@ -132,6 +133,7 @@ class Broker:
         self.log_manager: LogManager
         self.replicas: ReplicaManager
         self.groups: GroupRuntime
+        self.share: ShareGroups  # share groups (KIP-932): membership, share-partitions led here, share sessions
         self.txn: TxnRuntime
         self.txn_links: TxnLinks
         self.controller_requests: ControllerRequests
@@ -249,6 +251,7 @@ class Broker:
         self.quorum.add_listener(self.replicas.apply_image)
         self.replicas.apply_image(None, self.image)
         self.groups = self._start_group_coordinator()
+        self.share = self._start_share_groups()
         self.txn_links = TxnLinks(self, self.inter_broker_authenticator())
         self.txn = self._start_transaction_coordinator()
         try:
@@ -347,6 +350,20 @@ class Broker:
         self.quorum.add_listener(runtime.on_image)
         runtime.start(self.image)
         return runtime
+
+    def _start_share_groups(self) -> ShareGroups:
+        """Share groups, in memory; a share-partition is dropped when its partition is no longer led here."""
+        share = ShareGroups(ShareBrokerSettings.from_config(self.config), self.clock, self.replicas)
+
+        def follow(_old: MetadataImage | None, _new: MetadataImage) -> None:
+            share.forget_partitions(self._leads)
+
+        self.quorum.add_listener(follow)
+        return share
+
+    def _leads(self, topic: str, partition: int) -> bool:
+        hosted = self.replicas.partitions.get((topic, partition))
+        return hosted is not None and hosted.leader_state is not None
 
     def _start_transaction_coordinator(self) -> TxnRuntime:
         """Transactions of the `__transaction_state` partitions led here; loaded now, and followed as the image

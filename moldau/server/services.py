@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from moldau.replication.replica_manager import ReplicaManager
     from moldau.server.context import RequestContext
     from moldau.server.txn_links import TxnLinks
+    from moldau.share.manager import ShareGroups
     from moldau.storage.log_manager import LogManager
 
 
@@ -64,6 +65,8 @@ class BrokerServices(Protocol):
     # -- coordinators -----------------------------------------------------------------------------------------
     @property
     def groups(self) -> GroupRuntime: ...
+    @property
+    def share(self) -> ShareGroups: ...
     @property
     def txn(self) -> TxnRuntime: ...
     @property

@@ -63,6 +63,10 @@ from moldau.server.handlers import (
     quorum_fetch,
     sasl_authenticate,
     sasl_handshake,
+    share_acknowledge,
+    share_fetch,
+    share_group_describe,
+    share_group_heartbeat,
     sync_group,
     txn_offset_commit,
     vote,
@@ -123,6 +127,10 @@ APIS: dict[int, Api] = {
         sasl_authenticate.API,
         describe_user_scram_credentials.API,
         alter_user_scram_credentials.API,
+        share_group_heartbeat.API,
+        share_group_describe.API,
+        share_fetch.API,
+        share_acknowledge.API,
     )
 }
 

@@ -1,0 +1,148 @@
+"""The broker's share groups: membership of the groups it coordinates, the share-partitions of the partitions it
+leads, and the share sessions of the members fetching from it.
+
+Everything is in memory in this slice (nothing is written to `__share_group_state` yet): a broker restart or a
+leader change starts the share-partitions again from `share.auto.offset.reset`.
+
+Time is the injected clock's monotonic milliseconds. Expired members are removed and expired locks released
+lazily, on the next share request that touches them; a ShareFetch waiting for records is woken by appends to
+its partitions and by records made available again (released, or their member gone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Self
+
+from moldau.share.group import Heartbeat, HeartbeatAnswer, MembershipSettings, ShareGroup
+from moldau.share.partition import SharePartition, ShareSettings
+from moldau.share.sessions import ShareSessions
+
+if TYPE_CHECKING:
+    from moldau.clock import Clock
+    from moldau.config import BrokerConfig
+    from moldau.replication.replica_manager import ReplicaManager
+
+SessionPartition = tuple[uuid.UUID, int]  # (topic id, partition), as ShareFetch names them
+
+
+@dataclass(frozen=True, slots=True)
+class ShareBrokerSettings:
+    membership: MembershipSettings = field(default_factory=MembershipSettings)
+    partition: ShareSettings = field(default_factory=ShareSettings)
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> Self:
+        return cls(
+            MembershipSettings(
+                heartbeat_interval_ms=config.get_int("group.share.heartbeat.interval.ms"),
+                session_timeout_ms=config.get_int("group.share.session.timeout.ms"),
+                max_size=config.get_int("group.share.max.size"),
+            ),
+            ShareSettings(
+                record_lock_duration_ms=config.get_int("group.share.record.lock.duration.ms"),
+                delivery_count_limit=config.get_int("group.share.delivery.count.limit"),
+                max_record_locks=config.get_int("group.share.partition.max.record.locks"),
+                auto_offset_reset=config.get_str("share.auto.offset.reset") or "latest",
+            ),
+        )
+
+
+class ShareGroups:
+    def __init__(self, settings: ShareBrokerSettings, clock: Clock, replicas: ReplicaManager) -> None:
+        self.settings = settings
+        self._clock = clock
+        self._replicas = replicas
+        self.groups: dict[str, ShareGroup] = {}
+        self.partitions: dict[tuple[str, str, int], SharePartition] = {}
+        self.sessions: ShareSessions[SessionPartition] = ShareSessions()
+        self._waiters: set[asyncio.Future[None]] = set()
+
+    def now_ms(self) -> int:
+        return int(self._clock.monotonic_ms())
+
+    # -- membership ----------------------------------------------------------------------------------------
+
+    def heartbeat(self, group_id: str, request: Heartbeat, partitions_of: Callable[[str], int | None]
+                  ) -> HeartbeatAnswer:
+        now = self.now_ms()
+        self.expire_members(now)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ShareGroup(group_id, self.settings.membership)
+        known = request.member_id in group.members
+        answer = group.heartbeat(request, now, partitions_of)
+        if known and request.member_id not in group.members:
+            self.member_gone(group_id, request.member_id)
+        return answer
+
+    def describe(self, group_id: str) -> ShareGroup | None:
+        self.expire_members(self.now_ms())
+        return self.groups.get(group_id)
+
+    def list_groups(self) -> list[ShareGroup]:
+        self.expire_members(self.now_ms())
+        return list(self.groups.values())
+
+    def expire_members(self, now_ms: int) -> None:
+        for group in self.groups.values():
+            for member_id in group.expire(now_ms):
+                self.member_gone(group.group_id, member_id)
+
+    def member_gone(self, group_id: str, member_id: str) -> None:
+        """The member left or was removed: its session ends and what it held here is released."""
+        self.sessions.close(group_id, member_id)
+        self.release(group_id, member_id)
+
+    def release(self, group_id: str, member_id: str) -> None:
+        for (group, _, _), partition in self.partitions.items():
+            if group == group_id:
+                partition.release_member(member_id)
+        self.notify()
+
+    # -- share-partitions ----------------------------------------------------------------------------------
+
+    def share_partition(self, group_id: str, topic: str, partition: int, log_start: int,
+                        log_end: int) -> SharePartition:
+        """The group's share-partition of a partition led here, started from `share.auto.offset.reset` when new;
+        records the log no longer has are archived."""
+        key = (group_id, topic, partition)
+        found = self.partitions.get(key)
+        if found is None:
+            found = self.partitions[key] = SharePartition.initial(self.settings.partition, log_start, log_end)
+        found.move_start(log_start)
+        return found
+
+    def forget_partitions(self, keep: Callable[[str, int], bool]) -> None:
+        """Drop the share-partitions of partitions no longer led here."""
+        for key in [k for k in self.partitions if not keep(k[1], k[2])]:
+            del self.partitions[key]
+
+    # -- waiting -------------------------------------------------------------------------------------------
+
+    def notify(self) -> None:
+        """Records may have become available: wake the ShareFetches waiting."""
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def wait(self, partitions: Iterable[tuple[str, int]], timeout_ms: float) -> None:
+        """Until one of these partitions gets an append, records are released, or the timeout."""
+        if timeout_ms <= 0:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        hosted = [h for k in partitions if (h := self._replicas.partitions.get(k)) is not None]
+        for h in hosted:
+            h.waiters.add(waiter)
+        self._waiters.add(waiter)
+        try:
+            await asyncio.wait_for(waiter, timeout_ms / 1000.0)
+        except TimeoutError:
+            pass
+        finally:
+            self._waiters.discard(waiter)
+            for h in hosted:
+                h.waiters.discard(waiter)
