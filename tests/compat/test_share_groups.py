@@ -1,0 +1,242 @@
+"""Share groups (KIP-932) with confluent-kafka's ShareConsumer against a real broker process.
+
+One broker for the module, started with `share.auto.offset.reset=earliest` (so records produced before the
+consumers join are theirs), a short `group.share.record.lock.duration.ms` (so a dead consumer's records come back
+quickly) and `group.share.delivery.count.limit=3`. Every test uses its own topic and group.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.polling import wait_until
+from tests.support.raw_client import RawClient
+
+LOCK_MS = 2000
+DELIVERY_LIMIT = 3
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path_factory.mktemp("share-broker"), {
+        "share.auto.offset.reset": "earliest",
+        "group.share.record.lock.duration.ms": str(LOCK_MS),
+        "group.share.delivery.count.limit": str(DELIVERY_LIMIT),
+        "group.share.heartbeat.interval.ms": "500",
+    })
+    proc.start()
+    yield proc
+    try:
+        proc.stop()
+    finally:
+        proc.cleanup()
+
+
+def new_topic(broker: BrokerProcess, values: list[bytes], partitions: int = 1) -> str:
+    name = f"share-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result()
+    produce(broker, name, values)
+    return name
+
+
+def produce(broker: BrokerProcess, topic: str, values: list[bytes]) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for value in values:
+        producer.produce(topic, value=value)
+    assert producer.flush(10) == 0
+
+
+def share_consumer(broker: BrokerProcess, group: str, topic: str, **config: Any) -> ShareConsumer:
+    consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group, **config})
+    consumer.subscribe([topic])
+    return consumer
+
+
+def poll_until(consumer: ShareConsumer, done: Any, timeout_s: float = 30.0,
+               on_message: Any = None) -> list[Any]:
+    """Poll, collecting messages, until `done(collected)`; fails after `timeout_s`."""
+    collected: list[Any] = []
+
+    def step() -> bool:
+        for message in consumer.poll(0.5):
+            assert message.error() is None, message.error()
+            collected.append(message)
+            if on_message is not None:
+                on_message(message)
+        return bool(done(collected))
+
+    wait_until(step, timeout_s, "the share consumer never got what it waited for")
+    return collected
+
+
+def test_five_consumers_share_one_partition_and_each_record_goes_to_exactly_one(broker: BrokerProcess) -> None:
+    values = [f"r{i}".encode() for i in range(300)]
+    topic = new_topic(broker, values)
+    received: dict[int, list[bytes]] = {i: [] for i in range(5)}
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def consume(index: int) -> None:
+        with share_consumer(broker, "five", topic, **{"max.poll.records": 5}) as consumer:
+            while not stop.is_set():
+                for message in consumer.poll(0.2):
+                    if message.error() is None:
+                        with lock:
+                            received[index].append(message.value())
+            consumer.poll(0.2)  # implicit acknowledgement of the last poll's records
+
+    threads = [threading.Thread(target=consume, args=(i,)) for i in range(5)]
+    for thread in threads:
+        thread.start()
+    try:
+        wait_until(lambda: sum(len(v) for v in received.values()) >= len(values), 60.0,
+                   "the five consumers never got every record")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    everything = [v for got in received.values() for v in got]
+    assert sorted(everything) == sorted(values)  # each record exactly once, none lost
+    assert sum(1 for got in received.values() if got) >= 2, "one consumer took every record"
+
+
+def test_released_records_come_back_with_a_higher_delivery_count_and_rejected_ones_never(
+        broker: BrokerProcess) -> None:
+    topic = new_topic(broker, [b"release-me", b"reject-me", b"accept-me"])
+    with share_consumer(broker, "explicit", topic, **{"share.acknowledgement.mode": "explicit"}) as consumer:
+        first = poll_until(consumer, lambda got: len(got) >= 3)
+        by_value = {m.value(): m for m in first}
+        assert {m.delivery_count() for m in first} == {1}
+        consumer.acknowledge(by_value[b"release-me"], AcknowledgeType.RELEASE)
+        consumer.acknowledge(by_value[b"reject-me"], AcknowledgeType.REJECT)
+        consumer.acknowledge(by_value[b"accept-me"], AcknowledgeType.ACCEPT)
+        consumer.commit_sync()
+        produce(broker, topic, [b"sentinel"])
+        seen: list[tuple[bytes, int]] = []
+
+        def accept(message: Any) -> None:
+            seen.append((message.value(), message.delivery_count()))
+            consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+
+        poll_until(consumer, lambda got: {b"release-me", b"sentinel"} <= {m.value() for m in got},
+                   on_message=accept)
+        consumer.commit_sync()
+    assert (b"release-me", 2) in seen
+    assert all(value not in (b"reject-me", b"accept-me") for value, _ in seen)
+
+
+def test_records_of_a_closed_consumer_are_redelivered(broker: BrokerProcess) -> None:
+    values = [f"c{i}".encode() for i in range(5)]
+    topic = new_topic(broker, values)
+    explicit = {"share.acknowledgement.mode": "explicit"}
+    with share_consumer(broker, "closing", topic, **explicit) as first:
+        held = poll_until(first, lambda got: len(got) >= len(values))
+    assert sorted(m.value() for m in held) == sorted(values)
+    with share_consumer(broker, "closing", topic, **explicit) as second:
+        again = poll_until(second, lambda got: len(got) >= len(values),
+                           on_message=lambda m: second.acknowledge(m, AcknowledgeType.ACCEPT))
+        second.commit_sync()
+    assert sorted(m.value() for m in again) == sorted(values)
+    assert {m.delivery_count() for m in again} == {2}
+
+
+KILLED_CONSUMER = """
+import os, sys
+from confluent_kafka import ShareConsumer
+consumer = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                          "share.acknowledgement.mode": "explicit"})
+consumer.subscribe([sys.argv[3]])
+got = []
+while len(got) < int(sys.argv[4]):
+    got += [m.offset() for m in consumer.poll(0.5) if m.error() is None]
+print(" ".join(map(str, sorted(got))), flush=True)
+os._exit(0)  # killed: no acknowledgement, no session close, no leave
+"""
+
+
+def test_records_of_a_killed_consumer_are_redelivered_after_the_lock_duration(broker: BrokerProcess,
+                                                                               tmp_path: Path) -> None:
+    values = [f"k{i}".encode() for i in range(4)]
+    topic = new_topic(broker, values)
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_CONSUMER)
+    done = subprocess.run([sys.executable, str(script), broker.bootstrap, "killed", topic, str(len(values))],
+                          capture_output=True, text=True, timeout=60, check=True)
+    held = [int(o) for o in done.stdout.split()]
+    assert held == [0, 1, 2, 3]
+    with share_consumer(broker, "killed", topic) as survivor:
+        again = poll_until(survivor, lambda got: len(got) >= len(values))
+        survivor.commit_sync()
+    assert sorted(m.offset() for m in again) == held
+    assert {m.delivery_count() for m in again} == {2}
+
+
+def test_a_record_released_up_to_the_delivery_limit_is_archived(broker: BrokerProcess) -> None:
+    topic = new_topic(broker, [b"poison"])
+    counts: list[int] = []
+    with share_consumer(broker, "limit", topic, **{"share.acknowledgement.mode": "explicit"}) as consumer:
+        for _ in range(DELIVERY_LIMIT):
+            (message,) = poll_until(consumer, lambda got: len(got) >= 1)
+            counts.append(message.delivery_count())
+            consumer.acknowledge(message, AcknowledgeType.RELEASE)
+            consumer.commit_sync()
+        produce(broker, topic, [b"after"])
+        rest = poll_until(consumer, lambda got: any(m.value() == b"after" for m in got),
+                          on_message=lambda m: consumer.acknowledge(m, AcknowledgeType.ACCEPT))
+        consumer.commit_sync()
+    assert counts == list(range(1, DELIVERY_LIMIT + 1))
+    assert [m.value() for m in rest] == [b"after"]  # the poison record was archived, not delivered again
+
+
+def test_a_share_group_and_a_classic_group_each_get_every_record(broker: BrokerProcess) -> None:
+    values = [f"b{i}".encode() for i in range(50)]
+    topic = new_topic(broker, values, partitions=2)
+    with share_consumer(broker, "both-share", topic) as shared:
+        got = poll_until(shared, lambda got: len(got) >= len(values))
+        shared.commit_sync()
+    classic = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "both-classic",
+                        "auto.offset.reset": "earliest"})
+    try:
+        classic.subscribe([topic])
+        classic_got: list[bytes] = []
+
+        def step() -> bool:
+            message = classic.poll(0.5)
+            if message is not None and message.error() is None:
+                classic_got.append(message.value())
+            return len(classic_got) >= len(values)
+
+        wait_until(step, 30.0, "the classic consumer never got every record")
+    finally:
+        classic.close()
+    assert sorted(m.value() for m in got) == sorted(values)
+    assert sorted(classic_got) == sorted(values)
+
+
+def test_share_groups_are_listed_and_described(broker: BrokerProcess) -> None:
+    topic = new_topic(broker, [b"x"])
+    with share_consumer(broker, "described", topic) as consumer:
+        poll_until(consumer, lambda got: len(got) >= 1)
+        with RawClient(broker.bootstrap) as client:
+            listed = client.request(ListGroupsRequest(states_filter=(), types_filter=("share",)))
+            described = client.request(ShareGroupDescribeRequest(group_ids=("described",),
+                                                                 include_authorized_operations=False))
+    assert ("described", "share", "Stable") in {(g.group_id, g.group_type, g.group_state) for g in listed.groups}
+    (group,) = described.groups
+    (member,) = group.members
+    assert group.group_state == "Stable" and member.subscribed_topic_names == (topic,)
+    assert [(t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == [(topic, (0,))]
