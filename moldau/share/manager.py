@@ -73,11 +73,9 @@ class ShareGroups:
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = ShareGroup(group_id, self.settings.membership)
-        known = request.member_id in group.members
-        answer = group.heartbeat(request, now, partitions_of)
-        if known and request.member_id not in group.members:
-            self.member_gone(group_id, request.member_id)
-        return answer
+        # A member leaving (epoch -1) keeps its share sessions: a closing consumer sends its last acknowledgements
+        # and closes them (epoch -1) in parallel with the leave, and they must still find what it holds.
+        return group.heartbeat(request, now, partitions_of)
 
     def describe(self, group_id: str) -> ShareGroup | None:
         self.expire_members(self.now_ms())
@@ -93,7 +91,7 @@ class ShareGroups:
                 self.member_gone(group.group_id, member_id)
 
     def member_gone(self, group_id: str, member_id: str) -> None:
-        """The member left or was removed: its session ends and what it held here is released."""
+        """The member was removed for silence: its session ends and what it held here is released."""
         self.sessions.close(group_id, member_id)
         self.release(group_id, member_id)
 

@@ -41,7 +41,7 @@ Key = tuple[uuid.UUID, int]
 
 @dataclass(slots=True)
 class _Answer(PartitionOutcome):
-    records: bytes | None = None
+    records: bytes = b""  # the response's records are not nullable
     acquired: list[AcquiredRange] = field(default_factory=list)
     acknowledged: bool = False
 
