@@ -5,8 +5,9 @@ in-flight window; each of them is in one state:
 
 - Available: may be acquired by any member (again, after a release or an expired lock);
 - Acquired: handed to one member, locked for `share.record.lock.duration.ms`; only that member may acknowledge it;
-- Acknowledged: processed (ACCEPT, or a gap in the log the consumer skipped);
-- Archived: given up (REJECT, or released/expired once it reached `share.delivery.count.limit` deliveries).
+- Acknowledged: processed (ACCEPT);
+- Archived: given up (REJECT, a GAP the consumer found no record at, or released/expired once it reached
+  `share.delivery.count.limit` deliveries).
 
 Every acquisition counts one delivery. A record released (or whose lock expires) after its last allowed delivery
 is archived instead of made available again, so no record is delivered more than the limit. The SPSO moves past
@@ -238,7 +239,9 @@ class SharePartition:
         if ack == AckType.RELEASE:
             self._release(record)
             return
-        record.state = RecordState.ARCHIVED if ack == AckType.REJECT else RecordState.ACKNOWLEDGED
+        # A gap is an offset with no record for the consumer (a control record, one compacted away): nothing to
+        # deliver, so it is archived like a rejected record; only ACCEPT makes a record Acknowledged.
+        record.state = RecordState.ACKNOWLEDGED if ack == AckType.ACCEPT else RecordState.ARCHIVED
         record.member_id = None
         record.lock_deadline_ms = None
 
