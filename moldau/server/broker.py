@@ -361,6 +361,11 @@ class Broker:
         self.quorum.add_listener(follow)
         return share
 
+    def _connection_lost(self, conn: KafkaConnection) -> None:
+        """A client's connection is gone: the share sessions it carried end, as in Kafka (KAFKA-19015)."""
+        if hasattr(self, "share"):  # a controller-only node has no share groups
+            self.share.connection_closed(conn.peer)
+
     def _leads(self, topic: str, partition: int) -> bool:
         hosted = self.replicas.partitions.get((topic, partition))
         return hosted is not None and hosted.leader_state is not None
@@ -439,7 +444,8 @@ class Broker:
                     # On SASL_SSL the principal comes from SASL, as in Kafka; on SSL from the client certificate.
                     tls.principal_mapper if tls is not None and self.config.security_protocol(name) == "SSL"
                     else None,
-                    connection_quotas=None if controller else self.connection_quotas, sasl=sasl),
+                    connection_quotas=None if controller else self.connection_quotas, sasl=sasl,
+                    on_lost=self._connection_lost),
                 host or None, port, reuse_address=True, backlog=1024, start_serving=controller,
                 ssl=tls.context if tls is not None else None,
             )

@@ -95,6 +95,11 @@ class ShareGroups:
         self.sessions.close(group_id, member_id)
         self.release(group_id, member_id)
 
+    def connection_closed(self, connection: str) -> None:
+        """The sessions of a connection that is gone end, and their members' records here are released."""
+        for session in self.sessions.close_connection(connection):
+            self.release(session.group_id, session.member_id)
+
     def release(self, group_id: str, member_id: str) -> None:
         for (group, _, _), partition in self.partitions.items():
             if group == group_id:

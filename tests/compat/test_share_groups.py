@@ -1,12 +1,13 @@
 """Share groups (KIP-932) with confluent-kafka's ShareConsumer against a real broker process.
 
 One broker for the module, started with `share.auto.offset.reset=earliest` (so records produced before the
-consumers join are theirs), a short `group.share.record.lock.duration.ms` (so a dead consumer's records come back
-quickly) and `group.share.delivery.count.limit=3`. Every test uses its own topic and group.
+consumers join are theirs), a short `group.share.record.lock.duration.ms` (so a stopped consumer's records come
+back quickly) and `group.share.delivery.count.limit=3`. Every test uses its own topic and group.
 """
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import threading
@@ -162,8 +163,8 @@ def test_records_of_a_closed_consumer_are_redelivered(broker: BrokerProcess) -> 
     assert {m.delivery_count() for m in again} == {2}
 
 
-KILLED_CONSUMER = """
-import os, sys
+HOLDING_CONSUMER = """
+import os, sys, time
 from confluent_kafka import ShareConsumer
 consumer = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
                           "share.acknowledgement.mode": "explicit"})
@@ -172,23 +173,51 @@ got = []
 while len(got) < int(sys.argv[4]):
     got += [m.offset() for m in consumer.poll(0.5) if m.error() is None]
 print(" ".join(map(str, sorted(got))), flush=True)
-os._exit(0)  # killed: no acknowledgement, no session close, no leave
+if sys.argv[5] == "exit":
+    os._exit(0)  # killed: no acknowledgement, no session close, no leave; the connection drops
+time.sleep(600)  # stopped by the test (SIGSTOP): the connection stays open, nothing is acknowledged
 """
 
 
-def test_records_of_a_killed_consumer_are_redelivered_after_the_lock_duration(broker: BrokerProcess,
-                                                                               tmp_path: Path) -> None:
-    values = [f"k{i}".encode() for i in range(4)]
-    topic = new_topic(broker, values)
-    script = tmp_path / "killed.py"
-    script.write_text(KILLED_CONSUMER)
-    done = subprocess.run([sys.executable, str(script), broker.bootstrap, "killed", topic, str(len(values))],
-                          capture_output=True, text=True, timeout=60, check=True)
-    held = [int(o) for o in done.stdout.split()]
-    assert held == [0, 1, 2, 3]
-    with share_consumer(broker, "killed", topic) as survivor:
-        again = poll_until(survivor, lambda got: len(got) >= len(values))
+def holding_consumer(broker: BrokerProcess, tmp_path: Path, group: str, topic: str, count: int,
+                     then: str) -> tuple[subprocess.Popen[str], list[int]]:
+    """A consumer in its own process that takes `count` records without acknowledging them; the offsets."""
+    script = tmp_path / "holding.py"
+    script.write_text(HOLDING_CONSUMER)
+    proc = subprocess.Popen([sys.executable, str(script), broker.bootstrap, group, topic, str(count), then],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    return proc, [int(o) for o in line.split()]
+
+
+def redelivered(broker: BrokerProcess, group: str, topic: str, count: int) -> list[Any]:
+    with share_consumer(broker, group, topic) as survivor:
+        again = poll_until(survivor, lambda got: len(got) >= count)
         survivor.commit_sync()
+    return again
+
+
+def test_records_of_a_killed_consumer_are_redelivered(broker: BrokerProcess, tmp_path: Path) -> None:
+    topic = new_topic(broker, [f"k{i}".encode() for i in range(4)])
+    proc, held = holding_consumer(broker, tmp_path, "killed", topic, 4, "exit")
+    assert proc.wait(30) == 0 and held == [0, 1, 2, 3]
+    again = redelivered(broker, "killed", topic, 4)
+    assert sorted(m.offset() for m in again) == held
+    assert {m.delivery_count() for m in again} == {2}
+
+
+def test_records_of_a_stopped_consumer_are_redelivered_when_their_locks_expire(broker: BrokerProcess,
+                                                                              tmp_path: Path) -> None:
+    topic = new_topic(broker, [f"s{i}".encode() for i in range(4)])
+    proc, held = holding_consumer(broker, tmp_path, "stopped", topic, 4, "stop")
+    try:
+        assert held == [0, 1, 2, 3]
+        proc.send_signal(signal.SIGSTOP)  # connected, member of the group, holding its records: only locks expire
+        again = redelivered(broker, "stopped", topic, 4)
+    finally:
+        proc.kill()
+        proc.wait(30)
     assert sorted(m.offset() for m in again) == held
     assert {m.delivery_count() for m in again} == {2}
 

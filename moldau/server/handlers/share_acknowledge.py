@@ -28,7 +28,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if not group_id or not member_id:
         return _response(ctx, {}, ErrorCode.invalid_request, "group id and member id must be set")
     try:
-        share.sessions.acknowledge(group_id, member_id, epoch, share.now_ms())
+        share.sessions.acknowledge(group_id, member_id, epoch, share.now_ms(), ctx.peer)
     except KafkaError as exc:
         return _response(ctx, {}, exc.code, exc.message)
     outcomes = {(t.topic_id, p.partition_index): acknowledge(ctx, group_id, member_id, t.topic_id,

@@ -58,7 +58,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     named = [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions]
     forgotten = [(t.topic_id, p) for t in request.forgotten_topics_data for p in t.partitions]
     try:
-        session = share.sessions.fetch(group_id, member_id, epoch, named, forgotten, share.now_ms())
+        session = share.sessions.fetch(group_id, member_id, epoch, named, forgotten, share.now_ms(), ctx.peer)
     except KafkaError as exc:
         return _failed(ctx, exc.code, exc.message)
     answers: dict[Key, _Answer] = {}

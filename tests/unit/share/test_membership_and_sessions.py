@@ -106,3 +106,13 @@ def test_locks_expire_and_renew_extends_them() -> None:
 def test_latest_starts_at_the_log_end_and_earliest_at_the_log_start() -> None:
     assert SharePartition.initial(ShareSettings(), 3, 10).start_offset == 10
     assert SharePartition.initial(ShareSettings(auto_offset_reset="earliest"), 3, 10).start_offset == 3
+
+
+def test_sessions_end_with_the_connection_of_their_last_request() -> None:
+    sessions: ShareSessions[tuple[str, int]] = ShareSessions()
+    sessions.fetch("g", "a", 0, [("t", 0)], [], 0, connection="10.0.0.1:5000")
+    sessions.fetch("g", "b", 0, [("t", 0)], [], 0, connection="10.0.0.1:5001")
+    sessions.fetch("g", "b", 1, [], [], 0, connection="10.0.0.1:5002")  # b reconnected
+    assert [s.member_id for s in sessions.close_connection("10.0.0.1:5001")] == []
+    assert [s.member_id for s in sessions.close_connection("10.0.0.1:5000")] == ["a"]
+    assert sessions.get("g", "a") is None and sessions.get("g", "b") is not None
