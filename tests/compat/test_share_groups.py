@@ -2,7 +2,8 @@
 
 One broker for the module, started with `share.auto.offset.reset=earliest` (so records produced before the
 consumers join are theirs), a short `group.share.record.lock.duration.ms` (so a stopped consumer's records come
-back quickly) and `group.share.delivery.count.limit=3`. Every test uses its own topic and group.
+back quickly), a short `group.share.session.timeout.ms` (so a silent member is removed within the test) and
+`group.share.delivery.count.limit=3`. Every test uses its own topic and group.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from tests.support.raw_client import RawClient
 
 LOCK_MS = 2000
 DELIVERY_LIMIT = 3
+SESSION_TIMEOUT_MS = 6000
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +39,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         "group.share.record.lock.duration.ms": str(LOCK_MS),
         "group.share.delivery.count.limit": str(DELIVERY_LIMIT),
         "group.share.heartbeat.interval.ms": "500",
+        "group.share.session.timeout.ms": str(SESSION_TIMEOUT_MS),
     })
     proc.start()
     yield proc
@@ -264,16 +267,38 @@ def test_a_share_group_and_a_classic_group_each_get_every_record(broker: BrokerP
     assert sorted(classic_got) == sorted(values)
 
 
+def describe(broker: BrokerProcess, group_id: str) -> Any:
+    with RawClient(broker.bootstrap) as client:
+        (group,) = client.request(ShareGroupDescribeRequest(group_ids=(group_id,),
+                                                            include_authorized_operations=False)).groups
+    return group
+
+
 def test_share_groups_are_listed_and_described(broker: BrokerProcess) -> None:
     topic = new_topic(broker, [b"x"])
-    with share_consumer(broker, "described", topic) as consumer:
-        poll_until(consumer, lambda got: len(got) >= 1)
+    with share_consumer(broker, "described", topic) as first, share_consumer(broker, "described", topic) as second:
+        poll_until(first, lambda got: len(got) >= 1)
+        wait_until(lambda: second.poll(0.2) is not None and len(describe(broker, "described").members) == 2, 30.0,
+                   "the second member never showed up")
         with RawClient(broker.bootstrap) as client:
             listed = client.request(ListGroupsRequest(states_filter=(), types_filter=("share",)))
-            described = client.request(ShareGroupDescribeRequest(group_ids=("described",),
-                                                                 include_authorized_operations=False))
+        group = describe(broker, "described")
     assert ("described", "share", "Stable") in {(g.group_id, g.group_type, g.group_state) for g in listed.groups}
-    (group,) = described.groups
-    (member,) = group.members
-    assert group.group_state == "Stable" and member.subscribed_topic_names == (topic,)
-    assert [(t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == [(topic, (0,))]
+    assert group.group_state == "Stable" and len(group.members) == 2
+    for member in group.members:  # both members are assigned the one partition
+        assert member.subscribed_topic_names == (topic,) and 0 < member.member_epoch <= group.group_epoch
+        assert [(t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == [(topic, (0,))]
+    wait_until(lambda: describe(broker, "described").group_state == "Empty", 30.0, "the members never left")
+
+
+def test_a_silent_member_is_removed_after_the_session_timeout(broker: BrokerProcess, tmp_path: Path) -> None:
+    topic = new_topic(broker, [b"y"])
+    proc, held = holding_consumer(broker, tmp_path, "silent", topic, 1, "stop")
+    try:
+        assert held == [0]
+        assert len(describe(broker, "silent").members) == 1
+        proc.send_signal(signal.SIGSTOP)  # no more heartbeats, connection open
+        wait_until(lambda: not describe(broker, "silent").members, 30.0, "the silent member was never removed")
+    finally:
+        proc.kill()
+        proc.wait(30)
