@@ -20,8 +20,10 @@ from typing import Any
 import pytest
 from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
 from kio.schema.list_groups.v5.request import ListGroupsRequest
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.polling import wait_until
@@ -265,6 +267,10 @@ def test_a_share_group_and_a_classic_group_each_get_every_record(broker: BrokerP
         classic.close()
     assert sorted(m.value() for m in got) == sorted(values)
     assert sorted(classic_got) == sorted(values)
+    with RawClient(broker.bootstrap) as client:  # the classic group's id is not a share group's
+        refused = client.request(ShareGroupHeartbeatRequest(group_id="both-classic", member_id="m1", member_epoch=0,
+                                                            subscribed_topic_names=(topic,)))
+    assert refused.error_code == ErrorCode.group_id_not_found
 
 
 def describe(broker: BrokerProcess, group_id: str) -> Any:

@@ -3,7 +3,8 @@
 The member generates its id; epoch 0 joins (with the subscribed topic names), -1 leaves, any other epoch must be
 the member's current one. The answer carries the member epoch and, when it changed, the partitions the member
 may fetch from (every partition of its subscribed topics: see `moldau.share.group`). Share groups are served by
-the broker that coordinates the group id (FindCoordinator's answer); any other answers NOT_COORDINATOR.
+the broker that coordinates the group id (FindCoordinator's answer); any other answers NOT_COORDINATOR. A group id
+taken by a classic or consumer group gets GROUP_ID_NOT_FOUND ("not a share group"), as in Kafka.
 """
 
 from __future__ import annotations
@@ -25,9 +26,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if problem is not None:
         return _response(ctx, HeartbeatAnswer(ErrorCode.invalid_request, message=problem))
     try:
-        ctx.broker.groups.coordinator.shard(request.group_id)
+        shard = ctx.broker.groups.coordinator.shard(request.group_id)
     except KafkaError as exc:
         return _response(ctx, HeartbeatAnswer(exc.code, message=exc.message))
+    if request.group_id in shard.groups or request.group_id in shard.consumer_groups:
+        return _response(ctx, HeartbeatAnswer(ErrorCode.group_id_not_found,
+                                              message=f"group {request.group_id} is not a share group"))
     heartbeat = Heartbeat(
         member_id=request.member_id,
         member_epoch=request.member_epoch,
