@@ -78,7 +78,8 @@ from moldau.server.dispatch import Dispatcher
 from moldau.server.internal_topics import InternalTopics
 from moldau.server.replica_links import ReplicaLinks
 from moldau.server.txn_links import TxnLinks
-from moldau.share.manager import ShareBrokerSettings, ShareGroups
+from moldau.share.manager import ShareGroups
+from moldau.share.settings import ShareBrokerSettings
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
 

@@ -4,7 +4,8 @@
   states, delivery counts and acquisition locks);
 - `group`: share group membership (ShareGroupHeartbeat) with server-side assignment, sans-I/O;
 - `sessions`: share sessions (ShareFetch's session id and epoch), sans-I/O;
-- `manager`: the broker's share-partitions and groups, with the clock and the log reads around them.
+- `settings`: the broker configs they follow;
+- `manager`: the broker's share-partitions, groups and sessions, with the clock and ShareFetch's waiting.
 
 State is kept in memory on the partition leader in this slice; `__share_group_state` is not written yet.
 """

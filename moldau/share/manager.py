@@ -14,41 +14,18 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
-from moldau.share.group import Heartbeat, HeartbeatAnswer, MembershipSettings, ShareGroup
-from moldau.share.partition import SharePartition, ShareSettings
+from moldau.share.group import Heartbeat, HeartbeatAnswer, ShareGroup
+from moldau.share.partition import SharePartition
 from moldau.share.sessions import ShareSessions
+from moldau.share.settings import ShareBrokerSettings
 
 if TYPE_CHECKING:
     from moldau.clock import Clock
-    from moldau.config import BrokerConfig
     from moldau.replication.replica_manager import ReplicaManager
 
 SessionPartition = tuple[uuid.UUID, int]  # (topic id, partition), as ShareFetch names them
-
-
-@dataclass(frozen=True, slots=True)
-class ShareBrokerSettings:
-    membership: MembershipSettings = field(default_factory=MembershipSettings)
-    partition: ShareSettings = field(default_factory=ShareSettings)
-
-    @classmethod
-    def from_config(cls, config: BrokerConfig) -> Self:
-        return cls(
-            MembershipSettings(
-                heartbeat_interval_ms=config.get_int("group.share.heartbeat.interval.ms"),
-                session_timeout_ms=config.get_int("group.share.session.timeout.ms"),
-                max_size=config.get_int("group.share.max.size"),
-            ),
-            ShareSettings(
-                record_lock_duration_ms=config.get_int("group.share.record.lock.duration.ms"),
-                delivery_count_limit=config.get_int("group.share.delivery.count.limit"),
-                max_record_locks=config.get_int("group.share.partition.max.record.locks"),
-                auto_offset_reset=config.get_str("share.auto.offset.reset") or "latest",
-            ),
-        )
 
 
 class ShareGroups:
