@@ -1,0 +1,74 @@
+"""Share groups on a real 3-node cluster: the group coordinated by one broker, the share-partitions on the leaders
+of a topic spread over all three, each consumer holding a share session with every one of them."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.cluster import LocalCluster, metadata_at
+from tests.support.polling import wait_until
+from tests.support.replicated import FAST_FAILOVER
+
+pytestmark = pytest.mark.slow
+
+TOPIC = "work"
+PARTITIONS = 6
+RECORDS = 240
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    overrides = {**FAST_FAILOVER, "offsets.topic.num.partitions": "3", "share.auto.offset.reset": "earliest"}
+    with LocalCluster(tmp_path, 3, overrides=overrides) as started:
+        started.active_controller(timeout_s=30)
+        admin = AdminClient({"bootstrap.servers": started.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+        yield started
+
+
+def test_two_share_consumers_get_every_record_of_partitions_led_by_three_brokers_once(
+        cluster: LocalCluster) -> None:
+    leaders = {p.leader_id for t in metadata_at(cluster.brokers[0].kafka_address or "", [TOPIC]).topics
+               for p in t.partitions}
+    assert len(leaders) == 3, f"the topic's partitions are led by {leaders}, not by all three brokers"
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+    values = [f"w{i}".encode() for i in range(RECORDS)]
+    for i, value in enumerate(values):
+        producer.produce(TOPIC, value=value, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    received: list[list[bytes]] = [[], []]
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def consume(index: int) -> None:
+        consumer = ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": "workers",
+                                  "max.poll.records": 10})
+        consumer.subscribe([TOPIC])
+        try:
+            while not stop.is_set():
+                for message in consumer.poll(0.2):
+                    if message.error() is None:
+                        with lock:
+                            received[index].append(message.value())
+            consumer.poll(0.2)  # implicit acknowledgement of the last records
+        finally:
+            consumer.close()
+
+    threads = [threading.Thread(target=consume, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        wait_until(lambda: sum(len(r) for r in received) >= RECORDS, 90.0, "the consumers never got every record")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    assert sorted(received[0] + received[1]) == sorted(values)
+    for node in cluster.brokers:
+        assert "internal error" not in node.log_tail(100000), node.log_tail()
