@@ -136,11 +136,15 @@ class SharePartition:
                      if r.state == RecordState.ACQUIRED and r.lock_deadline_ms is not None]
         return min(deadlines) if deadlines else None
 
-    def has_available(self, log_end: int) -> bool:
-        """Would `acquire` find something (ignoring expiry)?"""
-        if any(r.state == RecordState.AVAILABLE for r in self.records.values()):
-            return True
-        return self.next_offset < log_end and self.in_flight() < self.settings.max_record_locks
+    def first_acquirable(self, log_end: int) -> int | None:
+        """The first offset `acquire` would take now (after `expire`), or None: what a fetch waiting for
+        `min_bytes` measures from."""
+        available = [o for o, r in self.records.items() if r.state == RecordState.AVAILABLE]
+        if available:
+            return min(available)
+        if self.next_offset < log_end and self.in_flight() < self.settings.max_record_locks:
+            return self.next_offset
+        return None
 
     # -- operations ----------------------------------------------------------------------------------------
 

@@ -8,6 +8,8 @@ back quickly), a short `group.share.session.timeout.ms` (so a silent member is r
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import signal
 import subprocess
 import sys
@@ -22,10 +24,12 @@ from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.share_fetch.v1.request import AcknowledgementBatch, FetchPartition, FetchTopic, ShareFetchRequest
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.cluster import metadata_at
 from tests.support.polling import wait_until
 from tests.support.raw_client import RawClient
 
@@ -308,3 +312,28 @@ def test_a_silent_member_is_removed_after_the_session_timeout(broker: BrokerProc
     finally:
         proc.kill()
         proc.wait(30)
+
+
+def test_share_fetch_over_the_wire_waits_for_min_bytes_then_answers_what_there_is(broker: BrokerProcess) -> None:
+    topic = new_topic(broker, [b"small"])
+    (described,) = metadata_at(broker.bootstrap, [topic]).topics
+    partition = FetchPartition(partition_index=0, acknowledgement_batches=())
+    waiting = ShareFetchRequest(
+        group_id="raw", member_id="m1", share_session_epoch=0, max_wait=dt.timedelta(milliseconds=300),
+        min_bytes=1 << 20, max_records=10, batch_size=10,
+        topics=(FetchTopic(topic_id=described.topic_id, partitions=(partition,)),), forgotten_topics_data=())
+    accept = FetchPartition(partition_index=0, acknowledgement_batches=(
+        AcknowledgementBatch(first_offset=0, last_offset=0, acknowledge_types=(1,)),))
+    with RawClient(broker.bootstrap) as client:
+        first = client.request(waiting)
+        again = client.request(dataclasses.replace(
+            waiting, share_session_epoch=1, min_bytes=1, max_wait=dt.timedelta(0),
+            topics=(FetchTopic(topic_id=described.topic_id, partitions=(accept,)),)))
+        stale = client.request(dataclasses.replace(waiting, share_session_epoch=1, topics=()))
+    ((got,),) = [t.partitions for t in first.responses]
+    assert got.error_code == ErrorCode.none and got.records
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in got.acquired_records] == [(0, 0, 1)]
+    assert first.acquisition_lock_timeout == dt.timedelta(milliseconds=LOCK_MS)
+    ((acked,),) = [t.partitions for t in again.responses]
+    assert acked.acknowledge_error_code == ErrorCode.none and acked.acquired_records == ()
+    assert stale.error_code == ErrorCode.invalid_share_session_epoch

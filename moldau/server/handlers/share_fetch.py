@@ -10,8 +10,9 @@ Then up to `max_records` records are acquired across the session's partitions, a
 holding them are returned with the `acquired_records` ranges (and each range's delivery count); the consumer
 keeps only the acquired offsets. When nothing can be acquired the request waits up to `max_wait_ms` for an
 append to one of its partitions or for records released by someone else, a future completed by either, not a
-sleep loop; acquired records are returned at once (holding them back to reach `min_bytes` would only run
-their locks down), so `min_bytes` counts as one byte.
+sleep loop. Likewise it waits while fewer than `min_bytes` could be acquired (measured in the log from the first
+acquirable offset of each partition); once records are acquired they are returned at once, since holding them
+back would only run their locks down.
 
 Errors per partition: UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED, NOT_LEADER_OR_FOLLOWER,
 UNKNOWN_TOPIC_OR_PARTITION; for the session: SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH.
@@ -73,6 +74,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     max_records = request.max_records if request.max_records > 0 else DEFAULT_MAX_RECORDS
     deadline = ctx.broker.clock.monotonic_ms() + ms_from_timedelta(request.max_wait)
     while True:
+        remaining = deadline - ctx.broker.clock.monotonic_ms()
+        if (request.min_bytes > 1 and remaining > 0
+                and _acquirable_bytes(ctx, group_id, session.partitions, request.min_bytes) < request.min_bytes):
+            await share.wait(_names(ctx, session.partitions), min(remaining, _until_next_lock_expiry(ctx)))
+            continue
         fetched = _acquire_all(ctx, group_id, member_id, sorted(session.partitions, key=str), max_records,
                                request.max_bytes)
         for key, answer in fetched.items():
@@ -114,6 +120,27 @@ def _acquire(ctx: RequestContext, group_id: str, member_id: str, topic: str, hos
     if acquired:
         answer.records = _read(hosted, acquired[0].first_offset, acquired[-1].last_offset, max_bytes)
     return answer
+
+
+def _acquirable_bytes(ctx: RequestContext, group_id: str, partitions: set[Key], min_bytes: int) -> int:
+    """About how many bytes a fetch could acquire now, counted up to `min_bytes` (from one segment per partition,
+    so possibly fewer than there are); `min_bytes` when a partition has an error to answer at once."""
+    share = ctx.broker.share
+    total = 0
+    for topic_id, partition in partitions:
+        try:
+            name, hosted = led_partition(ctx, topic_id, partition)
+            plog = hosted.log
+            found = share.share_partition(group_id, name, partition, plog.log_start_offset, plog.high_watermark)
+            found.expire(share.now_ms())
+            start = found.first_acquirable(plog.high_watermark)
+            if start is not None:
+                total += plog.read(start, min_bytes - total, True).size_bytes
+        except KafkaError:
+            return min_bytes
+        if total >= min_bytes:
+            break
+    return total
 
 
 def _read(hosted: HostedPartition, first: int, last: int, max_bytes: int) -> bytes:

@@ -116,3 +116,13 @@ def test_sessions_end_with_the_connection_of_their_last_request() -> None:
     assert [s.member_id for s in sessions.close_connection("10.0.0.1:5001")] == []
     assert [s.member_id for s in sessions.close_connection("10.0.0.1:5000")] == ["a"]
     assert sessions.get("g", "a") is None and sessions.get("g", "b") is not None
+
+
+def test_the_first_acquirable_offset() -> None:
+    partition = SharePartition(ShareSettings(max_record_locks=2), 0)
+    assert partition.first_acquirable(0) is None  # nothing in the log
+    assert partition.first_acquirable(5) == 0
+    partition.acquire("a", 2, 5, 0)
+    assert partition.first_acquirable(5) is None  # the window is full
+    partition.acknowledge("a", [AckBatch(1, 1, (AckType.RELEASE,))], 1)
+    assert partition.first_acquirable(5) == 1
