@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from moldau.protocol.errors import ErrorCode
 from moldau.share.group import Heartbeat, HeartbeatAnswer, ShareGroup
 from moldau.share.partition import SharePartition
 from moldau.share.sessions import ShareSessions
@@ -61,6 +62,20 @@ class ShareGroups:
     def list_groups(self) -> list[ShareGroup]:
         self.expire_members(self.now_ms())
         return list(self.groups.values())
+
+    def delete_group(self, group_id: str) -> ErrorCode | None:
+        """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members; else it goes, with its
+        share-partitions on this broker. None: no such share group here."""
+        self.expire_members(self.now_ms())
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        if group.members:
+            return ErrorCode.non_empty_group
+        del self.groups[group_id]
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            del self.partitions[key]
+        return ErrorCode.none
 
     def expire_members(self, now_ms: int) -> None:
         for group in self.groups.values():

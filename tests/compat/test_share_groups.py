@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.list_groups.v5.request import ListGroupsRequest
 from kio.schema.share_fetch.v1.request import AcknowledgementBatch, FetchPartition, FetchTopic, ShareFetchRequest
@@ -299,6 +300,19 @@ def test_share_groups_are_listed_and_described(broker: BrokerProcess) -> None:
         assert member.subscribed_topic_names == (topic,) and 0 < member.member_epoch <= group.group_epoch
         assert [(t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == [(topic, (0,))]
     wait_until(lambda: describe(broker, "described").group_state == "Empty", 30.0, "the members never left")
+    with RawClient(broker.bootstrap) as client:
+        (deleted,) = client.request(DeleteGroupsRequest(groups_names=("described",))).results
+    assert deleted.error_code == ErrorCode.none
+    assert describe(broker, "described").error_code == ErrorCode.group_id_not_found
+
+
+def test_a_share_group_with_members_is_not_deleted(broker: BrokerProcess) -> None:
+    topic = new_topic(broker, [b"z"])
+    with share_consumer(broker, "kept", topic) as consumer:
+        poll_until(consumer, lambda got: len(got) >= 1)
+        with RawClient(broker.bootstrap) as client:
+            (refused,) = client.request(DeleteGroupsRequest(groups_names=("kept",))).results
+    assert refused.error_code == ErrorCode.non_empty_group
 
 
 def test_a_silent_member_is_removed_after_the_session_timeout(broker: BrokerProcess, tmp_path: Path) -> None:
