@@ -526,6 +526,9 @@ class BrokerConfig:
     group_share_delivery_count_limit = _Int("group.share.delivery.count.limit")
     group_share_partition_max_record_locks = _Int("group.share.partition.max.record.locks")
     share_auto_offset_reset = _Str("share.auto.offset.reset")
+    share_coordinator_state_topic_num_partitions = _Int("share.coordinator.state.topic.num.partitions")
+    share_coordinator_state_topic_replication_factor = _Int("share.coordinator.state.topic.replication.factor")
+    share_coordinator_state_topic_min_isr = _Int("share.coordinator.state.topic.min.isr")
 
     # Transactions and producer state.
     transactional_id_expiration_ms = _Int("transactional.id.expiration.ms")

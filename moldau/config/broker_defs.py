@@ -335,6 +335,14 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "How many times a share group may deliver a record before it is archived.", at_least(1)),
     ConfigDef("group.share.partition.max.record.locks", _T.INT, "2000",
               "The most records of one share-partition in flight at once.", at_least(1)),
+    ConfigDef("share.coordinator.state.topic.num.partitions", _T.INT, "50",
+              "Partitions of the share-group state topic.", at_least(1)),
+    ConfigDef("share.coordinator.state.topic.replication.factor", _T.SHORT, "3",
+              "Replication factor of the share-group state topic; capped at the number of registered brokers "
+              "when it is created.", at_least(1)),
+    ConfigDef("share.coordinator.state.topic.min.isr", _T.SHORT, "2",
+              "min.insync.replicas of the share-group state topic; capped at its replication factor.",
+              at_least(1)),
     ConfigDef("share.auto.offset.reset", _T.STRING, "latest",
               "Where a share group starts on a partition it has never consumed, for every share group of "
               "this broker: latest or earliest.", OneOf(("latest", "earliest"))),

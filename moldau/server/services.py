@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from moldau.clock import Clock
     from moldau.config import BrokerConfig
     from moldau.coordinator.group.runtime import GroupRuntime
+    from moldau.coordinator.share.coordinator import ShareCoordinator
     from moldau.coordinator.txn.runtime import TxnRuntime
     from moldau.metadata.controller import Controller
     from moldau.metadata.image import MetadataImage
@@ -67,6 +68,8 @@ class BrokerServices(Protocol):
     def groups(self) -> GroupRuntime: ...
     @property
     def share(self) -> ShareGroups: ...
+    @property
+    def share_state(self) -> ShareCoordinator: ...
     @property
     def txn(self) -> TxnRuntime: ...
     @property

@@ -1,8 +1,9 @@
 """The broker's share groups: membership of the groups it coordinates, the share-partitions of the partitions it
 leads, and the share sessions of the members fetching from it.
 
-Everything is in memory in this slice (nothing is written to `__share_group_state` yet): a broker restart or a
-leader change starts the share-partitions again from `share.auto.offset.reset`.
+Share-partition state is durable through a `StateStore` (the share coordinator, `moldau.coordinator.share`):
+read when a share-partition is first used here, written when it starts and after every acknowledgement (the
+acknowledgement is answered once the write is durable). Group membership and share sessions are in memory.
 
 Time is the injected clock's monotonic milliseconds. Expired members are removed and expired locks released
 lazily, on the next share request that touches them; a ShareFetch waiting for records is woken by appends to
@@ -14,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
+from moldau.coordinator.share.records import ShareSnapshot, StateBatch, StateKey
 from moldau.protocol.errors import ErrorCode
 from moldau.share.group import Heartbeat, HeartbeatAnswer, ShareGroup
 from moldau.share.partition import SharePartition
@@ -29,9 +31,24 @@ if TYPE_CHECKING:
 SessionPartition = tuple[uuid.UUID, int]  # (topic id, partition), as ShareFetch names them
 
 
+class StateStore(Protocol):
+    """Where share-partition state is durable: the share coordinator, here or on another broker."""
+
+    async def read(self, key: StateKey, leader_epoch: int) -> ShareSnapshot | None:
+        """None: never written. Raises KafkaError."""
+        ...
+
+    async def write(self, key: StateKey, snapshot: ShareSnapshot) -> ErrorCode: ...
+
+
 class ShareGroups:
-    def __init__(self, settings: ShareBrokerSettings, clock: Clock, replicas: ReplicaManager) -> None:
+    def __init__(self, settings: ShareBrokerSettings, clock: Clock, replicas: ReplicaManager,
+                 store: StateStore | None = None) -> None:
+        """`store`: where share-partition state is kept (None: in memory only, for tests)."""
         self.settings = settings
+        self._store = store
+        self._loading: dict[tuple[str, str, int], asyncio.Task[SharePartition]] = {}
+        self._durable: dict[tuple[str, str, int], tuple[StateKey, int, int]] = {}  # key, leader and state epoch
         self._clock = clock
         self._replicas = replicas
         self.groups: dict[str, ShareGroup] = {}
@@ -75,6 +92,7 @@ class ShareGroups:
         del self.groups[group_id]
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]
+            self._durable.pop(key, None)
         return ErrorCode.none
 
     def expire_members(self, now_ms: int) -> None:
@@ -100,21 +118,53 @@ class ShareGroups:
 
     # -- share-partitions ----------------------------------------------------------------------------------
 
-    def share_partition(self, group_id: str, topic: str, partition: int, log_start: int,
-                        log_end: int) -> SharePartition:
-        """The group's share-partition of a partition led here, started from `share.auto.offset.reset` when new;
-        records the log no longer has are archived."""
+    async def share_partition(self, group_id: str, topic: str, partition: int, topic_id: uuid.UUID,
+                              leader_epoch: int, log_start: int, log_end: int) -> SharePartition:
+        """The group's share-partition of a partition led here: loaded from its durable state the first time
+        (or started from `share.auto.offset.reset`, and that start made durable); records the log no longer has
+        are archived. Raises KafkaError when the share coordinator cannot be reached (yet)."""
         key = (group_id, topic, partition)
         found = self.partitions.get(key)
         if found is None:
-            found = self.partitions[key] = SharePartition.initial(self.settings.partition, log_start, log_end)
+            loading = self._loading.get(key)
+            if loading is None:
+                loading = asyncio.get_running_loop().create_task(
+                    self._load(key, StateKey(group_id, topic_id, partition), leader_epoch, log_start, log_end))
+                self._loading[key] = loading
+                loading.add_done_callback(lambda _: self._loading.pop(key, None))
+            found = await asyncio.shield(loading)
         found.move_start(log_start)
         return found
+
+    async def _load(self, key: tuple[str, str, int], state_key: StateKey, leader_epoch: int, log_start: int,
+                    log_end: int) -> SharePartition:
+        snapshot = None if self._store is None else await self._store.read(state_key, leader_epoch)
+        if snapshot is None:
+            loaded = SharePartition.initial(self.settings.partition, log_start, log_end)
+        else:
+            loaded = SharePartition.restore(self.settings.partition, snapshot.start_offset, [
+                (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in snapshot.batches])
+        self._durable[key] = (state_key, leader_epoch, 0 if snapshot is None else snapshot.state_epoch)
+        self.partitions[key] = loaded
+        if snapshot is None:
+            await self.persist(key)  # the start `latest` picked must not move on a restart
+        return loaded
+
+    async def persist(self, key: tuple[str, str, int]) -> ErrorCode:
+        """Write the share-partition's state to the share coordinator; ErrorCode.none once it is durable."""
+        found, durable = self.partitions.get(key), self._durable.get(key)
+        if self._store is None or found is None or durable is None:
+            return ErrorCode.none
+        state_key, leader_epoch, state_epoch = durable
+        batches = tuple(StateBatch(*b) for b in found.state_batches())
+        return await self._store.write(state_key, ShareSnapshot(0, state_epoch, leader_epoch, found.start_offset,
+                                                                batches))
 
     def forget_partitions(self, keep: Callable[[str, int], bool]) -> None:
         """Drop the share-partitions of partitions no longer led here."""
         for key in [k for k in self.partitions if not keep(k[1], k[2])]:
             del self.partitions[key]
+            self._durable.pop(key, None)
 
     # -- waiting -------------------------------------------------------------------------------------------
 

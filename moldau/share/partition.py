@@ -115,6 +115,37 @@ class SharePartition:
         start = log_start if settings.auto_offset_reset == "earliest" else log_end
         return cls(settings, start)
 
+    @classmethod
+    def restore(cls, settings: ShareSettings, start_offset: int,
+                batches: Iterable[tuple[int, int, int, int]]) -> SharePartition:
+        """A share-partition from its durable state: the SPSO and (first, last, state, delivery count) batches.
+        Offsets of the window no batch names are Available, never delivered."""
+        restored = cls(settings, start_offset)
+        for first, last, state, count in batches:
+            for offset in range(max(first, start_offset), last + 1):
+                kept = RecordState(state) if state in FINAL_STATES else RecordState.AVAILABLE
+                restored.records[offset] = InFlightRecord(kept, count)
+            restored.next_offset = max(restored.next_offset, last + 1)
+        for offset in range(start_offset, restored.next_offset):
+            restored.records.setdefault(offset, InFlightRecord())
+        restored._advance()
+        return restored
+
+    def state_batches(self) -> list[tuple[int, int, int, int]]:
+        """The window as durable (first, last, state, delivery count) batches. An acquisition is not durable:
+        an Acquired record is written as Available with the deliveries it has had, so after a restart it is
+        delivered again, never more often than the limit allows."""
+        out: list[tuple[int, int, int, int]] = []
+        for offset in range(self.start_offset, self.next_offset):
+            record = self.records[offset]
+            state = RecordState.AVAILABLE if record.state == RecordState.ACQUIRED else record.state
+            last = out[-1] if out else None
+            if last is not None and last[1] + 1 == offset and last[2] == state and last[3] == record.delivery_count:
+                out[-1] = (last[0], offset, last[2], last[3])
+            else:
+                out.append((offset, offset, int(state), record.delivery_count))
+        return out
+
     # -- views ---------------------------------------------------------------------------------------------
 
     @property

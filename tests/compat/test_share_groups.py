@@ -351,3 +351,37 @@ def test_share_fetch_over_the_wire_waits_for_min_bytes_then_answers_what_there_i
     ((acked,),) = [t.partitions for t in again.responses]
     assert acked.acknowledge_error_code == ErrorCode.none and acked.acquired_records == ()
     assert stale.error_code == ErrorCode.invalid_share_session_epoch
+
+
+def test_acknowledged_state_survives_a_broker_crash(tmp_path: Path) -> None:
+    """The share-partition's state is in __share_group_state: after a SIGKILL and a restart, what was accepted or
+    rejected is never delivered again, and what was released or still held comes back with its deliveries
+    counted."""
+    proc = BrokerProcess(tmp_path, {"share.auto.offset.reset": "earliest",
+                                    "group.share.record.lock.duration.ms": str(LOCK_MS)})
+    proc.start()
+    try:
+        topic = new_topic(proc, [f"d{i}".encode() for i in range(6)])
+        explicit = {"share.acknowledgement.mode": "explicit"}
+        with share_consumer(proc, "durable", topic, **explicit) as consumer:
+            first = {m.value(): m for m in poll_until(consumer, lambda got: len(got) >= 6)}
+            for value in (b"d0", b"d1", b"d2"):
+                consumer.acknowledge(first[value], AcknowledgeType.ACCEPT)
+            consumer.acknowledge(first[b"d3"], AcknowledgeType.RELEASE)
+            consumer.acknowledge(first[b"d4"], AcknowledgeType.REJECT)
+            consumer.commit_sync()  # d5 stays acquired
+            proc.kill()
+        proc.start()
+        produce(proc, topic, [b"sentinel"])
+        with share_consumer(proc, "durable", topic, **explicit) as consumer:
+            seen = poll_until(consumer, lambda got: b"sentinel" in {m.value() for m in got},
+                              on_message=lambda m: consumer.acknowledge(m, AcknowledgeType.ACCEPT))
+            consumer.commit_sync()
+        assert sorted((m.value(), m.delivery_count()) for m in seen) == [
+            (b"d3", 2), (b"d5", 2), (b"sentinel", 1)]
+        assert "internal error" not in proc.log_path.read_text(), proc.log_tail()
+    finally:
+        try:
+            proc.stop()
+        finally:
+            proc.cleanup()

@@ -114,6 +114,8 @@ RULES: dict[int, tuple[Rule, ...]] = {
     77: (_r(Op.DESCRIBE, Res.GROUP),),
     78: (_r(Op.READ, Res.GROUP, _F), _r(Op.READ, Res.TOPIC)),
     79: (_r(Op.READ, Res.GROUP, _F), _r(Op.READ, Res.TOPIC)),
+    84: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note="between brokers; per partition"),),
+    85: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note="between brokers; per partition"),),
     # Between nodes (controller listeners): Kafka requires CLUSTER_ACTION on the cluster (see NODE_APIS).
     52: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
     53: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),

@@ -61,6 +61,7 @@ from moldau.server.handlers import (
     offset_for_leader_epoch,
     produce,
     quorum_fetch,
+    read_share_group_state,
     sasl_authenticate,
     sasl_handshake,
     share_acknowledge,
@@ -70,6 +71,7 @@ from moldau.server.handlers import (
     sync_group,
     txn_offset_commit,
     vote,
+    write_share_group_state,
     write_txn_markers,
 )
 from moldau.server.handlers.api import Api
@@ -131,6 +133,8 @@ APIS: dict[int, Api] = {
         share_group_describe.API,
         share_fetch.API,
         share_acknowledge.API,
+        read_share_group_state.API,
+        write_share_group_state.API,
     )
 }
 

@@ -31,8 +31,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         share.sessions.acknowledge(group_id, member_id, epoch, share.now_ms(), ctx.peer)
     except KafkaError as exc:
         return _response(ctx, {}, exc.code, exc.message)
-    outcomes = {(t.topic_id, p.partition_index): acknowledge(ctx, group_id, member_id, t.topic_id,
-                                                             p.partition_index, p.acknowledgement_batches)
+    outcomes = {(t.topic_id, p.partition_index): await acknowledge(ctx, group_id, member_id, t.topic_id,
+                                                                   p.partition_index, p.acknowledgement_batches)
                 for t in request.topics for p in t.partitions}
     if epoch == CLOSE_EPOCH:
         share.sessions.close(group_id, member_id)

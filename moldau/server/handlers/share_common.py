@@ -42,26 +42,33 @@ def leader_of(ctx: RequestContext, hosted: HostedPartition) -> tuple[int, int]:
     return ctx.broker.node_id, hosted.leader_epoch
 
 
-def acknowledge(ctx: RequestContext, group_id: str, member_id: str, topic_id: uuid.UUID | None, partition: int,
-                batches: Any) -> PartitionOutcome:
-    """Apply one partition's AcknowledgementBatches; the outcome names the acknowledgement's error."""
+async def acknowledge(ctx: RequestContext, group_id: str, member_id: str, topic_id: uuid.UUID | None,
+                      partition: int, batches: Any) -> PartitionOutcome:
+    """Apply one partition's AcknowledgementBatches and make them durable; the outcome names the
+    acknowledgement's error (the write's, when the share coordinator refused it)."""
     share = ctx.broker.share
     try:
         name, hosted = led_partition(ctx, topic_id, partition)
     except KafkaError as exc:
         return PartitionOutcome(ack_error=exc.code, ack_message=exc.message)
     outcome = PartitionOutcome(leader=leader_of(ctx, hosted))
-    found = share.partitions.get((group_id, name, partition))
-    if found is None:
-        outcome.ack_error, outcome.ack_message = ErrorCode.invalid_record_state, "nothing acquired here"
-        return outcome
+    plog = hosted.log
     try:
-        found.acknowledge(member_id, [AckBatch(b.first_offset, b.last_offset, tuple(int(t) for t in
-                                                                                     b.acknowledge_types))
-                                      for b in batches], share.now_ms())
+        found = await share.share_partition(group_id, name, partition, hosted.topic_id, hosted.leader_epoch,
+                                            plog.log_start_offset, plog.high_watermark)
+        found.acknowledge(member_id, [AckBatch(b.first_offset, b.last_offset,
+                                               tuple(int(t) for t in b.acknowledge_types)) for b in batches],
+                          share.now_ms())
+    except KafkaError as exc:
+        outcome.ack_error, outcome.ack_message = exc.code, exc.message
+        return outcome
     except AcknowledgeError as exc:
         outcome.ack_error, outcome.ack_message = exc.code, exc.message
+        return outcome
     share.notify()
+    written = await share.persist((group_id, name, partition))
+    if written != ErrorCode.none:
+        outcome.ack_error, outcome.ack_message = written, "the acknowledgement could not be made durable"
     return outcome
 
 

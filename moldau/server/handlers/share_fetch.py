@@ -64,7 +64,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _failed(ctx, exc.code, exc.message)
     answers: dict[Key, _Answer] = {}
     for (topic_id, partition), batches in acks.items():
-        outcome = acknowledge(ctx, group_id, member_id, topic_id, partition, batches)
+        outcome = await acknowledge(ctx, group_id, member_id, topic_id, partition, batches)
         answers[(topic_id, partition)] = _Answer(ErrorCode.none, None, outcome.ack_error, outcome.ack_message,
                                                  outcome.leader, acknowledged=True)
     if epoch == CLOSE_EPOCH:
@@ -76,10 +76,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     while True:
         remaining = deadline - ctx.broker.clock.monotonic_ms()
         if (request.min_bytes > 1 and remaining > 0
-                and _acquirable_bytes(ctx, group_id, session.partitions, request.min_bytes) < request.min_bytes):
+                and await _acquirable_bytes(ctx, group_id, session.partitions, request.min_bytes) < request.min_bytes):
             await share.wait(_names(ctx, session.partitions), min(remaining, _until_next_lock_expiry(ctx)))
             continue
-        fetched = _acquire_all(ctx, group_id, member_id, sorted(session.partitions, key=str), max_records,
+        fetched = await _acquire_all(ctx, group_id, member_id, sorted(session.partitions, key=str), max_records,
                                request.max_bytes)
         for key, answer in fetched.items():
             if key in answers:
@@ -91,7 +91,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         await share.wait(_names(ctx, session.partitions), min(remaining, _until_next_lock_expiry(ctx)))
 
 
-def _acquire_all(ctx: RequestContext, group_id: str, member_id: str, partitions: list[Key], max_records: int,
+async def _acquire_all(ctx: RequestContext, group_id: str, member_id: str, partitions: list[Key], max_records: int,
                  max_bytes: int) -> dict[Key, _Answer]:
     out: dict[Key, _Answer] = {}
     left = max_records
@@ -103,18 +103,22 @@ def _acquire_all(ctx: RequestContext, group_id: str, member_id: str, partitions:
             continue
         if left <= 0:
             continue
-        answer = _acquire(ctx, group_id, member_id, name, hosted, left, max_bytes)
+        try:
+            answer = await _acquire(ctx, group_id, member_id, name, hosted, left, max_bytes)
+        except KafkaError:
+            continue  # the share coordinator cannot be reached yet: nothing to hand out from here this time
         left -= sum(r.last_offset - r.first_offset + 1 for r in answer.acquired)
         if answer.acquired:
             out[(topic_id, partition)] = answer
     return out
 
 
-def _acquire(ctx: RequestContext, group_id: str, member_id: str, topic: str, hosted: HostedPartition,
+async def _acquire(ctx: RequestContext, group_id: str, member_id: str, topic: str, hosted: HostedPartition,
              max_records: int, max_bytes: int) -> _Answer:
     share = ctx.broker.share
     plog = hosted.log
-    found = share.share_partition(group_id, topic, hosted.partition, plog.log_start_offset, plog.high_watermark)
+    found = await share.share_partition(group_id, topic, hosted.partition, hosted.topic_id, hosted.leader_epoch,
+                                        plog.log_start_offset, plog.high_watermark)
     acquired = found.acquire(member_id, max_records, plog.high_watermark, share.now_ms())
     answer = _Answer(leader=leader_of(ctx, hosted), acquired=acquired)
     if acquired:
@@ -122,7 +126,7 @@ def _acquire(ctx: RequestContext, group_id: str, member_id: str, topic: str, hos
     return answer
 
 
-def _acquirable_bytes(ctx: RequestContext, group_id: str, partitions: set[Key], min_bytes: int) -> int:
+async def _acquirable_bytes(ctx: RequestContext, group_id: str, partitions: set[Key], min_bytes: int) -> int:
     """About how many bytes a fetch could acquire now, counted up to `min_bytes` (from one segment per partition,
     so possibly fewer than there are); `min_bytes` when a partition has an error to answer at once."""
     share = ctx.broker.share
@@ -131,7 +135,8 @@ def _acquirable_bytes(ctx: RequestContext, group_id: str, partitions: set[Key], 
         try:
             name, hosted = led_partition(ctx, topic_id, partition)
             plog = hosted.log
-            found = share.share_partition(group_id, name, partition, plog.log_start_offset, plog.high_watermark)
+            found = await share.share_partition(group_id, name, partition, hosted.topic_id, hosted.leader_epoch,
+                                                plog.log_start_offset, plog.high_watermark)
             found.expire(share.now_ms())
             start = found.first_acquirable(plog.high_watermark)
             if start is not None:

@@ -27,6 +27,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _response(ctx, HeartbeatAnswer(ErrorCode.invalid_request, message=problem))
     try:
         shard = ctx.broker.groups.coordinator.shard(request.group_id)
+        # Share-partition state lives in __share_group_state: have it before members start fetching.
+        ctx.broker.share_state.ensure_topic()
     except KafkaError as exc:
         return _response(ctx, HeartbeatAnswer(exc.code, message=exc.message))
     if request.group_id in shard.groups or request.group_id in shard.consumer_groups:

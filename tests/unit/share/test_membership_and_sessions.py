@@ -126,3 +126,16 @@ def test_the_first_acquirable_offset() -> None:
     assert partition.first_acquirable(5) is None  # the window is full
     partition.acknowledge("a", [AckBatch(1, 1, (AckType.RELEASE,))], 1)
     assert partition.first_acquirable(5) == 1
+
+
+def test_durable_state_round_trips_and_acquisitions_are_not_durable() -> None:
+    partition = SharePartition(ShareSettings(delivery_count_limit=3), 10)
+    partition.acquire("a", 6, 16, 0)
+    partition.acknowledge("a", [AckBatch(11, 11, (AckType.ACCEPT,)), AckBatch(12, 12, (AckType.REJECT,)),
+                                AckBatch(13, 13, (AckType.RELEASE,))], 1)
+    batches = partition.state_batches()
+    assert batches == [(10, 10, 0, 1), (11, 11, 2, 1), (12, 12, 4, 1), (13, 15, 0, 1)]
+    restored = SharePartition.restore(ShareSettings(delivery_count_limit=3), partition.start_offset, batches)
+    assert restored.start_offset == 10 and restored.next_offset == 16
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in restored.acquire("b", 10, 20, 2)] == [
+        (10, 10, 2), (13, 15, 2), (16, 19, 1)]
