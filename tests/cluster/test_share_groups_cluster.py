@@ -1,5 +1,6 @@
 """Share groups on a real 3-node cluster: the group coordinated by one broker, the share-partitions on the leaders
-of a topic spread over all three, each consumer holding a share session with every one of them."""
+of a topic spread over all three, each consumer holding a share session with every one of them, and the
+share-partitions' state written to the share coordinators of `__share_group_state` on other brokers."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.read_share_group_state.v0.request import PartitionData, ReadShareGroupStateRequest, ReadStateData
 
+from moldau.coordinator.record_codec import partition_for
+from moldau.coordinator.share.records import SHARE_STATE_TOPIC
 from tests.support.cluster import LocalCluster, metadata_at
 from tests.support.polling import wait_until
+from tests.support.raw_client import RawClient
 from tests.support.replicated import FAST_FAILOVER
 
 pytestmark = pytest.mark.slow
@@ -24,7 +29,10 @@ RECORDS = 240
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    overrides = {**FAST_FAILOVER, "offsets.topic.num.partitions": "3", "share.auto.offset.reset": "earliest"}
+    overrides = {**FAST_FAILOVER, "offsets.topic.num.partitions": "3", "share.auto.offset.reset": "earliest",
+                 # Two state partitions, led by at most two of the three brokers: the third leads share-partitions
+                 # whose state lives elsewhere.
+                 "share.coordinator.state.topic.num.partitions": "2"}
     with LocalCluster(tmp_path, 3, overrides=overrides) as started:
         started.active_controller(timeout_s=30)
         admin = AdminClient({"bootstrap.servers": started.bootstrap})
@@ -70,5 +78,25 @@ def test_two_share_consumers_get_every_record_of_partitions_led_by_three_brokers
         for thread in threads:
             thread.join(30)
     assert sorted(received[0] + received[1]) == sorted(values)
+    # Some share-partitions have their state on another broker than their leader: their state was read and
+    # written with ReadShareGroupState and WriteShareGroupState between brokers.
+    metadata = metadata_at(cluster.brokers[0].kafka_address or "", [TOPIC, SHARE_STATE_TOPIC])
+    by_name = {t.name: t for t in metadata.topics}
+    work, state = by_name[TOPIC], by_name[SHARE_STATE_TOPIC]
+    state_leaders = {p.partition_index: p.leader_id for p in state.partitions}
+    remote = [p.partition_index for p in work.partitions
+              if state_leaders[partition_for(f"workers:{work.topic_id}:{p.partition_index}", len(state_leaders))]
+              != p.leader_id]
+    assert remote, (state_leaders, [(p.partition_index, p.leader_id) for p in work.partitions])
+    addresses = {b.node_id: f"{b.host}:{b.port}" for b in metadata.brokers}
+    for p in work.partitions:  # every share-partition's durable state moved past all of its records
+        coordinator = state_leaders[partition_for(f"workers:{work.topic_id}:{p.partition_index}",
+                                                  len(state_leaders))]
+        request = ReadShareGroupStateRequest(group_id="workers", topics=(ReadStateData(
+            topic_id=work.topic_id, partitions=(PartitionData(partition=p.partition_index,
+                                                              leader_epoch=p.leader_epoch),)),))
+        with RawClient(addresses[coordinator]) as client:
+            ((state,),) = [r.partitions for r in client.request(request).results]
+        assert state.error_code == 0 and state.start_offset == RECORDS // PARTITIONS, state
     for node in cluster.brokers:
         assert "internal error" not in node.log_tail(100000), node.log_tail()
