@@ -7,5 +7,6 @@
 - `settings`: the broker configs they follow;
 - `manager`: the broker's share-partitions, groups and sessions, with the clock and ShareFetch's waiting.
 
-State is kept in memory on the partition leader in this slice; `__share_group_state` is not written yet.
+Share-partition state is durable in `__share_group_state`, kept by the share coordinator
+(`moldau.coordinator.share`); membership and share sessions are in memory.
 """
