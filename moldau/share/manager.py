@@ -157,8 +157,13 @@ class ShareGroups:
             return ErrorCode.none
         state_key, leader_epoch, state_epoch = durable
         batches = tuple(StateBatch(*b) for b in found.state_batches())
-        return await self._store.write(state_key, ShareSnapshot(0, state_epoch, leader_epoch, found.start_offset,
-                                                                batches))
+        written = await self._store.write(state_key, ShareSnapshot(0, state_epoch, leader_epoch, found.start_offset,
+                                                                   batches))
+        if written == ErrorCode.fenced_leader_epoch and self.partitions.get(key) is found:
+            # A newer leader has written this share-partition: what is held here is stale; read it again.
+            del self.partitions[key]
+            self._durable.pop(key, None)
+        return written
 
     def forget_partitions(self, keep: Callable[[str, int], bool]) -> None:
         """Drop the share-partitions of partitions no longer led here."""

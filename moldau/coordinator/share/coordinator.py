@@ -62,6 +62,7 @@ class ShareStateShard:
     leader_epoch: int
     snapshots: dict[StateKey, ShareSnapshot] = field(default_factory=dict)
     fences: dict[StateKey, int] = field(default_factory=dict)  # the highest share-partition leader epoch seen
+    ends: dict[StateKey, int] = field(default_factory=dict)  # the log offset of the snapshot held
 
 
 class ShareCoordinator:
@@ -93,6 +94,7 @@ class ShareCoordinator:
                             item.offset, exc)
                 continue
             shard.snapshots[key] = snapshot
+            shard.ends[key] = item.offset
             shard.fences[key] = max(shard.fences.get(key, -1), snapshot.leader_epoch)
         return shard
 
@@ -129,8 +131,10 @@ class ShareCoordinator:
                                              self.settings.write_timeout_ms)
         if error != ErrorCode.none:
             return write_error(error)
-        if self.partitions.shards.get(shard.partition) is shard:
+        # Writes of one key may complete out of order; the one later in the log is the one replay keeps.
+        if self.partitions.shards.get(shard.partition) is shard and appended.last_offset > shard.ends.get(key, -1):
             shard.snapshots[key] = snapshot
+            shard.ends[key] = appended.last_offset
         return ErrorCode.none
 
     @staticmethod
