@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.read_share_group_state.v0.request import PartitionData, ReadShareGroupStateRequest, ReadStateData
 
@@ -100,3 +100,55 @@ def test_two_share_consumers_get_every_record_of_partitions_led_by_three_brokers
         assert state.error_code == 0 and state.start_offset == RECORDS // PARTITIONS, state
     for node in cluster.brokers:
         assert "internal error" not in node.log_tail(100000), node.log_tail()
+
+
+def leader_of(cluster: LocalCluster, topic: str, partition: int, alive: list[int]) -> int:
+    node = cluster.node(alive[0])
+    (found,) = metadata_at(node.kafka_address or "", [topic]).topics
+    return int(next(p.leader_id for p in found.partitions if p.partition_index == partition))
+
+
+def test_a_new_partition_leader_goes_on_from_the_durable_state(cluster: LocalCluster) -> None:
+    """Records accepted through the old leader are never delivered again by the new one after a SIGKILL."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("jobs", 1, 3, config={"min.insync.replicas": "2"})])["jobs"].result(30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    values = [f"j{i}".encode() for i in range(20)]
+    for value in values:
+        producer.produce("jobs", value=value)
+    assert producer.flush(30) == 0
+    first = ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": "jobs-workers",
+                           "share.acknowledgement.mode": "explicit", "max.poll.records": 10})
+    first.subscribe(["jobs"])
+    accepted: list[bytes] = []
+    try:
+        def take() -> bool:
+            for message in first.poll(0.5):
+                if message.error() is None:
+                    accepted.append(message.value())
+                    first.acknowledge(message, AcknowledgeType.ACCEPT)
+            return bool(accepted)
+
+        wait_until(take, 30.0, "the first consumer got nothing")
+        first.commit_sync()
+    finally:
+        first.close()
+    brokers = [n.node_id for n in cluster.brokers]
+    old_leader = leader_of(cluster, "jobs", 0, brokers)
+    cluster.node(old_leader).kill()
+    alive = [b for b in brokers if b != old_leader]
+    wait_until(lambda: leader_of(cluster, "jobs", 0, alive) in alive, 30.0, "no new leader for jobs-0")
+    bootstrap = ",".join(cluster.node(b).kafka_address or "" for b in alive)
+    second = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "jobs-workers"})
+    second.subscribe(["jobs"])
+    rest: list[bytes] = []
+    try:
+        def collect() -> bool:
+            rest.extend(m.value() for m in second.poll(0.5) if m.error() is None)
+            return len(accepted) + len(rest) >= len(values)
+
+        wait_until(collect, 60.0, lambda: f"accepted {len(accepted)}, then got {len(rest)}")
+        second.commit_sync()
+    finally:
+        second.close()
+    assert sorted(accepted + rest) == sorted(values)  # nothing accepted before the failover came back
