@@ -2,8 +2,9 @@
 leads, and the share sessions of the members fetching from it.
 
 Share-partition state is durable through a `StateStore` (the share coordinator, `moldau.coordinator.share`):
-read when a share-partition is first used here, written when it starts and after every acknowledgement (the
-acknowledgement is answered once the write is durable). Group membership and share sessions are in memory.
+read when a share-partition is first used here, written when it starts, after every acknowledgement (answered
+once the write is durable), and after releases and expired locks (in the background), so deliveries are counted
+across restarts; only an acquisition in progress is not. Group membership and share sessions are in memory.
 
 Time is the injected clock's monotonic milliseconds. Expired members are removed and expired locks released
 lazily, on the next share request that touches them; a ShareFetch waiting for records is woken by appends to
@@ -13,6 +14,7 @@ its partitions and by records made available again (released, or their member go
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
@@ -27,6 +29,8 @@ from moldau.share.settings import ShareBrokerSettings
 if TYPE_CHECKING:
     from moldau.clock import Clock
     from moldau.replication.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
 
 SessionPartition = tuple[uuid.UUID, int]  # (topic id, partition), as ShareFetch names them
 
@@ -49,6 +53,7 @@ class ShareGroups:
         self._store = store
         self._loading: dict[tuple[str, str, int], asyncio.Task[SharePartition]] = {}
         self._durable: dict[tuple[str, str, int], tuple[StateKey, int, int]] = {}  # key, leader and state epoch
+        self._writes: set[asyncio.Task[ErrorCode]] = set()
         self._clock = clock
         self._replicas = replicas
         self.groups: dict[str, ShareGroup] = {}
@@ -111,10 +116,21 @@ class ShareGroups:
             self.release(session.group_id, session.member_id)
 
     def release(self, group_id: str, member_id: str) -> None:
-        for (group, _, _), partition in self.partitions.items():
-            if group == group_id:
-                partition.release_member(member_id)
+        for key, partition in self.partitions.items():
+            if key[0] == group_id and partition.release_member(member_id):
+                self.persist_later(key)  # the deliveries it had are counted after a restart too
         self.notify()
+
+    def persist_later(self, key: tuple[str, str, int]) -> None:
+        """Write the share-partition's state without waiting for it (releases and expired locks)."""
+        task = asyncio.get_running_loop().create_task(self.persist(key))
+        self._writes.add(task)
+        task.add_done_callback(self._written)
+
+    def _written(self, task: asyncio.Task[ErrorCode]) -> None:
+        self._writes.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("writing share-partition state failed: %r", task.exception())
 
     # -- share-partitions ----------------------------------------------------------------------------------
 

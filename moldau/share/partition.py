@@ -210,20 +210,23 @@ class SharePartition:
                 self._apply(self.records[offset], AckType(batch.type_of(offset)), now_ms)
         self._advance()
 
-    def expire(self, now_ms: int) -> None:
-        """Release every record whose acquisition lock has run out."""
-        for record in self.records.values():
-            if (record.state == RecordState.ACQUIRED and record.lock_deadline_ms is not None
-                    and record.lock_deadline_ms <= now_ms):
-                self._release(record)
+    def expire(self, now_ms: int) -> bool:
+        """Release every record whose acquisition lock has run out; whether there was one."""
+        expired = [r for r in self.records.values() if r.state == RecordState.ACQUIRED
+                   and r.lock_deadline_ms is not None and r.lock_deadline_ms <= now_ms]
+        for record in expired:
+            self._release(record)
         self._advance()
+        return bool(expired)
 
-    def release_member(self, member_id: str) -> None:
-        """The member left (or its share session ended): what it holds becomes available again."""
-        for record in self.records.values():
-            if record.state == RecordState.ACQUIRED and record.member_id == member_id:
-                self._release(record)
+    def release_member(self, member_id: str) -> bool:
+        """The member left (or its share session ended): what it holds becomes available again; whether it held
+        anything."""
+        held = [r for r in self.records.values() if r.state == RecordState.ACQUIRED and r.member_id == member_id]
+        for record in held:
+            self._release(record)
         self._advance()
+        return bool(held)
 
     def move_start(self, log_start: int) -> None:
         """The log no longer has offsets below `log_start` (retention, DeleteRecords): they are archived."""

@@ -119,6 +119,8 @@ async def _acquire(ctx: RequestContext, group_id: str, member_id: str, topic: st
     plog = hosted.log
     found = await share.share_partition(group_id, topic, hosted.partition, hosted.topic_id, hosted.leader_epoch,
                                         plog.log_start_offset, plog.high_watermark)
+    if found.expire(share.now_ms()):
+        share.persist_later((group_id, topic, hosted.partition))
     acquired = found.acquire(member_id, max_records, plog.high_watermark, share.now_ms())
     answer = _Answer(leader=leader_of(ctx, hosted), acquired=acquired)
     if acquired:
@@ -137,7 +139,8 @@ async def _acquirable_bytes(ctx: RequestContext, group_id: str, partitions: set[
             plog = hosted.log
             found = await share.share_partition(group_id, name, partition, hosted.topic_id, hosted.leader_epoch,
                                                 plog.log_start_offset, plog.high_watermark)
-            found.expire(share.now_ms())
+            if found.expire(share.now_ms()):
+                share.persist_later((group_id, name, partition))
             start = found.first_acquirable(plog.high_watermark)
             if start is not None:
                 total += plog.read(start, min_bytes - total, True).size_bytes
