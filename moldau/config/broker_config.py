@@ -519,6 +519,16 @@ class BrokerConfig:
     group_consumer_session_timeout_ms = _Int("group.consumer.session.timeout.ms")
     group_consumer_assignors = _List("group.consumer.assignors")
     group_consumer_max_size = _Int("group.consumer.max.size")
+    group_share_heartbeat_interval_ms = _Int("group.share.heartbeat.interval.ms")
+    group_share_session_timeout_ms = _Int("group.share.session.timeout.ms")
+    group_share_max_size = _Int("group.share.max.size")
+    group_share_record_lock_duration_ms = _Int("group.share.record.lock.duration.ms")
+    group_share_delivery_count_limit = _Int("group.share.delivery.count.limit")
+    group_share_partition_max_record_locks = _Int("group.share.partition.max.record.locks")
+    share_auto_offset_reset = _Str("share.auto.offset.reset")
+    share_coordinator_state_topic_num_partitions = _Int("share.coordinator.state.topic.num.partitions")
+    share_coordinator_state_topic_replication_factor = _Int("share.coordinator.state.topic.replication.factor")
+    share_coordinator_state_topic_min_isr = _Int("share.coordinator.state.topic.min.isr")
 
     # Transactions and producer state.
     transactional_id_expiration_ms = _Int("transactional.id.expiration.ms")

@@ -38,6 +38,8 @@ from moldau.coordinator.group.coordinator import OFFSETS_TOPIC_CONFIGS, GroupCoo
 from moldau.coordinator.group.records import OFFSETS_TOPIC
 from moldau.coordinator.group.runtime import GroupRuntime
 from moldau.coordinator.group.settings import CoordinatorSettings
+from moldau.coordinator.share.coordinator import ShareCoordinator, ShareStateSettings
+from moldau.coordinator.share.records import SHARE_STATE_TOPIC
 from moldau.coordinator.txn.coordinator import TransactionCoordinator, TxnSettings
 from moldau.coordinator.txn.records import TRANSACTION_STATE_TOPIC
 from moldau.coordinator.txn.runtime import TxnRuntime
@@ -77,7 +79,10 @@ from moldau.server.controller_requests import ControllerRequests
 from moldau.server.dispatch import Dispatcher
 from moldau.server.internal_topics import InternalTopics
 from moldau.server.replica_links import ReplicaLinks
+from moldau.server.share_state_links import ShareStateLinks
 from moldau.server.txn_links import TxnLinks
+from moldau.share.manager import ShareGroups
+from moldau.share.settings import ShareBrokerSettings
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
 
@@ -132,6 +137,9 @@ class Broker:
         self.log_manager: LogManager
         self.replicas: ReplicaManager
         self.groups: GroupRuntime
+        self.share: ShareGroups  # share groups (KIP-932): membership, share-partitions led here, share sessions
+        self.share_state: ShareCoordinator  # the share coordinator: `__share_group_state` partitions led here
+        self.share_state_links: ShareStateLinks
         self.txn: TxnRuntime
         self.txn_links: TxnLinks
         self.controller_requests: ControllerRequests
@@ -249,6 +257,7 @@ class Broker:
         self.quorum.add_listener(self.replicas.apply_image)
         self.replicas.apply_image(None, self.image)
         self.groups = self._start_group_coordinator()
+        self.share = self._start_share_groups()
         self.txn_links = TxnLinks(self, self.inter_broker_authenticator())
         self.txn = self._start_transaction_coordinator()
         try:
@@ -289,6 +298,8 @@ class Broker:
         if self.is_broker:
             self.groups.close()
             self.txn.close()
+            self.share_state.close()
+            self.share_state_links.close()
             self.txn_links.close()
         for conn in list(self._connections):
             conn.close()
@@ -347,6 +358,32 @@ class Broker:
         self.quorum.add_listener(runtime.on_image)
         runtime.start(self.image)
         return runtime
+
+    def _start_share_groups(self) -> ShareGroups:
+        """Share groups, with share-partition state kept by the share coordinator; a share-partition is dropped
+        when its partition is no longer led here (its next leader reads the state back)."""
+        self.share_state = ShareCoordinator(self.node_id, ShareStateSettings.from_config(self.config),
+                                            lambda: self.image, self._request_share_state_topic, self.replicas)
+        self.quorum.add_listener(self.share_state.on_image)
+        self.share_state.on_image(None, self.image)
+        self.share_state_links = ShareStateLinks(self, self.inter_broker_authenticator())
+        share = ShareGroups(ShareBrokerSettings.from_config(self.config), self.clock, self.replicas,
+                            self.share_state_links)
+
+        def follow(_old: MetadataImage | None, _new: MetadataImage) -> None:
+            share.forget_partitions(self._leads)
+
+        self.quorum.add_listener(follow)
+        return share
+
+    def _connection_lost(self, conn: KafkaConnection) -> None:
+        """A client's connection is gone: the share sessions it carried end, as in Kafka (KAFKA-19015)."""
+        if hasattr(self, "share"):  # a controller-only node has no share groups
+            self.share.connection_closed(conn.peer)
+
+    def _leads(self, topic: str, partition: int) -> bool:
+        hosted = self.replicas.partitions.get((topic, partition))
+        return hosted is not None and hosted.leader_state is not None
 
     def _start_transaction_coordinator(self) -> TxnRuntime:
         """Transactions of the `__transaction_state` partitions led here; loaded now, and followed as the image
@@ -422,7 +459,8 @@ class Broker:
                     # On SASL_SSL the principal comes from SASL, as in Kafka; on SSL from the client certificate.
                     tls.principal_mapper if tls is not None and self.config.security_protocol(name) == "SSL"
                     else None,
-                    connection_quotas=None if controller else self.connection_quotas, sasl=sasl),
+                    connection_quotas=None if controller else self.connection_quotas, sasl=sasl,
+                    on_lost=self._connection_lost),
                 host or None, port, reuse_address=True, backlog=1024, start_serving=controller,
                 ssl=tls.context if tls is not None else None,
             )
@@ -576,6 +614,11 @@ class Broker:
         settings = self.groups.coordinator.settings
         self.internal_topics.request(OFFSETS_TOPIC, settings.offsets_topic_partitions,
                                      settings.offsets_topic_replication_factor, lambda _: dict(OFFSETS_TOPIC_CONFIGS))
+
+    def _request_share_state_topic(self) -> None:
+        settings = self.share_state.settings
+        self.internal_topics.request(SHARE_STATE_TOPIC, settings.num_partitions, settings.replication_factor,
+                                     settings.topic_configs)
 
     def _request_transaction_topic(self) -> None:
         settings = self.txn.coordinator.settings

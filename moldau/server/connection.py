@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
 from moldau.clock import Clock, SystemClock
@@ -52,8 +53,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                  connections: set[KafkaConnection], listener: str = "PLAINTEXT",
                  is_controller_listener: bool = False, clock: Clock | None = None,
                  security_protocol: str = "PLAINTEXT", principal_mapper: PrincipalMapper | None = None,
-                 connection_quotas: ConnectionQuotas | None = None, sasl: SaslListenerConfig | None = None) -> None:
+                 connection_quotas: ConnectionQuotas | None = None, sasl: SaslListenerConfig | None = None,
+                 on_lost: Callable[[KafkaConnection], None] | None = None) -> None:
         self._handler = handler
+        self._on_lost = on_lost  # told when the connection is gone (share sessions end with their connection)
         self._connection_quotas = connection_quotas
         self._admitted = False  # counted by connection_quotas, to be released when closed
         self.muted_until_ms = 0.0  # KIP-219: not read nor served before this time
@@ -150,6 +153,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._account()  # may pause (or, for the budget's finisher, re-pause) every connection
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._on_lost is not None and self._transport is not None:
+            self._on_lost(self)
         if self._admitted and self._connection_quotas is not None:
             self._admitted = False
             self._connection_quotas.release(self.client_host)

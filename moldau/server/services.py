@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from moldau.clock import Clock
     from moldau.config import BrokerConfig
     from moldau.coordinator.group.runtime import GroupRuntime
+    from moldau.coordinator.share.coordinator import ShareCoordinator
     from moldau.coordinator.txn.runtime import TxnRuntime
     from moldau.metadata.controller import Controller
     from moldau.metadata.image import MetadataImage
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from moldau.replication.replica_manager import ReplicaManager
     from moldau.server.context import RequestContext
     from moldau.server.txn_links import TxnLinks
+    from moldau.share.manager import ShareGroups
     from moldau.storage.log_manager import LogManager
 
 
@@ -64,6 +66,10 @@ class BrokerServices(Protocol):
     # -- coordinators -----------------------------------------------------------------------------------------
     @property
     def groups(self) -> GroupRuntime: ...
+    @property
+    def share(self) -> ShareGroups: ...
+    @property
+    def share_state(self) -> ShareCoordinator: ...
     @property
     def txn(self) -> TxnRuntime: ...
     @property

@@ -257,3 +257,33 @@ def test_created_topics_configs_need_describe_configs(secured: BrokerProcess) ->
         (created,) = client.request(request).topics
     assert (created.name, created.error_code, created.num_partitions) == ("bare", 0, 1)
     assert (created.configs, created.topic_config_error_code) == ((), KafkaError.TOPIC_AUTHORIZATION_FAILED)
+
+
+def test_share_group_apis_need_read_on_the_group_and_describe_on_subscribed_topics(secured: BrokerProcess) -> None:
+    import datetime as dt
+    import uuid
+
+    from kio.schema.errors import ErrorCode
+    from kio.schema.share_fetch.v1.request import ShareFetchRequest
+    from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+
+    from tests.support.raw_client import RawClient
+
+    def heartbeat(group: str, topic: str) -> Any:
+        with RawClient(secured.bootstrap) as client:
+            return client.request(ShareGroupHeartbeatRequest(group_id=group, member_id=uuid.uuid4().hex,
+                                                             member_epoch=0, subscribed_topic_names=(topic,)))
+
+    assert heartbeat("not-allowed", "readable").error_code == ErrorCode.group_authorization_failed
+    assert heartbeat("allowed-share", "hidden").error_code == ErrorCode.topic_authorization_failed
+    from tests.support.polling import wait_until
+
+    # The first heartbeat may find __consumer_offsets still being created (COORDINATOR_NOT_AVAILABLE).
+    joined = wait_until(lambda: (r := heartbeat("allowed-share", "readable")).error_code == ErrorCode.none and r,
+                        TIMEOUT_S, "the allowed share group was never joined")
+    assert joined.assignment is not None
+    with RawClient(secured.bootstrap) as client:
+        fetched = client.request(ShareFetchRequest(
+            group_id="not-allowed", member_id="m", share_session_epoch=0, max_wait=dt.timedelta(0), min_bytes=1,
+            max_records=10, batch_size=10, topics=(), forgotten_topics_data=()))
+    assert fetched.error_code == ErrorCode.group_authorization_failed

@@ -30,8 +30,9 @@ RSS_LIMIT_MB = 600
 API_VERSIONS_KEY = 18
 PRODUCE_KEY = 0  # acks=0 produce requests have no answer
 # Requests that may rightly wait longer than ANSWER_TIMEOUT_S: a mangled Fetch can ask for a 24-day long poll,
-# a Produce for a long acks=all timeout, a JoinGroup or SyncGroup for the rest of its group.
-LONG_POLL_KEYS = {0, 1, 11, 14}
+# a Produce for a long acks=all timeout, a JoinGroup or SyncGroup for the rest of its group, a ShareFetch (78)
+# for records like a Fetch.
+LONG_POLL_KEYS = {0, 1, 11, 14, 78}
 
 
 @pytest.fixture(scope="module")

@@ -110,6 +110,12 @@ RULES: dict[int, tuple[Rule, ...]] = {
     66: (_r(Op.DESCRIBE, Res.TRANSACTIONAL_ID, note="transactions not describable are left out"),),
     68: (_r(Op.READ, Res.GROUP, _F), _r(Op.DESCRIBE, Res.TOPIC, _F, note="subscribed topics")),
     69: (_r(Op.DESCRIBE, Res.GROUP),),
+    76: (_r(Op.READ, Res.GROUP, _F), _r(Op.DESCRIBE, Res.TOPIC, _F, note="subscribed topics")),
+    77: (_r(Op.DESCRIBE, Res.GROUP),),
+    78: (_r(Op.READ, Res.GROUP, _F), _r(Op.READ, Res.TOPIC)),
+    79: (_r(Op.READ, Res.GROUP, _F), _r(Op.READ, Res.TOPIC)),
+    84: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note="between brokers; per partition"),),
+    85: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note="between brokers; per partition"),),
     # Between nodes (controller listeners): Kafka requires CLUSTER_ACTION on the cluster (see NODE_APIS).
     52: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
     53: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
@@ -148,6 +154,9 @@ _NAMES: dict[tuple[int, ResourceType], Callable[[Any], str | None]] = {
     (25, Res.GROUP): lambda r: r.group_id,
     (26, Res.TRANSACTIONAL_ID): lambda r: r.transactional_id,
     (68, Res.GROUP): lambda r: r.group_id,
+    (76, Res.GROUP): lambda r: r.group_id,
+    (78, Res.GROUP): lambda r: r.group_id or None,
+    (79, Res.GROUP): lambda r: r.group_id or None,
 }
 
 
@@ -164,7 +173,7 @@ class RequestAuthorization:
         if key == 22:
             _check_init_producer_id(ctx, request)
             return
-        if key == 68:
+        if key in (68, 76):  # ConsumerGroupHeartbeat, ShareGroupHeartbeat
             _check_subscription(ctx, request)
         for rule in RULES.get(key, ()):
             if rule.where is not Where.FILTER or rule.operation is None or rule.resource_type is None:

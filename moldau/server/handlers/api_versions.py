@@ -17,6 +17,10 @@ from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
 
+SHARE_GROUP_HEARTBEAT_KEY = 76
+FEATURES = {"share.version": 1}
+FEATURES_EPOCH = 0  # the feature levels never change: they are those of this code
+
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     from moldau.server.handlers.registry import APIS, CONTROLLER_APIS
@@ -25,9 +29,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     api_version = ctx.nested("ApiVersion")
     keys = tuple(make(api_version, api_key=a.key, min_version=a.min_version, max_version=a.max_version)
                  for a in sorted(apis.values(), key=lambda a: a.key))
+    supported, finalized = _features(ctx, apis)
     return make(ctx.schema.response_type, error_code=ErrorCode.none, api_keys=keys, throttle_time=NO_THROTTLE,
-                supported_features=(), finalized_features_epoch=-1, finalized_features=(),
-                zk_migration_ready=False)
+                supported_features=supported, finalized_features_epoch=FEATURES_EPOCH if finalized else -1,
+                finalized_features=finalized, zk_migration_ready=False)
+
+
+def _features(ctx: RequestContext, apis: Mapping[int, Api]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The feature levels served (v3+): `share.version` 1 where the share group APIs are, which is what tells
+    clients share groups (KIP-932) are enabled."""
+    if ctx.version < 3 or SHARE_GROUP_HEARTBEAT_KEY not in apis:
+        return (), ()
+    supported = tuple(make(ctx.nested("SupportedFeatureKey"), name=name, min_version=level, max_version=level)
+                      for name, level in FEATURES.items())
+    finalized = tuple(make(ctx.nested("FinalizedFeatureKey"), name=name, max_version_level=level,
+                           min_version_level=level) for name, level in FEATURES.items())
+    return supported, finalized
 
 
 def unsupported_version_response(apis: Mapping[int, Api]) -> Any:

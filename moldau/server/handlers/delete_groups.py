@@ -2,7 +2,8 @@
 
 A group with members gets NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND. Deletion writes tombstones for
 the group and each of its offsets to `__consumer_offsets` before it is acknowledged. With an authorizer, each
-group needs DELETE (else GROUP_AUTHORIZATION_FAILED).
+group needs DELETE (else GROUP_AUTHORIZATION_FAILED). A share group (KIP-932) without members is deleted with the
+share-partitions this broker keeps for it.
 """
 
 from __future__ import annotations
@@ -21,10 +22,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     names = list(request.groups_names)
     allowed = [ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, g) for g in names]
     deleted = iter(ctx.broker.groups.delete_groups([g for g, ok in zip(names, allowed, strict=True) if ok]))
-    errors = [next(deleted) if ok else ErrorCode.group_authorization_failed for ok in allowed]
+    errors = [_or_share_group(ctx, g, next(deleted)) if ok else ErrorCode.group_authorization_failed
+              for g, ok in zip(names, allowed, strict=True)]
     cls = ctx.nested("DeletableGroupResult")
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE,
                 results=tuple(make(cls, group_id=g, error_code=e) for g, e in zip(names, errors, strict=True)))
+
+
+def _or_share_group(ctx: RequestContext, group_id: str, error: ErrorCode) -> ErrorCode:
+    """A group id unknown to the group coordinator may be a share group's (coordinated here as well)."""
+    if error != ErrorCode.group_id_not_found:
+        return error
+    shared = ctx.broker.share.delete_group(group_id)
+    return error if shared is None else shared
 
 
 API = Api(key=42, name="DeleteGroups", min_version=0, max_version=2, handle=handle)

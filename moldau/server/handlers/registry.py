@@ -61,11 +61,17 @@ from moldau.server.handlers import (
     offset_for_leader_epoch,
     produce,
     quorum_fetch,
+    read_share_group_state,
     sasl_authenticate,
     sasl_handshake,
+    share_acknowledge,
+    share_fetch,
+    share_group_describe,
+    share_group_heartbeat,
     sync_group,
     txn_offset_commit,
     vote,
+    write_share_group_state,
     write_txn_markers,
 )
 from moldau.server.handlers.api import Api
@@ -123,6 +129,12 @@ APIS: dict[int, Api] = {
         sasl_authenticate.API,
         describe_user_scram_credentials.API,
         alter_user_scram_credentials.API,
+        share_group_heartbeat.API,
+        share_group_describe.API,
+        share_fetch.API,
+        share_acknowledge.API,
+        read_share_group_state.API,
+        write_share_group_state.API,
     )
 }
 

@@ -1,0 +1,157 @@
+"""Share groups on a real 3-node cluster: the group coordinated by one broker, the share-partitions on the leaders
+of a topic spread over all three, each consumer holding a share session with every one of them, and the
+share-partitions' state written to the share coordinators of `__share_group_state` on other brokers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.read_share_group_state.v0.request import PartitionData, ReadShareGroupStateRequest, ReadStateData
+
+from moldau.coordinator.record_codec import partition_for
+from moldau.coordinator.share.records import SHARE_STATE_TOPIC
+from tests.support.cluster import LocalCluster, metadata_at
+from tests.support.polling import wait_until
+from tests.support.raw_client import RawClient
+from tests.support.replicated import FAST_FAILOVER
+
+pytestmark = pytest.mark.slow
+
+TOPIC = "work"
+PARTITIONS = 6
+RECORDS = 240
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    overrides = {**FAST_FAILOVER, "offsets.topic.num.partitions": "3", "share.auto.offset.reset": "earliest",
+                 # Two state partitions, led by at most two of the three brokers: the third leads share-partitions
+                 # whose state lives elsewhere.
+                 "share.coordinator.state.topic.num.partitions": "2"}
+    with LocalCluster(tmp_path, 3, overrides=overrides) as started:
+        started.active_controller(timeout_s=30)
+        admin = AdminClient({"bootstrap.servers": started.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+        yield started
+
+
+def test_two_share_consumers_get_every_record_of_partitions_led_by_three_brokers_once(
+        cluster: LocalCluster) -> None:
+    leaders = {p.leader_id for t in metadata_at(cluster.brokers[0].kafka_address or "", [TOPIC]).topics
+               for p in t.partitions}
+    assert len(leaders) == 3, f"the topic's partitions are led by {leaders}, not by all three brokers"
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+    values = [f"w{i}".encode() for i in range(RECORDS)]
+    for i, value in enumerate(values):
+        producer.produce(TOPIC, value=value, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    received: list[list[bytes]] = [[], []]
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def consume(index: int) -> None:
+        consumer = ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": "workers",
+                                  "max.poll.records": 10})
+        consumer.subscribe([TOPIC])
+        try:
+            while not stop.is_set():
+                for message in consumer.poll(0.2):
+                    if message.error() is None:
+                        with lock:
+                            received[index].append(message.value())
+            consumer.poll(0.2)  # implicit acknowledgement of the last records
+        finally:
+            consumer.close()
+
+    threads = [threading.Thread(target=consume, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        wait_until(lambda: sum(len(r) for r in received) >= RECORDS, 90.0, "the consumers never got every record")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    assert sorted(received[0] + received[1]) == sorted(values)
+    # Some share-partitions have their state on another broker than their leader: their state was read and
+    # written with ReadShareGroupState and WriteShareGroupState between brokers.
+    metadata = metadata_at(cluster.brokers[0].kafka_address or "", [TOPIC, SHARE_STATE_TOPIC])
+    by_name = {t.name: t for t in metadata.topics}
+    work, state = by_name[TOPIC], by_name[SHARE_STATE_TOPIC]
+    state_leaders = {p.partition_index: p.leader_id for p in state.partitions}
+    remote = [p.partition_index for p in work.partitions
+              if state_leaders[partition_for(f"workers:{work.topic_id}:{p.partition_index}", len(state_leaders))]
+              != p.leader_id]
+    assert remote, (state_leaders, [(p.partition_index, p.leader_id) for p in work.partitions])
+    addresses = {b.node_id: f"{b.host}:{b.port}" for b in metadata.brokers}
+    # The state of those partitions was written remotely: durable, and past the records acknowledged. (The last
+    # poll's records are acknowledged as the consumers close, which a loaded machine may cut short, so the
+    # SPSO is not required to be at the end.)
+    for p in (p for p in work.partitions if p.partition_index in remote):
+        coordinator = state_leaders[partition_for(f"workers:{work.topic_id}:{p.partition_index}",
+                                                  len(state_leaders))]
+        request = ReadShareGroupStateRequest(group_id="workers", topics=(ReadStateData(
+            topic_id=work.topic_id, partitions=(PartitionData(partition=p.partition_index,
+                                                              leader_epoch=p.leader_epoch),)),))
+        with RawClient(addresses[coordinator]) as client:
+            ((state,),) = [r.partitions for r in client.request(request).results]
+        assert state.error_code == 0 and state.state_epoch >= 0 and state.start_offset > 0, state
+    for node in cluster.brokers:
+        assert "internal error" not in node.log_tail(100000), node.log_tail()
+
+
+def leader_of(cluster: LocalCluster, topic: str, partition: int, alive: list[int]) -> int:
+    node = cluster.node(alive[0])
+    (found,) = metadata_at(node.kafka_address or "", [topic]).topics
+    return int(next(p.leader_id for p in found.partitions if p.partition_index == partition))
+
+
+def test_a_new_partition_leader_goes_on_from_the_durable_state(cluster: LocalCluster) -> None:
+    """Records accepted through the old leader are never delivered again by the new one after a SIGKILL."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("jobs", 1, 3, config={"min.insync.replicas": "2"})])["jobs"].result(30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    values = [f"j{i}".encode() for i in range(20)]
+    for value in values:
+        producer.produce("jobs", value=value)
+    assert producer.flush(30) == 0
+    first = ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": "jobs-workers",
+                           "share.acknowledgement.mode": "explicit", "max.poll.records": 10})
+    first.subscribe(["jobs"])
+    accepted: list[bytes] = []
+    try:
+        def take() -> bool:
+            for message in first.poll(0.5):
+                if message.error() is None:
+                    accepted.append(message.value())
+                    first.acknowledge(message, AcknowledgeType.ACCEPT)
+            return bool(accepted)
+
+        wait_until(take, 30.0, "the first consumer got nothing")
+        first.commit_sync()
+    finally:
+        first.close()
+    brokers = [n.node_id for n in cluster.brokers]
+    old_leader = leader_of(cluster, "jobs", 0, brokers)
+    cluster.node(old_leader).kill()
+    alive = [b for b in brokers if b != old_leader]
+    wait_until(lambda: leader_of(cluster, "jobs", 0, alive) in alive, 30.0, "no new leader for jobs-0")
+    bootstrap = ",".join(cluster.node(b).kafka_address or "" for b in alive)
+    second = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "jobs-workers"})
+    second.subscribe(["jobs"])
+    rest: list[bytes] = []
+    try:
+        def collect() -> bool:
+            rest.extend(m.value() for m in second.poll(0.5) if m.error() is None)
+            return len(accepted) + len(rest) >= len(values)
+
+        wait_until(collect, 60.0, lambda: f"accepted {len(accepted)}, then got {len(rest)}")
+        second.commit_sync()
+    finally:
+        second.close()
+    assert sorted(accepted + rest) == sorted(values)  # nothing accepted before the failover came back

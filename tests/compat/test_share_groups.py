@@ -1,0 +1,387 @@
+"""Share groups (KIP-932) with confluent-kafka's ShareConsumer against a real broker process.
+
+One broker for the module, started with `share.auto.offset.reset=earliest` (so records produced before the
+consumers join are theirs), a short `group.share.record.lock.duration.ms` (so a stopped consumer's records come
+back quickly), a short `group.share.session.timeout.ms` (so a silent member is removed within the test) and
+`group.share.delivery.count.limit=3`. Every test uses its own topic and group.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.share_fetch.v1.request import AcknowledgementBatch, FetchPartition, FetchTopic, ShareFetchRequest
+from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.cluster import metadata_at
+from tests.support.polling import wait_until
+from tests.support.raw_client import RawClient
+
+LOCK_MS = 2000
+DELIVERY_LIMIT = 3
+SESSION_TIMEOUT_MS = 6000
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path_factory.mktemp("share-broker"), {
+        "share.auto.offset.reset": "earliest",
+        "group.share.record.lock.duration.ms": str(LOCK_MS),
+        "group.share.delivery.count.limit": str(DELIVERY_LIMIT),
+        "group.share.heartbeat.interval.ms": "500",
+        "group.share.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+    })
+    proc.start()
+    yield proc
+    try:
+        proc.stop()
+    finally:
+        proc.cleanup()
+
+
+@pytest.fixture(autouse=True)
+def no_internal_error(broker: BrokerProcess) -> Iterator[None]:
+    """A handler failing closes the client's connection; librdkafka reconnects and carries on, so the tests would
+    pass anyway: the broker's log must show none."""
+    yield
+    assert "internal error" not in broker.log_path.read_text(), broker.log_tail()
+
+
+def new_topic(broker: BrokerProcess, values: list[bytes], partitions: int = 1) -> str:
+    name = f"share-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result()
+    produce(broker, name, values)
+    return name
+
+
+def produce(broker: BrokerProcess, topic: str, values: list[bytes]) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for value in values:
+        producer.produce(topic, value=value)
+    assert producer.flush(10) == 0
+
+
+def share_consumer(broker: BrokerProcess, group: str, topic: str, **config: Any) -> ShareConsumer:
+    consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group, **config})
+    consumer.subscribe([topic])
+    return consumer
+
+
+def poll_until(consumer: ShareConsumer, done: Any, timeout_s: float = 30.0,
+               on_message: Any = None) -> list[Any]:
+    """Poll, collecting messages, until `done(collected)`; fails after `timeout_s`."""
+    collected: list[Any] = []
+
+    def step() -> bool:
+        for message in consumer.poll(0.5):
+            assert message.error() is None, message.error()
+            collected.append(message)
+            if on_message is not None:
+                on_message(message)
+        return bool(done(collected))
+
+    wait_until(step, timeout_s, "the share consumer never got what it waited for")
+    return collected
+
+
+def test_five_consumers_share_one_partition_and_each_record_goes_to_exactly_one(broker: BrokerProcess) -> None:
+    values = [f"r{i}".encode() for i in range(300)]
+    topic = new_topic(broker, values)
+    received: dict[int, list[bytes]] = {i: [] for i in range(5)}
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def consume(index: int) -> None:
+        with share_consumer(broker, "five", topic, **{"max.poll.records": 5}) as consumer:
+            while not stop.is_set():
+                for message in consumer.poll(0.2):
+                    if message.error() is None:
+                        with lock:
+                            received[index].append(message.value())
+            consumer.poll(0.2)  # implicit acknowledgement of the last poll's records
+
+    threads = [threading.Thread(target=consume, args=(i,)) for i in range(5)]
+    for thread in threads:
+        thread.start()
+    try:
+        wait_until(lambda: sum(len(v) for v in received.values()) >= len(values), 60.0,
+                   "the five consumers never got every record")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    everything = [v for got in received.values() for v in got]
+    assert sorted(everything) == sorted(values)  # each record exactly once, none lost
+    assert sum(1 for got in received.values() if got) >= 2, "one consumer took every record"
+
+
+def test_released_records_come_back_with_a_higher_delivery_count_and_rejected_ones_never(
+        broker: BrokerProcess) -> None:
+    topic = new_topic(broker, [b"release-me", b"reject-me", b"accept-me"])
+    with share_consumer(broker, "explicit", topic, **{"share.acknowledgement.mode": "explicit"}) as consumer:
+        first = poll_until(consumer, lambda got: len(got) >= 3)
+        by_value = {m.value(): m for m in first}
+        assert {m.delivery_count() for m in first} == {1}
+        consumer.acknowledge(by_value[b"release-me"], AcknowledgeType.RELEASE)
+        consumer.acknowledge(by_value[b"reject-me"], AcknowledgeType.REJECT)
+        consumer.acknowledge(by_value[b"accept-me"], AcknowledgeType.ACCEPT)
+        consumer.commit_sync()
+        produce(broker, topic, [b"sentinel"])
+        seen: list[tuple[bytes, int]] = []
+
+        def accept(message: Any) -> None:
+            seen.append((message.value(), message.delivery_count()))
+            consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+
+        poll_until(consumer, lambda got: {b"release-me", b"sentinel"} <= {m.value() for m in got},
+                   on_message=accept)
+        consumer.commit_sync()
+    assert (b"release-me", 2) in seen
+    assert all(value not in (b"reject-me", b"accept-me") for value, _ in seen)
+
+
+def test_records_of_a_closed_consumer_are_redelivered(broker: BrokerProcess) -> None:
+    values = [f"c{i}".encode() for i in range(5)]
+    topic = new_topic(broker, values)
+    explicit = {"share.acknowledgement.mode": "explicit"}
+    with share_consumer(broker, "closing", topic, **explicit) as first:
+        held = poll_until(first, lambda got: len(got) >= len(values))
+    assert sorted(m.value() for m in held) == sorted(values)
+    with share_consumer(broker, "closing", topic, **explicit) as second:
+        again = poll_until(second, lambda got: len(got) >= len(values),
+                           on_message=lambda m: second.acknowledge(m, AcknowledgeType.ACCEPT))
+        second.commit_sync()
+    assert sorted(m.value() for m in again) == sorted(values)
+    assert {m.delivery_count() for m in again} == {2}
+
+
+HOLDING_CONSUMER = """
+import os, sys, time
+from confluent_kafka import ShareConsumer
+consumer = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                          "share.acknowledgement.mode": "explicit"})
+consumer.subscribe([sys.argv[3]])
+got = []
+while len(got) < int(sys.argv[4]):
+    got += [m.offset() for m in consumer.poll(0.5) if m.error() is None]
+print(" ".join(map(str, sorted(got))), flush=True)
+if sys.argv[5] == "exit":
+    os._exit(0)  # killed: no acknowledgement, no session close, no leave; the connection drops
+time.sleep(600)  # stopped by the test (SIGSTOP): the connection stays open, nothing is acknowledged
+"""
+
+
+def holding_consumer(broker: BrokerProcess, tmp_path: Path, group: str, topic: str, count: int,
+                     then: str) -> tuple[subprocess.Popen[str], list[int]]:
+    """A consumer in its own process that takes `count` records without acknowledging them; the offsets."""
+    script = tmp_path / "holding.py"
+    script.write_text(HOLDING_CONSUMER)
+    proc = subprocess.Popen([sys.executable, str(script), broker.bootstrap, group, topic, str(count), then],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    return proc, [int(o) for o in line.split()]
+
+
+def redelivered(broker: BrokerProcess, group: str, topic: str, count: int) -> list[Any]:
+    with share_consumer(broker, group, topic) as survivor:
+        again = poll_until(survivor, lambda got: len(got) >= count)
+        survivor.commit_sync()
+    return again
+
+
+def test_records_of_a_killed_consumer_are_redelivered(broker: BrokerProcess, tmp_path: Path) -> None:
+    topic = new_topic(broker, [f"k{i}".encode() for i in range(4)])
+    proc, held = holding_consumer(broker, tmp_path, "killed", topic, 4, "exit")
+    assert proc.wait(30) == 0 and held == [0, 1, 2, 3]
+    again = redelivered(broker, "killed", topic, 4)
+    assert sorted(m.offset() for m in again) == held
+    assert {m.delivery_count() for m in again} == {2}
+
+
+def test_records_of_a_stopped_consumer_are_redelivered_when_their_locks_expire(broker: BrokerProcess,
+                                                                              tmp_path: Path) -> None:
+    topic = new_topic(broker, [f"s{i}".encode() for i in range(4)])
+    proc, held = holding_consumer(broker, tmp_path, "stopped", topic, 4, "stop")
+    try:
+        assert held == [0, 1, 2, 3]
+        proc.send_signal(signal.SIGSTOP)  # connected, member of the group, holding its records: only locks expire
+        again = redelivered(broker, "stopped", topic, 4)
+    finally:
+        proc.kill()
+        proc.wait(30)
+    assert sorted(m.offset() for m in again) == held
+    assert {m.delivery_count() for m in again} == {2}
+
+
+def test_a_record_released_up_to_the_delivery_limit_is_archived(broker: BrokerProcess) -> None:
+    topic = new_topic(broker, [b"poison"])
+    counts: list[int] = []
+    with share_consumer(broker, "limit", topic, **{"share.acknowledgement.mode": "explicit"}) as consumer:
+        for _ in range(DELIVERY_LIMIT):
+            (message,) = poll_until(consumer, lambda got: len(got) >= 1)
+            counts.append(message.delivery_count())
+            consumer.acknowledge(message, AcknowledgeType.RELEASE)
+            consumer.commit_sync()
+        produce(broker, topic, [b"after"])
+        rest = poll_until(consumer, lambda got: any(m.value() == b"after" for m in got),
+                          on_message=lambda m: consumer.acknowledge(m, AcknowledgeType.ACCEPT))
+        consumer.commit_sync()
+    assert counts == list(range(1, DELIVERY_LIMIT + 1))
+    assert [m.value() for m in rest] == [b"after"]  # the poison record was archived, not delivered again
+
+
+def test_a_share_group_and_a_classic_group_each_get_every_record(broker: BrokerProcess) -> None:
+    values = [f"b{i}".encode() for i in range(50)]
+    topic = new_topic(broker, values, partitions=2)
+    with share_consumer(broker, "both-share", topic) as shared:
+        got = poll_until(shared, lambda got: len(got) >= len(values))
+        shared.commit_sync()
+    classic = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "both-classic",
+                        "auto.offset.reset": "earliest"})
+    try:
+        classic.subscribe([topic])
+        classic_got: list[bytes] = []
+
+        def step() -> bool:
+            message = classic.poll(0.5)
+            if message is not None and message.error() is None:
+                classic_got.append(message.value())
+            return len(classic_got) >= len(values)
+
+        wait_until(step, 30.0, "the classic consumer never got every record")
+    finally:
+        classic.close()
+    assert sorted(m.value() for m in got) == sorted(values)
+    assert sorted(classic_got) == sorted(values)
+    with RawClient(broker.bootstrap) as client:  # the classic group's id is not a share group's
+        refused = client.request(ShareGroupHeartbeatRequest(group_id="both-classic", member_id="m1", member_epoch=0,
+                                                            subscribed_topic_names=(topic,)))
+    assert refused.error_code == ErrorCode.group_id_not_found
+
+
+def describe(broker: BrokerProcess, group_id: str) -> Any:
+    with RawClient(broker.bootstrap) as client:
+        (group,) = client.request(ShareGroupDescribeRequest(group_ids=(group_id,),
+                                                            include_authorized_operations=False)).groups
+    return group
+
+
+def test_share_groups_are_listed_and_described(broker: BrokerProcess) -> None:
+    topic = new_topic(broker, [b"x"])
+    with share_consumer(broker, "described", topic) as first, share_consumer(broker, "described", topic) as second:
+        poll_until(first, lambda got: len(got) >= 1)
+        wait_until(lambda: second.poll(0.2) is not None and len(describe(broker, "described").members) == 2, 30.0,
+                   "the second member never showed up")
+        with RawClient(broker.bootstrap) as client:
+            listed = client.request(ListGroupsRequest(states_filter=(), types_filter=("share",)))
+        group = describe(broker, "described")
+    assert ("described", "share", "Stable") in {(g.group_id, g.group_type, g.group_state) for g in listed.groups}
+    assert group.group_state == "Stable" and len(group.members) == 2
+    for member in group.members:  # both members are assigned the one partition
+        assert member.subscribed_topic_names == (topic,) and 0 < member.member_epoch <= group.group_epoch
+        assert [(t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == [(topic, (0,))]
+    wait_until(lambda: describe(broker, "described").group_state == "Empty", 30.0, "the members never left")
+    with RawClient(broker.bootstrap) as client:
+        (deleted,) = client.request(DeleteGroupsRequest(groups_names=("described",))).results
+    assert deleted.error_code == ErrorCode.none
+    assert describe(broker, "described").error_code == ErrorCode.group_id_not_found
+
+
+def test_a_share_group_with_members_is_not_deleted(broker: BrokerProcess) -> None:
+    topic = new_topic(broker, [b"z"])
+    with share_consumer(broker, "kept", topic) as consumer:
+        poll_until(consumer, lambda got: len(got) >= 1)
+        with RawClient(broker.bootstrap) as client:
+            (refused,) = client.request(DeleteGroupsRequest(groups_names=("kept",))).results
+    assert refused.error_code == ErrorCode.non_empty_group
+
+
+def test_a_silent_member_is_removed_after_the_session_timeout(broker: BrokerProcess, tmp_path: Path) -> None:
+    topic = new_topic(broker, [b"y"])
+    proc, held = holding_consumer(broker, tmp_path, "silent", topic, 1, "stop")
+    try:
+        assert held == [0]
+        assert len(describe(broker, "silent").members) == 1
+        proc.send_signal(signal.SIGSTOP)  # no more heartbeats, connection open
+        wait_until(lambda: not describe(broker, "silent").members, 30.0, "the silent member was never removed")
+    finally:
+        proc.kill()
+        proc.wait(30)
+
+
+def test_share_fetch_over_the_wire_waits_for_min_bytes_then_answers_what_there_is(broker: BrokerProcess) -> None:
+    topic = new_topic(broker, [b"small"])
+    (described,) = metadata_at(broker.bootstrap, [topic]).topics
+    partition = FetchPartition(partition_index=0, acknowledgement_batches=())
+    waiting = ShareFetchRequest(
+        group_id="raw", member_id="m1", share_session_epoch=0, max_wait=dt.timedelta(milliseconds=300),
+        min_bytes=1 << 20, max_records=10, batch_size=10,
+        topics=(FetchTopic(topic_id=described.topic_id, partitions=(partition,)),), forgotten_topics_data=())
+    accept = FetchPartition(partition_index=0, acknowledgement_batches=(
+        AcknowledgementBatch(first_offset=0, last_offset=0, acknowledge_types=(1,)),))
+    with RawClient(broker.bootstrap) as client:
+        first = client.request(waiting)
+        again = client.request(dataclasses.replace(
+            waiting, share_session_epoch=1, min_bytes=1, max_wait=dt.timedelta(0),
+            topics=(FetchTopic(topic_id=described.topic_id, partitions=(accept,)),)))
+        stale = client.request(dataclasses.replace(waiting, share_session_epoch=1, topics=()))
+    ((got,),) = [t.partitions for t in first.responses]
+    assert got.error_code == ErrorCode.none and got.records
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in got.acquired_records] == [(0, 0, 1)]
+    assert first.acquisition_lock_timeout == dt.timedelta(milliseconds=LOCK_MS)
+    ((acked,),) = [t.partitions for t in again.responses]
+    assert acked.acknowledge_error_code == ErrorCode.none and acked.acquired_records == ()
+    assert stale.error_code == ErrorCode.invalid_share_session_epoch
+
+
+def test_acknowledged_state_survives_a_broker_crash(tmp_path: Path) -> None:
+    """The share-partition's state is in __share_group_state: after a SIGKILL and a restart, what was accepted or
+    rejected is never delivered again, and what was released or still held comes back with its deliveries
+    counted."""
+    proc = BrokerProcess(tmp_path, {"share.auto.offset.reset": "earliest",
+                                    "group.share.record.lock.duration.ms": str(LOCK_MS)})
+    proc.start()
+    try:
+        topic = new_topic(proc, [f"d{i}".encode() for i in range(6)])
+        explicit = {"share.acknowledgement.mode": "explicit"}
+        with share_consumer(proc, "durable", topic, **explicit) as consumer:
+            first = {m.value(): m for m in poll_until(consumer, lambda got: len(got) >= 6)}
+            for value in (b"d0", b"d1", b"d2"):
+                consumer.acknowledge(first[value], AcknowledgeType.ACCEPT)
+            consumer.acknowledge(first[b"d3"], AcknowledgeType.RELEASE)
+            consumer.acknowledge(first[b"d4"], AcknowledgeType.REJECT)
+            consumer.commit_sync()  # d5 stays acquired
+            proc.kill()
+        proc.start()
+        produce(proc, topic, [b"sentinel"])
+        with share_consumer(proc, "durable", topic, **explicit) as consumer:
+            seen = poll_until(consumer, lambda got: b"sentinel" in {m.value() for m in got},
+                              on_message=lambda m: consumer.acknowledge(m, AcknowledgeType.ACCEPT))
+            consumer.commit_sync()
+        assert sorted((m.value(), m.delivery_count()) for m in seen) == [
+            (b"d3", 2), (b"d5", 2), (b"sentinel", 1)]
+        assert "internal error" not in proc.log_path.read_text(), proc.log_tail()
+    finally:
+        try:
+            proc.stop()
+        finally:
+            proc.cleanup()

@@ -1,0 +1,62 @@
+"""The broker's share-partitions over a real share coordinator on an in-memory log: started durably, acknowledged
+durably, and releases written too, so a new leader (a new `ShareGroups` over the same log) counts every delivery
+that ended."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from moldau.clock import ManualClock
+from moldau.coordinator.share.coordinator import ShareCoordinator, ShareStateSettings
+from moldau.coordinator.share.records import SHARE_STATE_TOPIC, ShareSnapshot, StateKey
+from moldau.protocol.errors import ErrorCode
+from moldau.share.manager import ShareGroups
+from moldau.share.partition import AckBatch, AckType, ShareSettings
+from moldau.share.settings import ShareBrokerSettings
+from tests.unit.coordinator.memory_log import NODE_ID, MemoryLog, image_with
+
+TOPIC_ID = uuid.UUID(int=42)
+KEY = ("g", "t", 0)
+
+
+class CoordinatorStore:
+    """The share coordinator called directly, as a broker does when it coordinates the key itself."""
+
+    def __init__(self, log: MemoryLog) -> None:
+        image = image_with(SHARE_STATE_TOPIC, 1)
+        self.coordinator = ShareCoordinator(NODE_ID, ShareStateSettings(num_partitions=1), lambda: image,
+                                            lambda: None, log)
+        self.coordinator.on_image(None, image)
+
+    async def read(self, key: StateKey, leader_epoch: int) -> ShareSnapshot | None:
+        return self.coordinator.read(key, leader_epoch)
+
+    async def write(self, key: StateKey, snapshot: ShareSnapshot) -> ErrorCode:
+        return await self.coordinator.write(key, snapshot, 0)
+
+
+def leader(log: MemoryLog, clock: ManualClock) -> ShareGroups:
+    settings = ShareBrokerSettings(partition=ShareSettings(auto_offset_reset="earliest"))
+    return ShareGroups(settings, clock, None, CoordinatorStore(log))  # type: ignore[arg-type]
+
+
+async def scenario() -> list[tuple[int, int, int]]:
+    log, clock = MemoryLog(SHARE_STATE_TOPIC, 1), ManualClock()
+    first = leader(log, clock)
+    partition = await first.share_partition("g", "t", 0, TOPIC_ID, 0, 0, 4)
+    partition.acquire("a", 4, 4, first.now_ms())
+    partition.acknowledge("a", [AckBatch(0, 0, (AckType.ACCEPT,))], first.now_ms())
+    assert await first.persist(KEY) == ErrorCode.none
+    first.release("g", "a")  # a's session ended: 1-3 are released (written in the background)
+    partition.acquire("b", 4, 4, first.now_ms())  # their second delivery (an acquisition is not written)
+    first.release("g", "b")  # ... which ends with b's session: written, so counted by the next leader
+    while first._writes:
+        await asyncio.sleep(0)
+    second = leader(log, clock)
+    restored = await second.share_partition("g", "t", 0, TOPIC_ID, 1, 0, 4)
+    return [(r.first_offset, r.last_offset, r.delivery_count) for r in restored.acquire("b", 10, 4, 0)]
+
+
+def test_a_new_leader_goes_on_from_the_acknowledged_and_released_state() -> None:
+    assert asyncio.run(scenario()) == [(1, 3, 3)]
