@@ -27,15 +27,16 @@ from moldau.connect.config import ConfigDef, ConfigType, Importance, Range, Vali
 from moldau.connect.data import OPTIONAL_BYTES_SCHEMA
 from moldau.mirror import topics
 from moldau.mirror.clients import admin_config, client_config
-from moldau.mirror.filters import GroupFilter, TopicFilter
+from moldau.mirror.filters import DEFAULTS as FILTER_DEFAULTS
+from moldau.mirror.filters import GROUPS, GROUPS_EXCLUDE, GroupFilter, TopicFilter
 from moldau.mirror.policy import ReplicationPolicy, replication_policy
 from moldau.mirror.records import Checkpoint
 from moldau.mirror.source import (
     ENABLED,
     SOURCE_ALIAS,
     TARGET_ALIAS,
+    between_clusters,
     mirror_connector_config_def,
-    requires_cluster,
     should_replicate,
 )
 from moldau.mirror.sync_reader import OffsetSyncReader
@@ -50,13 +51,11 @@ INACTIVE = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, Consume
 
 
 def checkpoint_config_def() -> ConfigDef:
-    return (requires_cluster(requires_cluster(mirror_connector_config_def(), "source"), "target")
-            .define("groups", ConfigType.LIST, ".*", Importance.HIGH, "Consumer groups (names or regexes)")
-            .define("groups.exclude", ConfigType.LIST, "console-consumer-.*, connect-.*, __.*", Importance.HIGH,
+    return (between_clusters(mirror_connector_config_def())
+            .define(GROUPS, ConfigType.LIST, FILTER_DEFAULTS[GROUPS], Importance.HIGH,
+                    "Consumer groups (names or regexes)")
+            .define(GROUPS_EXCLUDE, ConfigType.LIST, FILTER_DEFAULTS[GROUPS_EXCLUDE], Importance.HIGH,
                     "Consumer groups not to checkpoint; excludes win over includes")
-            .define("topics", ConfigType.LIST, ".*", Importance.HIGH, "Topics the source connector replicates")
-            .define("topics.exclude", ConfigType.LIST, r".*[\-\.]internal, .*\.replica, __.*", Importance.HIGH,
-                    "Topics the source connector does not replicate")
             .define("emit.checkpoints.enabled", ConfigType.BOOLEAN, True, Importance.LOW,
                     "Whether to write checkpoints")
             .define("emit.checkpoints.interval.seconds", ConfigType.DOUBLE, 60.0, Importance.LOW,

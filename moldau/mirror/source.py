@@ -39,12 +39,14 @@ from moldau.connect.data import OPTIONAL_BYTES_SCHEMA
 from moldau.connect.errors import ConnectException
 from moldau.mirror import topics
 from moldau.mirror.clients import admin_config, client_config
-from moldau.mirror.filters import ConfigPropertyFilter, TopicFilter
+from moldau.mirror.filters import DEFAULTS as FILTER_DEFAULTS
+from moldau.mirror.filters import TOPICS, TOPICS_EXCLUDE, ConfigPropertyFilter, TopicFilter
 from moldau.mirror.offset_syncs import OffsetSyncWriter
 from moldau.mirror.policy import ReplicationPolicy, replication_policy
 
 __all__ = [
-    "MirrorSourceConnector", "MirrorSourceTask", "mirror_connector_config_def", "requires_cluster", "should_replicate",
+    "MirrorSourceConnector", "MirrorSourceTask", "between_clusters", "mirror_connector_config_def", "requires_cluster",
+    "should_replicate",
 ]
 
 log = logging.getLogger(__name__)
@@ -78,11 +80,17 @@ def requires_cluster(definition: ConfigDef, side: str) -> ConfigDef:
                              documentation=f"The {side} cluster's bootstrap servers")
 
 
+def between_clusters(definition: ConfigDef) -> ConfigDef:
+    """`definition` with both clusters required and the topic filter (which topics the flow replicates)."""
+    return (requires_cluster(requires_cluster(definition, "source"), "target")
+            .define(TOPICS, ConfigType.LIST, FILTER_DEFAULTS[TOPICS], Importance.HIGH,
+                    "Topics (names or regexes) the flow replicates")
+            .define(TOPICS_EXCLUDE, ConfigType.LIST, FILTER_DEFAULTS[TOPICS_EXCLUDE], Importance.HIGH,
+                    "Topics the flow does not replicate; excludes win over includes"))
+
+
 def source_config_def() -> ConfigDef:
-    return (requires_cluster(requires_cluster(mirror_connector_config_def(), "source"), "target")
-            .define("topics", ConfigType.LIST, ".*", Importance.HIGH, "Topics (names or regexes) to replicate")
-            .define("topics.exclude", ConfigType.LIST, r".*[\-\.]internal, .*\.replica, __.*", Importance.HIGH,
-                    "Topics not to replicate; excludes win over includes")
+    return (between_clusters(mirror_connector_config_def())
             .define("refresh.topics.enabled", ConfigType.BOOLEAN, True, Importance.LOW,
                     "Whether to look for new topics and partitions periodically")
             .define("refresh.topics.interval.seconds", ConfigType.LONG, 600, Importance.LOW,

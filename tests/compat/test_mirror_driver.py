@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from tests.compat.test_mirror_faults import PARTITIONS, Load, _topic
 from tests.support.broker_process import BrokerProcess, signal_and_wait
 from tests.support.connect_worker import wait_for
+from tests.support.mirror import PARTITIONS, Load, copied, fresh_topic
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -67,38 +67,22 @@ class Mirror:
             self.proc = None
 
 
-def remote_values(bootstrap: str, topic: str) -> list[int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
-    values: list[int] = []
-    try:
-        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if metadata is None or metadata.error is not None:
-            return []
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)}
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-        while sum(ends.values()) > len(values):
-            values += [int(m.value()) for m in consumer.consume(1000, 1.0) if m.error() is None]
-    finally:
-        consumer.close()
-    return values
-
-
 def test_the_dedicated_mirror_copies_and_survives_kill_9(east: BrokerProcess, shared_broker: BrokerProcess,
                                                          tmp_path: Path) -> None:
-    topic = _topic(east.bootstrap)
+    topic = fresh_topic(east.bootstrap)
     mirror = Mirror(mm2_properties(tmp_path / "mm2.properties", east, shared_broker, topic), tmp_path / "mirror.log")
     mirror.start()
     remote = f"east.{topic}"
     try:
         with Load(east.bootstrap, topic) as load:
-            wait_for(lambda: len(remote_values(shared_broker.bootstrap, remote)) > 300, 90, "the mirror to copy")
+            wait_for(lambda: len(copied(shared_broker.bootstrap, remote)) > 300, 90, "the mirror to copy")
             mirror.signal(signal.SIGKILL)
-            wait_for(lambda: len(load.acked) > len(remote_values(shared_broker.bootstrap, remote)) + 200, 30,
+            wait_for(lambda: len(load.acked) > len(copied(shared_broker.bootstrap, remote)) + 200, 30,
                      "records written while the mirror is down")
             mirror.start()
-        wait_for(lambda: set(remote_values(shared_broker.bootstrap, remote)) >= load.acked, 120,
+        wait_for(lambda: set(copied(shared_broker.bootstrap, remote)) >= load.acked, 120,
                  "the restarted mirror to catch up")
-        values = remote_values(shared_broker.bootstrap, remote)
+        values = copied(shared_broker.bootstrap, remote)
         duplicates = len(values) - len(set(values))
         print(f"mirror kill -9: {len(load.acked)} records, {duplicates} copied twice, none lost")
 

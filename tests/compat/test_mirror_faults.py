@@ -5,25 +5,21 @@ once (the worker itself never crashed)."""
 
 from __future__ import annotations
 
-import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from moldau.net.ports import free_port
 from tests.support.broker_process import BrokerProcess
 from tests.support.connect_worker import WorkerProcess, wait_for
+from tests.support.mirror import Load, copied, fresh_topic
 from tests.support.proxy import LinkProxy
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
-PARTITIONS = 2
 
 
 class Source:
@@ -60,49 +56,6 @@ def source(tmp_path: Path) -> Iterator[Source]:
             source.broker.cleanup()
 
 
-class Load:
-    """Writes numbered records to the source until stopped; each acknowledged one is counted."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True,
-                                  "message.timeout.ms": 120_000})
-        self.topic = topic
-        self.acked: set[int] = set()
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run)
-
-    def _run(self) -> None:
-        i = 0
-        while not self.stopping.is_set():
-            self.producer.produce(self.topic, value=str(i).encode(), partition=i % PARTITIONS,
-                                  on_delivery=lambda err, msg: err is None and self.acked.add(int(msg.value())))
-            i += 1
-            self.producer.poll(0)
-            self.stopping.wait(0.002)
-
-    def __enter__(self) -> Load:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        self.thread.join()
-        assert self.producer.flush(120) == 0
-
-
-def copied(bootstrap: str, topic: str) -> list[int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
-    values: list[int] = []
-    try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)}
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-        while sum(ends.values()) > len(values):
-            values += [int(m.value()) for m in consumer.consume(1000, 1.0) if m.error() is None]
-    finally:
-        consumer.close()
-    return values
-
-
 def mirror(worker: WorkerProcess, source: Source, target: BrokerProcess, topic: str) -> None:
     config = {"connector.class": "MirrorSourceConnector", "source.cluster.alias": "src",
               "target.cluster.alias": "dst", "source.cluster.bootstrap.servers": source.mirror_bootstrap,
@@ -123,16 +76,9 @@ def agree(source: Source, target: BrokerProcess, topic: str, acked: set[int], ti
     assert len(values) == len(set(values)), "a record was copied twice"
 
 
-def _topic(bootstrap: str) -> str:
-    topic = f"faults-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])[topic].result(30)
-    return topic
-
-
 def test_a_partition_between_mirror_and_source_heals_and_replication_catches_up(
         source: Source, shared_broker: BrokerProcess, tmp_path: Path) -> None:
-    topic = _topic(source.broker.bootstrap)
+    topic = fresh_topic(source.broker.bootstrap)
     worker = WorkerProcess(tmp_path / "worker", shared_broker.bootstrap)
     worker.start()
     try:
@@ -154,7 +100,7 @@ def test_a_partition_between_mirror_and_source_heals_and_replication_catches_up(
 
 def test_the_source_cluster_goes_down_and_comes_back(source: Source, shared_broker: BrokerProcess,
                                                      tmp_path: Path) -> None:
-    topic = _topic(source.broker.bootstrap)
+    topic = fresh_topic(source.broker.bootstrap)
     worker = WorkerProcess(tmp_path / "worker", shared_broker.bootstrap)
     worker.start()
     try:
