@@ -143,6 +143,11 @@ class PostgresCdcSourceTask(SourceTask):
         if self.snapshot is not None:
             self.snapshot.close()
             self.snapshot = None
+        self._close_connections()
+        self.streaming = False
+
+    def _close_connections(self) -> None:
+        """Close the replication and catalog connections (the next poll reconnects while streaming)."""
         if self.stream is not None:
             self.stream.close()
             self.stream = None
@@ -150,7 +155,6 @@ class PostgresCdcSourceTask(SourceTask):
             with contextlib.suppress(psycopg2.Error):
                 self.catalog.close()
             self.catalog = None
-        self.streaming = False
 
     # --- poll -----------------------------------------------------------------------------------------
 
@@ -185,13 +189,7 @@ class PostgresCdcSourceTask(SourceTask):
         assert self.config is not None
         log.warning("postgres-cdc %s: replication connection lost (%s); reconnecting (attempt %d of %d)",
                     self.config.topic_prefix, str(cause).strip(), self.failures_in_a_row, MAX_RECONNECTS)
-        if self.stream is not None:
-            self.stream.close()
-            self.stream = None
-        if self.catalog is not None:
-            with contextlib.suppress(psycopg2.Error):
-                self.catalog.close()
-            self.catalog = None
+        self._close_connections()
         self.stopping.wait(RECONNECT_BACKOFF_S * (self.failures_in_a_row - 1))
 
     def _reconnect(self) -> None:
