@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from tests.support.broker_process import BrokerProcess
-from tests.support.connect_worker import WorkerProcess, read_lines, wait_for
+from tests.support.connect_worker import WorkerProcess, read_lines, running_worker, wait_for
 
 Headers = list[tuple[str, str | bytes | None]]
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
@@ -51,13 +51,8 @@ def worker(shared_broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactor
     plugins = directory / "plugins"
     plugins.mkdir()
     (plugins / "busy_plugin.py").write_text(BUSY_PLUGIN)
-    proc = WorkerProcess(directory, shared_broker.bootstrap, {"plugin.path": str(plugins)})
-    proc.start()
-    try:
+    with running_worker(directory, shared_broker.bootstrap, {"plugin.path": str(plugins)}) as proc:
         yield proc
-        assert proc.stop() == 0, proc.log_tail()
-    finally:
-        proc.cleanup()
 
 
 def _name(prefix: str) -> str:

@@ -12,18 +12,13 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.support.broker_process import BrokerProcess
-from tests.support.connect_worker import WorkerProcess, read_lines, wait_for
+from tests.support.connect_worker import WorkerProcess, read_lines, running_worker, wait_for
 
 
 @pytest.fixture(scope="module")
 def worker(shared_broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    proc = WorkerProcess(tmp_path_factory.mktemp("connect-loggers"), shared_broker.bootstrap)
-    proc.start()
-    try:
+    with running_worker(tmp_path_factory.mktemp("connect-loggers"), shared_broker.bootstrap) as proc:
         yield proc
-        assert proc.stop() == 0, proc.log_tail()
-    finally:
-        proc.cleanup()
 
 
 def test_list_and_read_levels(worker: WorkerProcess) -> None:

@@ -17,18 +17,13 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import create_topic
-from tests.support.connect_worker import WorkerProcess, wait_for
+from tests.support.connect_worker import WorkerProcess, running_worker, wait_for
 
 
 @pytest.fixture(scope="module")
 def worker(shared_broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    proc = WorkerProcess(tmp_path_factory.mktemp("connect-pipeline"), shared_broker.bootstrap)
-    proc.start()
-    try:
+    with running_worker(tmp_path_factory.mktemp("connect-pipeline"), shared_broker.bootstrap) as proc:
         yield proc
-        assert proc.stop() == 0, proc.log_tail()
-    finally:
-        proc.cleanup()
 
 
 def consume(bootstrap: str, topic: str, count: int) -> list[bytes | None]:

@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from tests.support.broker_process import BrokerProcess
-from tests.support.connect_worker import WorkerProcess, wait_for
+from tests.support.connect_worker import WorkerProcess, running_worker, wait_for
 from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.slow
@@ -32,13 +32,8 @@ Messages = list[dict[str, Any]]
 
 @pytest.fixture(scope="module")
 def worker(shared_broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    proc = WorkerProcess(tmp_path_factory.mktemp("cdc-worker"), shared_broker.bootstrap, WORKER_PROPERTIES)
-    proc.start()
-    try:
+    with running_worker(tmp_path_factory.mktemp("cdc-worker"), shared_broker.bootstrap, WORKER_PROPERTIES) as proc:
         yield proc
-        assert proc.stop() == 0, proc.log_tail()
-    finally:
-        proc.cleanup()
 
 
 class Database:

@@ -20,7 +20,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ck_produce
-from tests.support.connect_worker import WorkerProcess, wait_for
+from tests.support.connect_worker import WorkerProcess, running_worker, wait_for
 from tests.support.postgres import PostgresServer
 
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
@@ -30,14 +30,9 @@ JDBC_SINK = "io.confluent.connect.jdbc.JdbcSinkConnector"
 
 @pytest.fixture(scope="module")
 def worker(shared_broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    proc = WorkerProcess(tmp_path_factory.mktemp("connect-jdbc-sink"), shared_broker.bootstrap,
-                         {"offset.flush.interval.ms": "200"})
-    proc.start()
-    try:
+    with running_worker(tmp_path_factory.mktemp("connect-jdbc-sink"), shared_broker.bootstrap,
+                        {"offset.flush.interval.ms": "200"}) as proc:
         yield proc
-        assert proc.stop() == 0, proc.log_tail()
-    finally:
-        proc.cleanup()
 
 
 class Database:

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.support.broker_process import BrokerProcess, rss_mb
-from tests.support.connect_worker import WorkerProcess
+from tests.support.connect_worker import WorkerProcess, running_worker
 
 BODY_LIMIT = 16 * 1024 * 1024  # both services' bound on a request body
 RSS_GROWTH_LIMIT_MB = 120
@@ -23,13 +23,8 @@ RSS_GROWTH_LIMIT_MB = 120
 
 @pytest.fixture(scope="module")
 def worker(shared_broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    proc = WorkerProcess(tmp_path_factory.mktemp("hostile-connect"), shared_broker.bootstrap)
-    proc.start()
-    try:
+    with running_worker(tmp_path_factory.mktemp("hostile-connect"), shared_broker.bootstrap) as proc:
         yield proc
-        assert proc.stop() == 0, proc.log_tail()
-    finally:
-        proc.cleanup()
 
 
 def exchange(url: str, raw: bytes, timeout_s: float = 10.0, half_close: bool = False) -> bytes:

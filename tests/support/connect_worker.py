@@ -11,7 +11,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,19 @@ class WorkerProcess:
         except urllib.error.HTTPError as exc:
             raw = exc.read()
             return exc.code, json.loads(raw) if raw.strip() else None
+
+
+@contextmanager
+def running_worker(directory: Path, bootstrap: str, overrides: dict[str, str] | None = None) -> Iterator[WorkerProcess]:
+    """A started standalone worker; afterwards it must stop cleanly (exit 0, else its log is shown), and any
+    process left is killed."""
+    proc = WorkerProcess(directory, bootstrap, overrides)
+    proc.start()
+    try:
+        yield proc
+        assert proc.stop() == 0, proc.log_tail()
+    finally:
+        proc.cleanup()
 
 
 def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition") -> Any:
