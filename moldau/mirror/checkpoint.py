@@ -23,7 +23,7 @@ from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, To
 from confluent_kafka.admin import AdminClient
 
 from moldau.connect.api import SourceConnector, SourceRecord, SourceTask, Task
-from moldau.connect.config import ConfigDef, ConfigType, Importance, Range, ValidString
+from moldau.connect.config import ConfigDef, ConfigType, Importance, ValidString
 from moldau.connect.data import OPTIONAL_BYTES_SCHEMA
 from moldau.mirror import topics
 from moldau.mirror.clients import admin_config, client_config
@@ -37,6 +37,7 @@ from moldau.mirror.source import (
     TARGET_ALIAS,
     between_clusters,
     mirror_connector_config_def,
+    periodic,
     should_replicate,
 )
 from moldau.mirror.sync_reader import OffsetSyncReader
@@ -51,23 +52,17 @@ INACTIVE = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, Consume
 
 
 def checkpoint_config_def() -> ConfigDef:
-    return (between_clusters(mirror_connector_config_def())
+    definition = between_clusters(mirror_connector_config_def())
+    for job, what, enabled, interval in (
+            ("emit.checkpoints", "write checkpoints", True, 60.0),
+            ("sync.group.offsets", "commit translated offsets to the target's inactive consumer groups", False, 60.0),
+            ("refresh.groups", "look for new consumer groups", True, 600.0)):
+        definition = periodic(definition, job, what, enabled, interval, ConfigType.DOUBLE)
+    return (definition
             .define(GROUPS, ConfigType.LIST, FILTER_DEFAULTS[GROUPS], Importance.HIGH,
                     "Consumer groups (names or regexes)")
             .define(GROUPS_EXCLUDE, ConfigType.LIST, FILTER_DEFAULTS[GROUPS_EXCLUDE], Importance.HIGH,
                     "Consumer groups not to checkpoint; excludes win over includes")
-            .define("emit.checkpoints.enabled", ConfigType.BOOLEAN, True, Importance.LOW,
-                    "Whether to write checkpoints")
-            .define("emit.checkpoints.interval.seconds", ConfigType.DOUBLE, 60.0, Importance.LOW,
-                    "How often to write checkpoints", validator=Range.at_least(0.01))
-            .define("sync.group.offsets.enabled", ConfigType.BOOLEAN, False, Importance.LOW,
-                    "Whether to commit translated offsets to the target's inactive consumer groups")
-            .define("sync.group.offsets.interval.seconds", ConfigType.DOUBLE, 60.0, Importance.LOW,
-                    "How often to commit translated offsets to the target", validator=Range.at_least(0.01))
-            .define("refresh.groups.enabled", ConfigType.BOOLEAN, True, Importance.LOW,
-                    "Whether to look for new consumer groups periodically")
-            .define("refresh.groups.interval.seconds", ConfigType.DOUBLE, 600.0, Importance.LOW,
-                    "How often to look for new consumer groups", validator=Range.at_least(0.01))
             .define("checkpoints.topic.replication.factor", ConfigType.SHORT, 3, Importance.LOW,
                     "Replication factor of the checkpoints topic (-1: the broker's default)")
             .define("offset-syncs.topic.location", ConfigType.STRING, "source", Importance.LOW,

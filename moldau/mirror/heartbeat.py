@@ -15,23 +15,20 @@ from collections.abc import Callable, Mapping
 from confluent_kafka.admin import AdminClient
 
 from moldau.connect.api import SourceConnector, SourceRecord, SourceTask, Task
-from moldau.connect.config import ConfigDef, ConfigType, Importance, Range
+from moldau.connect.config import ConfigDef, ConfigType, Importance
 from moldau.connect.data import OPTIONAL_BYTES_SCHEMA
 from moldau.mirror import topics
 from moldau.mirror.clients import admin_config
 from moldau.mirror.policy import replication_policy
 from moldau.mirror.records import Heartbeat
-from moldau.mirror.source import SOURCE_ALIAS, TARGET_ALIAS, mirror_connector_config_def, requires_cluster
+from moldau.mirror.source import SOURCE_ALIAS, TARGET_ALIAS, mirror_connector_config_def, periodic, requires_cluster
 
 __all__ = ["MirrorHeartbeatConnector", "MirrorHeartbeatTask"]
 
 
 def heartbeat_config_def() -> ConfigDef:
-    return (requires_cluster(mirror_connector_config_def(), "target")
-            .define("emit.heartbeats.enabled", ConfigType.BOOLEAN, True, Importance.LOW,
-                    "Whether to emit heartbeats")
-            .define("emit.heartbeats.interval.seconds", ConfigType.DOUBLE, 1.0, Importance.LOW,
-                    "How often to emit a heartbeat", validator=Range.at_least(0.01))
+    return (periodic(requires_cluster(mirror_connector_config_def(), "target"), "emit.heartbeats", "emit heartbeats",
+                     True, 1.0, ConfigType.DOUBLE)
             .define("heartbeats.topic.replication.factor", ConfigType.SHORT, 3, Importance.LOW,
                     "Replication factor of the heartbeats topic (-1: the broker's default)"))
 

@@ -45,8 +45,8 @@ from moldau.mirror.offset_syncs import OffsetSyncWriter
 from moldau.mirror.policy import ReplicationPolicy, replication_policy
 
 __all__ = [
-    "MirrorSourceConnector", "MirrorSourceTask", "between_clusters", "mirror_connector_config_def", "requires_cluster",
-    "should_replicate",
+    "MirrorSourceConnector", "MirrorSourceTask", "between_clusters", "mirror_connector_config_def", "periodic",
+    "requires_cluster", "should_replicate",
 ]
 
 log = logging.getLogger(__name__)
@@ -89,20 +89,24 @@ def between_clusters(definition: ConfigDef) -> ConfigDef:
                     "Topics the flow does not replicate; excludes win over includes"))
 
 
+def periodic(definition: ConfigDef, job: str, what: str, enabled: bool, interval: float,
+             type_: ConfigType = ConfigType.LONG) -> ConfigDef:
+    """`definition` with MirrorMaker 2's pair for a periodic job: `<job>.enabled` and
+    `<job>.interval.seconds` (at least one second for whole seconds, 10 ms for fractional ones)."""
+    least = Range.at_least(1) if type_ is ConfigType.LONG else Range.at_least(0.01)
+    return (definition
+            .define(f"{job}.enabled", ConfigType.BOOLEAN, enabled, Importance.LOW, f"Whether to {what}")
+            .define(f"{job}.interval.seconds", type_, interval, Importance.LOW, f"How often to {what}",
+                    validator=least))
+
+
 def source_config_def() -> ConfigDef:
-    return (between_clusters(mirror_connector_config_def())
-            .define("refresh.topics.enabled", ConfigType.BOOLEAN, True, Importance.LOW,
-                    "Whether to look for new topics and partitions periodically")
-            .define("refresh.topics.interval.seconds", ConfigType.LONG, 600, Importance.LOW,
-                    "How often to look for new topics and partitions", validator=Range.at_least(1))
-            .define("sync.topic.configs.enabled", ConfigType.BOOLEAN, True, Importance.LOW,
-                    "Whether to copy topic configs to the remote topics periodically")
-            .define("sync.topic.configs.interval.seconds", ConfigType.LONG, 600, Importance.LOW,
-                    "How often to copy topic configs", validator=Range.at_least(1))
-            .define("sync.topic.acls.enabled", ConfigType.BOOLEAN, True, Importance.LOW,
-                    "Whether to copy the source's topic ACLs to the remote topics periodically")
-            .define("sync.topic.acls.interval.seconds", ConfigType.LONG, 600, Importance.LOW,
-                    "How often to copy topic ACLs", validator=Range.at_least(1))
+    definition = between_clusters(mirror_connector_config_def())
+    for job, what in (("refresh.topics", "look for new topics and partitions"),
+                      ("sync.topic.configs", "copy topic configs to the remote topics"),
+                      ("sync.topic.acls", "copy the source's topic ACLs to the remote topics")):
+        definition = periodic(definition, job, what, True, 600)
+    return (definition
             .define("replication.factor", ConfigType.INT, 2, Importance.LOW,
                     "Replication factor of new remote topics (-1: the target broker's default)")
             .define("offset-syncs.topic.replication.factor", ConfigType.SHORT, 3, Importance.LOW,
