@@ -47,12 +47,12 @@ def committed_positions(config: MirrorMakerConfig, flow: Flow) -> dict[tuple[str
         try:
             connector, partition = json.loads(key or b"null")
             offset = None if value is None else json.loads(value)
-        except (ValueError, TypeError):
-            continue
-        if connector != SOURCE_CONNECTOR or not isinstance(partition, dict) or \
-                partition.get("cluster") != flow.source:
-            continue
-        where = (str(partition.get("topic")), int(partition.get("partition", 0)))
+            if connector != SOURCE_CONNECTOR or not isinstance(partition, dict) or \
+                    partition.get("cluster") != flow.source:
+                continue
+            where = (str(partition.get("topic")), int(partition.get("partition", 0)))
+        except (ValueError, TypeError, RecursionError):
+            continue  # another writer's record: not one of the mirror's offsets
         if isinstance(offset, dict) and isinstance(offset.get("offset"), int):
             positions[where] = offset["offset"]
         else:

@@ -42,7 +42,14 @@ def _json(value: Any) -> bytes:
 
 
 def _load(raw: bytes | None) -> Any:
-    return None if raw is None else json.loads(raw)
+    """A record's JSON, None for a tombstone; ValueError for anything else another writer may have put in the
+    topic (not JSON, not UTF-8, or nested too deeply to parse)."""
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except RecursionError as exc:
+        raise ValueError("JSON nested too deeply") from exc
 
 
 def open_log(worker: WorkerConfig, kind: str, callback: Callable[[bytes | None, bytes | None, int], None]) -> KafkaLog:
@@ -124,12 +131,15 @@ class KafkaConfigStore(ConfigStore):
         key = (raw_key or b"").decode(errors="replace")
         try:
             value = _load(raw_value)
-        except ValueError:
-            log.warning("connect: config record %s at %d is not JSON; skipped", key, offset)
+            if value is not None and not isinstance(value, dict):
+                raise ValueError("not a JSON object")
+            with self.lock:
+                # Each branch reads the whole value before it changes anything, so a malformed one changes nothing.
+                change = self._apply_locked(key, value)
+                self.offset = offset
+        except (ValueError, TypeError, AttributeError) as exc:
+            log.warning("connect: config record %s at %d is not Kafka Connect's (%s); skipped", key, offset, exc)
             return
-        with self.lock:
-            self.offset = offset
-            change = self._apply_locked(key, value)
         if change is not None:
             self.on_change(change)
 

@@ -68,3 +68,26 @@ def test_a_status_from_an_older_generation_on_another_worker_does_not_win() -> N
     assert store.tasks("a")[0].state is State.PAUSED
     store._apply(*_record("status-task-a-0", None), 3)
     assert store.tasks("a") == {}
+
+
+GARBAGE: list[tuple[bytes | None, bytes | None]] = [
+    (None, b"{}"), (b"", b""), (b"\xff\xfe", b"\x00"), (b"[1, 2, 3]", b"[]"), (b'"connector-"', b"null"),
+    (b"connector-x", b'{"properties": 7}'), (b"task-x-notanumber", b'{"properties": {}}'),
+    (b"commit-x", b'{"tasks": "many"}'), (b'["c", "not a dict"]', b'{"offset": 1}'),
+    (b"status-task-x-1", b'{"state": 42}'), (b"[" * 100_000, b"]" * 100_000),
+]
+
+
+def test_records_that_are_not_kafka_connects_are_skipped_and_the_stores_go_on() -> None:
+    """Another writer's bytes in an internal topic (truncated, wrong types, deep nesting) are skipped: the
+    worker reading them keeps its state and goes on with the next record."""
+    changes: list[ConfigChange] = []
+    config, offsets, statuses = KafkaConfigStore(WORKER, changes.append), KafkaOffsetStore(WORKER), \
+        KafkaStatusStore(WORKER, lambda: 0)
+    for offset, (key, value) in enumerate(GARBAGE):
+        for store in (config, offsets, statuses):
+            store._apply(key, value, offset)
+    assert config.connectors() == [] and offsets.offsets("c") == []
+    config._apply(*_record("connector-a", {"properties": {"name": "a"}}), len(GARBAGE))
+    offsets._apply(*_record(["src", {"f": 1}], {"position": 3}), len(GARBAGE))
+    assert config.connector("a") == {"name": "a"} and offsets.get("src", {"f": 1}) == {"position": 3}
