@@ -26,6 +26,9 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from moldau.connect.converters.avro import AvroConverter
+from moldau.connect.data import INT64_SCHEMA, SchemaBuilder, Struct
+from moldau.connect.errors import DataException
 from moldau.net.ports import free_ports
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import create_topic
@@ -178,3 +181,22 @@ def test_the_cli_reaches_an_authenticating_https_registry(secured: SecuredRegist
                             str(secured.pki.ca)], capture_output=True, text=True, timeout=60)
     assert wrong.returncode != 0
     assert "401" in wrong.stderr
+
+
+def test_connect_converters_use_confluents_security_configs(secured: SecuredRegistry) -> None:
+    schema = SchemaBuilder.struct().field("id", INT64_SCHEMA).build()
+    trust = {"schema.registry.ssl.truststore.location": str(secured.pki.ca)}
+    from_user_info = AvroConverter()
+    from_user_info.configure({"schema.registry.url": secured.url, "basic.auth.credentials.source": "USER_INFO",
+                              "basic.auth.user.info": "bob:bob-secret", **trust}, False)
+    data = from_user_info.from_connect_data("connect-secured", schema, Struct(schema).put("id", 7))
+    assert data is not None
+    from_url = AvroConverter()
+    from_url.configure({"schema.registry.url": secured.url.replace("https://", "https://alice:alice-secret@"),
+                        **trust}, False)
+    assert from_url.to_connect_data("connect-secured", data).value == Struct(schema).put("id", 7)
+    # As in Confluent's converters, basic.auth.user.info alone (source URL) sends no credentials.
+    ignored = AvroConverter()
+    ignored.configure({"schema.registry.url": secured.url, "basic.auth.user.info": "bob:bob-secret", **trust}, False)
+    with pytest.raises(DataException):
+        ignored.to_connect_data("connect-secured", data)
