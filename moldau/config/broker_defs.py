@@ -374,6 +374,11 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "partition is in the producer's transaction (KIP-890), so a late write cannot join a finished one."),
     ConfigDef("producer.id.expiration.ms", _T.INT, "86400000",
               "How long an idle producer id's state is kept.", at_least(1)),
+    # The console's HTTP listener (moldau.console): /metrics today.
+    ConfigDef("console.listeners", _T.STRING, "http://127.0.0.1:8080",
+              "Where this node serves its console's HTTP listener, with Prometheus metrics at /metrics, as "
+              "http://host:port or https://host:port (port 0: any free port; https takes its certificate from the "
+              "ssl.* configs, which listener.name.console.ssl.* overrides); empty turns it off.", HTTP_LISTENER),
     # The schema registry (Confluent Schema Registry's REST API, docs/registry.md).
     ConfigDef("schema.registry.listeners", _T.STRING, "http://127.0.0.1:8081",
               "Where this broker serves the schema registry's REST API, as http://host:port or https://host:port "

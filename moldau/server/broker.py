@@ -34,6 +34,7 @@ from moldau.config import (
     describe_broker_configs,
     effective_topic_configs,
 )
+from moldau.console.service import ConsoleService, console_for
 from moldau.coordinator.group.coordinator import OFFSETS_TOPIC_CONFIGS, GroupCoordinator
 from moldau.coordinator.group.records import OFFSETS_TOPIC
 from moldau.coordinator.group.runtime import GroupRuntime
@@ -48,6 +49,7 @@ from moldau.metadata.image import MetadataImage
 from moldau.metadata.log import LocalMetadataLog
 from moldau.metadata.quorum import MetadataQuorum
 from moldau.metadata.records import RESOURCE_TOPIC, Endpoint, RegisterBrokerRecord
+from moldau.metrics.counters import BrokerCounters
 from moldau.net.client import Authenticator
 from moldau.protocol.errors import KafkaError
 from moldau.raft import Config as RaftConfig
@@ -121,8 +123,9 @@ class Broker:
             MutationQuotaConfig(config.controller_quota_window_num, config.controller_quota_window_size_seconds * 1000))
         self.connection_quotas = ConnectionQuotas.from_config(config)
         self.authorizer = Authorizer.from_config(config)  # None unless authorizer.class.name is set
+        self.counters = BrokerCounters()  # what /metrics reports of the request path (moldau.metrics)
         self.dispatcher = Dispatcher(self, filters=[] if self.authorizer is None else [RequestAuthorization()],
-                                     quotas=self.client_quotas, authorizer=self.authorizer)
+                                     quotas=self.client_quotas, authorizer=self.authorizer, counters=self.counters)
         self._bound: list[tuple[str, str, int]] = []  # (listener, host, port actually bound)
         self._client_servers: list[asyncio.Server] = []
         # TLS (moldau.security): each SSL listener's server context and certificate-principal mapping, and how
@@ -144,6 +147,7 @@ class Broker:
         self.txn_links: TxnLinks
         self.controller_requests: ControllerRequests
         self.registry: RegistryService | None = None  # the schema registry (moldau.registry), on brokers
+        self.console: ConsoleService | None = None  # the console's HTTP listener, /metrics (moldau.console)
 
     @property
     def schema_lookup(self) -> SchemaLookup | None:
@@ -166,6 +170,10 @@ class Broker:
             os.makedirs(d, exist_ok=True)
         self.cluster_id = self._load_or_create_meta_properties(multi_node=len(voters) > 1 or not self.is_controller)
         self._set_up_security()
+        try:
+            self.console = console_for(self)  # bound now: a port in use stops the node before it joins
+        except ConfigError as exc:
+            raise StartupError(str(exc)) from exc
         self.quorum = self._open_quorum(voters)
         self.controller = Controller(self.quorum, self.node_id, self.config.num_partitions,
                                      self.config.default_replication_factor, self._config_default,
@@ -195,6 +203,8 @@ class Broker:
             if self.registry is not None:
                 self.registry.start()
             self._tasks.append(asyncio.get_running_loop().create_task(self._maintenance()))
+        if self.console is not None:
+            self.console.start()
         log.info("moldau node %d started (cluster %s, roles %s), listening on %s", self.node_id, self.cluster_id,
                  ",".join(self.config.process_roles),
                  ", ".join(f"{n}://{h}:{p}" for n, h, p in self._bound))
@@ -286,6 +296,8 @@ class Broker:
         self.closing = True
         if self.lifecycle is not None:
             await self._controlled_shutdown(self.lifecycle)
+        if self.console is not None:
+            await self.console.stop()
         if self.registry is not None:
             await self.registry.stop()
         for server in self._servers:
@@ -505,6 +517,13 @@ class Broker:
             sweep(self._connections, limits, self.clock.monotonic_ms())
             budget = self._receive_budget
             trimmer.observe(len(self._connections), budget.take_peak(), budget.used)
+
+    def connection_counts(self) -> dict[str, int]:
+        """Open connections per listener, every bound listener named (metrics)."""
+        counts = dict.fromkeys((name for name, _, _ in self._bound), 0)
+        for conn in self._connections:
+            counts[conn.listener] = counts.get(conn.listener, 0) + 1
+        return counts
 
     @property
     def bound_ports(self) -> list[int]:
