@@ -9,8 +9,6 @@ low group-config bounds so the tests can set small values. Every test uses its o
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -40,6 +38,7 @@ from kio.schema.incremental_alter_configs.v1.request import (
 )
 from kio.static.primitive import i8
 
+from tests.compat.test_cli import assert_clean_error, moldau, ok
 from tests.support.broker_process import BrokerProcess
 from tests.support.polling import wait_until
 from tests.support.raw_client import RawClient
@@ -298,6 +297,34 @@ def test_records_given_up_on_go_to_the_dead_letter_topic(broker: BrokerProcess) 
     assert dict(by_value[b"rejected"].headers())["__dlq.errors.message"] == b"Offset rejected by client."
 
 
-def moldau(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "moldau", *args, "--bootstrap-server", broker.bootstrap],
-                          capture_output=True, text=True, timeout=60)
+def test_moldau_groups_lists_describes_and_resets_share_groups(broker: BrokerProcess) -> None:
+    values = [f"c{i}".encode() for i in range(6)]
+    topic = new_topic(broker, values)
+    group = f"cli-{uuid.uuid4().hex[:6]}"
+    with share_consumer(broker, group, topic, **{"client.id": "cli-member"}) as consumer:
+        poll_until(consumer, lambda got: len(got) >= 6)
+        consumer.poll(0.5)  # acknowledges the records of the last poll
+        listed = ok(broker, "groups", "list").out
+        assert [group, "share", "Stable"] in [line.split() for line in listed.splitlines()]
+
+        def described_at_end() -> str | None:
+            out = ok(broker, "groups", "describe", group).out
+            # TOPIC PARTITION START-OFFSET LOG-END-OFFSET LAG: every record acknowledged
+            return out if [topic, "0", "6", "6", "0"] in [line.split() for line in out.splitlines()] else None
+
+        described = wait_until(described_at_end, 15.0, "describe never showed the start offset at 6")
+        assert "Type:" in described and "share" in described and "cli-member" in described
+        assert f"{topic}:0" in described  # the member's assignment
+        refused = moldau(broker, "groups", "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute")
+        assert_clean_error(refused, "empty")
+    empty_after_close(broker, group)
+    plan = ok(broker, "groups", "reset-offsets", group, "--all-topics", "--to-offset", "2")
+    assert [topic, "0", "6", "2"] in [line.split() for line in plan.out.splitlines()]
+    (unchanged,) = describe_offsets(broker, group).topics
+    assert unchanged.partitions[0].start_offset == 6  # a dry run
+    ok(broker, "groups", "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute")
+    (reset,) = describe_offsets(broker, group).topics
+    assert reset.partitions[0].start_offset == 0 and reset.partitions[0].lag == 6
+    with share_consumer(broker, group, topic) as consumer:
+        again = poll_until(consumer, lambda got: len(got) >= 6)
+    assert sorted(m.value() for m in again) == values
