@@ -32,8 +32,10 @@ from moldau.cli.common import (
 from moldau.cli.consume import parse_time
 from moldau.cli.share_groups import (
     ShareGroupView,
+    alter_group_configs,
     alter_share_offsets,
     describe_share_group,
+    group_configs,
     list_all_groups,
 )
 from moldau.cli.table import format_table
@@ -64,6 +66,13 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     deleting = add_action(actions, "delete", delete, "delete inactive groups and their committed offsets")
     deleting.add_argument("groups", nargs="+", metavar="GROUP")
     _add_reset(actions)
+    configuring = add_action(actions, "configs", configs, "show or change a group's configs (share.*, consumer.*, "
+                             "errors.deadletterqueue.*)")
+    configuring.add_argument("group", metavar="GROUP")
+    configuring.add_argument("--config", action="append", default=[], type=_config_pair, metavar="KEY=VALUE",
+                             help="group config to set (repeatable)")
+    configuring.add_argument("--delete-config", action="append", default=[], metavar="KEY",
+                             help="group config to reset to the broker's value (repeatable)")
 
 
 
@@ -101,6 +110,24 @@ def _state(text: str) -> ConsumerGroupState:
         choices = ", ".join(STATE_NAMES[s] for s in STATES_BY_NAME.values())
         raise argparse.ArgumentTypeError(f"unknown state '{text}', choose from {choices}")
     return state
+
+
+def _config_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected key=value, got '{text}'")
+    return key, value
+
+
+def configs(args: argparse.Namespace) -> int:
+    """Change the group's configs when asked to, then print every group config with its value and source."""
+    check_reachable(args.bootstrap_server)
+    if args.config or args.delete_config:
+        alter_group_configs(args.bootstrap_server, args.group, args.config, args.delete_config)
+        print(f"updated the configs of group '{args.group}'", file=sys.stderr)
+    rows = group_configs(args.bootstrap_server, args.group)
+    print(format_table([(n, "" if v is None else v, s) for n, v, s in rows], headers=("NAME", "VALUE", "SOURCE")))
+    return 0
 
 
 def topic_spec(text: str) -> tuple[str, list[int] | None]:

@@ -13,10 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import kio.schema.alter_share_group_offsets.v0.request as alter_req
+import kio.schema.describe_configs.v4.request as dc_req
 import kio.schema.describe_share_group_offsets.v1.request as offsets_req
 import kio.schema.find_coordinator.v4.request as fc_req
+import kio.schema.incremental_alter_configs.v1.request as iac_req
 import kio.schema.list_groups.v5.request as lg_req
 import kio.schema.share_group_describe.v1.request as sgd_req
+from kio.static.primitive import i8
 
 from moldau.cli.common import CliError
 from moldau.cli.transactions_session import Address, Session, error_name, run_session
@@ -24,6 +27,11 @@ from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
 
 GROUP_KEY_TYPE = 0
+GROUP_RESOURCE = i8(32)  # ConfigResource GROUP
+OP_SET, OP_DELETE = i8(0), i8(1)
+# DescribeConfigs' ConfigSource numbers, as Kafka's tools name them.
+SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+           4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 8: "GROUP_CONFIG"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,3 +132,36 @@ async def _alter(session: Session, group: str, offsets: dict[tuple[str, int], in
               for p in t.partitions if p.error_code != ErrorCode.none]
     if errors:
         raise CliError(f"cannot reset offsets of share group '{group}': {'; '.join(errors)}")
+
+
+def group_configs(bootstrap: str, group: str) -> list[tuple[str, str | None, str]]:
+    """(name, value, source) of every group config of the group (DescribeConfigs on the GROUP resource)."""
+    return run_session(bootstrap, lambda session: _group_configs(session, group))
+
+
+async def _group_configs(session: Session, group: str) -> list[tuple[str, str | None, str]]:
+    (result,) = (await session.send_any(make(dc_req.DescribeConfigsRequest, resources=(
+        make(dc_req.DescribeConfigsResource, resource_type=GROUP_RESOURCE, resource_name=group,
+             configuration_keys=None),), include_synonyms=False, include_documentation=False))).results
+    if result.error_code != ErrorCode.none:
+        raise CliError(f"cannot describe the configs of group '{group}': {error_name(result.error_code)}"
+                       + (f" ({result.error_message})" if result.error_message else ""))
+    return [(c.name, c.value, SOURCES.get(c.config_source, str(c.config_source))) for c in result.configs]
+
+
+def alter_group_configs(bootstrap: str, group: str, settings: list[tuple[str, str]], removals: list[str]) -> None:
+    """Set and remove group configs (IncrementalAlterConfigs); raises CliError with the broker's reason."""
+    run_session(bootstrap, lambda session: _alter_configs(session, group, settings, removals))
+
+
+async def _alter_configs(session: Session, group: str, settings: list[tuple[str, str]], removals: list[str]
+                         ) -> None:
+    configs = tuple([make(iac_req.AlterableConfig, name=k, config_operation=OP_SET, value=v) for k, v in settings]
+                    + [make(iac_req.AlterableConfig, name=k, config_operation=OP_DELETE, value=None)
+                       for k in removals])
+    (result,) = (await session.send_any(make(iac_req.IncrementalAlterConfigsRequest, resources=(
+        make(iac_req.AlterConfigsResource, resource_type=GROUP_RESOURCE, resource_name=group, configs=configs),),
+        validate_only=False))).responses
+    if result.error_code != ErrorCode.none:
+        raise CliError(f"cannot change the configs of group '{group}': {error_name(result.error_code)}"
+                       + (f" ({result.error_message})" if result.error_message else ""))

@@ -328,3 +328,16 @@ def test_moldau_groups_lists_describes_and_resets_share_groups(broker: BrokerPro
     with share_consumer(broker, group, topic) as consumer:
         again = poll_until(consumer, lambda got: len(got) >= 6)
     assert sorted(m.value() for m in again) == values
+
+
+def test_moldau_groups_configs_shows_and_changes_group_configs(broker: BrokerProcess) -> None:
+    changed = ok(broker, "groups", "configs", "cli-configured", "--config", "share.record.lock.duration.ms=20000",
+                 "--config", "share.auto.offset.reset=earliest").out
+    rows = [line.split() for line in changed.splitlines()]
+    assert ["share.record.lock.duration.ms", "20000", "GROUP_CONFIG"] in rows
+    assert ["share.delivery.count.limit", "5", "DEFAULT_CONFIG"] in rows
+    refused = moldau(broker, "groups", "configs", "cli-configured", "--config", "share.record.lock.duration.ms=10")
+    assert_clean_error(refused, "INVALID_CONFIG", "share.record.lock.duration.ms")
+    reverted = ok(broker, "groups", "configs", "cli-configured", "--delete-config", "share.record.lock.duration.ms").out
+    assert ["share.record.lock.duration.ms", "2000", "STATIC_BROKER_CONFIG"] in [
+        line.split() for line in reverted.splitlines()]
