@@ -9,6 +9,7 @@ low group-config bounds so the tests can set small values. Every test uses its o
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +22,7 @@ from kio.schema.alter_share_group_offsets.v0.request import (
     AlterShareGroupOffsetsRequestPartition,
     AlterShareGroupOffsetsRequestTopic,
 )
+from kio.schema.consumer_group_heartbeat.v0.request import ConsumerGroupHeartbeatRequest
 from kio.schema.delete_share_group_offsets.v0.request import (
     DeleteShareGroupOffsetsRequest,
     DeleteShareGroupOffsetsRequestTopic,
@@ -36,7 +38,8 @@ from kio.schema.incremental_alter_configs.v1.request import (
     AlterConfigsResource,
     IncrementalAlterConfigsRequest,
 )
-from kio.static.primitive import i8
+from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+from kio.static.primitive import i8, i32
 
 from tests.compat.test_cli import assert_clean_error, moldau, ok
 from tests.support.broker_process import BrokerProcess
@@ -341,3 +344,36 @@ def test_moldau_groups_configs_shows_and_changes_group_configs(broker: BrokerPro
     reverted = ok(broker, "groups", "configs", "cli-configured", "--delete-config", "share.record.lock.duration.ms").out
     assert ["share.record.lock.duration.ms", "2000", "STATIC_BROKER_CONFIG"] in [
         line.split() for line in reverted.splitlines()]
+
+
+def test_group_configs_reach_consumer_and_share_group_heartbeats(broker: BrokerProcess) -> None:
+    """consumer.heartbeat.interval.ms and share.heartbeat.interval.ms of one group are what its members are told."""
+    topic = new_topic(broker, [])
+    assert alter_group_configs(broker, "kip848-configured", {"consumer.heartbeat.interval.ms": "7000"}).error_code == 0
+    join = ConsumerGroupHeartbeatRequest(
+        group_id="kip848-configured", member_id="", member_epoch=i32(0), instance_id=None, rack_id=None,
+        rebalance_timeout=datetime.timedelta(seconds=30), subscribed_topic_names=(topic,), server_assignor=None,
+        topic_partitions=())
+    with RawClient(broker.bootstrap) as client:
+        joined = wait_until(lambda: (r := client.request(join)).error_code != ErrorCode.coordinator_not_available
+                            and r, 30.0, "the group coordinator")
+        assert joined.error_code == ErrorCode.none, joined.error_message
+        assert joined.heartbeat_interval == datetime.timedelta(milliseconds=7000)
+        assert alter_group_configs(broker, "kip848-configured",
+                                   {"consumer.heartbeat.interval.ms": "9000"}).error_code == 0
+        again = client.request(ConsumerGroupHeartbeatRequest(
+            group_id="kip848-configured", member_id=joined.member_id, member_epoch=joined.member_epoch,
+            instance_id=None, rack_id=None, rebalance_timeout=datetime.timedelta(seconds=30),
+            subscribed_topic_names=None, server_assignor=None, topic_partitions=None))
+        assert again.heartbeat_interval == datetime.timedelta(milliseconds=9000)  # no restart needed
+        client.request(ConsumerGroupHeartbeatRequest(
+            group_id="kip848-configured", member_id=joined.member_id, member_epoch=i32(-1), instance_id=None,
+            rack_id=None, rebalance_timeout=datetime.timedelta(seconds=30), subscribed_topic_names=None,
+            server_assignor=None, topic_partitions=None))
+
+    assert alter_group_configs(broker, "share-configured", {"share.heartbeat.interval.ms": "800"}).error_code == 0
+    with RawClient(broker.bootstrap) as client:
+        share_join = ShareGroupHeartbeatRequest(group_id="share-configured", member_id=uuid.uuid4().hex[:22],
+                                                member_epoch=i32(0), rack_id=None, subscribed_topic_names=(topic,))
+        answered = client.request(share_join)
+    assert answered.error_code == ErrorCode.none and answered.heartbeat_interval == datetime.timedelta(milliseconds=800)
