@@ -143,6 +143,11 @@ def group_configs(broker: BrokerProcess, group_id: str) -> dict[str, tuple[str |
     return {c.name: (c.value, c.config_source) for c in result.configs}
 
 
+def offsets_set(response: Any) -> bool:
+    return bool(response.error_code == ErrorCode.none
+                and all(p.error_code == ErrorCode.none for t in response.responses for p in t.partitions))
+
+
 def empty_after_close(broker: BrokerProcess, group_id: str) -> None:
     """A closed ShareConsumer leaves its group: offsets may change once it is gone."""
     def empty() -> bool:
@@ -377,3 +382,21 @@ def test_group_configs_reach_consumer_and_share_group_heartbeats(broker: BrokerP
                                                 member_epoch=i32(0), rack_id=None, subscribed_topic_names=(topic,))
         answered = client.request(share_join)
     assert answered.error_code == ErrorCode.none and answered.heartbeat_interval == datetime.timedelta(milliseconds=800)
+
+
+def test_group_configs_and_reset_offsets_survive_a_restart(broker: BrokerProcess) -> None:
+    """Group configs are in the metadata log and a reset in __share_group_state: both are there after a restart.
+    Last in the module: it restarts the shared broker."""
+    topic = new_topic(broker, [b"a", b"b", b"c", b"d"])
+    group = f"restart-{uuid.uuid4().hex[:6]}"
+    assert alter_group_configs(broker, group, {"share.delivery.count.limit": "3"}).error_code == 0
+    wait_until(lambda: offsets_set(alter_offsets(broker, group, topic, {0: 2})), 30.0,
+               "the coordinators (their topics are created on first use)")
+    broker.restart()
+    assert group_configs(broker, group)["share.delivery.count.limit"] == ("3", 8)
+    (described,) = wait_until(lambda: describe_offsets(broker, group).topics if describe_offsets(
+        broker, group).error_code == ErrorCode.none else None, 30.0, "the share coordinator after the restart")
+    assert [(p.partition_index, p.start_offset) for p in described.partitions] == [(0, 2)]
+    with share_consumer(broker, group, topic) as consumer:
+        got = poll_until(consumer, lambda got: len(got) >= 2)
+    assert sorted(m.value() for m in got) == [b"c", b"d"]
