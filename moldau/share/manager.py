@@ -194,12 +194,12 @@ class ShareGroups:
         # A snapshot with start -1 is a share-partition an administrator reset (DeleteShareGroupOffsets): it
         # starts again from share.auto.offset.reset, in the state epoch of that reset.
         fresh = snapshot is None or snapshot.start_offset < 0
-        if snapshot is None or fresh:
-            loaded = SharePartition(settings, self._initial_start(settings.auto_offset_reset, key, log_start,
-                                                                  log_end))
-        else:
+        if snapshot is not None and snapshot.start_offset >= 0:
             loaded = SharePartition.restore(settings, snapshot.start_offset, [
                 (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in snapshot.batches])
+        else:
+            loaded = SharePartition(settings, self._initial_start(settings.auto_offset_reset, key, log_start,
+                                                                  log_end))
         self._durable[key] = (state_key, leader_epoch, 0 if snapshot is None else snapshot.state_epoch)
         self.partitions[key] = loaded
         if fresh:
@@ -235,6 +235,8 @@ class ShareGroups:
             # is stale; read it again.
             del self.partitions[key]
             self._durable.pop(key, None)
+        elif written != ErrorCode.none:
+            found.archived[:0] = archived  # sent once a later write makes their archiving durable
         elif archived:
             self._send_dead_letters(key, archived)
         return written
@@ -266,11 +268,6 @@ class ShareGroups:
             return None
         return snapshot.start_offset, sum(b.last_offset - b.first_offset + 1 for b in snapshot.batches
                                           if b.delivery_state in _DONE)
-
-    def in_flight(self, group_id: str, topic: str, partition: int) -> int | None:
-        """How many records of the share-partition are in flight, when it is held here."""
-        found = self.partitions.get((group_id, topic, partition))
-        return None if found is None else found.in_flight()
 
     async def reset(self, group_id: str, topic: str, partition: int, topic_id: uuid.UUID, leader_epoch: int,
                     start_offset: int | None) -> ErrorCode:
