@@ -4,7 +4,9 @@ leads, and the share sessions of the members fetching from it.
 Share-partition state is durable through a `StateStore` (the share coordinator, `moldau.coordinator.share`):
 read when a share-partition is first used here, written when it starts, after every acknowledgement (answered
 once the write is durable), and after releases and expired locks (in the background), so deliveries are counted
-across restarts; only an acquisition in progress is not. Group membership and share sessions are in memory.
+across restarts; only an acquisition in progress is not. Group membership and share sessions are in memory. When
+the last share session of a group here ends, its share-partitions are written and dropped from memory, so the
+next fetch reads back whatever an administrator set meanwhile (the offset APIs need the group empty).
 
 Time is the injected clock's monotonic milliseconds. Expired members are removed and expired locks released
 lazily, on the next share request that touches them; a ShareFetch waiting for records is woken by appends to
@@ -64,7 +66,7 @@ class ShareGroups:
         self._group_configs = group_configs
         self._group_settings: dict[str, tuple[Mapping[str, str], ShareBrokerSettings]] = {}
         self._dead_letters = dead_letters
-        self._dead_letter_tasks: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[None]] = set()  # dead-letter writes, unloads of idle groups
         self._store = store
         self._loading: dict[tuple[str, str, int], asyncio.Task[SharePartition]] = {}
         self._durable: dict[tuple[str, str, int], tuple[StateKey, int, int]] = {}  # key, leader and state epoch
@@ -154,6 +156,28 @@ class ShareGroups:
             if key[0] == group_id and partition.release_member(member_id):
                 self.persist_later(key)  # the deliveries it had are counted after a restart too
         self.notify()
+        if self._store is not None and not self._has_sessions(group_id):
+            task = asyncio.get_running_loop().create_task(self._unload_when_idle(group_id))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    def _has_sessions(self, group_id: str) -> bool:
+        return any(s.group_id == group_id for s in self.sessions.all())
+
+    async def _unload_when_idle(self, group_id: str) -> None:
+        """No member of the group fetches from this broker any more: write its share-partitions and drop them
+        from memory, so that the next fetch reads the durable state back. An administrator's reset
+        (AlterShareGroupOffsets, DeleteShareGroupOffsets) needs the group empty, and may be made through another
+        broker: this is how a partition leader elsewhere sees it."""
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            found = self.partitions.get(key)
+            if found is None:
+                continue
+            await self.persist(key)
+            acquired = any(r.state == RecordState.ACQUIRED for r in found.records.values())
+            if self.partitions.get(key) is found and not acquired and not self._has_sessions(group_id):
+                del self.partitions[key]
+                self._durable.pop(key, None)
 
     def persist_later(self, key: tuple[str, str, int]) -> None:
         """Write the share-partition's state without waiting for it (releases and expired locks)."""
@@ -248,8 +272,8 @@ class ShareGroups:
         if self._dead_letters is None or not settings.dead_letter_topic:
             return
         task = asyncio.get_running_loop().create_task(self._dead_letters(key, settings, archived))
-        self._dead_letter_tasks.add(task)
-        task.add_done_callback(self._dead_letter_tasks.discard)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     # -- administration (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets) ------------
 
