@@ -20,7 +20,7 @@ import functools
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from moldau.clock import Clock, SystemClock
@@ -34,6 +34,7 @@ from moldau.config import (
     describe_broker_configs,
     effective_topic_configs,
 )
+from moldau.config.group_defs import validate_group_configs
 from moldau.console.service import ConsoleService, console_for
 from moldau.coordinator.group.coordinator import OFFSETS_TOPIC_CONFIGS, GroupCoordinator
 from moldau.coordinator.group.records import OFFSETS_TOPIC
@@ -78,6 +79,7 @@ from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget, swe
 from moldau.server.context import RequestContext
 from moldau.server.controller_channel import ControllerChannel
 from moldau.server.controller_requests import ControllerRequests
+from moldau.server.dead_letters import DeadLetters
 from moldau.server.dispatch import Dispatcher
 from moldau.server.internal_topics import InternalTopics
 from moldau.server.replica_links import ReplicaLinks
@@ -143,6 +145,7 @@ class Broker:
         self.share: ShareGroups  # share groups (KIP-932): membership, share-partitions led here, share sessions
         self.share_state: ShareCoordinator  # the share coordinator: `__share_group_state` partitions led here
         self.share_state_links: ShareStateLinks
+        self.dead_letters: DeadLetters  # writes share groups' dead-letter topics
         self.txn: TxnRuntime
         self.txn_links: TxnLinks
         self.controller_requests: ControllerRequests
@@ -177,7 +180,8 @@ class Broker:
         self.quorum = self._open_quorum(voters)
         self.controller = Controller(self.quorum, self.node_id, self.config.num_partitions,
                                      self.config.default_replication_factor, self._config_default,
-                                     self.config.broker_session_timeout_ms)
+                                     self.config.broker_session_timeout_ms,
+                                     group_config_check=self._check_group_configs)
         self.channel = ControllerChannel(self.quorum, f"moldau-node-{self.node_id}", self.controller_security,
                                          self._controller_authenticator())
         self.controller_requests = ControllerRequests(self.node_id, self.quorum, self.controller, self.channel,
@@ -312,6 +316,7 @@ class Broker:
             self.txn.close()
             self.share_state.close()
             self.share_state_links.close()
+            self.dead_letters.close()
             self.txn_links.close()
         for conn in list(self._connections):
             conn.close()
@@ -379,8 +384,10 @@ class Broker:
         self.quorum.add_listener(self.share_state.on_image)
         self.share_state.on_image(None, self.image)
         self.share_state_links = ShareStateLinks(self, self.inter_broker_authenticator())
+        self.dead_letters = DeadLetters(self)
         share = ShareGroups(ShareBrokerSettings.from_config(self.config), self.clock, self.replicas,
-                            self.share_state_links)
+                            self.share_state_links, group_configs=lambda group_id: self.image.group_configs(group_id),
+                            dead_letters=self.dead_letters)
 
         def follow(_old: MetadataImage | None, _new: MetadataImage) -> None:
             share.forget_partitions(self._leads)
@@ -573,6 +580,9 @@ class Broker:
         per_broker = dict(image.broker_configs(self.node_id))
         config = self.config.with_dynamic(cluster_wide) if cluster_wide else self.config
         return config.with_dynamic(per_broker, per_broker=True) if per_broker else config
+
+    def _check_group_configs(self, configs: Mapping[str, str]) -> None:
+        validate_group_configs(configs, self.effective_config(self.image))
 
     def _config_default(self, resource_type: int, name: str) -> str | None:
         config = self.effective_config(self.image)
