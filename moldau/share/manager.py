@@ -2,9 +2,11 @@
 leads, and the share sessions of the members fetching from it.
 
 Share-partition state is durable through a `StateStore` (the share coordinator, `moldau.coordinator.share`):
-read when a share-partition is first used here, written when it starts, after every acknowledgement (answered
-once the write is durable), and after releases and expired locks (in the background), so deliveries are counted
-across restarts; only an acquisition in progress is not. Group membership and share sessions are in memory.
+read when a share-partition is first used here (initialized first when it has none), written after every
+acknowledgement (answered once the write is durable), and after releases and expired locks (in the background),
+so deliveries are counted across restarts; only an acquisition in progress is not. A write names only the batches
+that changed since the last one sent (the coordinator lays them over the state it has), or the whole window after
+a write failed. Group membership and share sessions are in memory.
 
 Time is the injected clock's monotonic milliseconds. Expired members are removed and expired locks released
 lazily, on the next share request that touches them; a ShareFetch waiting for records is woken by appends to
@@ -20,7 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from moldau.coordinator.share.records import ShareSnapshot, StateBatch, StateKey
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.share.group import Heartbeat, HeartbeatAnswer, ShareGroup
 from moldau.share.partition import SharePartition
 from moldau.share.sessions import ShareSessions
@@ -42,7 +44,13 @@ class StateStore(Protocol):
         """None: never written. Raises KafkaError."""
         ...
 
-    async def write(self, key: StateKey, snapshot: ShareSnapshot) -> ErrorCode: ...
+    async def write(self, key: StateKey, snapshot: ShareSnapshot) -> ErrorCode:
+        """Lay the snapshot's SPSO and batches over the durable state."""
+        ...
+
+    async def initialize(self, key: StateKey, start_offset: int) -> ErrorCode:
+        """Start a state at `start_offset` (nothing changes if it has one already)."""
+        ...
 
 
 class ShareGroups:
@@ -53,6 +61,8 @@ class ShareGroups:
         self._store = store
         self._loading: dict[tuple[str, str, int], asyncio.Task[SharePartition]] = {}
         self._durable: dict[tuple[str, str, int], tuple[StateKey, int, int]] = {}  # key, leader and state epoch
+        # Per offset of the window, the (state, delivery count) last sent to the store: what a write may leave out.
+        self._sent: dict[tuple[str, str, int], dict[int, tuple[int, int]]] = {}
         self._writes: set[asyncio.Task[ErrorCode]] = set()
         self._clock = clock
         self._replicas = replicas
@@ -96,8 +106,7 @@ class ShareGroups:
             return ErrorCode.non_empty_group
         del self.groups[group_id]
         for key in [k for k in self.partitions if k[0] == group_id]:
-            del self.partitions[key]
-            self._durable.pop(key, None)
+            self._forget(key)
         return ErrorCode.none
 
     def expire_members(self, now_ms: int) -> None:
@@ -155,37 +164,58 @@ class ShareGroups:
     async def _load(self, key: tuple[str, str, int], state_key: StateKey, leader_epoch: int, log_start: int,
                     log_end: int) -> SharePartition:
         snapshot = None if self._store is None else await self._store.read(state_key, leader_epoch)
+        if snapshot is None and self._store is not None:
+            # The start `share.auto.offset.reset` picks is made durable first, so it does not move on a restart.
+            start = SharePartition.initial(self.settings.partition, log_start, log_end).start_offset
+            initialized = await self._store.initialize(state_key, start)
+            if initialized != ErrorCode.none:
+                raise KafkaError(initialized, "the share-partition state could not be initialized")
+            snapshot = await self._store.read(state_key, leader_epoch)
+            if snapshot is None:
+                raise KafkaError(ErrorCode.coordinator_not_available, "the initialized state is not readable yet")
         if snapshot is None:
             loaded = SharePartition.initial(self.settings.partition, log_start, log_end)
         else:
             loaded = SharePartition.restore(self.settings.partition, snapshot.start_offset, [
                 (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in snapshot.batches])
         self._durable[key] = (state_key, leader_epoch, 0 if snapshot is None else snapshot.state_epoch)
+        self._sent[key] = _per_offset(loaded.state_batches())
         self.partitions[key] = loaded
-        if snapshot is None:
-            await self.persist(key)  # the start `latest` picked must not move on a restart
         return loaded
 
     async def persist(self, key: tuple[str, str, int]) -> ErrorCode:
-        """Write the share-partition's state to the share coordinator; ErrorCode.none once it is durable."""
+        """Write what changed in the share-partition's state to the share coordinator; ErrorCode.none once it is
+        durable."""
         found, durable = self.partitions.get(key), self._durable.get(key)
         if self._store is None or found is None or durable is None:
             return ErrorCode.none
         state_key, leader_epoch, state_epoch = durable
-        batches = tuple(StateBatch(*b) for b in found.state_batches())
+        window = found.state_batches()
+        now = _per_offset(window)
+        sent = self._sent.get(key)
+        changed = window if sent is None else _changed(now, sent)
+        self._sent[key] = now
+        batches = tuple(StateBatch(*b) for b in changed)
         written = await self._store.write(state_key, ShareSnapshot(0, state_epoch, leader_epoch, found.start_offset,
                                                                    batches))
-        if written == ErrorCode.fenced_leader_epoch and self.partitions.get(key) is found:
-            # A newer leader has written this share-partition: what is held here is stale; read it again.
-            del self.partitions[key]
-            self._durable.pop(key, None)
+        if written == ErrorCode.none or self.partitions.get(key) is not found:
+            return written
+        self._sent.pop(key, None)  # the store may lack this change: the next write sends the whole window
+        if written in (ErrorCode.fenced_leader_epoch, ErrorCode.fenced_state_epoch):
+            # A newer leader has written this share-partition, or its state was deleted or started again: what is
+            # held here is stale; read it again.
+            self._forget(key)
         return written
+
+    def _forget(self, key: tuple[str, str, int]) -> None:
+        self.partitions.pop(key, None)
+        self._durable.pop(key, None)
+        self._sent.pop(key, None)
 
     def forget_partitions(self, keep: Callable[[str, int], bool]) -> None:
         """Drop the share-partitions of partitions no longer led here."""
         for key in [k for k in self.partitions if not keep(k[1], k[2])]:
-            del self.partitions[key]
-            self._durable.pop(key, None)
+            self._forget(key)
 
     # -- waiting -------------------------------------------------------------------------------------------
 
@@ -212,3 +242,20 @@ class ShareGroups:
             self._waiters.discard(waiter)
             for h in hosted:
                 h.waiters.discard(waiter)
+
+
+def _per_offset(batches: Iterable[tuple[int, int, int, int]]) -> dict[int, tuple[int, int]]:
+    return {offset: (state, count) for first, last, state, count in batches for offset in range(first, last + 1)}
+
+
+def _changed(now: dict[int, tuple[int, int]], sent: dict[int, tuple[int, int]]) -> list[tuple[int, int, int, int]]:
+    """The (first, last, state, delivery count) batches of the offsets whose state differs from what was sent."""
+    out: list[tuple[int, int, int, int]] = []
+    for offset in sorted(o for o, v in now.items() if sent.get(o) != v):
+        state, count = now[offset]
+        last = out[-1] if out else None
+        if last is not None and last[1] + 1 == offset and (last[2], last[3]) == (state, count):
+            out[-1] = (last[0], offset, state, count)
+        else:
+            out.append((offset, offset, state, count))
+    return out

@@ -28,6 +28,7 @@ from moldau.server.handlers import (
     delete_acls,
     delete_groups,
     delete_records,
+    delete_share_group_state,
     delete_topics,
     describe_acls,
     describe_client_quotas,
@@ -48,6 +49,7 @@ from moldau.server.handlers import (
     heartbeat,
     incremental_alter_configs,
     init_producer_id,
+    initialize_share_group_state,
     join_group,
     leave_group,
     list_groups,
@@ -62,6 +64,7 @@ from moldau.server.handlers import (
     produce,
     quorum_fetch,
     read_share_group_state,
+    read_share_group_state_summary,
     sasl_authenticate,
     sasl_handshake,
     share_acknowledge,
@@ -135,6 +138,9 @@ APIS: dict[int, Api] = {
         share_acknowledge.API,
         read_share_group_state.API,
         write_share_group_state.API,
+        initialize_share_group_state.API,
+        delete_share_group_state.API,
+        read_share_group_state_summary.API,
     )
 }
 

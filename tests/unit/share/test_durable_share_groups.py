@@ -35,6 +35,9 @@ class CoordinatorStore:
     async def write(self, key: StateKey, snapshot: ShareSnapshot) -> ErrorCode:
         return await self.coordinator.write(key, snapshot, 0)
 
+    async def initialize(self, key: StateKey, start_offset: int) -> ErrorCode:
+        return await self.coordinator.initialize(key, 0, start_offset, 0)
+
 
 def leader(log: MemoryLog, clock: ManualClock) -> ShareGroups:
     settings = ShareBrokerSettings(partition=ShareSettings(auto_offset_reset="earliest"))
