@@ -119,11 +119,16 @@ class SharePartition:
     def restore(cls, settings: ShareSettings, start_offset: int,
                 batches: Iterable[tuple[int, int, int, int]]) -> SharePartition:
         """A share-partition from its durable state: the SPSO and (first, last, state, delivery count) batches.
-        Offsets of the window no batch names are Available, never delivered."""
+        Offsets of the window no batch names are Available, never delivered. A record not done that has used up
+        its deliveries is archived: its last delivery (written while it was acquired) ended with the leader."""
         restored = cls(settings, start_offset)
         for first, last, state, count in batches:
             for offset in range(max(first, start_offset), last + 1):
-                kept = RecordState(state) if state in FINAL_STATES else RecordState.AVAILABLE
+                if state in FINAL_STATES:
+                    kept = RecordState(state)
+                else:
+                    used_up = count >= settings.delivery_count_limit
+                    kept = RecordState.ARCHIVED if used_up else RecordState.AVAILABLE
                 restored.records[offset] = InFlightRecord(kept, count)
             restored.next_offset = max(restored.next_offset, last + 1)
         for offset in range(start_offset, restored.next_offset):

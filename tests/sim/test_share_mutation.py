@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from moldau.coordinator.share import coordinator as coordinator_module
+from moldau.coordinator.share.records import ShareSnapshot, ShareUpdate
 from moldau.share.partition import InFlightRecord, RecordState, SharePartition
 from tests.sim.share_simulation import InvariantViolation, ShareSimulation
+from tests.sim.share_state_simulation import DurableShareSimulation
 
 MUTATION_SEEDS = 100
 
@@ -62,3 +65,19 @@ def test_simulation_catches_a_record_acquired_twice(monkeypatch: pytest.MonkeyPa
 def test_simulation_catches_deliveries_beyond_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(SharePartition, "_release", release_without_limit)
     first_violation("limit")
+
+
+def test_durable_simulation_catches_updates_not_replayed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replay that keeps the snapshot but ignores the updates after it loses acknowledgements: after a crash the
+    SPSO goes back, or accepted records are delivered again."""
+    def snapshot_only(state: ShareSnapshot, update: ShareUpdate) -> ShareSnapshot:
+        return state
+
+    monkeypatch.setattr(coordinator_module, "apply_update", snapshot_only)
+    for seed in range(MUTATION_SEEDS):
+        try:
+            DurableShareSimulation(seed).run()
+        except InvariantViolation as exc:
+            assert "after it was acknowledged" in str(exc) or "SPSO went back" in str(exc), f"seed={seed}: {exc}"
+            return
+    pytest.fail(f"no seed in range({MUTATION_SEEDS}) caught updates lost on replay")
