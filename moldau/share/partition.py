@@ -60,6 +60,11 @@ class ShareSettings:
     delivery_count_limit: int = DEFAULT_DELIVERY_COUNT_LIMIT
     max_record_locks: int = DEFAULT_MAX_RECORD_LOCKS
     auto_offset_reset: str = "latest"
+    isolation_level: str = "read_uncommitted"  # share.isolation.level
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == "read_committed"
 
 
 @dataclass(slots=True)
@@ -214,6 +219,21 @@ class SharePartition:
             for offset in range(batch.first_offset, batch.last_offset + 1):
                 self._apply(self.records[offset], AckType(batch.type_of(offset)), now_ms)
         self._advance()
+
+    def archive_acquired(self, member_id: str, ranges: Iterable[tuple[int, int]]) -> bool:
+        """Archive the offsets of these ranges the member has just acquired: records it must never get (of aborted
+        transactions, transaction markers). Whether any was."""
+        archived = False
+        for first, last in ranges:
+            for offset in range(first, last + 1):
+                record = self.records.get(offset)
+                if record is not None and record.state == RecordState.ACQUIRED and record.member_id == member_id:
+                    record.state = RecordState.ARCHIVED
+                    record.member_id = None
+                    record.lock_deadline_ms = None
+                    archived = True
+        self._advance()
+        return archived
 
     def expire(self, now_ms: int) -> bool:
         """Release every record whose acquisition lock has run out; whether there was one."""

@@ -1,4 +1,5 @@
-"""The broker configs share groups act on (`group.share.*`, `share.auto.offset.reset`), read once at start-up."""
+"""The broker configs share groups act on (`group.share.*`, `share.auto.offset.reset`, `share.isolation.level`),
+read once at start-up."""
 
 from __future__ import annotations
 
@@ -28,5 +29,6 @@ class ShareBrokerSettings:
                 delivery_count_limit=config.group_share_delivery_count_limit,
                 max_record_locks=config.group_share_partition_max_record_locks,
                 auto_offset_reset=config.share_auto_offset_reset or "latest",
+                isolation_level=config.share_isolation_level or "read_uncommitted",
             ),
         )
