@@ -424,3 +424,24 @@ def test_a_deleted_share_group_starts_afresh(broker: BrokerProcess) -> None:
         again = poll_until(consumer, lambda got: len(got) >= 4)
     assert sorted(m.value() for m in again) == values
     assert {m.delivery_count() for m in again} == {1}
+
+
+def share_cli(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    """`moldau share consume ARGS` against the broker, run to its end."""
+    return subprocess.run([sys.executable, "-m", "moldau", "share", "consume", "-b", broker.bootstrap, *args],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_moldau_share_consume_prints_and_acknowledges(broker: BrokerProcess) -> None:
+    """The console share consumer accepts what it prints (by default), or rejects it, and leaves what it did
+    not print for the group: two runs of it consume the topic once, and the share-partition's SPSO is past it."""
+    topic = new_topic(broker, [f"c{i}".encode() for i in range(5)])
+    first = share_cli(broker, "--group", "cli", "--topic", topic, "--max-messages", "3", "--format", "%o %v")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines() == ["0 c0", "1 c1", "2 c2"]
+    assert "consumed 3 records" in first.stderr
+    second = share_cli(broker, "--group", "cli", "--topic", topic, "--ack", "reject", "--max-messages", "2")
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.splitlines() == ["c3", "c4"]
+    wait_until(lambda: state_summary(broker, "cli", topic).start_offset == 5, 30.0,
+               "the acknowledgements of the console share consumer never reached the share coordinator")
