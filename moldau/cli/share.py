@@ -26,7 +26,7 @@ from moldau.cli.consume import (
     make_renderer,
     non_negative,
 )
-from moldau.cli.serde import add_format_options, format_specs
+from moldau.cli.serde import add_format_options, format_specs, registry_access
 
 ACKS = {"accept": AcknowledgeType.ACCEPT, "release": AcknowledgeType.RELEASE, "reject": AcknowledgeType.REJECT}
 BATCH = 500
@@ -58,7 +58,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 def run(args: argparse.Namespace) -> int:
     """Join the share group, print and acknowledge records until told to stop, then commit and leave."""
-    render = decoding(make_renderer(args.format), *format_specs(args), args.registry)
+    render = decoding(make_renderer(args.format), *format_specs(args), registry_access(args))
     check_reachable(args.bootstrap_server)
     consumer = ShareConsumer(_config(args))
     count = Count()
