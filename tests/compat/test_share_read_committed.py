@@ -2,7 +2,7 @@
 Producer against real broker processes.
 
 Two brokers for the module, both with `share.auto.offset.reset=earliest`: one with
-`share.isolation.level=read_committed`, one with the default (read_uncommitted). On each, a transactional producer
+`share.isolation.level=read_committed`, one with read_uncommitted (the default). On each, a transactional producer
 commits some transactions and aborts others, then leaves one open with a plain record after it: the
 read_committed share group gets only committed records, and nothing past the open transaction until it commits;
 the read_uncommitted one gets everything.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from confluent_kafka import Producer, ShareConsumer
@@ -26,17 +27,19 @@ OPEN = [b"o-0", b"o-1"]
 AFTER = b"after-open"
 
 
-def started(tmp_path_factory: pytest.TempPathFactory, name: str, overrides: dict[str, str]) -> BrokerProcess:
-    proc = BrokerProcess(tmp_path_factory.mktemp(name), {"share.auto.offset.reset": "earliest", **overrides})
-    proc.start()
-    return proc
+# One partition for each internal topic: two brokers start and stop faster with 3 logs than with 150.
+SMALL_INTERNAL_TOPICS = {"offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1",
+                         "share.coordinator.state.topic.num.partitions": "1"}
 
 
 @pytest.fixture(scope="module")
 def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, BrokerProcess]]:
-    procs = {"read_committed": started(tmp_path_factory, "share-rc", {"share.isolation.level": "read_committed"})}
+    procs = {level: BrokerProcess(tmp_path_factory.mktemp(f"share-{level}"), {
+        "share.auto.offset.reset": "earliest", "share.isolation.level": level, **SMALL_INTERNAL_TOPICS})
+        for level in ("read_committed", "read_uncommitted")}
     try:
-        procs["read_uncommitted"] = started(tmp_path_factory, "share-ru", {})
+        with ThreadPoolExecutor(2) as pool:  # the two start at once
+            list(pool.map(lambda proc: proc.start(), procs.values()))
         yield procs
     finally:
         for proc in procs.values():
