@@ -8,7 +8,7 @@ from tests.sim.share_simulation import ShareSimulation
 from tests.sim.share_state_simulation import DurableShareSimulation
 
 SEEDS = 300
-DURABLE_SEEDS = 60
+DURABLE_SEEDS = 40
 
 
 @pytest.mark.parametrize("seed", range(SEEDS))
@@ -23,7 +23,7 @@ def test_share_partition_survives_leader_crashes(seed: int) -> None:
 
 def test_the_durable_simulation_writes_updates_and_crashes() -> None:
     """The runs above exercise what they claim: leaders crash, and states are replayed from updates."""
-    runs = [DurableShareSimulation(seed) for seed in range(20)]
+    runs = [DurableShareSimulation(seed) for seed in range(8)]
     for run in runs:
         run.run()
     assert sum(r.crashes for r in runs) > 0
