@@ -201,9 +201,9 @@ class ShareGroups:
         if written == ErrorCode.none or self.partitions.get(key) is not found:
             return written
         self._sent.pop(key, None)  # the store may lack this change: the next write sends the whole window
-        if written in (ErrorCode.fenced_leader_epoch, ErrorCode.fenced_state_epoch):
-            # A newer leader has written this share-partition, or its state was deleted or started again: what is
-            # held here is stale; read it again.
+        if written in (ErrorCode.fenced_leader_epoch, ErrorCode.fenced_state_epoch, ErrorCode.invalid_request):
+            # A newer leader has written this share-partition, or its state was deleted (INVALID_REQUEST: it has
+            # none) or started again: what is held here is stale; read it again.
             self._forget(key)
         return written
 

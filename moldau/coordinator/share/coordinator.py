@@ -13,8 +13,9 @@ states they hold.
   update is applied over it, a tombstone deletes it. Records that cannot be read are skipped with a warning.
 - Writes are answered only once durable (on every in-sync replica); only then does `read` return them. A write or
   read from a share-partition leader older than the last one seen for the key (a lower leader epoch) is refused
-  with FENCED_LEADER_EPOCH, and a write of an older state epoch (made before the state was deleted or
-  initialized again) with FENCED_STATE_EPOCH, so a deposed leader cannot overwrite its successor's state.
+  with FENCED_LEADER_EPOCH, a write of an older state epoch with FENCED_STATE_EPOCH, and a write of a state never
+  initialized (or deleted since) with INVALID_REQUEST, as in Kafka: a deposed or stale leader cannot overwrite
+  its successor's state, nor bring back a deleted one.
 - InitializeShareGroupState starts a state; DeleteShareGroupState deletes one (tombstones for both record types);
   a state initialized after a delete gets a higher state epoch.
 """
@@ -150,11 +151,17 @@ class ShareCoordinator:
             shard = self.partitions.shard(key.coordinator_key)
             self._fence(shard, key, written.leader_epoch)
             head = shard.heads.get(key)
-            self._check_state_epoch(shard, key, head, written.state_epoch)
+            if head is None:
+                # Never initialized, or deleted since: a leader writing it holds a state nobody should keep.
+                raise KafkaError(ErrorCode.invalid_request,
+                                 "Write operation on uninitialized share partition not allowed.")
+            if written.state_epoch < head.state_epoch:
+                raise KafkaError(ErrorCode.fenced_state_epoch, f"state epoch {written.state_epoch} of "
+                                 f"{key.coordinator_key} is older than {head.state_epoch}")
         except KafkaError as exc:
             return write_error(exc.code)
-        if head is None or head.state_epoch != written.state_epoch:
-            merged = ShareSnapshot(0 if head is None else head.snapshot_epoch + 1, written.state_epoch,
+        if head.state_epoch != written.state_epoch:
+            merged = ShareSnapshot(head.snapshot_epoch + 1, written.state_epoch,
                                    written.leader_epoch, written.start_offset,
                                    merge_batches((), written.batches, written.start_offset))
             return await self._append(shard, key, merged, snapshot=True, now_ms=now_ms)
@@ -261,15 +268,6 @@ class ShareCoordinator:
             raise KafkaError(ErrorCode.fenced_leader_epoch,
                              f"leader epoch {leader_epoch} of {key.coordinator_key} is older than {fence}")
         shard.fences[key] = leader_epoch
-
-    @staticmethod
-    def _check_state_epoch(shard: ShareStateShard, key: StateKey, head: ShareSnapshot | None,
-                           state_epoch: int) -> None:
-        """A write made for a state that was since deleted or initialized again is refused."""
-        current = head.state_epoch if head is not None else shard.deleted.get(key)
-        if current is not None and (state_epoch < current or (head is None and state_epoch <= current)):
-            raise KafkaError(ErrorCode.fenced_state_epoch,
-                             f"state epoch {state_epoch} of {key.coordinator_key} is older than {current}")
 
 
 def _replay(shard: ShareStateShard, item: LogRecord) -> None:

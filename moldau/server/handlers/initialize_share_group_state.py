@@ -4,8 +4,10 @@ a share group reads a partition that has no state.
 
 A share-partition that has a state already keeps it (answered without error). After DeleteShareGroupState the new
 state gets a higher state epoch than the deleted one, so a leader still holding the old one is fenced
-(FENCED_STATE_EPOCH) on its next write. Errors per partition: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
-INVALID_REQUEST (no group id or topic id, a negative start offset). Between brokers: CLUSTER_ACTION on the cluster.
+(FENCED_STATE_EPOCH) on its next write; WriteShareGroupState of a state never initialized is INVALID_REQUEST.
+
+Errors per partition: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST (no group id or topic id, a
+negative start offset). Between brokers: CLUSTER_ACTION on the cluster.
 """
 
 from __future__ import annotations
