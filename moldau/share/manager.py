@@ -63,6 +63,7 @@ class ShareGroups:
         self._durable: dict[tuple[str, str, int], tuple[StateKey, int, int]] = {}  # key, leader and state epoch
         # Per offset of the window, the (state, delivery count) last sent to the store: what a write may leave out.
         self._sent: dict[tuple[str, str, int], dict[int, tuple[int, int]]] = {}
+        self._sent_start: dict[tuple[str, str, int], int] = {}  # and the SPSO
         self._writes: set[asyncio.Task[ErrorCode]] = set()
         self._clock = clock
         self._replicas = replicas
@@ -179,7 +180,7 @@ class ShareGroups:
             loaded = SharePartition.restore(self.settings.partition, snapshot.start_offset, [
                 (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in snapshot.batches])
         self._durable[key] = (state_key, leader_epoch, 0 if snapshot is None else snapshot.state_epoch)
-        self._sent[key] = _per_offset(loaded.state_batches())
+        self._sent[key], self._sent_start[key] = _per_offset(loaded.state_batches()), loaded.start_offset
         self.partitions[key] = loaded
         return loaded
 
@@ -194,7 +195,11 @@ class ShareGroups:
         now = _per_offset(window)
         sent = self._sent.get(key)
         changed = window if sent is None else _changed(now, sent)
-        self._sent[key] = now
+        if sent is not None and not changed and found.start_offset == self._sent_start.get(key):
+            # Nothing durable changed (an expired lock or RENEW changes only what is not written), and whatever
+            # did was sent by a write of its own, whose caller waits for it.
+            return ErrorCode.none
+        self._sent[key], self._sent_start[key] = now, found.start_offset
         batches = tuple(StateBatch(*b) for b in changed)
         written = await self._store.write(state_key, ShareSnapshot(0, state_epoch, leader_epoch, found.start_offset,
                                                                    batches))
@@ -211,6 +216,7 @@ class ShareGroups:
         self.partitions.pop(key, None)
         self._durable.pop(key, None)
         self._sent.pop(key, None)
+        self._sent_start.pop(key, None)
 
     def forget_partitions(self, keep: Callable[[str, int], bool]) -> None:
         """Drop the share-partitions of partitions no longer led here."""
