@@ -74,21 +74,21 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     add_bootstrap_option(parser)
     start = parser.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
-    start.add_argument("--offset", type=_offset, metavar="N", help="start at offset N of each partition")
+    start.add_argument("--offset", type=non_negative, metavar="N", help="start at offset N of each partition")
     start.add_argument(
         "--from-time", type=parse_time, metavar="TIME", help="start at the first record at or after TIME"
     )
     parser.add_argument("--partition", "-p", type=int, metavar="N", help="read only partition N (default: all)")
-    parser.add_argument("--max-messages", type=_offset, metavar="N", help="stop after N records")
+    parser.add_argument("--max-messages", type=non_negative, metavar="N", help="stop after N records")
     parser.add_argument(
-        "--timeout-ms", type=_offset, metavar="N", help="stop after N ms without records (default: never)"
+        "--timeout-ms", type=non_negative, metavar="N", help="stop after N ms without records (default: never)"
     )
     parser.add_argument("--format", default="value", metavar="FMT", help="output preset or template (see below)")
     add_format_options(parser, producing=False)
     parser.set_defaults(func=run)
 
 
-def _offset(text: str) -> int:
+def non_negative(text: str) -> int:
     """argparse type for non-negative integers."""
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'")
@@ -110,7 +110,7 @@ def parse_time(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Assign the chosen partitions at the chosen positions and print records until told to stop."""
-    render = _decoding(make_renderer(args.format), *format_specs(args), registry_access(args))
+    render = decoding(make_renderer(args.format), *format_specs(args), registry_access(args))
     check_reachable(args.bootstrap_server)
     consumer = Consumer(_config(args.bootstrap_server))
     try:
@@ -122,8 +122,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _decoding(render: Renderer, key: FieldFormat | None, value: FieldFormat | None,
-              registry: RegistryAccess) -> Renderer:
+def decoding(render: Renderer, key: FieldFormat | None, value: FieldFormat | None,
+             registry: RegistryAccess) -> Renderer:
     """The renderer, shown keys and values decoded to JSON first when their format is given."""
     if key is None and value is None:
         return render
@@ -143,7 +143,7 @@ def _decoding(render: Renderer, key: FieldFormat | None, value: FieldFormat | No
 def _consume(consumer: Consumer, render: Renderer, args: argparse.Namespace) -> None:
     """Run the print loop; Ctrl-C ends it normally and the count is reported either way."""
     count = Count()
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         _loop(consumer, render, args, count, sys.stdout.buffer)
     except KeyboardInterrupt:
@@ -152,7 +152,7 @@ def _consume(consumer: Consumer, render: Renderer, args: argparse.Namespace) -> 
         print(f"consumed {plural(count.value, 'record')} from {args.topic}", file=sys.stderr)
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
+def interrupt(signum: int, frame: FrameType | None) -> None:
     """Treat SIGTERM like Ctrl-C, so a stopped tail still closes cleanly and reports its count."""
     del signum, frame
     raise KeyboardInterrupt
@@ -259,13 +259,13 @@ def _loop(consumer: Consumer, render: Renderer, args: argparse.Namespace, count:
         elif args.timeout_ms is not None and (time.monotonic() - last_record) * 1000 >= args.timeout_ms:
             return
         for msg in messages:
-            _check(msg)
+            check_message(msg)
             out.write(render(msg).encode() + b"\n")
             count.value += 1
         out.flush()
 
 
-def _check(msg: Message) -> None:
+def check_message(msg: Message) -> None:
     """Stop on a partition-level error such as the topic being deleted while reading."""
     err = msg.error()
     if err is None:

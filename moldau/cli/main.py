@@ -17,6 +17,7 @@ from moldau.cli import (
     produce,
     quotas,
     schemas,
+    share,
     topics,
     transactions,
     users,
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.register(commands)
     consume.register(commands)
     groups.register(commands)
+    share.register(commands)
     transactions.register(commands)
     pipeline.register(commands)
     cluster.register(commands)

@@ -532,6 +532,9 @@ class BrokerConfig:
     share_coordinator_state_topic_num_partitions = _Int("share.coordinator.state.topic.num.partitions")
     share_coordinator_state_topic_replication_factor = _Int("share.coordinator.state.topic.replication.factor")
     share_coordinator_state_topic_min_isr = _Int("share.coordinator.state.topic.min.isr")
+    share_coordinator_snapshot_update_records_per_snapshot = _Int(
+        "share.coordinator.snapshot.update.records.per.snapshot")
+    share_isolation_level = _Str("share.isolation.level")
 
     # Transactions and producer state.
     transactional_id_expiration_ms = _Int("transactional.id.expiration.ms")

@@ -353,6 +353,13 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("share.coordinator.state.topic.min.isr", _T.SHORT, "2",
               "min.insync.replicas of the share-group state topic; capped at its replication factor.",
               at_least(1)),
+    ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", _T.INT, "500",
+              "How many ShareUpdate records the share coordinator writes for a share-partition before it writes "
+              "a whole ShareSnapshot again.", at_least(0)),
+    ConfigDef("share.isolation.level", _T.STRING, "read_uncommitted",
+              "How share groups of this broker read transactional records: read_committed never delivers "
+              "records of aborted transactions nor goes past the last stable offset.",
+              OneOf(("read_uncommitted", "read_committed"))),
     ConfigDef("share.auto.offset.reset", _T.STRING, "latest",
               "Where a share group starts on a partition it has never consumed, unless the group's own "
               "share.auto.offset.reset says otherwise: latest, earliest or by_duration:<ISO-8601 duration>.",

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from moldau.registry.validation import SchemaLookup
     from moldau.replication.replica_manager import ReplicaManager
     from moldau.server.context import RequestContext
+    from moldau.server.share_state_links import ShareStateLinks
     from moldau.server.txn_links import TxnLinks
     from moldau.share.manager import ShareGroups
     from moldau.storage.log_manager import LogManager
@@ -73,6 +74,8 @@ class BrokerServices(Protocol):
     def share(self) -> ShareGroups: ...
     @property
     def share_state(self) -> ShareCoordinator: ...
+    @property
+    def share_state_links(self) -> ShareStateLinks: ...
     @property
     def txn(self) -> TxnRuntime: ...
     @property

@@ -2,11 +2,13 @@
 leads, and the share sessions of the members fetching from it.
 
 Share-partition state is durable through a `StateStore` (the share coordinator, `moldau.coordinator.share`):
-read when a share-partition is first used here, written when it starts, after every acknowledgement (answered
-once the write is durable), and after releases and expired locks (in the background), so deliveries are counted
-across restarts; only an acquisition in progress is not. Group membership and share sessions are in memory. When
-the last share session of a group here ends, its share-partitions are written and dropped from memory, so the
-next fetch reads back whatever an administrator set meanwhile (the offset APIs need the group empty).
+read when a share-partition is first used here (initialized first when it has none), written after every
+acknowledgement (answered once the write is durable), and after releases and expired locks (in the background),
+so deliveries are counted across restarts; only an acquisition in progress is not. A write names only the batches
+that changed since the last one sent (the coordinator lays them over the state it has), or the whole window after
+a write failed. Group membership and share sessions are in memory. When the last share session of a group here
+ends, its share-partitions are written and dropped from memory, so the next fetch reads back whatever an
+administrator set meanwhile (the offset APIs need the group empty).
 
 Time is the injected clock's monotonic milliseconds. Expired members are removed and expired locks released
 lazily, on the next share request that touches them; a ShareFetch waiting for records is woken by appends to
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from moldau.config.offset_reset import BY_DURATION, duration_ms
 from moldau.coordinator.share.records import ShareSnapshot, StateBatch, StateKey
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.share.group import Heartbeat, HeartbeatAnswer, ShareGroup
 from moldau.share.partition import ArchivedRecord, RecordState, SharePartition
 from moldau.share.sessions import ShareSessions
@@ -51,7 +53,17 @@ class StateStore(Protocol):
         """None: never written. Raises KafkaError."""
         ...
 
-    async def write(self, key: StateKey, snapshot: ShareSnapshot) -> ErrorCode: ...
+    async def write(self, key: StateKey, snapshot: ShareSnapshot) -> ErrorCode:
+        """Lay the snapshot's SPSO and batches over the durable state."""
+        ...
+
+    async def initialize(self, key: StateKey, start_offset: int) -> ErrorCode:
+        """Start a state at `start_offset` (nothing changes if it has one already)."""
+        ...
+
+    async def delete(self, key: StateKey) -> ErrorCode:
+        """Delete the state (ErrorCode.none also when it had none)."""
+        ...
 
 
 class ShareGroups:
@@ -70,6 +82,9 @@ class ShareGroups:
         self._store = store
         self._loading: dict[tuple[str, str, int], asyncio.Task[SharePartition]] = {}
         self._durable: dict[tuple[str, str, int], tuple[StateKey, int, int]] = {}  # key, leader and state epoch
+        # Per offset of the window, the (state, delivery count) last sent to the store: what a write may leave out.
+        self._sent: dict[tuple[str, str, int], dict[int, tuple[int, int]]] = {}
+        self._sent_start: dict[tuple[str, str, int], int] = {}  # and the SPSO
         self._writes: set[asyncio.Task[ErrorCode]] = set()
         self._clock = clock
         self._replicas = replicas
@@ -132,8 +147,7 @@ class ShareGroups:
             return ErrorCode.non_empty_group
         del self.groups[group_id]
         for key in [k for k in self.partitions if k[0] == group_id]:
-            del self.partitions[key]
-            self._durable.pop(key, None)
+            self._forget(key)
         return ErrorCode.none
 
     def expire_members(self, now_ms: int) -> None:
@@ -215,19 +229,28 @@ class ShareGroups:
                     log_end: int) -> SharePartition:
         snapshot = None if self._store is None else await self._store.read(state_key, leader_epoch)
         settings = self.group_settings(key[0]).partition
-        # A snapshot with start -1 is a share-partition an administrator reset (DeleteShareGroupOffsets): it
-        # starts again from share.auto.offset.reset, in the state epoch of that reset.
-        fresh = snapshot is None or snapshot.start_offset < 0
-        if snapshot is not None and snapshot.start_offset >= 0:
-            loaded = SharePartition.restore(settings, snapshot.start_offset, [
-                (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in snapshot.batches])
-        else:
+        if snapshot is None and self._store is not None:
+            # The start `share.auto.offset.reset` picks is made durable first, so it does not move on a restart.
+            start = self._initial_start(settings.auto_offset_reset, key, log_start, log_end)
+            initialized = await self._store.initialize(state_key, start)
+            if initialized != ErrorCode.none:
+                raise KafkaError(initialized, "the share-partition state could not be initialized")
+            snapshot = await self._store.read(state_key, leader_epoch)
+            if snapshot is None:
+                raise KafkaError(ErrorCode.coordinator_not_available, "the initialized state is not readable yet")
+        if snapshot is None:
             loaded = SharePartition(settings, self._initial_start(settings.auto_offset_reset, key, log_start,
                                                                   log_end))
+        else:
+            loaded = SharePartition.restore(settings, snapshot.start_offset, [
+                (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in snapshot.batches])
         self._durable[key] = (state_key, leader_epoch, 0 if snapshot is None else snapshot.state_epoch)
+        # What the store holds, so the next write sends what restoring changed (records archived at their limit).
+        durable = loaded.state_batches() if snapshot is None else [
+            (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in snapshot.batches]
+        self._sent[key] = _per_offset(durable)
+        self._sent_start[key] = loaded.start_offset if snapshot is None else snapshot.start_offset
         self.partitions[key] = loaded
-        if fresh:
-            await self.persist(key)  # the start `latest` picked must not move on a restart
         return loaded
 
     def _initial_start(self, strategy: str, key: PartitionKey, log_start: int, log_end: int) -> int:
@@ -244,26 +267,45 @@ class ShareGroups:
         return log_end if found is None else min(max(found[0], log_start), log_end)
 
     async def persist(self, key: tuple[str, str, int]) -> ErrorCode:
-        """Write the share-partition's state to the share coordinator; ErrorCode.none once it is durable."""
+        """Write what changed in the share-partition's state to the share coordinator; ErrorCode.none once it is
+        durable."""
         found, durable = self.partitions.get(key), self._durable.get(key)
         if self._store is None or found is None or durable is None:
             return ErrorCode.none
         state_key, leader_epoch, state_epoch = durable
+        window = found.state_batches()
+        now = _per_offset(window)
+        sent = self._sent.get(key)
+        changed = window if sent is None else _changed(now, sent)
         archived = found.take_archived()
-        batches = tuple(StateBatch(*b) for b in found.state_batches())
+        if sent is not None and not changed and found.start_offset == self._sent_start.get(key) and not archived:
+            # Nothing durable changed (an expired lock or RENEW changes only what is not written), and whatever
+            # did was sent by a write of its own, whose caller waits for it.
+            return ErrorCode.none
+        self._sent[key], self._sent_start[key] = now, found.start_offset
+        batches = tuple(StateBatch(*b) for b in changed)
         written = await self._store.write(state_key, ShareSnapshot(0, state_epoch, leader_epoch, found.start_offset,
                                                                    batches))
-        stale = (ErrorCode.fenced_leader_epoch, ErrorCode.fenced_state_epoch)
-        if written in stale and self.partitions.get(key) is found:
-            # A newer leader has written this share-partition, or an administrator reset it: what is held here
-            # is stale; read it again.
-            del self.partitions[key]
-            self._durable.pop(key, None)
-        elif written != ErrorCode.none:
+        if written == ErrorCode.none:
+            if archived:
+                self._send_dead_letters(key, archived)
+            return written
+        if self.partitions.get(key) is not found:
+            return written
+        self._sent.pop(key, None)  # the store may lack this change: the next write sends the whole window
+        if written in (ErrorCode.fenced_leader_epoch, ErrorCode.fenced_state_epoch, ErrorCode.invalid_request):
+            # A newer leader has written this share-partition, an administrator reset it, or its state was deleted
+            # (INVALID_REQUEST: it has none): what is held here is stale; read it again.
+            self._forget(key)
+        else:
             found.archived[:0] = archived  # sent once a later write makes their archiving durable
-        elif archived:
-            self._send_dead_letters(key, archived)
         return written
+
+    def _forget(self, key: tuple[str, str, int]) -> None:
+        self.partitions.pop(key, None)
+        self._durable.pop(key, None)
+        self._sent.pop(key, None)
+        self._sent_start.pop(key, None)
 
     def _send_dead_letters(self, key: PartitionKey, archived: list[ArchivedRecord]) -> None:
         """Hand the records archived to the group's dead-letter topic, in the background (best effort: a record
@@ -295,29 +337,29 @@ class ShareGroups:
 
     async def reset(self, group_id: str, topic: str, partition: int, topic_id: uuid.UUID, leader_epoch: int,
                     start_offset: int | None) -> ErrorCode:
-        """Start the share-partition at `start_offset` with nothing in flight, or (None) forget it so that
-        share.auto.offset.reset picks its start again. Written in the next state epoch, so a leader still holding
-        the old state is refused (FENCED_STATE_EPOCH) when it writes, and reads the new one."""
+        """Start the share-partition at `start_offset` with nothing in flight, or (None) delete its state so that
+        share.auto.offset.reset picks its start again. A new start is written in the next state epoch (or
+        initializes a state that had none), so a leader still holding the old state is refused (FENCED_STATE_EPOCH,
+        or INVALID_REQUEST after a delete) when it writes, and reads the new one."""
         key = (group_id, topic, partition)
-        self.partitions.pop(key, None)
-        self._durable.pop(key, None)
+        self._forget(key)
         if self._store is None:
             if start_offset is not None:
                 self.partitions[key] = SharePartition(self.group_settings(group_id).partition, start_offset)
             return ErrorCode.none
         state_key = StateKey(group_id, topic_id, partition)
+        if start_offset is None:
+            return await self._store.delete(state_key)
         current = await self._store.read(state_key, leader_epoch)
-        if current is None and start_offset is None:
-            return ErrorCode.none  # nothing to forget
-        state_epoch = 0 if current is None else current.state_epoch + 1
-        start = -1 if start_offset is None else start_offset
-        return await self._store.write(state_key, ShareSnapshot(0, state_epoch, leader_epoch, start, ()))
+        if current is None:
+            return await self._store.initialize(state_key, start_offset)
+        return await self._store.write(state_key, ShareSnapshot(0, current.state_epoch + 1, leader_epoch,
+                                                                start_offset, ()))
 
     def forget_partitions(self, keep: Callable[[str, int], bool]) -> None:
         """Drop the share-partitions of partitions no longer led here."""
         for key in [k for k in self.partitions if not keep(k[1], k[2])]:
-            del self.partitions[key]
-            self._durable.pop(key, None)
+            self._forget(key)
 
     # -- waiting -------------------------------------------------------------------------------------------
 
@@ -344,3 +386,20 @@ class ShareGroups:
             self._waiters.discard(waiter)
             for h in hosted:
                 h.waiters.discard(waiter)
+
+
+def _per_offset(batches: Iterable[tuple[int, int, int, int]]) -> dict[int, tuple[int, int]]:
+    return {offset: (state, count) for first, last, state, count in batches for offset in range(first, last + 1)}
+
+
+def _changed(now: dict[int, tuple[int, int]], sent: dict[int, tuple[int, int]]) -> list[tuple[int, int, int, int]]:
+    """The (first, last, state, delivery count) batches of the offsets whose state differs from what was sent."""
+    out: list[tuple[int, int, int, int]] = []
+    for offset in sorted(o for o, v in now.items() if sent.get(o) != v):
+        state, count = now[offset]
+        last = out[-1] if out else None
+        if last is not None and last[1] + 1 == offset and (last[2], last[3]) == (state, count):
+            out[-1] = (last[0], offset, state, count)
+        else:
+            out.append((offset, offset, state, count))
+    return out

@@ -67,6 +67,10 @@ class ShareSettings:
     isolation_level: str = "read_uncommitted"  # share.isolation.level
     dead_letter: bool = False  # note archived records for a dead-letter topic
 
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == "read_committed"
+
 
 class ArchiveReason(IntEnum):
     REJECTED = 1
@@ -140,12 +144,20 @@ class SharePartition:
     def restore(cls, settings: ShareSettings, start_offset: int,
                 batches: Iterable[tuple[int, int, int, int]]) -> SharePartition:
         """A share-partition from its durable state: the SPSO and (first, last, state, delivery count) batches.
-        Offsets of the window no batch names are Available, never delivered."""
+        Offsets of the window no batch names are Available, never delivered. A record not done that has used up
+        its deliveries is archived (and announced, for a dead-letter topic): its last delivery (written while it was
+        acquired) ended with the leader."""
         restored = cls(settings, start_offset)
         for first, last, state, count in batches:
             for offset in range(max(first, start_offset), last + 1):
-                kept = RecordState(state) if state in FINAL_STATES else RecordState.AVAILABLE
+                if state in FINAL_STATES:
+                    kept = RecordState(state)
+                else:
+                    used_up = count >= settings.delivery_count_limit
+                    kept = RecordState.ARCHIVED if used_up else RecordState.AVAILABLE
                 restored.records[offset] = InFlightRecord(kept, count)
+                if state not in FINAL_STATES and kept == RecordState.ARCHIVED:
+                    restored._note_archived(offset, restored.records[offset], ArchiveReason.DELIVERY_COUNT_EXCEEDED)
             restored.next_offset = max(restored.next_offset, last + 1)
         for offset in range(start_offset, restored.next_offset):
             restored.records.setdefault(offset, InFlightRecord())
@@ -230,6 +242,21 @@ class SharePartition:
             for offset in range(batch.first_offset, batch.last_offset + 1):
                 self._apply(offset, self.records[offset], AckType(batch.type_of(offset)), now_ms)
         self._advance()
+
+    def archive_acquired(self, member_id: str, ranges: Iterable[tuple[int, int]]) -> bool:
+        """Archive the offsets of these ranges the member has just acquired: records it must never get (of aborted
+        transactions, transaction markers). Whether any was."""
+        archived = False
+        for first, last in ranges:
+            for offset in range(first, last + 1):
+                record = self.records.get(offset)
+                if record is not None and record.state == RecordState.ACQUIRED and record.member_id == member_id:
+                    record.state = RecordState.ARCHIVED
+                    record.member_id = None
+                    record.lock_deadline_ms = None
+                    archived = True
+        self._advance()
+        return archived
 
     def expire(self, now_ms: int) -> bool:
         """Release every record whose acquisition lock has run out; whether there was one."""

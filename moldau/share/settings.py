@@ -1,6 +1,6 @@
-"""The configs share groups act on: the broker's (`group.share.*`, `share.auto.offset.reset`), read once at start-up,
-and a group's own overrides (GROUP config resources, KIP-932/KIP-1191 names), which replace them for that group
-as soon as they are in the metadata image."""
+"""The configs share groups act on: the broker's (`group.share.*`, `share.auto.offset.reset`,
+`share.isolation.level`), read once at start-up, and a group's own overrides (GROUP config resources, KIP-932/
+KIP-1191 names), which replace them for that group as soon as they are in the metadata image."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ class ShareBrokerSettings:
                 delivery_count_limit=config.group_share_delivery_count_limit,
                 max_record_locks=config.group_share_partition_max_record_locks,
                 auto_offset_reset=config.share_auto_offset_reset or "latest",
+                isolation_level=config.share_isolation_level or "read_uncommitted",
             ),
         )
 

@@ -1,6 +1,7 @@
 """Share groups on a real 3-node cluster: the group coordinated by one broker, the share-partitions on the leaders
 of a topic spread over all three, each consumer holding a share session with every one of them, and the
-share-partitions' state written to the share coordinators of `__share_group_state` on other brokers."""
+share-partitions' state written to the share coordinators of `__share_group_state` on other brokers, and deleted
+from them with the group."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.alter_share_group_offsets.v0.request import (
     AlterShareGroupOffsetsRequest,
@@ -23,6 +24,11 @@ from kio.schema.describe_share_group_offsets.v1.request import (
 )
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.read_share_group_state.v0.request import PartitionData, ReadShareGroupStateRequest, ReadStateData
+from kio.schema.read_share_group_state_summary.v1.request import PartitionData as SummaryPartition
+from kio.schema.read_share_group_state_summary.v1.request import (
+    ReadShareGroupStateSummaryRequest,
+    ReadStateSummaryData,
+)
 from kio.static.primitive import i8, i32, i64
 
 from moldau.coordinator.record_codec import partition_for
@@ -114,6 +120,16 @@ def test_two_share_consumers_get_every_record_of_partitions_led_by_three_brokers
             ((state,),) = [r.partitions for r in client.request(request).results]
         assert state.error_code == 0 and state.state_epoch >= 0 and state.start_offset > 0, state
     start_again_from_the_beginning(cluster, addresses, values)
+    # Deleting the group deletes those states too, on their coordinators (DeleteShareGroupState between brokers).
+    wait_until(lambda: group_deleted(cluster, "workers"), 30.0, "the share group was never deleted")
+    for p in (p for p in work.partitions if p.partition_index in remote):
+        coordinator = state_leaders[partition_for(f"workers:{work.topic_id}:{p.partition_index}",
+                                                  len(state_leaders))]
+        request = ReadShareGroupStateSummaryRequest(group_id="workers", topics=(ReadStateSummaryData(
+            topic_id=work.topic_id, partitions=(SummaryPartition(partition=p.partition_index, leader_epoch=-1),)),))
+        with RawClient(addresses[coordinator]) as client:
+            ((summary,),) = [r.partitions for r in client.request(request).results]
+        assert (summary.error_code, summary.state_epoch, summary.start_offset) == (0, -1, -1), summary
     for node in cluster.brokers:
         assert "internal error" not in node.log_tail(100000), node.log_tail()
 
@@ -149,6 +165,16 @@ def start_again_from_the_beginning(cluster: LocalCluster, addresses: dict[int, s
     finally:
         consumer.close()
     assert sorted(again) == sorted(values)
+def group_deleted(cluster: LocalCluster, group_id: str) -> bool:
+    """DeleteGroups through the admin client (to the group's coordinator); False while members are still there."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    try:
+        admin.delete_consumer_groups([group_id], request_timeout=10)[group_id].result(30)
+    except KafkaException as exc:
+        if exc.args[0].name() in ("NON_EMPTY_GROUP", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR"):
+            return False
+        raise
+    return True
 
 
 def leader_of(cluster: LocalCluster, topic: str, partition: int, alive: list[int]) -> int:

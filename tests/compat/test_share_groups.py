@@ -25,6 +25,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.read_share_group_state_summary.v1.request import PartitionData as SummaryPartition
+from kio.schema.read_share_group_state_summary.v1.request import (
+    ReadShareGroupStateSummaryRequest,
+    ReadStateSummaryData,
+)
 from kio.schema.share_fetch.v1.request import AcknowledgementBatch, FetchPartition, FetchTopic, ShareFetchRequest
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
@@ -385,3 +390,58 @@ def test_acknowledged_state_survives_a_broker_crash(tmp_path: Path) -> None:
             proc.stop()
         finally:
             proc.cleanup()
+
+
+def state_summary(broker: BrokerProcess, group_id: str, topic: str) -> Any:
+    """ReadShareGroupStateSummary (v1) of the topic's partition 0, as a broker describing the group asks it."""
+    (described,) = metadata_at(broker.bootstrap, [topic]).topics
+    request = ReadShareGroupStateSummaryRequest(group_id=group_id, topics=(ReadStateSummaryData(
+        topic_id=described.topic_id, partitions=(SummaryPartition(partition=0, leader_epoch=-1),)),))
+    with RawClient(broker.bootstrap) as client:
+        ((summary,),) = [r.partitions for r in client.request(request).results]
+    return summary
+
+
+def test_a_deleted_share_group_starts_afresh(broker: BrokerProcess) -> None:
+    """DeleteGroups removes the share group's durable state (DeleteShareGroupState): the share coordinator has
+    none left, and a group created again under the same id gets every record again."""
+    values = [f"again{i}".encode() for i in range(4)]
+    topic = new_topic(broker, values)
+    with share_consumer(broker, "reborn", topic) as consumer:
+        poll_until(consumer, lambda got: len(got) >= 4)
+        consumer.poll(0.5)  # the implicit acknowledgement of the records
+        wait_until(lambda: state_summary(broker, "reborn", topic).start_offset == 4, 30.0,
+                   "the acknowledgements never reached the share coordinator")
+    summary = state_summary(broker, "reborn", topic)
+    assert (summary.error_code, summary.state_epoch >= 0, summary.delivery_complete_count) == (ErrorCode.none, True, 0)
+    wait_until(lambda: describe(broker, "reborn").group_state == "Empty", 30.0, "the member never left")
+    with RawClient(broker.bootstrap) as client:
+        (deleted,) = client.request(DeleteGroupsRequest(groups_names=("reborn",))).results
+    assert deleted.error_code == ErrorCode.none
+    gone = state_summary(broker, "reborn", topic)
+    assert (gone.error_code, gone.state_epoch, gone.start_offset) == (ErrorCode.none, -1, -1)
+    with share_consumer(broker, "reborn", topic) as consumer:
+        again = poll_until(consumer, lambda got: len(got) >= 4)
+    assert sorted(m.value() for m in again) == values
+    assert {m.delivery_count() for m in again} == {1}
+
+
+def share_cli(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    """`moldau share consume ARGS` against the broker, run to its end."""
+    return subprocess.run([sys.executable, "-m", "moldau", "share", "consume", "-b", broker.bootstrap, *args],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_moldau_share_consume_prints_and_acknowledges(broker: BrokerProcess) -> None:
+    """The console share consumer accepts what it prints (by default), or rejects it, and leaves what it did
+    not print for the group: two runs of it consume the topic once, and the share-partition's SPSO is past it."""
+    topic = new_topic(broker, [f"c{i}".encode() for i in range(5)])
+    first = share_cli(broker, "--group", "cli", "--topic", topic, "--max-messages", "3", "--format", "%o %v")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines() == ["0 c0", "1 c1", "2 c2"]
+    assert "consumed 3 records" in first.stderr
+    second = share_cli(broker, "--group", "cli", "--topic", topic, "--ack", "reject", "--max-messages", "2")
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.splitlines() == ["c3", "c4"]
+    wait_until(lambda: state_summary(broker, "cli", topic).start_offset == 5, 30.0,
+               "the acknowledgements of the console share consumer never reached the share coordinator")

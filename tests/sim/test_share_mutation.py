@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from moldau.coordinator.share import coordinator as coordinator_module
+from moldau.coordinator.share.records import ShareSnapshot, ShareUpdate
 from moldau.share.partition import ArchiveReason, InFlightRecord, RecordState, SharePartition
 from tests.sim.share_simulation import InvariantViolation, ShareSimulation
+from tests.sim.share_state_simulation import DurableShareSimulation
 
 MUTATION_SEEDS = 100
 
@@ -75,3 +78,20 @@ def test_simulation_catches_deliveries_beyond_the_limit(monkeypatch: pytest.Monk
 def test_simulation_catches_a_lost_dead_letter(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(SharePartition, "_note_archived", announce_rejections_only)
     first_violation("dead letters")
+
+
+def test_durable_simulation_catches_updates_not_replayed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replay that keeps the snapshot but ignores the updates after it loses acknowledgements: after a crash the
+    SPSO goes back, or accepted records are delivered again."""
+    def snapshot_only(state: ShareSnapshot, update: ShareUpdate) -> ShareSnapshot:
+        return state
+
+    monkeypatch.setattr(coordinator_module, "apply_update", snapshot_only)
+    for seed in range(MUTATION_SEEDS):
+        try:
+            DurableShareSimulation(seed).run()
+        except InvariantViolation as exc:
+            assert any(sign in str(exc) for sign in ("after it was acknowledged", "SPSO went back",
+                                                     "after a crash")), f"seed={seed}: {exc}"
+            return
+    pytest.fail(f"no seed in range({MUTATION_SEEDS}) caught updates lost on replay")

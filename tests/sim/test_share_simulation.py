@@ -5,10 +5,26 @@ from __future__ import annotations
 import pytest
 
 from tests.sim.share_simulation import ShareSimulation
+from tests.sim.share_state_simulation import DurableShareSimulation
 
 SEEDS = 300
+DURABLE_SEEDS = 40
 
 
 @pytest.mark.parametrize("seed", range(SEEDS))
 def test_share_partition_simulation(seed: int) -> None:
     ShareSimulation(seed).run()
+
+
+@pytest.mark.parametrize("seed", range(DURABLE_SEEDS))
+def test_share_partition_survives_leader_crashes(seed: int) -> None:
+    DurableShareSimulation(seed).run()
+
+
+def test_the_durable_simulation_writes_updates_and_crashes() -> None:
+    """The runs above exercise what they claim: leaders crash, and states are replayed from updates."""
+    runs = [DurableShareSimulation(seed) for seed in range(8)]
+    for run in runs:
+        run.run()
+    assert sum(r.crashes for r in runs) > 0
+    assert sum(r.coordinator_updates() for r in runs) > 0

@@ -1,15 +1,25 @@
 """The share coordinator of one broker: the `__share_group_state` partitions it leads and the share-partition
-snapshots they hold.
+states they hold.
 
-- The topic is created on first use, through the controller, with `share.coordinator.state.topic.*` settings
-  and `cleanup.policy=compact` (the latest snapshot of each share-partition is all that matters).
-- A partition led here is loaded by replaying its log (the last snapshot per key wins); one led elsewhere, or
-  whose leader epoch moved, is dropped and reloaded.
-- `write` appends a snapshot and answers only once it is durable (on every in-sync replica); only then does
-  `read` return it. A write or read from a share-partition leader older than the last one seen for the key
-  (a lower leader epoch) is refused with FENCED_LEADER_EPOCH, so a deposed leader cannot overwrite its
-  successor's state. A write with a state epoch older than the one held (FENCED_STATE_EPOCH) comes from a leader
-  that has not seen an administrator's reset of the share-partition, and is refused too.
+- The topic is created on first use, through the controller, with `share.coordinator.state.topic.*` settings,
+  `cleanup.policy=delete` and no retention: as in Kafka, the coordinator itself deletes the records no state
+  needs any more (every record before the oldest latest-snapshot of the partition's share-partitions), after each
+  snapshot it writes. A topic made `compact` by an older version gets whole snapshots only: compaction would drop
+  the updates between them.
+- A write (WriteShareGroupState) names the SPSO and the batches that changed; the coordinator lays them over the
+  share-partition's state and appends a ShareUpdate holding just them, or a whole ShareSnapshot for the first
+  write of a state epoch and after `share.coordinator.snapshot.update.records.per.snapshot` updates.
+- A partition led here is loaded by replaying its log: each snapshot replaces a share-partition's state, each
+  update is applied over it, a tombstone deletes it. Records that cannot be read are skipped with a warning.
+- Writes are answered only once durable (on every in-sync replica); only then does `read` return them. A write or
+  read from a share-partition leader older than the last one seen for the key (a lower leader epoch) is refused
+  with FENCED_LEADER_EPOCH, a write of an older state epoch with FENCED_STATE_EPOCH, and a write of a state never
+  initialized (or deleted since) with INVALID_REQUEST, as in Kafka: a deposed or stale leader cannot overwrite
+  its successor's state, nor bring back a deleted one.
+- InitializeShareGroupState starts a state; DeleteShareGroupState deletes one (tombstones for both record types);
+  a state initialized after a delete gets a higher state epoch. An administrator's reset of a share-partition
+  (AlterShareGroupOffsets) writes the next state epoch, or deletes the state (DeleteShareGroupOffsets), so the
+  leader still holding the old one is refused when it writes and reads the new one.
 """
 
 from __future__ import annotations
@@ -25,14 +35,20 @@ from moldau.coordinator.log import CoordinatorLog, LogRecord, read_partition
 from moldau.coordinator.record_codec import RecordFormatError
 from moldau.coordinator.shards import CoordinatorShards
 from moldau.coordinator.share.records import (
+    KEY_VERSION,
     SHARE_STATE_TOPIC,
+    UPDATE_KEY_VERSION,
     ShareSnapshot,
+    ShareUpdate,
     StateKey,
-    decode_key,
+    decode_record_key,
+    decode_update,
     decode_value,
     encode_key,
+    encode_update,
     encode_value,
 )
+from moldau.coordinator.share.state import apply_update, merge_batches
 from moldau.metadata.image import MetadataImage
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.replica_manager import ReplicaManager
@@ -46,24 +62,32 @@ class ShareStateSettings:
     replication_factor: int = 3
     min_isr: int = 2
     write_timeout_ms: int = 5000
+    updates_per_snapshot: int = 500  # share.coordinator.snapshot.update.records.per.snapshot
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> Self:
         return cls(num_partitions=config.share_coordinator_state_topic_num_partitions,
                    replication_factor=config.share_coordinator_state_topic_replication_factor,
-                   min_isr=config.share_coordinator_state_topic_min_isr)
+                   min_isr=config.share_coordinator_state_topic_min_isr,
+                   updates_per_snapshot=config.share_coordinator_snapshot_update_records_per_snapshot)
 
     def topic_configs(self, replication_factor: int) -> dict[str, str]:
-        return {"cleanup.policy": "compact", "min.insync.replicas": str(min(self.min_isr, replication_factor))}
+        # Deleted by the coordinator (pruning), never by time or size: a state may be older than any retention.
+        return {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1",
+                "min.insync.replicas": str(min(self.min_isr, replication_factor))}
 
 
 @dataclass(slots=True)
 class ShareStateShard:
     partition: int
     leader_epoch: int
-    snapshots: dict[StateKey, ShareSnapshot] = field(default_factory=dict)
+    snapshots: dict[StateKey, ShareSnapshot] = field(default_factory=dict)  # the durable states
     fences: dict[StateKey, int] = field(default_factory=dict)  # the highest share-partition leader epoch seen
-    ends: dict[StateKey, int] = field(default_factory=dict)  # the log offset of the snapshot held
+    ends: dict[StateKey, int] = field(default_factory=dict)  # the log offset of the last record in `snapshots`
+    heads: dict[StateKey, ShareSnapshot] = field(default_factory=dict)  # the states after the last append
+    updates: dict[StateKey, int] = field(default_factory=dict)  # updates appended since the last snapshot
+    snapshot_at: dict[StateKey, int] = field(default_factory=dict)  # the log offset of the last durable snapshot
+    deleted: dict[StateKey, int] = field(default_factory=dict)  # the state epoch of a deleted state
 
 
 class ShareCoordinator:
@@ -72,6 +96,7 @@ class ShareCoordinator:
         self.node_id = node_id
         self.settings = settings
         self.log: CoordinatorLog = ReplicaLog(log, SHARE_STATE_TOPIC) if isinstance(log, ReplicaManager) else log
+        self._replicas = log if isinstance(log, ReplicaManager) else None  # for the topic's policy and pruning
         self.partitions = CoordinatorShards[ShareStateShard](
             node_id, self.log, lambda: self.settings.num_partitions, image, request_topic,
             no_leader_message="the share state partition has no leader")
@@ -86,17 +111,14 @@ class ShareCoordinator:
             return None
         shard = ShareStateShard(partition, leader_epoch)
         for item in read_partition(self.log, partition):
-            if not isinstance(item, LogRecord) or item.value is None:
+            if not isinstance(item, LogRecord):
                 continue
             try:
-                key, snapshot = decode_key(item.key), decode_value(item.value)
+                _replay(shard, item)
             except (RecordFormatError, UnicodeDecodeError, ValueError) as exc:
                 log.warning("skipping unreadable record at %s-%d@%d: %s", SHARE_STATE_TOPIC, partition,
                             item.offset, exc)
-                continue
-            shard.snapshots[key] = snapshot
-            shard.ends[key] = item.offset
-            shard.fences[key] = max(shard.fences.get(key, -1), snapshot.leader_epoch)
+        shard.heads = dict(shard.snapshots)
         return shard
 
     def ensure_topic(self) -> None:
@@ -113,31 +135,133 @@ class ShareCoordinator:
     # -- reads and writes ----------------------------------------------------------------------------------
 
     def read(self, key: StateKey, leader_epoch: int) -> ShareSnapshot | None:
-        """The key's last durable snapshot (None: never written). Raises KafkaError (NOT_COORDINATOR,
+        """The key's durable state (None: never written). Raises KafkaError (NOT_COORDINATOR,
         COORDINATOR_NOT_AVAILABLE, FENCED_LEADER_EPOCH)."""
         shard = self.partitions.shard(key.coordinator_key)
         self._fence(shard, key, leader_epoch)
         return shard.snapshots.get(key)
 
-    async def write(self, key: StateKey, snapshot: ShareSnapshot, now_ms: int) -> ErrorCode:
-        """Append the snapshot; ErrorCode.none once it is durable and readable."""
+    def summary(self, key: StateKey) -> ShareSnapshot | None:
+        """The key's durable state, for describing it: no leader epoch is checked or recorded. Raises KafkaError
+        (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE)."""
+        return self.partitions.shard(key.coordinator_key).snapshots.get(key)
+
+    async def write(self, key: StateKey, written: ShareSnapshot, now_ms: int) -> ErrorCode:
+        """Lay the written SPSO and batches over the key's state and append them (an update, or a snapshot);
+        ErrorCode.none once durable and readable."""
         try:
             shard = self.partitions.shard(key.coordinator_key)
-            self._fence(shard, key, snapshot.leader_epoch)
-            self._fence_state(shard, key, snapshot.state_epoch)
-            appended = self.log.append(shard.partition, build_batch([(encode_key(key), encode_value(snapshot))],
-                                                                    now_ms))
+            self._fence(shard, key, written.leader_epoch)
+            head = shard.heads.get(key)
+            if head is None:
+                # Never initialized, or deleted since: a leader writing it holds a state nobody should keep.
+                raise KafkaError(ErrorCode.invalid_request,
+                                 "Write operation on uninitialized share partition not allowed.")
+            if written.state_epoch < head.state_epoch:
+                raise KafkaError(ErrorCode.fenced_state_epoch, f"state epoch {written.state_epoch} of "
+                                 f"{key.coordinator_key} is older than {head.state_epoch}")
         except KafkaError as exc:
             return write_error(exc.code)
+        if head.state_epoch != written.state_epoch:
+            merged = ShareSnapshot(head.snapshot_epoch + 1, written.state_epoch,
+                                   written.leader_epoch, written.start_offset,
+                                   merge_batches((), written.batches, written.start_offset))
+            return await self._append(shard, key, merged, snapshot=True, now_ms=now_ms)
+        update = ShareUpdate(head.snapshot_epoch, written.leader_epoch, written.start_offset, written.batches)
+        merged = apply_update(head, update)
+        if shard.updates.get(key, 0) >= self.settings.updates_per_snapshot or not self._deltas(shard.partition):
+            merged = ShareSnapshot(head.snapshot_epoch + 1, merged.state_epoch, merged.leader_epoch,
+                                   merged.start_offset, merged.batches)
+            return await self._append(shard, key, merged, snapshot=True, now_ms=now_ms)
+        return await self._append(shard, key, merged, update=update, now_ms=now_ms)
+
+    async def initialize(self, key: StateKey, state_epoch: int, start_offset: int, now_ms: int) -> ErrorCode:
+        """Start the key's state at `start_offset` with nothing in flight, unless it has one already (then nothing
+        changes). After a delete the state epoch is above the deleted state's, whatever the caller asked."""
+        try:
+            shard = self.partitions.shard(key.coordinator_key)
+        except KafkaError as exc:
+            return write_error(exc.code)
+        if key in shard.heads:
+            return ErrorCode.none
+        epoch = max(state_epoch, shard.deleted.get(key, -1) + 1)
+        return await self._append(shard, key, ShareSnapshot(0, epoch, -1, start_offset, ()), snapshot=True,
+                                  now_ms=now_ms)
+
+    async def delete(self, key: StateKey, now_ms: int) -> ErrorCode:
+        """Delete the key's state (tombstones under both record types); ErrorCode.none also when it had none."""
+        try:
+            shard = self.partitions.shard(key.coordinator_key)
+        except KafkaError as exc:
+            return write_error(exc.code)
+        if key not in shard.heads:
+            return ErrorCode.none
+        return await self._append(shard, key, None, now_ms=now_ms)
+
+    async def _append(self, shard: ShareStateShard, key: StateKey, state: ShareSnapshot | None, *,
+                      snapshot: bool = False, update: ShareUpdate | None = None, now_ms: int) -> ErrorCode:
+        """Append the record making `state` the key's (a snapshot of it, the update leading to it, or tombstones
+        when None) and wait until it is durable."""
+        records: list[tuple[bytes, bytes | None]]
+        if state is None:
+            records = [(encode_key(key, KEY_VERSION), None), (encode_key(key, UPDATE_KEY_VERSION), None)]
+        elif update is not None:
+            records = [(encode_key(key, UPDATE_KEY_VERSION), encode_update(update))]
+        else:
+            records = [(encode_key(key, KEY_VERSION), encode_value(state))]
+        try:
+            appended = self.log.append(shard.partition, build_batch(records, now_ms))
+        except KafkaError as exc:
+            return write_error(exc.code)
+        # The next write is laid over this one, as replay will lay them.
+        previous = shard.heads.pop(key, None)
+        if state is not None:
+            shard.heads[key] = state
+            shard.updates[key] = 0 if update is None else shard.updates.get(key, 0) + 1
+        elif previous is not None:
+            shard.deleted[key] = previous.state_epoch
         error = await self.log.await_durable(shard.partition, appended.last_offset + 1,
                                              self.settings.write_timeout_ms)
         if error != ErrorCode.none:
             return write_error(error)
         # Writes of one key may complete out of order; the one later in the log is the one replay keeps.
         if self.partitions.shards.get(shard.partition) is shard and appended.last_offset > shard.ends.get(key, -1):
-            shard.snapshots[key] = snapshot
             shard.ends[key] = appended.last_offset
+            if state is None:
+                shard.snapshots.pop(key, None)
+                shard.snapshot_at.pop(key, None)
+            else:
+                shard.snapshots[key] = state
+                if update is None:
+                    shard.snapshot_at[key] = appended.first_offset
+            if update is None:
+                self._prune(shard)
         return ErrorCode.none
+
+    def _deltas(self, partition: int) -> bool:
+        """Whether updates may be written: not to a compacted topic, whose cleaner would keep only the last."""
+        if self._replicas is None:
+            return True
+        try:
+            return "delete" in self._replicas.leader_partition(SHARE_STATE_TOPIC, partition).log.config.cleanup_policy
+        except KafkaError:
+            return False
+
+    def _prune(self, shard: ShareStateShard) -> None:
+        """Delete the records before the oldest latest-snapshot of the partition's states: replay needs none of
+        them (Kafka's pruning of the state topic, done here after each snapshot)."""
+        if self._replicas is None or not shard.snapshot_at or not self._deltas(shard.partition):
+            return
+        # A state without a durable snapshot yet has all its records after every durable one.
+        redundant = min(shard.snapshot_at.get(k, -1) for k in shard.snapshots)
+        if redundant <= 0:
+            return
+        try:
+            plog = self._replicas.leader_partition(SHARE_STATE_TOPIC, shard.partition).log
+            if redundant > plog.log_start_offset:
+                plog.delete_records_before(min(redundant, plog.high_watermark))
+        except KafkaError as exc:
+            log.warning("pruning %s-%d failed: %s", SHARE_STATE_TOPIC, shard.partition, exc.message)
 
     @staticmethod
     def _fence(shard: ShareStateShard, key: StateKey, leader_epoch: int) -> None:
@@ -147,21 +271,39 @@ class ShareCoordinator:
                              f"leader epoch {leader_epoch} of {key.coordinator_key} is older than {fence}")
         shard.fences[key] = leader_epoch
 
-    @staticmethod
-    def _fence_state(shard: ShareStateShard, key: StateKey, state_epoch: int) -> None:
-        """An administrator's reset (AlterShareGroupOffsets, DeleteShareGroupOffsets) writes the next state
-        epoch: a share-partition leader still holding the state from before it must not write it back."""
-        held = shard.snapshots.get(key)
-        if held is not None and state_epoch < held.state_epoch:
-            raise KafkaError(ErrorCode.fenced_state_epoch,
-                             f"state epoch {state_epoch} of {key.coordinator_key} is older than {held.state_epoch}")
+
+
+def _replay(shard: ShareStateShard, item: LogRecord) -> None:
+    """Apply one record of the log to the shard's states. Raises RecordFormatError (and the decoders' errors)."""
+    record_type, key = decode_record_key(item.key)
+    if item.value is None:
+        gone = shard.snapshots.pop(key, None)
+        if gone is not None:
+            shard.deleted[key] = gone.state_epoch
+        shard.snapshot_at.pop(key, None)
+        shard.updates.pop(key, None)
+        return
+    if record_type == KEY_VERSION:
+        state = decode_value(item.value)
+        shard.snapshot_at[key] = item.offset
+        shard.updates[key] = 0
+    else:
+        update = decode_update(item.value)
+        current = shard.snapshots.get(key)
+        if current is None:
+            raise RecordFormatError(f"an update of {key.coordinator_key} without a snapshot before it")
+        state = apply_update(current, update)
+        shard.updates[key] = shard.updates.get(key, 0) + 1
+    shard.snapshots[key] = state
+    shard.ends[key] = item.offset
+    shard.fences[key] = max(shard.fences.get(key, -1), state.leader_epoch)
 
 
 def write_error(code: ErrorCode) -> ErrorCode:
     """What a share-partition leader is told when the state log refuses a write: retriable errors, except a
     fenced leader, which must stop."""
     if code in (ErrorCode.fenced_leader_epoch, ErrorCode.fenced_state_epoch, ErrorCode.not_coordinator,
-                ErrorCode.coordinator_not_available):
+                ErrorCode.coordinator_not_available, ErrorCode.invalid_request):
         return code
     if code == ErrorCode.not_leader_or_follower:
         return ErrorCode.not_coordinator

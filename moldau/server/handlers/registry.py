@@ -30,6 +30,7 @@ from moldau.server.handlers import (
     delete_groups,
     delete_records,
     delete_share_group_offsets,
+    delete_share_group_state,
     delete_topics,
     describe_acls,
     describe_client_quotas,
@@ -51,6 +52,7 @@ from moldau.server.handlers import (
     heartbeat,
     incremental_alter_configs,
     init_producer_id,
+    initialize_share_group_state,
     join_group,
     leave_group,
     list_groups,
@@ -65,6 +67,7 @@ from moldau.server.handlers import (
     produce,
     quorum_fetch,
     read_share_group_state,
+    read_share_group_state_summary,
     sasl_authenticate,
     sasl_handshake,
     share_acknowledge,
@@ -141,6 +144,9 @@ APIS: dict[int, Api] = {
         describe_share_group_offsets.API,
         alter_share_group_offsets.API,
         delete_share_group_offsets.API,
+        initialize_share_group_state.API,
+        delete_share_group_state.API,
+        read_share_group_state_summary.API,
     )
 }
 

@@ -10,7 +10,7 @@ from typing import Any
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.replica_manager import HostedPartition
-from moldau.security.acl.model import AclOperation, ResourceType
+from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.share.partition import AckBatch, AcknowledgeError
 
@@ -36,6 +36,11 @@ def led_partition(ctx: RequestContext, topic_id: uuid.UUID | None, partition: in
     if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, topic.name):
         raise KafkaError(ErrorCode.topic_authorization_failed, f"{ctx.principal} may not READ {topic.name}")
     return topic.name, ctx.broker.replicas.leader_partition(topic.name, partition)
+
+
+def may_cluster_action(ctx: RequestContext) -> bool:
+    """The inter-broker share state APIs are for brokers: CLUSTER_ACTION on the cluster."""
+    return ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 def leader_of(ctx: RequestContext, hosted: HostedPartition) -> tuple[int, int]:

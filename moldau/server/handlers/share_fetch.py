@@ -14,6 +14,10 @@ sleep loop. Likewise it waits while fewer than `min_bytes` could be acquired (me
 acquirable offset of each partition); once records are acquired they are returned at once, since holding them
 back would only run their locks down.
 
+With `share.isolation.level=read_committed` records are acquired only below the last stable offset, and the
+batches of aborted transactions and the transaction markers among them are archived as soon as they are acquired
+(`moldau.share.isolation`): they are never handed to a member.
+
 Errors per partition: UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED, NOT_LEADER_OR_FOLLOWER,
 UNKNOWN_TOPIC_OR_PARTITION; for the session: SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH.
 """
@@ -33,7 +37,8 @@ from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE, error_message, ms_from_timedelta
 from moldau.server.handlers.share_common import PartitionOutcome, acknowledge, leader_field, leader_of, led_partition
-from moldau.share.partition import AcquiredRange
+from moldau.share.isolation import AbortedTxn, StoredBatch, undeliverable, without
+from moldau.share.partition import AcquiredRange, SharePartition
 from moldau.share.sessions import CLOSE_EPOCH, OPEN_EPOCH
 
 DEFAULT_MAX_RECORDS = 500
@@ -119,13 +124,41 @@ async def _acquire(ctx: RequestContext, group_id: str, member_id: str, topic: st
     plog = hosted.log
     found = await share.share_partition(group_id, topic, hosted.partition, hosted.topic_id, hosted.leader_epoch,
                                         plog.log_start_offset, plog.high_watermark)
+    key = (group_id, topic, hosted.partition)
     if found.expire(share.now_ms()):
-        share.persist_later((group_id, topic, hosted.partition))
-    acquired = found.acquire(member_id, max_records, plog.high_watermark, share.now_ms())
-    answer = _Answer(leader=leader_of(ctx, hosted), acquired=acquired)
-    if acquired:
-        answer.records = _read(hosted, acquired[0].first_offset, acquired[-1].last_offset, max_bytes)
-    return answer
+        share.persist_later(key)
+    answer = _Answer(leader=leader_of(ctx, hosted))
+    while True:
+        acquired = found.acquire(member_id, max_records, _readable_end(found, hosted), share.now_ms())
+        if not acquired:
+            return answer
+        records = _read(hosted, acquired[0].first_offset, acquired[-1].last_offset, max_bytes)
+        if found.settings.read_committed:
+            skipped = _undeliverable(hosted, records)
+            if found.archive_acquired(member_id, skipped):
+                share.persist_later(key)
+                acquired = without(acquired, skipped)
+                if not acquired:
+                    continue  # all of it was aborted or markers: what follows may be deliverable
+        answer.acquired, answer.records = acquired, records
+        return answer
+
+
+def _readable_end(found: SharePartition, hosted: HostedPartition) -> int:
+    """Where acquisition stops: the high watermark, or for read_committed the last stable offset (every
+    transaction below it is decided)."""
+    return hosted.log.last_stable_offset if found.settings.read_committed else hosted.log.high_watermark
+
+
+def _undeliverable(hosted: HostedPartition, records: bytes) -> list[tuple[int, int]]:
+    """The offset ranges of the read batches a read_committed member must not get."""
+    headers = [h for _, h in iter_batch_headers(records, 0, len(records))]
+    if not headers:
+        return []
+    aborted = hosted.log.aborted_transaction_entries(headers[0].base_offset, headers[-1].next_offset)
+    return undeliverable(
+        (StoredBatch(h.base_offset, h.last_offset, h.producer_id, h.is_transactional, h.is_control) for h in headers),
+        (AbortedTxn(e.producer_id, e.first_offset, e.last_offset) for e in aborted))
 
 
 async def _acquirable_bytes(ctx: RequestContext, group_id: str, partitions: set[Key], min_bytes: int) -> int:
@@ -141,7 +174,7 @@ async def _acquirable_bytes(ctx: RequestContext, group_id: str, partitions: set[
                                                 plog.log_start_offset, plog.high_watermark)
             if found.expire(share.now_ms()):
                 share.persist_later((group_id, name, partition))
-            start = found.first_acquirable(plog.high_watermark)
+            start = found.first_acquirable(_readable_end(found, hosted))
             if start is not None:
                 total += plog.read(start, min_bytes - total, True).size_bytes
         except KafkaError:

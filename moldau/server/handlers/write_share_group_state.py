@@ -1,8 +1,10 @@
 """WriteShareGroupState (key 85): a share-partition leader writes the state of its share-partition to the share
-coordinator (`moldau.coordinator.share`), answered once the snapshot is durable.
+coordinator (`moldau.coordinator.share`): the SPSO and the state batches that changed, laid over the state held
+(a ShareUpdate record, or a ShareSnapshot every so often), answered once durable.
 
 Errors per partition: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE (retriable), FENCED_LEADER_EPOCH (the writer is
-no longer the share-partition's leader). Between brokers: CLUSTER_ACTION on the cluster.
+no longer the share-partition's leader), FENCED_STATE_EPOCH (the state was initialized again since),
+INVALID_REQUEST (the state was never initialized, or was deleted). Between brokers: CLUSTER_ACTION on the cluster.
 """
 
 from __future__ import annotations

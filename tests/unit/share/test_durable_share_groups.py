@@ -35,6 +35,12 @@ class CoordinatorStore:
     async def write(self, key: StateKey, snapshot: ShareSnapshot) -> ErrorCode:
         return await self.coordinator.write(key, snapshot, 0)
 
+    async def initialize(self, key: StateKey, start_offset: int) -> ErrorCode:
+        return await self.coordinator.initialize(key, 0, start_offset, 0)
+
+    async def delete(self, key: StateKey) -> ErrorCode:
+        return await self.coordinator.delete(key, 0)
+
 
 def leader(log: MemoryLog, clock: ManualClock, store: CoordinatorStore | None = None) -> ShareGroups:
     settings = ShareBrokerSettings(partition=ShareSettings(auto_offset_reset="earliest"))
@@ -75,7 +81,9 @@ async def reset_scenario() -> list[object]:
     seen: list[object] = [await admin.start_offset("g", "t", 0, TOPIC_ID, 0)]
     assert await admin.reset("g", "t", 0, TOPIC_ID, 0, 7) == ErrorCode.none
     seen.append(await admin.start_offset("g", "t", 0, TOPIC_ID, 0))
-    seen.append(await holder.persist(KEY))  # the stale state is refused ...
+    held.acquire("a", 1, 10, 0)
+    held.acknowledge("a", [AckBatch(2, 2, (AckType.ACCEPT,))], 0)
+    seen.append(await holder.persist(KEY))  # the stale state is refused at its next write ...
     again = await holder.share_partition("g", "t", 0, TOPIC_ID, 0, 0, 10)  # ... and read back
     seen.append(again.start_offset)
     assert await admin.reset("g", "t", 0, TOPIC_ID, 0, None) == ErrorCode.none
