@@ -30,12 +30,14 @@ ADMIN_TIMEOUT_S = 30.0
 
 class KafkaLog:
     def __init__(self, worker: WorkerConfig, topic: str, partitions: int, replication_factor: int,
-                 on_record: RecordCallback) -> None:
+                 on_record: RecordCallback, read_committed: bool = False) -> None:
         self.worker = worker
         self.topic = topic
         self.partitions = partitions
         self.replication_factor = replication_factor
         self.on_record = on_record
+        # read_committed also makes the watermark asked for by `read_to_end` the last stable offset.
+        self.isolation = {"isolation.level": "read_committed"} if read_committed else {}
         self.condition = threading.Condition()
         self.positions: dict[int, int] = {}
         self.stopping = threading.Event()
@@ -53,11 +55,11 @@ class KafkaLog:
         self._ensure_topic()
         group = f"{self.worker.values['group.id']}-{self.topic}-reader"
         self.consumer = Consumer({**self.worker.client_config("consumer"), "group.id": group,
-                                  "enable.auto.commit": False, "enable.partition.eof": False})
+                                  "enable.auto.commit": False, "enable.partition.eof": False, **self.isolation})
         self.producer = Producer({**self.worker.client_config("producer"), "acks": "all",
                                   "enable.idempotence": True, "linger.ms": 0})
         self.offsets_client = Consumer({**self.worker.client_config("consumer"), "group.id": group,
-                                        "enable.auto.commit": False})
+                                        "enable.auto.commit": False, **self.isolation})
         self.partition_count = self._partition_count(timeout_s)
         self.consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partition_count)])
         self.thread = threading.Thread(target=self._run, name=f"connect-log-{self.topic}", daemon=True)
