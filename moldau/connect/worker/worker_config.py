@@ -112,7 +112,10 @@ def _define_distributed(definition: ConfigDef) -> None:
 
 
 def exactly_once_source(worker: WorkerConfig) -> str:
-    """The worker's `exactly.once.source.support`: disabled (always in standalone mode), preparing or enabled."""
+    """The worker's `exactly.once.source.support`: disabled (always in standalone mode, as in Kafka, which has
+    no such config there), preparing or enabled."""
+    if worker.standalone:
+        return "disabled"
     return str(worker.values.get(EXACTLY_ONCE_SOURCE_SUPPORT) or "disabled").lower()
 
 
@@ -131,10 +134,11 @@ class WorkerConfig:
 
     raw: dict[str, str]
     values: dict[str, Any]
+    standalone: bool = True
 
     @classmethod
     def parse(cls, props: Mapping[str, str], standalone: bool = True) -> WorkerConfig:
-        return cls(dict(props), worker_config_def(standalone).parse(props))
+        return cls(dict(props), worker_config_def(standalone).parse(props), standalone)
 
     @property
     def bootstrap_servers(self) -> str:
