@@ -1,7 +1,8 @@
 """Exactly-once source delivery (KIP-618) on a real distributed worker process: two file source connectors
 (transaction.boundary poll and interval) copy files that keep growing; the worker is killed with SIGKILL
 mid-stream and started again, and a read_committed consumer then reads every line exactly once, in order. The
-worker's offsets topic holds the connectors' offsets in Kafka Connect's format, written transactionally. The
+worker's offsets topic holds the connectors' offsets in Kafka Connect's format, written transactionally. New task
+configs make the leader fence the running task (its producers' transactional id) before the new one starts. The
 configs KIP-618 adds are validated: `exactly.once.support=required` is refused for a connector that cannot
 give exactly-once delivery, and connector-defined transaction boundaries are refused."""
 
@@ -91,6 +92,11 @@ def _wait_copied(bootstrap: str, topic: str, count: int) -> None:
     wait_for(lambda: len(_committed_values(bootstrap, topic)) >= count, 90, f"{count} records in {topic}")
 
 
+def _fenced(worker: WorkerProcess, name: str) -> bool:
+    return f"fenced the producers of transactional id {worker.properties['group.id']}-{name}-0" in \
+        worker.log_path.read_text(errors="replace")
+
+
 def _running(worker: WorkerProcess, name: str) -> bool:
     try:
         status, body = worker.request("GET", f"/connectors/{name}/status")
@@ -105,17 +111,23 @@ def test_a_worker_killed_mid_stream_copies_every_line_exactly_once(worker: Worke
     boundaries = {"poll": {}, "interval": {"transaction.boundary.interval.ms": "200"}}
     files = {b: worker.directory / f"input-{b}-{run}.txt" for b in boundaries}
     topics = {b: f"eos-{b}-{run}" for b in boundaries}
+    configs = {boundary: {
+        "connector.class": FILE_SOURCE, "file": str(files[boundary]), "topic": topics[boundary], "batch.size": "50",
+        "transaction.boundary": boundary, "exactly.once.support": "required", **extra}
+        for boundary, extra in boundaries.items()}
     with Writer(files["poll"]) as poll_writer, Writer(files["interval"]) as interval_writer:
-        for boundary, extra in boundaries.items():
-            _create(worker, f"eos-{boundary}-{run}", {
-                "connector.class": FILE_SOURCE, "file": str(files[boundary]), "topic": topics[boundary],
-                "batch.size": "50", "transaction.boundary": boundary, "exactly.once.support": "required", **extra})
+        for boundary, config in configs.items():
+            _create(worker, f"eos-{boundary}-{run}", config)
         for boundary in boundaries:
             _wait_copied(shared_broker.bootstrap, topics[boundary], 500)
         worker.kill()
         worker.start(timeout_s=60)
         for boundary in boundaries:
             wait_for(partial(_running, worker, f"eos-{boundary}-{run}"), 90, "the tasks to run again")
+        # New task configs: the leader fences the running task's transactional id before storing them.
+        _create(worker, f"eos-poll-{run}", {**configs["poll"], "batch.size": "40"})
+        wait_for(partial(_fenced, worker, f"eos-poll-{run}"), 60, "the old task fenced")
+        wait_for(partial(_running, worker, f"eos-poll-{run}"), 90, "the reconfigured task to run")
     for boundary, writer in (("poll", poll_writer), ("interval", interval_writer)):
         expected = writer.lines()
         _wait_copied(shared_broker.bootstrap, topics[boundary], len(expected))

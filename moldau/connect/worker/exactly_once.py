@@ -21,6 +21,7 @@ commit a transaction once a task of the new one has read its offsets.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ from moldau.connect.api import ExactlyOnceSupport, RecordMetadata, SourceConnect
 from moldau.connect.config import ConfigValue
 from moldau.connect.errors import ConnectException
 from moldau.connect.worker.source_runner import SourceTaskRunner
+from moldau.connect.worker.states import State
 from moldau.connect.worker.stores import OffsetStore
 from moldau.connect.worker.submitted import Submitted, partition_key
 from moldau.connect.worker.task_runner import TaskSetup
@@ -54,6 +56,25 @@ log = logging.getLogger(__name__)
 OffsetRecord = Callable[[str, Mapping[str, Any], Mapping[str, Any] | None], tuple[bytes, bytes | None]]
 TRANSACTION_TIMEOUT_S = 60.0
 COMMIT_ATTEMPTS = 3
+FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
+
+
+class TaskFencedError(ConnectException):
+    """A newer incarnation of the task (or the leader, on reconfiguration) fenced this task's producer."""
+
+
+def _fenced(error: KafkaError | None) -> bool:
+    return error is not None and error.code() in FENCED
+
+
+def _is_fencing(raised: object) -> bool:
+    """Whether what a producer call raised says this producer was fenced: TaskFencedError, a KafkaException,
+    or the bare KafkaError confluent-kafka raises for fatal errors from poll() and flush()."""
+    if isinstance(raised, TaskFencedError):
+        return True
+    if isinstance(raised, KafkaException):
+        raised = raised.args[0] if raised.args else None
+    return isinstance(raised, KafkaError) and _fenced(raised)
 
 
 def transactional_id(group_id: str, connector: str, task: int) -> str:
@@ -137,6 +158,7 @@ class ExactlyOnceSourceTaskRunner(SourceTaskRunner):
         self.transaction_began = 0.0
         self.pending_offsets: dict[str, tuple[Mapping[str, Any], Mapping[str, Any]]] = {}
         self.pending_records: list[tuple[SourceRecord, RecordMetadata | None]] = []
+        self.fenced = False
 
     def producer_config(self) -> dict[str, Any]:
         return {**super().producer_config(), "transactional.id": self.transactions.transactional_id,
@@ -150,6 +172,25 @@ class ExactlyOnceSourceTaskRunner(SourceTaskRunner):
         self.offsets.refresh()
         log.info("connector %s task %d: transactional id %s initialized", self.setup.connector, self.setup.task_id,
                  self.transactions.transactional_id)
+
+    def execute(self) -> None:
+        """The source loop; being fenced ends it without failing the task: another incarnation took over (after
+        new task configs, or on another worker after this one lost the group), and its status is its own."""
+        try:
+            super().execute()
+        except:  # noqa: E722 - see `task_runner`: a fatal librdkafka error is raised as a KafkaError object
+            if not _is_fencing(sys.exc_info()[1]):
+                raise
+            log.warning("connector %s task %d: fenced by a newer incarnation of %s; stopping", self.setup.connector,
+                        self.setup.task_id, self.transactions.transactional_id)
+            self.in_transaction = False  # aborted by whoever fenced it
+            self.fenced = True
+            self.report(State.UNASSIGNED)
+
+    def _check_deliveries(self) -> None:
+        if _fenced(self.delivery_error):
+            raise TaskFencedError(f"fenced: {self.delivery_error}")
+        super()._check_deliveries()
 
     # --- records --------------------------------------------------------------------------------------------
 
@@ -196,6 +237,8 @@ class ExactlyOnceSourceTaskRunner(SourceTaskRunner):
                 break
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
+                if _fenced(error):
+                    raise TaskFencedError(f"fenced: {error.str()}") from None
                 if not error.retriable() or attempt == COMMIT_ATTEMPTS - 1:
                     raise ConnectException(f"committing the transaction failed: {error.str()}") from None
         self.in_transaction = False
@@ -223,14 +266,14 @@ class ExactlyOnceSourceTaskRunner(SourceTaskRunner):
         cannot do either: the next incarnation has aborted it already)."""
         if self.producer is not None and self.in_transaction:
             try:
-                if self.failed or self.delivery_error is not None:
+                if self.failed or self.fenced or self.delivery_error is not None:
                     self._abort()
                 else:
                     self._commit_transaction()
                     self.task.commit()
-            except Exception as exc:
+            except:  # noqa: E722 - as in `execute`
                 log.warning("connector %s task %d: final commit failed (%s); the transaction is aborted",
-                            self.setup.connector, self.setup.task_id, exc)
+                            self.setup.connector, self.setup.task_id, sys.exc_info()[1])
                 self._abort()
         if self.task_started and not self.stopping.is_set():
             self.task.stop()
