@@ -203,8 +203,10 @@ class KafkaOffsetStore(MemoryOffsetStore):
         self.log.flush()
         super().put(connector, offsets)
 
-    def refresh(self) -> None:
-        self.log.read_to_end()
+    def refresh(self, timeout_s: float) -> None:
+        # Up to the high watermark: an older transaction still open (a sibling task's, left by a crash) would
+        # otherwise hide offsets committed after it began.
+        self.log.read_to_end(timeout_s, decided=True)
 
     def _apply(self, raw_key: bytes | None, raw_value: bytes | None, offset: int) -> None:
         try:

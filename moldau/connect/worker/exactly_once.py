@@ -4,8 +4,10 @@
 Each source task writes through a transactional producer whose `transactional.id` is
 `<group.id>-<connector>-<task>`. Before the task starts, `init_transactions` fences every older incarnation of
 that id (a task on a worker killed -9, still running on a worker cut off from the group) and waits until the
-transaction it left open is aborted; only then are the offsets topic read to its end (read_committed) and the
-task started, so it resumes from the offsets of the last committed transaction. The records of a transaction
+transaction it left open is aborted; only then is the offsets topic read (read_committed) up to its high
+watermark, which waits for transactions of other tasks still open (a sibling task on the same crashed worker:
+until it is fenced in turn, or its transaction times out) so that no offset committed after them is missed, and
+the task started: it resumes from the offsets of its last committed transaction. The records of a transaction
 and the source offsets they reach (in `offset.storage.topic`, in the offset store's record format) are
 committed together, per the connector's `transaction.boundary`: after each `poll` (`poll`, the default) or
 every `transaction.boundary.interval.ms` (`interval`). A crash therefore loses the open transaction's records
@@ -56,6 +58,7 @@ log = logging.getLogger(__name__)
 OffsetRecord = Callable[[str, Mapping[str, Any], Mapping[str, Any] | None], tuple[bytes, bytes | None]]
 TRANSACTION_TIMEOUT_S = 60.0
 COMMIT_ATTEMPTS = 3
+REFRESH_MARGIN_S = 30.0
 FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 
 
@@ -167,9 +170,9 @@ class ExactlyOnceSourceTaskRunner(SourceTaskRunner):
     def prepare(self) -> None:
         assert self.producer is not None
         self.producer.init_transactions(self.transactions.timeout_s)
-        # Only now is no transaction of an older incarnation still open: what the offsets topic holds up to its
-        # last stable offset is final.
-        self.offsets.refresh()
+        # Only now is no transaction of an older incarnation of this task still open. Another task's may be (its
+        # worker crashed too): it ends when that task is fenced in turn, or after its transaction timeout.
+        self.offsets.refresh(self.transactions.timeout_s + REFRESH_MARGIN_S)
         log.info("connector %s task %d: transactional id %s initialized", self.setup.connector, self.setup.task_id,
                  self.transactions.transactional_id)
 

@@ -105,8 +105,9 @@ class OffsetStore(ABC):
     def offsets(self, connector: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """Every (partition, offset) of `connector`."""
 
-    def refresh(self) -> None:  # noqa: B027 - optional: most stores have no other writer
-        """Catch up with offsets other writers committed (nothing to do where this worker is the only one)."""
+    def refresh(self, timeout_s: float) -> None:  # noqa: B027 - optional: most stores have no other writer
+        """Catch up with every offset other writers committed, waiting up to `timeout_s` for their open
+        transactions to end (nothing to do where this worker is the only writer)."""
 
 
 class MemoryOffsetStore(OffsetStore):
