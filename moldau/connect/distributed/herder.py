@@ -82,6 +82,7 @@ class DistributedHerder(Herder, GroupListener):
         self.allocation = Allocation()
         self.assignor_state = AssignorState()
         self.known: set[str] = set()
+        self.started_at: dict[tuple[str, int], int] = {}  # the config offset read when each task here started
         self.member: GroupMember | None = None
         self.closing = False
         self.event_thread = threading.Thread(target=self._handle_events, name="connect-herder", daemon=True)
@@ -308,12 +309,20 @@ class DistributedHerder(Herder, GroupListener):
         started after the commit was read already runs with it and goes on."""
         configs = self.configs.task_configs(name)
         entry = self.running.get(name)
+        # With exactly-once source support the leader fenced every task of the previous configs, changed or not.
+        fenced_before = self.kafka_configs.commits.get(name, -1) \
+            if exactly_once_source(self.worker) != "disabled" and self._is_source(name) else -1
         outdated = []
         for _, task in tasks.tasks:
             runner = entry.tasks.get(task) if entry else None
-            if runner is None or task >= len(configs) or runner.setup.task_config != configs[task]:
+            if runner is None or task >= len(configs) or runner.setup.task_config != configs[task] or \
+                    self.started_at.get((name, task), -1) < fenced_before:
                 outdated.append((name, task))
         return Allocation.of(tasks=outdated)
+
+    def _start_task(self, name: str, task_id: int) -> None:
+        self.started_at[(name, task_id)] = self.kafka_configs.offset
+        super()._start_task(name, task_id)
 
     def _apply_target(self, name: str, mine_tasks: Allocation) -> None:
         target = self.configs.target_state(name)

@@ -78,6 +78,7 @@ class KafkaConfigStore(ConfigStore):
         self._tasks: dict[str, list[dict[str, str]]] = {}
         self._pending: dict[str, dict[int, dict[str, str]]] = {}
         self.offset = -1  # the offset of the last record applied (Kafka's config offset)
+        self.commits: dict[str, int] = {}  # connector -> offset of its last task config commit
         self.log = open_log(worker, "config", self._apply)
 
     # --- writes (durable and read back when they return) ----------------------------------------------
@@ -139,6 +140,8 @@ class KafkaConfigStore(ConfigStore):
                 # Each branch reads the whole value before it changes anything, so a malformed one changes nothing.
                 change = self._apply_locked(key, value)
                 self.offset = offset
+                if change is not None and change.kind == "tasks":
+                    self.commits[change.name] = offset
         except (ValueError, TypeError, AttributeError) as exc:
             log.warning("connect: config record %s at %d is not Kafka Connect's (%s); skipped", key, offset, exc)
             return
