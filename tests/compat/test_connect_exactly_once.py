@@ -2,7 +2,9 @@
 (transaction.boundary poll and interval) copy files that keep growing; the worker is killed with SIGKILL
 mid-stream and started again, and a read_committed consumer then reads every line exactly once, in order. The
 worker's offsets topic holds the connectors' offsets in Kafka Connect's format, written transactionally. New task
-configs make the leader fence the running task (its producers' transactional id) before the new one starts. The
+configs make the leader fence the running task (its producers' transactional id) before the new one starts. A
+transaction another writer left open on the offsets topic does not make a restarted task resume from older
+offsets. The
 configs KIP-618 adds are validated: `exactly.once.support=required` is refused for a connector that cannot
 give exactly-once delivery, and connector-defined transaction boundaries are refused."""
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from functools import partial
@@ -20,7 +23,7 @@ import pytest
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.connect_worker import WorkerProcess, wait_for
-from tests.support.transactions import READ_COMMITTED, committed_records, read_to_end
+from tests.support.transactions import READ_COMMITTED, committed_records, read_to_end, txn_producer
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -136,6 +139,41 @@ def test_a_worker_killed_mid_stream_copies_every_line_exactly_once(worker: Worke
     offsets = read_to_end(shared_broker.bootstrap, worker.properties["offset.storage.topic"], READ_COMMITTED)
     keys = {json.loads(r.key or b"null")[0] for r in offsets}
     assert keys >= {f"eos-poll-{run}", f"eos-interval-{run}"}
+
+
+def test_a_transaction_left_open_on_the_offsets_topic_does_not_hide_newer_offsets(
+        worker: WorkerProcess, shared_broker: BrokerProcess) -> None:
+    """Another writer's transaction (a sibling task's, after a crash) begins on the offsets topic before the
+    task's last commit and stays open while the task starts again: the task waits for it to end instead of
+    resuming from the offsets it could read below it (which would copy the lines after them twice)."""
+    run = uuid.uuid4().hex[:6]
+    path, topic, name = worker.directory / f"input-open-{run}.txt", f"eos-open-{run}", f"eos-open-{run}"
+    path.write_text("".join(f"line-{i}\n" for i in range(200)))
+    _create(worker, name, {"connector.class": FILE_SOURCE, "file": str(path), "topic": topic, "batch.size": "50"})
+    _wait_copied(shared_broker.bootstrap, topic, 200)
+    offsets_topic = worker.properties["offset.storage.topic"]
+    stranger = txn_producer(shared_broker.bootstrap, f"stranger-{run}")
+    stranger.begin_transaction()
+    for partition in range(3):  # whichever partition the connector's offsets go to
+        stranger.produce(offsets_topic, key=b'["stranger",{"p":0}]', value=b'{"o":0}', partition=partition)
+    assert stranger.flush(30) == 0
+    with open(path, "a") as file:
+        file.write("".join(f"line-{i}\n" for i in range(200, 400)))
+    _wait_copied(shared_broker.bootstrap, topic, 400)
+    worker.kill()
+    worker.start(timeout_s=60)
+    wait_for(partial(_log_has, worker, f"starting task {name}-0"), 60, "the task to start again")
+    time.sleep(2)  # the task waits for the open transaction meanwhile
+    stranger.abort_transaction(30)
+    wait_for(partial(_running, worker, name), 90, "the task to run again")
+    with open(path, "a") as file:
+        file.write("line-400\n")
+    _wait_copied(shared_broker.bootstrap, topic, 401)
+    assert _committed_values(shared_broker.bootstrap, topic) == [f"line-{i}" for i in range(401)]
+
+
+def _log_has(worker: WorkerProcess, text: str) -> bool:
+    return worker.log_path.read_text(errors="replace").count(text) >= 2  # once before the kill, once after
 
 
 def _validate(worker: WorkerProcess, config: dict[str, str]) -> dict[str, list[str]]:

@@ -64,7 +64,7 @@ class KafkaLog:
                                         "enable.auto.commit": False, **self.isolation})
         if self.isolation:
             self.high_client = Consumer({**self.worker.client_config("consumer"), "group.id": group,
-                                         "enable.auto.commit": False})
+                                         "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
         self.partition_count = self._partition_count(timeout_s)
         self.consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partition_count)])
         self.thread = threading.Thread(target=self._run, name=f"connect-log-{self.topic}", daemon=True)
