@@ -9,6 +9,12 @@ counts from the first record seen on the target to the last (so process and conn
 read from the target's end offsets every 50 ms. Medians in MB/s and records/s, and the mirror's share of the
 plain copy's rate. Every run checks that the target holds exactly RECORDS records.
 
+The same connector also runs with exactly-once delivery (KIP-618: a distributed worker with
+`exactly.once.source.support=enabled`, one transaction per poll): its last record counts once the source offsets
+committed with it in its transaction reach the end of every partition (the target's end offsets also count
+transaction markers), and the run checks that a read_committed consumer reads exactly RECORDS records. Its
+share of the at-least-once mirror's rate is printed too.
+
 Lag: a producer writes RATE records/s of 1 KB for SECONDS, each carrying its send time; a consumer on the target
 takes receive time minus send time for every record; p50 and p99 for the mirror and for the plain copy.
 
@@ -30,7 +36,7 @@ import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from bench.common import alternating, consumer_config, create_topic, running_broker
 from tests.support.connect_worker import WorkerProcess
@@ -133,19 +139,96 @@ def mirror_connector(name: str, source: str, target: str, topic: str) -> dict[st
 
 def start_mirror(worker: WorkerProcess, source: str, target: str, topic: str) -> str:
     name = f"mirror-{uuid.uuid4().hex[:6]}"
-    status, body = worker.request("POST", "/connectors",
-                                  {"name": name, "config": mirror_connector(name, source, target, topic)})
-    if status != 201:
-        raise RuntimeError(f"creating the mirror connector: {status} {body}")
-    return name
+    deadline = time.monotonic() + 60
+    while True:
+        status, body = worker.request("POST", "/connectors",
+                                      {"name": name, "config": mirror_connector(name, source, target, topic)})
+        if status == 201:
+            return name
+        if status != 409 or time.monotonic() > deadline:  # 409: a distributed worker's group is rebalancing
+            raise RuntimeError(f"creating the mirror connector: {status} {body}")
+        time.sleep(0.2)
+
+
+# --------------------------------------------------------------------------- the exactly-once mirror
+
+
+def eos_worker_settings() -> dict[str, str]:
+    run = uuid.uuid4().hex[:8]
+    return {"group.id": f"bench-eos-{run}", "config.storage.topic": f"bench-eos-configs-{run}",
+            "offset.storage.topic": f"bench-eos-offsets-{run}", "status.storage.topic": f"bench-eos-status-{run}",
+            "config.storage.replication.factor": "1", "offset.storage.replication.factor": "1",
+            "status.storage.replication.factor": "1", "offset.storage.partitions": "1",
+            "status.storage.partitions": "1", "offset.flush.interval.ms": "1000",
+            "exactly.once.source.support": "enabled"}
+
+
+def watch_transactional_copy(target: str, worker: WorkerProcess, name: str, topic: str, expected: int,
+                             timeout_s: float) -> float:
+    """Seconds from the first record on the remote topic to the commit of the transaction holding the last one:
+    the one whose source offsets, committed with the records, reach the end of every source partition."""
+    remote = f"src.{topic}"
+    last = {p: len(range(p, expected, PARTITIONS)) - 1 for p in range(PARTITIONS)}
+    watermarks = Consumer(consumer_config(target))
+    offsets = Consumer({**consumer_config(target), "isolation.level": "read_committed"})
+    offsets.assign([TopicPartition(worker.properties["offset.storage.topic"], 0, OFFSET_BEGINNING)])
+    reached: dict[int, int] = {}
+    first = None
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for message in offsets.consume(1000, 0.05):
+                key, value = message.key(), message.value()
+                if message.error() is not None or key is None or value is None:
+                    continue
+                connector, partition = json.loads(key)
+                if connector == name and partition["topic"] == topic:
+                    reached[partition["partition"]] = json.loads(value)["offset"]
+            now = time.monotonic()
+            if first is None:
+                try:
+                    if end_offsets(watermarks, remote) > 0:
+                        first = now
+                except Exception:
+                    pass  # the remote topic is not there yet
+            if first is not None and all(reached.get(p, -1) >= offset for p, offset in last.items()):
+                elapsed = max(now - first, 1e-3)
+                count = count_committed(target, remote)
+                if count != expected:
+                    raise RuntimeError(f"{remote}: {count} committed records, expected {expected}")
+                return elapsed
+        raise RuntimeError(f"{remote}: copy not done within {timeout_s:.0f}s")
+    finally:
+        watermarks.close()
+        offsets.close()
+
+
+def count_committed(bootstrap: str, topic: str) -> int:
+    """The records a read_committed consumer reads of `topic`, to its last stable offsets."""
+    consumer = Consumer({**consumer_config(bootstrap), "isolation.level": "read_committed",
+                         "enable.partition.eof": True})
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        count, done = 0, set()
+        while len(done) < PARTITIONS:
+            for message in consumer.consume(10_000, 1.0):
+                error = message.error()
+                if error is None:
+                    count += 1
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    done.add(message.partition())
+        return count
+    finally:
+        consumer.close()
 
 
 # --------------------------------------------------------------------------- throughput
 
 
-def throughput(source: str, target: str, worker: WorkerProcess, records: int, repeat: int) -> dict[str, list[float]]:
-    seconds: dict[str, list[float]] = {"mirror": [], "plain": []}
-    for _, kind in alternating(["mirror", "plain"], repeat):
+def throughput(source: str, target: str, worker: WorkerProcess, eos_worker: WorkerProcess, records: int,
+               repeat: int) -> dict[str, list[float]]:
+    seconds: dict[str, list[float]] = {"mirror": [], "mirror_eos": [], "plain": []}
+    for _, kind in alternating(["mirror", "mirror_eos", "plain"], repeat):
         topic = f"bench-{uuid.uuid4().hex[:8]}"
         create_topic(source, topic, PARTITIONS)
         fill(source, topic, records)
@@ -153,6 +236,10 @@ def throughput(source: str, target: str, worker: WorkerProcess, records: int, re
             name = start_mirror(worker, source, target, topic)
             seconds[kind].append(watch_copy(target, f"src.{topic}", records, 600))
             worker.request("DELETE", f"/connectors/{name}")
+        elif kind == "mirror_eos":
+            name = start_mirror(eos_worker, source, target, topic)
+            seconds[kind].append(watch_transactional_copy(target, eos_worker, name, topic, records, 600))
+            eos_worker.request("DELETE", f"/connectors/{name}")
         else:
             remote = f"copy.{topic}"
             create_topic(target, remote, PARTITIONS)
@@ -271,19 +358,24 @@ def main() -> None:
     with running_broker("source", "moldau") as source, running_broker("target", "moldau") as target, \
             tempfile.TemporaryDirectory(prefix="bench-mirror-") as tmp:
         worker = WorkerProcess(Path(tmp), target.bootstrap, {"offset.flush.interval.ms": "1000"})
+        eos_worker = WorkerProcess(Path(tmp) / "eos", target.bootstrap, eos_worker_settings(), mode="distributed")
         worker.start()
+        eos_worker.start(timeout_s=60)
         try:
             print(f"throughput: {args.records:,} records of {SIZE} B, {args.repeat} rounds each", flush=True)
-            seconds = throughput(source.bootstrap, target.bootstrap, worker, args.records, args.repeat)
+            seconds = throughput(source.bootstrap, target.bootstrap, worker, eos_worker, args.records, args.repeat)
             print(f"lag: {args.rate:,} records/s of {SIZE} B for {args.seconds:.0f} s", flush=True)
             lags = lag(source.bootstrap, target.bootstrap, worker, args.rate, args.seconds)
         finally:
             worker.stop()
+            eos_worker.stop()
     rates = {kind: args.records / statistics.median(values) for kind, values in seconds.items()}
     summary = {
         "records": args.records, "record_bytes": SIZE, "repeat": args.repeat,
         "mirror_mb_s": round(rates["mirror"] * SIZE / 1e6, 1), "plain_mb_s": round(rates["plain"] * SIZE / 1e6, 1),
         "mirror_share_of_plain": round(rates["mirror"] / rates["plain"], 2),
+        "mirror_eos_mb_s": round(rates["mirror_eos"] * SIZE / 1e6, 1),
+        "mirror_eos_share_of_mirror": round(rates["mirror_eos"] / rates["mirror"], 2),
         "lag_rate_mb_s": round(args.rate * SIZE / 1e6, 1),
         "mirror_lag_ms_p50": round(percentile(lags["mirror"], 0.5), 1),
         "mirror_lag_ms_p99": round(percentile(lags["mirror"], 0.99), 1),

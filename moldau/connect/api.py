@@ -19,13 +19,15 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from enum import Enum
 from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
 from moldau.connect.config import ConfigDef, ConfigValue
 from moldau.connect.data import Schema, SchemaAndValue
 
 __all__ = [
-    "ConnectRecord", "Connector", "ConnectorContext", "Converter", "Header", "HeaderConverter",
+    "ConnectRecord", "Connector", "ConnectorContext", "ConnectorTransactionBoundaries", "Converter",
+    "ExactlyOnceSupport", "Header", "HeaderConverter",
     "OffsetStorageReader", "Plugin", "Predicate", "RecordMetadata", "SinkConnector", "SinkRecord", "SinkTask",
     "SinkTaskContext", "SourceConnector", "SourceRecord", "SourceTask", "SourceTaskContext", "Task",
     "TopicPartition", "Transformation",
@@ -157,8 +159,31 @@ class Connector(Plugin, ABC):
         return self.config_def().validate(props)
 
 
+class ExactlyOnceSupport(Enum):
+    """A source connector's answer to whether it can give exactly-once delivery with a config (KIP-618)."""
+
+    SUPPORTED = "SUPPORTED"
+    UNSUPPORTED = "UNSUPPORTED"
+
+
+class ConnectorTransactionBoundaries(Enum):
+    """Whether a source connector can define its own transaction boundaries (KIP-618)."""
+
+    SUPPORTED = "SUPPORTED"
+    UNSUPPORTED = "UNSUPPORTED"
+
+
 class SourceConnector(Connector, ABC):
     """A connector whose tasks read from an external system into topics."""
+
+    def exactly_once_support(self, props: Mapping[str, str]) -> ExactlyOnceSupport | None:
+        """Whether the connector's tasks, configured with `props`, can be resumed exactly where their committed
+        offsets say (their source can be re-read from an offset). None: the connector does not say, which
+        `exactly.once.support=required` refuses, as Kafka does."""
+        return None
+
+    def can_define_transaction_boundaries(self, props: Mapping[str, str]) -> ConnectorTransactionBoundaries:
+        return ConnectorTransactionBoundaries.UNSUPPORTED
 
 
 class SinkConnector(Connector, ABC):

@@ -53,7 +53,7 @@ CLIENT_CONFIG_NAMES = frozenset({
 })
 # Top-level worker settings MirrorMaker 2 passes to every flow's worker.
 WORKER_PREFIXES = ("offset.storage", "config.storage", "status.storage", "key.converter", "value.converter",
-                   "header.converter", "task", "worker", "replication.policy")
+                   "header.converter", "task", "worker", "replication.policy", "exactly.once.source.support")
 _CLIENT_PREFIXES = ("producer.", "consumer.", "admin.")
 _ALIAS = re.compile(r"[A-Za-z0-9_\-]+")
 

@@ -27,6 +27,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from moldau.connect.api import (
+    ExactlyOnceSupport,
     Header,
     RecordMetadata,
     SourceConnector,
@@ -186,6 +187,14 @@ class MirrorSourceConnector(SourceConnector):
 
     def task_class(self) -> type[Task]:
         return MirrorSourceTask
+
+    def exactly_once_support(self, props: Mapping[str, str]) -> ExactlyOnceSupport:
+        """MirrorMaker 2's answer: exactly-once only when the tasks read the source read_committed (an aborted
+        source transaction's records would otherwise be copied as if committed). librdkafka, unlike the Java
+        client, reads read_committed unless `source.consumer.isolation.level` says otherwise."""
+        level = client_config(props, "source", "consumer").get("isolation.level", "read_committed")
+        return ExactlyOnceSupport.SUPPORTED if str(level).strip().lower() == "read_committed" \
+            else ExactlyOnceSupport.UNSUPPORTED
 
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         with self._lock:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from tests.support.broker_process import signal_and_wait
@@ -67,6 +67,38 @@ def read_to_end(bootstrap: str, topic: str, isolation: str, ends: dict[int, int]
                     continue
                 reached.pop(partition, None)
                 out.append(Rec(partition, offset, msg.key(), msg.value(), msg.timestamp()[1]))
+        return out
+    finally:
+        consumer.close()
+
+
+def committed_records(bootstrap: str, topic: str, partitions: int, timeout_s: float = 30.0) -> list[Rec]:
+    """What a read_committed consumer reads of `topic` up to the last stable offsets of the moment of the call
+    (the topic may go on growing meanwhile); none while the topic does not exist yet."""
+    try:
+        ends = latest_offsets(bootstrap, topic, partitions, IsolationLevel.READ_COMMITTED)
+    except KafkaException:
+        return []
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-assign-only",
+                         "enable.auto.commit": False, "enable.partition.eof": True, "isolation.level": READ_COMMITTED})
+    try:
+        consumer.assign([TopicPartition(topic, p, -2) for p in range(partitions)])
+        reached = {p: 0 for p in range(partitions)}
+        out: list[Rec] = []
+        deadline = time.monotonic() + timeout_s
+        while any(reached[p] < ends[p] for p in reached):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"read_committed read of {topic} stopped at {reached}, wanted {ends}")
+            for msg in consumer.consume(num_messages=10_000, timeout=0.2):
+                error, partition, offset = msg.error(), msg.partition(), msg.offset()
+                assert partition is not None and offset is not None
+                if error is not None:
+                    assert error.code() == KafkaError._PARTITION_EOF, f"consume error: {error}"
+                    reached[partition] = max(reached[partition], offset)
+                    continue
+                reached[partition] = max(reached[partition], offset + 1)
+                if offset < ends[partition]:
+                    out.append(Rec(partition, offset, msg.key(), msg.value(), msg.timestamp()[1]))
         return out
     finally:
         consumer.close()

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 from moldau.connect.api import (
+    ExactlyOnceSupport,
     SinkConnector,
     SinkRecord,
     SinkTask,
@@ -64,6 +65,11 @@ class FileStreamSourceConnector(SourceConnector):
 
     def task_class(self) -> type[Task]:
         return FileStreamSourceTask
+
+    def exactly_once_support(self, props: Mapping[str, str]) -> ExactlyOnceSupport:
+        """Kafka's answer: a file (only ever appended to) can be re-read from a committed position; stdin,
+        whose position is not tracked, cannot."""
+        return ExactlyOnceSupport.SUPPORTED if props.get(FILE_CONFIG) else ExactlyOnceSupport.UNSUPPORTED
 
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         return [dict(self.props)]  # one file, one reader

@@ -25,9 +25,16 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from moldau.connect.api import SourceConnector, SourceTask
 from moldau.connect.distributed import forwarding
 from moldau.connect.distributed.assignor import AssignorState, assign
-from moldau.connect.distributed.kafka_stores import ConfigChange, KafkaConfigStore, KafkaOffsetStore, KafkaStatusStore
+from moldau.connect.distributed.kafka_stores import (
+    ConfigChange,
+    KafkaConfigStore,
+    KafkaOffsetStore,
+    KafkaStatusStore,
+    offset_record,
+)
 from moldau.connect.distributed.member import (
     COMPATIBLE_PROTOCOLS,
     EAGER_PROTOCOLS,
@@ -37,9 +44,17 @@ from moldau.connect.distributed.member import (
 )
 from moldau.connect.distributed.protocol import Allocation, Assignment, MemberMetadata
 from moldau.connect.plugins import PluginRegistry
+from moldau.connect.worker.exactly_once import (
+    ExactlyOnceSourceTaskRunner,
+    fence_producers,
+    transactional_id,
+    transactions_for,
+)
 from moldau.connect.worker.herder import REBALANCE_MESSAGE, Herder, HerderError, RequestTargetError
+from moldau.connect.worker.source_runner import SourceTaskRunner
 from moldau.connect.worker.states import State, Status, TargetState, restart_plan
-from moldau.connect.worker.worker_config import NAME, TASKS_MAX, WorkerConfig
+from moldau.connect.worker.task_runner import TaskSetup
+from moldau.connect.worker.worker_config import NAME, TASKS_MAX, WorkerConfig, exactly_once_source
 
 __all__ = ["DistributedHerder"]
 
@@ -67,6 +82,7 @@ class DistributedHerder(Herder, GroupListener):
         self.allocation = Allocation()
         self.assignor_state = AssignorState()
         self.known: set[str] = set()
+        self.started_at: dict[tuple[str, int], int] = {}  # the config offset read when each task here started
         self.member: GroupMember | None = None
         self.closing = False
         self.event_thread = threading.Thread(target=self._handle_events, name="connect-herder", daemon=True)
@@ -198,7 +214,7 @@ class DistributedHerder(Herder, GroupListener):
         log.info("connect: connector %s has new task configs (%d tasks)", name, len(task_configs))
         for _ in range(PUBLISH_ATTEMPTS):
             if self.leader_url is not None and self.member_id == self.leader_id:
-                self.configs.put_task_configs(name, task_configs)
+                self._store_task_configs(name, task_configs)
                 return
             if self.leader_url is not None:
                 status, body = forwarding.call_json(self.leader_url, "POST", forwarding.connector_path(
@@ -208,6 +224,29 @@ class DistributedHerder(Herder, GroupListener):
                 log.warning("connect: the leader refused task configs of %s: %s %s", name, status, body[:200])
             time.sleep(1)
         log.error("connect: could not store the task configs of %s; they are asked for again on its restart", name)
+
+    def _store_task_configs(self, name: str, task_configs: list[dict[str, str]]) -> None:
+        """The leader's write of new task configs. With exactly-once source support (preparing or enabled) it
+        first fences every task of the previous configs (KIP-618's zombie fencing): a task of the new
+        generation then never reads offsets that a task of the old one could still change."""
+        previous = len(self.configs.task_configs(name))
+        if previous and exactly_once_source(self.worker) != "disabled" and self._is_source(name):
+            group = self.worker.values["group.id"]
+            fence_producers(self.worker, [transactional_id(group, name, task) for task in range(previous)])
+        self.configs.put_task_configs(name, task_configs)
+
+    def _is_source(self, name: str) -> bool:
+        config = self.configs.connector(name)
+        try:
+            return config is not None and issubclass(self.plugin_for(config).cls, SourceConnector)
+        except HerderError:
+            return False
+
+    def _source_runner(self, setup: TaskSetup, task: SourceTask, paused: bool) -> SourceTaskRunner:
+        if exactly_once_source(self.worker) != "enabled":
+            return super()._source_runner(setup, task, paused)
+        return ExactlyOnceSourceTaskRunner(setup, task, self.offsets, paused,
+                                           transactions_for(setup, self.kafka_offsets.topic, offset_record))
 
     # --- config records ---------------------------------------------------------------------------------
 
@@ -270,12 +309,20 @@ class DistributedHerder(Herder, GroupListener):
         started after the commit was read already runs with it and goes on."""
         configs = self.configs.task_configs(name)
         entry = self.running.get(name)
+        # With exactly-once source support the leader fenced every task of the previous configs, changed or not.
+        fenced_before = self.kafka_configs.commits.get(name, -1) \
+            if exactly_once_source(self.worker) != "disabled" and self._is_source(name) else -1
         outdated = []
         for _, task in tasks.tasks:
             runner = entry.tasks.get(task) if entry else None
-            if runner is None or task >= len(configs) or runner.setup.task_config != configs[task]:
+            if runner is None or task >= len(configs) or runner.setup.task_config != configs[task] or \
+                    self.started_at.get((name, task), -1) < fenced_before:
                 outdated.append((name, task))
         return Allocation.of(tasks=outdated)
+
+    def _start_task(self, name: str, task_id: int) -> None:
+        self.started_at[(name, task_id)] = self.kafka_configs.offset
+        super()._start_task(name, task_id)
 
     def _apply_target(self, name: str, mine_tasks: Allocation) -> None:
         target = self.configs.target_state(name)
@@ -320,7 +367,7 @@ class DistributedHerder(Herder, GroupListener):
         with self.lock:
             self._require(name)
             if task_configs != self.configs.task_configs(name):
-                self.configs.put_task_configs(name, task_configs)
+                self._store_task_configs(name, task_configs)
 
     def delete(self, name: str) -> None:
         self._require_leader()

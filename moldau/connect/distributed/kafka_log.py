@@ -30,12 +30,14 @@ ADMIN_TIMEOUT_S = 30.0
 
 class KafkaLog:
     def __init__(self, worker: WorkerConfig, topic: str, partitions: int, replication_factor: int,
-                 on_record: RecordCallback) -> None:
+                 on_record: RecordCallback, read_committed: bool = False) -> None:
         self.worker = worker
         self.topic = topic
         self.partitions = partitions
         self.replication_factor = replication_factor
         self.on_record = on_record
+        # read_committed also makes the watermark asked for by `read_to_end` the last stable offset.
+        self.isolation = {"isolation.level": "read_committed"} if read_committed else {}
         self.condition = threading.Condition()
         self.positions: dict[int, int] = {}
         self.stopping = threading.Event()
@@ -43,6 +45,8 @@ class KafkaLog:
         self.consumer: Consumer | None = None
         # Watermarks are asked on a consumer of their own: the reading one is busy polling on its thread.
         self.offsets_client: Consumer | None = None
+        # read_committed only: asks the high watermark (the other one gets the last stable offset).
+        self.high_client: Consumer | None = None
         self.offsets_lock = threading.Lock()
         self.partition_count = 0
         self.producer: Producer | None = None
@@ -53,11 +57,14 @@ class KafkaLog:
         self._ensure_topic()
         group = f"{self.worker.values['group.id']}-{self.topic}-reader"
         self.consumer = Consumer({**self.worker.client_config("consumer"), "group.id": group,
-                                  "enable.auto.commit": False, "enable.partition.eof": False})
+                                  "enable.auto.commit": False, "enable.partition.eof": False, **self.isolation})
         self.producer = Producer({**self.worker.client_config("producer"), "acks": "all",
                                   "enable.idempotence": True, "linger.ms": 0})
         self.offsets_client = Consumer({**self.worker.client_config("consumer"), "group.id": group,
-                                        "enable.auto.commit": False})
+                                        "enable.auto.commit": False, **self.isolation})
+        if self.isolation:
+            self.high_client = Consumer({**self.worker.client_config("consumer"), "group.id": group,
+                                         "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
         self.partition_count = self._partition_count(timeout_s)
         self.consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partition_count)])
         self.thread = threading.Thread(target=self._run, name=f"connect-log-{self.topic}", daemon=True)
@@ -105,19 +112,23 @@ class KafkaLog:
                 self.failure = exc
                 self.condition.notify_all()
 
-    def end_offsets(self, timeout_s: float) -> dict[int, int]:
-        assert self.offsets_client is not None
+    def end_offsets(self, timeout_s: float, decided: bool = False) -> dict[int, int]:
+        client = self.high_client if decided and self.high_client is not None else self.offsets_client
+        assert client is not None
         ends = {}
         with self.offsets_lock:
             for partition in range(self.partition_count):
-                _, high = self.offsets_client.get_watermark_offsets(TopicPartition(self.topic, partition),
-                                                                    timeout=timeout_s, cached=False)
+                _, high = client.get_watermark_offsets(TopicPartition(self.topic, partition), timeout=timeout_s,
+                                                       cached=False)
                 ends[partition] = high
         return ends
 
-    def read_to_end(self, timeout_s: float = ADMIN_TIMEOUT_S) -> None:
-        """Return once every record below the current high watermarks has been handed to the callback."""
-        ends = self.end_offsets(timeout_s)
+    def read_to_end(self, timeout_s: float = ADMIN_TIMEOUT_S, decided: bool = False) -> None:
+        """Return once every record below the current high watermarks (read_committed: the last stable offsets)
+        has been handed to the callback. With `decided`, a read_committed log waits for the high watermarks:
+        until every transaction open now has been committed or aborted, so that nothing committed after an
+        older, still open transaction is missed."""
+        ends = self.end_offsets(timeout_s, decided)
         deadline = time.monotonic() + timeout_s
         with self.condition:
             while not all(end == 0 or self.positions.get(p, -1) >= end for p, end in ends.items()):
@@ -155,6 +166,6 @@ class KafkaLog:
             self.thread.join(5)
         if self.producer is not None:
             self.producer.flush(5)
-        for consumer in (self.consumer, self.offsets_client):
+        for consumer in (self.consumer, self.offsets_client, self.high_client):
             if consumer is not None:
                 consumer.close()

@@ -28,9 +28,9 @@ from moldau.connect.distributed.kafka_log import KafkaLog
 from moldau.connect.worker.states import State, Status, TargetState
 from moldau.connect.worker.stores import ConfigStore, MemoryOffsetStore, StatusStore
 from moldau.connect.worker.submitted import partition_key
-from moldau.connect.worker.worker_config import WorkerConfig
+from moldau.connect.worker.worker_config import WorkerConfig, exactly_once_source
 
-__all__ = ["ConfigChange", "KafkaConfigStore", "KafkaOffsetStore", "KafkaStatusStore", "open_log"]
+__all__ = ["ConfigChange", "KafkaConfigStore", "KafkaOffsetStore", "KafkaStatusStore", "offset_record", "open_log"]
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +55,10 @@ def _load(raw: bytes | None) -> Any:
 def open_log(worker: WorkerConfig, kind: str, callback: Callable[[bytes | None, bytes | None, int], None]) -> KafkaLog:
     """The log of `config`, `offset` or `status` from the worker's `<kind>.storage.*` configs."""
     partitions = 1 if kind == "config" else int(worker.values[f"{kind}.storage.partitions"])
+    # KIP-618: once tasks write offsets in transactions, only committed ones may ever be restored.
+    read_committed = kind == "offset" and exactly_once_source(worker) != "disabled"
     return KafkaLog(worker, worker.values[f"{kind}.storage.topic"], partitions,
-                    int(worker.values[f"{kind}.storage.replication.factor"]), callback)
+                    int(worker.values[f"{kind}.storage.replication.factor"]), callback, read_committed)
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class KafkaConfigStore(ConfigStore):
         self._tasks: dict[str, list[dict[str, str]]] = {}
         self._pending: dict[str, dict[int, dict[str, str]]] = {}
         self.offset = -1  # the offset of the last record applied (Kafka's config offset)
+        self.commits: dict[str, int] = {}  # connector -> offset of its last task config commit
         self.log = open_log(worker, "config", self._apply)
 
     # --- writes (durable and read back when they return) ----------------------------------------------
@@ -137,6 +140,8 @@ class KafkaConfigStore(ConfigStore):
                 # Each branch reads the whole value before it changes anything, so a malformed one changes nothing.
                 change = self._apply_locked(key, value)
                 self.offset = offset
+                if change is not None and change.kind == "tasks":
+                    self.commits[change.name] = offset
         except (ValueError, TypeError, AttributeError) as exc:
             log.warning("connect: config record %s at %d is not Kafka Connect's (%s); skipped", key, offset, exc)
             return
@@ -176,19 +181,35 @@ class KafkaConfigStore(ConfigStore):
         return None
 
 
+def offset_record(connector: str, partition: Mapping[str, Any], offset: Mapping[str, Any] | None
+                  ) -> tuple[bytes, bytes | None]:
+    """The key and value of a source offset in `offset.storage.topic` (None: a tombstone)."""
+    return _json([connector, dict(partition)]), None if offset is None else _json(dict(offset))
+
+
 class KafkaOffsetStore(MemoryOffsetStore):
-    """Source offsets in `offset.storage.topic`; `put` returns once the brokers acknowledged every record."""
+    """Source offsets in `offset.storage.topic`; `put` returns once the brokers acknowledged every record. With
+    exactly-once source support the topic is read read_committed, so offsets of aborted transactions are never
+    seen, and tasks also write their offsets there in their own transactions (see `worker.exactly_once`)."""
 
     def __init__(self, worker: WorkerConfig) -> None:
         super().__init__()
         self.log = open_log(worker, "offset", self._apply)
 
+    @property
+    def topic(self) -> str:
+        return self.log.topic
+
     def put(self, connector: str, offsets: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any] | None]]) -> None:
         for partition, offset in offsets.values():
-            self.log.send(_json([connector, dict(partition)]), None if offset is None else _json(dict(offset)),
-                          flush=False)
+            self.log.send(*offset_record(connector, partition, offset), flush=False)
         self.log.flush()
         super().put(connector, offsets)
+
+    def refresh(self, timeout_s: float) -> None:
+        # Up to the high watermark: an older transaction still open (a sibling task's, left by a crash) would
+        # otherwise hide offsets committed after it began.
+        self.log.read_to_end(timeout_s, decided=True)
 
     def _apply(self, raw_key: bytes | None, raw_value: bytes | None, offset: int) -> None:
         try:

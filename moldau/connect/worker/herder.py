@@ -15,11 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from moldau.connect.api import Connector, ConnectorContext, SinkConnector, SinkTask, SourceTask
+from moldau.connect.api import Connector, ConnectorContext, SinkConnector, SinkTask, SourceConnector, SourceTask
 from moldau.connect.config import ConfigType, ConfigValue, config_infos
 from moldau.connect.errors import ConfigException, NotFoundError
 from moldau.connect.plugins import PluginInfo, PluginRegistry
 from moldau.connect.worker.client_overrides import OVERRIDE_POLICY, override_errors, parse_policy
+from moldau.connect.worker.exactly_once import validate_exactly_once
 from moldau.connect.worker.sink_runner import SinkTaskRunner
 from moldau.connect.worker.source_runner import SourceTaskRunner
 from moldau.connect.worker.states import State, Status, TargetState, restart_plan
@@ -32,7 +33,9 @@ from moldau.connect.worker.worker_config import (
     TASKS_MAX,
     WorkerConfig,
     connector_config_def,
+    exactly_once_source,
     sink_config_def,
+    source_config_def,
 )
 
 __all__ = ["Herder", "HerderError", "RequestTargetError"]
@@ -112,14 +115,18 @@ class Herder:
         """Kafka's ConfigInfos for `config`: the common connector configs and the connector's own."""
         plugin = self.plugin_for(config)
         connector: Connector = plugin.cls()  # type: ignore[assignment]
-        common = sink_config_def() if issubclass(plugin.cls, SinkConnector) else connector_config_def()
+        sink = issubclass(plugin.cls, SinkConnector)
+        common = sink_config_def() if sink else source_config_def() if issubclass(plugin.cls, SourceConnector) \
+            else connector_config_def()
         own = connector.config_def()
         definition = common.merge(own)
         values = common.validate(config) + connector.validate(config)
         values += self._validate_plugins(config)
         values += override_errors(parse_policy(self.worker.values.get(OVERRIDE_POLICY)), config)
-        if issubclass(plugin.cls, SinkConnector):
+        if sink:
             values += _validate_sink_topics(config)
+        elif isinstance(connector, SourceConnector):
+            values += validate_exactly_once(connector, config, exactly_once_source(self.worker))
         merged = {v.name: v for v in values if v.name in definition.keys}
         for extra in (v for v in values if v.name not in definition.keys):
             definition.define(extra.name, ConfigType.STRING, None, documentation="")
@@ -224,13 +231,17 @@ class Herder:
         task = connector.task_class()()
         runner: TaskRunner
         if isinstance(task, SourceTask):
-            runner = SourceTaskRunner(setup, task, self.offsets, paused)
+            runner = self._source_runner(setup, task, paused)
         elif isinstance(task, SinkTask):
             runner = SinkTaskRunner(setup, task, paused)
         else:
             raise HerderError(500, f"{type(task).__name__} is neither a SourceTask nor a SinkTask")
         running.tasks[task_id] = runner
         runner.start()
+
+    def _source_runner(self, setup: TaskSetup, task: SourceTask, paused: bool) -> SourceTaskRunner:
+        """The thread of a source task; standalone mode has no exactly-once delivery (as in Kafka)."""
+        return SourceTaskRunner(setup, task, self.offsets, paused)
 
     def _stop_tasks(self, name: str, task_ids: list[int] | None = None) -> None:
         running = self.running.get(name)

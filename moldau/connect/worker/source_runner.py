@@ -44,10 +44,16 @@ class SourceTaskRunner(TaskRunner):
         self.delivery_error: KafkaError | None = None
         self.task_started = False
 
+    def producer_config(self) -> dict[str, Any]:
+        return {**PRODUCER_DEFAULTS, **self.setup.client_config("producer"),
+                "client.id": f"connector-producer-{self.setup.connector}-{self.setup.task_id}"}
+
+    def prepare(self) -> None:
+        """Runs once the producer exists, before the task starts (and reads its offsets)."""
+
     def start_task(self) -> None:
-        config = {**PRODUCER_DEFAULTS, **self.setup.client_config("producer"),
-                  "client.id": f"connector-producer-{self.setup.connector}-{self.setup.task_id}"}
-        self.producer = Producer(config)
+        self.producer = Producer(self.producer_config())
+        self.prepare()
         self.task.initialize(SourceTaskContext(self.setup.task_config,
                                                StoreOffsetReader(self.offsets, self.setup.connector)))
         self.task.start(self.setup.task_config)
@@ -79,9 +85,13 @@ class SourceTaskRunner(TaskRunner):
         if self.delivery_error is not None:
             raise ConnectException(f"Unrecoverable exception from producer send callback: {self.delivery_error}")
 
-    def _send(self, record: SourceRecord) -> None:
-        submitted = self.submitted.submit(record.source_partition, record.source_offset) \
+    def _submit(self, record: SourceRecord) -> Submitted | None:
+        """Note a polled record before it is sent; what `_acked` gets back once it is."""
+        return self.submitted.submit(record.source_partition, record.source_offset) \
             if record.source_partition else None
+
+    def _send(self, record: SourceRecord) -> None:
+        submitted = self._submit(record)
         chain, errors = self.transforms, self.errors
         assert chain is not None and errors is not None
         ok, transformed = errors.execute(Stage.TRANSFORMATION, lambda: chain.apply(record))

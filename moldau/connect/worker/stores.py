@@ -105,6 +105,10 @@ class OffsetStore(ABC):
     def offsets(self, connector: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """Every (partition, offset) of `connector`."""
 
+    def refresh(self, timeout_s: float) -> None:  # noqa: B027 - optional: most stores have no other writer
+        """Catch up with every offset other writers committed, waiting up to `timeout_s` for their open
+        transactions to end (nothing to do where this worker is the only writer)."""
+
 
 class MemoryOffsetStore(OffsetStore):
     def __init__(self) -> None:

@@ -101,7 +101,7 @@ class TaskRunner(threading.Thread, ABC):
             self.start_task()
             self.report(State.PAUSED if self.paused.is_set() else State.RUNNING)
             self.execute()
-        except BaseException:
+        except:  # noqa: E722 - also confluent-kafka's fatal errors, raised as KafkaError objects (no BaseException)
             trace = traceback.format_exc()
             if self.stopping.is_set():
                 log.warning("connector %s task %d failed while stopping:\n%s", self.setup.connector,

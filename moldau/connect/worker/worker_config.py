@@ -19,13 +19,20 @@ from moldau.connect.errors import ConfigException
 from moldau.connect.worker.client_overrides import OVERRIDE_POLICY, parse_policy, worker_settings
 
 __all__ = [
-    "CONNECTOR_CLASS", "NAME", "TASKS_MAX", "WorkerConfig", "connector_config_def", "load_connector_file",
-    "prefixed", "sink_config_def", "worker_config_def",
+    "CONNECTOR_CLASS", "EXACTLY_ONCE_SOURCE_SUPPORT", "EXACTLY_ONCE_SUPPORT", "NAME", "OFFSETS_STORAGE_TOPIC",
+    "TASKS_MAX", "TRANSACTION_BOUNDARY", "TRANSACTION_BOUNDARY_INTERVAL_MS", "WorkerConfig", "connector_config_def",
+    "exactly_once_source", "load_connector_file", "prefixed", "sink_config_def", "source_config_def",
+    "worker_config_def",
 ]
 
 NAME = "name"
 CONNECTOR_CLASS = "connector.class"
 TASKS_MAX = "tasks.max"
+EXACTLY_ONCE_SOURCE_SUPPORT = "exactly.once.source.support"
+EXACTLY_ONCE_SUPPORT = "exactly.once.support"
+TRANSACTION_BOUNDARY = "transaction.boundary"
+TRANSACTION_BOUNDARY_INTERVAL_MS = "transaction.boundary.interval.ms"
+OFFSETS_STORAGE_TOPIC = "offsets.storage.topic"
 DEFAULT_LISTENER = "http://0.0.0.0:8083"
 
 
@@ -96,7 +103,20 @@ def _define_distributed(definition: ConfigDef) -> None:
              validator=ValidString.in_("compatible", "eager"))
      .define("rest.advertised.listener", ConfigType.STRING, None, Importance.LOW,
              "The scheme other workers use to reach this one (http only)",
-             validator=ValidString.in_("http", "HTTP")))
+             validator=ValidString.in_("http", "HTTP"))
+     .define(EXACTLY_ONCE_SOURCE_SUPPORT, ConfigType.STRING, "disabled", Importance.HIGH,
+             "KIP-618: enabled runs every source task with a transactional producer that writes its records and "
+             "source offsets in one transaction; preparing only reads offsets read_committed and fences the "
+             "previous tasks of a connector on reconfiguration (the step before enabled on a running cluster)",
+             validator=ValidString(("disabled", "preparing", "enabled"), case_sensitive=False)))
+
+
+def exactly_once_source(worker: WorkerConfig) -> str:
+    """The worker's `exactly.once.source.support`: disabled (always in standalone mode, as in Kafka, which has
+    no such config there), preparing or enabled."""
+    if worker.standalone:
+        return "disabled"
+    return str(worker.values.get(EXACTLY_ONCE_SOURCE_SUPPORT) or "disabled").lower()
 
 
 def _check_policy(name: str, value: Any) -> None:
@@ -114,10 +134,11 @@ class WorkerConfig:
 
     raw: dict[str, str]
     values: dict[str, Any]
+    standalone: bool = True
 
     @classmethod
     def parse(cls, props: Mapping[str, str], standalone: bool = True) -> WorkerConfig:
-        return cls(dict(props), worker_config_def(standalone).parse(props))
+        return cls(dict(props), worker_config_def(standalone).parse(props), standalone)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -176,6 +197,29 @@ def _error_config_def(sink: bool) -> ConfigDef:
             definition.define(key.name, key.type, key.default, key.importance, key.documentation,
                               validator=key.validator, group="Error Handling", order_in_group=order)
     return definition
+
+
+def source_config_def() -> ConfigDef:
+    """The configs every source connector takes: the common ones and KIP-618's, in Kafka's "Exactly Once
+    Support" group. They matter only on a distributed worker with `exactly.once.source.support=enabled`."""
+    return (connector_config_def()
+            .define(EXACTLY_ONCE_SUPPORT, ConfigType.STRING, "requested", Importance.MEDIUM,
+                    "required: refuse the connector unless it says it can give exactly-once delivery with its "
+                    "config; requested: run it transactionally either way",
+                    validator=ValidString(("requested", "required"), case_sensitive=False),
+                    group="Exactly Once Support", order_in_group=1)
+            .define(TRANSACTION_BOUNDARY, ConfigType.STRING, "poll", Importance.MEDIUM,
+                    "When a task's transaction is committed: poll (after the records of each poll()), interval "
+                    "(every transaction.boundary.interval.ms); connector (connector-defined) is not supported",
+                    validator=ValidString(("poll", "interval", "connector"), case_sensitive=False),
+                    group="Exactly Once Support", order_in_group=2)
+            .define(TRANSACTION_BOUNDARY_INTERVAL_MS, ConfigType.LONG, None, Importance.LOW,
+                    "With transaction.boundary=interval, how often to commit (default: the worker's "
+                    "offset.flush.interval.ms)", validator=Range.at_least(0),
+                    group="Exactly Once Support", order_in_group=3)
+            .define(OFFSETS_STORAGE_TOPIC, ConfigType.STRING, None, Importance.LOW,
+                    "A connector-specific offsets topic (KIP-618); not supported: source offsets live in the "
+                    "worker's offset.storage.topic", group="Exactly Once Support", order_in_group=4))
 
 
 def sink_config_def() -> ConfigDef:

@@ -81,3 +81,13 @@ def test_the_flow_between_two_clusters_and_their_client_settings() -> None:
     assert west["bootstrap.servers"] == "west-1:9092" and west["security.protocol"] == "SASL_SSL"
     assert west["sasl.username"] == "mirror" and west["sasl.password"] == "s3cret"
     assert "sasl.jaas.config" not in west
+
+
+def test_exactly_once_source_support_reaches_every_flow_s_worker() -> None:
+    """MirrorMaker 2 (KIP-618 with KIP-710): top level for every target, `<cluster>.` for one target."""
+    everywhere = MirrorMakerConfig({**MM2, "exactly.once.source.support": "enabled"})
+    assert everywhere.worker_config(Flow("east", "west"))["exactly.once.source.support"] == "enabled"
+    assert everywhere.worker_config(Flow("west", "east"))["exactly.once.source.support"] == "enabled"
+    west_only = MirrorMakerConfig({**MM2, "west.exactly.once.source.support": "enabled"})
+    assert west_only.worker_config(Flow("east", "west"))["exactly.once.source.support"] == "enabled"
+    assert "exactly.once.source.support" not in west_only.worker_config(Flow("west", "east"))

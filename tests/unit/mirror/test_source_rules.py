@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from moldau.connect.api import ExactlyOnceSupport
 from moldau.connect.errors import ConnectException
 from moldau.mirror.filters import TopicFilter
 from moldau.mirror.policy import ReplicationPolicy
@@ -46,3 +47,12 @@ def test_the_source_connector_refuses_a_config_without_both_clusters() -> None:
     errors = {v.name: v.errors for v in MirrorSourceConnector().config_def().validate(
         {"source.cluster.alias": "east", "source.cluster.bootstrap.servers": "east:9092"})}
     assert errors["target.cluster.bootstrap.servers"] and not errors["source.cluster.bootstrap.servers"]
+
+
+def test_exactly_once_support_needs_a_read_committed_source_consumer() -> None:
+    """MirrorMaker 2's rule; librdkafka's consumers read read_committed unless told otherwise."""
+    props = {"source.cluster.bootstrap.servers": "east:9092"}
+    connector = MirrorSourceConnector()
+    assert connector.exactly_once_support(props) is ExactlyOnceSupport.SUPPORTED
+    uncommitted = {**props, "source.consumer.isolation.level": "read_uncommitted"}
+    assert connector.exactly_once_support(uncommitted) is ExactlyOnceSupport.UNSUPPORTED
