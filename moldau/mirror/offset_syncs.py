@@ -34,14 +34,17 @@ class _PartitionProgress:
     previous_downstream: int = -1
     last_sync_downstream: int = -1
 
-    def needs_sync(self, upstream: int, downstream: int, offset_lag_max: int) -> bool:
-        first = self.last_sync_downstream == -1
+    def needs_sync(self, first: int, last: int, count: int, downstream: int, offset_lag_max: int) -> bool:
+        """`count` records, upstream `first` to `last`, were copied in order, the last landing at `downstream`."""
+        first_sync = self.last_sync_downstream == -1
         # Translation lands one past the last sync, hence the +1.
         too_stale = downstream - (self.last_sync_downstream + 1) >= offset_lag_max
-        upstream_gap = upstream - self.previous_upstream != 1
-        target_went_back = downstream < self.previous_downstream
-        self.previous_upstream, self.previous_downstream = upstream, downstream
-        if first or too_stale or upstream_gap or target_went_back:
+        upstream_gap = first - self.previous_upstream != 1 or last - first + 1 != count
+        # The run's first record sits at or before downstream - (count - 1); two records never share an offset
+        # unless the target partition was truncated or recreated.
+        target_went_back = downstream - (count - 1) <= self.previous_downstream
+        self.previous_upstream, self.previous_downstream = last, downstream
+        if first_sync or too_stale or upstream_gap or target_went_back:
             self.last_sync_downstream = downstream
             return True
         return False
@@ -57,7 +60,7 @@ class OffsetSyncWriter:
         self._offset_lag_max = offset_lag_max
         self._progress: dict[tuple[str, int], _PartitionProgress] = {}
         # (topic, partition) -> (upstream, downstream) of the latest record: kept as a tuple because this runs
-        # for every record copied; the OffsetSync is made only when it is sent.
+        # for every record (or run of records) copied; the OffsetSync is made only when it is sent.
         self._delayed: dict[tuple[str, int], tuple[int, int]] = {}
 
     def copied(self, topic: str, partition: int, upstream: int, downstream: int) -> OffsetSync | None:
@@ -67,11 +70,31 @@ class OffsetSyncWriter:
         progress = self._progress.get(key)
         if progress is None:
             progress = self._progress[key] = _PartitionProgress()
-        if progress.needs_sync(upstream, downstream, self._offset_lag_max):
+        if progress.needs_sync(upstream, upstream, 1, downstream, self._offset_lag_max):
             self._delayed.pop(key, None)
             return OffsetSync(topic, partition, upstream, downstream)
         self._delayed[key] = (upstream, downstream)
         return None
+
+    def copied_run(self, topic: str, partition: int, first: int, first_downstream: int, last: int,
+                   last_downstream: int, count: int) -> list[OffsetSync]:
+        """`count` records of the source's `topic`-`partition`, upstream offsets `first` to `last`, were written
+        to the target in order, the first at `first_downstream`, the last at `last_downstream` (where the others
+        landed is not known): the syncs to write now. The first record is judged as by `copied`; for the rest a
+        sync falls due only at the last, so syncs may lie up to a run's length further apart than
+        `offset.lag.max`."""
+        syncs = []
+        first_sync = self.copied(topic, partition, first, first_downstream)
+        if first_sync is not None:
+            syncs.append(first_sync)
+        if count > 1:
+            progress = self._progress[(topic, partition)]
+            if progress.needs_sync(first + 1, last, count - 1, last_downstream, self._offset_lag_max):
+                self._delayed.pop((topic, partition), None)
+                syncs.append(OffsetSync(topic, partition, last, last_downstream))
+            else:
+                self._delayed[(topic, partition)] = (last, last_downstream)
+        return syncs
 
     def delayed(self) -> list[OffsetSync]:
         syncs = [OffsetSync(topic, partition, up, down) for (topic, partition), (up, down) in self._delayed.items()]
