@@ -42,6 +42,11 @@ class PassthroughSourceTask(SourceTask):
     def source_offset(self, offset: int) -> Mapping[str, Any]:
         """The Connect source offset of the record at `offset`."""
 
+    def max_run(self) -> int:
+        """The most records a run may hold: the task learns exactly where the first and the last record of each
+        run were written, so a task that needs that finer asks for shorter runs. Default: one poll's worth."""
+        return 2**31
+
     def commit_run(self, topic: str, partition: int, first: int, last: int, count: int,
                    first_written: RecordMetadata, last_written: RecordMetadata) -> None:
         """`count` records of the source's `topic`-`partition`, offsets `first` to `last`, polled together, were

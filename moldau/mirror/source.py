@@ -310,6 +310,7 @@ class MirrorSourceTask(PassthroughSourceTask):
             self._sync_topic = self._policy.offset_syncs_topic(
                 settings[TARGET_ALIAS] if on_source else settings[SOURCE_ALIAS])
             self._sync_writer = OffsetSyncWriter(settings["offset.lag.max"])
+        self._offset_lag_max: int = settings["offset.lag.max"] if self._sync_writer is not None else 2**31
         log.info("mirror: task copying %d partitions from %s", len(assigned), self._source_alias)
 
     def source_partition(self, topic: str, partition: int) -> dict[str, Any]:
@@ -375,6 +376,11 @@ class MirrorSourceTask(PassthroughSourceTask):
                                         metadata.offset)
         if sync is not None:
             self._send_syncs([sync])
+
+    def max_run(self) -> int:
+        # The offset syncs due inside a run are written at its last record: runs of at most offset.lag.max
+        # records keep syncs within about twice that of each other, however many records a poll brings.
+        return max(1, self._offset_lag_max)
 
     def commit_run(self, topic: str, partition: int, first: int, last: int, count: int,
                    first_written: RecordMetadata, last_written: RecordMetadata) -> None:

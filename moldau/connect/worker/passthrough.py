@@ -2,11 +2,11 @@
 sender that produces a task's consumed messages as they are.
 
 Per record, the sender only hands the message's bytes to the producer with a shared delivery callback. The
-bookkeeping is per run, the records of one source partition in one poll: one `Submitted` entry carrying the
-source offset of the run's last record (so the offset store sees it once all of the run, and everything polled
-before it, is acknowledged), a count of deliveries outstanding, and where its first and last records were
-written: those two have callbacks of their own, so the (upstream, downstream) pairs the task hears of are exact
-whatever order the acknowledgements come in.
+bookkeeping is per run, consecutive records of one source partition in one poll (at most the task's `max_run`):
+one `Submitted` entry carrying the source offset of the run's last record (so the offset store sees it once all
+of the run, and everything polled before it, is acknowledged), a count of deliveries outstanding, and where its
+first and last records were written: those two have callbacks of their own, so the (upstream, downstream) pairs
+the task hears of are exact whatever order the acknowledgements come in.
 """
 
 from __future__ import annotations
@@ -121,19 +121,22 @@ class PassthroughSender:
 
     def _plan(self, messages: Sequence[Message]) -> list[_Run]:
         """The run of each message, in order; each run registered as submitted under its last source offset."""
-        by_partition: dict[tuple[str, int], _Run] = {}
+        by_partition: dict[tuple[str, int], _Run] = {}  # the current run of each source partition
+        runs: list[_Run] = []
         plan: list[_Run] = []
+        max_run = max(1, self.task.max_run())
         for index, message in enumerate(messages):
             topic, partition = message.topic(), message.partition()
             assert topic is not None and partition is not None
             run = by_partition.get((topic, partition))
-            if run is None:
+            if run is None or run.count == max_run:
                 run = by_partition[(topic, partition)] = _Run(self, topic, partition, self._destination(topic),
                                                               message.offset() or 0, index)
+                runs.append(run)
             run.count += 1
             run.last_index = index
             plan.append(run)
-        for run in by_partition.values():
+        for run in runs:  # in the order polled, so each partition's runs queue up in order
             run.last = messages[run.last_index].offset() or 0
             run.remaining = run.count
             # Once per run rather than once per task: the connector's active topics may be reset meanwhile.
