@@ -10,8 +10,9 @@ backwards; in between it keeps the latest pair to write at the next periodic com
 Translation never runs ahead: a group at upstream offset `u` is placed at the downstream offset of the nearest
 sync at or before `u`, plus one when `u` is past it (the record at the sync was read, nothing more is known).
 A consumer that fails over therefore re-reads at most what lies between that sync and `u`, and never skips a
-record. The store keeps only a bounded number of syncs per partition: slot `i` holds a sync from within about
-2^i offsets of the newest, so translation is exact near the live end and coarser further back.
+record. The store keeps only a bounded number of syncs per partition, thinned with the distance to the newest,
+so translation is exact near the live end and coarser further back (a group `d` offsets behind re-reads at
+most about `d / 2` records more than at the live end).
 
 Both halves are pure: no clock, no I/O; the connectors feed them and send what they return.
 """
@@ -24,8 +25,8 @@ from moldau.mirror.records import OffsetSync
 
 __all__ = ["OffsetSyncStore", "OffsetSyncWriter"]
 
-# One slot per bit of a 64-bit offset: slot i only moves on when a new sync differs from it above bit i.
-SLOTS = 64
+# Thinning keeps about 2.5 syncs per doubling of the distance to the newest; a bound, whatever the offsets.
+MAX_KEPT = 200
 
 
 @dataclass(slots=True)
@@ -34,14 +35,17 @@ class _PartitionProgress:
     previous_downstream: int = -1
     last_sync_downstream: int = -1
 
-    def needs_sync(self, upstream: int, downstream: int, offset_lag_max: int) -> bool:
-        first = self.last_sync_downstream == -1
+    def needs_sync(self, first: int, last: int, count: int, downstream: int, offset_lag_max: int) -> bool:
+        """`count` records, upstream `first` to `last`, were copied in order, the last landing at `downstream`."""
+        first_sync = self.last_sync_downstream == -1
         # Translation lands one past the last sync, hence the +1.
         too_stale = downstream - (self.last_sync_downstream + 1) >= offset_lag_max
-        upstream_gap = upstream - self.previous_upstream != 1
-        target_went_back = downstream < self.previous_downstream
-        self.previous_upstream, self.previous_downstream = upstream, downstream
-        if first or too_stale or upstream_gap or target_went_back:
+        upstream_gap = first - self.previous_upstream != 1 or last - first + 1 != count
+        # The run's first record sits at or before downstream - (count - 1); two records never share an offset
+        # unless the target partition was truncated or recreated.
+        target_went_back = downstream - (count - 1) <= self.previous_downstream
+        self.previous_upstream, self.previous_downstream = last, downstream
+        if first_sync or too_stale or upstream_gap or target_went_back:
             self.last_sync_downstream = downstream
             return True
         return False
@@ -57,7 +61,7 @@ class OffsetSyncWriter:
         self._offset_lag_max = offset_lag_max
         self._progress: dict[tuple[str, int], _PartitionProgress] = {}
         # (topic, partition) -> (upstream, downstream) of the latest record: kept as a tuple because this runs
-        # for every record copied; the OffsetSync is made only when it is sent.
+        # for every record (or run of records) copied; the OffsetSync is made only when it is sent.
         self._delayed: dict[tuple[str, int], tuple[int, int]] = {}
 
     def copied(self, topic: str, partition: int, upstream: int, downstream: int) -> OffsetSync | None:
@@ -67,11 +71,31 @@ class OffsetSyncWriter:
         progress = self._progress.get(key)
         if progress is None:
             progress = self._progress[key] = _PartitionProgress()
-        if progress.needs_sync(upstream, downstream, self._offset_lag_max):
+        if progress.needs_sync(upstream, upstream, 1, downstream, self._offset_lag_max):
             self._delayed.pop(key, None)
             return OffsetSync(topic, partition, upstream, downstream)
         self._delayed[key] = (upstream, downstream)
         return None
+
+    def copied_run(self, topic: str, partition: int, first: int, first_downstream: int, last: int,
+                   last_downstream: int, count: int) -> list[OffsetSync]:
+        """`count` records of the source's `topic`-`partition`, upstream offsets `first` to `last`, were written
+        to the target in order, the first at `first_downstream`, the last at `last_downstream` (where the others
+        landed is not known): the syncs to write now. The first record is judged as by `copied`; for the rest a
+        sync falls due only at the last, so syncs may lie up to a run's length further apart than
+        `offset.lag.max`."""
+        syncs = []
+        first_sync = self.copied(topic, partition, first, first_downstream)
+        if first_sync is not None:
+            syncs.append(first_sync)
+        if count > 1:
+            progress = self._progress[(topic, partition)]
+            if progress.needs_sync(first + 1, last, count - 1, last_downstream, self._offset_lag_max):
+                self._delayed.pop((topic, partition), None)
+                syncs.append(OffsetSync(topic, partition, last, last_downstream))
+            else:
+                self._delayed[(topic, partition)] = (last, last_downstream)
+        return syncs
 
     def delayed(self) -> list[OffsetSync]:
         syncs = [OffsetSync(topic, partition, up, down) for (topic, partition), (up, down) in self._delayed.items()]
@@ -90,6 +114,12 @@ class OffsetSyncStore:
     Until `caught_up()` is called (the topic has been read to its end once), it translates nothing: the
     history read so far may be missing syncs that compaction removed, and an old sync would translate a
     group to an offset far behind where it is.
+
+    Per partition it keeps a short history, newest first, thinned so that the gap between two neighbouring
+    syncs kept is at most half the distance from the newer one to the newest sync (or the gap the syncs came
+    with). A group at `u`, a distance `d` behind the newest sync, is so placed at most about `d / 2` (or one
+    gap of the syncs written) before `u`: exact near the live end, coarser further back, never worse than that
+    however the offsets fall, and about 2.5 * log2(newest / gap) syncs kept.
     """
 
     def __init__(self) -> None:
@@ -101,27 +131,43 @@ class OffsetSyncStore:
 
     def add(self, sync: OffsetSync) -> None:
         key = (sync.topic, sync.partition)
-        slots = self._syncs.get(key)
-        if slots is None or not self._caught_up or sync.upstream_offset < slots[0].upstream_offset:
+        kept = self._syncs.get(key)
+        if kept is None or not self._caught_up or sync.upstream_offset < kept[0].upstream_offset:
             # Starting out, or the upstream partition was recreated or truncated: only the newest sync holds.
-            self._syncs[key] = [sync] * SLOTS
+            self._syncs[key] = [sync]
             return
-        slots[0] = sync
-        for i in range(1, SLOTS):
-            if (slots[i].upstream_offset ^ sync.upstream_offset) >> i == 0:
-                break  # slot i (and every older slot) is still within its span of the newest sync
-            slots[i] = sync
+        if sync.upstream_offset == kept[0].upstream_offset:
+            kept[0] = sync  # the record copied again (after a crash): its latest copy
+        else:
+            kept.insert(0, sync)
+        self._syncs[key] = _thinned(kept)
 
     def translate(self, topic: str, partition: int, upstream_offset: int) -> int | None:
         """The target offset for a group committed at `upstream_offset` of the source's `topic`-`partition`;
         None when it cannot be known safely (not caught up, no sync, or every sync kept is newer)."""
         if not self._caught_up:
             return None
-        slots = self._syncs.get((topic, partition))
-        if slots is None:
+        kept = self._syncs.get((topic, partition))
+        if kept is None:
             return None
-        nearest = next((s for s in slots if s.upstream_offset <= upstream_offset), None)
+        nearest = next((s for s in kept if s.upstream_offset <= upstream_offset), None)
         if nearest is None:
             return None
         step = 0 if nearest.upstream_offset == upstream_offset else 1
         return nearest.downstream_offset + step
+
+
+def _thinned(kept: list[OffsetSync]) -> list[OffsetSync]:
+    """`kept` (newest first) without the syncs whose neighbours are close enough for the distance to the newest:
+    a sync goes when the gap it leaves, between the syncs before and after it, is at most half the distance from
+    the newer of those to the newest sync."""
+    newest = kept[0].upstream_offset
+    result = [kept[0]]
+    for index in range(1, len(kept)):
+        sync = kept[index]
+        if index + 1 < len(kept):
+            newer, older = result[-1].upstream_offset, kept[index + 1].upstream_offset
+            if 2 * (newer - older) <= newest - newer:
+                continue
+        result.append(sync)
+    return result[:MAX_KEPT]

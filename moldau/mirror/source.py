@@ -9,10 +9,11 @@ source has an authorizer, topic ACLs every `sync.topic.acls.interval.seconds`.
 
 A task reads its partitions with a consumer of its own (no consumer group: positions live in Connect's offset
 store, as `{"cluster", "topic", "partition"} -> {"offset"}` like MirrorMaker 2's), and returns each record
-with its key, value, headers, timestamp and partition unchanged, as bytes (run it with the ByteArrayConverter).
-For each record the target acknowledges, it tells the `OffsetSyncWriter`, and writes the offset syncs that are
-due to `mm2-offset-syncs.<target alias>.internal`, on the source cluster unless `offset-syncs.topic.location`
-says target.
+with its key, value, headers, timestamp and partition unchanged, as bytes (run it with the ByteArrayConverter:
+then, without transforms, the worker produces the consumed messages as they are, see
+`moldau.connect.passthrough`). For each record (or run of records) the target acknowledges, it tells the
+`OffsetSyncWriter`, and writes the offset syncs that are due to `mm2-offset-syncs.<target alias>.internal`, on
+the source cluster unless `offset-syncs.topic.location` says target.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Producer
+from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Message, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -32,12 +33,12 @@ from moldau.connect.api import (
     RecordMetadata,
     SourceConnector,
     SourceRecord,
-    SourceTask,
     Task,
 )
 from moldau.connect.config import ConfigDef, ConfigType, Importance, Range, ValidString
 from moldau.connect.data import OPTIONAL_BYTES_SCHEMA
 from moldau.connect.errors import ConnectException
+from moldau.connect.passthrough import PassthroughSourceTask
 from moldau.mirror import topics
 from moldau.mirror.clients import admin_config, client_config
 from moldau.mirror.filters import DEFAULTS as FILTER_DEFAULTS
@@ -290,8 +291,10 @@ class MirrorSourceConnector(SourceConnector):
             self.context.request_task_reconfiguration()
 
 
-class MirrorSourceTask(SourceTask):
-    """Copies its `task.assigned.partitions` from the source cluster, record by record."""
+class MirrorSourceTask(PassthroughSourceTask):
+    """Copies its `task.assigned.partitions` from the source cluster. With MirrorMaker 2's byte-array converters
+    and no transforms the worker produces the consumed messages as they are (`poll_messages`, `commit_run`);
+    otherwise each becomes a `SourceRecord` (`poll`, `commit_record`)."""
 
     def __init__(self) -> None:
         self._consumer: Consumer | None = None
@@ -316,42 +319,63 @@ class MirrorSourceTask(SourceTask):
             self._sync_topic = self._policy.offset_syncs_topic(
                 settings[TARGET_ALIAS] if on_source else settings[SOURCE_ALIAS])
             self._sync_writer = OffsetSyncWriter(settings["offset.lag.max"])
+        self._offset_lag_max: int = settings["offset.lag.max"] if self._sync_writer is not None else 2**31
         log.info("mirror: task copying %d partitions from %s", len(assigned), self._source_alias)
 
-    def _source_partition(self, topic: str, partition: int) -> dict[str, Any]:
+    def source_partition(self, topic: str, partition: int) -> dict[str, Any]:
         return {"cluster": self._source_alias, "topic": topic, "partition": partition}
 
-    def _start_offset(self, topic: str, partition: int) -> int:
-        committed = self.context.offset_storage_reader.offset(self._source_partition(topic, partition))
-        return int(committed["offset"]) + 1 if committed and "offset" in committed else OFFSET_BEGINNING
+    def source_offset(self, offset: int) -> dict[str, Any]:
+        return {"offset": offset}
 
-    def poll(self) -> list[SourceRecord] | None:
-        assert self._consumer is not None
-        messages = self._consumer.consume(MAX_POLL_RECORDS, self._poll_timeout_s)
-        records = []
-        for message in messages:
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise ConnectException(f"mirror: reading from {self._source_alias} failed: {error.str()}")
-            records.append(self._record(message))
-        return records or None
-
-    def _record(self, message: Any) -> SourceRecord:
-        topic, partition, offset = message.topic(), message.partition(), message.offset()
-        timestamp_type, timestamp = message.timestamp()
-        headers = message.headers()
+    def destination(self, topic: str) -> str:
         remote = self._remote_names.get(topic)
         if remote is None:
             remote = self._remote_names[topic] = self._policy.format_remote_topic(self._source_alias, topic)
+        return remote
+
+    def _start_offset(self, topic: str, partition: int) -> int:
+        committed = self.context.offset_storage_reader.offset(self.source_partition(topic, partition))
+        return int(committed["offset"]) + 1 if committed and "offset" in committed else OFFSET_BEGINNING
+
+    def poll_messages(self) -> list[Message] | None:
+        assert self._consumer is not None
+        # As Kafka's poll: return what has arrived at once, waiting only while nothing has. (librdkafka's batch
+        # consume waits for a full batch or the timeout, which would add up to the timeout to every record's lag.)
+        messages = self._consumer.consume(MAX_POLL_RECORDS, 0)
+        if not messages:
+            first = self._consumer.poll(self._poll_timeout_s)
+            if first is None:
+                return None
+            messages = [first, *self._consumer.consume(MAX_POLL_RECORDS - 1, 0)]
+        if any(message.error() is not None for message in messages):
+            messages = [m for m in messages if self._readable(m)]
+        return messages or None
+
+    def _readable(self, message: Message) -> bool:
+        error = message.error()
+        if error is None:
+            return True
+        if error.code() == KafkaError._PARTITION_EOF:
+            return False
+        raise ConnectException(f"mirror: reading from {self._source_alias} failed: {error.str()}")
+
+    def poll(self) -> list[SourceRecord] | None:
+        messages = self.poll_messages()
+        return [self._record(message) for message in messages] if messages else None
+
+    def _record(self, message: Message) -> SourceRecord:
+        topic, partition, offset = message.topic(), message.partition(), message.offset()
+        assert topic is not None and partition is not None and offset is not None
+        timestamp_type, timestamp = message.timestamp()
+        headers = message.headers() or []
+        assert isinstance(headers, list)  # a consumed message's headers: (key, value) pairs
         return SourceRecord(
-            topic=remote, kafka_partition=partition, key_schema=OPTIONAL_BYTES_SCHEMA, key=message.key(),
-            value_schema=OPTIONAL_BYTES_SCHEMA, value=message.value(),
+            topic=self.destination(topic), kafka_partition=partition, key_schema=OPTIONAL_BYTES_SCHEMA,
+            key=message.key(), value_schema=OPTIONAL_BYTES_SCHEMA, value=message.value(),
             timestamp=timestamp if timestamp_type != TIMESTAMP_NOT_AVAILABLE else None,
-            headers=tuple([Header(k, v, OPTIONAL_BYTES_SCHEMA) for k, v in headers]) if headers else (),
-            source_partition={"cluster": self._source_alias, "topic": topic, "partition": partition},
-            source_offset={"offset": offset})
+            headers=tuple([Header(k, v, OPTIONAL_BYTES_SCHEMA) for k, v in headers]),
+            source_partition=self.source_partition(topic, partition), source_offset=self.source_offset(offset))
 
     def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
         if metadata is None or self._sync_writer is None:
@@ -361,6 +385,19 @@ class MirrorSourceTask(SourceTask):
                                         metadata.offset)
         if sync is not None:
             self._send_syncs([sync])
+
+    def max_run(self) -> int:
+        # The offset syncs due inside a run are written at its last record: runs of at most offset.lag.max
+        # records keep syncs within about twice that of each other, however many records a poll brings.
+        return max(1, self._offset_lag_max)
+
+    def commit_run(self, topic: str, partition: int, first: int, last: int, count: int,
+                   first_written: RecordMetadata, last_written: RecordMetadata) -> None:
+        if self._sync_writer is not None:
+            syncs = self._sync_writer.copied_run(topic, partition, first, first_written.offset, last,
+                                                 last_written.offset, count)
+            if syncs:
+                self._send_syncs(syncs)
 
     def commit(self) -> None:
         if self._sync_writer is not None:

@@ -235,6 +235,33 @@ def _acls(bootstrap: str, topic: str) -> set[tuple[str, str, str]]:
     return {(b.principal, b.operation.name, b.permission_type.name) for b in found}
 
 
+def test_a_transform_on_the_source_connector_sees_every_record(source_broker: BrokerProcess,
+                                                                shared_broker: BrokerProcess, tmp_path: Path) -> None:
+    """With a transform configured, records take the ordinary Connect path (not the pass-through one): here a
+    Filter drops the records that carry a `drop` header, and the rest arrive unchanged."""
+    topic = f"filtered-{uuid.uuid4().hex[:6]}"
+    _create(source_broker.bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": source_broker.bootstrap})
+    for i in range(20):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(),
+                         headers=[("drop", b"1")] if i % 2 else [("keep", b"1")])
+    assert producer.flush(30) == 0
+    worker = WorkerProcess(tmp_path / "worker", shared_broker.bootstrap)
+    worker.start()
+    try:
+        config = _connector("mirror-filtered", "MirrorSourceConnector", source_broker, shared_broker, topics=topic,
+                            **{"transforms": "skip", "transforms.skip.type": "Filter",
+                               "transforms.skip.predicate": "dropped", "predicates": "dropped",
+                               "predicates.dropped.type": "HasHeaderKey", "predicates.dropped.name": "drop"})
+        status, body = worker.request("POST", "/connectors", {"name": config["name"], "config": config})
+        assert status == 201, body
+        copied = _read_all(shared_broker.bootstrap, f"east.{topic}", 1, 10)
+        assert [(m.key(), m.value(), m.headers()) for m in copied] == [
+            (f"k{i}".encode(), f"v{i}".encode(), [("keep", b"1")]) for i in range(0, 20, 2)]
+    finally:
+        worker.stop()
+
+
 def test_active_active_copies_each_record_once_each_way_and_topic_acls(
         source_broker: BrokerProcess, other_broker: BrokerProcess, tmp_path: Path) -> None:
     east, west = source_broker, other_broker

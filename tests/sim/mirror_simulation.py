@@ -29,6 +29,7 @@ class MirrorSimulation:
     seed: int
     records: int = 400
     offset_lag_max: int = 10
+    runs: bool = False  # copy runs of records at a time, as the worker's pass-through path reports them
     rng: random.Random = field(init=False)
     upstream: list[int] = field(default_factory=list)       # offsets of the records that exist upstream
     last_copy: dict[int, int] = field(default_factory=dict)  # upstream offset -> its latest downstream offset
@@ -60,8 +61,14 @@ class MirrorSimulation:
             if roll < 0.08:  # periodic commit: delayed syncs go out, the source position is committed
                 self._write(writer.delayed())
                 committed_index = next_index
-            self._copy(writer, self.upstream[next_index])
-            next_index += 1
+            if self.runs:
+                count = min(self.rng.randrange(1, 25), len(self.upstream) - next_index)
+                self._copy_run(writer, self.upstream[next_index:next_index + count])
+                next_index += count
+                self.copied_upto = next_index  # the whole run counts as copied for the checks that follow
+            else:
+                self._copy(writer, self.upstream[next_index])
+                next_index += 1
             read = self._read_some(store, read)
             if self.rng.random() < 0.2:
                 self._check(store)
@@ -79,6 +86,13 @@ class MirrorSimulation:
         sync = writer.copied(TOPIC, PARTITION, upstream, downstream)
         if sync is not None:
             self._write([sync])
+
+    def _copy_run(self, writer: OffsetSyncWriter, upstream: list[int]) -> None:
+        for offset in upstream:
+            self.last_copy[offset] = self.target_end
+            self.target_end += 1
+        self._write(writer.copied_run(TOPIC, PARTITION, upstream[0], self.last_copy[upstream[0]], upstream[-1],
+                                      self.target_end - 1, len(upstream)))
 
     def _write(self, syncs: list[OffsetSync]) -> None:
         # Through the record format, as the connectors send them.

@@ -21,6 +21,15 @@ def test_translation_never_skips_a_record() -> None:
     assert translations > SEEDS * 20  # the invariant was checked on many real translations, not vacuously
 
 
+def test_translation_never_skips_a_record_when_records_are_copied_in_runs() -> None:
+    translations = 0
+    for seed in range(SEEDS):
+        sim = MirrorSimulation(seed, runs=True)
+        sim.run()
+        translations += sim.translations
+    assert translations > SEEDS * 20
+
+
 def _translate_from_newest(self: OffsetSyncStore, topic: str, partition: int, upstream_offset: int) -> int | None:
     """A translation that uses the newest sync whatever the group's offset."""
     slots = self._syncs.get((topic, partition))

@@ -13,7 +13,9 @@ from confluent_kafka import KafkaError, Message, Producer
 from moldau.connect.api import OffsetStorageReader, RecordMetadata, SourceRecord, SourceTask, SourceTaskContext
 from moldau.connect.error_policy import Stage
 from moldau.connect.errors import ConnectException
+from moldau.connect.passthrough import PassthroughSourceTask
 from moldau.connect.worker.error_handler import ErrorHandler
+from moldau.connect.worker.passthrough import PassthroughSender, passthrough_applies
 from moldau.connect.worker.stores import OffsetStore
 from moldau.connect.worker.submitted import Submitted, SubmittedRecords
 from moldau.connect.worker.task_runner import IDLE_WAIT_S, TaskRunner, TaskSetup
@@ -43,6 +45,7 @@ class SourceTaskRunner(TaskRunner):
         self.producer: Producer | None = None
         self.delivery_error: KafkaError | None = None
         self.task_started = False
+        self.passthrough: PassthroughSender | None = None
 
     def producer_config(self) -> dict[str, Any]:
         return {**PRODUCER_DEFAULTS, **self.setup.client_config("producer"),
@@ -70,16 +73,36 @@ class SourceTaskRunner(TaskRunner):
 
     def execute(self) -> None:
         assert self.producer is not None
+        self.passthrough = self._passthrough_sender()
         while not self.stopping.is_set():
             if self.paused.is_set():
                 self.stopping.wait(IDLE_WAIT_S)
             else:
-                for record in self.task.poll() or ():
-                    self._send(record)
+                self._poll_and_send()
             self.producer.poll(0)
             self._check_deliveries()
             if self.commit_due():
                 self.commit_offsets()
+
+    def _poll_and_send(self) -> None:
+        if self.passthrough is not None:
+            self.passthrough.poll_and_send()
+            return
+        for record in self.task.poll() or ():
+            self._send(record)
+
+    def _passthrough_sender(self) -> PassthroughSender | None:
+        """The sender of the pass-through path (`moldau.connect.passthrough`) when it applies to this task."""
+        assert self.producer is not None and self.converters is not None and self.transforms is not None
+        if not passthrough_applies(self.task, self.converters, self.transforms):
+            return None
+        assert isinstance(self.task, PassthroughSourceTask)
+        log.info("connector %s task %d: records pass through unconverted", self.setup.connector, self.setup.task_id)
+        return PassthroughSender(self.task, self.producer, self.submitted, self.setup.on_topic,
+                                 self._delivery_failed, self._check_deliveries)
+
+    def _delivery_failed(self, error: KafkaError) -> None:
+        self.delivery_error = error
 
     def _check_deliveries(self) -> None:
         if self.delivery_error is not None:

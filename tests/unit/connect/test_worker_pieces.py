@@ -125,3 +125,26 @@ def test_string_and_bytes_converters() -> None:
     assert header.from_connect_header("t", "k", None, True) == b"true"
     assert header.to_connect_header("t", "k", b"v").value == "v"
     assert header.to_connect_header("t", "k", b"\xff").value == b"\xff"
+
+
+def test_records_pass_through_only_with_byte_converters_no_transforms_and_a_task_that_can() -> None:
+    from moldau.connect.converters.json import JsonConverter
+    from moldau.connect.plugins import PluginRegistry
+    from moldau.connect.transforms.chain import build_chain
+    from moldau.connect.worker.passthrough import passthrough_applies
+    from moldau.connect.worker.plugin_setup import Converters
+    from moldau.mirror.checkpoint import MirrorCheckpointTask
+    from moldau.mirror.source import MirrorSourceTask
+
+    registry = PluginRegistry.discover(entry_points=False)
+    no_transforms = build_chain({}, registry)
+    a_transform = build_chain({"transforms": "route", "transforms.route.type": "RegexRouter",
+                               "transforms.route.regex": "(.*)", "transforms.route.replacement": "copy-$1"}, registry)
+    raw = Converters(ByteArrayConverter(), ByteArrayConverter(), SimpleHeaderConverter())
+    assert passthrough_applies(MirrorSourceTask(), raw, no_transforms)
+    assert passthrough_applies(MirrorSourceTask(), Converters(ByteArrayConverter(), ByteArrayConverter(),
+                                                              ByteArrayConverter()), no_transforms)
+    assert not passthrough_applies(MirrorSourceTask(), raw, a_transform)  # the transform must see records
+    assert not passthrough_applies(MirrorSourceTask(), Converters(ByteArrayConverter(), JsonConverter(),
+                                                                  SimpleHeaderConverter()), no_transforms)
+    assert not passthrough_applies(MirrorCheckpointTask(), raw, no_transforms)  # returns SourceRecords only
