@@ -33,6 +33,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from moldau.connect.api import ExactlyOnceSupport, RecordMetadata, SourceConnector, SourceRecord, SourceTask
 from moldau.connect.config import ConfigValue
 from moldau.connect.errors import ConnectException
+from moldau.connect.worker.passthrough import PassthroughSender
 from moldau.connect.worker.source_runner import SourceTaskRunner
 from moldau.connect.worker.states import State
 from moldau.connect.worker.stores import OffsetStore
@@ -189,6 +190,11 @@ class ExactlyOnceSourceTaskRunner(SourceTaskRunner):
             self.in_transaction = False  # aborted by whoever fenced it
             self.fenced = True
             self.report(State.UNASSIGNED)
+
+    def _passthrough_sender(self) -> PassthroughSender | None:
+        """None: the pass-through path produces outside any transaction, so exactly-once tasks take the ordinary
+        one, whose records and offsets go into the boundary's transaction."""
+        return None
 
     def _check_deliveries(self) -> None:
         if _fenced(self.delivery_error):
