@@ -18,6 +18,9 @@ Every request a node serves passes through `Dispatcher.handle_frame`, in this or
    CreateTopics, CreatePartitions and DeleteTopics create or delete), the handler puts the throttle time in its
    response, and the connection is muted for that time once the response is out (KIP-219; see
    `moldau.security.quotas`);
+   A handler may return a `codec.DeferredBody` (an acks=all Produce waiting for its followers): dispatch then
+   returns a `codec.PendingResponse`, and the connection serves its next requests while it waits, writing the
+   responses in request order;
 5. a `KafkaError` a handler (or a filter) left unanswered becomes the response's top-level error code where it
    has one, else the connection closes; any other exception gets a note naming the request and closes the
    connection (`KafkaConnection` logs it).
@@ -27,6 +30,7 @@ No sockets here: the dispatcher takes bytes and returns bytes, so it is tested i
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import logging
@@ -102,8 +106,9 @@ class Dispatcher:
         self._apis = apis
         self._controller_apis = controller_apis
 
-    async def handle_frame(self, frame: Frame, conn: ConnectionInfo) -> Response | None:
-        """The response frame's pieces (without the size prefix), or None when no response is sent.
+    async def handle_frame(self, frame: Frame, conn: ConnectionInfo) -> Response | codec.PendingResponse | None:
+        """The response frame's pieces (without the size prefix), or None when no response is sent; for a handler
+        that finishes its response later (`codec.DeferredBody`), a `codec.PendingResponse` that will hold them.
 
         Raises InvalidRequest (or another exception) when the connection must close instead.
         """
@@ -141,6 +146,8 @@ class Dispatcher:
                 response = _with_throttle(response, quota.throttle_ms)
             if response is None:
                 return None
+            if isinstance(response, codec.DeferredBody):
+                return codec.PendingResponse(asyncio.ensure_future(_finish(api, schema, header, response)))
             return codec.encode_response(schema, header.correlation_id, response)
         except KafkaError as exc:
             return _unanswered_error_response(api, schema, header, exc)
@@ -193,6 +200,15 @@ class Dispatcher:
         if api.decode is not None:
             return api.decode(frame, codec.body_start(schema, frame, header), header.api_version)
         return codec.decode_request(schema, frame, header)
+
+
+async def _finish(api: Api, schema: codec.ApiSchema, header: codec.RequestHeader, deferred: codec.DeferredBody
+                  ) -> Response:
+    """The encoded response of a handler that finished it later."""
+    try:
+        return codec.encode_response(schema, header.correlation_id, await deferred.body)
+    except KafkaError as exc:
+        return _unanswered_error_response(api, schema, header, exc)
 
 
 def _with_throttle(response: Any, throttle_ms: int) -> Any:
