@@ -352,6 +352,13 @@ def summarise(results: list[dict[str, Any]], seconds: float, detail: str) -> dic
 
 def parse_args() -> argparse.Namespace:
     exit_on_sigterm()
+    args = build_parser().parse_args()
+    if args.acks == "0":
+        raise SystemExit("--acks 0 has no responses to count")
+    return args
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mode", choices=("produce", "fetch"), default="produce")
     parser.add_argument("--processes", type=int, default=2, help="load processes")
@@ -371,10 +378,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--bootstrap", help="a running broker or cluster (default: start a fresh one)")
     parser.add_argument("--nodes", type=int, default=1, help="nodes of the fresh cluster (1 or 3)")
     parser.add_argument("--raw-mb", type=int, default=1024, help="MiB moved per raw-limit figure (0: skip)")
-    args = parser.parse_args()
-    if args.acks == "0":
-        parser.error("--acks 0 has no responses to count")
-    return args
+    return parser
 
 
 @contextlib.contextmanager
@@ -420,6 +424,52 @@ def print_report(args: argparse.Namespace, figures: dict[str, Any], limits: dict
     for name, label in (("discard", "loopback, discard"), ("append", "loopback, file append")):
         if limits[name]:
             print(f"raw limit {label + ':':23}{limits[name]:8,.0f} MB/s   ratio {figures['mb_s'] / limits[name]:.3f}")
+
+
+# --------------------------------------------------------------------------- as a scenario of bench/run_all.py
+
+# (metric, options): the figures recorded in docs/benchmarks.md, each on its own fresh topic.
+SCENARIO_CASES = (
+    ("produce 1 MiB acks=1", {"mode": "produce", "acks": "1"}),
+    ("produce 1 MiB acks=all", {"mode": "produce", "acks": "all"}),
+    ("produce 1 record", {"mode": "produce", "batch_bytes": 100, "value_bytes": 100, "in_flight": 8}),
+    ("fetch 1 MiB", {"mode": "fetch"}),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of this driver when run by ``bench/run_all.py`` (the rest take their defaults)."""
+    parser.add_argument("--seconds", type=float, help="measured seconds per case (default 10, quick 4)")
+
+
+def scenario_case(what: str, options: dict[str, Any], seconds: float) -> Any:
+    from bench.common import Case
+
+    def measure(target: Any, _sink: Any) -> dict[str, float | None]:
+        args = build_parser().parse_args([])
+        vars(args).update(options, seconds=seconds, warmup=1.0, fill_mb=128)
+        topic = make_topic(target.bootstrap, args)
+        figures = measure_produce(target.bootstrap, topic, args) if args.mode == "produce" else \
+            measure_fetch(target.bootstrap, topic, args)
+        return {f"{what} requests/s": figures["requests_s"], f"{what} MB/s": figures["mb_s"]}
+
+    return Case(f"raw {what}", measure)
+
+
+def run(args: argparse.Namespace, targets: list[tuple[str, str]], limits: dict[str, float]) -> list[Any]:
+    """Every case of ``SCENARIO_CASES`` on every target; produce MB/s against loopback + file append, fetch MB/s
+    against loopback discard."""
+    from bench.common import repeats, run_cases
+    from bench.tables import build_table, raw_note
+
+    seconds = float(args.seconds or (4 if args.quick else 10))
+    results = run_cases(targets, [scenario_case(w, o, seconds) for w, o in SCENARIO_CASES], repeats(args))
+    baselines = {f"{what} MB/s": limits["discard" if options["mode"] == "fetch" else "append"]
+                 for what, options in SCENARIO_CASES}
+    table = build_table(f"raw-protocol driver (bench/raw_driver.py defaults: 2 processes x 2 connections), "
+                        f"{seconds:.0f} s per case, median of {repeats(args)}", results, baselines)
+    table.notes += [raw_note(limits, "append") + " (produce)", raw_note(limits, "discard") + " (fetch)"]
+    return [table]
 
 
 if __name__ == "__main__":
