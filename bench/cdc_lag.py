@@ -33,7 +33,7 @@ from typing import Any
 
 import psycopg2
 import psycopg2.extras
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Message, Producer
 
 from bench.common import running_broker
 from moldau.connect.connectors.postgres_cdc import pgoutput
@@ -134,7 +134,7 @@ def moldau_phase(url: str, port: int, dbname: str, bootstrap: str, work: Path, i
         writer.start()
         deadline = time.monotonic() + seconds + 60
         while wanted and time.monotonic() < deadline:
-            for message in consumer.consume(1000, 0.05):
+            for message in received(consumer):
                 if message.error() or not message.value():
                     continue
                 arrived = time.time()
@@ -151,6 +151,14 @@ def moldau_phase(url: str, port: int, dbname: str, bootstrap: str, work: Path, i
     finally:
         worker.stop()
         worker.cleanup()
+
+
+def received(consumer: Consumer) -> list[Message]:
+    """The records that have arrived, as soon as there is one. consume(n, timeout) would wait until it has n
+    records or the timeout passed: at 500 rows/s, consume(1000, 0.05) adds up to 50 ms to each row's lag (the
+    figures before this was fixed showed p50 29 ms / p99 55 ms for the broker hop; poll() gives 4 ms / 9 ms)."""
+    first = consumer.poll(0.05)
+    return [] if first is None else [first, *consumer.consume(1000, 0)]
 
 
 def broker_hop_phase(bootstrap: str, rate: int, seconds: float) -> tuple[list[float], float]:
@@ -185,7 +193,7 @@ def broker_hop_phase(bootstrap: str, rate: int, seconds: float) -> tuple[list[fl
     lags: list[float] = []
     deadline = time.monotonic() + seconds + 60
     while len(lags) < total and time.monotonic() < deadline:
-        for message in consumer.consume(1000, 0.05):
+        for message in received(consumer):
             if not message.error():
                 lags.append((time.time() - float(message.value() or b"0")) * 1000)
     sender.join()

@@ -15,8 +15,10 @@ a broker needs around it:
 
 from __future__ import annotations
 
+import asyncio
 import io
 import struct
+from collections.abc import Awaitable
 from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any
@@ -204,6 +206,21 @@ class EncodedBody:
     """A response body a handler encoded itself (Fetch, to pass record batches on without copies)."""
 
     parts: list[bytes | memoryview]
+
+
+@dataclass(frozen=True, slots=True)
+class DeferredBody:
+    """A response a handler finishes later (an acks=all Produce waiting for its followers): the connection goes on
+    serving the requests after it meanwhile and still writes every response in request order."""
+
+    body: Awaitable[EncodedBody]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingResponse:
+    """What dispatch returns for a `DeferredBody`: the response frame's parts, once the handler finishes."""
+
+    parts: asyncio.Future[list[bytes | memoryview]]
 
 
 def encode_response(schema: ApiSchema, correlation_id: int, response: Any) -> list[bytes | memoryview]:

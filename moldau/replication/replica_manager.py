@@ -12,8 +12,9 @@ that are gone, and gives each hosted partition its role from the image:
   rules of `follower_rules` decide.
 - *Neither* (no leader): the log is kept, nothing happens until an image names a leader.
 
-Fetches that wait for data (consumers, followers) register a future on the partition; appends and high
-watermark advances complete them (no polling loops).
+Fetches that wait for data register a future on the partition (no polling loops): a follower's is completed by
+the next append, a consumer's by the next high watermark advance, which happens while serving the follower fetch
+that reports the new offset (and releases the acks=all requests waiting for it in the same step).
 """
 
 from __future__ import annotations
@@ -92,7 +93,11 @@ class HostedPartition:
     leader: int
     leader_epoch: int
     leader_state: LeaderState | None = None  # set while this broker leads the partition
+    # Waiting fetches. Consumers' (and share fetches') wait for the high watermark to move; followers' for appends.
+    # Kept apart so that an append does not wake consumers who may not read it yet, nor a high watermark advance
+    # followers who have nothing new to copy: each needless wake is a fetch read again for nothing.
     waiters: set[asyncio.Future[None]] = field(default_factory=set)
+    replica_waiters: set[asyncio.Future[None]] = field(default_factory=set)
     ack_waiters: list[_AckWaiter] = field(default_factory=list)
 
     @property
@@ -101,10 +106,17 @@ class HostedPartition:
         return self.leader_state.isr if self.leader_state is not None else ()
 
     def wake_waiters(self) -> None:
-        for waiter in self.waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        self.waiters.clear()
+        """Wake every waiting fetch, consumers' and followers' (leadership moved, the broker stops)."""
+        _wake(self.waiters)
+        _wake(self.replica_waiters)
+
+    def wake_consumers(self) -> None:
+        """The high watermark moved: consumers may read more."""
+        _wake(self.waiters)
+
+    def wake_followers(self) -> None:
+        """Records were appended: followers have something to copy."""
+        _wake(self.replica_waiters)
 
     def release_acks(self, error: ErrorCode | None = None) -> None:
         """Answer acks=all waiters whose offset the high watermark has reached (all of them with `error`)."""
@@ -123,6 +135,13 @@ class HostedPartition:
             else:
                 keep.append(waiter)
         self.ack_waiters = keep
+
+
+def _wake(waiters: set[asyncio.Future[None]]) -> None:
+    for waiter in waiters:
+        if not waiter.done():
+            waiter.set_result(None)
+    waiters.clear()
 
 
 class ReplicaManager:
@@ -339,21 +358,22 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.fenced_leader_epoch)
         raise KafkaError(ErrorCode.unknown_leader_epoch)
 
-    async def wait_for_data(self, keys: list[TopicPartition], timeout_ms: float) -> None:
-        """Return when any of these partitions gets an append or a new high watermark, or after the timeout."""
+    async def wait_for_data(self, keys: list[TopicPartition], timeout_ms: float, replica: bool = False) -> None:
+        """Return when any of these partitions gets a new high watermark (a follower's fetch, `replica`: an append),
+        or leadership changes, or after the timeout."""
         if timeout_ms <= 0:
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         hosted = [self.partitions[k] for k in keys if k in self.partitions]
         for h in hosted:
-            h.waiters.add(waiter)
+            (h.replica_waiters if replica else h.waiters).add(waiter)
         try:
             await asyncio.wait_for(waiter, timeout_ms / 1000.0)
         except TimeoutError:
             pass
         finally:
             for h in hosted:
-                h.waiters.discard(waiter)
+                (h.replica_waiters if replica else h.waiters).discard(waiter)
 
     # -- the leader's side --------------------------------------------------------------------------------------
 
@@ -380,8 +400,9 @@ class ReplicaManager:
         return result
 
     def _after_leader_append(self, hosted: HostedPartition) -> None:
+        # Followers long-polling for this data get it at once; consumers when the high watermark passes it.
+        hosted.wake_followers()
         self._advance_high_watermark(hosted)
-        hosted.wake_waiters()  # followers long-polling for this data
 
     async def wait_for_acks(self, hosted: HostedPartition, end_offset: int, timeout_ms: int) -> ErrorCode:
         """Wait until the high watermark reaches `end_offset` (every ISR member has the records below it).
@@ -419,7 +440,7 @@ class ReplicaManager:
         if hw is not None:
             hosted.log.high_watermark = hw
             hosted.release_acks()
-            hosted.wake_waiters()  # consumers waiting for committed records
+            hosted.wake_consumers()  # consumers waiting for committed records
 
     # -- ISR changes --------------------------------------------------------------------------------------------
 

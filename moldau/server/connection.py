@@ -1,7 +1,11 @@
 """One client connection: frames in, responses out, in order.
 
 Like Kafka, a connection has one request being processed at a time; the next is read from the buffer only
-after the previous response was queued, so responses always go out in request order. Frames that arrive
+after the previous response was queued, so responses always go out in request order. One exception: an acks=all
+Produce that has appended its records answers only once the followers have them, and meanwhile the connection
+serves the requests after it (a producer's next batches are appended and ride the same follower fetch, instead of
+each waiting a replication round trip of its own); responses still go out in request order (`_write_in_order`),
+and past `_MAX_UNWRITTEN` unwritten responses the connection stops serving until the oldest is out. Frames that arrive
 meanwhile wait in a bounded queue: past `queued.max.requests` frames, or about one maximum-size request in
 bytes, the socket stops being read (TCP backpressure then slows the client). Writes that outrun the client
 pause processing until the transport drains.
@@ -31,7 +35,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from moldau.clock import Clock, SystemClock
-from moldau.protocol.codec import InvalidRequest
+from moldau.protocol.codec import InvalidRequest, PendingResponse
 from moldau.protocol.framing import Frame, FrameReader, FrameTooLarge, frame
 from moldau.security.connection_quotas import ConnectionQuotas
 from moldau.security.principal import ANONYMOUS, KafkaPrincipal
@@ -42,10 +46,20 @@ from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget
 log = logging.getLogger(__name__)
 
 _QUEUE, _BUDGET, _THROTTLE = "queue", "budget", "throttle"  # why reading is paused
+# Responses a connection may hold unwritten before it stops serving requests (librdkafka and the Java client keep
+# at most 5 requests in flight per connection by default).
+_MAX_UNWRITTEN = 16
+
+
+def _ready(parts: list[bytes | memoryview]) -> asyncio.Future[list[bytes | memoryview]]:
+    future: asyncio.Future[list[bytes | memoryview]] = asyncio.get_running_loop().create_future()
+    future.set_result(parts)
+    return future
 
 
 class FrameHandler(Protocol):
-    async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[bytes | memoryview] | None: ...
+    async def handle_frame(self, frame: Frame, conn: KafkaConnection
+                           ) -> list[bytes | memoryview] | PendingResponse | None: ...
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -86,7 +100,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.client_host: str = ""  # the peer's address, without the port (ACL host filters, per-IP limits)
         self.last_activity_ms = self._clock.monotonic_ms()
         self.frame_started_ms: float | None = None
-        self.busy = False  # a request is being processed (a long poll is not idleness)
+        self._busy = False  # a request is being processed (a long poll is not idleness)
+        # Responses not written yet, in request order: those still pending (acks=all Produce) and any behind them.
+        self._unwritten: collections.deque[asyncio.Future[list[bytes | memoryview]]] = collections.deque()
+        self._written: asyncio.Event = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
         self.frames_received = 0
 
     # -- asyncio.BufferedProtocol ------------------------------------------------------------------------------
@@ -164,6 +182,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._task is not None:
             self._task.cancel()
             self._task = None
+        if self._writer is not None:
+            self._writer.cancel()
+            self._writer = None
+        for pending in self._unwritten:
+            pending.cancel()
+        self._unwritten.clear()
         # Drop every buffer now and give the bytes back to the budget; nothing may keep them alive.
         self._queue.clear()
         self._queued_bytes = 0
@@ -187,11 +211,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     await self._wakeup.wait()
                     continue
                 request = self._queue.popleft()  # its bytes stay counted until its response is queued
-                self.busy = True
+                self._busy = True
                 try:
                     response = await self._handler.handle_frame(request, self)
                 finally:
-                    self.busy = False
+                    self._busy = False
                     if self._transport is not None:  # else connection_lost already gave every byte back
                         self._queued_bytes -= len(request)
                         self._account()
@@ -199,12 +223,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     del request
                 if self._transport is None or self._transport.is_closing():
                     return
-                if response is not None:
+                if isinstance(response, PendingResponse):
+                    await self._queue_unwritten(response.parts)
+                elif response is not None and self._unwritten:
+                    await self._queue_unwritten(_ready(response))  # behind the responses still pending
+                elif response is not None:
                     self._transport.writelines(frame(response))
                     self.last_activity_ms = self._clock.monotonic_ms()
                     if not self._can_write.is_set():
                         await self._can_write.wait()
                 if self.sasl is not None and self.sasl.close_after_response:
+                    await self._all_written()
                     self.close()  # failed authentication: the answer goes out, then the connection closes
                     return
                 await self._wait_out_mute()
@@ -215,6 +244,41 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("closing connection from %s after an unexpected error", self.peer)
             self.abort("internal error")
+
+    async def _queue_unwritten(self, parts: asyncio.Future[list[bytes | memoryview]]) -> None:
+        """Queue a response that is not complete yet (or one behind such); the writer sends them in order.
+        Past `_MAX_UNWRITTEN` of them, serving stops until the oldest goes out."""
+        self._unwritten.append(parts)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write_in_order())
+        while len(self._unwritten) > _MAX_UNWRITTEN:
+            self._written.clear()
+            await self._written.wait()
+
+    async def _write_in_order(self) -> None:
+        try:
+            while self._unwritten:
+                parts = await self._unwritten[0]
+                self._unwritten.popleft()
+                self._written.set()
+                if self._transport is None or self._transport.is_closing():
+                    return
+                self._transport.writelines(frame(parts))
+                self.last_activity_ms = self._clock.monotonic_ms()
+                if not self._can_write.is_set():
+                    await self._can_write.wait()
+        except asyncio.CancelledError:
+            raise
+        except InvalidRequest as exc:
+            self.abort(f"invalid request: {exc}")
+        except Exception:
+            log.exception("closing connection from %s after an unexpected error", self.peer)
+            self.abort("internal error")
+
+    async def _all_written(self) -> None:
+        while self._unwritten:
+            self._written.clear()
+            await self._written.wait()
 
     def mute_for(self, ms: int) -> None:
         """Neither read nor serve this connection for `ms` after the current response (KIP-219)."""
@@ -254,6 +318,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if (len(self._queue) < self._limits.max_queued_requests // 2
                 and self._queued_bytes <= self._limits.max_queued_bytes // 2):
             self._resume(_QUEUE)
+
+    @property
+    def busy(self) -> bool:
+        """A request is being served or its response is still pending: the connection is not idle."""
+        return self._busy or bool(self._unwritten)
 
     @property
     def held_bytes(self) -> int:

@@ -18,6 +18,9 @@ Every request a node serves passes through `Dispatcher.handle_frame`, in this or
    CreateTopics, CreatePartitions and DeleteTopics create or delete), the handler puts the throttle time in its
    response, and the connection is muted for that time once the response is out (KIP-219; see
    `moldau.security.quotas`);
+   A handler may return a `codec.DeferredBody` (an acks=all Produce waiting for its followers): dispatch then
+   returns a `codec.PendingResponse`, and the connection serves its next requests while it waits, writing the
+   responses in request order;
 5. a `KafkaError` a handler (or a filter) left unanswered becomes the response's top-level error code where it
    has one, else the connection closes; any other exception gets a note naming the request and closes the
    connection (`KafkaConnection` logs it).
@@ -27,6 +30,7 @@ No sockets here: the dispatcher takes bytes and returns bytes, so it is tested i
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import logging
@@ -105,8 +109,9 @@ class Dispatcher:
         self._apis = apis
         self._controller_apis = controller_apis
 
-    async def handle_frame(self, frame: Frame, conn: ConnectionInfo) -> Response | None:
-        """The response frame's pieces (without the size prefix), or None when no response is sent.
+    async def handle_frame(self, frame: Frame, conn: ConnectionInfo) -> Response | codec.PendingResponse | None:
+        """The response frame's pieces (without the size prefix), or None when no response is sent; for a handler
+        that finishes its response later (`codec.DeferredBody`), a `codec.PendingResponse` that will hold them.
 
         Raises InvalidRequest (or another exception) when the connection must close instead.
         """
@@ -129,6 +134,7 @@ class Dispatcher:
             return _malformed_body_response(schema, header, exc)
         quota = self._request_quota(header, conn)
         started_ms = self._services.clock.monotonic_ms() if self._counters is not None else 0.0
+        deferred = False  # a response finished later counts its time when it is finished
         context = RequestContext(header, schema, self._services, conn.peer, conn.is_controller_listener,
                                  conn.listener, conn.principal, conn.client_host, conn.security_protocol, quota,
                                  sasl, self._authorizer, self._from_node(conn))
@@ -145,6 +151,10 @@ class Dispatcher:
                 response = _with_throttle(response, quota.throttle_ms)
             if response is None:
                 return None
+            if isinstance(response, codec.DeferredBody):
+                deferred = True
+                return codec.PendingResponse(asyncio.ensure_future(
+                    self._finish(api, schema, header, response, started_ms)))
             return codec.encode_response(schema, header.correlation_id, response)
         except KafkaError as exc:
             return _unanswered_error_response(api, schema, header, exc)
@@ -153,9 +163,23 @@ class Dispatcher:
             exc.add_note(f"while serving {api.name} v{header.api_version}: {request!r:.2000}")
             raise
         finally:
-            if self._counters is not None:
-                self._counters.request_served(api.name, header.api_version,
-                                              self._services.clock.monotonic_ms() - started_ms)
+            if not deferred:
+                self._count(api, header, started_ms)
+
+    def _count(self, api: Api, header: codec.RequestHeader, started_ms: float) -> None:
+        if self._counters is not None:
+            self._counters.request_served(api.name, header.api_version,
+                                          self._services.clock.monotonic_ms() - started_ms)
+
+    async def _finish(self, api: Api, schema: codec.ApiSchema, header: codec.RequestHeader,
+                      deferred: codec.DeferredBody, started_ms: float) -> Response:
+        """The encoded response of a handler that finished it later."""
+        try:
+            return codec.encode_response(schema, header.correlation_id, await deferred.body)
+        except KafkaError as exc:
+            return _unanswered_error_response(api, schema, header, exc)
+        finally:
+            self._count(api, header, started_ms)
 
     def _from_node(self, conn: ConnectionInfo) -> bool:
         """Is this a request from another node: on a controller listener, from a principal that may CLUSTER_ACTION

@@ -4,8 +4,9 @@ The response holds whole stored batches, byte for byte as they are on disk. Limi
 response and `partition_max_bytes` per partition, except that the first partition with data always gets at
 least one whole batch, so a consumer can never be stuck behind a batch larger than its limits (as in Kafka).
 
-Long poll: when fewer than `min_bytes` are available, the request waits up to `max_wait_ms` for an append to
-any of its partitions, then reads again. Waiting is a future completed by the append, not a sleep loop.
+Long poll: when fewer than `min_bytes` are available, the request waits up to `max_wait_ms` for more to read in
+any of its partitions, then reads again: a consumer for the high watermark to move, a follower for an append.
+Waiting is a future completed by the append or the high watermark advance, not a sleep loop.
 
 Followers fetch with their broker id (`replica_state.replica_id` from v15, `replica_id` before): they read up to
 the log end rather than the high watermark, their fetch offset reports their position to the replica manager
@@ -80,7 +81,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             _count_bytes_out(ctx, wanted, reads, replica_id >= 0)
             return _response(ctx, ErrorCode.none, reads, replica_id < 0)
         keys: list[TopicPartition] = [(name, p.partition) for name, p, _ in wanted if name is not None]
-        await ctx.broker.replicas.wait_for_data(keys, remaining_ms)
+        await ctx.broker.replicas.wait_for_data(keys, remaining_ms, replica=replica_id >= 0)
 
 
 def _count_bytes_out(ctx: RequestContext, wanted: list[tuple[str | None, Any, Any]], reads: list[_PartitionRead],

@@ -8,7 +8,9 @@ re-encoded. Each partition succeeds or fails on its own, with Kafka's error code
 
 acks=all (-1): refused up front with NOT_ENOUGH_REPLICAS when the ISR is smaller than min.insync.replicas;
 otherwise the answer waits (up to the request's timeout) until every ISR member has the records, that is until
-the high watermark passes them (`ReplicaManager.wait_for_acks`). Partitions of one request wait together.
+the high watermark passes them (`ReplicaManager.wait_for_acks`). Partitions of one request wait together. The
+wait is the response's (`DeferredBody`), not the connection's: the producer's next requests on the connection
+are appended meanwhile, and the responses go out in request order.
 
 Transactional batches need the request's transactional id. Before a producer's first transactional write to a
 partition, the transaction coordinator is asked whether the partition is in the producer's open transaction
@@ -33,7 +35,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from moldau.protocol.codec import CloseConnection, EncodedBody
+from moldau.protocol.codec import CloseConnection, DeferredBody, EncodedBody
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.produce_request import ProduceRequest, parse_produce_request
 from moldau.protocol.produce_response import (
@@ -68,7 +70,7 @@ class _Pending:
     schema_ids: frozenset[int] = frozenset()
 
 
-async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedBody | None:
+async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedBody | DeferredBody | None:
     acks = request.acks
     topics = []
     appended: Appended = []
@@ -94,7 +96,14 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedBody | 
             raise CloseConnection(f"acks=0 produce failed: {ErrorCode(failed[0]).name}")
         return None
     if acks == -1 and appended:
-        await _wait_for_acks(ctx, appended, request.timeout_ms)
+        # Answered once the followers have the records; the connection serves its next requests meanwhile.
+        return DeferredBody(_answer_after_acks(ctx, appended, request.timeout_ms, throttle_ms, topics))
+    return EncodedBody(encode_produce_response(ctx.version, throttle_ms, topics))
+
+
+async def _answer_after_acks(ctx: RequestContext, appended: Appended, timeout_ms: int, throttle_ms: int,
+                             topics: list[TopicResponse]) -> EncodedBody:
+    await _wait_for_acks(ctx, appended, timeout_ms)
     return EncodedBody(encode_produce_response(ctx.version, throttle_ms, topics))
 
 

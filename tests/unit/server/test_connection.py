@@ -7,7 +7,7 @@ import struct
 from typing import Any
 
 from moldau.clock import ManualClock
-from moldau.protocol.codec import InvalidRequest
+from moldau.protocol.codec import InvalidRequest, PendingResponse
 from moldau.protocol.framing import Frame
 from moldau.server.connection import KafkaConnection
 from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget, sweep
@@ -99,6 +99,81 @@ def test_responses_leave_in_request_order_whatever_the_chunking() -> None:
         feed(conn, b"".join(sized(f) for f in frames), chunk=7)
         await settle()
         assert transport.written == [sized(f) for f in frames]
+
+    asyncio.run(run())
+
+
+class DeferringHandler:
+    """Frames starting with "wait" get a pending response (as an acks=all Produce does), answered when the test
+    releases it; others are answered at once. Records the order in which frames were served."""
+
+    def __init__(self) -> None:
+        self.served: list[bytes] = []
+        self.pending: list[asyncio.Future[list[bytes | memoryview]]] = []
+
+    async def handle_frame(self, frame: Frame, conn: KafkaConnection
+                           ) -> list[bytes | memoryview] | PendingResponse | None:
+        self.served.append(bytes(frame))
+        if bytes(frame).startswith(b"wait"):
+            future: asyncio.Future[list[bytes | memoryview]] = asyncio.get_running_loop().create_future()
+            self.pending.append(future)
+            return PendingResponse(future)
+        return [bytes(frame)]
+
+
+def test_requests_behind_a_pending_response_are_served_but_answered_in_order() -> None:
+    async def run() -> None:
+        handler = DeferringHandler()
+        conn, transport = attach(handler)
+        feed(conn, sized(b"wait-1") + sized(b"wait-2") + sized(b"now"))
+        await settle()
+        assert handler.served == [b"wait-1", b"wait-2", b"now"]  # served while the first one waits
+        assert transport.written == []  # but nothing overtakes the first response
+        handler.pending[1].set_result([b"second"])
+        await settle()
+        assert transport.written == []
+        handler.pending[0].set_result([b"first"])
+        await settle()
+        assert transport.written == [sized(b"first"), sized(b"second"), sized(b"now")]
+        assert not conn.busy
+        feed(conn, sized(b"later"))
+        await settle()
+        assert transport.written[-1] == sized(b"later")  # with nothing pending, written directly again
+
+    asyncio.run(run())
+
+
+def test_pending_responses_are_bounded_per_connection() -> None:
+    async def run() -> None:
+        handler = DeferringHandler()
+        conn, transport = attach(handler)
+        feed(conn, b"".join(sized(b"wait-%d" % i) for i in range(40)))
+        await settle()
+        served = len(handler.served)
+        assert served < 40  # serving stopped until the oldest responses go out
+        assert conn.busy
+        for future in handler.pending:
+            future.set_result([b"done"])
+        for _ in range(10):
+            await settle()
+            for future in handler.pending:
+                if not future.done():
+                    future.set_result([b"done"])
+        assert len(handler.served) == 40
+        assert transport.written == [sized(b"done")] * 40
+
+    asyncio.run(run())
+
+
+def test_a_lost_connection_cancels_its_pending_responses() -> None:
+    async def run() -> None:
+        handler = DeferringHandler()
+        conn, _ = attach(handler)
+        feed(conn, sized(b"wait"))
+        await settle()
+        conn.connection_lost(None)
+        await settle()
+        assert handler.pending[0].cancelled()
 
     asyncio.run(run())
 
