@@ -10,6 +10,7 @@ from moldau.cli import (
     cluster,
     connect,
     consume,
+    features,
     groups,
     mirror,
     partitions,
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     transactions.register(commands)
     pipeline.register(commands)
     cluster.register(commands)
+    features.register(commands)
     acls.register(commands)
     quotas.register(commands)
     users.register(commands)

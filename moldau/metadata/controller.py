@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from moldau.config import NOT_YET_ACTED_ON, ConfigError, validate_topic_configs
-from moldau.metadata import broker_heartbeats, reassignment
+from moldau.metadata import broker_heartbeats, features, reassignment
 from moldau.metadata.broker_heartbeats import BrokerHeartbeats, HeartbeatDecision
 from moldau.metadata.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
 from moldau.metadata.leader_election import (
@@ -41,12 +41,14 @@ from moldau.metadata.records import (
     RESOURCE_TOPIC,
     ConfigRecord,
     Endpoint,
+    FeatureLevelRecord,
     MetadataRecord,
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
+    UnregisterBrokerRecord,
 )
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.security.acl.admin import acl_creations, acl_deletions
@@ -467,6 +469,36 @@ class Controller:
             records, results = scram_changes(self.image, deletions, upsertions)
             await self._commit(records)
             return results
+
+    # -- features --------------------------------------------------------------------------------------------
+
+    async def update_features(self, updates: Sequence[tuple[str, int, int]], validate_only: bool) -> None:
+        """Finalize feature levels (KIP-584): (name, level, upgrade type) each. All or nothing: the first invalid
+        update raises INVALID_UPDATE_VERSION and nothing is committed."""
+        async with self._lock:
+            self._check_active()
+            if len({name for name, _, _ in updates}) != len(updates):
+                raise KafkaError(ErrorCode.invalid_request, "a feature is named more than once")
+            current = self.image.features
+            for name, level, upgrade_type in updates:
+                features.check_update(current, name, level, upgrade_type)
+            if not validate_only:
+                await self._commit([FeatureLevelRecord(name, level) for name, level, _ in updates])
+
+    # -- brokers leaving ---------------------------------------------------------------------------------------
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        """Drop a broker's registration (UnregisterBroker, KIP-631), for a broker that is gone for good. A live
+        (unfenced) broker is refused: it would register again at its next heartbeat."""
+        async with self._lock:
+            self._check_active()
+            registration = self.image.brokers.get(broker_id)
+            if registration is None:
+                raise KafkaError(ErrorCode.broker_id_not_registered, f"broker {broker_id} is not registered")
+            if not registration.fenced:
+                raise KafkaError(ErrorCode.invalid_request,
+                                 f"broker {broker_id} is active; shut it down before unregistering it")
+            await self._commit([UnregisterBrokerRecord(broker_id, registration.broker_epoch)])
 
     # -- reassignments ---------------------------------------------------------------------------------------
 
