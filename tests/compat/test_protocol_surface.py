@@ -1,23 +1,30 @@
-"""Kafka 4.2's client and operator surface: coherent ApiVersions, DescribeTopicPartitions, UpdateFeatures and
-UnregisterBroker, through kafka-python's admin client, the `moldau` CLI and raw requests, on one broker."""
+"""Kafka 4.2's client and operator surface: coherent ApiVersions, DescribeTopicPartitions, UpdateFeatures,
+UnregisterBroker and AlterPartitionReassignments v1, through kafka-python's admin client, the `moldau` CLI and
+raw requests, on one broker."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
+from kio.schema.alter_partition_reassignments.v1.request import (
+    AlterPartitionReassignmentsRequest,
+    ReassignablePartition,
+    ReassignableTopic,
+)
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
 from kio.schema.api_versions.v4.request import ApiVersionsRequest as ApiVersionsV4
 from kio.schema.describe_topic_partitions.v0.request import Cursor, DescribeTopicPartitionsRequest, TopicRequest
 from kio.schema.types import BrokerId, TopicName
 from kio.schema.unregister_broker.v0.request import UnregisterBrokerRequest
-from kio.static.primitive import i32
+from kio.static.primitive import i32, i32Timedelta
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.raw_client import RawClient
@@ -74,7 +81,7 @@ def test_every_advertised_range_lies_within_kafka_4_2s(surface_broker: BrokerPro
             continue
         assert key in kafka, f"API {key} is not one Kafka 4.2 brokers serve"
         assert kafka[key][0] <= high and low <= high <= kafka[key][1], (key, (low, high), kafka[key])
-    assert {2: 11, 35: 4, 57: 2, 64: 0, 75: 0}.items() <= {k: v[1] for k, v in served.items()}.items()
+    assert {1: 18, 2: 11, 35: 4, 45: 1, 57: 2, 64: 0, 75: 0}.items() <= {k: v[1] for k, v in served.items()}.items()
 
 
 # -- DescribeTopicPartitions -------------------------------------------------------------------------------------
@@ -175,3 +182,22 @@ def test_unregister_broker_errors(surface_broker: BrokerProcess) -> None:
     with RawClient(bootstrap) as client:
         response = client.request(UnregisterBrokerRequest(broker_id=BrokerId(-5)))
     assert response.error_code.name == "broker_id_not_registered"
+
+
+# -- AlterPartitionReassignments v1 ------------------------------------------------------------------------------
+
+def test_reassignment_may_forbid_a_replication_factor_change(surface_broker: BrokerProcess,
+                                                               admin: KafkaAdminClient) -> None:
+    admin.create_topics([NewTopic("apr-rf", 2, 1)])
+    target = (BrokerId(1), BrokerId(1))
+    request = AlterPartitionReassignmentsRequest(
+        timeout=i32Timedelta.parse(timedelta(seconds=30)), allow_replication_factor_change=False,
+        topics=(ReassignableTopic(name=TopicName("apr-rf"), partitions=(
+            ReassignablePartition(partition_index=i32(0), replicas=target),
+            ReassignablePartition(partition_index=i32(1), replicas=(BrokerId(1),)))),))
+    with RawClient(surface_broker.bootstrap) as client:
+        response = client.request(request)
+    assert not response.allow_replication_factor_change
+    (topic,) = response.responses
+    assert [(p.partition_index, p.error_code.name) for p in topic.partitions] == [
+        (0, "invalid_replication_factor"), (1, "none")]
