@@ -7,6 +7,7 @@ import sys
 from moldau import __version__
 from moldau.cli import (
     acls,
+    client_metrics,
     cluster,
     connect,
     consume,
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     pipeline.register(commands)
     cluster.register(commands)
     features.register(commands)
+    client_metrics.register(commands)
     acls.register(commands)
     quotas.register(commands)
     users.register(commands)

@@ -98,6 +98,8 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("max.request.partition.size.limit", _T.INT, "2000",
               "The most partitions one DescribeTopicPartitions response carries; a request asking for more gets "
               "this many and a cursor to the rest (KIP-966).", at_least(1)),
+    ConfigDef("telemetry.max.bytes", _T.INT, "1048576",
+              "The largest metrics payload a client may push (KIP-714's PushTelemetry).", at_least(1)),
     ConfigDef("connections.max.idle.ms", _T.LONG, "600000",
               "Connections with no traffic for this long are closed; -1 never closes them.", at_least(-1)),
     # Client quotas and connection limits (moldau.security.quotas, moldau.security.connection_quotas).
@@ -382,6 +384,9 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "Where this broker serves the schema registry's REST API, as http://host:port (port 0: any free "
               "port); empty turns the HTTP listener off. Every broker serves the same registry, kept in the "
               "_schemas topic.", HTTP_LISTENER),
+    ConfigDef("client.telemetry.http.listeners", _T.STRING, "",
+              "Where this broker serves, as JSON over HTTP, the client metrics clients pushed to it (KIP-714), as "
+              "http://host:port (port 0: any free port); empty (the default) turns it off.", HTTP_LISTENER),
     # Authorization (ACLs).
     ConfigDef("authorizer.class.name", _T.STRING, "",
               "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer checks every request "

@@ -55,6 +55,7 @@ from moldau.security.acl.admin import acl_creations, acl_deletions
 from moldau.security.acl.model import AclBinding, AclBindingFilter
 from moldau.security.quota_admin import Ops, RawEntity, quota_changes
 from moldau.security.sasl.scram_admin import Deletion, Upsertion, UserResult, scram_changes
+from moldau.telemetry.configs import RESOURCE_CLIENT_METRICS, check_client_metrics_configs
 
 log = logging.getLogger(__name__)
 
@@ -423,6 +424,8 @@ class Controller:
             _apply_op(updated, name, op, value)
         if resource_type == RESOURCE_TOPIC:
             _check_configs(updated)
+        elif resource_type == RESOURCE_CLIENT_METRICS:
+            check_client_metrics_configs(resource_name, updated)
         else:
             _check_broker_configs(updated)
         if validate_only:
@@ -444,6 +447,10 @@ class Controller:
             ):
                 raise KafkaError(ErrorCode.invalid_request, f"unknown broker '{resource_name}'")
             return self.image.configs.get((RESOURCE_BROKER, resource_name), {})
+        if resource_type == RESOURCE_CLIENT_METRICS:
+            if not resource_name:
+                raise KafkaError(ErrorCode.invalid_request, "a client metrics subscription needs a name")
+            return self.image.configs.get((RESOURCE_CLIENT_METRICS, resource_name), {})
         raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource_type}")
 
     # -- client quotas ---------------------------------------------------------------------------------------

@@ -85,6 +85,8 @@ from moldau.share.manager import ShareGroups
 from moldau.share.settings import ShareBrokerSettings
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
+from moldau.telemetry.clients import ClientTelemetry
+from moldau.telemetry.http import TelemetryHttp
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +106,8 @@ class Broker:
     def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
         self.config = config
         self.clock: Clock = clock or SystemClock()
+        # Pushed client metrics (KIP-714), in memory only; the subscriptions are configs in the metadata log.
+        self.client_telemetry = ClientTelemetry(self.clock, lambda: self.config.telemetry_max_bytes)
         self.node_id = config.node_id
         self.is_broker = "broker" in config.process_roles
         self.is_controller = "controller" in config.process_roles
@@ -144,6 +148,7 @@ class Broker:
         self.txn_links: TxnLinks
         self.controller_requests: ControllerRequests
         self.registry: RegistryService | None = None  # the schema registry (moldau.registry), on brokers
+        self.telemetry_http: TelemetryHttp | None = None  # pushed client metrics as JSON (moldau.telemetry.http)
 
     @property
     def schema_lookup(self) -> SchemaLookup | None:
@@ -194,6 +199,8 @@ class Broker:
                 await server.start_serving()
             if self.registry is not None:
                 self.registry.start()
+            if self.telemetry_http is not None:
+                self.telemetry_http.start()
             self._tasks.append(asyncio.get_running_loop().create_task(self._maintenance()))
         log.info("moldau node %d started (cluster %s, roles %s), listening on %s", self.node_id, self.cluster_id,
                  ",".join(self.config.process_roles),
@@ -264,6 +271,11 @@ class Broker:
             self.registry = registry_for(self)
         except ConfigError as exc:
             raise StartupError(str(exc)) from exc
+        self.telemetry_http = TelemetryHttp(self.client_telemetry, self.config.client_telemetry_http_listeners or "")
+        try:
+            self.telemetry_http.bind()
+        except (ValueError, OSError) as exc:
+            raise StartupError(f"client.telemetry.http.listeners: {exc}") from exc
 
     async def _join_cluster(self) -> None:
         """Register with the active controller and wait to be unfenced; only then may clients be served."""
@@ -288,6 +300,8 @@ class Broker:
             await self._controlled_shutdown(self.lifecycle)
         if self.registry is not None:
             await self.registry.stop()
+        if self.telemetry_http is not None:
+            await self.telemetry_http.stop()
         for server in self._servers:
             server.close()
         if self.is_broker:

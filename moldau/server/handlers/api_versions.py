@@ -31,6 +31,9 @@ _FIRST_VERSION_WITH_ZERO_MIN_LEVEL = 4  # KIP-1022: v3 clients reject a supporte
 async def handle(ctx: RequestContext, request: Any) -> Any:
     from moldau.server.handlers.registry import APIS, CONTROLLER_APIS
 
+    if ctx.version >= 3:  # the client's software, for client metrics subscriptions that match on it (KIP-714)
+        ctx.broker.client_telemetry.note_software(ctx.peer, request.client_software_name,
+                                                  request.client_software_version)
     levels = finalized(ctx.broker.image.features)
     apis = _gated(CONTROLLER_APIS if ctx.on_controller_listener else APIS, levels)
     api_version = ctx.nested("ApiVersion")

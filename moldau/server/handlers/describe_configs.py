@@ -1,12 +1,13 @@
 """DescribeConfigs (key 32): the effective configs of topics and brokers, with where each value comes from.
 
-Resources are topics (type 2) and brokers (type 4). A topic lists every topic config: its own override
-(source DYNAMIC_TOPIC_CONFIG) or else the value of the broker config that supplies the default. A broker
-named by its id lists every broker config, read-only unless it can be changed at runtime; the broker named ""
-lists only the cluster-wide dynamic defaults, as in Kafka. Broker resources describe the broker that
-answers, so Kafka clients send them to that broker; another id is INVALID_REQUEST. A missing topic is
-UNKNOWN_TOPIC_OR_PARTITION, an illegal topic name INVALID_TOPIC_EXCEPTION, any other resource type
-INVALID_REQUEST. Each resource fails on its own.
+Resources are topics (type 2), brokers (type 4) and client metrics subscriptions (type 16, KIP-714: their
+`metrics`, `interval.ms` and `match`, set ones with source CLIENT_METRICS_CONFIG, the others with their
+defaults). A topic lists every topic config: its own override (source DYNAMIC_TOPIC_CONFIG) or else the value
+of the broker config that supplies the default. A broker named by its id lists every broker config, read-only
+unless it can be changed at runtime; the broker named "" lists only the cluster-wide dynamic defaults, as in
+Kafka. Broker resources describe the broker that answers, so Kafka clients send them to that broker; another id
+is INVALID_REQUEST. A missing topic is UNKNOWN_TOPIC_OR_PARTITION, an illegal topic name
+INVALID_TOPIC_EXCEPTION, any other resource type INVALID_REQUEST. Each resource fails on its own.
 
 `configuration_keys` limits the answer to those names (null or empty: all). Synonyms (v1+, when asked for)
 list every value that could supply the config, highest precedence first, e.g. a topic's `retention.ms`
@@ -29,6 +30,7 @@ from moldau.security.acl.rules import config_refusal
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
+from moldau.telemetry.configs import RESOURCE_CLIENT_METRICS, client_metrics_entries
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -75,6 +77,8 @@ def _entries(ctx: RequestContext, resource_type: int, name: str) -> list[ConfigE
         return topic_config_entries(ctx, ctx.broker.image.topic_configs(name))
     if resource_type == RESOURCE_BROKER:
         return _broker_entries(ctx, name)
+    if resource_type == RESOURCE_CLIENT_METRICS:
+        return client_metrics_entries(ctx.broker.image.configs.get((RESOURCE_CLIENT_METRICS, name), {}))
     raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource_type}")
 
 
