@@ -142,6 +142,9 @@ class Controller:
                 raise KafkaError(ErrorCode.duplicate_broker_registration,
                                  f"broker {broker_id} is registered by another live process")
             records: list[MetadataRecord] = broker_heartbeats.fence(self.image, broker_id, self._allow_unclean)
+            # The first registration also pins the feature levels in the log (Kafka's bootstrap records), so a
+            # later release with newer defaults does not change a running cluster's levels by itself.
+            records += [FeatureLevelRecord(name, level) for name, level in features.bootstrap(self.image.features)]
             epoch = self._quorum.next_offset()
             records.append(RegisterBrokerRecord(broker_id, incarnation_id, endpoints, rack, broker_epoch=epoch,
                                                 fenced=True))

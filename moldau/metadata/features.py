@@ -59,6 +59,11 @@ def finalized(features: Mapping[str, int]) -> dict[str, int]:
     return {name: features.get(name, f.default) for name, f in SUPPORTED.items()}
 
 
+def bootstrap(features: Mapping[str, int]) -> list[tuple[str, int]]:
+    """The levels to record for features the metadata log has none for: their defaults, where above 0."""
+    return [(name, f.default) for name, f in SUPPORTED.items() if name not in features and f.default > 0]
+
+
 def release(level: int) -> str:
     """metadata.version's release name, such as 4.2-IV1."""
     return _RELEASES.get(level, f"level {level}")

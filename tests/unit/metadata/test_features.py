@@ -3,6 +3,8 @@ and UnregisterBroker in the controller."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from moldau.metadata import features
@@ -74,3 +76,12 @@ def test_unregister_broker_needs_a_fenced_registration() -> None:
         assert info.value.code == code
     run(ctl.unregister_broker(2))
     assert sorted(quorum.image.brokers) == [1]
+
+
+def test_the_first_registration_pins_the_default_levels_in_the_log() -> None:
+    ctl, quorum = controller([], [])
+    run(ctl.register_broker(1, uuid.UUID(int=1), (), None))
+    assert dict(quorum.image.features) == {"metadata.version": 29, "group.version": 1, "share.version": 1}
+    run(ctl.update_features([("group.version", 0, SAFE_DOWNGRADE)], False))
+    run(ctl.register_broker(2, uuid.UUID(int=2), (), None))
+    assert quorum.image.features["group.version"] == 0  # what was finalized stays
