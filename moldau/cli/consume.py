@@ -38,7 +38,8 @@ from moldau.cli.common import (
     request_failed,
     topic_error,
 )
-from moldau.cli.serde import FieldFormat, add_format_options, deserializer, format_specs
+from moldau.cli.serde import FieldFormat, add_format_options, deserializer, format_specs, registry_access
+from moldau.registry.rest_client import RegistryAccess
 
 # librdkafka will not build a consumer without a group id; this one is never joined or committed to.
 THROWAWAY_GROUP = "moldau-cli-assign-only"
@@ -109,7 +110,7 @@ def parse_time(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Assign the chosen partitions at the chosen positions and print records until told to stop."""
-    render = _decoding(make_renderer(args.format), *format_specs(args), args.registry)
+    render = _decoding(make_renderer(args.format), *format_specs(args), registry_access(args))
     check_reachable(args.bootstrap_server)
     consumer = Consumer(_config(args.bootstrap_server))
     try:
@@ -121,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _decoding(render: Renderer, key: FieldFormat | None, value: FieldFormat | None, registry: str) -> Renderer:
+def _decoding(render: Renderer, key: FieldFormat | None, value: FieldFormat | None,
+              registry: RegistryAccess) -> Renderer:
     """The renderer, shown keys and values decoded to JSON first when their format is given."""
     if key is None and value is None:
         return render

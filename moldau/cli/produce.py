@@ -26,7 +26,7 @@ from moldau.cli.common import (
     request_failed,
     topic_error,
 )
-from moldau.cli.serde import Serialize, add_format_options, format_specs, serializer
+from moldau.cli.serde import Serialize, add_format_options, format_specs, registry_access, serializer
 from moldau.cli.topics import config_pair
 
 PROGRESS_INTERVAL_S = 2.0
@@ -130,8 +130,9 @@ def _encoders(args: argparse.Namespace) -> tuple[Serialize | None, Serialize | N
     if args.key_format is not None and args.key_separator is None:
         raise CliError("--key-format needs --key-separator: each line is then KEY SEP VALUE")
     key_spec, value_spec = format_specs(args)
-    return (None if key_spec is None else serializer(key_spec, args.registry, args.topic),
-            None if value_spec is None else serializer(value_spec, args.registry, args.topic))
+    registry = registry_access(args)
+    return (None if key_spec is None else serializer(key_spec, registry, args.topic),
+            None if value_spec is None else serializer(value_spec, registry, args.topic))
 
 
 def _encoded(encode: Serialize, data: bytes, line_number: int) -> bytes:

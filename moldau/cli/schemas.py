@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from moldau.cli.common import CliError, add_action
+from moldau.cli.serde import add_registry_ca_option, registry_access
 from moldau.registry.rest_client import DEFAULT_URL, RegistryClient, RegistryError, subject_path
 
 REGISTRY_ENV = "MOLDAU_SCHEMA_REGISTRY"
@@ -69,7 +70,9 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 def _action(actions: Any, name: str, handler: Any, text: str) -> argparse.ArgumentParser:
     parser = add_action(actions, name, handler, text)
     parser.add_argument("--registry", "-r", default=os.environ.get(REGISTRY_ENV) or DEFAULT_URL, metavar="URL",
-                        help=f"schema registry URL (default: ${REGISTRY_ENV} or {DEFAULT_URL})")
+                        help=f"schema registry URL (default: ${REGISTRY_ENV} or {DEFAULT_URL}); "
+                             "https://user:password@host:port for an authenticating registry")
+    add_registry_ca_option(parser)
     return parser
 
 
@@ -82,7 +85,7 @@ def _schema_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _client(args: argparse.Namespace) -> RegistryClient:
-    return RegistryClient(args.registry)
+    return registry_access(args).client()
 
 
 def _call(what: str, request: Any, *args: Any, **kwargs: Any) -> Any:

@@ -33,10 +33,11 @@ from google.protobuf import json_format  # type: ignore[import-untyped]
 from moldau.cli.common import CliError
 from moldau.registry.formats.base import InvalidPayload, InvalidSchema
 from moldau.registry.formats.protobuf import ProtobufFormat, ProtobufSchema
-from moldau.registry.rest_client import DEFAULT_URL, RegistryClient, RegistryError, subject_path
+from moldau.registry.rest_client import DEFAULT_URL, RegistryAccess, RegistryClient, RegistryError, subject_path
 
 FORMATS = ("avro", "json", "protobuf")
 REGISTRY_ENV = "MOLDAU_SCHEMA_REGISTRY"
+REGISTRY_CA_ENV = "MOLDAU_SCHEMA_REGISTRY_CA"
 Serialize = Callable[[bytes], bytes]  # input line -> record bytes
 Deserialize = Callable[[bytes, str], bytes]  # (record bytes, topic) -> JSON text
 
@@ -67,7 +68,19 @@ def add_format_options(parser: argparse.ArgumentParser, producing: bool) -> None
                                      "subject's latest version)")
             parser.add_argument(f"--{side}-schema-id", type=int, metavar="ID", help=f"the {side} schema's id")
     parser.add_argument("--registry", default=os.environ.get(REGISTRY_ENV) or DEFAULT_URL, metavar="URL",
-                        help=f"schema registry URL for the formats (default: ${REGISTRY_ENV} or {DEFAULT_URL})")
+                        help=f"schema registry URL for the formats (default: ${REGISTRY_ENV} or {DEFAULT_URL}); "
+                             "https://user:password@host:port for an authenticating registry")
+    add_registry_ca_option(parser)
+
+
+def add_registry_ca_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--registry-ca", default=os.environ.get(REGISTRY_CA_ENV), metavar="FILE",
+                        help=f"PEM file of the CA that signs an https registry's certificate (default: "
+                             f"${REGISTRY_CA_ENV}, else the system's CAs)")
+
+
+def registry_access(args: argparse.Namespace) -> RegistryAccess:
+    return RegistryAccess(args.registry, args.registry_ca)
 
 
 def format_specs(args: argparse.Namespace) -> tuple[FieldFormat | None, FieldFormat | None]:
@@ -84,10 +97,10 @@ def format_specs(args: argparse.Namespace) -> tuple[FieldFormat | None, FieldFor
     return specs[0], specs[1]
 
 
-def serializer(spec: FieldFormat, registry_url: str, topic: str) -> Serialize:
+def serializer(spec: FieldFormat, registry: RegistryAccess, topic: str) -> Serialize:
     """A function turning a JSON input line into a record's key or value for `topic`, in the wire format. Raises
     CliError."""
-    client = SchemaRegistryClient({"url": registry_url})
+    client = SchemaRegistryClient(registry.confluent_conf())
     schema_text = _read_schema(spec.schema_file) if spec.schema_file else None
     conf: dict[str, Any] = {"auto.register.schemas": schema_text is not None,
                             "use.latest.version": schema_text is None and spec.schema_id is None}
@@ -100,7 +113,7 @@ def serializer(spec: FieldFormat, registry_url: str, topic: str) -> Serialize:
         encode = JSONSerializer(schema_text, client, conf=conf)
         to_object = _json_document
     else:
-        message_class = _protobuf_class(schema_text, spec, registry_url, f"{topic}-{spec.side}")
+        message_class = _protobuf_class(schema_text, spec, registry, f"{topic}-{spec.side}")
         encode = ProtobufSerializer(message_class, client, conf={**conf, "use.deprecated.format": False})
 
         def to_object(line: bytes) -> Any:
@@ -122,11 +135,11 @@ def serializer(spec: FieldFormat, registry_url: str, topic: str) -> Serialize:
     return serialize
 
 
-def deserializer(spec: FieldFormat, registry_url: str) -> Deserialize:
+def deserializer(spec: FieldFormat, registry: RegistryAccess) -> Deserialize:
     """A function turning a record's key or value in the wire format into JSON text."""
     if spec.fmt == "protobuf":
-        return ProtobufReader(RegistryClient(registry_url), spec.side).read
-    client = SchemaRegistryClient({"url": registry_url})
+        return ProtobufReader(registry.client(), spec.side).read
+    client = SchemaRegistryClient(registry.confluent_conf())
     decode: Any = (AvroDeserializer(client) if spec.fmt == "avro"
                    else JSONDeserializer(None, schema_registry_client=client))
 
@@ -209,10 +222,10 @@ def resolve_references(registry: RegistryClient, references: list[dict[str, Any]
     return texts
 
 
-def _protobuf_class(schema_text: str | None, spec: FieldFormat, registry_url: str, subject: str) -> Any:
+def _protobuf_class(schema_text: str | None, spec: FieldFormat, access: RegistryAccess, subject: str) -> Any:
     """The message class records are written with: the first message of the given .proto, else of the schema
     the id or the subject's latest version names."""
-    registry = RegistryClient(registry_url)
+    registry = access.client()
     try:
         if schema_text is not None:
             return ProtobufFormat().parse(schema_text, {}).message_class((0,))

@@ -115,10 +115,10 @@ PROTOCOL_MAP = Custom(_check_protocol_map, "a comma-separated list of NAME:SECUR
 def _check_http_listener(value: ConfigValue) -> str | None:
     if not isinstance(value, str) or not value.strip():
         return None
-    if re.fullmatch(r"http://" + _HOST + r":[0-9]{1,5}/?", value.strip()) is None:
-        return "Expected http://host:port, or an empty string"
+    if re.fullmatch(r"https?://" + _HOST + r":[0-9]{1,5}/?", value.strip()) is None:
+        return "Expected http://host:port or https://host:port, or an empty string"
     return None
 
 
-# An HTTP service's listener (the schema registry's): one http://host:port URL, or empty for none.
-HTTP_LISTENER = Custom(_check_http_listener, "http://host:port, or empty")
+# An HTTP service's listener (the schema registry's): one http:// or https://host:port URL, or empty for none.
+HTTP_LISTENER = Custom(_check_http_listener, "http(s)://host:port, or empty")

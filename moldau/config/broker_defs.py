@@ -381,9 +381,16 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "How long an idle producer id's state is kept.", at_least(1)),
     # The schema registry (Confluent Schema Registry's REST API, docs/registry.md).
     ConfigDef("schema.registry.listeners", _T.STRING, "http://127.0.0.1:8081",
-              "Where this broker serves the schema registry's REST API, as http://host:port (port 0: any free "
-              "port); empty turns the HTTP listener off. Every broker serves the same registry, kept in the "
-              "_schemas topic.", HTTP_LISTENER),
+              "Where this broker serves the schema registry's REST API, as http://host:port or https://host:port "
+              "(port 0: any free port); empty turns the HTTP listener off. Every broker serves the same "
+              "registry, kept in the _schemas topic. https takes its certificate from the ssl.* configs "
+              "(listener.name.schema_registry.ssl.* overrides them).", HTTP_LISTENER),
+    ConfigDef("schema.registry.authentication.method", _T.STRING, "NONE",
+              "How the registry's HTTP clients authenticate: NONE, or BASIC (HTTP Basic authentication with the "
+              "cluster's SASL users: PLAIN users of the JAAS configs and SCRAM users).", OneOf(("NONE", "BASIC")),
+              dynamic=False),
+    ConfigDef("schema.registry.authentication.realm", _T.STRING, "SchemaRegistry",
+              "The realm named in the registry's WWW-Authenticate header.", dynamic=False),
     ConfigDef("client.telemetry.http.listeners", _T.STRING, "",
               "Where this broker serves, as JSON over HTTP, the client metrics clients pushed to it (KIP-714), as "
               "http://host:port (port 0: any free port); empty (the default) turns it off.", HTTP_LISTENER),

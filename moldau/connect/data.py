@@ -22,7 +22,7 @@ __all__ = [
     "OPTIONAL_BYTES_SCHEMA", "OPTIONAL_FLOAT32_SCHEMA", "OPTIONAL_FLOAT64_SCHEMA", "OPTIONAL_INT8_SCHEMA",
     "OPTIONAL_INT16_SCHEMA", "OPTIONAL_INT32_SCHEMA", "OPTIONAL_INT64_SCHEMA", "OPTIONAL_STRING_SCHEMA",
     "STRING_SCHEMA", "TIMESTAMP_NAME", "TIME_NAME", "Field", "Schema", "SchemaAndValue", "SchemaBuilder",
-    "Struct", "Type", "validate_value",
+    "Struct", "Type", "java_text", "validate_value",
 ]
 
 
@@ -241,6 +241,9 @@ class Struct:
     def __repr__(self) -> str:
         return f"Struct{{{', '.join(f'{k}={v!r}' for k, v in self.to_dict().items())}}}"
 
+    def __str__(self) -> str:
+        return java_text(self)
+
 
 @dataclass(frozen=True)
 class SchemaAndValue:
@@ -248,6 +251,28 @@ class SchemaAndValue:
 
     schema: Schema | None
     value: Any
+
+
+def java_text(value: Any) -> str:
+    """`value` as Kafka Connect's Java objects print themselves (`toString()`), for sinks that write values as
+    text (FileStreamSink): files written by Kafka's connectors and by Moldau's then read the same.
+
+    Struct{a=1,b=x} skips null fields; maps print as {k=v, k2=v2}, lists as [a, b], booleans and null as Java
+    spells them; bytes, which Java would print as an object address, are decoded as UTF-8 instead."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Struct):
+        fields = (f"{name}={java_text(v)}" for name, v in value.to_dict().items() if v is not None)
+        return "Struct{" + ",".join(fields) + "}"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{java_text(k)}={java_text(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(java_text(v) for v in value) + "]"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", errors="replace")
+    return str(value)
 
 
 def validate_value(schema: Schema | None, value: Any, where: str = "value") -> None:

@@ -8,10 +8,13 @@ serializers use, drops them).
 
 from __future__ import annotations
 
+import base64
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from typing import Any
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
@@ -30,10 +33,34 @@ class RegistryError(Exception):
         self.message = message
 
 
+@dataclass(frozen=True, slots=True)
+class RegistryAccess:
+    """How a tool reaches the registry: its URL (credentials of HTTP Basic authentication may be in it, as
+    `https://user:password@host:port`, which confluent-kafka's SchemaRegistryClient reads too) and the CA file
+    that signs an https registry's certificate (None: the system's CAs)."""
+
+    url: str = DEFAULT_URL
+    ca_location: str | None = None
+
+    def confluent_conf(self) -> dict[str, str]:
+        """The config of confluent-kafka's SchemaRegistryClient."""
+        return {"url": self.url} | ({"ssl.ca.location": self.ca_location} if self.ca_location else {})
+
+    def client(self) -> RegistryClient:
+        return RegistryClient(self.url, ca_location=self.ca_location)
+
+
 class RegistryClient:
-    def __init__(self, url: str = DEFAULT_URL, timeout_s: float = TIMEOUT_S) -> None:
-        self.url = url.rstrip("/")
+    def __init__(self, url: str = DEFAULT_URL, timeout_s: float = TIMEOUT_S, ca_location: str | None = None) -> None:
+        parts = urllib.parse.urlsplit(url.rstrip("/"))
+        self.authorization: str | None = None
+        if parts.username is not None:
+            user_info = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+            self.authorization = "Basic " + base64.b64encode(user_info.encode()).decode()
+            parts = parts._replace(netloc=parts.netloc.rpartition("@")[2])
+        self.url = urllib.parse.urlunsplit(parts)
         self.timeout_s = timeout_s
+        self.tls = ssl.create_default_context(cafile=ca_location) if ca_location else None
 
     def get(self, path: str, **query: Any) -> Any:
         return self.request("GET", path, None, query)
@@ -57,9 +84,11 @@ class RegistryClient:
         headers = {"Accept": CONTENT_TYPE}
         if data is not None:
             headers["Content-Type"] = CONTENT_TYPE
+        if self.authorization is not None:
+            headers["Authorization"] = self.authorization
         request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            with urllib.request.urlopen(request, timeout=self.timeout_s, context=self.tls) as response:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as exc:
             raise _registry_error(exc) from None

@@ -271,8 +271,9 @@ class Broker:
             self.registry = registry_for(self)
         except ConfigError as exc:
             raise StartupError(str(exc)) from exc
-        self.telemetry_http = TelemetryHttp(self.client_telemetry, self.config.client_telemetry_http_listeners or "")
         try:
+            self.telemetry_http = TelemetryHttp(self.client_telemetry,
+                                                self.config.client_telemetry_http_listeners or "")
             self.telemetry_http.bind()
         except (ValueError, OSError) as exc:
             raise StartupError(f"client.telemetry.http.listeners: {exc}") from exc

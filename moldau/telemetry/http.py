@@ -3,32 +3,26 @@
     GET /v1/client-metrics               every client instance remembered, most recently heard from last
     GET /v1/client-metrics/{instance}    one instance with the data points of its latest push
 
-Served on `client.telemetry.http.listeners` (off when empty), in the broker's event loop, by uvicorn as the
-schema registry is. `moldau client-metrics clients|push-latest` read it. Pushed metrics live in memory only
-(`moldau.telemetry.clients`), so each broker shows the clients that pushed to it.
+Served on `client.telemetry.http.listeners` (off when empty; plain http) by the broker's HTTP listener module
+(`moldau.net.http_server`), as the schema registry is. `moldau client-metrics clients|push-latest` read it.
+Pushed metrics live in memory only (`moldau.telemetry.clients`), so each broker shows the clients that pushed
+to it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-import socket
 import uuid
-from collections.abc import Generator
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from moldau.registry.service import parse_registry_listener
+from moldau.net.http_server import HttpListener, parse_listener_url
 from moldau.telemetry.clients import ClientInstance, ClientTelemetry
 
-log = logging.getLogger(__name__)
-SHUTDOWN_GRACE_S = 1
+CONFIG = "client.telemetry.http.listeners"
 
 
 def summary(instance: ClientInstance) -> dict[str, Any]:
@@ -66,58 +60,25 @@ def build_app(telemetry: ClientTelemetry) -> Starlette:
     return Starlette(routes=[Route("/v1/client-metrics", clients), Route("/v1/client-metrics/{instance}", one)])
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its signal handlers: the broker owns SIGTERM and SIGINT."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        yield
-
-
 class TelemetryHttp:
+    """The view on `client.telemetry.http.listeners`, on the broker's shared HTTP listener module."""
+
     def __init__(self, telemetry: ClientTelemetry, listener: str) -> None:
         self._telemetry = telemetry
-        self._listener = listener
-        self._socket: socket.socket | None = None
-        self._server: _Server | None = None
-        self._task: asyncio.Task[None] | None = None
+        url = parse_listener_url(CONFIG, listener)  # raises ValueError naming the config
+        if url is not None and url.tls:
+            raise ValueError(f"{CONFIG} serves plain http only, not {listener!r}")
+        self._listener = HttpListener("client telemetry", url) if url else None
 
     def bind(self) -> None:
-        """Bind the listener's socket. Raises ValueError for a bad listener, OSError when it cannot listen."""
-        try:
-            parsed = parse_registry_listener(self._listener)
-        except ValueError:
-            raise ValueError("client.telemetry.http.listeners must be http://host:port or empty, "
-                             f"not {self._listener!r}") from None
-        if parsed is None:
-            return
-        host, port = parsed
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host or ("::" if family == socket.AF_INET6 else "0.0.0.0"), port))
-            sock.listen(64)
-        except OSError:
-            sock.close()
-            raise
-        sock.setblocking(False)
-        self._socket = sock
+        """Bind the listener's socket. Raises OSError when it cannot listen."""
+        if self._listener is not None:
+            self._listener.bind()
 
     def start(self) -> None:
-        if self._socket is None:
-            return
-        config = uvicorn.Config(build_app(self._telemetry), log_config=None, access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=SHUTDOWN_GRACE_S, server_header=False)
-        self._server = _Server(config)
-        self._task = asyncio.get_running_loop().create_task(self._server.serve(sockets=[self._socket]))
-        log.info("client telemetry listening on http://%s:%d", *self._socket.getsockname()[:2])
+        if self._listener is not None:
+            self._listener.start(build_app(self._telemetry))
 
     async def stop(self) -> None:
-        if self._server is not None and self._task is not None:
-            self._server.should_exit = True
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(self._task), SHUTDOWN_GRACE_S + 2)
-            self._task.cancel()
-        if self._socket is not None:
-            self._socket.close()
+        if self._listener is not None:
+            await self._listener.stop()

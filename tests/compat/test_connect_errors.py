@@ -107,7 +107,7 @@ def test_sink_dead_letter_queue(worker: WorkerProcess, shared_broker: BrokerProc
         "errors.deadletterqueue.context.headers.enable": "true"}})
     assert status == 201, body
 
-    wait_for(lambda: read_lines(output) == ["{'id': 1}", "{'id': 3}", "{'id': 5}"],
+    wait_for(lambda: read_lines(output) == ["{id=1}", "{id=3}", "{id=5}"],
              what="the good records in the sink file")
     letters = _read_all(shared_broker.bootstrap, dlq, 2)
     assert [(m.key(), m.value()) for m in letters] == [(b"k2", b"{not json"), (b"k4", b"\xff\xfe")]

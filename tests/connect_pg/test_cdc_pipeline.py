@@ -98,7 +98,8 @@ def test_changes_flow_into_another_database_and_survive_a_worker_crash(
                 "delete from customers where id = 5")
         wait_for(lambda: rows(target, "customers") == rows(source, "customers"), 60, "the changes to arrive")
         # The same changes, as rows, in a file too.
-        wait_for(lambda: any("'id': 100" in line for line in read_lines(changes_file)), 30, "the new row in the file")
+        wait_for(lambda: any(line.startswith("Struct{id=100,") for line in read_lines(changes_file)), 30,
+                 "the new row in the file")
 
         # Changes keep coming while the worker is killed and started again: afterwards both sides agree.
         stop = threading.Event()

@@ -25,7 +25,7 @@ from moldau.connect.api import (
     TopicPartition,
 )
 from moldau.connect.config import ConfigDef, ConfigType, Importance, NonEmptyString, Range
-from moldau.connect.data import STRING_SCHEMA, Struct
+from moldau.connect.data import STRING_SCHEMA, java_text
 from moldau.connect.errors import ConnectException
 
 __all__ = ["FileStreamSinkConnector", "FileStreamSinkTask", "FileStreamSourceConnector", "FileStreamSourceTask"]
@@ -188,12 +188,7 @@ class FileStreamSinkTask(SinkTask):
     def put(self, records: Sequence[SinkRecord]) -> None:
         assert self.stream is not None
         for record in records:
-            value = record.value
-            if isinstance(value, Struct):
-                value = value.to_dict()
-            elif isinstance(value, (bytes, bytearray)):
-                value = bytes(value).decode("utf-8", errors="replace")
-            self.stream.write(f"{value}\n")
+            self.stream.write(f"{java_text(record.value)}\n")
 
     def flush(self, current_offsets: Mapping[TopicPartition, int]) -> None:
         if self.stream is not None:

@@ -5,6 +5,7 @@ confluent-kafka serializer per writer schema, and reading the schema id from Con
 
 from __future__ import annotations
 
+import logging
 import struct
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -33,10 +34,22 @@ _STRATEGIES: dict[str, Callable[..., Any]] = {
 }
 _DEFAULT_STRATEGY = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
 
+log = logging.getLogger(__name__)
+
 
 def _strategy(name: str, value: Any) -> None:
     if value not in _STRATEGIES:
         raise ConfigException(name, value, "Unknown subject name strategy; one of: " + ", ".join(_STRATEGIES))
+
+
+def _credentials_source(name: str, value: Any) -> None:
+    if str(value).upper() not in ("URL", "USER_INFO"):
+        raise ConfigException(name, value, "One of URL, USER_INFO (SASL_INHERIT is not supported)")
+
+
+def _pem_only(name: str, value: Any) -> None:
+    if str(value).upper() != "PEM":
+        raise ConfigException(name, value, "Only PEM trust stores are supported")
 
 
 CONFIG_DEF = (
@@ -49,6 +62,14 @@ CONFIG_DEF = (
             "Use the latest version of the subject's schema instead of registering the record's own.")
     .define("basic.auth.user.info", ConfigType.PASSWORD, None, Importance.MEDIUM,
             "user:password for the registry's HTTP basic authentication")
+    .define("basic.auth.credentials.source", ConfigType.STRING, "URL", Importance.MEDIUM,
+            "Where the basic authentication credentials come from: URL (user:password@ in schema.registry.url) or "
+            "USER_INFO (basic.auth.user.info)", validator=_credentials_source)
+    .define("schema.registry.ssl.truststore.location", ConfigType.STRING, None, Importance.MEDIUM,
+            "The CA certificates (PEM) that sign an https registry's certificate; unset: the system's CAs")
+    .define("schema.registry.ssl.truststore.type", ConfigType.STRING, "PEM", Importance.LOW,
+            "The trust store's format: PEM only (convert JKS or PKCS12 stores with keytool and openssl)",
+            validator=_pem_only)
     .define("key.subject.name.strategy", ConfigType.STRING, _DEFAULT_STRATEGY, Importance.MEDIUM,
             "How the subject of key schemas is named", validator=_strategy)
     .define("value.subject.name.strategy", ConfigType.STRING, _DEFAULT_STRATEGY, Importance.MEDIUM,
@@ -78,8 +99,15 @@ class RegistryConverter(Converter, ABC):
         if parsed["use.latest.version"] and parsed["auto.register.schemas"]:
             raise ConfigException("use.latest.version", "true", "cannot be enabled with auto.register.schemas")
         client_conf: dict[str, Any] = {"url": ",".join(parsed["schema.registry.url"])}
+        # Kafka's converters read user:password from the URL unless the source is USER_INFO; confluent-kafka's
+        # client does the same when it is given no basic.auth.user.info.
         if parsed["basic.auth.user.info"]:
-            client_conf["basic.auth.user.info"] = parsed["basic.auth.user.info"]
+            if parsed["basic.auth.credentials.source"].upper() == "USER_INFO":
+                client_conf["basic.auth.user.info"] = parsed["basic.auth.user.info"]
+            else:
+                log.warning("basic.auth.user.info is ignored: set basic.auth.credentials.source=USER_INFO to use it")
+        if parsed["schema.registry.ssl.truststore.location"]:
+            client_conf["ssl.ca.location"] = parsed["schema.registry.ssl.truststore.location"]
         self.client = SchemaRegistryClient(client_conf)
         self.is_key = is_key
         strategy = parsed["key.subject.name.strategy" if is_key else "value.subject.name.strategy"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -48,9 +49,10 @@ def error_response(error: RegistryError) -> Response:
 
 
 class Api:
-    def __init__(self, core: RegistryCore, store: Store) -> None:
+    def __init__(self, core: RegistryCore, store: Store, relay_tls: ssl.SSLContext | None = None) -> None:
         self.core = core
         self.store = store
+        self.relay_tls = relay_tls
 
     @staticmethod
     def flag(request: Request, name: str, default: bool = False) -> bool:
@@ -125,8 +127,10 @@ class Api:
         try:
             # The path as the client encoded it: a subject's %2F must stay encoded.
             path = request.scope.get("raw_path", b"").decode("latin-1") or request.url.path
-            status, content_type, content = await forward(url, request.method, path,
-                                                          request.url.query, body, FORWARD_TIMEOUT_S)
+            # The writer authenticates the client again: its credentials travel with the request.
+            status, content_type, content = await forward(url, request.method, path, request.url.query, body,
+                                                          FORWARD_TIMEOUT_S, request.headers.get("authorization"),
+                                                          self.relay_tls)
         except (OSError, TimeoutError, ValueError) as exc:
             raise RegistryError.forwarding_failed(f"{url}: {exc}") from exc
         if 200 <= status < 300:

@@ -1,9 +1,10 @@
-"""The registry's Starlette app: every route group, and Confluent-shaped answers for unknown paths and
-methods."""
+"""The registry's Starlette app: every route group, Confluent-shaped answers for unknown paths and methods, and
+HTTP Basic authentication in front of all of them when it is on."""
 
 from __future__ import annotations
 
 import logging
+import ssl
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -14,15 +15,18 @@ from starlette.responses import Response
 from moldau.registry.core import RegistryCore, Store
 from moldau.registry.http import schemas, settings, subjects
 from moldau.registry.http.api import Api, json_response
+from moldau.registry.http.basic_auth import BasicAuth
 from moldau.registry.http.slashes import EncodedSlashes
+from moldau.security.passwords import PasswordCheck
 
 __all__ = ["build_app"]
 
 log = logging.getLogger(__name__)
 
 
-def build_app(core: RegistryCore, store: Store) -> Starlette:
-    api = Api(core, store)
+def build_app(core: RegistryCore, store: Store, passwords: PasswordCheck | None = None, realm: str = "",
+              relay_tls: ssl.SSLContext | None = None) -> Starlette:
+    api = Api(core, store, relay_tls)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
@@ -35,4 +39,8 @@ def build_app(core: RegistryCore, store: Store) -> Starlette:
 
     return Starlette(routes=[*settings.routes(api), *subjects.routes(api), *schemas.routes(api)],
                      exception_handlers={HTTPException: http_error, Exception: internal_error},
-                     middleware=[Middleware(EncodedSlashes)])
+                     middleware=[*_authentication(passwords, realm), Middleware(EncodedSlashes)])
+
+
+def _authentication(passwords: PasswordCheck | None, realm: str) -> list[Middleware]:
+    return [] if passwords is None else [Middleware(BasicAuth, check=passwords, realm=realm)]

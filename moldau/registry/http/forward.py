@@ -2,13 +2,15 @@
 
 Forwarded requests are rare (writes only) and small, so a connection per request keeps this simple; the header
 `FORWARDED_HEADER` marks a relayed request, so a broker that is not the writer either refuses it rather than
-relaying it again.
+relaying it again. The header grants nothing: the client's `Authorization` header is relayed with it, and an
+https writer is reached over TLS.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from urllib.parse import urlsplit
 
 __all__ = ["FORWARDED_HEADER", "forward"]
@@ -16,18 +18,22 @@ __all__ = ["FORWARDED_HEADER", "forward"]
 FORWARDED_HEADER = "X-Moldau-Registry-Forwarded"
 
 
-async def forward(base_url: str, method: str, path: str, query: str, body: bytes, timeout_s: float
-                  ) -> tuple[int, str, bytes]:
-    """The writer's answer to the request: (status, content type, body). Raises OSError, TimeoutError or
-    ValueError (an answer that is not HTTP)."""
+async def forward(base_url: str, method: str, path: str, query: str, body: bytes, timeout_s: float,
+                  authorization: str | None = None, tls: ssl.SSLContext | None = None) -> tuple[int, str, bytes]:
+    """The writer's answer to the request: (status, content type, body). Raises OSError (ssl.SSLError among
+    them), TimeoutError or ValueError (an answer that is not HTTP)."""
     target = urlsplit(base_url)
-    host, port = target.hostname or "127.0.0.1", target.port or 80
+    https = target.scheme == "https"
+    host, port = target.hostname or "127.0.0.1", target.port or (443 if https else 80)
+    if https and tls is None:
+        tls = ssl.create_default_context()
+    credentials = f"Authorization: {authorization}\r\n" if authorization else ""
     async with asyncio.timeout(timeout_s):
-        reader, writer = await asyncio.open_connection(host, port)
+        reader, writer = await asyncio.open_connection(host, port, ssl=tls if https else None)
         try:
             head = (f"{method} {path}{'?' + query if query else ''} HTTP/1.1\r\nHost: {host}:{port}\r\n"
                     f"Content-Type: application/vnd.schemaregistry.v1+json\r\nContent-Length: {len(body)}\r\n"
-                    f"{FORWARDED_HEADER}: 1\r\nConnection: close\r\n\r\n")
+                    f"{credentials}{FORWARDED_HEADER}: 1\r\nConnection: close\r\n\r\n")
             writer.write(head.encode() + body)
             await writer.drain()
             answer = await reader.read()  # to EOF: the writer closes after its answer

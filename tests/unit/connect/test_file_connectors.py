@@ -15,7 +15,14 @@ from moldau.connect.connectors.file import (
     FileStreamSourceConnector,
     FileStreamSourceTask,
 )
-from moldau.connect.data import STRING_SCHEMA
+from moldau.connect.data import (
+    BOOLEAN_SCHEMA,
+    INT32_SCHEMA,
+    OPTIONAL_STRING_SCHEMA,
+    STRING_SCHEMA,
+    SchemaBuilder,
+    Struct,
+)
 from moldau.connect.errors import ConfigException
 
 
@@ -90,4 +97,21 @@ def test_sink_appends_values_and_flushes(tmp_path: Path) -> None:
               SinkRecord(topic="t", value=3, kafka_offset=2)])
     task.flush({TopicPartition("t", 0): 3})
     assert path.read_text() == "x\ny\n3\n"
+    task.stop()
+
+
+def test_sink_writes_values_as_kafka_connect_prints_them(tmp_path: Path) -> None:
+    """Kafka's FileStreamSink writes each value's Java toString(): a file it wrote and one Moldau wrote match."""
+    path = tmp_path / "out.txt"
+    schema = (SchemaBuilder.struct().field("id", INT32_SCHEMA).field("name", OPTIONAL_STRING_SCHEMA)
+              .field("ok", BOOLEAN_SCHEMA).build())
+    task = FileStreamSinkTask()
+    task.start({"file": str(path)})
+    task.put([SinkRecord(topic="t", value=Struct(schema).put("id", 1).put("name", "a").put("ok", True), kafka_offset=0),
+              SinkRecord(topic="t", value=Struct(schema).put("id", 2).put("ok", False), kafka_offset=1),
+              SinkRecord(topic="t", value={"a": 1, "b": [True, None]}, kafka_offset=2),
+              SinkRecord(topic="t", value=None, kafka_offset=3)])
+    task.flush({TopicPartition("t", 0): 4})
+    assert path.read_text().splitlines() == [
+        "Struct{id=1,name=a,ok=true}", "Struct{id=2,ok=false}", "{a=1, b=[true, null]}", "null"]
     task.stop()
