@@ -54,6 +54,16 @@ SUPPORTED: Mapping[str, Feature] = {f.name: f for f in (
 )}
 
 
+# The APIs a feature turns on: at level 0 they are neither advertised nor served, as in Kafka.
+GATED_APIS: Mapping[str, tuple[int, ...]] = {GROUP_VERSION: (68, 69), SHARE_VERSION: (76, 77, 78, 79)}
+
+
+def turned_off_apis(features: Mapping[str, int]) -> dict[int, str]:
+    """API key -> the feature at level 0 that turns it off."""
+    levels = finalized(features)
+    return {key: name for name, keys in GATED_APIS.items() if levels[name] == 0 for key in keys}
+
+
 def finalized(features: Mapping[str, int]) -> dict[str, int]:
     """Every feature's finalized level: the metadata log's, else its default."""
     return {name: features.get(name, f.default) for name, f in SUPPORTED.items()}

@@ -76,7 +76,8 @@ from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget, swe
 from moldau.server.context import RequestContext
 from moldau.server.controller_channel import ControllerChannel
 from moldau.server.controller_requests import ControllerRequests
-from moldau.server.dispatch import Dispatcher
+from moldau.server.dispatch import Dispatcher, RequestFilter
+from moldau.server.feature_gate import FeatureGate
 from moldau.server.internal_topics import InternalTopics
 from moldau.server.replica_links import ReplicaLinks
 from moldau.server.share_state_links import ShareStateLinks
@@ -125,7 +126,10 @@ class Broker:
             MutationQuotaConfig(config.controller_quota_window_num, config.controller_quota_window_size_seconds * 1000))
         self.connection_quotas = ConnectionQuotas.from_config(config)
         self.authorizer = Authorizer.from_config(config)  # None unless authorizer.class.name is set
-        self.dispatcher = Dispatcher(self, filters=[] if self.authorizer is None else [RequestAuthorization()],
+        filters: list[RequestFilter] = [FeatureGate()]
+        if self.authorizer is not None:
+            filters.append(RequestAuthorization())
+        self.dispatcher = Dispatcher(self, filters=filters,
                                      quotas=self.client_quotas, authorizer=self.authorizer)
         self._bound: list[tuple[str, str, int]] = []  # (listener, host, port actually bound)
         self._client_servers: list[asyncio.Server] = []

@@ -21,8 +21,9 @@ from kio.schema.alter_partition_reassignments.v1.request import (
 )
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
 from kio.schema.api_versions.v4.request import ApiVersionsRequest as ApiVersionsV4
+from kio.schema.consumer_group_heartbeat.v0.request import ConsumerGroupHeartbeatRequest
 from kio.schema.describe_topic_partitions.v0.request import Cursor, DescribeTopicPartitionsRequest, TopicRequest
-from kio.schema.types import BrokerId, TopicName
+from kio.schema.types import BrokerId, GroupId, TopicName
 from kio.schema.unregister_broker.v0.request import UnregisterBrokerRequest
 from kio.static.primitive import i32, i32Timedelta
 
@@ -155,6 +156,12 @@ def test_features_describe_upgrade_downgrade(surface_broker: BrokerProcess, admi
         response = client.request(ApiVersionsV4(client_software_name="t", client_software_version="1"))
     assert 68 not in {k.api_key for k in response.api_keys}
     assert "group.version" not in {f.name for f in response.finalized_features}
+    with RawClient(bootstrap) as client:  # and refused if sent anyway, as Kafka does
+        heartbeat = client.request(ConsumerGroupHeartbeatRequest(
+            group_id=GroupId("g"), member_id="", member_epoch=i32(0),
+            rebalance_timeout=i32Timedelta.parse(timedelta(seconds=30)), subscribed_topic_names=(TopicName("t"),),
+            topic_partitions=None))
+    assert heartbeat.error_code.name == "unsupported_version"
     ok(bootstrap, "features", "downgrade", "--metadata", "4.1")
     assert admin.update_features({"group.version": 1}) == {"group.version": "OK"}
 

@@ -3,7 +3,8 @@
 The ranges are Kafka 4.2's, capped where Moldau implements less (docs/protocol.md). From v3 the response
 also carries the supported feature ranges and the cluster's finalized levels (`moldau.metadata.features`);
 an API a feature turns on (KIP-848's consumer groups with `group.version`, share groups with `share.version`)
-is advertised only while that feature's level is above 0. Admin clients' describeFeatures reads these.
+is advertised (and served: `moldau.server.feature_gate`) only while that feature's level is above 0. Admin
+clients' describeFeatures reads these.
 
 An unsupported ApiVersions version is answered by the dispatcher with a v0 response carrying
 UNSUPPORTED_VERSION and the supported ranges (KIP-511), so a newer client retries with a version we know.
@@ -16,15 +17,13 @@ from typing import Any
 
 import kio.schema.api_versions.v0.response as v0
 
-from moldau.metadata.features import GROUP_VERSION, SHARE_VERSION, SUPPORTED, finalized
+from moldau.metadata.features import SUPPORTED, finalized, turned_off_apis
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
 
-# APIs a feature turns on (KIP-584): at level 0 they are not advertised, as in Kafka.
-GATED_APIS = {GROUP_VERSION: (68, 69), SHARE_VERSION: (76, 77, 78, 79)}
 _FIRST_VERSION_WITH_ZERO_MIN_LEVEL = 4  # KIP-1022: v3 clients reject a supported min level of 0
 
 
@@ -35,7 +34,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         ctx.broker.client_telemetry.note_software(ctx.peer, request.client_software_name,
                                                   request.client_software_version)
     levels = finalized(ctx.broker.image.features)
-    apis = _gated(CONTROLLER_APIS if ctx.on_controller_listener else APIS, levels)
+    off = turned_off_apis(ctx.broker.image.features)
+    apis = {key: api for key, api in (CONTROLLER_APIS if ctx.on_controller_listener else APIS).items()
+            if key not in off}
     api_version = ctx.nested("ApiVersion")
     keys = tuple(make(api_version, api_key=a.key, min_version=a.min_version, max_version=a.max_version)
                  for a in sorted(apis.values(), key=lambda a: a.key))
@@ -43,11 +44,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return make(ctx.schema.response_type, error_code=ErrorCode.none, api_keys=keys, throttle_time=NO_THROTTLE,
                 supported_features=supported, finalized_features_epoch=max(ctx.broker.image.offset, 0) if final else -1,
                 finalized_features=final, zk_migration_ready=False)
-
-
-def _gated(apis: Mapping[int, Api], levels: Mapping[str, int]) -> dict[int, Api]:
-    off = {key for name, keys in GATED_APIS.items() if levels.get(name, 0) == 0 for key in keys}
-    return {key: api for key, api in apis.items() if key not in off}
 
 
 def _features(ctx: RequestContext, levels: Mapping[str, int]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
