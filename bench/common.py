@@ -57,6 +57,7 @@ def moldau_command(port: int, data_dir: Path) -> list[str]:
         "--override", f"log.dirs={data_dir}",
         "--override", "node.id=1",
         "--override", "schema.registry.listeners=",  # no registry: benchmarks run many brokers, not on 8081
+        "--override", "console.listeners=",  # nor console (8080)
     ]  # fmt: skip
 
 

@@ -53,7 +53,7 @@ def secured_broker(tmp: Path, pki: Pki) -> Iterator[dict[str, str]]:
                  "log.dirs": str(tmp / "data"), "node.id": "1", **pki.broker_config("none"),
                  "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
                  "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
-                 "schema.registry.listeners": ""}  # no registry here (its default port may be taken)
+                 "schema.registry.listeners": "", "console.listeners": ""}  # their default ports may be taken
     command = [sys.executable, "-m", "moldau", "server"]
     for key, value in overrides.items():
         command += ["--override", f"{key}={value}"]

@@ -199,6 +199,8 @@ def node_overrides(layout: Layout, node: Node, base: Path) -> dict[str, str]:
         # Any free port: one registry port per node would need the layout to reserve it. The node's log says
         # where its registry listens, and every node serves the same registry.
         config["schema.registry.listeners"] = f"http://{HOST}:0"
+    # Every node serves /metrics; on any free port too, which its log names.
+    config["console.listeners"] = f"http://{HOST}:0"
     return config
 
 

@@ -1,7 +1,9 @@
-"""`moldau groups`: list, describe and delete consumer groups, and reset their committed offsets.
+"""`moldau groups`: list, describe and delete consumer groups, and reset their committed offsets; list, describe
+and reset the start offsets of share groups (KIP-932) too.
 
-Like `moldau topics`, every request goes through confluent-kafka's `AdminClient`, so the tool sees
-groups exactly as any Kafka client does and works against any Kafka-compatible broker.
+Like `moldau topics`, requests go through confluent-kafka's `AdminClient`, so the tool sees groups exactly as any
+Kafka client does and works against any Kafka-compatible broker. The AdminClient has no share-group calls yet:
+those, and the listing of groups of every type, go through `moldau.cli.share_groups`.
 """
 
 import argparse
@@ -28,6 +30,14 @@ from moldau.cli.common import (
     request_failed,
 )
 from moldau.cli.consume import parse_time
+from moldau.cli.share_groups import (
+    ShareGroupView,
+    alter_group_configs,
+    alter_share_offsets,
+    describe_share_group,
+    group_configs,
+    list_all_groups,
+)
 from moldau.cli.table import format_table
 
 # The state names Kafka's tools print, keyed by confluent-kafka's enum.
@@ -46,15 +56,23 @@ INACTIVE_STATES = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Add `groups` and its subcommands to the top-level parser."""
-    parser = subparsers.add_parser("groups", help="list, describe and delete consumer groups, reset their offsets")
+    parser = subparsers.add_parser("groups", help="list, describe and delete consumer and share groups, reset their "
+                                                  "offsets")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    listing = add_action(actions, "list", list_groups, "list consumer groups with their state")
+    listing = add_action(actions, "list", list_groups, "list groups with their type and state")
     listing.add_argument("--state", type=_state, metavar="STATE", help="only groups in STATE (e.g. Stable, Empty)")
     describing = add_action(actions, "describe", describe, "show groups' members, assignments, offsets and lag")
     describing.add_argument("groups", nargs="+", metavar="GROUP")
     deleting = add_action(actions, "delete", delete, "delete inactive groups and their committed offsets")
     deleting.add_argument("groups", nargs="+", metavar="GROUP")
     _add_reset(actions)
+    configuring = add_action(actions, "configs", configs, "show or change a group's configs (share.*, consumer.*, "
+                             "errors.deadletterqueue.*)")
+    configuring.add_argument("group", metavar="GROUP")
+    configuring.add_argument("--config", action="append", default=[], type=_config_pair, metavar="KEY=VALUE",
+                             help="group config to set (repeatable)")
+    configuring.add_argument("--delete-config", action="append", default=[], metavar="KEY",
+                             help="group config to reset to the broker's value (repeatable)")
 
 
 
@@ -94,6 +112,24 @@ def _state(text: str) -> ConsumerGroupState:
     return state
 
 
+def _config_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected key=value, got '{text}'")
+    return key, value
+
+
+def configs(args: argparse.Namespace) -> int:
+    """Change the group's configs when asked to, then print every group config with its value and source."""
+    check_reachable(args.bootstrap_server)
+    if args.config or args.delete_config:
+        alter_group_configs(args.bootstrap_server, args.group, args.config, args.delete_config)
+        print(f"updated the configs of group '{args.group}'", file=sys.stderr)
+    rows = group_configs(args.bootstrap_server, args.group)
+    print(format_table([(n, "" if v is None else v, s) for n, v, s in rows], headers=("NAME", "VALUE", "SOURCE")))
+    return 0
+
+
 def topic_spec(text: str) -> tuple[str, list[int] | None]:
     """argparse type for `TOPIC` or `TOPIC:0,2`: the topic and its chosen partitions (None: all)."""
     topic, sep, rest = text.partition(":")
@@ -125,23 +161,18 @@ def state_name(state: Any) -> str:
 
 
 def list_groups(args: argparse.Namespace) -> int:
-    """Print a table of group ids and states, sorted by id."""
-    admin = _admin(args.bootstrap_server)
-    options: dict[str, Any] = {"request_timeout": REQUEST_TIMEOUT_S}
-    if args.state is not None:
-        options["states"] = {args.state}
-    try:
-        result = _wait(admin.list_consumer_groups(**options))
-    except Exception as exc:
-        raise request_failed(exc, "cannot list groups") from None
-    for error in result.errors:
-        print(f"error: {error}", file=sys.stderr)
-    listings = sorted(result.valid, key=lambda g: g.group_id)
+    """Print a table of group ids, types (classic, consumer, share) and states, sorted by id."""
+    states = () if args.state is None else (STATE_NAMES[args.state],)
+    listings = list_all_groups(args.bootstrap_server, states)
     if not listings:
         print("no groups")
-        return 1 if result.errors else 0
-    print(format_table([(g.group_id, state_name(g.state)) for g in listings], headers=("GROUP", "STATE")))
-    return 1 if result.errors else 0
+        return 0
+    print(format_table([(g.group_id, g.group_type, g.state) for g in listings], headers=("GROUP", "TYPE", "STATE")))
+    return 0
+
+
+def _share_group_ids(bootstrap: str) -> set[str]:
+    return {g.group_id for g in list_all_groups(bootstrap) if g.group_type == "share"}
 
 
 def _describe_one(admin: AdminClient, group: str) -> Any:
@@ -193,10 +224,12 @@ def _earliest() -> OffsetSpec:
 def describe(args: argparse.Namespace) -> int:
     """Print, per group, a summary, its members and its offsets with lag."""
     admin = _admin(args.bootstrap_server)
+    shared = _share_group_ids(args.bootstrap_server)
     failed = False
     for index, group in enumerate(dict.fromkeys(args.groups)):
         try:
-            text = _render_group(admin, group)
+            text = (_render_share_group(admin, describe_share_group(args.bootstrap_server, group)) if group in shared
+                    else _render_group(admin, group))
         except CliError as exc:
             print(f"error: {exc}", file=sys.stderr)
             failed = True
@@ -228,6 +261,30 @@ def _render_group(admin: AdminClient, group: str) -> str:
     members = _members_table(description.members)
     offsets = _offsets_table(admin, committed, owners)
     return f"Group: {group}\n{summary}\n\n{members}\n\n{offsets}"
+
+
+def _render_share_group(admin: AdminClient, view: ShareGroupView) -> str:
+    """A share group: summary, members with their assignments, and each share-partition's start offset, the
+    log end offset and the lag (records from the start offset not yet acknowledged or archived)."""
+    node, (host, port) = view.coordinator
+    summary = format_table([("Type:", "share"), ("State:", view.state), ("Group epoch:", str(view.epoch)),
+                            ("Coordinator:", f"{node} ({host}:{port})"), ("Members:", str(len(view.members)))],
+                           indent="  ")
+    if view.members:
+        rows = [(m.member_id, m.client_id, m.client_host, format_assignment(sorted(
+            (tp.topic_name, p) for tp in m.assignment.topic_partitions for p in tp.partitions)))
+            for m in sorted(view.members, key=lambda m: (m.client_id, m.member_id))]
+        members = format_table(rows, headers=("MEMBER-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"), indent="  ")
+    else:
+        members = "  (no active members)"
+    if not view.partitions:
+        return f"Group: {view.group_id}\n{summary}\n\n{members}\n\n  (no share-partitions started)"
+    ends = list_offsets(admin, {(p.topic, p.partition): _latest() for p in view.partitions})
+    rows2 = [(p.topic, p.partition, p.start_offset, ends.get((p.topic, p.partition)),
+              p.lag if p.lag >= 0 else None) for p in view.partitions]
+    offsets = format_table(rows2, headers=("TOPIC", "PARTITION", "START-OFFSET", "LOG-END-OFFSET", "LAG"),
+                           indent="  ")
+    return f"Group: {view.group_id}\n{summary}\n\n{members}\n\n{offsets}"
 
 
 def _coordinator(node: Any) -> str:
@@ -323,6 +380,8 @@ class Plan:
 def reset_offsets(args: argparse.Namespace) -> int:
     """Compute the new offsets, print them, and commit them with --execute."""
     admin = _admin(args.bootstrap_server)
+    if args.group in _share_group_ids(args.bootstrap_server):
+        return _reset_share_offsets(admin, args)
     _require_inactive(admin, args.group)
     committed = committed_offsets(admin, args.group)
     partitions = _reset_partitions(admin, args, committed)
@@ -334,6 +393,27 @@ def reset_offsets(args: argparse.Namespace) -> int:
         return 0
     _commit(admin, args.group, plans)
     print(f"committed {plural(len(plans), 'offset')} for group '{args.group}'", file=sys.stderr)
+    return 0
+
+
+def _reset_share_offsets(admin: AdminClient, args: argparse.Namespace) -> int:
+    """A share group's new start offsets (AlterShareGroupOffsets), only while it has no members: what is in
+    flight is dropped and the records from the new start are delivered afresh."""
+    view = describe_share_group(args.bootstrap_server, args.group)
+    if view.members:
+        raise CliError(f"offsets can only be reset while share group '{args.group}' is empty, but it has "
+                       f"{plural(len(view.members), 'member')}")
+    current: dict[tuple[str, int], int | None] = {
+        (p.topic, p.partition): (p.start_offset if p.start_offset >= 0 else None) for p in view.partitions}
+    partitions = _reset_partitions(admin, args, current)
+    plans = _plan(admin, args, partitions, current)
+    rows = [(p.topic, p.partition, p.current, p.new) for p in plans]
+    print(format_table(rows, headers=("TOPIC", "PARTITION", "START-OFFSET", "NEW-START-OFFSET")))
+    if not args.execute:
+        print(f"dry run: nothing changed; add --execute to set {plural(len(plans), 'start offset')}", file=sys.stderr)
+        return 0
+    alter_share_offsets(args.bootstrap_server, args.group, {(p.topic, p.partition): p.new for p in plans})
+    print(f"set {plural(len(plans), 'start offset')} for share group '{args.group}'", file=sys.stderr)
     return 0
 
 

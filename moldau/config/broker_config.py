@@ -371,6 +371,7 @@ class BrokerConfig:
     cluster_id = _Str("cluster.id")
     broker_rack = _Str("broker.rack")
     schema_registry_listeners = _Str("schema.registry.listeners")
+    console_listeners = _Str("console.listeners")
     schema_registry_authentication_method = _Str("schema.registry.authentication.method")
     schema_registry_authentication_realm = _Str("schema.registry.authentication.realm")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from moldau.config.addresses import HTTP_LISTENER, LISTENERS, PROTOCOL_MAP, VOTERS
+from moldau.config.offset_reset import AUTO_OFFSET_RESET
 from moldau.config.schema import (
     CLEANUP_POLICIES,
     COMPRESSION_TYPES,
@@ -37,6 +38,15 @@ def _log(name: str, type_: ConfigType, default: str | None, topic: str | None, d
          validator: Validator | None = None, dynamic: bool = True, acted_on: bool = True) -> ConfigDef:
     """A broker default for a topic config; dynamically alterable unless said otherwise."""
     return ConfigDef(name, type_, default, doc, validator, dynamic, topic, acted_on)
+
+
+def _bounds(prefix: str, name: str, low: int, high: int, what: str) -> tuple[ConfigDef, ConfigDef]:
+    """`prefix.min.name` and `prefix.max.name`: the least and greatest value a group's own config may give the
+    {what}."""
+    return (ConfigDef(f"{prefix}.min.{name}", _T.INT, str(low),
+                      f"The least {what} a group config may set.", at_least(1)),
+            ConfigDef(f"{prefix}.max.{name}", _T.INT, str(high),
+                      f"The greatest {what} a group config may set.", at_least(1)))
 
 
 # acted_on=False marks a config that is accepted (so Kafka configuration files carry over unchanged) but has
@@ -349,8 +359,19 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "min.insync.replicas of the share-group state topic; capped at its replication factor.",
               at_least(1)),
     ConfigDef("share.auto.offset.reset", _T.STRING, "latest",
-              "Where a share group starts on a partition it has never consumed, for every share group of "
-              "this broker: latest or earliest.", OneOf(("latest", "earliest"))),
+              "Where a share group starts on a partition it has never consumed, unless the group's own "
+              "share.auto.offset.reset says otherwise: latest, earliest or by_duration:<ISO-8601 duration>.",
+              AUTO_OFFSET_RESET),
+    # The bounds of the group configs (GROUP config resources) that override group.consumer.* / group.share.*.
+    *_bounds("group.consumer", "session.timeout.ms", 45000, 60000, "session timeout of a consumer (KIP-848) group"),
+    *_bounds("group.consumer", "heartbeat.interval.ms", 5000, 15000,
+             "heartbeat interval of a consumer (KIP-848) group"),
+    *_bounds("group.share", "session.timeout.ms", 45000, 60000, "session timeout of a share group"),
+    *_bounds("group.share", "heartbeat.interval.ms", 5000, 15000, "heartbeat interval of a share group"),
+    *_bounds("group.share", "record.lock.duration.ms", 15000, 3600000, "record lock duration of a share group"),
+    *_bounds("group.share", "delivery.count.limit", 2, 10, "delivery count limit of a share group"),
+    *_bounds("group.share", "partition.max.record.locks", 100, 10000,
+             "share.partition.max.record.locks of a share group"),
     ConfigDef("offset.metadata.max.bytes", _T.INT, "4096",
               "The largest metadata string a committed offset may carry.", at_least(0)),
     ConfigDef("offsets.retention.check.interval.ms", _T.LONG, "600000",
@@ -379,6 +400,11 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "partition is in the producer's transaction (KIP-890), so a late write cannot join a finished one."),
     ConfigDef("producer.id.expiration.ms", _T.INT, "86400000",
               "How long an idle producer id's state is kept.", at_least(1)),
+    # The console's HTTP listener (moldau.console): /metrics today.
+    ConfigDef("console.listeners", _T.STRING, "http://127.0.0.1:8080",
+              "Where this node serves its console's HTTP listener, with Prometheus metrics at /metrics, as "
+              "http://host:port or https://host:port (port 0: any free port; https takes its certificate from the "
+              "ssl.* configs, which listener.name.console.ssl.* overrides); empty turns it off.", HTTP_LISTENER),
     # The schema registry (Confluent Schema Registry's REST API, docs/registry.md).
     ConfigDef("schema.registry.listeners", _T.STRING, "http://127.0.0.1:8081",
               "Where this broker serves the schema registry's REST API, as http://host:port or https://host:port "

@@ -54,6 +54,7 @@ class ConfigSource(IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8  # a group's own value (GROUP config resources)
 
 
 # --- value parsing ----------------------------------------------------------------------------------

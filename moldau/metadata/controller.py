@@ -38,6 +38,7 @@ from moldau.metadata.placement import place_replicas
 from moldau.metadata.quorum import MetadataQuorum
 from moldau.metadata.records import (
     RESOURCE_BROKER,
+    RESOURCE_GROUP,
     RESOURCE_TOPIC,
     ConfigRecord,
     Endpoint,
@@ -99,9 +100,12 @@ class Controller:
     def __init__(self, quorum: MetadataQuorum, node_id: int,
                  default_partitions: int = 1, default_replication_factor: int = 1,
                  config_default: DefaultLookup = lambda resource_type, name: None,
-                 session_timeout_ms: int = 9000, rng: random.Random | None = None) -> None:
+                 session_timeout_ms: int = 9000, rng: random.Random | None = None,
+                 group_config_check: Callable[[Mapping[str, str]], None] = lambda configs: None) -> None:
+        """`group_config_check`: raises ConfigError for group configs out of what the broker configs allow."""
         self._quorum = quorum
         self._config_default = config_default
+        self._group_config_check = group_config_check
         self.node_id = node_id
         self.default_partitions = default_partitions
         self.default_replication_factor = default_replication_factor
@@ -429,6 +433,8 @@ class Controller:
             _check_configs(updated)
         elif resource_type == RESOURCE_CLIENT_METRICS:
             check_client_metrics_configs(resource_name, updated)
+        elif resource_type == RESOURCE_GROUP:
+            self._check_group_configs(updated)
         else:
             _check_broker_configs(updated)
         if validate_only:
@@ -454,7 +460,18 @@ class Controller:
             if not resource_name:
                 raise KafkaError(ErrorCode.invalid_request, "a client metrics subscription needs a name")
             return self.image.configs.get((RESOURCE_CLIENT_METRICS, resource_name), {})
+        if resource_type == RESOURCE_GROUP:
+            # A group's configs may be set before the group exists, as in Kafka.
+            if not resource_name:
+                raise KafkaError(ErrorCode.invalid_request, "a group config resource needs a group id")
+            return self.image.group_configs(resource_name)
         raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource_type}")
+
+    def _check_group_configs(self, configs: Mapping[str, str]) -> None:
+        try:
+            self._group_config_check(configs)
+        except ConfigError as exc:
+            raise KafkaError(ErrorCode.invalid_config, str(exc)) from exc
 
     # -- client quotas ---------------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from types import MappingProxyType
 
 from moldau.metadata.records import (
     RESOURCE_BROKER,
+    RESOURCE_GROUP,
     RESOURCE_TOPIC,
     AccessControlEntryRecord,
     ClientQuotaRecord,
@@ -98,6 +99,10 @@ class MetadataImage:
 
     def topic_configs(self, name: str) -> Mapping[str, str]:
         return self.configs.get((RESOURCE_TOPIC, name), _EMPTY)
+
+    def group_configs(self, group_id: str) -> Mapping[str, str]:
+        """A group's own configs (GROUP config resources); the same empty mapping for every group without."""
+        return self.configs.get((RESOURCE_GROUP, group_id), _EMPTY)
 
     def broker_configs(self, broker_id: int | None = None) -> Mapping[str, str]:
         # Broker resource name "" holds cluster-wide dynamic defaults, as in Kafka.

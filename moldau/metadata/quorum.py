@@ -138,6 +138,10 @@ class MetadataQuorum:
         return self.node.leader_id
 
     @property
+    def epoch(self) -> int:
+        return self.node.term
+
+    @property
     def is_voter(self) -> bool:
         return self.node_id in self.voters
 

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 # Kafka's ConfigResource types.
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
 
 
 @dataclass(frozen=True, slots=True)

@@ -144,6 +144,9 @@ class ReplicaManager:
         self._proposals: set[asyncio.Task[None]] = set()
         # transaction.partition.verification.enable: whether a transaction's first write needs a verified guard.
         self.transaction_verification = True
+        # ISR changes of partitions led here, committed by the controller (metrics: IsrShrinks, IsrExpands).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     def _now_ms(self) -> int:
         return int(self._clock.monotonic_ms())
@@ -248,7 +251,11 @@ class ReplicaManager:
     def _on_committed_state(self, hosted: HostedPartition, part: PartitionImage) -> None:
         state = hosted.leader_state
         assert state is not None
+        before = set(state.isr)
         state.on_committed(part.replicas, part.isr, part.partition_epoch, self._now_ms())
+        after = set(state.isr)
+        self.isr_shrinks += bool(before - after)
+        self.isr_expands += bool(after - before)
         self._advance_high_watermark(hosted)
         hosted.release_acks()
 

@@ -20,7 +20,7 @@ import functools
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from moldau.clock import Clock, SystemClock
@@ -34,6 +34,8 @@ from moldau.config import (
     describe_broker_configs,
     effective_topic_configs,
 )
+from moldau.config.group_defs import validate_group_configs
+from moldau.console.service import ConsoleService, console_for
 from moldau.coordinator.group.coordinator import OFFSETS_TOPIC_CONFIGS, GroupCoordinator
 from moldau.coordinator.group.records import OFFSETS_TOPIC
 from moldau.coordinator.group.runtime import GroupRuntime
@@ -48,6 +50,7 @@ from moldau.metadata.image import MetadataImage
 from moldau.metadata.log import LocalMetadataLog
 from moldau.metadata.quorum import MetadataQuorum
 from moldau.metadata.records import RESOURCE_TOPIC, Endpoint, RegisterBrokerRecord
+from moldau.metrics.counters import BrokerCounters
 from moldau.net.client import Authenticator
 from moldau.protocol.errors import KafkaError
 from moldau.raft import Config as RaftConfig
@@ -76,6 +79,7 @@ from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget, swe
 from moldau.server.context import RequestContext
 from moldau.server.controller_channel import ControllerChannel
 from moldau.server.controller_requests import ControllerRequests
+from moldau.server.dead_letters import DeadLetters
 from moldau.server.dispatch import Dispatcher, RequestFilter
 from moldau.server.feature_gate import FeatureGate
 from moldau.server.internal_topics import InternalTopics
@@ -126,11 +130,12 @@ class Broker:
             MutationQuotaConfig(config.controller_quota_window_num, config.controller_quota_window_size_seconds * 1000))
         self.connection_quotas = ConnectionQuotas.from_config(config)
         self.authorizer = Authorizer.from_config(config)  # None unless authorizer.class.name is set
+        self.counters = BrokerCounters()  # what /metrics reports of the request path (moldau.metrics)
         filters: list[RequestFilter] = [FeatureGate()]
         if self.authorizer is not None:
             filters.append(RequestAuthorization())
         self.dispatcher = Dispatcher(self, filters=filters,
-                                     quotas=self.client_quotas, authorizer=self.authorizer)
+                                     quotas=self.client_quotas, authorizer=self.authorizer, counters=self.counters)
         self._bound: list[tuple[str, str, int]] = []  # (listener, host, port actually bound)
         self._client_servers: list[asyncio.Server] = []
         # TLS (moldau.security): each SSL listener's server context and certificate-principal mapping, and how
@@ -148,11 +153,13 @@ class Broker:
         self.share: ShareGroups  # share groups (KIP-932): membership, share-partitions led here, share sessions
         self.share_state: ShareCoordinator  # the share coordinator: `__share_group_state` partitions led here
         self.share_state_links: ShareStateLinks
+        self.dead_letters: DeadLetters  # writes share groups' dead-letter topics
         self.txn: TxnRuntime
         self.txn_links: TxnLinks
         self.controller_requests: ControllerRequests
         self.registry: RegistryService | None = None  # the schema registry (moldau.registry), on brokers
         self.telemetry_http: TelemetryHttp | None = None  # pushed client metrics as JSON (moldau.telemetry.http)
+        self.console: ConsoleService | None = None  # the console's HTTP listener, /metrics (moldau.console)
 
     @property
     def schema_lookup(self) -> SchemaLookup | None:
@@ -175,10 +182,15 @@ class Broker:
             os.makedirs(d, exist_ok=True)
         self.cluster_id = self._load_or_create_meta_properties(multi_node=len(voters) > 1 or not self.is_controller)
         self._set_up_security()
+        try:
+            self.console = console_for(self)  # bound now: a port in use stops the node before it joins
+        except ConfigError as exc:
+            raise StartupError(str(exc)) from exc
         self.quorum = self._open_quorum(voters)
         self.controller = Controller(self.quorum, self.node_id, self.config.num_partitions,
                                      self.config.default_replication_factor, self._config_default,
-                                     self.config.broker_session_timeout_ms)
+                                     self.config.broker_session_timeout_ms,
+                                     group_config_check=self._check_group_configs)
         self.channel = ControllerChannel(self.quorum, f"moldau-node-{self.node_id}", self.controller_security,
                                          self._controller_authenticator())
         self.controller_requests = ControllerRequests(self.node_id, self.quorum, self.controller, self.channel,
@@ -206,6 +218,8 @@ class Broker:
             if self.telemetry_http is not None:
                 self.telemetry_http.start()
             self._tasks.append(asyncio.get_running_loop().create_task(self._maintenance()))
+        if self.console is not None:
+            self.console.start()
         log.info("moldau node %d started (cluster %s, roles %s), listening on %s", self.node_id, self.cluster_id,
                  ",".join(self.config.process_roles),
                  ", ".join(f"{n}://{h}:{p}" for n, h, p in self._bound))
@@ -303,6 +317,8 @@ class Broker:
         self.closing = True
         if self.lifecycle is not None:
             await self._controlled_shutdown(self.lifecycle)
+        if self.console is not None:
+            await self.console.stop()
         if self.registry is not None:
             await self.registry.stop()
         if self.telemetry_http is not None:
@@ -319,6 +335,7 @@ class Broker:
             self.txn.close()
             self.share_state.close()
             self.share_state_links.close()
+            self.dead_letters.close()
             self.txn_links.close()
         for conn in list(self._connections):
             conn.close()
@@ -386,8 +403,10 @@ class Broker:
         self.quorum.add_listener(self.share_state.on_image)
         self.share_state.on_image(None, self.image)
         self.share_state_links = ShareStateLinks(self, self.inter_broker_authenticator())
+        self.dead_letters = DeadLetters(self)
         share = ShareGroups(ShareBrokerSettings.from_config(self.config), self.clock, self.replicas,
-                            self.share_state_links)
+                            self.share_state_links, group_configs=lambda group_id: self.image.group_configs(group_id),
+                            dead_letters=self.dead_letters)
 
         def follow(_old: MetadataImage | None, _new: MetadataImage) -> None:
             share.forget_partitions(self._leads)
@@ -525,6 +544,13 @@ class Broker:
             budget = self._receive_budget
             trimmer.observe(len(self._connections), budget.take_peak(), budget.used)
 
+    def connection_counts(self) -> dict[str, int]:
+        """Open connections per listener, every bound listener named (metrics)."""
+        counts = dict.fromkeys((name for name, _, _ in self._bound), 0)
+        for conn in self._connections:
+            counts[conn.listener] = counts.get(conn.listener, 0) + 1
+        return counts
+
     @property
     def bound_ports(self) -> list[int]:
         """The client listeners' ports as bound (port 0 resolved)."""
@@ -573,6 +599,9 @@ class Broker:
         per_broker = dict(image.broker_configs(self.node_id))
         config = self.config.with_dynamic(cluster_wide) if cluster_wide else self.config
         return config.with_dynamic(per_broker, per_broker=True) if per_broker else config
+
+    def _check_group_configs(self, configs: Mapping[str, str]) -> None:
+        validate_group_configs(configs, self.effective_config(self.image))
 
     def _config_default(self, resource_type: int, name: str) -> str | None:
         config = self.effective_config(self.image)

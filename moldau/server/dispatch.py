@@ -33,6 +33,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from moldau.metrics.counters import BrokerCounters
 from moldau.protocol import codec
 from moldau.protocol.codec import InvalidRequest
 from moldau.protocol.error_response import error_response
@@ -94,8 +95,10 @@ class RequestFilter(Protocol):
 class Dispatcher:
     def __init__(self, services: BrokerServices, filters: Sequence[RequestFilter] = (),
                  apis: Mapping[int, Api] = APIS, controller_apis: Mapping[int, Api] = CONTROLLER_APIS,
-                 quotas: ClientQuotas | None = None, authorizer: Authorizer | None = None) -> None:
+                 quotas: ClientQuotas | None = None, authorizer: Authorizer | None = None,
+                 counters: BrokerCounters | None = None) -> None:
         self._services = services
+        self._counters = counters
         self._quotas = quotas
         self._authorizer = authorizer
         self._filters = tuple(filters)
@@ -125,6 +128,7 @@ class Dispatcher:
         except codec.MalformedBody as exc:
             return _malformed_body_response(schema, header, exc)
         quota = self._request_quota(header, conn)
+        started_ms = self._services.clock.monotonic_ms() if self._counters is not None else 0.0
         context = RequestContext(header, schema, self._services, conn.peer, conn.is_controller_listener,
                                  conn.listener, conn.principal, conn.client_host, conn.security_protocol, quota,
                                  sasl, self._authorizer, self._from_node(conn))
@@ -148,6 +152,10 @@ class Dispatcher:
             # Should it be a handler bug, the connection's log line then says which request it was.
             exc.add_note(f"while serving {api.name} v{header.api_version}: {request!r:.2000}")
             raise
+        finally:
+            if self._counters is not None:
+                self._counters.request_served(api.name, header.api_version,
+                                              self._services.clock.monotonic_ms() - started_ms)
 
     def _from_node(self, conn: ConnectionInfo) -> bool:
         """Is this a request from another node: on a controller listener, from a principal that may CLUSTER_ACTION

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from moldau.metadata.image import MetadataImage
     from moldau.metadata.quorum import MetadataQuorum
     from moldau.metadata.records import Endpoint, RegisterBrokerRecord
+    from moldau.metrics.counters import BrokerCounters
     from moldau.registry.validation import SchemaLookup
     from moldau.replication.replica_manager import ReplicaManager
     from moldau.server.context import RequestContext
@@ -48,6 +49,8 @@ class BrokerServices(Protocol):
     def clock(self) -> Clock: ...
     @property
     def closing(self) -> bool: ...
+    @property
+    def counters(self) -> BrokerCounters: ...  # records, bytes and requests, for /metrics
 
     # -- metadata ---------------------------------------------------------------------------------------------
     @property

@@ -4,7 +4,9 @@ leads, and the share sessions of the members fetching from it.
 Share-partition state is durable through a `StateStore` (the share coordinator, `moldau.coordinator.share`):
 read when a share-partition is first used here, written when it starts, after every acknowledgement (answered
 once the write is durable), and after releases and expired locks (in the background), so deliveries are counted
-across restarts; only an acquisition in progress is not. Group membership and share sessions are in memory.
+across restarts; only an acquisition in progress is not. Group membership and share sessions are in memory. When
+the last share session of a group here ends, its share-partitions are written and dropped from memory, so the
+next fetch reads back whatever an administrator set meanwhile (the offset APIs need the group empty).
 
 Time is the injected clock's monotonic milliseconds. Expired members are removed and expired locks released
 lazily, on the next share request that touches them; a ShareFetch waiting for records is woken by appends to
@@ -16,13 +18,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Protocol
 
+from moldau.config.offset_reset import BY_DURATION, duration_ms
 from moldau.coordinator.share.records import ShareSnapshot, StateBatch, StateKey
 from moldau.protocol.errors import ErrorCode
 from moldau.share.group import Heartbeat, HeartbeatAnswer, ShareGroup
-from moldau.share.partition import SharePartition
+from moldau.share.partition import ArchivedRecord, RecordState, SharePartition
 from moldau.share.sessions import ShareSessions
 from moldau.share.settings import ShareBrokerSettings
 
@@ -33,6 +37,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SessionPartition = tuple[uuid.UUID, int]  # (topic id, partition), as ShareFetch names them
+PartitionKey = tuple[str, str, int]  # (group, topic, partition)
+# Where archived records go when the group has a dead-letter topic (`moldau.server.dead_letters`).
+DeadLetterSink = Callable[[PartitionKey, ShareBrokerSettings, list[ArchivedRecord]], Coroutine[Any, Any, None]]
+_NO_CONFIGS: Mapping[str, str] = MappingProxyType({})
+_DONE = (int(RecordState.ACKNOWLEDGED), int(RecordState.ARCHIVED))
 
 
 class StateStore(Protocol):
@@ -47,9 +56,17 @@ class StateStore(Protocol):
 
 class ShareGroups:
     def __init__(self, settings: ShareBrokerSettings, clock: Clock, replicas: ReplicaManager,
-                 store: StateStore | None = None) -> None:
-        """`store`: where share-partition state is kept (None: in memory only, for tests)."""
+                 store: StateStore | None = None,
+                 group_configs: Callable[[str], Mapping[str, str]] = lambda group_id: _NO_CONFIGS,
+                 dead_letters: DeadLetterSink | None = None) -> None:
+        """`store`: where share-partition state is kept (None: in memory only, for tests); `group_configs`: a
+        group's own configs (the metadata image's GROUP resources); `dead_letters`: where records archived in a
+        group with a dead-letter topic are sent."""
         self.settings = settings
+        self._group_configs = group_configs
+        self._group_settings: dict[str, tuple[Mapping[str, str], ShareBrokerSettings]] = {}
+        self._dead_letters = dead_letters
+        self._background: set[asyncio.Task[None]] = set()  # dead-letter writes, unloads of idle groups
         self._store = store
         self._loading: dict[tuple[str, str, int], asyncio.Task[SharePartition]] = {}
         self._durable: dict[tuple[str, str, int], tuple[StateKey, int, int]] = {}  # key, leader and state epoch
@@ -64,6 +81,17 @@ class ShareGroups:
     def now_ms(self) -> int:
         return int(self._clock.monotonic_ms())
 
+    def group_settings(self, group_id: str) -> ShareBrokerSettings:
+        """The broker's settings with the group's own configs; recomputed when those change, so a config altered
+        takes effect at the group's next heartbeat or share request."""
+        overrides = self._group_configs(group_id)
+        cached = self._group_settings.get(group_id)
+        if cached is not None and cached[0] is overrides:
+            return cached[1]
+        settings = self.settings.for_group(overrides)
+        self._group_settings[group_id] = (overrides, settings)
+        return settings
+
     # -- membership ----------------------------------------------------------------------------------------
 
     def heartbeat(self, group_id: str, request: Heartbeat, partitions_of: Callable[[str], int | None]
@@ -73,9 +101,17 @@ class ShareGroups:
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = ShareGroup(group_id, self.settings.membership)
+        group.settings = self.group_settings(group_id).membership
         # A member leaving (epoch -1) keeps its share sessions: a closing consumer sends its last acknowledgements
         # and closes them (epoch -1) in parallel with the leave, and they must still find what it holds.
         return group.heartbeat(request, now, partitions_of)
+
+    def ensure_group(self, group_id: str) -> ShareGroup:
+        """The share group, created empty if it is not known (an administrator may set its offsets first)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ShareGroup(group_id, self.group_settings(group_id).membership)
+        return group
 
     def describe(self, group_id: str) -> ShareGroup | None:
         self.expire_members(self.now_ms())
@@ -120,6 +156,28 @@ class ShareGroups:
             if key[0] == group_id and partition.release_member(member_id):
                 self.persist_later(key)  # the deliveries it had are counted after a restart too
         self.notify()
+        if self._store is not None and not self._has_sessions(group_id):
+            task = asyncio.get_running_loop().create_task(self._unload_when_idle(group_id))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    def _has_sessions(self, group_id: str) -> bool:
+        return any(s.group_id == group_id for s in self.sessions.all())
+
+    async def _unload_when_idle(self, group_id: str) -> None:
+        """No member of the group fetches from this broker any more: write its share-partitions and drop them
+        from memory, so that the next fetch reads the durable state back. An administrator's reset
+        (AlterShareGroupOffsets, DeleteShareGroupOffsets) needs the group empty, and may be made through another
+        broker: this is how a partition leader elsewhere sees it."""
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            found = self.partitions.get(key)
+            if found is None:
+                continue
+            await self.persist(key)
+            acquired = any(r.state == RecordState.ACQUIRED for r in found.records.values())
+            if self.partitions.get(key) is found and not acquired and not self._has_sessions(group_id):
+                del self.partitions[key]
+                self._durable.pop(key, None)
 
     def persist_later(self, key: tuple[str, str, int]) -> None:
         """Write the share-partition's state without waiting for it (releases and expired locks)."""
@@ -149,22 +207,41 @@ class ShareGroups:
                 self._loading[key] = loading
                 loading.add_done_callback(lambda _: self._loading.pop(key, None))
             found = await asyncio.shield(loading)
+        found.settings = self.group_settings(group_id).partition
         found.move_start(log_start)
         return found
 
     async def _load(self, key: tuple[str, str, int], state_key: StateKey, leader_epoch: int, log_start: int,
                     log_end: int) -> SharePartition:
         snapshot = None if self._store is None else await self._store.read(state_key, leader_epoch)
-        if snapshot is None:
-            loaded = SharePartition.initial(self.settings.partition, log_start, log_end)
-        else:
-            loaded = SharePartition.restore(self.settings.partition, snapshot.start_offset, [
+        settings = self.group_settings(key[0]).partition
+        # A snapshot with start -1 is a share-partition an administrator reset (DeleteShareGroupOffsets): it
+        # starts again from share.auto.offset.reset, in the state epoch of that reset.
+        fresh = snapshot is None or snapshot.start_offset < 0
+        if snapshot is not None and snapshot.start_offset >= 0:
+            loaded = SharePartition.restore(settings, snapshot.start_offset, [
                 (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in snapshot.batches])
+        else:
+            loaded = SharePartition(settings, self._initial_start(settings.auto_offset_reset, key, log_start,
+                                                                  log_end))
         self._durable[key] = (state_key, leader_epoch, 0 if snapshot is None else snapshot.state_epoch)
         self.partitions[key] = loaded
-        if snapshot is None:
+        if fresh:
             await self.persist(key)  # the start `latest` picked must not move on a restart
         return loaded
+
+    def _initial_start(self, strategy: str, key: PartitionKey, log_start: int, log_end: int) -> int:
+        """share.auto.offset.reset: the log start, the log end, or the first offset written at most the given
+        duration ago (the log end when there is none)."""
+        lowered = strategy.lower()
+        if lowered == "earliest":
+            return log_start
+        if not lowered.startswith(BY_DURATION):
+            return log_end
+        since = self._clock.time_ms() - duration_ms(strategy[len(BY_DURATION):])
+        hosted = self._replicas.partitions.get((key[1], key[2]))
+        found = None if hosted is None else hosted.log.offset_for_timestamp(since)
+        return log_end if found is None else min(max(found[0], log_start), log_end)
 
     async def persist(self, key: tuple[str, str, int]) -> ErrorCode:
         """Write the share-partition's state to the share coordinator; ErrorCode.none once it is durable."""
@@ -172,14 +249,69 @@ class ShareGroups:
         if self._store is None or found is None or durable is None:
             return ErrorCode.none
         state_key, leader_epoch, state_epoch = durable
+        archived = found.take_archived()
         batches = tuple(StateBatch(*b) for b in found.state_batches())
         written = await self._store.write(state_key, ShareSnapshot(0, state_epoch, leader_epoch, found.start_offset,
                                                                    batches))
-        if written == ErrorCode.fenced_leader_epoch and self.partitions.get(key) is found:
-            # A newer leader has written this share-partition: what is held here is stale; read it again.
+        stale = (ErrorCode.fenced_leader_epoch, ErrorCode.fenced_state_epoch)
+        if written in stale and self.partitions.get(key) is found:
+            # A newer leader has written this share-partition, or an administrator reset it: what is held here
+            # is stale; read it again.
             del self.partitions[key]
             self._durable.pop(key, None)
+        elif written != ErrorCode.none:
+            found.archived[:0] = archived  # sent once a later write makes their archiving durable
+        elif archived:
+            self._send_dead_letters(key, archived)
         return written
+
+    def _send_dead_letters(self, key: PartitionKey, archived: list[ArchivedRecord]) -> None:
+        """Hand the records archived to the group's dead-letter topic, in the background (best effort: a record
+        is written there at most once, once its archiving is durable)."""
+        settings = self.group_settings(key[0])
+        if self._dead_letters is None or not settings.dead_letter_topic:
+            return
+        task = asyncio.get_running_loop().create_task(self._dead_letters(key, settings, archived))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # -- administration (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets) ------------
+
+    async def start_offset(self, group_id: str, topic: str, partition: int, topic_id: uuid.UUID,
+                           leader_epoch: int) -> tuple[int, int] | None:
+        """The share-partition start offset and how many records past it are done (acknowledged or archived):
+        live when the share-partition is held here, else durable; None when the group never consumed the partition
+        (or its state was deleted). Raises KafkaError when the share coordinator cannot be reached."""
+        found = self.partitions.get((group_id, topic, partition))
+        if found is not None:
+            return found.start_offset, sum(1 for r in found.records.values() if r.state in _DONE)
+        if self._store is None:
+            return None
+        snapshot = await self._store.read(StateKey(group_id, topic_id, partition), leader_epoch)
+        if snapshot is None or snapshot.start_offset < 0:
+            return None
+        return snapshot.start_offset, sum(b.last_offset - b.first_offset + 1 for b in snapshot.batches
+                                          if b.delivery_state in _DONE)
+
+    async def reset(self, group_id: str, topic: str, partition: int, topic_id: uuid.UUID, leader_epoch: int,
+                    start_offset: int | None) -> ErrorCode:
+        """Start the share-partition at `start_offset` with nothing in flight, or (None) forget it so that
+        share.auto.offset.reset picks its start again. Written in the next state epoch, so a leader still holding
+        the old state is refused (FENCED_STATE_EPOCH) when it writes, and reads the new one."""
+        key = (group_id, topic, partition)
+        self.partitions.pop(key, None)
+        self._durable.pop(key, None)
+        if self._store is None:
+            if start_offset is not None:
+                self.partitions[key] = SharePartition(self.group_settings(group_id).partition, start_offset)
+            return ErrorCode.none
+        state_key = StateKey(group_id, topic_id, partition)
+        current = await self._store.read(state_key, leader_epoch)
+        if current is None and start_offset is None:
+            return ErrorCode.none  # nothing to forget
+        state_epoch = 0 if current is None else current.state_epoch + 1
+        start = -1 if start_offset is None else start_offset
+        return await self._store.write(state_key, ShareSnapshot(0, state_epoch, leader_epoch, start, ()))
 
     def forget_partitions(self, keep: Callable[[str, int], bool]) -> None:
         """Drop the share-partitions of partitions no longer led here."""

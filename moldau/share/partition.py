@@ -9,6 +9,10 @@ in-flight window; each of them is in one state:
 - Archived: given up (REJECT, a GAP the consumer found no record at, or released/expired once it reached
   `share.delivery.count.limit` deliveries).
 
+When the group has a dead-letter topic (`dead_letter`), every record archived because a member REJECTed it or
+because it used up its deliveries is also noted in `archived` (an `ArchivedRecord` event), for the I/O layer to
+copy to that topic; records archived for a GAP or because the log no longer has them are not.
+
 Every acquisition counts one delivery. A record released (or whose lock expires) after its last allowed delivery
 is archived instead of made available again, so no record is delivered more than the limit. The SPSO moves past
 the contiguous Acknowledged/Archived prefix and never goes back. At most `share.partition.max.record.locks`
@@ -60,6 +64,22 @@ class ShareSettings:
     delivery_count_limit: int = DEFAULT_DELIVERY_COUNT_LIMIT
     max_record_locks: int = DEFAULT_MAX_RECORD_LOCKS
     auto_offset_reset: str = "latest"
+    isolation_level: str = "read_uncommitted"  # share.isolation.level
+    dead_letter: bool = False  # note archived records for a dead-letter topic
+
+
+class ArchiveReason(IntEnum):
+    REJECTED = 1
+    DELIVERY_COUNT_EXCEEDED = 2
+
+
+@dataclass(frozen=True, slots=True)
+class ArchivedRecord:
+    """A record given up on: what a dead-letter topic gets told."""
+
+    offset: int
+    delivery_count: int
+    reason: ArchiveReason
 
 
 @dataclass(slots=True)
@@ -104,6 +124,7 @@ class SharePartition:
     start_offset: int  # the SPSO: every offset below it is done
     next_offset: int = -1  # one past the last offset ever acquired (the SPEO is next_offset - 1); -1: = SPSO
     records: dict[int, InFlightRecord] = field(default_factory=dict)  # every offset of [start, next)
+    archived: list[ArchivedRecord] = field(default_factory=list)  # events, when settings.dead_letter; see take_archived
 
     def __post_init__(self) -> None:
         if self.next_offset < self.start_offset:
@@ -207,24 +228,25 @@ class SharePartition:
             self._check(member_id, batch)
         for batch in batches:
             for offset in range(batch.first_offset, batch.last_offset + 1):
-                self._apply(self.records[offset], AckType(batch.type_of(offset)), now_ms)
+                self._apply(offset, self.records[offset], AckType(batch.type_of(offset)), now_ms)
         self._advance()
 
     def expire(self, now_ms: int) -> bool:
         """Release every record whose acquisition lock has run out; whether there was one."""
-        expired = [r for r in self.records.values() if r.state == RecordState.ACQUIRED
+        expired = [(o, r) for o, r in self.records.items() if r.state == RecordState.ACQUIRED
                    and r.lock_deadline_ms is not None and r.lock_deadline_ms <= now_ms]
-        for record in expired:
-            self._release(record)
+        for offset, record in expired:
+            self._release(record, offset)
         self._advance()
         return bool(expired)
 
     def release_member(self, member_id: str) -> bool:
         """The member left (or its share session ended): what it holds becomes available again; whether it held
         anything."""
-        held = [r for r in self.records.values() if r.state == RecordState.ACQUIRED and r.member_id == member_id]
-        for record in held:
-            self._release(record)
+        held = [(o, r) for o, r in self.records.items()
+                if r.state == RecordState.ACQUIRED and r.member_id == member_id]
+        for offset, record in held:
+            self._release(record, offset)
         self._advance()
         return bool(held)
 
@@ -249,11 +271,22 @@ class SharePartition:
         record.lock_deadline_ms = deadline_ms
         return record.delivery_count
 
-    def _release(self, record: InFlightRecord) -> None:
+    def _release(self, record: InFlightRecord, offset: int) -> None:
         limit_reached = record.delivery_count >= self.settings.delivery_count_limit
         record.state = RecordState.ARCHIVED if limit_reached else RecordState.AVAILABLE
         record.member_id = None
         record.lock_deadline_ms = None
+        if limit_reached:
+            self._note_archived(offset, record, ArchiveReason.DELIVERY_COUNT_EXCEEDED)
+
+    def _note_archived(self, offset: int, record: InFlightRecord, reason: ArchiveReason) -> None:
+        if self.settings.dead_letter:
+            self.archived.append(ArchivedRecord(offset, record.delivery_count, reason))
+
+    def take_archived(self) -> list[ArchivedRecord]:
+        """The archived-record events since the last call, oldest first."""
+        taken, self.archived = self.archived, []
+        return taken
 
     def _check(self, member_id: str, batch: AckBatch) -> None:
         first, last = batch.first_offset, batch.last_offset
@@ -270,18 +303,20 @@ class SharePartition:
                 raise AcknowledgeError(ErrorCode.invalid_record_state,
                                        f"offset {offset} is not acquired by member {member_id}")
 
-    def _apply(self, record: InFlightRecord, ack: AckType, now_ms: int) -> None:
+    def _apply(self, offset: int, record: InFlightRecord, ack: AckType, now_ms: int) -> None:
         if ack == AckType.RENEW:
             record.lock_deadline_ms = now_ms + self.settings.record_lock_duration_ms
             return
         if ack == AckType.RELEASE:
-            self._release(record)
+            self._release(record, offset)
             return
         # A gap is an offset with no record for the consumer (a control record, one compacted away): nothing to
         # deliver, so it is archived like a rejected record; only ACCEPT makes a record Acknowledged.
         record.state = RecordState.ACKNOWLEDGED if ack == AckType.ACCEPT else RecordState.ARCHIVED
         record.member_id = None
         record.lock_deadline_ms = None
+        if ack == AckType.REJECT:
+            self._note_archived(offset, record, ArchiveReason.REJECTED)
 
     def _advance(self) -> None:
         while self.start_offset < self.next_offset and self.records[self.start_offset].state in FINAL_STATES:

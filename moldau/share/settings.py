@@ -1,7 +1,11 @@
-"""The broker configs share groups act on (`group.share.*`, `share.auto.offset.reset`), read once at start-up."""
+"""The configs share groups act on: the broker's (`group.share.*`, `share.auto.offset.reset`), read once at start-up,
+and a group's own overrides (GROUP config resources, KIP-932/KIP-1191 names), which replace them for that group
+as soon as they are in the metadata image."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -14,6 +18,8 @@ from moldau.share.partition import ShareSettings
 class ShareBrokerSettings:
     membership: MembershipSettings = field(default_factory=MembershipSettings)
     partition: ShareSettings = field(default_factory=ShareSettings)
+    dead_letter_topic: str = ""  # errors.deadletterqueue.topic.name: "" for none
+    dead_letter_copy_record: bool = False  # errors.deadletterqueue.copy.record.enable
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> Self:
@@ -30,3 +36,30 @@ class ShareBrokerSettings:
                 auto_offset_reset=config.share_auto_offset_reset or "latest",
             ),
         )
+
+    def for_group(self, overrides: Mapping[str, str]) -> ShareBrokerSettings:
+        """These settings with a group's config overrides (already validated when they were stored)."""
+        if not overrides:
+            return self
+        membership = self.membership
+        partition = self.partition
+        get = overrides.get
+        if "share.session.timeout.ms" in overrides or "share.heartbeat.interval.ms" in overrides:
+            membership = dataclasses.replace(
+                membership,
+                session_timeout_ms=int(get("share.session.timeout.ms", membership.session_timeout_ms)),
+                heartbeat_interval_ms=int(get("share.heartbeat.interval.ms", membership.heartbeat_interval_ms)))
+        partition = dataclasses.replace(
+            partition,
+            record_lock_duration_ms=int(get("share.record.lock.duration.ms", partition.record_lock_duration_ms)),
+            delivery_count_limit=int(get("share.delivery.count.limit", partition.delivery_count_limit)),
+            max_record_locks=int(get("share.partition.max.record.locks", partition.max_record_locks)),
+            auto_offset_reset=get("share.auto.offset.reset", partition.auto_offset_reset).strip(),
+            isolation_level=get("share.isolation.level", partition.isolation_level).strip().lower(),
+            dead_letter=bool(get("errors.deadletterqueue.topic.name", "").strip()),
+        )
+        return dataclasses.replace(
+            self, membership=membership, partition=partition,
+            dead_letter_topic=get("errors.deadletterqueue.topic.name", "").strip(),
+            dead_letter_copy_record=get("errors.deadletterqueue.copy.record.enable", "false").strip().lower()
+            == "true")

@@ -11,7 +11,19 @@ from pathlib import Path
 import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.alter_share_group_offsets.v0.request import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequestPartition,
+    AlterShareGroupOffsetsRequestTopic,
+)
+from kio.schema.describe_share_group_offsets.v1.request import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+    DescribeShareGroupOffsetsRequestTopic,
+)
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.read_share_group_state.v0.request import PartitionData, ReadShareGroupStateRequest, ReadStateData
+from kio.static.primitive import i8, i32, i64
 
 from moldau.coordinator.record_codec import partition_for
 from moldau.coordinator.share.records import SHARE_STATE_TOPIC
@@ -101,8 +113,42 @@ def test_two_share_consumers_get_every_record_of_partitions_led_by_three_brokers
         with RawClient(addresses[coordinator]) as client:
             ((state,),) = [r.partitions for r in client.request(request).results]
         assert state.error_code == 0 and state.state_epoch >= 0 and state.start_offset > 0, state
+    start_again_from_the_beginning(cluster, addresses, values)
     for node in cluster.brokers:
         assert "internal error" not in node.log_tail(100000), node.log_tail()
+
+
+def start_again_from_the_beginning(cluster: LocalCluster, addresses: dict[int, str], values: list[bytes]) -> None:
+    """The group is empty: its coordinator describes its start offsets (read from share coordinators on other
+    brokers too) and sets them back to 0, and the partition leaders, most of them other brokers, hand every record
+    out again."""
+    with RawClient(cluster.bootstrap.split(",")[0]) as client:
+        (found,) = client.request(FindCoordinatorRequest(key_type=i8(0), coordinator_keys=("workers",))).coordinators
+    every = (DescribeShareGroupOffsetsRequestTopic(topic_name=TOPIC, partitions=tuple(i32(p) for p in
+                                                                                      range(PARTITIONS))),)
+    with RawClient(addresses[found.node_id]) as client:
+        (described,) = client.request(DescribeShareGroupOffsetsRequest(groups=(
+            DescribeShareGroupOffsetsRequestGroup(group_id="workers", topics=every),))).groups
+        assert [(p.error_code, p.start_offset >= 0) for t in described.topics for p in t.partitions] == [
+            (0, True)] * PARTITIONS, described
+        reset = AlterShareGroupOffsetsRequest(group_id="workers", topics=(AlterShareGroupOffsetsRequestTopic(
+            topic_name=TOPIC, partitions=tuple(AlterShareGroupOffsetsRequestPartition(
+                partition_index=i32(p), start_offset=i64(0)) for p in range(PARTITIONS))),))
+        # The consumers' leaves may still be on their way.
+        done = wait_until(lambda: (r := client.request(reset)).error_code == 0 and r, 30.0, "an empty group")
+    assert all(p.error_code == 0 for t in done.responses for p in t.partitions), done
+    again: list[bytes] = []
+    consumer = ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": "workers"})
+    consumer.subscribe([TOPIC])
+    try:
+        def collect() -> bool:
+            again.extend(m.value() for m in consumer.poll(0.5) if m.error() is None)
+            return len(again) >= len(values)
+
+        wait_until(collect, 90.0, lambda: f"got {len(again)} of {len(values)} records after the reset")
+    finally:
+        consumer.close()
+    assert sorted(again) == sorted(values)
 
 
 def leader_of(cluster: LocalCluster, topic: str, partition: int, alive: list[int]) -> int:

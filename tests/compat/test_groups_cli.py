@@ -116,7 +116,7 @@ def consumed(broker: Any) -> Iterator[tuple[str, str, list[Consumer]]]:
 def test_list_and_describe_active_group(broker: Any, consumed: tuple[str, str, list[Consumer]]) -> None:
     topic, group, _members = consumed
     listed = ok(broker, "groups", "list").out
-    assert [group, "Stable"] in [line.split() for line in listed.splitlines()]
+    assert [group, "classic", "Stable"] in [line.split() for line in listed.splitlines()]
     assert group not in ok(broker, "groups", "list", "--state", "empty").out
     described = ok(broker, "groups", "describe", group).out
     assert f"Group: {group}" in described

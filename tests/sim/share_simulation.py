@@ -8,7 +8,10 @@ machine, and after every step the rules are checked:
 - a record is never held by two members at once (while one's lock has not run out, nobody else gets it);
 - each acquisition is one more delivery, and no record is delivered more than the delivery limit;
 - the SPSO never goes back, and the window never exceeds the record-lock limit;
-- an acknowledgement is accepted only from the member holding the record.
+- an acknowledgement is accepted only from the member holding the record;
+- with a dead-letter topic (half the seeds), each record given up on (rejected, or released after its last
+  delivery) is announced once as an archived event with its reason and delivery count, and no other is; without
+  one, there are no events.
 
 At the end the members stop failing and drain the partition: every offset must then be Acknowledged (accepted
 exactly once) or Archived (rejected, or its deliveries used up), and the SPSO must reach the log end.
@@ -19,7 +22,15 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from moldau.share.partition import AckBatch, AcknowledgeError, AckType, SharePartition, ShareSettings
+from moldau.share.partition import (
+    AckBatch,
+    AcknowledgeError,
+    AckType,
+    ArchivedRecord,
+    ArchiveReason,
+    SharePartition,
+    ShareSettings,
+)
 
 
 class InvariantViolation(AssertionError):
@@ -40,6 +51,7 @@ class Model:
     holder: dict[int, Holding] = field(default_factory=dict)
     accepted: dict[int, int] = field(default_factory=dict)
     rejected: set[int] = field(default_factory=set)
+    dead_letters: dict[int, ArchivedRecord] = field(default_factory=dict)
 
 
 class ShareSimulation:
@@ -52,6 +64,7 @@ class ShareSimulation:
             delivery_count_limit=self.rng.randint(1, 6),
             max_record_locks=self.rng.choice([3, 10, 50]),
             auto_offset_reset="earliest",
+            dead_letter=self.rng.random() < 0.5,
         )
         self.now_ms = 0
         self.log_end = 0
@@ -168,6 +181,7 @@ class ShareSimulation:
 
     def check(self) -> None:
         partition = self.partition
+        self.check_dead_letters(partition.take_archived())
         if partition.start_offset < self.last_start:
             self.fail(f"SPSO went back from {self.last_start} to {partition.start_offset}")
         self.last_start = partition.start_offset
@@ -177,8 +191,31 @@ class ShareSimulation:
             if count > 1:
                 self.fail(f"offset {offset} accepted {count} times")
 
+    def check_dead_letters(self, events: list[ArchivedRecord]) -> None:
+        model = self.model
+        if events and not self.settings.dead_letter:
+            self.fail(f"archived events {events} without a dead-letter topic")
+        for event in events:
+            if event.offset in model.dead_letters:
+                self.fail(f"offset {event.offset} announced twice: {model.dead_letters[event.offset]}, {event}")
+            model.dead_letters[event.offset] = event
+            delivered = model.deliveries.get(event.offset, 0)
+            if event.delivery_count != delivered:
+                self.fail(f"{event} announced with {event.delivery_count} deliveries, model has {delivered}")
+            rejected = event.offset in model.rejected
+            if (event.reason == ArchiveReason.REJECTED) != rejected:
+                self.fail(f"{event} announced, rejected: {rejected}")
+            if not rejected and delivered < self.settings.delivery_count_limit:
+                self.fail(f"{event} announced after {delivered} of {self.settings.delivery_count_limit} deliveries")
+
     def check_final(self) -> None:
         partition = self.partition
+        if self.settings.dead_letter:
+            limit = self.settings.delivery_count_limit
+            given_up = {o for o in range(self.log_end) if o in self.model.rejected
+                        or (o not in self.model.accepted and self.model.deliveries.get(o, 0) >= limit)}
+            if set(self.model.dead_letters) != given_up:
+                self.fail(f"dead letters {sorted(self.model.dead_letters)}, given up on {sorted(given_up)}")
         if partition.start_offset != self.log_end or partition.records:
             self.fail(f"SPSO {partition.start_offset} with {len(partition.records)} records in flight at the end, "
                       f"log end {self.log_end}")

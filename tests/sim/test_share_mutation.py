@@ -1,12 +1,12 @@
 """The share-partition simulation must catch a broken rule: a lock that expires before its deadline (records go to
-a second member while the first still holds them), an acquisition that takes acquired records too, and a release
-that forgets the delivery limit."""
+a second member while the first still holds them), an acquisition that takes acquired records too, a release
+that forgets the delivery limit, and a dead-letter announcement of a record released at the limit that is lost."""
 
 from __future__ import annotations
 
 import pytest
 
-from moldau.share.partition import InFlightRecord, RecordState, SharePartition
+from moldau.share.partition import ArchiveReason, InFlightRecord, RecordState, SharePartition
 from tests.sim.share_simulation import InvariantViolation, ShareSimulation
 
 MUTATION_SEEDS = 100
@@ -14,13 +14,13 @@ MUTATION_SEEDS = 100
 
 def expire_everything(self: SharePartition, now_ms: int) -> None:
     """`SharePartition.expire` ignoring the lock deadlines."""
-    for record in self.records.values():
+    for offset, record in self.records.items():
         if record.state == RecordState.ACQUIRED:
-            self._release(record)
+            self._release(record, offset)
     self._advance()
 
 
-def release_without_limit(self: SharePartition, record: InFlightRecord) -> None:
+def release_without_limit(self: SharePartition, record: InFlightRecord, offset: int) -> None:
     """`SharePartition._release` that never archives a record at the delivery limit."""
     record.state = RecordState.AVAILABLE
     record.member_id = None
@@ -37,6 +37,14 @@ def acquire_acquired_too(self: SharePartition, member_id: str, max_records: int,
 
 
 ORIGINAL_ACQUIRE = SharePartition.acquire
+ORIGINAL_NOTE = SharePartition._note_archived
+
+
+def announce_rejections_only(self: SharePartition, offset: int, record: InFlightRecord, reason: ArchiveReason
+                             ) -> None:
+    """`SharePartition._note_archived` that loses the records that used up their deliveries."""
+    if reason == ArchiveReason.REJECTED:
+        ORIGINAL_NOTE(self, offset, record, reason)
 
 
 def first_violation(expected: str) -> None:
@@ -62,3 +70,8 @@ def test_simulation_catches_a_record_acquired_twice(monkeypatch: pytest.MonkeyPa
 def test_simulation_catches_deliveries_beyond_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(SharePartition, "_release", release_without_limit)
     first_violation("limit")
+
+
+def test_simulation_catches_a_lost_dead_letter(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(SharePartition, "_note_archived", announce_rejections_only)
+    first_violation("dead letters")

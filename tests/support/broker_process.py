@@ -34,11 +34,13 @@ class BrokerProcess:
         self.port = port or free_port()
         # Every test broker gets its own schema registry port: the default (8081) would collide.
         self.registry_port = free_port()
+        self.console_port = free_port()
         self.overrides = {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "log.dirs": str(data_dir / "logs"),
             "node.id": "1",
             "schema.registry.listeners": f"http://127.0.0.1:{self.registry_port}",
+            "console.listeners": f"http://127.0.0.1:{self.console_port}",
             **(overrides or {}),
         }
         self.log_path = data_dir / "broker.log"
@@ -53,6 +55,11 @@ class BrokerProcess:
     def registry_url(self) -> str:
         """The broker's schema registry (its REST API), as `schema.registry.listeners` says."""
         return self.overrides["schema.registry.listeners"]
+
+    @property
+    def metrics_url(self) -> str:
+        """The broker's Prometheus endpoint, on its console listener."""
+        return self.overrides["console.listeners"].rstrip("/") + "/metrics"
 
     def start(self, timeout_s: float = 30.0) -> None:
         args = [sys.executable, "-m", "moldau", "server", "--log-level", "INFO"]

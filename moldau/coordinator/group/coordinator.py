@@ -23,13 +23,14 @@ Nothing here reads a clock: callers pass `now_ms` (see `runtime`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import heapq
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from moldau.coordinator.group.classic import ClassicGroup, MemberIdFactory, random_member_id
-from moldau.coordinator.group.consumer import ConsumerGroup, HeartbeatRequest, HeartbeatResult
+from moldau.coordinator.group.consumer import ConsumerGroup, ConsumerSettings, HeartbeatRequest, HeartbeatResult
 from moldau.coordinator.group.member import (
     Completion,
     Effects,
@@ -284,7 +285,7 @@ class GroupCoordinator:
             shard = self.shard(group_id)
         except KafkaError as exc:
             return HeartbeatResult(exc.code, message=exc.message)
-        outcome = shard.consumer_heartbeat(group_id, request, self._topic_sizes())
+        outcome = shard.consumer_heartbeat(group_id, request, self._topic_sizes(), self._consumer_settings(group_id))
         error = self._write(shard, outcome.records, now_ms)
         if error != ErrorCode.none:
             return HeartbeatResult(error)
@@ -294,6 +295,17 @@ class GroupCoordinator:
                 group.touch(outcome.result.member_id, now_ms)
             self._schedule(shard, group_id)
         return outcome.result
+
+    def _consumer_settings(self, group_id: str) -> ConsumerSettings:
+        """The broker's consumer group settings with the group's own `consumer.session.timeout.ms` and
+        `consumer.heartbeat.interval.ms` (GROUP configs, validated when they were stored)."""
+        base = self.settings.shard.consumer
+        overrides = self._image().group_configs(group_id)
+        if not overrides:
+            return base
+        return dataclasses.replace(
+            base, session_timeout_ms=int(overrides.get("consumer.session.timeout.ms", base.session_timeout_ms)),
+            heartbeat_interval_ms=int(overrides.get("consumer.heartbeat.interval.ms", base.heartbeat_interval_ms)))
 
     def _tick_consumer(self, shard: GroupShard, group: ConsumerGroup, now_ms: int) -> None:
         if self._write(shard, group.tick(now_ms, self._topic_sizes()), now_ms) != ErrorCode.none:

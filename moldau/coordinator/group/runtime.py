@@ -216,6 +216,11 @@ class GroupRuntime:
     def list_groups(self) -> list[ListedGroup]:
         return self.coordinator.list_groups()
 
+    def committed_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
+        """Every group coordinated here: its committed offsets as OffsetFetch answers them (for metrics)."""
+        return {group: {tp: value.offset for tp, value in shard.offsets.visible(group).items()}
+                for shard in self.coordinator.shards.values() for group in shard.offsets.groups()}
+
     # -- the timer -----------------------------------------------------------------------------------------
 
     def _after_input(self) -> None:

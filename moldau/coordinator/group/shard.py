@@ -214,16 +214,21 @@ class GroupShard:
 
     # -- consumer groups (KIP-848) -------------------------------------------------------------------------
 
-    def consumer_heartbeat(self, group_id: str, request: HeartbeatRequest, topics: dict[str, int]) -> Outcome:
-        """A ConsumerGroupHeartbeat; a group is created by the records of its first member's join."""
+    def consumer_heartbeat(self, group_id: str, request: HeartbeatRequest, topics: dict[str, int],
+                           settings: ConsumerSettings | None = None) -> Outcome:
+        """A ConsumerGroupHeartbeat; a group is created by the records of its first member's join. `settings`: the
+        group's own (its group configs over the broker's), applied from this heartbeat on."""
+        settings = settings or self.settings.consumer
         group = self.consumer_groups.get(group_id)
+        if group is not None:
+            group.settings = settings
         if group is None:
             classic = self.groups.get(group_id)
             if classic is not None and not classic.is_empty():
                 return _consumer_error(ErrorCode.group_id_not_found, f"group {group_id} is not a consumer group")
             if request.member_epoch != 0:
                 return _consumer_error(ErrorCode.group_id_not_found, f"group {group_id} not found")
-            group = ConsumerGroup(group_id, self.settings.consumer)
+            group = ConsumerGroup(group_id, settings)
         return group.heartbeat(request, topics, lambda: self._new_member_id(request.client_id or "consumer"))
 
     def next_deadline_ms(self, group_id: str) -> int | None:

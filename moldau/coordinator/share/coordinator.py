@@ -8,7 +8,8 @@ snapshots they hold.
 - `write` appends a snapshot and answers only once it is durable (on every in-sync replica); only then does
   `read` return it. A write or read from a share-partition leader older than the last one seen for the key
   (a lower leader epoch) is refused with FENCED_LEADER_EPOCH, so a deposed leader cannot overwrite its
-  successor's state.
+  successor's state. A write with a state epoch older than the one held (FENCED_STATE_EPOCH) comes from a leader
+  that has not seen an administrator's reset of the share-partition, and is refused too.
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ class ShareCoordinator:
         try:
             shard = self.partitions.shard(key.coordinator_key)
             self._fence(shard, key, snapshot.leader_epoch)
+            self._fence_state(shard, key, snapshot.state_epoch)
             appended = self.log.append(shard.partition, build_batch([(encode_key(key), encode_value(snapshot))],
                                                                     now_ms))
         except KafkaError as exc:
@@ -145,11 +147,21 @@ class ShareCoordinator:
                              f"leader epoch {leader_epoch} of {key.coordinator_key} is older than {fence}")
         shard.fences[key] = leader_epoch
 
+    @staticmethod
+    def _fence_state(shard: ShareStateShard, key: StateKey, state_epoch: int) -> None:
+        """An administrator's reset (AlterShareGroupOffsets, DeleteShareGroupOffsets) writes the next state
+        epoch: a share-partition leader still holding the state from before it must not write it back."""
+        held = shard.snapshots.get(key)
+        if held is not None and state_epoch < held.state_epoch:
+            raise KafkaError(ErrorCode.fenced_state_epoch,
+                             f"state epoch {state_epoch} of {key.coordinator_key} is older than {held.state_epoch}")
+
 
 def write_error(code: ErrorCode) -> ErrorCode:
     """What a share-partition leader is told when the state log refuses a write: retriable errors, except a
     fenced leader, which must stop."""
-    if code in (ErrorCode.fenced_leader_epoch, ErrorCode.not_coordinator, ErrorCode.coordinator_not_available):
+    if code in (ErrorCode.fenced_leader_epoch, ErrorCode.fenced_state_epoch, ErrorCode.not_coordinator,
+                ErrorCode.coordinator_not_available):
         return code
     if code == ErrorCode.not_leader_or_follower:
         return ErrorCode.not_coordinator

@@ -88,14 +88,17 @@ RULES: dict[int, tuple[Rule, ...]] = {
     29: (_r(Op.DESCRIBE, Res.CLUSTER, _F),),
     30: (_r(Op.ALTER, Res.CLUSTER),),
     31: (_r(Op.ALTER, Res.CLUSTER),),
-    32: (_r(Op.DESCRIBE_CONFIGS, Res.TOPIC), _r(Op.DESCRIBE_CONFIGS, Res.CLUSTER, note="broker resources")),
-    33: (_r(Op.ALTER_CONFIGS, Res.TOPIC), _r(Op.ALTER_CONFIGS, Res.CLUSTER, note="broker resources")),
+    32: (_r(Op.DESCRIBE_CONFIGS, Res.TOPIC), _r(Op.DESCRIBE_CONFIGS, Res.CLUSTER, note="broker resources"),
+         _r(Op.DESCRIBE_CONFIGS, Res.GROUP, note="group resources")),
+    33: (_r(Op.ALTER_CONFIGS, Res.TOPIC), _r(Op.ALTER_CONFIGS, Res.CLUSTER, note="broker resources"),
+         _r(Op.ALTER_CONFIGS, Res.GROUP, note="group resources")),
     35: (_r(Op.DESCRIBE, Res.CLUSTER),),
     36: (_NONE,),
     37: (_r(Op.ALTER, Res.TOPIC),),
     42: (_r(Op.DELETE, Res.GROUP),),
     43: (_r(Op.ALTER, Res.CLUSTER),),
-    44: (_r(Op.ALTER_CONFIGS, Res.TOPIC), _r(Op.ALTER_CONFIGS, Res.CLUSTER, note="broker resources")),
+    44: (_r(Op.ALTER_CONFIGS, Res.TOPIC), _r(Op.ALTER_CONFIGS, Res.CLUSTER, note="broker resources"),
+         _r(Op.ALTER_CONFIGS, Res.GROUP, note="group resources")),
     45: (_r(Op.ALTER, Res.CLUSTER, _F),),
     46: (_r(Op.DESCRIBE, Res.CLUSTER, _F),),
     47: (_r(Op.DELETE, Res.GROUP), _r(Op.READ, Res.TOPIC)),
@@ -122,6 +125,9 @@ RULES: dict[int, tuple[Rule, ...]] = {
     79: (_r(Op.READ, Res.GROUP, _F), _r(Op.READ, Res.TOPIC)),
     84: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note="between brokers; per partition"),),
     85: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note="between brokers; per partition"),),
+    90: (_r(Op.DESCRIBE, Res.GROUP), _r(Op.DESCRIBE, Res.TOPIC)),
+    91: (_r(Op.READ, Res.GROUP, _F), _r(Op.READ, Res.TOPIC)),
+    92: (_r(Op.DELETE, Res.GROUP, _F), _r(Op.READ, Res.TOPIC)),
     # Between nodes (controller listeners): Kafka requires CLUSTER_ACTION on the cluster (see NODE_APIS).
     52: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
     53: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
@@ -163,6 +169,8 @@ _NAMES: dict[tuple[int, ResourceType], Callable[[Any], str | None]] = {
     (76, Res.GROUP): lambda r: r.group_id,
     (78, Res.GROUP): lambda r: r.group_id or None,
     (79, Res.GROUP): lambda r: r.group_id or None,
+    (91, Res.GROUP): lambda r: r.group_id,
+    (92, Res.GROUP): lambda r: r.group_id,
 }
 
 
@@ -225,6 +233,8 @@ def config_refusal(ctx: RequestContext, resource_type: int, name: str, operation
         return None if ctx.authorize(operation, Res.TOPIC, name) else ErrorCode.topic_authorization_failed
     if resource_type in (4, 16):  # ConfigResource BROKER, CLIENT_METRICS
         return None if ctx.authorize(operation, Res.CLUSTER, CLUSTER_NAME) else ErrorCode.cluster_authorization_failed
+    if resource_type == 32:  # ConfigResource GROUP
+        return None if ctx.authorize(operation, Res.GROUP, name) else ErrorCode.group_authorization_failed
     return None
 
 

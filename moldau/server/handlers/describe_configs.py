@@ -1,13 +1,15 @@
-"""DescribeConfigs (key 32): the effective configs of topics and brokers, with where each value comes from.
+"""DescribeConfigs (key 32): the effective configs of topics, brokers and groups, with where each value comes from.
 
-Resources are topics (type 2), brokers (type 4) and client metrics subscriptions (type 16, KIP-714: their
-`metrics`, `interval.ms` and `match`, set ones with source CLIENT_METRICS_CONFIG, the others with their
-defaults). A topic lists every topic config: its own override (source DYNAMIC_TOPIC_CONFIG) or else the value
-of the broker config that supplies the default. A broker named by its id lists every broker config, read-only
-unless it can be changed at runtime; the broker named "" lists only the cluster-wide dynamic defaults, as in
-Kafka. Broker resources describe the broker that answers, so Kafka clients send them to that broker; another id
-is INVALID_REQUEST. A missing topic is UNKNOWN_TOPIC_OR_PARTITION, an illegal topic name
-INVALID_TOPIC_EXCEPTION, any other resource type INVALID_REQUEST. Each resource fails on its own.
+Resources are topics (type 2), brokers (type 4), client metrics subscriptions (type 16) and groups (type 32).
+A topic lists every topic config: its own override (source DYNAMIC_TOPIC_CONFIG) or else the value of the broker
+config that supplies the default. A broker named by its id lists every broker config, read-only unless it can be
+changed at runtime; the broker named "" lists only the cluster-wide dynamic defaults, as in Kafka. Broker
+resources describe the broker that answers, so Kafka clients send them to that broker; another id is
+INVALID_REQUEST. A client metrics subscription (KIP-714) lists `metrics`, `interval.ms` and `match`: set ones with
+source CLIENT_METRICS_CONFIG, the others at their defaults. A group lists every group config
+(`moldau.config.group_defs`): its own value (source GROUP_CONFIG) or the broker config's. A missing topic is
+UNKNOWN_TOPIC_OR_PARTITION, an illegal topic name INVALID_TOPIC_EXCEPTION, any other resource type
+INVALID_REQUEST. Each resource fails on its own.
 
 `configuration_keys` limits the answer to those names (null or empty: all). Synonyms (v1+, when asked for)
 list every value that could supply the config, highest precedence first, e.g. a topic's `retention.ms`
@@ -21,8 +23,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from moldau.config import BrokerConfig, ConfigEntryView, ConfigError, describe_broker_configs, effective_topic_configs
+from moldau.config.group_defs import describe_group_configs
 from moldau.metadata.controller import validate_topic_name
-from moldau.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
+from moldau.metadata.records import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.security.acl.model import AclOperation
@@ -79,6 +82,8 @@ def _entries(ctx: RequestContext, resource_type: int, name: str) -> list[ConfigE
         return _broker_entries(ctx, name)
     if resource_type == RESOURCE_CLIENT_METRICS:
         return client_metrics_entries(ctx.broker.image.configs.get((RESOURCE_CLIENT_METRICS, name), {}))
+    if resource_type == RESOURCE_GROUP:
+        return _group_entries(ctx, name)
     raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource_type}")
 
 
@@ -93,6 +98,14 @@ def _broker_entries(ctx: RequestContext, name: str) -> list[ConfigEntryView]:
                          f"unexpected broker id {name!r}: this is broker {node_id}; send the request to that "
                          "broker or use the empty name for cluster-wide defaults")
     return describe_broker_configs(effective_broker_config(ctx))
+
+
+def _group_entries(ctx: RequestContext, group_id: str) -> list[ConfigEntryView]:
+    """Every group config: the group's own value, else the broker config that supplies it (a group need not
+    exist to have configs, as in Kafka)."""
+    if not group_id:
+        raise KafkaError(ErrorCode.invalid_request, "a group config resource needs a group id")
+    return describe_group_configs(effective_broker_config(ctx), ctx.broker.image.group_configs(group_id))
 
 
 def _configs(ctx: RequestContext, entries: Iterable[ConfigEntryView], include_synonyms: bool,

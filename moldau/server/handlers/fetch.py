@@ -76,12 +76,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     while True:
         reads, total_bytes = _read_all(ctx, request, wanted, replica_id, refused)
         remaining_ms = deadline - ctx.broker.clock.monotonic_ms()
-        if total_bytes >= request.min_bytes or remaining_ms <= 0 or _has_errors(reads):
+        if total_bytes >= request.min_bytes or remaining_ms <= 0 or _has_errors(reads) or ctx.broker.closing:
+            _count_bytes_out(ctx, wanted, reads, replica_id >= 0)
             return _response(ctx, ErrorCode.none, reads, replica_id < 0)
         keys: list[TopicPartition] = [(name, p.partition) for name, p, _ in wanted if name is not None]
         await ctx.broker.replicas.wait_for_data(keys, remaining_ms)
-        if ctx.broker.closing:
-            return _response(ctx, ErrorCode.none, reads, replica_id < 0)
+
+
+def _count_bytes_out(ctx: RequestContext, wanted: list[tuple[str | None, Any, Any]], reads: list[_PartitionRead],
+                     replica: bool) -> None:
+    """BytesOut (consumers) or ReplicationBytesOut (followers) per topic; `reads` line up with `wanted`."""
+    counters = ctx.broker.counters
+    for (name, _, _), read in zip(wanted, reads, strict=True):
+        if name is not None and read.records:
+            counters.fetched(name, len(read.records), replica)
 
 
 def _replica_id(ctx: RequestContext, request: Any) -> int:

@@ -186,6 +186,8 @@ def _append(ctx: RequestContext, hosted: HostedPartition, batches: list[tuple[Ba
     schemas = schema_validation(hosted.log.config)  # confluent.key|value.schema.validation, checked by the log
     check = None if schemas is None else records_check(hosted.topic, schemas, ctx.broker.schema_lookup)
     result = ctx.broker.replicas.append_as_leader(hosted, batches, acks, guard, check)
+    ctx.broker.counters.produced(hosted.topic, result.last_offset - result.first_offset + 1,
+                                 sum(len(data) for _, data in batches))
     response.base_offset, response.log_append_time_ms = result.first_offset, result.log_append_time_ms
     response.log_start_offset = result.log_start_offset
     # A duplicate is waited for too: its original may not be replicated yet.

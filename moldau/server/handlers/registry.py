@@ -15,6 +15,7 @@ from moldau.server.handlers import (
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
+    alter_share_group_offsets,
     alter_user_scram_credentials,
     api_versions,
     begin_quorum_epoch,
@@ -28,6 +29,7 @@ from moldau.server.handlers import (
     delete_acls,
     delete_groups,
     delete_records,
+    delete_share_group_offsets,
     delete_topics,
     describe_acls,
     describe_client_quotas,
@@ -37,6 +39,7 @@ from moldau.server.handlers import (
     describe_log_dirs,
     describe_producers,
     describe_quorum,
+    describe_share_group_offsets,
     describe_topic_partitions,
     describe_transactions,
     describe_user_scram_credentials,
@@ -147,6 +150,9 @@ APIS: dict[int, Api] = {
         share_acknowledge.API,
         read_share_group_state.API,
         write_share_group_state.API,
+        describe_share_group_offsets.API,
+        alter_share_group_offsets.API,
+        delete_share_group_offsets.API,
     )
 }
 

@@ -36,9 +36,9 @@ class CoordinatorStore:
         return await self.coordinator.write(key, snapshot, 0)
 
 
-def leader(log: MemoryLog, clock: ManualClock) -> ShareGroups:
+def leader(log: MemoryLog, clock: ManualClock, store: CoordinatorStore | None = None) -> ShareGroups:
     settings = ShareBrokerSettings(partition=ShareSettings(auto_offset_reset="earliest"))
-    return ShareGroups(settings, clock, None, CoordinatorStore(log))  # type: ignore[arg-type]
+    return ShareGroups(settings, clock, None, store or CoordinatorStore(log))  # type: ignore[arg-type]
 
 
 async def scenario() -> list[tuple[int, int, int]]:
@@ -60,3 +60,44 @@ async def scenario() -> list[tuple[int, int, int]]:
 
 def test_a_new_leader_goes_on_from_the_acknowledged_and_released_state() -> None:
     assert asyncio.run(scenario()) == [(1, 3, 3)]
+
+
+async def reset_scenario() -> list[object]:
+    """An administrator moves the start of a share-partition another leader still holds: the stale leader's next
+    write is fenced (FENCED_STATE_EPOCH) and it reads the new start back; a deletion makes it start over."""
+    log, clock = MemoryLog(SHARE_STATE_TOPIC, 1), ManualClock()
+    store = CoordinatorStore(log)  # one share coordinator, two brokers calling it
+    holder, admin = leader(log, clock, store), leader(log, clock, store)
+    held = await holder.share_partition("g", "t", 0, TOPIC_ID, 0, 0, 10)
+    held.acquire("a", 2, 10, 0)
+    held.acknowledge("a", [AckBatch(0, 1, (AckType.ACCEPT,))], 0)
+    assert await holder.persist(KEY) == ErrorCode.none
+    seen: list[object] = [await admin.start_offset("g", "t", 0, TOPIC_ID, 0)]
+    assert await admin.reset("g", "t", 0, TOPIC_ID, 0, 7) == ErrorCode.none
+    seen.append(await admin.start_offset("g", "t", 0, TOPIC_ID, 0))
+    seen.append(await holder.persist(KEY))  # the stale state is refused ...
+    again = await holder.share_partition("g", "t", 0, TOPIC_ID, 0, 0, 10)  # ... and read back
+    seen.append(again.start_offset)
+    assert await admin.reset("g", "t", 0, TOPIC_ID, 0, None) == ErrorCode.none
+    seen.append(await admin.start_offset("g", "t", 0, TOPIC_ID, 0))
+    fresh = await leader(log, clock, store).share_partition("g", "t", 0, TOPIC_ID, 0, 3, 10)  # earliest: the log start
+    seen.append(fresh.start_offset)
+    return seen
+
+
+def test_a_reset_fences_the_leader_holding_the_old_state() -> None:
+    assert asyncio.run(reset_scenario()) == [(2, 0), (7, 0), ErrorCode.fenced_state_epoch, 7, None, 3]
+
+
+def test_a_groups_own_configs_replace_the_broker_settings() -> None:
+    broker = ShareBrokerSettings(partition=ShareSettings(delivery_count_limit=5, auto_offset_reset="latest"))
+    mine = broker.for_group({"share.delivery.count.limit": "2", "share.auto.offset.reset": "by_duration:PT1M",
+                             "share.isolation.level": "READ_COMMITTED", "share.heartbeat.interval.ms": "700",
+                             "errors.deadletterqueue.topic.name": "dead", "errors.deadletterqueue.copy.record.enable":
+                             "true"})
+    assert (mine.partition.delivery_count_limit, mine.partition.auto_offset_reset) == (2, "by_duration:PT1M")
+    assert mine.partition.isolation_level == "read_committed" and mine.partition.dead_letter
+    assert mine.membership.heartbeat_interval_ms == 700
+    assert mine.membership.session_timeout_ms == broker.membership.session_timeout_ms
+    assert (mine.dead_letter_topic, mine.dead_letter_copy_record) == ("dead", True)
+    assert broker.for_group({}) is broker

@@ -1,0 +1,60 @@
+"""The console's listener in a broker: `console.listeners` parsed, bound up front (a port in use stops the
+broker at startup, naming the config), TLS from the broker's `ssl.*` configs for https
+(`listener.name.console.ssl.*` overrides them), and `/metrics` from the node's collector."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+from moldau.config import ConfigError
+from moldau.console.app import build_app
+from moldau.metrics.collector import BrokerCollector
+from moldau.metrics.node import BrokerNode
+from moldau.net.http_server import HttpListener, parse_listener_url
+from moldau.security.tls import TlsSettings, server_context
+
+if TYPE_CHECKING:
+    from moldau.server.broker import Broker
+
+__all__ = ["ConsoleService", "console_for"]
+
+TLS_CONFIG_NAME = "console"
+
+
+class ConsoleService:
+    def __init__(self, http: HttpListener, registry: CollectorRegistry) -> None:
+        self.http = http
+        self.registry = registry
+
+    def start(self) -> None:
+        self.http.start(build_app(self.registry))
+
+    async def stop(self) -> None:
+        await self.http.stop()
+
+
+def console_for(broker: Broker) -> ConsoleService | None:
+    """The node's console listener, bound; None when `console.listeners` is empty. Raises ConfigError."""
+    raw = broker.config.console_listeners or ""
+    try:
+        url = parse_listener_url("console.listeners", raw)
+    except ValueError as exc:
+        raise ConfigError(str(exc), "console.listeners") from exc
+    if url is None:
+        return None
+    tls = server_context(TlsSettings.for_listener(broker.config, TLS_CONFIG_NAME)) if url.tls else None
+    http = HttpListener("console", url, tls)
+    try:
+        http.bind()
+    except OSError as exc:
+        raise ConfigError(f"console.listeners {raw}: cannot listen: {exc}", "console.listeners") from exc
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BrokerCollector(BrokerNode(broker, broker.counters)))
+    for standard in (ProcessCollector, PlatformCollector, GCCollector):
+        standard(registry=registry)
+    return ConsoleService(http, registry)
