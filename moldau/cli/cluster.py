@@ -4,6 +4,8 @@
 `DIR/cluster.properties` so that a later `start` reuses them and the data dirs stay valid), starts one
 `moldau server` process per node with Kafka's KRaft settings, and supervises them until SIGINT/SIGTERM.
 `status` and `stop` work on a cluster started from another terminal, through the pid files it writes.
+`unregister --id N` removes a shut-down broker's registration from any cluster, through a broker
+(UnregisterBroker).
 
 This module holds the three commands. The node layout and the per-node configuration (`plan_layout`,
 `node_overrides`, `server_command`, ...) are in `moldau.cli.cluster_layout`, the processes (`spawn_node`, the
@@ -19,6 +21,10 @@ import signal
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from kio.schema.types import BrokerId
+from kio.schema.unregister_broker.v0.request import UnregisterBrokerRequest
+
+from moldau.cli import raw_request
 from moldau.cli.cluster_layout import (
     HOST,
     LAYOUT_FILE,
@@ -46,7 +52,7 @@ from moldau.cli.cluster_processes import (
     spawn_node,
     wait_gone,
 )
-from moldau.cli.common import CliError
+from moldau.cli.common import CliError, add_action
 from moldau.cli.table import format_table
 from moldau.config import ConfigError, parse_overrides
 from moldau.net.ports import free_ports
@@ -288,13 +294,29 @@ def _stop_orphans(base: Path, layout: Layout, orphans: Mapping[int, int], timeou
         print(f"stopped node {node_id} (pid {pid}), which ran without its supervisor")
 
 
+# --------------------------------------------------------------------------- `cluster unregister`
+
+def add_unregister(actions: SubParsers[argparse.ArgumentParser]) -> None:
+    parser = add_action(actions, "unregister", unregister,
+                        "remove a shut-down broker's registration from the cluster (UnregisterBroker)")
+    parser.add_argument("--id", type=int, required=True, dest="broker_id", help="the broker's node id")
+
+
+def unregister(args: argparse.Namespace) -> int:
+    response = raw_request.call(args.bootstrap_server, UnregisterBrokerRequest(broker_id=BrokerId(args.broker_id)))
+    raw_request.check(response.error_code, response.error_message)
+    print(f"Broker {args.broker_id} is no longer registered.")
+    return 0
+
+
 # --------------------------------------------------------------------------- registration
 
 def register(subparsers: SubParsers[argparse.ArgumentParser]) -> None:
-    """Add `cluster start|status|stop` to the top-level parser."""
+    """Add `cluster start|status|stop|unregister` to the top-level parser."""
     parser = subparsers.add_parser("cluster", help="run a local multi-node cluster",
                                    description="Run a local multi-node cluster (KRaft-style configuration).")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     add_start(actions)
     add_status(actions)
     add_stop(actions)
+    add_unregister(actions)

@@ -7,9 +7,11 @@ import sys
 from moldau import __version__
 from moldau.cli import (
     acls,
+    client_metrics,
     cluster,
     connect,
     consume,
+    features,
     groups,
     mirror,
     partitions,
@@ -46,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     transactions.register(commands)
     pipeline.register(commands)
     cluster.register(commands)
+    features.register(commands)
+    client_metrics.register(commands)
     acls.register(commands)
     quotas.register(commands)
     users.register(commands)

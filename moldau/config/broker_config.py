@@ -418,6 +418,8 @@ class BrokerConfig:
     socket_request_max_bytes = _Int("socket.request.max.bytes")
     queued_max_requests = _Int("queued.max.requests")
     queued_max_request_bytes = _Int("queued.max.request.bytes")
+    max_request_partition_size_limit = _Int("max.request.partition.size.limit")
+    telemetry_max_bytes = _Int("telemetry.max.bytes")
     connections_max_idle_ms = _Int("connections.max.idle.ms")
     socket_request_read_timeout_ms = _Int("socket.request.read.timeout.ms")
     quota_window_num = _Int("quota.window.num")

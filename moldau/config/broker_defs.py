@@ -105,6 +105,11 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "it, connections stop reading. -1 is unbounded (Kafka's default); Moldau bounds it by default so "
               "that clients cannot push the broker's memory, and never below socket.request.max.bytes.",
               at_least(-1)),
+    ConfigDef("max.request.partition.size.limit", _T.INT, "2000",
+              "The most partitions one DescribeTopicPartitions response carries; a request asking for more gets "
+              "this many and a cursor to the rest (KIP-966).", at_least(1)),
+    ConfigDef("telemetry.max.bytes", _T.INT, "1048576",
+              "The largest metrics payload a client may push (KIP-714's PushTelemetry).", at_least(1)),
     ConfigDef("connections.max.idle.ms", _T.LONG, "600000",
               "Connections with no traffic for this long are closed; -1 never closes them.", at_least(-1)),
     # Client quotas and connection limits (moldau.security.quotas, moldau.security.connection_quotas).

@@ -1,15 +1,18 @@
 """The console's listener in a broker: `console.listeners` parsed, bound up front (a port in use stops the
 broker at startup, naming the config), TLS from the broker's `ssl.*` configs for https
-(`listener.name.console.ssl.*` overrides them), and `/metrics` from the node's collector."""
+(`listener.name.console.ssl.*` overrides them), `/metrics` from the node's collector, and on brokers the client
+metrics pushed to them (`/v1/client-metrics`, moldau.telemetry.http)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
+from starlette.routing import BaseRoute
 
 from moldau.config import ConfigError
 from moldau.console.app import build_app
@@ -17,6 +20,7 @@ from moldau.metrics.collector import BrokerCollector
 from moldau.metrics.node import BrokerNode
 from moldau.net.http_server import HttpListener, parse_listener_url
 from moldau.security.tls import TlsSettings, server_context
+from moldau.telemetry.http import routes as telemetry_routes
 
 if TYPE_CHECKING:
     from moldau.server.broker import Broker
@@ -27,12 +31,13 @@ TLS_CONFIG_NAME = "console"
 
 
 class ConsoleService:
-    def __init__(self, http: HttpListener, registry: CollectorRegistry) -> None:
+    def __init__(self, http: HttpListener, registry: CollectorRegistry, routes: Sequence[BaseRoute] = ()) -> None:
         self.http = http
         self.registry = registry
+        self.routes = routes
 
     def start(self) -> None:
-        self.http.start(build_app(self.registry))
+        self.http.start(build_app(self.registry, self.routes))
 
     async def stop(self) -> None:
         await self.http.stop()
@@ -57,4 +62,5 @@ def console_for(broker: Broker) -> ConsoleService | None:
     registry.register(BrokerCollector(BrokerNode(broker, broker.counters)))
     for standard in (ProcessCollector, PlatformCollector, GCCollector):
         standard(registry=registry)
-    return ConsoleService(http, registry)
+    routes = telemetry_routes(broker.client_telemetry) if broker.is_broker else []
+    return ConsoleService(http, registry, routes)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from moldau.config import NOT_YET_ACTED_ON, ConfigError, validate_topic_configs
-from moldau.metadata import broker_heartbeats, reassignment
+from moldau.metadata import broker_heartbeats, features, reassignment
 from moldau.metadata.broker_heartbeats import BrokerHeartbeats, HeartbeatDecision
 from moldau.metadata.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
 from moldau.metadata.leader_election import (
@@ -42,18 +42,21 @@ from moldau.metadata.records import (
     RESOURCE_TOPIC,
     ConfigRecord,
     Endpoint,
+    FeatureLevelRecord,
     MetadataRecord,
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
+    UnregisterBrokerRecord,
 )
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.security.acl.admin import acl_creations, acl_deletions
 from moldau.security.acl.model import AclBinding, AclBindingFilter
 from moldau.security.quota_admin import Ops, RawEntity, quota_changes
 from moldau.security.sasl.scram_admin import Deletion, Upsertion, UserResult, scram_changes
+from moldau.telemetry.configs import RESOURCE_CLIENT_METRICS, check_client_metrics_configs
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +146,9 @@ class Controller:
                 raise KafkaError(ErrorCode.duplicate_broker_registration,
                                  f"broker {broker_id} is registered by another live process")
             records: list[MetadataRecord] = broker_heartbeats.fence(self.image, broker_id, self._allow_unclean)
+            # The first registration also pins the feature levels in the log (Kafka's bootstrap records), so a
+            # later release with newer defaults does not change a running cluster's levels by itself.
+            records += [FeatureLevelRecord(name, level) for name, level in features.bootstrap(self.image.features)]
             epoch = self._quorum.next_offset()
             records.append(RegisterBrokerRecord(broker_id, incarnation_id, endpoints, rack, broker_epoch=epoch,
                                                 fenced=True))
@@ -425,6 +431,8 @@ class Controller:
             _apply_op(updated, name, op, value)
         if resource_type == RESOURCE_TOPIC:
             _check_configs(updated)
+        elif resource_type == RESOURCE_CLIENT_METRICS:
+            check_client_metrics_configs(resource_name, updated)
         elif resource_type == RESOURCE_GROUP:
             self._check_group_configs(updated)
         else:
@@ -448,6 +456,10 @@ class Controller:
             ):
                 raise KafkaError(ErrorCode.invalid_request, f"unknown broker '{resource_name}'")
             return self.image.configs.get((RESOURCE_BROKER, resource_name), {})
+        if resource_type == RESOURCE_CLIENT_METRICS:
+            if not resource_name:
+                raise KafkaError(ErrorCode.invalid_request, "a client metrics subscription needs a name")
+            return self.image.configs.get((RESOURCE_CLIENT_METRICS, resource_name), {})
         if resource_type == RESOURCE_GROUP:
             # A group's configs may be set before the group exists, as in Kafka.
             if not resource_name:
@@ -484,6 +496,36 @@ class Controller:
             records, results = scram_changes(self.image, deletions, upsertions)
             await self._commit(records)
             return results
+
+    # -- features --------------------------------------------------------------------------------------------
+
+    async def update_features(self, updates: Sequence[tuple[str, int, int]], validate_only: bool) -> None:
+        """Finalize feature levels (KIP-584): (name, level, upgrade type) each. All or nothing: the first invalid
+        update raises INVALID_UPDATE_VERSION and nothing is committed."""
+        async with self._lock:
+            self._check_active()
+            if len({name for name, _, _ in updates}) != len(updates):
+                raise KafkaError(ErrorCode.invalid_request, "a feature is named more than once")
+            current = self.image.features
+            for name, level, upgrade_type in updates:
+                features.check_update(current, name, level, upgrade_type)
+            if not validate_only:
+                await self._commit([FeatureLevelRecord(name, level) for name, level, _ in updates])
+
+    # -- brokers leaving ---------------------------------------------------------------------------------------
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        """Drop a broker's registration (UnregisterBroker, KIP-631), for a broker that is gone for good. A live
+        (unfenced) broker is refused: it would register again at its next heartbeat."""
+        async with self._lock:
+            self._check_active()
+            registration = self.image.brokers.get(broker_id)
+            if registration is None:
+                raise KafkaError(ErrorCode.broker_id_not_registered, f"broker {broker_id} is not registered")
+            if not registration.fenced:
+                raise KafkaError(ErrorCode.invalid_request,
+                                 f"broker {broker_id} is active; shut it down before unregistering it")
+            await self._commit([UnregisterBrokerRecord(broker_id, registration.broker_epoch)])
 
     # -- reassignments ---------------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from moldau.metadata.records import (
     AccessControlEntryRecord,
     ClientQuotaRecord,
     ConfigRecord,
+    FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecord,
     PartitionRecord,
@@ -92,6 +93,9 @@ class MetadataImage:
     # SCRAM credentials by (user, mechanism code): the latest UserScramCredentialRecord of each.
     scram_credentials: Mapping[tuple[str, int], UserScramCredentialRecord] = field(
         default_factory=lambda: MappingProxyType({}))
+    # Finalized feature levels written by FeatureLevelRecords (KIP-584); a feature not here is at its default
+    # (moldau.metadata.features).
+    features: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
     def topic_configs(self, name: str) -> Mapping[str, str]:
         return self.configs.get((RESOURCE_TOPIC, name), _EMPTY)
@@ -142,6 +146,7 @@ class MetadataImage:
             # Which broker asked for the last block is not kept; -1 says "from a snapshot".
             records.append(ProducerIdsRecord(-1, self.next_producer_id))
         records += [acl_record(acl_id, acl) for acl_id, acl in self.acls.items()]
+        records += [FeatureLevelRecord(name, level) for name, level in sorted(self.features.items())]
         return records
 
 
@@ -173,6 +178,7 @@ class _ImageBuilder:
         self.acls: dict[uuid.UUID, AclBinding] | None = None
         self.client_quotas: dict[QuotaEntity, Mapping[str, float]] | None = None
         self.scram_credentials: dict[tuple[str, int], UserScramCredentialRecord] | None = None
+        self.features: dict[str, int] | None = None
 
     def apply(self, record: MetadataRecord) -> None:
         if isinstance(record, TopicRecord):
@@ -201,6 +207,10 @@ class _ImageBuilder:
             self._scram()[(record.name, record.mechanism)] = record
         elif isinstance(record, RemoveUserScramCredentialRecord):
             self._scram().pop((record.name, record.mechanism), None)
+        elif isinstance(record, FeatureLevelRecord):
+            if self.features is None:
+                self.features = dict(self.base.features)
+            self.features[record.name] = record.feature_level  # kept at 0 too: "off" differs from the default
 
     def _acls(self) -> dict[uuid.UUID, AclBinding]:
         if self.acls is None:
@@ -297,4 +307,5 @@ class _ImageBuilder:
                            else MappingProxyType(self.client_quotas)),
             scram_credentials=(base.scram_credentials if self.scram_credentials is None
                                else MappingProxyType(self.scram_credentials)),
+            features=base.features if self.features is None else MappingProxyType(self.features),
         )

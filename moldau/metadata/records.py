@@ -193,18 +193,27 @@ class RemoveUserScramCredentialRecord:
     mechanism: int
 
 
+@dataclass(frozen=True, slots=True)
+class FeatureLevelRecord:
+    """A feature's finalized level (Kafka's FeatureLevelRecord, KIP-584); level 0 turns the feature off."""
+
+    TYPE: ClassVar[str] = "feature_level"
+    name: str
+    feature_level: int
+
+
 MetadataRecord = (
     TopicRecord | PartitionRecord | RemoveTopicRecord | ConfigRecord | RegisterBrokerRecord | FenceBrokerRecord
     | UnfenceBrokerRecord | UnregisterBrokerRecord | ProducerIdsRecord | ClientQuotaRecord
     | UserScramCredentialRecord | RemoveUserScramCredentialRecord | AccessControlEntryRecord
-    | RemoveAccessControlEntryRecord
+    | RemoveAccessControlEntryRecord | FeatureLevelRecord
 )
 _TYPES: dict[str, type[Any]] = {
     cls.TYPE: cls
     for cls in (TopicRecord, PartitionRecord, RemoveTopicRecord, ConfigRecord, RegisterBrokerRecord,
                 FenceBrokerRecord, UnfenceBrokerRecord, UnregisterBrokerRecord, ProducerIdsRecord,
                 ClientQuotaRecord, UserScramCredentialRecord, RemoveUserScramCredentialRecord,
-                AccessControlEntryRecord, RemoveAccessControlEntryRecord)
+                AccessControlEntryRecord, RemoveAccessControlEntryRecord, FeatureLevelRecord)
 }
 
 

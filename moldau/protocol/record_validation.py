@@ -343,3 +343,22 @@ if _NATIVE is not None:
 
 def native_walker_loaded() -> bool:
     return _NATIVE is not None
+
+
+def decompress_payload(codec: int, payload: bytes | memoryview, limit: int) -> bytes:
+    """A whole payload compressed with a Kafka codec (1 gzip, 2 snappy, 3 lz4, 4 zstd; 0 none), as KIP-714's
+    pushed client metrics are; never more than `limit` bytes. Raises RecordErrors (CORRUPT_MESSAGE) when it
+    does not decompress, or decompresses past the limit, and KeyError for an unknown codec."""
+    if codec == 0:
+        return bytes(payload)
+    decompress = _DECOMPRESSORS[codec]
+    try:
+        data = decompress(memoryview(payload), limit)
+    except RecordErrors:
+        raise
+    except Exception as exc:
+        raise RecordErrors(ErrorCode.corrupt_message, f"payload does not decompress: {exc}",
+                           [(0, "payload does not decompress")]) from exc
+    if len(data) > limit:
+        raise _too_large(limit)
+    return bytes(data)

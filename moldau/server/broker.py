@@ -80,7 +80,8 @@ from moldau.server.context import RequestContext
 from moldau.server.controller_channel import ControllerChannel
 from moldau.server.controller_requests import ControllerRequests
 from moldau.server.dead_letters import DeadLetters
-from moldau.server.dispatch import Dispatcher
+from moldau.server.dispatch import Dispatcher, RequestFilter
+from moldau.server.feature_gate import FeatureGate
 from moldau.server.internal_topics import InternalTopics
 from moldau.server.replica_links import ReplicaLinks
 from moldau.server.share_state_links import ShareStateLinks
@@ -89,6 +90,7 @@ from moldau.share.manager import ShareGroups
 from moldau.share.settings import ShareBrokerSettings
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
+from moldau.telemetry.clients import ClientTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +110,8 @@ class Broker:
     def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
         self.config = config
         self.clock: Clock = clock or SystemClock()
+        # Pushed client metrics (KIP-714), in memory only; the subscriptions are configs in the metadata log.
+        self.client_telemetry = ClientTelemetry(self.clock, lambda: self.config.telemetry_max_bytes)
         self.node_id = config.node_id
         self.is_broker = "broker" in config.process_roles
         self.is_controller = "controller" in config.process_roles
@@ -126,7 +130,10 @@ class Broker:
         self.connection_quotas = ConnectionQuotas.from_config(config)
         self.authorizer = Authorizer.from_config(config)  # None unless authorizer.class.name is set
         self.counters = BrokerCounters()  # what /metrics reports of the request path (moldau.metrics)
-        self.dispatcher = Dispatcher(self, filters=[] if self.authorizer is None else [RequestAuthorization()],
+        filters: list[RequestFilter] = [FeatureGate()]
+        if self.authorizer is not None:
+            filters.append(RequestAuthorization())
+        self.dispatcher = Dispatcher(self, filters=filters,
                                      quotas=self.client_quotas, authorizer=self.authorizer, counters=self.counters)
         self._bound: list[tuple[str, str, int]] = []  # (listener, host, port actually bound)
         self._client_servers: list[asyncio.Server] = []

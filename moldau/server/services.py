@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from moldau.server.txn_links import TxnLinks
     from moldau.share.manager import ShareGroups
     from moldau.storage.log_manager import LogManager
+    from moldau.telemetry.clients import ClientTelemetry
 
 
 class BrokerServices(Protocol):
@@ -83,6 +84,10 @@ class BrokerServices(Protocol):
     async def ensure_offsets_topic(self, timeout_s: float = 10.0) -> None: ...
     async def ensure_transaction_topic(self, timeout_s: float = 10.0) -> None: ...
     async def next_producer_id(self) -> int: ...
+
+    # -- client telemetry (KIP-714) -------------------------------------------------------------------------
+    @property
+    def client_telemetry(self) -> ClientTelemetry: ...
 
     # -- the schema registry ------------------------------------------------------------------------------------
     @property

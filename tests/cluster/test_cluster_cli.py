@@ -1,4 +1,4 @@
-"""`moldau cluster start|status|stop` as a user runs them: real processes, nothing from the quorum needed.
+"""`moldau cluster start|status|stop|unregister` as a user runs them: real processes, nothing from the quorum needed.
 
 Argument errors run in-process (they fail before anything starts); everything that starts nodes runs the
 command as a subprocess and checks that no node outlives it.
@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kio.schema.describe_cluster.v2.request import DescribeClusterRequest
 
 from moldau.cli.cluster import (
     LAYOUT_FILE,
@@ -30,6 +31,7 @@ from moldau.cli.cluster import (
 )
 from moldau.cli.main import main
 from moldau.net.ports import free_ports
+from tests.support.raw_client import RawClient
 
 STARTED = "bootstrap servers:"
 
@@ -219,7 +221,27 @@ def test_separate_controllers_and_brokers(tmp_path: Path, starts: Starts) -> Non
     assert all(_accepts(n.kafka_port) and n.controller_port is None for n in layout.nodes[1:])
     assert layout.voters == f"1@{layout.nodes[0].controller_address}"
     assert f"bootstrap servers: {layout.nodes[1].kafka_address},{layout.nodes[2].kafka_address}" in start.stdout()
+    # A broker shut down for good is fenced; `cluster unregister` (UnregisterBroker) removes its registration.
+    broker_2 = layout.nodes[1].kafka_address
+    assert "is active" in _cli("unregister", "--id", "3", "-b", broker_2).stderr
+    os.kill(pids[3], signal.SIGTERM)
+    start.wait_for("stderr", "node 3 exited")
+    deadline = time.monotonic() + 30
+    while _registered(broker_2) != {2: False, 3: True} and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _registered(broker_2) == {2: False, 3: True}
+    unregistered = _cli("unregister", "--id", "3", "-b", broker_2)
+    assert unregistered.returncode == 0, unregistered.stderr
+    assert _registered(broker_2) == {2: False}
     assert start.stop() == 0 and _gone(pids)
+
+
+def _registered(bootstrap: str) -> dict[int, bool]:
+    """The registered brokers and whether each is fenced (DescribeCluster v2, fenced brokers included)."""
+    with RawClient(bootstrap) as client:
+        response = client.request(DescribeClusterRequest(include_cluster_authorized_operations=False,
+                                                         include_fenced_brokers=True))
+    return {b.broker_id: b.is_fenced for b in response.brokers}
 
 
 # --------------------------------------------------------------------------- argument errors

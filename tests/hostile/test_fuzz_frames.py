@@ -209,6 +209,10 @@ def test_every_api_and_version_survives_valid_and_mangled_bodies(broker: BrokerP
     bootstrap = broker.bootstrap if listener == "client" else broker.controller_bootstrap  # type: ignore[attr-defined]
     schemas = advertised(bootstrap)
     assert len(schemas) > (150 if listener == "client" else 15), "far fewer versions advertised than expected"
+    # Kafka 4.2's operator APIs are in the corpus: UpdateFeatures, UnregisterBroker, and on client listeners the
+    # telemetry APIs, ListConfigResources and DescribeTopicPartitions.
+    keys = {s.api_key for s in schemas}
+    assert {57, 64} | ({71, 72, 74, 75} if listener == "client" else set()) <= keys
     frames = all_frames(schemas)
     outcome = Outcome()
     canary = Canary(broker)

@@ -107,12 +107,18 @@ RULES: dict[int, tuple[Rule, ...]] = {
     50: (_r(Op.DESCRIBE, Res.CLUSTER, _F),),
     51: (_r(Op.ALTER, Res.CLUSTER),),
     55: (_r(Op.DESCRIBE, Res.CLUSTER, _F),),
+    57: (_r(Op.ALTER, Res.CLUSTER),),
     60: (_r(Op.DESCRIBE, Res.CLUSTER, _F),),
     61: (_r(Op.READ, Res.TOPIC),),
+    64: (_r(Op.ALTER, Res.CLUSTER),),
     65: (_r(Op.DESCRIBE, Res.TRANSACTIONAL_ID),),
     66: (_r(Op.DESCRIBE, Res.TRANSACTIONAL_ID, note="transactions not describable are left out"),),
     68: (_r(Op.READ, Res.GROUP, _F), _r(Op.DESCRIBE, Res.TOPIC, _F, note="subscribed topics")),
     69: (_r(Op.DESCRIBE, Res.GROUP),),
+    71: (_NONE,),
+    72: (_NONE,),
+    74: (_r(Op.DESCRIBE_CONFIGS, Res.CLUSTER, _F),),
+    75: (_r(Op.DESCRIBE, Res.TOPIC, note="topics not describable are left out of a listing"),),
     76: (_r(Op.READ, Res.GROUP, _F), _r(Op.DESCRIBE, Res.TOPIC, _F, note="subscribed topics")),
     77: (_r(Op.DESCRIBE, Res.GROUP),),
     78: (_r(Op.READ, Res.GROUP, _F), _r(Op.READ, Res.TOPIC)),
@@ -221,10 +227,11 @@ def _check_init_producer_id(ctx: RequestContext, request: Any) -> None:
 
 def config_refusal(ctx: RequestContext, resource_type: int, name: str, operation: AclOperation) -> ErrorCode | None:
     """DescribeConfigs / AlterConfigs: `operation` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on the topic, or on the
-    cluster for a broker resource; the refusal's code, or None when allowed (or the type is not one of these)."""
+    cluster for a broker or client metrics resource; the refusal's code, or None when allowed (or the type is not
+    one of these)."""
     if resource_type == 2:  # ConfigResource TOPIC
         return None if ctx.authorize(operation, Res.TOPIC, name) else ErrorCode.topic_authorization_failed
-    if resource_type == 4:  # ConfigResource BROKER
+    if resource_type in (4, 16):  # ConfigResource BROKER, CLIENT_METRICS
         return None if ctx.authorize(operation, Res.CLUSTER, CLUSTER_NAME) else ErrorCode.cluster_authorization_failed
     if resource_type == 32:  # ConfigResource GROUP
         return None if ctx.authorize(operation, Res.GROUP, name) else ErrorCode.group_authorization_failed

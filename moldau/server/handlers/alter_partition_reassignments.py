@@ -4,7 +4,9 @@ Each partition names its target replicas, or null to cancel its reassignment. Th
 reassignments (`Controller.alter_partition_reassignments`, see `moldau.metadata.reassignment`) and answers once
 they are committed; the data moves afterwards, while the partition keeps serving, and
 ListPartitionReassignments shows what is still moving. Errors are per partition; NOT_CONTROLLER, when no
-controller could be reached, is also the top-level error.
+controller could be reached, is also the top-level error. From v1 a request may forbid changing a partition's
+replication factor (`allow_replication_factor_change` false, KIP-860): a target with another number of
+replicas than the partition has then gets INVALID_REPLICATION_FACTOR, and the other partitions go ahead.
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return forwarded
     items = [(t.name, p.partition_index, None if p.replicas is None else tuple(int(b) for b in p.replicas))
              for t in request.topics for p in t.partitions]
+    refused = _factor_changes(ctx, items) if not getattr(request, "allow_replication_factor_change", True) else {}
+    kept = [item for i, item in enumerate(items) if i not in refused]
     try:
-        errors: list[KafkaError | None] = await ctx.broker.controller.alter_partition_reassignments(items)
+        answered = iter(await ctx.broker.controller.alter_partition_reassignments(kept) if kept else [])
+        errors: list[KafkaError | None] = [refused[i] if i in refused else next(answered) for i in range(len(items))]
         top = None
     except KafkaError as exc:
         errors, top = [exc] * len(items), exc
@@ -36,8 +41,23 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for t in request.topics
     )
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE,
+                allow_replication_factor_change=getattr(request, "allow_replication_factor_change", True),
                 error_code=ErrorCode.none if top is None else top.code,
                 error_message=None if top is None else top.message, responses=responses)
+
+
+def _factor_changes(ctx: RequestContext, items: list[tuple[str, int, tuple[int, ...] | None]]
+                    ) -> dict[int, KafkaError | None]:
+    """The items (by index) whose target changes the partition's replication factor, with their errors."""
+    refused: dict[int, KafkaError | None] = {}
+    for i, (name, index, target) in enumerate(items):
+        topic = ctx.broker.image.topics_by_name.get(name)
+        partition = topic.partitions.get(index) if topic is not None else None
+        if target is not None and partition is not None and len(target) != len(partition.replicas):
+            refused[i] = KafkaError(ErrorCode.invalid_replication_factor,
+                                    f"the replication factor would change from {len(partition.replicas)} to "
+                                    f"{len(target)}, and allow_replication_factor_change is false")
+    return refused
 
 
 def _partition(ctx: RequestContext, index: int, error: KafkaError | None) -> Any:
@@ -46,4 +66,4 @@ def _partition(ctx: RequestContext, index: int, error: KafkaError | None) -> Any
                 error_message=None if error is None else error.message)
 
 
-API = Api(key=45, name="AlterPartitionReassignments", min_version=0, max_version=0, handle=handle)
+API = Api(key=45, name="AlterPartitionReassignments", min_version=0, max_version=1, handle=handle)

@@ -1,10 +1,12 @@
 """DescribeConfigs (key 32): the effective configs of topics, brokers and groups, with where each value comes from.
 
-Resources are topics (type 2), brokers (type 4) and groups (type 32). A topic lists every topic config: its own
-override (source DYNAMIC_TOPIC_CONFIG) or else the value of the broker config that supplies the default. A broker
-named by its id lists every broker config, read-only unless it can be changed at runtime; the broker named ""
-lists only the cluster-wide dynamic defaults, as in Kafka. Broker resources describe the broker that answers, so
-Kafka clients send them to that broker; another id is INVALID_REQUEST. A group lists every group config
+Resources are topics (type 2), brokers (type 4), client metrics subscriptions (type 16) and groups (type 32).
+A topic lists every topic config: its own override (source DYNAMIC_TOPIC_CONFIG) or else the value of the broker
+config that supplies the default. A broker named by its id lists every broker config, read-only unless it can be
+changed at runtime; the broker named "" lists only the cluster-wide dynamic defaults, as in Kafka. Broker
+resources describe the broker that answers, so Kafka clients send them to that broker; another id is
+INVALID_REQUEST. A client metrics subscription (KIP-714) lists `metrics`, `interval.ms` and `match`: set ones with
+source CLIENT_METRICS_CONFIG, the others at their defaults. A group lists every group config
 (`moldau.config.group_defs`): its own value (source GROUP_CONFIG) or the broker config's. A missing topic is
 UNKNOWN_TOPIC_OR_PARTITION, an illegal topic name INVALID_TOPIC_EXCEPTION, any other resource type
 INVALID_REQUEST. Each resource fails on its own.
@@ -31,6 +33,7 @@ from moldau.security.acl.rules import config_refusal
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
+from moldau.telemetry.configs import RESOURCE_CLIENT_METRICS, client_metrics_entries
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -77,6 +80,8 @@ def _entries(ctx: RequestContext, resource_type: int, name: str) -> list[ConfigE
         return topic_config_entries(ctx, ctx.broker.image.topic_configs(name))
     if resource_type == RESOURCE_BROKER:
         return _broker_entries(ctx, name)
+    if resource_type == RESOURCE_CLIENT_METRICS:
+        return client_metrics_entries(ctx.broker.image.configs.get((RESOURCE_CLIENT_METRICS, name), {}))
     if resource_type == RESOURCE_GROUP:
         return _group_entries(ctx, name)
     raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource_type}")

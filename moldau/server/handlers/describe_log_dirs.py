@@ -5,7 +5,8 @@ listed, under the directory that holds them. Each partition reports its size on 
 a "future" replica being moved between directories trails the current one; nothing is ever moved here, so 0)
 and whether it is such a future replica (never). A directory that cannot be read reports
 KAFKA_STORAGE_ERROR and no partitions. From v4 each directory also reports its file system's total and
-usable bytes (KIP-827), -1 when unknown; from v5 whether it is cordoned (never).
+usable bytes (KIP-827), -1 when unknown. v5 (whether a directory is cordoned, KIP-1066) is Kafka 4.3's and
+is not served: ApiVersions advertises Kafka 4.2's ranges (docs/protocol.md).
 """
 
 from __future__ import annotations
@@ -56,8 +57,7 @@ def _log_dir(ctx: RequestContext, log_dir: LogDirDescription, wanted: Wanted) ->
         for name, partitions in by_topic.items()
     )
     return make(ctx.nested("DescribeLogDirsResult"), error_code=log_dir.error, log_dir=log_dir.path,
-                topics=topics, total_bytes=log_dir.total_bytes, usable_bytes=log_dir.usable_bytes,
-                is_cordoned=False)
+                topics=topics, total_bytes=log_dir.total_bytes, usable_bytes=log_dir.usable_bytes)
 
 
-API = Api(key=35, name="DescribeLogDirs", min_version=1, max_version=5, handle=handle)
+API = Api(key=35, name="DescribeLogDirs", min_version=1, max_version=4, handle=handle)

@@ -219,4 +219,4 @@ def _response(ctx: RequestContext, code: ErrorCode, reads: list[_PartitionRead],
     return EncodedBody(parts)
 
 
-API = Api(key=1, name="Fetch", min_version=4, max_version=17, handle=handle)
+API = Api(key=1, name="Fetch", min_version=4, max_version=18, handle=handle)

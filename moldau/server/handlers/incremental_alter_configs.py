@@ -3,9 +3,11 @@
 Each config names an operation: SET (0) a value, DELETE (1) the override so the default applies again, or
 APPEND (2) / SUBTRACT (3) items of a list config such as `cleanup.policy` (INVALID_CONFIG on other configs).
 Configs the request does not name keep their values; that is the difference from the legacy AlterConfigs,
-which replaces the whole set. Resources are topics (type 2), brokers (type 4) and groups (type 32); a broker
-resource named "" holds the cluster-wide defaults, one named by a broker id that broker's own values. A group's
-configs are checked against the broker's group.*.min/max bounds and take effect in the group without a restart.
+which replaces the whole set. Resources are topics (type 2), brokers (type 4), client metrics subscriptions
+(type 16, KIP-714; setting a config of a new name creates the subscription, deleting its last one removes it)
+and groups (type 32); a broker resource named "" holds the cluster-wide defaults, one named by a broker id that
+broker's own values. A group's configs are checked against the broker's group.*.min/max bounds and take effect
+in the group without a restart.
 
 Each resource succeeds or fails as a whole, with its own error: UNKNOWN_TOPIC_OR_PARTITION for a missing
 topic, INVALID_CONFIG for an unknown name or a bad value (the message says which), INVALID_REQUEST for an
@@ -29,6 +31,7 @@ from moldau.security.acl.rules import config_refusal
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE, forward_authorized
+from moldau.telemetry.configs import RESOURCE_CLIENT_METRICS
 
 Change = tuple[str, int, str | None]
 ChangesOf = Callable[[Any], list[Change]]
@@ -84,7 +87,7 @@ async def alter_resources(ctx: RequestContext, resources: Sequence[Any], changes
 
 async def _alter(ctx: RequestContext, resource: Any, changes: list[Change], validate_only: bool,
            replace_all: bool) -> None:
-    if resource.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP):
+    if resource.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP):
         raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource.resource_type}")
     # Kafka refuses the whole resource rather than apply one of two conflicting changes.
     duplicates = sorted(name for name, count in Counter(name for name, _, _ in changes).items() if count > 1)

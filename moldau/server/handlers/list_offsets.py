@@ -2,7 +2,8 @@
 
 Special timestamps: -1 latest (the high watermark), -2 earliest (log start offset), -3 the record with the
 largest timestamp (KIP-734), -4 earliest local (KIP-405; all data is local, so the log start offset),
--5 latest tiered (KIP-1005; nothing is tiered, so "not found").
+-5 latest tiered (KIP-1005; nothing is tiered, so "not found"), and from v11 -6 earliest pending upload (KIP-1023;
+nothing is ever uploaded to remote storage, so "not found" as well).
 
 Isolation (v2+, KIP-98): for read_committed (`isolation_level` 1) "latest" is the last stable offset, and, as
 in Kafka, an offset found by timestamp at or beyond what the consumer may read (the last stable offset for
@@ -20,7 +21,7 @@ from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE, reads_committed
 
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -56,7 +57,7 @@ def _lookup(plog: Any, timestamp: int, read_committed: bool) -> tuple[int, int]:
         return fetchable_end, -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return plog.log_start_offset, -1
-    if timestamp == LATEST_TIERED:
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         return -1, -1
     if timestamp == MAX_TIMESTAMP:
         found = plog.max_timestamp_offset()
@@ -69,4 +70,4 @@ def _lookup(plog: Any, timestamp: int, read_committed: bool) -> tuple[int, int]:
     return found[0], found[1]
 
 
-API = Api(key=2, name="ListOffsets", min_version=1, max_version=10, handle=handle)
+API = Api(key=2, name="ListOffsets", min_version=1, max_version=11, handle=handle)

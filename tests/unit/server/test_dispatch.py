@@ -38,6 +38,7 @@ from moldau.server.dispatch import Dispatcher
 from moldau.server.handlers import api_versions, find_coordinator, metadata
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.registry import APIS
+from moldau.telemetry.clients import ClientTelemetry
 from tests.unit.metadata.builders import build, partition, registration
 
 
@@ -62,6 +63,8 @@ class FakeServices:
     clock: ManualClock = field(default_factory=ManualClock)
     closing: bool = False
     created: list[str] = field(default_factory=list)
+    client_telemetry: ClientTelemetry = field(
+        default_factory=lambda: ClientTelemetry(ManualClock(), lambda: 1 << 20))  # ApiVersions v3+ notes the software
 
     def endpoint_for(self, registration: RegisterBrokerRecord, listener: str = "") -> Endpoint | None:
         return next((e for e in registration.endpoints if e.listener == listener), None)
