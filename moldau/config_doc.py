@@ -21,6 +21,11 @@ broker configs (this broker's, then cluster-wide), then the static broker config
 ./dev server server.properties --override node.id=2   # a file, with one value overridden
 ```
 
+Without a properties file, the broker starts as if given one with what Kafka's stock server.properties sets
+for a development machine: `group.initial.rebalance.delay.ms=0`, so a consumer started by hand gets its
+partitions at once. The defaults below stay Kafka's built-in ones (3000 ms for that delay, suited to a fleet
+of consumers starting together); a properties file or an `--override` sets any of them.
+
 An invalid value stops the broker with one line naming the key, the value and what is allowed, e.g.
 `error: Invalid value abc for configuration log.segment.bytes: Not a number of type INT`. An unknown name is
 kept and logged as a warning, as Kafka does. A properties file uses Java properties syntax (`#` and `!`

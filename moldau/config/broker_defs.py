@@ -304,7 +304,9 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("offsets.retention.minutes", _T.INT, "10080",
               "How long committed offsets of an empty group are kept.", at_least(1)),
     ConfigDef("group.initial.rebalance.delay.ms", _T.INT, "3000",
-              "How long a new group waits for more members before its first rebalance.", at_least(0)),
+              "How long a new group waits for more members before its first rebalance. `moldau server` "
+              "without a properties file starts with 0 instead, as Kafka's stock server.properties does.",
+              at_least(0)),
     ConfigDef("group.min.session.timeout.ms", _T.INT, "6000",
               "The shortest session timeout a consumer may ask for.", at_least(0)),
     ConfigDef("group.max.session.timeout.ms", _T.INT, "1800000",

@@ -580,3 +580,21 @@ def test_example_properties_file_loads_cleanly(caplog: pytest.LogCaptureFixture)
     assert config.node_id == 1 and config.log_dirs == ["./data"]
     assert not config.unknown
     assert "unknown" not in caplog.text.lower()
+
+
+def test_server_without_a_properties_file_has_no_initial_rebalance_delay(tmp_path: Path) -> None:
+    """`moldau server` alone is a laptop's broker (Kafka's stock server.properties); a file or an override
+    brings Kafka's built-in default back or sets any value."""
+    import argparse
+
+    from moldau.cli.server import _load_config
+
+    def load(config_file: str | None, *overrides: str) -> int:
+        args = argparse.Namespace(config_file=config_file, override=list(overrides))
+        return _load_config(args).group_initial_rebalance_delay_ms
+
+    assert load(None) == 0
+    assert load(None, "group.initial.rebalance.delay.ms=250") == 250
+    empty = tmp_path / "server.properties"
+    empty.write_text("node.id=1\n")
+    assert load(str(empty)) == 3000
