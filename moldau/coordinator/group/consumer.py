@@ -50,6 +50,8 @@ LEAVE_EPOCH = -1
 LEAVE_STATIC_EPOCH = -2
 
 STABLE, UNREVOKED, UNRELEASED = 0, 1, 2
+# OffsetCommit carries a member epoch from this version on (KIP-848); members of this protocol need it.
+KIP848_OFFSET_COMMIT_VERSION = 9
 
 V = TypeVar("V")
 TPs = frozenset[TopicPartition]
@@ -421,13 +423,29 @@ class ConsumerGroup:
 
     # -- offsets -------------------------------------------------------------------------------------------
 
-    def validate_offset_commit(self, member_id: str, member_epoch: int) -> ErrorCode:
-        """OffsetCommit/OffsetFetch rules of consumer groups: the member's epoch instead of a generation."""
+    def validate_offset_commit(self, member_id: str, member_epoch: int,
+                               version: int = KIP848_OFFSET_COMMIT_VERSION) -> ErrorCode:
+        """OffsetCommit rules of consumer groups: the member's epoch instead of a generation.
+
+        A commit without a member (an admin's, or a consumer assigning partitions itself) only while the group
+        has no members: it would overwrite their progress. A member must be current, and one using this
+        protocol must speak OffsetCommit v9+, whose field carries its epoch."""
+        if member_epoch < 0 and self.is_empty():
+            return ErrorCode.none
+        return self._validate_member_epoch(member_id, member_epoch, version)
+
+    def validate_offset_fetch(self, member_id: str, member_epoch: int) -> ErrorCode:
+        """OffsetFetch: a member that names itself must be current; anyone else (admins) may read."""
         if member_epoch < 0 and not member_id:
-            return ErrorCode.none  # an admin or "simple" commit
+            return ErrorCode.none
+        return self._validate_member_epoch(member_id, member_epoch, KIP848_OFFSET_COMMIT_VERSION)
+
+    def _validate_member_epoch(self, member_id: str, member_epoch: int, version: int) -> ErrorCode:
         current = self.current.get(member_id)
         if member_id not in self.members or current is None:
             return ErrorCode.unknown_member_id
+        if version < KIP848_OFFSET_COMMIT_VERSION:
+            return ErrorCode.unsupported_version
         if member_epoch != current.member_epoch:
             return ErrorCode.stale_member_epoch
         return ErrorCode.none

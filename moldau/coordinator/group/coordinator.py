@@ -412,7 +412,7 @@ class GroupCoordinator:
             return exc.code, []
         consumer = shard.consumer_groups.get(group_id)
         if consumer is not None and member_id is not None:
-            error = consumer.validate_offset_commit(member_id, member_epoch)
+            error = consumer.validate_offset_fetch(member_id, member_epoch)
             if error != ErrorCode.none:
                 return error, []
         self._note_high_watermark(shard)

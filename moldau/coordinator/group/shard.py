@@ -241,7 +241,7 @@ class GroupShard:
         consumer = self.consumer_groups.get(group_id)
         if consumer is not None:
             # The generation field carries the member epoch for these groups.
-            group_error = consumer.validate_offset_commit(member_id, generation_id)
+            group_error = consumer.validate_offset_commit(member_id, generation_id, version)
         else:
             group_error = rules.validate_commit(self.groups.get(group_id), generation_id, member_id, instance_id,
                                                 version)
