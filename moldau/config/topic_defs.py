@@ -59,7 +59,8 @@ def _schema_validation(part: str) -> tuple[TopicConfigDef, TopicConfigDef]:
 
 # acted_on=False: accepted but not acted on yet, for the reasons given above the broker table.
 _TOPIC_DEFS: tuple[TopicConfigDef, ...] = (
-    TopicConfigDef("cleanup.policy", _T.LIST, "delete, compact, or both (compact,delete).",
+    TopicConfigDef("cleanup.policy", _T.LIST, "delete, compact, or both (compact,delete); empty keeps every "
+                   "record (no retention, no compaction) until DeleteRecords moves the log start.",
                    _syn("log.cleanup.policy"), CLEANUP_POLICIES),
     TopicConfigDef("compression.type", _T.STRING, "The compression of stored records.",
                    _syn("compression.type"), COMPRESSION_TYPES, acted_on=False),

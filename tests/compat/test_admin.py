@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +21,7 @@ from confluent_kafka.admin import (
     ConfigSource,
     NewPartitions,
     NewTopic,
+    OffsetSpec,
     ResourceType,
 )
 from kafka.admin import ConfigResource as KpConfigResource
@@ -250,6 +252,39 @@ def test_delete_records_refused_on_compacted_topic(shared_broker: BrokerProcess,
     ck_produce(shared_broker.bootstrap, topic, [{"key": b"k", "value": b"v"}])
     future = ck_admin.delete_records([TopicPartition(topic, 0, 1)])[TopicPartition(topic, 0)]
     assert ck_error(future) == KafkaError.POLICY_VIOLATION
+
+
+@pytest.mark.broker_config({"log.retention.check.interval.ms": "200"})
+def test_empty_cleanup_policy_keeps_every_record(broker: BrokerProcess) -> None:
+    """Kafka 4.2: an empty cleanup.policy deletes nothing by retention and compacts nothing; DeleteRecords
+    still moves the log start. A topic with `delete` and the same retention shows the check does run."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    small = {"retention.ms": "1", "segment.bytes": "1024", "segment.ms": "100"}
+    create_topic(broker.bootstrap, "kept", config={**small, "cleanup.policy": ""})
+    create_topic(broker.bootstrap, "expiring", config={**small, "cleanup.policy": "delete"})
+    assert describe_topic(admin, "kept")["cleanup.policy"].value == ""
+    # Subtracting the last policy leaves the empty list too.
+    create_topic(broker.bootstrap, "emptied", config={"cleanup.policy": "compact"})
+    incremental(admin, ResourceType.TOPIC, "emptied",
+                [("cleanup.policy", "compact", AlterConfigOpType.SUBTRACT)]).result(timeout=TIMEOUT_S)
+    emptied = describe_topic(admin, "emptied")["cleanup.policy"]
+    assert (emptied.value, emptied.source) == ("", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    records = [{"key": b"k", "value": b"v" * 200} for _ in range(30)]
+    for topic in ("kept", "expiring"):
+        ck_produce(broker.bootstrap, topic, records, **{"batch.size": 600})
+
+    def low_watermark(topic: str) -> int:
+        offsets = admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.earliest()})
+        return int(offsets[TopicPartition(topic, 0)].result(timeout=TIMEOUT_S).offset)
+
+    deadline = time.monotonic() + 30
+    while low_watermark("expiring") == 0:
+        assert time.monotonic() < deadline, "retention never deleted the delete topic's segments"
+        time.sleep(0.1)
+    assert low_watermark("kept") == 0
+    assert [r.offset for r in ck_consume(broker.bootstrap, "kept", 30)] == list(range(30))
+    trimmed = admin.delete_records([TopicPartition("kept", 0, 10)])[TopicPartition("kept", 0)]
+    assert trimmed.result(timeout=TIMEOUT_S).low_watermark == 10
 
 
 # -- DescribeConfigs, AlterConfigs, IncrementalAlterConfigs --------------------------------------------------

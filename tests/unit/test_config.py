@@ -164,7 +164,6 @@ def test_not_a_number_message_names_key_value_and_type() -> None:
         ("log.message.timestamp.type", "createtime", "String must be one of: CreateTime, LogAppendTime"),
         ("compression.type", "brotli", "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer"),
         ("log.cleanup.policy", "delete,archive", "String must be one of: compact, delete"),
-        ("log.cleanup.policy", "", "Empty list is not allowed"),
         ("process.roles", "broker,broker", "Each role may be listed only once"),
         ("process.roles", "observer", "String must be one of: broker, controller"),
         ("log.dirs", "/a,,/b", "Expected a comma-separated list of non-empty paths"),
@@ -598,3 +597,11 @@ def test_server_without_a_properties_file_has_no_initial_rebalance_delay(tmp_pat
     empty = tmp_path / "server.properties"
     empty.write_text("node.id=1\n")
     assert load(str(empty)) == 3000
+
+
+def test_empty_cleanup_policy_is_accepted_and_means_keep_everything() -> None:
+    """Kafka 4.2: an empty cleanup.policy is neither deletion by retention nor compaction."""
+    assert BrokerConfig.from_properties({"log.cleanup.policy": ""}).log_cleanup_policy == []
+    validate_topic_configs({"cleanup.policy": ""})
+    config = LogConfig.from_config(BrokerConfig(), {"cleanup.policy": "", "retention.ms": "1"})
+    assert config.cleanup_policy == () and not config.compact
