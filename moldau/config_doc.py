@@ -36,6 +36,13 @@ but the feature behind them is not built yet (JKS trust store passwords, broker-
 preallocation, roll jitter, down-conversion) or does not apply (thread pools); the broker logs a warning when
 one is set.
 
+Every other broker config Kafka 4.2 defines is known too (`moldau/config/kafka_broker_configs.py`), marked
+"not yet" and described as having no effect: tiered storage, delegation tokens, Kerberos and OAuth settings,
+metrics reporters, purgatories and the like have nothing to act on in Moldau. They are validated by their
+Kafka type, stored, and described with their source (their Kafka default until set), so admin tools that read
+a broker's whole config and write it back unchanged work; setting one in the properties file or with
+AlterConfigs/IncrementalAlterConfigs logs a warning that it has no effect.
+
 This file is generated: `python -m moldau.config_doc > docs/configuration.md`.
 """
 

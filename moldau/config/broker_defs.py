@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from moldau.config.addresses import HTTP_LISTENER, LISTENERS, PROTOCOL_MAP, VOTERS
+from moldau.config.kafka_broker_configs import KAFKA_BROKER_CONFIGS, READ_ONLY, KafkaBrokerConfig
 from moldau.config.schema import (
     CLEANUP_POLICIES,
     COMPRESSION_TYPES,
@@ -394,7 +395,23 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               dynamic=False),
 )
 
-BROKER_CONFIGS: Mapping[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
+_KAFKA_TYPES = {t.name.lower(): t for t in ConfigType if t is not ConfigType.UNKNOWN}
+
+
+def _kafka_only(config: KafkaBrokerConfig) -> ConfigDef:
+    """A Kafka 4.2 broker config Moldau has no use for: typed as Kafka types it, so a bad value is refused,
+    dynamic where Kafka's update mode allows, never acted on."""
+    return ConfigDef(config.name, _KAFKA_TYPES[config.type], config.default, NO_EFFECT_DOC, None,
+                     config.update_mode != READ_ONLY, acted_on=False)
+
+
+NO_EFFECT_DOC = "A Kafka broker config Moldau has no use for: stored and described, no effect."
+_DEFINED = {d.name for d in _BROKER_DEFS}
+# Defined by Kafka, with no definition above: kept apart so docs/configuration.md can say they have no effect.
+KAFKA_ONLY_BROKER_CONFIGS: frozenset[str] = frozenset(c.name for c in KAFKA_BROKER_CONFIGS if c.name not in _DEFINED)
+
+BROKER_CONFIGS: Mapping[str, ConfigDef] = {d.name: d for d in (
+    *_BROKER_DEFS, *(_kafka_only(c) for c in KAFKA_BROKER_CONFIGS if c.name in KAFKA_ONLY_BROKER_CONFIGS))}
 
 
 def dynamic_broker_config_names() -> frozenset[str]:

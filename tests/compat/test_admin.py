@@ -428,6 +428,42 @@ def test_broker_configs(broker: BrokerProcess) -> None:
     assert (retention.value, retention.source) == ("7200000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
 
 
+def test_every_kafka_broker_config_is_known_and_a_full_config_round_trips(broker: BrokerProcess) -> None:
+    """An admin tool reads a broker's whole config and writes every dynamic entry back unchanged (as
+    confluent-kafka sends it): nothing is refused, including Kafka's configs Moldau has no use for, which
+    are then described with their source."""
+    from moldau.config.kafka_broker_configs import KAFKA_BROKER_CONFIGS
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    this_broker = ConfigResource(ResourceType.BROKER, NODE_ID)
+    described = admin.describe_configs([this_broker])[this_broker].result(timeout=TIMEOUT_S)
+    assert {c.name for c in KAFKA_BROKER_CONFIGS} <= set(described)
+    writable = {name: entry.value for name, entry in described.items()
+                if not entry.is_read_only and entry.value is not None}
+    assert {"background.threads", "log.cleaner.threads", "remote.log.reader.threads"} <= writable.keys()
+    incremental(admin, ResourceType.BROKER, NODE_ID,
+                [(name, value, AlterConfigOpType.SET) for name, value in sorted(writable.items())]
+                ).result(timeout=TIMEOUT_S)
+    after = admin.describe_configs([this_broker])[this_broker].result(timeout=TIMEOUT_S)
+    assert {name: after[name].value for name in writable} == writable
+    threads = after["background.threads"]
+    assert (threads.value, threads.source) == ("10", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    # A config Moldau does not act on still gets its type checked.
+    bad = incremental(admin, ResourceType.BROKER, NODE_ID, [("background.threads", "many", AlterConfigOpType.SET)])
+    assert ck_error(bad) == KafkaError.INVALID_CONFIG
+    read_only = incremental(admin, ResourceType.BROKER, NODE_ID,
+                            [("delegation.token.max.lifetime.ms", "1000", AlterConfigOpType.SET)])
+    assert ck_error(read_only) in (KafkaError.INVALID_CONFIG, KafkaError.INVALID_REQUEST)
+
+    create_topic(broker.bootstrap, "whole")
+    topic = ConfigResource(ResourceType.TOPIC, "whole")
+    topic_configs = admin.describe_configs([topic])[topic].result(timeout=TIMEOUT_S)
+    values = {n: e.value for n, e in topic_configs.items() if not e.is_read_only and e.value is not None}
+    incremental(admin, ResourceType.TOPIC, "whole",
+                [(n, v, AlterConfigOpType.SET) for n, v in sorted(values.items())]).result(timeout=TIMEOUT_S)
+    assert {n: e.value for n, e in describe_topic(admin, "whole").items() if n in values} == values
+
+
 # -- DescribeCluster, DescribeLogDirs ------------------------------------------------------------------------
 
 
