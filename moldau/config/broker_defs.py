@@ -402,7 +402,15 @@ def _kafka_only(config: KafkaBrokerConfig) -> ConfigDef:
     """A Kafka 4.2 broker config Moldau has no use for: typed as Kafka types it, so a bad value is refused,
     dynamic where Kafka's update mode allows, never acted on."""
     return ConfigDef(config.name, _KAFKA_TYPES[config.type], config.default, NO_EFFECT_DOC, None,
-                     config.update_mode != READ_ONLY, acted_on=False)
+                     config.update_mode != READ_ONLY, _TOPIC_DEFAULT_OF.get(config.name), acted_on=False)
+
+
+# The Kafka-only broker configs that supply a topic config's default.
+_TOPIC_DEFAULT_OF = {"compression.gzip.level": "compression.gzip.level",
+                     "compression.lz4.level": "compression.lz4.level",
+                     "compression.zstd.level": "compression.zstd.level",
+                     "log.local.retention.bytes": "local.retention.bytes",
+                     "log.local.retention.ms": "local.retention.ms"}
 
 
 NO_EFFECT_DOC = "A Kafka broker config Moldau has no use for: stored and described, no effect."
