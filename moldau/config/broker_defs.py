@@ -22,6 +22,7 @@ from moldau.config.schema import (
     TIMESTAMP_TYPES,
     ConfigDef,
     ConfigType,
+    Custom,
     ListOf,
     OneOf,
     Range,
@@ -30,6 +31,15 @@ from moldau.config.schema import (
 )
 
 _T = ConfigType
+
+
+def _migration_policy(value: object) -> str | None:
+    # Kafka compares these names without regard to case.
+    allowed = ("bidirectional", "upgrade", "downgrade", "disabled")
+    return None if str(value).lower() in allowed else f"String must be one of (case insensitive): {', '.join(allowed)}"
+
+
+_MIGRATION_POLICIES = Custom(_migration_policy, "(case insensitive) [DISABLED, DOWNGRADE, UPGRADE, BIDIRECTIONAL]")
 _LONG_MAX = str(LONG_MAX)
 _UNUSED = " Accepted for compatibility with Kafka configuration files; not used."
 
@@ -324,6 +334,10 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               ListOf(("uniform", "range"))),
     ConfigDef("group.consumer.max.size", _T.INT, "2147483647",
               "The most members a consumer (KIP-848) group may have.", at_least(1)),
+    ConfigDef("group.consumer.migration.policy", _T.STRING, "bidirectional",
+              "Which conversions of a group with members are allowed: bidirectional, upgrade (classic to "
+              "consumer when a consumer-protocol member joins), downgrade (back to classic when the last one "
+              "leaves) or disabled. Groups without members convert either way.", _MIGRATION_POLICIES),
     ConfigDef("group.share.heartbeat.interval.ms", _T.INT, "5000",
               "How often members of share groups are asked to heartbeat.", at_least(1)),
     ConfigDef("group.share.session.timeout.ms", _T.INT, "45000",

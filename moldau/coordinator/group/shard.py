@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from moldau.coordinator.group import migration
 from moldau.coordinator.group import offsets as rules
 from moldau.coordinator.group.classic import (
     ClassicGroup,
@@ -30,6 +31,8 @@ from moldau.coordinator.group.classic import (
     random_member_id,
 )
 from moldau.coordinator.group.consumer import (
+    JOIN_EPOCH,
+    LEAVE_EPOCH,
     ConsumerGroup,
     ConsumerSettings,
     HeartbeatRequest,
@@ -189,18 +192,36 @@ class GroupShard:
 
     def sync(self, group_id: str, handle: Handle, request: SyncRequest, now_ms: int) -> Effects:
         group = self.groups.get(group_id)
+        consumer = self.consumer_groups.get(group_id)
         if group is None:
             fx = Effects()
-            fx.complete(handle, SyncResult(ErrorCode.unknown_member_id))
+            fx.complete(handle, migration.sync(consumer, request) if consumer is not None
+                        else SyncResult(ErrorCode.unknown_member_id))
             return fx
         return group.sync(handle, request, now_ms)
 
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
                   now_ms: int) -> ErrorCode:
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None:
+            error = migration.heartbeat(consumer, member_id, instance_id, generation_id)
+            if error in (ErrorCode.none, ErrorCode.rebalance_in_progress):
+                consumer.touch_classic(member_id, now_ms, error == ErrorCode.rebalance_in_progress)
+            return error
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
         return group.heartbeat(member_id, instance_id, generation_id, now_ms)
+
+    def join_consumer_group(self, group: ConsumerGroup, request: JoinRequest, topics: dict[str, int]
+                            ) -> migration.ClassicJoin:
+        """A classic member's JoinGroup on a consumer group with members (whatever the migration policy)."""
+        new_id = self._new_member_id(request.group_instance_id or request.client_id or "consumer")
+        return migration.join(group, request, topics, self.settings.limits, new_id)
+
+    def leave_consumer_group(self, group: ConsumerGroup, identities: Sequence[tuple[str, str | None]],
+                             topics: dict[str, int]) -> tuple[list[Record], tuple[ErrorCode, ...]]:
+        return migration.leave(group, identities, topics)
 
     def leave(self, group_id: str, identities: Sequence[tuple[str, str | None]], now_ms: int) -> LeaveResult:
         group = self.groups.get(group_id)
@@ -214,17 +235,57 @@ class GroupShard:
 
     # -- consumer groups (KIP-848) -------------------------------------------------------------------------
 
-    def consumer_heartbeat(self, group_id: str, request: HeartbeatRequest, topics: dict[str, int]) -> Outcome:
-        """A ConsumerGroupHeartbeat; a group is created by the records of its first member's join."""
+    def consumer_heartbeat(self, group_id: str, request: HeartbeatRequest, topics: dict[str, int],
+                           now_ms: int = 0) -> Outcome:
+        """A ConsumerGroupHeartbeat; a group is created by the records of its first member's join. A classic
+        group with members is upgraded by a joining member, and a consumer group whose last member of this
+        protocol leaves is downgraded, as the migration policy allows (see `migration`)."""
         group = self.consumer_groups.get(group_id)
+        conversion: list[Record] = []
         if group is None:
             classic = self.groups.get(group_id)
             if classic is not None and not classic.is_empty():
-                return _consumer_error(ErrorCode.group_id_not_found, f"group {group_id} is not a consumer group")
-            if request.member_epoch != 0:
+                conversion = self._upgrade(classic, request, topics) or []
+                if not conversion:
+                    return _consumer_error(ErrorCode.group_id_not_found,
+                                           f"group {group_id} is not a consumer group")
+            elif request.member_epoch != JOIN_EPOCH:
                 return _consumer_error(ErrorCode.group_id_not_found, f"group {group_id} not found")
             group = ConsumerGroup(group_id, self.settings.consumer)
-        return group.heartbeat(request, topics, lambda: self._new_member_id(request.client_id or "consumer"))
+            for record in conversion:  # a scratch copy: the shard changes when the records are replayed
+                if isinstance(record.key, ConsumerGroupKey):
+                    group.replay(record.key, record.value)
+        outcome = group.heartbeat(request, topics, lambda: self._new_member_id(request.client_id or "consumer"))
+        if outcome.result.error != ErrorCode.none:
+            return Outcome([], outcome.result)
+        if request.member_epoch == LEAVE_EPOCH and self._may_downgrade(group, [request.member_id]):
+            downgrade = migration.downgrade_records(group, [request.member_id], now_ms)
+            if downgrade is not None:
+                return Outcome(downgrade, outcome.result)
+        return Outcome(conversion + outcome.records, outcome.result)
+
+    def _upgrade(self, classic: ClassicGroup, request: HeartbeatRequest,
+                 topics: dict[str, int]) -> list[Record] | None:
+        if request.member_epoch != JOIN_EPOCH or not migration.upgrade_allowed(self.settings.consumer.migration_policy):
+            return None
+        return migration.upgrade_records(classic, topics)
+
+    def _may_downgrade(self, group: ConsumerGroup, leaving: list[str]) -> bool:
+        """Only the departure of members of the consumer protocol downgrades, and only if the policy allows."""
+        return (migration.downgrade_allowed(self.settings.consumer.migration_policy)
+                and any(m in group.members and group.members[m].classic is None for m in leaving))
+
+    def expire_consumer(self, group: ConsumerGroup, now_ms: int, topics: dict[str, int]) -> list[Record]:
+        """Records removing the members whose deadline passed: a downgrade if they were the last members of the
+        consumer protocol and classic members remain."""
+        expired = group.expired(now_ms)
+        if not expired:
+            return []
+        if self._may_downgrade(group, expired):
+            downgrade = migration.downgrade_records(group, expired, now_ms)
+            if downgrade is not None:
+                return downgrade
+        return group.remove_members(expired, topics)
 
     def next_deadline_ms(self, group_id: str) -> int | None:
         consumer = self.consumer_groups.get(group_id)
