@@ -15,6 +15,7 @@ from moldau.config.kafka_broker_configs import KAFKA_BROKER_CONFIGS, READ_ONLY, 
 from moldau.config.schema import (
     CLEANUP_POLICIES,
     COMPRESSION_TYPES,
+    GZIP_LEVELS,
     LONG_MAX,
     NON_EMPTY,
     PATHS,
@@ -51,10 +52,9 @@ def _log(name: str, type_: ConfigType, default: str | None, topic: str | None, d
 
 
 # acted_on=False marks a config that is accepted (so Kafka configuration files carry over unchanged) but has
-# no effect yet, because the feature behind it is not built (JKS stores' passwords, broker-side
-# recompression, preallocation, roll jitter, down-conversion) or does not apply (thread pools: one event loop serves
-# everything). The broker warns when one is set; docs/configuration.md marks them "not yet". Clear the flag
-# when the feature lands.
+# no effect yet, because the feature behind it is not built (JKS stores' passwords, preallocation, roll
+# jitter, down-conversion) or does not apply (thread pools: one event loop serves everything). The broker
+# warns when one is set; docs/configuration.md marks them "not yet". Clear the flag when the feature lands.
 _BROKER_DEFS: tuple[ConfigDef, ...] = (
     # Identity and roles.
     ConfigDef("node.id", _T.INT, "1", "The id of this node in the cluster.", at_least(0)),
@@ -274,8 +274,14 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     _log("log.message.downconversion.enable", _T.BOOLEAN, "true", "message.downconversion.enable",
          "Convert records to older formats for old consumers.", acted_on=False),
     _log("compression.type", _T.STRING, "producer", "compression.type",
-         "The compression of stored records; producer keeps the producer's codec.", COMPRESSION_TYPES,
-         acted_on=False),
+         "The codec records are stored in: producer keeps each batch as sent; any other codec (or "
+         "uncompressed) has the broker recompress batches sent in another one.", COMPRESSION_TYPES),
+    _log("compression.gzip.level", _T.INT, "-1", "compression.gzip.level",
+         "The gzip level of batches the broker compresses: 1 to 9, or -1 for zlib's default.", GZIP_LEVELS),
+    _log("compression.lz4.level", _T.INT, "9", "compression.lz4.level",
+         "The lz4 level of batches the broker compresses (levels above 16 compress as 16).", Range(1, 17)),
+    _log("compression.zstd.level", _T.INT, "3", "compression.zstd.level",
+         "The zstd level of batches the broker compresses.", Range(-131072, 22)),
     _log("message.max.bytes", _T.INT, "1048588", "max.message.bytes",
          "The largest record batch the server accepts.", at_least(0)),
     # Replication.
@@ -420,10 +426,7 @@ def _kafka_only(config: KafkaBrokerConfig) -> ConfigDef:
 
 
 # The Kafka-only broker configs that supply a topic config's default.
-_TOPIC_DEFAULT_OF = {"compression.gzip.level": "compression.gzip.level",
-                     "compression.lz4.level": "compression.lz4.level",
-                     "compression.zstd.level": "compression.zstd.level",
-                     "log.local.retention.bytes": "local.retention.bytes",
+_TOPIC_DEFAULT_OF = {"log.local.retention.bytes": "local.retention.bytes",
                      "log.local.retention.ms": "local.retention.ms"}
 
 

@@ -229,6 +229,8 @@ TIMESTAMP_TYPES = OneOf(("CreateTime", "LogAppendTime"))
 # Empty (Kafka 4.2): neither deletion by retention nor compaction; the log keeps everything until DeleteRecords.
 CLEANUP_POLICIES = ListOf(("compact", "delete"), allow_empty=True)
 COMPRESSION_TYPES = OneOf(("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"))
+GZIP_LEVELS = Custom(lambda v: None if v == -1 or (isinstance(v, int) and 1 <= v <= 9)
+                     else "Value must be -1 or between 1 and 9", "[1,...,9] or -1")
 
 
 # --- definitions ------------------------------------------------------------------------------------
