@@ -324,6 +324,8 @@ class GroupCoordinator:
         if group is not None:
             if outcome.result.error == ErrorCode.none:
                 group.touch(outcome.result.member_id, now_ms)
+            # Members an upgrade brought in from a classic group get their session from now.
+            group.start_sessions(now_ms)
             self._schedule(shard, group_id)
         else:
             self._after_downgrade(shard, group_id, now_ms)

@@ -18,7 +18,7 @@ from moldau.coordinator.group.consumer_protocol import assigned_partitions, enco
 from moldau.coordinator.group.offsets import OffsetCommit
 from moldau.protocol.errors import ErrorCode
 from tests.unit.coordinator import test_coordinator
-from tests.unit.coordinator.harness import START_MS
+from tests.unit.coordinator.harness import SESSION_MS, START_MS
 from tests.unit.coordinator.test_coordinator import Node
 
 PARTITIONS = 4
@@ -175,3 +175,19 @@ def test_a_join_group_turns_an_empty_consumer_group_into_a_classic_one(open_node
     assert node.coordinator.find_group("g") is not None and node.coordinator.find_consumer_group("g") is None
     assert committed(node) == 3
     assert heartbeat(node, member_id, generation) == ErrorCode.none
+
+
+def test_a_classic_member_silent_after_the_upgrade_is_expired(open_node: Callable[..., Node],
+                                                              clock: ManualClock) -> None:
+    node = open_node()
+    node.controller.create_topic("t", PARTITIONS, {})
+    classic, _ = classic_member(node)
+    first = beat(node, "new", 0, rebalance_timeout_ms=30_000, subscribed_topics=("t",), owned=frozenset())
+    for _ in range(4):  # the newcomer keeps heartbeating; the classic member never comes back
+        clock.advance(SESSION_MS // 3)
+        node.coordinator.tick(clock.time_ms())
+        beat(node, "new", first.member_epoch, owned=frozenset())
+    group = node.coordinator.find_consumer_group("g")
+    assert group is not None and classic not in group.members
+    taken = beat(node, "new", group.current["new"].member_epoch, owned=frozenset())
+    assert taken.assignment == frozenset(("t", p) for p in range(PARTITIONS))
