@@ -129,9 +129,12 @@ def test_kafka_python_classic_member_alongside_a_consumer_protocol_member(
     topic, group = unique("kp-migrate"), unique("kp-migrate")
     create_topic(bootstrap, topic, partitions=PARTITIONS)
     produce_spread(bootstrap, topic, 100, PARTITIONS)
-    kp = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+    kp = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                        enable_auto_commit=False, session_timeout_ms=3000, heartbeat_interval_ms=200,
                        max_poll_interval_ms=10000)
+    # Metadata first: a leader that assigns before it knows the topic's partitions assigns nothing.
+    assert topic in kp.topics()
+    kp.subscribe([topic])
     got: list[bytes] = []
 
     def poll_kp() -> None:
