@@ -409,6 +409,7 @@ class GroupSimulation:
     def _failover(self, lossy: bool) -> None:
         before = {g: grp.to_record() for g in self.groups if (grp := self.coordinator.find_group(g)) is not None
                   and grp.state in (GroupState.STABLE, GroupState.EMPTY)}
+        shared = self._shared_state()
         self._deliver(self.coordinator.close())
         lost = 0
         for p in range(OFFSET_PARTITIONS):
@@ -428,6 +429,16 @@ class GroupSimulation:
             after: GroupValue | None = group.to_record() if group is not None else None
             if after != record:
                 raise self._fail(f"{g} replayed as {after}, was {record}")
+        # Membership records are replicated before anyone hears of them, so the shared group comes back whole,
+        # its classic members with what they joined with.
+        if self._shared_state() != shared:
+            raise self._fail(f"{self.consumer_group} replayed as {self._shared_state()}, was {shared}")
+
+    def _shared_state(self) -> object:
+        consumer = self.coordinator.find_consumer_group(self.consumer_group)
+        if consumer is None:
+            return None
+        return consumer.epoch, consumer.members, consumer.targets, consumer.current, consumer.target_epoch
 
     def _committed(self, tp: TP) -> int | None:
         error, fetched = self.coordinator.fetch_offsets(tp[0], [(TOPIC, [tp[1]])])
