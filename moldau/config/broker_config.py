@@ -305,7 +305,9 @@ class BrokerConfig:
         return dict(sorted(values.items()))
 
     def __repr__(self) -> str:
-        explicit = {name: format_value(value) for layer in self._layers.values() for name, value in layer.items()}
+        # Passwords never reach a log line or a traceback, not even through repr.
+        explicit = {name: "[hidden]" if BROKER_CONFIGS[name].sensitive else format_value(value)
+                    for layer in self._layers.values() for name, value in layer.items()}
         return f"BrokerConfig({explicit!r})"
 
     # -- dynamic configs --------------------------------------------------------------------------------

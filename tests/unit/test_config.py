@@ -605,3 +605,16 @@ def test_empty_cleanup_policy_is_accepted_and_means_keep_everything() -> None:
     validate_topic_configs({"cleanup.policy": ""})
     config = LogConfig.from_config(BrokerConfig(), {"cleanup.policy": "", "retention.ms": "1"})
     assert config.cleanup_policy == () and not config.compact
+
+
+def test_kafka_broker_configs_without_effect_are_known_typed_and_dynamic_as_in_kafka() -> None:
+    from moldau.config.kafka_broker_configs import KAFKA_BROKER_CONFIGS
+
+    config = BrokerConfig.from_properties({"num.replica.fetchers": "4", "delegation.token.secret.key": "s3cret"})
+    assert not config.unknown and config.value("num.replica.fetchers") == 4
+    assert "s3cret" not in repr(config)  # a password stays hidden
+    with pytest.raises(ConfigError, match=r"background\.threads"):
+        BrokerConfig.from_properties({"background.threads": "many"})
+    dynamic = {c.name for c in KAFKA_BROKER_CONFIGS if c.update_mode != "read-only"}
+    assert {"background.threads", "log.cleaner.threads", "remote.log.reader.threads"} <= dynamic
+    assert {c.name for c in KAFKA_BROKER_CONFIGS} <= set(BROKER_CONFIGS)
