@@ -283,7 +283,7 @@ class GroupSimulation:
                                    subscribed_topics=(TOPIC,) if joining else None,
                                    owned=frozenset((TOPIC, p) for p in c.owned), client_id=c.name)
         result = self.coordinator.consumer_heartbeat(c.group, request, self.now)
-        self._membership([])
+        self._membership(self.coordinator.take_released())  # requests waiting in a classic group it upgraded
         if epoch == LEAVE_EPOCH:
             c.phase, c.owned = Phase.GONE, frozenset()
             self._note(f"{c.name} leaves {c.group}: {result.error.name}")

@@ -224,9 +224,10 @@ class ConsumerGroup:
         elif live.revocation_deadline_ms is None:
             live.revocation_deadline_ms = now_ms + meta.rebalance_timeout_ms
 
-    def touch_classic(self, member_id: str, now_ms: int, must_rejoin: bool) -> None:
+    def touch_classic(self, member_id: str, now_ms: int, must_rejoin: bool, joined: bool = False) -> None:
         """A classic member's JoinGroup or Heartbeat succeeded: restart its session; while it is told to rejoin,
-        it has its rebalance timeout to do so (Kafka's join timeout), after which it is removed."""
+        it has its rebalance timeout to do so (Kafka's join timeout), after which it is removed. A JoinGroup
+        starts that time over: the member may have to rejoin once more (after giving up partitions)."""
         meta = self.members.get(member_id)
         if meta is None or member_id not in self.current:
             return
@@ -234,7 +235,7 @@ class ConsumerGroup:
         live.session_deadline_ms = now_ms + self.session_timeout_ms(member_id)
         if not must_rejoin:
             live.revocation_deadline_ms = None
-        elif live.revocation_deadline_ms is None:
+        elif joined or live.revocation_deadline_ms is None:
             live.revocation_deadline_ms = now_ms + meta.rebalance_timeout_ms
 
     def session_timeout_ms(self, member_id: str) -> int:

@@ -269,7 +269,7 @@ class GroupCoordinator:
         live = shard.consumer_groups.get(group.group_id)
         if live is not None and joined.result.error == ErrorCode.none:
             member_id = joined.result.member_id
-            live.touch_classic(member_id, now_ms, migration.must_rejoin(live, member_id))
+            live.touch_classic(member_id, now_ms, migration.must_rejoin(live, member_id), joined=True)
             self._schedule(shard, group.group_id)
         return joined.result
 
@@ -330,6 +330,11 @@ class GroupCoordinator:
         else:
             self._after_downgrade(shard, group_id, now_ms)
         return outcome.result
+
+    def take_released(self) -> list[Completion]:
+        """Answers for JoinGroup/SyncGroup requests that waited in a classic group a ConsumerGroupHeartbeat just
+        upgraded (REBALANCE_IN_PROGRESS: they rejoin, into the consumer group)."""
+        return [c for shard in self.shards.values() for c in shard.take_released()]
 
     def _after_downgrade(self, shard: GroupShard, group_id: str, now_ms: int) -> list[Completion]:
         """A consumer group just became a classic group again: its members rejoin in a rebalance, so that

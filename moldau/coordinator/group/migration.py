@@ -2,10 +2,11 @@
 
 Kafka lets a group move between protocols while it has members (`group.consumer.migration.policy`):
 
-- upgrade: a member of the consumer protocol joining a Stable classic group of protocol type "consumer" turns
-  it into a consumer group. Each classic member becomes a member at an epoch equal to the classic generation,
-  keeping the partitions of its last assignment as its current and target assignment, so nobody loses
-  anything at the switch; the newcomer's join then bumps the group epoch and the assignor moves partitions.
+- upgrade: a member of the consumer protocol joining a Stable classic group of protocol type "consumer" turns it
+  into a consumer group (a rebalancing one is refused until it is Stable again: see `upgrade_records`). Each classic
+  member becomes a member at an epoch equal to the classic generation, keeping the partitions of its last
+  assignment as its current and target assignment, so nobody loses anything at the switch; the newcomer's join
+  then bumps the group epoch and the assignor moves partitions.
 - classic members stay in the consumer group: JoinGroup, SyncGroup, Heartbeat and LeaveGroup work on it.
   Their generation is their member epoch. A JoinGroup is their heartbeat in the consumer protocol's terms:
   it carries their subscription and the partitions they still own (none for eager members, which give up
@@ -204,17 +205,25 @@ def leave(group: ConsumerGroup, identities: Sequence[tuple[str, str | None]],
 
 
 def upgrade_records(classic: ClassicGroup, topics: Mapping[str, int]) -> list[Record] | None:
-    """The records turning a Stable classic group with members into a consumer group in the same state, or
-    None when it cannot be: not Stable, not of the "consumer" protocol type, or a member's subscription or
-    assignment that cannot be read."""
+    """The records turning a Stable classic group with members into a consumer group holding the same members
+    and partitions, or None when it cannot be: not Stable, not of the "consumer" protocol type, or a member's
+    subscription or assignment that cannot be read.
+
+    Only a Stable group: in the middle of a rebalance the coordinator no longer knows what each member still
+    holds (assignments are reset once a generation's join completes), and handing those partitions to the
+    newcomer at once could let two members consume one partition. The newcomer's next heartbeat finds the
+    group Stable. Should a request still wait in the group, replaying the records tells it to rejoin
+    (`GroupShard.take_released`)."""
     protocol = classic.protocol_name
-    if classic.state != GroupState.STABLE or classic.protocol_type != CONSUMER_PROTOCOL_TYPE or protocol is None:
+    if classic.state != GroupState.STABLE or classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
         return None
     group_id, generation = classic.group_id, classic.generation_id
     member_records: list[Record] = []
     subscribed: set[str] = set()
     for m in classic.members.values():
-        topics_wanted = subscribed_topics(m.metadata(protocol))
+        # Before its first generation a group has no selected protocol: the member's favourite stands in.
+        topics_wanted = subscribed_topics(m.metadata(protocol) if protocol in m.protocol_names()
+                                          else m.protocols[0].metadata)
         assigned = assigned_partitions(m.assignment)
         if topics_wanted is None or assigned is None:
             return None

@@ -41,6 +41,7 @@ from moldau.coordinator.group.consumer import (
 )
 from moldau.coordinator.group.member import (
     UNKNOWN_MEMBER_ID,
+    Completion,
     Effects,
     Handle,
     JoinRequest,
@@ -99,6 +100,7 @@ class GroupShard:
         self.offsets = OffsetStore()
         self.pending = PendingOffsets()
         self._new_member_id = new_member_id
+        self.released: list[Completion] = []
 
     def _new_group(self, group_id: str, now_ms: int) -> ClassicGroup:
         group = ClassicGroup(group_id, self.settings.limits, now_ms, self._new_member_id)
@@ -120,9 +122,7 @@ class GroupShard:
             assert value is None or isinstance(value, OffsetValue)
             self._replay_offset(key, value, log_offset, producer_id)
         elif value is None:
-            group = self.groups.pop(key.group, None)
-            if group is not None:
-                group.mark_dead()  # deleted groups are empty: nothing is waiting
+            self._replace_classic(key.group)
         else:
             assert isinstance(value, GroupValue)
             self.groups[key.group] = ClassicGroup.from_record(key.group, value, self.settings.limits, now_ms,
@@ -142,6 +142,18 @@ class GroupShard:
         else:
             self.pending.add(producer_id, key, PendingOffset(value, log_offset))
 
+    def _replace_classic(self, group_id: str) -> None:
+        """A classic group is deleted or converted: requests still waiting in it (a rebalance under way when a
+        consumer-protocol member upgraded it) are told to rejoin, as Kafka does; see `take_released`."""
+        group = self.groups.pop(group_id, None)
+        if group is not None:
+            self.released += group.mark_dead(ErrorCode.rebalance_in_progress).completions
+
+    def take_released(self) -> list[Completion]:
+        """Answers to waiting JoinGroup/SyncGroup requests of classic groups that replaying records removed."""
+        released, self.released = self.released, []
+        return released
+
     def end_transaction(self, producer_id: int, commit: bool, marker_offset: int = UNKNOWN_LOG_OFFSET) -> None:
         """Replay a transaction marker: the producer's pending offsets become committed, or are dropped.
 
@@ -157,8 +169,9 @@ class GroupShard:
         if group is None:
             if value is None:
                 return
-            # An empty classic group (e.g. known only by its offsets) becomes a consumer group, as in Kafka.
-            self.groups.pop(key.group, None)
+            # A classic group becomes a consumer group, as in Kafka: an empty one (e.g. known only by its offsets),
+            # or one with members upgraded by a consumer-protocol member (see `migration`).
+            self._replace_classic(key.group)
             group = self.consumer_groups[key.group] = ConsumerGroup(key.group, self.settings.consumer)
         group.replay(key, value)
         if key.record_type == CG_METADATA and value is None:
