@@ -191,3 +191,26 @@ def test_a_classic_member_silent_after_the_upgrade_is_expired(open_node: Callabl
     assert group is not None and classic not in group.members
     taken = beat(node, "new", group.current["new"].member_epoch, owned=frozenset())
     assert taken.assignment == frozenset(("t", p) for p in range(PARTITIONS))
+
+
+def test_a_rejoin_gives_the_member_its_rebalance_timeout_again(open_node: Callable[..., Node],
+                                                               clock: ManualClock) -> None:
+    """Giving partitions up takes two rejoins; each JoinGroup restarts the time the member has for the next."""
+    node = open_node()
+    node.controller.create_topic("t", PARTITIONS, {})
+    classic, generation = classic_member(node)
+    first = beat(node, "new", 0, rebalance_timeout_ms=30_000, subscribed_topics=("t",), owned=frozenset())
+
+    def wait(ms: int) -> None:  # both members stay alive meanwhile; the classic one keeps being told to rejoin
+        for _ in range(ms // 5_000):
+            clock.advance(5_000)
+            node.coordinator.tick(clock.time_ms())
+            beat(node, "new", first.member_epoch, owned=frozenset())
+            assert heartbeat(node, classic, generation) == ErrorCode.rebalance_in_progress
+
+    wait(25_000)
+    epoch, _ = rejoin(node, classic)  # gives up half, same generation, must rejoin once more
+    assert epoch == generation
+    wait(20_000)  # 45 s after it was first told to rejoin: beyond the 30 s of the first deadline
+    epoch, _ = rejoin(node, classic)
+    assert epoch > generation
