@@ -3,7 +3,7 @@
 Kafka lets a group move between protocols while it has members (`group.consumer.migration.policy`):
 
 - upgrade: a member of the consumer protocol joining a Stable classic group of protocol type "consumer" turns it
-  into a consumer group (a rebalancing one is refused until it is Stable again: see `upgrade_records`). Each classic
+  into a consumer group (a rebalancing one only once it is Stable again: see `upgrade_records`). Each classic
   member becomes a member at an epoch equal to the classic generation, keeping the partitions of its last
   assignment as its current and target assignment, so nobody loses anything at the switch; the newcomer's join
   then bumps the group epoch and the assignor moves partitions.
@@ -211,9 +211,9 @@ def upgrade_records(classic: ClassicGroup, topics: Mapping[str, int]) -> list[Re
 
     Only a Stable group: in the middle of a rebalance the coordinator no longer knows what each member still
     holds (assignments are reset once a generation's join completes), and handing those partitions to the
-    newcomer at once could let two members consume one partition. The newcomer's next heartbeat finds the
-    group Stable. Should a request still wait in the group, replaying the records tells it to rejoin
-    (`GroupShard.take_released`)."""
+    newcomer at once could let two members consume one partition. The newcomer is told to retry
+    (COORDINATOR_LOAD_IN_PROGRESS, see `GroupShard.consumer_heartbeat`) until the group is Stable. Should a
+    request still wait in the group, replaying the records tells it to rejoin (`GroupShard.take_released`)."""
     protocol = classic.protocol_name
     if classic.state != GroupState.STABLE or classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
         return None

@@ -258,6 +258,10 @@ class GroupShard:
         if group is None:
             classic = self.groups.get(group_id)
             if classic is not None and not classic.is_empty():
+                if self._upgrade_waits(classic, request):
+                    # Retriable (clients treat GROUP_ID_NOT_FOUND as fatal): once Stable the group converts.
+                    return _consumer_error(ErrorCode.coordinator_load_in_progress,
+                                           f"group {group_id} is rebalancing; it converts once it is stable")
                 conversion = self._upgrade(classic, request, topics) or []
                 if not conversion:
                     return _consumer_error(ErrorCode.group_id_not_found,
@@ -282,6 +286,13 @@ class GroupShard:
         if request.member_epoch != JOIN_EPOCH or not migration.upgrade_allowed(self.settings.consumer.migration_policy):
             return None
         return migration.upgrade_records(classic, topics)
+
+    def _upgrade_waits(self, classic: ClassicGroup, request: HeartbeatRequest) -> bool:
+        """A join that would upgrade a classic group in the middle of a rebalance: it must wait (see
+        `migration.upgrade_records`)."""
+        return (request.member_epoch == JOIN_EPOCH
+                and migration.upgrade_allowed(self.settings.consumer.migration_policy)
+                and classic.state in (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE))
 
     def _may_downgrade(self, group: ConsumerGroup, leaving: list[str]) -> bool:
         """Only the departure of members of the consumer protocol downgrades, and only if the policy allows."""

@@ -15,10 +15,11 @@ from moldau.clock import ManualClock
 from moldau.coordinator.group.classic import GroupState
 from moldau.coordinator.group.consumer import HeartbeatRequest, HeartbeatResult
 from moldau.coordinator.group.consumer_protocol import assigned_partitions, encode_assignment
+from moldau.coordinator.group.member import JoinRequest, ProtocolMetadata
 from moldau.coordinator.group.offsets import OffsetCommit
 from moldau.protocol.errors import ErrorCode
 from tests.unit.coordinator import test_coordinator
-from tests.unit.coordinator.harness import SESSION_MS, START_MS
+from tests.unit.coordinator.harness import SESSION_MS, START_MS, subscription
 from tests.unit.coordinator.test_coordinator import Node
 
 PARTITIONS = 4
@@ -214,3 +215,27 @@ def test_a_rejoin_gives_the_member_its_rebalance_timeout_again(open_node: Callab
     wait(20_000)  # 45 s after it was first told to rejoin: beyond the 30 s of the first deadline
     epoch, _ = rejoin(node, classic)
     assert epoch > generation
+
+
+def test_a_rebalancing_classic_group_is_upgraded_once_stable(open_node: Callable[..., Node]) -> None:
+    node = open_node()
+    node.controller.create_topic("t", PARTITIONS, {})
+    classic, generation = classic_member(node)
+    newcomer_id = node.join("g").member_id  # KIP-394: a second classic member gets its id...
+    request = JoinRequest(newcomer_id, None, "c", "/h", SESSION_MS, 30_000, "consumer",
+                          (ProtocolMetadata("range", subscription("t")),))
+    assert node.coordinator.join("g", 999, request, node.now_ms()) == []  # ...and its join starts a rebalance
+    group = node.coordinator.find_group("g")
+    assert group is not None and group.state == GroupState.PREPARING_REBALANCE
+    waiting = beat(node, "new", 0, rebalance_timeout_ms=30_000, subscribed_topics=("t",), owned=frozenset())
+    assert waiting.error == ErrorCode.coordinator_load_in_progress  # retriable, unlike GROUP_ID_NOT_FOUND
+    assert node.coordinator.find_consumer_group("g") is None
+
+    # The old member rejoins, the leader assigns: Stable again, and the same join now upgrades the group.
+    joined = node.join("g", classic)
+    everything = encode_assignment(frozenset(("t", p) for p in range(PARTITIONS)))
+    assert node.sync("g", classic, joined.generation_id, everything).error == ErrorCode.none
+    assert group.state == GroupState.STABLE
+    upgraded = beat(node, "new", 0, rebalance_timeout_ms=30_000, subscribed_topics=("t",), owned=frozenset())
+    assert upgraded.error == ErrorCode.none and node.coordinator.find_consumer_group("g") is not None
+    assert generation < joined.generation_id
