@@ -21,15 +21,26 @@ broker configs (this broker's, then cluster-wide), then the static broker config
 ./dev server server.properties --override node.id=2   # a file, with one value overridden
 ```
 
+Without a properties file, the broker starts as if given one with what Kafka's stock server.properties sets
+for a development machine: `group.initial.rebalance.delay.ms=0`, so a consumer started by hand gets its
+partitions at once. The defaults below stay Kafka's built-in ones (3000 ms for that delay, suited to a fleet
+of consumers starting together); a properties file or an `--override` sets any of them.
+
 An invalid value stops the broker with one line naming the key, the value and what is allowed, e.g.
 `error: Invalid value abc for configuration log.segment.bytes: Not a number of type INT`. An unknown name is
 kept and logged as a warning, as Kafka does. A properties file uses Java properties syntax (`#` and `!`
 comments, `key=value` or `key: value`, backslash continuation).
 
 Configs marked "not yet" in the "acted on" column are accepted, so that Kafka configuration files carry over,
-but the feature behind them is not built yet (JKS trust store passwords, broker-side recompression,
-preallocation, roll jitter, down-conversion) or does not apply (thread pools); the broker logs a warning when
-one is set.
+but the feature behind them is not built yet (JKS trust store passwords, preallocation, roll jitter,
+down-conversion) or does not apply (thread pools); the broker logs a warning when one is set.
+
+Every other broker config Kafka 4.2 defines is known too (`moldau/config/kafka_broker_configs.py`), marked
+"not yet" and described as having no effect: tiered storage, delegation tokens, Kerberos and OAuth settings,
+metrics reporters, purgatories and the like have nothing to act on in Moldau. They are validated by their
+Kafka type, stored, and described with their source (their Kafka default until set), so admin tools that read
+a broker's whole config and write it back unchanged work; setting one in the properties file or with
+AlterConfigs/IncrementalAlterConfigs logs a warning that it has no effect.
 
 This file is generated: `python -m moldau.config_doc > docs/configuration.md`.
 """

@@ -3,6 +3,9 @@
 Configuration comes, in rising precedence, from Kafka-style defaults, an optional properties file, and
 `--override key=value` flags (the same names as Kafka's `kafka-server-start.sh ... --override`). With no
 arguments the broker listens on 127.0.0.1:9092 and keeps its data in ./data.
+
+Without a properties file the broker starts from `LAPTOP_DEFAULTS` as if they were in one: the values Kafka's
+stock config/server.properties sets for a development machine, where Kafka's built-in defaults suit a fleet.
 """
 
 from __future__ import annotations
@@ -14,6 +17,10 @@ import signal
 import sys
 
 from moldau.config import BrokerConfig, ConfigError, load_properties
+
+# Kafka's stock server.properties sets these for one developer's broker; built-in defaults stay Kafka's.
+# No initial rebalance delay: a single consumer started by hand gets its partitions at once, not after 3 s.
+LAPTOP_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _load_config(args: argparse.Namespace) -> BrokerConfig:
-    props = load_properties(args.config_file) if args.config_file else {}
+    props = load_properties(args.config_file) if args.config_file else dict(LAPTOP_DEFAULTS)
     for item in args.override:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():

@@ -305,7 +305,9 @@ class BrokerConfig:
         return dict(sorted(values.items()))
 
     def __repr__(self) -> str:
-        explicit = {name: format_value(value) for layer in self._layers.values() for name, value in layer.items()}
+        # Passwords never reach a log line or a traceback, not even through repr.
+        explicit = {name: "[hidden]" if BROKER_CONFIGS[name].sensitive else format_value(value)
+                    for layer in self._layers.values() for name, value in layer.items()}
         return f"BrokerConfig({explicit!r})"
 
     # -- dynamic configs --------------------------------------------------------------------------------
@@ -524,6 +526,7 @@ class BrokerConfig:
     group_consumer_session_timeout_ms = _Int("group.consumer.session.timeout.ms")
     group_consumer_assignors = _List("group.consumer.assignors")
     group_consumer_max_size = _Int("group.consumer.max.size")
+    group_consumer_migration_policy = _Str("group.consumer.migration.policy")
     group_share_heartbeat_interval_ms = _Int("group.share.heartbeat.interval.ms")
     group_share_session_timeout_ms = _Int("group.share.session.timeout.ms")
     group_share_max_size = _Int("group.share.max.size")

@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from moldau.config.addresses import HTTP_LISTENER, LISTENERS, PROTOCOL_MAP, VOTERS
+from moldau.config.kafka_broker_configs import KAFKA_BROKER_CONFIGS, READ_ONLY, KafkaBrokerConfig
 from moldau.config.offset_reset import AUTO_OFFSET_RESET
 from moldau.config.schema import (
     CLEANUP_POLICIES,
     COMPRESSION_TYPES,
+    GZIP_LEVELS,
     LONG_MAX,
     NON_EMPTY,
     PATHS,
@@ -22,6 +24,7 @@ from moldau.config.schema import (
     TIMESTAMP_TYPES,
     ConfigDef,
     ConfigType,
+    Custom,
     ListOf,
     OneOf,
     Range,
@@ -30,6 +33,15 @@ from moldau.config.schema import (
 )
 
 _T = ConfigType
+
+
+def _migration_policy(value: object) -> str | None:
+    # Kafka compares these names without regard to case.
+    allowed = ("bidirectional", "upgrade", "downgrade", "disabled")
+    return None if str(value).lower() in allowed else f"String must be one of (case insensitive): {', '.join(allowed)}"
+
+
+_MIGRATION_POLICIES = Custom(_migration_policy, "(case insensitive) [DISABLED, DOWNGRADE, UPGRADE, BIDIRECTIONAL]")
 _LONG_MAX = str(LONG_MAX)
 _UNUSED = " Accepted for compatibility with Kafka configuration files; not used."
 
@@ -50,10 +62,9 @@ def _bounds(prefix: str, name: str, low: int, high: int, what: str) -> tuple[Con
 
 
 # acted_on=False marks a config that is accepted (so Kafka configuration files carry over unchanged) but has
-# no effect yet, because the feature behind it is not built (JKS stores' passwords, broker-side
-# recompression, preallocation, roll jitter, down-conversion) or does not apply (thread pools: one event loop serves
-# everything). The broker warns when one is set; docs/configuration.md marks them "not yet". Clear the flag
-# when the feature lands.
+# no effect yet, because the feature behind it is not built (JKS stores' passwords, preallocation, roll
+# jitter, down-conversion) or does not apply (thread pools: one event loop serves everything). The broker
+# warns when one is set; docs/configuration.md marks them "not yet". Clear the flag when the feature lands.
 _BROKER_DEFS: tuple[ConfigDef, ...] = (
     # Identity and roles.
     ConfigDef("node.id", _T.INT, "1", "The id of this node in the cluster.", at_least(0)),
@@ -278,8 +289,14 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     _log("log.message.downconversion.enable", _T.BOOLEAN, "true", "message.downconversion.enable",
          "Convert records to older formats for old consumers.", acted_on=False),
     _log("compression.type", _T.STRING, "producer", "compression.type",
-         "The compression of stored records; producer keeps the producer's codec.", COMPRESSION_TYPES,
-         acted_on=False),
+         "The codec records are stored in: producer keeps each batch as sent; any other codec (or "
+         "uncompressed) has the broker recompress batches sent in another one.", COMPRESSION_TYPES),
+    _log("compression.gzip.level", _T.INT, "-1", "compression.gzip.level",
+         "The gzip level of batches the broker compresses: 1 to 9, or -1 for zlib's default.", GZIP_LEVELS),
+    _log("compression.lz4.level", _T.INT, "9", "compression.lz4.level",
+         "The lz4 level of batches the broker compresses (levels above 16 compress as 16).", Range(1, 17)),
+    _log("compression.zstd.level", _T.INT, "3", "compression.zstd.level",
+         "The zstd level of batches the broker compresses.", Range(-131072, 22)),
     _log("message.max.bytes", _T.INT, "1048588", "max.message.bytes",
          "The largest record batch the server accepts.", at_least(0)),
     # Replication.
@@ -319,7 +336,9 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("offsets.retention.minutes", _T.INT, "10080",
               "How long committed offsets of an empty group are kept.", at_least(1)),
     ConfigDef("group.initial.rebalance.delay.ms", _T.INT, "3000",
-              "How long a new group waits for more members before its first rebalance.", at_least(0)),
+              "How long a new group waits for more members before its first rebalance. `moldau server` "
+              "without a properties file starts with 0 instead, as Kafka's stock server.properties does.",
+              at_least(0)),
     ConfigDef("group.min.session.timeout.ms", _T.INT, "6000",
               "The shortest session timeout a consumer may ask for.", at_least(0)),
     ConfigDef("group.max.session.timeout.ms", _T.INT, "1800000",
@@ -336,6 +355,10 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               ListOf(("uniform", "range"))),
     ConfigDef("group.consumer.max.size", _T.INT, "2147483647",
               "The most members a consumer (KIP-848) group may have.", at_least(1)),
+    ConfigDef("group.consumer.migration.policy", _T.STRING, "bidirectional",
+              "Which conversions of a group with members are allowed: bidirectional, upgrade (classic to "
+              "consumer when a consumer-protocol member joins), downgrade (back to classic when the last one "
+              "leaves) or disabled. Groups without members convert either way.", _MIGRATION_POLICIES),
     ConfigDef("group.share.heartbeat.interval.ms", _T.INT, "5000",
               "How often members of share groups are asked to heartbeat.", at_least(1)),
     ConfigDef("group.share.session.timeout.ms", _T.INT, "45000",
@@ -437,7 +460,28 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               dynamic=False),
 )
 
-BROKER_CONFIGS: Mapping[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
+_KAFKA_TYPES = {t.name.lower(): t for t in ConfigType if t is not ConfigType.UNKNOWN}
+
+
+def _kafka_only(config: KafkaBrokerConfig) -> ConfigDef:
+    """A Kafka 4.2 broker config Moldau has no use for: typed as Kafka types it, so a bad value is refused,
+    dynamic where Kafka's update mode allows, never acted on."""
+    return ConfigDef(config.name, _KAFKA_TYPES[config.type], config.default, NO_EFFECT_DOC, None,
+                     config.update_mode != READ_ONLY, _TOPIC_DEFAULT_OF.get(config.name), acted_on=False)
+
+
+# The Kafka-only broker configs that supply a topic config's default.
+_TOPIC_DEFAULT_OF = {"log.local.retention.bytes": "local.retention.bytes",
+                     "log.local.retention.ms": "local.retention.ms"}
+
+
+NO_EFFECT_DOC = "A Kafka broker config Moldau has no use for: stored and described, no effect."
+_DEFINED = {d.name for d in _BROKER_DEFS}
+# Defined by Kafka, with no definition above: kept apart so docs/configuration.md can say they have no effect.
+KAFKA_ONLY_BROKER_CONFIGS: frozenset[str] = frozenset(c.name for c in KAFKA_BROKER_CONFIGS if c.name not in _DEFINED)
+
+BROKER_CONFIGS: Mapping[str, ConfigDef] = {d.name: d for d in (
+    *_BROKER_DEFS, *(_kafka_only(c) for c in KAFKA_BROKER_CONFIGS if c.name in KAFKA_ONLY_BROKER_CONFIGS))}
 
 
 def dynamic_broker_config_names() -> frozenset[str]:

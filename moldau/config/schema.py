@@ -168,16 +168,17 @@ class OneOf:
 
 @dataclass(frozen=True, slots=True)
 class ListOf:
-    """A non-empty list whose items are all in ``choices``."""
+    """A list whose items are all in ``choices``; empty only where ``allow_empty`` says so."""
 
     choices: tuple[str, ...]
+    allow_empty: bool = False
 
     def check(self, value: ConfigValue) -> str | None:
         """Return why ``value`` is invalid, or None if it is valid."""
         if not isinstance(value, tuple):
             return None
         if not value:
-            return "Empty list is not allowed"
+            return None if self.allow_empty else "Empty list is not allowed"
         if any(item not in self.choices for item in value):
             return f"String must be one of: {', '.join(self.choices)}"
         return None
@@ -227,8 +228,11 @@ ROLES = Custom(_check_roles, "[broker, controller]")
 PATHS = Custom(_check_paths, "a comma-separated list of paths")
 NON_EMPTY = Custom(_check_non_empty, "a non-empty string")
 TIMESTAMP_TYPES = OneOf(("CreateTime", "LogAppendTime"))
-CLEANUP_POLICIES = ListOf(("compact", "delete"))
+# Empty (Kafka 4.2): neither deletion by retention nor compaction; the log keeps everything until DeleteRecords.
+CLEANUP_POLICIES = ListOf(("compact", "delete"), allow_empty=True)
 COMPRESSION_TYPES = OneOf(("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"))
+GZIP_LEVELS = Custom(lambda v: None if v == -1 or (isinstance(v, int) and 1 <= v <= 9)
+                     else "Value must be -1 or between 1 and 9", "[1,...,9] or -1")
 
 
 # --- definitions ------------------------------------------------------------------------------------

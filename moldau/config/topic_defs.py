@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from moldau.config.schema import (
     CLEANUP_POLICIES,
     COMPRESSION_TYPES,
+    GZIP_LEVELS,
     TIMESTAMP_TYPES,
     ConfigType,
     OneOf,
@@ -59,10 +60,11 @@ def _schema_validation(part: str) -> tuple[TopicConfigDef, TopicConfigDef]:
 
 # acted_on=False: accepted but not acted on yet, for the reasons given above the broker table.
 _TOPIC_DEFS: tuple[TopicConfigDef, ...] = (
-    TopicConfigDef("cleanup.policy", _T.LIST, "delete, compact, or both (compact,delete).",
+    TopicConfigDef("cleanup.policy", _T.LIST, "delete, compact, or both (compact,delete); empty keeps every "
+                   "record (no retention, no compaction) until DeleteRecords moves the log start.",
                    _syn("log.cleanup.policy"), CLEANUP_POLICIES),
-    TopicConfigDef("compression.type", _T.STRING, "The compression of stored records.",
-                   _syn("compression.type"), COMPRESSION_TYPES, acted_on=False),
+    TopicConfigDef("compression.type", _T.STRING, "The codec records are stored in; producer: as sent.",
+                   _syn("compression.type"), COMPRESSION_TYPES),
     TopicConfigDef("delete.retention.ms", _T.LONG, "How long tombstones are kept when compacting.",
                    _syn("log.cleaner.delete.retention.ms"), at_least(0)),
     TopicConfigDef("file.delete.delay.ms", _T.LONG, "How long a deleted segment's files stay on disk.",
@@ -108,6 +110,28 @@ _TOPIC_DEFS: tuple[TopicConfigDef, ...] = (
                    acted_on=False),
     TopicConfigDef("message.downconversion.enable", _T.BOOLEAN, "Convert records for old consumers.",
                    _syn("log.message.downconversion.enable"), acted_on=False),
+    # Kafka's per-codec levels (KIP-390), for batches the broker compresses itself.
+    TopicConfigDef("compression.gzip.level", _T.INT, "The gzip level when the broker compresses (-1: zlib's).",
+                   _syn("compression.gzip.level"), GZIP_LEVELS),
+    TopicConfigDef("compression.lz4.level", _T.INT, "The lz4 level when the broker compresses.",
+                   _syn("compression.lz4.level"), Range(1, 17)),
+    TopicConfigDef("compression.zstd.level", _T.INT, "The zstd level when the broker compresses.",
+                   _syn("compression.zstd.level"), Range(-131072, 22)),
+    # Tiered storage and replication throttles: Kafka topic configs with nothing to act on here.
+    TopicConfigDef("local.retention.bytes", _T.LONG, "Tiered storage's local size limit; no effect.",
+                   _syn("log.local.retention.bytes"), at_least(-2), acted_on=False),
+    TopicConfigDef("local.retention.ms", _T.LONG, "Tiered storage's local time limit; no effect.",
+                   _syn("log.local.retention.ms"), at_least(-2), acted_on=False),
+    TopicConfigDef("remote.storage.enable", _T.BOOLEAN, "Tiered storage for the topic; no effect.", (),
+                   acted_on=False, default="false"),
+    TopicConfigDef("remote.log.copy.disable", _T.BOOLEAN, "Tiered storage's copy switch; no effect.", (),
+                   acted_on=False, default="false"),
+    TopicConfigDef("remote.log.delete.on.disable", _T.BOOLEAN, "Tiered storage's cleanup switch; no effect.",
+                   (), acted_on=False, default="false"),
+    TopicConfigDef("leader.replication.throttled.replicas", _T.LIST, "Replicas to throttle; no effect.", (),
+                   acted_on=False, default=""),
+    TopicConfigDef("follower.replication.throttled.replicas", _T.LIST, "Replicas to throttle; no effect.", (),
+                   acted_on=False, default=""),
     *_schema_validation("key"),
     *_schema_validation("value"),
 )

@@ -437,6 +437,8 @@ class Controller:
             self._check_group_configs(updated)
         else:
             _check_broker_configs(updated)
+            for name in sorted(NOT_YET_ACTED_ON & {n for n, op, _ in changes if op != OP_DELETE}):
+                log.warning("broker config %s is stored but has no effect", name)
         if validate_only:
             return
         records: list[MetadataRecord] = [

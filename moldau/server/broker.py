@@ -424,7 +424,7 @@ class Broker:
     def _warn_about_inert_configs(self) -> None:
         for name in sorted(NOT_YET_ACTED_ON & BROKER_CONFIGS.keys()):
             if self.config.source(name) != ConfigSource.DEFAULT_CONFIG:
-                log.warning("%s is set but has no effect yet: the feature behind it is not built", name)
+                log.warning("%s is set but has no effect", name)
 
     def _load_or_create_meta_properties(self, multi_node: bool) -> str:
         """Every log dir carries the cluster id and node id, so dirs of another cluster or node are refused."""

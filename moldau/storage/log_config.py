@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Self
 
+from moldau.protocol.recompression import Compression
+
+_AS_SENT = Compression()  # compression.type=producer
+
 if TYPE_CHECKING:
     from moldau.config import BrokerConfig
 
@@ -52,6 +56,8 @@ class LogConfig:
     value_schema_validation: bool = False
     key_subject_name_strategy: str = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
     value_subject_name_strategy: str = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
+    # The codec batches are stored in ("producer": as sent) and the levels the broker compresses with.
+    compression: Compression = _AS_SENT
 
     @classmethod
     def from_config(cls, config: BrokerConfig, overrides: Mapping[str, str] | None = None) -> Self:
@@ -100,6 +106,8 @@ class LogConfig:
             value_schema_validation=bool(get("confluent.value.schema.validation")),
             key_subject_name_strategy=str(get("confluent.key.subject.name.strategy")),
             value_subject_name_strategy=str(get("confluent.value.subject.name.strategy")),
+            compression=Compression(str(get("compression.type")), get_int("compression.gzip.level"),
+                                    get_int("compression.lz4.level"), get_int("compression.zstd.level")),
         )
 
     @property

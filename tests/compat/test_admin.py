@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +21,7 @@ from confluent_kafka.admin import (
     ConfigSource,
     NewPartitions,
     NewTopic,
+    OffsetSpec,
     ResourceType,
 )
 from kafka.admin import ConfigResource as KpConfigResource
@@ -252,6 +254,39 @@ def test_delete_records_refused_on_compacted_topic(shared_broker: BrokerProcess,
     assert ck_error(future) == KafkaError.POLICY_VIOLATION
 
 
+@pytest.mark.broker_config({"log.retention.check.interval.ms": "200"})
+def test_empty_cleanup_policy_keeps_every_record(broker: BrokerProcess) -> None:
+    """Kafka 4.2: an empty cleanup.policy deletes nothing by retention and compacts nothing; DeleteRecords
+    still moves the log start. A topic with `delete` and the same retention shows the check does run."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    small = {"retention.ms": "1", "segment.bytes": "1024", "segment.ms": "100"}
+    create_topic(broker.bootstrap, "kept", config={**small, "cleanup.policy": ""})
+    create_topic(broker.bootstrap, "expiring", config={**small, "cleanup.policy": "delete"})
+    assert describe_topic(admin, "kept")["cleanup.policy"].value == ""
+    # Subtracting the last policy leaves the empty list too.
+    create_topic(broker.bootstrap, "emptied", config={"cleanup.policy": "compact"})
+    incremental(admin, ResourceType.TOPIC, "emptied",
+                [("cleanup.policy", "compact", AlterConfigOpType.SUBTRACT)]).result(timeout=TIMEOUT_S)
+    emptied = describe_topic(admin, "emptied")["cleanup.policy"]
+    assert (emptied.value, emptied.source) == ("", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    records = [{"key": b"k", "value": b"v" * 200} for _ in range(30)]
+    for topic in ("kept", "expiring"):
+        ck_produce(broker.bootstrap, topic, records, **{"batch.size": 600})
+
+    def low_watermark(topic: str) -> int:
+        offsets = admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.earliest()})
+        return int(offsets[TopicPartition(topic, 0)].result(timeout=TIMEOUT_S).offset)
+
+    deadline = time.monotonic() + 30
+    while low_watermark("expiring") == 0:
+        assert time.monotonic() < deadline, "retention never deleted the delete topic's segments"
+        time.sleep(0.1)
+    assert low_watermark("kept") == 0
+    assert [r.offset for r in ck_consume(broker.bootstrap, "kept", 30)] == list(range(30))
+    trimmed = admin.delete_records([TopicPartition("kept", 0, 10)])[TopicPartition("kept", 0)]
+    assert trimmed.result(timeout=TIMEOUT_S).low_watermark == 10
+
+
 # -- DescribeConfigs, AlterConfigs, IncrementalAlterConfigs --------------------------------------------------
 
 
@@ -391,6 +426,45 @@ def test_broker_configs(broker: BrokerProcess) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     retention = describe_topic(admin, "inherits")["retention.ms"]
     assert (retention.value, retention.source) == ("7200000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+
+
+def test_every_kafka_broker_config_is_known_and_a_full_config_round_trips(broker: BrokerProcess) -> None:
+    """An admin tool reads a broker's whole config and writes every dynamic entry back unchanged (as
+    confluent-kafka sends it): nothing is refused, including Kafka's configs Moldau has no use for, which
+    are then described with their source."""
+    from moldau.config.kafka_broker_configs import KAFKA_BROKER_CONFIGS
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    this_broker = ConfigResource(ResourceType.BROKER, NODE_ID)
+    described = admin.describe_configs([this_broker])[this_broker].result(timeout=TIMEOUT_S)
+    assert {c.name for c in KAFKA_BROKER_CONFIGS} <= set(described)
+    writable = {name: entry.value for name, entry in described.items()
+                if not entry.is_read_only and entry.value is not None}
+    assert {"background.threads", "log.cleaner.threads", "remote.log.reader.threads"} <= writable.keys()
+    incremental(admin, ResourceType.BROKER, NODE_ID,
+                [(name, value, AlterConfigOpType.SET) for name, value in sorted(writable.items())]
+                ).result(timeout=TIMEOUT_S)
+    after = admin.describe_configs([this_broker])[this_broker].result(timeout=TIMEOUT_S)
+    assert {name: after[name].value for name in writable} == writable
+    threads = after["background.threads"]
+    assert (threads.value, threads.source) == ("10", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    # A config Moldau does not act on still gets its type checked.
+    bad = incremental(admin, ResourceType.BROKER, NODE_ID, [("background.threads", "many", AlterConfigOpType.SET)])
+    assert ck_error(bad) == KafkaError.INVALID_CONFIG
+    read_only = incremental(admin, ResourceType.BROKER, NODE_ID,
+                            [("delegation.token.max.lifetime.ms", "1000", AlterConfigOpType.SET)])
+    assert ck_error(read_only) in (KafkaError.INVALID_CONFIG, KafkaError.INVALID_REQUEST)
+
+    create_topic(broker.bootstrap, "whole")
+    topic = ConfigResource(ResourceType.TOPIC, "whole")
+    topic_configs = admin.describe_configs([topic])[topic].result(timeout=TIMEOUT_S)
+    # Kafka 4.2's topic configs Moldau had refused: the codecs' levels, tiered storage, throttles.
+    assert {"compression.zstd.level", "local.retention.ms", "remote.storage.enable",
+            "leader.replication.throttled.replicas"} <= set(topic_configs)
+    values = {n: e.value for n, e in topic_configs.items() if not e.is_read_only and e.value is not None}
+    incremental(admin, ResourceType.TOPIC, "whole",
+                [(n, v, AlterConfigOpType.SET) for n, v in sorted(values.items())]).result(timeout=TIMEOUT_S)
+    assert {n: e.value for n, e in describe_topic(admin, "whole").items() if n in values} == values
 
 
 # -- DescribeCluster, DescribeLogDirs ------------------------------------------------------------------------

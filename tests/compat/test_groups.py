@@ -414,6 +414,60 @@ def test_bad_group_requests_get_kafkas_codes_and_harm_no_other_group(broker: Bro
     assert bystander.assigns == assigns and bystander.assigned == {0, 1}
 
 
+def assignment(topic: str, partitions: Sequence[int]) -> bytes:
+    """A ConsumerProtocolAssignment v0 giving `partitions` of one topic (no user data)."""
+    out = b"\x00\x00\x00\x00\x00\x01" + len(topic).to_bytes(2, "big") + topic.encode()
+    out += len(partitions).to_bytes(4, "big") + b"".join(p.to_bytes(4, "big") for p in partitions)
+    return out + b"\xff\xff\xff\xff"
+
+
+def test_commits_of_a_generation_rebalanced_away_are_refused(broker: BrokerProcess,
+                                                              members: list[CkMember]) -> None:
+    """A raw member and a confluent-kafka consumer in one group; the raw member commits at each step of the
+    rebalance the consumer's arrival starts, and gets Kafka's answer for that step, whatever the timing."""
+    topic, group = unique("rebalanced"), unique("rebalanced")
+    create_topic(broker.bootstrap, topic, partitions=2)
+    produce_spread(broker.bootstrap, topic, 10, 2)
+    with RawClient(broker.bootstrap) as client:
+        deadline = time.monotonic() + 20
+        while client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=(group,))).coordinators[0] \
+                .error_code != ErrorCode.none:  # the first request creates the offsets topic
+            assert time.monotonic() < deadline, "no group coordinator"
+            time.sleep(0.05)
+        old_id, old_generation = raw_member(client, group, topic)
+        newcomer = CkMember(broker.bootstrap, group, topic)
+        members.append(newcomer)
+        deadline = time.monotonic() + 20
+        while heartbeat(client, group, old_id, old_generation) != ErrorCode.rebalance_in_progress:
+            assert time.monotonic() < deadline, "the consumer's join did not start a rebalance"
+            newcomer.poll()
+        # Preparing a rebalance: the generation is still the current one.
+        assert commit(client, group, old_id, old_generation, topic, 3) == ErrorCode.none
+
+        joined = while_polling([newcomer], lambda: client.request(join_request(group, old_id, topic=topic)))
+        assert joined.error_code == ErrorCode.none and joined.leader == old_id
+        generation = joined.generation_id
+        assert generation == old_generation + 1
+        # The leader has not sent the assignment: the consumer waits in SyncGroup, the group is completing.
+        assert commit(client, group, old_id, old_generation, topic, 4) == ErrorCode.illegal_generation
+        assert commit(client, group, old_id, generation, topic, 4) == ErrorCode.rebalance_in_progress
+        assert commit(client, group, "stranger", generation, topic, 4) == ErrorCode.unknown_member_id
+
+        consumer_id = next(m.member_id for m in joined.members if m.member_id != old_id)
+        synced = client.request(sync_req.SyncGroupRequest(
+            group_id=group, generation_id=generation, member_id=old_id, group_instance_id=None,
+            protocol_type="consumer", protocol_name=joined.protocol_name,
+            assignments=(sync_req.SyncGroupRequestAssignment(member_id=old_id, assignment=assignment(topic, ())),
+                         sync_req.SyncGroupRequestAssignment(member_id=consumer_id,
+                                                             assignment=assignment(topic, (0, 1))))))
+        assert synced.error_code == ErrorCode.none
+        assert commit(client, group, old_id, generation, topic, 5) == ErrorCode.none
+        poll_until([newcomer], lambda: newcomer.assigned == {0, 1} and len(newcomer.records) == 10)
+        newcomer.commit()  # the real client's commit with the settled generation goes through
+        committed = newcomer.consumer.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10)
+        assert sorted(tp.offset for tp in committed) == [5, 5]
+
+
 def test_console_consume_joins_no_group(broker: BrokerProcess) -> None:
     import subprocess
     import sys

@@ -1,5 +1,7 @@
 """A seeded, deterministic simulation of the group coordinator over the in-memory record log: classic groups and
-one KIP-848 consumer group.
+one group shared by KIP-848 consumers and classic ones, which moves between the two protocols as they come and go
+(upgraded by a KIP-848 member joining it as a classic group with members, downgraded when its last KIP-848
+member leaves or is expired).
 
 One `random.Random(seed)` drives everything: classic consumers that join (with the KIP-394 handshake), sync (the
 leader assigns the topic's partitions round-robin) and heartbeat; KIP-848 consumers that heartbeat and take the
@@ -18,7 +20,7 @@ everything written is replicated (a healthy in-sync replica keeps up within a st
 Checked after every step (`InvariantViolation` names the one that broke):
 - ownership: within a classic group's generation, no partition is assigned to two members; in the consumer
   group, no partition is assigned to a member while another holds it (assigned or not yet revoked), neither in
-  the coordinator's state nor among the consumers it still counts as members at their epoch;
+  the coordinator's state nor among the consumers, of either protocol, it still counts as members at their epoch;
 - fencing: the committed offset of a partition never goes back while the group stays in one generation (its
   owner's position only moves forward; a stale member's commit must be refused);
 - durability: every partition's visible committed offset is the last acknowledged commit, and after a failover
@@ -36,6 +38,7 @@ from enum import Enum
 
 from moldau.coordinator.group.classic import GroupLimits, GroupState
 from moldau.coordinator.group.consumer import LEAVE_EPOCH, ConsumerSettings, HeartbeatRequest
+from moldau.coordinator.group.consumer_protocol import assigned_partitions, encode_assignment
 from moldau.coordinator.group.coordinator import GroupCoordinator
 from moldau.coordinator.group.member import (
     Completion,
@@ -58,6 +61,7 @@ START_MS = 1_700_000_000_000
 TOPIC = "t"
 OFFSET_PARTITIONS = 2
 COMMIT_VERSION = 8
+KIP848_COMMIT_VERSION = 9  # the first OffsetCommit whose generation field is a member epoch
 PROTOCOLS = (ProtocolMetadata("roundrobin", subscription(TOPIC)),)
 
 TP = tuple[str, int]  # (group, partition of TOPIC)
@@ -133,7 +137,9 @@ class GroupSimulation:
         self.seen: dict[TP, tuple[int, int]] = {}  # tp -> (generation, committed offset) last observed
         self.trace: list[str] = []
         self.stats = {"failovers": 0, "lost_commits": 0, "acked": 0, "rebalances": 0, "zombie_commits": 0,
-                      "reconciled": 0}
+                      "reconciled": 0, "upgrades": 0, "downgrades": 0}
+        self.shared_kind: str | None = None  # "classic" or "consumer" while the shared group has members
+        self.shared_was_consumer = False
 
     # -- plumbing ------------------------------------------------------------------------------------------
 
@@ -185,7 +191,7 @@ class GroupSimulation:
             plan: dict[str, list[int]] = {m: [] for m in c.members}
             for p in range(self.topic_partitions):
                 plan[c.members[p % len(c.members)]].append(p)
-            assignments = tuple((m, ",".join(map(str, ps)).encode()) for m, ps in plan.items())
+            assignments = tuple((m, encode_assignment(frozenset((TOPIC, p) for p in ps))) for m, ps in plan.items())
         c.phase = Phase.SYNCING
         self._note(f"{c.name} syncs {c.group} gen {c.generation}{' as leader' if c.leader else ''}")
         request = SyncRequest(c.member_id, None, c.generation, "consumer", "roundrobin", assignments)
@@ -216,8 +222,13 @@ class GroupSimulation:
         if result.error != ErrorCode.none:
             self._fenced(c, result.error)
             return
-        owned = frozenset(int(p) for p in result.assignment.decode().split(",") if p)
-        owners = self.owners.setdefault((c.group, c.generation), {})
+        assigned = assigned_partitions(result.assignment)
+        if assigned is None:
+            raise self._fail(f"{c.name} got an unreadable assignment {result.assignment!r}")
+        owned = frozenset(p for t, p in assigned if t == TOPIC)
+        # In a consumer group the generation is the member's own epoch: `_check_consumer_group` checks those.
+        in_consumer_group = self.coordinator.find_consumer_group(c.group) is not None
+        owners = {} if in_consumer_group else self.owners.setdefault((c.group, c.generation), {})
         for p in owned:
             other = owners.get(p)
             if other is not None and other != c.member_id:
@@ -246,7 +257,8 @@ class GroupSimulation:
             return
         owned = sorted(c.owned)
         commits = [OffsetCommit(TOPIC, p, c.positions[p], -1, "") for p in owned]
-        errors = self.coordinator.commit_offsets(c.group, c.member_id, None, c.generation, commits, COMMIT_VERSION,
+        version = KIP848_COMMIT_VERSION if c.kip848 else COMMIT_VERSION
+        errors = self.coordinator.commit_offsets(c.group, c.member_id, None, c.generation, commits, version,
                                                  self.now)
         self._note(f"{c.name} commits {dict(zip(owned, (x.offset for x in commits), strict=True))} gen "
                    f"{c.generation}: {sorted({e.name for e in errors})}")
@@ -271,7 +283,7 @@ class GroupSimulation:
                                    subscribed_topics=(TOPIC,) if joining else None,
                                    owned=frozenset((TOPIC, p) for p in c.owned), client_id=c.name)
         result = self.coordinator.consumer_heartbeat(c.group, request, self.now)
-        self._membership([])
+        self._membership(self.coordinator.take_released())  # requests waiting in a classic group it upgraded
         if epoch == LEAVE_EPOCH:
             c.phase, c.owned = Phase.GONE, frozenset()
             self._note(f"{c.name} leaves {c.group}: {result.error.name}")
@@ -304,7 +316,7 @@ class GroupSimulation:
                 holders[tp] = member_id
         believers: dict[int, str] = {}
         for c in self.consumers:
-            state = group.current.get(c.member_id) if c.kip848 and c.phase == Phase.STABLE else None
+            state = group.current.get(c.member_id) if c.group == group.group_id and c.phase == Phase.STABLE else None
             if state is None or state.member_epoch != c.generation:
                 continue
             for p in c.owned:
@@ -397,6 +409,7 @@ class GroupSimulation:
     def _failover(self, lossy: bool) -> None:
         before = {g: grp.to_record() for g in self.groups if (grp := self.coordinator.find_group(g)) is not None
                   and grp.state in (GroupState.STABLE, GroupState.EMPTY)}
+        shared = self._shared_state()
         self._deliver(self.coordinator.close())
         lost = 0
         for p in range(OFFSET_PARTITIONS):
@@ -416,6 +429,16 @@ class GroupSimulation:
             after: GroupValue | None = group.to_record() if group is not None else None
             if after != record:
                 raise self._fail(f"{g} replayed as {after}, was {record}")
+        # Membership records are replicated before anyone hears of them, so the shared group comes back whole,
+        # its classic members with what they joined with.
+        if self._shared_state() != shared:
+            raise self._fail(f"{self.consumer_group} replayed as {self._shared_state()}, was {shared}")
+
+    def _shared_state(self) -> object:
+        consumer = self.coordinator.find_consumer_group(self.consumer_group)
+        if consumer is None:
+            return None
+        return consumer.epoch, consumer.members, consumer.targets, consumer.current, consumer.target_epoch
 
     def _committed(self, tp: TP) -> int | None:
         error, fetched = self.coordinator.fetch_offsets(tp[0], [(TOPIC, [tp[1]])])
@@ -428,13 +451,30 @@ class GroupSimulation:
 
     def _generation(self, group_id: str) -> int:
         """The classic group's generation, or the consumer group's epoch."""
-        if group_id == self.consumer_group:
-            consumer = self.coordinator.find_consumer_group(group_id)
-            return consumer.epoch if consumer is not None else -1
+        consumer = self.coordinator.find_consumer_group(group_id)
+        if consumer is not None:
+            return consumer.epoch
         group = self.coordinator.find_group(group_id)
         return group.generation_id if group is not None else -1
 
+    def _count_conversions(self) -> None:
+        """Count the shared group's conversions while it has members (the ones the migration policy governs)."""
+        consumer = self.coordinator.find_consumer_group(self.consumer_group)
+        classic = self.coordinator.find_group(self.consumer_group)
+        kind = ("consumer" if consumer is not None and not consumer.is_empty()
+                else "classic" if classic is not None and not classic.is_empty() else None)
+        if kind is not None and self.shared_kind is not None and kind != self.shared_kind:
+            self.stats["upgrades" if kind == "consumer" else "downgrades"] += 1
+            self._note(f"{self.consumer_group} is now a {kind} group")
+        self.shared_kind = kind
+        if self.shared_was_consumer and consumer is None:
+            # A classic group again: its generations start over (from the downgrade's epoch, or from 0 after
+            # an empty consumer group), so earlier classic generations say nothing about the new ones.
+            self.owners = {key: owners for key, owners in self.owners.items() if key[0] != self.consumer_group}
+        self.shared_was_consumer = consumer is not None
+
     def check(self) -> None:
+        self._count_conversions()
         self._check_consumer_group()
         for g in [*self.groups, self.consumer_group]:
             generation = self._generation(g)
@@ -459,7 +499,8 @@ class GroupSimulation:
         live = [c for c in self.consumers if c.phase not in (Phase.GONE, Phase.JOINING, Phase.SYNCING)]
         if roll < 0.08 and len([c for c in self.consumers if c.phase != Phase.GONE]) < self.max_consumers:
             group = rng.choice([*self.groups, self.consumer_group])
-            kip848 = group == self.consumer_group
+            # The shared group gets consumers of both protocols: it converts as they come and go.
+            kip848 = group == self.consumer_group and rng.random() < 0.6
             session_ms = self.consumer_session_ms if kip848 else rng.choice((6_000, 10_000))
             c = Consumer(f"c{len(self.consumers)}", group, session_ms, kip848=kip848)
             self.consumers.append(c)

@@ -1,15 +1,16 @@
 """The group simulation must catch a broken rule: a commit fence that lets a fenced member commit, a SyncGroup
-that hands a member a partition another member owns, and a consumer-group reconciliation that gives a member a
-partition another has not revoked yet."""
+that hands a member a partition another member owns, a consumer-group reconciliation that gives a member a
+partition another has not revoked yet, and a classic member of a consumer group given partitions not released."""
 
 from __future__ import annotations
 
 import pytest
 
-from moldau.coordinator.group import offsets
+from moldau.coordinator.group import migration, offsets
 from moldau.coordinator.group.classic import ClassicGroup, GroupState
 from moldau.coordinator.group.consumer import ConsumerGroup
-from moldau.coordinator.group.member import ClassicMember, SyncResult
+from moldau.coordinator.group.consumer_protocol import encode_assignment
+from moldau.coordinator.group.member import ClassicMember, SyncRequest, SyncResult
 from moldau.protocol.errors import ErrorCode
 from tests.sim.group_simulation import GroupSimulation, InvariantViolation
 
@@ -58,3 +59,16 @@ def test_simulation_catches_a_partition_handed_to_two_members(monkeypatch: pytes
 def test_simulation_catches_a_partition_taken_before_it_is_revoked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ConsumerGroup, "owned_by_others", nothing_owned_by_others)
     first_violation("held by")
+
+
+def sync_with_the_target(group: ConsumerGroup, request: SyncRequest) -> SyncResult:
+    """`migration.sync` handing a classic member its target, including partitions others have not released."""
+    if request.member_id not in group.current:
+        return SyncResult(ErrorCode.unknown_member_id)
+    target = group.targets.get(request.member_id, frozenset())
+    return SyncResult(ErrorCode.none, encode_assignment(target), "consumer", request.protocol_name)
+
+
+def test_simulation_catches_a_classic_member_given_unreleased_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(migration, "sync", sync_with_the_target)
+    first_violation("owned by")

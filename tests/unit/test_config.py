@@ -164,7 +164,6 @@ def test_not_a_number_message_names_key_value_and_type() -> None:
         ("log.message.timestamp.type", "createtime", "String must be one of: CreateTime, LogAppendTime"),
         ("compression.type", "brotli", "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer"),
         ("log.cleanup.policy", "delete,archive", "String must be one of: compact, delete"),
-        ("log.cleanup.policy", "", "Empty list is not allowed"),
         ("process.roles", "broker,broker", "Each role may be listed only once"),
         ("process.roles", "observer", "String must be one of: broker, controller"),
         ("log.dirs", "/a,,/b", "Expected a comma-separated list of non-empty paths"),
@@ -580,3 +579,42 @@ def test_example_properties_file_loads_cleanly(caplog: pytest.LogCaptureFixture)
     assert config.node_id == 1 and config.log_dirs == ["./data"]
     assert not config.unknown
     assert "unknown" not in caplog.text.lower()
+
+
+def test_server_without_a_properties_file_has_no_initial_rebalance_delay(tmp_path: Path) -> None:
+    """`moldau server` alone is a laptop's broker (Kafka's stock server.properties); a file or an override
+    brings Kafka's built-in default back or sets any value."""
+    import argparse
+
+    from moldau.cli.server import _load_config
+
+    def load(config_file: str | None, *overrides: str) -> int:
+        args = argparse.Namespace(config_file=config_file, override=list(overrides))
+        return _load_config(args).group_initial_rebalance_delay_ms
+
+    assert load(None) == 0
+    assert load(None, "group.initial.rebalance.delay.ms=250") == 250
+    empty = tmp_path / "server.properties"
+    empty.write_text("node.id=1\n")
+    assert load(str(empty)) == 3000
+
+
+def test_empty_cleanup_policy_is_accepted_and_means_keep_everything() -> None:
+    """Kafka 4.2: an empty cleanup.policy is neither deletion by retention nor compaction."""
+    assert BrokerConfig.from_properties({"log.cleanup.policy": ""}).log_cleanup_policy == []
+    validate_topic_configs({"cleanup.policy": ""})
+    config = LogConfig.from_config(BrokerConfig(), {"cleanup.policy": "", "retention.ms": "1"})
+    assert config.cleanup_policy == () and not config.compact
+
+
+def test_kafka_broker_configs_without_effect_are_known_typed_and_dynamic_as_in_kafka() -> None:
+    from moldau.config.kafka_broker_configs import KAFKA_BROKER_CONFIGS
+
+    config = BrokerConfig.from_properties({"num.replica.fetchers": "4", "delegation.token.secret.key": "s3cret"})
+    assert not config.unknown and config.value("num.replica.fetchers") == 4
+    assert "s3cret" not in repr(config)  # a password stays hidden
+    with pytest.raises(ConfigError, match=r"background\.threads"):
+        BrokerConfig.from_properties({"background.threads": "many"})
+    dynamic = {c.name for c in KAFKA_BROKER_CONFIGS if c.update_mode != "read-only"}
+    assert {"background.threads", "log.cleaner.threads", "remote.log.reader.threads"} <= dynamic
+    assert {c.name for c in KAFKA_BROKER_CONFIGS} <= set(BROKER_CONFIGS)

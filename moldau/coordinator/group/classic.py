@@ -618,15 +618,15 @@ class ClassicGroup:
         self._advance(now_ms, fx)
         return fx
 
-    def mark_dead(self) -> Effects:
-        """The group is deleted or unloaded: answer everything still waiting; later requests are refused."""
+    def mark_dead(self, error: ErrorCode = ErrorCode.coordinator_not_available) -> Effects:
+        """The group is deleted, unloaded or converted: answer everything still waiting with `error`; later
+        requests are refused."""
         fx = Effects()
         for member in self.members.values():
             if member.awaiting_join is not None:
-                fx.complete(member.awaiting_join,
-                            JoinResult(ErrorCode.coordinator_not_available, member.member_id))
+                fx.complete(member.awaiting_join, JoinResult(error, member.member_id))
             if member.awaiting_sync is not None:
-                fx.complete(member.awaiting_sync, SyncResult(ErrorCode.coordinator_not_available))
+                fx.complete(member.awaiting_sync, SyncResult(error))
             member.awaiting_join = member.awaiting_sync = None
         self.state = GroupState.DEAD
         self._pending_members.clear()

@@ -32,6 +32,7 @@ from moldau.coordinator.group.records import (
     CG_TARGET_MEMBER,
     CG_TARGET_METADATA,
     Assignment,
+    ClassicMemberMetadata,
     ConsumerGroupKey,
     ConsumerMemberValue,
     ConsumerValue,
@@ -50,6 +51,8 @@ LEAVE_EPOCH = -1
 LEAVE_STATIC_EPOCH = -2
 
 STABLE, UNREVOKED, UNRELEASED = 0, 1, 2
+# OffsetCommit carries a member epoch from this version on (KIP-848); members of this protocol need it.
+KIP848_OFFSET_COMMIT_VERSION = 9
 
 V = TypeVar("V")
 TPs = frozenset[TopicPartition]
@@ -64,6 +67,8 @@ class ConsumerSettings:
     session_timeout_ms: int = 45000
     assignors: tuple[str, ...] = ASSIGNORS
     max_size: int = 2**31 - 1
+    # group.consumer.migration.policy: which conversions of a group with members are allowed (KIP-848).
+    migration_policy: str = "bidirectional"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +86,7 @@ class HeartbeatRequest:
     owned: TPs | None = None
     client_id: str = ""
     client_host: str = ""
+    classic: ClassicMemberMetadata | None = None  # a JoinGroup of a classic member, put in these terms
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,16 +218,37 @@ class ConsumerGroup:
         if meta is None or current is None:
             return
         live = self.liveness.setdefault(member_id, Liveness(0))
-        live.session_deadline_ms = now_ms + self.settings.session_timeout_ms
+        live.session_deadline_ms = now_ms + self.session_timeout_ms(member_id)
         if current.state != UNREVOKED:
             live.revocation_deadline_ms = None
         elif live.revocation_deadline_ms is None:
             live.revocation_deadline_ms = now_ms + meta.rebalance_timeout_ms
 
+    def touch_classic(self, member_id: str, now_ms: int, must_rejoin: bool, joined: bool = False) -> None:
+        """A classic member's JoinGroup or Heartbeat succeeded: restart its session; while it is told to rejoin,
+        it has its rebalance timeout to do so (Kafka's join timeout), after which it is removed. A JoinGroup
+        starts that time over: the member may have to rejoin once more (after giving up partitions)."""
+        meta = self.members.get(member_id)
+        if meta is None or member_id not in self.current:
+            return
+        live = self.liveness.setdefault(member_id, Liveness(0))
+        live.session_deadline_ms = now_ms + self.session_timeout_ms(member_id)
+        if not must_rejoin:
+            live.revocation_deadline_ms = None
+        elif joined or live.revocation_deadline_ms is None:
+            live.revocation_deadline_ms = now_ms + meta.rebalance_timeout_ms
+
+    def session_timeout_ms(self, member_id: str) -> int:
+        """A classic member keeps the session timeout of its JoinGroup; the others the group's."""
+        meta = self.members.get(member_id)
+        if meta is not None and meta.classic is not None:
+            return meta.classic.session_timeout_ms
+        return self.settings.session_timeout_ms
+
     def start_sessions(self, now_ms: int) -> None:
         """After loading: every member gets a full session to heartbeat to this coordinator."""
         for member_id in self.members:
-            self.liveness.setdefault(member_id, Liveness(now_ms + self.settings.session_timeout_ms))
+            self.liveness.setdefault(member_id, Liveness(now_ms + self.session_timeout_ms(member_id)))
 
     def retry_expiry(self, now_ms: int, delay_ms: int) -> None:
         """Removing expired members failed (the log refused the records): try again after `delay_ms`."""
@@ -235,11 +262,15 @@ class ConsumerGroup:
                      for d in (live.session_deadline_ms, live.revocation_deadline_ms) if d is not None]
         return min(deadlines, default=None)
 
+    def expired(self, now_ms: int) -> list[str]:
+        """The members whose session or revocation deadline has passed."""
+        return sorted(m for m, live in self.liveness.items()
+                      if live.session_deadline_ms <= now_ms
+                      or (live.revocation_deadline_ms is not None and live.revocation_deadline_ms <= now_ms))
+
     def tick(self, now_ms: int, topics: Mapping[str, int]) -> list[Record]:
         """Records removing every member whose session or revocation deadline has passed."""
-        expired = sorted(m for m, live in self.liveness.items()
-                         if live.session_deadline_ms <= now_ms
-                         or (live.revocation_deadline_ms is not None and live.revocation_deadline_ms <= now_ms))
+        expired = self.expired(now_ms)
         return self._remove_members(expired, topics) if expired else []
 
     # -- heartbeat -----------------------------------------------------------------------------------------
@@ -379,6 +410,16 @@ class ConsumerGroup:
         return Outcome(records, HeartbeatResult(ErrorCode.none, new_id, restored.member_epoch,
                                                 self.settings.heartbeat_interval_ms, restored.assigned))
 
+    def update_member(self, request: HeartbeatRequest, topics: Mapping[str, int]) -> Outcome:
+        """Join or rejoin a member with everything the request says (a classic member's JoinGroup)."""
+        return self._update(request, topics, full=True)
+
+    def remove_members(self, member_ids: list[str], topics: Mapping[str, int]) -> list[Record]:
+        return self._remove_members(member_ids, topics)
+
+    def member_tombstones(self, member_id: str) -> list[Record]:
+        return self._member_tombstones(member_id)
+
     def _leave(self, request: HeartbeatRequest, topics: Mapping[str, int]) -> Outcome:
         member_id = request.member_id
         current = self.current.get(member_id)
@@ -421,13 +462,32 @@ class ConsumerGroup:
 
     # -- offsets -------------------------------------------------------------------------------------------
 
-    def validate_offset_commit(self, member_id: str, member_epoch: int) -> ErrorCode:
-        """OffsetCommit/OffsetFetch rules of consumer groups: the member's epoch instead of a generation."""
+    def validate_offset_commit(self, member_id: str, member_epoch: int,
+                               version: int = KIP848_OFFSET_COMMIT_VERSION) -> ErrorCode:
+        """OffsetCommit rules of consumer groups: the member's epoch instead of a generation.
+
+        A commit without a member (an admin's, or a consumer assigning partitions itself) only while the group
+        has no members: it would overwrite their progress. A member must be current, and one using this
+        protocol must speak OffsetCommit v9+, whose field carries its epoch."""
+        if member_epoch < 0 and self.is_empty():
+            return ErrorCode.none
+        return self._validate_member_epoch(member_id, member_epoch, version)
+
+    def validate_offset_fetch(self, member_id: str, member_epoch: int) -> ErrorCode:
+        """OffsetFetch: a member that names itself must be current; anyone else (admins) may read."""
         if member_epoch < 0 and not member_id:
-            return ErrorCode.none  # an admin or "simple" commit
+            return ErrorCode.none
+        return self._validate_member_epoch(member_id, member_epoch, KIP848_OFFSET_COMMIT_VERSION)
+
+    def _validate_member_epoch(self, member_id: str, member_epoch: int, version: int) -> ErrorCode:
         current = self.current.get(member_id)
         if member_id not in self.members or current is None:
             return ErrorCode.unknown_member_id
+        if self.members[member_id].classic is not None:
+            # A classic member knows its epoch as its generation, and the classic protocol's error.
+            return ErrorCode.none if member_epoch == current.member_epoch else ErrorCode.illegal_generation
+        if version < KIP848_OFFSET_COMMIT_VERSION:
+            return ErrorCode.unsupported_version
         if member_epoch != current.member_epoch:
             return ErrorCode.stale_member_epoch
         return ErrorCode.none
@@ -472,6 +532,7 @@ def _merged(old: ConsumerMemberValue | None, request: HeartbeatRequest) -> Consu
         rebalance_timeout_ms=(request.rebalance_timeout_ms if request.rebalance_timeout_ms >= 0
                               else old.rebalance_timeout_ms),
         server_assignor=request.server_assignor if request.server_assignor is not None else old.server_assignor,
+        classic=request.classic if request.classic is not None else old.classic,
     )
 
 

@@ -29,6 +29,7 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from moldau.coordinator.group import migration
 from moldau.coordinator.group.classic import ClassicGroup, MemberIdFactory, random_member_id
 from moldau.coordinator.group.consumer import ConsumerGroup, ConsumerSettings, HeartbeatRequest, HeartbeatResult
 from moldau.coordinator.group.member import (
@@ -249,7 +250,29 @@ class GroupCoordinator:
             shard = self.shard(group_id)
         except KafkaError as exc:
             return [Completion(handle, JoinResult(exc.code, request.member_id))]
+        consumer = shard.consumer_groups.get(group_id)
+        if consumer is not None and not consumer.is_empty():
+            return [Completion(handle, self._join_consumer_group(shard, consumer, request, now_ms))]
+        if consumer is not None:
+            # A consumer group without members becomes a classic group, whatever the migration policy.
+            error = self._write(shard, consumer.tombstones(), now_ms)
+            if error != ErrorCode.none:
+                return [Completion(handle, JoinResult(error, request.member_id))]
         return self._settle(shard, group_id, shard.join(group_id, handle, request, now_ms), now_ms)
+
+    def _join_consumer_group(self, shard: GroupShard, group: ConsumerGroup, request: JoinRequest,
+                             now_ms: int) -> JoinResult:
+        """A classic member's JoinGroup on a consumer group: answered once its records are in the log."""
+        joined = shard.join_consumer_group(group, request, self._topic_sizes())
+        error = self._write(shard, joined.records, now_ms)
+        if error != ErrorCode.none:
+            return JoinResult(error, joined.result.member_id)
+        live = shard.consumer_groups.get(group.group_id)
+        if live is not None and joined.result.error == ErrorCode.none:
+            member_id = joined.result.member_id
+            live.touch_classic(member_id, now_ms, migration.must_rejoin(live, member_id), joined=True)
+            self._schedule(shard, group.group_id)
+        return joined.result
 
     def sync(self, group_id: str, handle: Handle, request: SyncRequest, now_ms: int) -> list[Completion]:
         try:
@@ -265,7 +288,7 @@ class GroupCoordinator:
         except KafkaError as exc:
             return exc.code
         error = shard.heartbeat(group_id, member_id, instance_id, generation_id, now_ms)
-        if group_id in shard.groups:
+        if group_id in shard.groups or group_id in shard.consumer_groups:
             self._schedule(shard, group_id)
         return error
 
@@ -275,6 +298,15 @@ class GroupCoordinator:
             shard = self.shard(group_id)
         except KafkaError as exc:
             return exc.code, (), []
+        consumer = shard.consumer_groups.get(group_id)
+        if consumer is not None:
+            records, errors = shard.leave_consumer_group(consumer, identities, self._topic_sizes())
+            error = self._write(shard, records, now_ms)
+            if error != ErrorCode.none:
+                return error, (), []
+            if group_id in shard.consumer_groups:
+                self._schedule(shard, group_id)
+            return ErrorCode.none, errors, []
         result = shard.leave(group_id, identities, now_ms)
         completions = self._settle(shard, group_id, result.effects, now_ms)
         return result.error, result.member_errors, completions
@@ -285,7 +317,8 @@ class GroupCoordinator:
             shard = self.shard(group_id)
         except KafkaError as exc:
             return HeartbeatResult(exc.code, message=exc.message)
-        outcome = shard.consumer_heartbeat(group_id, request, self._topic_sizes(), self._consumer_settings(group_id))
+        outcome = shard.consumer_heartbeat(group_id, request, self._topic_sizes(), now_ms,
+                                           self._consumer_settings(group_id))
         error = self._write(shard, outcome.records, now_ms)
         if error != ErrorCode.none:
             return HeartbeatResult(error)
@@ -293,7 +326,11 @@ class GroupCoordinator:
         if group is not None:
             if outcome.result.error == ErrorCode.none:
                 group.touch(outcome.result.member_id, now_ms)
+            # Members an upgrade brought in from a classic group get their session from now.
+            group.start_sessions(now_ms)
             self._schedule(shard, group_id)
+        else:
+            self._after_downgrade(shard, group_id, now_ms)
         return outcome.result
 
     def _consumer_settings(self, group_id: str) -> ConsumerSettings:
@@ -307,10 +344,27 @@ class GroupCoordinator:
             base, session_timeout_ms=int(overrides.get("consumer.session.timeout.ms", base.session_timeout_ms)),
             heartbeat_interval_ms=int(overrides.get("consumer.heartbeat.interval.ms", base.heartbeat_interval_ms)))
 
-    def _tick_consumer(self, shard: GroupShard, group: ConsumerGroup, now_ms: int) -> None:
-        if self._write(shard, group.tick(now_ms, self._topic_sizes()), now_ms) != ErrorCode.none:
+    def take_released(self) -> list[Completion]:
+        """Answers for JoinGroup/SyncGroup requests that waited in a classic group a ConsumerGroupHeartbeat just
+        upgraded (REBALANCE_IN_PROGRESS: they rejoin, into the consumer group)."""
+        return [c for shard in self.shards.values() for c in shard.take_released()]
+
+    def _after_downgrade(self, shard: GroupShard, group_id: str, now_ms: int) -> list[Completion]:
+        """A consumer group just became a classic group again: its members rejoin in a rebalance, so that
+        a leader assigns what the departed members held."""
+        classic = shard.groups.get(group_id)
+        if classic is None or classic.is_empty():
+            return []
+        log.info("group %s is a classic group again: its remaining members use the classic protocol", group_id)
+        return self._settle(shard, group_id, classic.force_rebalance(now_ms), now_ms)
+
+    def _tick_consumer(self, shard: GroupShard, group: ConsumerGroup, now_ms: int) -> list[Completion]:
+        if self._write(shard, shard.expire_consumer(group, now_ms, self._topic_sizes()), now_ms) != ErrorCode.none:
             group.retry_expiry(now_ms, _RETRY_EXPIRY_MS)
+        if group.group_id not in shard.consumer_groups:
+            return self._after_downgrade(shard, group.group_id, now_ms)
         self._schedule(shard, group.group_id)
+        return []
 
     # -- time ----------------------------------------------------------------------------------------------
 
@@ -337,7 +391,7 @@ class GroupCoordinator:
             shard = self.shards.get(partition)
             consumer = shard.consumer_groups.get(group_id) if shard is not None else None
             if shard is not None and consumer is not None:
-                self._tick_consumer(shard, consumer, now_ms)
+                completions += self._tick_consumer(shard, consumer, now_ms)
             elif shard is not None and group_id in shard.groups:
                 completions += self._settle(shard, group_id, shard.tick(group_id, now_ms), now_ms)
         return completions
@@ -424,7 +478,7 @@ class GroupCoordinator:
             return exc.code, []
         consumer = shard.consumer_groups.get(group_id)
         if consumer is not None and member_id is not None:
-            error = consumer.validate_offset_commit(member_id, member_epoch)
+            error = consumer.validate_offset_fetch(member_id, member_epoch)
             if error != ErrorCode.none:
                 return error, []
         self._note_high_watermark(shard)

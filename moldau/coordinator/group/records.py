@@ -192,7 +192,9 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
 #   4 ConsumerGroupPartitionMetadata      topics [name string, partitions int32]
 #   5 ConsumerGroupMemberMetadata         instance_id string?, rack_id string?, client_id string,
 #                                         client_host string, topics [string], regex string?,
-#                                         rebalance_timeout int32, server_assignor string?
+#                                         rebalance_timeout int32, server_assignor string?, and for a member
+#                                         of the classic protocol: session_timeout int32,
+#                                         protocols [name string, metadata bytes]
 #   6 ConsumerGroupTargetAssignmentMetadata  assignment_epoch int32
 #   7 ConsumerGroupTargetAssignmentMember    assignment
 #   8 ConsumerGroupCurrentMemberAssignment   member_epoch int32, previous_member_epoch int32, state int8,
@@ -227,6 +229,14 @@ class PartitionMetadataValue:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a member speaking the classic protocol inside a consumer group brought in its JoinGroup."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, subscription metadata), in the member's preference
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerMemberValue:
     instance_id: str | None
     rack_id: str | None
@@ -236,6 +246,7 @@ class ConsumerMemberValue:
     subscribed_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic: ClassicMemberMetadata | None = None  # None: a member of the consumer protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +313,10 @@ def _encode_consumer_value(value: ConsumerValue) -> bytes:
         for topic in value.subscribed_topics:
             w.string(topic)
         w.string(value.subscribed_regex).i32(value.rebalance_timeout_ms).string(value.server_assignor)
+        if value.classic is not None:
+            w.i32(value.classic.session_timeout_ms).i32(len(value.classic.protocols))
+            for name, metadata in value.classic.protocols:
+                w.string(name).bytes_(metadata)
     elif isinstance(value, TargetMemberValue):
         _write_assignment(w, value.assignment)
     else:
@@ -337,7 +352,12 @@ def _decode_consumer_value(key: ConsumerGroupKey, r: _Reader) -> ConsumerValue:
     if kind == CG_MEMBER:
         head = (r.nullable_string(), r.nullable_string(), r.string(), r.string())
         topics = tuple(r.string() for _ in range(_count(r)))
-        return ConsumerMemberValue(*head, topics, r.nullable_string(), r.i32(), r.nullable_string())
+        regex, rebalance_timeout, assignor = r.nullable_string(), r.i32(), r.nullable_string()
+        classic = None
+        if r.pos < len(r.data):  # only members of the classic protocol carry the trailing fields
+            session = r.i32()
+            classic = ClassicMemberMetadata(session, tuple((r.string(), r.bytes_()) for _ in range(_count(r))))
+        return ConsumerMemberValue(*head, topics, regex, rebalance_timeout, assignor, classic)
     if kind == CG_TARGET_MEMBER:
         return TargetMemberValue(_read_assignment(r))
     epochs = (r.i32(), r.i32())

@@ -146,6 +146,7 @@ class GroupRuntime:
         """ConsumerGroupHeartbeat, answered once the member's epoch and assignment are durable (see
         `_once_durable`)."""
         result = self.coordinator.consumer_heartbeat(group_id, request, self.now_ms())
+        self._deliver(self.coordinator.take_released())
         self._after_input()
         return await self._once_durable(group_id, result)
 

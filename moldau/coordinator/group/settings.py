@@ -36,6 +36,7 @@ class CoordinatorSettings:
                 session_timeout_ms=config.group_consumer_session_timeout_ms,
                 assignors=tuple(config.group_consumer_assignors),
                 max_size=config.group_consumer_max_size,
+                migration_policy=(config.group_consumer_migration_policy or "bidirectional").lower(),
             ),
         )
         return cls(

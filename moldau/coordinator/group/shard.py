@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from moldau.coordinator.group import migration
 from moldau.coordinator.group import offsets as rules
 from moldau.coordinator.group.classic import (
     ClassicGroup,
@@ -30,6 +31,8 @@ from moldau.coordinator.group.classic import (
     random_member_id,
 )
 from moldau.coordinator.group.consumer import (
+    JOIN_EPOCH,
+    LEAVE_EPOCH,
     ConsumerGroup,
     ConsumerSettings,
     HeartbeatRequest,
@@ -38,6 +41,7 @@ from moldau.coordinator.group.consumer import (
 )
 from moldau.coordinator.group.member import (
     UNKNOWN_MEMBER_ID,
+    Completion,
     Effects,
     Handle,
     JoinRequest,
@@ -96,6 +100,7 @@ class GroupShard:
         self.offsets = OffsetStore()
         self.pending = PendingOffsets()
         self._new_member_id = new_member_id
+        self.released: list[Completion] = []
 
     def _new_group(self, group_id: str, now_ms: int) -> ClassicGroup:
         group = ClassicGroup(group_id, self.settings.limits, now_ms, self._new_member_id)
@@ -117,9 +122,7 @@ class GroupShard:
             assert value is None or isinstance(value, OffsetValue)
             self._replay_offset(key, value, log_offset, producer_id)
         elif value is None:
-            group = self.groups.pop(key.group, None)
-            if group is not None:
-                group.mark_dead()  # deleted groups are empty: nothing is waiting
+            self._replace_classic(key.group)
         else:
             assert isinstance(value, GroupValue)
             self.groups[key.group] = ClassicGroup.from_record(key.group, value, self.settings.limits, now_ms,
@@ -139,6 +142,18 @@ class GroupShard:
         else:
             self.pending.add(producer_id, key, PendingOffset(value, log_offset))
 
+    def _replace_classic(self, group_id: str) -> None:
+        """A classic group is deleted or converted: requests still waiting in it (a rebalance under way when a
+        consumer-protocol member upgraded it) are told to rejoin, as Kafka does; see `take_released`."""
+        group = self.groups.pop(group_id, None)
+        if group is not None:
+            self.released += group.mark_dead(ErrorCode.rebalance_in_progress).completions
+
+    def take_released(self) -> list[Completion]:
+        """Answers to waiting JoinGroup/SyncGroup requests of classic groups that replaying records removed."""
+        released, self.released = self.released, []
+        return released
+
     def end_transaction(self, producer_id: int, commit: bool, marker_offset: int = UNKNOWN_LOG_OFFSET) -> None:
         """Replay a transaction marker: the producer's pending offsets become committed, or are dropped.
 
@@ -154,8 +169,9 @@ class GroupShard:
         if group is None:
             if value is None:
                 return
-            # An empty classic group (e.g. known only by its offsets) becomes a consumer group, as in Kafka.
-            self.groups.pop(key.group, None)
+            # A classic group becomes a consumer group, as in Kafka: an empty one (e.g. known only by its offsets),
+            # or one with members upgraded by a consumer-protocol member (see `migration`).
+            self._replace_classic(key.group)
             group = self.consumer_groups[key.group] = ConsumerGroup(key.group, self.settings.consumer)
         group.replay(key, value)
         if key.record_type == CG_METADATA and value is None:
@@ -189,18 +205,36 @@ class GroupShard:
 
     def sync(self, group_id: str, handle: Handle, request: SyncRequest, now_ms: int) -> Effects:
         group = self.groups.get(group_id)
+        consumer = self.consumer_groups.get(group_id)
         if group is None:
             fx = Effects()
-            fx.complete(handle, SyncResult(ErrorCode.unknown_member_id))
+            fx.complete(handle, migration.sync(consumer, request) if consumer is not None
+                        else SyncResult(ErrorCode.unknown_member_id))
             return fx
         return group.sync(handle, request, now_ms)
 
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
                   now_ms: int) -> ErrorCode:
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None:
+            error = migration.heartbeat(consumer, member_id, instance_id, generation_id)
+            if error in (ErrorCode.none, ErrorCode.rebalance_in_progress):
+                consumer.touch_classic(member_id, now_ms, error == ErrorCode.rebalance_in_progress)
+            return error
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
         return group.heartbeat(member_id, instance_id, generation_id, now_ms)
+
+    def join_consumer_group(self, group: ConsumerGroup, request: JoinRequest, topics: dict[str, int]
+                            ) -> migration.ClassicJoin:
+        """A classic member's JoinGroup on a consumer group with members (whatever the migration policy)."""
+        new_id = self._new_member_id(request.group_instance_id or request.client_id or "consumer")
+        return migration.join(group, request, topics, self.settings.limits, new_id)
+
+    def leave_consumer_group(self, group: ConsumerGroup, identities: Sequence[tuple[str, str | None]],
+                             topics: dict[str, int]) -> tuple[list[Record], tuple[ErrorCode, ...]]:
+        return migration.leave(group, identities, topics)
 
     def leave(self, group_id: str, identities: Sequence[tuple[str, str | None]], now_ms: int) -> LeaveResult:
         group = self.groups.get(group_id)
@@ -215,21 +249,71 @@ class GroupShard:
     # -- consumer groups (KIP-848) -------------------------------------------------------------------------
 
     def consumer_heartbeat(self, group_id: str, request: HeartbeatRequest, topics: dict[str, int],
-                           settings: ConsumerSettings | None = None) -> Outcome:
-        """A ConsumerGroupHeartbeat; a group is created by the records of its first member's join. `settings`: the
-        group's own (its group configs over the broker's), applied from this heartbeat on."""
+                           now_ms: int = 0, settings: ConsumerSettings | None = None) -> Outcome:
+        """A ConsumerGroupHeartbeat; a group is created by the records of its first member's join. A classic
+        group with members is upgraded by a joining member, and a consumer group whose last member of this
+        protocol leaves is downgraded, as the migration policy allows (see `migration`). `settings`: the group's
+        own (its group configs over the broker's), applied from this heartbeat on."""
         settings = settings or self.settings.consumer
         group = self.consumer_groups.get(group_id)
         if group is not None:
             group.settings = settings
+        conversion: list[Record] = []
         if group is None:
             classic = self.groups.get(group_id)
             if classic is not None and not classic.is_empty():
-                return _consumer_error(ErrorCode.group_id_not_found, f"group {group_id} is not a consumer group")
-            if request.member_epoch != 0:
+                if self._upgrade_waits(classic, request):
+                    # Retriable (clients treat GROUP_ID_NOT_FOUND as fatal): once Stable the group converts.
+                    return _consumer_error(ErrorCode.coordinator_load_in_progress,
+                                           f"group {group_id} is rebalancing; it converts once it is stable")
+                conversion = self._upgrade(classic, request, topics) or []
+                if not conversion:
+                    return _consumer_error(ErrorCode.group_id_not_found,
+                                           f"group {group_id} is not a consumer group")
+            elif request.member_epoch != JOIN_EPOCH:
                 return _consumer_error(ErrorCode.group_id_not_found, f"group {group_id} not found")
             group = ConsumerGroup(group_id, settings)
-        return group.heartbeat(request, topics, lambda: self._new_member_id(request.client_id or "consumer"))
+            for record in conversion:  # a scratch copy: the shard changes when the records are replayed
+                if isinstance(record.key, ConsumerGroupKey):
+                    group.replay(record.key, record.value)
+        outcome = group.heartbeat(request, topics, lambda: self._new_member_id(request.client_id or "consumer"))
+        if outcome.result.error != ErrorCode.none:
+            return Outcome([], outcome.result)
+        if request.member_epoch == LEAVE_EPOCH and self._may_downgrade(group, [request.member_id]):
+            downgrade = migration.downgrade_records(group, [request.member_id], now_ms)
+            if downgrade is not None:
+                return Outcome(downgrade, outcome.result)
+        return Outcome(conversion + outcome.records, outcome.result)
+
+    def _upgrade(self, classic: ClassicGroup, request: HeartbeatRequest,
+                 topics: dict[str, int]) -> list[Record] | None:
+        if request.member_epoch != JOIN_EPOCH or not migration.upgrade_allowed(self.settings.consumer.migration_policy):
+            return None
+        return migration.upgrade_records(classic, topics)
+
+    def _upgrade_waits(self, classic: ClassicGroup, request: HeartbeatRequest) -> bool:
+        """A join that would upgrade a classic group in the middle of a rebalance: it must wait (see
+        `migration.upgrade_records`)."""
+        return (request.member_epoch == JOIN_EPOCH
+                and migration.upgrade_allowed(self.settings.consumer.migration_policy)
+                and classic.state in (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE))
+
+    def _may_downgrade(self, group: ConsumerGroup, leaving: list[str]) -> bool:
+        """Only the departure of members of the consumer protocol downgrades, and only if the policy allows."""
+        return (migration.downgrade_allowed(self.settings.consumer.migration_policy)
+                and any(m in group.members and group.members[m].classic is None for m in leaving))
+
+    def expire_consumer(self, group: ConsumerGroup, now_ms: int, topics: dict[str, int]) -> list[Record]:
+        """Records removing the members whose deadline passed: a downgrade if they were the last members of the
+        consumer protocol and classic members remain."""
+        expired = group.expired(now_ms)
+        if not expired:
+            return []
+        if self._may_downgrade(group, expired):
+            downgrade = migration.downgrade_records(group, expired, now_ms)
+            if downgrade is not None:
+                return downgrade
+        return group.remove_members(expired, topics)
 
     def next_deadline_ms(self, group_id: str) -> int | None:
         consumer = self.consumer_groups.get(group_id)
@@ -246,7 +330,7 @@ class GroupShard:
         consumer = self.consumer_groups.get(group_id)
         if consumer is not None:
             # The generation field carries the member epoch for these groups.
-            group_error = consumer.validate_offset_commit(member_id, generation_id)
+            group_error = consumer.validate_offset_commit(member_id, generation_id, version)
         else:
             group_error = rules.validate_commit(self.groups.get(group_id), generation_id, member_id, instance_id,
                                                 version)

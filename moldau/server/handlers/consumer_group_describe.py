@@ -52,6 +52,10 @@ def _failed(cls: Any, group_id: str, error: ErrorCode, message: str | None) -> A
                 authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
+# MemberType (v1, KIP-1099): which protocol the member speaks; classic members join through JoinGroup.
+_CLASSIC, _CONSUMER = 0, 1
+
+
 def _members(ctx: RequestContext, group: ConsumerGroup) -> tuple[Any, ...]:
     return tuple(_member(ctx, m) for m in group.describe())
 
@@ -62,7 +66,7 @@ def _member(ctx: RequestContext, m: MemberDescription) -> Any:
                 member_epoch=m.current.member_epoch, client_id=meta.client_id, client_host=meta.client_host,
                 subscribed_topic_names=meta.subscribed_topics, subscribed_topic_regex=meta.subscribed_regex,
                 assignment=_assignment(ctx, m.current.assigned), target_assignment=_assignment(ctx, m.target),
-                member_type=1)
+                member_type=_CLASSIC if meta.classic is not None else _CONSUMER)
 
 
 def _assignment(ctx: RequestContext, tps: TPs) -> Any:

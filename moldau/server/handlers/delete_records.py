@@ -46,7 +46,7 @@ def _delete_before(ctx: RequestContext, topic: str, index: int, offset: int) -> 
     if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, topic):
         raise KafkaError(ErrorCode.topic_authorization_failed, f"{ctx.principal} may not delete from {topic}")
     plog = ctx.broker.replicas.leader_partition(topic, index).log
-    if "delete" not in plog.config.cleanup_policy:
+    if plog.config.compact and "delete" not in plog.config.cleanup_policy:
         raise KafkaError(ErrorCode.policy_violation,
                          f"records of {topic}-{index} cannot be deleted: its cleanup policy is compact only")
     # The log resolves -1 to its high watermark and refuses offsets beyond it.

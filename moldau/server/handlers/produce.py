@@ -4,7 +4,9 @@
 (`moldau.protocol.record_validation`, as Kafka's LogValidator) and refuses a batch with CORRUPT_MESSAGE,
 INVALID_RECORD or INVALID_TIMESTAMP and its per-record `record_errors`, appending nothing of it. Valid
 batches are stored as they came: offsets are assigned by rewriting the base offset, records are not
-re-encoded. Each partition succeeds or fails on its own, with Kafka's error code. With acks=0 no response is sent.
+re-encoded, unless the topic's `compression.type` names a codec other than the batch's: then its records are
+recompressed in that codec first (`moldau.protocol.recompression`). Each partition succeeds or fails on its own,
+with Kafka's error code. With acks=0 no response is sent.
 
 acks=all (-1): refused up front with NOT_ENOUGH_REPLICAS when the ISR is smaller than min.insync.replicas;
 otherwise the answer waits (up to the request's timeout) until every ISR member has the records, that is until
@@ -44,6 +46,7 @@ from moldau.protocol.produce_response import (
     TopicResponse,
     encode_produce_response,
 )
+from moldau.protocol.recompression import recompress
 from moldau.protocol.record_batch import BatchHeader, split_batches
 from moldau.protocol.record_validation import RecordErrors
 from moldau.registry.produce_validation import UnknownSchemaIds, records_check, schema_validation
@@ -191,7 +194,9 @@ def _produce_partition(ctx: RequestContext, name: str | None, topic_error: Error
 def _append(ctx: RequestContext, hosted: HostedPartition, batches: list[tuple[BatchHeader, memoryview]],
             response: PartitionResponse, acks: int, appended: Appended, guard: object | None = None
             ) -> PartitionResponse:
-    """Append and fill in `response`. Raises KafkaError."""
+    """Append and fill in `response`. Raises KafkaError (RecordErrors for records that do not decompress)."""
+    # The topic's compression.type: only batches in another codec are rewritten; "producer" costs nothing.
+    batches = recompress(batches, hosted.log.config.compression) or batches
     schemas = schema_validation(hosted.log.config)  # confluent.key|value.schema.validation, checked by the log
     check = None if schemas is None else records_check(hosted.topic, schemas, ctx.broker.schema_lookup)
     result = ctx.broker.replicas.append_as_leader(hosted, batches, acks, guard, check)

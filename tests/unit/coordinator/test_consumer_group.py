@@ -257,6 +257,14 @@ def test_offset_commit_checks_member_epoch() -> None:
     assert group.validate_offset_commit("a", 1) == ErrorCode.none
     assert group.validate_offset_commit("a", 0) == ErrorCode.stale_member_epoch
     assert group.validate_offset_commit("x", 1) == ErrorCode.unknown_member_id
+    # Without a member only while the group is empty (as Kafka): it would overwrite the members' progress.
+    assert group.validate_offset_commit("", -1) == ErrorCode.unknown_member_id
+    # Members of this protocol put their epoch in the field OffsetCommit v9 added.
+    assert group.validate_offset_commit("a", 1, version=8) == ErrorCode.unsupported_version
+    # OffsetFetch without a member is an admin's, whatever the group holds.
+    assert group.validate_offset_fetch("", -1) == ErrorCode.none
+    assert group.validate_offset_fetch("a", 0) == ErrorCode.stale_member_epoch
+    d.beat("a", member_epoch=-1)
     assert group.validate_offset_commit("", -1) == ErrorCode.none
 
 

@@ -108,6 +108,41 @@ def test_commit_during_completing_rebalance_is_refused() -> None:
         [ErrorCode.rebalance_in_progress]
 
 
+def test_commits_of_a_generation_being_rebalanced_away() -> None:
+    """Kafka's rules, decided by the group's state alone: while the group prepares a rebalance the generation
+    is still current and commits go through; once the join completes, a member that did not rejoin is gone
+    (UNKNOWN_MEMBER_ID), one that rejoined but commits for the old generation is ILLEGAL_GENERATION, and one
+    with the new generation but no assignment yet is told REBALANCE_IN_PROGRESS."""
+    s = LoggedShard()
+    stayer, generation = s.consumer("g", "t")
+    group = s.shard.groups["g"]
+    s._handle += 1
+    newcomer = JoinRequest("", None, "c", "/h", 10_000, 30_000, "consumer",
+                           (ProtocolMetadata("range", subscription("t")),), False)
+    s.shard.join("g", s._handle, newcomer, s.now)
+    assert group.state == GroupState.PREPARING_REBALANCE
+    assert s.commit("g", ("t", 0, 1), member=stayer, generation=generation) == [ErrorCode.none]
+
+    # The old member never rejoins: the rebalance timeout ends the join phase without it.
+    s.now += 30_000
+    s.settle("g", s.shard.tick("g", s.now))
+    assert group.state == GroupState.COMPLETING_REBALANCE and stayer not in group.members
+    assert group.generation_id == generation + 1
+    assert s.commit("g", ("t", 0, 2), member=stayer, generation=generation) == [ErrorCode.unknown_member_id]
+    (joined,) = group.members
+    assert s.commit("g", ("t", 0, 2), member=joined, generation=generation) == [ErrorCode.illegal_generation]
+    assert s.commit("g", ("t", 0, 2), member=joined, generation=generation + 1) == \
+        [ErrorCode.rebalance_in_progress]
+    assert s.committed("g", "t", 0) == 1
+
+    s._handle += 1
+    sync = SyncRequest(joined, None, generation + 1, None, None, ((joined, b"a"),))
+    s.settle("g", s.shard.sync("g", s._handle, sync, s.now))
+    assert group.state == GroupState.STABLE
+    assert s.commit("g", ("t", 0, 2), member=joined, generation=generation + 1) == [ErrorCode.none]
+    assert s.committed("g", "t", 0) == 2
+
+
 def test_commit_with_generation_to_a_missing_group() -> None:
     s = LoggedShard()
     assert s.commit("nope", ("t", 0, 1), member="m", generation=3) == [ErrorCode.illegal_generation]

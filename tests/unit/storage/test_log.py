@@ -242,6 +242,15 @@ def test_retention_is_skipped_for_compact_only(open_log: OpenLog) -> None:
     assert log.apply_retention(START_MS + 10**10) == 0
 
 
+def test_empty_cleanup_policy_keeps_everything_until_delete_records(open_log: OpenLog) -> None:
+    log = open_log(segment_bytes=700, retention_bytes=0, retention_ms=1, cleanup_policy=())
+    for _ in range(12):
+        _append(log, 2, size=60)
+    assert log.apply_retention(START_MS + 10**10) == 0 and log.log_start_offset == 0
+    second = log.segments[1].base_offset
+    assert log.delete_records_before(second) == second
+
+
 def test_delete_records_before(open_log: OpenLog) -> None:
     log = open_log(segment_bytes=700)
     for _ in range(12):
