@@ -19,7 +19,6 @@ its `client.id` and TLS settings.
 from __future__ import annotations
 
 import argparse
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,10 +28,9 @@ from kio.schema.alter_client_quotas.v1.request import EntryData as AlterEntry
 from kio.schema.describe_client_quotas.v1.request import ComponentData, DescribeClientQuotasRequest
 from kio.static.primitive import f64, i8
 
-from moldau.cli.command_config import to_authenticator, to_client_security
-from moldau.cli.common import REQUEST_TIMEOUT_S, CliError, add_action, bootstrap_addresses, command_properties
+from moldau.cli import raw_request
+from moldau.cli.common import CliError, add_action
 from moldau.cli.table import format_table
-from moldau.net.client import ClientConnection, ConnectionFailed
 
 # kafka-configs' entity types -> the client quota entity types of the protocol.
 ENTITY_TYPES = {"users": "user", "clients": "client-id"}
@@ -107,20 +105,7 @@ def _entity(args: argparse.Namespace, required: bool) -> Entity:
 
 
 def _call(args: argparse.Namespace, request: Any) -> Any:
-    host, port = bootstrap_addresses(args.bootstrap_server)[0]
-
-    async def run() -> Any:
-        props = command_properties()
-        conn = ClientConnection(host, port, props.get("client.id", "moldau-cli"), to_client_security(props),
-                                to_authenticator(props))
-        try:
-            return await conn.request(request, REQUEST_TIMEOUT_S)
-        finally:
-            conn.close()
-    try:
-        return asyncio.run(run())
-    except (ConnectionFailed, TimeoutError) as exc:
-        raise CliError(f"cannot reach {host}:{port}: {exc or 'timed out'}") from None
+    return raw_request.call(args.bootstrap_server, request)
 
 
 def _describe(args: argparse.Namespace, entity: Entity) -> list[tuple[Entity, dict[str, float]]]:

@@ -1,5 +1,6 @@
 """One request with Moldau's own protocol client, for the tools whose APIs the Python clients do not expose
-(UpdateFeatures, UnregisterBroker, the telemetry APIs). `--command-config FILE` gives `client.id` and TLS/SASL."""
+(UpdateFeatures, UnregisterBroker, the telemetry and client quota APIs). `--command-config FILE` gives
+`client.id` and TLS/SASL."""
 
 from __future__ import annotations
 

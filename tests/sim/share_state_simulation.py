@@ -23,35 +23,17 @@ import uuid
 from moldau.clock import ManualClock
 from moldau.coordinator.log import LogRecord, read_partition
 from moldau.coordinator.share.coordinator import ShareCoordinator, ShareStateSettings
-from moldau.coordinator.share.records import SHARE_STATE_TOPIC, ShareSnapshot, StateKey
+from moldau.coordinator.share.records import SHARE_STATE_TOPIC
 from moldau.protocol.errors import ErrorCode
 from moldau.share.manager import PartitionKey, ShareGroups
 from moldau.share.partition import ArchivedRecord, SharePartition
 from moldau.share.settings import ShareBrokerSettings
 from tests.sim.share_simulation import ShareSimulation
+from tests.support.share_state import DirectStateStore
 from tests.unit.coordinator.memory_log import NODE_ID, MemoryLog, image_with
 
 TOPIC_ID = uuid.UUID(int=9)
 KEY = ("g", "t", 0)
-
-
-class _Store:
-    """The share coordinator called directly, as the broker coordinating the key does."""
-
-    def __init__(self, coordinator: ShareCoordinator) -> None:
-        self.coordinator = coordinator
-
-    async def read(self, key: StateKey, leader_epoch: int) -> ShareSnapshot | None:
-        return self.coordinator.read(key, leader_epoch)
-
-    async def write(self, key: StateKey, snapshot: ShareSnapshot) -> ErrorCode:
-        return await self.coordinator.write(key, snapshot, 0)
-
-    async def initialize(self, key: StateKey, start_offset: int) -> ErrorCode:
-        return await self.coordinator.initialize(key, 0, start_offset, 0)
-
-    async def delete(self, key: StateKey) -> ErrorCode:
-        return await self.coordinator.delete(key, 0)
 
 
 class DurableShareSimulation(ShareSimulation):
@@ -74,7 +56,7 @@ class DurableShareSimulation(ShareSimulation):
         self.coordinator = coordinator
         settings = ShareBrokerSettings(partition=self.settings,
                                        dead_letter_topic="dead-letters" if self.settings.dead_letter else "")
-        return ShareGroups(settings, ManualClock(), None, _Store(coordinator),  # type: ignore[arg-type]
+        return ShareGroups(settings, ManualClock(), None, DirectStateStore(coordinator),  # type: ignore[arg-type]
                            dead_letters=self._dead_letter_sink)
 
     async def _dead_letter_sink(self, key: PartitionKey, settings: ShareBrokerSettings,

@@ -9,37 +9,26 @@ import uuid
 
 from moldau.clock import ManualClock
 from moldau.coordinator.share.coordinator import ShareCoordinator, ShareStateSettings
-from moldau.coordinator.share.records import SHARE_STATE_TOPIC, ShareSnapshot, StateKey
+from moldau.coordinator.share.records import SHARE_STATE_TOPIC
 from moldau.protocol.errors import ErrorCode
 from moldau.share.manager import ShareGroups
 from moldau.share.partition import AckBatch, AckType, ShareSettings
 from moldau.share.settings import ShareBrokerSettings
+from tests.support.share_state import DirectStateStore
 from tests.unit.coordinator.memory_log import NODE_ID, MemoryLog, image_with
 
 TOPIC_ID = uuid.UUID(int=42)
 KEY = ("g", "t", 0)
 
 
-class CoordinatorStore:
-    """The share coordinator called directly, as a broker does when it coordinates the key itself."""
+class CoordinatorStore(DirectStateStore):
+    """One share coordinator over `log`, called directly."""
 
     def __init__(self, log: MemoryLog) -> None:
         image = image_with(SHARE_STATE_TOPIC, 1)
-        self.coordinator = ShareCoordinator(NODE_ID, ShareStateSettings(num_partitions=1), lambda: image,
-                                            lambda: None, log)
+        super().__init__(ShareCoordinator(NODE_ID, ShareStateSettings(num_partitions=1), lambda: image,
+                                          lambda: None, log))
         self.coordinator.on_image(None, image)
-
-    async def read(self, key: StateKey, leader_epoch: int) -> ShareSnapshot | None:
-        return self.coordinator.read(key, leader_epoch)
-
-    async def write(self, key: StateKey, snapshot: ShareSnapshot) -> ErrorCode:
-        return await self.coordinator.write(key, snapshot, 0)
-
-    async def initialize(self, key: StateKey, start_offset: int) -> ErrorCode:
-        return await self.coordinator.initialize(key, 0, start_offset, 0)
-
-    async def delete(self, key: StateKey) -> ErrorCode:
-        return await self.coordinator.delete(key, 0)
 
 
 def leader(log: MemoryLog, clock: ManualClock, store: CoordinatorStore | None = None) -> ShareGroups:
