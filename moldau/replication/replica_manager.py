@@ -259,7 +259,13 @@ class ReplicaManager:
         plog = hosted.log
         # Record where this epoch starts, so followers asking about earlier epochs learn where those end even
         # before anything is written in this one (Kafka does this at the leadership change too).
-        plog.leader_epochs.assign(hosted.leader_epoch, plog.log_end_offset)
+        try:
+            plog.leader_epochs.assign(hosted.leader_epoch, plog.log_end_offset)
+        except OSError as exc:
+            # A full disk: the partition is led all the same (reads go on); the first append records the epoch,
+            # and cannot succeed before the checkpoint can be written either.
+            log.warning("%s-%d: leader epoch %d not recorded yet: %s", hosted.topic, hosted.partition,
+                        hosted.leader_epoch, exc)
         hosted.leader_state = LeaderState(self.node_id, part.replicas, part.isr, part.leader_epoch,
                                           part.partition_epoch, plog.log_end_offset, self.lag_max_ms,
                                           self._now_ms())
