@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
-import sys
 import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,21 +21,10 @@ from kio.static.primitive import i8, i32
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.cli_runner import moldau, ok
 from tests.support.raw_client import RawClient
 
-REPO = Path(__file__).resolve().parents[2]
 PUSH_TIMEOUT_S = 60
-
-
-def moldau(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "moldau", *args, "-b", bootstrap], capture_output=True, text=True,
-                          cwd=REPO, timeout=60, check=False)
-
-
-def ok(bootstrap: str, *args: str) -> str:
-    result = moldau(bootstrap, *args)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 @pytest.fixture(scope="module")

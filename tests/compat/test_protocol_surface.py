@@ -4,11 +4,8 @@ raw requests, on one broker."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,23 +25,12 @@ from kio.schema.unregister_broker.v0.request import UnregisterBrokerRequest
 from kio.static.primitive import i32, i32Timedelta
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.cli_runner import moldau, ok
 from tests.support.raw_client import RawClient
 
-REPO = Path(__file__).resolve().parents[2]
 KAFKA_4_2 = (4, 2)
 # Kafka advertises the telemetry APIs only with a client-telemetry plugin configured; Moldau always serves them.
 TELEMETRY_KEYS = {71, 72}
-
-
-def moldau(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "moldau", *args, "-b", bootstrap], capture_output=True, text=True,
-                          cwd=REPO, timeout=60, check=False)
-
-
-def ok(bootstrap: str, *args: str) -> str:
-    result = moldau(bootstrap, *args)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 @pytest.fixture(scope="module")

@@ -21,13 +21,10 @@ import asyncio
 import contextlib
 import functools
 import socket
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -39,24 +36,13 @@ from kio.schema.api_versions.v0.request import ApiVersionsRequest
 
 from moldau.net.client import ClientConnection
 from tests.support.broker_process import BrokerProcess
+from tests.support.cli_runner import moldau, ok
 from tests.support.quota_rates import MESSAGE, produce_for, rate
 
-REPO = Path(__file__).resolve().parents[2]
 QUOTA = 200_000  # bytes per second
 # Rates are measured over two spans of the quota's windows (2 x 1 s): a rate measured in windows lets a client
 # burst when a window falls out of it, and is held to the quota on average over each span.
 WARMUP_S, MEASURE_S = 1.0, 4.0
-
-
-def moldau(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "moldau", *args, "-b", bootstrap], capture_output=True, text=True,
-                          cwd=REPO, timeout=60, check=False)
-
-
-def ok(bootstrap: str, *args: str) -> str:
-    result = moldau(bootstrap, *args)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 @pytest.fixture(scope="module")
