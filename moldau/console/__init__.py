@@ -1,6 +1,7 @@
 """The console's HTTP listener (`console.listeners`, default http://127.0.0.1:8080), served by each broker.
 
-Today it serves `/metrics` (Prometheus text format, moldau.metrics) and, on brokers, the client metrics pushed to
-them (`/v1/client-metrics`, moldau.telemetry.http); the console's pages are not built yet.
-`service.py` binds and serves the listener, `app.py` is its Starlette application.
+It serves the web console's pages (pages/ with templates/ and static/; the console is a Kafka client of its own
+cluster, clients.py), `/metrics` (Prometheus text format, moldau.metrics) and, on brokers, the client metrics
+pushed to them (`/v1/client-metrics`, moldau.telemetry.http). `service.py` binds and serves the listener,
+`app.py` is its Starlette application, `context.py` what every page gets, `errors.py` how failures show.
 """

@@ -16,6 +16,8 @@ from starlette.routing import BaseRoute
 
 from moldau.config import ConfigError
 from moldau.console.app import build_app
+from moldau.console.clients import ClientFactory
+from moldau.console.context import ConsoleContext, make_templates
 from moldau.metrics.collector import BrokerCollector
 from moldau.metrics.node import BrokerNode
 from moldau.net.http_server import HttpListener, parse_listener_url
@@ -31,13 +33,15 @@ TLS_CONFIG_NAME = "console"
 
 
 class ConsoleService:
-    def __init__(self, http: HttpListener, registry: CollectorRegistry, routes: Sequence[BaseRoute] = ()) -> None:
+    def __init__(self, http: HttpListener, registry: CollectorRegistry, routes: Sequence[BaseRoute] = (),
+                 console: ConsoleContext | None = None) -> None:
         self.http = http
         self.registry = registry
         self.routes = routes
+        self.console = console  # the pages; None on controller-only nodes, which serve /metrics only
 
     def start(self) -> None:
-        self.http.start(build_app(self.registry, self.routes))
+        self.http.start(build_app(self.registry, self.routes, self.console))
 
     async def stop(self) -> None:
         await self.http.stop()
@@ -62,5 +66,20 @@ def console_for(broker: Broker) -> ConsoleService | None:
     registry.register(BrokerCollector(BrokerNode(broker, broker.counters)))
     for standard in (ProcessCollector, PlatformCollector, GCCollector):
         standard(registry=registry)
-    routes = telemetry_routes(broker.client_telemetry) if broker.is_broker else []
-    return ConsoleService(http, registry, routes)
+    if not broker.is_broker:
+        return ConsoleService(http, registry)
+    console = ConsoleContext(ClientFactory.for_broker(broker.config), make_templates(), broker.config.node_id,
+                             registry_url=_local_registry_url(broker.config.schema_registry_listeners or ""))
+    return ConsoleService(http, registry, telemetry_routes(broker.client_telemetry), console)
+
+
+def _local_registry_url(listeners: str) -> str | None:
+    """Where the console reaches this node's schema registry: its first listener, wildcard hosts as loopback."""
+    first = listeners.split(",")[0].strip()
+    if not first:
+        return None
+    scheme, _, rest = first.partition("://")
+    host, _, port = rest.rstrip("/").rpartition(":")
+    if host in ("", "0.0.0.0", "::", "[::]"):
+        host = "127.0.0.1"
+    return f"{scheme}://{host}:{port}"

@@ -57,6 +57,11 @@ class BrokerProcess:
         return self.overrides["schema.registry.listeners"]
 
     @property
+    def console_url(self) -> str:
+        """The broker's web console, on its console listener."""
+        return self.overrides["console.listeners"].rstrip("/")
+
+    @property
     def metrics_url(self) -> str:
         """The broker's Prometheus endpoint, on its console listener."""
         return self.overrides["console.listeners"].rstrip("/") + "/metrics"
