@@ -17,7 +17,8 @@ def console_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerP
     proc.start()
     yield proc
     try:
-        proc.stop()
+        code = proc.stop()  # the console's librdkafka clients must not keep the broker from stopping cleanly
+        assert code == 0, f"broker exited with {code} on SIGTERM:\n{proc.log_tail()}"
     finally:
         proc.cleanup()
 
