@@ -374,6 +374,7 @@ class BrokerConfig:
     broker_rack = _Str("broker.rack")
     schema_registry_listeners = _Str("schema.registry.listeners")
     console_listeners = _Str("console.listeners")
+    console_connect_urls = _List("console.connect.urls")
     schema_registry_authentication_method = _Str("schema.registry.authentication.method")
     schema_registry_authentication_realm = _Str("schema.registry.authentication.realm")
 

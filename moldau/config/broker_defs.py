@@ -435,6 +435,10 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "Where this node serves its console's HTTP listener, with Prometheus metrics at /metrics, as "
               "http://host:port or https://host:port (port 0: any free port; https takes its certificate from the "
               "ssl.* configs, which listener.name.console.ssl.* overrides); empty turns it off.", HTTP_LISTENER),
+    ConfigDef("console.connect.urls", _T.LIST, "",
+              "Kafka Connect workers' REST APIs (http://host:port, comma-separated) whose connectors the console's "
+              "Connectors page lists, pauses, resumes and restarts; the first that answers is used. Empty: the "
+              "page says how to set it."),
     # The schema registry (Confluent Schema Registry's REST API, docs/registry.md).
     ConfigDef("schema.registry.listeners", _T.STRING, "http://127.0.0.1:8081",
               "Where this broker serves the schema registry's REST API, as http://host:port or https://host:port "

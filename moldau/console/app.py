@@ -10,6 +10,7 @@ from confluent_kafka import KafkaException
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -18,6 +19,7 @@ from starlette.staticfiles import StaticFiles
 from moldau.console.context import STATIC_DIR, ConsoleContext
 from moldau.console.errors import ConsoleError, error_response
 from moldau.console.pages import page_routes
+from moldau.console.signin import SignInMiddleware
 
 __all__ = ["build_app"]
 
@@ -39,4 +41,7 @@ def build_app(registry: CollectorRegistry, routes: Sequence[BaseRoute] = (),
     async def on_error(request: Request, exc: Exception) -> Response:
         return error_response(console, request, exc)
 
-    return Starlette(routes=all_routes, exception_handlers={ConsoleError: on_error, KafkaException: on_error})
+    # Sign-in on secured clusters and the cross-site check of forms (signin.py).
+    middleware = [Middleware(SignInMiddleware, signin=console.signin)]
+    return Starlette(routes=all_routes, exception_handlers={ConsoleError: on_error, KafkaException: on_error},
+                     middleware=middleware)

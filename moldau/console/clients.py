@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 # confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
+from moldau.console.cluster_access import ListenerAccess
+
 if TYPE_CHECKING:
     from moldau.config.broker_config import BrokerConfig
 
@@ -75,9 +77,10 @@ class ConsoleClients:
 class ClientFactory:
     """Builds the console's clients from the broker's own configuration; one set per console user."""
 
-    def __init__(self, base_config: dict[str, Any], secured: bool) -> None:
+    def __init__(self, base_config: dict[str, Any], secured: bool, access: ListenerAccess | None = None) -> None:
         self.base_config = base_config
         self.secured = secured  # True when the console's listener wants SASL: users must sign in
+        self.access = access  # the listener for Moldau's own client (sign-in checks, APIs librdkafka lacks)
         self._clients: dict[Credentials | None, ConsoleClients] = {}
 
     @classmethod
@@ -92,7 +95,9 @@ class ClientFactory:
             "socket.timeout.ms": REQUEST_TIMEOUT_MS,
             "request.timeout.ms": REQUEST_TIMEOUT_MS,
         }
-        return cls(base, secured=protocol.startswith("SASL"))
+        access = ListenerAccess.for_listener(config, listener.name, host, listener.port)
+        base.update(access.librdkafka_tls())  # SSL and SASL_SSL: trust the broker's CA (cluster_access.py)
+        return cls(base, secured=protocol.startswith("SASL"), access=access)
 
     def for_user(self, credentials: Credentials | None) -> ConsoleClients:
         clients = self._clients.get(credentials)

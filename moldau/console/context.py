@@ -3,7 +3,7 @@ node's schema registry is (for decoding messages), built once per console listen
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
 from moldau.console.clients import ClientFactory, ConsoleClients, Credentials
+from moldau.console.signin import SignIn
 
 __all__ = ["STATIC_DIR", "TEMPLATES_DIR", "ConsoleContext"]
 
@@ -25,6 +26,11 @@ class ConsoleContext:
     templates: Jinja2Templates
     node_id: int
     registry_url: str | None = None  # this node's schema registry, when it runs one
+    connect_urls: tuple[str, ...] = ()  # Kafka Connect REST APIs for the Connectors page (console.connect.urls)
+    signin: SignIn = field(init=False)  # sessions of signed-in users on a secured cluster (signin.py)
+
+    def __post_init__(self) -> None:
+        self.signin = SignIn(self.clients)
 
     def clients_for(self, request: Request) -> ConsoleClients:
         """The clients acting for the request's user (set by the sign-in middleware on secured clusters)."""

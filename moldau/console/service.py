@@ -69,7 +69,8 @@ def console_for(broker: Broker) -> ConsoleService | None:
     if not broker.is_broker:
         return ConsoleService(http, registry)
     console = ConsoleContext(ClientFactory.for_broker(broker.config), make_templates(), broker.config.node_id,
-                             registry_url=_local_registry_url(broker.config.schema_registry_listeners or ""))
+                             registry_url=_local_registry_url(broker.config.schema_registry_listeners or ""),
+                             connect_urls=tuple(broker.config.console_connect_urls))
     return ConsoleService(http, registry, telemetry_routes(broker.client_telemetry), console)
 
 

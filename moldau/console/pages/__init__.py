@@ -9,10 +9,10 @@ from __future__ import annotations
 from starlette.routing import BaseRoute
 
 from moldau.console.context import ConsoleContext
-from moldau.console.pages import overview
+from moldau.console.pages import acls, auth, connectors, overview, quotas
 
 __all__ = ["page_routes"]
 
 
 def page_routes(ctx: ConsoleContext) -> list[BaseRoute]:
-    return [*overview.routes(ctx)]
+    return [*overview.routes(ctx), *auth.routes(ctx), *acls.routes(ctx), *quotas.routes(ctx), *connectors.routes(ctx)]
