@@ -5,6 +5,9 @@ own traffic stays on a PLAINTEXT listener."""
 
 from __future__ import annotations
 
+import urllib.error
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +16,7 @@ from moldau.net.ports import free_ports
 from tests.support.broker_process import BrokerProcess
 from tests.support.sasl import create_scram_users
 
-__all__ = ["PASSWORDS", "SecuredBroker", "start_secured_broker"]
+__all__ = ["PASSWORDS", "SecuredBroker", "http", "start_secured_broker"]
 
 PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
@@ -59,3 +62,21 @@ def start_secured_broker(data_dir: Path, overrides: dict[str, str] | None = None
         proc.cleanup()
         raise
     return broker
+
+
+def http(url: str, method: str = "GET", body: dict[str, str] | None = None,
+         headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
+    """One request to the console without following redirects: (status, headers in lower case, body)."""
+    data = None if body is None else urllib.parse.urlencode(body).encode()
+    request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any) -> None:
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(request, timeout=30) as response:
+            return response.status, {k.lower(): v for k, v in response.headers.items()}, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read().decode()
