@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 # confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
@@ -39,7 +39,7 @@ class Credentials:
 
     mechanism: str  # PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
     username: str
-    password: str
+    password: str = field(repr=False)  # never in logs or tracebacks
 
 
 class ConsoleClients:

@@ -258,6 +258,11 @@ def test_the_connectors_page_lists_and_pauses_a_real_worker(
         submit(web, "#connectors tr[data-connector=console-file-source] form[action$=pause] button")
         web.wait_for_text("#connectors tr[data-connector=console-file-source] .state", "PAUSED")
         assert worker.request("GET", "/connectors/console-file-source/status")[1]["connector"]["state"] == "PAUSED"
+        submit(web, "#connectors tr[data-connector=console-file-source] form[action$=resume] button")
+        web.wait_for_text("#connectors tr[data-connector=console-file-source] .state", "RUNNING")
+        submit(web, "#connectors tr[data-connector=console-file-source] form[action$=restart] button")
+        assert web.find("#connector-notice").text == "restart: console-file-source"
+        web.wait_for_text("#connectors tr[data-connector=console-file-source] .tasks", "#0 RUNNING")
     finally:
         try:
             assert worker.stop() == 0, worker.log_tail()

@@ -111,3 +111,7 @@ def test_state_changing_requests_must_come_from_the_console_itself(headers: dict
 ])
 def test_after_signing_in_the_console_only_goes_to_its_own_pages(target: str | None, path: str) -> None:
     assert local_path(target) == path
+
+
+def test_a_password_never_shows_in_a_repr() -> None:
+    assert "alice-secret" not in repr(ALICE) and "alice-secret" not in repr(SessionStore(Clock()).create(ALICE)[0])
