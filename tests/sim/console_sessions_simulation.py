@@ -27,6 +27,10 @@ USERS = [Credentials("PLAIN", "alice", "a"), Credentials("SCRAM-SHA-256", "bob",
          Credentials("SCRAM-SHA-512", "carol", "c"), Credentials("PLAIN", "alice", "other")]
 
 
+def _order(credentials: Credentials) -> tuple[str, str, str]:
+    return credentials.mechanism, credentials.username, credentials.password
+
+
 class ConsoleSessionsSimulation:
     def __init__(self, seed: int) -> None:
         self.seed = seed
@@ -77,7 +81,7 @@ class ConsoleSessionsSimulation:
             expected_ended.append(self.model.pop(least_recent)[0])
             self.stats["pushed out"] += 1
         session, ended = self.store.create(credentials)
-        if sorted(ended, key=repr) != sorted(expected_ended, key=repr):
+        if sorted(ended, key=_order) != sorted(expected_ended, key=_order):
             self.fail(f"create ended {ended}, expected {expected_ended}")
         if session.token in self.tokens:
             self.fail(f"token {session.token} given twice")
