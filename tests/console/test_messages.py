@@ -10,14 +10,24 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from selenium.webdriver.support.select import Select
 
+from moldau.registry.formats.protobuf import ProtobufFormat
 from tests.support.broker_process import BrokerProcess
 from tests.support.browser import Browser
 from tests.support.clients import ck_produce, create_topic
 
 ORDER_SCHEMA = json.dumps({"type": "record", "name": "Order", "namespace": "shop",
                            "fields": [{"name": "id", "type": "int"}, {"name": "item", "type": "string"}]})
+READING_PROTO = """syntax = "proto3";
+package plant;
+message Reading { string sensor = 1; double celsius = 2; }
+"""
+PRICE_SCHEMA = json.dumps({"type": "object", "properties": {"sku": {"type": "string"}, "cents": {"type": "integer"}},
+                           "required": ["sku", "cents"]})
 BASE_TS_MS = 1_750_000_000_000
 
 
@@ -48,7 +58,7 @@ def test_a_record_produced_through_the_form_is_browsed(browser: Browser, console
     form.find_element("name", "key").send_keys("order-1")
     form.find_element("name", "partition").send_keys("1")
     form.find_element("name", "value").send_keys('{"id": 1, "item": "tea"}')
-    form.find_element("name", "headers").send_keys("source=console\ntrace=abc-1")
+    form.find_element("name", "headers").send_keys("source=console\ntrace=<b>abc-1</b>")
     form.submit()
     browser.wait_for("#produced")
     browser.settle()
@@ -59,7 +69,7 @@ def test_a_record_produced_through_the_form_is_browsed(browser: Browser, console
     assert row.find_element("css selector", ".key pre").text == "order-1"
     assert row.find_element("css selector", ".value pre").text == '{\n  "id": 1,\n  "item": "tea"\n}'
     headers = [h.text for h in row.find_elements("css selector", ".header")]
-    assert headers == ["source=console", "trace=abc-1"]
+    assert headers == ["source=console", "trace=<b>abc-1</b>"]  # shown as text, never as markup
     browser.screenshot("messages-produced")
 
 
@@ -109,6 +119,49 @@ def test_avro_values_are_decoded_with_a_link_to_their_schema(browser: Browser,
     browser.screenshot("schemas")
     browser.open(f"/schemas/ids/{schema_id}")
     assert browser.driver.current_url.endswith("/schemas/msg-avro-value#v1")
+
+
+def test_protobuf_json_schema_and_avro_keys_are_decoded(browser: Browser, console_broker: BrokerProcess) -> None:
+    create_topic(console_broker.bootstrap, "msg-formats")
+    registry = SchemaRegistryClient({"url": console_broker.registry_url})
+    reading = ProtobufFormat().parse(READING_PROTO, {}).message_class((0,))
+    write_reading = ProtobufSerializer(reading, registry, {"use.deprecated.format": False})
+    write_price = JSONSerializer(PRICE_SCHEMA, registry, conf={"subject.name.strategy": lambda ctx, name: "prices"})
+    write_key = AvroSerializer(registry, '"string"')
+    value_context = SerializationContext("msg-formats", MessageField.VALUE)
+    key_context = SerializationContext("msg-formats", MessageField.KEY)
+    producer = Producer({"bootstrap.servers": console_broker.bootstrap})
+    producer.produce("msg-formats", key=write_key("sensor-7", key_context),
+                     value=write_reading(reading(sensor="s7", celsius=21.5), value_context))
+    producer.produce("msg-formats", value=write_price({"sku": "tea", "cents": 450}, value_context))
+    assert producer.flush(10) == 0
+
+    browser.open("/topics/msg-formats/messages")
+
+    values = [cell.text for cell in browser.find_all("#records .value pre")]
+    assert values == ['{\n  "sensor": "s7",\n  "celsius": 21.5\n}', '{\n  "sku": "tea",\n  "cents": 450\n}']
+    badges = [badge.text for badge in browser.find_all("#records .value a.badge.schema")]
+    assert badges[0].startswith("Protobuf · schema ") and badges[0].endswith(" · msg-formats-value v1")
+    assert badges[1].startswith("JSON Schema · schema ") and badges[1].endswith(" · prices v1")
+    assert browser.find("#records .key pre").text == '"sensor-7"'
+    assert browser.find("#records .key a.badge.schema").text.endswith("msg-formats-key v1")
+
+
+def test_the_form_makes_a_linkable_view(browser: Browser, seek_topic: str) -> None:
+    browser.open(f"/topics/{seek_topic}/messages")
+    form = browser.find("#browse-form")
+    Select(form.find_element("name", "from")).select_by_value("offset")
+    form.find_element("name", "offset").send_keys("7")
+    count = form.find_element("name", "count")
+    count.clear()
+    count.send_keys("2")
+    form.find_element("css selector", "button[type=submit]").click()
+    browser.wait_until(lambda: "offset=7" in browser.driver.current_url, what="the form's view in the address")
+    browser.settle()
+    assert shown_offsets(browser) == [(0, 7), (0, 8)]
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(browser.driver.current_url).query, True))
+    assert query == {"partition": "", "from": "offset", "offset": "7", "timestamp": "", "count": "2", "q": "",
+                     "search": "text"}
 
 
 def test_reading_from_an_offset_a_timestamp_or_the_end(browser: Browser, seek_topic: str) -> None:
@@ -176,3 +229,23 @@ def test_binary_values_and_the_dark_theme(browser: Browser, console_broker: Brok
     assert browser.find("#records .value pre").text.splitlines()[0] == "00 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f"
     browser.screenshot("messages-dark")
     browser.driver.execute_script("localStorage.removeItem('moldau-theme')")
+
+
+def test_without_a_schema_registry_the_pages_say_so(browser: Browser,
+                                                    tmp_path_factory: pytest.TempPathFactory) -> None:
+    bare = BrokerProcess(tmp_path_factory.mktemp("no-registry"), {"schema.registry.listeners": ""})
+    bare.start()
+    served_by = browser.base_url
+    try:
+        browser.base_url = bare.console_url
+        browser.open("/schemas")
+        assert "runs no schema registry" in browser.find("#no-registry").text
+        create_topic(bare.bootstrap, "msg-bare")
+        ck_produce(bare.bootstrap, "msg-bare", [{"value": b"\x00\x00\x00\x00\x01\x02ok"}])
+        browser.open("/topics/msg-bare/messages")
+        assert browser.find("#records .value .badge").text == "binary"
+        assert "runs no schema registry" in browser.find("main").text
+    finally:
+        browser.base_url = served_by
+        assert bare.stop() == 0
+        bare.cleanup()

@@ -61,6 +61,7 @@ def routes(ctx: ConsoleContext) -> list[BaseRoute]:
     async def produce_record(request: Request) -> Response:
         topic = request.path_params["name"]
         form = parse_form(await _form_fields(request))
+        await topic_partitions(ctx.clients_for(request), topic)  # a mistyped path must not create a topic
         try:
             produced = await asyncio.to_thread(produce, ctx.clients_for(request).config(), topic, form)
         except ConsoleError as exc:

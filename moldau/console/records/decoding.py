@@ -17,7 +17,9 @@ import io
 import json
 import struct
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,15 +74,24 @@ class _Schema:
 
 
 class SchemaDecoder:
-    """Decodes wire-format bytes through one registry; None `url` means the node runs no registry."""
+    """Decodes wire-format bytes through one registry; None `url` means the node runs no registry.
 
-    def __init__(self, url: str | None) -> None:
+    Schemas are cached by id for good (ids are never reused); that an id is unknown, or that the registry could
+    not be reached, is remembered for FAILURE_TTL_S only, so a page of records with the same failing id asks once,
+    and a schema registered later, or a registry back up, shows on a later page."""
+
+    FAILURE_TTL_S = 10.0
+
+    def __init__(self, url: str | None, clock: Callable[[], float] = time.monotonic) -> None:
         self.url = url
-        self._cache: OrderedDict[int, _Schema | None] = OrderedDict()
+        self.clock = clock
+        self._cache: OrderedDict[int, _Schema] = OrderedDict()
+        self._failures: dict[int, tuple[float, RegistryError | None]] = {}  # id -> (until, error or unknown)
         self._lock = threading.Lock()  # requests decode in worker threads at the same time
 
     def decode(self, data: bytes) -> Shown | None:
-        """The record decoded with its writer's schema, None when it is not in the wire format of a known id."""
+        """The record decoded with its writer's schema, None when it is not in the wire format of a known id.
+        Raises RegistryError when the registry cannot answer."""
         if self.url is None or len(data) < 5 or data[0] != 0:
             return None
         schema_id = struct.unpack_from(">I", data, 1)[0]
@@ -104,12 +115,31 @@ class SchemaDecoder:
             if schema_id in self._cache:
                 self._cache.move_to_end(schema_id)
                 return self._cache[schema_id]
-        schema = self._fetch(schema_id)
+            failure = self._failures.get(schema_id)
+            if failure is not None and failure[0] > self.clock():
+                if failure[1] is not None:
+                    raise failure[1]
+                return None
+        try:
+            schema = self._fetch(schema_id)
+        except RegistryError as exc:
+            with self._lock:
+                self._remember_failure(schema_id, exc)
+            raise
         with self._lock:
+            if schema is None:
+                self._remember_failure(schema_id, None)
+                return None
             self._cache[schema_id] = schema
             if len(self._cache) > _SCHEMA_CACHE_ENTRIES:
                 self._cache.popitem(last=False)
         return schema
+
+    def _remember_failure(self, schema_id: int, error: RegistryError | None) -> None:
+        """Called with the lock held."""
+        now = self.clock()
+        self._failures = {k: v for k, v in self._failures.items() if v[0] > now}
+        self._failures[schema_id] = (now + self.FAILURE_TTL_S, error)
 
     def _fetch(self, schema_id: int) -> _Schema | None:
         assert self.url is not None
@@ -117,12 +147,13 @@ class SchemaDecoder:
         try:
             answer = registry.get(f"/schemas/ids/{schema_id}")
             references = resolve_references(registry, answer.get("references") or [])
-            parsed = parse_schema(answer.get("schemaType", "AVRO"), answer["schema"], references)
             holders = registry.get(f"/schemas/ids/{schema_id}/versions")
         except RegistryError as exc:
             if exc.status == 404:
                 return None  # bytes that only look like the wire format
             raise
+        try:
+            parsed = parse_schema(answer.get("schemaType", "AVRO"), answer["schema"], references)
         except Exception:  # a schema that no longer parses: show the bytes instead
             return None
         holder = holders[0] if holders else {}
