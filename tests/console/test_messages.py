@@ -84,7 +84,17 @@ def test_a_refused_record_shows_the_error_beside_the_form(browser: Browser, cons
     browser.wait_for("#produce-error")
     assert "UNKNOWN_PARTITION" in browser.find("#produce-error").text
     assert browser.find("#produce-form textarea[name=value]").get_attribute("value") == "lost"
-    browser.console_errors()  # the page's own 404 status is logged by the browser; that is this test's point
+
+    create_topic(console_broker.bootstrap, "msg-validated", config={"confluent.value.schema.validation": "true"})
+    browser.open("/topics/msg-validated/messages")
+    browser.find("#produce summary").click()
+    browser.find("#produce-form textarea[name=value]").send_keys("not in the wire format")
+    browser.find("#produce-form").submit()
+    browser.wait_for("#produce-error")
+    assert "INVALID_RECORD" in browser.find("#produce-error").text
+    assert browser.find("#no-records")
+    browser.screenshot("messages-refused")
+    browser.console_errors()  # the pages' own 4xx statuses are logged by the browser; that is this test's point
 
 
 def test_avro_values_are_decoded_with_a_link_to_their_schema(browser: Browser,
