@@ -67,9 +67,12 @@ def produce(config: dict[str, Any], topic: str, form: ProduceForm) -> Produced:
                          "message.timeout.ms": DELIVERY_TIMEOUT_MS})
     outcome: list[tuple[KafkaError | None, Message]] = []
     extra: dict[str, Any] = {} if partition is None else {"partition": partition}
-    producer.produce(topic, value=form.value.encode(), key=None if form.null_key else form.key.encode(),
-                     headers=headers or None, on_delivery=lambda err, msg: outcome.append((err, msg)), **extra)
-    producer.flush(DELIVERY_TIMEOUT_MS / 1000 + 5)
+    try:
+        producer.produce(topic, value=form.value.encode(), key=None if form.null_key else form.key.encode(),
+                         headers=headers or None, on_delivery=lambda err, msg: outcome.append((err, msg)), **extra)
+        producer.flush(DELIVERY_TIMEOUT_MS / 1000 + 5)
+    finally:
+        producer.close()  # its connections end with the request, not when the garbage collector gets to it
     if not outcome:
         raise ConsoleError(504, "the broker did not answer the produce request in time")
     error, message = outcome[0]

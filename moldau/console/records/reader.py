@@ -190,6 +190,12 @@ def _read(consumer: Consumer, topic: str, ranges: list[PartitionRange], query: B
         if clock() > deadline:
             return candidates, sum(r.read for r in ranges), True
         for message in consumer.consume(num_messages=500, timeout=0.2):
+            error = message.error()
+            if message.topic() is None and error is not None:
+                # Not about the records (e.g. the throwaway group's coordinator, which this consumer never uses).
+                if error.fatal():
+                    raise KafkaException(error)
+                continue
             part = by_partition.get(message.partition() or 0)
             if part is not None and not part.done:
                 _take(message, part, query, decoder, candidates)
