@@ -8,7 +8,7 @@ import urllib.parse
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
@@ -131,6 +131,30 @@ def test_avro_values_are_decoded_with_a_link_to_their_schema(browser: Browser,
     assert browser.driver.current_url.endswith("/schemas/msg-avro-value#v1")
 
 
+def test_a_schema_with_references_decodes_and_links_them(browser: Browser, console_broker: BrokerProcess) -> None:
+    create_topic(console_broker.bootstrap, "msg-priced")
+    registry = SchemaRegistryClient({"url": console_broker.registry_url})
+    money = json.dumps({"type": "record", "name": "Money", "namespace": "shop",
+                        "fields": [{"name": "cents", "type": "long"}, {"name": "currency", "type": "string"}]})
+    priced = json.dumps({"type": "record", "name": "Priced", "namespace": "shop",
+                         "fields": [{"name": "sku", "type": "string"}, {"name": "price", "type": "shop.Money"}]})
+    registry.register_schema("money", Schema(money, "AVRO"))
+    priced_id = registry.register_schema(
+        "msg-priced-value", Schema(priced, "AVRO", [SchemaReference("shop.Money", "money", 1)]))
+    serialize = AvroSerializer(registry, None, conf={"auto.register.schemas": False, "use.latest.version": True})
+    value = serialize({"sku": "tea", "price": {"cents": 450, "currency": "EUR"}},
+                      SerializationContext("msg-priced", MessageField.VALUE))
+    ck_produce(console_broker.bootstrap, "msg-priced", [{"value": value}])
+
+    browser.open("/topics/msg-priced/messages")
+    assert json.loads(browser.find("#records .value pre").text) == {
+        "sku": "tea", "price": {"cents": 450, "currency": "EUR"}}
+    assert browser.find("#records .value a.badge.schema").text == f"Avro · schema {priced_id} · msg-priced-value v1"
+    browser.open("/schemas/msg-priced-value")
+    reference = browser.find("#v1 .references a")
+    assert (reference.text, reference.get_attribute("href")) == ("shop.Money", f"{browser.base_url}/schemas/money#v1")
+
+
 def test_protobuf_json_schema_and_avro_keys_are_decoded(browser: Browser, console_broker: BrokerProcess) -> None:
     create_topic(console_broker.bootstrap, "msg-formats")
     registry = SchemaRegistryClient({"url": console_broker.registry_url})
@@ -155,6 +179,8 @@ def test_protobuf_json_schema_and_avro_keys_are_decoded(browser: Browser, consol
     assert badges[1].startswith("JSON Schema · schema ") and badges[1].endswith(" · prices v1")
     assert browser.find("#records .key pre").text == '"sensor-7"'
     assert browser.find("#records .key a.badge.schema").text.endswith("msg-formats-key v1")
+    browser.open(messages_path("msg-formats", q="sensor-7", search="key"))
+    assert shown_offsets(browser) == [(0, 0)]
 
 
 def test_the_form_makes_a_linkable_view(browser: Browser, seek_topic: str) -> None:

@@ -54,10 +54,6 @@ class Shown:
     error: str | None = None  # why a wire-format record could not be decoded
     truncated: bool = False
 
-    @property
-    def searchable(self) -> str:
-        return self.text
-
 
 @dataclass(frozen=True)
 class ShownHeader:

@@ -9,6 +9,7 @@ over the partitions, and the page says when the bound cut the search short), and
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -56,8 +57,8 @@ class ShownRecord:
     def matches(self, query: BrowseQuery) -> bool:
         if not query.q:
             return True
-        if query.search == "key":
-            return self.key.kind != "null" and self.key.text == query.q
+        if query.search == "key":  # a key decoded with a schema shows as JSON: a string key in quotes
+            return self.key.kind != "null" and self.key.text in (query.q, json.dumps(query.q, ensure_ascii=False))
         needle = query.q.casefold()
         texts = [self.key.text, self.value.text, *(f"{h.key}={h.value}" for h in self.headers)]
         return any(needle in text.casefold() for text in texts)
@@ -137,7 +138,7 @@ def _plan(consumer: Consumer, topic: str, partitions: list[int], query: BrowseQu
     """Where each partition is read from and up to, by the query's start."""
     marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=CALL_TIMEOUT_S, cached=False)
              for p in partitions}
-    budget = SEARCH_SCAN_MAX // len(partitions) if query.q else query.count
+    budget = _scan_budget(len(partitions)) if query.q else query.count
     starts: dict[int, int] = {}
     if query.start == "timestamp":
         found = consumer.offsets_for_times([TopicPartition(topic, p, query.timestamp_ms or 0) for p in partitions],
@@ -172,6 +173,11 @@ def _bounds(query: BrowseQuery, partition: int, low: int, high: int, budget: int
             return max(low, stop - budget), stop
 
 
+def _scan_budget(partitions: int) -> int:
+    """Records a search reads from each partition: SEARCH_SCAN_MAX spread evenly (at least one each)."""
+    return max(1, SEARCH_SCAN_MAX // partitions)
+
+
 def _read(consumer: Consumer, topic: str, ranges: list[PartitionRange], query: BrowseQuery,
           decoder: SchemaDecoder, clock: Callable[[], float]) -> tuple[list[ShownRecord], int, bool]:
     """Read every partition's range (at most `count` matches, or SEARCH_SCAN_MAX // partitions records scanned, per
@@ -180,7 +186,7 @@ def _read(consumer: Consumer, topic: str, ranges: list[PartitionRange], query: B
     wanted = [r for r in ranges if r.start < r.stop]
     for r in ranges:
         r.done = r.start >= r.stop
-        r.scan_budget = SEARCH_SCAN_MAX // len(ranges)
+        r.scan_budget = _scan_budget(len(ranges))
     if not wanted:
         return [], 0, False
     consumer.assign([TopicPartition(topic, r.partition, r.start) for r in wanted])
@@ -251,7 +257,7 @@ def _select(candidates: list[ShownRecord], ranges: list[PartitionRange], query: 
             older[record.partition] = max(older[record.partition], record.offset + 1)
         else:
             newer[record.partition] = min(newer[record.partition], record.offset)
-    bound_hit = bool(query.q) and any(r.read >= SEARCH_SCAN_MAX // len(ranges) and r.read_to < r.stop
+    bound_hit = bool(query.q) and any(r.read >= r.scan_budget and r.read_to < r.stop
                                       for r in ranges)
     if query.q and take_last:  # the window before the end was the bound: say so unless it found a full page
         bound_hit = any(r.start > r.low for r in ranges) and len(candidates) < query.count
