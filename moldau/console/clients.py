@@ -91,6 +91,8 @@ class ClientFactory:
             "client.id": "moldau-console",
             "socket.timeout.ms": REQUEST_TIMEOUT_MS,
             "request.timeout.ms": REQUEST_TIMEOUT_MS,
+            # Looking a topic up by name (a page's path) must not create it on a broker that auto-creates topics.
+            "allow.auto.create.topics": False,
         }
         return cls(base, secured=protocol.startswith("SASL"))
 
