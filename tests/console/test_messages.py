@@ -285,3 +285,17 @@ def test_without_a_schema_registry_the_pages_say_so(browser: Browser,
         browser.base_url = served_by
         assert bare.stop() == 0
         bare.cleanup()
+
+
+def test_an_unknown_topic_or_a_bad_query_is_named(browser: Browser, seek_topic: str) -> None:
+    browser.open("/topics/msg-no-such-topic/messages")
+    assert browser.find("h1").text == "Error 404"
+    assert browser.find(".error").text == "there is no topic 'msg-no-such-topic'"
+    browser.open(messages_path(seek_topic, count=9999))
+    assert browser.find("h1").text == "Error 400"
+    assert browser.find(".error").text == "count must be between 1 and 500"
+    browser.open(messages_path(seek_topic, partition=4))
+    assert browser.find(".error").text == "the topic has no partition 4 (it has 1)"
+    browser.open("/schemas/no-such-subject")
+    assert browser.find("h1").text == "Error 404" and "not found" in browser.find(".error").text.lower()
+    browser.console_errors()  # the browser logs the pages' own error statuses; that is this test's point
