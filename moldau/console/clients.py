@@ -94,6 +94,8 @@ class ClientFactory:
             "client.id": "moldau-console",
             "socket.timeout.ms": REQUEST_TIMEOUT_MS,
             "request.timeout.ms": REQUEST_TIMEOUT_MS,
+            # Looking a topic up by name (a page's path) must not create it on a broker that auto-creates topics.
+            "allow.auto.create.topics": False,
         }
         access = ListenerAccess.for_listener(config, listener.name, host, listener.port)
         base.update(access.librdkafka_tls())  # SSL and SASL_SSL: trust the broker's CA (cluster_access.py)

@@ -9,10 +9,18 @@ from __future__ import annotations
 from starlette.routing import BaseRoute
 
 from moldau.console.context import ConsoleContext
-from moldau.console.pages import acls, auth, connectors, overview, quotas
+from moldau.console.pages import acls, auth, connectors, messages, overview, quotas, schemas
 
 __all__ = ["page_routes"]
 
 
 def page_routes(ctx: ConsoleContext) -> list[BaseRoute]:
-    return [*overview.routes(ctx), *auth.routes(ctx), *acls.routes(ctx), *quotas.routes(ctx), *connectors.routes(ctx)]
+    return [
+        *overview.routes(ctx),
+        *messages.routes(ctx),
+        *schemas.routes(ctx),
+        *auth.routes(ctx),
+        *acls.routes(ctx),
+        *quotas.routes(ctx),
+        *connectors.routes(ctx),
+    ]
