@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import quote, urlsplit
 
 from kio.schema.metadata.v12.request import MetadataRequest
 from starlette.middleware.base import BaseHTTPMiddleware
@@ -32,13 +32,12 @@ from moldau.console.sessions import SessionStore
 from moldau.net.client import ConnectionFailed
 from moldau.security.sasl.client import SaslClientError
 
-__all__ = ["COOKIE", "SignIn", "SignInFailed", "SignInMiddleware", "form_fields", "local_path"]
+__all__ = ["COOKIE", "SignIn", "SignInFailed", "SignInMiddleware", "local_path"]
 
 COOKIE = "moldau_session"
 OPEN_PATHS = frozenset({"/login", "/metrics", "/favicon.ico"})
 OPEN_PREFIXES = ("/static/", "/v1/")
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-MAX_FORM_BYTES = 64 * 1024
 
 
 class SignInFailed(Exception):
@@ -142,12 +141,3 @@ def local_path(target: str | None) -> str:
     if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
         return "/"
     return target
-
-
-async def form_fields(request: Request) -> dict[str, str]:
-    """An urlencoded form's fields (the last of repeated ones); bounded, since anyone can post to /login."""
-    body = await request.body()
-    if len(body) > MAX_FORM_BYTES:
-        return {}
-    return {key: values[-1] for key, values in parse_qs(body.decode("utf-8", "replace"),
-                                                          keep_blank_values=True).items()}

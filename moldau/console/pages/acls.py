@@ -26,7 +26,7 @@ from starlette.routing import BaseRoute, Route
 from moldau.console.clients import ConsoleClients
 from moldau.console.context import ConsoleContext
 from moldau.console.errors import ConsoleError
-from moldau.console.signin import form_fields
+from moldau.console.forms import form_fields
 
 __all__ = ["AclRow", "create_acl", "delete_acl", "list_acls", "routes"]
 

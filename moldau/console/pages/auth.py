@@ -13,7 +13,8 @@ from starlette.routing import BaseRoute, Route
 
 from moldau.console.clients import Credentials
 from moldau.console.context import ConsoleContext
-from moldau.console.signin import COOKIE, SignInFailed, form_fields, local_path
+from moldau.console.forms import form_fields
+from moldau.console.signin import COOKIE, SignInFailed, local_path
 
 __all__ = ["routes"]
 

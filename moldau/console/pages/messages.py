@@ -10,7 +10,6 @@ the form as it was and the error beside it.
 from __future__ import annotations
 
 import asyncio
-import urllib.parse
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -21,6 +20,7 @@ from starlette.routing import BaseRoute, Route
 from moldau.console.clients import ConsoleClients
 from moldau.console.context import ConsoleContext
 from moldau.console.errors import ConsoleError, kafka_error_status
+from moldau.console.forms import form_fields
 from moldau.console.records.decoding import SchemaDecoder
 from moldau.console.records.producing import ProduceForm, parse_form, produce
 from moldau.console.records.query import COUNT_MAX, SEARCH_SCAN_MAX, BrowseQuery, parse_query
@@ -60,7 +60,7 @@ def routes(ctx: ConsoleContext) -> list[BaseRoute]:
 
     async def produce_record(request: Request) -> Response:
         topic = request.path_params["name"]
-        form = parse_form(await _form_fields(request))
+        form = parse_form(await form_fields(request))
         await topic_partitions(ctx.clients_for(request), topic)  # a mistyped path must not create a topic
         try:
             produced = await asyncio.to_thread(produce, ctx.clients_for(request).config(), topic, form)
@@ -76,15 +76,6 @@ def routes(ctx: ConsoleContext) -> list[BaseRoute]:
 
     return [Route("/topics/{name}/messages", show, methods=["GET"]),
             Route("/topics/{name}/messages", produce_record, methods=["POST"])]
-
-
-async def _form_fields(request: Request) -> dict[str, str]:
-    """An HTML form's fields (application/x-www-form-urlencoded, what the produce form sends); read here rather
-    than with Starlette's form parser, which needs an extra package for multipart bodies this form never sends."""
-    if not request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
-        raise ConsoleError(415, "send the form as application/x-www-form-urlencoded")
-    fields = urllib.parse.parse_qs((await request.body()).decode("utf-8", "replace"), keep_blank_values=True)
-    return {name: values[0] for name, values in fields.items()}
 
 
 def _produced(request: Request) -> tuple[int, int] | None:

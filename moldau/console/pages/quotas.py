@@ -23,7 +23,7 @@ from starlette.routing import BaseRoute, Route
 from moldau.console.clients import ConsoleClients
 from moldau.console.context import ConsoleContext
 from moldau.console.errors import ConsoleError
-from moldau.console.signin import form_fields
+from moldau.console.forms import form_fields
 from moldau.net.client import ConnectionFailed
 
 __all__ = ["QUOTA_KEYS", "QuotaRow", "alter_quotas", "describe_quotas", "routes"]
