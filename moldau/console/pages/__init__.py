@@ -9,10 +9,14 @@ from __future__ import annotations
 from starlette.routing import BaseRoute
 
 from moldau.console.context import ConsoleContext
-from moldau.console.pages import overview
+from moldau.console.pages import brokers, overview, topics
 
 __all__ = ["page_routes"]
 
 
 def page_routes(ctx: ConsoleContext) -> list[BaseRoute]:
-    return [*overview.routes(ctx)]
+    return [
+        *overview.routes(ctx),
+        *brokers.routes(ctx),
+        *topics.routes(ctx),
+    ]

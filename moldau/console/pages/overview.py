@@ -1,8 +1,10 @@
-"""`/`: the cluster at a glance: its id, the active controller, the brokers, and how many partitions are
-under-replicated (ISR smaller than the replica set) or offline (no leader)."""
+"""`/`: the cluster at a glance: its id, the active controller, the brokers, how many partitions are
+under-replicated (ISR smaller than the replica set) or offline (no leader), and the KRaft metadata quorum (leader,
+epoch, high watermark, each voter's and observer's lag), which refreshes live from `/overview/quorum`."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from moldau.console.cluster_view import gather_quorum
 from moldau.console.context import ConsoleContext
 
 __all__ = ["ClusterSummary", "routes", "summarize"]
@@ -52,7 +55,18 @@ def summarize(metadata: Any) -> ClusterSummary:
 
 def routes(ctx: ConsoleContext) -> list[BaseRoute]:
     async def overview(request: Request) -> Response:
-        metadata = await ctx.clients_for(request).metadata()
-        return ctx.render(request, "overview/index.html", summary=summarize(metadata))
+        clients = ctx.clients_for(request)
+        metadata = await clients.metadata()
+        quorum = await gather_quorum(clients, _now_ms())
+        return ctx.render(request, "overview/index.html", summary=summarize(metadata), quorum=quorum)
 
-    return [Route("/", overview, methods=["GET"])]
+    async def quorum_fragment(request: Request) -> Response:
+        quorum = await gather_quorum(ctx.clients_for(request), _now_ms())
+        return ctx.render(request, "overview/_quorum.html", quorum=quorum)
+
+    return [Route("/", overview, methods=["GET"]), Route("/overview/quorum", quorum_fragment, methods=["GET"])]
+
+
+def _now_ms() -> int:
+    # DescribeQuorum's fetch times are wall-clock milliseconds; "how long ago" needs the same clock.
+    return int(time.time() * 1000)
