@@ -4,7 +4,7 @@ says through other clients."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka import TopicPartition
@@ -26,6 +26,17 @@ def _create(admin: AdminClient, name: str, partitions: int = 1) -> None:
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
 
 
+def _eventually(browser: Browser, condition: Callable[[], bool], what: str) -> None:
+    """Wait for `condition`, reloading the page between tries: a broker's metadata may trail the controller's
+    answer to a change for a moment."""
+    def reloaded() -> bool:
+        browser.driver.refresh()
+        browser.settle()
+        return condition()
+    if not condition():
+        browser.wait_until(reloaded, timeout_s=10, what=what)
+
+
 def _cells(browser: Browser, row_css: str) -> dict[str, str]:
     """The text of each classed cell of one table row, by class."""
     row = browser.find(row_css)
@@ -41,6 +52,7 @@ def test_a_topic_created_through_the_form_is_in_the_list_and_the_metadata(browse
 
     assert browser.driver.current_url.endswith("/topics?created=ct-created")
     browser.wait_for_text("#notice", "ct-created created")
+    _eventually(browser, lambda: bool(browser.find_all("#topics tr[data-topic='ct-created']")), "the new topic")
     row = _cells(browser, "#topics tr[data-topic='ct-created']")
     assert (row["partitions"], row["replication"], row["messages"]) == ("3", "1", "0"), row
     assert topic_partitions(admin, "ct-created") == 3
@@ -132,7 +144,7 @@ def test_delete_needs_the_topic_name_typed(browser: Browser, admin: AdminClient)
 
     fill_and_submit(browser, "#delete-topic", {"confirm": "ct-doomed"})
     browser.wait_for_text("#notice", "ct-doomed deleted")
-    assert browser.find_all("#topics tr[data-topic='ct-doomed']") == []
+    _eventually(browser, lambda: not browser.find_all("#topics tr[data-topic='ct-doomed']"), "the topic to go")
     browser.wait_until(lambda: topic_partitions(admin, "ct-doomed") is None, what="the topic to be gone")
 
 
