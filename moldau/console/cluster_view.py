@@ -14,8 +14,8 @@ from moldau.console.clients import ConsoleClients
 from moldau.console.errors import ConsoleError
 from moldau.console.native import LogDir, QuorumState, describe_log_dirs, describe_quorum
 
-__all__ = ["BrokerDetail", "QuorumRow", "QuorumView", "broker_details", "gather_brokers", "gather_log_dirs",
-           "gather_quorum", "quorum_view"]
+__all__ = ["BrokerDetail", "QuorumRow", "QuorumView", "active_controller", "broker_details", "gather_brokers",
+           "gather_log_dirs", "gather_quorum", "quorum_view"]
 
 
 @dataclass(frozen=True)
@@ -85,22 +85,32 @@ async def gather_quorum(clients: ConsoleClients, now_ms: int) -> QuorumView:
         return QuorumView(-1, -1, -1, [], error=exc.message)
 
 
-def broker_details(cluster: Any, metadata: Any, log_dirs: dict[int, list[LogDir] | str]) -> list[BrokerDetail]:
+def active_controller(quorum: QuorumView, cluster_controller_id: int) -> int:
+    """The active controller is the quorum's leader. The controller id of Metadata and DescribeCluster answers
+    is only that where controllers also serve clients: with separate controller nodes, Kafka's brokers name a
+    broker there, since clients cannot reach the controllers."""
+    return quorum.leader_id if quorum.error is None and quorum.leader_id >= 0 else cluster_controller_id
+
+
+def broker_details(cluster: Any, metadata: Any, log_dirs: dict[int, list[LogDir] | str],
+                   controller_id: int | None = None) -> list[BrokerDetail]:
     """Each broker of DescribeCluster's answer, with its partition counts from the metadata and its log
-    directories (or the error describing them) from DescribeLogDirs."""
+    directories (or the error describing them) from DescribeLogDirs; `controller_id` is the active controller
+    (by default the one DescribeCluster names)."""
     leaders: Counter[int] = Counter()
     replicas: Counter[int] = Counter()
     for topic in metadata.topics.values():
         for partition in topic.partitions.values():
             leaders[partition.leader] += 1
             replicas.update(partition.replicas)
-    controller = cluster.controller.id if cluster.controller is not None else -1
+    if controller_id is None:
+        controller_id = cluster.controller.id if cluster.controller is not None else -1
     details = []
     for node in sorted(cluster.nodes, key=lambda n: n.id):
         dirs = log_dirs.get(node.id, [])
         details.append(BrokerDetail(
             node_id=node.id, host=node.host, port=node.port, rack=node.rack or None,
-            is_controller=node.id == controller, leaders=leaders[node.id], replicas=replicas[node.id],
+            is_controller=node.id == controller_id, leaders=leaders[node.id], replicas=replicas[node.id],
             log_dirs=dirs if isinstance(dirs, list) else [], log_dirs_error=dirs if isinstance(dirs, str) else None))
     return details
 
@@ -117,8 +127,11 @@ async def gather_log_dirs(clients: ConsoleClients, brokers: list[tuple[int, str,
     return {node_id: answer for (node_id, _, _), answer in zip(brokers, answers, strict=True)}
 
 
-async def gather_brokers(clients: ConsoleClients) -> list[BrokerDetail]:
+async def gather_brokers(clients: ConsoleClients, now_ms: int) -> tuple[list[BrokerDetail], int]:
+    """The brokers, and the active controller's node id (which may be a controller-only node)."""
     cluster = await clients.call(clients.admin.describe_cluster())
     metadata = await clients.metadata()
     log_dirs = await gather_log_dirs(clients, [(n.id, n.host, n.port) for n in cluster.nodes])
-    return broker_details(cluster, metadata, log_dirs)
+    quorum = await gather_quorum(clients, now_ms)
+    controller_id = active_controller(quorum, cluster.controller.id if cluster.controller is not None else -1)
+    return broker_details(cluster, metadata, log_dirs, controller_id), controller_id

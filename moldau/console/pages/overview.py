@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from moldau.console.cluster_view import gather_quorum
+from moldau.console.cluster_view import active_controller, gather_quorum
 from moldau.console.context import ConsoleContext
 
 __all__ = ["ClusterSummary", "routes", "summarize"]
@@ -37,14 +37,17 @@ class ClusterSummary:
     offline: int
 
 
-def summarize(metadata: Any) -> ClusterSummary:
-    """The overview's figures from librdkafka's ClusterMetadata."""
-    brokers = sorted((BrokerRow(b.id, b.host, b.port, b.id == metadata.controller_id)
+def summarize(metadata: Any, controller_id: int | None = None) -> ClusterSummary:
+    """The overview's figures from librdkafka's ClusterMetadata; `controller_id` is the active controller when
+    known from the quorum (the metadata's controller id is a broker's where controllers run apart)."""
+    if controller_id is None:
+        controller_id = metadata.controller_id
+    brokers = sorted((BrokerRow(b.id, b.host, b.port, b.id == controller_id)
                       for b in metadata.brokers.values()), key=lambda row: row.node_id)
     partitions = [p for t in metadata.topics.values() for p in t.partitions.values()]
     return ClusterSummary(
         cluster_id=metadata.cluster_id or "",
-        controller_id=metadata.controller_id,
+        controller_id=controller_id,
         brokers=brokers,
         topics=len(metadata.topics),
         partitions=len(partitions),
@@ -58,7 +61,8 @@ def routes(ctx: ConsoleContext) -> list[BaseRoute]:
         clients = ctx.clients_for(request)
         metadata = await clients.metadata()
         quorum = await gather_quorum(clients, _now_ms())
-        return ctx.render(request, "overview/index.html", summary=summarize(metadata), quorum=quorum)
+        summary = summarize(metadata, active_controller(quorum, metadata.controller_id))
+        return ctx.render(request, "overview/index.html", summary=summary, quorum=quorum)
 
     async def quorum_fragment(request: Request) -> Response:
         quorum = await gather_quorum(ctx.clients_for(request), _now_ms())

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from moldau.console.cluster_view import broker_details, quorum_view
+from moldau.console.cluster_view import QuorumView, active_controller, broker_details, quorum_view
 from moldau.console.errors import ConsoleError
 from moldau.console.native import LogDir, QuorumReplica, QuorumState, bootstrap_address
 from moldau.console.topic_view import CreateTopicForm, parse_configs, partition_rows, replica_sizes, topic_rows
@@ -83,3 +83,9 @@ def test_the_create_form_is_checked_before_the_broker_sees_it() -> None:
 
 def test_bootstrap_address_takes_the_first_server() -> None:
     assert bootstrap_address({"bootstrap.servers": "SASL_SSL://[::1]:9093, b:9094"}) == ("::1", 9093)
+
+
+def test_the_active_controller_is_the_quorum_leader_when_it_is_known() -> None:
+    # With controller-only nodes, Metadata and DescribeCluster name a broker as the controller.
+    assert active_controller(QuorumView(1, 3, 40, []), cluster_controller_id=2) == 1
+    assert active_controller(QuorumView(-1, -1, -1, [], error="timed out"), cluster_controller_id=2) == 2
