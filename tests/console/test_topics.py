@@ -114,10 +114,14 @@ def test_partitions_show_the_offsets_and_sizes_of_what_was_produced(browser: Bro
     assert (p1["earliest"], p1["latest"], p1["messages"]) == ("0", "3", "3"), p1
     assert p0["size"].endswith("B") and p0["size"] != "0 B", p0  # seven records of 100 bytes on disk
     browser.screenshot("topic-partitions")
+    # The table follows the log without a reload.
+    ck_produce(console_broker.bootstrap, "ct-offsets", [{"partition": 1, "value": b"z"}] * 4)
+    browser.wait_for_text("tr[data-partition='1'] .latest", "7", timeout_s=8)
+    assert _cells(browser, "tr[data-partition='1']")["messages"] == "7"
 
     browser.open("/topics?q=ct-offsets")
     row = _cells(browser, "#topics tr[data-topic='ct-offsets']")
-    assert row["messages"] == "8" and row["size"] != "0 B", row
+    assert row["messages"] == "12" and row["size"] != "0 B", row
 
 
 def test_partitions_are_added_through_the_form(browser: Browser, admin: AdminClient) -> None:

@@ -1,7 +1,8 @@
 """`/topics` and a topic's pages: the list (with a name filter, an internal-topics toggle and the create form),
-`/topics/<name>` (partitions, add partitions, delete with confirmation) and `/topics/<name>/configs` (every
-config with its source; set or delete one). Changes are POSTs that redirect back on success (so a reload does
-not repeat them) and re-render the page with the error beside the form, and its HTTP status, on failure."""
+`/topics/<name>` (partitions, refreshed live from `/topics/<name>/partitions`; add partitions; delete with
+confirmation) and `/topics/<name>/configs` (every config with its source; set or delete one). Changes are POSTs
+that redirect back on success (so a reload does not repeat them) and re-render the page with the error beside
+the form, and its HTTP status, on failure."""
 
 from __future__ import annotations
 
@@ -40,10 +41,14 @@ def routes(ctx: ConsoleContext) -> list[BaseRoute]:
         name = request.path_params["name"]
         return await _render_partitions(ctx, request, name, {})
 
+    async def partitions_fragment(request: Request) -> Response:
+        rows = await _partition_rows(ctx.clients_for(request), request.path_params["name"])
+        return ctx.render(request, "topics/_partitions_table.html", partitions=rows)
+
     async def add_partitions(request: Request) -> Response:
         name = request.path_params["name"]
         clients = ctx.clients_for(request)
-        topic = await _topic_metadata(clients, name)
+        topic = _find(await clients.metadata(), name)
         form = await _form(request)
         try:
             total = await view.add_partitions(clients, name, len(topic.partitions), str(form.get("total", "")))
@@ -79,6 +84,7 @@ def routes(ctx: ConsoleContext) -> list[BaseRoute]:
         Route("/topics", topic_list, methods=["GET"]),
         Route("/topics", create, methods=["POST"]),
         Route("/topics/{name}", partitions, methods=["GET"]),
+        Route("/topics/{name}/partitions", partitions_fragment, methods=["GET"]),
         Route("/topics/{name}/partitions", add_partitions, methods=["POST"]),
         Route("/topics/{name}/delete", delete, methods=["POST"]),
         Route("/topics/{name}/configs", configs, methods=["GET"]),
@@ -105,16 +111,19 @@ async def _render_list(ctx: ConsoleContext, request: Request, form: view.CreateT
 
 async def _render_partitions(ctx: ConsoleContext, request: Request, name: str,
                              errors: dict[str, tuple[int, str]]) -> Response:
-    clients = ctx.clients_for(request)
-    metadata = await clients.metadata()
-    topic = _find(metadata, name)
-    sizes = await view.gather_replica_sizes(clients, metadata)
-    offsets = await view.gather_offsets(clients, [(name, p) for p in topic.partitions])
-    rows = view.partition_rows(topic, sizes, offsets)
+    rows = await _partition_rows(ctx.clients_for(request), name)
     status = max((s for s, _ in errors.values()), default=200)
     return ctx.render(request, "topics/partitions.html", status_code=status, topic=name, tab="partitions",
                       partitions=rows, errors={k: m for k, (_, m) in errors.items()},
                       grown_to=request.query_params.get("partitions"))
+
+
+async def _partition_rows(clients: ConsoleClients, name: str) -> list[view.PartitionRow]:
+    metadata = await clients.metadata()
+    topic = _find(metadata, name)
+    sizes = await view.gather_replica_sizes(clients, metadata)
+    offsets = await view.gather_offsets(clients, [(name, p) for p in topic.partitions])
+    return view.partition_rows(topic, sizes, offsets)
 
 
 async def _render_configs(ctx: ConsoleContext, request: Request, name: str, failure: tuple[int, str] | None,
@@ -126,10 +135,6 @@ async def _render_configs(ctx: ConsoleContext, request: Request, name: str, fail
     return ctx.render(request, "topics/configs.html", status_code=status, topic=name, tab="configs",
                       configs=rows, form_error=error, typed=typed,
                       changed=request.query_params.get("set"), removed=request.query_params.get("deleted"))
-
-
-async def _topic_metadata(clients: ConsoleClients, name: str) -> Any:
-    return _find(await clients.metadata(), name)
 
 
 def _find(metadata: Any, name: str) -> Any:
