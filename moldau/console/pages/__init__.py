@@ -9,7 +9,7 @@ from __future__ import annotations
 from starlette.routing import BaseRoute
 
 from moldau.console.context import ConsoleContext
-from moldau.console.pages import acls, auth, connectors, messages, overview, quotas, schemas
+from moldau.console.pages import acls, auth, brokers, connectors, messages, overview, quotas, schemas, topics
 
 __all__ = ["page_routes"]
 
@@ -17,6 +17,8 @@ __all__ = ["page_routes"]
 def page_routes(ctx: ConsoleContext) -> list[BaseRoute]:
     return [
         *overview.routes(ctx),
+        *brokers.routes(ctx),
+        *topics.routes(ctx),
         *messages.routes(ctx),
         *schemas.routes(ctx),
         *auth.routes(ctx),
