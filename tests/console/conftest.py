@@ -36,6 +36,7 @@ def chromium() -> Iterator[Browser]:
 def browser(chromium: Browser, console_broker: BrokerProcess) -> Iterator[Browser]:
     """The session's browser pointed at the console broker, its console log drained before and checked after."""
     chromium.base_url = console_broker.console_url
+    chromium.driver.get("about:blank")  # no page of another test (or broker) left polling in the background
     chromium.console_errors()
     yield chromium
     errors = chromium.console_errors()

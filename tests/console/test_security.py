@@ -69,10 +69,14 @@ def secured(tmp_path_factory: pytest.TempPathFactory, connect_port: int) -> Iter
 def web(chromium: Browser, secured: SecuredBroker) -> Iterator[Browser]:
     """The session's browser on the secured console, signed out, its console log checked afterwards."""
     chromium.base_url = secured.proc.console_url
+    # A blank page first: a page left open by the previous test would poll (htmx) without a session, and its
+    # 401s would be logged as errors of this test.
+    chromium.driver.get("about:blank")
     chromium.driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
     chromium.console_errors()
     yield chromium
     errors = chromium.console_errors()
+    chromium.driver.get("about:blank")
     chromium.driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
     assert not errors, f"the page logged errors: {errors}"
 
