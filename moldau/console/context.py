@@ -3,7 +3,8 @@ node's schema registry is (for decoding messages), built once per console listen
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
 from moldau.console.clients import ClientFactory, ConsoleClients, Credentials
+from moldau.metrics.counters import BrokerCounters
 
 __all__ = ["STATIC_DIR", "TEMPLATES_DIR", "ConsoleContext"]
 
@@ -25,6 +27,8 @@ class ConsoleContext:
     templates: Jinja2Templates
     node_id: int
     registry_url: str | None = None  # this node's schema registry, when it runs one
+    counters: BrokerCounters | None = None  # this node's own traffic counters (the throughput charts' bytes)
+    on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)  # background work to end
 
     def clients_for(self, request: Request) -> ConsoleClients:
         """The clients acting for the request's user (set by the sign-in middleware on secured clusters)."""

@@ -44,6 +44,8 @@ class ConsoleService:
         self.http.start(build_app(self.registry, self.routes, self.console))
 
     async def stop(self) -> None:
+        for stop in self.console.on_stop if self.console is not None else ():
+            await stop()
         await self.http.stop()
 
 
@@ -69,7 +71,8 @@ def console_for(broker: Broker) -> ConsoleService | None:
     if not broker.is_broker:
         return ConsoleService(http, registry)
     console = ConsoleContext(ClientFactory.for_broker(broker.config), make_templates(), broker.config.node_id,
-                             registry_url=_local_registry_url(broker.config.schema_registry_listeners or ""))
+                             registry_url=_local_registry_url(broker.config.schema_registry_listeners or ""),
+                             counters=broker.counters)
     return ConsoleService(http, registry, telemetry_routes(broker.client_telemetry), console)
 
 

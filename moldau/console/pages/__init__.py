@@ -9,10 +9,10 @@ from __future__ import annotations
 from starlette.routing import BaseRoute
 
 from moldau.console.context import ConsoleContext
-from moldau.console.pages import overview
+from moldau.console.pages import groups, overview, throughput
 
 __all__ = ["page_routes"]
 
 
 def page_routes(ctx: ConsoleContext) -> list[BaseRoute]:
-    return [*overview.routes(ctx)]
+    return [*overview.routes(ctx), *groups.routes(ctx), *throughput.routes(ctx)]

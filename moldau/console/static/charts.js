@@ -1,0 +1,115 @@
+// Live throughput charts: every element with `data-throughput` (templates/charts/_throughput.html) gets two uPlot
+// charts, messages/s and bytes/s (in and out), fed by polling /api/throughput every 2 s. No page reload, no htmx:
+// uPlot redraws in place with setData. window.moldauCharts holds each chart's state (its latest data and how many
+// updates it drew), keyed by topic ("*" for all topics), for people and tests to inspect.
+"use strict";
+(function () {
+  if (window.moldauCharts) return;  // the partial may be included several times on one page
+  const charts = window.moldauCharts = {};
+  const POLL_MS = 2000;
+  const HEIGHT = 190;
+
+  function cssVar(name, fallback) {
+    return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || fallback;
+  }
+
+  function human(value, unit) {
+    if (value == null) return "-";
+    const steps = unit === "B" ? [[1 << 30, "Gi"], [1 << 20, "Mi"], [1 << 10, "Ki"]] : [[1e9, "G"], [1e6, "M"], [1e3, "k"]];
+    for (const [size, prefix] of steps) {
+      if (Math.abs(value) >= size) return (value / size).toFixed(1) + " " + prefix + unit;
+    }
+    return (Math.round(value * 10) / 10) + (unit ? " " + unit : "");
+  }
+
+  function plot(element, unit) {
+    const axis = { stroke: cssVar("--muted", "#888"), grid: { stroke: cssVar("--line", "#ddd"), width: 1 },
+                   ticks: { stroke: cssVar("--line", "#ddd"), width: 1 } };
+    const perSecond = unit + "/s";
+    const options = {
+      width: Math.max(element.clientWidth, 240), height: HEIGHT,
+      scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(max, 1)] } },
+      series: [
+        {},
+        { label: "in", stroke: cssVar("--accent", "#2f6fde"), width: 2, value: (u, v) => human(v, perSecond) },
+        { label: "out", stroke: cssVar("--ok", "#2f855a"), width: 2, value: (u, v) => human(v, perSecond) },
+      ],
+      axes: [Object.assign({}, axis),
+             Object.assign({}, axis, { size: 70, values: (u, ticks) => ticks.map((v) => human(v, unit)) })],
+    };
+    return new uPlot(options, [[], [], []], element);
+  }
+
+  function draw(state) {
+    const data = state.data;
+    if (!data) return;
+    state.messages.setData([data.t, data.messages_in, data.messages_out]);
+    state.bytes.setData([data.t, data.bytes_in, data.bytes_out]);
+  }
+
+  function build(state) {
+    if (state.messages) state.messages.destroy();
+    if (state.bytes) state.bytes.destroy();
+    state.messages = plot(state.root.querySelector(".chart-messages"), "msg");
+    state.bytes = plot(state.root.querySelector(".chart-bytes"), "B");
+    draw(state);
+  }
+
+  async function poll(state) {
+    if (!state.root.isConnected) {  // swapped out of the page: stop polling
+      clearInterval(state.timer);
+      if (charts[state.key] === state) delete charts[state.key];
+      return;
+    }
+    const status = state.root.querySelector(".chart-status");
+    let response;
+    try {
+      response = await fetch(state.url, { headers: { Accept: "application/json" } });
+    } catch (err) {
+      status.textContent = "cannot reach the console; retrying";
+      return;
+    }
+    if (!response.ok) {
+      status.textContent = "throughput unavailable: HTTP " + response.status;
+      return;
+    }
+    state.data = await response.json();
+    state.updates += 1;
+    draw(state);
+    const totals = state.data.totals;
+    state.root.querySelector(".chart-totals").textContent =
+      human(totals.messages_in, "") + " messages in · " + human(totals.messages_out, "") + " committed out";
+    status.textContent = state.data.t.length ? "" : "sampling started; the first rates appear in a few seconds";
+  }
+
+  function setup(root) {
+    if (root.dataset.ready) return;
+    root.dataset.ready = "1";
+    const topic = root.dataset.topic || "";
+    const key = topic || "*";
+    const url = "/api/throughput" + (topic ? "?topic=" + encodeURIComponent(topic) : "");
+    const state = { key: key, topic: topic, url: url, root: root, data: null, updates: 0 };
+    build(state);
+    charts[key] = state;
+    poll(state);
+    state.timer = setInterval(() => poll(state), POLL_MS);
+  }
+
+  function scan() {
+    document.querySelectorAll("[data-throughput]").forEach(setup);
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", scan);
+  else scan();
+  document.addEventListener("htmx:afterSettle", scan);
+  window.addEventListener("resize", () => {
+    for (const state of Object.values(charts)) {
+      for (const chart of [state.messages, state.bytes]) {
+        chart.setSize({ width: Math.max(chart.root.parentElement.clientWidth, 240), height: HEIGHT });
+      }
+    }
+  });
+  // The theme switch changes the page's colours: draw the charts again in the new ones.
+  new MutationObserver(() => Object.values(charts).forEach(build))
+    .observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
+})();
