@@ -332,9 +332,9 @@ async def _commit(clients: ConsoleClients, group: str, offsets: dict[TP, int]) -
     request = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in offsets.items()])]
     futures = clients.admin.alter_consumer_group_offsets(request, request_timeout=TIMEOUT_S)
     result = await ConsoleClients.call(futures[group])
-    errors = [f"{tp.topic}:{tp.partition} {tp.error}" for tp in result.topic_partitions or [] if tp.error]
-    if errors:
-        raise ConsoleError(400, f"cannot reset the offsets of group '{group}': {'; '.join(errors)}")
+    for tp in result.topic_partitions or []:
+        if tp.error:
+            raise KafkaException(tp.error)  # the broker's reason, as for a request-level failure
 
 
 async def delete_group(clients: ConsoleClients, group: str) -> None:

@@ -43,7 +43,9 @@ def _status(message: str) -> int:
     """The HTTP status of a CLI failure, by the Kafka error it names."""
     if "GROUP_ID_NOT_FOUND" in message:
         return 404
-    if "NON_EMPTY_GROUP" in message or "INVALID" in message:
+    if "NON_EMPTY_GROUP" in message:
+        return 409  # conflicts with the group's state: it has members
+    if "INVALID" in message:
         return 400
     if "AUTHORIZATION_FAILED" in message:
         return 403

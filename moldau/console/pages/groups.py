@@ -3,10 +3,9 @@ and lag, refreshed live by htmx; resetting a group's offsets and deleting a grou
 
 from __future__ import annotations
 
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
 from confluent_kafka import KafkaError, KafkaException
-from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -16,22 +15,27 @@ from moldau.console.context import ConsoleContext
 from moldau.console.errors import ConsoleError, kafka_error_status
 from moldau.console.groups import RESET_MODES, ResetTarget, delete_group, describe_group, list_groups, reset_offsets
 
-__all__ = ["reset_target", "routes"]
+__all__ = ["read_form", "reset_target", "routes"]
 
 
-def reset_target(form: FormData) -> tuple[str | None, ResetTarget]:
+async def read_form(request: Request) -> dict[str, str]:
+    """A posted HTML form (application/x-www-form-urlencoded), the only kind these pages send."""
+    return dict(parse_qsl((await request.body()).decode("utf-8", "replace"), keep_blank_values=True))
+
+
+def reset_target(form: dict[str, str]) -> tuple[str | None, ResetTarget]:
     """The topic (None: all the group's) and target of the reset form; ConsoleError 400 for bad input."""
-    mode = str(form.get("to", ""))
+    mode = form.get("to", "")
     if mode not in RESET_MODES:
         raise ConsoleError(400, f"choose where to reset to: {', '.join(RESET_MODES)}")
-    topic = str(form.get("topic", "")).strip() or None
+    topic = form.get("topic", "").strip() or None
     if mode == "offset":
-        text = str(form.get("offset", "")).strip()
+        text = form.get("offset", "").strip()
         if not text.isdigit():
             raise ConsoleError(400, f"the offset must be a number of 0 or more, not {text!r}")
         return topic, ResetTarget(mode, offset=int(text))
     if mode == "timestamp":
-        text = str(form.get("timestamp", "")).strip()
+        text = form.get("timestamp", "").strip()
         try:
             return topic, ResetTarget(mode, timestamp_ms=parse_time(text))
         except Exception:
@@ -40,12 +44,22 @@ def reset_target(form: FormData) -> tuple[str | None, ResetTarget]:
     return topic, ResetTarget(mode)
 
 
+# How brokers refuse to change a group that has members: classic groups answer a commit from outside the group
+# with UNKNOWN_MEMBER_ID, DeleteGroups and share groups with NON_EMPTY_GROUP.
+HAS_MEMBERS = frozenset({"UNKNOWN_MEMBER_ID", "NON_EMPTY_GROUP", "ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS",
+                         "STALE_MEMBER_EPOCH"})
+
+
 def _failure(exc: Exception) -> tuple[int, str]:
+    """The status and message to show next to the form: the broker's error, with what to do about it."""
     if isinstance(exc, ConsoleError):
         return exc.status, exc.message
     if isinstance(exc, KafkaException) and isinstance(exc.args[0], KafkaError):
         error: KafkaError = exc.args[0]
-        return kafka_error_status(error), f"{error.name()}: {error.str()}"
+        message = f"{error.name()}: {error.str()}"
+        if error.name() in HAS_MEMBERS:
+            return 409, f"{message}. Kafka allows this only while the group has no members: stop its consumers first."
+        return kafka_error_status(error), message
     raise exc
 
 
@@ -69,7 +83,7 @@ def routes(ctx: ConsoleContext) -> list[BaseRoute]:
 
     async def reset(request: Request) -> Response:
         name = request.path_params["name"]
-        form = await request.form()
+        form = await read_form(request)
         try:
             topic, target = reset_target(form)
             changed = await reset_offsets(ctx.clients_for(request), name, topic, target)
@@ -81,9 +95,9 @@ def routes(ctx: ConsoleContext) -> list[BaseRoute]:
 
     async def delete(request: Request) -> Response:
         name = request.path_params["name"]
-        form = await request.form()
+        form = await read_form(request)
         try:
-            if str(form.get("confirm", "")) != name:
+            if form.get("confirm", "") != name:
                 raise ConsoleError(400, f"type the group's name, {name}, to delete it")
             await delete_group(ctx.clients_for(request), name)
         except (ConsoleError, KafkaException) as exc:

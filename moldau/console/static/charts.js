@@ -8,34 +8,38 @@
   const charts = window.moldauCharts = {};
   const POLL_MS = 2000;
   const HEIGHT = 190;
+  const WINDOW_S = 300;
 
   function cssVar(name, fallback) {
     return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || fallback;
   }
 
-  function human(value, unit) {
+  // 1.2 k, 3.4 MiB ...: binary prefixes for bytes, decimal ones for counts; `suffix` like "/s".
+  function human(value, unit, suffix) {
     if (value == null) return "-";
     const steps = unit === "B" ? [[1 << 30, "Gi"], [1 << 20, "Mi"], [1 << 10, "Ki"]] : [[1e9, "G"], [1e6, "M"], [1e3, "k"]];
+    const tail = (suffix || "");
     for (const [size, prefix] of steps) {
-      if (Math.abs(value) >= size) return (value / size).toFixed(1) + " " + prefix + unit;
+      if (Math.abs(value) >= size) return (value / size).toFixed(1) + " " + prefix + unit + tail;
     }
-    return (Math.round(value * 10) / 10) + (unit ? " " + unit : "");
+    return (Math.round(value * 10) / 10) + (unit ? " " + unit : "") + tail;
   }
 
   function plot(element, unit) {
     const axis = { stroke: cssVar("--muted", "#888"), grid: { stroke: cssVar("--line", "#ddd"), width: 1 },
                    ticks: { stroke: cssVar("--line", "#ddd"), width: 1 } };
-    const perSecond = unit + "/s";
     const options = {
       width: Math.max(element.clientWidth, 240), height: HEIGHT,
-      scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(max, 1)] } },
+      // The last minutes, new points coming in from the right (the server keeps up to history_s).
+      scales: { x: { time: true, range: (u, min, max) => [max - WINDOW_S, max] },
+                y: { range: (u, min, max) => [0, Math.max(max, 1)] } },
       series: [
         {},
-        { label: "in", stroke: cssVar("--accent", "#2f6fde"), width: 2, value: (u, v) => human(v, perSecond) },
-        { label: "out", stroke: cssVar("--ok", "#2f855a"), width: 2, value: (u, v) => human(v, perSecond) },
+        { label: "in", stroke: cssVar("--accent", "#2f6fde"), width: 2, value: (u, v) => human(v, unit, "/s") },
+        { label: "out", stroke: cssVar("--ok", "#2f855a"), width: 2, value: (u, v) => human(v, unit, "/s") },
       ],
       axes: [Object.assign({}, axis),
-             Object.assign({}, axis, { size: 70, values: (u, ticks) => ticks.map((v) => human(v, unit)) })],
+             Object.assign({}, axis, { size: 70, values: (u, ticks) => ticks.map((v) => human(v, unit, "")) })],
     };
     return new uPlot(options, [[], [], []], element);
   }
@@ -50,7 +54,7 @@
   function build(state) {
     if (state.messages) state.messages.destroy();
     if (state.bytes) state.bytes.destroy();
-    state.messages = plot(state.root.querySelector(".chart-messages"), "msg");
+    state.messages = plot(state.root.querySelector(".chart-messages"), "");
     state.bytes = plot(state.root.querySelector(".chart-bytes"), "B");
     draw(state);
   }
@@ -78,7 +82,7 @@
     draw(state);
     const totals = state.data.totals;
     state.root.querySelector(".chart-totals").textContent =
-      human(totals.messages_in, "") + " messages in · " + human(totals.messages_out, "") + " committed out";
+      human(totals.messages_in, "", "") + " messages in · " + human(totals.messages_out, "") + " committed out";
     status.textContent = state.data.t.length ? "" : "sampling started; the first rates appear in a few seconds";
   }
 
