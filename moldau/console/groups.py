@@ -134,7 +134,10 @@ async def list_groups(clients: ConsoleClients) -> list[GroupRow]:
         shares = [await describe_share_group_in(session, g.group_id) for g in listed if g.group_type == "share"]
     consumers = [g for g in listed if g.group_type != "share"]
     descriptions = await _describe_consumer_groups(clients, [g.group_id for g in consumers])
-    committed = await asyncio.gather(*(committed_offsets(clients, g.group_id) for g in consumers))
+    # A group the user may not read (or that vanished meanwhile) shows without lag rather than failing the page.
+    fetched = await asyncio.gather(*(committed_offsets(clients, g.group_id) for g in consumers),
+                                   return_exceptions=True)
+    committed = [offsets if isinstance(offsets, dict) else {} for offsets in fetched]
     wanted = {tp for offsets in committed for tp in offsets} | {(p.topic, p.partition) for v in shares
                                                                  for p in v.partitions}
     ends = await end_offsets(clients, wanted)

@@ -34,7 +34,7 @@ from moldau.console.clients import ConsoleClients
 from moldau.console.groups import TIMEOUT_S, committed_offsets, end_offsets
 from moldau.metrics.counters import BrokerCounters
 
-__all__ = ["METRICS", "Sample", "ThroughputHistory", "ThroughputSampler"]
+__all__ = ["METRICS", "Key", "Sample", "ThroughputHistory", "ThroughputSampler"]
 
 METRICS = ("messages_in", "messages_out", "bytes_in", "bytes_out")
 INTERVAL_S = 2.0

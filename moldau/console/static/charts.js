@@ -25,20 +25,23 @@
     return (Math.round(value * 10) / 10) + (unit ? " " + unit : "") + tail;
   }
 
+  let clock = null;  // 14:05:30, in the browser's time zone
+
   function plot(element, unit) {
+    clock = clock || uPlot.fmtDate("{HH}:{mm}:{ss}");
     const axis = { stroke: cssVar("--muted", "#888"), grid: { stroke: cssVar("--line", "#ddd"), width: 1 },
                    ticks: { stroke: cssVar("--line", "#ddd"), width: 1 } };
     const options = {
       width: Math.max(element.clientWidth, 240), height: HEIGHT,
       // The last minutes, new points coming in from the right (the server keeps up to history_s).
-      scales: { x: { time: true, range: (u, min, max) => [max - WINDOW_S, max] },
+      scales: { x: { time: true, range: (u, min, max) => (max == null ? [min, max] : [max - WINDOW_S, max]) },
                 y: { range: (u, min, max) => [0, Math.max(max, 1)] } },
       series: [
-        {},
+        { value: (u, v) => (v == null ? "-" : clock(new Date(v * 1000))) },
         { label: "in", stroke: cssVar("--accent", "#2f6fde"), width: 2, value: (u, v) => human(v, unit, "/s") },
         { label: "out", stroke: cssVar("--ok", "#2f855a"), width: 2, value: (u, v) => human(v, unit, "/s") },
       ],
-      axes: [Object.assign({}, axis),
+      axes: [Object.assign({}, axis, { space: 70, values: (u, ticks) => ticks.map((t) => clock(new Date(t * 1000))) }),
              Object.assign({}, axis, { size: 70, values: (u, ticks) => ticks.map((v) => human(v, unit, "")) })],
     };
     return new uPlot(options, [[], [], []], element);
