@@ -11,6 +11,7 @@ from confluent_kafka import Consumer, ShareConsumer
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.support.select import Select
 
+from moldau.cli.share_groups import describe_share_group
 from tests.support.broker_process import BrokerProcess
 from tests.support.browser import Browser
 from tests.support.console_groups import (
@@ -129,6 +130,15 @@ def test_reset_offsets_through_the_form_on_an_empty_group(browser: Browser, cons
     assert "the offset must be a number" in browser.find("#reset-error").text
     assert all("400" in error for error in browser.console_errors())  # the page itself answered 400
 
+    # The list's lag is live too: a commit from elsewhere shows without reloading.
+    browser.open("/groups")
+    lag = f'tr[data-group="{group}"] .lag'
+    assert browser.find(lag).text == "0"
+    browser.driver.execute_script("window.sameDocument = true")
+    commit(bootstrap, group, {(topic, 0): 3, (topic, 1): 3})
+    eventually(browser, lambda: text_of(browser, lag) == "10", "the list to show the new lag")
+    assert browser.driver.execute_script("return window.sameDocument === true"), "the page was reloaded"
+
 
 def test_a_group_with_members_is_refused_with_the_brokers_error(browser: Browser,
                                                                 console_broker: BrokerProcess) -> None:
@@ -202,6 +212,15 @@ def test_a_share_group_shows_its_type_members_and_start_offsets(browser: Browser
         browser.driver.execute_script("localStorage.removeItem('moldau-theme')")
     finally:
         consumer.close()
+
+    # Empty now: its start offset can go back, and all 12 records are to be delivered again.
+    browser.open(f"/groups/{group}")
+    eventually(browser, lambda: text_of(browser, "#member-count") == "0", "the share consumer to leave")
+    submit_reset(browser, topic, "earliest")
+    assert browser.find("#reset-notice").text == "Reset 1 offset."
+    view = describe_share_group(bootstrap, group)
+    assert [(p.partition, p.start_offset, p.lag) for p in view.partitions] == [(0, 0, 12)]
+    assert offsets_table(browser) == {f"{topic}:0": ("0", "12", "12")}
 
 
 CHART_POINTS = "return (window.moldauCharts && window.moldauCharts[arguments[0]]) ? " \
