@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, ShareConsumer
+from confluent_kafka import Consumer, ShareConsumer, TopicPartition
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.support.select import Select
 
@@ -107,6 +107,36 @@ def test_lag_per_partition_falls_to_zero_live_as_the_consumer_catches_up(
         consumer.close()
 
 
+def test_a_consumer_protocol_group_shows_its_type_assignor_and_lag(browser: Browser,
+                                                                   console_broker: BrokerProcess) -> None:
+    bootstrap, topic, group = console_broker.bootstrap, "kip848-topic", "kip848-group"
+    create_topic(bootstrap, topic, 2)
+    produce(bootstrap, topic, {0: 5, 1: 5})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                         "client.id": "new-protocol", "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    try:
+        seen: dict[int, int] = {}
+
+        def read_all() -> bool:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                seen[message.partition()] = seen.get(message.partition(), 0) + 1
+            return sum(seen.values()) == 10
+        wait_until(read_all, 30, "the consumer to read all 10 records")
+        consumer.commit(offsets=[TopicPartition(topic, 0, 2), TopicPartition(topic, 1, 5)], asynchronous=False)
+
+        browser.open("/groups")
+        row = browser.find(f'tr[data-group="{group}"]').text
+        assert row.split() == [group, "consumer", "Stable", "consumer", "uniform", "1", "3"], row
+        browser.open(f"/groups/{group}")
+        assert browser.find("#group-protocol").text == "consumer"
+        assert offsets_table(browser) == {f"{topic}:0": ("2", "5", "3"), f"{topic}:1": ("5", "5", "0")}
+        assert browser.find("#members tbody tr").text.startswith("new-protocol")
+    finally:
+        consumer.close()
+
+
 def test_reset_offsets_through_the_form_on_an_empty_group(browser: Browser, console_broker: BrokerProcess) -> None:
     bootstrap, topic, group = console_broker.bootstrap, "reset-topic", "reset-group"
     create_topic(bootstrap, topic, 2)
@@ -158,6 +188,8 @@ def test_a_group_with_members_is_refused_with_the_brokers_error(browser: Browser
         submit_reset(browser, topic, "earliest")
         error = browser.find("#reset-error").text
         assert error.startswith("UNKNOWN_MEMBER_ID") and "no members" in error, error
+        browser.driver.execute_script("document.getElementById('reset-error').scrollIntoView()")
+        browser.screenshot("groups-reset-refused")
         browser.find("#delete-confirm").send_keys(group)
         submit(browser, "#delete-submit")
         assert browser.find("#delete-error").text.startswith("NON_EMPTY_GROUP")
