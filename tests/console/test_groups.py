@@ -265,6 +265,7 @@ def test_throughput_charts_draw_new_points_while_records_arrive(browser: Browser
     bootstrap, topic = console_broker.bootstrap, "throughput-topic"
     api = f"{console_broker.console_url}/api/throughput"
     browser.open("/throughput")
+    browser.driver.execute_script("window.sameDocument = true")
     # Two samples (one rate) before the topic exists, so everything produced to it falls inside the window.
     eventually(browser, lambda: browser.driver.execute_script(CHART_POINTS, "*") >= 1, "the first rates")
     before = browser.driver.execute_script(CHART_POINTS, "*")
@@ -285,14 +286,20 @@ def test_throughput_charts_draw_new_points_while_records_arrive(browser: Browser
 
     eventually(browser, lambda: browser.driver.execute_script(CHART_POINTS, "*") > before, "new points")
     eventually(browser, lambda: browser.driver.execute_script(CHART_MAX_IN, "*") > 0, "a rate above 0")
-    browser.screenshot("throughput")
 
-    browser.open("/throughput")  # the topic is busy now: it has a chart of its own
-    assert browser.find_all(f'[data-throughput][data-topic="{topic}"]')
+    # The topic is busy now: a chart of its own appears, without reloading.
     eventually(browser, lambda: browser.driver.execute_script(CHART_POINTS, topic) >= 1, "the topic's chart")
+    assert len(browser.find_all(f'[data-throughput][data-topic="{topic}"]')) == 1
+    assert browser.find(f'[data-topic="{topic}"] h3').text == topic
     assert browser.driver.execute_script(CHART_MAX_IN, topic) > 0
     totals = browser.driver.execute_script(f"return window.moldauCharts['{topic}'].data.totals")
     assert totals["messages_in"] == 300
+    assert not browser.find("#no-busy-topics").is_displayed()
+    assert browser.driver.execute_script("return window.sameDocument === true"), "the page was reloaded"
+    browser.screenshot("throughput")
+
+    browser.open("/throughput")  # and it is drawn by the server on the next visit
+    assert len(browser.find_all(f'[data-throughput][data-topic="{topic}"]')) == 1
     browser.driver.execute_script("localStorage.setItem('moldau-theme', 'dark')")
     browser.open("/throughput")
     eventually(browser, lambda: browser.driver.execute_script(CHART_POINTS, topic) >= 1, "the dark chart")

@@ -38,9 +38,10 @@ def routes(ctx: ConsoleContext) -> list[BaseRoute]:
 
     async def api(request: Request) -> Response:
         topic = request.query_params.get("topic") or None
-        series = sampler_for(request).history.series(topic)
-        return JSONResponse({"topic": topic, "interval_s": INTERVAL_S, "history_s": HISTORY_S, **series,
-                             "sources": SOURCES})
+        history = sampler_for(request).history
+        extra = {} if topic else {"busy": history.busiest(BUSY_TOPIC_CHARTS)}
+        return JSONResponse({"topic": topic, "interval_s": INTERVAL_S, "history_s": HISTORY_S,
+                             **history.series(topic), **extra, "sources": SOURCES})
 
     async def page(request: Request) -> Response:
         busy = sampler_for(request).history.busiest(BUSY_TOPIC_CHARTS)

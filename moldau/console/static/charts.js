@@ -33,8 +33,9 @@
                    ticks: { stroke: cssVar("--line", "#ddd"), width: 1 } };
     const options = {
       width: Math.max(element.clientWidth, 240), height: HEIGHT,
-      // The last minutes, new points coming in from the right (the server keeps up to history_s).
-      scales: { x: { time: true, range: (u, min, max) => (max == null ? [min, max] : [max - WINDOW_S, max]) },
+      // New points come in from the right; the window grows from a minute to WINDOW_S as the history does.
+      scales: { x: { time: true, range: (u, min, max) => (max == null ? [min, max]
+                                                           : [max - Math.min(Math.max(max - min, 60), WINDOW_S), max]) },
                 y: { range: (u, min, max) => [0, Math.max(max, 1)] } },
       series: [
         { value: (u, v) => (v == null ? "-" : clock(new Date(v * 1000))) },
@@ -87,6 +88,29 @@
     state.root.querySelector(".chart-totals").textContent =
       human(totals.messages_in, "", "") + " messages in · " + human(totals.messages_out, "") + " committed out";
     status.textContent = state.data.t.length ? "" : "sampling started; the first rates appear in a few seconds";
+    if (state.data.busy) addBusy(state.root, state.data.busy);
+  }
+
+  // /throughput: a chart for each topic that became busy since the page loaded, built like the all-topics one.
+  function addBusy(model, topics) {
+    const box = document.querySelector("[data-throughput-busy]");
+    if (!box) return;
+    for (const topic of topics) {
+      if (charts[topic] || box.querySelector('[data-topic="' + CSS.escape(topic) + '"]')) continue;
+      const section = model.cloneNode(true);
+      delete section.dataset.ready;
+      section.dataset.topic = topic;
+      section.querySelectorAll(".chart").forEach((chart) => { chart.replaceChildren(); });
+      section.querySelector(".chart-totals").textContent = "";
+      const link = document.createElement("a");
+      link.href = "/topics/" + encodeURIComponent(topic);
+      link.textContent = topic;
+      section.querySelector("h3").replaceChildren(link);
+      box.insertBefore(section, box.querySelector("#no-busy-topics"));
+      setup(section);
+    }
+    const none = box.querySelector("#no-busy-topics");
+    if (none && box.querySelector("[data-throughput]")) none.hidden = true;
   }
 
   function setup(root) {
