@@ -29,7 +29,8 @@ class ConsoleSession(Session):
 
 @asynccontextmanager
 async def console_session(clients: ConsoleClients) -> AsyncIterator[ConsoleSession]:
-    """A session for the length of one page; its failures (CliError) become console errors (502)."""
+    """A session for the length of one page; its failures (CliError) become console errors with the HTTP status
+    of the Kafka error they name."""
     session = ConsoleSession(clients)
     try:
         yield session
