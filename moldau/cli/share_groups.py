@@ -165,3 +165,16 @@ async def _alter_configs(session: Session, group: str, settings: list[tuple[str,
     if result.error_code != ErrorCode.none:
         raise CliError(f"cannot change the configs of group '{group}': {error_name(result.error_code)}"
                        + (f" ({result.error_message})" if result.error_message else ""))
+
+
+# The same requests on a session the caller already holds (the web console, in the broker's event loop).
+async def list_groups_in(session: Session, states: Sequence[str] = ()) -> list[ListedGroup]:
+    return await _list(session, tuple(states))
+
+
+async def describe_share_group_in(session: Session, group: str) -> ShareGroupView:
+    return await _describe(session, group)
+
+
+async def alter_share_offsets_in(session: Session, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    await _alter(session, group, offsets)

@@ -3,6 +3,7 @@ node's schema registry is (for decoding messages), built once per console listen
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from starlette.templating import Jinja2Templates
 
 from moldau.console.clients import ClientFactory, ConsoleClients, Credentials
 from moldau.console.signin import SignIn
+from moldau.metrics.counters import BrokerCounters
 
 __all__ = ["STATIC_DIR", "TEMPLATES_DIR", "ConsoleContext"]
 
@@ -27,6 +29,8 @@ class ConsoleContext:
     node_id: int
     registry_url: str | None = None  # this node's schema registry, when it runs one
     connect_urls: tuple[str, ...] = ()  # Kafka Connect REST APIs for the Connectors page (console.connect.urls)
+    counters: BrokerCounters | None = None  # this node's own traffic counters (the throughput charts' bytes)
+    on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)  # background work to end
     signin: SignIn = field(init=False)  # sessions of signed-in users on a secured cluster (signin.py)
 
     def __post_init__(self) -> None:

@@ -44,6 +44,8 @@ class ConsoleService:
         self.http.start(build_app(self.registry, self.routes, self.console))
 
     async def stop(self) -> None:
+        for stop in self.console.on_stop if self.console is not None else ():
+            await stop()
         await self.http.stop()
 
 
@@ -70,7 +72,8 @@ def console_for(broker: Broker) -> ConsoleService | None:
         return ConsoleService(http, registry)
     console = ConsoleContext(ClientFactory.for_broker(broker.config), make_templates(), broker.config.node_id,
                              registry_url=_local_registry_url(broker.config.schema_registry_listeners or ""),
-                             connect_urls=tuple(broker.config.console_connect_urls))
+                             connect_urls=tuple(broker.config.console_connect_urls),
+                             counters=broker.counters)
     return ConsoleService(http, registry, telemetry_routes(broker.client_telemetry), console)
 
 

@@ -22,6 +22,8 @@ def test_overview_shows_the_cluster_and_its_brokers(browser: Browser, console_br
     assert browser.find("#under-replicated").text == "0"
     assert browser.find("#offline").text == "0"
     assert browser.find("nav a[aria-current=page]").text == "Overview"
+    charts = browser.find_all("[data-throughput]")
+    assert [chart.get_attribute("data-topic") for chart in charts] == [""]  # the chart of all topics
     browser.screenshot("overview")
 
 

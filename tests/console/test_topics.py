@@ -113,6 +113,8 @@ def test_partitions_show_the_offsets_and_sizes_of_what_was_produced(browser: Bro
     assert (p0["earliest"], p0["latest"], p0["messages"]) == ("2", "7", "5"), p0
     assert (p1["earliest"], p1["latest"], p1["messages"]) == ("0", "3", "3"), p1
     assert p0["size"].endswith("B") and p0["size"] != "0 B", p0  # seven records of 100 bytes on disk
+    charts = browser.find_all("[data-throughput]")
+    assert [chart.get_attribute("data-topic") for chart in charts] == ["ct-offsets"]  # the topic's own chart
     browser.screenshot("topic-partitions")
     # The table follows the log without a reload.
     ck_produce(console_broker.bootstrap, "ct-offsets", [{"partition": 1, "value": b"z"}] * 4)

@@ -9,7 +9,19 @@ from __future__ import annotations
 from starlette.routing import BaseRoute
 
 from moldau.console.context import ConsoleContext
-from moldau.console.pages import acls, auth, brokers, connectors, messages, overview, quotas, schemas, topics
+from moldau.console.pages import (
+    acls,
+    auth,
+    brokers,
+    connectors,
+    groups,
+    messages,
+    overview,
+    quotas,
+    schemas,
+    throughput,
+    topics,
+)
 
 __all__ = ["page_routes"]
 
@@ -20,6 +32,8 @@ def page_routes(ctx: ConsoleContext) -> list[BaseRoute]:
         *brokers.routes(ctx),
         *topics.routes(ctx),
         *messages.routes(ctx),
+        *groups.routes(ctx),
+        *throughput.routes(ctx),
         *schemas.routes(ctx),
         *auth.routes(ctx),
         *acls.routes(ctx),
