@@ -13,10 +13,12 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from starlette.routing import BaseRoute
+from starlette.types import ASGIApp
 
 from moldau.config import ConfigError
 from moldau.console.app import build_app
 from moldau.metrics.collector import BrokerCollector
+from moldau.metrics.leader_offsets import LeaderEndOffsets, refresh_before_scrape
 from moldau.metrics.node import BrokerNode
 from moldau.net.http_server import HttpListener, parse_listener_url
 from moldau.security.tls import TlsSettings, server_context
@@ -31,16 +33,23 @@ TLS_CONFIG_NAME = "console"
 
 
 class ConsoleService:
-    def __init__(self, http: HttpListener, registry: CollectorRegistry, routes: Sequence[BaseRoute] = ()) -> None:
+    def __init__(self, http: HttpListener, registry: CollectorRegistry, routes: Sequence[BaseRoute] = (),
+                 leader_offsets: LeaderEndOffsets | None = None) -> None:
         self.http = http
         self.registry = registry
         self.routes = routes
+        self.leader_offsets = leader_offsets  # asked before each scrape, for consumer lag across brokers
 
     def start(self) -> None:
-        self.http.start(build_app(self.registry, self.routes))
+        app: ASGIApp = build_app(self.registry, self.routes)
+        if self.leader_offsets is not None:
+            app = refresh_before_scrape(app, self.leader_offsets.refresh)
+        self.http.start(app)
 
     async def stop(self) -> None:
         await self.http.stop()
+        if self.leader_offsets is not None:
+            self.leader_offsets.close()
 
 
 def console_for(broker: Broker) -> ConsoleService | None:
@@ -59,8 +68,9 @@ def console_for(broker: Broker) -> ConsoleService | None:
     except OSError as exc:
         raise ConfigError(f"console.listeners {raw}: cannot listen: {exc}", "console.listeners") from exc
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(BrokerCollector(BrokerNode(broker, broker.counters)))
+    node = BrokerNode(broker, broker.counters)
+    registry.register(BrokerCollector(node))
     for standard in (ProcessCollector, PlatformCollector, GCCollector):
         standard(registry=registry)
     routes = telemetry_routes(broker.client_telemetry) if broker.is_broker else []
-    return ConsoleService(http, registry, routes)
+    return ConsoleService(http, registry, routes, node.leader_offsets)

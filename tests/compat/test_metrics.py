@@ -15,33 +15,14 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.cli_runner import ok
 from tests.support.clients import ck_consume, ck_produce, create_topic
+from tests.support.metrics_scrape import Scrape
 from tests.support.polling import wait_until
+from tests.support.quota_rates import produce_for
 from tests.support.raw_client import RawClient
-
-Labels = frozenset[tuple[str, str]]
-
-
-class Scrape:
-    def __init__(self, url: str) -> None:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            self.content_type = response.headers["Content-Type"]
-            text = response.read().decode()
-        self.samples: dict[str, dict[Labels, float]] = {}
-        self.types: dict[str, str] = {}
-        for family in text_string_to_metric_families(text):
-            self.types[family.name] = family.type
-            for sample in family.samples:
-                self.samples.setdefault(sample.name, {})[frozenset(sample.labels.items())] = sample.value
-
-    def value(self, name: str, **labels: str) -> float:
-        return self.samples[name][frozenset(labels.items())]
-
-    def get(self, name: str, **labels: str) -> float | None:
-        return self.samples.get(name, {}).get(frozenset(labels.items()))
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +104,10 @@ def test_node_partition_controller_and_quorum_gauges(shared_broker: BrokerProces
     assert scrape.value("kafka_server_raft_metrics_current_leader") == 1
     assert scrape.value("kafka_server_raft_metrics_current_epoch") >= 1
     assert scrape.value("kafka_server_raft_metrics_high_watermark") > 0
+    # Creating the topic went through the quorum: its commit took a measurable time, at most the maximum.
+    assert 0 <= scrape.value("kafka_server_raft_metrics_commit_latency_avg") \
+        <= scrape.value("kafka_server_raft_metrics_commit_latency_max")
+    assert scrape.value("kafka_network_requestchannel_requestqueuesize") >= 0
     with RawClient(shared_broker.bootstrap) as client:
         client.request(ApiVersionsRequest(client_software_name="metrics-test", client_software_version="1"))
         connected = Scrape(shared_broker.metrics_url)
@@ -157,3 +142,20 @@ def test_a_console_port_in_use_stops_the_broker_at_startup(shared_broker: Broker
     result = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "console.listeners" in result.stdout + result.stderr
+
+
+def test_quota_throttle_time_per_client(shared_broker: BrokerProcess, topic: str) -> None:
+    bootstrap = shared_broker.bootstrap
+    entity = ["--entity-type", "clients", "--entity-name", "metrics-throttled"]
+    ok(bootstrap, "quotas", "alter", *entity, "--add-config", "producer_byte_rate=20000")
+    try:
+        produce_for(bootstrap, topic, "metrics-throttled", 1.5, [])
+        produce_for(bootstrap, topic, "metrics-free", 0.3, [])
+        scrape = Scrape(shared_broker.metrics_url)
+        throttled = scrape.labelled("kafka_server_quota_throttle_time", resource="Produce",
+                                    clientId="metrics-throttled")
+        free = scrape.labelled("kafka_server_quota_throttle_time", resource="Produce", clientId="metrics-free")
+        assert len(throttled) == 1 and next(iter(throttled.values())) > 0, throttled
+        assert list(free.values()) == [0], free
+    finally:
+        ok(bootstrap, "quotas", "alter", *entity, "--delete-config", "producer_byte_rate")
