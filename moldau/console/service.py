@@ -20,7 +20,7 @@ from moldau.console.app import build_app
 from moldau.metrics.collector import BrokerCollector
 from moldau.metrics.leader_offsets import LeaderEndOffsets, refresh_before_scrape
 from moldau.metrics.node import BrokerNode
-from moldau.net.http_server import HttpListener, parse_listener_url
+from moldau.net.http_server import HttpLimits, HttpListener, parse_listener_url
 from moldau.security.tls import TlsSettings, server_context
 from moldau.telemetry.http import routes as telemetry_routes
 
@@ -62,7 +62,10 @@ def console_for(broker: Broker) -> ConsoleService | None:
     if url is None:
         return None
     tls = server_context(TlsSettings.for_listener(broker.config, TLS_CONFIG_NAME)) if url.tls else None
-    http = HttpListener("console", url, tls)
+    config = broker.config
+    http = HttpListener("console", url, tls, HttpLimits(config.console_max_connections,
+                                                        config.console_request_header_timeout_ms / 1000,
+                                                        config.console_max_request_bytes))
     try:
         http.bind()
     except OSError as exc:
