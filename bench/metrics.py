@@ -12,7 +12,7 @@
    and the body's size.
 
 Run from the repository root:  python -m bench.metrics [--quick] [--records N] [--repeat N]
-    [--partitions N] [--groups N] [--scrapes N]
+    [--partitions N] [--groups N] [--scrapes N] [--only ratio|scrape]
 """
 
 from __future__ import annotations
@@ -80,13 +80,16 @@ class Scraper:
     def __init__(self, url: str) -> None:
         self.url = url
         self.scrapes = 0
+        self.seconds = 0.0  # spent waiting for answers
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.wait(SCRAPE_INTERVAL_S):
+            start = time.perf_counter()
             with urllib.request.urlopen(self.url, timeout=30) as response:
                 response.read()
+            self.seconds += time.perf_counter() - start
             self.scrapes += 1
 
     def __enter__(self) -> Scraper:
@@ -112,8 +115,10 @@ def throughput_ratio(count: int, repeat: int) -> None:
             seconds[side].append(produce_seconds(broker.bootstrap, files[RECORD_BYTES], count))
         rate_off = count / statistics.median(seconds["off"])
         rate_on = count / statistics.median(seconds["on"])
-        print(f"{'metrics off rec/s':>18} {'metrics on rec/s':>17} {'ratio':>6} {'scrapes':>8}")
-        print(f"{rate_off:18,.0f} {rate_on:17,.0f} {rate_on / rate_off:6.3f} {scraper.scrapes:8}", flush=True)
+        mean_ms = scraper.seconds / max(1, scraper.scrapes) * 1000
+        print(f"{'metrics off rec/s':>18} {'metrics on rec/s':>17} {'ratio':>6} {'scrapes':>8} {'ms each':>8}")
+        print(f"{rate_off:18,.0f} {rate_on:17,.0f} {rate_on / rate_off:6.3f} {scraper.scrapes:8} {mean_ms:8.1f}",
+              flush=True)
         print(f"runs (s): off {', '.join(f'{s:.2f}' for s in seconds['off'])}; "
               f"on {', '.join(f'{s:.2f}' for s in seconds['on'])}")
 
@@ -158,15 +163,18 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1000, help="partitions of the scraped broker")
     parser.add_argument("--groups", type=int, default=100, help="groups with committed offsets on it")
     parser.add_argument("--scrapes", type=int, help="scrapes timed (default 20, quick 5)")
+    parser.add_argument("--only", choices=("ratio", "scrape"), help="run one of the two parts")
     args = parser.parse_args()
     count = args.records or (50_000 if args.quick else 200_000)
     repeat = args.repeat or (1 if args.quick else 3)
     print(f"# Metrics cost, {count} records of {RECORD_BYTES} B, kcat {kcat_version()}")
-    produced, served = counter_nanoseconds()
-    print(f"counters in process: {produced:.0f} ns per produced partition, {served:.0f} ns per request")
-    throughput_ratio(count, repeat)
-    print(f"# /metrics with {args.partitions} partitions and {args.groups} groups")
-    scrape_times(args.partitions, args.groups, args.scrapes or (5 if args.quick else 20))
+    if args.only != "scrape":
+        produced, served = counter_nanoseconds()
+        print(f"counters in process: {produced:.0f} ns per produced partition, {served:.0f} ns per request")
+        throughput_ratio(count, repeat)
+    if args.only != "ratio":
+        print(f"# /metrics with {args.partitions} partitions and {args.groups} groups")
+        scrape_times(args.partitions, args.groups, args.scrapes or (5 if args.quick else 20))
 
 
 if __name__ == "__main__":
