@@ -161,8 +161,10 @@ class Dispatcher:
                 return None
             if isinstance(response, codec.DeferredBody):
                 deferred = True
-                return codec.PendingResponse(asyncio.ensure_future(
-                    self._finish(api, schema, header, response, started_ms)))
+                finishing = asyncio.ensure_future(self._finish(api, schema, header, response))
+                # Counted when done, however it ends: even cancelled before it ran (its finally would not run).
+                finishing.add_done_callback(lambda _: self._count(api, header, started_ms))
+                return codec.PendingResponse(finishing)
             return codec.encode_response(schema, header.correlation_id, response)
         except KafkaError as exc:
             return _unanswered_error_response(api, schema, header, exc)
@@ -180,14 +182,12 @@ class Dispatcher:
                                           self._services.clock.monotonic_ms() - started_ms)
 
     async def _finish(self, api: Api, schema: codec.ApiSchema, header: codec.RequestHeader,
-                      deferred: codec.DeferredBody, started_ms: float) -> Response:
+                      deferred: codec.DeferredBody) -> Response:
         """The encoded response of a handler that finished it later."""
         try:
             return codec.encode_response(schema, header.correlation_id, await deferred.body)
         except KafkaError as exc:
             return _unanswered_error_response(api, schema, header, exc)
-        finally:
-            self._count(api, header, started_ms)
 
     def _from_node(self, conn: ConnectionInfo) -> bool:
         """Is this a request from another node: on a controller listener, from a principal that may CLUSTER_ACTION

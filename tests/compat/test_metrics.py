@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
@@ -159,3 +159,20 @@ def test_quota_throttle_time_per_client(shared_broker: BrokerProcess, topic: str
         assert list(free.values()) == [0], free
     finally:
         ok(bootstrap, "quotas", "alter", *entity, "--delete-config", "producer_byte_rate")
+
+
+def test_a_long_polling_fetch_is_in_the_request_queue(shared_broker: BrokerProcess, topic: str) -> None:
+    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": "unused-assign-only",
+                         "fetch.wait.max.ms": 3000, "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
+        consumer.poll(0.5)  # connected; its next Fetch waits at the end of the partition
+
+        def waiting() -> Scrape | None:
+            consumer.poll(0.1)
+            scrape = Scrape(shared_broker.metrics_url)
+            return scrape if scrape.value("kafka_network_requestchannel_requestqueuesize") >= 1 else None
+
+        wait_until(waiting, 10, "a Fetch waiting in the request queue")
+    finally:
+        consumer.close()
