@@ -119,6 +119,9 @@ def throughput_ratio(count: int, repeat: int) -> None:
         print(f"{'metrics off rec/s':>18} {'metrics on rec/s':>17} {'ratio':>6} {'scrapes':>8} {'ms each':>8}")
         print(f"{rate_off:18,.0f} {rate_on:17,.0f} {rate_on / rate_off:6.3f} {scraper.scrapes:8} {mean_ms:8.1f}",
               flush=True)
+        # Each round's two runs are next to each other in time: their ratio cancels the machine's slower drifts.
+        paired = statistics.median(off_s / on_s for off_s, on_s in zip(seconds["off"], seconds["on"], strict=True))
+        print(f"median of the rounds' ratios: {paired:.3f}")
         print(f"runs (s): off {', '.join(f'{s:.2f}' for s in seconds['off'])}; "
               f"on {', '.join(f'{s:.2f}' for s in seconds['on'])}")
 
