@@ -81,7 +81,7 @@ class BrokerCollector(Collector):
             return
         node.counters.forget_topics(set(node.image.topics_by_name))
         yield from _topic_counters(node.counters)
-        yield from _requests(node.counters)
+        yield from _requests(node.counters, node.now_ms())
         yield from _quotas(node.counters, node.now_ms())
         partitions = list(node.partitions())
         yield from _replica_manager(node, partitions)
@@ -111,22 +111,36 @@ def _topic_counters(counters: BrokerCounters) -> Iterator[Metric]:
         yield _with_total(family, total)
 
 
-def _requests(counters: BrokerCounters) -> Iterator[Metric]:
+# Kafka's histogram MBeans' percentiles, labelled as the JMX exporter's usual rules label them.
+QUANTILES = (0.5, 0.75, 0.95, 0.98, 0.99, 0.999)
+QUANTILE_LABELS = ("0.50", "0.75", "0.95", "0.98", "0.99", "0.999")
+
+
+def _requests(counters: BrokerCounters, now_ms: float) -> Iterator[Metric]:
     requests = CounterMetricFamily("kafka_network_requestmetrics_requests", "Requests served, by API and version.",
                                    labels=["request", "version"])
     for (api, version), count in sorted(counters.requests.items()):
         requests.add_metric([api, str(version)], count)
     yield requests
-    latency = HistogramMetricFamily("kafka_network_requestmetrics_totaltimems",
-                                    "Time from a request decoded to its response ready, in milliseconds.",
-                                    labels=["request"])
-    for api, histogram in sorted(counters.latency.items()):
+    # As the JMX exporter renders Kafka's TotalTimeMs histogram MBean: percentiles as `quantile` labels, its count
+    # (and here its sum) beside them; and the same times as a Prometheus histogram, which aggregates across nodes.
+    summary = Metric("kafka_network_requestmetrics_totaltimems",
+                     "Time (ms) from a request decoded to its response ready; quantiles of the last 30 to 60 s, "
+                     "estimated from the histogram's buckets.", "summary")
+    histogram = HistogramMetricFamily("kafka_network_requestmetrics_totaltime_seconds",
+                                      "Time from a request decoded to its response ready.", labels=["request"])
+    for api, times in sorted(counters.latency.items()):
+        for label, value in zip(QUANTILE_LABELS, times.recent_quantiles(QUANTILES, now_ms), strict=True):
+            summary.add_sample(summary.name, {"request": api, "quantile": label}, value)
+        summary.add_sample(summary.name + "_count", {"request": api}, times.count)
+        summary.add_sample(summary.name + "_sum", {"request": api}, times.sum_ms)
         cumulative, buckets = 0, []
-        for bound, count in zip((*LATENCY_BUCKETS_MS, float("inf")), histogram.counts, strict=True):
+        for bound, count in zip((*LATENCY_BUCKETS_MS, float("inf")), times.counts, strict=True):
             cumulative += count
-            buckets.append(("+Inf" if bound == float("inf") else _bound(bound), cumulative))
-        latency.add_metric([api], buckets, histogram.sum_ms)
-    yield latency
+            buckets.append(("+Inf" if bound == float("inf") else _bound(bound / 1000), cumulative))
+        histogram.add_metric([api], buckets, times.sum_ms / 1000)
+    yield summary
+    yield histogram
     yield _gauge("kafka_network_requestchannel_requestqueuesize",
                  "Requests decoded and not answered yet (waiting for their handler, the log, replicas or a timeout).",
                  counters.in_flight)

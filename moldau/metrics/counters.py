@@ -29,6 +29,11 @@ class TopicCounters:
 class LatencyHistogram:
     counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_MS) + 1))
     sum_ms: float = 0.0
+    # The counts when the current and the previous window began (taken at scrape time, not per request), so that
+    # quantiles describe recent requests, as Kafka's percentiles do, rather than everything since start.
+    window_start_ms: float = float("-inf")
+    at_window_start: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_MS) + 1))
+    at_previous_start: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_MS) + 1))
 
     def observe(self, elapsed_ms: float) -> None:
         self.counts[bisect_left(LATENCY_BUCKETS_MS, elapsed_ms)] += 1
@@ -37,6 +42,33 @@ class LatencyHistogram:
     @property
     def count(self) -> int:
         return sum(self.counts)
+
+    def recent_quantiles(self, quantiles: tuple[float, ...], now_ms: float) -> list[float]:
+        """Estimates (ms) of the quantiles of the requests of the current and previous window (windows roll when
+        asked, at least WINDOW_MS apart), interpolated within the buckets; 0 without any such request (as Kafka
+        reports an empty histogram)."""
+        if now_ms - self.window_start_ms >= WINDOW_MS:
+            # Rolled when asked: a window is at least WINDOW_MS long, longer when scrapes are further apart.
+            self.at_previous_start = self.at_window_start
+            self.at_window_start = list(self.counts)
+            self.window_start_ms = now_ms
+        recent = [now - then for now, then in zip(self.counts, self.at_previous_start, strict=True)]
+        return [_quantile(recent, q) for q in quantiles]
+
+
+def _quantile(counts: list[int], q: float) -> float:
+    total = sum(counts)
+    if total == 0:
+        return 0.0
+    rank, seen = q * total, 0
+    for i, count in enumerate(counts):
+        if count and seen + count >= rank:
+            if i == len(LATENCY_BUCKETS_MS):
+                return LATENCY_BUCKETS_MS[-1]  # beyond the last bound: the bound is all that is known
+            lower = LATENCY_BUCKETS_MS[i - 1] if i else 0.0
+            return lower + (LATENCY_BUCKETS_MS[i] - lower) * (rank - seen) / count
+        seen += count
+    return LATENCY_BUCKETS_MS[-1]
 
 
 # A quota's throttle statistics of a client not heard from for this long are dropped (Kafka expires its quota

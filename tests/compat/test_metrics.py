@@ -60,14 +60,23 @@ def test_requests_are_counted_by_api_and_version_with_latency(shared_broker: Bro
     ck_produce(shared_broker.bootstrap, topic, [{"value": b"one", "partition": 0}])
     after = Scrape(shared_broker.metrics_url)
     assert produce_requests(after) >= produce_requests(before) + 1
-    assert after.types["kafka_network_requestmetrics_totaltimems"] == "histogram"
+    assert after.types["kafka_network_requestmetrics_totaltime_seconds"] == "histogram"
     buckets = sorted(((float(dict(labels)["le"]), v) for labels, v in
-                      after.samples["kafka_network_requestmetrics_totaltimems_bucket"].items()
+                      after.samples["kafka_network_requestmetrics_totaltime_seconds_bucket"].items()
                       if ("request", "Produce") in labels))
     counts = [v for _, v in buckets]
-    assert counts == sorted(counts) and buckets[-1][0] == float("inf")
-    assert counts[-1] == after.value("kafka_network_requestmetrics_totaltimems_count", request="Produce")
-    assert after.value("kafka_network_requestmetrics_totaltimems_sum", request="Produce") > 0
+    assert counts == sorted(counts) and buckets[-1][0] == float("inf") and buckets[0][0] == 0.0005
+    assert counts[-1] == after.value("kafka_network_requestmetrics_totaltime_seconds_count", request="Produce")
+    # The JMX exporter's shape of Kafka's TotalTimeMs: percentiles as quantile labels, in ms.
+    assert after.types["kafka_network_requestmetrics_totaltimems"] == "summary"
+    assert after.value("kafka_network_requestmetrics_totaltimems_count", request="Produce") == counts[-1]
+    total_ms = after.value("kafka_network_requestmetrics_totaltimems_sum", request="Produce")
+    assert total_ms > 0
+    assert after.value("kafka_network_requestmetrics_totaltime_seconds_sum", request="Produce") == \
+        pytest.approx(total_ms / 1000)
+    quantiles = [after.value("kafka_network_requestmetrics_totaltimems", request="Produce", quantile=q)
+                 for q in ("0.50", "0.75", "0.95", "0.98", "0.99", "0.999")]
+    assert quantiles[0] > 0 and quantiles == sorted(quantiles), quantiles
 
 
 def test_consumer_lag_as_kafka_exporter_names_it(shared_broker: BrokerProcess, topic: str) -> None:

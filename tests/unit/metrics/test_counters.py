@@ -3,7 +3,14 @@ and the quota throttle statistics, driven by an explicit clock."""
 
 from __future__ import annotations
 
-from moldau.metrics.counters import QUOTA_SENSOR_EXPIRY_MS, WINDOW_MS, BrokerCounters, WindowedStat
+from moldau.metrics.counters import (
+    LATENCY_BUCKETS_MS,
+    QUOTA_SENSOR_EXPIRY_MS,
+    WINDOW_MS,
+    BrokerCounters,
+    LatencyHistogram,
+    WindowedStat,
+)
 
 
 def test_average_and_maximum_cover_the_current_and_previous_window() -> None:
@@ -31,3 +38,16 @@ def test_requests_in_progress_and_throttled_clients() -> None:
     assert ("Produce", "alice", "app") in counters.throttle
     counters.forget_idle_clients(11 + QUOTA_SENSOR_EXPIRY_MS)
     assert not counters.throttle
+
+
+def test_latency_quantiles_are_interpolated_within_buckets_of_recent_requests() -> None:
+    histogram = LatencyHistogram()
+    for elapsed in (0.2, 0.3, 0.4, 0.45, 7.0):  # four in (0, 0.5], one in (5, 10]
+        histogram.observe(elapsed)
+    assert histogram.recent_quantiles((0.5, 0.8, 1.0), 0) == [0.3125, 0.5, 10.0]
+    histogram.observe(100_000)  # beyond the last bound: reported as the last bound
+    assert histogram.recent_quantiles((1.0,), 1)[0] == LATENCY_BUCKETS_MS[-1]
+    # A new window: the requests before the previous window began (the first five) no longer count.
+    assert histogram.recent_quantiles((0.5,), WINDOW_MS) == [LATENCY_BUCKETS_MS[-1]]
+    assert histogram.recent_quantiles((0.5, 0.99), 2 * WINDOW_MS + 1) == [0.0, 0.0]  # nothing recent
+    assert histogram.count == 6
