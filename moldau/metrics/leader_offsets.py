@@ -15,6 +15,7 @@ scrapes costs the other brokers at most one request each per `MAX_AGE_MS`. A lea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -58,7 +59,8 @@ class LeaderEndOffsets:
                 return
             self._running = asyncio.ensure_future(self._fetch())
             self._running.add_done_callback(self._done)
-        await asyncio.shield(self._running)
+        with contextlib.suppress(Exception):  # logged by _done; the scrape goes on without those partitions
+            await asyncio.shield(self._running)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._running = None
