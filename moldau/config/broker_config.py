@@ -375,6 +375,9 @@ class BrokerConfig:
     schema_registry_listeners = _Str("schema.registry.listeners")
     console_listeners = _Str("console.listeners")
     console_connect_urls = _List("console.connect.urls")
+    console_max_connections = _Int("console.max.connections")
+    console_request_header_timeout_ms = _Int("console.request.header.timeout.ms")
+    console_max_request_bytes = _Int("console.max.request.bytes")
     schema_registry_authentication_method = _Str("schema.registry.authentication.method")
     schema_registry_authentication_realm = _Str("schema.registry.authentication.realm")
 

@@ -439,6 +439,16 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "Kafka Connect workers' REST APIs (http://host:port, comma-separated) whose connectors the console's "
               "Connectors page lists, pauses, resumes and restarts; the first that answers is used. Empty: the "
               "page says how to set it."),
+    ConfigDef("console.max.connections", _T.INT, "1000",
+              "Connections the console's HTTP listener holds at once; one more is answered 503 and closed.",
+              at_least(1)),
+    ConfigDef("console.request.header.timeout.ms", _T.INT, "10000",
+              "Time a client of the console's HTTP listener has to send a whole request head (request line and "
+              "headers), from connecting or from its previous response; then it is answered 408 and closed.",
+              at_least(1)),
+    ConfigDef("console.max.request.bytes", _T.INT, "16777216",
+              "The largest request body the console's HTTP listener takes; a larger one is answered 413.",
+              at_least(0)),
     # The schema registry (Confluent Schema Registry's REST API, docs/registry.md).
     ConfigDef("schema.registry.listeners", _T.STRING, "http://127.0.0.1:8081",
               "Where this broker serves the schema registry's REST API, as http://host:port or https://host:port "

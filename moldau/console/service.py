@@ -13,14 +13,16 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from starlette.routing import BaseRoute
+from starlette.types import ASGIApp
 
 from moldau.config import ConfigError
 from moldau.console.app import build_app
 from moldau.console.clients import ClientFactory
 from moldau.console.context import ConsoleContext, make_templates
 from moldau.metrics.collector import BrokerCollector
+from moldau.metrics.leader_offsets import LeaderEndOffsets, refresh_before_scrape
 from moldau.metrics.node import BrokerNode
-from moldau.net.http_server import HttpListener, parse_listener_url
+from moldau.net.http_server import HttpLimits, HttpListener, parse_listener_url
 from moldau.security.tls import TlsSettings, server_context
 from moldau.telemetry.http import routes as telemetry_routes
 
@@ -34,19 +36,25 @@ TLS_CONFIG_NAME = "console"
 
 class ConsoleService:
     def __init__(self, http: HttpListener, registry: CollectorRegistry, routes: Sequence[BaseRoute] = (),
-                 console: ConsoleContext | None = None) -> None:
+                 console: ConsoleContext | None = None, leader_offsets: LeaderEndOffsets | None = None) -> None:
         self.http = http
         self.registry = registry
         self.routes = routes
         self.console = console  # the pages; None on controller-only nodes, which serve /metrics only
+        self.leader_offsets = leader_offsets  # asked before each scrape, for consumer lag across brokers
 
     def start(self) -> None:
-        self.http.start(build_app(self.registry, self.routes, self.console))
+        app: ASGIApp = build_app(self.registry, self.routes, self.console)
+        if self.leader_offsets is not None:
+            app = refresh_before_scrape(app, self.leader_offsets.refresh)
+        self.http.start(app)
 
     async def stop(self) -> None:
         for stop in self.console.on_stop if self.console is not None else ():
             await stop()
         await self.http.stop()
+        if self.leader_offsets is not None:
+            self.leader_offsets.close()
 
 
 def console_for(broker: Broker) -> ConsoleService | None:
@@ -59,22 +67,26 @@ def console_for(broker: Broker) -> ConsoleService | None:
     if url is None:
         return None
     tls = server_context(TlsSettings.for_listener(broker.config, TLS_CONFIG_NAME)) if url.tls else None
-    http = HttpListener("console", url, tls)
+    config = broker.config
+    http = HttpListener("console", url, tls, HttpLimits(config.console_max_connections,
+                                                        config.console_request_header_timeout_ms / 1000,
+                                                        config.console_max_request_bytes))
     try:
         http.bind()
     except OSError as exc:
         raise ConfigError(f"console.listeners {raw}: cannot listen: {exc}", "console.listeners") from exc
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(BrokerCollector(BrokerNode(broker, broker.counters)))
+    node = BrokerNode(broker, broker.counters)
+    registry.register(BrokerCollector(node))
     for standard in (ProcessCollector, PlatformCollector, GCCollector):
         standard(registry=registry)
     if not broker.is_broker:
-        return ConsoleService(http, registry)
+        return ConsoleService(http, registry, leader_offsets=node.leader_offsets)
     console = ConsoleContext(ClientFactory.for_broker(broker.config), make_templates(), broker.config.node_id,
                              registry_url=_local_registry_url(broker.config.schema_registry_listeners or ""),
                              connect_urls=tuple(broker.config.console_connect_urls),
                              counters=broker.counters)
-    return ConsoleService(http, registry, telemetry_routes(broker.client_telemetry), console)
+    return ConsoleService(http, registry, telemetry_routes(broker.client_telemetry), console, node.leader_offsets)
 
 
 def _local_registry_url(listeners: str) -> str | None:

@@ -26,6 +26,7 @@ from moldau.metadata import raft_wire as wire
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.quorum_store import QuorumStore, decode_records, encode_records
 from moldau.metadata.records import MetadataRecord
+from moldau.metrics.counters import WindowedStat
 from moldau.net.client import Authenticator, ConnectionFailed, ConnectionPool
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.raft import (
@@ -81,6 +82,7 @@ class MetadataQuorum:
         self._listeners: list[ImageListener] = []
         self._leader_listeners: list[Callable[[], None]] = []
         self._pending: dict[int, asyncio.Future[int]] = {}  # offset after a proposal -> applied
+        self.commit_latency = WindowedStat()  # ms from a proposal appended here (the leader) to it committed
         self._epoch_start: int | None = None  # leader: offset of our leader-change entry
         self._replies: list[Message] | None = None  # collects answers while an inbound request is handled
         self._tasks: set[asyncio.Task[None]] = set()
@@ -178,7 +180,8 @@ class MetadataQuorum:
         """
         if not self.is_active_controller():
             raise KafkaError(ErrorCode.not_controller, "this node is not the active controller")
-        result = self.node.propose([tuple(records)], self._now())
+        proposed_ms = self._now()
+        result = self.node.propose([tuple(records)], proposed_ms)
         if not isinstance(result, int):
             raise KafkaError(ErrorCode.not_controller, "this node is not the active controller")
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
@@ -189,7 +192,10 @@ class MetadataQuorum:
             if future.done():
                 future.exception()  # failed by the reload; the caller gets the storage error instead
             raise KafkaError(ErrorCode.kafka_storage_error, f"cannot write the metadata log: {exc}") from exc
-        return await future
+        offset = await future
+        now = self._now()
+        self.commit_latency.record(now - proposed_ms, now)
+        return offset
 
     def _resolve_pending(self) -> None:
         for end in sorted(o for o in self._pending if o <= self.applied_offset):

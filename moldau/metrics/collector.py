@@ -4,8 +4,8 @@ Names follow the Prometheus JMX exporter's rendering of Kafka's MBeans (`kafka.s
 name=MessagesInPerSec,topic=t` -> `kafka_server_brokertopicmetrics_messagesin_total{topic="t"}`), so dashboards
 made for Kafka work; consumer lag uses kafka_exporter's names (`kafka_consumergroup_lag`). Like Kafka's own, a
 node reports what it hosts: partitions it leads, logs it holds, groups it coordinates. Summing over the
-cluster's nodes gives cluster totals; consumer lag of a partition is reported by the group's coordinator when it
-also leads the partition (a single node always does; see docs/observability.md).
+cluster's nodes gives cluster totals; a group's consumer lag is reported by its coordinator, for every partition
+it committed offsets for (asking the leaders of those led elsewhere, moldau.metrics.leader_offsets).
 """
 
 from __future__ import annotations
@@ -63,6 +63,9 @@ class NodeView(Protocol):
     def raft(self) -> tuple[int, int, int, int]: ...  # (epoch, leader id or -1, high watermark, log end offset)
     def is_active_controller(self) -> bool: ...
     def committed_offsets(self) -> CommittedOffsets: ...
+    def remote_end_offsets(self) -> Mapping[tuple[str, int], int]: ...  # high watermarks of partitions led elsewhere
+    def raft_commit_latency(self) -> tuple[float, float]: ...  # (avg, max) ms over the recent windows
+    def now_ms(self) -> float: ...  # the node's monotonic clock
 
 
 class BrokerCollector(Collector):
@@ -78,7 +81,8 @@ class BrokerCollector(Collector):
             return
         node.counters.forget_topics(set(node.image.topics_by_name))
         yield from _topic_counters(node.counters)
-        yield from _requests(node.counters)
+        yield from _requests(node.counters, node.now_ms())
+        yield from _quotas(node.counters, node.now_ms())
         partitions = list(node.partitions())
         yield from _replica_manager(node, partitions)
         yield from _logs(partitions)
@@ -107,22 +111,49 @@ def _topic_counters(counters: BrokerCounters) -> Iterator[Metric]:
         yield _with_total(family, total)
 
 
-def _requests(counters: BrokerCounters) -> Iterator[Metric]:
+# Kafka's histogram MBeans' percentiles, labelled as the JMX exporter's usual rules label them.
+QUANTILES = (0.5, 0.75, 0.95, 0.98, 0.99, 0.999)
+QUANTILE_LABELS = ("0.50", "0.75", "0.95", "0.98", "0.99", "0.999")
+
+
+def _requests(counters: BrokerCounters, now_ms: float) -> Iterator[Metric]:
     requests = CounterMetricFamily("kafka_network_requestmetrics_requests", "Requests served, by API and version.",
                                    labels=["request", "version"])
     for (api, version), count in sorted(counters.requests.items()):
         requests.add_metric([api, str(version)], count)
     yield requests
-    latency = HistogramMetricFamily("kafka_network_requestmetrics_totaltimems",
-                                    "Time from a request decoded to its response ready, in milliseconds.",
-                                    labels=["request"])
-    for api, histogram in sorted(counters.latency.items()):
+    # As the JMX exporter renders Kafka's TotalTimeMs histogram MBean: percentiles as `quantile` labels, its count
+    # (and here its sum) beside them; and the same times as a Prometheus histogram, which aggregates across nodes.
+    summary = Metric("kafka_network_requestmetrics_totaltimems",
+                     "Time (ms) from a request decoded to its response ready; quantiles of the last 30 to 60 s, "
+                     "estimated from the histogram's buckets.", "summary")
+    histogram = HistogramMetricFamily("kafka_network_requestmetrics_totaltime_seconds",
+                                      "Time from a request decoded to its response ready.", labels=["request"])
+    for api, times in sorted(counters.latency.items()):
+        for label, value in zip(QUANTILE_LABELS, times.recent_quantiles(QUANTILES, now_ms), strict=True):
+            summary.add_sample(summary.name, {"request": api, "quantile": label}, value)
+        summary.add_sample(summary.name + "_count", {"request": api}, times.count)
+        summary.add_sample(summary.name + "_sum", {"request": api}, times.sum_ms)
         cumulative, buckets = 0, []
-        for bound, count in zip((*LATENCY_BUCKETS_MS, float("inf")), histogram.counts, strict=True):
+        for bound, count in zip((*LATENCY_BUCKETS_MS, float("inf")), times.counts, strict=True):
             cumulative += count
-            buckets.append(("+Inf" if bound == float("inf") else _bound(bound), cumulative))
-        latency.add_metric([api], buckets, histogram.sum_ms)
-    yield latency
+            buckets.append(("+Inf" if bound == float("inf") else _bound(bound / 1000), cumulative))
+        histogram.add_metric([api], buckets, times.sum_ms / 1000)
+    yield summary
+    yield histogram
+    yield _gauge("kafka_network_requestchannel_requestqueuesize",
+                 "Requests decoded and not answered yet (waiting for their handler, the log, replicas or a timeout).",
+                 counters.in_flight)
+
+
+def _quotas(counters: BrokerCounters, now_ms: float) -> Iterator[Metric]:
+    counters.forget_idle_clients(now_ms)
+    family = GaugeMetricFamily("kafka_server_quota_throttle_time",
+                               "Average throttle time (ms) of the client's requests over the last 30 to 60 s, "
+                               "for clients a quota applies to.", labels=["resource", "user", "clientId"])
+    for (resource, user, client_id), stat in sorted(counters.throttle.items()):
+        family.add_metric([resource, user, client_id], stat.avg(now_ms))
+    yield family
 
 
 def _bound(value: float) -> str:
@@ -189,6 +220,12 @@ def _raft(node: NodeView) -> Iterator[Metric]:
     yield _gauge("kafka_server_raft_metrics_current_leader", "The quorum leader's id (-1: none known).", leader)
     yield _gauge("kafka_server_raft_metrics_high_watermark", "The metadata log's high watermark.", high_watermark)
     yield _gauge("kafka_server_raft_metrics_log_end_offset", "The metadata log's end offset here.", log_end)
+    average, peak = node.raft_commit_latency()
+    yield _gauge("kafka_server_raft_metrics_commit_latency_avg",
+                 "Average ms from a metadata record appended on the leader to it committed (last 30 to 60 s).",
+                 average)
+    yield _gauge("kafka_server_raft_metrics_commit_latency_max",
+                 "Longest ms from a metadata record appended on the leader to it committed (last 30 to 60 s).", peak)
 
 
 def _connections(node: NodeView) -> Iterator[Metric]:
@@ -200,7 +237,8 @@ def _connections(node: NodeView) -> Iterator[Metric]:
 
 
 def _consumer_lag(node: NodeView, partitions: list[PartitionView]) -> Iterator[Metric]:
-    """kafka_exporter's families, for partitions led here and groups coordinated here."""
+    """kafka_exporter's families: offsets of the partitions led here; lag of the groups coordinated here, against
+    the high watermark of the partitions led here or, for the others, the one their leader answered."""
     led = {(p.topic, p.partition): p for p in partitions if p.leader == node.node_id}
     current = GaugeMetricFamily("kafka_topic_partition_current_offset", "The partition's high watermark.",
                                 labels=["topic", "partition"])
@@ -217,13 +255,14 @@ def _consumer_lag(node: NodeView, partitions: list[PartitionView]) -> Iterator[M
                             labels=labels)
     lag_sum = GaugeMetricFamily("kafka_consumergroup_lag_sum", "The group's lag summed over the topic's partitions.",
                                 labels=["consumergroup", "topic"])
+    ends = {**node.remote_end_offsets(), **{tp: p.high_watermark for tp, p in led.items()}}
     for group, committed in sorted(node.committed_offsets().items()):
         sums: dict[str, int] = {}
         for (topic, partition), position in sorted(committed.items()):
-            hosted = led.get((topic, partition))
-            if hosted is None:
-                continue
-            behind = max(0, hosted.high_watermark - position)
+            end = ends.get((topic, partition))
+            if end is None:
+                continue  # neither led here nor answered by its leader (moldau.metrics.leader_offsets)
+            behind = max(0, end - position)
             offset.add_metric([group, topic, str(partition)], position)
             lag.add_metric([group, topic, str(partition)], behind)
             sums[topic] = sums.get(topic, 0) + behind

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from moldau.metadata.image import MetadataImage
 from moldau.metrics.collector import CommittedOffsets, PartitionView
 from moldau.metrics.counters import BrokerCounters
+from moldau.metrics.leader_offsets import LeaderEndOffsets
 from moldau.replication.replica_manager import HostedPartition
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ class BrokerNode:
         self._broker = broker
         self.node_id = broker.node_id
         self.counters = counters
+        self.leader_offsets = LeaderEndOffsets(broker)
 
     @property
     def is_broker(self) -> bool:
@@ -87,3 +89,14 @@ class BrokerNode:
 
     def committed_offsets(self) -> CommittedOffsets:
         return self._broker.groups.committed_offsets()
+
+    def remote_end_offsets(self) -> Mapping[tuple[str, int], int]:
+        return self.leader_offsets.ends
+
+    def raft_commit_latency(self) -> tuple[float, float]:
+        quorum = self._broker.quorum
+        now = quorum.clock_ms()
+        return quorum.commit_latency.avg(now), quorum.commit_latency.max(now)
+
+    def now_ms(self) -> float:
+        return self._broker.clock.monotonic_ms()

@@ -4,12 +4,21 @@ The schema registry and the console (with `/metrics`) each have one. The socket 
 in use stops the broker at startup with the config named, and port 0 is resolved before anything is advertised;
 uvicorn then serves on that socket, with its signal handlers off (the broker owns SIGTERM and SIGINT and stops
 the server during its shutdown), its access log off, and the broker's TLS context when the URL is https.
+
+Limits (`HttpLimits`) keep a hostile client from holding the listener or the broker's memory: connections beyond
+`max_connections` are answered 503 and closed as they arrive; a connection that has not sent a whole request head
+(request line and headers) within `request_header_timeout_s` of connecting, or of its previous response, is
+answered 408 and closed (uvicorn times out only idle connections between requests, so a slow sender of headers,
+or a client that never sends a byte, would otherwise hold its connection for ever); a body larger than
+`max_request_bytes` is refused with 413 as soon as it declares or shows its size; request headers over 16 KiB
+get 400 (h11, while they arrive) or 431.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import socket
 import ssl
@@ -18,11 +27,117 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import uvicorn
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["HttpListener", "ListenerUrl", "parse_listener_url"]
+__all__ = ["HttpLimits", "HttpListener", "ListenerUrl", "parse_listener_url"]
 
 SHUTDOWN_GRACE_S = 1
+# h11 refuses (400) a request head still incomplete at this size; one that arrives whole in a single read can be
+# larger, so the same bound is checked again on the parsed headers (431).
+MAX_HEADER_BYTES = 16 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    max_connections: int = 1000
+    request_header_timeout_s: float = 10.0
+    max_request_bytes: int = 16 * 1024 * 1024
+
+
+def _plain_answer(status: int, reason: str, text: str) -> bytes:
+    body = text.encode()
+    return (f"HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain; charset=utf-8\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode() + body
+
+
+def _guarded_protocol(limits: HttpLimits) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with the connection limit and the request-head timeout."""
+
+    class GuardedProtocol(H11Protocol):
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if len(self.connections) > limits.max_connections:
+                transport.write(_plain_answer(503, "Service Unavailable", "too many connections\n"))
+                transport.close()
+                return
+            self._arm_head_timer()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm_head_timer()  # the next request's head has the same time to arrive
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            super().connection_lost(exc)
+
+        def _arm_head_timer(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            self._head_timer = self.loop.call_later(limits.request_header_timeout_s, self._head_timed_out)
+
+        def _head_timed_out(self) -> None:
+            self._head_timer = None
+            if self.transport.is_closing() or (self.cycle is not None and not self.cycle.response_complete):
+                return  # closed already, or a request is being served: its head arrived in time
+            self.transport.write(_plain_answer(408, "Request Timeout", "no complete request in time\n"))
+            self.transport.close()
+
+    return GuardedProtocol
+
+
+def _bounded_bodies(app: ASGIApp, limit: int) -> ASGIApp:
+    """`app`, with request bodies over `limit` bytes answered 413 (by Content-Length, or as they stream in, in
+    which case the app sees the client disconnect and whatever it answers is replaced by the 413)."""
+
+    async def bounded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        if sum(len(name) + len(value) for name, value in scope["headers"]) > MAX_HEADER_BYTES:
+            await _refuse(send, 431, f"the request headers are larger than {MAX_HEADER_BYTES} bytes")
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > limit:
+            await _refuse(send, 413, f"the request body is larger than {limit} bytes")
+            return
+        received, exceeded, started = 0, False, False
+
+        async def bounded_receive() -> Message:
+            nonlocal received, exceeded
+            if exceeded:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    exceeded = True
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal started
+            if exceeded and not started:
+                return  # the 413 below answers instead
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        await app(scope, bounded_receive, tracked_send)
+        if exceeded and not started:
+            await _refuse(send, 413, f"the request body is larger than {limit} bytes")
+
+    return bounded
+
+
+async def _refuse(send: Send, status: int, message: str) -> None:
+    body = json.dumps({"error_code": status, "message": message}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +171,12 @@ class _Server(uvicorn.Server):
 
 
 class HttpListener:
-    def __init__(self, what: str, url: ListenerUrl, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, what: str, url: ListenerUrl, tls: ssl.SSLContext | None = None,
+                 limits: HttpLimits = HttpLimits()) -> None:
         self.what = what
         self.url = url
         self.tls = tls
+        self.limits = limits
         self.socket: socket.socket | None = None
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None
@@ -87,8 +204,9 @@ class HttpListener:
     def start(self, app: ASGIApp) -> None:
         """Serve `app` on the bound socket, as a task of the running loop."""
         assert self.socket is not None, "bind() first"
-        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=SHUTDOWN_GRACE_S, server_header=False)
+        config = uvicorn.Config(_bounded_bodies(app, self.limits.max_request_bytes), log_config=None,
+                                access_log=False, lifespan="off", timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+                                server_header=False, http=_guarded_protocol(self.limits))
         # uvicorn builds its own TLS context from file names; the broker's (PEM stores, inline certificates,
         # cipher and protocol settings) is set once the config is loaded, which serve() then uses as it is.
         config.load()

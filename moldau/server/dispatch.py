@@ -133,11 +133,16 @@ class Dispatcher:
         except codec.MalformedBody as exc:
             return _malformed_body_response(schema, header, exc)
         quota = self._request_quota(header, conn)
-        started_ms = self._services.clock.monotonic_ms() if self._counters is not None else 0.0
+        counters = self._counters
+        started_ms = 0.0
+        if counters is not None:
+            started_ms = self._services.clock.monotonic_ms()
         deferred = False  # a response finished later counts its time when it is finished
         context = RequestContext(header, schema, self._services, conn.peer, conn.is_controller_listener,
                                  conn.listener, conn.principal, conn.client_host, conn.security_protocol, quota,
                                  sasl, self._authorizer, self._from_node(conn))
+        if counters is not None:
+            counters.request_started()  # answered (and counted down) in _count, whichever way it ends
         try:
             for request_filter in self._filters:
                 await request_filter.check(context, request)
@@ -145,6 +150,9 @@ class Dispatcher:
                 response = await self._timed(api, context, request, quota)
             else:
                 response = await api.handle(context, request)
+            if counters is not None and quota is not NO_QUOTA:
+                counters.quota_checked(_QUOTA_RESOURCES.get(api.name, "Request"), conn.principal.name,
+                                       header.client_id or "", quota.throttle_ms, started_ms)
             if quota.throttle_ms > 0:
                 if isinstance(conn, Mutable):
                     conn.mute_for(quota.throttle_ms)
@@ -153,8 +161,10 @@ class Dispatcher:
                 return None
             if isinstance(response, codec.DeferredBody):
                 deferred = True
-                return codec.PendingResponse(asyncio.ensure_future(
-                    self._finish(api, schema, header, response, started_ms)))
+                finishing = asyncio.ensure_future(self._finish(api, schema, header, response))
+                # Counted when done, however it ends: even cancelled before it ran (its finally would not run).
+                finishing.add_done_callback(lambda _: self._count(api, header, started_ms))
+                return codec.PendingResponse(finishing)
             return codec.encode_response(schema, header.correlation_id, response)
         except KafkaError as exc:
             return _unanswered_error_response(api, schema, header, exc)
@@ -172,14 +182,12 @@ class Dispatcher:
                                           self._services.clock.monotonic_ms() - started_ms)
 
     async def _finish(self, api: Api, schema: codec.ApiSchema, header: codec.RequestHeader,
-                      deferred: codec.DeferredBody, started_ms: float) -> Response:
+                      deferred: codec.DeferredBody) -> Response:
         """The encoded response of a handler that finished it later."""
         try:
             return codec.encode_response(schema, header.correlation_id, await deferred.body)
         except KafkaError as exc:
             return _unanswered_error_response(api, schema, header, exc)
-        finally:
-            self._count(api, header, started_ms)
 
     def _from_node(self, conn: ConnectionInfo) -> bool:
         """Is this a request from another node: on a controller listener, from a principal that may CLUSTER_ACTION
@@ -225,6 +233,10 @@ class Dispatcher:
         if api.decode is not None:
             return api.decode(frame, codec.body_start(schema, frame, header), header.api_version)
         return codec.decode_request(schema, frame, header)
+
+
+# The quota sensors' `type` in Kafka: the byte-rate ones of Produce and Fetch, request time for the others.
+_QUOTA_RESOURCES = {"Produce": "Produce", "Fetch": "Fetch"}
 
 
 def _with_throttle(response: Any, throttle_ms: int) -> Any:

@@ -12,36 +12,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.cli_runner import ok
 from tests.support.clients import ck_consume, ck_produce, create_topic
+from tests.support.metrics_scrape import Scrape
 from tests.support.polling import wait_until
+from tests.support.quota_rates import produce_for
 from tests.support.raw_client import RawClient
-
-Labels = frozenset[tuple[str, str]]
-
-
-class Scrape:
-    def __init__(self, url: str) -> None:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            self.content_type = response.headers["Content-Type"]
-            text = response.read().decode()
-        self.samples: dict[str, dict[Labels, float]] = {}
-        self.types: dict[str, str] = {}
-        for family in text_string_to_metric_families(text):
-            self.types[family.name] = family.type
-            for sample in family.samples:
-                self.samples.setdefault(sample.name, {})[frozenset(sample.labels.items())] = sample.value
-
-    def value(self, name: str, **labels: str) -> float:
-        return self.samples[name][frozenset(labels.items())]
-
-    def get(self, name: str, **labels: str) -> float | None:
-        return self.samples.get(name, {}).get(frozenset(labels.items()))
 
 
 @pytest.fixture(scope="module")
@@ -79,14 +60,23 @@ def test_requests_are_counted_by_api_and_version_with_latency(shared_broker: Bro
     ck_produce(shared_broker.bootstrap, topic, [{"value": b"one", "partition": 0}])
     after = Scrape(shared_broker.metrics_url)
     assert produce_requests(after) >= produce_requests(before) + 1
-    assert after.types["kafka_network_requestmetrics_totaltimems"] == "histogram"
+    assert after.types["kafka_network_requestmetrics_totaltime_seconds"] == "histogram"
     buckets = sorted(((float(dict(labels)["le"]), v) for labels, v in
-                      after.samples["kafka_network_requestmetrics_totaltimems_bucket"].items()
+                      after.samples["kafka_network_requestmetrics_totaltime_seconds_bucket"].items()
                       if ("request", "Produce") in labels))
     counts = [v for _, v in buckets]
-    assert counts == sorted(counts) and buckets[-1][0] == float("inf")
-    assert counts[-1] == after.value("kafka_network_requestmetrics_totaltimems_count", request="Produce")
-    assert after.value("kafka_network_requestmetrics_totaltimems_sum", request="Produce") > 0
+    assert counts == sorted(counts) and buckets[-1][0] == float("inf") and buckets[0][0] == 0.0005
+    assert counts[-1] == after.value("kafka_network_requestmetrics_totaltime_seconds_count", request="Produce")
+    # The JMX exporter's shape of Kafka's TotalTimeMs: percentiles as quantile labels, in ms.
+    assert after.types["kafka_network_requestmetrics_totaltimems"] == "summary"
+    assert after.value("kafka_network_requestmetrics_totaltimems_count", request="Produce") == counts[-1]
+    total_ms = after.value("kafka_network_requestmetrics_totaltimems_sum", request="Produce")
+    assert total_ms > 0
+    assert after.value("kafka_network_requestmetrics_totaltime_seconds_sum", request="Produce") == \
+        pytest.approx(total_ms / 1000)
+    quantiles = [after.value("kafka_network_requestmetrics_totaltimems", request="Produce", quantile=q)
+                 for q in ("0.50", "0.75", "0.95", "0.98", "0.99", "0.999")]
+    assert quantiles[0] > 0 and quantiles == sorted(quantiles), quantiles
 
 
 def test_consumer_lag_as_kafka_exporter_names_it(shared_broker: BrokerProcess, topic: str) -> None:
@@ -123,6 +113,10 @@ def test_node_partition_controller_and_quorum_gauges(shared_broker: BrokerProces
     assert scrape.value("kafka_server_raft_metrics_current_leader") == 1
     assert scrape.value("kafka_server_raft_metrics_current_epoch") >= 1
     assert scrape.value("kafka_server_raft_metrics_high_watermark") > 0
+    # Creating the topic went through the quorum: its commit took a measurable time, at most the maximum.
+    assert 0 <= scrape.value("kafka_server_raft_metrics_commit_latency_avg") \
+        <= scrape.value("kafka_server_raft_metrics_commit_latency_max")
+    assert scrape.value("kafka_network_requestchannel_requestqueuesize") >= 0
     with RawClient(shared_broker.bootstrap) as client:
         client.request(ApiVersionsRequest(client_software_name="metrics-test", client_software_version="1"))
         connected = Scrape(shared_broker.metrics_url)
@@ -157,3 +151,37 @@ def test_a_console_port_in_use_stops_the_broker_at_startup(shared_broker: Broker
     result = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "console.listeners" in result.stdout + result.stderr
+
+
+def test_quota_throttle_time_per_client(shared_broker: BrokerProcess, topic: str) -> None:
+    bootstrap = shared_broker.bootstrap
+    entity = ["--entity-type", "clients", "--entity-name", "metrics-throttled"]
+    ok(bootstrap, "quotas", "alter", *entity, "--add-config", "producer_byte_rate=20000")
+    try:
+        produce_for(bootstrap, topic, "metrics-throttled", 1.5, [])
+        produce_for(bootstrap, topic, "metrics-free", 0.3, [])
+        scrape = Scrape(shared_broker.metrics_url)
+        throttled = scrape.labelled("kafka_server_quota_throttle_time", resource="Produce",
+                                    clientId="metrics-throttled")
+        free = scrape.labelled("kafka_server_quota_throttle_time", resource="Produce", clientId="metrics-free")
+        assert len(throttled) == 1 and next(iter(throttled.values())) > 0, throttled
+        assert list(free.values()) == [0], free
+    finally:
+        ok(bootstrap, "quotas", "alter", *entity, "--delete-config", "producer_byte_rate")
+
+
+def test_a_long_polling_fetch_is_in_the_request_queue(shared_broker: BrokerProcess, topic: str) -> None:
+    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": "unused-assign-only",
+                         "fetch.wait.max.ms": 3000, "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
+        consumer.poll(0.5)  # connected; its next Fetch waits at the end of the partition
+
+        def waiting() -> Scrape | None:
+            consumer.poll(0.1)
+            scrape = Scrape(shared_broker.metrics_url)
+            return scrape if scrape.value("kafka_network_requestchannel_requestqueuesize") >= 1 else None
+
+        wait_until(waiting, 10, "a Fetch waiting in the request queue")
+    finally:
+        consumer.close()

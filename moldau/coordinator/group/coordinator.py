@@ -484,6 +484,15 @@ class GroupCoordinator:
         self._note_high_watermark(shard)
         return ErrorCode.none, shard.fetch(group_id, requested, require_stable)
 
+    def committed_offsets(self) -> dict[str, dict[TopicPartition, int]]:
+        """Every group's committed offsets as OffsetFetch answers them (replicated ones only), for metrics."""
+        result: dict[str, dict[TopicPartition, int]] = {}
+        for shard in list(self.shards.values()):
+            self._note_high_watermark(shard)
+            for group in shard.offsets.groups():
+                result[group] = {tp: value.offset for tp, value in shard.offsets.visible(group).items()}
+        return result
+
     def _note_high_watermark(self, shard: GroupShard) -> None:
         with contextlib.suppress(KafkaError):  # no longer the leader: the shard is about to be unloaded
             shard.offsets.replicated_to(self.log.high_watermark(shard.partition))

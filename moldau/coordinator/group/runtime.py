@@ -219,8 +219,7 @@ class GroupRuntime:
 
     def committed_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
         """Every group coordinated here: its committed offsets as OffsetFetch answers them (for metrics)."""
-        return {group: {tp: value.offset for tp, value in shard.offsets.visible(group).items()}
-                for shard in self.coordinator.shards.values() for group in shard.offsets.groups()}
+        return self.coordinator.committed_offsets()
 
     # -- the timer -----------------------------------------------------------------------------------------
 
