@@ -5,8 +5,16 @@ exists only between a clean `close()` and the next start (construction). Without
 directory is opened as after a crash (recovery from its recovery point). Directories named
 `*-delete` are deletions interrupted by a crash and are removed at start.
 
-Invariants: one `PartitionLog` per (topic, partition); a new partition goes to the directory holding
-the fewest partitions. The manager shares one `DeferredCloser` among its logs and runs it from its
+A partition being moved to another directory (AlterReplicaLogDirs) has a second, *future* log there,
+`<topic>-<partition>.<hex>-future` (`moldau.storage.replica_move`), that `advance_moves` fills and then swaps in
+for the current one. A crash mid-move is resumed at the next start: a future log whose current log still exists
+is opened and copying goes on; one whose current log is gone (the crash fell between the two renames of the
+swap) was complete, and becomes the partition's log.
+
+Invariants: one `PartitionLog` per (topic, partition), in one directory (the same partition in two
+directories is refused at start); at most one future log per partition, never in its current log's
+directory; a new partition goes to the directory chosen for it by AlterReplicaLogDirs if any, else to the
+one holding the fewest partitions. The manager shares one `DeferredCloser` among its logs and runs it from its
 periodic methods, so fds of deleted segments stay valid for `file_delete_delay_ms`. It owns the
 `LogCleaner` (compaction runs on its own thread; `run_cleaner` applies and schedules it) and stops it
 before closing the logs. Not thread-safe.
@@ -28,9 +36,13 @@ from moldau.storage.cleaner import DEFAULT_DEDUPE_BUFFER_BYTES, LogCleaner
 from moldau.storage.log import PartitionLog, parse_partition_dir_name
 from moldau.storage.log_config import LogConfig
 from moldau.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, fsync_directory, write_atomically
+from moldau.storage.replica_move import copy_step, future_dir_name, parse_future_dir_name
 from moldau.storage.segment import DeferredCloser
 
-__all__ = ["CLEAN_SHUTDOWN_MARKER", "LogDirDescription", "LogManager", "PartitionDescription"]
+__all__ = [
+    "CLEAN_SHUTDOWN_MARKER", "LogDirConflict", "LogDirDescription", "LogManager", "MoveProgress",
+    "PartitionDescription",
+]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +51,12 @@ CLEAN_SHUTDOWN_MARKER = ".moldau_cleanshutdown"
 # not validate records get one full scan on the first start of a version that does).
 RECORDS_VALIDATED_MARKER = ".moldau_records_validated"
 _DELETE_SUFFIX = "-delete"
+# How much a move copies per step of the event loop, so that producers and fetches wait little behind it.
+MOVE_STEP_BYTES = 1024 * 1024
+
+
+class LogDirConflict(Exception):
+    """The log directories cannot be opened together (the same partition in two of them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +81,14 @@ class LogDirDescription:
     usable_bytes: int
 
 
+@dataclass(frozen=True, slots=True)
+class MoveProgress:
+    """What one `advance_moves` step did: bytes copied, and the partitions swapped to their new log."""
+
+    copied_bytes: int
+    swapped: tuple[tuple[tuple[str, int], PartitionLog], ...]
+
+
 class LogManager:
     """Opens, creates, deletes and maintains the partition logs of this broker."""
 
@@ -84,19 +110,23 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_dir_of: dict[tuple[str, int], str] = {}
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
+        self._futures: dict[tuple[str, int], PartitionLog] = {}
+        self._future_dir_of: dict[tuple[str, int], str] = {}
+        # Where AlterReplicaLogDirs asked a partition not hosted yet to go (Kafka's preferred log dir).
+        self._preferred_dir: dict[tuple[str, int], str] = {}
         self.cleaner = LogCleaner(clock, self.logs, dedupe_buffer_bytes=cleaner_dedupe_buffer_bytes)
         self._start()
 
     # -- life cycle ----------------------------------------------------------------------------------
 
     def _start(self) -> None:
+        found = self._scan_dirs()
         for log_dir in self.log_dirs:
-            os.makedirs(log_dir, exist_ok=True)
             marker = os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER)
             clean = os.path.exists(marker)
             validated = os.path.exists(os.path.join(log_dir, RECORDS_VALIDATED_MARKER))
             started = time.monotonic()
-            opened = self._open_dir(log_dir, clean, recover_all=not validated)
+            opened = self._open_dir(log_dir, found[log_dir], clean, recover_all=not validated)
             log.info("opened %d partition logs in %s in %.0f ms (%s)", opened, log_dir,
                      (time.monotonic() - started) * 1000,
                      "first start with record validation: every record re-validated" if not validated else
@@ -106,6 +136,49 @@ class LogManager:
             if clean:
                 os.unlink(marker)
                 fsync_directory(log_dir)
+
+    def _scan_dirs(self) -> dict[str, list[tuple[str, tuple[str, int], bool]]]:
+        """Per log directory: (name, partition, is_future) of the partition directories to open, after
+        removing interrupted deletions, promoting futures whose swap a crash interrupted and refusing a
+        partition found in two directories."""
+        found: dict[str, list[tuple[str, tuple[str, int], bool]]] = {}
+        current_in: dict[tuple[str, int], str] = {}
+        futures: list[tuple[str, str, tuple[str, int]]] = []
+        for log_dir in self.log_dirs:
+            os.makedirs(log_dir, exist_ok=True)
+            found[log_dir] = []
+            for name in sorted(os.listdir(log_dir)):
+                path = os.path.join(log_dir, name)
+                if not os.path.isdir(path):
+                    continue
+                if name.endswith(_DELETE_SUFFIX):
+                    shutil.rmtree(path, ignore_errors=True)
+                elif (future := parse_future_dir_name(name)) is not None:
+                    futures.append((log_dir, name, future))
+                elif (parsed := parse_partition_dir_name(name)) is not None:
+                    if parsed in current_in:
+                        raise LogDirConflict(f"partition {parsed[0]}-{parsed[1]} is in two log directories: "
+                                             f"{current_in[parsed]} and {log_dir}")
+                    current_in[parsed] = log_dir
+                    found[log_dir].append((name, parsed, False))
+        resumed: set[tuple[str, int]] = set()
+        for log_dir, name, key in futures:
+            path = os.path.join(log_dir, name)
+            if key in resumed or current_in.get(key) == log_dir:
+                log.warning("discarding %s: another copy of %s-%d is kept", path, *key)
+                shutil.rmtree(path, ignore_errors=True)
+            elif key in current_in:
+                resumed.add(key)
+                found[log_dir].append((name, key, True))
+            else:
+                # The swap renamed the current log away and crashed before renaming this one: it was complete.
+                log.info("completing the move of %s-%d to %s interrupted by a crash", *key, log_dir)
+                final = f"{key[0]}-{key[1]}"
+                os.replace(path, os.path.join(log_dir, final))
+                fsync_directory(log_dir)
+                current_in[key] = log_dir
+                found[log_dir].append((final, key, False))
+        return found
 
     @staticmethod
     def _mark_records_validated(log_dir: str) -> None:
@@ -117,44 +190,43 @@ class LogManager:
         except OSError as exc:  # a full disk: the next start validates again
             log.warning("%s: cannot write %s: %s", log_dir, RECORDS_VALIDATED_MARKER, exc)
 
-    def _open_dir(self, log_dir: str, clean: bool, recover_all: bool = False) -> int:
-        opened = 0
-        for name in sorted(os.listdir(log_dir)):
-            path = os.path.join(log_dir, name)
-            if not os.path.isdir(path):
-                continue
-            if name.endswith(_DELETE_SUFFIX):
-                shutil.rmtree(path, ignore_errors=True)
-                continue
-            parsed = parse_partition_dir_name(name)
-            if parsed is None:
-                continue
-            self._logs[parsed] = PartitionLog.open(
-                path, self._config_for(parsed[0]), self._clock, None,
+    def _open_dir(self, log_dir: str, entries: list[tuple[str, tuple[str, int], bool]], clean: bool,
+                  recover_all: bool = False) -> int:
+        for name, key, is_future in entries:
+            opened = PartitionLog.open(
+                os.path.join(log_dir, name), self._config_for(key[0]), self._clock, None,
                 clean_shutdown=None if clean else False,
                 producer_id_expiration_ms=self.producer_id_expiration_ms, closer=self._closer,
                 recover_all=recover_all,
             )
-            self._log_dir_of[parsed] = log_dir
-            opened += 1
-        return opened
+            if is_future:
+                opened.topic, opened.partition = key
+                self._futures[key] = opened
+                self._future_dir_of[key] = log_dir
+            else:
+                self._logs[key] = opened
+                self._log_dir_of[key] = log_dir
+        return len(entries)
 
     def close(self) -> None:
         """Close every log, then mark clean each log directory whose logs all closed cleanly."""
         self.cleaner.stop()
         failed_dirs = set()
-        for key, partition_log in self._logs.items():
-            try:
-                partition_log.close()
-            except KafkaError as e:
-                log.error("closing %s-%d failed: %s", *key, e.message)
-                failed_dirs.add(self._log_dir_of[key])
+        for logs, dir_of in ((self._logs, self._log_dir_of), (self._futures, self._future_dir_of)):
+            for key, partition_log in logs.items():
+                try:
+                    partition_log.close()
+                except KafkaError as e:
+                    log.error("closing %s-%d failed: %s", *key, e.message)
+                    failed_dirs.add(dir_of[key])
         self._closer.close_all()
         for log_dir in self.log_dirs:
             if log_dir not in failed_dirs:
                 write_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER), b"")
         self._logs.clear()
         self._log_dir_of.clear()
+        self._futures.clear()
+        self._future_dir_of.clear()
 
     # -- partitions ----------------------------------------------------------------------------------
 
@@ -183,7 +255,8 @@ class LogManager:
             if config is not None:
                 existing.config = config
             return existing
-        log_dir = min(self.log_dirs, key=lambda d: (self._partition_count(d), self.log_dirs.index(d)))
+        log_dir = self._preferred_dir.pop(key, None) or min(
+            self.log_dirs, key=lambda d: (self._partition_count(d), self.log_dirs.index(d)))
         try:
             created = PartitionLog.open(
                 os.path.join(log_dir, f"{topic}-{partition}"), self._config_for(topic), self._clock,
@@ -199,6 +272,7 @@ class LogManager:
         """Delete a partition's log: rename its directory to `*.<hex>-delete` (atomic, so a crash leaves
         it for the next start to remove), then remove it. Returns False if there was no such log."""
         key = (topic, partition)
+        self._discard_future(key)
         doomed_log = self._logs.pop(key, None)
         self._log_dir_of.pop(key, None)
         if doomed_log is None:
@@ -215,15 +289,120 @@ class LogManager:
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         self._topic_configs[topic] = config
-        for (log_topic, _), partition_log in self._logs.items():
-            if log_topic == topic:
-                partition_log.config = config
+        for logs in (self._logs, self._futures):
+            for (log_topic, _), partition_log in logs.items():
+                if log_topic == topic:
+                    partition_log.config = config
 
     def _config_for(self, topic: str) -> LogConfig:
         return self._topic_configs.get(topic, self.default_config)
 
     def _partition_count(self, log_dir: str) -> int:
         return sum(1 for d in self._log_dir_of.values() if d == log_dir)
+
+    # -- moves between log directories (AlterReplicaLogDirs) ------------------------------------------
+
+    def log_dir_of(self, topic: str, partition: int) -> str | None:
+        """The directory holding the partition's current log, None if there is none."""
+        return self._log_dir_of.get((topic, partition))
+
+    def future_dir_of(self, topic: str, partition: int) -> str | None:
+        """The directory the partition is being moved to, None if it is not moving."""
+        return self._future_dir_of.get((topic, partition))
+
+    def moving(self) -> bool:
+        return bool(self._futures)
+
+    def check_log_dir(self, path: str) -> str:
+        """`path` as one of this broker's log directories. Raises KafkaError LOG_DIR_NOT_FOUND if it is none
+        of them (Kafka compares absolute paths)."""
+        wanted = os.path.abspath(path) if os.path.isabs(path) else None
+        if wanted is None or wanted not in self.log_dirs:
+            raise KafkaError(ErrorCode.log_dir_not_found, f"{path} is not a log directory of this broker")
+        return wanted
+
+    def alter_log_dir(self, topic: str, partition: int, path: str) -> None:
+        """Start moving the partition's log to `path` (or stop a move when `path` is where it is now).
+
+        A partition not hosted yet goes to `path` when it is created: Kafka answers REPLICA_NOT_AVAILABLE for
+        it, so the tool asking retries once the replica exists. Raises KafkaError: LOG_DIR_NOT_FOUND,
+        REPLICA_NOT_AVAILABLE, KAFKA_STORAGE_ERROR (the future log cannot be created)."""
+        target = self.check_log_dir(path)
+        key = (topic, partition)
+        current = self._logs.get(key)
+        if current is None:
+            self._preferred_dir[key] = target
+            raise KafkaError(ErrorCode.replica_not_available, f"{topic}-{partition} is not on this broker yet")
+        if self._log_dir_of[key] == target:
+            self._discard_future(key)  # moving back where it is: a move under way is cancelled
+            return
+        if self._future_dir_of.get(key) == target:
+            return
+        self._discard_future(key)
+        try:
+            future = PartitionLog.open(
+                os.path.join(target, future_dir_name(topic, partition)), current.config, self._clock,
+                current.topic_id, producer_id_expiration_ms=self.producer_id_expiration_ms, closer=self._closer,
+            )
+            future.topic, future.partition = key
+            future.truncate_fully_and_start_at(current.log_start_offset)
+        except (OSError, KafkaError) as e:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"cannot create the future log in {target}: {e}") from e
+        self._futures[key] = future
+        self._future_dir_of[key] = target
+        log.info("moving %s-%d from %s to %s", topic, partition, self._log_dir_of[key], target)
+
+    def _discard_future(self, key: tuple[str, int]) -> None:
+        future = self._futures.pop(key, None)
+        self._future_dir_of.pop(key, None)
+        if future is not None:
+            future.delete()
+
+    def advance_moves(self, max_bytes: int = MOVE_STEP_BYTES) -> MoveProgress:
+        """Copy up to about `max_bytes` into the future logs; swap in each one that has caught up. The result
+        names the partitions whose log was replaced (whoever holds the old log must take the new one)."""
+        swapped: list[tuple[tuple[str, int], PartitionLog]] = []
+        budget = max_bytes
+        for key, future in list(self._futures.items()):
+            current = self._logs[key]
+            try:
+                budget -= copy_step(current, future, budget)
+                if future.log_end_offset == current.log_end_offset:
+                    swapped.append((key, self._swap(key, current, future)))
+            except KafkaError as e:
+                # The target directory failed (or the current one cannot be read): give the move up.
+                log.error("moving %s-%d to %s failed, abandoned: %s", *key, self._future_dir_of[key], e.message)
+                self._discard_future(key)
+            if budget <= 0:
+                break
+        return MoveProgress(max_bytes - budget, tuple(swapped))
+
+    def _swap(self, key: tuple[str, int], current: PartitionLog, future: PartitionLog) -> PartitionLog:
+        """Make the caught-up future log the partition's log. The current directory is renamed to `-delete`
+        first, then the future one to `<topic>-<partition>`: a crash between the two leaves only the future,
+        which the next start completes."""
+        future.high_watermark_follows_log_end = current.high_watermark_follows_log_end
+        future.transaction_verification = current.transaction_verification
+        future.leader_epochs.assign_all(current.leader_epochs.entries)
+        future.high_watermark = current.high_watermark
+        if future.log_start_offset < current.log_start_offset:
+            future.delete_records_before(current.log_start_offset)
+        future.flush()
+        old_dir, new_dir = self._log_dir_of[key], self._future_dir_of[key]
+        doomed = os.path.join(old_dir, f"{key[0]}-{key[1]}.{uuid.uuid4().hex}{_DELETE_SUFFIX}")
+        try:
+            current.rename_directory(doomed)
+            fsync_directory(old_dir)
+            future.rename_directory(os.path.join(new_dir, f"{key[0]}-{key[1]}"))
+            fsync_directory(new_dir)
+        except OSError as e:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"swapping in the moved log failed: {e}") from e
+        del self._futures[key], self._future_dir_of[key]
+        self._logs[key] = future
+        self._log_dir_of[key] = new_dir
+        current.delete()
+        log.info("moved %s-%d from %s to %s (log end %d)", *key, old_dir, new_dir, future.log_end_offset)
+        return future
 
     # -- periodic work -------------------------------------------------------------------------------
 
@@ -245,7 +424,7 @@ class LogManager:
 
     def roll_and_flush_due(self, now_ms: int) -> None:
         """Roll segments older than segment_ms and fsync what is due (rolled segments, flush_ms)."""
-        for key, partition_log in list(self._logs.items()):
+        for key, partition_log in [*self._logs.items(), *self._futures.items()]:
             try:
                 partition_log.roll_if_due(now_ms)
                 partition_log.flush_if_due(now_ms)
@@ -256,19 +435,26 @@ class LogManager:
     # -- description ---------------------------------------------------------------------------------
 
     def describe_log_dirs(self) -> list[LogDirDescription]:
-        """Per log directory: its partitions' sizes (offset lag is 0 on a single node) and disk space."""
+        """Per log directory: its partitions' sizes and disk space. A future log (a move under way) is listed
+        in its target directory with how far it trails the current log (offset lag); other partitions have
+        no lag on this broker."""
         descriptions = []
         for log_dir in self.log_dirs:
-            partitions = tuple(
+            current = [
                 PartitionDescription(topic, partition, partition_log.size_bytes, 0)
                 for (topic, partition), partition_log in sorted(self._logs.items())
                 if self._log_dir_of.get((topic, partition)) == log_dir
-            )
+            ]
+            futures = [
+                PartitionDescription(key[0], key[1], future.size_bytes,
+                                     max(self._logs[key].log_end_offset - future.log_end_offset, 0), True)
+                for key, future in sorted(self._futures.items()) if self._future_dir_of[key] == log_dir
+            ]
             try:
                 stats = os.statvfs(log_dir)
                 total, usable, error = stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize, \
                     ErrorCode.none
             except OSError:
                 total, usable, error = -1, -1, ErrorCode.kafka_storage_error
-            descriptions.append(LogDirDescription(log_dir, error, partitions, total, usable))
+            descriptions.append(LogDirDescription(log_dir, error, tuple(current + futures), total, usable))
         return descriptions
