@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from kafka import KafkaAdminClient
-from kafka.errors import LogDirNotFoundError, NoError, UnknownTopicOrPartitionError
+from kafka.errors import ClusterAuthorizationFailedError, LogDirNotFoundError, NoError, UnknownTopicOrPartitionError
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ck_consume, create_topic
@@ -234,3 +234,22 @@ def test_a_partition_in_two_log_dirs_stops_the_start(two_dirs: tuple[BrokerProce
         broker.start()
     (other / "twice-0").rmdir()
     broker.start()
+
+
+def test_moving_a_replica_needs_alter_on_the_cluster(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path, {
+        "log.dirs": f"{tmp_path / 'disk-a'},{tmp_path / 'disk-b'}",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "false",
+    })
+    broker.start()
+    try:
+        admin = _admin(broker)
+        try:
+            result = admin.alter_replica_log_dirs({("any", 0, 1): str(tmp_path / "disk-b")})
+            assert set(result.values()) == {ClusterAuthorizationFailedError}
+        finally:
+            admin.close()
+    finally:
+        broker.stop()
+        broker.cleanup()
