@@ -61,7 +61,7 @@ def test_a_move_copies_while_appends_go_on_then_swaps(tmp_path: Path, clock: Man
     assert manager.future_dir_of("t", 0) == target
     described = {d.path: d.partitions for d in manager.describe_log_dirs()}
     assert [(p.is_future_key, p.offset_lag) for p in described[target]] == [(True, 100)]
-    swapped = ()
+    swapped: tuple[tuple[tuple[str, int], PartitionLog], ...] = ()
     steps = 0
     while not swapped:
         _append(plog, 2, epoch=1 if steps > 3 else 0)  # the producer goes on, in a new leader epoch too
@@ -98,8 +98,9 @@ def test_the_future_log_follows_a_truncation_of_the_current_one(tmp_path: Path, 
     manager.alter_log_dir("t", 0, _dirs(tmp_path)[1])
     manager.advance_moves(max_bytes=1 << 20)  # swapped at once: nothing else was appended
     assert manager.future_dir_of("t", 0) is None
-    plog = manager.get("t", 0)
-    assert plog is not None
+    current = manager.get("t", 0)
+    assert current is not None
+    plog = current
     manager.alter_log_dir("t", 0, _dirs(tmp_path)[0])
     progress = manager.advance_moves(max_bytes=3000)  # part of the way back
     assert not progress.swapped
