@@ -3,6 +3,7 @@ them while it serves (KIP-113), tested against a real broker with two log direct
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 import time
@@ -17,7 +18,8 @@ from kafka import KafkaAdminClient
 from kafka.errors import ClusterAuthorizationFailedError, LogDirNotFoundError, NoError, UnknownTopicOrPartitionError
 
 from tests.support.broker_process import BrokerProcess
-from tests.support.clients import ck_consume, create_topic
+from tests.support.cli_runner import moldau, ok
+from tests.support.clients import ck_consume, ck_produce, create_topic
 
 TIMEOUT_S = 60.0
 
@@ -253,3 +255,33 @@ def test_moving_a_replica_needs_alter_on_the_cluster(tmp_path: Path) -> None:
     finally:
         broker.stop()
         broker.cleanup()
+
+
+def test_a_reassignment_plan_with_log_dirs_moves_replicas_and_the_cli_lists_dirs(
+        two_dirs: tuple[BrokerProcess, Path, Path], tmp_path: Path) -> None:
+    broker, first, second = two_dirs
+    topic = "planned"
+    create_topic(broker.bootstrap, topic, partitions=2)
+    ck_produce(broker.bootstrap, topic, [{"value": b"x" * 1000, "partition": p} for p in (0, 1) for _ in range(50)])
+    (zero_at,) = [d for d in (first, second) if f"{topic}-0" in _partition_dirs(d, topic)]
+    target = second if zero_at == first else first
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [1], "log_dirs": [str(target)]},
+        {"topic": topic, "partition": 1, "replicas": [1], "log_dirs": ["any"]},
+    ]}))
+    verified = moldau(broker.bootstrap, "partitions", "reassign", "--verify", "--plan", str(plan))
+    assert verified.returncode == 1 and f"{topic}-0 on broker 1: in {zero_at}, not {target}" in verified.stdout
+    done = ok(broker.bootstrap, "partitions", "reassign", "--execute", "--plan", str(plan), "--timeout", "60")
+    assert "1 replica in their log directories" in done
+    assert _partition_dirs(target, topic) == {f"{topic}-0", f"{topic}-1"}
+    assert "1 of 1 replica in their log directories" in ok(
+        broker.bootstrap, "partitions", "reassign", "--verify", "--plan", str(plan))
+    listing = ok(broker.bootstrap, "partitions", "log-dirs", "--topics", topic)
+    assert f"broker 1 {target}: ok" in listing and f"broker 1 {zero_at}: ok" in listing
+    assert f"  {topic}-0  " in listing.split(f"broker 1 {target}")[1].split("broker 1")[0]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [1], "log_dirs": ["/a", "/b"]}]}))
+    refused = moldau(broker.bootstrap, "partitions", "reassign", "--execute", "--plan", str(bad))
+    assert refused.returncode != 0 and "one directory (or \"any\") per replica" in refused.stderr
