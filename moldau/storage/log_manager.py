@@ -11,6 +11,11 @@ for the current one. A crash mid-move is resumed at the next start: a future log
 is opened and copying goes on; one whose current log is gone (the crash fell between the two renames of the
 swap) was complete, and becomes the partition's log.
 
+A directory whose file operations fail (other than for a full disk, which passes once space is freed) is taken
+offline (KIP-112): its logs stay registered but refuse every read and write with KAFKA_STORAGE_ERROR, moves
+to or from it are given up, new partitions go to the other directories, and nothing in it is touched again
+until a restart.
+
 Invariants: one `PartitionLog` per (topic, partition), in one directory (the same partition in two
 directories is refused at start); at most one future log per partition, never in its current log's
 directory; a new partition goes to the directory chosen for it by AlterReplicaLogDirs if any, else to the
@@ -114,6 +119,9 @@ class LogManager:
         self._future_dir_of: dict[tuple[str, int], str] = {}
         # Where AlterReplicaLogDirs asked a partition not hosted yet to go (Kafka's preferred log dir).
         self._preferred_dir: dict[tuple[str, int], str] = {}
+        # Directories that failed (KIP-112): their logs stay registered, refusing every read and write, so that
+        # a partition of theirs is never created afresh elsewhere; a restart brings them back if they are fine.
+        self.offline_dirs: set[str] = set()
         self.cleaner = LogCleaner(clock, self.logs, dedupe_buffer_bytes=cleaner_dedupe_buffer_bytes)
         self._start()
 
@@ -199,6 +207,7 @@ class LogManager:
                 producer_id_expiration_ms=self.producer_id_expiration_ms, closer=self._closer,
                 recover_all=recover_all,
             )
+            opened.on_io_error = self._on_io_error
             if is_future:
                 opened.topic, opened.partition = key
                 self._futures[key] = opened
@@ -211,9 +220,11 @@ class LogManager:
     def close(self) -> None:
         """Close every log, then mark clean each log directory whose logs all closed cleanly."""
         self.cleaner.stop()
-        failed_dirs = set()
+        failed_dirs = set(self.offline_dirs)
         for logs, dir_of in ((self._logs, self._log_dir_of), (self._futures, self._future_dir_of)):
             for key, partition_log in logs.items():
+                if dir_of[key] in self.offline_dirs:
+                    continue  # not touched again: the next start recovers what it can
                 try:
                     partition_log.close()
                 except KafkaError as e:
@@ -255,8 +266,13 @@ class LogManager:
             if config is not None:
                 existing.config = config
             return existing
-        log_dir = self._preferred_dir.pop(key, None) or min(
-            self.log_dirs, key=lambda d: (self._partition_count(d), self.log_dirs.index(d)))
+        online = [d for d in self.log_dirs if d not in self.offline_dirs]
+        if not online:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"cannot create {topic}-{partition}: every log "
+                             "directory is offline")
+        preferred = self._preferred_dir.pop(key, None)
+        log_dir = preferred if preferred in online else min(
+            online, key=lambda d: (self._partition_count(d), self.log_dirs.index(d)))
         try:
             created = PartitionLog.open(
                 os.path.join(log_dir, f"{topic}-{partition}"), self._config_for(topic), self._clock,
@@ -264,6 +280,7 @@ class LogManager:
             )
         except OSError as e:
             raise KafkaError(ErrorCode.kafka_storage_error, f"cannot create {topic}-{partition}: {e}") from e
+        created.on_io_error = self._on_io_error
         self._logs[key] = created
         self._log_dir_of[key] = log_dir
         return created
@@ -274,9 +291,12 @@ class LogManager:
         key = (topic, partition)
         self._discard_future(key)
         doomed_log = self._logs.pop(key, None)
-        self._log_dir_of.pop(key, None)
+        log_dir = self._log_dir_of.pop(key, None)
         if doomed_log is None:
             return False
+        if log_dir in self.offline_dirs:
+            log.warning("%s-%d is in the offline log directory %s: its files are left there", *key, log_dir)
+            return True
         parent = os.path.dirname(doomed_log.directory)
         doomed = os.path.join(parent, f"{topic}-{partition}.{uuid.uuid4().hex}{_DELETE_SUFFIX}")
         try:
@@ -328,8 +348,12 @@ class LogManager:
         it, so the tool asking retries once the replica exists. Raises KafkaError: LOG_DIR_NOT_FOUND,
         REPLICA_NOT_AVAILABLE, KAFKA_STORAGE_ERROR (the future log cannot be created)."""
         target = self.check_log_dir(path)
+        if target in self.offline_dirs:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"the log directory {target} is offline")
         key = (topic, partition)
         current = self._logs.get(key)
+        if current is not None and current.offline:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"{topic}-{partition} is in an offline log directory")
         if current is None:
             self._preferred_dir[key] = target
             raise KafkaError(ErrorCode.replica_not_available, f"{topic}-{partition} is not on this broker yet")
@@ -345,6 +369,7 @@ class LogManager:
                 current.topic_id, producer_id_expiration_ms=self.producer_id_expiration_ms, closer=self._closer,
             )
             future.topic, future.partition = key
+            future.on_io_error = self._on_io_error
             future.truncate_fully_and_start_at(current.log_start_offset)
         except (OSError, KafkaError) as e:
             raise KafkaError(ErrorCode.kafka_storage_error, f"cannot create the future log in {target}: {e}") from e
@@ -354,9 +379,39 @@ class LogManager:
 
     def _discard_future(self, key: tuple[str, int]) -> None:
         future = self._futures.pop(key, None)
-        self._future_dir_of.pop(key, None)
+        log_dir = self._future_dir_of.pop(key, None)
         if future is not None:
-            future.delete()
+            if log_dir in self.offline_dirs:
+                future.offline = True  # left on the failed disk; the next start discards it
+            else:
+                future.delete()
+
+    # -- failed log directories (KIP-112) ------------------------------------------------------------
+
+    def _on_io_error(self, partition_log: PartitionLog, error: OSError) -> None:
+        key = (partition_log.topic, partition_log.partition)
+        if self._logs.get(key) is partition_log:
+            log_dir = self._log_dir_of[key]
+        elif self._futures.get(key) is partition_log:
+            log_dir = self._future_dir_of[key]
+        else:
+            return
+        self.mark_offline(log_dir, f"{partition_log.directory}: {error}")
+
+    def mark_offline(self, log_dir: str, reason: str) -> None:
+        """Take a failed log directory offline: its partitions answer KAFKA_STORAGE_ERROR from now on, moves to
+        or from it are given up, and the other directories carry on."""
+        if log_dir in self.offline_dirs:
+            return
+        self.offline_dirs.add(log_dir)
+        offline = [key for key, d in self._log_dir_of.items() if d == log_dir]
+        log.error("log directory %s is offline after an I/O error (%s); its %d partitions are offline until a "
+                  "restart finds it working: %s", log_dir, reason, len(offline),
+                  ", ".join(f"{t}-{p}" for t, p in offline[:10]))
+        for key in offline:
+            self._logs[key].offline = True
+        for key in [k for k in self._futures if k in offline or self._future_dir_of[k] == log_dir]:
+            self._discard_future(key)
 
     def advance_moves(self, max_bytes: int = MOVE_STEP_BYTES) -> MoveProgress:
         """Copy up to about `max_bytes` into the future logs; swap in each one that has caught up. The result
@@ -410,6 +465,8 @@ class LogManager:
         """Apply retention to every log and expire idle producers; returns segments deleted."""
         deleted = 0
         for key, partition_log in list(self._logs.items()):
+            if partition_log.offline:
+                continue
             try:
                 deleted += partition_log.apply_retention(now_ms)
             except KafkaError as e:  # one failing disk must not stop the others' retention
@@ -425,6 +482,8 @@ class LogManager:
     def roll_and_flush_due(self, now_ms: int) -> None:
         """Roll segments older than segment_ms and fsync what is due (rolled segments, flush_ms)."""
         for key, partition_log in [*self._logs.items(), *self._futures.items()]:
+            if partition_log.offline:
+                continue
             try:
                 partition_log.roll_if_due(now_ms)
                 partition_log.flush_if_due(now_ms)
@@ -456,5 +515,7 @@ class LogManager:
                     ErrorCode.none
             except OSError:
                 total, usable, error = -1, -1, ErrorCode.kafka_storage_error
+            if log_dir in self.offline_dirs:
+                error = ErrorCode.kafka_storage_error
             descriptions.append(LogDirDescription(log_dir, error, tuple(current + futures), total, usable))
         return descriptions

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from moldau.clock import ManualClock
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.storage.log import PartitionLog
 from moldau.storage.log_config import LogConfig
-from moldau.storage.log_manager import LogDirConflict, LogManager
+from moldau.storage.log_manager import CLEAN_SHUTDOWN_MARKER, LogDirConflict, LogManager
 from moldau.storage.replica_move import future_dir_name, parse_future_dir_name
 from tests.unit.storage.batches import batches_of, decode, make_batch, values
 
@@ -162,3 +163,34 @@ def test_the_same_partition_in_two_dirs_is_refused(tmp_path: Path, clock: Manual
     os.mkdir(os.path.join(_dirs(tmp_path)[1], "t-0"))
     with pytest.raises(LogDirConflict, match="t-0 is in two log directories"):
         LogManager(_dirs(tmp_path), clock, SMALL_SEGMENTS)
+
+
+def test_a_failing_directory_goes_offline_and_the_others_carry_on(tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path), clock, SMALL_SEGMENTS)
+    first, second = (manager.create("t", p, uuid.uuid4(), SMALL_SEGMENTS) for p in (0, 1))
+    fine = manager.create("u", 0, None, SMALL_SEGMENTS)
+    healthy, failing = _dirs(tmp_path)
+    assert manager.log_dir_of("t", 1) == failing and manager.log_dir_of("u", 0) == healthy
+    manager.alter_log_dir("t", 0, failing)  # a move into the directory that is about to fail
+    shutil.rmtree(second.directory)  # the disk loses the partition's files
+    with pytest.raises(KafkaError) as raised:
+        second.flush()
+    assert raised.value.code == ErrorCode.kafka_storage_error
+    assert manager.offline_dirs == {failing} and not manager.moving()
+    for call in (lambda: _append(second, 1), lambda: second.read(0, 100, True)):
+        with pytest.raises(KafkaError) as raised:
+            call()
+        assert raised.value.code == ErrorCode.kafka_storage_error
+    _append(first, 3)
+    _append(fine, 3)
+    assert len(_contents(first)) == 3
+    assert os.path.dirname(manager.create("t", 2, None).directory) == healthy  # new partitions avoid it
+    assert manager.create("t", 1, None) is second  # never created afresh elsewhere
+    with pytest.raises(KafkaError) as raised:
+        manager.alter_log_dir("t", 0, failing)
+    assert raised.value.code == ErrorCode.kafka_storage_error
+    described = {d.path: d.error for d in manager.describe_log_dirs()}
+    assert described == {healthy: ErrorCode.none, failing: ErrorCode.kafka_storage_error}
+    manager.close()
+    assert (Path(healthy) / CLEAN_SHUTDOWN_MARKER).exists()
+    assert not (Path(failing) / CLEAN_SHUTDOWN_MARKER).exists()
