@@ -15,7 +15,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from kafka import KafkaAdminClient
-from kafka.errors import ClusterAuthorizationFailedError, LogDirNotFoundError, NoError, UnknownTopicOrPartitionError
+from kafka.errors import (
+    ClusterAuthorizationFailedError,
+    KafkaStorageError,
+    LogDirNotFoundError,
+    NoError,
+    UnknownTopicOrPartitionError,
+)
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.cli_runner import moldau, ok
@@ -285,3 +291,51 @@ def test_a_reassignment_plan_with_log_dirs_moves_replicas_and_the_cli_lists_dirs
         {"topic": topic, "partition": 0, "replicas": [1], "log_dirs": ["/a", "/b"]}]}))
     refused = moldau(broker.bootstrap, "partitions", "reassign", "--execute", "--plan", str(bad))
     assert refused.returncode != 0 and "one directory (or \"any\") per replica" in refused.stderr
+
+
+def _produce_errors(bootstrap: str, topic: str, partition: int, count: int, size: int) -> list[str]:
+    """Produce `count` records of `size` bytes to one partition; the names of the errors (empty: all written)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "retries": 0,
+                         "message.timeout.ms": 10_000})
+    errors: list[str] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors.append(err.name())
+
+    for _ in range(count):
+        producer.produce(topic, partition=partition, value=bytes(size), on_delivery=on_delivery)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    return errors
+
+
+def test_a_failed_log_dir_takes_only_its_partitions_offline(two_dirs: tuple[BrokerProcess, Path, Path]) -> None:
+    broker, first, second = two_dirs
+    topic = "halves"
+    create_topic(broker.bootstrap, topic, partitions=4)
+    in_second = sorted(int(name.rsplit("-", 1)[1]) for name in _partition_dirs(second, topic))
+    in_first = sorted(int(name.rsplit("-", 1)[1]) for name in _partition_dirs(first, topic))
+    assert len(in_second) == len(in_first) == 2
+    victim, neighbour = in_second
+    for p in range(4):
+        assert _produce_errors(broker.bootstrap, topic, p, 10, 1000) == []
+    # The disk loses a partition's files: the next segment roll fails, and with it the whole directory.
+    shutil.rmtree(second / f"{topic}-{victim}")
+    errors = _produce_errors(broker.bootstrap, topic, victim, 30, 50_000)
+    assert errors and set(errors) == {"KAFKA_STORAGE_ERROR"}
+    assert set(_produce_errors(broker.bootstrap, topic, neighbour, 3, 100)) == {"KAFKA_STORAGE_ERROR"}
+    for p in in_first:  # the other directory's partitions carry on, for writes and reads
+        assert _produce_errors(broker.bootstrap, topic, p, 5, 100) == []
+        assert len(ck_consume(broker.bootstrap, topic, 15, partitions=[p])) == 15
+    admin = _admin(broker)
+    try:
+        (result,) = admin.describe_log_dirs()
+        errors_by_dir = {d["log_dir"]: d["error_code"] for d in result["log_dirs"]}
+        assert errors_by_dir == {str(first): 0, str(second): 56}  # KAFKA_STORAGE_ERROR
+        moved = admin.alter_replica_log_dirs({(topic, in_first[0], 1): str(second)})
+        assert set(moved.values()) == {KafkaStorageError}
+    finally:
+        admin.close()
+    create_topic(broker.bootstrap, "after", partitions=2)  # new partitions go to the working directory
+    assert _partition_dirs(first, "after") == {"after-0", "after-1"}
