@@ -69,10 +69,14 @@ def copy_step(current: PartitionLog, future: PartitionLog, max_bytes: int) -> in
         if not data:
             break
         batches = split_batches(data, verify_crc=False, from_client=False)
-        # A compacted log may leave the future's end inside a gap before the next batch: skip to it.
         batches = [(h, v) for h, v in batches if h.next_offset > future.log_end_offset]
         if not batches:
             break
+        first = batches[0][0].base_offset
+        if first < future.log_end_offset:
+            # The current log starts inside this batch (DeleteRecords, retention), and so did the empty future
+            # log: start it at the batch instead, as a follower does; the swap moves its log start up again.
+            future.truncate_fully_and_start_at(first)
         future.append_as_follower(batches)
         copied += len(data)
     return copied
