@@ -150,6 +150,7 @@ class Broker:
         self.log_manager: LogManager
         self.replicas: ReplicaManager
         self.log_dir_mover: LogDirMover
+        self._unusable_log_dirs: set[str] = set()
         self.groups: GroupRuntime
         self.share: ShareGroups  # share groups (KIP-932): membership, share-partitions led here, share sessions
         self.share_state: ShareCoordinator  # the share coordinator: `__share_group_state` partitions led here
@@ -178,8 +179,7 @@ class Broker:
     async def start(self) -> None:
         memory.raise_open_file_limit()
         voters = self._check_roles()
-        for d in self.config.log_dirs:
-            os.makedirs(d, exist_ok=True)
+        self._unusable_log_dirs = self._check_log_dirs()
         self.cluster_id = self._load_or_create_meta_properties(multi_node=len(voters) > 1 or not self.is_controller)
         self._set_up_security()
         try:
@@ -271,8 +271,9 @@ class Broker:
             self.log_manager = LogManager(
                 self.config.log_dirs, self.clock, self._log_config(self.image, None),
                 producer_id_expiration_ms=self.config.producer_id_expiration_ms,
-                cleaner_dedupe_buffer_bytes=self.config.log_cleaner_dedupe_buffer_size)
-        except LogDirConflict as exc:
+                cleaner_dedupe_buffer_bytes=self.config.log_cleaner_dedupe_buffer_size,
+                offline_dirs=self._unusable_log_dirs)
+        except (LogDirConflict, OSError) as exc:
             raise StartupError(str(exc)) from exc
         self.replicas = ReplicaManager(self.node_id, self.log_manager, self._log_config, self.clock,
                                        lag_max_ms=self.config.replica_lag_time_max_ms,
@@ -434,11 +435,31 @@ class Broker:
             if self.config.source(name) != ConfigSource.DEFAULT_CONFIG:
                 log.warning("%s is set but has no effect", name)
 
+    def _check_log_dirs(self) -> set[str]:
+        """Create missing log dirs; return those that cannot be used. They start offline (KIP-112), unless
+        it is the first, which holds the metadata log, or every one of them."""
+        unusable: set[str] = set()
+        for d in self.config.log_dirs:
+            try:
+                os.makedirs(d, exist_ok=True)
+                os.listdir(d)
+                props = os.path.join(d, "meta.properties")
+                if os.path.exists(props):
+                    _read_properties(props)
+            except OSError as exc:
+                if d == self.config.log_dirs[0]:
+                    raise StartupError(f"the log directory {d} holds the metadata log and cannot be used: "
+                                       f"{exc}") from exc
+                log.error("log directory %s cannot be used (%s): it starts offline", d, exc)
+                unusable.add(d)
+        return unusable
+
     def _load_or_create_meta_properties(self, multi_node: bool) -> str:
         """Every log dir carries the cluster id and node id, so dirs of another cluster or node are refused, and
         its own `directory.id` (KIP-858), given to a dir that lacks one."""
         found: dict[str, dict[str, str]] = {}
-        for d in self.config.log_dirs:
+        usable = [d for d in self.config.log_dirs if d not in self._unusable_log_dirs]
+        for d in usable:
             path = os.path.join(d, "meta.properties")
             if os.path.exists(path):
                 props = _read_properties(path)
@@ -459,7 +480,7 @@ class Broker:
         directory_ids = [props["directory.id"] for props in found.values() if props.get("directory.id")]
         if len(set(directory_ids)) != len(directory_ids):
             raise StartupError(f"two log dirs have the same directory.id: {sorted(directory_ids)}")
-        for d in self.config.log_dirs:
+        for d in usable:
             props = found.get(d, {"version": "1", "cluster.id": cluster_id, "node.id": str(self.node_id)})
             if not props.get("directory.id"):
                 props["directory.id"] = _new_directory_id()

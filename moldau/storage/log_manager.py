@@ -32,7 +32,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from moldau.clock import Clock
@@ -102,9 +102,11 @@ class LogManager:
         topic_configs: Mapping[str, LogConfig] | None = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         cleaner_dedupe_buffer_bytes: int = DEFAULT_DEDUPE_BUFFER_BYTES,
+        offline_dirs: Collection[str] = (),
     ) -> None:
         """Open every partition found in `log_dirs` (with `topic_configs` where given, else the default
-        config until `create`/`update_config` supplies the topic's own)."""
+        config until `create`/`update_config` supplies the topic's own). `offline_dirs` (already found unusable)
+        and any directory that fails while being opened start offline; if none is left, OSError is raised."""
         if not log_dirs:
             raise ValueError("at least one log directory is needed")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -121,7 +123,11 @@ class LogManager:
         self._preferred_dir: dict[tuple[str, int], str] = {}
         # Directories that failed (KIP-112): their logs stay registered, refusing every read and write, so that
         # a partition of theirs is never created afresh elsewhere; a restart brings them back if they are fine.
-        self.offline_dirs: set[str] = set()
+        self.offline_dirs: set[str] = {os.path.abspath(d) for d in offline_dirs}
+        # Whether a directory was offline from the start: any partition not found may be in it, unseen. The
+        # metadata does not say which directory holds a replica (KIP-858's assignments are not kept), so no log is
+        # created until a restart finds every directory readable (or the operator takes the dead one out).
+        self.unseen_partitions = False
         self.cleaner = LogCleaner(clock, self.logs, dedupe_buffer_bytes=cleaner_dedupe_buffer_bytes)
         self._start()
 
@@ -130,20 +136,31 @@ class LogManager:
     def _start(self) -> None:
         found = self._scan_dirs()
         for log_dir in self.log_dirs:
-            marker = os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER)
-            clean = os.path.exists(marker)
-            validated = os.path.exists(os.path.join(log_dir, RECORDS_VALIDATED_MARKER))
-            started = time.monotonic()
-            opened = self._open_dir(log_dir, found[log_dir], clean, recover_all=not validated)
-            log.info("opened %d partition logs in %s in %.0f ms (%s)", opened, log_dir,
-                     (time.monotonic() - started) * 1000,
-                     "first start with record validation: every record re-validated" if not validated else
-                     "clean shutdown, no recovery" if clean else "after an unclean shutdown: tails re-validated")
-            if not validated:
-                self._mark_records_validated(log_dir)
-            if clean:
-                os.unlink(marker)
-                fsync_directory(log_dir)
+            if log_dir in self.offline_dirs:
+                continue
+            try:
+                self._open_dir_logs(log_dir, found[log_dir])
+            except (OSError, KafkaError) as exc:
+                self.mark_offline(log_dir, f"opening its logs failed: {exc}")
+        self.unseen_partitions = bool(self.offline_dirs)
+        if len(self.offline_dirs) == len(self.log_dirs):
+            raise OSError(f"every log directory is unusable: {', '.join(sorted(self.offline_dirs))}")
+
+    def _open_dir_logs(self, log_dir: str, entries: list[tuple[str, tuple[str, int], bool]]) -> None:
+        marker = os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER)
+        clean = os.path.exists(marker)
+        validated = os.path.exists(os.path.join(log_dir, RECORDS_VALIDATED_MARKER))
+        started = time.monotonic()
+        opened = self._open_dir(log_dir, entries, clean, recover_all=not validated)
+        log.info("opened %d partition logs in %s in %.0f ms (%s)", opened, log_dir,
+                 (time.monotonic() - started) * 1000,
+                 "first start with record validation: every record re-validated" if not validated else
+                 "clean shutdown, no recovery" if clean else "after an unclean shutdown: tails re-validated")
+        if not validated:
+            self._mark_records_validated(log_dir)
+        if clean:
+            os.unlink(marker)
+            fsync_directory(log_dir)
 
     def _scan_dirs(self) -> dict[str, list[tuple[str, tuple[str, int], bool]]]:
         """Per log directory: (name, partition, is_future) of the partition directories to open, after
@@ -153,9 +170,19 @@ class LogManager:
         current_in: dict[tuple[str, int], str] = {}
         futures: list[tuple[str, str, tuple[str, int]]] = []
         for log_dir in self.log_dirs:
-            os.makedirs(log_dir, exist_ok=True)
             found[log_dir] = []
-            for name in sorted(os.listdir(log_dir)):
+            if log_dir in self.offline_dirs:
+                log.error("log directory %s is offline: its partitions are offline until a restart finds it "
+                          "working", log_dir)
+                continue
+            try:
+                os.makedirs(log_dir, exist_ok=True)
+                names = sorted(os.listdir(log_dir))
+            except OSError as exc:
+                log.error("log directory %s cannot be read (%s): it starts offline", log_dir, exc)
+                self.offline_dirs.add(log_dir)
+                continue
+            for name in names:
                 path = os.path.join(log_dir, name)
                 if not os.path.isdir(path):
                     continue
@@ -178,6 +205,9 @@ class LogManager:
             elif key in current_in:
                 resumed.add(key)
                 found[log_dir].append((name, key, True))
+            elif self.offline_dirs:
+                # Its current log may be in a directory that cannot be read: neither complete nor discard it.
+                log.warning("leaving %s as it is: the log it copies may be in an offline log directory", path)
             else:
                 # The swap renamed the current log away and crashed before renaming this one: it was complete.
                 log.info("completing the move of %s-%d to %s interrupted by a crash", *key, log_dir)
@@ -255,7 +285,9 @@ class LogManager:
         self, topic: str, partition: int, topic_id: uuid.UUID | None, config: LogConfig | None = None
     ) -> PartitionLog:
         """The partition's log, created in the least loaded directory if it does not exist yet; an existing
-        log takes `config` when given."""
+        log takes `config` when given. While a directory that was offline from the start may hold logs nobody has
+        seen, no log is created (KAFKA_STORAGE_ERROR): the partition might be one of them, and an empty log in
+        its place would lose its records."""
         key = (topic, partition)
         if config is not None:
             self._topic_configs[topic] = config
@@ -266,6 +298,9 @@ class LogManager:
             if config is not None:
                 existing.config = config
             return existing
+        if self.unseen_partitions:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"{topic}-{partition} may be in a log directory that "
+                             f"was offline at start ({', '.join(sorted(self.offline_dirs))})")
         online = [d for d in self.log_dirs if d not in self.offline_dirs]
         if not online:
             raise KafkaError(ErrorCode.kafka_storage_error, f"cannot create {topic}-{partition}: every log "

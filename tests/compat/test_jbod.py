@@ -339,3 +339,40 @@ def test_a_failed_log_dir_takes_only_its_partitions_offline(two_dirs: tuple[Brok
         admin.close()
     create_topic(broker.bootstrap, "after", partitions=2)  # new partitions go to the working directory
     assert _partition_dirs(first, "after") == {"after-0", "after-1"}
+
+
+def test_a_log_dir_unusable_at_start_is_offline_and_the_broker_serves_the_others(
+        two_dirs: tuple[BrokerProcess, Path, Path], tmp_path: Path) -> None:
+    broker, first, second = two_dirs
+    topic = "unplugged"
+    create_topic(broker.bootstrap, topic, partitions=4)
+    in_first = sorted(int(name.rsplit("-", 1)[1]) for name in _partition_dirs(first, topic))
+    in_second = sorted(int(name.rsplit("-", 1)[1]) for name in _partition_dirs(second, topic))
+    for p in range(4):
+        assert _produce_errors(broker.bootstrap, topic, p, 10, 100) == []
+    assert broker.stop() == 0
+    second.rename(tmp_path / "disk-b-unplugged")
+    second.write_text("the disk is gone")  # neither creatable nor readable as a directory
+    broker.start()
+    for p in in_first:
+        assert _produce_errors(broker.bootstrap, topic, p, 5, 100) == []
+        assert len(ck_consume(broker.bootstrap, topic, 15, partitions=[p])) == 15
+    for p in in_second:  # not created afresh in the other directory, and reported as a storage error
+        assert set(_produce_errors(broker.bootstrap, topic, p, 2, 100)) == {"KAFKA_STORAGE_ERROR"}
+    assert _partition_dirs(first, topic) == {f"{topic}-{p}" for p in in_first}
+    create_topic(broker.bootstrap, "while-unplugged")  # any partition might be in the lost directory: none is made
+    assert _produce_errors(broker.bootstrap, "while-unplugged", 0, 1, 100) == ["KAFKA_STORAGE_ERROR"]
+    admin = _admin(broker)
+    try:
+        (result,) = admin.describe_log_dirs()
+        assert {d["log_dir"]: d["error_code"] for d in result["log_dirs"]} == {str(first): 0, str(second): 56}
+    finally:
+        admin.close()
+    assert broker.stop() == 0
+    second.unlink()
+    (tmp_path / "disk-b-unplugged").rename(second)
+    broker.start()  # the disk is back: every partition with every record
+    for p in range(4):
+        expected = 15 if p in in_first else 10
+        assert len(ck_consume(broker.bootstrap, topic, expected + 1, partitions=[p], timeout_s=5)) == expected
+    assert _produce_errors(broker.bootstrap, "while-unplugged", 0, 1, 100) == []

@@ -194,3 +194,35 @@ def test_a_failing_directory_goes_offline_and_the_others_carry_on(tmp_path: Path
     manager.close()
     assert (Path(healthy) / CLEAN_SHUTDOWN_MARKER).exists()
     assert not (Path(failing) / CLEAN_SHUTDOWN_MARKER).exists()
+
+
+def test_a_directory_unusable_at_start_starts_offline_and_hides_nothing(tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path), clock, SMALL_SEGMENTS)
+    for p in range(2):
+        _append(manager.create("t", p, uuid.uuid4(), SMALL_SEGMENTS), 3)
+    failing = _dirs(tmp_path)[1]
+    assert manager.log_dir_of("t", 1) == failing
+    manager.close()
+    os.rename(failing, str(tmp_path / "unplugged"))
+    Path(failing).write_text("not a directory any more")
+    again = LogManager(_dirs(tmp_path), clock, SMALL_SEGMENTS)
+    assert again.offline_dirs == {failing} and again.get("t", 1) is None
+    t0 = again.get("t", 0)
+    assert t0 is not None and len(_contents(t0)) == 3
+    for partition in (1, 2):  # either may be in the unreadable directory: neither is created afresh
+        with pytest.raises(KafkaError) as raised:
+            again.create("t", partition, None)
+        assert raised.value.code == ErrorCode.kafka_storage_error
+    assert {d.path: d.error for d in again.describe_log_dirs()}[failing] == ErrorCode.kafka_storage_error
+    again.close()
+    os.unlink(failing)
+    os.rename(str(tmp_path / "unplugged"), failing)
+    back = LogManager(_dirs(tmp_path), clock, SMALL_SEGMENTS)
+    t1 = back.get("t", 1)
+    assert not back.offline_dirs and t1 is not None and len(_contents(t1)) == 3
+    back.close()
+    for d in _dirs(tmp_path):
+        shutil.rmtree(d)
+        Path(d).write_text("")
+    with pytest.raises(OSError, match="every log directory is unusable"):
+        LogManager(_dirs(tmp_path), clock, SMALL_SEGMENTS)
