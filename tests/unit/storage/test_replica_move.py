@@ -226,3 +226,23 @@ def test_a_directory_unusable_at_start_starts_offline_and_hides_nothing(tmp_path
         Path(d).write_text("")
     with pytest.raises(OSError, match="every log directory is unusable"):
         LogManager(_dirs(tmp_path), clock, SMALL_SEGMENTS)
+
+
+def test_a_moved_log_keeps_its_transactions(tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path), clock, SMALL_SEGMENTS)
+    plog = manager.create("t", 0, uuid.uuid4(), SMALL_SEGMENTS)
+    plog.transaction_verification = False
+    for producer_id in (1, 2, 3):
+        plog.append(batches_of(make_batch(values(2), producer_id=producer_id, producer_epoch=0, base_sequence=0,
+                                          transactional=True)), 0)
+    plog.append_marker(1, 0, False, 0, 0)  # aborted
+    plog.append_marker(2, 0, True, 0, 0)  # committed; producer 3's stays open
+    before = (plog.aborted_transactions(0, plog.log_end_offset), plog.ongoing_transactions(),
+              plog.last_stable_offset, plog.log_end_offset)
+    manager.alter_log_dir("t", 0, _dirs(tmp_path)[1])
+    (((_, moved),)) = manager.advance_moves().swapped
+    assert (moved.aborted_transactions(0, moved.log_end_offset), moved.ongoing_transactions(),
+            moved.last_stable_offset, moved.log_end_offset) == before == ([(1, 0)], [(3, 4)], 4, 8)
+    moved.append_marker(3, 0, True, 0, 0)
+    assert moved.last_stable_offset == moved.log_end_offset == 9
+    manager.close()
