@@ -369,11 +369,13 @@ class LogManager:
         return bool(self._futures)
 
     def check_log_dir(self, path: str) -> str:
-        """`path` as one of this broker's log directories. Raises KafkaError LOG_DIR_NOT_FOUND if it is none
-        of them (Kafka compares absolute paths)."""
+        """`path` as one of this broker's online log directories. Raises KafkaError LOG_DIR_NOT_FOUND if it is
+        none of them (Kafka compares absolute paths), KAFKA_STORAGE_ERROR if it is offline."""
         wanted = os.path.abspath(path) if os.path.isabs(path) else None
         if wanted is None or wanted not in self.log_dirs:
             raise KafkaError(ErrorCode.log_dir_not_found, f"{path} is not a log directory of this broker")
+        if wanted in self.offline_dirs:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"the log directory {wanted} is offline")
         return wanted
 
     def alter_log_dir(self, topic: str, partition: int, path: str) -> None:
@@ -383,8 +385,6 @@ class LogManager:
         it, so the tool asking retries once the replica exists. Raises KafkaError: LOG_DIR_NOT_FOUND,
         REPLICA_NOT_AVAILABLE, KAFKA_STORAGE_ERROR (the future log cannot be created)."""
         target = self.check_log_dir(path)
-        if target in self.offline_dirs:
-            raise KafkaError(ErrorCode.kafka_storage_error, f"the log directory {target} is offline")
         key = (topic, partition)
         current = self._logs.get(key)
         if current is not None and current.offline:

@@ -3,10 +3,11 @@
 Each named partition is moved to the named directory while it keeps serving: a future log there copies the
 current one and is swapped in once it has caught up (`moldau.replication.log_dir_mover`). The answer comes as
 soon as the move has started; DescribeLogDirs shows the future replica and its offset lag until the swap.
-Needs ALTER on the CLUSTER resource. Per partition: LOG_DIR_NOT_FOUND (not an absolute path of one of this
-broker's `log.dirs`), UNKNOWN_TOPIC_OR_PARTITION (no such partition in the metadata), REPLICA_NOT_AVAILABLE
-(the partition has no replica on this broker yet; the directory is remembered for when it is created),
-KAFKA_STORAGE_ERROR (the future log cannot be created in that directory).
+Needs ALTER on the CLUSTER resource. Per partition, checked in this order as Kafka does: LOG_DIR_NOT_FOUND (not
+an absolute path of one of this broker's `log.dirs`), KAFKA_STORAGE_ERROR (that directory is offline),
+UNKNOWN_TOPIC_OR_PARTITION (no such partition in the metadata), REPLICA_NOT_AVAILABLE (the partition has no
+replica on this broker yet; the directory is remembered for when it is created), KAFKA_STORAGE_ERROR (the
+partition's own directory is offline, or the future log cannot be created).
 """
 
 from __future__ import annotations
