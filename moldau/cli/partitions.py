@@ -3,7 +3,9 @@
 `--generate` proposes a balanced assignment (`reassignment_plan`) in Kafka's reassignment JSON format, which
 Kafka's own `kafka-reassign-partitions.sh` also reads and writes; `--execute` submits a plan with
 AlterPartitionReassignments and follows it with ListPartitionReassignments until nothing moves; `--verify`
-checks whether a plan is done; `--cancel` reverts a plan's partitions that are still moving.
+checks whether a plan is done; `--cancel` reverts a plan's partitions that are still moving. A plan's `log_dirs`
+fields move replicas between the log directories of their brokers too (`moldau.cli.log_dirs`), and
+`moldau partitions log-dirs` lists every broker's log directories with the partitions in them.
 
 The current assignment and the live brokers come from confluent-kafka's `AdminClient`, as in `moldau topics`.
 librdkafka has no reassignment API, so those two requests go through kafka-python's `KafkaAdminClient`
@@ -30,6 +32,7 @@ from moldau.cli.common import (
     plural,
     request_failed,
 )
+from moldau.cli.log_dirs import ReplicaDirs, move_replicas, parse_log_dirs, print_log_dirs, replica_dirs_done
 from moldau.cli.reassignment_plan import Assignment, TopicPartition, moved_replicas, plan_reassignment
 from moldau.cli.topics import admin_client, topic_names
 
@@ -59,6 +62,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     reassign_parser.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
                                  help="how long --execute follows the reassignment (default: 600)")
     reassign_parser.set_defaults(func=reassign)
+    text = "list each broker's log directories, their free space and the partitions in them"
+    dirs_parser = actions.add_parser("log-dirs", help=text, description=text)
+    add_bootstrap_option(dirs_parser)
+    dirs_parser.add_argument("--topics", type=_names, metavar="A,B", help="only these topics' partitions")
+    dirs_parser.add_argument("--brokers", type=_broker_ids, metavar="1,2,3", help="only these brokers")
+    dirs_parser.set_defaults(func=log_dirs)
+
+
+def log_dirs(args: argparse.Namespace) -> int:
+    with _reassignment_client(args.bootstrap_server) as client:
+        return print_log_dirs(client, args)
 
 
 def _names(text: str) -> list[str]:
@@ -92,10 +106,11 @@ def reassign(args: argparse.Namespace) -> int:
         if args.plan is None:
             raise CliError(f"--{modes[0]} needs --plan FILE")
         plan = read_plan(args.plan)
+    dirs = parse_log_dirs(_read(args.plan)) if args.plan is not None else {}
     if args.execute:
-        return execute(args.bootstrap_server, plan, args.timeout)
+        return execute(args.bootstrap_server, plan, args.timeout, dirs)
     if args.verify:
-        return verify(args.bootstrap_server, plan)
+        return verify(args.bootstrap_server, plan, dirs)
     return cancel(args.bootstrap_server, plan)
 
 
@@ -128,11 +143,14 @@ def parse_plan(text: str) -> Assignment:
 
 
 def read_plan(path: Path) -> Assignment:
+    return parse_plan(_read(path))
+
+
+def _read(path: Path) -> str:
     try:
-        text = path.read_text()
+        return path.read_text()
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return parse_plan(text)
 
 
 def _cluster_state(bootstrap: str, topics: Sequence[str] | None) -> tuple[Assignment, list[int]]:
@@ -245,12 +263,23 @@ def _ids(brokers: Sequence[int]) -> str:
 # -- execute, verify, cancel ------------------------------------------------------------------------------------
 
 
-def execute(bootstrap: str, plan: Mapping[TopicPartition, Sequence[int]], timeout_s: float) -> int:
+def execute(bootstrap: str, plan: Mapping[TopicPartition, Sequence[int]], timeout_s: float,
+            dirs: ReplicaDirs | None = None) -> int:
     """Submit the plan, then report the partitions still moving every second until none is (0) or the timeout
-    passes (1). Refused partitions are reported and make the exit code 1."""
+    passes (1); then move the replicas the plan puts in given log directories there. Refused partitions are
+    reported and make the exit code 1."""
     if not plan:
         print("nothing to reassign")
         return 0
+    started = time.monotonic()
+    code = _execute_replicas(bootstrap, plan, timeout_s)
+    if dirs and code == 0:
+        with _reassignment_client(bootstrap) as client:
+            code = move_replicas(client, dirs, max(timeout_s - (time.monotonic() - started), 1.0))
+    return code
+
+
+def _execute_replicas(bootstrap: str, plan: Mapping[TopicPartition, Sequence[int]], timeout_s: float) -> int:
     refused = _submit(bootstrap, plan)
     for (topic, partition), error in sorted(refused.items()):
         print(f"error: {topic}-{partition}: {error}", file=sys.stderr)
@@ -276,8 +305,9 @@ def execute(bootstrap: str, plan: Mapping[TopicPartition, Sequence[int]], timeou
     return 1 if refused else 0
 
 
-def verify(bootstrap: str, plan: Mapping[TopicPartition, Sequence[int]]) -> int:
-    """Print each partition's status; 0 if every partition has exactly the planned replicas."""
+def verify(bootstrap: str, plan: Mapping[TopicPartition, Sequence[int]], dirs: ReplicaDirs | None = None) -> int:
+    """Print each partition's status; 0 if every partition has exactly the planned replicas, each in the log
+    directory the plan names for it."""
     current, _ = _cluster_state(bootstrap, sorted({topic for topic, _ in plan}))
     with _reassignment_client(bootstrap) as client:
         ongoing = _ongoing(client, sorted(plan))
@@ -298,7 +328,14 @@ def verify(bootstrap: str, plan: Mapping[TopicPartition, Sequence[int]]) -> int:
         else:
             print(f"{name}: replicas {_ids(current[key])}, not {_ids(target)} (not submitted, or cancelled)")
     print(f"{done} of {plural(len(plan), 'partition')} complete")
-    return 0 if done == len(plan) else 1
+    pending: dict[tuple[str, int, int], str] = {}
+    if dirs:
+        with _reassignment_client(bootstrap) as client:
+            pending = replica_dirs_done(client, dirs)
+        for (topic, partition, broker), state in sorted(pending.items()):
+            print(f"{topic}-{partition} on broker {broker}: {state}")
+        print(f"{len(dirs) - len(pending)} of {plural(len(dirs), 'replica')} in their log directories")
+    return 0 if done == len(plan) and not pending else 1
 
 
 def cancel(bootstrap: str, plan: Mapping[TopicPartition, Sequence[int]]) -> int:

@@ -163,6 +163,8 @@ class ReplicaManager:
         self._proposals: set[asyncio.Task[None]] = set()
         # transaction.partition.verification.enable: whether a transaction's first write needs a verified guard.
         self.transaction_verification = True
+        # Partitions assigned here whose log could not be opened for a storage reason (an offline log directory).
+        self.offline_partitions: set[TopicPartition] = set()
         # ISR changes of partitions led here, committed by the controller (metrics: IsrShrinks, IsrExpands).
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -192,6 +194,7 @@ class ReplicaManager:
         # Deletions first: on a full disk they are what frees space for the rest.
         self._drop_removed(image)
         failed = []
+        offline: set[TopicPartition] = set()
         for topic in image.topics_by_id.values():
             config = None
             for part in topic.partitions.values():
@@ -202,8 +205,12 @@ class ReplicaManager:
                         self._host(topic, part, config)
                     except KafkaError as exc:  # one log that cannot be created must not stop the others
                         failed.append(f"{topic.name}-{part.partition} ({exc.message})")
+                        if exc.code == ErrorCode.kafka_storage_error:
+                            offline.add((topic.name, part.partition))
+        self.offline_partitions = offline
         if failed:
-            # Retried at the next image; until then clients get UNKNOWN_TOPIC_OR_PARTITION for these.
+            # Retried at the next image; until then clients get KAFKA_STORAGE_ERROR for those whose storage failed
+            # (an offline log directory), UNKNOWN_TOPIC_OR_PARTITION for the others.
             log.error("cannot host %d partitions: %s", len(failed), ", ".join(failed[:5]))
         if before is not None:
             self._reconfigure(before, image)
@@ -351,6 +358,8 @@ class ReplicaManager:
         """The partition if this broker leads it; raises KafkaError otherwise."""
         hosted = self.partitions.get((topic, partition))
         if hosted is None:
+            if (topic, partition) in self.offline_partitions:
+                raise KafkaError(ErrorCode.kafka_storage_error, f"{topic}-{partition} is in an offline log directory")
             raise KafkaError(ErrorCode.unknown_topic_or_partition)
         if hosted.leader_state is None:
             raise KafkaError(ErrorCode.not_leader_or_follower)

@@ -58,6 +58,7 @@ from moldau.registry.service import RegistryService
 from moldau.registry.validation import SchemaLookup
 from moldau.registry.wiring import registry_for
 from moldau.replication.fetcher import FetcherSettings
+from moldau.replication.log_dir_mover import LogDirMover
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.security.acl.authorizer import Authorizer
 from moldau.security.acl.rules import RequestAuthorization
@@ -89,7 +90,7 @@ from moldau.server.txn_links import TxnLinks
 from moldau.share.manager import ShareGroups
 from moldau.share.settings import ShareBrokerSettings
 from moldau.storage.log_config import LogConfig
-from moldau.storage.log_manager import LogManager
+from moldau.storage.log_manager import LogDirConflict, LogManager
 from moldau.telemetry.clients import ClientTelemetry
 
 log = logging.getLogger(__name__)
@@ -148,6 +149,8 @@ class Broker:
         self.lifecycle: BrokerLifecycle | None = None
         self.log_manager: LogManager
         self.replicas: ReplicaManager
+        self.log_dir_mover: LogDirMover
+        self._unusable_log_dirs: set[str] = set()
         self.groups: GroupRuntime
         self.share: ShareGroups  # share groups (KIP-932): membership, share-partitions led here, share sessions
         self.share_state: ShareCoordinator  # the share coordinator: `__share_group_state` partitions led here
@@ -176,8 +179,7 @@ class Broker:
     async def start(self) -> None:
         memory.raise_open_file_limit()
         voters = self._check_roles()
-        for d in self.config.log_dirs:
-            os.makedirs(d, exist_ok=True)
+        self._unusable_log_dirs = self._check_log_dirs()
         self.cluster_id = self._load_or_create_meta_properties(multi_node=len(voters) > 1 or not self.is_controller)
         self._set_up_security()
         try:
@@ -265,10 +267,14 @@ class Broker:
         return records
 
     def _start_storage(self) -> None:
-        self.log_manager = LogManager(
-            self.config.log_dirs, self.clock, self._log_config(self.image, None),
-            producer_id_expiration_ms=self.config.producer_id_expiration_ms,
-            cleaner_dedupe_buffer_bytes=self.config.log_cleaner_dedupe_buffer_size)
+        try:
+            self.log_manager = LogManager(
+                self.config.log_dirs, self.clock, self._log_config(self.image, None),
+                producer_id_expiration_ms=self.config.producer_id_expiration_ms,
+                cleaner_dedupe_buffer_bytes=self.config.log_cleaner_dedupe_buffer_size,
+                offline_dirs=self._unusable_log_dirs)
+        except (LogDirConflict, OSError) as exc:
+            raise StartupError(str(exc)) from exc
         self.replicas = ReplicaManager(self.node_id, self.log_manager, self._log_config, self.clock,
                                        lag_max_ms=self.config.replica_lag_time_max_ms,
                                        fetcher_settings=FetcherSettings.from_config(self.config))
@@ -277,6 +283,8 @@ class Broker:
         self.replicas.start()
         self.quorum.add_listener(self.replicas.apply_image)
         self.replicas.apply_image(None, self.image)
+        self.log_dir_mover = LogDirMover(self.replicas)
+        self.log_dir_mover.start()
         self.groups = self._start_group_coordinator()
         self.share = self._start_share_groups()
         self.txn_links = TxnLinks(self, self.inter_broker_authenticator())
@@ -314,6 +322,7 @@ class Broker:
         for server in self._servers:
             server.close()
         if self.is_broker:
+            self.log_dir_mover.close()
             self.replicas.close()
             self.replica_links.close()
         for task in self._tasks:
@@ -426,17 +435,38 @@ class Broker:
             if self.config.source(name) != ConfigSource.DEFAULT_CONFIG:
                 log.warning("%s is set but has no effect", name)
 
-    def _load_or_create_meta_properties(self, multi_node: bool) -> str:
-        """Every log dir carries the cluster id and node id, so dirs of another cluster or node are refused."""
-        found: dict[str, str] = {}
+    def _check_log_dirs(self) -> set[str]:
+        """Create missing log dirs; return those that cannot be used. They start offline (KIP-112), unless
+        it is the first, which holds the metadata log, or every one of them."""
+        unusable: set[str] = set()
         for d in self.config.log_dirs:
+            try:
+                os.makedirs(d, exist_ok=True)
+                os.listdir(d)
+                props = os.path.join(d, "meta.properties")
+                if os.path.exists(props):
+                    _read_properties(props)
+            except OSError as exc:
+                if d == self.config.log_dirs[0]:
+                    raise StartupError(f"the log directory {d} holds the metadata log and cannot be used: "
+                                       f"{exc}") from exc
+                log.error("log directory %s cannot be used (%s): it starts offline", d, exc)
+                unusable.add(d)
+        return unusable
+
+    def _load_or_create_meta_properties(self, multi_node: bool) -> str:
+        """Every log dir carries the cluster id and node id, so dirs of another cluster or node are refused, and
+        its own `directory.id` (KIP-858), given to a dir that lacks one."""
+        found: dict[str, dict[str, str]] = {}
+        usable = [d for d in self.config.log_dirs if d not in self._unusable_log_dirs]
+        for d in usable:
             path = os.path.join(d, "meta.properties")
             if os.path.exists(path):
                 props = _read_properties(path)
                 if props.get("node.id") != str(self.node_id):
                     raise StartupError(f"{path} belongs to node.id {props.get('node.id')}, not {self.node_id}")
-                found[d] = props.get("cluster.id", "")
-        ids = set(found.values())
+                found[d] = props
+        ids = {props.get("cluster.id", "") for props in found.values()}
         if len(ids) > 1:
             raise StartupError(f"log dirs belong to different clusters: {sorted(ids)}")
         configured = self.config.cluster_id
@@ -447,10 +477,14 @@ class Broker:
             raise StartupError("a node of a multi-node cluster needs cluster.id (the same on every node) on "
                                "its first start")
         cluster_id = ids.pop() if ids else configured or _new_cluster_id()
-        for d in self.config.log_dirs:
-            if d not in found:
-                _write_properties(os.path.join(d, "meta.properties"),
-                                  {"version": "1", "cluster.id": cluster_id, "node.id": str(self.node_id)})
+        directory_ids = [props["directory.id"] for props in found.values() if props.get("directory.id")]
+        if len(set(directory_ids)) != len(directory_ids):
+            raise StartupError(f"two log dirs have the same directory.id: {sorted(directory_ids)}")
+        for d in usable:
+            props = found.get(d, {"version": "1", "cluster.id": cluster_id, "node.id": str(self.node_id)})
+            if not props.get("directory.id"):
+                props["directory.id"] = _new_directory_id()
+                _write_properties(os.path.join(d, "meta.properties"), props)
         return cluster_id
 
     def _set_up_security(self) -> None:
@@ -673,6 +707,13 @@ class Broker:
 def _new_cluster_id() -> str:
     # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding.
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _new_directory_id() -> str:
+    # A random Uuid in Kafka's text form; Kafka never hands out one whose text starts with "-".
+    while (text := _new_cluster_id()).startswith("-"):
+        pass
+    return text
 
 
 def _read_properties(path: str) -> dict[str, str]:

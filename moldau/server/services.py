@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from moldau.metadata.records import Endpoint, RegisterBrokerRecord
     from moldau.metrics.counters import BrokerCounters
     from moldau.registry.validation import SchemaLookup
+    from moldau.replication.log_dir_mover import LogDirMover
     from moldau.replication.replica_manager import ReplicaManager
     from moldau.server.context import RequestContext
     from moldau.server.share_state_links import ShareStateLinks
@@ -67,6 +68,8 @@ class BrokerServices(Protocol):
     def replicas(self) -> ReplicaManager: ...
     @property
     def log_manager(self) -> LogManager: ...
+    @property
+    def log_dir_mover(self) -> LogDirMover: ...  # AlterReplicaLogDirs
 
     # -- coordinators -----------------------------------------------------------------------------------------
     @property

@@ -51,11 +51,12 @@ Not thread-safe: one owner (the server's event loop) drives it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 from moldau.clock import Clock
@@ -139,6 +140,10 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = clock.time_ms()
         self._closed = False
+        # Set by the log manager: its directory failed (KIP-112), so every read and write is refused.
+        self.offline = False
+        # Told of a failed file operation other than a full disk, so the whole log directory can be taken offline.
+        self.on_io_error: Callable[[PartitionLog, OSError], None] | None = None
 
     # -- opening (the steps themselves are in log_loading) --------------------------------------------
 
@@ -294,7 +299,7 @@ class PartitionLog:
                 if collect_aborted(segment.txn_index.entries, start_offset, upper_offset, found):
                     break
         except OSError as e:
-            raise storage_error(e) from e
+            raise self._storage_error(e) from e
         return found
 
     def ongoing_transactions(self) -> list[tuple[int, int]]:
@@ -420,6 +425,18 @@ class PartitionLog:
     def _check_open(self) -> None:
         if self._closed:
             raise KafkaError(ErrorCode.kafka_storage_error, "the log is closed")
+        self._check_online()
+
+    def _check_online(self) -> None:
+        if self.offline:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"the log directory of {self._name} is offline")
+
+    def _storage_error(self, error: OSError) -> KafkaError:
+        """A failed file operation as clients see it (KAFKA_STORAGE_ERROR). A full disk is passing (space can be
+        freed); any other failure is the directory's, and the owner hears of it."""
+        if error.errno != errno.ENOSPC and self.on_io_error is not None:
+            self.on_io_error(self, error)
+        return storage_error(error)
 
     def _duplicate_result(self, duplicate: BatchMetadata, log_append_time: bool) -> AppendResult:
         return AppendResult(duplicate.first_offset, duplicate.last_offset,
@@ -456,7 +473,7 @@ class PartitionLog:
             for entry in entries:
                 self._segments.holding(entry.last_offset).txn_index.append(entry)
         except OSError as e:
-            raise storage_error(e) from e
+            raise self._storage_error(e) from e
 
     def _write(self, pieces: list[bytes | memoryview], stored: list[AppendedBatch], total_bytes: int,
                epochs: Sequence[tuple[int, int]], now_ms: int) -> None:
@@ -473,7 +490,7 @@ class PartitionLog:
             if epochs_changed:
                 with contextlib.suppress(OSError):
                     self.leader_epochs.truncate_from_end(self._log_end_offset)
-            raise storage_error(e) from e
+            raise self._storage_error(e) from e
 
     def _segment_for_append(self, total_bytes: int, first_offset: int, last_offset: int,
                             now_ms: int) -> LogSegment:
@@ -511,7 +528,7 @@ class PartitionLog:
         try:
             self._roll(now_ms)
         except OSError as e:
-            raise storage_error(e) from e
+            raise self._storage_error(e) from e
         return True
 
     # -- read (the lookups are in log_reads) ----------------------------------------------------------
@@ -524,6 +541,7 @@ class PartitionLog:
         after `max_bytes`, except that `min_one_batch` returns a larger first batch whole.
         Raises KafkaError(OFFSET_OUT_OF_RANGE) outside [log_start_offset, log_end_offset].
         """
+        self._check_online()
         if fetch_offset < self._log_start_offset or fetch_offset > self._log_end_offset:
             raise KafkaError(
                 ErrorCode.offset_out_of_range,
@@ -535,25 +553,26 @@ class PartitionLog:
             found = log_reads.read_slice(self._segments.items, self._segments.bases, self._log_end_offset,
                                          fetch_offset, max_bytes, min_one_batch, upper)
         except OSError as e:
-            raise storage_error(e) from e
+            raise self._storage_error(e) from e
         return ReadResult(() if found is None or found.size == 0 else (found,), high_watermark,
                           self._log_start_offset, self._log_end_offset)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after the log start with timestamp >= the
         target; None when there is none (ListOffsets then answers with the log end offset)."""
+        self._check_online()
         try:
             return log_reads.offset_for_timestamp(self._segments.items, self._segments.bases,
                                                   self._log_start_offset, timestamp_ms)
         except OSError as e:
-            raise storage_error(e) from e
+            raise self._storage_error(e) from e
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record carrying the largest timestamp; None if empty."""
         try:
             return log_reads.max_timestamp_offset(self._segments.items)
         except OSError as e:
-            raise storage_error(e) from e
+            raise self._storage_error(e) from e
 
     # -- deletion and retention (the rules are in retention) -------------------------------------------
 
@@ -570,7 +589,7 @@ class PartitionLog:
             self.producer_state.truncate_head(new_start)
             self.leader_epochs.truncate_from_start(new_start)
         except OSError as e:
-            raise storage_error(e) from e
+            raise self._storage_error(e) from e
         return self._log_start_offset
 
     def apply_retention(self, now_ms: int) -> int:
@@ -591,7 +610,7 @@ class PartitionLog:
             self._closer.run(now_ms)
             return deleted
         except OSError as e:
-            raise storage_error(e) from e
+            raise self._storage_error(e) from e
 
     def _delete_oldest_while(self, rule: retention.SegmentRule, now_ms: int) -> int:
         count = retention.deletable_prefix(self._segments.items, self._segments.bases, self._log_end_offset,
@@ -665,7 +684,7 @@ class PartitionLog:
             # recovery replays producer state from there to rebuild that segment's transaction index.
             self.producer_state.delete_snapshots_before(self._segments.holding(offset).base_offset)
         except OSError as e:
-            raise storage_error(e) from e
+            raise self._storage_error(e) from e
 
     def _write_checkpoints(self) -> None:
         # The stored high watermark, not the property: after an unclean start, a log that follows its end still
@@ -689,7 +708,7 @@ class PartitionLog:
             self._closed = True
             checkpoints.write_clean_shutdown_marker(self.directory)
         except OSError as e:
-            raise storage_error(e) from e
+            raise self._storage_error(e) from e
         finally:
             if self._owns_closer:
                 self._closer.close_all()
@@ -735,7 +754,7 @@ class PartitionLog:
             self.producer_state.delete_snapshots_after(self._log_end_offset)
             self._load_producer_state(now)
         except OSError as e:
-            raise storage_error(e) from e
+            raise self._storage_error(e) from e
 
     def _cut_segments(self, keep: int, offset: int, now_ms: int) -> None:
         """Delete all but the first `keep` segments and cut the last kept one at `offset`."""
@@ -757,7 +776,7 @@ class PartitionLog:
             self._high_watermark = self._recovery_point = offset
             self._write_checkpoints()
         except OSError as e:
-            raise storage_error(e) from e
+            raise self._storage_error(e) from e
 
     def _truncate_fully(self, offset: int, now_ms: int) -> None:
         self._segments.delete_all(now_ms)

@@ -5,8 +5,21 @@ exists only between a clean `close()` and the next start (construction). Without
 directory is opened as after a crash (recovery from its recovery point). Directories named
 `*-delete` are deletions interrupted by a crash and are removed at start.
 
-Invariants: one `PartitionLog` per (topic, partition); a new partition goes to the directory holding
-the fewest partitions. The manager shares one `DeferredCloser` among its logs and runs it from its
+A partition being moved to another directory (AlterReplicaLogDirs) has a second, *future* log there,
+`<topic>-<partition>.<hex>-future` (`moldau.storage.replica_move`), that `advance_moves` fills and then swaps in
+for the current one. A crash mid-move is resumed at the next start: a future log whose current log still exists
+is opened and copying goes on; one whose current log is gone (the crash fell between the two renames of the
+swap) was complete, and becomes the partition's log.
+
+A directory whose file operations fail (other than for a full disk, which passes once space is freed) is taken
+offline (KIP-112): its logs stay registered but refuse every read and write with KAFKA_STORAGE_ERROR, moves
+to or from it are given up, new partitions go to the other directories, and nothing in it is touched again
+until a restart.
+
+Invariants: one `PartitionLog` per (topic, partition), in one directory (the same partition in two
+directories is refused at start); at most one future log per partition, never in its current log's
+directory; a new partition goes to the directory chosen for it by AlterReplicaLogDirs if any, else to the
+one holding the fewest partitions. The manager shares one `DeferredCloser` among its logs and runs it from its
 periodic methods, so fds of deleted segments stay valid for `file_delete_delay_ms`. It owns the
 `LogCleaner` (compaction runs on its own thread; `run_cleaner` applies and schedules it) and stops it
 before closing the logs. Not thread-safe.
@@ -19,7 +32,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from moldau.clock import Clock
@@ -28,9 +41,13 @@ from moldau.storage.cleaner import DEFAULT_DEDUPE_BUFFER_BYTES, LogCleaner
 from moldau.storage.log import PartitionLog, parse_partition_dir_name
 from moldau.storage.log_config import LogConfig
 from moldau.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, fsync_directory, write_atomically
+from moldau.storage.replica_move import copy_step, future_dir_name, parse_future_dir_name
 from moldau.storage.segment import DeferredCloser
 
-__all__ = ["CLEAN_SHUTDOWN_MARKER", "LogDirDescription", "LogManager", "PartitionDescription"]
+__all__ = [
+    "CLEAN_SHUTDOWN_MARKER", "LogDirConflict", "LogDirDescription", "LogManager", "MoveProgress",
+    "PartitionDescription",
+]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +56,12 @@ CLEAN_SHUTDOWN_MARKER = ".moldau_cleanshutdown"
 # not validate records get one full scan on the first start of a version that does).
 RECORDS_VALIDATED_MARKER = ".moldau_records_validated"
 _DELETE_SUFFIX = "-delete"
+# How much a move copies per step of the event loop, so that producers and fetches wait little behind it.
+MOVE_STEP_BYTES = 1024 * 1024
+
+
+class LogDirConflict(Exception):
+    """The log directories cannot be opened together (the same partition in two of them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +86,14 @@ class LogDirDescription:
     usable_bytes: int
 
 
+@dataclass(frozen=True, slots=True)
+class MoveProgress:
+    """What one `advance_moves` step did: bytes copied, and the partitions swapped to their new log."""
+
+    copied_bytes: int
+    swapped: tuple[tuple[tuple[str, int], PartitionLog], ...]
+
+
 class LogManager:
     """Opens, creates, deletes and maintains the partition logs of this broker."""
 
@@ -71,9 +102,11 @@ class LogManager:
         topic_configs: Mapping[str, LogConfig] | None = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         cleaner_dedupe_buffer_bytes: int = DEFAULT_DEDUPE_BUFFER_BYTES,
+        offline_dirs: Collection[str] = (),
     ) -> None:
         """Open every partition found in `log_dirs` (with `topic_configs` where given, else the default
-        config until `create`/`update_config` supplies the topic's own)."""
+        config until `create`/`update_config` supplies the topic's own). `offline_dirs` (already found unusable)
+        and any directory that fails while being opened start offline; if none is left, OSError is raised."""
         if not log_dirs:
             raise ValueError("at least one log directory is needed")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -84,28 +117,106 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_dir_of: dict[tuple[str, int], str] = {}
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
+        self._futures: dict[tuple[str, int], PartitionLog] = {}
+        self._future_dir_of: dict[tuple[str, int], str] = {}
+        # Where AlterReplicaLogDirs asked a partition not hosted yet to go (Kafka's preferred log dir).
+        self._preferred_dir: dict[tuple[str, int], str] = {}
+        # Directories that failed (KIP-112): their logs stay registered, refusing every read and write, so that
+        # a partition of theirs is never created afresh elsewhere; a restart brings them back if they are fine.
+        self.offline_dirs: set[str] = {os.path.abspath(d) for d in offline_dirs}
+        # Whether a directory was offline from the start: any partition not found may be in it, unseen. The
+        # metadata does not say which directory holds a replica (KIP-858's assignments are not kept), so no log is
+        # created until a restart finds every directory readable (or the operator takes the dead one out).
+        self.unseen_partitions = False
         self.cleaner = LogCleaner(clock, self.logs, dedupe_buffer_bytes=cleaner_dedupe_buffer_bytes)
         self._start()
 
     # -- life cycle ----------------------------------------------------------------------------------
 
     def _start(self) -> None:
+        found = self._scan_dirs()
         for log_dir in self.log_dirs:
-            os.makedirs(log_dir, exist_ok=True)
-            marker = os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER)
-            clean = os.path.exists(marker)
-            validated = os.path.exists(os.path.join(log_dir, RECORDS_VALIDATED_MARKER))
-            started = time.monotonic()
-            opened = self._open_dir(log_dir, clean, recover_all=not validated)
-            log.info("opened %d partition logs in %s in %.0f ms (%s)", opened, log_dir,
-                     (time.monotonic() - started) * 1000,
-                     "first start with record validation: every record re-validated" if not validated else
-                     "clean shutdown, no recovery" if clean else "after an unclean shutdown: tails re-validated")
-            if not validated:
-                self._mark_records_validated(log_dir)
-            if clean:
-                os.unlink(marker)
+            if log_dir in self.offline_dirs:
+                continue
+            try:
+                self._open_dir_logs(log_dir, found[log_dir])
+            except (OSError, KafkaError) as exc:
+                self.mark_offline(log_dir, f"opening its logs failed: {exc}")
+        self.unseen_partitions = bool(self.offline_dirs)
+        if len(self.offline_dirs) == len(self.log_dirs):
+            raise OSError(f"every log directory is unusable: {', '.join(sorted(self.offline_dirs))}")
+
+    def _open_dir_logs(self, log_dir: str, entries: list[tuple[str, tuple[str, int], bool]]) -> None:
+        marker = os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER)
+        clean = os.path.exists(marker)
+        validated = os.path.exists(os.path.join(log_dir, RECORDS_VALIDATED_MARKER))
+        started = time.monotonic()
+        opened = self._open_dir(log_dir, entries, clean, recover_all=not validated)
+        log.info("opened %d partition logs in %s in %.0f ms (%s)", opened, log_dir,
+                 (time.monotonic() - started) * 1000,
+                 "first start with record validation: every record re-validated" if not validated else
+                 "clean shutdown, no recovery" if clean else "after an unclean shutdown: tails re-validated")
+        if not validated:
+            self._mark_records_validated(log_dir)
+        if clean:
+            os.unlink(marker)
+            fsync_directory(log_dir)
+
+    def _scan_dirs(self) -> dict[str, list[tuple[str, tuple[str, int], bool]]]:
+        """Per log directory: (name, partition, is_future) of the partition directories to open, after
+        removing interrupted deletions, promoting futures whose swap a crash interrupted and refusing a
+        partition found in two directories."""
+        found: dict[str, list[tuple[str, tuple[str, int], bool]]] = {}
+        current_in: dict[tuple[str, int], str] = {}
+        futures: list[tuple[str, str, tuple[str, int]]] = []
+        for log_dir in self.log_dirs:
+            found[log_dir] = []
+            if log_dir in self.offline_dirs:
+                log.error("log directory %s is offline: its partitions are offline until a restart finds it "
+                          "working", log_dir)
+                continue
+            try:
+                os.makedirs(log_dir, exist_ok=True)
+                names = sorted(os.listdir(log_dir))
+            except OSError as exc:
+                log.error("log directory %s cannot be read (%s): it starts offline", log_dir, exc)
+                self.offline_dirs.add(log_dir)
+                continue
+            for name in names:
+                path = os.path.join(log_dir, name)
+                if not os.path.isdir(path):
+                    continue
+                if name.endswith(_DELETE_SUFFIX):
+                    shutil.rmtree(path, ignore_errors=True)
+                elif (future := parse_future_dir_name(name)) is not None:
+                    futures.append((log_dir, name, future))
+                elif (parsed := parse_partition_dir_name(name)) is not None:
+                    if parsed in current_in:
+                        raise LogDirConflict(f"partition {parsed[0]}-{parsed[1]} is in two log directories: "
+                                             f"{current_in[parsed]} and {log_dir}")
+                    current_in[parsed] = log_dir
+                    found[log_dir].append((name, parsed, False))
+        resumed: set[tuple[str, int]] = set()
+        for log_dir, name, key in futures:
+            path = os.path.join(log_dir, name)
+            if key in resumed or current_in.get(key) == log_dir:
+                log.warning("discarding %s: another copy of %s-%d is kept", path, *key)
+                shutil.rmtree(path, ignore_errors=True)
+            elif key in current_in:
+                resumed.add(key)
+                found[log_dir].append((name, key, True))
+            elif self.offline_dirs:
+                # Its current log may be in a directory that cannot be read: neither complete nor discard it.
+                log.warning("leaving %s as it is: the log it copies may be in an offline log directory", path)
+            else:
+                # The swap renamed the current log away and crashed before renaming this one: it was complete.
+                log.info("completing the move of %s-%d to %s interrupted by a crash", *key, log_dir)
+                final = f"{key[0]}-{key[1]}"
+                os.replace(path, os.path.join(log_dir, final))
                 fsync_directory(log_dir)
+                current_in[key] = log_dir
+                found[log_dir].append((final, key, False))
+        return found
 
     @staticmethod
     def _mark_records_validated(log_dir: str) -> None:
@@ -117,44 +228,46 @@ class LogManager:
         except OSError as exc:  # a full disk: the next start validates again
             log.warning("%s: cannot write %s: %s", log_dir, RECORDS_VALIDATED_MARKER, exc)
 
-    def _open_dir(self, log_dir: str, clean: bool, recover_all: bool = False) -> int:
-        opened = 0
-        for name in sorted(os.listdir(log_dir)):
-            path = os.path.join(log_dir, name)
-            if not os.path.isdir(path):
-                continue
-            if name.endswith(_DELETE_SUFFIX):
-                shutil.rmtree(path, ignore_errors=True)
-                continue
-            parsed = parse_partition_dir_name(name)
-            if parsed is None:
-                continue
-            self._logs[parsed] = PartitionLog.open(
-                path, self._config_for(parsed[0]), self._clock, None,
+    def _open_dir(self, log_dir: str, entries: list[tuple[str, tuple[str, int], bool]], clean: bool,
+                  recover_all: bool = False) -> int:
+        for name, key, is_future in entries:
+            opened = PartitionLog.open(
+                os.path.join(log_dir, name), self._config_for(key[0]), self._clock, None,
                 clean_shutdown=None if clean else False,
                 producer_id_expiration_ms=self.producer_id_expiration_ms, closer=self._closer,
                 recover_all=recover_all,
             )
-            self._log_dir_of[parsed] = log_dir
-            opened += 1
-        return opened
+            opened.on_io_error = self._on_io_error
+            if is_future:
+                opened.topic, opened.partition = key
+                self._futures[key] = opened
+                self._future_dir_of[key] = log_dir
+            else:
+                self._logs[key] = opened
+                self._log_dir_of[key] = log_dir
+        return len(entries)
 
     def close(self) -> None:
         """Close every log, then mark clean each log directory whose logs all closed cleanly."""
         self.cleaner.stop()
-        failed_dirs = set()
-        for key, partition_log in self._logs.items():
-            try:
-                partition_log.close()
-            except KafkaError as e:
-                log.error("closing %s-%d failed: %s", *key, e.message)
-                failed_dirs.add(self._log_dir_of[key])
+        failed_dirs = set(self.offline_dirs)
+        for logs, dir_of in ((self._logs, self._log_dir_of), (self._futures, self._future_dir_of)):
+            for key, partition_log in logs.items():
+                if dir_of[key] in self.offline_dirs:
+                    continue  # not touched again: the next start recovers what it can
+                try:
+                    partition_log.close()
+                except KafkaError as e:
+                    log.error("closing %s-%d failed: %s", *key, e.message)
+                    failed_dirs.add(dir_of[key])
         self._closer.close_all()
         for log_dir in self.log_dirs:
             if log_dir not in failed_dirs:
                 write_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER), b"")
         self._logs.clear()
         self._log_dir_of.clear()
+        self._futures.clear()
+        self._future_dir_of.clear()
 
     # -- partitions ----------------------------------------------------------------------------------
 
@@ -172,7 +285,9 @@ class LogManager:
         self, topic: str, partition: int, topic_id: uuid.UUID | None, config: LogConfig | None = None
     ) -> PartitionLog:
         """The partition's log, created in the least loaded directory if it does not exist yet; an existing
-        log takes `config` when given."""
+        log takes `config` when given. While a directory that was offline from the start may hold logs nobody has
+        seen, no log is created (KAFKA_STORAGE_ERROR): the partition might be one of them, and an empty log in
+        its place would lose its records."""
         key = (topic, partition)
         if config is not None:
             self._topic_configs[topic] = config
@@ -183,7 +298,16 @@ class LogManager:
             if config is not None:
                 existing.config = config
             return existing
-        log_dir = min(self.log_dirs, key=lambda d: (self._partition_count(d), self.log_dirs.index(d)))
+        if self.unseen_partitions:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"{topic}-{partition} may be in a log directory that "
+                             f"was offline at start ({', '.join(sorted(self.offline_dirs))})")
+        online = [d for d in self.log_dirs if d not in self.offline_dirs]
+        if not online:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"cannot create {topic}-{partition}: every log "
+                             "directory is offline")
+        preferred = self._preferred_dir.pop(key, None)
+        log_dir = preferred if preferred in online else min(
+            online, key=lambda d: (self._partition_count(d), self.log_dirs.index(d)))
         try:
             created = PartitionLog.open(
                 os.path.join(log_dir, f"{topic}-{partition}"), self._config_for(topic), self._clock,
@@ -191,6 +315,7 @@ class LogManager:
             )
         except OSError as e:
             raise KafkaError(ErrorCode.kafka_storage_error, f"cannot create {topic}-{partition}: {e}") from e
+        created.on_io_error = self._on_io_error
         self._logs[key] = created
         self._log_dir_of[key] = log_dir
         return created
@@ -199,10 +324,14 @@ class LogManager:
         """Delete a partition's log: rename its directory to `*.<hex>-delete` (atomic, so a crash leaves
         it for the next start to remove), then remove it. Returns False if there was no such log."""
         key = (topic, partition)
+        self._discard_future(key)
         doomed_log = self._logs.pop(key, None)
-        self._log_dir_of.pop(key, None)
+        log_dir = self._log_dir_of.pop(key, None)
         if doomed_log is None:
             return False
+        if log_dir in self.offline_dirs:
+            log.warning("%s-%d is in the offline log directory %s: its files are left there", *key, log_dir)
+            return True
         parent = os.path.dirname(doomed_log.directory)
         doomed = os.path.join(parent, f"{topic}-{partition}.{uuid.uuid4().hex}{_DELETE_SUFFIX}")
         try:
@@ -215,9 +344,10 @@ class LogManager:
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         self._topic_configs[topic] = config
-        for (log_topic, _), partition_log in self._logs.items():
-            if log_topic == topic:
-                partition_log.config = config
+        for logs in (self._logs, self._futures):
+            for (log_topic, _), partition_log in logs.items():
+                if log_topic == topic:
+                    partition_log.config = config
 
     def _config_for(self, topic: str) -> LogConfig:
         return self._topic_configs.get(topic, self.default_config)
@@ -225,12 +355,153 @@ class LogManager:
     def _partition_count(self, log_dir: str) -> int:
         return sum(1 for d in self._log_dir_of.values() if d == log_dir)
 
+    # -- moves between log directories (AlterReplicaLogDirs) ------------------------------------------
+
+    def log_dir_of(self, topic: str, partition: int) -> str | None:
+        """The directory holding the partition's current log, None if there is none."""
+        return self._log_dir_of.get((topic, partition))
+
+    def future_dir_of(self, topic: str, partition: int) -> str | None:
+        """The directory the partition is being moved to, None if it is not moving."""
+        return self._future_dir_of.get((topic, partition))
+
+    def moving(self) -> bool:
+        return bool(self._futures)
+
+    def check_log_dir(self, path: str) -> str:
+        """`path` as one of this broker's online log directories. Raises KafkaError LOG_DIR_NOT_FOUND if it is
+        none of them (Kafka compares absolute paths), KAFKA_STORAGE_ERROR if it is offline."""
+        wanted = os.path.abspath(path) if os.path.isabs(path) else None
+        if wanted is None or wanted not in self.log_dirs:
+            raise KafkaError(ErrorCode.log_dir_not_found, f"{path} is not a log directory of this broker")
+        if wanted in self.offline_dirs:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"the log directory {wanted} is offline")
+        return wanted
+
+    def alter_log_dir(self, topic: str, partition: int, path: str) -> None:
+        """Start moving the partition's log to `path` (or stop a move when `path` is where it is now).
+
+        A partition not hosted yet goes to `path` when it is created: Kafka answers REPLICA_NOT_AVAILABLE for
+        it, so the tool asking retries once the replica exists. Raises KafkaError: LOG_DIR_NOT_FOUND,
+        REPLICA_NOT_AVAILABLE, KAFKA_STORAGE_ERROR (the future log cannot be created)."""
+        target = self.check_log_dir(path)
+        key = (topic, partition)
+        current = self._logs.get(key)
+        if current is not None and current.offline:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"{topic}-{partition} is in an offline log directory")
+        if current is None:
+            self._preferred_dir[key] = target
+            raise KafkaError(ErrorCode.replica_not_available, f"{topic}-{partition} is not on this broker yet")
+        if self._log_dir_of[key] == target:
+            self._discard_future(key)  # moving back where it is: a move under way is cancelled
+            return
+        if self._future_dir_of.get(key) == target:
+            return
+        self._discard_future(key)
+        try:
+            future = PartitionLog.open(
+                os.path.join(target, future_dir_name(topic, partition)), current.config, self._clock,
+                current.topic_id, producer_id_expiration_ms=self.producer_id_expiration_ms, closer=self._closer,
+            )
+            future.topic, future.partition = key
+            future.on_io_error = self._on_io_error
+            future.truncate_fully_and_start_at(current.log_start_offset)
+        except (OSError, KafkaError) as e:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"cannot create the future log in {target}: {e}") from e
+        self._futures[key] = future
+        self._future_dir_of[key] = target
+        log.info("moving %s-%d from %s to %s", topic, partition, self._log_dir_of[key], target)
+
+    def _discard_future(self, key: tuple[str, int]) -> None:
+        future = self._futures.pop(key, None)
+        log_dir = self._future_dir_of.pop(key, None)
+        if future is not None:
+            if log_dir in self.offline_dirs:
+                future.offline = True  # left on the failed disk; the next start discards it
+            else:
+                future.delete()
+
+    # -- failed log directories (KIP-112) ------------------------------------------------------------
+
+    def _on_io_error(self, partition_log: PartitionLog, error: OSError) -> None:
+        key = (partition_log.topic, partition_log.partition)
+        if self._logs.get(key) is partition_log:
+            log_dir = self._log_dir_of[key]
+        elif self._futures.get(key) is partition_log:
+            log_dir = self._future_dir_of[key]
+        else:
+            return
+        self.mark_offline(log_dir, f"{partition_log.directory}: {error}")
+
+    def mark_offline(self, log_dir: str, reason: str) -> None:
+        """Take a failed log directory offline: its partitions answer KAFKA_STORAGE_ERROR from now on, moves to
+        or from it are given up, and the other directories carry on."""
+        if log_dir in self.offline_dirs:
+            return
+        self.offline_dirs.add(log_dir)
+        offline = [key for key, d in self._log_dir_of.items() if d == log_dir]
+        log.error("log directory %s is offline after an I/O error (%s); its %d partitions are offline until a "
+                  "restart finds it working: %s", log_dir, reason, len(offline),
+                  ", ".join(f"{t}-{p}" for t, p in offline[:10]))
+        for key in offline:
+            self._logs[key].offline = True
+        for key in [k for k in self._futures if k in offline or self._future_dir_of[k] == log_dir]:
+            self._discard_future(key)
+
+    def advance_moves(self, max_bytes: int = MOVE_STEP_BYTES) -> MoveProgress:
+        """Copy up to about `max_bytes` into the future logs; swap in each one that has caught up. The result
+        names the partitions whose log was replaced (whoever holds the old log must take the new one)."""
+        swapped: list[tuple[tuple[str, int], PartitionLog]] = []
+        budget = max_bytes
+        for key, future in list(self._futures.items()):
+            current = self._logs[key]
+            try:
+                budget -= copy_step(current, future, budget)
+                if future.log_end_offset == current.log_end_offset:
+                    swapped.append((key, self._swap(key, current, future)))
+            except KafkaError as e:
+                # The target directory failed (or the current one cannot be read): give the move up.
+                log.error("moving %s-%d to %s failed, abandoned: %s", *key, self._future_dir_of[key], e.message)
+                self._discard_future(key)
+            if budget <= 0:
+                break
+        return MoveProgress(max_bytes - budget, tuple(swapped))
+
+    def _swap(self, key: tuple[str, int], current: PartitionLog, future: PartitionLog) -> PartitionLog:
+        """Make the caught-up future log the partition's log. The current directory is renamed to `-delete`
+        first, then the future one to `<topic>-<partition>`: a crash between the two leaves only the future,
+        which the next start completes."""
+        future.high_watermark_follows_log_end = current.high_watermark_follows_log_end
+        future.transaction_verification = current.transaction_verification
+        future.leader_epochs.assign_all(current.leader_epochs.entries)
+        future.high_watermark = current.high_watermark
+        if future.log_start_offset < current.log_start_offset:
+            future.delete_records_before(current.log_start_offset)
+        future.flush()
+        old_dir, new_dir = self._log_dir_of[key], self._future_dir_of[key]
+        doomed = os.path.join(old_dir, f"{key[0]}-{key[1]}.{uuid.uuid4().hex}{_DELETE_SUFFIX}")
+        try:
+            current.rename_directory(doomed)
+            fsync_directory(old_dir)
+            future.rename_directory(os.path.join(new_dir, f"{key[0]}-{key[1]}"))
+            fsync_directory(new_dir)
+        except OSError as e:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"swapping in the moved log failed: {e}") from e
+        del self._futures[key], self._future_dir_of[key]
+        self._logs[key] = future
+        self._log_dir_of[key] = new_dir
+        current.delete()
+        log.info("moved %s-%d from %s to %s (log end %d)", *key, old_dir, new_dir, future.log_end_offset)
+        return future
+
     # -- periodic work -------------------------------------------------------------------------------
 
     def run_retention(self, now_ms: int) -> int:
         """Apply retention to every log and expire idle producers; returns segments deleted."""
         deleted = 0
         for key, partition_log in list(self._logs.items()):
+            if partition_log.offline:
+                continue
             try:
                 deleted += partition_log.apply_retention(now_ms)
             except KafkaError as e:  # one failing disk must not stop the others' retention
@@ -245,7 +516,9 @@ class LogManager:
 
     def roll_and_flush_due(self, now_ms: int) -> None:
         """Roll segments older than segment_ms and fsync what is due (rolled segments, flush_ms)."""
-        for key, partition_log in list(self._logs.items()):
+        for key, partition_log in [*self._logs.items(), *self._futures.items()]:
+            if partition_log.offline:
+                continue
             try:
                 partition_log.roll_if_due(now_ms)
                 partition_log.flush_if_due(now_ms)
@@ -256,19 +529,28 @@ class LogManager:
     # -- description ---------------------------------------------------------------------------------
 
     def describe_log_dirs(self) -> list[LogDirDescription]:
-        """Per log directory: its partitions' sizes (offset lag is 0 on a single node) and disk space."""
+        """Per log directory: its partitions' sizes and disk space. A future log (a move under way) is listed
+        in its target directory with how far it trails the current log (offset lag); other partitions have
+        no lag on this broker."""
         descriptions = []
         for log_dir in self.log_dirs:
-            partitions = tuple(
+            current = [
                 PartitionDescription(topic, partition, partition_log.size_bytes, 0)
                 for (topic, partition), partition_log in sorted(self._logs.items())
                 if self._log_dir_of.get((topic, partition)) == log_dir
-            )
+            ]
+            futures = [
+                PartitionDescription(key[0], key[1], future.size_bytes,
+                                     max(self._logs[key].log_end_offset - future.log_end_offset, 0), True)
+                for key, future in sorted(self._futures.items()) if self._future_dir_of[key] == log_dir
+            ]
             try:
                 stats = os.statvfs(log_dir)
                 total, usable, error = stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize, \
                     ErrorCode.none
             except OSError:
                 total, usable, error = -1, -1, ErrorCode.kafka_storage_error
-            descriptions.append(LogDirDescription(log_dir, error, partitions, total, usable))
+            if log_dir in self.offline_dirs:
+                error = ErrorCode.kafka_storage_error
+            descriptions.append(LogDirDescription(log_dir, error, tuple(current + futures), total, usable))
         return descriptions

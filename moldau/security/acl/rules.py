@@ -92,6 +92,7 @@ RULES: dict[int, tuple[Rule, ...]] = {
          _r(Op.DESCRIBE_CONFIGS, Res.GROUP, note="group resources")),
     33: (_r(Op.ALTER_CONFIGS, Res.TOPIC), _r(Op.ALTER_CONFIGS, Res.CLUSTER, note="broker resources"),
          _r(Op.ALTER_CONFIGS, Res.GROUP, note="group resources")),
+    34: (_r(Op.ALTER, Res.CLUSTER),),
     35: (_r(Op.DESCRIBE, Res.CLUSTER),),
     36: (_NONE,),
     37: (_r(Op.ALTER, Res.TOPIC),),

@@ -1,9 +1,10 @@
 """DescribeLogDirs (key 35): this broker's log directories and the partitions stored in each (KIP-113).
 
 The request names topics and partitions, or is null for all of them; only partitions this broker stores are
-listed, under the directory that holds them. Each partition reports its size on disk, its offset lag (how far
-a "future" replica being moved between directories trails the current one; nothing is ever moved here, so 0)
-and whether it is such a future replica (never). A directory that cannot be read reports
+listed, under the directory that holds them. Each partition reports its size on disk, its offset lag and
+whether it is a future replica: a partition being moved to another directory (AlterReplicaLogDirs) is listed
+twice, under its current directory with lag 0 and under the target directory as the future replica, with how
+far it trails the current log. A directory that cannot be read or is offline (docs/storage.md) reports
 KAFKA_STORAGE_ERROR and no partitions. From v4 each directory also reports its file system's total and
 usable bytes (KIP-827), -1 when unknown. v5 (whether a directory is cordoned, KIP-1066) is Kafka 4.3's and
 is not served: ApiVersions advertises Kafka 4.2's ranges (docs/protocol.md).

@@ -133,11 +133,12 @@ def test_full_disk_on_append(tmp_path: Path, clock: ManualClock, monkeypatch: py
     manager.close()
 
 
-def test_an_fsync_error_on_one_partition_leaves_the_others_working(tmp_path: Path, clock: ManualClock,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig(flush_messages=1))
+def test_an_fsync_error_takes_its_directory_offline_and_leaves_the_others_working(
+        tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = LogManager(_dirs(tmp_path, 2), clock, LogConfig(flush_messages=1))
     topic_id = uuid.uuid4()
-    sick, healthy = (manager.create("t", p, topic_id, LogConfig(flush_messages=1)) for p in range(2))
+    sick, healthy, neighbour = (manager.create("t", p, topic_id, LogConfig(flush_messages=1)) for p in range(3))
+    assert os.path.dirname(neighbour.directory) == os.path.dirname(sick.directory)
     sick_dir = sick.directory
     real_fsync = os.fsync
 
@@ -151,9 +152,14 @@ def test_an_fsync_error_on_one_partition_leaves_the_others_working(tmp_path: Pat
         sick.append(batches_of(make_batch(values(2))), 0)
         sick.flush()
     assert failed.value.code == ErrorCode.kafka_storage_error
+    # After a failed fsync nothing in that directory can be trusted (Kafka takes it offline too).
+    assert manager.offline_dirs == {os.path.dirname(sick_dir)}
+    with pytest.raises(KafkaError) as failed:
+        neighbour.append(batches_of(make_batch(values(1))), 0)
+    assert failed.value.code == ErrorCode.kafka_storage_error
     healthy.append(batches_of(make_batch(values(3))), 0)
     healthy.flush()
-    manager.roll_and_flush_due(clock.time_ms() + 10**9)  # logs the sick one, carries on with the rest
+    manager.roll_and_flush_due(clock.time_ms() + 10**9)  # skips the offline directory, carries on with the rest
     healthy.append(batches_of(make_batch(values(1))), 0)
     assert healthy.log_end_offset == 4
     monkeypatch.setattr(os, "fsync", real_fsync)
