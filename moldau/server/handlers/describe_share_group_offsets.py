@@ -7,12 +7,17 @@ the group has share-partition state of. A partition the group never consumed has
 records between the start offset and the partition's high watermark not yet acknowledged or archived (-1 when
 the partition is not led here, so its high watermark is not known). Topics need DESCRIBE (else
 TOPIC_AUTHORIZATION_FAILED per partition); a missing topic or partition is UNKNOWN_TOPIC_OR_PARTITION.
+
+v1 responses also carry Moldau's in-flight count per partition as a tagged field
+(`moldau.protocol.share_offsets_response`): the records past the start offset being delivered, from the
+share-partition's live state when it is led here, else from its durable state.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from moldau.protocol import share_offsets_response
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.security.acl.model import AclOperation, ResourceType
@@ -26,11 +31,18 @@ UNKNOWN = -1
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     groups = tuple([await _group(ctx, g) for g in request.groups])
-    return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, groups=groups)
+    response_type = (share_offsets_response.DescribeShareGroupOffsetsResponse if ctx.schema.version >= 1
+                     else ctx.schema.response_type)
+    return make(response_type, throttle_time=NO_THROTTLE, groups=groups)
+
+
+def _nested(ctx: RequestContext, name: str) -> Any:
+    """This version's response class; v1's carry the in-flight count."""
+    return share_offsets_response.NESTED[name] if ctx.schema.version >= 1 else ctx.nested(name)
 
 
 async def _group(ctx: RequestContext, group: Any) -> Any:
-    cls = ctx.nested("DescribeShareGroupOffsetsResponseGroup")
+    cls = _nested(ctx, "DescribeShareGroupOffsetsResponseGroup")
     try:
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group.group_id):
             raise KafkaError(ErrorCode.group_authorization_failed,
@@ -47,7 +59,7 @@ async def _group(ctx: RequestContext, group: Any) -> Any:
 
 
 async def _topic(ctx: RequestContext, group_id: str, name: str, partitions: tuple[int, ...] | None) -> Any:
-    cls = ctx.nested("DescribeShareGroupOffsetsResponseTopic")
+    cls = _nested(ctx, "DescribeShareGroupOffsetsResponseTopic")
     try:
         topic = readable_topic(ctx, name, AclOperation.DESCRIBE)
     except KafkaError as exc:
@@ -71,9 +83,9 @@ async def _topic(ctx: RequestContext, group_id: str, name: str, partitions: tupl
             if partitions is not None:  # asked for by name: said to be unstarted; else left out
                 out.append(_partition(ctx, index, UNKNOWN, image.leader_epoch, UNKNOWN, ErrorCode.none, None))
             continue
-        start, done = found
-        out.append(_partition(ctx, index, start, image.leader_epoch, _lag(ctx, name, index, start, done),
-                              ErrorCode.none, None))
+        out.append(_partition(ctx, index, found.start_offset, image.leader_epoch,
+                              _lag(ctx, name, index, found.start_offset, found.done), ErrorCode.none, None,
+                              found.delivering))
     return make(cls, topic_name=name, topic_id=topic.topic_id, partitions=tuple(out))
 
 
@@ -85,9 +97,10 @@ def _lag(ctx: RequestContext, topic: str, partition: int, start: int, done: int)
 
 
 def _partition(ctx: RequestContext, index: int, start: int, leader_epoch: int, lag: int, error: ErrorCode,
-               message: str | None) -> Any:
-    return make(ctx.nested("DescribeShareGroupOffsetsResponsePartition"), partition_index=index,
-                start_offset=start, leader_epoch=leader_epoch, lag=lag, error_code=error, error_message=message)
+               message: str | None, in_flight: int = UNKNOWN) -> Any:
+    return make(_nested(ctx, "DescribeShareGroupOffsetsResponsePartition"), partition_index=index,
+                start_offset=start, leader_epoch=leader_epoch, lag=lag, error_code=error, error_message=message,
+                in_flight_count=in_flight)
 
 
 API = Api(key=90, name="DescribeShareGroupOffsets", min_version=0, max_version=1, handle=handle)

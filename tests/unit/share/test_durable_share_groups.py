@@ -83,7 +83,7 @@ async def reset_scenario() -> list[object]:
 
 
 def test_a_reset_fences_the_leader_holding_the_old_state() -> None:
-    assert asyncio.run(reset_scenario()) == [(2, 0), (7, 0), ErrorCode.fenced_state_epoch, 7, None, 3]
+    assert asyncio.run(reset_scenario()) == [(2, 0, 0), (7, 0, 0), ErrorCode.fenced_state_epoch, 7, None, 3]
 
 
 def test_a_groups_own_configs_replace_the_broker_settings() -> None:
