@@ -47,12 +47,14 @@ def records(rows: Iterable[Sequence[object]], headers: Sequence[str]) -> list[di
 
 
 def emit(args: argparse.Namespace, document: Any, text: Callable[[], str]) -> None:
-    """Print `document` as JSON, or `text()` for people, on stdout."""
+    """Print `document` as JSON, or `text()` for people (nothing when it is empty), on stdout."""
     if wants_json(args):
         json.dump(document, sys.stdout, indent=2, default=_plain)
         sys.stdout.write("\n")
-    else:
-        print(text())
+        return
+    shown = text()
+    if shown:
+        print(shown)
 
 
 def emit_table(args: argparse.Namespace, rows: Sequence[Sequence[object]], headers: Sequence[str],
