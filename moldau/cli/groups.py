@@ -31,6 +31,7 @@ from moldau.cli.common import (
 )
 from moldau.cli.consume import parse_time
 from moldau.cli.output import add_output_option, emit, emit_table, key, wants_json
+from moldau.cli.progress import Progress
 from moldau.cli.share_groups import (
     ShareGroupView,
     alter_group_configs,
@@ -428,7 +429,9 @@ def reset_offsets(args: argparse.Namespace) -> int:
     if not args.execute:
         print(f"dry run: nothing changed; add --execute to commit {plural(len(plans), 'offset')}", file=sys.stderr)
         return 0
-    _commit(admin, args.group, plans)
+    with Progress(f"resetting {args.group}", total=len(plans), unit="partition") as progress:
+        _commit(admin, args.group, plans)
+        progress.advance(len(plans))
     print(f"committed {plural(len(plans), 'offset')} for group '{args.group}'", file=sys.stderr)
     return 0
 
@@ -449,7 +452,9 @@ def _reset_share_offsets(admin: AdminClient, args: argparse.Namespace) -> int:
     if not args.execute:
         print(f"dry run: nothing changed; add --execute to set {plural(len(plans), 'start offset')}", file=sys.stderr)
         return 0
-    alter_share_offsets(args.bootstrap_server, args.group, {(p.topic, p.partition): p.new for p in plans})
+    with Progress(f"resetting {args.group}", total=len(plans), unit="partition") as progress:
+        alter_share_offsets(args.bootstrap_server, args.group, {(p.topic, p.partition): p.new for p in plans})
+        progress.advance(len(plans))
     print(f"set {plural(len(plans), 'start offset')} for share group '{args.group}'", file=sys.stderr)
     return 0
 

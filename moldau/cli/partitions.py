@@ -30,6 +30,7 @@ from moldau.cli.common import (
     plural,
     request_failed,
 )
+from moldau.cli.progress import Progress
 from moldau.cli.reassignment_plan import Assignment, TopicPartition, moved_replicas, plan_reassignment
 from moldau.cli.topics import admin_client, topic_names
 
@@ -258,9 +259,11 @@ def execute(bootstrap: str, plan: Mapping[TopicPartition, Sequence[int]], timeou
     print(f"reassigning {plural(len(accepted), 'partition')}")
     deadline = time.monotonic() + timeout_s
     last: list[str] | None = None
-    with _reassignment_client(bootstrap) as client:
+    with _reassignment_client(bootstrap) as client, Progress("reassigning", total=len(accepted),
+                                                             unit="partition") as progress:
         while accepted:
             ongoing = _ongoing(client, accepted)
+            progress.advance_to(len(accepted) - len(ongoing))
             if not ongoing:
                 break
             report = [_moving(key, state) for key, state in sorted(ongoing.items())]
