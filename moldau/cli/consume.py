@@ -147,7 +147,7 @@ def _consume(consumer: Consumer, render: Renderer, args: argparse.Namespace) -> 
     signal.signal(signal.SIGTERM, interrupt)
     # A bar only when counting towards --max-messages (a tail has no end to show), only on a terminal, and only
     # while the records go elsewhere (a file, a pipe): printed on the same terminal they would tear it apart.
-    progress = (Progress(f"consuming {args.topic}", total=args.max_messages)
+    progress = (Progress(f"consuming {args.topic}", total=args.max_messages, scale_units=True)
                 if args.max_messages is not None and not sys.stdout.isatty() else None)
     try:
         _loop(consumer, render, args, count, sys.stdout.buffer, progress)

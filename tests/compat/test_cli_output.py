@@ -62,8 +62,8 @@ def consume_and_commit(broker: BrokerProcess, topic: str, group: str, count: int
 
 @pytest.fixture(scope="module")
 def workload(shared_broker: BrokerProcess) -> Iterator[tuple[str, str]]:
-    """A topic with RECORDS records, and a group that committed all but 10 of them... as a group that read
-    RECORDS - 10 records."""
+    """A topic of two partitions with RECORDS + 10 records, and a classic group that committed the first RECORDS
+    of them: 10 records behind."""
     topic, group = new_topic(shared_broker), f"out-group-{uuid.uuid4().hex[:6]}"
     produce(shared_broker, topic, RECORDS)
     consume_and_commit(shared_broker, topic, group, RECORDS)

@@ -4,8 +4,9 @@ and (v1) its lag.
 Each group is answered on its own: GROUP_AUTHORIZATION_FAILED without DESCRIBE on it, NOT_COORDINATOR when
 another broker coordinates it, GROUP_ID_NOT_FOUND for a classic or consumer group. Topics null means every topic
 the group has share-partition state of. A partition the group never consumed has start offset -1. The lag is the
-records between the start offset and the partition's high watermark not yet acknowledged or archived (-1 when
-the partition is not led here, so its high watermark is not known). Topics need DESCRIBE (else
+records between the start offset and the partition's high watermark not yet acknowledged or archived; the high
+watermark of a partition led by another broker is asked of its leader (ListOffsets), and the lag is -1 when it
+cannot be. Topics need DESCRIBE (else
 TOPIC_AUTHORIZATION_FAILED per partition); a missing topic or partition is UNKNOWN_TOPIC_OR_PARTITION.
 
 v1 responses also carry Moldau's in-flight count per partition as a tagged field
@@ -25,6 +26,7 @@ from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
 from moldau.server.handlers.share_offsets_common import check_share_group, known_topics, readable_topic
+from moldau.share.manager import ShareOffsets
 
 UNKNOWN = -1
 
@@ -67,6 +69,7 @@ async def _topic(ctx: RequestContext, group_id: str, name: str, partitions: tupl
                        for p in partitions or ())
         return make(cls, topic_name=name, topic_id=None, partitions=failed)
     wanted = sorted(topic.partitions) if partitions is None else partitions
+    remote = await ctx.broker.share_state_links.high_watermarks((name, index) for index in wanted)
     out = []
     for index in wanted:
         image = topic.partitions.get(index)
@@ -84,16 +87,22 @@ async def _topic(ctx: RequestContext, group_id: str, name: str, partitions: tupl
                 out.append(_partition(ctx, index, UNKNOWN, image.leader_epoch, UNKNOWN, ErrorCode.none, None))
             continue
         out.append(_partition(ctx, index, found.start_offset, image.leader_epoch,
-                              _lag(ctx, name, index, found.start_offset, found.done), ErrorCode.none, None,
+                              _lag(ctx, name, index, found, remote), ErrorCode.none, None,
                               found.delivering))
     return make(cls, topic_name=name, topic_id=topic.topic_id, partitions=tuple(out))
 
 
-def _lag(ctx: RequestContext, topic: str, partition: int, start: int, done: int) -> int:
+def _lag(ctx: RequestContext, topic: str, partition: int, found: ShareOffsets,
+         remote: dict[tuple[str, int], int]) -> int:
+    """Records from the start offset to the high watermark not yet done; -1 when the high watermark is unknown."""
     hosted = ctx.broker.replicas.partitions.get((topic, partition))
-    if hosted is None or hosted.leader_state is None:
+    if hosted is not None and hosted.leader_state is not None:
+        high_watermark = hosted.log.high_watermark
+    elif (topic, partition) in remote:
+        high_watermark = remote[(topic, partition)]
+    else:
         return UNKNOWN
-    return max(hosted.log.high_watermark - start - done, 0)
+    return max(high_watermark - found.start_offset - found.done, 0)
 
 
 def _partition(ctx: RequestContext, index: int, start: int, leader_epoch: int, lag: int, error: ErrorCode,
