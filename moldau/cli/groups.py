@@ -251,7 +251,7 @@ def _group_data(admin: AdminClient, group: str) -> dict[str, Any]:
     members = sorted(description.members, key=lambda m: (m.client_id, m.member_id))
     return {
         "group": group,
-        "type": "consumer",
+        "type": _group_type(description),
         "state": state_name(description.state),
         "protocol_type": "(simple)" if description.is_simple_consumer_group else "consumer",
         "assignor": description.partition_assignor or None,
@@ -260,6 +260,12 @@ def _group_data(admin: AdminClient, group: str) -> dict[str, Any]:
                      "assignment": _partitions_data(_assigned(m))} for m in members],
         "offsets": _offsets_data(admin, committed, _owners(description.members)),
     }
+
+
+def _group_type(description: Any) -> str:
+    """`classic` or `consumer` (KIP-848), as `groups list` names them; classic when the client cannot tell."""
+    name = str(getattr(getattr(description, "type", None), "name", "")).lower()
+    return name if name in ("classic", "consumer") else "classic"
 
 
 def _group_text(data: dict[str, Any]) -> str:

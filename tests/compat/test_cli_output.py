@@ -85,7 +85,8 @@ def test_topics_and_groups_describe_as_json(shared_broker: BrokerProcess, worklo
     assert all(p["leader"] == p["replicas"][0] == p["isr"][0] for p in described["partitions"])
     assert {"group": group, "type": "classic", "state": "Empty"} in as_json(shared_broker, "groups", "list")
     (group_doc,) = as_json(shared_broker, "groups", "describe", group)
-    assert group_doc["members"] == [] and group_doc["coordinator"]["id"] == 1
+    assert (group_doc["type"], group_doc["state"], group_doc["members"]) == ("classic", "Empty", [])
+    assert group_doc["coordinator"]["id"] == 1
     offsets = group_doc["offsets"]
     assert sum(o["lag"] for o in offsets) == 10  # lag = log end offset - committed, per partition
     assert all(o["lag"] == o["log_end_offset"] - o["current_offset"] for o in offsets)
