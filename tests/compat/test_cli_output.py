@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from tests.support.broker_process import BrokerProcess
@@ -185,6 +185,16 @@ def test_progress_bars_only_on_a_terminal(shared_broker: BrokerProcess, tmp_path
     assert code == 0, terminal
     assert f"consuming {topic}" in terminal and "rec/s" in terminal
     assert len(out.splitlines()) == 20000 and "consuming" not in out
+    group = f"reset-{uuid.uuid4().hex[:6]}"
+    committer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": group,
+                          "enable.metrics.push": False})
+    committer.commit(offsets=[TopicPartition(topic, 0, 500)], asynchronous=False)
+    committer.close()
+    code, out, terminal = run_with_terminal_stderr("groups", "reset-offsets", group, "--topic", topic,
+                                                   "--to-earliest", "--execute", "-b", shared_broker.bootstrap)
+    assert code == 0, terminal
+    assert f"resetting {group}" in terminal and "partition/s" in terminal
+    assert "committed 1 offset" in terminal and [topic, "0", "500", "0"] in [line.split() for line in out.splitlines()]
     # The same commands with stderr on a pipe, as in a script: no bar, only the summary.
     piped = moldau(shared_broker.bootstrap, "consume", topic, "--from-beginning", "--max-messages", "100")
     assert piped.returncode == 0 and piped.stderr == f"consumed 100 records from {topic}\n"
