@@ -70,8 +70,7 @@ class TopicRate:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `top` to the top-level parser."""
     text = "a live view of messages/s and bytes/s per topic and the lag of every group"
-    commands: Any = subparsers
-    parser = add_output_option(add_action(commands, "top", run, text))
+    parser = add_output_option(add_action(subparsers, "top", run, text))
     parser.add_argument("--interval", type=_positive, default=DEFAULT_INTERVAL_S, metavar="SECONDS",
                         help=f"seconds between refreshes, and over which rates are measured (default "
                              f"{DEFAULT_INTERVAL_S:g})")
