@@ -6,8 +6,8 @@ another broker coordinates it, GROUP_ID_NOT_FOUND for a classic or consumer grou
 the group has share-partition state of. A partition the group never consumed has start offset -1. The lag is the
 records between the start offset and the partition's high watermark not yet acknowledged or archived; the high
 watermark of a partition led by another broker is asked of its leader (ListOffsets), and the lag is -1 when it
-cannot be. Topics need DESCRIBE (else
-TOPIC_AUTHORIZATION_FAILED per partition); a missing topic or partition is UNKNOWN_TOPIC_OR_PARTITION.
+cannot be. Topics need DESCRIBE (else TOPIC_AUTHORIZATION_FAILED per partition); a missing topic or partition is
+UNKNOWN_TOPIC_OR_PARTITION.
 
 v1 responses also carry Moldau's in-flight count per partition as a tagged field
 (`moldau.protocol.share_offsets_response`): the records past the start offset being delivered, from the
