@@ -9,6 +9,7 @@ import fcntl
 import json
 import os
 import pty
+import signal
 import struct
 import subprocess
 import sys
@@ -201,3 +202,22 @@ def test_progress_bars_only_on_a_terminal(shared_broker: BrokerProcess, tmp_path
     produced = subprocess.run([sys.executable, "-m", "moldau", "produce", topic, "--file", str(source), "-b",
                                shared_broker.bootstrap], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert produced.returncode == 0 and produced.stderr == f"produced {lines} records to {topic}\n"
+
+
+def test_top_redraws_on_a_terminal_until_interrupted(shared_broker: BrokerProcess) -> None:
+    topic = new_topic(shared_broker, partitions=1)
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "moldau", "top", "--interval", "0.3", "--no-groups", "-b",
+                             shared_broker.bootstrap], stdout=follower, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, cwd=REPO)
+    os.close(follower)
+    screen = b""
+    deadline = time.monotonic() + 30
+    while screen.count(b"moldau top") < 3 and time.monotonic() < deadline:  # three frames drawn
+        screen += os.read(leader, 65536)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(30) == 0, proc.stderr.read() if proc.stderr else ""
+    os.close(leader)
+    frames = screen.split(b"\033[H\033[2J")  # each frame starts by clearing the screen
+    assert len(frames) >= 4 and all(b"MSG/S" in frame and topic.encode() in frame for frame in frames[1:4])
