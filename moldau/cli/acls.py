@@ -31,6 +31,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from moldau.cli.common import REQUEST_TIMEOUT_S, CliError, add_action, check_reachable, client_config, request_failed
+from moldau.cli.output import add_output_option, emit
 
 CLUSTER_NAME = "kafka-cluster"
 _OPERATIONS = {
@@ -50,7 +51,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     for name, handler, text in (("add", add, "add ACLs"), ("list", list_acls, "list ACLs matching the options"),
                                 ("remove", remove, "remove the ACLs matching the options")):
-        _add_options(add_action(actions, name, handler, text), name)
+        parser = add_action(actions, name, handler, text)
+        _add_options(add_output_option(parser) if name == "list" else parser, name)
 
 
 def _add_options(parser: argparse.ArgumentParser, action: str) -> None:
@@ -183,7 +185,8 @@ def list_acls(args: argparse.Namespace) -> int:
             raise request_failed(exc, "cannot list ACLs") from exc
         for binding in result:
             found[_key(binding)] = binding
-    _print(found.values())
+    bindings = sorted(found.values(), key=_key)
+    emit(args, [_binding_data(b) for b in bindings], lambda: _text(bindings))
     return 0
 
 
@@ -218,15 +221,32 @@ def format_binding(b: Any) -> str:
             f"permissionType={b.permission_type.name})")
 
 
+def _resource_type(b: Any) -> str:
+    return "CLUSTER" if b.restype == ResourceType.BROKER else str(b.restype.name)
+
+
+def _binding_data(b: Any) -> dict[str, str]:
+    return {"resource_type": _resource_type(b), "resource_name": b.name, "pattern_type": b.resource_pattern_type.name,
+            "principal": b.principal, "host": b.host, "operation": b.operation.name,
+            "permission_type": b.permission_type.name}
+
+
 def _print(bindings: Iterable[Any]) -> None:
+    text = _text(bindings)
+    if text:
+        print(text)
+
+
+def _text(bindings: Iterable[Any]) -> str:
     """Grouped by resource, as kafka-acls prints them."""
+    lines: list[str] = []
     by_resource: dict[tuple[str, str, str], list[AclBinding]] = {}
     for b in bindings:
-        resource_type = "CLUSTER" if b.restype == ResourceType.BROKER else b.restype.name
+        resource_type = _resource_type(b)
         by_resource.setdefault((resource_type, b.name, b.resource_pattern_type.name), []).append(b)
     for (resource_type, name, pattern), acls in sorted(by_resource.items()):
-        print(f"Current ACLs for resource `ResourcePattern(resourceType={resource_type}, name={name}, "
-              f"patternType={pattern})`:")
-        for b in sorted(acls, key=_key):
-            print(f" \t{format_binding(b)}")
-        print()
+        lines.append(f"Current ACLs for resource `ResourcePattern(resourceType={resource_type}, name={name}, "
+                     f"patternType={pattern})`:")
+        lines += [f" \t{format_binding(b)}" for b in sorted(acls, key=_key)]
+        lines.append("")
+    return "\n".join(lines)

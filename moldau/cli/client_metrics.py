@@ -30,6 +30,7 @@ from kio.schema.list_config_resources.v1.request import ListConfigResourcesReque
 from kio.static.primitive import i8
 
 from moldau.cli.common import REQUEST_TIMEOUT_S, CliError, add_action
+from moldau.cli.output import add_output_option, emit, emit_table, wants_json
 from moldau.cli.raw_request import call, check
 from moldau.cli.table import format_table
 from moldau.telemetry.subscriptions import INTERVAL_MS, MATCH, METRICS, RESOURCE_CLIENT_METRICS
@@ -47,14 +48,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     alter.add_argument("--match", help="selector=regex pairs, comma-separated (client_id, client_software_name, "
                                        "client_software_version, client_instance_id, client_source_address, "
                                        "client_source_port)")
-    add_action(actions, "list", run_list, "the subscriptions' names")
-    describe = add_action(actions, "describe", run_describe, "the subscriptions' metrics, interval and match")
+    add_output_option(add_action(actions, "list", run_list, "the subscriptions' names"))
+    describe = add_output_option(add_action(actions, "describe", run_describe,
+                                            "the subscriptions' metrics, interval and match"))
     describe.add_argument("--name", help="one subscription (default: all)")
     delete = add_action(actions, "delete", run_delete, "remove a subscription")
     delete.add_argument("--name", required=True)
-    clients = add_action(actions, "clients", run_clients, "the client instances that asked for subscriptions")
+    clients = add_output_option(add_action(actions, "clients", run_clients,
+                                           "the client instances that asked for subscriptions"))
     clients.add_argument("--url", required=True, help="a broker's console URL (console.listeners)")
-    latest = add_action(actions, "push-latest", run_push_latest, "the latest metrics a client pushed")
+    latest = add_output_option(add_action(actions, "push-latest", run_push_latest,
+                                          "the latest metrics a client pushed"))
     latest.add_argument("--url", required=True, help="a broker's console URL (console.listeners)")
     which = latest.add_mutually_exclusive_group(required=True)
     which.add_argument("--instance-id", help="the client instance id")
@@ -86,8 +90,8 @@ def _names(args: argparse.Namespace) -> list[str]:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    for name in _names(args):
-        print(name)
+    names = _names(args)
+    emit(args, names, lambda: "\n".join(names))
     return 0
 
 
@@ -104,12 +108,9 @@ def _describe(args: argparse.Namespace, names: list[str]) -> dict[str, dict[str,
 
 def run_describe(args: argparse.Namespace) -> int:
     names = [args.name] if args.name else _names(args)
-    if not names:
-        print("no client metrics subscriptions")
-        return 0
     rows = [(name, c.get(METRICS, ""), c.get(INTERVAL_MS, ""), c.get(MATCH, ""))
-            for name, c in _describe(args, names).items()]
-    print(format_table(rows, ["NAME", "METRICS", "INTERVAL_MS", "MATCH"]))
+            for name, c in (_describe(args, names) if names else {}).items()]
+    emit_table(args, rows, ["NAME", "METRICS", "INTERVAL_MS", "MATCH"], empty="no client metrics subscriptions")
     return 0
 
 
@@ -132,10 +133,11 @@ def _get(url: str) -> Any:
 
 
 def run_clients(args: argparse.Namespace) -> int:
+    clients = _get(f"{args.url.rstrip('/')}/v1/client-metrics")
     rows = [(c["client_instance_id"], c["client_id"], c["client_software_name"], c["client_software_version"],
-             ",".join(c["requested_metrics"]) or "-", c["pushes"], c["points"])
-            for c in _get(f"{args.url.rstrip('/')}/v1/client-metrics")]
-    print(format_table(rows, ["INSTANCE", "CLIENT_ID", "SOFTWARE", "VERSION", "METRICS", "PUSHES", "POINTS"]))
+             ",".join(c["requested_metrics"]) or "-", c["pushes"], c["points"]) for c in clients]
+    emit(args, clients, lambda: format_table(rows, ["INSTANCE", "CLIENT_ID", "SOFTWARE", "VERSION", "METRICS",
+                                                    "PUSHES", "POINTS"]))
     return 0
 
 
@@ -148,6 +150,9 @@ def run_push_latest(args: argparse.Namespace) -> int:
             raise CliError(f"no pushed metrics from client id {args.client_id}")
         instance = known[-1]["client_instance_id"]
     latest = _get(f"{base}/{instance}")
+    if wants_json(args):
+        emit(args, latest, str)
+        return 0
     print(f"client instance {latest['client_instance_id']} ({latest['client_id']}, "
           f"{latest['client_software_name']} {latest['client_software_version']}): push {latest['pushes']}, "
           f"{latest['last_push_bytes']} bytes")

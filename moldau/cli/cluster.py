@@ -53,6 +53,7 @@ from moldau.cli.cluster_processes import (
     wait_gone,
 )
 from moldau.cli.common import CliError, add_action
+from moldau.cli.output import add_output_option, emit, records
 from moldau.cli.table import format_table
 from moldau.config import ConfigError, parse_overrides
 from moldau.net.ports import free_ports
@@ -214,6 +215,7 @@ def add_status(actions: SubParsers[argparse.ArgumentParser]) -> None:
                                 description="Show the nodes of a cluster directory; exit status 1 unless "
                                             "every node runs and accepts connections.")
     _add_dir(parser)
+    add_output_option(parser)
     parser.set_defaults(func=_usage_guard(status, parser))
 
 
@@ -246,10 +248,13 @@ def status(args: argparse.Namespace) -> int:
         healthy &= ok
         rows.append([node.node_id, ",".join(node.roles), node.kafka_address, node.controller_address, pid, state])
     supervisor = live_pid(base / SUPERVISOR_PID_FILE)
-    print(f"cluster {layout.cluster_id}: {layout.describe()} in {base}")
-    print(format_table(rows, ["NODE", "ROLES", "KAFKA", "CONTROLLER", "PID", "STATE"]))
-    print(f"bootstrap servers: {layout.bootstrap}")
-    print(f"supervisor (moldau cluster start): {'pid ' + str(supervisor) if supervisor else 'not running'}")
+    headers = ["NODE", "ROLES", "KAFKA", "CONTROLLER", "PID", "STATE"]
+    document = {"cluster_id": layout.cluster_id, "dir": str(base), "bootstrap_servers": layout.bootstrap,
+                "supervisor_pid": supervisor, "healthy": healthy, "nodes": records(rows, headers)}
+    emit(args, document, lambda: "\n".join([
+        f"cluster {layout.cluster_id}: {layout.describe()} in {base}", format_table(rows, headers),
+        f"bootstrap servers: {layout.bootstrap}",
+        f"supervisor (moldau cluster start): {'pid ' + str(supervisor) if supervisor else 'not running'}"]))
     return 0 if healthy else 1
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from moldau.cli.common import CliError, add_action
+from moldau.cli.output import add_output_option, emit
 from moldau.connect.rest_client import DEFAULT_URL, ConnectApiError, ConnectClient
 
 URL_ENV = "MOLDAU_CONNECT_URL"
@@ -30,7 +31,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     distributed.add_argument("worker_config", metavar="WORKER.properties")
     distributed.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
-    _client(add_action(actions, "list", run_list, "list connectors (with their states)"))
+    _client(add_output_option(add_action(actions, "list", run_list, "list connectors (with their states)")))
     create = _client(add_action(actions, "create", run_create, "create a connector from a .properties/.json file"))
     create.add_argument("file", metavar="FILE")
     for name, handler, text in (("describe", run_describe, "print a connector's config and tasks"),
@@ -39,13 +40,16 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
                                 ("resume", run_resume, "resume a paused or stopped connector"),
                                 ("stop", run_stop, "stop a connector (its tasks are shut down)"),
                                 ("delete", run_delete, "delete a connector")):
-        _client(add_action(actions, name, handler, text)).add_argument("name", metavar="NAME")
+        parser = _client(add_action(actions, name, handler, text))
+        if name in ("describe", "status"):  # printed as the REST API's JSON either way
+            add_output_option(parser)
+        parser.add_argument("name", metavar="NAME")
     restart = _client(add_action(actions, "restart", run_restart, "restart a connector (or one task)"))
     restart.add_argument("name", metavar="NAME")
     restart.add_argument("--task", type=int, metavar="ID", help="restart only this task")
     restart.add_argument("--include-tasks", action="store_true", help="restart the tasks too")
     restart.add_argument("--only-failed", action="store_true", help="restart only what has failed")
-    _client(add_action(actions, "plugins", run_plugins, "list the connector plugins the worker has"))
+    _client(add_output_option(add_action(actions, "plugins", run_plugins, "list the connector plugins the worker has")))
 
 
 def _client(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -94,10 +98,12 @@ def run_distributed(args: argparse.Namespace) -> int:
 
 def run_list(args: argparse.Namespace) -> int:
     answer = _call(args, "GET", "/connectors", expand="status")
+    lines = []
     for name, entry in sorted(answer.items()):
         status = entry["status"]
         tasks = ", ".join(f"{t['id']}:{t['state']}" for t in status["tasks"]) or "-"
-        print(f"{name}\t{status['type']}\t{status['connector']['state']}\ttasks {tasks}")
+        lines.append(f"{name}\t{status['type']}\t{status['connector']['state']}\ttasks {tasks}")
+    emit(args, answer, lambda: "\n".join(lines))
     return 0
 
 
@@ -156,6 +162,6 @@ def run_restart(args: argparse.Namespace) -> int:
 
 
 def run_plugins(args: argparse.Namespace) -> int:
-    for plugin in _call(args, "GET", "/connector-plugins"):
-        print(f"{plugin['class']}\t{plugin['type']}\t{plugin['version']}")
+    plugins = _call(args, "GET", "/connector-plugins")
+    emit(args, plugins, lambda: "\n".join(f"{p['class']}\t{p['type']}\t{p['version']}" for p in plugins))
     return 0

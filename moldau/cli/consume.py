@@ -38,6 +38,7 @@ from moldau.cli.common import (
     request_failed,
     topic_error,
 )
+from moldau.cli.progress import Progress
 from moldau.cli.serde import FieldFormat, add_format_options, deserializer, format_specs, registry_access
 from moldau.registry.rest_client import RegistryAccess
 
@@ -144,11 +145,17 @@ def _consume(consumer: Consumer, render: Renderer, args: argparse.Namespace) -> 
     """Run the print loop; Ctrl-C ends it normally and the count is reported either way."""
     count = Count()
     signal.signal(signal.SIGTERM, interrupt)
+    # A bar only when counting towards --max-messages (a tail has no end to show), only on a terminal, and only
+    # while the records go elsewhere (a file, a pipe): printed on the same terminal they would tear it apart.
+    progress = (Progress(f"consuming {args.topic}", total=args.max_messages, scale_units=True)
+                if args.max_messages is not None and not sys.stdout.isatty() else None)
     try:
-        _loop(consumer, render, args, count, sys.stdout.buffer)
+        _loop(consumer, render, args, count, sys.stdout.buffer, progress)
     except KeyboardInterrupt:
         pass
     finally:
+        if progress is not None:
+            progress.close()
         print(f"consumed {plural(count.value, 'record')} from {args.topic}", file=sys.stderr)
 
 
@@ -248,7 +255,8 @@ def _positions_at_time(consumer: Consumer, topic: str, partitions: list[int], ms
     return positions
 
 
-def _loop(consumer: Consumer, render: Renderer, args: argparse.Namespace, count: Count, out: IO[bytes]) -> None:
+def _loop(consumer: Consumer, render: Renderer, args: argparse.Namespace, count: Count, out: IO[bytes],
+          progress: Progress | None = None) -> None:
     """Print records until --max-messages is reached or nothing arrived for --timeout-ms."""
     last_record = time.monotonic()
     while args.max_messages is None or count.value < args.max_messages:
@@ -263,6 +271,8 @@ def _loop(consumer: Consumer, render: Renderer, args: argparse.Namespace, count:
             out.write(render(msg).encode() + b"\n")
             count.value += 1
         out.flush()
+        if progress is not None and messages:
+            progress.advance(len(messages))
 
 
 def check_message(msg: Message) -> None:

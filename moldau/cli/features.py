@@ -19,8 +19,8 @@ from kio.static.primitive import i8, i16, i32Timedelta
 
 from moldau import __version__
 from moldau.cli.common import CliError, add_action
+from moldau.cli.output import add_output_option, emit_table
 from moldau.cli.raw_request import call, check
-from moldau.cli.table import format_table
 from moldau.metadata.features import (
     METADATA_VERSION,
     METADATA_VERSION_LATEST,
@@ -37,7 +37,8 @@ _UPDATE_TIMEOUT = i32Timedelta.parse(timedelta(seconds=60))
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("features", help="describe, upgrade and downgrade feature levels")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    add_action(actions, "describe", run_describe, "supported ranges and finalized levels of every feature")
+    add_output_option(add_action(actions, "describe", run_describe,
+                                 "supported ranges and finalized levels of every feature"))
     for name, handler, text in (("upgrade", run_upgrade, "raise feature levels"),
                                 ("downgrade", run_downgrade, "lower feature levels (0 turns a feature off)")):
         action = add_action(actions, name, handler, text)
@@ -57,7 +58,7 @@ def run_describe(args: argparse.Namespace) -> int:
     rows = [(f.name, f.min_version, f.max_version, _level(f.name, finalized.get(f.name, 0)),
              response.finalized_features_epoch)
             for f in sorted(response.supported_features, key=lambda f: f.name)]
-    print(format_table(rows, ["FEATURE", "SUPPORTED_MIN", "SUPPORTED_MAX", "FINALIZED", "EPOCH"]))
+    emit_table(args, rows, ["FEATURE", "SUPPORTED_MIN", "SUPPORTED_MAX", "FINALIZED", "EPOCH"])
     return 0
 
 

@@ -30,6 +30,8 @@ from moldau.cli.common import (
     request_failed,
 )
 from moldau.cli.consume import parse_time
+from moldau.cli.output import add_output_option, emit, emit_table, key, wants_json
+from moldau.cli.progress import Progress
 from moldau.cli.share_groups import (
     ShareGroupView,
     alter_group_configs,
@@ -59,16 +61,17 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser = subparsers.add_parser("groups", help="list, describe and delete consumer and share groups, reset their "
                                                   "offsets")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    listing = add_action(actions, "list", list_groups, "list groups with their type and state")
+    listing = add_output_option(add_action(actions, "list", list_groups, "list groups with their type and state"))
     listing.add_argument("--state", type=_state, metavar="STATE", help="only groups in STATE (e.g. Stable, Empty)")
-    describing = add_action(actions, "describe", describe, "show groups' members, assignments, offsets and lag")
+    describing = add_output_option(add_action(actions, "describe", describe,
+                                              "show groups' members, assignments, offsets and lag"))
     describing.add_argument("groups", nargs="+", metavar="GROUP")
     deleting = add_action(actions, "delete", delete, "delete inactive groups and their committed offsets")
     deleting.add_argument("groups", nargs="+", metavar="GROUP")
     _add_reset(actions)
     configuring = add_action(actions, "configs", configs, "show or change a group's configs (share.*, consumer.*, "
                              "errors.deadletterqueue.*)")
-    configuring.add_argument("group", metavar="GROUP")
+    add_output_option(configuring).add_argument("group", metavar="GROUP")
     configuring.add_argument("--config", action="append", default=[], type=_config_pair, metavar="KEY=VALUE",
                              help="group config to set (repeatable)")
     configuring.add_argument("--delete-config", action="append", default=[], metavar="KEY",
@@ -126,7 +129,7 @@ def configs(args: argparse.Namespace) -> int:
         alter_group_configs(args.bootstrap_server, args.group, args.config, args.delete_config)
         print(f"updated the configs of group '{args.group}'", file=sys.stderr)
     rows = group_configs(args.bootstrap_server, args.group)
-    print(format_table([(n, "" if v is None else v, s) for n, v, s in rows], headers=("NAME", "VALUE", "SOURCE")))
+    emit_table(args, [(n, v, s) for n, v, s in rows], ("NAME", "VALUE", "SOURCE"))
     return 0
 
 
@@ -164,10 +167,8 @@ def list_groups(args: argparse.Namespace) -> int:
     """Print a table of group ids, types (classic, consumer, share) and states, sorted by id."""
     states = () if args.state is None else (STATE_NAMES[args.state],)
     listings = list_all_groups(args.bootstrap_server, states)
-    if not listings:
-        print("no groups")
-        return 0
-    print(format_table([(g.group_id, g.group_type, g.state) for g in listings], headers=("GROUP", "TYPE", "STATE")))
+    emit_table(args, [(g.group_id, g.group_type, g.state) for g in listings], ("GROUP", "TYPE", "STATE"),
+               empty="no groups")
     return 0
 
 
@@ -222,81 +223,128 @@ def _earliest() -> OffsetSpec:
 
 
 def describe(args: argparse.Namespace) -> int:
-    """Print, per group, a summary, its members and its offsets with lag."""
+    """Print, per group, a summary, its members and its offsets with lag (or all of it as one JSON list)."""
     admin = _admin(args.bootstrap_server)
     shared = _share_group_ids(args.bootstrap_server)
+    described: list[dict[str, Any]] = []
     failed = False
-    for index, group in enumerate(dict.fromkeys(args.groups)):
+    for group in dict.fromkeys(args.groups):
         try:
-            text = (_render_share_group(admin, describe_share_group(args.bootstrap_server, group)) if group in shared
-                    else _render_group(admin, group))
+            described.append(_share_group_data(admin, describe_share_group(args.bootstrap_server, group))
+                             if group in shared else _group_data(admin, group))
         except CliError as exc:
             print(f"error: {exc}", file=sys.stderr)
             failed = True
-            continue
-        if index:
-            print()
-        print(text)
+    if described or wants_json(args):
+        emit(args, described, lambda: "\n\n".join(
+            _share_group_text(d) if d["type"] == "share" else _group_text(d) for d in described))
     return 1 if failed else 0
 
 
-def _render_group(admin: AdminClient, group: str) -> str:
-    """The text block for one group: summary lines, the members table and the offsets table."""
+def _group_data(admin: AdminClient, group: str) -> dict[str, Any]:
+    """One consumer group: its summary, members and committed offsets with lag."""
     description = _describe_one(admin, group)
     committed = committed_offsets(admin, group)
     # DescribeGroups answers Dead for an unknown id; without offsets either, there is nothing to show.
     if description.state == ConsumerGroupState.DEAD and not description.members and not committed:
         raise CliError(f"group '{group}' does not exist")
-    summary = format_table(
-        [
-            ("State:", state_name(description.state)),
-            ("Protocol type:", "(simple)" if description.is_simple_consumer_group else "consumer"),
-            ("Assignor:", description.partition_assignor or "-"),
-            ("Coordinator:", _coordinator(description.coordinator)),
-            ("Members:", str(len(description.members))),
-        ],
-        indent="  ",
-    )
-    owners = _owners(description.members)
-    members = _members_table(description.members)
-    offsets = _offsets_table(admin, committed, owners)
-    return f"Group: {group}\n{summary}\n\n{members}\n\n{offsets}"
+    members = sorted(description.members, key=lambda m: (m.client_id, m.member_id))
+    return {
+        "group": group,
+        "type": _group_type(description),
+        "state": state_name(description.state),
+        "protocol_type": "(simple)" if description.is_simple_consumer_group else "consumer",
+        "assignor": description.partition_assignor or None,
+        "coordinator": _node(description.coordinator),
+        "members": [{"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
+                     "assignment": _partitions_data(_assigned(m))} for m in members],
+        "offsets": _offsets_data(admin, committed, _owners(description.members)),
+    }
 
 
-def _render_share_group(admin: AdminClient, view: ShareGroupView) -> str:
-    """A share group: summary, members with their assignments, and each share-partition's start offset, the
-    log end offset and the lag (records from the start offset not yet acknowledged or archived)."""
-    node, (host, port) = view.coordinator
-    summary = format_table([("Type:", "share"), ("State:", view.state), ("Group epoch:", str(view.epoch)),
-                            ("Coordinator:", f"{node} ({host}:{port})"), ("Members:", str(len(view.members)))],
-                           indent="  ")
-    if view.members:
-        rows = [(m.member_id, m.client_id, m.client_host, format_assignment(sorted(
-            (tp.topic_name, p) for tp in m.assignment.topic_partitions for p in tp.partitions)))
-            for m in sorted(view.members, key=lambda m: (m.client_id, m.member_id))]
-        members = format_table(rows, headers=("MEMBER-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"), indent="  ")
+def _group_type(description: Any) -> str:
+    """`classic` or `consumer` (KIP-848), as `groups list` names them; classic when the client cannot tell."""
+    name = str(getattr(getattr(description, "type", None), "name", "")).lower()
+    return name if name in ("classic", "consumer") else "classic"
+
+
+def _group_text(data: dict[str, Any]) -> str:
+    """The text block for one group: summary lines, the members table and the offsets table."""
+    summary = format_table([("State:", data["state"]), ("Protocol type:", data["protocol_type"]),
+                            ("Assignor:", data["assignor"] or "-"), ("Coordinator:", _node_text(data["coordinator"])),
+                            ("Members:", str(len(data["members"])))], indent="  ")
+    members = _members_text(data["members"])
+    if data["offsets"]:
+        headers = ("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CLIENT-ID")
+        offsets = format_table([[row[key(h)] for h in headers] for row in data["offsets"]], headers=headers,
+                               indent="  ")
     else:
-        members = "  (no active members)"
-    if not view.partitions:
-        return f"Group: {view.group_id}\n{summary}\n\n{members}\n\n  (no share-partitions started)"
-    ends = list_offsets(admin, {(p.topic, p.partition): _latest() for p in view.partitions})
-    rows2 = [(p.topic, p.partition, p.start_offset, ends.get((p.topic, p.partition)),
-              p.lag if p.lag >= 0 else None) for p in view.partitions]
-    offsets = format_table(rows2, headers=("TOPIC", "PARTITION", "START-OFFSET", "LOG-END-OFFSET", "LAG"),
-                           indent="  ")
-    return f"Group: {view.group_id}\n{summary}\n\n{members}\n\n{offsets}"
+        offsets = "  (no committed offsets)"
+    return f"Group: {data['group']}\n{summary}\n\n{members}\n\n{offsets}"
 
 
-def _coordinator(node: Any) -> str:
-    """`id (host:port)`, or '-' when the broker named none."""
+SHARE_PARTITION_HEADERS = ("TOPIC", "PARTITION", "START-OFFSET", "IN-FLIGHT", "LOG-END-OFFSET", "LAG")
+
+
+def _share_group_data(admin: AdminClient, view: ShareGroupView) -> dict[str, Any]:
+    """A share group: summary, members with their assignments, and each share-partition's start offset, records
+    in flight (acquired, or available again after a delivery), log end offset and lag (records from the start
+    offset not yet acknowledged or archived)."""
+    node, (host, port) = view.coordinator
+    members = sorted(view.members, key=lambda m: (m.client_id, m.member_id))
+    ends = (list_offsets(admin, {(p.topic, p.partition): _latest() for p in view.partitions}) if view.partitions
+            else {})
+    return {
+        "group": view.group_id,
+        "type": "share",
+        "state": view.state,
+        "group_epoch": view.epoch,
+        "coordinator": {"id": node, "host": host, "port": port},
+        "members": [{"member_id": m.member_id, "client_id": m.client_id, "host": m.client_host,
+                     "assignment": _partitions_data(sorted((tp.topic_name, p) for tp in m.assignment.topic_partitions
+                                                           for p in tp.partitions))} for m in members],
+        "partitions": [{"topic": p.topic, "partition": p.partition, "start_offset": p.start_offset,
+                        "in_flight": _known(p.in_flight), "log_end_offset": ends.get((p.topic, p.partition)),
+                        "lag": _known(p.lag)} for p in view.partitions],
+    }
+
+
+def _share_group_text(data: dict[str, Any]) -> str:
+    summary = format_table([("Type:", "share"), ("State:", data["state"]), ("Group epoch:", str(data["group_epoch"])),
+                            ("Coordinator:", _node_text(data["coordinator"])),
+                            ("Members:", str(len(data["members"])))], indent="  ")
+    members = _members_text(data["members"])
+    if not data["partitions"]:
+        return f"Group: {data['group']}\n{summary}\n\n{members}\n\n  (no share-partitions started)"
+    offsets = format_table([[row[key(h)] for h in SHARE_PARTITION_HEADERS] for row in data["partitions"]],
+                           headers=SHARE_PARTITION_HEADERS, indent="  ")
+    return f"Group: {data['group']}\n{summary}\n\n{members}\n\n{offsets}"
+
+
+def _known(value: int) -> int | None:
+    """None for the protocol's -1 (not known)."""
+    return value if value >= 0 else None
+
+
+def _node(node: Any) -> dict[str, Any] | None:
+    """A broker as data, or None when the broker named none."""
     if node is None or node.id < 0:
-        return "-"
-    return f"{node.id} ({node.host}:{node.port})"
+        return None
+    return {"id": node.id, "host": node.host, "port": node.port}
+
+
+def _node_text(node: dict[str, Any] | None) -> str:
+    """`id (host:port)`, or '-'."""
+    return "-" if node is None else f"{node['id']} ({node['host']}:{node['port']})"
 
 
 def _assigned(member: Any) -> list[tuple[str, int]]:
     partitions = member.assignment.topic_partitions if member.assignment else []
     return sorted((tp.topic, tp.partition) for tp in partitions)
+
+
+def _partitions_data(partitions: list[tuple[str, int]]) -> list[dict[str, Any]]:
+    return [{"topic": topic, "partition": partition} for topic, partition in partitions]
 
 
 def _owners(members: Iterable[Any]) -> dict[tuple[str, int], str]:
@@ -312,31 +360,27 @@ def format_assignment(partitions: list[tuple[str, int]]) -> str:
     return " ".join(f"{topic}:{','.join(parts)}" for topic, parts in by_topic.items()) or "-"
 
 
-def _members_table(members: list[Any]) -> str:
+def _members_text(members: list[dict[str, Any]]) -> str:
     if not members:
         return "  (no active members)"
-    rows = [
-        (m.member_id, m.client_id, m.host, format_assignment(_assigned(m)))
-        for m in sorted(members, key=lambda m: (m.client_id, m.member_id))
-    ]
+    rows = [(m["member_id"], m["client_id"], m["host"],
+             format_assignment([(a["topic"], a["partition"]) for a in m["assignment"]])) for m in members]
     return format_table(rows, headers=("MEMBER-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"), indent="  ")
 
 
-def _offsets_table(
+def _offsets_data(
     admin: AdminClient, committed: dict[tuple[str, int], int | None], owners: dict[tuple[str, int], str]
-) -> str:
+) -> list[dict[str, Any]]:
     """Committed offset, log end offset and lag of every committed or assigned partition."""
     partitions = sorted(set(committed) | set(owners))
-    if not partitions:
-        return "  (no committed offsets)"
     ends = list_offsets(admin, {tp: _latest() for tp in partitions})
     rows = []
     for tp in partitions:
         offset, end = committed.get(tp), ends.get(tp)
         lag = end - offset if offset is not None and end is not None else None
-        rows.append((tp[0], tp[1], offset, end, lag, owners.get(tp)))
-    headers = ("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CLIENT-ID")
-    return format_table(rows, headers=headers, indent="  ")
+        rows.append({"topic": tp[0], "partition": tp[1], "current_offset": offset, "log_end_offset": end,
+                     "lag": lag, "client_id": owners.get(tp)})
+    return rows
 
 
 def delete(args: argparse.Namespace) -> int:
@@ -391,7 +435,9 @@ def reset_offsets(args: argparse.Namespace) -> int:
     if not args.execute:
         print(f"dry run: nothing changed; add --execute to commit {plural(len(plans), 'offset')}", file=sys.stderr)
         return 0
-    _commit(admin, args.group, plans)
+    with Progress(f"resetting {args.group}", total=len(plans), unit="partition") as progress:
+        _commit(admin, args.group, plans)
+        progress.advance(len(plans))
     print(f"committed {plural(len(plans), 'offset')} for group '{args.group}'", file=sys.stderr)
     return 0
 
@@ -412,7 +458,9 @@ def _reset_share_offsets(admin: AdminClient, args: argparse.Namespace) -> int:
     if not args.execute:
         print(f"dry run: nothing changed; add --execute to set {plural(len(plans), 'start offset')}", file=sys.stderr)
         return 0
-    alter_share_offsets(args.bootstrap_server, args.group, {(p.topic, p.partition): p.new for p in plans})
+    with Progress(f"resetting {args.group}", total=len(plans), unit="partition") as progress:
+        alter_share_offsets(args.bootstrap_server, args.group, {(p.topic, p.partition): p.new for p in plans})
+        progress.advance(len(plans))
     print(f"set {plural(len(plans), 'start offset')} for share group '{args.group}'", file=sys.stderr)
     return 0
 

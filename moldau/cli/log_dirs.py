@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from moldau.cli.common import CliError, plural
+from moldau.cli.output import emit
 
 __all__ = ["ANY_LOG_DIR", "ReplicaDirs", "describe", "move_replicas", "parse_log_dirs", "print_log_dirs",
            "replica_dirs_done"]
@@ -122,20 +123,37 @@ def move_replicas(client: Any, wanted: Mapping[tuple[str, int, int], str], timeo
 
 
 def print_log_dirs(client: Any, args: argparse.Namespace) -> int:
-    """`moldau partitions log-dirs`: each broker's log directories, their space, and the partitions in them."""
+    """`moldau partitions log-dirs`: each broker's log directories, their space, and the partitions in them
+    (`--output json`: the same as one document)."""
     topics = set(args.topics) if args.topics else None
-    for result in sorted(describe(client, args.brokers), key=lambda r: r["broker"]):
-        for log_dir in result["log_dirs"]:
-            state = "ok" if log_dir["error_code"] == 0 else f"error {log_dir['error_code']} (offline)"
-            print(f"broker {result['broker']} {log_dir['log_dir']}: {state}, "
-                  f"{_size(log_dir.get('usable_bytes', -1))} usable of {_size(log_dir.get('total_bytes', -1))}")
-            for topic in sorted(log_dir["topics"], key=lambda t: t["name"]):
-                if topics is not None and topic["name"] not in topics:
-                    continue
-                for p in sorted(topic["partitions"], key=lambda p: p["partition_index"]):
-                    future = f" future replica, {p['offset_lag']} offsets behind" if p["is_future_key"] else ""
-                    print(f"  {topic['name']}-{p['partition_index']}  {_size(p['partition_size'])}{future}")
+    document = [{
+        "broker": result["broker"],
+        "log_dir": log_dir["log_dir"],
+        "error_code": log_dir["error_code"],
+        "usable_bytes": log_dir.get("usable_bytes", -1),
+        "total_bytes": log_dir.get("total_bytes", -1),
+        "partitions": [
+            {"topic": topic["name"], "partition": p["partition_index"], "size": p["partition_size"],
+             "future": bool(p["is_future_key"]), "offset_lag": p["offset_lag"]}
+            for topic in sorted(log_dir["topics"], key=lambda t: t["name"])
+            if topics is None or topic["name"] in topics
+            for p in sorted(topic["partitions"], key=lambda p: p["partition_index"])],
+    } for result in sorted(describe(client, args.brokers), key=lambda r: r["broker"])
+        for log_dir in result["log_dirs"]]
+    emit(args, document, lambda: _log_dirs_text(document))
     return 0
+
+
+def _log_dirs_text(document: list[dict[str, Any]]) -> str:
+    lines = []
+    for log_dir in document:
+        state = "ok" if log_dir["error_code"] == 0 else f"error {log_dir['error_code']} (offline)"
+        lines.append(f"broker {log_dir['broker']} {log_dir['log_dir']}: {state}, "
+                     f"{_size(log_dir['usable_bytes'])} usable of {_size(log_dir['total_bytes'])}")
+        for p in log_dir["partitions"]:
+            future = f" future replica, {p['offset_lag']} offsets behind" if p["future"] else ""
+            lines.append(f"  {p['topic']}-{p['partition']}  {_size(p['size'])}{future}")
+    return "\n".join(lines)
 
 
 def _error_name(error: Any) -> str:

@@ -20,6 +20,7 @@ from moldau.cli import (
     quotas,
     schemas,
     share,
+    top,
     topics,
     transactions,
     users,
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     schemas.register(commands)
     connect.register(commands)
     mirror.register(commands)
+    top.register(commands)
     return parser
 
 

@@ -11,8 +11,10 @@ them to the group on the target, so its consumers can be started there.
 import argparse
 import logging
 import sys
+from dataclasses import asdict
 
 from moldau.cli.common import CliError
+from moldau.cli.output import add_output_option, emit, wants_json
 from moldau.config.properties import load_properties
 from moldau.mirror.config import MirrorMakerConfig
 from moldau.mirror.policy import replication_policy
@@ -33,6 +35,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     status.add_argument("config", metavar="MM2.properties")
     status.add_argument("--source", help="the alias of the source cluster (default: every enabled flow)")
     status.add_argument("--target", help="the alias of the target cluster")
+    add_output_option(status)
     status.set_defaults(func=run_status)
     text = "print (or commit, with --execute) a consumer group's translated offsets on the target"
     # The clusters and their security settings come from the MirrorMaker 2 properties, not --bootstrap-server.
@@ -83,6 +86,10 @@ def run_status(args: argparse.Namespace) -> int:
              and args.target in (None, f.target)]
     if not flows:
         raise CliError("no enabled flow matches")
+    if wants_json(args):
+        emit(args, [{"flow": str(flow), "partitions": [asdict(lag) for lag in partition_lags(config, flow)],
+                     "checkpoints": [asdict(c) for c in checkpoints(config, flow)]} for flow in flows], str)
+        return 0
     for flow in flows:
         print(f"flow {flow}")
         print("  TOPIC\tPARTITION\tEND\tNEXT-TO-COPY\tLAG-RECORDS\tLAG-SECONDS")

@@ -33,6 +33,8 @@ from moldau.cli.common import (
     request_failed,
 )
 from moldau.cli.log_dirs import ReplicaDirs, move_replicas, parse_log_dirs, print_log_dirs, replica_dirs_done
+from moldau.cli.output import add_output_option
+from moldau.cli.progress import Progress
 from moldau.cli.reassignment_plan import Assignment, TopicPartition, moved_replicas, plan_reassignment
 from moldau.cli.topics import admin_client, topic_names
 
@@ -67,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_bootstrap_option(dirs_parser)
     dirs_parser.add_argument("--topics", type=_names, metavar="A,B", help="only these topics' partitions")
     dirs_parser.add_argument("--brokers", type=_broker_ids, metavar="1,2,3", help="only these brokers")
+    add_output_option(dirs_parser)
     dirs_parser.set_defaults(func=log_dirs)
 
 
@@ -287,9 +290,11 @@ def _execute_replicas(bootstrap: str, plan: Mapping[TopicPartition, Sequence[int
     print(f"reassigning {plural(len(accepted), 'partition')}")
     deadline = time.monotonic() + timeout_s
     last: list[str] | None = None
-    with _reassignment_client(bootstrap) as client:
+    with _reassignment_client(bootstrap) as client, Progress("reassigning", total=len(accepted),
+                                                             unit="partition") as progress:
         while accepted:
             ongoing = _ongoing(client, accepted)
+            progress.advance_to(len(accepted) - len(ongoing))
             if not ongoing:
                 break
             report = [_moving(key, state) for key, state in sorted(ongoing.items())]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from moldau.cli.common import CliError, add_bootstrap_option
+from moldau.cli.output import add_output_option, emit
 
 # The names, for `--help` without importing Spark; moldau.spark.pipelines.PIPELINES has the same keys.
 NAMES = ("activity", "retail", "logs")
@@ -24,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add `pipeline run` and `pipeline list` to the top-level parser."""
     parser = subparsers.add_parser("pipeline", help="run the example Spark pipelines")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    listing = actions.add_parser("list", help="list the pipelines")
+    listing = add_output_option(actions.add_parser("list", help="list the pipelines"))
     listing.set_defaults(func=list_pipelines)
     runner = actions.add_parser("run", help="generate input, run a pipeline with Spark, check its output")
     runner.add_argument("name", choices=NAMES)
@@ -43,8 +44,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def list_pipelines(args: argparse.Namespace) -> int:
     from moldau.spark.pipelines import PIPELINES
 
-    for name, pipeline in PIPELINES.items():
-        print(f"{name:10} {pipeline.description}")
+    emit(args, [{"name": name, "description": p.description} for name, p in PIPELINES.items()],
+         lambda: "\n".join(f"{name:10} {p.description}" for name, p in PIPELINES.items()))
     return 0
 
 

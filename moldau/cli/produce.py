@@ -6,8 +6,8 @@ document written in Avro, JSON Schema or Protobuf through the schema registry (s
 """
 
 import argparse
+import os
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -26,13 +26,15 @@ from moldau.cli.common import (
     request_failed,
     topic_error,
 )
+from moldau.cli.progress import Progress
 from moldau.cli.serde import Serialize, add_format_options, format_specs, registry_access, serializer
 from moldau.cli.topics import config_pair
 
-PROGRESS_INTERVAL_S = 2.0
 # Long enough for a broker restart, short enough that a dead broker does not hang the command.
 DELIVERY_TIMEOUT_MS = 60_000
 ERRORS_SHOWN = 5
+# How often the records count beside a byte progress bar is updated.
+NOTE_EVERY_RECORDS = 1000
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -92,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     producer = Producer(_config(args))
     _check_topic(producer, args.topic, args.partition)
     tally = Tally()
-    progress = Progress(enabled=sys.stderr.isatty())
+    progress = _progress(args.file)
     interrupted = False
     failure: CliError | None = None
     # Either way, stop reading but still deliver what was already handed to the producer.
@@ -103,26 +105,40 @@ def run(args: argparse.Namespace) -> int:
     except CliError as exc:
         failure = exc
     _flush(producer)
-    progress.clear()
+    progress.close()
     code = _summary(args.topic, tally, interrupted)
     if failure is not None:
         raise failure
     return code
 
 
-def _produce_input(producer: Producer, args: argparse.Namespace, tally: Tally, progress: "Progress") -> None:
+def _progress(path: str | None) -> Progress:
+    """From a file: a bar over its bytes (its size known), with the records so far; from stdin: records/s."""
+    if path is None or path == "-":
+        return Progress("producing", unit="rec", scale_units=True)
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        size = None  # reported when the file is opened
+    return Progress(f"producing {os.path.basename(path)}", total=size, unit="B", scale_units=True)
+
+
+def _produce_input(producer: Producer, args: argparse.Namespace, tally: Tally, progress: Progress) -> None:
     """Hand every input line to the producer as one record."""
     headers: list[tuple[str, str | bytes | None]] = [(k, v.encode()) for k, v in args.header]
     encode_key, encode_value = _encoders(args)
+    by_bytes = args.file not in (None, "-")
     with _open_input(args.file) as stream:
-        for line_number, line in enumerate(_lines(stream), start=1):
+        for line_number, (line, size) in enumerate(_lines(stream), start=1):
             key, value = _split(line, args.key_separator, line_number)
             if key is not None and encode_key is not None:
                 key = _encoded(encode_key, key, line_number)
             if encode_value is not None:
                 value = _encoded(encode_value, value, line_number)
             _send(producer, args, key, value, headers, tally)
-            progress.tick(line_number)
+            progress.advance(size if by_bytes else 1)
+            if by_bytes and line_number % NOTE_EVERY_RECORDS == 0:
+                progress.note(f"{line_number:,} records")
 
 
 def _encoders(args: argparse.Namespace) -> tuple[Serialize | None, Serialize | None]:
@@ -181,14 +197,16 @@ def _open_input(path: str | None) -> IO[bytes]:
         raise CliError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def _lines(stream: IO[bytes]) -> Iterator[bytes]:
-    """Input lines without their line ending; bytes are kept as-is, so any encoding passes through."""
-    for line in stream:
+def _lines(stream: IO[bytes]) -> Iterator[tuple[bytes, int]]:
+    """Input lines without their line ending, with their size as read; bytes are kept as-is, so any encoding
+    passes through."""
+    for raw in stream:
+        line = raw
         if line.endswith(b"\n"):
             line = line[:-1]
             if line.endswith(b"\r"):
                 line = line[:-1]
-        yield line
+        yield line, len(raw)
 
 
 def _split(line: bytes, separator: str | None, line_number: int) -> tuple[bytes | None, bytes]:
@@ -233,30 +251,3 @@ def _summary(topic: str, tally: Tally, interrupted: bool) -> int:
         print(f"error: {plural(tally.failed, 'record')} not delivered ({kinds})", file=sys.stderr)
         return 1
     return 130 if interrupted else 0
-
-
-@dataclass
-class Progress:
-    """A single self-overwriting progress line on an interactive stderr."""
-
-    enabled: bool
-    started: float = field(default_factory=time.monotonic)
-    last: float = field(default_factory=time.monotonic)
-    shown: bool = False
-
-    def tick(self, count: int) -> None:
-        """Refresh the line at most every PROGRESS_INTERVAL_S seconds."""
-        now = time.monotonic()
-        if not self.enabled or now - self.last < PROGRESS_INTERVAL_S:
-            return
-        self.last = now
-        rate = count / max(now - self.started, 1e-9)
-        sys.stderr.write(f"\r{count} records read ({rate:,.0f}/s)...")
-        sys.stderr.flush()
-        self.shown = True
-
-    def clear(self) -> None:
-        """Erase the progress line before the summary is printed."""
-        if self.shown:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()

@@ -30,6 +30,7 @@ from kio.static.primitive import f64, i8
 
 from moldau.cli import raw_request
 from moldau.cli.common import CliError, add_action
+from moldau.cli.output import add_output_option, emit
 from moldau.cli.table import format_table
 
 # kafka-configs' entity types -> the client quota entity types of the protocol.
@@ -64,7 +65,8 @@ class _EntityAction(argparse.Action):
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("quotas", help="describe, alter and delete client quotas")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    describe = add_action(actions, "describe", run_describe, "list client quotas, of all entities or the ones named")
+    describe = add_output_option(add_action(actions, "describe", run_describe,
+                                            "list client quotas, of all entities or the ones named"))
     _add_common(describe)
     alter = add_action(actions, "alter", run_alter, "set or remove client quotas of an entity")
     _add_common(alter)
@@ -130,13 +132,11 @@ def _number(value: float) -> int | float:
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    rows = [(_show(entity), key, _number(value))
-            for entity, values in _describe(args, _entity(args, required=False))
-            for key, value in sorted(values.items())]
-    if rows:
-        print(format_table(rows, ["ENTITY", "QUOTA", "VALUE"]))
-    else:
-        print("no client quotas")
+    found = _describe(args, _entity(args, required=False))
+    rows = [(_show(entity), key, _number(value)) for entity, values in found for key, value in sorted(values.items())]
+    document = [{"entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+                 "quotas": {k: _number(v) for k, v in sorted(values.items())}} for entity, values in found]
+    emit(args, document, lambda: format_table(rows, ["ENTITY", "QUOTA", "VALUE"]) if rows else "no client quotas")
     return 0
 
 

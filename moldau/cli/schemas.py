@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from moldau.cli.common import CliError, add_action
+from moldau.cli.output import add_output_option, emit, wants_json
 from moldau.cli.serde import add_registry_ca_option, registry_access
 from moldau.registry.rest_client import DEFAULT_URL, RegistryClient, RegistryError, subject_path
 
@@ -34,16 +35,17 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     _schema_arguments(new)
     new.add_argument("--normalize", action="store_true", help="normalize the schema before registering it")
 
-    listing = _action(actions, "list", run_list, "list subjects, or the versions of one subject")
+    listing = add_output_option(_action(actions, "list", run_list, "list subjects, or the versions of one subject"))
     listing.add_argument("subject", nargs="?", metavar="SUBJECT", help="list this subject's versions")
     listing.add_argument("--deleted", action="store_true", help="include soft-deleted subjects or versions")
     listing.add_argument("--prefix", metavar="PREFIX", help="only subjects starting with PREFIX")
 
-    get = _action(actions, "get", run_get, "print a schema: a subject's version (default latest), or by id")
+    get = add_output_option(_action(actions, "get", run_get,
+                                    "print a schema: a subject's version (default latest), or by id"))
     get.add_argument("subject", nargs="?", metavar="SUBJECT")
     get.add_argument("--version", default="latest", metavar="V", help="version number or 'latest'")
     get.add_argument("--id", type=int, metavar="ID", help="the schema with this id (instead of a subject)")
-    get.add_argument("--json", action="store_true", help="print the registry's whole answer as JSON")
+    get.add_argument("--json", action="store_true", help="print the registry's whole answer as JSON (as --output json)")
 
     delete = _action(actions, "delete", run_delete, "delete a subject or one version (soft, or --permanent)")
     delete.add_argument("subject", metavar="SUBJECT")
@@ -137,13 +139,11 @@ def run_list(args: argparse.Namespace) -> int:
     if args.subject is None:
         subjects = _call("cannot list subjects", client.get, "/subjects", deleted=args.deleted or None,
                          subjectPrefix=args.prefix)
-        for subject in subjects:
-            print(subject)
+        emit(args, subjects, lambda: "\n".join(subjects))
         return 0
     versions = _call("cannot list versions", client.get, subject_path(args.subject, "versions"),
                      deleted=args.deleted or None)
-    for version in versions:
-        print(version)
+    emit(args, versions, lambda: "\n".join(map(str, versions)))
     return 0
 
 
@@ -156,7 +156,7 @@ def run_get(args: argparse.Namespace) -> int:
                        subject_path(args.subject, "versions", str(args.version)))
     else:
         raise CliError("name a SUBJECT (with --version) or give --id ID")
-    print(json.dumps(answer, indent=2) if args.json else answer["schema"])
+    print(json.dumps(answer, indent=2) if args.json or wants_json(args) else answer["schema"])
     return 0
 
 

@@ -23,6 +23,7 @@ from kio.static.primitive import i8
 
 from moldau.cli.common import CliError
 from moldau.cli.transactions_session import Address, Session, error_name, run_session
+from moldau.protocol import share_offsets_response
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
 
@@ -47,6 +48,7 @@ class SharePartitionView:
     partition: int
     start_offset: int  # -1: the group has not started on it
     lag: int  # -1: not known
+    in_flight: int  # records acquired, or available again after a delivery; -1: not known
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,11 +99,13 @@ async def _describe(session: Session, group: str) -> ShareGroupView:
     if described.error_code != ErrorCode.none:
         raise CliError(f"cannot describe share group '{group}': {error_name(described.error_code)}"
                        + (f" ({described.error_message})" if described.error_message else ""))
+    # Read as Moldau's v1 response, which has the in-flight count (a tagged field other brokers leave out).
     (offsets,) = (await session.send(address, make(offsets_req.DescribeShareGroupOffsetsRequest, groups=(
-        make(offsets_req.DescribeShareGroupOffsetsRequestGroup, group_id=group, topics=None),)))).groups
+        make(offsets_req.DescribeShareGroupOffsetsRequestGroup, group_id=group, topics=None),)),
+        share_offsets_response.DescribeShareGroupOffsetsResponse)).groups
     partitions: list[SharePartitionView] = []
     if offsets.error_code == ErrorCode.none:
-        partitions = [SharePartitionView(t.topic_name, p.partition_index, p.start_offset, p.lag)
+        partitions = [SharePartitionView(t.topic_name, p.partition_index, p.start_offset, p.lag, p.in_flight_count)
                       for t in offsets.topics for p in t.partitions if p.error_code == ErrorCode.none]
     elif offsets.error_code != ErrorCode.group_id_not_found:
         raise CliError(f"cannot describe the offsets of share group '{group}': {error_name(offsets.error_code)}")

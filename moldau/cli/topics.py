@@ -36,6 +36,7 @@ from moldau.cli.common import (
     request_failed,
     topic_error,
 )
+from moldau.cli.output import add_output_option, emit, wants_json
 from moldau.cli.table import format_table
 
 # Overrides set on the topic itself; DescribeConfigs v0 reports no source, only a default flag.
@@ -94,12 +95,13 @@ def _add_create(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 
 def _add_list(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    parser = add_action(actions, "list", list_topics, "list topic names")
+    parser = add_output_option(add_action(actions, "list", list_topics, "list topic names"))
     parser.add_argument("--internal", action="store_true", help="include internal topics (names starting '__')")
 
 
 def _add_describe(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    parser = add_action(actions, "describe", describe, "show topics' partitions, replicas, configs and offsets")
+    parser = add_output_option(add_action(actions, "describe", describe,
+                                          "show topics' partitions, replicas, configs and offsets"))
     parser.add_argument("names", nargs="*", metavar="NAME", help="topics to describe (default: all)")
 
 
@@ -168,9 +170,10 @@ def topic_names(admin: AdminClient, internal: bool) -> list[str]:
 
 
 def list_topics(args: argparse.Namespace) -> int:
-    """Print one topic name per line."""
-    for name in topic_names(admin_client(args.bootstrap_server), args.internal):
-        print(name)
+    """Print one topic name per line (a JSON list of names with --output json)."""
+    names = topic_names(admin_client(args.bootstrap_server), args.internal)
+    if names or wants_json(args):
+        emit(args, names, lambda: "\n".join(names))
     return 0
 
 
@@ -180,11 +183,12 @@ def describe(args: argparse.Namespace) -> int:
     # Duplicates would make librdkafka reject the whole request.
     names = list(dict.fromkeys(args.names)) or topic_names(admin, internal=False)
     if not names:
-        print("no topics")
+        emit(args, [], lambda: "no topics")
         return 0
     futures = admin.describe_topics(TopicCollection(names), request_timeout=REQUEST_TIMEOUT_S)
     failed = False
-    for index, name in enumerate(names):
+    described = []
+    for name in names:
         try:
             description = wait_result(futures[name])
         except Exception as exc:
@@ -193,62 +197,64 @@ def describe(args: argparse.Namespace) -> int:
             print(f"error: {message}", file=sys.stderr)
             failed = True
             continue
-        if index:
-            print()
-        print(_render_topic(admin, description))
+        described.append(_topic_data(admin, description))
+    if described or wants_json(args):
+        emit(args, described, lambda: "\n\n".join(_topic_text(d) for d in described))
     return 1 if failed else 0
 
 
-def _render_topic(admin: AdminClient, description: Any) -> str:
-    """The text block for one topic: summary lines, then one row per partition."""
+PARTITION_HEADERS = ("PARTITION", "LEADER", "REPLICAS", "ISR", "EARLIEST", "LATEST")
+
+
+def _topic_data(admin: AdminClient, description: Any) -> dict[str, Any]:
+    """One topic: id, config overrides, and per partition its leader, replicas, ISR and offsets."""
     partitions = sorted(description.partitions, key=lambda p: p.id)
-    replication = max((len(p.replicas) for p in partitions), default=0)
-    summary = format_table(
-        [
-            ("Id:", str(description.topic_id)),
-            ("Partitions:", str(len(partitions))),
-            ("Replication factor:", str(replication)),
-            ("Configs:", _overridden_configs(admin, description.name)),
-        ],
-        indent="  ",
-    )
     # OffsetSpec's factories carry no annotations upstream.
     earliest = _offsets(admin, description.name, partitions, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
     latest = _offsets(admin, description.name, partitions, OffsetSpec.latest())  # type: ignore[no-untyped-call]
-    rows = [
-        (
-            p.id,
-            _node(p.leader),
-            ",".join(_node(n) for n in p.replicas),
-            ",".join(_node(n) for n in p.isr),
-            earliest.get(p.id),
-            latest.get(p.id),
-        )
-        for p in partitions
-    ]
-    table = format_table(rows, headers=("PARTITION", "LEADER", "REPLICAS", "ISR", "EARLIEST", "LATEST"), indent="  ")
-    return f"Topic: {description.name}\n{summary}\n\n{table}"
+    return {
+        "topic": description.name,
+        "id": str(description.topic_id),
+        "partition_count": len(partitions),
+        "replication_factor": max((len(p.replicas) for p in partitions), default=0),
+        "configs": _overridden_configs(admin, description.name),
+        "partitions": [{"partition": p.id, "leader": _node_id(p.leader), "replicas": [n.id for n in p.replicas],
+                        "isr": [n.id for n in p.isr], "earliest": earliest.get(p.id), "latest": latest.get(p.id)}
+                       for p in partitions],
+    }
 
 
-def _node(node: Any) -> str:
-    """A broker id, or 'none' for a partition without a leader."""
-    return "none" if node is None or node.id < 0 else str(node.id)
+def _topic_text(data: dict[str, Any]) -> str:
+    """The text block for one topic: summary lines, then one row per partition."""
+    configs = data["configs"]
+    shown = (", ".join(f"{k}={v}" for k, v in configs.items()) or "(none overridden)" if isinstance(configs, dict)
+             else configs)
+    summary = format_table([("Id:", data["id"]), ("Partitions:", str(data["partition_count"])),
+                            ("Replication factor:", str(data["replication_factor"])), ("Configs:", shown)],
+                           indent="  ")
+    rows = [(p["partition"], "none" if p["leader"] is None else str(p["leader"]),
+             ",".join(map(str, p["replicas"])), ",".join(map(str, p["isr"])), p["earliest"], p["latest"])
+            for p in data["partitions"]]
+    table = format_table(rows, headers=PARTITION_HEADERS, indent="  ")
+    return f"Topic: {data['topic']}\n{summary}\n\n{table}"
 
 
-def _overridden_configs(admin: AdminClient, name: str) -> str:
-    """The topic's own config overrides as `k=v, ...`; broker defaults are left out."""
+def _node_id(node: Any) -> int | None:
+    """A broker id, or None for a partition without a leader."""
+    return None if node is None or node.id < 0 else int(node.id)
+
+
+def _overridden_configs(admin: AdminClient, name: str) -> dict[str, str] | str:
+    """The topic's own config overrides (broker defaults left out), or why they are unavailable."""
     resource = ConfigResource(ResourceType.TOPIC, name)
     try:
         entries = wait_result(admin.describe_configs([resource], request_timeout=REQUEST_TIMEOUT_S)[resource])
     except Exception as exc:
         err = kafka_error(exc)
         return f"unavailable ({error_name(err) if err else exc})"
-    overrides = [
-        f"{entry.name}={'(sensitive)' if entry.is_sensitive else entry.value}"
-        for entry in sorted(entries.values(), key=lambda e: e.name)
-        if _source_code(entry) in OVERRIDE_SOURCES and not entry.is_default
-    ]
-    return ", ".join(overrides) or "(none overridden)"
+    return {entry.name: "(sensitive)" if entry.is_sensitive else entry.value
+            for entry in sorted(entries.values(), key=lambda e: e.name)
+            if _source_code(entry) in OVERRIDE_SOURCES and not entry.is_default}
 
 
 def _source_code(entry: Any) -> int:

@@ -32,6 +32,7 @@ import kio.schema.list_transactions.v2.request as lt2_req
 import kio.schema.write_txn_markers.v1.request as wtm_req
 
 from moldau.cli.common import CliError, add_action, plural
+from moldau.cli.output import add_output_option, emit, emit_table, records
 from moldau.cli.table import format_table
 from moldau.cli.transactions_session import (
     RETRIABLE,
@@ -61,14 +62,16 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser = subparsers.add_parser("transactions", help="list, describe, find hanging and abort transactions")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     _add_list(actions)
-    describing = add_action(actions, "describe", describe, "show a transactional id's current transaction")
+    describing = add_output_option(add_action(actions, "describe", describe,
+                                              "show a transactional id's current transaction"))
     describing.add_argument("--transactional-id", required=True, metavar="ID")
     _add_find_hanging(actions)
     _add_abort(actions)
 
 
 def _add_list(actions: Any) -> None:
-    parser = add_action(actions, "list", list_transactions, "list the transactional ids every broker coordinates")
+    parser = add_output_option(add_action(actions, "list", list_transactions,
+                                          "list the transactional ids every broker coordinates"))
     parser.add_argument("--state", type=_state, action="append", default=[], metavar="STATE",
                         help=f"only transactions in STATE (repeatable; {', '.join(STATES)})")
     parser.add_argument("--producer-id", type=int, action="append", default=[], metavar="N",
@@ -81,7 +84,7 @@ def _add_list(actions: Any) -> None:
 
 def _add_find_hanging(actions: Any) -> None:
     text = "find transactions left open on partitions that their coordinator no longer tracks"
-    parser = add_action(actions, "find-hanging", find_hanging, text)
+    parser = add_output_option(add_action(actions, "find-hanging", find_hanging, text))
     parser.add_argument("--broker-id", type=int, metavar="N", help="only partitions led by broker N (default: all)")
     parser.add_argument("--max-transaction-timeout", type=_non_negative, default=DEFAULT_MAX_TIMEOUT_MIN,
                         metavar="MINUTES", help="the brokers' transaction.max.timeout.ms, in minutes: only "
@@ -170,11 +173,8 @@ def list_transactions(args: argparse.Namespace) -> int:
     listed, unknown = run_session(args.bootstrap_server, lambda s: _list_everywhere(s, request))
     if unknown:
         print(f"warning: states unknown to the brokers: {', '.join(sorted(unknown))}", file=sys.stderr)
-    if not listed:
-        print("no transactions")
-        return 0
     rows = [(t.transactional_id, t.coordinator, t.producer_id, t.state) for t in listed]
-    print(format_table(rows, headers=("TRANSACTIONAL-ID", "COORDINATOR", "PRODUCER-ID", "STATE")))
+    emit_table(args, rows, ("TRANSACTIONAL-ID", "COORDINATOR", "PRODUCER-ID", "STATE"), empty="no transactions")
     return 0
 
 
@@ -236,7 +236,14 @@ def _description(state: Any, coordinator: Coordinator) -> Description:
 def describe(args: argparse.Namespace) -> int:
     txn_id = args.transactional_id
     found = run_session(args.bootstrap_server, lambda s: retrying(lambda: _describe_once(s, txn_id)))
-    print(_describe_text(found, _now_ms()))
+    now_ms = _now_ms()
+    document = {"transactional_id": found.transactional_id,
+                "coordinator": {"id": found.coordinator.node_id, "host": found.coordinator.address[0],
+                                "port": found.coordinator.address[1]},
+                "state": found.state, "producer_id": found.producer_id, "producer_epoch": found.producer_epoch,
+                "timeout_ms": found.timeout_ms, "start_ms": found.start_ms if found.start_ms >= 0 else None,
+                "partitions": [{"topic": t, "partition": p} for t, p in found.partitions]}
+    emit(args, document, lambda: _describe_text(found, now_ms))
     return 0
 
 
@@ -379,13 +386,12 @@ def find_hanging(args: argparse.Namespace) -> int:
                                         lambda s: _hanging(s, args.broker_id, max_timeout_ms, now_ms))
     print(f"checked {plural(checked, 'partition')}: {plural(open_count, 'open transaction')}, "
           f"{len(hanging)} hanging", file=sys.stderr)
-    if not hanging:
-        print("no hanging transactions")
-        return 0
     rows = [(t.partition[0], t.partition[1], t.producer_id, t.producer_epoch, t.coordinator_epoch, t.start_offset,
              _duration(now_ms - t.last_timestamp_ms)) for t in hanging]
-    print(format_table(rows, headers=("TOPIC", "PARTITION", "PRODUCER-ID", "PRODUCER-EPOCH", "COORDINATOR-EPOCH",
-                                      "START-OFFSET", "OPEN-FOR")))
+    headers = ("TOPIC", "PARTITION", "PRODUCER-ID", "PRODUCER-EPOCH", "COORDINATOR-EPOCH", "START-OFFSET", "OPEN-FOR")
+    document = [{**row, "open_for_ms": now_ms - t.last_timestamp_ms}
+                for row, t in zip(records(rows, headers), hanging, strict=True)]
+    emit(args, document, lambda: format_table(rows, headers=headers) if rows else "no hanging transactions")
     return 0
 
 

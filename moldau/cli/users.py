@@ -31,7 +31,7 @@ from moldau.cli.common import (
     kafka_error,
     request_failed,
 )
-from moldau.cli.table import format_table
+from moldau.cli.output import add_output_option, emit_table, wants_json
 
 MECHANISMS = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256, "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
 NAMES = {v: k for k, v in MECHANISMS.items()}
@@ -44,7 +44,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     create = _action(actions, "create", run_create, "create a SCRAM user (fails if it has that mechanism already)")
     _credential_options(create)
-    _action(actions, "list", run_list, "list SCRAM users and their mechanisms").add_argument(
+    add_output_option(_action(actions, "list", run_list, "list SCRAM users and their mechanisms")).add_argument(
         "names", nargs="*", metavar="NAME", help="users to list (default: all)")
     delete = _action(actions, "delete", run_delete, "delete a SCRAM user's credentials")
     delete.add_argument("name", metavar="NAME")
@@ -144,10 +144,9 @@ def run_list(args: argparse.Namespace) -> int:
     names = list(dict.fromkeys(args.names)) or None
     described = _described(admin_client(args), names)
     missing = [n for n in names or () if n not in described]
-    rows = [[user, mechanism, str(iterations)] for user in sorted(described)
-            for mechanism, iterations in described[user]]
-    if rows:
-        print(format_table(rows, ["USER", "MECHANISM", "ITERATIONS"]))
+    rows = [[user, mechanism, iterations] for user in sorted(described) for mechanism, iterations in described[user]]
+    if rows or wants_json(args):
+        emit_table(args, rows, ["USER", "MECHANISM", "ITERATIONS"])
     for name in missing:
         print(f"error: user '{name}' has no SCRAM credentials", file=sys.stderr)
     return 1 if missing else 0

@@ -18,7 +18,7 @@ from typing import Any
 
 from kio.serial import entity_reader, entity_writer
 
-from moldau.protocol import codec
+from moldau.protocol import codec, tagged
 from moldau.protocol.body_check import check_body
 from moldau.security.client_security import PLAINTEXT, ClientSecurity
 
@@ -167,7 +167,11 @@ def _decode_response(frame: bytes, api_key: int, version: int, response_type: An
         # A peer's response gets the same bounds check as a client's request: kio's native readers abort
         # the process on a huge declared length.
         check_body(entity_type, frame, pos)
-        return entity_reader(entity_type)(frame[pos:], 0)[0]
+        try:
+            return entity_reader(entity_type)(frame[pos:], 0)[0]
+        except KeyError:
+            # A tagged field this entity does not declare (a newer peer): skipped, as the protocol requires.
+            return entity_reader(entity_type)(tagged.strip_unknown_tagged_fields(entity_type, frame, pos), 0)[0]
     except Exception as exc:
         raise ConnectionFailed(f"undecodable {schema.response_type.__name__}: {exc}") from exc
 

@@ -8,7 +8,9 @@ moved, the topic being created) comes back as KafkaError or an error code; the c
 
 Besides the `StateStore` calls of one share-partition's leader, two calls span many share-partitions, one request
 per coordinator: `delete_group_state` (DeleteGroups of a share group) and `share_state_summary` (what is durable
-for each share-partition of a group, to describe its offsets).
+for each share-partition of a group, to describe its offsets). Describing a share group's lag also needs the high
+watermark of partitions led by other brokers: `high_watermarks` asks their leaders (ListOffsets, latest), as
+Kafka's group coordinator does for the lag of KIP-1226.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import kio.schema.delete_share_group_state.v0.request as delete_req
 import kio.schema.initialize_share_group_state.v0.request as init_req
+import kio.schema.list_offsets.v8.request as lo_req
 import kio.schema.read_share_group_state.v0.request as read_req
 import kio.schema.read_share_group_state_summary.v1.request as summary_req
 import kio.schema.write_share_group_state.v0.request as write_req
@@ -35,6 +38,8 @@ if TYPE_CHECKING:
     from moldau.server.broker import Broker
 
 REQUEST_TIMEOUT_S = 10.0
+# ListOffsets as a consumer asks it: the latest offset a read_uncommitted consumer may read is the high watermark.
+LATEST_TIMESTAMP, CONSUMER_REPLICA_ID, READ_UNCOMMITTED = -1, -1, 0
 INITIAL_STATE_EPOCH = 0
 
 Partition = tuple[uuid.UUID, int]  # (topic id, partition)
@@ -229,6 +234,35 @@ class ShareStateLinks:
         return {(r.topic_id, p.partition): StateSummary(ErrorCode(p.error_code), p.state_epoch, p.leader_epoch,
                                                         p.start_offset, p.delivery_complete_count)
                 for r in response.results for p in r.partitions}
+
+    async def high_watermarks(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The high watermark of each (topic, partition) led by another broker, one ListOffsets per leader. Never
+        raises: a partition without a leader, or whose leader cannot be asked, is left out."""
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        topics = self._broker.image.topics_by_name
+        for topic, partition in partitions:
+            image = topics[topic].partitions.get(partition) if topic in topics else None
+            if image is not None and image.leader >= 0 and image.leader != self._broker.node_id:
+                by_leader.setdefault(image.leader, []).append((topic, partition))
+        out: dict[tuple[str, int], int] = {}
+        for answer in await asyncio.gather(*(self._latest_at(node, keys) for node, keys in by_leader.items())):
+            out.update(answer)
+        return out
+
+    async def _latest_at(self, node: int, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        by_topic: dict[str, list[Any]] = {}
+        for topic, partition in keys:
+            by_topic.setdefault(topic, []).append(make(lo_req.ListOffsetsPartition, partition_index=partition,
+                                                       timestamp=LATEST_TIMESTAMP))
+        request = make(lo_req.ListOffsetsRequest, replica_id=CONSUMER_REPLICA_ID, isolation_level=READ_UNCOMMITTED,
+                       topics=tuple(make(lo_req.ListOffsetsTopic, name=t, partitions=tuple(ps))
+                                    for t, ps in by_topic.items()))
+        try:
+            response = await self._remote(node, request)
+        except KafkaError:
+            return {}
+        return {(t.name, p.partition_index): p.offset for t in response.topics for p in t.partitions
+                if p.error_code == ErrorCode.none and p.offset >= 0}
 
     async def _remote(self, node: int, request: Any) -> Any:
         address = self._broker.inter_broker_address(node)

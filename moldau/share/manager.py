@@ -22,10 +22,11 @@ import logging
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from moldau.config.offset_reset import BY_DURATION, duration_ms
 from moldau.coordinator.share.records import ShareSnapshot, StateBatch, StateKey
+from moldau.coordinator.share.state import delivering_count
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.share.group import Heartbeat, HeartbeatAnswer, ShareGroup
 from moldau.share.partition import ArchivedRecord, RecordState, SharePartition
@@ -64,6 +65,14 @@ class StateStore(Protocol):
     async def delete(self, key: StateKey) -> ErrorCode:
         """Delete the state (ErrorCode.none also when it had none)."""
         ...
+
+
+class ShareOffsets(NamedTuple):
+    """What describing a share group's offsets tells of one share-partition."""
+
+    start_offset: int  # the SPSO
+    done: int  # records past it acknowledged or archived
+    delivering: int  # records past it acquired, or available again after a delivery
 
 
 class ShareGroups:
@@ -320,20 +329,22 @@ class ShareGroups:
     # -- administration (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets) ------------
 
     async def start_offset(self, group_id: str, topic: str, partition: int, topic_id: uuid.UUID,
-                           leader_epoch: int) -> tuple[int, int] | None:
-        """The share-partition start offset and how many records past it are done (acknowledged or archived):
-        live when the share-partition is held here, else durable; None when the group never consumed the partition
-        (or its state was deleted). Raises KafkaError when the share coordinator cannot be reached."""
+                           leader_epoch: int) -> ShareOffsets | None:
+        """The share-partition start offset, how many records past it are done (acknowledged or archived) and how
+        many are being delivered: live when the share-partition is held here, else durable (where a record acquired
+        since the last write does not show); None when the group never consumed the partition (or its state was
+        deleted). Raises KafkaError when the share coordinator cannot be reached."""
         found = self.partitions.get((group_id, topic, partition))
         if found is not None:
-            return found.start_offset, sum(1 for r in found.records.values() if r.state in _DONE)
+            return ShareOffsets(found.start_offset, sum(1 for r in found.records.values() if r.state in _DONE),
+                                found.delivering_count())
         if self._store is None:
             return None
         snapshot = await self._store.read(StateKey(group_id, topic_id, partition), leader_epoch)
         if snapshot is None or snapshot.start_offset < 0:
             return None
-        return snapshot.start_offset, sum(b.last_offset - b.first_offset + 1 for b in snapshot.batches
-                                          if b.delivery_state in _DONE)
+        return ShareOffsets(snapshot.start_offset, sum(b.last_offset - b.first_offset + 1 for b in snapshot.batches
+                                                       if b.delivery_state in _DONE), delivering_count(snapshot))
 
     async def reset(self, group_id: str, topic: str, partition: int, topic_id: uuid.UUID, leader_epoch: int,
                     start_offset: int | None) -> ErrorCode:

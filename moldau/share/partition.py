@@ -187,7 +187,14 @@ class SharePartition:
         return self.next_offset - 1
 
     def in_flight(self) -> int:
+        """The size of the window [SPSO, SPEO], whatever its records' states (what max_record_locks bounds)."""
         return self.next_offset - self.start_offset
+
+    def delivering_count(self) -> int:
+        """Records of the window whose delivery is under way: acquired by a member, or available again after at
+        least one delivery (released, or their lock expired). What `moldau groups describe` calls in flight."""
+        return sum(1 for r in self.records.values()
+                   if r.state == RecordState.ACQUIRED or (r.state == RecordState.AVAILABLE and r.delivery_count > 0))
 
     def state_of(self, offset: int) -> InFlightRecord | None:
         return self.records.get(offset)

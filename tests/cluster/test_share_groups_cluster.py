@@ -147,6 +147,9 @@ def start_again_from_the_beginning(cluster: LocalCluster, addresses: dict[int, s
             DescribeShareGroupOffsetsRequestGroup(group_id="workers", topics=every),))).groups
         assert [(p.error_code, p.start_offset >= 0) for t in described.topics for p in t.partitions] == [
             (0, True)] * PARTITIONS, described
+        # The lag of every partition is known, also of those led by other brokers (their high watermark asked
+        # of their leaders); -1 would mean it is not.
+        assert all(p.lag >= 0 for t in described.topics for p in t.partitions), described
         reset = AlterShareGroupOffsetsRequest(group_id="workers", topics=(AlterShareGroupOffsetsRequestTopic(
             topic_name=TOPIC, partitions=tuple(AlterShareGroupOffsetsRequestPartition(
                 partition_index=i32(p), start_offset=i64(0)) for p in range(PARTITIONS))),))

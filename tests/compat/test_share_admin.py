@@ -10,6 +10,7 @@ low group-config bounds so the tests can set small values. Every test uses its o
 from __future__ import annotations
 
 import datetime
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -317,8 +318,8 @@ def test_moldau_groups_lists_describes_and_resets_share_groups(broker: BrokerPro
 
         def described_at_end() -> str | None:
             out = ok(broker, "groups", "describe", group).out
-            # TOPIC PARTITION START-OFFSET LOG-END-OFFSET LAG: every record acknowledged
-            return out if [topic, "0", "6", "6", "0"] in [line.split() for line in out.splitlines()] else None
+            # TOPIC PARTITION START-OFFSET IN-FLIGHT LOG-END-OFFSET LAG: every record acknowledged
+            return out if [topic, "0", "6", "0", "6", "0"] in [line.split() for line in out.splitlines()] else None
 
         described = wait_until(described_at_end, 15.0, "describe never showed the start offset at 6")
         assert "Type:" in described and "share" in described and "cli-member" in described
@@ -336,6 +337,58 @@ def test_moldau_groups_lists_describes_and_resets_share_groups(broker: BrokerPro
     with share_consumer(broker, group, topic) as consumer:
         again = poll_until(consumer, lambda got: len(got) >= 6)
     assert sorted(m.value() for m in again) == values
+
+
+def share_partition_json(broker: BrokerProcess, group: str) -> dict[str, Any]:
+    """The one share-partition `moldau groups describe -o json` shows for the group."""
+    (described,) = json.loads(ok(broker, "groups", "describe", group, "--output", "json").out)
+    assert described["type"] == "share"
+    (partition,) = described["partitions"]
+    return dict(partition)
+
+
+def described_as(broker: BrokerProcess, group: str, start: int, in_flight: int, lag: int) -> None:
+    """Wait until describe shows this start offset, in-flight count and lag (acknowledgements committed by the
+    client may still be on their way to the broker)."""
+    seen: list[tuple[int, int, int]] = []
+
+    def shown() -> bool:
+        p = share_partition_json(broker, group)
+        seen.append((p["start_offset"], p["in_flight"], p["lag"]))
+        return seen[-1] == (start, in_flight, lag)
+
+    wait_until(shown, 15.0, lambda: f"describe showed {seen[-1:]}, not {(start, in_flight, lag)}")
+
+
+def test_moldau_groups_describe_counts_records_in_flight(broker: BrokerProcess) -> None:
+    """Records acquired and not acknowledged are in flight; acknowledging some moves the start past them and the
+    count falls; a released record stays in flight (available again, delivered once) until it is acknowledged."""
+    values = [f"f{i}".encode() for i in range(10)]
+    topic = new_topic(broker, values)
+    group = f"inflight-{uuid.uuid4().hex[:6]}"
+    # Locks that outlast a loaded machine's pauses: an acknowledgement after its lock expired would be refused.
+    assert alter_group_configs(broker, group, {"share.record.lock.duration.ms": "60000"}).error_code == 0
+    with share_consumer(broker, group, topic, **{"share.acknowledgement.mode": "explicit"}) as consumer:
+        got = poll_until(consumer, lambda got: len(got) >= 10)
+        assert sorted(m.offset() for m in got) == list(range(10))
+        held = share_partition_json(broker, group)
+        assert (held["start_offset"], held["in_flight"], held["log_end_offset"], held["lag"]) == (0, 10, 10, 10)
+        by_offset = {m.offset(): m for m in got}
+        for offset in range(4):
+            consumer.acknowledge(by_offset[offset], AcknowledgeType.ACCEPT)
+        consumer.acknowledge(by_offset[4], AcknowledgeType.RELEASE)
+        consumer.commit_sync()
+        # 0-3 accepted: the start moves to 4; 4 released (available, delivered once) and 5-9 held: 6 in flight.
+        described_as(broker, group, start=4, in_flight=6, lag=6)
+        for offset in range(5, 10):
+            consumer.acknowledge(by_offset[offset], AcknowledgeType.ACCEPT)
+        consumer.commit_sync()
+        described_as(broker, group, start=4, in_flight=1, lag=1)  # only the released record
+        again = poll_until(consumer, lambda got: len(got) >= 1)
+        assert [(m.offset(), m.delivery_count()) for m in again] == [(4, 2)]
+        consumer.acknowledge(again[0], AcknowledgeType.ACCEPT)
+        consumer.commit_sync()
+        described_as(broker, group, start=10, in_flight=0, lag=0)
 
 
 def test_moldau_groups_configs_shows_and_changes_group_configs(broker: BrokerProcess) -> None:

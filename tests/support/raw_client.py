@@ -10,7 +10,7 @@ from typing import Any
 
 from kio.serial import entity_reader, entity_writer
 
-from moldau.protocol import codec
+from moldau.protocol import codec, tagged
 
 
 class RawClient:
@@ -61,7 +61,11 @@ class RawClient:
         correlation_id = struct.unpack_from(">i", frame)[0]
         assert correlation_id == self.correlation_id, (correlation_id, self.correlation_id)
         pos = 4 + (1 if schema.flexible_response_header else 0)
-        response, _ = entity_reader(schema.response_type)(frame[pos:], 0)
+        try:
+            response, _ = entity_reader(schema.response_type)(frame[pos:], 0)
+        except KeyError:  # a tagged field kio's class does not declare (Moldau's own, e.g. an in-flight count)
+            response, _ = entity_reader(schema.response_type)(
+                tagged.strip_unknown_tagged_fields(schema.response_type, frame, pos), 0)
         return response
 
     def _recv_exactly(self, n: int) -> bytes:

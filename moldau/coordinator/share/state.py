@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from moldau.coordinator.share.records import ShareSnapshot, ShareUpdate, StateBatch
 
+_AVAILABLE, _ACQUIRED = 0, 1
 _DONE = (2, 4)  # Acknowledged, Archived
 
 
@@ -40,6 +41,14 @@ def delivery_complete_count(state: ShareSnapshot) -> int:
     DeliveryCompleteCount."""
     return sum(b.last_offset - max(b.first_offset, state.start_offset) + 1 for b in state.batches
                if b.delivery_state in _DONE and b.last_offset >= state.start_offset)
+
+
+def delivering_count(state: ShareSnapshot) -> int:
+    """Offsets at or past the SPSO whose delivery is under way as far as the durable state knows: Available with
+    at least one delivery (an acquisition is written as Available with its deliveries, and so is a release)."""
+    return sum(b.last_offset - max(b.first_offset, state.start_offset) + 1 for b in state.batches
+               if b.last_offset >= state.start_offset and b.delivery_count > 0
+               and b.delivery_state in (_AVAILABLE, _ACQUIRED))
 
 
 def _outside(batch: StateBatch, first: int, last: int) -> list[StateBatch]:

@@ -4,15 +4,21 @@ and (v1) its lag.
 Each group is answered on its own: GROUP_AUTHORIZATION_FAILED without DESCRIBE on it, NOT_COORDINATOR when
 another broker coordinates it, GROUP_ID_NOT_FOUND for a classic or consumer group. Topics null means every topic
 the group has share-partition state of. A partition the group never consumed has start offset -1. The lag is the
-records between the start offset and the partition's high watermark not yet acknowledged or archived (-1 when
-the partition is not led here, so its high watermark is not known). Topics need DESCRIBE (else
-TOPIC_AUTHORIZATION_FAILED per partition); a missing topic or partition is UNKNOWN_TOPIC_OR_PARTITION.
+records between the start offset and the partition's high watermark not yet acknowledged or archived; the high
+watermark of a partition led by another broker is asked of its leader (ListOffsets), and the lag is -1 when it
+cannot be. Topics need DESCRIBE (else TOPIC_AUTHORIZATION_FAILED per partition); a missing topic or partition is
+UNKNOWN_TOPIC_OR_PARTITION.
+
+v1 responses also carry Moldau's in-flight count per partition as a tagged field
+(`moldau.protocol.share_offsets_response`): the records past the start offset being delivered, from the
+share-partition's live state when it is led here, else from its durable state.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from moldau.protocol import share_offsets_response
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.security.acl.model import AclOperation, ResourceType
@@ -20,17 +26,25 @@ from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
 from moldau.server.handlers.share_offsets_common import check_share_group, known_topics, readable_topic
+from moldau.share.manager import ShareOffsets
 
 UNKNOWN = -1
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     groups = tuple([await _group(ctx, g) for g in request.groups])
-    return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, groups=groups)
+    response_type = (share_offsets_response.DescribeShareGroupOffsetsResponse if ctx.schema.version >= 1
+                     else ctx.schema.response_type)
+    return make(response_type, throttle_time=NO_THROTTLE, groups=groups)
+
+
+def _nested(ctx: RequestContext, name: str) -> Any:
+    """This version's response class; v1's carry the in-flight count."""
+    return share_offsets_response.NESTED[name] if ctx.schema.version >= 1 else ctx.nested(name)
 
 
 async def _group(ctx: RequestContext, group: Any) -> Any:
-    cls = ctx.nested("DescribeShareGroupOffsetsResponseGroup")
+    cls = _nested(ctx, "DescribeShareGroupOffsetsResponseGroup")
     try:
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group.group_id):
             raise KafkaError(ErrorCode.group_authorization_failed,
@@ -47,7 +61,7 @@ async def _group(ctx: RequestContext, group: Any) -> Any:
 
 
 async def _topic(ctx: RequestContext, group_id: str, name: str, partitions: tuple[int, ...] | None) -> Any:
-    cls = ctx.nested("DescribeShareGroupOffsetsResponseTopic")
+    cls = _nested(ctx, "DescribeShareGroupOffsetsResponseTopic")
     try:
         topic = readable_topic(ctx, name, AclOperation.DESCRIBE)
     except KafkaError as exc:
@@ -55,6 +69,7 @@ async def _topic(ctx: RequestContext, group_id: str, name: str, partitions: tupl
                        for p in partitions or ())
         return make(cls, topic_name=name, topic_id=None, partitions=failed)
     wanted = sorted(topic.partitions) if partitions is None else partitions
+    remote = await ctx.broker.share_state_links.high_watermarks((name, index) for index in wanted)
     out = []
     for index in wanted:
         image = topic.partitions.get(index)
@@ -71,23 +86,30 @@ async def _topic(ctx: RequestContext, group_id: str, name: str, partitions: tupl
             if partitions is not None:  # asked for by name: said to be unstarted; else left out
                 out.append(_partition(ctx, index, UNKNOWN, image.leader_epoch, UNKNOWN, ErrorCode.none, None))
             continue
-        start, done = found
-        out.append(_partition(ctx, index, start, image.leader_epoch, _lag(ctx, name, index, start, done),
-                              ErrorCode.none, None))
+        out.append(_partition(ctx, index, found.start_offset, image.leader_epoch,
+                              _lag(ctx, name, index, found, remote), ErrorCode.none, None,
+                              found.delivering))
     return make(cls, topic_name=name, topic_id=topic.topic_id, partitions=tuple(out))
 
 
-def _lag(ctx: RequestContext, topic: str, partition: int, start: int, done: int) -> int:
+def _lag(ctx: RequestContext, topic: str, partition: int, found: ShareOffsets,
+         remote: dict[tuple[str, int], int]) -> int:
+    """Records from the start offset to the high watermark not yet done; -1 when the high watermark is unknown."""
     hosted = ctx.broker.replicas.partitions.get((topic, partition))
-    if hosted is None or hosted.leader_state is None:
+    if hosted is not None and hosted.leader_state is not None:
+        high_watermark = hosted.log.high_watermark
+    elif (topic, partition) in remote:
+        high_watermark = remote[(topic, partition)]
+    else:
         return UNKNOWN
-    return max(hosted.log.high_watermark - start - done, 0)
+    return max(high_watermark - found.start_offset - found.done, 0)
 
 
 def _partition(ctx: RequestContext, index: int, start: int, leader_epoch: int, lag: int, error: ErrorCode,
-               message: str | None) -> Any:
-    return make(ctx.nested("DescribeShareGroupOffsetsResponsePartition"), partition_index=index,
-                start_offset=start, leader_epoch=leader_epoch, lag=lag, error_code=error, error_message=message)
+               message: str | None, in_flight: int = UNKNOWN) -> Any:
+    return make(_nested(ctx, "DescribeShareGroupOffsetsResponsePartition"), partition_index=index,
+                start_offset=start, leader_epoch=leader_epoch, lag=lag, error_code=error, error_message=message,
+                in_flight_count=in_flight)
 
 
 API = Api(key=90, name="DescribeShareGroupOffsets", min_version=0, max_version=1, handle=handle)

@@ -83,7 +83,7 @@ async def reset_scenario() -> list[object]:
 
 
 def test_a_reset_fences_the_leader_holding_the_old_state() -> None:
-    assert asyncio.run(reset_scenario()) == [(2, 0), (7, 0), ErrorCode.fenced_state_epoch, 7, None, 3]
+    assert asyncio.run(reset_scenario()) == [(2, 0, 0), (7, 0, 0), ErrorCode.fenced_state_epoch, 7, None, 3]
 
 
 def test_a_groups_own_configs_replace_the_broker_settings() -> None:
@@ -98,3 +98,25 @@ def test_a_groups_own_configs_replace_the_broker_settings() -> None:
     assert mine.membership.session_timeout_ms == broker.membership.session_timeout_ms
     assert (mine.dead_letter_topic, mine.dead_letter_copy_record) == ("dead", True)
     assert broker.for_group({}) is broker
+
+
+async def in_flight_scenario() -> list[object]:
+    """What describing a share group's offsets sees of records in flight: the leader holding the share-partition
+    counts every acquisition; another broker reading the durable state sees acquisitions only once the leader
+    has written them (with its next acknowledgement), as Available records with deliveries."""
+    log, clock = MemoryLog(SHARE_STATE_TOPIC, 1), ManualClock()
+    store = CoordinatorStore(log)
+    holder, other = leader(log, clock, store), leader(log, clock, store)
+    held = await holder.share_partition("g", "t", 0, TOPIC_ID, 0, 0, 10)
+    held.acquire("a", 5, 10, 0)  # 0-4 acquired, nothing written yet
+    seen: list[object] = [await holder.start_offset("g", "t", 0, TOPIC_ID, 0),
+                          await other.start_offset("g", "t", 0, TOPIC_ID, 0)]
+    held.acknowledge("a", [AckBatch(0, 1, (AckType.ACCEPT,)), AckBatch(2, 2, (AckType.RELEASE,))], 0)
+    assert await holder.persist(KEY) == ErrorCode.none  # 0-1 done; 2 available again; 3-4 written as available
+    held.acquire("a", 2, 10, 0)  # 2 again and 5: not written
+    seen += [await holder.start_offset("g", "t", 0, TOPIC_ID, 0), await other.start_offset("g", "t", 0, TOPIC_ID, 0)]
+    return seen
+
+
+def test_records_in_flight_are_live_on_the_leader_and_durable_elsewhere() -> None:
+    assert asyncio.run(in_flight_scenario()) == [(0, 0, 5), (0, 0, 0), (2, 0, 4), (2, 0, 3)]

@@ -28,6 +28,7 @@ from moldau.coordinator.share.records import (
     encode_update,
     encode_value,
 )
+from moldau.coordinator.share.state import delivering_count, delivery_complete_count
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.server.share_state_links import summary_of
 from tests.unit.coordinator.memory_log import NODE_ID, MemoryLog, image_with
@@ -144,3 +145,12 @@ def test_a_deleted_state_is_gone_and_starts_again_with_a_higher_state_epoch() ->
     again = c.read(KEY, 0)
     assert again is not None and (again.state_epoch, again.start_offset, again.batches) == (1, 0, ())
     assert summary_of(c.summary(KEY)).start_offset == 0
+
+
+def test_the_durable_state_counts_records_being_delivered_and_records_done() -> None:
+    """Past the SPSO: Available with deliveries (acquired at the last write, or released) are being delivered;
+    Available never delivered is not; Acknowledged and Archived are done. Batches below the SPSO count for nothing."""
+    state = ShareSnapshot(0, 1, 0, 10, (StateBatch(5, 11, 0, 1), StateBatch(12, 13, 2, 1), StateBatch(14, 14, 0, 0),
+                                        StateBatch(15, 16, 0, 3), StateBatch(17, 17, 4, 5)))
+    assert delivering_count(state) == 2 + 2  # 10-11 and 15-16
+    assert delivery_complete_count(state) == 2 + 1  # 12-13 and 17
