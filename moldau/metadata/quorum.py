@@ -453,7 +453,7 @@ class MetadataQuorum:
             return wire.vote_error_response(ErrorCode.inconsistent_voter_set)
         for reply in self.deliver(msg):
             if isinstance(reply, VoteResponse):
-                return wire.encode_vote_response(reply, self.node.leader_id)
+                return wire.encode_vote_response(reply)
         return wire.vote_error_response(ErrorCode.unknown_server_error)
 
     def handle_begin_epoch(self, request: Any) -> Any:

@@ -69,8 +69,8 @@ def decode_vote_request(request: Any, dst: int) -> VoteRequest:
                        end_offset=part.last_offset, pre_vote=part.pre_vote)
 
 
-def encode_vote_response(msg: VoteResponse, leader_id: int | None) -> Any:
-    part = make(vote_resp.PartitionData, partition_index=0, error_code=ErrorCode.none, leader_id=_id(leader_id),
+def encode_vote_response(msg: VoteResponse) -> Any:
+    part = make(vote_resp.PartitionData, partition_index=0, error_code=ErrorCode.none, leader_id=_id(msg.leader_id),
                                    leader_epoch=msg.term, vote_granted=msg.granted)
     return make(vote_resp.VoteResponse, error_code=ErrorCode.none,
                                   topics=(make(vote_resp.TopicData, topic_name=METADATA_TOPIC, partitions=(part,)),))
@@ -86,7 +86,9 @@ def decode_vote_response(response: Any, src: int, dst: int, pre_vote: bool) -> V
     part = _only_partition(response.topics)
     if part.error_code != ErrorCode.none:
         return None
-    return VoteResponse(src=src, dst=dst, term=part.leader_epoch, granted=part.vote_granted, pre_vote=pre_vote)
+    leader = part.leader_id if part.leader_id >= 0 else None
+    return VoteResponse(src=src, dst=dst, term=part.leader_epoch, granted=part.vote_granted, pre_vote=pre_vote,
+                        leader_id=leader)
 
 
 # -- BeginQuorumEpoch / EndQuorumEpoch ----------------------------------------------------------------------------

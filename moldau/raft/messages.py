@@ -26,11 +26,15 @@ class VoteRequest:
 
 @dataclass(frozen=True, slots=True)
 class VoteResponse:
+    """`leader_id` is the leader of `term` the voter follows, if any: a voter that was removed without
+    learning it (it no longer gets BeginEpoch) finds the leader this way, fetches, and learns its removal."""
+
     src: int
     dst: int
     term: int
     granted: bool
     pre_vote: bool
+    leader_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
