@@ -26,6 +26,7 @@ import kio.schema.vote.v2.request as vote_req
 import kio.schema.vote.v2.response as vote_resp
 
 from moldau.metadata.quorum_store import encode_entry, read_entries
+from moldau.metadata.voters_codec import snapshot_bytes, snapshot_from_bytes
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
 from moldau.raft import (
@@ -36,7 +37,6 @@ from moldau.raft import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
-    Snapshot,
     VoteRequest,
     VoteResponse,
 )
@@ -252,8 +252,7 @@ def encode_fetch_snapshot_response(msg: FetchSnapshotResponse, position: int, ma
     elif msg.snapshot is None:
         code = ErrorCode.snapshot_not_found
     else:
-        assert isinstance(msg.snapshot.data, bytes)
-        data = msg.snapshot.data
+        data = snapshot_bytes(msg.snapshot)
         snapshot_id = make(snap_resp.SnapshotId, end_offset=msg.snapshot.end_offset, epoch=msg.snapshot.last_epoch)
         if not 0 <= position <= len(data):
             code = ErrorCode.position_out_of_range
@@ -276,7 +275,7 @@ def decode_fetch_snapshot_chunk(response: Any) -> tuple[ErrorCode, int, int, int
 
 def snapshot_response(src: int, dst: int, term: int, end_offset: int, epoch: int, data: bytes | None
                       ) -> FetchSnapshotResponse:
-    snapshot = None if data is None else Snapshot(end_offset, epoch, data)
+    snapshot = None if data is None else snapshot_from_bytes(end_offset, epoch, data)
     return FetchSnapshotResponse(src=src, dst=dst, term=term, ok=True, snapshot=snapshot)
 
 

@@ -153,6 +153,7 @@ class RaftNode:
         self._next_begin_ms = now_ms
         self._last_leader_ms: int | None = None
         self._epoch_start = 0  # leader: offset of its leader-change entry
+        self._lost_leader: tuple[int, int] | None = None  # (term, leader) we timed out on
         self._reset_election_timer(now_ms)
         if self.voters == {node_id}:
             self._election_deadline_ms = now_ms  # alone: nobody to wait for, elect on the first tick
@@ -430,6 +431,8 @@ class RaftNode:
 
     def _start_pre_vote(self, now_ms: int) -> None:
         """Ask whether peers would vote for us in term+1, without changing our term."""
+        if self.leader_id is not None:
+            self._lost_leader = (self.term, self.leader_id)  # timed out on it: a hint naming it is stale
         self.role, self.leader_id, self._votes = Role.PROSPECTIVE, None, {self.node_id}
         self._reset_election_timer(now_ms)
         self._request_votes(self.term + 1, pre_vote=True)
@@ -479,8 +482,10 @@ class RaftNode:
         return self.leader_id if self.role in (Role.FOLLOWER, Role.LEADER) else None
 
     def _on_vote_response(self, msg: VoteResponse, now_ms: int) -> None:
-        if msg.leader_id not in (None, self.node_id) and msg.term == self.term and self.role is not Role.LEADER:
-            self._follow(msg.leader_id, now_ms)  # the term already has a leader: fetch from it
+        hint = msg.leader_id
+        if (hint is not None and hint != self.node_id and msg.term == self.term and self.role is not Role.LEADER
+                and (self.term, hint) != self._lost_leader):
+            self._follow(hint, now_ms)  # the term already has a leader we have not given up on: fetch from it
             return
         expected = Role.PROSPECTIVE if msg.pre_vote else Role.CANDIDATE
         if self.role is expected and msg.granted and msg.src in self.voters:
