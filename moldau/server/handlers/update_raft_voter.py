@@ -1,7 +1,8 @@
 """UpdateRaftVoter (key 82, KIP-853): a voter tells the quorum leader its current endpoints (controller
 listener only).
 
-Needs CLUSTER_ACTION on the cluster, as the other requests controllers send each other. The leader records the
+Needs CLUSTER_ACTION on the cluster, as the other requests controllers send each other (checked before the
+handler runs, moldau.security.acl.rules). The leader records the
 endpoints in a new VotersRecord (a no-op when they did not change); VOTER_NOT_FOUND for a node that is not a voter,
 UNSUPPORTED_VERSION for a static quorum, NOT_LEADER_OR_FOLLOWER (with the leader, when known) elsewhere.
 """
@@ -12,7 +13,6 @@ from typing import Any
 
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
@@ -20,8 +20,6 @@ from moldau.server.handlers.raft_voters import DEFAULT_TIMEOUT_S, check_cluster,
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _response(ctx, ErrorCode.cluster_authorization_failed)
     quorum = ctx.broker.quorum
     try:
         check_cluster(ctx, request)
