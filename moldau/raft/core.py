@@ -205,6 +205,8 @@ class RaftNode:
 
     def add_voter(self, voter: VoterInfo, now_ms: int) -> int | VoterChangeRefused:
         """Append a record adding `voter`, which must be an observer that has caught up; the record's offset."""
+        if not self.history.dynamic:
+            return _STATIC
         current = self.history.latest()
         if voter.node_id in current.ids:
             return VoterChangeRefused(VoterChangeError.DUPLICATE_VOTER, f"node {voter.node_id} is already a voter")
@@ -218,6 +220,8 @@ class RaftNode:
         a voter set it is not in: it could not stand for election, and the voters of the set before, whose logs
         are shorter, could not win its vote. Raft's single-server changes are live only if the leader stays in.
         """
+        if not self.history.dynamic:
+            return _STATIC
         current = self.history.latest()
         if node_id not in current.ids:
             return VoterChangeRefused(VoterChangeError.VOTER_NOT_FOUND, f"node {node_id} is not a voter")
@@ -230,6 +234,8 @@ class RaftNode:
 
     def update_voter(self, voter: VoterInfo, now_ms: int) -> int | VoterChangeRefused:
         """Append a record replacing the description (directory id, endpoints) of an existing voter."""
+        if not self.history.dynamic:
+            return _STATIC
         current = self.history.latest()
         if voter.node_id not in current.ids:
             return VoterChangeRefused(VoterChangeError.VOTER_NOT_FOUND, f"node {voter.node_id} is not a voter")
@@ -254,8 +260,6 @@ class RaftNode:
         if self.role is not Role.LEADER:
             return VoterChangeRefused(VoterChangeError.NOT_LEADER, "this node is not the quorum leader")
         current = self.history.latest().ids
-        if not self.history.dynamic and record.ids != current:
-            return VoterChangeRefused(VoterChangeError.STATIC_QUORUM, "the voter set is static (kraft.version 0)")
         if self.voter_change_pending():
             return VoterChangeRefused(VoterChangeError.CHANGE_PENDING, "the previous voter change is not committed")
         if self.high_watermark <= self._epoch_start:
@@ -711,6 +715,9 @@ class RaftNode:
 
     def _send(self, msg: Message) -> None:
         self._out.append(Send(msg))
+
+
+_STATIC = VoterChangeRefused(VoterChangeError.STATIC_QUORUM, "the voter set is static (kraft.version 0)")
 
 
 def _node_id(voter: VoterInfo) -> int:
