@@ -282,8 +282,11 @@ class RaftNode:
 
     def _on_voters_changed(self, now_ms: int) -> None:
         """The newest voter record changed (appended, truncated away, or replaced by a snapshot's)."""
+        was_voter = not self.is_observer
         self.voters = self.history.latest().ids
         self._fetch_order = self._shuffled_voters()
+        if not was_voter and not self.is_observer:
+            self._reset_election_timer(now_ms)  # a new voter gives the leader a full timeout before it doubts it
         if self.role is Role.LEADER:
             self._match = {v: self._match.get(v, self._known_match(v)) for v in self.voters}
             self._contact_ms = {v: self._contact_ms.get(v, now_ms) for v in self.voters}
