@@ -153,7 +153,6 @@ class RaftNode:
         self._next_begin_ms = now_ms
         self._last_leader_ms: int | None = None
         self._epoch_start = 0  # leader: offset of its leader-change entry
-        self._lost_leader: tuple[int, int] | None = None  # (term, leader) we timed out on
         self._reset_election_timer(now_ms)
         if self.voters == {node_id}:
             self._election_deadline_ms = now_ms  # alone: nobody to wait for, elect on the first tick
@@ -438,8 +437,6 @@ class RaftNode:
 
     def _start_pre_vote(self, now_ms: int) -> None:
         """Ask whether peers would vote for us in term+1, without changing our term."""
-        if self.leader_id is not None:
-            self._lost_leader = (self.term, self.leader_id)  # timed out on it: a hint naming it is stale
         self.role, self.leader_id, self._votes = Role.PROSPECTIVE, None, {self.node_id}
         self._reset_election_timer(now_ms)
         self._request_votes(self.term + 1, pre_vote=True)
@@ -489,10 +486,13 @@ class RaftNode:
         return self.leader_id if self.role in (Role.FOLLOWER, Role.LEADER) else None
 
     def _on_vote_response(self, msg: VoteResponse, now_ms: int) -> None:
-        hint = msg.leader_id
-        if (hint is not None and hint != self.node_id and msg.term == self.term and self.role is not Role.LEADER
-                and (self.term, hint) != self._lost_leader):
-            self._follow(hint, now_ms)  # the term already has a leader we have not given up on: fetch from it
+        if self.history.dynamic and msg.leader_id == msg.src and msg.term == self.term and self.role is not Role.LEADER:
+            # The leader of our term itself answered (so it is alive): fetch from it. This is how a voter whose
+            # voter record was truncated away, or that was removed while cut off, finds the leader again: the
+            # leader's voter set may not include it, so no BeginEpoch reaches it. (In a static quorum every
+            # voter gets BeginEpoch.) A hint naming a third node is not followed: that leader may be dead, and
+            # following it would only delay the election.
+            self._follow(msg.src, now_ms)
             return
         expected = Role.PROSPECTIVE if msg.pre_vote else Role.CANDIDATE
         if self.role is expected and msg.granted and msg.src in self.voters:
@@ -531,8 +531,16 @@ class RaftNode:
         if now_ms >= self._next_begin_ms:
             self._next_begin_ms = now_ms + self.config.begin_epoch_interval_ms
             stale = {v for v, t in self._contact_ms.items() if now_ms - t >= 2 * self.config.fetch_interval_ms}
-            for peer in sorted(stale - {self.node_id}):
+            for peer in sorted((stale | self._silent_former_voters(now_ms)) - {self.node_id}):
                 self._send(BeginEpoch(self.node_id, peer, self.term))
+
+    def _silent_former_voters(self, now_ms: int) -> set[int]:
+        """Nodes that were voters and are not, and do not fetch: one removed while cut off does not know it,
+        waits for a leader as a voter would, and needs this announcement to fetch and learn of its removal."""
+        former = self.history.all_ids() - self.voters
+        quiet = {r for r in former if (p := self._progress.get(r)) is None or p.last_fetch_ms is None
+                 or now_ms - p.last_fetch_ms >= 2 * self.config.fetch_interval_ms}
+        return quiet
 
     def _on_fetch_request(self, msg: FetchRequest, now_ms: int) -> None:
         if self.role is not Role.LEADER:

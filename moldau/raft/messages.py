@@ -26,8 +26,8 @@ class VoteRequest:
 
 @dataclass(frozen=True, slots=True)
 class VoteResponse:
-    """`leader_id` is the leader of `term` the voter follows, if any: a voter that was removed without
-    learning it (it no longer gets BeginEpoch) finds the leader this way, fetches, and learns its removal."""
+    """`leader_id` is the leader of `term` the voter follows, if any, as in Kafka's Vote response. The core
+    acts on it only when the voter is that leader (see `RaftNode._on_vote_response`)."""
 
     src: int
     dst: int

@@ -75,6 +75,14 @@ class VoterHistory:
             return self._records[-1][1]
         return self._base or self._static
 
+    def all_ids(self) -> frozenset[int]:
+        """Every node that is or was a voter as far as this history knows (configured, base and records)."""
+        ids = set(self._static.ids)
+        for record in [self._base, *(r for _, r in self._records)]:
+            if record is not None:
+                ids |= record.ids
+        return frozenset(ids)
+
     def latest_offset(self) -> int | None:
         """Offset of the newest record in the log, None if only the base set is known."""
         return self._records[-1][0] if self._records else None

@@ -141,3 +141,24 @@ def test_a_snapshot_carries_the_voter_set() -> None:
     restarted = RaftNode(1, frozenset({1, 2, 3}), PersistedState(leader.term, None, [], snap), random.Random(1), 0,
                          CONFIG)
     assert restarted.voters == {1, 2, 3, 4} and restarted.history.dynamic
+
+
+def test_a_voter_removed_while_cut_off_learns_it_when_it_comes_back() -> None:
+    nodes, now = dynamic_quorum()
+    leader = nodes[1]
+    assert isinstance(leader.remove_voter(3, now), int)
+    cut = frozenset({3})
+    for _ in range(3):
+        now += CONFIG.fetch_interval_ms
+        fetch_round(nodes, now, cut)
+    assert leader.voters == {1, 2} and not leader.voter_change_pending()
+    assert nodes[3].voters == {1, 2, 3}  # it never got the record
+    now += 2 * CONFIG.election_timeout_ms_max  # it gives up on the leader and asks for votes, in vain
+    fetch_round(nodes, now, cut=frozenset({3}))
+    nodes[3].tick(now)
+    assert nodes[3].role is Role.PROSPECTIVE and nodes[3].leader_id is None
+    for _ in range(4):  # reconnected: the leader's answers (its vote answer, its announcement) lead it back
+        now += CONFIG.fetch_interval_ms
+        fetch_round(nodes, now)
+    (current,) = [n.node_id for n in nodes.values() if n.role is Role.LEADER]
+    assert current in {1, 2} and nodes[3].is_observer and nodes[3].leader_id == current
