@@ -69,6 +69,7 @@ TICK_INTERVAL_S = 0.01
 STORAGE_RETRY_MS = 1000
 REQUEST_TIMEOUT_S = 2.0
 VOTER_CHANGE_RETRY_S = 0.05
+UPDATE_VOTER_INTERVAL_MS = 2000
 
 # How a refused voter change is answered (Kafka's error codes for AddRaftVoter/RemoveRaftVoter/UpdateRaftVoter).
 _REFUSALS = {
@@ -120,6 +121,10 @@ class MetadataQuorum:
         self._last_role: tuple[Role, int, int | None] | None = None
         self._known_voters: frozenset[int] = self._configured
         self.directory_id: uuid.UUID | None = None
+        # This node's controller endpoints, set once its listeners are bound; a voter whose VotersRecord entry
+        # says otherwise (or lacks its directory id) tells the leader with UpdateRaftVoter.
+        self.own_endpoints: tuple[Endpoint, ...] = ()
+        self._next_voter_update_ms = 0
         self.node: RaftNode
 
     # -- lifecycle -------------------------------------------------------------------------------------------
@@ -364,6 +369,46 @@ class MetadataQuorum:
             return
         self.node.tick(self._now())
         self._run_actions()
+        self._maybe_update_own_voter()
+
+    # -- UpdateRaftVoter: keeping our own entry in the voter set true ---------------------------------------
+
+    def _own_voter(self) -> VoterInfo | None:
+        """This node as its VotersRecord entry should describe it; None when that entry is right (or absent)."""
+        recorded = self.node.voter_record.get(self.node_id)
+        if not self.dynamic or recorded is None or not self.own_endpoints:
+            return None
+        mine = VoterInfo(self.node_id, self.directory_id, self.own_endpoints)
+        if recorded.directory_id == mine.directory_id and set(recorded.endpoints) == set(mine.endpoints):
+            return None
+        return mine
+
+    def _maybe_update_own_voter(self) -> None:
+        now = self._now()
+        if now < self._next_voter_update_ms or self.node.leader_id is None:
+            return
+        mine = self._own_voter()
+        if mine is None:
+            return
+        self._next_voter_update_ms = now + UPDATE_VOTER_INTERVAL_MS
+        task = asyncio.get_running_loop().create_task(self._update_own_voter(mine))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _update_own_voter(self, mine: VoterInfo) -> None:
+        try:
+            if self.node.role is Role.LEADER:
+                await self.update_voter(mine, REQUEST_TIMEOUT_S)
+                return
+            address = self.leader_address()
+            if address is None:
+                return
+            answer = await self._call(address.host, address.port, wire.update_voter_request(
+                mine, self.cluster_id, self.node.term))
+            if answer.error_code != ErrorCode.none:
+                log.info("metadata quorum: UpdateRaftVoter refused: %s", ErrorCode(answer.error_code).name)
+        except (KafkaError, ConnectionFailed, TimeoutError) as exc:
+            log.debug("metadata quorum: UpdateRaftVoter failed: %s", exc)
 
     def deliver(self, msg: Message) -> list[Message]:
         """Handle an inbound request; returns the core's answers addressed to its sender."""

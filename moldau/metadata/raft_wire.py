@@ -22,6 +22,7 @@ import kio.schema.fetch.v17.request as fetch_req
 import kio.schema.fetch.v17.response as fetch_resp
 import kio.schema.fetch_snapshot.v1.request as snap_req
 import kio.schema.fetch_snapshot.v1.response as snap_resp
+import kio.schema.update_raft_voter.v0.request as update_voter_req
 import kio.schema.vote.v2.request as vote_req
 import kio.schema.vote.v2.response as vote_resp
 
@@ -39,6 +40,7 @@ from moldau.raft import (
     FetchSnapshotResponse,
     VoteRequest,
     VoteResponse,
+    VoterInfo,
 )
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -295,3 +297,16 @@ def _only_partition(topics: Any) -> Any:
 
 def _id(node_id: int | None) -> int:
     return -1 if node_id is None else node_id
+
+
+# -- UpdateRaftVoter (KIP-853) -----------------------------------------------------------------------------------
+
+
+def update_voter_request(voter: VoterInfo, cluster_id: str, epoch: int) -> Any:
+    """A voter's UpdateRaftVoter v0: its directory id and endpoints, and the kraft.version range it supports."""
+    return make(update_voter_req.UpdateRaftVoterRequest, cluster_id=cluster_id, current_leader_epoch=epoch,
+                voter_id=voter.node_id, voter_directory_id=voter.directory_id,
+                listeners=tuple(make(update_voter_req.Listener, name=e.name, host=e.host, port=e.port)
+                                for e in voter.endpoints),
+                k_raft_version_feature=make(update_voter_req.KRaftVersionFeature, min_supported_version=0,
+                                            max_supported_version=1))

@@ -55,6 +55,7 @@ from moldau.metrics.counters import BrokerCounters
 from moldau.net.client import Authenticator, ConnectionPool
 from moldau.protocol.errors import KafkaError
 from moldau.raft import Config as RaftConfig
+from moldau.raft import Endpoint as RaftEndpoint
 from moldau.registry.service import RegistryService
 from moldau.registry.validation import SchemaLookup
 from moldau.registry.wiring import registry_for
@@ -203,6 +204,7 @@ class Broker:
         if self.is_broker:
             self._start_storage()
         await self._start_listeners(controller=True)
+        self.quorum.own_endpoints = self._controller_endpoints()
         self._tasks.append(asyncio.get_running_loop().create_task(self._sweep_connections()))
         if self.is_broker:
             # Bound now, so port 0 resolves before registration advertises it; accepting starts once unfenced.
@@ -266,6 +268,22 @@ class Broker:
         log.info("controller.quorum.bootstrap.servers: the voters are %s", ", ".join(
             f"{v.node_id}@{v.host}:{v.port}" for v in voters))
         return voters
+
+    def _controller_endpoints(self) -> tuple[RaftEndpoint, ...]:
+        """This node's bound controller listeners, as a VotersRecord names them; a wildcard host is replaced by
+        the address the configured voters give this node, or the endpoint is left out."""
+        names = set(self.config.controller_listener_names)
+        configured = {v.node_id: v for v in self.config.controller_quorum_voters}.get(self.node_id)
+        endpoints = []
+        for name, host, port in self._bound:
+            if name not in names:
+                continue
+            if host in ("", "0.0.0.0", "::"):
+                if configured is None:
+                    continue
+                host = configured.host
+            endpoints.append(RaftEndpoint(name, host, port))
+        return tuple(endpoints)
 
     def _controller_listener_name(self) -> str:
         return (self.config.controller_listener_names or ["CONTROLLER"])[0]

@@ -7,6 +7,7 @@ Timeouts are shortened as in test_quorum_cluster.py so the scenario runs in well
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from moldau.cli.cluster import Node
 from moldau.net.ports import free_ports
 from tests.support.cli_runner import moldau, ok
-from tests.support.cluster import ClusterNode, LocalCluster, QuorumInfo
+from tests.support.cluster import ClusterNode, LocalCluster, QuorumInfo, _describe_quorum_request
+from tests.support.raw_client import RawClient
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -65,6 +67,9 @@ def test_a_controller_joins_the_quorum_and_a_voter_leaves(tmp_path: Path) -> Non
         assert refused.returncode != 0 and "UNSUPPORTED_VERSION" in refused.stderr  # static: kraft.version 0
         ok(broker, "features", "upgrade", "--feature", "kraft.version=1")
         assert "kraft.version" in ok(broker, "features", "describe")
+        # The upgrade records only the leader's directory id; the other voters send theirs (UpdateRaftVoter).
+        cluster.wait_until(lambda: directory_ids(cluster) if len(directory_ids(cluster)) == 3 else None, 20,
+                           "every voter's directory id in the voter set")
 
         node4 = joining_controller(cluster, tmp_path)
         cluster.nodes[4] = node4  # stopped with the others
@@ -90,6 +95,20 @@ def test_a_controller_joins_the_quorum_and_a_voter_leaves(tmp_path: Path) -> Non
         cluster.node(2).kill()
         cluster.wait_until(lambda: leader_with_voters(cluster, {1, 2, 4}), 20, "a leader among 1 and 4")
         create_topic(broker, "after-remove")
+
+
+def directory_ids(cluster: LocalCluster) -> dict[int, uuid.UUID]:
+    """The voters' directory ids in the leader's DescribeQuorum v2 answer (those it knows)."""
+    found = cluster.agreed_leader()
+    if found is None:
+        return {}
+    address = cluster.node(found.leader_id).controller_address
+    assert address is not None
+    with RawClient(address) as client:
+        answer = client.request(_describe_quorum_request(2))
+    voters = answer.topics[0].partitions[0].current_voters
+    return {int(v.replica_id): v.replica_directory_id for v in voters
+            if v.replica_directory_id is not None and v.replica_directory_id.int}
 
 
 def _none() -> QuorumInfo:

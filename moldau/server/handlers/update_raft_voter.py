@@ -1,5 +1,6 @@
-"""UpdateRaftVoter (key 82, KIP-853): a voter tells the quorum leader its current endpoints (controller
-listener only).
+"""UpdateRaftVoter (key 82, KIP-853): a voter tells the quorum leader its current endpoints and directory id
+(controller listener only). Moldau's voters send it when their entry in the voter set differs from what they are
+(after `kraft.version` is upgraded, only the leader's directory id is known; a restart on another port).
 
 Needs CLUSTER_ACTION on the cluster, as the other requests controllers send each other (checked before the
 handler runs, moldau.security.acl.rules). The leader records the
