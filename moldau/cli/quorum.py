@@ -38,7 +38,8 @@ METADATA_TOPIC = "__cluster_metadata"
 METADATA_DIR = "__cluster_metadata"
 RETRIABLE = {"NOT_LEADER_OR_FOLLOWER", "NOT_CONTROLLER", "REQUEST_TIMED_OUT"}
 RETRY_S = 0.3
-CHANGE_TIMEOUT_S = 30.0
+CHANGE_TIMEOUT_S = 30.0  # for the whole command, retries included
+ATTEMPT_TIMEOUT_S = 10.0  # what AddRaftVoter asks the leader to wait, below the CLI's request timeout
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -151,10 +152,10 @@ def run_add(args: argparse.Namespace) -> int:
     listeners = _controller_listeners(args.controller_endpoints, props)
     directory = uuid.UUID(args.controller_directory_id) if args.controller_directory_id else _directory_id(props)
     request = add_req.AddRaftVoterRequest(
-        cluster_id=None, timeout=i32Timedelta.parse(timedelta(seconds=CHANGE_TIMEOUT_S)), voter_id=i32(node_id),
+        cluster_id=None, timeout=i32Timedelta.parse(timedelta(seconds=ATTEMPT_TIMEOUT_S)), voter_id=i32(node_id),
         voter_directory_id=directory, ack_when_committed=True,
         listeners=tuple(add_req.Listener(name=n, host=h, port=u16(p)) for n, h, p in listeners))
-    _send_until_done(args, request)
+    _send_until_done(args, request, done_if="DUPLICATE_VOTER")
     print(f"Added controller {node_id} with directory id {directory} and endpoints: "
           + ", ".join(f"{n}://{h}:{p}" for n, h, p in listeners))
     return 0
@@ -164,26 +165,40 @@ def run_remove(args: argparse.Namespace) -> int:
     directory = uuid.UUID(args.controller_directory_id) if args.controller_directory_id else None
     request = remove_req.RemoveRaftVoterRequest(cluster_id=None, voter_id=i32(args.controller_id),
                                                 voter_directory_id=directory)
-    _send_until_done(args, request)
+    _send_until_done(args, request, done_if="VOTER_NOT_FOUND")
     print(f"Removed controller {args.controller_id}" + (f" with directory id {directory}" if directory else ""))
     return 0
 
 
-def _send_until_done(args: argparse.Namespace, request: Any) -> None:
-    """Send a voter change to the leader (or a broker), retrying while leadership moves or a change is pending."""
+def _send_until_done(args: argparse.Namespace, request: Any, done_if: str) -> None:
+    """Send a voter change to the leader (or a broker), retrying while leadership moves or a change is pending.
+
+    After an attempt whose outcome is unknown (no answer in time), `done_if` (DUPLICATE_VOTER for an add,
+    VOTER_NOT_FOUND for a remove) means that attempt went through.
+    """
     deadline = time.monotonic() + CHANGE_TIMEOUT_S
+    unknown = False
     while True:
-        address = _target(args)
-        if args.bootstrap_controller:
-            response, partition = _leader_view(args)
-            address = _endpoint_of(response, int(partition.leader_id))
-        answer = call(address, request)
+        try:
+            answer = call(_leader_address(args), request)
+        except CliError:
+            if time.monotonic() > deadline:
+                raise
+            unknown = True
+            continue
         name = answer.error_code.name.upper()
-        if int(answer.error_code) == 0:
+        if int(answer.error_code) == 0 or (unknown and name == done_if):
             return
         if name not in RETRIABLE or time.monotonic() > deadline:
             check(answer.error_code, answer.error_message)
         time.sleep(RETRY_S)
+
+
+def _leader_address(args: argparse.Namespace) -> str:
+    if not args.bootstrap_controller:
+        return _target(args)
+    response, partition = _leader_view(args)
+    return _endpoint_of(response, int(partition.leader_id))
 
 
 def _int_property(props: dict[str, str], name: str) -> int:

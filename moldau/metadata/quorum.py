@@ -70,6 +70,7 @@ STORAGE_RETRY_MS = 1000
 REQUEST_TIMEOUT_S = 2.0
 VOTER_CHANGE_RETRY_S = 0.05
 UPDATE_VOTER_INTERVAL_MS = 2000
+UPDATE_VOTER_TIMEOUT_S = 10.0
 
 # How a refused voter change is answered (Kafka's error codes for AddRaftVoter/RemoveRaftVoter/UpdateRaftVoter).
 _REFUSALS = {
@@ -102,6 +103,9 @@ class MetadataQuorum:
         self._rng = rng or random.Random()
         self._store = QuorumStore(directory)
         self._pool = ConnectionPool(f"moldau-quorum-{node_id}", security, authenticator)
+        # UpdateRaftVoter waits for its record to commit, and a connection answers in order: on the fetch
+        # connection it would hold back the very fetches that commit it (and the leader would step down).
+        self._update_pool = ConnectionPool(f"moldau-quorum-update-{node_id}", security, authenticator)
         self.image = MetadataImage()
         self.applied_offset = 0  # entries below this are applied to the image
         self._bytes_since_snapshot = 0
@@ -157,6 +161,7 @@ class MetadataQuorum:
             task.cancel()
         self._fail_pending("the node is shutting down")
         self._pool.close()
+        self._update_pool.close()
         self._store.close()
 
     def add_listener(self, listener: ImageListener) -> None:
@@ -311,8 +316,10 @@ class MetadataQuorum:
             result = change(self._now())
             self._run_actions()
             if not isinstance(result, VoterChangeRefused):
+                log.info("metadata quorum: voter change appended at offset %d", result)
                 break
             if result.error not in _RETRIED or loop.time() >= deadline:
+                log.info("metadata quorum: voter change refused: %s", result.message)
                 raise KafkaError(_REFUSALS[result.error], result.message)
             await asyncio.sleep(VOTER_CHANGE_RETRY_S)
         if not wait_for_commit:
@@ -403,8 +410,8 @@ class MetadataQuorum:
             address = self.leader_address()
             if address is None:
                 return
-            answer = await self._call(address.host, address.port, wire.update_voter_request(
-                mine, self.cluster_id, self.node.term))
+            request = wire.update_voter_request(mine, self.cluster_id, self.node.term)
+            answer = await self._update_pool.request(address.host, address.port, request, UPDATE_VOTER_TIMEOUT_S)
             if answer.error_code != ErrorCode.none:
                 log.info("metadata quorum: UpdateRaftVoter refused: %s", ErrorCode(answer.error_code).name)
         except (KafkaError, ConnectionFailed, TimeoutError) as exc:

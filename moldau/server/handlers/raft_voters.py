@@ -12,7 +12,9 @@ from moldau.raft import Endpoint, VoterInfo
 from moldau.server.context import RequestContext
 
 MAX_TIMEOUT_S = 60.0
-DEFAULT_TIMEOUT_S = 30.0
+# RemoveRaftVoter and UpdateRaftVoter carry no timeout: wait less than a client's usual request timeout, so a
+# change that cannot go through yet is answered (REQUEST_TIMED_OUT, retriable) rather than abandoned.
+DEFAULT_TIMEOUT_S = 10.0
 
 
 def voter_from_request(ctx: RequestContext, request: Any) -> VoterInfo:
