@@ -17,6 +17,7 @@ from moldau.cli import (
     partitions,
     pipeline,
     produce,
+    quorum,
     quotas,
     schemas,
     share,
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     pipeline.register(commands)
     cluster.register(commands)
     features.register(commands)
+    quorum.register(commands)
     client_metrics.register(commands)
     acls.register(commands)
     quotas.register(commands)

@@ -107,7 +107,27 @@ def _check_protocol_map(value: ConfigValue) -> str | None:
     return None
 
 
+def parse_host_port(text: str) -> tuple[str, int]:
+    """Parse ``host:port`` (``[v6]:port`` too). Raises ValueError."""
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not host.strip("[]") or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"Unable to parse {text} as host:port")
+    return host.strip("[]"), int(port)
+
+
+def _check_bootstrap_servers(value: ConfigValue) -> str | None:
+    if not isinstance(value, tuple):
+        return None
+    try:
+        for item in value:
+            parse_host_port(item)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
 LISTENERS = Custom(_check_listeners, "a comma-separated list of NAME://host:port")
+BOOTSTRAP_SERVERS = Custom(_check_bootstrap_servers, "a comma-separated list of host:port")
 VOTERS = Custom(_check_voters, "a comma-separated list of id@host:port")
 PROTOCOL_MAP = Custom(_check_protocol_map, "a comma-separated list of NAME:SECURITY_PROTOCOL")
 

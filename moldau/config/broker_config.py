@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar, overload
 
-from moldau.config.addresses import Listener, Voter, parse_listener, parse_protocol_map, parse_voter
+from moldau.config.addresses import Listener, Voter, parse_host_port, parse_listener, parse_protocol_map, parse_voter
 from moldau.config.broker_defs import BROKER_CONFIGS
 from moldau.config.properties import load_properties, parse_overrides
 from moldau.config.schema import (
@@ -420,6 +420,10 @@ class BrokerConfig:
     @property
     def controller_quorum_voters(self) -> list[Voter]:
         return [parse_voter(item) for item in self.get_list("controller.quorum.voters")]
+
+    @property
+    def controller_quorum_bootstrap_servers(self) -> list[tuple[str, int]]:
+        return [parse_host_port(item) for item in self.get_list("controller.quorum.bootstrap.servers")]
 
     socket_request_max_bytes = _Int("socket.request.max.bytes")
     queued_max_requests = _Int("queued.max.requests")

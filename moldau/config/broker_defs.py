@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from moldau.config.addresses import HTTP_LISTENER, LISTENERS, PROTOCOL_MAP, VOTERS
+from moldau.config.addresses import BOOTSTRAP_SERVERS, HTTP_LISTENER, LISTENERS, PROTOCOL_MAP, VOTERS
 from moldau.config.kafka_broker_configs import KAFKA_BROKER_CONFIGS, READ_ONLY, KafkaBrokerConfig
 from moldau.config.offset_reset import AUTO_OFFSET_RESET
 from moldau.config.schema import (
@@ -87,6 +87,10 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "Listener names used by the controller; they default to PLAINTEXT when not mapped."),
     ConfigDef("controller.quorum.voters", _T.LIST, "",
               "The controller quorum, as id@host:port entries; empty for a single combined node.", VOTERS),
+    ConfigDef("controller.quorum.bootstrap.servers", _T.LIST, "",
+              "Controllers to ask for the quorum (host:port entries) when controller.quorum.voters is empty: "
+              "how a node joins a dynamic quorum (KIP-853), as an observer until AddRaftVoter makes it a voter.",
+              BOOTSTRAP_SERVERS),
     # The metadata quorum and broker liveness.
     ConfigDef("controller.quorum.election.timeout.ms", _T.INT, "1000",
               "How long a voter waits without hearing from a leader before it tries to become one; the actual "

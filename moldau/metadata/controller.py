@@ -63,6 +63,7 @@ log = logging.getLogger(__name__)
 MAX_TOPIC_NAME_LENGTH = 249
 MAX_PARTITIONS_PER_TOPIC = 100_000
 PRODUCER_ID_BLOCK_SIZE = 1000
+VOTER_CHANGE_TIMEOUT_S = 10.0
 _LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 # IncrementalAlterConfigs operations.
@@ -511,8 +512,12 @@ class Controller:
             current = self.image.features
             for name, level, upgrade_type in updates:
                 features.check_update(current, name, level, upgrade_type)
-            if not validate_only:
-                await self._commit([FeatureLevelRecord(name, level) for name, level, _ in updates])
+            if validate_only:
+                return
+            if any(name == features.KRAFT_VERSION and level >= 1 for name, level, _ in updates):
+                # kraft.version 1 is the voter set in the log (KIP-853): write it before recording the level.
+                await self._quorum.enable_dynamic_voters(VOTER_CHANGE_TIMEOUT_S)
+            await self._commit([FeatureLevelRecord(name, level) for name, level, _ in updates])
 
     # -- brokers leaving ---------------------------------------------------------------------------------------
 

@@ -45,7 +45,7 @@ class Feature:
 # What Moldau supports. A max of 0 is a feature Kafka 4.2 knows whose higher levels Moldau does not implement.
 SUPPORTED: Mapping[str, Feature] = {f.name: f for f in (
     Feature(METADATA_VERSION, METADATA_VERSION_MIN, METADATA_VERSION_LATEST, METADATA_VERSION_LATEST),
-    Feature(KRAFT_VERSION, 0, 0, 0, "the quorum's voters are static (controller.quorum.voters)"),
+    Feature(KRAFT_VERSION, 0, 1, 0),
     Feature(GROUP_VERSION, 0, 1, 1),
     Feature(TRANSACTION_VERSION, 0, 0, 0, "transactions are KIP-890 part 1 (no per-transaction epoch bump)"),
     Feature(SHARE_VERSION, 0, 1, 1),
@@ -97,6 +97,8 @@ def check_update(features: Mapping[str, int], name: str, level: int, upgrade_typ
         raise _invalid(f"cannot upgrade {name} from {current} to the lower level {level}; ask for a downgrade")
     if name == METADATA_VERSION:
         _check_metadata_version(current, level, upgrade_type)
+    if name == KRAFT_VERSION and level < current:
+        raise _invalid("kraft.version cannot be downgraded: the voter set is in the metadata log")
 
 
 def _check_metadata_version(current: int, level: int, upgrade_type: int) -> None:

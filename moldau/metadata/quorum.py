@@ -9,6 +9,11 @@ in order, to the metadata image, and the listeners are told.
 A single node is a quorum of one voter: proposals commit as soon as they are on disk, all in the same call, so a
 lone broker behaves exactly as before there was a quorum. A broker that is not a voter is an observer: it fetches
 the log from the leader and applies it, but never votes.
+
+Voters are static (`controller.quorum.voters`, `kraft.version` 0) until the leader writes the first VotersRecord
+(`kraft.version` 1, KIP-853); from then on the log's newest VotersRecord is the voter set, and `add_voter`,
+`remove_voter` and `update_voter` change it one voter at a time. `voters` is the address book: every controller
+this node knows how to reach (configured, discovered from bootstrap servers, or named in a VotersRecord).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,6 +40,7 @@ from moldau.raft import (
     BeginEpoch,
     Config,
     EndEpoch,
+    Endpoint,
     FetchRequest,
     FetchResponse,
     FetchSnapshotRequest,
@@ -48,8 +55,12 @@ from moldau.raft import (
     SetTermVote,
     Snapshot,
     Truncate,
+    VoterChangeError,
+    VoterChangeRefused,
     VoteRequest,
     VoteResponse,
+    VoterInfo,
+    VotersRecord,
 )
 from moldau.security.client_security import PLAINTEXT, ClientSecurity
 
@@ -58,6 +69,21 @@ log = logging.getLogger(__name__)
 TICK_INTERVAL_S = 0.01
 STORAGE_RETRY_MS = 1000
 REQUEST_TIMEOUT_S = 2.0
+VOTER_CHANGE_RETRY_S = 0.05
+UPDATE_VOTER_INTERVAL_MS = 2000
+UPDATE_VOTER_TIMEOUT_S = 10.0
+
+# How a refused voter change is answered (Kafka's error codes for AddRaftVoter/RemoveRaftVoter/UpdateRaftVoter).
+_REFUSALS = {
+    VoterChangeError.NOT_LEADER: ErrorCode.not_leader_or_follower,
+    VoterChangeError.STATIC_QUORUM: ErrorCode.unsupported_version,
+    VoterChangeError.CHANGE_PENDING: ErrorCode.request_timed_out,
+    VoterChangeError.NOT_CAUGHT_UP: ErrorCode.request_timed_out,
+    VoterChangeError.DUPLICATE_VOTER: ErrorCode.duplicate_voter,
+    VoterChangeError.VOTER_NOT_FOUND: ErrorCode.voter_not_found,
+    VoterChangeError.INVALID: ErrorCode.invalid_request,
+}
+_RETRIED = (VoterChangeError.CHANGE_PENDING, VoterChangeError.NOT_CAUGHT_UP)  # they may clear before the timeout
 
 ImageListener = Callable[[MetadataImage, MetadataImage], None]
 
@@ -66,9 +92,11 @@ class MetadataQuorum:
     def __init__(self, node_id: int, voters: Sequence[Voter], cluster_id: str, directory: str,
                  clock: Clock, raft_config: Config, snapshot_every_bytes: int,
                  rng: random.Random | None = None, security: ClientSecurity = PLAINTEXT,
-                 authenticator: Authenticator | None = None) -> None:
+                 authenticator: Authenticator | None = None, listener_name: str = "CONTROLLER") -> None:
         self.node_id = node_id
-        self.voters = {v.node_id: v for v in voters}
+        self.voters = {v.node_id: v for v in voters}  # the address book (see the module docstring)
+        self._configured = frozenset(self.voters)
+        self.listener_name = listener_name
         self.cluster_id = cluster_id
         self.clock = clock
         self._config = raft_config
@@ -76,6 +104,9 @@ class MetadataQuorum:
         self._rng = rng or random.Random()
         self._store = QuorumStore(directory)
         self._pool = ConnectionPool(f"moldau-quorum-{node_id}", security, authenticator)
+        # UpdateRaftVoter waits for its record to commit, and a connection answers in order: on the fetch
+        # connection it would hold back the very fetches that commit it (and the leader would step down).
+        self._update_pool = ConnectionPool(f"moldau-quorum-update-{node_id}", security, authenticator)
         self.image = MetadataImage()
         self.applied_offset = 0  # entries below this are applied to the image
         self._bytes_since_snapshot = 0
@@ -94,6 +125,12 @@ class MetadataQuorum:
         self._last_leader_hw = 0
         self._resume_after_ms = 0
         self._last_role: tuple[Role, int, int | None] | None = None
+        self._known_voters: frozenset[int] = self._configured
+        self.directory_id: uuid.UUID | None = None
+        # This node's controller endpoints, set once its listeners are bound; a voter whose VotersRecord entry
+        # says otherwise (or lacks its directory id) tells the leader with UpdateRaftVoter.
+        self.own_endpoints: tuple[Endpoint, ...] = ()
+        self._next_voter_update_ms = 0
         self.node: RaftNode
 
     # -- lifecycle -------------------------------------------------------------------------------------------
@@ -107,14 +144,16 @@ class MetadataQuorum:
             state.snapshot = snapshot
         if state.snapshot is not None:
             self._install_image(state.snapshot)
-        self.node = RaftNode(self.node_id, frozenset(self.voters), state, self._rng, self._now(), self._config)
+        self.directory_id = self._store.directory_id()
+        self.node = RaftNode(self.node_id, self._configured, state, self._rng, self._now(), self._config)
+        self._learn_addresses()
 
     def start(self) -> None:
         self._tick()  # a single voter elects itself at once
         self._tick_task = asyncio.get_running_loop().create_task(self._tick_loop())
 
     async def stop(self, resign: bool = True) -> None:
-        if resign and self.node.role is Role.LEADER and len(self.voters) > 1:
+        if resign and self.node.role is Role.LEADER and len(self.node.voters) > 1:
             self.node.resign(self._now())
             self._run_actions()
             await asyncio.sleep(0.05)  # give the EndQuorumEpoch requests a moment to leave
@@ -124,6 +163,7 @@ class MetadataQuorum:
             task.cancel()
         self._fail_pending("the node is shutting down")
         self._pool.close()
+        self._update_pool.close()
         self._store.close()
 
     def add_listener(self, listener: ImageListener) -> None:
@@ -145,7 +185,40 @@ class MetadataQuorum:
 
     @property
     def is_voter(self) -> bool:
-        return self.node_id in self.voters
+        return self.node_id in self.node.voters
+
+    @property
+    def dynamic(self) -> bool:
+        """True once the voter set is in the log (`kraft.version` 1)."""
+        return self.node.history.dynamic
+
+    def voter_record(self) -> VotersRecord:
+        """The voter set in effect, with directory ids and endpoints where known."""
+        record = self.node.voter_record
+        if self.dynamic:
+            return record
+        return VotersRecord(tuple(self._describe(i) for i in sorted(record.ids)))
+
+    def _describe(self, node_id: int) -> VoterInfo:
+        """A configured voter as a VotersRecord describes it (only our own directory id is known here)."""
+        address = self.voters.get(node_id)
+        endpoints = () if address is None or address.port <= 0 else (
+            Endpoint(self.listener_name, address.host, address.port),)
+        return VoterInfo(node_id, self.directory_id if node_id == self.node_id else None, endpoints)
+
+    def _learn_addresses(self) -> None:
+        """Add the endpoints the voter records name (on the controller listener) to the address book."""
+        for _, record in self.node.history.records():
+            for voter in record.voters:
+                endpoint = next((e for e in voter.endpoints if e.name == self.listener_name), None)
+                if endpoint is not None:
+                    self.voters[voter.node_id] = Voter(voter.node_id, endpoint.host, endpoint.port)
+        snapshot = self.node.latest_snapshot
+        if snapshot is not None and snapshot.voters is not None:
+            for voter in snapshot.voters.voters:
+                endpoint = next((e for e in voter.endpoints if e.name == self.listener_name), None)
+                if endpoint is not None and voter.node_id not in self.voters:
+                    self.voters[voter.node_id] = Voter(voter.node_id, endpoint.host, endpoint.port)
 
     def is_active_controller(self) -> bool:
         """Leader, with every entry of earlier epochs applied: its image is the whole committed truth."""
@@ -209,6 +282,64 @@ class MetadataQuorum:
             if not future.done():
                 future.set_exception(KafkaError(ErrorCode.not_controller, why))
 
+    # -- voter changes (KIP-853) -------------------------------------------------------------------------------
+
+    async def enable_dynamic_voters(self, timeout_s: float) -> None:
+        """Write the first VotersRecord (the configured voters): `kraft.version` 0 -> 1. A no-op once dynamic."""
+        if self.dynamic:
+            return
+        record = VotersRecord(tuple(self._describe(i) for i in sorted(self.node.voters)))
+        await self._change_voters(lambda now: self.node.enable_dynamic_voters(record, now), timeout_s, True)
+
+    async def add_voter(self, voter: VoterInfo, timeout_s: float, ack_when_committed: bool = True) -> None:
+        """Add a caught-up observer as a voter (AddRaftVoter). Raises KafkaError with Kafka's error code."""
+        await self._change_voters(lambda now: self.node.add_voter(voter, now), timeout_s, ack_when_committed)
+
+    async def remove_voter(self, node_id: int, directory_id: uuid.UUID | None, timeout_s: float) -> None:
+        """Remove a voter (RemoveRaftVoter); `directory_id` must match the recorded one where that is known."""
+        known = self.node.voter_record.get(node_id)
+        if known is not None and None not in (known.directory_id, directory_id) and known.directory_id != directory_id:
+            raise KafkaError(ErrorCode.voter_not_found,
+                             f"voter {node_id} has directory id {known.directory_id}, not {directory_id}")
+        await self._change_voters(lambda now: self.node.remove_voter(node_id, now), timeout_s, True)
+
+    async def update_voter(self, voter: VoterInfo, timeout_s: float) -> None:
+        """Record a voter's new endpoints (UpdateRaftVoter); a no-op when nothing changed."""
+        known = self.node.voter_record.get(voter.node_id)
+        if known == voter:
+            return
+        if known is not None and known.directory_id not in (None, voter.directory_id):
+            raise KafkaError(ErrorCode.voter_not_found, f"voter {voter.node_id} has directory id {known.directory_id}")
+        await self._change_voters(lambda now: self.node.update_voter(voter, now), timeout_s, True)
+
+    async def _change_voters(self, change: Callable[[int], int | VoterChangeRefused], timeout_s: float,
+                             wait_for_commit: bool) -> None:
+        """Ask the core for a change until it accepts, refuses for good, or `timeout_s` passes; then wait for
+        the record to commit (and be applied here) if asked."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            result = change(self._now())
+            self._run_actions()
+            if not isinstance(result, VoterChangeRefused):
+                log.info("metadata quorum: voter change appended at offset %d", result)
+                break
+            if result.error not in _RETRIED or loop.time() >= deadline:
+                log.info("metadata quorum: voter change refused: %s", result.message)
+                raise KafkaError(_REFUSALS[result.error], result.message)
+            await asyncio.sleep(VOTER_CHANGE_RETRY_S)
+        if not wait_for_commit:
+            return
+        future: asyncio.Future[int] = loop.create_future()
+        self._pending[result + 1] = future
+        self._resolve_pending()
+        try:
+            await asyncio.wait_for(future, max(deadline - loop.time(), 0.1))
+        except TimeoutError as exc:
+            raise KafkaError(ErrorCode.request_timed_out, "the voter change did not commit in time") from exc
+        except KafkaError as exc:
+            raise KafkaError(ErrorCode.not_leader_or_follower, exc.message) from exc
+
     async def wait_until_caught_up(self, timeout_s: float) -> bool:
         """Wait until this node applied everything the leader had committed when the call was made.
 
@@ -251,6 +382,46 @@ class MetadataQuorum:
             return
         self.node.tick(self._now())
         self._run_actions()
+        self._maybe_update_own_voter()
+
+    # -- UpdateRaftVoter: keeping our own entry in the voter set true ---------------------------------------
+
+    def _own_voter(self) -> VoterInfo | None:
+        """This node as its VotersRecord entry should describe it; None when that entry is right (or absent)."""
+        recorded = self.node.voter_record.get(self.node_id)
+        if not self.dynamic or recorded is None or not self.own_endpoints:
+            return None
+        mine = VoterInfo(self.node_id, self.directory_id, self.own_endpoints)
+        if recorded.directory_id == mine.directory_id and set(recorded.endpoints) == set(mine.endpoints):
+            return None
+        return mine
+
+    def _maybe_update_own_voter(self) -> None:
+        now = self._now()
+        if now < self._next_voter_update_ms or self.node.leader_id is None:
+            return
+        mine = self._own_voter()
+        if mine is None:
+            return
+        self._next_voter_update_ms = now + UPDATE_VOTER_INTERVAL_MS
+        task = asyncio.get_running_loop().create_task(self._update_own_voter(mine))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _update_own_voter(self, mine: VoterInfo) -> None:
+        try:
+            if self.node.role is Role.LEADER:
+                await self.update_voter(mine, REQUEST_TIMEOUT_S)
+                return
+            address = self.leader_address()
+            if address is None:
+                return
+            request = wire.update_voter_request(mine, self.cluster_id, self.node.term)
+            answer = await self._update_pool.request(address.host, address.port, request, UPDATE_VOTER_TIMEOUT_S)
+            if answer.error_code != ErrorCode.none:
+                log.info("metadata quorum: UpdateRaftVoter refused: %s", ErrorCode(answer.error_code).name)
+        except (KafkaError, ConnectionFailed, TimeoutError) as exc:
+            log.debug("metadata quorum: UpdateRaftVoter failed: %s", exc)
 
     def deliver(self, msg: Message) -> list[Message]:
         """Handle an inbound request; returns the core's answers addressed to its sender."""
@@ -284,7 +455,7 @@ class MetadataQuorum:
             self._store.close()
         self._store = QuorumStore(self._store.directory)
         state = self._store.load()
-        self.node = RaftNode(self.node_id, frozenset(self.voters), state, self._rng, self._now(), self._config)
+        self.node = RaftNode(self.node_id, self._configured, state, self._rng, self._now(), self._config)
         self._epoch_start = None
         self._last_role = None
         self._fail_pending("the metadata log could not be written")
@@ -326,6 +497,10 @@ class MetadataQuorum:
         task.add_done_callback(self._tasks.discard)
 
     def _after_actions(self) -> None:
+        if self.node.voters != self._known_voters:
+            self._known_voters = self.node.voters
+            self._learn_addresses()
+            log.info("metadata quorum: the voters are now %s", sorted(self.node.voters))
         role = (self.node.role, self.node.term, self.node.leader_id)
         if role != self._last_role:
             self._on_role_change(role)
@@ -351,7 +526,7 @@ class MetadataQuorum:
         if hw <= self.applied_offset:
             return
         entries = self.node.log.read(self.applied_offset, hw - self.applied_offset)
-        records: list[MetadataRecord] = [r for e in entries if e.value is not None for r in e.value]  # type: ignore[attr-defined]
+        records: list[MetadataRecord] = [r for e in entries if isinstance(e.value, tuple) for r in e.value]
         self.applied_offset = hw
         before = self.image
         self.image = before.apply(records, hw - 1)
@@ -455,11 +630,11 @@ class MetadataQuorum:
         if not self.check_cluster_id(request.cluster_id):
             return wire.vote_error_response(ErrorCode.inconsistent_cluster_id)
         msg = wire.decode_vote_request(request, self.node_id)
-        if msg.src not in self.voters or not self.is_voter:
+        if not self.dynamic and (msg.src not in self._configured or not self.is_voter):
             return wire.vote_error_response(ErrorCode.inconsistent_voter_set)
         for reply in self.deliver(msg):
             if isinstance(reply, VoteResponse):
-                return wire.encode_vote_response(reply, self.node.leader_id)
+                return wire.encode_vote_response(reply)
         return wire.vote_error_response(ErrorCode.unknown_server_error)
 
     def handle_begin_epoch(self, request: Any) -> Any:

@@ -4,9 +4,11 @@ Files in the metadata directory:
 - `quorum-state`: `{"term": t, "voted_for": v}`, replaced atomically (write, fsync, rename, fsync the dir);
 - `raft.log`: entries `length u32 | crc32c u32 | offset i64 | epoch i32 | kind u8 | payload`, the CRC covering
   everything after it. kind 0 is a leader-change entry (no payload), kind 1 carries metadata records as JSON
-  lines. Appends are written at once and fsynced by `sync()`, which the driver calls before anything that
+  lines, kind 2 a voter set (KIP-853's VotersRecord, moldau.metadata.voters_codec). Appends are written at
+  once and fsynced by `sync()`, which the driver calls before anything that
   depends on them leaves the node (the Raft core's contract);
-- `snapshot-<end offset>-<epoch>.checkpoint`: `crc32c u32 | data`, the state machine below `end offset`.
+- `snapshot-<end offset>-<epoch>.checkpoint`: `crc32c u32 | data`, the state machine below `end offset` (and
+  the voter set in effect there, as the last line of the data).
 
 Opening drops a torn or corrupt log tail: only an entry that was never synced can be torn, and an unsynced entry
 was never reported to anyone.
@@ -25,18 +27,20 @@ import logging
 import os
 import re
 import struct
+import uuid
 from collections.abc import Sequence
 
 import crc32c
 
 from moldau.metadata.records import MetadataRecord, RecordDecodeError, decode_record, encode_record
-from moldau.raft import Entry, PersistedState, Snapshot
+from moldau.metadata.voters_codec import decode_voters, encode_voters, snapshot_bytes, snapshot_from_bytes
+from moldau.raft import Entry, PersistedState, Snapshot, VotersRecord
 
 log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct(">IIqib")  # length, crc, offset, epoch, kind; length counts what follows the crc
 _AFTER_CRC = struct.calcsize(">qib")
-KIND_LEADER_CHANGE, KIND_RECORDS = 0, 1
+KIND_LEADER_CHANGE, KIND_RECORDS, KIND_VOTERS = 0, 1, 2
 MAX_ENTRY_BYTES = 64 * 1024 * 1024
 RESERVE_FILE = "space-reserve"
 RESERVE_BYTES = 256 * 1024
@@ -46,16 +50,20 @@ MetadataBatch = tuple[MetadataRecord, ...]
 
 
 def encode_entry_value(value: object) -> tuple[int, bytes]:
-    """(kind, payload) of an entry value: None (leader change) or a tuple of metadata records."""
+    """(kind, payload) of an entry value: None (leader change), a voter set, or a tuple of metadata records."""
     if value is None:
         return KIND_LEADER_CHANGE, b""
+    if isinstance(value, VotersRecord):
+        return KIND_VOTERS, encode_voters(value)
     assert isinstance(value, tuple)
     return KIND_RECORDS, b"\n".join(encode_record(r) for r in value)
 
 
-def decode_entry_value(kind: int, payload: bytes) -> MetadataBatch | None:
+def decode_entry_value(kind: int, payload: bytes) -> MetadataBatch | VotersRecord | None:
     if kind == KIND_LEADER_CHANGE:
         return None
+    if kind == KIND_VOTERS:
+        return decode_voters(payload)
     return tuple(decode_record(line) for line in payload.split(b"\n") if line)
 
 
@@ -78,6 +86,16 @@ class QuorumStore:
         self._dirty = False
 
     # -- loading ---------------------------------------------------------------------------------------------
+
+    def directory_id(self) -> uuid.UUID:
+        """This metadata directory's id (KIP-853's replica directory id), made once and kept in `directory.id`."""
+        path = os.path.join(self.directory, "directory.id")
+        if os.path.exists(path):
+            with open(path) as f:
+                return uuid.UUID(f.read().strip())
+        new = uuid.uuid4()
+        _replace_file(path, str(new).encode())
+        return new
 
     def load(self) -> PersistedState:
         term, voted_for = self._load_term_vote()
@@ -125,7 +143,7 @@ class QuorumStore:
             with open(os.path.join(self.directory, name), "rb") as f:
                 data = f.read()
             if len(data) >= 4 and struct.unpack_from(">I", data)[0] == crc32c.crc32c(data[4:]):
-                return Snapshot(int(match[1]), int(match[2]), data[4:])
+                return snapshot_from_bytes(int(match[1]), int(match[2]), data[4:])
             log.warning("metadata snapshot %s is corrupt; trying an older one", name)
         return None
 
@@ -217,10 +235,9 @@ class QuorumStore:
         self._rewrite_log(snapshot.end_offset, [])
 
     def _write_snapshot(self, snapshot: Snapshot) -> None:
-        assert isinstance(snapshot.data, bytes)
+        data = snapshot_bytes(snapshot)
         name = f"snapshot-{snapshot.end_offset:020d}-{snapshot.last_epoch:010d}.checkpoint"
-        _replace_file(os.path.join(self.directory, name), struct.pack(">I", crc32c.crc32c(snapshot.data))
-                      + snapshot.data)
+        _replace_file(os.path.join(self.directory, name), struct.pack(">I", crc32c.crc32c(data)) + data)
         for other in os.listdir(self.directory):
             if _SNAPSHOT_NAME.match(other) and other != name:
                 os.unlink(os.path.join(self.directory, other))

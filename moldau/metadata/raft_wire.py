@@ -22,10 +22,12 @@ import kio.schema.fetch.v17.request as fetch_req
 import kio.schema.fetch.v17.response as fetch_resp
 import kio.schema.fetch_snapshot.v1.request as snap_req
 import kio.schema.fetch_snapshot.v1.response as snap_resp
+import kio.schema.update_raft_voter.v0.request as update_voter_req
 import kio.schema.vote.v2.request as vote_req
 import kio.schema.vote.v2.response as vote_resp
 
 from moldau.metadata.quorum_store import encode_entry, read_entries
+from moldau.metadata.voters_codec import snapshot_bytes, snapshot_from_bytes
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
 from moldau.raft import (
@@ -36,9 +38,9 @@ from moldau.raft import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
-    Snapshot,
     VoteRequest,
     VoteResponse,
+    VoterInfo,
 )
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -69,8 +71,8 @@ def decode_vote_request(request: Any, dst: int) -> VoteRequest:
                        end_offset=part.last_offset, pre_vote=part.pre_vote)
 
 
-def encode_vote_response(msg: VoteResponse, leader_id: int | None) -> Any:
-    part = make(vote_resp.PartitionData, partition_index=0, error_code=ErrorCode.none, leader_id=_id(leader_id),
+def encode_vote_response(msg: VoteResponse) -> Any:
+    part = make(vote_resp.PartitionData, partition_index=0, error_code=ErrorCode.none, leader_id=_id(msg.leader_id),
                                    leader_epoch=msg.term, vote_granted=msg.granted)
     return make(vote_resp.VoteResponse, error_code=ErrorCode.none,
                                   topics=(make(vote_resp.TopicData, topic_name=METADATA_TOPIC, partitions=(part,)),))
@@ -86,7 +88,9 @@ def decode_vote_response(response: Any, src: int, dst: int, pre_vote: bool) -> V
     part = _only_partition(response.topics)
     if part.error_code != ErrorCode.none:
         return None
-    return VoteResponse(src=src, dst=dst, term=part.leader_epoch, granted=part.vote_granted, pre_vote=pre_vote)
+    leader = part.leader_id if part.leader_id >= 0 else None
+    return VoteResponse(src=src, dst=dst, term=part.leader_epoch, granted=part.vote_granted, pre_vote=pre_vote,
+                        leader_id=leader)
 
 
 # -- BeginQuorumEpoch / EndQuorumEpoch ----------------------------------------------------------------------------
@@ -250,8 +254,7 @@ def encode_fetch_snapshot_response(msg: FetchSnapshotResponse, position: int, ma
     elif msg.snapshot is None:
         code = ErrorCode.snapshot_not_found
     else:
-        assert isinstance(msg.snapshot.data, bytes)
-        data = msg.snapshot.data
+        data = snapshot_bytes(msg.snapshot)
         snapshot_id = make(snap_resp.SnapshotId, end_offset=msg.snapshot.end_offset, epoch=msg.snapshot.last_epoch)
         if not 0 <= position <= len(data):
             code = ErrorCode.position_out_of_range
@@ -274,7 +277,7 @@ def decode_fetch_snapshot_chunk(response: Any) -> tuple[ErrorCode, int, int, int
 
 def snapshot_response(src: int, dst: int, term: int, end_offset: int, epoch: int, data: bytes | None
                       ) -> FetchSnapshotResponse:
-    snapshot = None if data is None else Snapshot(end_offset, epoch, data)
+    snapshot = None if data is None else snapshot_from_bytes(end_offset, epoch, data)
     return FetchSnapshotResponse(src=src, dst=dst, term=term, ok=True, snapshot=snapshot)
 
 
@@ -294,3 +297,16 @@ def _only_partition(topics: Any) -> Any:
 
 def _id(node_id: int | None) -> int:
     return -1 if node_id is None else node_id
+
+
+# -- UpdateRaftVoter (KIP-853) -----------------------------------------------------------------------------------
+
+
+def update_voter_request(voter: VoterInfo, cluster_id: str, epoch: int) -> Any:
+    """A voter's UpdateRaftVoter v0: its directory id and endpoints, and the kraft.version range it supports."""
+    return make(update_voter_req.UpdateRaftVoterRequest, cluster_id=cluster_id, current_leader_epoch=epoch,
+                voter_id=voter.node_id, voter_directory_id=voter.directory_id,
+                listeners=tuple(make(update_voter_req.Listener, name=e.name, host=e.host, port=e.port)
+                                for e in voter.endpoints),
+                k_raft_version_feature=make(update_voter_req.KRaftVersionFeature, min_supported_version=0,
+                                            max_supported_version=1))

@@ -1,6 +1,6 @@
 """Sans-I/O Raft core for the metadata quorum (KRaft-style: pre-vote, fetch-based replication)."""
 
-from moldau.raft.core import Config, NotLeader, RaftNode, ReplicaState, Role
+from moldau.raft.core import Config, NotLeader, RaftNode, ReplicaState, Role, VoterChangeError, VoterChangeRefused
 from moldau.raft.log import Entry, Log, PersistedState, Snapshot
 from moldau.raft.messages import (
     Action,
@@ -20,10 +20,38 @@ from moldau.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from moldau.raft.voters import Endpoint, VoterHistory, VoterInfo, VotersRecord
 
 __all__ = [
-    "Action", "Append", "BeginEpoch", "Config", "EndEpoch", "Entry", "FetchRequest", "FetchResponse",
-    "FetchSnapshotRequest", "FetchSnapshotResponse", "InstallSnapshot", "Log", "Message", "NotLeader",
-    "PersistedState", "RaftNode", "ReplicaState", "Role", "SaveSnapshot", "Send", "SetTermVote", "Snapshot",
-    "Truncate", "VoteRequest", "VoteResponse",
+    "Action",
+    "Append",
+    "BeginEpoch",
+    "Config",
+    "EndEpoch",
+    "Endpoint",
+    "Entry",
+    "FetchRequest",
+    "FetchResponse",
+    "FetchSnapshotRequest",
+    "FetchSnapshotResponse",
+    "InstallSnapshot",
+    "Log",
+    "Message",
+    "NotLeader",
+    "PersistedState",
+    "RaftNode",
+    "ReplicaState",
+    "Role",
+    "SaveSnapshot",
+    "Send",
+    "SetTermVote",
+    "Snapshot",
+    "Truncate",
+    "VoteRequest",
+    "VoteResponse",
+    "VoterChangeError",
+    "VoterChangeRefused",
+    "VoterHistory",
+    "VoterInfo",
+    "VotersRecord",
 ]

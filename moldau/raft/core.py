@@ -7,6 +7,8 @@ Rules of this file:
   any message that reports it.
 - The high watermark never moves back while the object lives; it is not persisted (a restarted node
   starts at its snapshot's end, which only ever covers committed entries).
+- The voter set is the newest `VotersRecord` in the log, committed or not (moldau.raft.voters); every
+  append, truncation or snapshot install that changes it goes through `_on_voters_changed`.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from moldau.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from moldau.raft.voters import VoterHistory, VoterInfo, VotersRecord
 
 if TYPE_CHECKING:
     from moldau.config import BrokerConfig
@@ -78,6 +81,24 @@ class NotLeader:
     term: int
 
 
+class VoterChangeError(enum.Enum):
+    """Why the leader refused a voter change; the driver maps each to Kafka's error code."""
+
+    NOT_LEADER = "not_leader"
+    STATIC_QUORUM = "static_quorum"  # kraft.version 0: UNSUPPORTED_VERSION
+    CHANGE_PENDING = "change_pending"  # a change, or the leader's own epoch, is not committed yet
+    NOT_CAUGHT_UP = "not_caught_up"  # the new voter has not fetched up to the high watermark recently
+    DUPLICATE_VOTER = "duplicate_voter"
+    VOTER_NOT_FOUND = "voter_not_found"
+    INVALID = "invalid"
+
+
+@dataclass(frozen=True, slots=True)
+class VoterChangeRefused:
+    error: VoterChangeError
+    message: str
+
+
 @dataclass(frozen=True, slots=True)
 class ReplicaState:
     """One replica as the leader sees it (DescribeQuorum); -1 and None mean unknown."""
@@ -99,18 +120,23 @@ class _Progress:
 
 
 class RaftNode:
-    """A voter of a static quorum, or an observer when `node_id` is not among `voters`.
+    """A voter of the quorum, or an observer when `node_id` is not among the current voters.
 
-    Drive it with `on_message`, `tick`, `propose`, `snapshot` and `resign`, then `drain`.
+    `voters` is the configured (static, or bootstrap) set; the log's newest VotersRecord overrides it.
+    Drive it with `on_message`, `tick`, `propose`, `snapshot`, `resign` and the voter changes
+    (`add_voter`, `remove_voter`, `update_voter`, `enable_dynamic_voters`), then `drain`.
     """
 
     def __init__(self, node_id: int, voters: frozenset[int], state: PersistedState,
                  rng: random.Random, now_ms: int, config: Config | None = None) -> None:
         assert voters, "a quorum needs at least one voter"
-        self.node_id, self.voters, self.rng = node_id, voters, rng
+        self.node_id, self.static_voters, self.rng = node_id, voters, rng
         self.config = config or Config()
         self.term, self.voted_for = state.term, state.voted_for
         self.log = Log(state.entries, state.snapshot)
+        self.history = VoterHistory(voters, state.snapshot.voters if state.snapshot else None)
+        self.history.append(self.log.start_offset, [e.value for e in self.log.entries])
+        self.voters = self.history.latest().ids
         self.latest_snapshot: Snapshot | None = state.snapshot
         self.role = Role.FOLLOWER
         self.leader_id: int | None = None
@@ -126,12 +152,13 @@ class RaftNode:
         self._next_fetch_ms = now_ms
         self._next_begin_ms = now_ms
         self._last_leader_ms: int | None = None
+        self._epoch_start = 0  # leader: offset of its leader-change entry
         self._reset_election_timer(now_ms)
-        if voters == {node_id}:
+        if self.voters == {node_id}:
             self._election_deadline_ms = now_ms  # alone: nobody to wait for, elect on the first tick
 
     def _shuffled_voters(self) -> list[int]:
-        order = sorted(self.voters)
+        order = sorted(self.voters | self.static_voters)  # the configured ones too: they may know the leader
         self.rng.shuffle(order)
         return order
 
@@ -156,17 +183,127 @@ class RaftNode:
         if self.role is not Role.LEADER:
             return NotLeader(self.leader_id, self.term)
         offset = self.log.end_offset
-        self._append_local([Entry(self.term, v) for v in values])
+        self._append_local([Entry(self.term, v) for v in values], now_ms)
         self._advance_leader_hw()
         return offset
+
+    # -- voter changes (KIP-853; Raft thesis §4.1, one server at a time) ---------------------------
+
+    @property
+    def voter_record(self) -> VotersRecord:
+        """The voter set in effect (with directory ids and endpoints once the quorum is dynamic)."""
+        return self.history.latest()
+
+    def enable_dynamic_voters(self, record: VotersRecord, now_ms: int) -> int | VoterChangeRefused:
+        """Write the first VotersRecord (`kraft.version` 0 -> 1): the configured voters, described by `record`."""
+        if self.history.dynamic:
+            return VoterChangeRefused(VoterChangeError.INVALID, "the voter set is already dynamic")
+        if record.ids != self.voters:
+            return VoterChangeRefused(VoterChangeError.INVALID, "the first voter record must hold the static voters")
+        return self._change_voters(record, now_ms)
+
+    def add_voter(self, voter: VoterInfo, now_ms: int) -> int | VoterChangeRefused:
+        """Append a record adding `voter`, which must be an observer that has caught up; the record's offset."""
+        if not self.history.dynamic:
+            return _STATIC
+        current = self.history.latest()
+        if voter.node_id in current.ids:
+            return VoterChangeRefused(VoterChangeError.DUPLICATE_VOTER, f"node {voter.node_id} is already a voter")
+        return self._change_voters(VotersRecord(tuple(sorted((*current.voters, voter), key=_node_id))), now_ms)
+
+    def remove_voter(self, node_id: int, now_ms: int) -> int | VoterChangeRefused:
+        """Append a record removing `node_id`.
+
+        A leader asked to remove itself resigns instead and refuses (NOT_LEADER): the caller retries at the next
+        leader. Were it to append its own removal and crash before that commits, it would hold the only copy of
+        a voter set it is not in: it could not stand for election, and the voters of the set before, whose logs
+        are shorter, could not win its vote. Raft's single-server changes are live only if the leader stays in.
+        """
+        if not self.history.dynamic:
+            return _STATIC
+        current = self.history.latest()
+        if node_id not in current.ids:
+            return VoterChangeRefused(VoterChangeError.VOTER_NOT_FOUND, f"node {node_id} is not a voter")
+        if current.ids == {node_id}:
+            return VoterChangeRefused(VoterChangeError.INVALID, "cannot remove the only voter")
+        if node_id == self.node_id and self.role is Role.LEADER:
+            self.resign(now_ms)
+            return VoterChangeRefused(VoterChangeError.NOT_LEADER, "the leader resigned so that another removes it")
+        return self._change_voters(VotersRecord(tuple(v for v in current.voters if v.node_id != node_id)), now_ms)
+
+    def update_voter(self, voter: VoterInfo, now_ms: int) -> int | VoterChangeRefused:
+        """Append a record replacing the description (directory id, endpoints) of an existing voter."""
+        if not self.history.dynamic:
+            return _STATIC
+        current = self.history.latest()
+        if voter.node_id not in current.ids:
+            return VoterChangeRefused(VoterChangeError.VOTER_NOT_FOUND, f"node {voter.node_id} is not a voter")
+        updated = tuple(voter if v.node_id == voter.node_id else v for v in current.voters)
+        return self._change_voters(VotersRecord(updated), now_ms)
+
+    def voter_change_pending(self) -> bool:
+        """True while the newest VotersRecord in the log is not committed."""
+        pending = self.history.latest_offset()
+        return pending is not None and pending >= self.high_watermark
+
+    def _change_voters(self, record: VotersRecord, now_ms: int) -> int | VoterChangeRefused:
+        refused = self._check_voter_change(record, now_ms)
+        if refused is not None:
+            return refused
+        offset = self.log.end_offset
+        self._append_local([Entry(self.term, record)], now_ms)
+        self._advance_leader_hw()
+        return offset
+
+    def _check_voter_change(self, record: VotersRecord, now_ms: int) -> VoterChangeRefused | None:
+        if self.role is not Role.LEADER:
+            return VoterChangeRefused(VoterChangeError.NOT_LEADER, "this node is not the quorum leader")
+        current = self.history.latest().ids
+        if self.voter_change_pending():
+            return VoterChangeRefused(VoterChangeError.CHANGE_PENDING, "the previous voter change is not committed")
+        if self.high_watermark <= self._epoch_start:
+            # Until an entry of its own epoch commits, the leader may not know every committed change
+            # (the fix to single-server changes published after the Raft thesis).
+            return VoterChangeRefused(VoterChangeError.CHANGE_PENDING, "the leader has not committed in its epoch yet")
+        added, removed = record.ids - current, current - record.ids
+        if len(added) + len(removed) > 1:
+            return VoterChangeRefused(VoterChangeError.INVALID, "only one voter may change at a time")
+        for new in added:
+            if not self._caught_up(new, now_ms):
+                return VoterChangeRefused(VoterChangeError.NOT_CAUGHT_UP,
+                                          f"node {new} has not fetched up to the high watermark recently")
+        return None
+
+    def _caught_up(self, replica: int, now_ms: int) -> bool:
+        p = self._progress.get(replica)
+        return (p is not None and p.last_fetch_ms is not None and now_ms - p.last_fetch_ms < self.config.check_quorum_ms
+                and p.log_end_offset >= self.high_watermark)
+
+    def _on_voters_changed(self, now_ms: int) -> None:
+        """The newest voter record changed (appended, truncated away, or replaced by a snapshot's)."""
+        was_voter = not self.is_observer
+        self.voters = self.history.latest().ids
+        self._fetch_order = self._shuffled_voters()
+        if not was_voter and not self.is_observer:
+            self._reset_election_timer(now_ms)  # a new voter gives the leader a full timeout before it doubts it
+        if self.role is Role.LEADER:
+            self._match = {v: self._match.get(v, self._known_match(v)) for v in self.voters}
+            self._contact_ms = {v: self._contact_ms.get(v, now_ms) for v in self.voters}
+        elif self.is_observer and self.role is not Role.FOLLOWER:
+            self._become_follower(self.term, None, now_ms)  # no longer a voter: stop standing for election
+
+    def _known_match(self, replica: int) -> int:
+        p = self._progress.get(replica)
+        return max(p.log_end_offset, 0) if p is not None else 0
 
     def snapshot(self, end_offset: int, data: object) -> bool:
         """Replace the committed prefix below `end_offset` by `data`; False if not in (log start, HW]."""
         if not self.log.start_offset < end_offset <= self.high_watermark:
             return False
-        snap = Snapshot(end_offset, self.log.epoch_at(end_offset - 1), data)
+        snap = Snapshot(end_offset, self.log.epoch_at(end_offset - 1), data, self.history.at(end_offset))
         self._out.append(SaveSnapshot(snap))
         self.log.compact(snap)
+        self.history.compact(end_offset)
         self.latest_snapshot, self._snapshot_wanted = snap, None
         return True
 
@@ -188,7 +325,7 @@ class RaftNode:
 
     def _replica_state(self, replica: int, now_ms: int) -> ReplicaState:
         if replica == self.node_id:
-            return ReplicaState(replica, self.log.end_offset, now_ms, now_ms, True)
+            return ReplicaState(replica, self.log.end_offset, now_ms, now_ms, replica in self.voters)
         p = self._progress.get(replica, _Progress())
         return ReplicaState(replica, p.log_end_offset, p.last_fetch_ms, p.last_caught_up_ms, replica in self.voters)
 
@@ -250,7 +387,7 @@ class RaftNode:
 
     def _reject_stale(self, msg: Message) -> None:
         if isinstance(msg, VoteRequest):
-            self._send(VoteResponse(self.node_id, msg.src, self.term, False, msg.pre_vote))
+            self._send(VoteResponse(self.node_id, msg.src, self.term, False, msg.pre_vote, self._known_leader()))
         elif isinstance(msg, FetchRequest):
             self._send(self._redirect(msg))
         elif isinstance(msg, FetchSnapshotRequest):
@@ -328,9 +465,11 @@ class RaftNode:
         return self.leader_id is not None and last is not None and now_ms - last < self.config.election_timeout_ms_min
 
     def _on_vote_request(self, msg: VoteRequest, now_ms: int) -> None:
-        if self.is_observer:
-            granted = False  # observers have no vote
+        if self.is_observer and not self.history.dynamic:
+            granted = False  # in a static quorum an observer never becomes a voter
         elif msg.pre_vote:
+            # In a dynamic quorum a non-voter answers too (Raft thesis §4.1): it may lag behind the record
+            # that made it a voter, and a candidate counts only the votes of its own voter set.
             granted = (msg.term > self.term and self._log_up_to_date(msg)
                        and not self._heard_from_leader(now_ms))
         else:
@@ -341,9 +480,20 @@ class RaftNode:
                 self._out.append(SetTermVote(self.term, msg.src))  # persisted before answering
             if granted:
                 self._reset_election_timer(now_ms)
-        self._send(VoteResponse(self.node_id, msg.src, self.term, granted, msg.pre_vote))
+        self._send(VoteResponse(self.node_id, msg.src, self.term, granted, msg.pre_vote, self._known_leader()))
+
+    def _known_leader(self) -> int | None:
+        return self.leader_id if self.role in (Role.FOLLOWER, Role.LEADER) else None
 
     def _on_vote_response(self, msg: VoteResponse, now_ms: int) -> None:
+        if self.history.dynamic and msg.leader_id == msg.src and msg.term == self.term and self.role is not Role.LEADER:
+            # The leader of our term itself answered (so it is alive): fetch from it. This is how a voter whose
+            # voter record was truncated away, or that was removed while cut off, finds the leader again: the
+            # leader's voter set may not include it, so no BeginEpoch reaches it. (In a static quorum every
+            # voter gets BeginEpoch.) A hint naming a third node is not followed: that leader may be dead, and
+            # following it would only delay the election.
+            self._follow(msg.src, now_ms)
+            return
         expected = Role.PROSPECTIVE if msg.pre_vote else Role.CANDIDATE
         if self.role is expected and msg.granted and msg.src in self.voters:
             self._votes.add(msg.src)
@@ -363,7 +513,8 @@ class RaftNode:
         self._match = {v: 0 for v in self.voters}
         self._contact_ms = {v: now_ms for v in self.voters}
         self._progress = {}
-        self._append_local([Entry(self.term, None)])
+        self._epoch_start = self.log.end_offset
+        self._append_local([Entry(self.term, None)], now_ms)
         self._next_begin_ms = now_ms + self.config.begin_epoch_interval_ms
         for peer in sorted(self.voters - {self.node_id}):
             self._send(BeginEpoch(self.node_id, peer, self.term))
@@ -380,8 +531,16 @@ class RaftNode:
         if now_ms >= self._next_begin_ms:
             self._next_begin_ms = now_ms + self.config.begin_epoch_interval_ms
             stale = {v for v, t in self._contact_ms.items() if now_ms - t >= 2 * self.config.fetch_interval_ms}
-            for peer in sorted(stale - {self.node_id}):
+            for peer in sorted((stale | self._silent_former_voters(now_ms)) - {self.node_id}):
                 self._send(BeginEpoch(self.node_id, peer, self.term))
+
+    def _silent_former_voters(self, now_ms: int) -> set[int]:
+        """Nodes that were voters and are not, and do not fetch: one removed while cut off does not know it,
+        waits for a leader as a voter would, and needs this announcement to fetch and learn of its removal."""
+        former = self.history.all_ids() - self.voters
+        quiet = {r for r in former if (p := self._progress.get(r)) is None or p.last_fetch_ms is None
+                 or now_ms - p.last_fetch_ms >= 2 * self.config.fetch_interval_ms}
+        return quiet
 
     def _on_fetch_request(self, msg: FetchRequest, now_ms: int) -> None:
         if self.role is not Role.LEADER:
@@ -477,9 +636,9 @@ class RaftNode:
             self._request_snapshot(msg.snapshot_id)
             return
         if msg.diverging_end is not None:
-            self._truncate(max(msg.diverging_end, 0))
+            self._truncate(max(msg.diverging_end, 0), now_ms)
         else:
-            self._append_local(list(msg.entries))
+            self._append_local(list(msg.entries), now_ms)
             matched = msg.offset + len(msg.entries)
             self.high_watermark = max(self.high_watermark, min(msg.high_watermark, matched))
         if msg.entries or msg.diverging_end is not None:
@@ -538,25 +697,39 @@ class RaftNode:
             "installing a snapshot would drop committed entries"
         self._out.append(InstallSnapshot(snap))
         self.log.reset(snap)
+        self.history.reset(snap.voters)
+        self._on_voters_changed(now_ms)
         self.latest_snapshot, self._snapshot_wanted = snap, None
         self.high_watermark = max(self.high_watermark, snap.end_offset)
         self._send_fetch(now_ms)
 
-    def _truncate(self, offset: int) -> None:
+    def _truncate(self, offset: int, now_ms: int) -> None:
         """Drop our divergent suffix; committed entries are never below it (Leader Completeness, §5.4)."""
         assert offset >= self.high_watermark, "truncating committed entries"
         if offset < self.log.end_offset:
             self.log.truncate(offset)
             self._out.append(Truncate(offset))
             self._snapshot_wanted = None
+            if self.history.truncate(offset):
+                self._on_voters_changed(now_ms)
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _append_local(self, entries: list[Entry]) -> None:
+    def _append_local(self, entries: list[Entry], now_ms: int) -> None:
         if entries:
-            self._out.append(Append(self.log.end_offset, tuple(entries)))
+            offset = self.log.end_offset
+            self._out.append(Append(offset, tuple(entries)))
             self.log.append(entries)
             self._snapshot_wanted = None
+            if self.history.append(offset, [e.value for e in entries]):
+                self._on_voters_changed(now_ms)
 
     def _send(self, msg: Message) -> None:
         self._out.append(Send(msg))
+
+
+_STATIC = VoterChangeRefused(VoterChangeError.STATIC_QUORUM, "the voter set is static (kraft.version 0)")
+
+
+def _node_id(voter: VoterInfo) -> int:
+    return voter.node_id

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from moldau.raft.voters import VotersRecord
+
 
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One log record: the epoch (term) of the leader that appended it, and an opaque value.
 
-    `value is None` marks the leader-change record a leader appends at the start of its epoch.
+    `value is None` marks the leader-change record a leader appends at the start of its epoch; a
+    `VotersRecord` value is a voter-set change (moldau.raft.voters).
     """
 
     epoch: int
@@ -27,12 +30,14 @@ class Snapshot:
     """State-machine state covering every entry below `end_offset`, all of them committed.
 
     `last_epoch` is the epoch of the entry at `end_offset - 1`, so the snapshot can stand in for that
-    prefix in fetch validation; `data` is opaque to the core.
+    prefix in fetch validation; `data` is opaque to the core. `voters` is the voter set in effect at
+    `end_offset` when the quorum is dynamic (None for a static quorum).
     """
 
     end_offset: int
     last_epoch: int
     data: object = None
+    voters: VotersRecord | None = None
 
 
 @dataclass(slots=True)

@@ -26,11 +26,15 @@ class VoteRequest:
 
 @dataclass(frozen=True, slots=True)
 class VoteResponse:
+    """`leader_id` is the leader of `term` the voter follows, if any, as in Kafka's Vote response. The core
+    acts on it only when the voter is that leader (see `RaftNode._on_vote_response`)."""
+
     src: int
     dst: int
     term: int
     granted: bool
     pre_vote: bool
+    leader_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

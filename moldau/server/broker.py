@@ -49,11 +49,13 @@ from moldau.metadata.controller import Controller
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.log import LocalMetadataLog
 from moldau.metadata.quorum import MetadataQuorum
+from moldau.metadata.quorum_bootstrap import discover_voters
 from moldau.metadata.records import RESOURCE_TOPIC, Endpoint, RegisterBrokerRecord
 from moldau.metrics.counters import BrokerCounters
-from moldau.net.client import Authenticator
+from moldau.net.client import Authenticator, ConnectionPool
 from moldau.protocol.errors import KafkaError
 from moldau.raft import Config as RaftConfig
+from moldau.raft import Endpoint as RaftEndpoint
 from moldau.registry.service import RegistryService
 from moldau.registry.validation import SchemaLookup
 from moldau.registry.wiring import registry_for
@@ -97,6 +99,7 @@ log = logging.getLogger(__name__)
 
 # Not named like a partition directory (`<topic>-<n>`), so the log manager never takes it for one.
 METADATA_DIR = "__cluster_metadata"
+BOOTSTRAP_TIMEOUT_S = 30.0
 MAINTENANCE_INTERVAL_MS = 1000
 FENCE_CHECK_INTERVAL_S = 0.25
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 5.0
@@ -179,9 +182,13 @@ class Broker:
     async def start(self) -> None:
         memory.raise_open_file_limit()
         voters = self._check_roles()
+        joining = not voters
         self._unusable_log_dirs = self._check_log_dirs()
-        self.cluster_id = self._load_or_create_meta_properties(multi_node=len(voters) > 1 or not self.is_controller)
+        self.cluster_id = self._load_or_create_meta_properties(
+            multi_node=joining or len(voters) > 1 or not self.is_controller)
         self._set_up_security()
+        if joining:
+            voters = await self._discover_voters()
         try:
             self.console = console_for(self)  # bound now: a port in use stops the node before it joins
         except ConfigError as exc:
@@ -199,6 +206,7 @@ class Broker:
         if self.is_broker:
             self._start_storage()
         await self._start_listeners(controller=True)
+        self.quorum.own_endpoints = self._controller_endpoints()
         self._tasks.append(asyncio.get_running_loop().create_task(self._sweep_connections()))
         if self.is_broker:
             # Bound now, so port 0 resolves before registration advertises it; accepting starts once unfenced.
@@ -228,6 +236,10 @@ class Broker:
         if not roles or not roles <= {"broker", "controller"}:
             raise StartupError(f"process.roles must be broker, controller or both, not {sorted(roles)}")
         configured = self.config.controller_quorum_voters
+        if not configured and self.config.controller_quorum_bootstrap_servers:
+            if self.is_controller and not self._listeners(controller=True):
+                raise StartupError("a controller joining a quorum needs a listener named in controller.listener.names")
+            return []  # found through the bootstrap servers (KIP-853)
         if not configured:
             if not self.is_controller:
                 raise StartupError("a broker-only node needs controller.quorum.voters to find the controllers")
@@ -244,12 +256,47 @@ class Broker:
                                "controller.listener.names")
         return configured
 
+    async def _discover_voters(self) -> list[Voter]:
+        """The quorum's voters, from `controller.quorum.bootstrap.servers`; this node joins as an observer."""
+        servers = self.config.controller_quorum_bootstrap_servers
+        pool = ConnectionPool(f"moldau-bootstrap-{self.node_id}", self.controller_security,
+                              self._controller_authenticator())
+        try:
+            voters = await discover_voters(servers, pool, self._controller_listener_name(), BOOTSTRAP_TIMEOUT_S)
+        except TimeoutError as exc:
+            raise StartupError(str(exc)) from exc
+        finally:
+            pool.close()
+        log.info("controller.quorum.bootstrap.servers: the voters are %s", ", ".join(
+            f"{v.node_id}@{v.host}:{v.port}" for v in voters))
+        return voters
+
+    def _controller_endpoints(self) -> tuple[RaftEndpoint, ...]:
+        """This node's bound controller listeners, as a VotersRecord names them; a wildcard host is replaced by
+        the address the configured voters give this node, or the endpoint is left out."""
+        names = set(self.config.controller_listener_names)
+        configured = {v.node_id: v for v in self.config.controller_quorum_voters}.get(self.node_id)
+        endpoints = []
+        for name, host, port in self._bound:
+            if name not in names:
+                continue
+            if host in ("", "0.0.0.0", "::"):
+                if configured is None:
+                    continue
+                host = configured.host
+            endpoints.append(RaftEndpoint(name, host, port))
+        return tuple(endpoints)
+
+    def _controller_listener_name(self) -> str:
+        return (self.config.controller_listener_names or ["CONTROLLER"])[0]
+
     def _open_quorum(self, voters: list[Voter]) -> MetadataQuorum:
         directory = os.path.join(self.config.log_dirs[0], METADATA_DIR)
         raft_config = RaftConfig.from_config(self.config)
         quorum = MetadataQuorum(self.node_id, voters, self.cluster_id, directory, self.clock, raft_config,
                                 self.config.metadata_log_max_record_bytes_between_snapshots,
-                                security=self.controller_security, authenticator=self._controller_authenticator())
+                                security=self.controller_security, authenticator=self._controller_authenticator(),
+                                listener_name=self._controller_listener_name())
         quorum.open(initial_records=self._legacy_metadata(directory))
         return quorum
 

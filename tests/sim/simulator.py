@@ -14,12 +14,18 @@ restart). A restarted node reloads term, vote, snapshot and log from its `Storag
 
 The simulated state machine of each node is the tuple of committed entries it has applied; its
 snapshots carry exactly that tuple, so every snapshot is checked against the committed record.
+
+With `Faults.reconfigure_every_ms`, a leader is asked now and then to change the voter set (KIP-853): first
+to make it dynamic, then to add a random non-voter or remove a random voter. Refusals (a change in flight, a
+node not caught up) are expected; the invariants say that at most one change is ever uncommitted on a leader,
+that consecutive voter sets differ by one voter, and that logs match (Log Matching) whatever the sets were.
 """
 
 from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,7 +47,10 @@ from moldau.raft import (
     SetTermVote,
     Snapshot,
     Truncate,
+    VoterChangeRefused,
     VoteRequest,
+    VoterInfo,
+    VotersRecord,
 )
 
 TICK_MS = 10
@@ -62,6 +71,7 @@ class Faults:
     leader_crash: float = 0.0  # chance that a new leader, or one that just proposed, crashes soon after (Figure 8)
     crash_after_replicating: float = 0.0  # chance that a leader crashes right after sending entries
     snapshot_every_ms: int = 0  # 0: nodes never snapshot
+    reconfigure_every_ms: int = 0  # 0: the voter set stays static
 
 
 @dataclass
@@ -123,6 +133,7 @@ class Simulation:
         self.sent_term = {i: 0 for i in self.ids}
         self.seen_hw = {i: 0 for i in self.ids}
         self.proposed = 0
+        self.voter_changes = 0  # voter records leaders appended
         self._touched: set[int] = set()  # nodes an event may have changed: only they need checking
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -273,6 +284,26 @@ class Simulation:
             self._perform(i, node.drain())
         self._at(self.now_ms + self.rng.randrange(1, 2 * self.faults.snapshot_every_ms), self._snapshot)
 
+    def _reconfigure(self) -> None:
+        """Ask a leader to add or remove one voter (to go dynamic first); it may refuse."""
+        leaders = [n for n in self.nodes.values() if n is not None and n.role is Role.LEADER]
+        if leaders and self.faulty:
+            node = self.rng.choice(leaders)
+            result = self._change(node)
+            self._perform(node.node_id, node.drain())
+            if not isinstance(result, VoterChangeRefused):
+                self.voter_changes += 1
+                self.check_log_matching()
+        self._at(self.now_ms + self.rng.randrange(1, 2 * self.faults.reconfigure_every_ms), self._reconfigure)
+
+    def _change(self, node: RaftNode) -> int | VoterChangeRefused:
+        if not node.history.dynamic:
+            return node.enable_dynamic_voters(VotersRecord.of(node.voters), self.now_ms)
+        outsiders = sorted(self.ids - node.voters)
+        if outsiders and (len(node.voters) < 2 or self.rng.random() < 0.5):
+            return node.add_voter(VoterInfo(self.rng.choice(outsiders)), self.now_ms)
+        return node.remove_voter(self.rng.choice(sorted(node.voters)), self.now_ms)
+
     def _client(self) -> None:
         leaders = [n for n in self.nodes.values() if n is not None and n.role is Role.LEADER]
         if leaders:
@@ -317,6 +348,7 @@ class Simulation:
         self.seen_term[i] = node.term
         if node.is_observer and node.role is not Role.FOLLOWER:
             self._fail(f"observer {i} became {node.role.value}")
+        self._check_voter_history(i, node)
         if node.role is Role.LEADER and node.term not in self.leaders:
             self.leaders[node.term] = i
             self._maybe_crash_soon(i)
@@ -329,6 +361,33 @@ class Simulation:
             self._fail(f"node {i} high watermark {hw} outside its log [{node.log.start_offset}, {node.log.end_offset}]")
         self._apply(i, node, hw)
         self.seen_hw[i] = hw
+
+    def _check_voter_history(self, i: int, node: RaftNode) -> None:
+        """Consecutive voter sets differ by one voter; a leader has at most one uncommitted change."""
+        records = node.history.records()
+        sets = [node.history.at(node.log.start_offset)] + [r for _, r in records]
+        for before, after in itertools.pairwise(sets):
+            if before is not None and after is not None and len(before.ids ^ after.ids) > 1:
+                self._fail(f"node {i} log changes voters from {sorted(before.ids)} to {sorted(after.ids)} at once")
+        if node.role is Role.LEADER:
+            pending = [o for o, _ in records if o not in self.committed]  # a restarted leader's HW lags the truth
+            if len(pending) > 1:
+                self._fail(f"leader {i} has {len(pending)} uncommitted voter changes at offsets {pending}")
+
+    def check_log_matching(self) -> None:
+        """Log Matching (§5.3): where two live logs hold an entry of the same epoch at an offset, they agree
+        on every offset up to it that both still hold."""
+        live = [(i, n) for i, n in sorted(self.nodes.items()) if n is not None]
+        for a, (i, x) in enumerate(live):
+            for j, y in live[a + 1:]:
+                low, high = max(x.log.start_offset, y.log.start_offset), min(x.log.end_offset, y.log.end_offset)
+                top = next((o for o in range(high - 1, low - 1, -1)
+                            if x.log.entry(o).epoch == y.log.entry(o).epoch), None)
+                if top is None:
+                    continue
+                for o in range(low, top + 1):
+                    if x.log.entry(o) != y.log.entry(o):
+                        self._fail(f"nodes {i} and {j} agree on the epoch at {top} but differ at {o}")
 
     def _apply(self, i: int, node: RaftNode, hw: int) -> None:
         """Feed the state machine the newly committed entries, checking each against the record."""
@@ -386,12 +445,16 @@ class Simulation:
         self._at(self.rng.randrange(1, self.faults.fault_every_ms), self._fault)
         if self.faults.snapshot_every_ms:
             self._at(self.rng.randrange(1, self.faults.snapshot_every_ms), self._snapshot)
+        if self.faults.reconfigure_every_ms:
+            self._at(self.rng.randrange(1, self.faults.reconfigure_every_ms), self._reconfigure)
         self.run_until(fault_ms)
         self.check_prefixes()
+        self.check_log_matching()
         self.heal()
         target = self.proposed
         done = self.run_until(self.now_ms + liveness_ms, lambda: self._committed_everywhere_after(target))
         self.check_prefixes()
+        self.check_log_matching()
         if not done:
             self._fail(f"liveness: no proposal after v{target} applied on every node within {liveness_ms}ms of healing")
 

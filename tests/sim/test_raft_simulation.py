@@ -3,7 +3,10 @@
 Seeds vary the fault rates, the fetch batch size, whether nodes snapshot, whether 1 or 2 observers
 replicate too, and whether leaders crash right after proposing (the pattern behind Figure 8).
 
-Replay one seed: `python -m tests.sim.test_raft_simulation --seed N [--voters 5]`.
+Voter changes (KIP-853) run on their own seeds: 3 voters and 3 spare nodes, a leader asked every few hundred
+ms to add or remove one voter, under the same faults.
+
+Replay one seed: `python -m tests.sim.test_raft_simulation --seed N [--voters 5] [--reconfigure]`.
 More seeds: `MOLDAU_SIM_SEEDS=100000 pytest tests/sim`.
 """
 
@@ -22,29 +25,39 @@ FAULT_MS = 3_000
 LIVENESS_MS = 3_000
 
 
-def simulation(seed: int, voters: int) -> Simulation:
+RECONFIGURE_SEEDS = max(SEEDS // 4, 50)
+
+
+def simulation(seed: int, voters: int, reconfigure: bool = False) -> Simulation:
     """The simulation of one seed; its fault rates and patterns are drawn from the seed."""
     faults = Faults(drop=(seed % 7) / 40, duplicate=(seed % 5) / 20, delay_ms_max=5 + seed % 60,
                     leader_crash=0.3 if seed % 4 == 2 else 0.0, crash_after_replicating=0.1 if seed % 4 == 2 else 0.0,
-                    snapshot_every_ms=0 if seed % 3 == 0 else 100 + 100 * (seed % 4))
+                    snapshot_every_ms=0 if seed % 3 == 0 else 100 + 100 * (seed % 4),
+                    reconfigure_every_ms=40 + 20 * (seed % 5) if reconfigure else 0)
     config = Config(max_fetch_entries=(1, 2, 4, 16, 16)[seed % 5])
     observers = (0, 1, 0, 2)[seed % 4] if voters > 1 else seed % 2
+    if reconfigure:
+        observers = 3  # spare nodes to add
     return Simulation(seed, voters, faults, observers, config)
 
 
-def run_seed(seed: int, voters: int) -> None:
-    simulation(seed, voters).run(FAULT_MS, LIVENESS_MS)
+def run_seed(seed: int, voters: int, reconfigure: bool = False) -> Simulation:
+    sim = simulation(seed, voters, reconfigure)
+    sim.run(FAULT_MS, LIVENESS_MS)
+    return sim
 
 
-def run_seeds(voters: int, seeds: range) -> None:
-    failures = []
+def run_seeds(voters: int, seeds: range, reconfigure: bool = False) -> list[Simulation]:
+    failures, done = [], []
     for seed in seeds:
         try:
-            run_seed(seed, voters)
+            done.append(run_seed(seed, voters, reconfigure))
         except (InvariantViolation, AssertionError) as exc:
             failures.append(f"seed={seed} voters={voters}: {exc}")
-    replay = f"replay one: python -m tests.sim.test_raft_simulation --seed N --voters {voters}"
+    flag = " --reconfigure" if reconfigure else ""
+    replay = f"replay one: python -m tests.sim.test_raft_simulation --seed N --voters {voters}{flag}"
     assert not failures, "\n".join([*failures[:20], replay])
+    return done
 
 
 @pytest.mark.parametrize("voters", [3, 5])
@@ -56,13 +69,23 @@ def test_single_voter_commits_alone() -> None:
     run_seeds(1, range(20))
 
 
+def test_voter_changes_under_faults() -> None:
+    """Random adds and removes under partitions, crashes and message loss keep every invariant, and happen."""
+    sims = run_seeds(3, range(RECONFIGURE_SEEDS), reconfigure=True)
+    changes = [sim.voter_changes for sim in sims]
+    assert sum(changes) > len(sims), f"too few voter changes went through: {changes}"
+    reshaped = [sim for sim in sims if any(n is not None and n.voters != sim.voters for n in sim.nodes.values())]
+    assert len(reshaped) > len(sims) // 3, "many seeds should end with a voter set other than the first"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--voters", type=int, default=3)
+    parser.add_argument("--reconfigure", action="store_true")
     args = parser.parse_args()
-    run_seed(args.seed, args.voters)
-    print(f"seed={args.seed} voters={args.voters}: ok")
+    sim = run_seed(args.seed, args.voters, args.reconfigure)
+    print(f"seed={args.seed} voters={args.voters}: ok ({sim.voter_changes} voter changes)")
 
 
 if __name__ == "__main__":

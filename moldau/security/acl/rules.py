@@ -30,8 +30,9 @@ from moldau.server.context import RequestContext
 
 Op, Res = AclOperation, ResourceType
 # Served on controller listeners to other nodes only: Fetch (the quorum's), Vote, BeginQuorumEpoch,
-# EndQuorumEpoch, AlterPartition, FetchSnapshot, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds.
-NODE_APIS = frozenset((1, 52, 53, 54, 56, 59, 62, 63, 67))
+# EndQuorumEpoch, AlterPartition, FetchSnapshot, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds,
+# UpdateRaftVoter.
+NODE_APIS = frozenset((1, 52, 53, 54, 56, 59, 62, 63, 67, 82))
 
 
 class Where(enum.Enum):
@@ -124,6 +125,8 @@ RULES: dict[int, tuple[Rule, ...]] = {
     77: (_r(Op.DESCRIBE, Res.GROUP),),
     78: (_r(Op.READ, Res.GROUP, _F), _r(Op.READ, Res.TOPIC)),
     79: (_r(Op.READ, Res.GROUP, _F), _r(Op.READ, Res.TOPIC)),
+    80: (_r(Op.ALTER, Res.CLUSTER),),
+    81: (_r(Op.ALTER, Res.CLUSTER),),
     83: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note="between brokers; per partition"),),
     84: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note="between brokers; per partition"),),
     85: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, note="between brokers; per partition"),),
@@ -139,6 +142,7 @@ RULES: dict[int, tuple[Rule, ...]] = {
     56: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
     59: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
     62: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
+    82: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
     63: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
     67: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
 }

@@ -2,7 +2,8 @@
 
 Only the leader knows how far each replica has fetched, so a node that is not the leader forwards the request to
 it (from a client listener) or answers NOT_LEADER_OR_FOLLOWER (on the controller listener), as Kafka does.
-Timestamps are wall-clock milliseconds, converted from the quorum's monotonic clock.
+Timestamps are wall-clock milliseconds, converted from the quorum's monotonic clock. v2 (KIP-853) adds each
+replica's directory id (known for voters of a dynamic quorum) and the voters' endpoints (`nodes`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 from moldau.metadata.raft_wire import METADATA_TOPIC
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
-from moldau.raft import ReplicaState
+from moldau.raft import ReplicaState, VoterInfo
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 
@@ -27,16 +28,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _answer(ctx, ErrorCode.not_leader_or_follower, "this node is not the quorum leader", [], [])
     states = quorum.replica_states()
     offset_ms = ctx.broker.clock.time_ms() - quorum.clock_ms()
-    voters = [_replica(ctx, s, offset_ms) for s in states if s.is_voter]
-    observers = [_replica(ctx, s, offset_ms) for s in states if not s.is_voter]
+    record = quorum.voter_record()
+    voters = [_replica(ctx, s, offset_ms, record.get(s.node_id)) for s in states if s.is_voter]
+    observers = [_replica(ctx, s, offset_ms, None) for s in states if not s.is_voter]
     return _answer(ctx, ErrorCode.none, None, voters, observers)
 
 
-def _replica(ctx: RequestContext, state: ReplicaState, offset_ms: int) -> Any:
+def _replica(ctx: RequestContext, state: ReplicaState, offset_ms: int, voter: VoterInfo | None) -> Any:
     def wall(ms: int | None) -> int:
         return -1 if ms is None else ms + offset_ms
 
-    return make(ctx.nested("ReplicaState"), replica_id=state.node_id, replica_directory_id=None,
+    directory = None if voter is None else voter.directory_id
+    return make(ctx.nested("ReplicaState"), replica_id=state.node_id, replica_directory_id=directory,
                 log_end_offset=state.log_end_offset, last_fetch_timestamp=wall(state.last_fetch_ms),
                 last_caught_up_timestamp=wall(state.last_caught_up_ms))
 
@@ -54,11 +57,11 @@ def _answer(ctx: RequestContext, code: ErrorCode, message: str | None, voters: l
 
 
 def _nodes(ctx: RequestContext) -> tuple[Any, ...]:
-    listener_name = (ctx.broker.config.controller_listener_names or ["CONTROLLER"])[0]
+    """The voters' endpoints, as the voter set records them."""
     return tuple(
         make(ctx.nested("Node"), node_id=v.node_id,
-             listeners=(make(ctx.nested("Listener"), name=listener_name, host=v.host, port=v.port),))
-        for v in sorted(ctx.broker.quorum.voters.values(), key=lambda v: v.node_id) if v.port > 0
+             listeners=tuple(make(ctx.nested("Listener"), name=e.name, host=e.host, port=e.port) for e in v.endpoints))
+        for v in ctx.broker.quorum.voter_record().voters if v.endpoints
     )
 
 

@@ -1,8 +1,9 @@
 """The APIs each kind of listener serves. ApiVersions advertises exactly these ranges.
 
 Client listeners serve the client APIs. Controller listeners serve what nodes send each other (the quorum's
-Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot; BrokerRegistration, BrokerHeartbeat and
-AllocateProducerIds) and the admin requests brokers forward to the active controller.
+Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot and UpdateRaftVoter; BrokerRegistration,
+BrokerHeartbeat and AllocateProducerIds) and the admin requests brokers forward to the active controller
+(AddRaftVoter and RemoveRaftVoter among them).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from moldau.server.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    add_raft_voter,
     allocate_producer_ids,
     alter_client_quotas,
     alter_configs,
@@ -73,6 +75,7 @@ from moldau.server.handlers import (
     quorum_fetch,
     read_share_group_state,
     read_share_group_state_summary,
+    remove_raft_voter,
     sasl_authenticate,
     sasl_handshake,
     share_acknowledge,
@@ -83,6 +86,7 @@ from moldau.server.handlers import (
     txn_offset_commit,
     unregister_broker,
     update_features,
+    update_raft_voter,
     vote,
     write_share_group_state,
     write_txn_markers,
@@ -131,6 +135,8 @@ APIS: dict[int, Api] = {
         describe_quorum.API,
         update_features.API,
         unregister_broker.API,
+        add_raft_voter.API,
+        remove_raft_voter.API,
         elect_leaders.API,
         txn_offset_commit.API,
         add_partitions_to_txn.API,
@@ -190,6 +196,9 @@ CONTROLLER_APIS: dict[int, Api] = {
         describe_cluster.API,
         update_features.API,
         unregister_broker.API,
+        add_raft_voter.API,
+        remove_raft_voter.API,
+        update_raft_voter.API,
         elect_leaders.API,
         create_acls.API,
         delete_acls.API,

@@ -35,8 +35,8 @@ def through_the_wire(entity: Any) -> Any:
 def test_vote_round_trip(pre_vote: bool) -> None:
     request = VoteRequest(src=2, dst=1, term=7, last_epoch=6, end_offset=42, pre_vote=pre_vote)
     assert wire.decode_vote_request(through_the_wire(wire.encode_vote_request(request, "c")), 1) == request
-    answer = VoteResponse(src=1, dst=2, term=7, granted=True, pre_vote=pre_vote)
-    encoded = through_the_wire(wire.encode_vote_response(answer, None))
+    answer = VoteResponse(src=1, dst=2, term=7, granted=True, pre_vote=pre_vote, leader_id=3)
+    encoded = through_the_wire(wire.encode_vote_response(answer))
     assert wire.decode_vote_response(encoded, 1, 2, pre_vote) == answer
 
 

@@ -9,11 +9,14 @@ import uuid
 from typing import Any
 
 import pytest
+from kio.schema.add_raft_voter.v1.request import AddRaftVoterRequest
 from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 from kio.schema.describe_acls.v3.request import DescribeAclsRequest
 from kio.schema.join_group.v9.request import JoinGroupRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.remove_raft_voter.v0.request import RemoveRaftVoterRequest
+from kio.static.primitive import i32
 
 from moldau.config import BrokerConfig
 from moldau.metadata.image import MetadataImage, acl_record
@@ -128,6 +131,16 @@ def test_acl_admin_needs_alter_or_describe_on_the_cluster() -> None:
     assert refused.error_code == ErrorCode.cluster_authorization_failed and refused.resources == ()
 
 
+def test_voter_changes_need_alter_on_the_cluster() -> None:
+    # The fake has no quorum: a refused request never reaches it.
+    dispatcher = secured(acl("User:alice", Op.DESCRIBE, Res.CLUSTER, "kafka-cluster"))
+    add = AddRaftVoterRequest(cluster_id=None, timeout=datetime.timedelta(seconds=1), voter_id=i32(4),
+                              voter_directory_id=None, listeners=(), ack_when_committed=True)
+    remove = RemoveRaftVoterRequest(cluster_id=None, voter_id=i32(3), voter_directory_id=None)
+    assert decode(dispatch(dispatcher, encode(add), ALICE), 80, 1).error_code == ErrorCode.cluster_authorization_failed
+    assert decode(dispatch(dispatcher, encode(remove), BOB), 81, 0).error_code == ErrorCode.cluster_authorization_failed
+
+
 def test_delete_topics_needs_delete_on_each_topic() -> None:
     dispatcher = secured(acl("User:alice", Op.READ, Res.TOPIC, "t"))
     request = DeleteTopicsRequest(topics=(DeleteTopicState(name="t", topic_id=uuid.UUID(int=0)),),
@@ -176,7 +189,7 @@ def on_controller_listener(dispatcher: Dispatcher, conn: FakeConnection, api_key
 def test_controller_listeners_serve_node_apis_only_to_principals_with_cluster_action() -> None:
     dispatcher = secured(acl("User:alice", Op.CLUSTER_ACTION, Res.CLUSTER, "kafka-cluster"))
     broker = FakeConnection(principal=KafkaPrincipal.parse("User:broker"))  # a super user
-    for api_key, version in ((62, 4), (63, 1), (52, 0), (1, 16), (56, 3), (67, 0)):
+    for api_key, version in ((62, 4), (63, 1), (52, 0), (1, 16), (56, 3), (67, 0), (82, 0)):
         assert on_controller_listener(dispatcher, ALICE, api_key, version)  # allowed by her ACL
         assert on_controller_listener(dispatcher, broker, api_key, version)
         with pytest.raises(KafkaError) as refused:
