@@ -193,9 +193,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         for pending in self._unwritten:
             pending.cancel()
         self._unwritten.clear()
-        if self._file_sender is not None:
-            self._file_sender.close()
-            self._file_sender = None
+        self._file_sender = None
         # Drop every buffer now and give the bytes back to the budget; nothing may keep them alive.
         self._queue.clear()
         self._queued_bytes = 0

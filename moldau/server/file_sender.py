@@ -16,7 +16,6 @@ goes away mid-send shows as an `OSError` (broken pipe, reset), and the connectio
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -41,7 +40,6 @@ class FileSender:
     def __init__(self, transport: Any) -> None:
         self._transport = transport
         self._fd: int = transport.get_extra_info("socket").fileno()
-        self._waiting_fd = -1  # a duplicate of the socket's descriptor, to wait for writability on
 
     async def send(self, parts: Sequence[ResponsePart]) -> None:
         """Write `parts` (a whole response frame) after whatever the transport still holds."""
@@ -57,13 +55,6 @@ class FileSender:
                 pending.append(part)
         if pending:
             await self._write(pending)
-
-    def close(self) -> None:
-        """Release the duplicate descriptor (after any wait on it ended: the connection cancelled its writer)."""
-        if self._waiting_fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self._waiting_fd)
-            self._waiting_fd = -1
 
     async def _drained(self) -> None:
         while self._transport.get_write_buffer_size() > 0:
@@ -100,15 +91,17 @@ class FileSender:
             position += sent
 
     async def _writable(self) -> None:
-        if self._waiting_fd < 0:
-            self._waiting_fd = os.dup(self._fd)
+        # The duplicate lives only for the wait: one kept open would keep the socket open after the transport
+        # closed it, and the peer would see no end of the connection.
+        waiting_fd = os.dup(self._fd)
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
-        loop.add_writer(self._waiting_fd, _set_done, ready)
+        loop.add_writer(waiting_fd, _set_done, ready)
         try:
             await ready
         finally:
-            loop.remove_writer(self._waiting_fd)
+            loop.remove_writer(waiting_fd)
+            os.close(waiting_fd)
 
 
 def _set_done(future: asyncio.Future[None]) -> None:
