@@ -156,7 +156,7 @@ def exchange(broker: Broker, listener: str, requests: list[bytes]) -> list[bytes
 
 # --------------------------------------------------------------------------- tests
 
-# (offset, max bytes): one batch past a tiny limit, under and over the 64 KiB sendfile threshold, a whole segment
+# (offset, max bytes): one batch past a tiny limit, under and over the 128 KiB sendfile threshold, a whole segment
 FETCHES = [(0, 1), (0, 16 * 1024), (0, 200 * 1024), (5, MIB), (0, 3 * MIB), (40, 16 * MIB), (10_000, MIB)]
 
 

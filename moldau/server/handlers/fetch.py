@@ -55,8 +55,9 @@ from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import ms_from_timedelta, reads_committed
 from moldau.storage.log_common import ReadResult
 
-# Below this, one pread and a copy into the response cost less than the sendfile calls that would replace them.
-SENDFILE_MIN_BYTES = 64 * 1024
+# Below this, one pread and a copy cost less than the sendfile path (measured in docs/benchmarks.md: at 128 KiB
+# per fetch both cost the same broker CPU per GB).
+SENDFILE_MIN_BYTES = 128 * 1024
 
 Records = bytes | tuple[FileRegion, ...]
 
