@@ -10,6 +10,10 @@ meanwhile wait in a bounded queue: past `queued.max.requests` frames, or about o
 bytes, the socket stops being read (TCP backpressure then slows the client). Writes that outrun the client
 pause processing until the transport drains.
 
+On a plaintext listener (`sends_files`), a Fetch response may hold file regions: the connection sends it itself
+with sendfile (`moldau.server.file_sender`), after whatever the transport still buffers and before the next
+response, so the order holds; a region that can no longer be read whole, or a client gone mid-send, closes it.
+
 Memory is bounded by policy (`moldau.server.connection_limits`): what a connection holds for requests counts
 against the broker's `queued.max.request.bytes`, and while that budget is exhausted connections stop reading.
 The broker's periodic sweep closes connections idle past `connections.max.idle.ms` and frames not completed
