@@ -14,11 +14,14 @@ correlation id and the partition's error code (at a fixed position). No record i
   of every acknowledged request (checked with a confluent-kafka consumer), else the run is refused.
 * ``--mode fetch``: the topic is first filled with ``--fill-mb`` MB of such batches (acks=1), then every
   connection fetches them in a loop, cycling over the batches' offsets (``--fetch-bytes`` per request, whole
-  batches), discarding what it gets. A response without a whole batch counts as an error.
+  batches), discarding what it gets. A response without a whole batch counts as an error. On a fresh node this
+  runs twice, with ``fetch.zero.copy.enable`` on (sendfile) and off (copying), each on a node of its own
+  (``--zero-copy on|off`` for one of them), and also prints the broker's CPU time per GB sent.
 
 Requests/s and MB/s (10^6 bytes of record batches sent or received per second) are counted over ``--seconds``
 after ``--warmup`` seconds, and printed beside the raw limit of this machine measured in the same run
-(``bench/rawlimit.py``: loopback discard and loopback file append) as ratios.
+(``bench/rawlimit.py``: loopback discard and loopback file append) as ratios; with two fetch runs, the limit is
+measured before and after them and their mean is the baseline.
 
 By default a fresh single Moldau node is started (``--nodes 3`` starts a 3-node cluster, as
 ``bench/replication.py`` does); ``--bootstrap`` uses a running broker or cluster instead. The topic is fresh
@@ -87,6 +90,7 @@ class Counts:
     requests: int = 0  # answered within the measured window
     payload: int = 0  # record bytes sent (produce) or response bytes received (fetch) within it
     answered: int = 0  # every answered request, warm-up and drain included (for the end-offset check)
+    received: int = 0  # every response byte, warm-up and drain included (for the broker's CPU per byte)
     errors: int = 0
     first_error: str = ""
     latencies_us: list[int] = field(default_factory=list)
@@ -144,6 +148,7 @@ def connection_loop(target: Target, in_flight: int, start_at: float, measure_fro
             if started is None:
                 raise ConnectionError(f"unexpected correlation id {cid}")
             out.answered += 1
+            out.received += size
             error = _ERROR.unpack_from(buffer, target.error_at)[0] if size > target.error_at + 1 else -1
             if error != 0 or size < target.min_response:
                 out.errors += 1
@@ -184,7 +189,8 @@ def _worker(targets: list[Target], in_flight: int, buffer_bytes: int, ready: Que
     latencies = sorted(lat for c in counts for lat in c.latencies_us)
     out.put({
         "requests": sum(c.requests for c in counts), "payload": sum(c.payload for c in counts),
-        "answered": sum(c.answered for c in counts), "errors": sum(c.errors for c in counts) + len(errors),
+        "answered": sum(c.answered for c in counts), "received": sum(c.received for c in counts),
+        "errors": sum(c.errors for c in counts) + len(errors),
         "first_error": next((c.first_error for c in counts if c.first_error), "") or (errors[0] if errors else ""),
         "latencies_us": latencies[:: max(1, len(latencies) // 20_000)],  # a sample is enough for percentiles
     })
@@ -324,10 +330,24 @@ def measure_fetch(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[
         offsets = range(0, batches * records - per_fetch * records + 1, per_fetch * records)
         requests = [raw_requests.fetch(topic, p, offset, max_bytes) for offset in offsets]
         targets.append(Target(host, port, requests, where, 0, min_response=batch_bytes))
+    cpu_before = cpu_times(args.broker_pid) if args.broker_pid else (0.0, 0.0)
     results = run_load(spread(targets, args.processes, args.connections), args.in_flight, args.warmup,
                        args.seconds, max_bytes + 64 * 1024)
-    return summarise(results, args.seconds, f"{batches} batches of {batch_bytes} B per partition, "
-                                            f"{per_fetch} per fetch")
+    figures = summarise(results, args.seconds, f"{batches} batches of {batch_bytes} B per partition, "
+                                               f"{per_fetch} per fetch")
+    if args.broker_pid:
+        received = sum(r["received"] for r in results)
+        user, system = (after - before for after, before in zip(cpu_times(args.broker_pid), cpu_before, strict=True))
+        figures["broker_cpu_ms_per_gb"] = (user * 1000 / (received / 1e9), system * 1000 / (received / 1e9))
+    return figures
+
+
+def cpu_times(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds a process has used so far."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def summarise(results: list[dict[str, Any]], seconds: float, detail: str) -> dict[str, Any]:
@@ -377,18 +397,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--raw-mb", type=int, default=1024, help="MiB moved per raw-limit figure (0: skip)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="a server config for the nodes started (repeatable)")
+    parser.add_argument("--zero-copy", choices=("both", "on", "off"), default="both",
+                        help="fetch from a fresh node: with fetch.zero.copy.enable on, off, or both one after the "
+                             "other (default), each against the same raw limit")
+    parser.set_defaults(broker_pid=None)
     return parser
 
 
 @contextlib.contextmanager
-def broker(args: argparse.Namespace) -> Iterator[str]:
-    """The bootstrap address of the broker or cluster to measure."""
-    overrides = dict(item.partition("=")[::2] for item in args.override)
+def broker(args: argparse.Namespace, extra: dict[str, str] | None = None) -> Iterator[str]:
+    """The bootstrap address of the broker or cluster to measure; a single fresh node's pid goes in
+    ``args.broker_pid``."""
+    overrides = {**dict(item.partition("=")[::2] for item in args.override), **(extra or {})}
     if args.bootstrap:
         yield args.bootstrap
     elif args.nodes == 1:
         with running_broker("moldau", "moldau", overrides=overrides) as one:
-            yield one.bootstrap
+            args.broker_pid = one.proc.pid
+            try:
+                yield one.bootstrap
+            finally:
+                args.broker_pid = None
     else:
         from tests.support.cluster import LocalCluster
         from tests.support.replicated import FAST_FAILOVER
@@ -406,22 +435,47 @@ def main() -> None:
     if args.raw_mb:
         note(f"raw limit: moving {args.raw_mb} MiB over loopback, twice per figure")
         limits = raw_limits(args.raw_mb, repeat=2)
-    with broker(args) as bootstrap:
-        topic = args.topic or make_topic(bootstrap, args)
-        note(f"{args.mode} on {topic}: {args.processes} processes x {args.connections} connections, "
-             f"{args.in_flight} in flight each")
-        figures = measure_produce(bootstrap, topic, args) if args.mode == "produce" else \
-            measure_fetch(bootstrap, topic, args)
-    print_report(args, figures, limits)
+    runs: list[tuple[str, dict[str, str]]] = [("", {})]
+    if args.mode == "fetch" and not args.bootstrap:
+        settings = ("on", "off") if args.zero_copy == "both" else (args.zero_copy,)
+        runs = [(f"zero-copy {on}", {"fetch.zero.copy.enable": str(on == "on").lower()}) for on in settings]
+    reports = []
+    for label, extra in runs:
+        with broker(args, extra) as bootstrap:
+            topic = args.topic or make_topic(bootstrap, args)
+            note(f"{args.mode} {label} on {topic}: {args.processes} processes x {args.connections} connections, "
+                 f"{args.in_flight} in flight each")
+            figures = measure_produce(bootstrap, topic, args) if args.mode == "produce" else \
+                measure_fetch(bootstrap, topic, args)
+        reports.append((label, figures))
+    if args.raw_mb and len(runs) > 1:
+        limits = bracketing_limits(args, limits)
+    for label, figures in reports:
+        print_report(args, figures, limits, label)
+    if len(reports) == 2:
+        print(f"zero-copy on / off: {reports[0][1]['mb_s'] / reports[1][1]['mb_s']:.2f}x MB/s")
 
 
-def print_report(args: argparse.Namespace, figures: dict[str, Any], limits: dict[str, float]) -> None:
-    what = f"produce acks={args.acks}" if args.mode == "produce" else "fetch"
+def bracketing_limits(args: argparse.Namespace, before: dict[str, float]) -> dict[str, float]:
+    """On a busy machine the raw limit drifts during a long run: measured again after it, the mean of the two
+    is the baseline (both are printed)."""
+    note(f"raw limit again: moving {args.raw_mb} MiB over loopback, twice per figure")
+    after = raw_limits(args.raw_mb, repeat=2)
+    for name in ("discard", "append"):
+        print(f"raw limit {name}: {before[name]:,.0f} MB/s before, {after[name]:,.0f} MB/s after")
+    return {name: (before[name] + after[name]) / 2 for name in before}
+
+
+def print_report(args: argparse.Namespace, figures: dict[str, Any], limits: dict[str, float], label: str = "") -> None:
+    what = f"produce acks={args.acks}" if args.mode == "produce" else f"fetch {label}".strip()
     print(f"== raw driver: {what}, {args.processes} processes x {args.connections} connections x "
           f"{args.in_flight} in flight, {args.seconds:.0f} s ({figures['detail']})")
     print(f"requests/s            {figures['requests_s']:12,.0f}")
     print(f"MB/s                  {figures['mb_s']:12,.1f}")
     print(f"request p50 / p99 ms  {figures['p50_ms']:6.2f} / {figures['p99_ms']:.2f}")
+    if "broker_cpu_ms_per_gb" in figures:
+        user, system = figures["broker_cpu_ms_per_gb"]
+        print(f"broker CPU ms per GB  {user + system:12,.0f}   (user {user:,.0f}, system {system:,.0f})")
     for name, label in (("discard", "loopback, discard"), ("append", "loopback, file append")):
         if limits[name]:
             print(f"raw limit {label + ':':23}{limits[name]:8,.0f} MB/s   ratio {figures['mb_s'] / limits[name]:.3f}")

@@ -432,6 +432,7 @@ class BrokerConfig:
     telemetry_max_bytes = _Int("telemetry.max.bytes")
     connections_max_idle_ms = _Int("connections.max.idle.ms")
     socket_request_read_timeout_ms = _Int("socket.request.read.timeout.ms")
+    fetch_zero_copy_enable = _Bool("fetch.zero.copy.enable")
     quota_window_num = _Int("quota.window.num")
     quota_window_size_seconds = _Int("quota.window.size.seconds")
     controller_quota_window_num = _Int("controller.quota.window.num")

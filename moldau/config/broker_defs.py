@@ -151,6 +151,10 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "A connection that started sending a request and did not complete it within this time is closed, "
               "so stalled or trickling senders cannot hold memory; -1 disables it. Moldau's own setting.",
               at_least(-1)),
+    ConfigDef("fetch.zero.copy.enable", _T.BOOLEAN, "true",
+              "Whether plaintext listeners send fetched record batches from the segment files with sendfile, "
+              "without reading them into the broker (TLS listeners always copy). Moldau's own setting.",
+              dynamic=False),
     ConfigDef("num.network.threads", _T.INT, "3", "Threads for network requests." + _UNUSED, at_least(1),
               acted_on=False),
     ConfigDef("num.io.threads", _T.INT, "8", "Threads for request processing." + _UNUSED, at_least(1),

@@ -30,6 +30,7 @@ from kio.static.constants import EntityType
 
 from moldau.protocol import tagged
 from moldau.protocol.body_check import BodyCheckError, check_body
+from moldau.protocol.wire import ResponsePart
 
 _HEADER_FIXED = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _RESPONSE_HEADER = struct.Struct(">i")
@@ -205,7 +206,7 @@ def _writer(entity_type: type) -> Any:
 class EncodedBody:
     """A response body a handler encoded itself (Fetch, to pass record batches on without copies)."""
 
-    parts: list[bytes | memoryview]
+    parts: list[ResponsePart]
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,10 +221,10 @@ class DeferredBody:
 class PendingResponse:
     """What dispatch returns for a `DeferredBody`: the response frame's parts, once the handler finishes."""
 
-    parts: asyncio.Future[list[bytes | memoryview]]
+    parts: asyncio.Future[list[ResponsePart]]
 
 
-def encode_response(schema: ApiSchema, correlation_id: int, response: Any) -> list[bytes | memoryview]:
+def encode_response(schema: ApiSchema, correlation_id: int, response: Any) -> list[ResponsePart]:
     """Encode header and body, as parts ready for `framing.frame`."""
     header = _RESPONSE_HEADER.pack(correlation_id)
     if schema.flexible_response_header:

@@ -3,8 +3,10 @@
 Encoding Fetch with kio copies every fetched byte twice (into a BytesIO, then out of it) and costs about
 0.4 ms per MiB. This encoder writes the small fields itself and hands the stored record batches on as
 separate parts for one vectored socket write, so fetched data is not copied after it is read from the
-segment. It covers exactly the versions the broker serves; `tests/unit/protocol/test_fetch_response.py`
-checks it byte for byte against kio's encoder for every one of them.
+segment; or, for a connection that sends files (plaintext), as `FileRegion`s of the segment files themselves,
+which the connection sends with sendfile, so the data is not read into the process at all. It covers exactly
+the versions the broker serves; `tests/unit/protocol/test_fetch_response.py` checks it byte for byte against
+kio's encoder for every one of them.
 
 Layout (Kafka's FetchResponse schema): throttle_time_ms (v1+), error_code and session_id (v7+), then per
 topic its name (v<13) or id (v13+) and per partition: index, error code, high watermark, last stable offset
@@ -21,7 +23,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from moldau.protocol.wire import I16, I32, I64, Part, ResponseWriter, uvarint
+from moldau.protocol.wire import I16, I32, I64, FileRegion, Part, ResponsePart, ResponseWriter, uvarint
 
 FIRST_FLEXIBLE_VERSION = 12
 FIRST_TOPIC_ID_VERSION = 13
@@ -41,7 +43,7 @@ class PartitionResult:
     log_start_offset: int = -1
     aborted_transactions: Sequence[tuple[int, int]] | None = None  # (producer id, first offset)
     preferred_read_replica: int = -1
-    records: Part | None = None
+    records: Part | tuple[FileRegion, ...] | None = None  # regions: left in their files, for sendfile
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset), v12+, for followers
 
 
@@ -53,7 +55,7 @@ class TopicResult:
 
 
 def encode_fetch_response(version: int, throttle_time_ms: int, error_code: int, session_id: int,
-                          topics: Sequence[TopicResult]) -> list[Part]:
+                          topics: Sequence[TopicResult]) -> list[ResponsePart]:
     """The response body as parts; record batches are parts of their own, never copied."""
     # Always write through `writer.out`: a records part replaces that buffer, so no alias may be kept.
     writer = ResponseWriter(flexible=version >= FIRST_FLEXIBLE_VERSION)
@@ -89,7 +91,10 @@ def _partition(writer: ResponseWriter, version: int, p: PartitionResult) -> None
             writer.tags()
     if version >= 11:
         writer.out += I32.pack(p.preferred_read_replica)
-    writer.payload(p.records)
+    if isinstance(p.records, tuple):
+        writer.file_payload(p.records)
+    else:
+        writer.payload(p.records)
     if p.diverging_epoch is not None and version >= FIRST_FLEXIBLE_VERSION:
         # One tagged field: tag, size, then the EpochEndOffset struct with its own empty tag section.
         body = _EPOCH_END_OFFSET.pack(*p.diverging_epoch) + uvarint(0)

@@ -23,6 +23,8 @@ from __future__ import annotations
 import struct
 import threading
 
+from moldau.protocol.wire import ResponsePart
+
 _SIZE = struct.Struct(">i")
 SIZE_PREFIX_BYTES = 4
 RECEIVE_BUFFER_BYTES = 256 * 1024
@@ -166,7 +168,7 @@ class FrameReader:
         return size
 
 
-def frame(payload_parts: list[bytes | memoryview]) -> list[bytes | memoryview]:
+def frame(payload_parts: list[ResponsePart]) -> list[ResponsePart]:
     """Prefix a response (given as parts, to avoid concatenation) with its size."""
     size = sum(len(p) for p in payload_parts)
     return [_SIZE.pack(size), *payload_parts]

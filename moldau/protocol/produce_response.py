@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from moldau.protocol.wire import I32, Part, ResponseWriter
+from moldau.protocol.wire import I32, ResponsePart, ResponseWriter
 
 FIRST_FLEXIBLE_VERSION = 9
 FIRST_TOPIC_ID_VERSION = 13
@@ -45,7 +45,7 @@ class TopicResponse:
     partitions: list[PartitionResponse]
 
 
-def encode_produce_response(version: int, throttle_time_ms: int, topics: Sequence[TopicResponse]) -> list[Part]:
+def encode_produce_response(version: int, throttle_time_ms: int, topics: Sequence[TopicResponse]) -> list[ResponsePart]:
     writer = ResponseWriter(flexible=version >= FIRST_FLEXIBLE_VERSION)
     writer.array_length(len(topics))
     for topic in topics:

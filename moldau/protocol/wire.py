@@ -9,6 +9,8 @@ int16/int32 lengths (-1 for null).
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 I16 = struct.Struct(">h")
 I32 = struct.Struct(">i")
@@ -16,6 +18,26 @@ I64 = struct.Struct(">q")
 _NO_TAGS = b"\x00"
 
 Part = bytes | memoryview
+
+
+@dataclass(frozen=True, slots=True)
+class FileRegion:
+    """`size` bytes at `position` of an open file, sent as they are (sendfile) by a connection that can.
+
+    Only a response for a plaintext connection carries these; every other one holds the bytes themselves.
+    """
+
+    fd: int
+    position: int
+    size: int
+    keep: object = None  # whatever keeps `fd` open until the region is sent (the storage's pinned descriptor)
+
+    def __len__(self) -> int:
+        return self.size
+
+
+# What a response body is made of: bytes, or regions of files a plaintext connection sends with sendfile.
+ResponsePart = bytes | memoryview | FileRegion
 
 
 class ResponseWriter:
@@ -28,7 +50,7 @@ class ResponseWriter:
         self.flexible = flexible
         self.inline_below_bytes = inline_below_bytes
         self.out = bytearray()
-        self.parts: list[Part] = []
+        self.parts: list[ResponsePart] = []
 
     def array_length(self, n: int) -> None:
         self.out += uvarint(n + 1) if self.flexible else I32.pack(n)
@@ -60,11 +82,19 @@ class ResponseWriter:
         self.parts.append(data)
         self.out = bytearray()
 
+    def file_payload(self, regions: Sequence[FileRegion]) -> None:
+        """Bytes (records) that stay in their files: each region is a part of its own, sent with sendfile."""
+        self.out += uvarint(sum(r.size for r in regions) + 1) if self.flexible else I32.pack(
+            sum(r.size for r in regions))
+        self.parts.append(bytes(self.out))
+        self.parts.extend(regions)
+        self.out = bytearray()
+
     def tags(self) -> None:
         if self.flexible:
             self.out += _NO_TAGS
 
-    def finish(self) -> list[Part]:
+    def finish(self) -> list[ResponsePart]:
         if self.out:
             self.parts.append(bytes(self.out))
         return self.parts

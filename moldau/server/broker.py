@@ -567,7 +567,8 @@ class Broker:
                     tls.principal_mapper if tls is not None and self.config.security_protocol(name) == "SSL"
                     else None,
                     connection_quotas=None if controller else self.connection_quotas, sasl=sasl,
-                    on_lost=self._connection_lost),
+                    on_lost=self._connection_lost,
+                    sends_files=tls is None and self.config.fetch_zero_copy_enable),
                 host or None, port, reuse_address=True, backlog=1024, start_serving=controller,
                 ssl=tls.context if tls is not None else None,
             )

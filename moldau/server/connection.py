@@ -10,6 +10,10 @@ meanwhile wait in a bounded queue: past `queued.max.requests` frames, or about o
 bytes, the socket stops being read (TCP backpressure then slows the client). Writes that outrun the client
 pause processing until the transport drains.
 
+On a plaintext listener (`sends_files`), a Fetch response may hold file regions: the connection sends it itself
+with sendfile (`moldau.server.file_sender`), after whatever the transport still buffers and before the next
+response, so the order holds; a region that can no longer be read whole, or a client gone mid-send, closes it.
+
 Memory is bounded by policy (`moldau.server.connection_limits`): what a connection holds for requests counts
 against the broker's `queued.max.request.bytes`, and while that budget is exhausted connections stop reading.
 The broker's periodic sweep closes connections idle past `connections.max.idle.ms` and frames not completed
@@ -37,11 +41,13 @@ from typing import Protocol
 from moldau.clock import Clock, SystemClock
 from moldau.protocol.codec import InvalidRequest, PendingResponse
 from moldau.protocol.framing import Frame, FrameReader, FrameTooLarge, frame
+from moldau.protocol.wire import ResponsePart
 from moldau.security.connection_quotas import ConnectionQuotas
 from moldau.security.principal import ANONYMOUS, KafkaPrincipal
 from moldau.security.sasl.authenticator import SaslAuthenticator, SaslListenerConfig
 from moldau.security.ssl_principal import NoMatchingRule, PrincipalMapper
 from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget
+from moldau.server.file_sender import FileSender, RegionGone, has_regions
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +57,15 @@ _QUEUE, _BUDGET, _THROTTLE = "queue", "budget", "throttle"  # why reading is pau
 _MAX_UNWRITTEN = 16
 
 
-def _ready(parts: list[bytes | memoryview]) -> asyncio.Future[list[bytes | memoryview]]:
-    future: asyncio.Future[list[bytes | memoryview]] = asyncio.get_running_loop().create_future()
+def _ready(parts: list[ResponsePart]) -> asyncio.Future[list[ResponsePart]]:
+    future: asyncio.Future[list[ResponsePart]] = asyncio.get_running_loop().create_future()
     future.set_result(parts)
     return future
 
 
 class FrameHandler(Protocol):
     async def handle_frame(self, frame: Frame, conn: KafkaConnection
-                           ) -> list[bytes | memoryview] | PendingResponse | None: ...
+                           ) -> list[ResponsePart] | PendingResponse | None: ...
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -68,8 +74,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                  is_controller_listener: bool = False, clock: Clock | None = None,
                  security_protocol: str = "PLAINTEXT", principal_mapper: PrincipalMapper | None = None,
                  connection_quotas: ConnectionQuotas | None = None, sasl: SaslListenerConfig | None = None,
-                 on_lost: Callable[[KafkaConnection], None] | None = None) -> None:
+                 on_lost: Callable[[KafkaConnection], None] | None = None, sends_files: bool = False) -> None:
         self._handler = handler
+        # Fetch responses may hold file regions, sent with sendfile (`moldau.server.file_sender`): plaintext only.
+        self.sends_files = sends_files
+        self._file_sender: FileSender | None = None
         self._on_lost = on_lost  # told when the connection is gone (share sessions end with their connection)
         self._connection_quotas = connection_quotas
         self._admitted = False  # counted by connection_quotas, to be released when closed
@@ -102,7 +111,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.frame_started_ms: float | None = None
         self._busy = False  # a request is being processed (a long poll is not idleness)
         # Responses not written yet, in request order: those still pending (acks=all Produce) and any behind them.
-        self._unwritten: collections.deque[asyncio.Future[list[bytes | memoryview]]] = collections.deque()
+        self._unwritten: collections.deque[asyncio.Future[list[ResponsePart]]] = collections.deque()
         self._written: asyncio.Event = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self.frames_received = 0
@@ -188,6 +197,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         for pending in self._unwritten:
             pending.cancel()
         self._unwritten.clear()
+        self._file_sender = None
         # Drop every buffer now and give the bytes back to the budget; nothing may keep them alive.
         self._queue.clear()
         self._queued_bytes = 0
@@ -227,8 +237,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     await self._queue_unwritten(response.parts)
                 elif response is not None and self._unwritten:
                     await self._queue_unwritten(_ready(response))  # behind the responses still pending
+                elif response is not None and self.sends_files and has_regions(response):
+                    # Sent here rather than by the writer task: no task switch per response. Like a write that
+                    # outruns the client, a full socket holds up serving the next request until it drains.
+                    sent = await self._send_files(response)
+                    response = None  # its regions keep their files open while referenced, also when idle
+                    if not sent:
+                        return
                 elif response is not None:
-                    self._transport.writelines(frame(response))
+                    self._transport.writelines(frame(response))  # type: ignore[arg-type]
                     self.last_activity_ms = self._clock.monotonic_ms()
                     if not self._can_write.is_set():
                         await self._can_write.wait()
@@ -245,7 +262,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.exception("closing connection from %s after an unexpected error", self.peer)
             self.abort("internal error")
 
-    async def _queue_unwritten(self, parts: asyncio.Future[list[bytes | memoryview]]) -> None:
+    async def _queue_unwritten(self, parts: asyncio.Future[list[ResponsePart]]) -> None:
         """Queue a response that is not complete yet (or one behind such); the writer sends them in order.
         Past `_MAX_UNWRITTEN` of them, serving stops until the oldest goes out."""
         self._unwritten.append(parts)
@@ -256,14 +273,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
             await self._written.wait()
 
     async def _write_in_order(self) -> None:
+        """Write the unwritten responses in request order. A response stays at the head of `_unwritten` until it is
+        out, so that no response is written directly while one is still being sent from files."""
         try:
             while self._unwritten:
                 parts = await self._unwritten[0]
-                self._unwritten.popleft()
-                self._written.set()
                 if self._transport is None or self._transport.is_closing():
                     return
-                self._transport.writelines(frame(parts))
+                if self.sends_files and has_regions(parts):
+                    if not await self._send_files(parts):
+                        return
+                else:
+                    self._transport.writelines(frame(parts))  # type: ignore[arg-type]
+                del parts  # file regions hold their files open until sent
+                self._unwritten.popleft()
+                self._written.set()
                 self.last_activity_ms = self._clock.monotonic_ms()
                 if not self._can_write.is_set():
                     await self._can_write.wait()
@@ -274,6 +298,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("closing connection from %s after an unexpected error", self.peer)
             self.abort("internal error")
+
+    async def _send_files(self, parts: list[ResponsePart]) -> bool:
+        """Send a response holding file regions (`moldau.server.file_sender`); False if the connection closed."""
+        assert self._transport is not None
+        if self._file_sender is None:
+            self._file_sender = FileSender(self._transport)
+        try:
+            await self._file_sender.send(frame(parts))
+        except RegionGone as exc:
+            self.abort(f"a fetched segment was truncated while being sent: {exc}")
+            return False
+        except OSError as exc:
+            self.abort(f"sending a response failed: {exc}")
+            return False
+        self.last_activity_ms = self._clock.monotonic_ms()
+        return True
 
     async def _all_written(self) -> None:
         while self._unwritten:

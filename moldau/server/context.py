@@ -32,6 +32,9 @@ class RequestContext:
     authorizer: Authorizer | None = None  # None: no authorizer configured, everything is allowed
     # Sent by another node: on a controller listener, by a principal allowed CLUSTER_ACTION on the cluster.
     from_node: bool = False
+    # The connection sends file regions with sendfile (a plaintext listener with fetch zero-copy on): a Fetch may
+    # answer with `FileRegion`s of its segments instead of their bytes.
+    sends_files: bool = False
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """May this request's principal, from its host, do `operation` on the resource? Always true without an

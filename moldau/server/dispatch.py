@@ -43,6 +43,7 @@ from moldau.protocol.codec import InvalidRequest
 from moldau.protocol.error_response import error_response
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.framing import Frame
+from moldau.protocol.wire import ResponsePart
 from moldau.security.acl.authorizer import Authorizer
 from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.security.principal import KafkaPrincipal
@@ -59,7 +60,7 @@ log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
 
-Response = list[bytes | memoryview]
+Response = list[ResponsePart]
 
 
 class ConnectionInfo(Protocol):
@@ -140,7 +141,7 @@ class Dispatcher:
         deferred = False  # a response finished later counts its time when it is finished
         context = RequestContext(header, schema, self._services, conn.peer, conn.is_controller_listener,
                                  conn.listener, conn.principal, conn.client_host, conn.security_protocol, quota,
-                                 sasl, self._authorizer, self._from_node(conn))
+                                 sasl, self._authorizer, self._from_node(conn), getattr(conn, "sends_files", False))
         if counters is not None:
             counters.request_started()  # answered (and counted down) in _count, whichever way it ends
         try:

@@ -59,6 +59,7 @@ __all__ = [
     "DeferredCloser",
     "FileSlice",
     "LogSegment",
+    "PinnedFile",
     "segment_path",
     "write_all",
 ]
@@ -96,6 +97,27 @@ class FileSlice:
 
     def read_bytes(self) -> bytes:
         return read_exactly(self.fd, self.position, self.size)
+
+    def pinned(self) -> PinnedFile:
+        """A descriptor of this slice's file that stays valid for as long as it is referenced."""
+        return PinnedFile(self.fd)
+
+
+class PinnedFile:
+    """A duplicate of a segment's descriptor, closed when the last reference to it goes.
+
+    A fetch answered with sendfile reads its slice when the connection gets to send it, which a slow consumer can
+    put off past `file_delete_delay_ms`; by then the segment may be deleted, its descriptor closed and the number
+    reused for another file. The duplicate keeps the file itself open (a deleted file's bytes stay readable).
+    """
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = os.dup(fd)
+
+    def __del__(self) -> None:
+        _close_quietly(self.fd)
 
 
 class AppendedBatch(NamedTuple):

@@ -26,6 +26,7 @@ from typing import Protocol
 from moldau.clock import Clock
 from moldau.protocol.codec import InvalidRequest
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.wire import ResponsePart
 from moldau.security.principal import KafkaPrincipal
 from moldau.security.sasl.mechanisms import (
     PLAIN,
@@ -197,7 +198,7 @@ class SaslAuthenticator:
 
 
 
-async def bare_sasl_token(sasl: SaslAuthenticator, token: bytes | memoryview) -> list[bytes | memoryview]:
+async def bare_sasl_token(sasl: SaslAuthenticator, token: bytes | memoryview) -> list[ResponsePart]:
     """The unframed exchange (after SaslHandshake v0): a bare token in, a bare token out (size-prefixed by the
     connection). There is no error field, so refused credentials close the connection, after the failure delay."""
     result = sasl.evaluate(bytes(token))

@@ -21,6 +21,12 @@ carries the last stable offset.
 Fetch sessions (KIP-227) are not kept: every response says session id 0, which tells clients to send full
 fetch requests, as a Kafka broker with no session cache slots does.
 
+Zero-copy: on a connection that sends files (`RequestContext.sends_files`: a plaintext listener, with
+`fetch.zero.copy.enable` on), a partition's records of at least `SENDFILE_MIN_BYTES` are answered as
+`FileRegion`s of the segment files, which the connection sends with sendfile; the bytes never enter the process.
+Smaller reads, read_committed consumers (whose aborted transactions are looked up from the batches read) and TLS
+connections get the bytes, read with pread as before.
+
 With an authorizer, a consumer needs READ on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions), a
 follower CLUSTER_ACTION on the cluster.
 """
@@ -39,6 +45,7 @@ from moldau.protocol.fetch_response import (
     encode_fetch_response,
 )
 from moldau.protocol.record_batch import iter_batch_headers
+from moldau.protocol.wire import FileRegion
 from moldau.replication.leader_state import diverging_epoch
 from moldau.replication.replica_manager import TopicPartition
 from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
@@ -46,6 +53,13 @@ from moldau.security.quotas import CONSUMER_BYTE_RATE
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import ms_from_timedelta, reads_committed
+from moldau.storage.log_common import ReadResult
+
+# Below this, one pread and a copy cost less than the sendfile path (measured in docs/benchmarks.md: at 128 KiB
+# per fetch both cost the same broker CPU per GB).
+SENDFILE_MIN_BYTES = 128 * 1024
+
+Records = bytes | tuple[FileRegion, ...]
 
 
 @dataclass(slots=True)
@@ -55,7 +69,7 @@ class _PartitionRead:
     error: ErrorCode
     high_watermark: int = -1
     log_start_offset: int = -1
-    records: bytes | None = None
+    records: Records | None = None
     diverging_epoch: tuple[int, int] | None = None
     last_stable_offset: int = -1
     aborted_transactions: list[tuple[int, int]] | None = None
@@ -90,7 +104,7 @@ def _count_bytes_out(ctx: RequestContext, wanted: list[tuple[str | None, Any, An
     counters = ctx.broker.counters
     for (name, _, _), read in zip(wanted, reads, strict=True):
         if name is not None and read.records:
-            counters.fetched(name, len(read.records), replica)
+            counters.fetched(name, _size(read.records), replica)
 
 
 def _replica_id(ctx: RequestContext, request: Any) -> int:
@@ -134,7 +148,7 @@ def _read_all(ctx: RequestContext, request: Any, wanted: list[tuple[str | None, 
             reads.append(_PartitionRead(key, part.partition, ErrorCode.topic_authorization_failed))
             continue
         read = _read_partition(ctx, name, part, key, remaining, total == 0, replica_id, read_committed)
-        size = len(read.records) if read.records else 0
+        size = _size(read.records) if read.records else 0
         total += size
         remaining = max(0, remaining - size)
         reads.append(read)
@@ -168,9 +182,10 @@ def _read_partition(ctx: RequestContext, name: str | None, part: Any, key: Any, 
             max_offset = plog.last_stable_offset
         result = plog.read(part.fetch_offset, min(part.partition_max_bytes, remaining_bytes), min_one_batch,
                            max_offset)
-        records = result.read_bytes()
+        records = _records(ctx, result, read_committed and replica_id < 0)
         aborted = None
         if read_committed and replica_id < 0:
+            assert isinstance(records, bytes)  # regions are never handed to read_committed consumers
             aborted = plog.aborted_transactions(part.fetch_offset, _next_offset(records)) if records else []
     except KafkaError as exc:
         read = _PartitionRead(key, part.partition, exc.code)
@@ -180,6 +195,22 @@ def _read_partition(ctx: RequestContext, name: str | None, part: Any, key: Any, 
         return read
     return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark, plog.log_start_offset,
                           records, None, plog.last_stable_offset, aborted)
+
+
+def _records(ctx: RequestContext, result: ReadResult, needs_bytes: bool) -> Records:
+    """The batches read: as regions of their files for a connection that sends files, else as bytes."""
+    if ctx.sends_files and not needs_bytes and result.size_bytes >= SENDFILE_MIN_BYTES:
+        regions = []
+        for piece in result.slices:
+            if piece.size:
+                pinned = piece.pinned()  # the segment's own descriptor may be closed before this is sent
+                regions.append(FileRegion(pinned.fd, piece.position, piece.size, pinned))
+        return tuple(regions)
+    return result.read_bytes()
+
+
+def _size(records: Records) -> int:
+    return sum(r.size for r in records) if isinstance(records, tuple) else len(records)
 
 
 def _next_offset(records: bytes) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import io
+import os
 import random
 import uuid
 from typing import Any
@@ -14,6 +15,7 @@ from kio.serial import entity_writer
 
 from moldau.protocol import codec
 from moldau.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
+from moldau.protocol.wire import FileRegion
 from moldau.server.handlers.fetch import API as FETCH
 
 
@@ -78,3 +80,21 @@ def test_large_records_are_passed_through_without_copy() -> None:
     parts = encode_fetch_response(16, 0, 0, 0, [TopicResult(None, uuid.uuid4(), [PartitionResult(0, 0, 1, 1, 0,
                                                                                               None, -1, records)])])
     assert any(part is records for part in parts)
+
+
+@pytest.mark.parametrize("version", [4, 11, 12, 16])
+def test_file_regions_stand_for_their_bytes(version: int, tmp_path: Any) -> None:
+    """Records left in files encode to the same frame as the bytes, the regions as parts of their own."""
+    data = random.Random(version).randbytes(300_000)
+    path = tmp_path / "segment.log"
+    path.write_bytes(data)
+    with open(path, "rb") as file:
+        regions = (FileRegion(file.fileno(), 10, 100_000), FileRegion(file.fileno(), 100_010, 150_000))
+        in_files = [TopicResult("t", uuid.uuid4(), [PartitionResult(0, 0, 5, 5, 0, None, -1, regions)])]
+        in_memory = [TopicResult(in_files[0].name, in_files[0].topic_id,
+                                 [PartitionResult(0, 0, 5, 5, 0, None, -1, data[10:250_010])])]
+        parts = encode_fetch_response(version, 0, 0, 0, in_files)
+        assert [part for part in parts if isinstance(part, FileRegion)] == list(regions)
+        filled = b"".join(os.pread(p.fd, p.size, p.position) if isinstance(p, FileRegion) else bytes(p)
+                          for p in parts)
+    assert filled == b"".join(bytes(p) for p in encode_fetch_response(version, 0, 0, 0, in_memory))
