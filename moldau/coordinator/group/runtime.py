@@ -21,7 +21,13 @@ from typing import TypeVar
 
 from moldau.clock import Clock
 from moldau.coordinator.group.consumer import HeartbeatRequest, HeartbeatResult
-from moldau.coordinator.group.coordinator import GroupCoordinator, ListedGroup, Producer, write_error
+from moldau.coordinator.group.coordinator import (
+    CommitRequest,
+    GroupCoordinator,
+    ListedGroup,
+    Producer,
+    write_error,
+)
 from moldau.coordinator.group.member import (
     Completion,
     Handle,
@@ -57,6 +63,8 @@ class GroupRuntime:
         self._sleeping_until: float = 0.0
         self._next_expiry_ms = clock.time_ms() + coordinator.settings.offsets_retention_check_interval_ms
         self._task: asyncio.Task[None] | None = None
+        # OffsetCommits waiting for this turn's group commit (`_commit_together`).
+        self._commits: list[tuple[CommitRequest, asyncio.Future[list[ErrorCode]]]] = []
 
     def now_ms(self) -> int:
         return self._clock.time_ms()
@@ -160,11 +168,33 @@ class GroupRuntime:
     async def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
                              commits: Sequence[OffsetCommit], version: int) -> list[ErrorCode]:
         """Commit, and answer once the commit is on every in-sync replica of the group's partition, so that no
-        acknowledged commit is lost when the coordinator's broker fails."""
-        errors = self.coordinator.commit_offsets(group_id, member_id, instance_id, generation_id, commits, version,
-                                                 self.now_ms())
-        self._after_input()
+        acknowledged commit is lost when the coordinator's broker fails.
+
+        Group commit: the commits of every request that reaches this point in one turn of the event loop (the
+        requests of all connections whose bytes arrived together) are appended together, one batch per partition,
+        when the turn's other ready callbacks have run. Each request is still answered only once its own records
+        are durable, and in the order of its connection's requests, as the connection writes responses in order."""
+        request = CommitRequest(group_id, member_id, instance_id, generation_id, tuple(commits), version)
+        future: asyncio.Future[list[ErrorCode]] = asyncio.get_running_loop().create_future()
+        if not self._commits:
+            asyncio.get_running_loop().call_soon(self._commit_together)
+        self._commits.append((request, future))
+        errors = await future
         return await self._replicated(group_id, errors)
+
+    def _commit_together(self) -> None:
+        waiting, self._commits = self._commits, []
+        try:
+            answers = self.coordinator.commit_offsets_together([request for request, _ in waiting], self.now_ms())
+        except Exception as exc:  # a bug: every waiting request fails with it, as one alone would
+            for _, future in waiting:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for (_, future), errors in zip(waiting, answers, strict=True):
+            if not future.done():  # the client went away: its commit stands, the answer goes to no one
+                future.set_result(errors)
+        self._after_input()
 
     async def txn_commit_offsets(self, group_id: str, transactional_id: str, producer_id: int, producer_epoch: int,
                                  member_id: str, instance_id: str | None, generation_id: int,
