@@ -8,6 +8,7 @@ arrays int32-counted. A coordinator key (group id, transactional id) is placed o
 
 from __future__ import annotations
 
+import functools
 import struct
 
 __all__ = ["Reader", "RecordFormatError", "Writer", "java_string_hash", "partition_for"]
@@ -31,9 +32,14 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+# Every group and transactional request looks its key's partition up, often twice; the hash walks the key in
+# Python, tens of microseconds for a typical group id, so the hashes of recent keys are kept.
+_cached_java_string_hash = functools.lru_cache(maxsize=65536)(java_string_hash)
+
+
 def partition_for(key: str, partitions: int) -> int:
     """The internal-topic partition of a coordinator key (Kafka's Utils.abs maps MIN_VALUE to 0)."""
-    h = java_string_hash(key)
+    h = _cached_java_string_hash(key)
     return (0 if h == -(2**31) else abs(h)) % partitions
 
 

@@ -17,13 +17,12 @@ import uuid
 from dataclasses import dataclass
 
 from moldau.protocol.codec import InvalidRequest
+from moldau.protocol.request_reader import RequestReader as _Reader
 
 FIRST_FLEXIBLE_VERSION = 9
 FIRST_TOPIC_ID_VERSION = 13
-_I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
-_MAX_ARRAY_LENGTH = 1_000_000
 
 
 @dataclass(slots=True)
@@ -72,62 +71,3 @@ def _topic(reader: _Reader, version: int) -> TopicProduceData:
         reader.skip_tags()
     reader.skip_tags()
     return TopicProduceData(name, topic_id, partitions)
-
-
-class _Reader:
-    def __init__(self, view: memoryview, pos: int, flexible: bool) -> None:
-        self.view = view
-        self.pos = pos
-        self.flexible = flexible
-
-    def take(self, n: int) -> memoryview:
-        if n < 0 or self.pos + n > len(self.view):
-            raise InvalidRequest(f"field of {n} bytes runs past the end of the request")
-        out = self.view[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def fixed(self, fmt: struct.Struct) -> tuple[int, ...]:
-        values = fmt.unpack_from(self.view, self.pos)
-        self.pos += fmt.size
-        return values  # type: ignore[no-any-return]
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            byte = self.view[self.pos]
-            self.pos += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise InvalidRequest("varint longer than 5 bytes")
-
-
-    def array_length(self) -> int:
-        n = self.uvarint() - 1 if self.flexible else self.fixed(_I32)[0]
-        if n < 0 or n > _MAX_ARRAY_LENGTH:
-            raise InvalidRequest(f"invalid array length {n}")
-        return n
-
-    def string(self) -> str:
-        value = self.nullable_string()
-        if value is None:
-            raise InvalidRequest("null where a string is required")
-        return value
-
-    def nullable_string(self) -> str | None:
-        n = self.uvarint() - 1 if self.flexible else self.fixed(_I16)[0]
-        return None if n < 0 else str(self.take(n), "utf-8")
-
-    def nullable_bytes(self) -> memoryview | None:
-        n = self.uvarint() - 1 if self.flexible else self.fixed(_I32)[0]
-        return None if n < 0 else self.take(n)
-
-    def skip_tags(self) -> None:
-        if not self.flexible:
-            return
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self.take(self.uvarint())

@@ -427,6 +427,11 @@ class ReplicaManager:
         """
         if hosted.leader_state is None:
             return ErrorCode.not_leader_or_follower
+        if end_offset <= hosted.log.high_watermark and not hosted.ack_waiters:
+            # Already there (always so on a single replica): answered as `release_acks` would, without a future
+            # and a timer for a wait that cannot happen. With waiters queued, the answer goes through them in order.
+            enough = len(hosted.isr) >= hosted.log.config.min_insync_replicas
+            return ErrorCode.none if enough else ErrorCode.not_enough_replicas_after_append
         future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
         hosted.ack_waiters.append(_AckWaiter(end_offset, future))
         hosted.release_acks()

@@ -243,6 +243,9 @@ _QUOTA_RESOURCES = {"Produce": "Produce", "Fetch": "Fetch"}
 def _with_throttle(response: Any, throttle_ms: int) -> Any:
     """The response with its throttle_time_ms set, where the handler left it to kio to encode (Produce and Fetch
     encode theirs themselves, with the throttle time their bytes earned)."""
+    if isinstance(response, codec.DirectBody):
+        response.throttle_time_ms = max(response.throttle_time_ms, throttle_ms)
+        return response
     if (dataclasses.is_dataclass(response) and not isinstance(response, type)
             and "throttle_time" in {f.name for f in dataclasses.fields(response)}):
         current = ms_from_timedelta(getattr(response, "throttle_time"))  # noqa: B009 - mypy cannot see it

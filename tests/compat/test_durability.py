@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.produce.v9 import request as produce_req
 
@@ -217,3 +217,47 @@ def test_topic_ids_survive_restart_and_recreate_gets_new_id(broker: BrokerProces
     create_topic(broker.bootstrap, name)
     assert topic_id() != before
     assert ck_consume(broker.bootstrap, name, 1, timeout_s=3) == []  # old data is gone with the old topic
+
+
+def test_kill_9_during_commit_load_loses_no_acknowledged_commit(broker: BrokerProcess) -> None:
+    """Concurrent synchronous committers share appends (group commit); whatever was acknowledged before the crash
+    is committed after it."""
+    create_topic(broker.bootstrap, "commits-crash", partitions=4)
+    groups = [f"crash-group-{i % 2}" for i in range(4)]  # two committers per group, one partition each
+    acknowledged: dict[tuple[str, int], int] = {}
+    stop = threading.Event()
+
+    def commit_load(index: int) -> None:
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": groups[index],
+                             "enable.auto.commit": False, "log_level": 0})
+        offset = 0
+        while not stop.is_set():
+            try:
+                consumer.commit(offsets=[TopicPartition("commits-crash", index, offset + 1)], asynchronous=False)
+            except KafkaException:
+                break
+            offset += 1
+            acknowledged[(groups[index], index)] = offset
+        consumer.close()
+
+    threads = [threading.Thread(target=commit_load, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while sum(acknowledged.values()) < 2000 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    broker.kill()
+    stop.set()
+    # Nothing can be acknowledged while the broker is down; a commit in flight may finish after the restart.
+    before_crash = dict(acknowledged)
+    assert len(before_crash) == 4 and sum(before_crash.values()) > 500, f"too few commits: {before_crash}"
+    broker.start()
+    for (group, partition), offset in before_crash.items():
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+        try:
+            (found,) = consumer.committed([TopicPartition("commits-crash", partition)], timeout=30)
+        finally:
+            consumer.close()
+        assert found.offset >= offset, f"{group} partition {partition}: acknowledged {offset}, found {found.offset}"
+    for thread in threads:
+        thread.join(60)

@@ -8,7 +8,8 @@
 - The partition logs are reached through a `CoordinatorLog` (the replica manager's `ReplicaLog` in the broker).
 - Every change is appended to the partition log as one record batch (no producer id) before anyone is told
   it happened: a commit is acknowledged only once its records are in the log, and members get their assignment
-  only once the group's record is.
+  only once the group's record is. OffsetCommits that arrive together share one batch per partition
+  (`commit_offsets_together`): one append instead of one per request.
 - A TxnOffsetCommit is appended as one transactional batch of its producer (id and epoch, so the log fences
   an old epoch); its offsets stay pending until `complete_transaction` is told that the transaction's marker
   is in the log. Loading replays markers the same way, so pending state survives a restart or failover. The
@@ -50,7 +51,7 @@ from moldau.coordinator.group.records import (
     encode,
 )
 from moldau.coordinator.group.settings import CoordinatorSettings
-from moldau.coordinator.group.shard import NO_PRODUCER_ID, GroupShard
+from moldau.coordinator.group.shard import NO_PRODUCER_ID, GroupShard, Write
 from moldau.coordinator.internal_topic import ReplicaLog, build_batch
 from moldau.coordinator.log import CoordinatorLog, LogMarker, read_partition
 from moldau.coordinator.shards import CoordinatorShards
@@ -92,6 +93,18 @@ class LoggedMarker:
     producer_id: int
     commit: bool
     log_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRequest:
+    """One OffsetCommit, as `commit_offsets_together` takes several."""
+
+    group_id: str
+    member_id: str
+    instance_id: str | None
+    generation_id: int
+    commits: tuple[OffsetCommit, ...]
+    version: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,18 +413,37 @@ class GroupCoordinator:
 
     def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
                        commits: Sequence[OffsetCommit], version: int, now_ms: int) -> list[ErrorCode]:
-        """One error per commit, in order; the accepted ones are durable when this returns."""
-        try:
-            shard = self.shard(group_id)
-        except KafkaError as exc:
-            return [exc.code] * len(commits)
-        write = shard.commit(group_id, member_id, instance_id, generation_id, commits, version, now_ms)
-        error = self._write(shard, write.records, now_ms)
-        if error != ErrorCode.none:
-            return [error if e == ErrorCode.none else e for e in write.errors]
-        if group_id in shard.groups or group_id in shard.consumer_groups:
-            self._schedule(shard, group_id)
-        return write.errors
+        """One error per commit, in order; the accepted ones are in the log when this returns."""
+        request = CommitRequest(group_id, member_id, instance_id, generation_id, tuple(commits), version)
+        return self.commit_offsets_together([request], now_ms)[0]
+
+    def commit_offsets_together(self, requests: Sequence[CommitRequest], now_ms: int) -> list[list[ErrorCode]]:
+        """Several OffsetCommits at once (group commit): each is validated in order, and the accepted records of
+        all those whose groups share a partition are appended as one batch. Per request, one error per commit;
+        the accepted ones are in the log when this returns. Validation reads group membership only, which offset
+        records do not change, so validating all before appending any answers as one at a time would."""
+        answers: list[list[ErrorCode]] = [[] for _ in requests]
+        writes: dict[int, tuple[GroupShard, list[tuple[int, Write]]]] = {}
+        for i, request in enumerate(requests):
+            try:
+                shard = self.shard(request.group_id)
+            except KafkaError as exc:
+                answers[i] = [exc.code] * len(request.commits)
+                continue
+            write = shard.commit(request.group_id, request.member_id, request.instance_id, request.generation_id,
+                                 request.commits, request.version, now_ms)
+            writes.setdefault(shard.partition, (shard, []))[1].append((i, write))
+        for shard, shard_writes in writes.values():
+            error = self._write(shard, [record for _, write in shard_writes for record in write.records], now_ms)
+            for i, write in shard_writes:
+                if error != ErrorCode.none:
+                    answers[i] = [error if e == ErrorCode.none else e for e in write.errors]
+                    continue
+                answers[i] = write.errors
+                group_id = requests[i].group_id
+                if group_id in shard.groups or group_id in shard.consumer_groups:
+                    self._schedule(shard, group_id)
+        return answers
 
     def txn_verification(self, group_id: str, producer: Producer) -> tuple[int, object] | None:
         """Whether the producer's batch would open its transaction on the group's partition, so that the

@@ -21,7 +21,13 @@ from typing import TypeVar
 
 from moldau.clock import Clock
 from moldau.coordinator.group.consumer import HeartbeatRequest, HeartbeatResult
-from moldau.coordinator.group.coordinator import GroupCoordinator, ListedGroup, Producer, write_error
+from moldau.coordinator.group.coordinator import (
+    CommitRequest,
+    GroupCoordinator,
+    ListedGroup,
+    Producer,
+    write_error,
+)
 from moldau.coordinator.group.member import (
     Completion,
     Handle,
@@ -57,6 +63,8 @@ class GroupRuntime:
         self._sleeping_until: float = 0.0
         self._next_expiry_ms = clock.time_ms() + coordinator.settings.offsets_retention_check_interval_ms
         self._task: asyncio.Task[None] | None = None
+        # OffsetCommits waiting for this turn's group commit (`_commit_together`).
+        self._commits: list[tuple[CommitRequest, asyncio.Future[list[ErrorCode]]]] = []
 
     def now_ms(self) -> int:
         return self._clock.time_ms()
@@ -64,17 +72,20 @@ class GroupRuntime:
     # -- lifecycle -----------------------------------------------------------------------------------------
 
     def start(self, image: MetadataImage) -> None:
+        self._flush_commits()
         self._deliver(self.coordinator.on_image(image, self.now_ms()))
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def on_image(self, before: MetadataImage | None, image: MetadataImage) -> None:
         """Controller listener: partitions of `__consumer_offsets` may have appeared or moved."""
+        self._flush_commits()
         self._deliver(self.coordinator.on_image(image, self.now_ms()))
         self._after_input()
 
     def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
+        self._flush_commits()
         self._deliver(self.coordinator.close())
         for future in self._pending.values():
             future.cancel()
@@ -84,6 +95,7 @@ class GroupRuntime:
 
     async def join(self, group_id: str, request: JoinRequest) -> JoinResult:
         handle, future = self._register()
+        self._flush_commits()
         self._deliver(self.coordinator.join(group_id, handle, request, self.now_ms()))
         result = await self._wait(handle, future)
         assert isinstance(result, JoinResult)
@@ -91,6 +103,7 @@ class GroupRuntime:
 
     async def sync(self, group_id: str, request: SyncRequest) -> SyncResult:
         handle, future = self._register()
+        self._flush_commits()
         self._deliver(self.coordinator.sync(group_id, handle, request, self.now_ms()))
         result = await self._wait(handle, future)
         assert isinstance(result, SyncResult)
@@ -138,6 +151,7 @@ class GroupRuntime:
     # -- immediate requests --------------------------------------------------------------------------------
 
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
+        self._flush_commits()
         error = self.coordinator.heartbeat(group_id, member_id, instance_id, generation_id, self.now_ms())
         self._after_input()
         return error
@@ -145,6 +159,7 @@ class GroupRuntime:
     async def consumer_heartbeat(self, group_id: str, request: HeartbeatRequest) -> HeartbeatResult:
         """ConsumerGroupHeartbeat, answered once the member's epoch and assignment are durable (see
         `_once_durable`)."""
+        self._flush_commits()
         result = self.coordinator.consumer_heartbeat(group_id, request, self.now_ms())
         self._deliver(self.coordinator.take_released())
         self._after_input()
@@ -152,6 +167,7 @@ class GroupRuntime:
 
     def leave(self, group_id: str, identities: Sequence[tuple[str, str | None]]
               ) -> tuple[ErrorCode, tuple[ErrorCode, ...]]:
+        self._flush_commits()
         error, member_errors, completions = self.coordinator.leave(group_id, identities, self.now_ms())
         self._deliver(completions)
         self._after_input()
@@ -160,11 +176,41 @@ class GroupRuntime:
     async def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
                              commits: Sequence[OffsetCommit], version: int) -> list[ErrorCode]:
         """Commit, and answer once the commit is on every in-sync replica of the group's partition, so that no
-        acknowledged commit is lost when the coordinator's broker fails."""
-        errors = self.coordinator.commit_offsets(group_id, member_id, instance_id, generation_id, commits, version,
-                                                 self.now_ms())
-        self._after_input()
+        acknowledged commit is lost when the coordinator's broker fails.
+
+        Group commit: the commits of every request that reaches this point in one turn of the event loop (the
+        requests of all connections whose bytes arrived together) are appended together, one batch per partition,
+        when the turn's other ready callbacks have run, or before any other input reaches the coordinator. Each
+        request is still answered only once its own records are durable, and in the order of its connection's
+        requests, as the connection writes responses in order."""
+        request = CommitRequest(group_id, member_id, instance_id, generation_id, tuple(commits), version)
+        future: asyncio.Future[list[ErrorCode]] = asyncio.get_running_loop().create_future()
+        if not self._commits:
+            asyncio.get_running_loop().call_soon(self._flush_commits)
+        self._commits.append((request, future))
+        errors = await future
         return await self._replicated(group_id, errors)
+
+    def _flush_commits(self) -> None:
+        """Append the commits waiting for this turn's group commit now. Every other input calls this first, so the
+        coordinator sees inputs in the order they came: a JoinGroup after a commit is answered only once that
+        commit is durable too, and an OffsetFetch after it reads it."""
+        if self._commits:
+            self._commit_together()
+
+    def _commit_together(self) -> None:
+        waiting, self._commits = self._commits, []
+        try:
+            answers = self.coordinator.commit_offsets_together([request for request, _ in waiting], self.now_ms())
+        except Exception as exc:  # a bug: every waiting request fails with it, as one alone would
+            for _, future in waiting:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for (_, future), errors in zip(waiting, answers, strict=True):
+            if not future.done():  # the client went away: its commit stands, the answer goes to no one
+                future.set_result(errors)
+        self._after_input()
 
     async def txn_commit_offsets(self, group_id: str, transactional_id: str, producer_id: int, producer_epoch: int,
                                  member_id: str, instance_id: str | None, generation_id: int,
@@ -177,6 +223,7 @@ class GroupRuntime:
         the group's partition is in the transaction (AddOffsetsToTxn added it); a refusal is the answer for every
         partition."""
         producer = Producer(producer_id, producer_epoch)
+        self._flush_commits()
         check = self.coordinator.txn_verification(group_id, producer) if verify is not None else None
         guard = None
         if verify is not None and check is not None:
@@ -184,6 +231,7 @@ class GroupRuntime:
             code = await verify(transactional_id, producer_id, producer_epoch, (OFFSETS_TOPIC, partition))
             if code != ErrorCode.none:
                 return [write_error(code)] * len(commits)
+        self._flush_commits()
         errors = self.coordinator.txn_commit_offsets(group_id, producer, member_id, instance_id, generation_id,
                                                      commits, self.now_ms(), guard)
         self._after_input()
@@ -201,24 +249,30 @@ class GroupRuntime:
 
     def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
         """A transaction marker is now in `__consumer_offsets` partition `partition` (see the coordinator's)."""
+        self._flush_commits()
         self.coordinator.complete_transaction(partition, producer_id, commit, self.now_ms())
 
     def fetch_offsets(self, group_id: str, requested: Requested | None, member_id: str | None = None,
                       member_epoch: int = -1, require_stable: bool = False) -> tuple[ErrorCode, Fetched]:
+        self._flush_commits()
         return self.coordinator.fetch_offsets(group_id, requested, member_id, member_epoch, require_stable)
 
     def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
                        ) -> tuple[ErrorCode, list[ErrorCode]]:
+        self._flush_commits()
         return self.coordinator.delete_offsets(group_id, partitions, self.now_ms())
 
     def delete_groups(self, group_ids: Sequence[str]) -> list[ErrorCode]:
+        self._flush_commits()
         return self.coordinator.delete_groups(group_ids, self.now_ms())
 
     def list_groups(self) -> list[ListedGroup]:
+        self._flush_commits()
         return self.coordinator.list_groups()
 
     def committed_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
         """Every group coordinated here: its committed offsets as OffsetFetch answers them (for metrics)."""
+        self._flush_commits()  # commits still waiting for their batch count as committed once answered
         return self.coordinator.committed_offsets()
 
     # -- the timer -----------------------------------------------------------------------------------------
@@ -241,6 +295,7 @@ class GroupRuntime:
 
     def _run_due(self) -> None:
         now = self.now_ms()
+        self._flush_commits()
         self._deliver(self.coordinator.tick(now))
         if now >= self._next_expiry_ms:
             self._next_expiry_ms = now + self.coordinator.settings.offsets_retention_check_interval_ms

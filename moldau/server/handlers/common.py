@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 # kio models throttle times as timedeltas.
 NO_THROTTLE = datetime.timedelta(0)
+NO_THROTTLE_MS = 0
 
 # Kafka's sentinel for "authorized operations not requested".
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)

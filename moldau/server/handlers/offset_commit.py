@@ -5,6 +5,9 @@ A commit is acknowledged only after its records are in `__consumer_offsets`. The
 Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and are not stored; metadata longer than
 `offset.metadata.max.bytes` gets OFFSET_METADATA_TOO_LARGE. `retention_time` (v2-v4) is ignored, as by Kafka
 since 2.1: retention is `offsets.retention.minutes`. v10 names topics by id.
+
+Requests are read and answers written by the direct codec of `moldau.protocol.offset_commit`; a request it does
+not read (tagged fields, a malformed body) is decoded by kio, whose objects have the same attribute names.
 """
 
 from __future__ import annotations
@@ -13,12 +16,17 @@ from typing import Any
 
 from moldau.coordinator.group.offsets import OffsetCommit
 from moldau.metadata.image import MetadataImage, TopicImage
-from moldau.protocol.codec import make
+from moldau.protocol import codec
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.offset_commit import (
+    OffsetCommitResponse,
+    OffsetCommitResponseTopic,
+    parse_offset_commit_request,
+)
 from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
-from moldau.server.handlers.common import NO_THROTTLE
+from moldau.server.handlers.common import NO_THROTTLE_MS
 
 TOPIC_IDS_FROM = 10
 
@@ -47,8 +55,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     errors = await ctx.broker.groups.commit_offsets(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None),
         request.generation_id_or_member_epoch, commits, ctx.version) if commits else []
-    return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, topics=tuple(
-        _topic_response(ctx, topic, answer, errors) for topic, answer in zip(request.topics, answers, strict=True)))
+    return OffsetCommitResponse(NO_THROTTLE_MS, [
+        _topic_response(topic, answer, errors) for topic, answer in zip(request.topics, answers, strict=True)])
 
 
 def _topic(ctx: RequestContext, image: MetadataImage, topic: Any) -> tuple[TopicImage | None, ErrorCode]:
@@ -57,14 +65,16 @@ def _topic(ctx: RequestContext, image: MetadataImage, topic: Any) -> tuple[Topic
     return image.topics_by_name.get(topic.name), ErrorCode.unknown_topic_or_partition
 
 
-def _topic_response(ctx: RequestContext, topic: Any, answer: list[tuple[int, ErrorCode | int]],
-                    errors: list[ErrorCode]) -> Any:
-    cls = ctx.nested("OffsetCommitResponsePartition")
-    partitions = tuple(
-        make(cls, partition_index=index, error_code=a if isinstance(a, ErrorCode) else errors[a]) for index, a in answer
-    )
-    return make(ctx.nested("OffsetCommitResponseTopic"), name=getattr(topic, "name", None),
-                topic_id=getattr(topic, "topic_id", None), partitions=partitions)
+def _topic_response(topic: Any, answer: list[tuple[int, ErrorCode | int]],
+                    errors: list[ErrorCode]) -> OffsetCommitResponseTopic:
+    partitions = [(index, a if isinstance(a, ErrorCode) else errors[a]) for index, a in answer]
+    return OffsetCommitResponseTopic(getattr(topic, "name", None), getattr(topic, "topic_id", None), partitions)
 
 
-API = Api(key=8, name="OffsetCommit", min_version=2, max_version=10, handle=handle)
+def decode(frame: bytes | memoryview, pos: int, version: int) -> Any:
+    request = parse_offset_commit_request(frame, pos, version)
+    return request if request is not None else codec.decode_body(codec.api_schema(API_KEY, version), frame, pos)
+
+
+API_KEY = 8
+API = Api(key=API_KEY, name="OffsetCommit", min_version=2, max_version=10, handle=handle, decode=decode)

@@ -1,0 +1,134 @@
+"""Group commit: OffsetCommits that arrive together share one append per partition, each is answered as it would
+be alone, and none is acknowledged before its records are durable, so a crash loses nothing acknowledged."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from moldau.clock import ManualClock
+from moldau.coordinator.group.coordinator import CommitRequest
+from moldau.coordinator.group.offsets import OffsetCommit
+from moldau.coordinator.group.records import OFFSETS_TOPIC, partition_for
+from moldau.coordinator.group.runtime import GroupRuntime
+from moldau.protocol.errors import ErrorCode
+from tests.unit.coordinator.harness import START_MS
+from tests.unit.coordinator.memory_log import MemoryLog
+from tests.unit.coordinator.test_coordinator import PARTITIONS
+from tests.unit.coordinator.test_group_memory_log import Node
+
+
+def groups_on(partition: int, count: int) -> list[str]:
+    found = [f"g{i}" for i in range(1000) if partition_for(f"g{i}", PARTITIONS) == partition]
+    return found[:count]
+
+
+def simple_commit(group: str, offset: int, partition: int = 0, metadata: str = "") -> CommitRequest:
+    """A "simple" commit (no member, generation -1), as a tool or an assigned consumer sends."""
+    return CommitRequest(group, "", None, -1, (OffsetCommit("t", partition, offset, -1, metadata),), 8)
+
+
+def committed(node: Node, group: str, partition: int = 0) -> int | None:
+    error, fetched = node.coordinator.fetch_offsets(group, [("t", [partition])])
+    assert error == ErrorCode.none
+    value = fetched[0][1][0][1]
+    return None if value is None or isinstance(value, ErrorCode) else value.offset
+
+
+def test_requests_together_share_one_batch_per_partition_and_are_answered_each() -> None:
+    node = Node()
+    a, b = groups_on(0, 2)
+    (c,) = groups_on(1, 1)
+    member, generation = node.member(a)
+    batches_before = {p: len(node.log.parts[p].batches) for p in (0, 1)}
+    too_large = "x" * 5000  # above offset.metadata.max.bytes (4096)
+    answers = node.coordinator.commit_offsets_together([
+        CommitRequest(a, member, None, generation, (OffsetCommit("t", 0, 10, 1, "md"),), 8),
+        CommitRequest(a, member, None, generation + 1, (OffsetCommit("t", 1, 99, 1, "md"),), 8),  # stale
+        simple_commit(b, 20),
+        CommitRequest(b, "", None, -1, (OffsetCommit("t", 1, 21, -1, too_large), OffsetCommit("t", 2, 22, -1, "")),
+                      8),
+        simple_commit(c, 30),
+    ], node.now_ms())
+    assert answers == [
+        [ErrorCode.none],
+        [ErrorCode.illegal_generation],
+        [ErrorCode.none],
+        [ErrorCode.offset_metadata_too_large, ErrorCode.none],
+        [ErrorCode.none],
+    ]
+    assert len(node.log.parts[0].batches) == batches_before[0] + 1, "one append for a and b"
+    assert len(node.log.parts[1].batches) == batches_before[1] + 1
+    expected = {(a, 0): 10, (a, 1): None, (b, 0): 20, (b, 1): None, (b, 2): 22, (c, 0): 30}
+    assert {key: committed(node, *key) for key in expected} == expected
+    reopened = node.reopen()  # the same state, rebuilt from the log alone
+    assert {key: committed(reopened, *key) for key in expected} == expected
+
+
+def test_a_refused_append_fails_every_accepted_commit_of_the_batch() -> None:
+    node = Node()
+    a, b = groups_on(2, 2)
+    node.log.refuse = ErrorCode.not_enough_replicas
+    answers = node.coordinator.commit_offsets_together(
+        [simple_commit(a, 1), simple_commit(b, 2, metadata="y" * 5000)], node.now_ms())
+    assert answers[0] != [ErrorCode.none] and answers[0][0] != ErrorCode.offset_metadata_too_large
+    assert answers[1] == [ErrorCode.offset_metadata_too_large]
+    node.log.refuse = None
+    assert committed(node, a) is None and committed(node, b) is None
+
+
+def test_commits_of_one_turn_are_appended_together_and_answered_once_durable() -> None:
+    log = MemoryLog(OFFSETS_TOPIC, PARTITIONS, auto_replicate=False)
+    node = Node(log)
+    groups = groups_on(3, 4)
+
+    async def scenario() -> None:
+        runtime = GroupRuntime(node.coordinator, ManualClock(START_MS))
+        before = len(log.parts[3].batches)
+        waiting = [asyncio.ensure_future(runtime.commit_offsets(g, "", None, -1, [OffsetCommit("t", 0, 7, -1, "")], 8))
+                   for g in groups]
+        await asyncio.sleep(0.01)
+        assert len(log.parts[3].batches) == before + 1, "the four requests of one turn: one append"
+        assert not any(w.done() for w in waiting), "nothing is answered before the batch is durable"
+        log.replicate(3)
+        assert [await w for w in waiting] == [[ErrorCode.none]] * 4
+
+    asyncio.run(scenario())
+
+
+async def commit_rounds_then_crash(node: Node, log: MemoryLog, rng: random.Random) -> dict[str, int]:
+    """Rounds of concurrent commits of ever larger offsets, each round's batches replicated or not, each round ended
+    by a crash (a failover to a replica with only the durable records). Returns the last acknowledged offsets."""
+    runtime = GroupRuntime(node.coordinator, ManualClock(START_MS))
+    groups = [f"group-{i}" for i in range(6)]
+    acknowledged: dict[str, int] = {}
+    for offset in range(1, rng.randint(2, 8)):
+        chosen = rng.sample(groups, rng.randint(1, len(groups)))
+        waiting = {g: asyncio.ensure_future(
+            runtime.commit_offsets(g, "", None, -1, [OffsetCommit("t", 0, offset, -1, "")], 8)) for g in chosen}
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        for partition in rng.sample(range(PARTITIONS), rng.randint(0, PARTITIONS)):
+            log.replicate(partition)
+        await asyncio.sleep(0.001)
+        for partition in range(PARTITIONS):  # the crash: what is not durable is gone, its waiters told so
+            log.lose_unreplicated(partition)
+        for g, future in waiting.items():
+            if await future == [ErrorCode.none]:
+                acknowledged[g] = offset
+    return acknowledged
+
+
+def test_a_crash_between_commit_and_ack_loses_nothing_acknowledged() -> None:
+    """Seeded: every commit that was acknowledged is found after the crash, by replay of what the log kept."""
+    acknowledged_in_all = 0
+    for seed in range(20):
+        log = MemoryLog(OFFSETS_TOPIC, PARTITIONS, auto_replicate=False)
+        node = Node(log)
+        acknowledged = asyncio.run(commit_rounds_then_crash(node, log, random.Random(seed)))
+        acknowledged_in_all += len(acknowledged)
+        after = node.reopen()
+        for group, offset in acknowledged.items():
+            found = committed(after, group)
+            assert found is not None and found >= offset, (seed, group, offset, found)
+    assert acknowledged_in_all > 20, "the rounds acknowledged commits, so the check above checked something"
