@@ -35,6 +35,7 @@ class ConsoleContext:
 
     def __post_init__(self) -> None:
         self.signin = SignIn(self.clients)
+        self.on_stop.append(self.clients.close_all)  # the users' open connections must not outlive the broker
 
     def clients_for(self, request: Request) -> ConsoleClients:
         """The clients acting for the request's user (set by the sign-in middleware on secured clusters)."""

@@ -14,7 +14,14 @@ from moldau.cli.consume import parse_time
 from moldau.console.context import ConsoleContext
 from moldau.console.errors import ConsoleError, kafka_error_status
 from moldau.console.forms import form_fields
-from moldau.console.groups import RESET_MODES, ResetTarget, delete_group, describe_group, list_groups, reset_offsets
+from moldau.console.groups import (
+    FORM_RESET_MODES,
+    ResetTarget,
+    delete_group,
+    describe_group,
+    list_groups,
+    reset_offsets,
+)
 
 __all__ = ["reset_target", "routes"]
 
@@ -22,8 +29,8 @@ __all__ = ["reset_target", "routes"]
 def reset_target(form: dict[str, str]) -> tuple[str | None, ResetTarget]:
     """The topic (None: all the group's) and target of the reset form; ConsoleError 400 for bad input."""
     mode = form.get("to", "")
-    if mode not in RESET_MODES:
-        raise ConsoleError(400, f"choose where to reset to: {', '.join(RESET_MODES)}")
+    if mode not in FORM_RESET_MODES:
+        raise ConsoleError(400, f"choose where to reset to: {', '.join(FORM_RESET_MODES)}")
     topic = form.get("topic", "").strip() or None
     if mode == "offset":
         text = form.get("offset", "").strip()
