@@ -22,6 +22,7 @@ from moldau.console.groups import (
     list_groups,
     reset_offsets,
 )
+from moldau.registry.http import slashes  # noqa: F401  (registers the `segment` path convertor)
 
 __all__ = ["reset_target", "routes"]
 
@@ -108,10 +109,13 @@ def routes(ctx: ConsoleContext) -> list[BaseRoute]:
             return await detail(request, status, delete_error=message)
         return RedirectResponse(f"/groups?deleted={quote(name, safe='')}", status_code=303)
 
+    # A group id may hold any character, `/` included: links send it as one encoded segment (the `segment`
+    # filter) and `{name:segment}` reads it back whole (moldau.registry.http.slashes), so `a/live` is a group's
+    # name and never the live fragment of group `a`.
     return [
         Route("/groups", index, methods=["GET"]),
-        Route("/groups/{name}", detail, methods=["GET"]),
-        Route("/groups/{name}/live", live, methods=["GET"]),
-        Route("/groups/{name}/reset", reset, methods=["POST"]),
-        Route("/groups/{name}/delete", delete, methods=["POST"]),
+        Route("/groups/{name:segment}", detail, methods=["GET"]),
+        Route("/groups/{name:segment}/live", live, methods=["GET"]),
+        Route("/groups/{name:segment}/reset", reset, methods=["POST"]),
+        Route("/groups/{name:segment}/delete", delete, methods=["POST"]),
     ]
