@@ -27,12 +27,9 @@ from moldau.console.records.decoding import SchemaDecoder
 from moldau.console.records.producing import ProduceForm, produce
 from moldau.console.records.query import BrowseQuery
 from moldau.console.records.reader import browse
-from moldau.net.ports import free_ports
-from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ck_produce
+from tests.support.sasl_broker import start_sasl_broker
 
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-        'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
 VISIBLE, HIDDEN = "acl-visible", "acl-hidden"
 
 
@@ -43,19 +40,9 @@ def user_clients(bootstrap: str, user: str) -> ConsoleClients:
 
 @pytest.fixture(scope="module")
 def sasl_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    plain, sasl = free_ports(2)
-    proc = BrokerProcess(tmp_path_factory.mktemp("console-acls"), {
-        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:admin",
-        "schema.registry.listeners": "",
-    }, port=plain)
-    proc.start()
-    bootstrap = f"127.0.0.1:{sasl}"
+    broker = start_sasl_broker(tmp_path_factory.mktemp("console-acls"), ("alice",),
+                               overrides={"schema.registry.listeners": ""})
+    bootstrap = broker.bootstrap
     try:
         admin = AdminClient(user_clients(bootstrap, "admin").config())
         for future in admin.create_topics([NewTopic(VISIBLE, 2, 1), NewTopic(HIDDEN, 1, 1)]).values():
@@ -68,10 +55,7 @@ def sasl_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                    **user_clients(bootstrap, "admin").config())
         yield bootstrap
     finally:
-        try:
-            proc.stop()
-        finally:
-            proc.cleanup()
+        broker.stop()
 
 
 def test_a_reader_browses_without_any_group_acl(sasl_bootstrap: str) -> None:
