@@ -16,7 +16,6 @@ from tests.support.sasl_broker import plain_jaas
 from tests.support.tls import make_pki
 
 
-
 def test_signing_in_and_browsing_over_sasl_ssl_with_client_certificates(tmp_path: Path) -> None:
     pki = make_pki(tmp_path / "pki")
     sasl_ssl, plain = free_ports(2)
