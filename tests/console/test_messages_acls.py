@@ -28,7 +28,7 @@ from moldau.console.records.producing import ProduceForm, produce
 from moldau.console.records.query import BrowseQuery
 from moldau.console.records.reader import browse
 from tests.support.clients import ck_produce
-from tests.support.sasl_broker import start_sasl_broker
+from tests.support.console_auth import SecuredBroker
 
 VISIBLE, HIDDEN = "acl-visible", "acl-hidden"
 
@@ -39,27 +39,27 @@ def user_clients(bootstrap: str, user: str) -> ConsoleClients:
 
 
 @pytest.fixture(scope="module")
-def sasl_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    broker = start_sasl_broker(tmp_path_factory.mktemp("console-acls"), ("alice",),
-                               overrides={"schema.registry.listeners": ""})
-    bootstrap = broker.bootstrap
+def sasl_bootstrap(secured_broker: SecuredBroker) -> Iterator[str]:
+    """The shared secured broker, where `carol` may read (and describe) VISIBLE only; her ACLs go afterwards, so
+    the other modules' users see the ACLs they expect."""
+    bootstrap = secured_broker.bootstrap
+    admin = AdminClient(user_clients(bootstrap, "admin").config())
+    for future in admin.create_topics([NewTopic(VISIBLE, 2, 1), NewTopic(HIDDEN, 1, 1)]).values():
+        future.result(timeout=30)
+    reads = [AclBinding(ResourceType.TOPIC, VISIBLE, ResourcePatternType.LITERAL, "User:carol", "*", operation,
+                        AclPermissionType.ALLOW) for operation in (AclOperation.READ, AclOperation.DESCRIBE)]
+    for future in admin.create_acls(reads).values():
+        future.result(timeout=30)
     try:
-        admin = AdminClient(user_clients(bootstrap, "admin").config())
-        for future in admin.create_topics([NewTopic(VISIBLE, 2, 1), NewTopic(HIDDEN, 1, 1)]).values():
-            future.result(timeout=30)
-        reads = [AclBinding(ResourceType.TOPIC, VISIBLE, ResourcePatternType.LITERAL, "User:alice", "*", operation,
-                            AclPermissionType.ALLOW) for operation in (AclOperation.READ, AclOperation.DESCRIBE)]
-        for future in admin.create_acls(reads).values():
-            future.result(timeout=30)
         ck_produce(bootstrap, VISIBLE, [{"key": f"k{i}", "value": f"v{i}", "partition": i % 2} for i in range(6)],
                    **user_clients(bootstrap, "admin").config())
         yield bootstrap
     finally:
-        broker.stop()
-
+        for future in admin.delete_acls(reads).values():
+            future.result(timeout=30)
 
 def test_a_reader_browses_without_any_group_acl(sasl_bootstrap: str) -> None:
-    config = user_clients(sasl_bootstrap, "alice").config()
+    config = user_clients(sasl_bootstrap, "carol").config()
     result = browse(config, VISIBLE, [0, 1], BrowseQuery(start="beginning"), SchemaDecoder(None))
     assert sorted((r.partition, r.offset, r.key.text) for r in result.records) == [
         (0, 0, "k0"), (0, 1, "k2"), (0, 2, "k4"), (1, 0, "k1"), (1, 1, "k3"), (1, 2, "k5")]
@@ -68,15 +68,15 @@ def test_a_reader_browses_without_any_group_acl(sasl_bootstrap: str) -> None:
 def test_a_topic_the_user_may_not_read_is_refused(sasl_bootstrap: str) -> None:
     """The page asks for the topic's partitions first: the refusal names the authorization failure (HTTP 403)."""
     with pytest.raises(KafkaException) as refused:
-        asyncio.run(topic_partitions(user_clients(sasl_bootstrap, "alice"), HIDDEN))
+        asyncio.run(topic_partitions(user_clients(sasl_bootstrap, "carol"), HIDDEN))
     assert refused.value.args[0].name() == "TOPIC_AUTHORIZATION_FAILED"
     assert kafka_error_status(refused.value.args[0]) == 403
-    assert asyncio.run(topic_partitions(user_clients(sasl_bootstrap, "alice"), VISIBLE)) == [0, 1]
+    assert asyncio.run(topic_partitions(user_clients(sasl_bootstrap, "carol"), VISIBLE)) == [0, 1]
 
 
 def test_a_produce_the_user_may_not_make_is_refused(sasl_bootstrap: str) -> None:
     with pytest.raises(KafkaException) as refused:
-        produce(user_clients(sasl_bootstrap, "alice").config(), VISIBLE, ProduceForm(key="k", value="v"))
+        produce(user_clients(sasl_bootstrap, "carol").config(), VISIBLE, ProduceForm(key="k", value="v"))
     assert refused.value.args[0].name() == "TOPIC_AUTHORIZATION_FAILED"
     produced = produce(user_clients(sasl_bootstrap, "admin").config(), VISIBLE, ProduceForm(value="by admin"))
     assert produced.offset >= 3

@@ -1,7 +1,7 @@
 """A broker whose console's client listener is SASL_PLAINTEXT with an authorizer, for the console's sign-in, ACL
-and quota tests: `admin` (PLAIN) is the super user, `alice` (PLAIN) and `bob` (SCRAM-SHA-512) are ordinary users
-whose ACLs the tests set. The console connects to the first listener, so the SASL one comes first; the brokers'
-own traffic stays on a PLAINTEXT listener."""
+and quota tests: `admin` (PLAIN) is the super user, `alice` and `carol` (PLAIN) and `bob` (SCRAM-SHA-512) are
+ordinary users whose ACLs the tests set. The console connects to the first listener, so the SASL one comes first;
+the brokers' own traffic stays on a PLAINTEXT listener."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from tests.support.sasl_broker import SaslBroker, password, start_sasl_broker
 
 __all__ = ["PASSWORDS", "SecuredBroker", "http", "start_secured_broker"]
 
-PASSWORDS = {user: password(user) for user in ("admin", "alice", "bob")}
+PASSWORDS = {user: password(user) for user in ("admin", "alice", "bob", "carol")}
 SecuredBroker = SaslBroker
 
 
 def start_secured_broker(data_dir: Path, overrides: dict[str, str] | None = None) -> SecuredBroker:
-    broker = start_sasl_broker(data_dir, ("alice",), ("PLAIN", "SCRAM-SHA-512"), overrides)
+    broker = start_sasl_broker(data_dir, ("alice", "carol"), ("PLAIN", "SCRAM-SHA-512"), overrides)
     try:
         create_scram_users(broker.bootstrap, {"SCRAM-SHA-512": ("bob", PASSWORDS["bob"])})
     except BaseException:
