@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -55,7 +56,9 @@ def sasl_bootstrap(secured_broker: SecuredBroker) -> Iterator[str]:
                    **user_clients(bootstrap, "admin").config())
         yield bootstrap
     finally:
-        for future in admin.delete_acls(reads).values():
+        filters = [AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
+                                    b.permission_type) for b in reads]
+        for future in admin.delete_acls(filters).values():
             future.result(timeout=30)
 
 def test_a_reader_browses_without_any_group_acl(sasl_bootstrap: str) -> None:
