@@ -7,6 +7,7 @@ those, and the listing of groups of every type, go through `moldau.cli.share_gro
 """
 
 import argparse
+import asyncio
 import sys
 from collections.abc import Iterable
 from concurrent.futures import Future
@@ -18,6 +19,7 @@ from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, To
 # confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
+from moldau.cli import group_offsets
 from moldau.cli.common import (
     REQUEST_TIMEOUT_S,
     CliError,
@@ -187,38 +189,27 @@ def _describe_one(admin: AdminClient, group: str) -> Any:
 
 def committed_offsets(admin: AdminClient, group: str) -> dict[tuple[str, int], int | None]:
     """(topic, partition) -> committed offset of every partition the group has a commit for."""
-    request = [ConsumerGroupTopicPartitions(group)]
-    future = admin.list_consumer_group_offsets(request, request_timeout=REQUEST_TIMEOUT_S)[group]
     try:
-        result = _wait(future)
+        return asyncio.run(group_offsets.committed_offsets(admin, group, REQUEST_TIMEOUT_S))
     except Exception as exc:
         raise request_failed(exc, f"cannot fetch the offsets of group '{group}'") from None
-    # librdkafka reports "no commit" as a negative logical offset.
-    return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in result.topic_partitions or []}
 
 
 def list_offsets(admin: AdminClient, specs: dict[tuple[str, int], OffsetSpec]) -> dict[tuple[str, int], int]:
     """(topic, partition) -> offset for each spec; a failed lookup is an error for the whole command."""
-    if not specs:
-        return {}
-    requests = {TopicPartition(topic, partition): spec for (topic, partition), spec in specs.items()}
-    futures = admin.list_offsets(requests, request_timeout=REQUEST_TIMEOUT_S)
-    offsets = {}
-    for tp, future in futures.items():
-        try:
-            offsets[(tp.topic, tp.partition)] = int(_wait(future).offset)
-        except Exception as exc:
-            raise request_failed(exc, f"cannot look up offsets of {tp.topic}:{tp.partition}") from None
-    return offsets
+    try:
+        return asyncio.run(group_offsets.list_offsets(admin, specs, REQUEST_TIMEOUT_S))
+    except group_offsets.OffsetLookupFailed as exc:
+        raise _lookup_failed(exc) from None
+
+
+def _lookup_failed(exc: group_offsets.OffsetLookupFailed) -> CliError:
+    topic, partition = exc.partition
+    return request_failed(exc.cause, f"cannot look up offsets of {topic}:{partition}")
 
 
 def _latest() -> OffsetSpec:
     spec: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-    return spec
-
-
-def _earliest() -> OffsetSpec:
-    spec: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
     return spec
 
 
@@ -512,41 +503,27 @@ def _plan(
     committed: dict[tuple[str, int], int | None],
 ) -> list[Plan]:
     """The new offset of each partition, always within [earliest, latest]."""
-    earliest = list_offsets(admin, {tp: _earliest() for tp in partitions})
-    latest = list_offsets(admin, {tp: _latest() for tp in partitions})
-    wanted = _wanted(admin, args, partitions, committed, latest)
-    return [Plan(tp[0], tp[1], committed.get(tp), max(earliest[tp], min(latest[tp], wanted[tp]))) for tp in partitions]
+    try:
+        new = asyncio.run(group_offsets.new_offsets(admin, args.group, partitions, _target(args), committed,
+                                                    REQUEST_TIMEOUT_S))
+    except group_offsets.OffsetLookupFailed as exc:
+        raise _lookup_failed(exc) from None
+    except group_offsets.ResetRefused as exc:
+        raise CliError(str(exc)) from None
+    return [Plan(tp[0], tp[1], committed.get(tp), new[tp]) for tp in partitions]
 
 
-def _wanted(
-    admin: AdminClient,
-    args: argparse.Namespace,
-    partitions: list[tuple[str, int]],
-    committed: dict[tuple[str, int], int | None],
-    latest: dict[tuple[str, int], int],
-) -> dict[tuple[str, int], int]:
-    """The offset each mode asks for, before clamping."""
+def _target(args: argparse.Namespace) -> group_offsets.ResetTarget:
+    """The reset the options ask for."""
     if args.to_earliest:
-        # Below every partition's earliest offset, so clamping lands exactly on it.
-        return {tp: 0 for tp in partitions}
+        return group_offsets.ResetTarget("earliest")
     if args.to_latest:
-        return dict(latest)
+        return group_offsets.ResetTarget("latest")
     if args.to_offset is not None:
-        return {tp: args.to_offset for tp in partitions}
+        return group_offsets.ResetTarget("offset", offset=args.to_offset)
     if args.to_datetime is not None:
-        found = list_offsets(admin, {tp: OffsetSpec.for_timestamp(args.to_datetime) for tp in partitions})
-        # No record at or after the time: the consumer should start at the end, as Kafka's tool does.
-        return {tp: found[tp] if found[tp] >= 0 else latest[tp] for tp in partitions}
-    return _shifted(args.group, partitions, committed, args.shift_by)
-
-
-def _shifted(
-    group: str, partitions: list[tuple[str, int]], committed: dict[tuple[str, int], int | None], shift: int
-) -> dict[tuple[str, int], int]:
-    missing = [f"{t}:{p}" for t, p in partitions if committed.get((t, p)) is None]
-    if missing:
-        raise CliError(f"cannot shift: group '{group}' has no committed offset for {', '.join(missing)}")
-    return {tp: int(committed[tp] or 0) + shift for tp in partitions}
+        return group_offsets.ResetTarget("timestamp", timestamp_ms=args.to_datetime)
+    return group_offsets.ResetTarget("shift", shift=args.shift_by)
 
 
 def _commit(admin: AdminClient, group: str, plans: list[Plan]) -> None:

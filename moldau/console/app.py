@@ -20,6 +20,7 @@ from moldau.console.context import STATIC_DIR, ConsoleContext
 from moldau.console.errors import ConsoleError, error_response
 from moldau.console.pages import page_routes
 from moldau.console.signin import SignInMiddleware
+from moldau.registry.http.slashes import EncodedSlashes
 
 __all__ = ["build_app"]
 
@@ -41,7 +42,8 @@ def build_app(registry: CollectorRegistry, routes: Sequence[BaseRoute] = (),
     async def on_error(request: Request, exc: Exception) -> Response:
         return error_response(console, request, exc)
 
-    # Sign-in on secured clusters and the cross-site check of forms (signin.py).
-    middleware = [Middleware(SignInMiddleware, signin=console.signin)]
+    # Sign-in on secured clusters and the cross-site check of forms (signin.py); then names sent with an encoded
+    # slash (`/groups/team%2Fa`) kept as one path segment for the `{name:segment}` routes.
+    middleware = [Middleware(SignInMiddleware, signin=console.signin), Middleware(EncodedSlashes)]
     return Starlette(routes=all_routes, exception_handlers={ConsoleError: on_error, KafkaException: on_error},
                      middleware=middleware)

@@ -3,7 +3,10 @@
 Pages read and change the cluster through confluent-kafka (librdkafka) connected to one of the broker's own
 listeners, so every request goes through the same authentication, ACLs and quotas as an application's, and a page
 shows the cluster (all brokers), not just the node serving it. When the cluster is secured, each signed-in user
-gets clients that authenticate as that user, so the console can do exactly what the user's ACLs allow.
+gets clients that authenticate as that user, so the console can do exactly what the user's ACLs allow. Besides
+librdkafka's AdminClient, each user has one session of Moldau's own client (`native`, for the APIs librdkafka
+lacks) whose connections every page reuses; they are closed when the user's clients are forgotten (sign-out) and
+when the broker stops (`ClientFactory.close_all`).
 
 librdkafka's admin calls return concurrent futures resolved by its own threads; `ConsoleClients.call` awaits them
 without blocking the broker's event loop, which also serves the requests those calls send.
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 from moldau.console.cluster_access import ListenerAccess
+from moldau.console.session import ConsoleSession
 
 if TYPE_CHECKING:
     from moldau.config.broker_config import BrokerConfig
@@ -45,13 +49,16 @@ class Credentials:
 class ConsoleClients:
     """Kafka clients acting for one console user (or for everyone, on an unsecured cluster)."""
 
-    def __init__(self, base_config: dict[str, Any], credentials: Credentials | None) -> None:
+    def __init__(self, base_config: dict[str, Any], credentials: Credentials | None,
+                 access: ListenerAccess | None = None) -> None:
         self.credentials = credentials
+        self.access = access
         self._base = dict(base_config)
         if credentials is not None:
             self._base.update({"sasl.mechanism": credentials.mechanism, "sasl.username": credentials.username,
                                "sasl.password": credentials.password})
         self._admin: AdminClient | None = None
+        self._native: ConsoleSession | None = None
 
     def config(self, **extra: Any) -> dict[str, Any]:
         """librdkafka settings for a new consumer or producer acting for this user."""
@@ -62,6 +69,22 @@ class ConsoleClients:
         if self._admin is None:
             self._admin = AdminClient(self.config())
         return self._admin
+
+    @property
+    def native(self) -> ConsoleSession:
+        """This user's session of Moldau's own client: one connection per broker, reused until `close`."""
+        if self._native is None:
+            # The listener's TLS settings when known: they can hold the CA inline, which librdkafka's props
+            # carry as PEM text that the command line's TLS reader does not take.
+            security = self.access.client_security() if self.access is not None else None
+            self._native = ConsoleSession(self.config(), security)
+        return self._native
+
+    def close(self) -> None:
+        """Close the native session's connections (a later request opens new ones)."""
+        if self._native is not None:
+            self._native.close()
+            self._native = None
 
     @staticmethod
     async def call(future: Future[T]) -> T:
@@ -104,12 +127,20 @@ class ClientFactory:
     def for_user(self, credentials: Credentials | None) -> ConsoleClients:
         clients = self._clients.get(credentials)
         if clients is None:
-            clients = self._clients[credentials] = ConsoleClients(self.base_config, credentials)
+            clients = self._clients[credentials] = ConsoleClients(self.base_config, credentials, self.access)
         return clients
 
     def forget(self, credentials: Credentials) -> None:
-        """Drop a user's clients (at sign-out)."""
-        self._clients.pop(credentials, None)
+        """Drop a user's clients and close their connections (at sign-out)."""
+        clients = self._clients.pop(credentials, None)
+        if clients is not None:
+            clients.close()
+
+    async def close_all(self) -> None:
+        """Close every user's connections (the broker is stopping)."""
+        for clients in self._clients.values():
+            clients.close()
+        self._clients.clear()
 
 
 def _client_listener(config: BrokerConfig) -> Any:

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -14,6 +15,7 @@ from starlette.templating import Jinja2Templates
 
 from moldau.console.clients import ClientFactory, ConsoleClients, Credentials
 from moldau.console.signin import SignIn
+from moldau.console.throughput import Samplers
 from moldau.metrics.counters import BrokerCounters
 
 __all__ = ["STATIC_DIR", "TEMPLATES_DIR", "ConsoleContext"]
@@ -32,9 +34,13 @@ class ConsoleContext:
     counters: BrokerCounters | None = None  # this node's own traffic counters (the throughput charts' bytes)
     on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)  # background work to end
     signin: SignIn = field(init=False)  # sessions of signed-in users on a secured cluster (signin.py)
+    throughput: Samplers = field(init=False)  # each user's throughput sampler (charts, the topics' message rates)
 
     def __post_init__(self) -> None:
         self.signin = SignIn(self.clients)
+        self.throughput = Samplers(self.counters)
+        self.on_stop.append(self.throughput.stop_all)
+        self.on_stop.append(self.clients.close_all)  # the users' open connections must not outlive the broker
 
     def clients_for(self, request: Request) -> ConsoleClients:
         """The clients acting for the request's user (set by the sign-in middleware on secured clusters)."""
@@ -52,6 +58,8 @@ class ConsoleContext:
 def make_templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
     templates.env.filters["bytes"] = _human_bytes
+    # One path segment, `/` included (Jinja's `urlencode` keeps slashes): group ids may hold any character.
+    templates.env.filters["segment"] = lambda value: quote(str(value), safe="")
     return templates
 
 

@@ -13,7 +13,7 @@ from starlette.requests import Request
 
 from moldau.console.errors import ConsoleError
 
-__all__ = ["MAX_FORM_BYTES", "form_fields"]
+__all__ = ["MAX_FORM_BYTES", "form_fields", "name_value_lines"]
 
 MAX_FORM_BYTES = 64 * 1024
 URLENCODED = "application/x-www-form-urlencoded"
@@ -31,3 +31,17 @@ async def form_fields(request: Request) -> dict[str, str]:
             raise ConsoleError(413, f"the form is larger than {MAX_FORM_BYTES} bytes")
     fields = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
     return {name: values[-1] for name, values in fields.items()}
+
+
+def name_value_lines(text: str, what: str, shape: str = "key=value", comments: bool = False) -> list[tuple[str, str]]:
+    """`name=value` lines of a text field, the name stripped and the value as typed (it may hold `=` and spaces);
+    blank lines, and with `comments` lines starting with `#`, are skipped. ConsoleError 400 names any other line."""
+    pairs = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or (comments and line.strip().startswith("#")):
+            continue
+        name, sep, value = line.partition("=")
+        if not sep or not name.strip():
+            raise ConsoleError(400, f"{what}, line {number}: expected {shape}, got {line.strip()!r}.")
+        pairs.append((name.strip(), value))
+    return pairs

@@ -1,9 +1,10 @@
 """What the console's group pages show and do, apart from HTTP: every group of every type with its total lag, one
 group's members and per-partition lag, resetting a group's offsets and deleting a group.
 
-Consumer groups (classic and KIP-848 `consumer` protocol) go through confluent-kafka's AdminClient, like
-`moldau groups`; the listing of all group types and share groups (KIP-932) go through the CLI's share-group
-requests (`moldau.cli.share_groups`) on a session acting for the same user. Lag is what Kafka's tools and
+Consumer groups (classic and KIP-848 `consumer` protocol) go through confluent-kafka's AdminClient with the same
+offset functions as `moldau groups` (`moldau.cli.group_offsets`); the listing of all group types and share groups
+(KIP-932) go through the CLI's share-group requests (`moldau.cli.share_groups`) on the user's pooled session of
+Moldau's own client (`ConsoleClients.native`). Lag is what Kafka's tools and
 kafka_exporter call lag: the partition's end offset (high watermark) minus the group's committed offset, or, for a
 share group, the records from its start offset not yet acknowledged (DescribeShareGroupOffsets).
 """
@@ -15,11 +16,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
-# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
-from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
-
+from moldau.cli import group_offsets
+from moldau.cli.group_offsets import RESET_MODES, TP, OffsetLookupFailed, ResetRefused, ResetTarget
+from moldau.cli.groups import format_assignment
 from moldau.cli.share_groups import (
     ListedGroup,
     ShareGroupView,
@@ -29,19 +30,14 @@ from moldau.cli.share_groups import (
 )
 from moldau.console.clients import REQUEST_TIMEOUT_MS, ConsoleClients
 from moldau.console.errors import ConsoleError
-from moldau.console.session import ConsoleSession, console_session
+from moldau.console.session import ConsoleSession, cli_failures
 
-__all__ = ["GroupDetail", "GroupRow", "MemberRow", "PartitionLag", "ResetTarget", "delete_group", "describe_group",
-           "list_groups", "reset_offsets"]
+__all__ = ["FORM_RESET_MODES", "GroupDetail", "GroupRow", "MemberRow", "PartitionLag", "ResetTarget", "delete_group",
+           "describe_group", "list_groups", "reset_offsets"]
 
-TP = tuple[str, int]
 TIMEOUT_S = REQUEST_TIMEOUT_MS / 1000
-# The state names Kafka's tools print for confluent-kafka's enum.
-STATE_NAMES = {ConsumerGroupState.UNKNOWN: "Unknown", ConsumerGroupState.PREPARING_REBALANCING: "PreparingRebalance",
-               ConsumerGroupState.COMPLETING_REBALANCING: "CompletingRebalance",
-               ConsumerGroupState.STABLE: "Stable", ConsumerGroupState.DEAD: "Dead",
-               ConsumerGroupState.EMPTY: "Empty"}
-RESET_MODES = ("earliest", "latest", "offset", "timestamp")
+# What the reset form offers (the command line can also shift by a number).
+FORM_RESET_MODES = tuple(mode for mode in RESET_MODES if mode != "shift")
 
 
 @dataclass(frozen=True)
@@ -67,10 +63,7 @@ class MemberRow:
     @property
     def assignment_text(self) -> str:
         """`t:0,1 u:3`, or '-' for none (as `moldau groups describe` prints it)."""
-        by_topic: dict[str, list[str]] = {}
-        for topic, partition in self.assignment:
-            by_topic.setdefault(topic, []).append(str(partition))
-        return " ".join(f"{topic}:{','.join(parts)}" for topic, parts in by_topic.items()) or "-"
+        return format_assignment(list(self.assignment))
 
 
 @dataclass(frozen=True)
@@ -108,28 +101,13 @@ class GroupDetail:
         return self.group_type == "share"
 
 
-@dataclass(frozen=True)
-class ResetTarget:
-    """Where a reset moves offsets: the earliest or latest offset, a given offset, or the first offset at or after
-    a time (the end when there is none, as Kafka's tool does)."""
-
-    mode: str
-    offset: int | None = None
-    timestamp_ms: int | None = None
-
-
-def state_name(state: Any) -> str:
-    if isinstance(state, ConsumerGroupState):
-        return STATE_NAMES[state]
-    return str(state)
-
-
 # ---- reading
 
 
 async def list_groups(clients: ConsoleClients) -> list[GroupRow]:
     """Every group of every type, with members and total lag, sorted by id."""
-    async with console_session(clients) as session:
+    async with cli_failures():
+        session = clients.native
         listed = await list_groups_in(session)
         shares = [await describe_share_group_in(session, g.group_id) for g in listed if g.group_type == "share"]
     consumers = [g for g in listed if g.group_type != "share"]
@@ -176,10 +154,10 @@ def _lag(offset: int | None, end: int | None) -> int | None:
 async def describe_group(clients: ConsoleClients, group: str) -> GroupDetail:
     """One group's members and the lag of every partition it has an offset for or is assigned; ConsoleError 404
     for an unknown group."""
-    async with console_session(clients) as session:
-        listed = await _find(session, group)
+    async with cli_failures():
+        listed = await _find(clients.native, group)
         if listed.group_type == "share":
-            return await _describe_share(clients, await describe_share_group_in(session, group))
+            return await _describe_share(clients, await describe_share_group_in(clients.native, group))
     description = (await _describe_consumer_groups(clients, [group])).get(group)
     committed = await committed_offsets(clients, group)
     members = tuple(MemberRow(m.member_id, m.client_id, m.host, _assigned(m.assignment))
@@ -249,30 +227,12 @@ async def _describe_consumer_groups(clients: ConsoleClients, groups: list[str]) 
 
 async def committed_offsets(clients: ConsoleClients, group: str) -> dict[TP, int | None]:
     """(topic, partition) -> committed offset, for every partition the group has a commit for."""
-    futures = clients.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                        request_timeout=TIMEOUT_S)
-    result = await ConsoleClients.call(futures[group])
-    # librdkafka reports "no commit" as a negative logical offset.
-    return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in result.topic_partitions or []}
+    return await group_offsets.committed_offsets(clients.admin, group, TIMEOUT_S)
 
 
 async def end_offsets(clients: ConsoleClients, partitions: Iterable[TP]) -> dict[TP, int]:
     """(topic, partition) -> log end offset; partitions whose offset cannot be read (deleted) are left out."""
-    return await list_offsets(clients, {tp: OffsetSpec.latest() for tp in partitions})  # type: ignore[no-untyped-call]
-
-
-async def list_offsets(clients: ConsoleClients, specs: dict[TP, Any]) -> dict[TP, int]:
-    if not specs:
-        return {}
-    requests = {TopicPartition(topic, partition): spec for (topic, partition), spec in specs.items()}
-    futures = clients.admin.list_offsets(requests, request_timeout=TIMEOUT_S)
-    found: dict[TP, int] = {}
-    for tp, future in futures.items():
-        try:
-            found[(tp.topic, tp.partition)] = int((await ConsoleClients.call(future)).offset)
-        except KafkaException:
-            continue
-    return found
+    return await group_offsets.end_offsets(clients.admin, partitions, TIMEOUT_S, skip_failed=True)
 
 
 # ---- changing
@@ -286,10 +246,10 @@ async def reset_offsets(clients: ConsoleClients, group: str, topic: str | None, 
     detail = await describe_group(clients, group)
     current = {(p.topic, p.partition): p.offset for p in detail.partitions}
     partitions = await _reset_partitions(clients, group, topic, current)
-    new = await _new_offsets(clients, partitions, target)
+    new = await _new_offsets(clients, group, partitions, target, current)
     if detail.is_share:
-        async with console_session(clients) as session:
-            await alter_share_offsets_in(session, group, new)
+        async with cli_failures():
+            await alter_share_offsets_in(clients.native, group, new)
     else:
         await _commit(clients, group, new)
     return [(t, p, current.get((t, p)), new[(t, p)]) for t, p in partitions]
@@ -308,27 +268,15 @@ async def _reset_partitions(clients: ConsoleClients, group: str, topic: str | No
     return [(topic, partition) for partition in sorted(metadata.partitions)]
 
 
-async def _new_offsets(clients: ConsoleClients, partitions: list[TP], target: ResetTarget) -> dict[TP, int]:
+async def _new_offsets(clients: ConsoleClients, group: str, partitions: list[TP], target: ResetTarget,
+                       current: dict[TP, int | None]) -> dict[TP, int]:
     """The new offset of each partition, always within [earliest, latest]."""
-    earliest = await list_offsets(clients, {tp: OffsetSpec.earliest() for tp in partitions})  # type: ignore[no-untyped-call]
-    latest = await list_offsets(clients, {tp: OffsetSpec.latest() for tp in partitions})  # type: ignore[no-untyped-call]
-    missing = [f"{t}:{p}" for t, p in partitions if (t, p) not in earliest or (t, p) not in latest]
-    if missing:
-        raise ConsoleError(502, f"cannot read the offsets of {', '.join(missing)}")
-    if target.mode == "earliest":
-        wanted = dict(earliest)
-    elif target.mode == "latest":
-        wanted = dict(latest)
-    elif target.mode == "offset" and target.offset is not None:
-        wanted = {tp: target.offset for tp in partitions}
-    elif target.mode == "timestamp" and target.timestamp_ms is not None:
-        spec = OffsetSpec.for_timestamp(target.timestamp_ms)
-        found = await list_offsets(clients, {tp: spec for tp in partitions})
-        # No record at or after the time: start at the end.
-        wanted = {tp: found[tp] if found.get(tp, -1) >= 0 else latest[tp] for tp in partitions}
-    else:
-        raise ConsoleError(400, f"unknown reset target {target.mode!r}; use one of {', '.join(RESET_MODES)}")
-    return {tp: max(earliest[tp], min(latest[tp], wanted[tp])) for tp in partitions}
+    try:
+        return await group_offsets.new_offsets(clients.admin, group, partitions, target, current, TIMEOUT_S)
+    except OffsetLookupFailed as exc:
+        raise ConsoleError(502, str(exc)) from None
+    except ResetRefused as exc:
+        raise ConsoleError(400, str(exc)) from None
 
 
 async def _commit(clients: ConsoleClients, group: str, offsets: dict[TP, int]) -> None:

@@ -2,8 +2,8 @@
 Moldau's own protocol client (moldau.net.client) as the same user and over the same listener as the page's
 librdkafka clients.
 
-Each call opens one connection and closes it after the answer: pages ask rarely, and a connection left open
-would outlive the page and keep the broker's shutdown waiting. Failures come back as ConsoleError (unreachable:
+Requests go over the user's pooled session (`ConsoleClients.native`): one connection per broker, reused by every
+page and refresh, closed at sign-out and when the broker stops. Failures come back as ConsoleError (unreachable:
 502; a Kafka error code: the status errors.py gives that error), so a page can show them in place.
 """
 
@@ -20,12 +20,11 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
-from moldau.cli.command_config import to_authenticator, to_client_security
 from moldau.console.clients import REQUEST_TIMEOUT_MS, ConsoleClients
 from moldau.console.errors import ConsoleError, kafka_error_status
-from moldau.net.client import ClientConnection, ConnectionFailed
+from moldau.net.client import ConnectionFailed
 
-__all__ = ["LogDir", "QuorumReplica", "QuorumState", "describe_log_dirs", "describe_quorum"]
+__all__ = ["LogDir", "QuorumReplica", "QuorumState", "describe_log_dirs", "describe_quorum", "send", "send_any"]
 
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -66,8 +65,7 @@ async def describe_quorum(clients: ConsoleClients) -> QuorumState:
     """The metadata quorum as its leader sees it; any broker forwards the request to the active controller."""
     request = DescribeQuorumRequest(topics=(TopicData(topic_name=TopicName(METADATA_TOPIC),
                                                       partitions=(PartitionData(partition_index=i32(0)),)),))
-    host, port = bootstrap_address(clients.config())
-    response = await _request(clients, host, port, request)
+    response = await send_any(clients, request)
     _check(response.error_code, response.error_message)
     partition = response.topics[0].partitions[0]
     _check(partition.error_code, partition.error_message)
@@ -79,7 +77,7 @@ async def describe_quorum(clients: ConsoleClients) -> QuorumState:
 
 async def describe_log_dirs(clients: ConsoleClients, host: str, port: int) -> list[LogDir]:
     """The log directories of the broker at host:port and the size of every partition in each."""
-    response = await _request(clients, host, port, DescribeLogDirsRequest(topics=None))
+    response = await send(clients, host, port, DescribeLogDirsRequest(topics=None))
     _check(response.error_code, None)
     dirs = []
     for result in response.results:
@@ -98,19 +96,20 @@ def bootstrap_address(config: Mapping[str, Any]) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-async def _request(clients: ConsoleClients, host: str, port: int, request: Any) -> Any:
-    props = {key: str(value) for key, value in clients.config().items()}
+async def send_any(clients: ConsoleClients, request: Any) -> Any:
+    """One request as the user to the console's bootstrap broker (any broker answers or forwards it)."""
+    host, port = bootstrap_address(clients.config())
+    return await send(clients, host, port, request)
+
+
+async def send(clients: ConsoleClients, host: str, port: int, request: Any) -> Any:
+    """One request as the user to the broker at host:port, on the user's pooled connection to it."""
     try:
-        connection = ClientConnection(host, port, props.get("client.id", "moldau-console"),
-                                      to_client_security(props), to_authenticator(props))
+        return await clients.native.pool.request(host, port, request, REQUEST_TIMEOUT_MS / 1000)
     except (ValueError, OSError) as exc:
         raise ConsoleError(502, f"cannot connect to {host}:{port}: {exc}") from None
-    try:
-        return await connection.request(request, REQUEST_TIMEOUT_MS / 1000)
     except (ConnectionFailed, TimeoutError) as exc:
         raise ConsoleError(502, f"{host}:{port} did not answer: {exc or 'timed out'}") from None
-    finally:
-        connection.close()
 
 
 def _check(code: ErrorCode, message: str | None) -> None:

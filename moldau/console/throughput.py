@@ -34,7 +34,7 @@ from moldau.console.clients import ConsoleClients
 from moldau.console.groups import TIMEOUT_S, committed_offsets, end_offsets
 from moldau.metrics.counters import BrokerCounters
 
-__all__ = ["METRICS", "Key", "Sample", "ThroughputHistory", "ThroughputSampler"]
+__all__ = ["METRICS", "Key", "Sample", "Samplers", "ThroughputHistory", "ThroughputSampler"]
 
 METRICS = ("messages_in", "messages_out", "bytes_in", "bytes_out")
 INTERVAL_S = 2.0
@@ -86,19 +86,36 @@ class ThroughputHistory:
                             for metric in METRICS}
         return result
 
+    def recent_rates(self, metric: str, window_s: float) -> dict[str, float]:
+        """topic -> per-second rate of `metric` over the newest samples spanning up to `window_s` (at least the
+        last interval); empty until there are two samples."""
+        if len(self.samples) < 2:
+            return {}
+        last = self.samples[-1]
+        first = next(s for s in self.samples if last.at - s.at <= window_s)
+        if first is last:
+            first = self.samples[-2]
+        span = max(last.at - first.at, 1e-9)
+        return {topic: moved / span for topic, moved in self._deltas(metric, first, last).items()}
+
+    @classmethod
+    def _delta(cls, metric: str, before: Sample, after: Sample, wanted: Callable[[str], bool]) -> int:
+        return sum(moved for topic, moved in cls._deltas(metric, before, after).items() if wanted(topic))
+
     @staticmethod
-    def _delta(metric: str, before: Sample, after: Sample, wanted: Callable[[str], bool]) -> int:
+    def _deltas(metric: str, before: Sample, after: Sample) -> dict[str, int]:
+        """topic -> how much `metric` grew between the two samples."""
         previous = before.totals.get(metric, {})
         from_zero = metric in COUNTS_FROM_ZERO
-        total = 0
+        moved: dict[str, int] = {}
         for key, value in after.totals.get(metric, {}).items():
-            if not wanted(key[0]):
-                continue
             if key in previous:
-                total += max(0, value - previous[key])  # a re-created topic or an offset reset goes down: not traffic
+                moved[key[0]] = moved.get(key[0], 0) + max(0, value - previous[key])  # going down is not traffic
             elif from_zero:
-                total += value
-        return total
+                moved[key[0]] = moved.get(key[0], 0) + value
+            else:
+                moved.setdefault(key[0], 0)
+        return moved
 
     def busiest(self, limit: int) -> list[str]:
         """Non-internal topics with messages in or out over the window, the busiest first."""
@@ -206,3 +223,26 @@ class ThroughputSampler:
     async def _consumer_groups(self) -> list[str]:
         listed = await ConsoleClients.call(self.clients.admin.list_consumer_groups(request_timeout=TIMEOUT_S))
         return sorted(g.group_id for g in listed.valid or [])
+
+
+class Samplers:
+    """One sampler per console user (so each sees only the topics their ACLs allow), shared by the throughput
+    charts and the topic list's message rates."""
+
+    def __init__(self, counters: BrokerCounters | None) -> None:
+        self.counters = counters
+        self._by_clients: dict[int, tuple[ConsoleClients, ThroughputSampler]] = {}
+
+    def watched(self, clients: ConsoleClients) -> ThroughputSampler:
+        """The user's sampler, kept sampling (started if stopped) since someone watches."""
+        entry = self._by_clients.get(id(clients))
+        if entry is None or entry[0] is not clients:
+            entry = self._by_clients[id(clients)] = (clients, ThroughputSampler(clients, self.counters))
+        sampler = entry[1]
+        sampler.watch()
+        return sampler
+
+    async def stop_all(self) -> None:
+        for _, sampler in list(self._by_clients.values()):
+            await sampler.stop()
+        self._by_clients.clear()

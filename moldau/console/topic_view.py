@@ -11,8 +11,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaException, TopicPartition
-
 # confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AlterConfigOpType,
@@ -25,10 +23,12 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
+from moldau.cli import group_offsets
 from moldau.config import TOPIC_CONFIGS
-from moldau.console.clients import ConsoleClients
+from moldau.console.clients import REQUEST_TIMEOUT_MS, ConsoleClients
 from moldau.console.cluster_view import gather_log_dirs
 from moldau.console.errors import ConsoleError
+from moldau.console.forms import name_value_lines
 from moldau.console.native import LogDir
 
 __all__ = ["ConfigRow", "CreateTopicForm", "PartitionRow", "TopicRow", "add_partitions", "alter_config",
@@ -178,14 +178,9 @@ async def gather_offsets(clients: ConsoleClients, partitions: Iterable[Partition
         return {}
 
     async def offsets_for(spec: Any) -> dict[Partition, int]:
-        futures = clients.admin.list_offsets({TopicPartition(t, p): spec for t, p in wanted})
-        found = {}
-        for tp, future in futures.items():
-            try:
-                found[(tp.topic, tp.partition)] = (await clients.call(future)).offset
-            except KafkaException:
-                continue  # no leader, or not authorized: the page shows it as unknown
-        return found
+        # A partition without a leader, or not authorized, is left out: the page shows it as unknown.
+        return await group_offsets.list_offsets(clients.admin, dict.fromkeys(wanted, spec),
+                                                REQUEST_TIMEOUT_MS / 1000, skip_failed=True)
 
     earliest, latest = await asyncio.gather(offsets_for(OffsetSpec.earliest()),  # type: ignore[no-untyped-call]
                                            offsets_for(OffsetSpec.latest()))  # type: ignore[no-untyped-call]
@@ -219,16 +214,7 @@ class CreateTopicForm:
 
 def parse_configs(text: str) -> dict[str, str]:
     """`key=value` lines (blank lines and `#` comments skipped)."""
-    configs = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep or not key.strip():
-            raise ConsoleError(400, f"Configs, line {number}: expected key=value, got {line!r}.")
-        configs[key.strip()] = value.strip()
-    return configs
+    return {name: value.strip() for name, value in name_value_lines(text, "Configs", comments=True)}
 
 
 def _count(label: str, text: str) -> int:

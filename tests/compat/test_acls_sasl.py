@@ -15,13 +15,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from moldau.net.ports import free_ports
-from tests.support.broker_process import BrokerProcess
+from tests.support.sasl_broker import start_sasl_broker
 
 TIMEOUT_S = 30
 REPO = Path(__file__).resolve().parents[2]
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-        'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret" user_bob="bob-secret";')
 TOPIC, OTHER = "sasl-orders", "sasl-private"
 
 
@@ -32,26 +29,13 @@ def conf(bootstrap: str, user: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def sasl_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    plain, sasl = free_ports(2)
-    proc = BrokerProcess(tmp_path_factory.mktemp("acl-sasl"), {
-        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:admin",
-    }, port=plain)
-    proc.start()
-    bootstrap = f"127.0.0.1:{sasl}"
+    broker = start_sasl_broker(tmp_path_factory.mktemp("acl-sasl"), ("alice", "bob"))
+    bootstrap = broker.bootstrap
     try:
-        admin = AdminClient(conf(bootstrap, "admin"))
+        admin = AdminClient(broker.conf("admin"))
         for future in admin.create_topics([NewTopic(TOPIC, 1, 1), NewTopic(OTHER, 1, 1)]).values():
             future.result(timeout=TIMEOUT_S)
-        properties = proc.data_dir / "admin.properties"
-        properties.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
-                              "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
-                              'username="admin" password="admin-secret";\n')
+        properties = broker.admin_properties()
         for args in (["--allow-principal", "User:alice", "--producer", "--topic", TOPIC],
                      ["--allow-principal", "User:bob", "--consumer", "--topic", TOPIC, "--group", "bobs"]):
             done = subprocess.run([sys.executable, "-m", "moldau", "acls", "add", *args, "-b", bootstrap,
@@ -60,10 +44,7 @@ def sasl_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             assert done.returncode == 0, done.stderr
         yield bootstrap
     finally:
-        try:
-            proc.stop()
-        finally:
-            proc.cleanup()
+        broker.stop()
 
 
 def produce(bootstrap: str, user: str, topic: str) -> KafkaError | None:

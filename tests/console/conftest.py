@@ -1,5 +1,7 @@
 """The console's tests share one broker (with its schema registry and console) and one headless Chromium for the
-whole session: both are slow to start, and tests only need their own topics and groups."""
+whole session: both are slow to start, and tests only need their own topics and groups. The tests of a secured
+console share a second broker, started on first use: its console's listener wants SASL, it has an authorizer and
+no schema registry, and its users (tests/support/console_auth.py) each serve one test module's ACLs."""
 
 from __future__ import annotations
 
@@ -7,8 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from moldau.net.ports import free_port
 from tests.support.broker_process import BrokerProcess
 from tests.support.browser import Browser, chromium_available
+from tests.support.console_auth import SecuredBroker, start_secured_broker
 
 
 @pytest.fixture(scope="session")
@@ -21,6 +25,21 @@ def console_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerP
         assert code == 0, f"broker exited with {code} on SIGTERM:\n{proc.log_tail()}"
     finally:
         proc.cleanup()
+
+
+@pytest.fixture(scope="session")
+def connect_port() -> int:
+    """Where the secured console expects a Kafka Connect worker (console.connect.urls)."""
+    return free_port()
+
+
+@pytest.fixture(scope="session")
+def secured_broker(tmp_path_factory: pytest.TempPathFactory, connect_port: int) -> Iterator[SecuredBroker]:
+    broker = start_secured_broker(tmp_path_factory.mktemp("console-secured"),
+                                  {"console.connect.urls": f"http://127.0.0.1:{connect_port}",
+                                   "schema.registry.listeners": ""})
+    yield broker
+    assert broker.stop() == 0, broker.proc.log_tail()
 
 
 @pytest.fixture(scope="session")

@@ -4,8 +4,11 @@ members), a share group with its type and start offsets, and charts that draw ne
 
 from __future__ import annotations
 
+import time
+import urllib.request
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 from confluent_kafka import Consumer, ShareConsumer, TopicPartition
 from selenium.common.exceptions import StaleElementReferenceException
@@ -19,19 +22,11 @@ from tests.support.console_groups import (
     committed,
     create_topic,
     get_json,
+    peer_ports,
     produce,
     share_from_earliest,
-    wait_until,
 )
-
-
-def text_of(browser: Browser, css: str) -> str | None:
-    """The element's text, None while htmx is swapping it."""
-    try:
-        elements = browser.find_all(css)
-        return elements[0].text if elements else None
-    except StaleElementReferenceException:
-        return None
+from tests.support.polling import wait_until
 
 
 def offsets_table(browser: Browser) -> dict[str, tuple[str, str, str]] | None:
@@ -96,9 +91,9 @@ def test_lag_per_partition_falls_to_zero_live_as_the_consumer_catches_up(
         wait_until(caught_up, 30, "the consumer to read the 16 records behind")
         consumer.commit(asynchronous=False)
 
-        eventually(browser, lambda: text_of(browser, "#total-lag") == "0", "the total lag to fall to 0")
+        eventually(browser, lambda: browser.text_of("#total-lag") == "0", "the total lag to fall to 0")
         assert offsets_table(browser) == {f"{topic}:{p}": ("10", "10", "0") for p in range(3)}
-        eventually(browser, lambda: text_of(browser, "#members tbody tr") is not None, "the member to show")
+        eventually(browser, lambda: browser.text_of("#members tbody tr") is not None, "the member to show")
         member = browser.find("#members tbody tr").text
         assert member.startswith("lag-catcher") and f"{topic}:0,1,2" in member, member
         assert browser.driver.execute_script("return window.sameDocument === true"), "the page was reloaded"
@@ -166,7 +161,7 @@ def test_reset_offsets_through_the_form_on_an_empty_group(browser: Browser, cons
     assert browser.find(lag).text == "0"
     browser.driver.execute_script("window.sameDocument = true")
     commit(bootstrap, group, {(topic, 0): 3, (topic, 1): 3})
-    eventually(browser, lambda: text_of(browser, lag) == "10", "the list to show the new lag")
+    eventually(browser, lambda: browser.text_of(lag) == "10", "the list to show the new lag")
     assert browser.driver.execute_script("return window.sameDocument === true"), "the page was reloaded"
 
 
@@ -247,12 +242,71 @@ def test_a_share_group_shows_its_type_members_and_start_offsets(browser: Browser
 
     # Empty now: its start offset can go back, and all 12 records are to be delivered again.
     browser.open(f"/groups/{group}")
-    eventually(browser, lambda: text_of(browser, "#member-count") == "0", "the share consumer to leave")
+    eventually(browser, lambda: browser.text_of("#member-count") == "0", "the share consumer to leave")
     submit_reset(browser, topic, "earliest")
     assert browser.find("#reset-notice").text == "Reset 1 offset."
     view = describe_share_group(bootstrap, group)
     assert [(p.partition, p.start_offset, p.lag) for p in view.partitions] == [(0, 0, 12)]
     assert offsets_table(browser) == {f"{topic}:0": ("0", "12", "12")}
+
+
+def test_group_ids_with_slashes_and_other_reserved_characters(browser: Browser,
+                                                             console_broker: BrokerProcess) -> None:
+    bootstrap, topic = console_broker.bootstrap, "slash-topic"
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, {0: 5})
+    group, lookalike = "team/a b?#%", "slash-group/live"  # the second looks like the first's live fragment
+    commit(bootstrap, group, {(topic, 0): 2})
+    commit(bootstrap, lookalike, {(topic, 0): 4})
+
+    browser.open("/groups")
+    browser.find(f'tr[data-group="{group}"] a').click()  # the list links to the group's own page
+    browser.settle()
+    assert browser.driver.current_url.endswith("/groups/" + quote(group, safe=""))
+    assert group in browser.find("h1").text
+    assert offsets_table(browser) == {f"{topic}:0": ("2", "5", "3")}
+    browser.driver.execute_script("window.sameDocument = true")
+    commit(bootstrap, group, {(topic, 0): 1})  # the live fragment, at the encoded path, follows
+    eventually(browser, lambda: offsets_table(browser) == {f"{topic}:0": ("1", "5", "4")}, "the live table")
+    assert browser.driver.execute_script("return window.sameDocument === true")
+
+    submit_reset(browser, topic, "latest")
+    assert browser.find("#reset-notice").text == "Reset 1 offset."
+    assert committed(bootstrap, group) == {(topic, 0): 5}
+    assert committed(bootstrap, lookalike) == {(topic, 0): 4}, "the other group was left alone"
+
+    with urllib.request.urlopen(f"{console_broker.console_url}/groups/{quote(lookalike, safe='')}") as page:
+        assert "<h1" in (html := page.read().decode()) and lookalike in html  # a page, not a fragment of another
+
+    browser.find("#delete-form [name=confirm]").send_keys(group)
+    submit(browser, "#delete-submit")
+    assert browser.driver.current_url.endswith("/groups?deleted=" + quote(group, safe=""))
+    assert not browser.find_all(f'tr[data-group="{group}"]')
+
+
+def test_refreshes_reuse_the_users_connections(browser: Browser, console_broker: BrokerProcess) -> None:
+    """Pages that use Moldau's own client (groups, brokers' log dirs, quorum, quotas) keep one pooled connection
+    per broker for the user instead of opening one per page or refresh."""
+    bootstrap, topic, group = console_broker.bootstrap, "pool-topic", "pool-group"
+    create_topic(bootstrap, topic, 1)
+    commit(bootstrap, group, {(topic, 0): 0})
+    pages = ["/groups", f"/groups/{group}", f"/groups/{group}/live", "/brokers", "/", "/overview/quorum",
+             "/quotas", "/topics"]
+
+    def visit_all() -> None:
+        for path in pages:
+            with urllib.request.urlopen(console_broker.console_url + path, timeout=15) as response:
+                assert response.status == 200, path
+
+    visit_all()  # the console's clients connect once
+    broker_port = int(bootstrap.rsplit(":", 1)[1])
+    before = peer_ports(broker_port)
+    for _ in range(4):
+        visit_all()
+    browser.open(f"/groups/{group}")
+    time.sleep(4.5)  # the live table refreshes twice
+    new = peer_ports(broker_port) - before
+    assert not new, f"the console opened {len(new)} new connections to the broker while pages refreshed"
 
 
 CHART_POINTS = "return (window.moldauCharts && window.moldauCharts[arguments[0]]) ? " \

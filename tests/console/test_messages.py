@@ -267,26 +267,6 @@ def test_binary_values_and_the_dark_theme(browser: Browser, console_broker: Brok
     browser.driver.execute_script("localStorage.removeItem('moldau-theme')")
 
 
-def test_without_a_schema_registry_the_pages_say_so(browser: Browser,
-                                                    tmp_path_factory: pytest.TempPathFactory) -> None:
-    bare = BrokerProcess(tmp_path_factory.mktemp("no-registry"), {"schema.registry.listeners": ""})
-    bare.start()
-    served_by = browser.base_url
-    try:
-        browser.base_url = bare.console_url
-        browser.open("/schemas")
-        assert "runs no schema registry" in browser.find("#no-registry").text
-        create_topic(bare.bootstrap, "msg-bare")
-        ck_produce(bare.bootstrap, "msg-bare", [{"value": b"\x00\x00\x00\x00\x01\x02ok"}])
-        browser.open("/topics/msg-bare/messages")
-        assert browser.find("#records .value .badge").text == "binary"
-        assert "runs no schema registry" in browser.find("main").text
-    finally:
-        browser.base_url = served_by
-        assert bare.stop() == 0
-        bare.cleanup()
-
-
 def test_an_unknown_topic_or_a_bad_query_is_named(browser: Browser, seek_topic: str) -> None:
     browser.open("/topics/msg-no-such-topic/messages")
     assert browser.find("h1").text == "Error 404"

@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -27,12 +28,9 @@ from moldau.console.records.decoding import SchemaDecoder
 from moldau.console.records.producing import ProduceForm, produce
 from moldau.console.records.query import BrowseQuery
 from moldau.console.records.reader import browse
-from moldau.net.ports import free_ports
-from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ck_produce
+from tests.support.console_auth import SecuredBroker
 
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-        'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
 VISIBLE, HIDDEN = "acl-visible", "acl-hidden"
 
 
@@ -42,40 +40,29 @@ def user_clients(bootstrap: str, user: str) -> ConsoleClients:
 
 
 @pytest.fixture(scope="module")
-def sasl_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    plain, sasl = free_ports(2)
-    proc = BrokerProcess(tmp_path_factory.mktemp("console-acls"), {
-        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:admin",
-        "schema.registry.listeners": "",
-    }, port=plain)
-    proc.start()
-    bootstrap = f"127.0.0.1:{sasl}"
+def sasl_bootstrap(secured_broker: SecuredBroker) -> Iterator[str]:
+    """The shared secured broker, where `carol` may read (and describe) VISIBLE only; her ACLs go afterwards, so
+    the other modules' users see the ACLs they expect."""
+    bootstrap = secured_broker.bootstrap
+    admin = AdminClient(user_clients(bootstrap, "admin").config())
+    for future in admin.create_topics([NewTopic(VISIBLE, 2, 1), NewTopic(HIDDEN, 1, 1)]).values():
+        future.result(timeout=30)
+    reads = [AclBinding(ResourceType.TOPIC, VISIBLE, ResourcePatternType.LITERAL, "User:carol", "*", operation,
+                        AclPermissionType.ALLOW) for operation in (AclOperation.READ, AclOperation.DESCRIBE)]
+    for future in admin.create_acls(reads).values():
+        future.result(timeout=30)
     try:
-        admin = AdminClient(user_clients(bootstrap, "admin").config())
-        for future in admin.create_topics([NewTopic(VISIBLE, 2, 1), NewTopic(HIDDEN, 1, 1)]).values():
-            future.result(timeout=30)
-        reads = [AclBinding(ResourceType.TOPIC, VISIBLE, ResourcePatternType.LITERAL, "User:alice", "*", operation,
-                            AclPermissionType.ALLOW) for operation in (AclOperation.READ, AclOperation.DESCRIBE)]
-        for future in admin.create_acls(reads).values():
-            future.result(timeout=30)
         ck_produce(bootstrap, VISIBLE, [{"key": f"k{i}", "value": f"v{i}", "partition": i % 2} for i in range(6)],
                    **user_clients(bootstrap, "admin").config())
         yield bootstrap
     finally:
-        try:
-            proc.stop()
-        finally:
-            proc.cleanup()
-
+        filters = [AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
+                                    b.permission_type) for b in reads]
+        for future in admin.delete_acls(filters).values():
+            future.result(timeout=30)
 
 def test_a_reader_browses_without_any_group_acl(sasl_bootstrap: str) -> None:
-    config = user_clients(sasl_bootstrap, "alice").config()
+    config = user_clients(sasl_bootstrap, "carol").config()
     result = browse(config, VISIBLE, [0, 1], BrowseQuery(start="beginning"), SchemaDecoder(None))
     assert sorted((r.partition, r.offset, r.key.text) for r in result.records) == [
         (0, 0, "k0"), (0, 1, "k2"), (0, 2, "k4"), (1, 0, "k1"), (1, 1, "k3"), (1, 2, "k5")]
@@ -84,15 +71,15 @@ def test_a_reader_browses_without_any_group_acl(sasl_bootstrap: str) -> None:
 def test_a_topic_the_user_may_not_read_is_refused(sasl_bootstrap: str) -> None:
     """The page asks for the topic's partitions first: the refusal names the authorization failure (HTTP 403)."""
     with pytest.raises(KafkaException) as refused:
-        asyncio.run(topic_partitions(user_clients(sasl_bootstrap, "alice"), HIDDEN))
+        asyncio.run(topic_partitions(user_clients(sasl_bootstrap, "carol"), HIDDEN))
     assert refused.value.args[0].name() == "TOPIC_AUTHORIZATION_FAILED"
     assert kafka_error_status(refused.value.args[0]) == 403
-    assert asyncio.run(topic_partitions(user_clients(sasl_bootstrap, "alice"), VISIBLE)) == [0, 1]
+    assert asyncio.run(topic_partitions(user_clients(sasl_bootstrap, "carol"), VISIBLE)) == [0, 1]
 
 
 def test_a_produce_the_user_may_not_make_is_refused(sasl_bootstrap: str) -> None:
     with pytest.raises(KafkaException) as refused:
-        produce(user_clients(sasl_bootstrap, "alice").config(), VISIBLE, ProduceForm(key="k", value="v"))
+        produce(user_clients(sasl_bootstrap, "carol").config(), VISIBLE, ProduceForm(key="k", value="v"))
     assert refused.value.args[0].name() == "TOPIC_AUTHORIZATION_FAILED"
     produced = produce(user_clients(sasl_bootstrap, "admin").config(), VISIBLE, ProduceForm(value="by admin"))
     assert produced.offset >= 3

@@ -26,11 +26,11 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.wait import WebDriverWait
 
-from moldau.net.ports import free_port
 from tests.support.broker_process import BrokerProcess
 from tests.support.browser import Browser
+from tests.support.clients import ck_produce
 from tests.support.connect_worker import WorkerProcess
-from tests.support.console_auth import PASSWORDS, SecuredBroker, http, start_secured_broker
+from tests.support.console_auth import PASSWORDS, SecuredBroker, http
 
 REPO = Path(__file__).resolve().parents[2]
 VISIBLE, HIDDEN = ["sec-visible-a", "sec-visible-b"], "sec-hidden"
@@ -38,31 +38,21 @@ TIMEOUT_S = 30
 
 
 @pytest.fixture(scope="module")
-def connect_port() -> int:
-    return free_port()
-
-
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory, connect_port: int) -> Iterator[SecuredBroker]:
-    broker = start_secured_broker(tmp_path_factory.mktemp("console-secured"),
-                                  {"console.connect.urls": f"http://127.0.0.1:{connect_port}"})
-    try:
-        admin = AdminClient(broker.conf("admin"))
-        for future in admin.create_topics([NewTopic(t, 1, 1) for t in [*VISIBLE, HIDDEN]]).values():
-            future.result(TIMEOUT_S)
-        alice_acls = [
-            AclBinding(ResourceType.TOPIC, "sec-visible-", ResourcePatternType.PREFIXED, "User:alice", "*",
-                       AclOperation.DESCRIBE, AclPermissionType.ALLOW),
-            # DESCRIBE on the cluster lets her list ACLs, but creating one needs ALTER.
-            AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
-                       AclOperation.DESCRIBE, AclPermissionType.ALLOW),
-        ]
-        for future in admin.create_acls(alice_acls).values():
-            future.result(TIMEOUT_S)
-        yield broker
-        assert broker.proc.stop() == 0, broker.proc.log_tail()
-    finally:
-        broker.proc.cleanup()
+def secured(secured_broker: SecuredBroker) -> Iterator[SecuredBroker]:
+    broker = secured_broker
+    admin = AdminClient(broker.conf("admin"))
+    for future in admin.create_topics([NewTopic(t, 1, 1) for t in [*VISIBLE, HIDDEN]]).values():
+        future.result(TIMEOUT_S)
+    alice_acls = [
+        AclBinding(ResourceType.TOPIC, "sec-visible-", ResourcePatternType.PREFIXED, "User:alice", "*",
+                   AclOperation.DESCRIBE, AclPermissionType.ALLOW),
+        # DESCRIBE on the cluster lets her list ACLs, but creating one needs ALTER.
+        AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
+                   AclOperation.DESCRIBE, AclPermissionType.ALLOW),
+    ]
+    for future in admin.create_acls(alice_acls).values():
+        future.result(TIMEOUT_S)
+    yield broker
 
 
 @pytest.fixture
@@ -272,6 +262,19 @@ def test_the_connectors_page_lists_and_pauses_a_real_worker(
             assert worker.stop() == 0, worker.log_tail()
         finally:
             worker.cleanup()
+
+
+def test_without_a_schema_registry_the_pages_say_so(web: Browser, secured: SecuredBroker) -> None:
+    """This broker runs no schema registry: the schema pages say so, and values in the wire format show as bytes."""
+    admin = AdminClient(secured.conf("admin"))
+    admin.create_topics([NewTopic("sec-bare", 1, 1)])["sec-bare"].result(TIMEOUT_S)
+    ck_produce(secured.bootstrap, "sec-bare", [{"value": b"\x00\x00\x00\x00\x01\x02ok"}], **secured.conf("admin"))
+    sign_in(web, "admin")
+    web.open("/schemas")
+    assert "runs no schema registry" in web.find("#no-registry").text
+    web.open("/topics/sec-bare/messages")
+    assert web.find("#records .value .badge").text == "binary"
+    assert "runs no schema registry" in web.find("main").text
 
 
 def test_the_connectors_page_says_how_to_configure_it(browser: Browser) -> None:

@@ -12,10 +12,8 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from moldau.net.ports import free_ports
 from tests.support.broker_process import BrokerProcess
 from tests.support.console_auth import http
+from tests.support.sasl_broker import plain_jaas
 from tests.support.tls import make_pki
-
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-        'password="admin-secret" user_admin="admin-secret";')
 
 
 def test_signing_in_and_browsing_over_sasl_ssl_with_client_certificates(tmp_path: Path) -> None:
@@ -26,7 +24,7 @@ def test_signing_in_and_browsing_over_sasl_ssl_with_client_certificates(tmp_path
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
         "inter.broker.listener.name": "PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": plain_jaas(),
         **pki.broker_config(client_auth="required"),
     }, port=sasl_ssl)
     (tmp_path / "broker").mkdir()

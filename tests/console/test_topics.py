@@ -4,6 +4,10 @@ says through other clients."""
 
 from __future__ import annotations
 
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -236,3 +240,53 @@ def test_unknown_topic_pages_are_not_found(browser: Browser) -> None:
         browser.open(path)
         assert "UNKNOWN_TOPIC_OR_PARTITION" in browser.find(".error").text
     browser.console_errors()  # the 404s
+
+
+def _post(url: str, fields: dict[str, str]) -> tuple[int, str]:
+    """A form POST as a browser on the console's own page sends it; the status and page it ends on."""
+    data = urllib.parse.urlencode(fields).encode()
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=data), timeout=15) as response:
+            return response.status, response.geturl()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_every_topic_route_takes_dots_underscores_and_dashes(admin: AdminClient,
+                                                             console_broker: BrokerProcess) -> None:
+    name = "ct.dotted_under-score"
+    _create(admin, name, partitions=1)
+    base = f"{console_broker.console_url}/topics/{name}"
+    for path, shows in (("", name), ("/partitions", "data-partition='0'"), ("/configs", name), ("/messages", name)):
+        with urllib.request.urlopen(base + path, timeout=15) as response:
+            assert response.status == 200 and shows in response.read().decode().replace('"', "'"), path
+    assert _post(base + "/configs", {"config": "retention.ms", "value": "7200000"}) == (
+        200, f"{base}/configs?set=retention.ms")
+    assert topic_config(admin, name, "retention.ms").value == "7200000"
+    status, page = _post(base + "/messages", {"key": "k", "value": "v", "headers": "", "partition": ""})
+    assert status == 200 and page.startswith(f"{base}/messages"), page
+    assert _post(base + "/partitions", {"total": "2"}) == (200, f"{base}?partitions=2")
+    assert _post(base + "/delete", {"confirm": name}) == (
+        200, f"{console_broker.console_url}/topics?deleted={name}")
+
+
+def test_the_list_shows_each_topics_message_rate_live(browser: Browser, admin: AdminClient,
+                                                      console_broker: BrokerProcess) -> None:
+    _create(admin, "ct-rate")
+    browser.open("/topics?q=ct-rate")
+    rate = "#topics tr[data-topic='ct-rate'] .rate"
+    browser.driver.execute_script("window.sameDocument = true")
+    browser.wait_until(lambda: browser.text_of(rate) == "0.0", 15, "a first rate, from two samples")
+
+    stop = time.monotonic() + 30
+    shown = ""
+    while time.monotonic() < stop:
+        ck_produce(console_broker.bootstrap, "ct-rate", [{"value": b"r"}] * 50)
+        shown = browser.text_of(rate) or ""
+        if shown not in ("", "-", "0.0"):
+            break
+        time.sleep(0.5)
+    assert float(shown) > 0, f"the rate stayed {shown!r}"
+    assert browser.driver.execute_script("return window.sameDocument === true"), "the page was reloaded"
+    browser.screenshot("topics-rates")
+

@@ -9,17 +9,18 @@ test-artifacts/console/ for people to review; `console_errors` returns what the 
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.wait import WebDriverWait
+
+from tests.support import polling
 
 __all__ = ["ARTIFACTS", "Browser", "chromium_available"]
 
@@ -64,6 +65,14 @@ class Browser:
     def find_all(self, css: str) -> list[WebElement]:
         return self.driver.find_elements(By.CSS_SELECTOR, css)
 
+    def text_of(self, css: str) -> str | None:
+        """The first matching element's text; None when there is none or htmx is swapping it right now."""
+        try:
+            elements = self.find_all(css)
+            return elements[0].text if elements else None
+        except StaleElementReferenceException:
+            return None
+
     def wait_for(self, css: str, timeout_s: float = WAIT_S) -> WebElement:
         element: WebElement = WebDriverWait(self.driver, timeout_s).until(
             expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css)))
@@ -79,12 +88,7 @@ class Browser:
             raise AssertionError(f"{css} never showed {text!r}; it shows {shown}") from None
 
     def wait_until(self, condition: Any, timeout_s: float = WAIT_S, what: str = "condition") -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if condition():
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"timed out waiting for {what}")
+        polling.wait_until(condition, timeout_s, what, interval_s=0.2)
 
     def screenshot(self, name: str) -> Path:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)

@@ -4,8 +4,8 @@ committed offsets, and reading what the console's JSON endpoints answer."""
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from moldau.cli.share_groups import alter_group_configs
 
-__all__ = ["commit", "committed", "create_topic", "get_json", "produce", "share_from_earliest", "wait_until"]
+__all__ = ["commit", "committed", "create_topic", "get_json", "peer_ports", "produce", "share_from_earliest"]
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
@@ -58,10 +58,17 @@ def get_json(url: str) -> Any:
         return json.loads(response.read())
 
 
-def wait_until(condition: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+def peer_ports(port: int) -> set[int]:
+    """The other end's port of every TCP connection on this machine to or from `port`, in any state (a connection
+    closed a moment ago lingers in TIME_WAIT on the side that closed it): a new port is a new connection."""
+    found: set[int] = set()
+    for table in (Path("/proc/net/tcp"), Path("/proc/net/tcp6")):
+        if not table.exists():
+            continue
+        for line in table.read_text().splitlines()[1:]:
+            local, remote = (int(address.rsplit(":", 1)[1], 16) for address in line.split()[1:3])
+            if local == port:
+                found.add(remote)
+            elif remote == port:
+                found.add(local)
+    return found

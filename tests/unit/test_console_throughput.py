@@ -93,3 +93,17 @@ def test_bad_reset_input_is_a_400(form: dict[str, str], message: str) -> None:
     with pytest.raises(ConsoleError) as caught:
         reset_target(form)
     assert caught.value.status == 400 and message in caught.value.message
+
+
+def test_recent_rates_average_each_topic_over_the_newest_samples() -> None:
+    history = ThroughputHistory(10)
+    assert history.recent_rates("messages_in", 10.0) == {}
+    history.add(sample(0.0, {("a", ""): 0, ("b", ""): 100}))
+    history.add(sample(2.0, {("a", ""): 40, ("b", ""): 100}))
+    assert history.recent_rates("messages_in", 10.0) == {"a": 20.0, "b": 0.0}
+    for at, a in ((4.0, 40), (6.0, 40), (8.0, 40), (10.0, 40), (12.0, 60)):
+        history.add(sample(at, {("a", ""): a, ("b", ""): 100}))
+    # The window reaches back 10 s, to the sample at 2.0: 20 messages over 10 s; a topic that is new counts from 0.
+    assert history.recent_rates("messages_in", 10.0) == {"a": 2.0, "b": 0.0}
+    history.add(sample(14.0, {("a", ""): 60, ("b", ""): 100, ("c", ""): 4}))
+    assert history.recent_rates("messages_in", 1.0) == {"a": 0.0, "b": 0.0, "c": 2.0}  # at least one interval

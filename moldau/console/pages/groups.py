@@ -14,7 +14,15 @@ from moldau.cli.consume import parse_time
 from moldau.console.context import ConsoleContext
 from moldau.console.errors import ConsoleError, kafka_error_status
 from moldau.console.forms import form_fields
-from moldau.console.groups import RESET_MODES, ResetTarget, delete_group, describe_group, list_groups, reset_offsets
+from moldau.console.groups import (
+    FORM_RESET_MODES,
+    ResetTarget,
+    delete_group,
+    describe_group,
+    list_groups,
+    reset_offsets,
+)
+from moldau.registry.http import slashes  # noqa: F401  (registers the `segment` path convertor)
 
 __all__ = ["reset_target", "routes"]
 
@@ -22,8 +30,8 @@ __all__ = ["reset_target", "routes"]
 def reset_target(form: dict[str, str]) -> tuple[str | None, ResetTarget]:
     """The topic (None: all the group's) and target of the reset form; ConsoleError 400 for bad input."""
     mode = form.get("to", "")
-    if mode not in RESET_MODES:
-        raise ConsoleError(400, f"choose where to reset to: {', '.join(RESET_MODES)}")
+    if mode not in FORM_RESET_MODES:
+        raise ConsoleError(400, f"choose where to reset to: {', '.join(FORM_RESET_MODES)}")
     topic = form.get("topic", "").strip() or None
     if mode == "offset":
         text = form.get("offset", "").strip()
@@ -101,10 +109,13 @@ def routes(ctx: ConsoleContext) -> list[BaseRoute]:
             return await detail(request, status, delete_error=message)
         return RedirectResponse(f"/groups?deleted={quote(name, safe='')}", status_code=303)
 
+    # A group id may hold any character, `/` included: links send it as one encoded segment (the `segment`
+    # filter) and `{name:segment}` reads it back whole (moldau.registry.http.slashes), so `a/live` is a group's
+    # name and never the live fragment of group `a`.
     return [
         Route("/groups", index, methods=["GET"]),
-        Route("/groups/{name}", detail, methods=["GET"]),
-        Route("/groups/{name}/live", live, methods=["GET"]),
-        Route("/groups/{name}/reset", reset, methods=["POST"]),
-        Route("/groups/{name}/delete", delete, methods=["POST"]),
+        Route("/groups/{name:segment}", detail, methods=["GET"]),
+        Route("/groups/{name:segment}/live", live, methods=["GET"]),
+        Route("/groups/{name:segment}/reset", reset, methods=["POST"]),
+        Route("/groups/{name:segment}/delete", delete, methods=["POST"]),
     ]

@@ -1,8 +1,8 @@
 """`/quotas`: client quotas (KIP-546) of users, client ids and their defaults, and a form that sets or removes them.
 
 confluent-kafka has no client quota API, so DescribeClientQuotas and AlterClientQuotas go through Moldau's own
-client (moldau.net.client) on the console's listener, authenticated as the signed-in user: listing needs
-DESCRIBE_CONFIGS on the cluster, changing ALTER_CONFIGS (else 403). The quota names are Kafka's.
+client on the console's listener (the user's pooled session, moldau.console.native), authenticated as the signed-in
+user: listing needs DESCRIBE_CONFIGS on the cluster, changing ALTER_CONFIGS (else 403). The quota names are Kafka's.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from moldau.console import native
 from moldau.console.clients import ConsoleClients
 from moldau.console.context import ConsoleContext
 from moldau.console.errors import ConsoleError
 from moldau.console.forms import form_fields
-from moldau.net.client import ConnectionFailed
 
 __all__ = ["QUOTA_KEYS", "QuotaRow", "alter_quotas", "describe_quotas", "routes"]
 
@@ -50,14 +50,8 @@ def _status(code: Any) -> int:
     return 400 if name.startswith("INVALID") or name == "UNKNOWN_TOPIC_OR_PARTITION" else 502
 
 
-async def _call(ctx: ConsoleContext, clients: ConsoleClients, request: Any) -> Any:
-    access = ctx.clients.access
-    if access is None:
-        raise ConsoleError(502, "the console has no client listener to ask")
-    try:
-        return await access.request(clients.credentials, request)
-    except (ConnectionFailed, TimeoutError) as exc:
-        raise ConsoleError(502, f"cannot reach the cluster: {exc or 'timed out'}") from None
+async def _call(clients: ConsoleClients, request: Any) -> Any:
+    return await native.send_any(clients, request)
 
 
 def _entity_row(entity: Any, values: dict[str, float]) -> QuotaRow:
@@ -65,9 +59,9 @@ def _entity_row(entity: Any, values: dict[str, float]) -> QuotaRow:
     return QuotaRow(parts.get("user"), parts.get("client-id"), values)
 
 
-async def describe_quotas(ctx: ConsoleContext, clients: ConsoleClients) -> list[QuotaRow]:
+async def describe_quotas(clients: ConsoleClients) -> list[QuotaRow]:
     """Every entity with client quotas, users first."""
-    response = await _call(ctx, clients, DescribeClientQuotasRequest(components=(), strict=False))
+    response = await _call(clients, DescribeClientQuotasRequest(components=(), strict=False))
     if response.error_code.value != 0:
         raise ConsoleError(_status(response.error_code),
                            f"{response.error_code.name.upper()}: {response.error_message or ''}".rstrip(": "))
@@ -105,12 +99,12 @@ def ops_from_form(fields: dict[str, str]) -> list[tuple[str, float | None]]:
     return ops
 
 
-async def alter_quotas(ctx: ConsoleContext, clients: ConsoleClients, entity: Entity,
+async def alter_quotas(clients: ConsoleClients, entity: Entity,
                        ops: list[tuple[str, float | None]]) -> None:
     entry = AlterEntry(entity=tuple(AlterEntity(entity_type=t, entity_name=n) for t, n in entity),
                        ops=tuple(OpData(key=k, value=f64(0.0 if v is None else v), remove=v is None)
                                  for k, v in ops))
-    response = await _call(ctx, clients, AlterClientQuotasRequest(entries=(entry,), validate_only=False))
+    response = await _call(clients, AlterClientQuotasRequest(entries=(entry,), validate_only=False))
     for result in response.entries:
         if result.error_code.value != 0:
             raise ConsoleError(_status(result.error_code),
@@ -124,7 +118,7 @@ def _number(value: float) -> str:
 def routes(ctx: ConsoleContext) -> list[BaseRoute]:
     async def index(request: Request) -> Response:
         clients = ctx.clients_for(request)
-        rows = await describe_quotas(ctx, clients)
+        rows = await describe_quotas(clients)
         edit = {"user": request.query_params.get("user", ""), "client": request.query_params.get("client", "")}
         current = next((r.values for r in rows if (r.user or "") == edit["user"] and (r.client or "") ==
                         edit["client"]), {})
@@ -135,7 +129,7 @@ def routes(ctx: ConsoleContext) -> list[BaseRoute]:
     async def save(request: Request) -> Response:
         fields = await form_fields(request)
         entity = entity_from_form(fields)
-        await alter_quotas(ctx, ctx.clients_for(request), entity, ops_from_form(fields))
+        await alter_quotas(ctx.clients_for(request), entity, ops_from_form(fields))
         shown = ", ".join(f"{'user' if t == 'user' else 'client'}={DEFAULT if n is None else n}" for t, n in entity)
         return RedirectResponse("/quotas?" + urlencode({"notice": f"saved the quotas of {shown}"}), status_code=303)
 

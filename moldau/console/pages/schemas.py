@@ -5,6 +5,8 @@ page says so."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 from urllib.parse import quote
 
 from starlette.requests import Request
@@ -18,6 +20,8 @@ from moldau.console.registry_view import RegistryError, id_holders, subject_deta
 __all__ = ["routes"]
 
 _NOT_FOUND_CODES = {40401, 40402, 40403}
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def routes(ctx: ConsoleContext) -> list[BaseRoute]:
@@ -29,27 +33,17 @@ def routes(ctx: ConsoleContext) -> list[BaseRoute]:
     async def subjects(request: Request) -> Response:
         if ctx.registry_url is None:
             return ctx.render(request, "schemas/subjects.html", rows=None, global_level="", registry_url=None)
-        try:
-            rows, global_level = await asyncio.to_thread(subjects_overview, ctx.registry_url)
-        except RegistryError as exc:
-            raise _console_error(exc) from None
+        rows, global_level = await _ask(subjects_overview, ctx.registry_url)
         return ctx.render(request, "schemas/subjects.html", rows=rows, global_level=global_level,
                           registry_url=ctx.registry_url)
 
     async def subject(request: Request) -> Response:
-        name = request.path_params["subject"]
-        try:
-            detail = await asyncio.to_thread(subject_detail, registry_url(), name)
-        except RegistryError as exc:
-            raise _console_error(exc) from None
+        detail = await _ask(subject_detail, registry_url(), request.path_params["subject"])
         return ctx.render(request, "schemas/subject.html", detail=detail)
 
     async def schema_id(request: Request) -> Response:
         wanted = request.path_params["id"]
-        try:
-            holders = await asyncio.to_thread(id_holders, registry_url(), wanted)
-        except RegistryError as exc:
-            raise _console_error(exc) from None
+        holders = await _ask(id_holders, registry_url(), wanted)
         if not holders:
             raise ConsoleError(404, f"no subject holds schema {wanted}")
         name, version = holders[0]
@@ -58,6 +52,14 @@ def routes(ctx: ConsoleContext) -> list[BaseRoute]:
     return [Route("/schemas", subjects, methods=["GET"]),
             Route("/schemas/ids/{id:int}", schema_id, methods=["GET"]),
             Route("/schemas/{subject:path}", subject, methods=["GET"])]
+
+
+async def _ask(read: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """A read of the registry's REST API in a worker thread (its client blocks); its failure as a console error."""
+    try:
+        return await asyncio.to_thread(read, *args, **kwargs)
+    except RegistryError as exc:
+        raise _console_error(exc) from None
 
 
 def _console_error(exc: RegistryError) -> ConsoleError:

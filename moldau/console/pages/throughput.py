@@ -8,7 +8,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from moldau.console.clients import ConsoleClients
 from moldau.console.context import ConsoleContext
 from moldau.console.throughput import HISTORY_S, INTERVAL_S, SOURCES, ThroughputSampler
 
@@ -18,23 +17,8 @@ BUSY_TOPIC_CHARTS = 6
 
 
 def routes(ctx: ConsoleContext) -> list[BaseRoute]:
-    samplers: dict[int, tuple[ConsoleClients, ThroughputSampler]] = {}
-
     def sampler_for(request: Request) -> ThroughputSampler:
-        clients = ctx.clients_for(request)
-        entry = samplers.get(id(clients))
-        if entry is None or entry[0] is not clients:
-            entry = samplers[id(clients)] = (clients, ThroughputSampler(clients, ctx.counters))
-        sampler = entry[1]
-        sampler.watch()
-        return sampler
-
-    async def stop_all() -> None:
-        for _, sampler in list(samplers.values()):
-            await sampler.stop()
-        samplers.clear()
-
-    ctx.on_stop.append(stop_all)
+        return ctx.throughput.watched(ctx.clients_for(request))
 
     async def api(request: Request) -> Response:
         topic = request.query_params.get("topic") or None

@@ -22,6 +22,7 @@ from moldau.console.forms import form_fields
 
 __all__ = ["routes"]
 
+RATE_WINDOW_S = 10.0  # the message rate column averages over this much of the newest samples
 
 
 def routes(ctx: ConsoleContext) -> list[BaseRoute]:
@@ -103,8 +104,13 @@ async def _render_list(ctx: ConsoleContext, request: Request, form: view.CreateT
     sizes = await view.gather_replica_sizes(clients, metadata)
     offsets = await view.gather_offsets(clients, [(t.topic, p) for t in shown for p in t.partitions])
     rows = view.topic_rows(metadata, sizes, offsets, show_internal, name_filter)
+    # Messages in per second from the user's throughput sampler, which this page keeps sampling while open.
+    rates = ctx.throughput.watched(clients).history.recent_rates("messages_in", RATE_WINDOW_S)
+    if request.headers.get("hx-request") and failure is None:
+        return ctx.render(request, "topics/_rows.html", topics=rows, rates=rates, name_filter=name_filter)
     status, error = failure or (200, None)
-    return ctx.render(request, "topics/list.html", status_code=status, topics=rows, show_internal=show_internal,
+    return ctx.render(request, "topics/list.html", status_code=status, topics=rows, rates=rates,
+                      show_internal=show_internal,
                       name_filter=name_filter, form=form, form_error=error,
                       created=request.query_params.get("created"), deleted=request.query_params.get("deleted"))
 

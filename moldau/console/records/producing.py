@@ -10,6 +10,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer  # type: ignore[attr-defined]
 
 from moldau.console.errors import ConsoleError
+from moldau.console.forms import name_value_lines
 
 __all__ = ["ProduceForm", "Produced", "parse_form", "produce"]
 
@@ -26,15 +27,7 @@ class ProduceForm:
 
     @property
     def headers(self) -> list[tuple[str, str | bytes | None]]:
-        headers: list[tuple[str, str | bytes | None]] = []
-        for number, line in enumerate(self.headers_text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            name, sep, value = line.partition("=")
-            if not sep or not name.strip():
-                raise ConsoleError(400, f"header line {number} is not name=value: {line!r}")
-            headers.append((name.strip(), value.encode()))
-        return headers
+        return [(name, value.encode()) for name, value in name_value_lines(self.headers_text, "Headers", "name=value")]
 
     @property
     def partition(self) -> int | None:

@@ -6,6 +6,9 @@ the decoded path, where that slash would split the subject into two segments and
 `EncodedSlashes` re-decodes the raw path segment by segment, keeping a decoded slash inside its segment as
 SLASH_MARK; the `subject` path convertor, which every route naming a subject uses (`{subject:subject}`), turns
 it back into `/`.
+
+The console's group pages use the same pair for group names, which may hold any character: `{name:segment}` is
+the same convertor under a name that does not say "subject".
 """
 
 from __future__ import annotations
@@ -43,3 +46,4 @@ class SubjectConvertor(Convertor[str]):
 
 
 register_url_convertor("subject", SubjectConvertor())
+register_url_convertor("segment", SubjectConvertor())

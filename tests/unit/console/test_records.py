@@ -116,7 +116,7 @@ def test_the_newest_page_pages_back_from_the_last_record_it_cut() -> None:
 def test_the_produce_form_reads_headers_and_partition() -> None:
     form = ProduceForm(key="k", value="v", headers_text="a=1\n\n b = two=2 ", partition_text="3")
     assert form.headers == [("a", b"1"), ("b", b" two=2 ")] and form.partition == 3
-    with pytest.raises(ConsoleError, match="not name=value"):
+    with pytest.raises(ConsoleError, match="Headers, line 1: expected name=value"):
         _ = ProduceForm(headers_text="no-equals").headers
     with pytest.raises(ConsoleError, match="whole number"):
         _ = ProduceForm(partition_text="-1").partition
