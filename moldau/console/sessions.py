@@ -46,7 +46,7 @@ class SessionStore:
 
     def create(self, credentials: Credentials) -> tuple[Session, list[Credentials]]:
         """A new session, and the credentials of sessions it pushed out (their clients can go)."""
-        ended = self._expire()
+        ended = self.expire()
         while len(self._sessions) >= self.max_sessions:
             ended.append(self._sessions.popitem(last=False)[1].credentials)
         session = Session(self._new_token(), credentials, self._clock())
@@ -75,7 +75,8 @@ class SessionStore:
         """Whether another live session signs in with the same credentials (and so shares their clients)."""
         return any(s.credentials == credentials for s in self._sessions.values())
 
-    def _expire(self) -> list[Credentials]:
+    def expire(self) -> list[Credentials]:
+        """End the sessions idle for longer than the timeout; their credentials (their clients can go)."""
         now = self._clock()
         stale = [t for t, s in self._sessions.items() if now - s.last_used > self.idle_timeout_s]
         return [self._sessions.pop(t).credentials for t in stale]

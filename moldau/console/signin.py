@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from starlette.types import ASGIApp
 
 from moldau.console.clients import ClientFactory, Credentials
-from moldau.console.sessions import SessionStore
+from moldau.console.sessions import Session, SessionStore
 from moldau.net.client import ConnectionFailed
 from moldau.security.sasl.client import SaslClientError
 
@@ -54,7 +54,7 @@ class SignIn:
 
     def __init__(self, clients: ClientFactory, sessions: SessionStore | None = None) -> None:
         self.clients = clients
-        self.sessions = sessions or SessionStore(time.monotonic)
+        self.sessions = sessions if sessions is not None else SessionStore(time.monotonic)  # an empty store is falsy
 
     @property
     def mechanisms(self) -> tuple[str, ...]:
@@ -83,6 +83,12 @@ class SignIn:
         self._forget(ended)
         return session.token
 
+    def session(self, token: str | None) -> Session | None:
+        """The live session of a request's cookie. Sessions that timed out meanwhile end here, and their users'
+        pooled connections are closed, as at sign-out."""
+        self._forget(self.sessions.expire())
+        return self.sessions.get(token)
+
     def end(self, token: str | None) -> None:
         session = self.sessions.end(token)
         if session is not None:
@@ -108,7 +114,7 @@ class SignInMiddleware(BaseHTTPMiddleware):
             return PlainTextResponse("cross-site request refused", status_code=403)
         if not self.signin.clients.secured or path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
             return await call_next(request)
-        session = self.signin.sessions.get(request.cookies.get(COOKIE))
+        session = self.signin.session(request.cookies.get(COOKIE))
         if session is None:
             return _unauthenticated(request)
         request.state.credentials = session.credentials

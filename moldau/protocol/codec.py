@@ -225,7 +225,7 @@ class DirectBody:
 
     throttle_time_ms: int
 
-    def encode(self, version: int) -> list[bytes | memoryview]:
+    def encode(self, version: int) -> list[ResponsePart]:
         raise NotImplementedError
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from moldau.protocol.codec import DirectBody, InvalidRequest
 from moldau.protocol.request_reader import RequestReader
-from moldau.protocol.wire import Part
+from moldau.protocol.wire import ResponsePart
 
 FIRST_FLEXIBLE_VERSION = 4
 _I32 = struct.Struct(">i")
@@ -52,7 +52,7 @@ class HeartbeatResponse(DirectBody):
     throttle_time_ms: int
     error_code: int
 
-    def encode(self, version: int) -> list[Part]:
+    def encode(self, version: int) -> list[ResponsePart]:
         if version == 0:
             return [_ERROR.pack(self.error_code)]
         body = _THROTTLE_ERROR.pack(self.throttle_time_ms, self.error_code)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from moldau.protocol.codec import DirectBody, InvalidRequest
 from moldau.protocol.request_reader import RequestReader
-from moldau.protocol.wire import I32, Part, ResponseWriter
+from moldau.protocol.wire import I32, ResponsePart, ResponseWriter
 
 FIRST_FLEXIBLE_VERSION = 8
 FIRST_TOPIC_ID_VERSION = 10
@@ -101,7 +101,7 @@ class OffsetCommitResponse(DirectBody):
     throttle_time_ms: int
     topics: list[OffsetCommitResponseTopic]
 
-    def encode(self, version: int) -> list[Part]:
+    def encode(self, version: int) -> list[ResponsePart]:
         writer = ResponseWriter(flexible=version >= FIRST_FLEXIBLE_VERSION)
         if version >= 3:
             writer.out += I32.pack(self.throttle_time_ms)

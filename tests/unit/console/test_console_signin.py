@@ -74,6 +74,21 @@ def test_signing_out_forgets_the_session_and_the_users_clients_when_no_other_ses
     assert signin.sessions.get(two) is None
 
 
+def test_a_session_that_timed_out_lets_its_users_clients_go_at_the_next_request() -> None:
+    clock = Clock()
+    factory = ClientFactory({"bootstrap.servers": "127.0.0.1:1"}, secured=True)
+    signin = SignIn(factory, store(clock, idle_timeout_s=60))
+    alice, bob = signin.start(ALICE), signin.start(BOB)
+    alice_clients, bob_clients = factory.for_user(ALICE), factory.for_user(BOB)
+    clock.now += 30
+    assert signin.session(bob) is not None  # bob keeps using the console, alice does not
+    clock.now += 40
+    assert signin.session(bob) is not None  # any request ends alice's idle session ...
+    assert factory.for_user(ALICE) is not alice_clients  # ... and closes her pooled connections
+    assert factory.for_user(BOB) is bob_clients
+    assert signin.session(alice) is None
+
+
 def test_a_cluster_that_cannot_be_reached_is_a_502_not_a_wrong_password() -> None:
     access = ListenerAccess("127.0.0.1", free_port(), "SASL_PLAINTEXT", ("PLAIN",))
     signin = SignIn(ClientFactory({}, secured=True, access=access))
