@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from moldau.replication.leader_state import LeaderState
 from moldau.storage.log import AppendResult, PartitionLog
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
+from moldau.storage.producer_state import sync_file_system
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +168,8 @@ class ReplicaManager:
         # ISR changes of partitions led here, committed by the controller (metrics: IsrShrinks, IsrExpands).
         self.isr_shrinks = 0
         self.isr_expands = 0
+        # Directories of logs whose new leader epoch is written but not yet fsynced (see `_sync_new_epochs`).
+        self._unsynced_epochs: set[str] = set()
 
     def _now_ms(self) -> int:
         return int(self._clock.monotonic_ms())
@@ -205,9 +209,21 @@ class ReplicaManager:
         if failed:
             # Retried at the next image; until then clients get UNKNOWN_TOPIC_OR_PARTITION for these.
             log.error("cannot host %d partitions: %s", len(failed), ", ".join(failed[:5]))
+        self._sync_new_epochs()
         if before is not None:
             self._reconfigure(before, image)
         self._stop_idle_fetchers()
+
+    def _sync_new_epochs(self) -> None:
+        """Make the leader epochs recorded by this image durable with one sync per file system, not two fsyncs per
+        partition (seconds for thousands of partitions at a start); nothing can append in the new epochs before,
+        since the image is applied without yielding to the event loop."""
+        dirs, self._unsynced_epochs = self._unsynced_epochs, set()
+        for log_dir in {os.path.dirname(d) for d in dirs}:
+            try:
+                sync_file_system(log_dir)
+            except OSError as exc:
+                log.error("leader epochs in %s may not be durable: %s", log_dir, exc)
 
     def _host(self, topic: TopicImage, part: PartitionImage, config: LogConfig) -> None:
         key = (topic.name, part.partition)
@@ -260,7 +276,8 @@ class ReplicaManager:
         # Record where this epoch starts, so followers asking about earlier epochs learn where those end even
         # before anything is written in this one (Kafka does this at the leadership change too).
         try:
-            plog.leader_epochs.assign(hosted.leader_epoch, plog.log_end_offset)
+            if plog.leader_epochs.assign(hosted.leader_epoch, plog.log_end_offset, durable=False):
+                self._unsynced_epochs.add(plog.directory)
         except OSError as exc:
             # A full disk: the partition is led all the same (reads go on); the first append records the epoch,
             # and cannot succeed before the checkpoint can be written either.

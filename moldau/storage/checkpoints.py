@@ -69,14 +69,16 @@ def has_clean_shutdown_marker(directory: str) -> bool:
     return os.path.exists(os.path.join(directory, CLEAN_SHUTDOWN_FILE))
 
 
-def remove_clean_shutdown_marker(directory: str) -> None:
-    """Remove the marker durably: from now on a crash must count as unclean."""
+def remove_clean_shutdown_marker(directory: str, durable: bool = True) -> None:
+    """Remove the marker, durably unless the caller's own marker (a log directory's) already makes any crash
+    from now on count as unclean."""
     os.unlink(os.path.join(directory, CLEAN_SHUTDOWN_FILE))
-    fsync_directory(directory)
+    if durable:
+        fsync_directory(directory)
 
 
-def write_clean_shutdown_marker(directory: str) -> None:
-    write_atomically(os.path.join(directory, CLEAN_SHUTDOWN_FILE), b"")
+def write_clean_shutdown_marker(directory: str, durable: bool = True) -> None:
+    write_atomically(os.path.join(directory, CLEAN_SHUTDOWN_FILE), b"", durable)
 
 
 def reconcile_topic_id(directory: str, topic_id: uuid.UUID | None) -> uuid.UUID | None:

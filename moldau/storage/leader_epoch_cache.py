@@ -13,7 +13,10 @@ The entries live in the partition directory as `leader-epoch-checkpoint`, in Kaf
     3 150
 
 The file is rewritten atomically (and durably) whenever the entries change, which is rare: once per new
-leader epoch, and when the log start or end moves across an entry. An in-memory change happens only after
+leader epoch, and when the log start or end moves across an entry. Two writes skip the fsyncs: the cut to
+the log's offsets at load (made again at every load, so losing it in a crash loses nothing), and an epoch
+assigned at a leadership change, whose owner syncs the file system once for all the partitions it takes
+before any of them appends. An in-memory change happens only after
 the file write succeeded, so an OSError leaves the cache as it was. A missing or unreadable file loads as
 an empty cache; `loaded_from_file` tells the owning log to rebuild it from its batches.
 
@@ -117,15 +120,17 @@ class LeaderEpochCache:
 
     # -- changes -------------------------------------------------------------------------------------
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that `epoch` starts at `start_offset`; returns whether the entries changed.
+    def assign(self, epoch: int, start_offset: int, durable: bool = True) -> bool:
+        """Record that `epoch` starts at `start_offset`; returns whether the entries changed. With
+        `durable=False` the file is not fsynced: the caller makes it durable (`sync_file_system`) before
+        anything is appended in the epoch.
 
         Only an epoch newer than the latest counts; an older or equal one (or a negative one, from a
         batch that never had a leader) is ignored. Entries at or above the new start offset are dropped
         first, as Kafka does, so start offsets stay increasing."""
-        return self.assign_all(((epoch, start_offset),))
+        return self.assign_all(((epoch, start_offset),), durable)
 
-    def assign_all(self, assignments: Iterable[tuple[int, int]]) -> bool:
+    def assign_all(self, assignments: Iterable[tuple[int, int]], durable: bool = True) -> bool:
         """`assign` each (epoch, start offset) in order, writing the file at most once."""
         entries: list[EpochEntry] | None = None
         for epoch, start_offset in assignments:
@@ -144,17 +149,18 @@ class LeaderEpochCache:
             entries = kept
         if entries is None:
             return False
-        self._replace(entries)
+        self._replace(entries, durable)
         return True
 
-    def truncate_from_end(self, end_offset: int) -> bool:
-        """Drop entries starting at or after `end_offset` (the log was truncated to it)."""
+    def truncate_from_end(self, end_offset: int, durable: bool = True) -> bool:
+        """Drop entries starting at or after `end_offset` (the log was truncated to it). `durable=False` suits a
+        cut that is made again whenever the file is read (the one at load, to the log's end)."""
         if end_offset < 0 or not self._entries or self._entries[-1].start_offset < end_offset:
             return False
-        self._replace([e for e in self._entries if e.start_offset < end_offset])
+        self._replace([e for e in self._entries if e.start_offset < end_offset], durable)
         return True
 
-    def truncate_from_start(self, start_offset: int) -> bool:
+    def truncate_from_start(self, start_offset: int, durable: bool = True) -> bool:
         """The log start moved to `start_offset`: entries starting at or below it go, except that the last
         of them stays, moved up to `start_offset` (its epoch still covers the log's first offsets)."""
         entries = self._entries
@@ -163,7 +169,7 @@ class LeaderEpochCache:
             below += 1
         if below == 0 or (below == 1 and entries[0].start_offset == start_offset):
             return False
-        self._replace([EpochEntry(entries[below - 1].epoch, start_offset), *entries[below:]])
+        self._replace([EpochEntry(entries[below - 1].epoch, start_offset), *entries[below:]], durable)
         return True
 
     def clear(self) -> bool:
@@ -177,8 +183,8 @@ class LeaderEpochCache:
         _write_checkpoint(self.path, self._entries)
         self.loaded_from_file = True
 
-    def _replace(self, entries: list[EpochEntry]) -> None:
-        _write_checkpoint(self.path, entries)
+    def _replace(self, entries: list[EpochEntry], durable: bool = True) -> None:
+        _write_checkpoint(self.path, entries, durable)
         self._entries = entries
         self.loaded_from_file = True
 
@@ -207,6 +213,6 @@ def _read_checkpoint(path: str) -> list[EpochEntry] | None:
     return entries
 
 
-def _write_checkpoint(path: str, entries: list[EpochEntry]) -> None:
+def _write_checkpoint(path: str, entries: list[EpochEntry], durable: bool = True) -> None:
     lines = [str(_VERSION), str(len(entries)), *(f"{e.epoch} {e.start_offset}" for e in entries)]
-    write_atomically(path, ("\n".join(lines) + "\n").encode("ascii"))
+    write_atomically(path, ("\n".join(lines) + "\n").encode("ascii"), durable)

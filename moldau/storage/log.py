@@ -139,6 +139,12 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = clock.time_ms()
         self._closed = False
+        # (recovery point, log start, high watermark) as the checkpoint files hold them; None when unknown. A
+        # flush with nothing new writes no file (closing thousands of idle logs must not cost fsyncs each).
+        self._checkpointed: tuple[int | None, int | None, int | None] | None = None
+        # Whether this log's clean-shutdown marker is written and removed durably; not when the log directory's
+        # own marker, written after every log closed and removed before any opens, already decides.
+        self._marker_durable = True
 
     # -- opening (the steps themselves are in log_loading) --------------------------------------------
 
@@ -149,6 +155,7 @@ class PartitionLog:
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         closer: DeferredCloser | None = None,
         recover_all: bool = False,
+        log_dir_marker: bool = False,
     ) -> PartitionLog:
         """Open (or create) the log in `directory`.
 
@@ -156,6 +163,8 @@ class PartitionLog:
         knows better (`clean_shutdown=False`, e.g. its log directory's marker was missing). After an
         unclean one, segments from the recovery point on are re-validated and torn tails cut. `recover_all`
         re-validates every segment, down to each record (a log written before records were validated).
+        `log_dir_marker`: the owner keeps a clean-shutdown marker for the whole log directory, removed durably
+        before this open and written durably after every close, so this log's own marker needs no fsyncs.
         """
         os.makedirs(directory, exist_ok=True)
         topic_id = checkpoints.reconcile_topic_id(directory, topic_id)
@@ -166,9 +175,10 @@ class PartitionLog:
             closer if closer is not None else DeferredCloser(config.file_delete_delay_ms),
         )
         log._owns_closer = closer is None
+        log._marker_durable = not log_dir_marker
         log._load(clean=had_marker and clean_shutdown is not False and not recover_all, recover_all=recover_all)
         if had_marker:
-            checkpoints.remove_clean_shutdown_marker(directory)
+            checkpoints.remove_clean_shutdown_marker(directory, durable=log._marker_durable)
         return log
 
     def _load(self, clean: bool, recover_all: bool = False) -> None:
@@ -184,9 +194,10 @@ class PartitionLog:
         if not self._segments:
             self._segments.create(checkpointed_start or 0, now)
         self._log_end_offset = self._segments.active.next_offset
+        checkpointed_hw = checkpoints.read_offset_checkpoint(self.directory, HIGH_WATERMARK_FILE)
+        self._checkpointed = checkpointed_recovery, checkpointed_start, checkpointed_hw
         self._log_start_offset, self._high_watermark = log_loading.loaded_offsets(
-            self._segments.bases[0], self._log_end_offset, checkpointed_start,
-            checkpoints.read_offset_checkpoint(self.directory, HIGH_WATERMARK_FILE))
+            self._segments.bases[0], self._log_end_offset, checkpointed_start, checkpointed_hw)
         self._drop_segments_below_start(now)  # cannot move the log start: the segment holding it stays
         self._recovery_point = min(recovery_point, self._log_end_offset)
         # Read only when the cache must be rebuilt.
@@ -200,7 +211,7 @@ class PartitionLog:
         if not clean:
             # Recovered data may exist only in the page cache; make it durable once, then start clean.
             try:
-                self.flush()
+                self.flush(after_recovery=True)
             except KafkaError as exc:
                 # A full (or failing) disk must not keep the broker down: the log opens for reads, its recovery
                 # point stays where it was (so the next start recovers again), and appends fail until it heals.
@@ -639,9 +650,10 @@ class PartitionLog:
 
     # -- durability (the checkpoint files are in checkpoints) ------------------------------------------
 
-    def flush(self) -> None:
-        """fsync everything not yet durable and advance the recovery point to the log end offset."""
-        self._advance_recovery_point(self._log_end_offset, len(self._segments))
+    def flush(self, *, after_recovery: bool = False) -> None:
+        """fsync everything not yet durable and advance the recovery point to the log end offset. Nothing is
+        fsynced when the recovery point is there already, except `after_recovery`, when recovery cut files."""
+        self._advance_recovery_point(self._log_end_offset, len(self._segments), after_recovery)
         self._unflushed_messages = 0
         self._last_flush_ms = self._clock.time_ms()
 
@@ -653,12 +665,13 @@ class PartitionLog:
         elif self._recovery_point < self._segments.active.base_offset:
             self._advance_recovery_point(self._segments.active.base_offset, len(self._segments) - 1)
 
-    def _advance_recovery_point(self, offset: int, end_index: int) -> None:
+    def _advance_recovery_point(self, offset: int, end_index: int, force: bool = False) -> None:
         """fsync the segments from the one holding the recovery point to `end_index` (exclusive), then move
         the recovery point to `offset` and write the checkpoints."""
         try:
-            for segment in self._segments.from_offset(self._recovery_point, end_index):
-                segment.flush()
+            if force or offset > self._recovery_point:  # below the recovery point everything is durable already
+                for segment in self._segments.from_offset(self._recovery_point, end_index):
+                    segment.flush()
             self._recovery_point = offset
             self._write_checkpoints()
             # Keep the newest snapshot at or below the base of the segment holding the recovery point:
@@ -670,10 +683,15 @@ class PartitionLog:
     def _write_checkpoints(self) -> None:
         # The stored high watermark, not the property: after an unclean start, a log that follows its end still
         # holds the checkpointed high watermark until it is moved, and rewriting the log end would lose it.
-        checkpoints.write_offset_checkpoints(self.directory, self._recovery_point, self._log_start_offset,
-                                             self._high_watermark)
+        values = self._recovery_point, self._log_start_offset, self._high_watermark
+        if values == self._checkpointed:
+            return
+        self._checkpointed = None  # unknown until all three are written
+        checkpoints.write_offset_checkpoints(self.directory, *values)
+        self._checkpointed = values
 
     def _write_log_start_checkpoint(self) -> None:
+        self._checkpointed = None
         checkpoints.write_offset_checkpoint(self.directory, LOG_START_OFFSET_FILE, self._log_start_offset)
 
     def close(self) -> None:
@@ -683,11 +701,13 @@ class PartitionLog:
         try:
             self._segments.active.seal()
             self.flush()
-            self.producer_state.take_snapshot(self._log_end_offset)
+            # Producer state follows from the log, so a snapshot already taken at the log end still holds.
+            if not os.path.exists(self.producer_state.snapshot_path(self._log_end_offset)):
+                self.producer_state.take_snapshot(self._log_end_offset)
             for segment in self._segments:
                 segment.close()
             self._closed = True
-            checkpoints.write_clean_shutdown_marker(self.directory)
+            checkpoints.write_clean_shutdown_marker(self.directory, durable=self._marker_durable)
         except OSError as e:
             raise storage_error(e) from e
         finally:

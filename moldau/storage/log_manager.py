@@ -19,6 +19,7 @@ import os
 import shutil
 import time
 import uuid
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -83,6 +84,7 @@ class LogManager:
         self._closer = DeferredCloser(default_config.file_delete_delay_ms)
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_dir_of: dict[tuple[str, int], str] = {}
+        self._count_in_dir: Counter[str] = Counter()  # logs per directory, so a new one is placed in O(dirs)
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self.cleaner = LogCleaner(clock, self.logs, dedupe_buffer_bytes=cleaner_dedupe_buffer_bytes)
         self._start()
@@ -133,9 +135,10 @@ class LogManager:
                 path, self._config_for(parsed[0]), self._clock, None,
                 clean_shutdown=None if clean else False,
                 producer_id_expiration_ms=self.producer_id_expiration_ms, closer=self._closer,
-                recover_all=recover_all,
+                recover_all=recover_all, log_dir_marker=True,
             )
             self._log_dir_of[parsed] = log_dir
+            self._count_in_dir[log_dir] += 1
             opened += 1
         return opened
 
@@ -155,6 +158,7 @@ class LogManager:
                 write_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER), b"")
         self._logs.clear()
         self._log_dir_of.clear()
+        self._count_in_dir.clear()
 
     # -- partitions ----------------------------------------------------------------------------------
 
@@ -188,11 +192,13 @@ class LogManager:
             created = PartitionLog.open(
                 os.path.join(log_dir, f"{topic}-{partition}"), self._config_for(topic), self._clock,
                 topic_id, producer_id_expiration_ms=self.producer_id_expiration_ms, closer=self._closer,
+                log_dir_marker=True,
             )
         except OSError as e:
             raise KafkaError(ErrorCode.kafka_storage_error, f"cannot create {topic}-{partition}: {e}") from e
         self._logs[key] = created
         self._log_dir_of[key] = log_dir
+        self._count_in_dir[log_dir] += 1
         return created
 
     def delete(self, topic: str, partition: int) -> bool:
@@ -200,7 +206,9 @@ class LogManager:
         it for the next start to remove), then remove it. Returns False if there was no such log."""
         key = (topic, partition)
         doomed_log = self._logs.pop(key, None)
-        self._log_dir_of.pop(key, None)
+        doomed_dir = self._log_dir_of.pop(key, None)
+        if doomed_dir is not None:
+            self._count_in_dir[doomed_dir] -= 1
         if doomed_log is None:
             return False
         parent = os.path.dirname(doomed_log.directory)
@@ -223,7 +231,7 @@ class LogManager:
         return self._topic_configs.get(topic, self.default_config)
 
     def _partition_count(self, log_dir: str) -> int:
-        return sum(1 for d in self._log_dir_of.values() if d == log_dir)
+        return self._count_in_dir.get(log_dir, 0)
 
     # -- periodic work -------------------------------------------------------------------------------
 

@@ -34,10 +34,11 @@ Version 1 files (written before transactions) are still read, as producers witho
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import struct
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import crc32c
@@ -506,6 +507,34 @@ def write_atomically(path: str, data: bytes, durable: bool = True) -> None:
     os.replace(tmp, path)
     if durable:
         fsync_directory(os.path.dirname(path))
+
+
+def sync_file_system(path: str) -> None:
+    """Make durable everything written so far on the file system holding `path`: one `syncfs` for many files
+    written with `durable=False`, where an fsync each would cost a disk flush each (`os.sync` where the C
+    library has no `syncfs`)."""
+    if _syncfs is None:
+        os.sync()
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if _syncfs(fd) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, os.strerror(error), path)
+    finally:
+        os.close(fd)
+
+
+def _load_syncfs() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        function: Callable[[int], int] = libc.syncfs
+    except (OSError, AttributeError):
+        return None
+    return function
+
+
+_syncfs = _load_syncfs()
 
 
 def fsync_directory(directory: str) -> None:
