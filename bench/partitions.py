@@ -165,14 +165,14 @@ def metadata_request() -> Any:
 
 def list_offsets_request(partitions: dict[str, int]) -> Any:
     from kio.schema.list_offsets.v7 import request as lo
-    from kio.schema.types import TopicName
+    from kio.schema.types import BrokerId, TopicName
     from kio.static.primitive import i8, i32, i64
 
     topics = tuple(
         lo.ListOffsetsTopic(name=TopicName(topic), partitions=tuple(
             lo.ListOffsetsPartition(partition_index=i32(p), timestamp=i64(-1)) for p in range(count)))
         for topic, count in partitions.items())
-    return lo.ListOffsetsRequest(replica_id=i32(-1), isolation_level=i8(0), topics=topics)
+    return lo.ListOffsetsRequest(replica_id=BrokerId(-1), isolation_level=i8(0), topics=topics)
 
 
 def timed_round_trip(client: RawClient, request: Any) -> tuple[float, Any]:

@@ -53,16 +53,17 @@ def read_offset_checkpoint(directory: str, name: str) -> int | None:
         return None
 
 
-def write_offset_checkpoint(directory: str, name: str, value: int) -> None:
-    write_atomically(os.path.join(directory, name), f"{value}\n".encode("ascii"))
+def write_offset_checkpoint(directory: str, name: str, value: int, durable: bool = True) -> None:
+    write_atomically(os.path.join(directory, name), f"{value}\n".encode("ascii"), durable)
 
 
 def write_offset_checkpoints(directory: str, recovery_point: int, log_start_offset: int,
-                             high_watermark: int) -> None:
-    """All three offset checkpoints, the recovery point first. Raises OSError."""
-    write_offset_checkpoint(directory, RECOVERY_POINT_FILE, recovery_point)
-    write_offset_checkpoint(directory, LOG_START_OFFSET_FILE, log_start_offset)
-    write_offset_checkpoint(directory, HIGH_WATERMARK_FILE, high_watermark)
+                             high_watermark: int, *, durable: bool = True) -> None:
+    """All three offset checkpoints, the recovery point first. Raises OSError. `durable=False` leaves the
+    fsyncs to the caller (one sync of the file system for many logs)."""
+    write_offset_checkpoint(directory, RECOVERY_POINT_FILE, recovery_point, durable)
+    write_offset_checkpoint(directory, LOG_START_OFFSET_FILE, log_start_offset, durable)
+    write_offset_checkpoint(directory, HIGH_WATERMARK_FILE, high_watermark, durable)
 
 
 def has_clean_shutdown_marker(directory: str) -> bool:

@@ -55,7 +55,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 from moldau.clock import Clock
@@ -142,9 +142,13 @@ class PartitionLog:
         # (recovery point, log start, high watermark) as the checkpoint files hold them; None when unknown. A
         # flush with nothing new writes no file (closing thousands of idle logs must not cost fsyncs each).
         self._checkpointed: tuple[int | None, int | None, int | None] | None = None
-        # Whether this log's clean-shutdown marker is written and removed durably; not when the log directory's
-        # own marker, written after every log closed and removed before any opens, already decides.
-        self._marker_durable = True
+        # False when the owner keeps a marker for the whole log directory, removed durably before this log opens
+        # and written after it closes and the owner synced the file system: then this log's own marker, and the
+        # checkpoints and snapshot written at close, need no fsyncs each.
+        self._durable_close = True
+        # Told after every write that may bring maintenance forward (an append, a truncation): the owner's schedule
+        # of `maintenance_due_ms` (LogManager), so that its periodic pass visits only logs with something due.
+        self.on_write: Callable[[PartitionLog], None] | None = None
 
     # -- opening (the steps themselves are in log_loading) --------------------------------------------
 
@@ -164,7 +168,8 @@ class PartitionLog:
         unclean one, segments from the recovery point on are re-validated and torn tails cut. `recover_all`
         re-validates every segment, down to each record (a log written before records were validated).
         `log_dir_marker`: the owner keeps a clean-shutdown marker for the whole log directory, removed durably
-        before this open and written durably after every close, so this log's own marker needs no fsyncs.
+        before this open, and written after every close once it synced the file system (`sync_file_system`):
+        this log's own marker, and what `close` writes beside the segments, need no fsyncs each.
         """
         os.makedirs(directory, exist_ok=True)
         topic_id = checkpoints.reconcile_topic_id(directory, topic_id)
@@ -175,10 +180,10 @@ class PartitionLog:
             closer if closer is not None else DeferredCloser(config.file_delete_delay_ms),
         )
         log._owns_closer = closer is None
-        log._marker_durable = not log_dir_marker
+        log._durable_close = not log_dir_marker
         log._load(clean=had_marker and clean_shutdown is not False and not recover_all, recover_all=recover_all)
         if had_marker:
-            checkpoints.remove_clean_shutdown_marker(directory, durable=log._marker_durable)
+            checkpoints.remove_clean_shutdown_marker(directory, durable=log._durable_close)
         return log
 
     def _load(self, clean: bool, recover_all: bool = False) -> None:
@@ -459,6 +464,8 @@ class PartitionLog:
         config = self._config
         if self._unflushed_messages >= config.flush_messages or now_ms - self._last_flush_ms >= config.flush_ms:
             self.flush()
+        if self.on_write is not None:
+            self.on_write(self)
 
     def _index_aborted(self, entries: list[AbortedTxn]) -> None:
         """Add aborts to the index of the segment holding their marker (all of one append share a segment).
@@ -512,6 +519,22 @@ class PartitionLog:
         self.producer_state.take_snapshot(self._log_end_offset)
         start = self._log_end_offset if base_offset is None else max(base_offset, self._log_end_offset)
         self._segments.create(start, now_ms)
+        if self.on_write is not None:  # the rolled segment awaits its fsync
+            self.on_write(self)
+
+    def maintenance_due_ms(self) -> int | None:
+        """The earliest time at which `roll_if_due` or `flush_if_due` may have work (0: now); None while neither
+        can before the next write: the active segment is empty, nothing is unflushed and the recovery point has
+        reached the active segment."""
+        active = self._segments.active
+        if self._recovery_point < active.base_offset:
+            return 0
+        due = []
+        if self._unflushed_messages:
+            due.append(self._last_flush_ms + self._config.flush_ms)
+        if active.size_bytes:
+            due.append(active.rolling_base_ms + self._config.max_segment_ms + 1)
+        return min(due) if due else None
 
     def roll_if_due(self, now_ms: int) -> bool:
         """Roll a non-empty active segment older than segment_ms (see `LogConfig.max_segment_ms`); returns
@@ -665,7 +688,8 @@ class PartitionLog:
         elif self._recovery_point < self._segments.active.base_offset:
             self._advance_recovery_point(self._segments.active.base_offset, len(self._segments) - 1)
 
-    def _advance_recovery_point(self, offset: int, end_index: int, force: bool = False) -> None:
+    def _advance_recovery_point(self, offset: int, end_index: int, force: bool = False,
+                                durable: bool = True) -> None:
         """fsync the segments from the one holding the recovery point to `end_index` (exclusive), then move
         the recovery point to `offset` and write the checkpoints."""
         try:
@@ -673,21 +697,21 @@ class PartitionLog:
                 for segment in self._segments.from_offset(self._recovery_point, end_index):
                     segment.flush()
             self._recovery_point = offset
-            self._write_checkpoints()
+            self._write_checkpoints(durable)
             # Keep the newest snapshot at or below the base of the segment holding the recovery point:
             # recovery replays producer state from there to rebuild that segment's transaction index.
             self.producer_state.delete_snapshots_before(self._segments.holding(offset).base_offset)
         except OSError as e:
             raise storage_error(e) from e
 
-    def _write_checkpoints(self) -> None:
+    def _write_checkpoints(self, durable: bool = True) -> None:
         # The stored high watermark, not the property: after an unclean start, a log that follows its end still
         # holds the checkpointed high watermark until it is moved, and rewriting the log end would lose it.
         values = self._recovery_point, self._log_start_offset, self._high_watermark
         if values == self._checkpointed:
             return
         self._checkpointed = None  # unknown until all three are written
-        checkpoints.write_offset_checkpoints(self.directory, *values)
+        checkpoints.write_offset_checkpoints(self.directory, *values, durable=durable)
         self._checkpointed = values
 
     def _write_log_start_checkpoint(self) -> None:
@@ -700,14 +724,15 @@ class PartitionLog:
             return
         try:
             self._segments.active.seal()
-            self.flush()
+            # The segments are fsynced here all the same: a checkpoint must never be durable before the data.
+            self._advance_recovery_point(self._log_end_offset, len(self._segments), durable=self._durable_close)
             # Producer state follows from the log, so a snapshot already taken at the log end still holds.
             if not os.path.exists(self.producer_state.snapshot_path(self._log_end_offset)):
-                self.producer_state.take_snapshot(self._log_end_offset)
+                self.producer_state.take_snapshot(self._log_end_offset, durable=self._durable_close)
             for segment in self._segments:
                 segment.close()
             self._closed = True
-            checkpoints.write_clean_shutdown_marker(self.directory, durable=self._marker_durable)
+            checkpoints.write_clean_shutdown_marker(self.directory, durable=self._durable_close)
         except OSError as e:
             raise storage_error(e) from e
         finally:
@@ -756,6 +781,9 @@ class PartitionLog:
             self._load_producer_state(now)
         except OSError as e:
             raise storage_error(e) from e
+        finally:
+            if self.on_write is not None:
+                self.on_write(self)
 
     def _cut_segments(self, keep: int, offset: int, now_ms: int) -> None:
         """Delete all but the first `keep` segments and cut the last kept one at `offset`."""
@@ -778,6 +806,9 @@ class PartitionLog:
             self._write_checkpoints()
         except OSError as e:
             raise storage_error(e) from e
+        finally:
+            if self.on_write is not None:
+                self.on_write(self)
 
     def _truncate_fully(self, offset: int, now_ms: int) -> None:
         self._segments.delete_all(now_ms)

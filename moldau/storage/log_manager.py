@@ -28,7 +28,13 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.storage.cleaner import DEFAULT_DEDUPE_BUFFER_BYTES, LogCleaner
 from moldau.storage.log import PartitionLog, parse_partition_dir_name
 from moldau.storage.log_config import LogConfig
-from moldau.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, fsync_directory, write_atomically
+from moldau.storage.maintenance_schedule import MaintenanceSchedule
+from moldau.storage.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    fsync_directory,
+    sync_file_system,
+    write_atomically,
+)
 from moldau.storage.segment import DeferredCloser
 
 __all__ = ["CLEAN_SHUTDOWN_MARKER", "LogDirDescription", "LogManager", "PartitionDescription"]
@@ -85,6 +91,7 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_dir_of: dict[tuple[str, int], str] = {}
         self._count_in_dir: Counter[str] = Counter()  # logs per directory, so a new one is placed in O(dirs)
+        self._schedule = MaintenanceSchedule()  # which logs the periodic roll-and-flush pass must visit
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self.cleaner = LogCleaner(clock, self.logs, dedupe_buffer_bytes=cleaner_dedupe_buffer_bytes)
         self._start()
@@ -139,6 +146,7 @@ class LogManager:
             )
             self._log_dir_of[parsed] = log_dir
             self._count_in_dir[log_dir] += 1
+            self._follow(self._logs[parsed])
             opened += 1
         return opened
 
@@ -154,11 +162,19 @@ class LogManager:
                 failed_dirs.add(self._log_dir_of[key])
         self._closer.close_all()
         for log_dir in self.log_dirs:
-            if log_dir not in failed_dirs:
+            if log_dir in failed_dirs:
+                continue
+            try:
+                # What the logs wrote at close without fsyncs (checkpoints, snapshots, their markers) is durable
+                # before the directory's marker says that they closed cleanly.
+                sync_file_system(log_dir)
                 write_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER), b"")
+            except OSError as e:
+                log.error("%s not marked clean, the next start recovers it: %s", log_dir, e)
         self._logs.clear()
         self._log_dir_of.clear()
         self._count_in_dir.clear()
+        self._schedule = MaintenanceSchedule()
 
     # -- partitions ----------------------------------------------------------------------------------
 
@@ -199,7 +215,13 @@ class LogManager:
         self._logs[key] = created
         self._log_dir_of[key] = log_dir
         self._count_in_dir[log_dir] += 1
+        self._follow(created)
         return created
+
+    def _follow(self, partition_log: PartitionLog) -> None:
+        """Put a log opened or created here on the maintenance schedule, and keep it there as it is written."""
+        partition_log.on_write = self._schedule.touch
+        self._schedule.touch(partition_log)
 
     def delete(self, topic: str, partition: int) -> bool:
         """Delete a partition's log: rename its directory to `*.<hex>-delete` (atomic, so a crash leaves
@@ -211,6 +233,8 @@ class LogManager:
             self._count_in_dir[doomed_dir] -= 1
         if doomed_log is None:
             return False
+        self._schedule.forget(doomed_log)
+        doomed_log.on_write = None
         parent = os.path.dirname(doomed_log.directory)
         doomed = os.path.join(parent, f"{topic}-{partition}.{uuid.uuid4().hex}{_DELETE_SUFFIX}")
         try:
@@ -226,6 +250,7 @@ class LogManager:
         for (log_topic, _), partition_log in self._logs.items():
             if log_topic == topic:
                 partition_log.config = config
+                self._schedule.touch(partition_log)  # segment.ms may have changed
 
     def _config_for(self, topic: str) -> LogConfig:
         return self._topic_configs.get(topic, self.default_config)
@@ -244,6 +269,7 @@ class LogManager:
             except KafkaError as e:  # one failing disk must not stop the others' retention
                 log.error("retention of %s-%d failed: %s", *key, e.message)
             partition_log.expire_producers(now_ms)
+        self._schedule.touch_all(self._logs.values())  # deletions may have rolled or emptied active segments
         self._closer.run(now_ms)
         return deleted
 
@@ -252,14 +278,22 @@ class LogManager:
         self.cleaner.poll(now_ms)
 
     def roll_and_flush_due(self, now_ms: int) -> None:
-        """Roll segments older than segment_ms and fsync what is due (rolled segments, flush_ms)."""
-        for key, partition_log in list(self._logs.items()):
+        """Roll segments older than segment_ms and fsync what is due (rolled segments, flush_ms). Visits only the
+        logs whose time has come or that were written since the last pass (see MaintenanceSchedule)."""
+        for partition_log in self._schedule.take_due(now_ms):
             try:
                 partition_log.roll_if_due(now_ms)
                 partition_log.flush_if_due(now_ms)
             except KafkaError as e:
-                log.error("rolling or flushing %s-%d failed: %s", *key, e.message)
+                log.error("rolling or flushing %s-%d failed: %s", partition_log.topic, partition_log.partition,
+                          e.message)
+            self._schedule.touch(partition_log)
         self._closer.run(now_ms)
+
+    def maintenance_due_ms(self, topic: str, partition: int) -> int | None:
+        """When the roll-and-flush pass next visits this log, as last computed (None: not until it is written)."""
+        partition_log = self._logs.get((topic, partition))
+        return None if partition_log is None else self._schedule.scheduled(partition_log)
 
     # -- description ---------------------------------------------------------------------------------
 

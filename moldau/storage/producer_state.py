@@ -368,8 +368,8 @@ class ProducerStateManager:
     def snapshot_path(self, offset: int) -> str:
         return os.path.join(self.directory, f"{offset:020d}{SNAPSHOT_SUFFIX}")
 
-    def take_snapshot(self, offset: int) -> None:
-        """Durably write the current state as the state at log offset `offset`."""
+    def take_snapshot(self, offset: int, durable: bool = True) -> None:
+        """Write the current state as the state at log offset `offset`; durably unless the caller syncs later."""
         body = bytearray(_COUNT.pack(len(self._producers)))
         for entry in self._producers.values():
             txn_first = -1 if entry.current_txn_first_offset is None else entry.current_txn_first_offset
@@ -378,7 +378,7 @@ class ProducerStateManager:
             for b in entry.batches:
                 body += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp_ms)
         data = _FILE_HEADER.pack(_MAGIC, _VERSION, crc32c.crc32c(body)) + bytes(body)
-        write_atomically(self.snapshot_path(offset), data)
+        write_atomically(self.snapshot_path(offset), data, durable)
 
     def load(self, log_end_offset: int, now_ms: int, at_or_below: int | None = None) -> int | None:
         """Replace the state with the newest valid snapshot at or below `log_end_offset` (and `at_or_below`,
