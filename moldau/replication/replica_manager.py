@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -46,7 +45,6 @@ from moldau.replication.leader_state import LeaderState
 from moldau.storage.log import AppendResult, PartitionLog
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
-from moldau.storage.producer_state import sync_file_system
 
 log = logging.getLogger(__name__)
 
@@ -168,8 +166,6 @@ class ReplicaManager:
         # ISR changes of partitions led here, committed by the controller (metrics: IsrShrinks, IsrExpands).
         self.isr_shrinks = 0
         self.isr_expands = 0
-        # Directories of logs whose new leader epoch is written but not yet fsynced (see `_sync_new_epochs`).
-        self._unsynced_epochs: set[str] = set()
 
     def _now_ms(self) -> int:
         return int(self._clock.monotonic_ms())
@@ -209,21 +205,10 @@ class ReplicaManager:
         if failed:
             # Retried at the next image; until then clients get UNKNOWN_TOPIC_OR_PARTITION for these.
             log.error("cannot host %d partitions: %s", len(failed), ", ".join(failed[:5]))
-        self._sync_new_epochs()
         if before is not None:
             self._reconfigure(before, image)
         self._stop_idle_fetchers()
 
-    def _sync_new_epochs(self) -> None:
-        """Make the leader epochs recorded by this image durable with one sync per file system, not two fsyncs per
-        partition (seconds for thousands of partitions at a start); nothing can append in the new epochs before,
-        since the image is applied without yielding to the event loop."""
-        dirs, self._unsynced_epochs = self._unsynced_epochs, set()
-        for log_dir in {os.path.dirname(d) for d in dirs}:
-            try:
-                sync_file_system(log_dir)
-            except OSError as exc:
-                log.error("leader epochs in %s may not be durable: %s", log_dir, exc)
 
     def _host(self, topic: TopicImage, part: PartitionImage, config: LogConfig) -> None:
         key = (topic.name, part.partition)
@@ -274,15 +259,9 @@ class ReplicaManager:
         self._unfollow(hosted)
         plog = hosted.log
         # Record where this epoch starts, so followers asking about earlier epochs learn where those end even
-        # before anything is written in this one (Kafka does this at the leadership change too).
-        try:
-            if plog.leader_epochs.assign(hosted.leader_epoch, plog.log_end_offset, durable=False):
-                self._unsynced_epochs.add(plog.directory)
-        except OSError as exc:
-            # A full disk: the partition is led all the same (reads go on); the first append records the epoch,
-            # and cannot succeed before the checkpoint can be written either.
-            log.warning("%s-%d: leader epoch %d not recorded yet: %s", hosted.topic, hosted.partition,
-                        hosted.leader_epoch, exc)
+        # before anything is written in this one (Kafka does this at the leadership change too). In memory: the
+        # first append in the epoch writes the file, so that taking thousands of leaderships writes none.
+        plog.leader_epochs.assign(hosted.leader_epoch, plog.log_end_offset, write=False)
         hosted.leader_state = LeaderState(self.node_id, part.replicas, part.isr, part.leader_epoch,
                                           part.partition_epoch, plog.log_end_offset, self.lag_max_ms,
                                           self._now_ms())

@@ -247,3 +247,20 @@ def test_the_periodic_pass_flushes_when_flush_ms_has_passed(tmp_path: Path, cloc
     clock.advance(1000)
     manager.roll_and_flush_due(clock.time_ms())
     assert log.recovery_point == log.log_end_offset == 4
+
+
+def test_a_leadership_epoch_reaches_the_file_with_the_first_append(tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    log = manager.create("t", 0, None)
+    log.leader_epochs.assign(3, log.log_end_offset, write=False)  # as the replica manager does on leading
+    manager.close()
+    again = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    reopened = again.get("t", 0)
+    assert reopened is not None and reopened.leader_epochs.entries == ()  # nothing was written in epoch 3
+    reopened.leader_epochs.assign(4, 0, write=False)
+    reopened.append(batches_of(make_batch(values(2))), 4)  # the leader stamps its epoch on the batch
+    again.close()
+    third = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    last = third.get("t", 0)
+    assert last is not None and [tuple(e) for e in last.leader_epochs.entries] == [(4, 0)]
+    third.close()
