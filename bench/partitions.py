@@ -4,8 +4,8 @@ Two nodes run side by side, each on a directory of its own: BASE holds only a 1-
 LOADED holds ``hot`` too and then gets the partitions of the layout (``100x100``: 100 topics of 100 partitions;
 ``1x10000``: one topic of 10,000), created in CreateTopics requests of up to 50 topics each. Measured:
 
-- **create**: seconds from the first CreateTopics request until Metadata (all topics) names a leader for every
-  partition of the layout;
+- **create**: seconds from the first CreateTopics request until every partition of the layout is *ready*:
+  Metadata (all topics) names a leader for each, and a ListOffsets of all of them answers without an error;
 - **RSS per partition**: LOADED's VmRSS 5 s after the creation minus BASE's at the same moment, divided by the
   count (and LOADED's own growth over the creation, divided likewise);
 - **idle CPU**: both nodes' CPU time (user + system, /proc/PID/stat) over the same IDLE seconds with no client
@@ -17,8 +17,7 @@ LOADED holds ``hot`` too and then gets the partitions of the layout (``100x100``
   the order alternating; records/s and the broker's CPU µs per record (less moved by other load than wall
   time), medians and the LOADED/BASE ratio. Every run is read back and counted;
 - **restart**: LOADED stopped with SIGTERM (seconds to exit), started again on the same directory: seconds until
-  it answers ApiVersions, and until it is *ready*: Metadata names a leader for every partition and a ListOffsets
-  of every partition answers without an error; its RSS once ready.
+  it answers ApiVersions, and until every partition is ready again; its RSS once ready.
 
 With ``--profile DIR`` and ``py-spy`` on the path, LOADED is sampled for the IDLE seconds (``idle.svg``) and
 during one produce run (``produce.svg``), as flame graphs in DIR.
@@ -259,15 +258,7 @@ def create_layout(broker: Broker, layout: Layout) -> tuple[list[str], float]:
                                       operation_timeout=300, request_timeout=300)
         for future in futures.values():
             future.result(timeout=600)
-    while True:
-        with RawClient(broker.bootstrap, timeout_s=120) as client:
-            _, meta = timed_round_trip(client, metadata_request())
-        leaders = leaders_of(meta)
-        if all(leaders.get(name, 0) == layout.partitions for name in names):
-            return names, time.perf_counter() - started
-        if time.perf_counter() - started > READY_TIMEOUT_S:
-            raise BenchError(f"partitions without a leader {READY_TIMEOUT_S:.0f} s after creation")
-        time.sleep(0.1)
+    return names, wait_all_ready(broker, dict.fromkeys(names, layout.partitions), started)
 
 
 @dataclass(frozen=True)

@@ -196,11 +196,15 @@ class PartitionLog:
         # A directory without segments (a new partition) has nothing to recover or fsync.
         clean = clean or not self._segments
         rebuilt_from = None if clean else self._recover_from(recovery_point)
-        if not self._segments:
+        created = not self._segments
+        if created:
             self._segments.create(checkpointed_start or 0, now)
         self._log_end_offset = self._segments.active.next_offset
         checkpointed_hw = checkpoints.read_offset_checkpoint(self.directory, HIGH_WATERMARK_FILE)
         self._checkpointed = checkpointed_recovery, checkpointed_start, checkpointed_hw
+        if created and self._checkpointed == (None, None, None):
+            # What the next load makes of an empty log without checkpoint files: nothing to write until it moves.
+            self._checkpointed = 0, 0, 0
         self._log_start_offset, self._high_watermark = log_loading.loaded_offsets(
             self._segments.bases[0], self._log_end_offset, checkpointed_start, checkpointed_hw)
         self._drop_segments_below_start(now)  # cannot move the log start: the segment holding it stays
@@ -726,8 +730,10 @@ class PartitionLog:
             self._segments.active.seal()
             # The segments are fsynced here all the same: a checkpoint must never be durable before the data.
             self._advance_recovery_point(self._log_end_offset, len(self._segments), durable=self._durable_close)
-            # Producer state follows from the log, so a snapshot already taken at the log end still holds.
-            if not os.path.exists(self.producer_state.snapshot_path(self._log_end_offset)):
+            # Producer state follows from the log, so a snapshot already taken at the log end still holds, and an
+            # empty log without producers loads the same without one.
+            empty = self._log_end_offset == self._log_start_offset and not self.producer_state.producers
+            if not empty and not os.path.exists(self.producer_state.snapshot_path(self._log_end_offset)):
                 self.producer_state.take_snapshot(self._log_end_offset, durable=self._durable_close)
             for segment in self._segments:
                 segment.close()

@@ -264,3 +264,21 @@ def test_a_leadership_epoch_reaches_the_file_with_the_first_append(tmp_path: Pat
     last = third.get("t", 0)
     assert last is not None and [tuple(e) for e in last.leader_epochs.entries] == [(4, 0)]
     third.close()
+
+
+def test_closing_a_new_empty_log_writes_only_its_marker(tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    log = manager.create("t", 0, None)
+    manager.close()
+    # No offset checkpoints, producer snapshot or leader epochs: absent, they read as what an empty log holds.
+    assert sorted(os.listdir(log.directory)) == [".clean-shutdown", "00000000000000000000.log"]
+    again = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    reopened = again.get("t", 0)
+    assert reopened is not None
+    assert (reopened.log_start_offset, reopened.log_end_offset, reopened.recovery_point) == (0, 0, 0)
+    reopened.append(batches_of(make_batch(values(2))), 0)
+    again.close()
+    third = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    last = third.get("t", 0)
+    assert last is not None and last.log_end_offset == last.recovery_point == last.high_watermark == 2
+    third.close()
