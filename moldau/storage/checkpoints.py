@@ -79,7 +79,11 @@ def remove_clean_shutdown_marker(directory: str, durable: bool = True) -> None:
 
 
 def write_clean_shutdown_marker(directory: str, durable: bool = True) -> None:
-    write_atomically(os.path.join(directory, CLEAN_SHUTDOWN_FILE), b"", durable)
+    # Empty, so there is nothing to tear: created in place, without the temporary file and rename of
+    # `write_atomically` (a stop with 10,000 partitions creates 10,000 of them).
+    os.close(os.open(os.path.join(directory, CLEAN_SHUTDOWN_FILE), os.O_WRONLY | os.O_CREAT, 0o644))
+    if durable:
+        fsync_directory(directory)
 
 
 def reconcile_topic_id(directory: str, topic_id: uuid.UUID | None) -> uuid.UUID | None:
