@@ -153,7 +153,8 @@ class Broker:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
 
-def _wait_ready(broker: Broker) -> None:
+def wait_ready(broker: Broker) -> None:
+    """Until ``broker`` answers ApiVersions; a broker that exits or stays silent for a minute is an error."""
     deadline = time.monotonic() + READY_TIMEOUT
     while time.monotonic() < deadline:
         if broker.proc.poll() is not None:
@@ -184,22 +185,29 @@ def running_broker(label: str, kind: str, env: dict[str, str] | None = None,
     ``env`` adds variables to the broker's environment (debug switches a benchmark compares against);
     ``overrides`` adds Moldau broker configs (``--override key=value``)."""
     with scratch_dir(kind) as tmp:
-        data_dir, log = tmp / "data", tmp / "broker.log"
+        data_dir = tmp / "data"
         data_dir.mkdir()
-        port = free_port()
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [*BROKER_COMMANDS[kind](port, data_dir),
-                 *(arg for key, value in (overrides or {}).items() for arg in ("--override", f"{key}={value}"))],
-                stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
-                env={**os.environ, **(env or {})},
-            )
-        broker = Broker(label, kind, port, proc, log)
+        broker = launch_broker(label, kind, data_dir, tmp / "broker.log", env, overrides)
         try:
-            _wait_ready(broker)
+            wait_ready(broker)
             yield broker
         finally:
-            stop_process(proc)
+            stop_process(broker.proc)
+
+
+def launch_broker(label: str, kind: str, data_dir: Path, log: Path, env: dict[str, str] | None = None,
+                  overrides: dict[str, str] | None = None, port: int | None = None) -> Broker:
+    """Start a broker of ``kind`` on ``data_dir`` (kept, so that it can be restarted on it), its output appended
+    to ``log``; returns at once (``wait_ready`` waits until it serves)."""
+    port = port or free_port()
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [*BROKER_COMMANDS[kind](port, data_dir),
+             *(arg for key, value in (overrides or {}).items() for arg in ("--override", f"{key}={value}"))],
+            stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
+            env={**os.environ, **(env or {})},
+        )
+    return Broker(label, kind, port, proc, log)
 
 
 # --------------------------------------------------------------------------- local clusters

@@ -29,10 +29,24 @@ def _never(topic: str) -> bool:
     return False
 
 
+def _once_per_topic(allow_unclean: AllowUnclean) -> AllowUnclean:
+    """`allow_unclean` asked once per topic: resolving a config is not free, and a topic may have 10,000
+    partitions."""
+    answers: dict[str, bool] = {}
+
+    def cached(topic: str) -> bool:
+        if topic not in answers:
+            answers[topic] = allow_unclean(topic)
+        return answers[topic]
+
+    return cached
+
+
 def fence_changes(image: MetadataImage, broker_id: int,
                   allow_unclean: AllowUnclean = _never) -> list[PartitionRecord]:
     """Take the broker out of every ISR it is in (unless it is the last member) and out of leadership."""
     eligible = _live_except(image, broker_id)
+    allow_unclean = _once_per_topic(allow_unclean)
     changes = []
     for topic, partition in image.partitions_of(broker_id):
         if broker_id not in partition.isr and partition.leader != broker_id:
@@ -55,6 +69,7 @@ def unfence_changes(image: MetadataImage, broker_id: int,
     The image is the one before the broker's UnfenceBrokerRecord applies, so the broker counts as live here.
     """
     live = _live_except(image, broker_id)
+    allow_unclean = _once_per_topic(allow_unclean)
 
     def eligible(b: int) -> bool:
         return b == broker_id or live(b)

@@ -168,6 +168,10 @@ class ReplicaManager:
         # ISR changes of partitions led here, committed by the controller (metrics: IsrShrinks, IsrExpands).
         self.isr_shrinks = 0
         self.isr_expands = 0
+        # The last image applied in full (None: the next one visits every topic), and topics to visit again because
+        # one of their logs could not be created.
+        self._applied: MetadataImage | None = None
+        self._retry_topics: set[uuid.UUID] = set()
 
     def _now_ms(self) -> int:
         return int(self._clock.monotonic_ms())
@@ -191,11 +195,18 @@ class ReplicaManager:
     # -- following the metadata image ---------------------------------------------------------------------------
 
     def apply_image(self, before: MetadataImage | None, image: MetadataImage) -> None:
+        """Host, lead and follow the partitions `image` gives this broker. Only topics whose image changed since
+        the last image applied in full are visited, so a metadata change costs O(topics), not O(partitions)."""
+        applied, self._applied = self._applied, None  # an exception below leaves the next image a full pass
         # Deletions first: on a full disk they are what frees space for the rest.
-        self._drop_removed(image)
+        self._drop_removed(applied, image)
         failed = []
         offline: set[TopicPartition] = set()
+        retry, self._retry_topics = self._retry_topics, set()
         for topic in image.topics_by_id.values():
+            if applied is not None and applied.topics_by_id.get(topic.topic_id) is topic \
+                    and topic.topic_id not in retry:
+                continue
             config = None
             for part in topic.partitions.values():
                 if self.node_id in part.replicas:
@@ -205,8 +216,10 @@ class ReplicaManager:
                         self._host(topic, part, config)
                     except KafkaError as exc:  # one log that cannot be created must not stop the others
                         failed.append(f"{topic.name}-{part.partition} ({exc.message})")
+                        self._retry_topics.add(topic.topic_id)
                         if exc.code == ErrorCode.kafka_storage_error:
                             offline.add((topic.name, part.partition))
+        # Failed topics are all visited again (retry), so this pass sees every partition still failing.
         self.offline_partitions = offline
         if failed:
             # Retried at the next image; until then clients get KAFKA_STORAGE_ERROR for those whose storage failed
@@ -215,6 +228,7 @@ class ReplicaManager:
         if before is not None:
             self._reconfigure(before, image)
         self._stop_idle_fetchers()
+        self._applied = image
 
     def _host(self, topic: TopicImage, part: PartitionImage, config: LogConfig) -> None:
         key = (topic.name, part.partition)
@@ -265,14 +279,9 @@ class ReplicaManager:
         self._unfollow(hosted)
         plog = hosted.log
         # Record where this epoch starts, so followers asking about earlier epochs learn where those end even
-        # before anything is written in this one (Kafka does this at the leadership change too).
-        try:
-            plog.leader_epochs.assign(hosted.leader_epoch, plog.log_end_offset)
-        except OSError as exc:
-            # A full disk: the partition is led all the same (reads go on); the first append records the epoch,
-            # and cannot succeed before the checkpoint can be written either.
-            log.warning("%s-%d: leader epoch %d not recorded yet: %s", hosted.topic, hosted.partition,
-                        hosted.leader_epoch, exc)
+        # before anything is written in this one (Kafka does this at the leadership change too). In memory: the
+        # first append in the epoch writes the file, so that taking thousands of leaderships writes none.
+        plog.leader_epochs.assign(hosted.leader_epoch, plog.log_end_offset, write=False)
         hosted.leader_state = LeaderState(self.node_id, part.replicas, part.isr, part.leader_epoch,
                                           part.partition_epoch, plog.log_end_offset, self.lag_max_ms,
                                           self._now_ms())
@@ -319,8 +328,18 @@ class ReplicaManager:
                 fetcher.stop()
                 del self._fetchers[leader_id]
 
-    def _drop_removed(self, image: MetadataImage) -> None:
-        for key, hosted in list(self.partitions.items()):
+    def _drop_removed(self, applied: MetadataImage | None, image: MetadataImage) -> None:
+        """Delete the logs of partitions gone from `image` or moved off this broker: among the topics that changed
+        since `applied` (the last image applied in full), or among all hosted partitions without one."""
+        if applied is None:
+            candidates: list[TopicPartition] = list(self.partitions)
+        else:
+            candidates = [(old.name, p) for topic_id, old in applied.topics_by_id.items()
+                          if image.topics_by_id.get(topic_id) is not old for p in old.partitions]
+        for key in candidates:
+            hosted = self.partitions.get(key)
+            if hosted is None:
+                continue
             topic = image.topics_by_id.get(hosted.topic_id)
             if topic is None or hosted.partition not in topic.partitions:
                 self._delete(key)

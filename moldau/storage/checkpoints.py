@@ -53,30 +53,37 @@ def read_offset_checkpoint(directory: str, name: str) -> int | None:
         return None
 
 
-def write_offset_checkpoint(directory: str, name: str, value: int) -> None:
-    write_atomically(os.path.join(directory, name), f"{value}\n".encode("ascii"))
+def write_offset_checkpoint(directory: str, name: str, value: int, durable: bool = True) -> None:
+    write_atomically(os.path.join(directory, name), f"{value}\n".encode("ascii"), durable)
 
 
 def write_offset_checkpoints(directory: str, recovery_point: int, log_start_offset: int,
-                             high_watermark: int) -> None:
-    """All three offset checkpoints, the recovery point first. Raises OSError."""
-    write_offset_checkpoint(directory, RECOVERY_POINT_FILE, recovery_point)
-    write_offset_checkpoint(directory, LOG_START_OFFSET_FILE, log_start_offset)
-    write_offset_checkpoint(directory, HIGH_WATERMARK_FILE, high_watermark)
+                             high_watermark: int, *, durable: bool = True) -> None:
+    """All three offset checkpoints, the recovery point first. Raises OSError. `durable=False` leaves the
+    fsyncs to the caller (one sync of the file system for many logs)."""
+    write_offset_checkpoint(directory, RECOVERY_POINT_FILE, recovery_point, durable)
+    write_offset_checkpoint(directory, LOG_START_OFFSET_FILE, log_start_offset, durable)
+    write_offset_checkpoint(directory, HIGH_WATERMARK_FILE, high_watermark, durable)
 
 
 def has_clean_shutdown_marker(directory: str) -> bool:
     return os.path.exists(os.path.join(directory, CLEAN_SHUTDOWN_FILE))
 
 
-def remove_clean_shutdown_marker(directory: str) -> None:
-    """Remove the marker durably: from now on a crash must count as unclean."""
+def remove_clean_shutdown_marker(directory: str, durable: bool = True) -> None:
+    """Remove the marker, durably unless the caller's own marker (a log directory's) already makes any crash
+    from now on count as unclean."""
     os.unlink(os.path.join(directory, CLEAN_SHUTDOWN_FILE))
-    fsync_directory(directory)
+    if durable:
+        fsync_directory(directory)
 
 
-def write_clean_shutdown_marker(directory: str) -> None:
-    write_atomically(os.path.join(directory, CLEAN_SHUTDOWN_FILE), b"")
+def write_clean_shutdown_marker(directory: str, durable: bool = True) -> None:
+    # Empty, so there is nothing to tear: created in place, without the temporary file and rename of
+    # `write_atomically` (a stop with 10,000 partitions creates 10,000 of them).
+    os.close(os.open(os.path.join(directory, CLEAN_SHUTDOWN_FILE), os.O_WRONLY | os.O_CREAT, 0o644))
+    if durable:
+        fsync_directory(directory)
 
 
 def reconcile_topic_id(directory: str, topic_id: uuid.UUID | None) -> uuid.UUID | None:

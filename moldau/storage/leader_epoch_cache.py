@@ -13,9 +13,14 @@ The entries live in the partition directory as `leader-epoch-checkpoint`, in Kaf
     3 150
 
 The file is rewritten atomically (and durably) whenever the entries change, which is rare: once per new
-leader epoch, and when the log start or end moves across an entry. An in-memory change happens only after
-the file write succeeded, so an OSError leaves the cache as it was. A missing or unreadable file loads as
-an empty cache; `loaded_from_file` tells the owning log to rebuild it from its batches.
+leader epoch, and when the log start or end moves across an entry. Two changes are kept in memory until the
+next write instead (`write=False`): the cut to the log's offsets at load, which every load makes again, and
+the epoch assigned at a leadership change, which only matters once something is appended in it: the first
+append writes it (durably, before its bytes). A file without them, after a crash, answers every query the
+same way. Thousands of partitions thus start and change leaders without a file written each. Otherwise an
+in-memory change happens only after the file write succeeded, so an OSError leaves the cache as it was. A
+missing or unreadable file loads as an empty cache; `loaded_from_file` tells the owning log to rebuild it
+from its batches.
 
 Not thread-safe: one owner (the partition log) drives it.
 """
@@ -59,6 +64,7 @@ class LeaderEpochCache:
         self.directory = directory
         self.loaded_from_file = loaded_from_file
         self._entries: list[EpochEntry] = list(entries)
+        self._unwritten = False
 
     @classmethod
     def load(cls, directory: str) -> LeaderEpochCache:
@@ -117,16 +123,18 @@ class LeaderEpochCache:
 
     # -- changes -------------------------------------------------------------------------------------
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that `epoch` starts at `start_offset`; returns whether the entries changed.
+    def assign(self, epoch: int, start_offset: int, write: bool = True) -> bool:
+        """Record that `epoch` starts at `start_offset`; returns whether the entries changed. With
+        `write=False` the file is written by the next `assign` that writes (see the module docstring).
 
         Only an epoch newer than the latest counts; an older or equal one (or a negative one, from a
         batch that never had a leader) is ignored. Entries at or above the new start offset are dropped
         first, as Kafka does, so start offsets stay increasing."""
-        return self.assign_all(((epoch, start_offset),))
+        return self.assign_all(((epoch, start_offset),), write)
 
-    def assign_all(self, assignments: Iterable[tuple[int, int]]) -> bool:
-        """`assign` each (epoch, start offset) in order, writing the file at most once."""
+    def assign_all(self, assignments: Iterable[tuple[int, int]], write: bool = True) -> bool:
+        """`assign` each (epoch, start offset) in order, writing the file at most once: also when nothing
+        changes but earlier changes were kept in memory only. Returns whether the entries changed."""
         entries: list[EpochEntry] | None = None
         for epoch, start_offset in assignments:
             current = self._entries if entries is None else entries
@@ -143,18 +151,26 @@ class LeaderEpochCache:
             kept.append(EpochEntry(epoch, start_offset))
             entries = kept
         if entries is None:
+            if write and self._unwritten:
+                self._replace(self._entries)
             return False
-        self._replace(entries)
+        self._replace(entries, write)
         return True
 
-    def truncate_from_end(self, end_offset: int) -> bool:
-        """Drop entries starting at or after `end_offset` (the log was truncated to it)."""
+    @property
+    def unwritten(self) -> bool:
+        """Whether the entries differ from the file (changes made with `write=False`)."""
+        return self._unwritten
+
+    def truncate_from_end(self, end_offset: int, write: bool = True) -> bool:
+        """Drop entries starting at or after `end_offset` (the log was truncated to it). `write=False` suits a
+        cut that is made again whenever the file is read (the one at load, to the log's end)."""
         if end_offset < 0 or not self._entries or self._entries[-1].start_offset < end_offset:
             return False
-        self._replace([e for e in self._entries if e.start_offset < end_offset])
+        self._replace([e for e in self._entries if e.start_offset < end_offset], write)
         return True
 
-    def truncate_from_start(self, start_offset: int) -> bool:
+    def truncate_from_start(self, start_offset: int, write: bool = True) -> bool:
         """The log start moved to `start_offset`: entries starting at or below it go, except that the last
         of them stays, moved up to `start_offset` (its epoch still covers the log's first offsets)."""
         entries = self._entries
@@ -163,7 +179,7 @@ class LeaderEpochCache:
             below += 1
         if below == 0 or (below == 1 and entries[0].start_offset == start_offset):
             return False
-        self._replace([EpochEntry(entries[below - 1].epoch, start_offset), *entries[below:]])
+        self._replace([EpochEntry(entries[below - 1].epoch, start_offset), *entries[below:]], write)
         return True
 
     def clear(self) -> bool:
@@ -176,9 +192,12 @@ class LeaderEpochCache:
         """Write the checkpoint file with the current entries."""
         _write_checkpoint(self.path, self._entries)
         self.loaded_from_file = True
+        self._unwritten = False
 
-    def _replace(self, entries: list[EpochEntry]) -> None:
-        _write_checkpoint(self.path, entries)
+    def _replace(self, entries: list[EpochEntry], write: bool = True) -> None:
+        if write:
+            _write_checkpoint(self.path, entries)
+        self._unwritten = not write
         self._entries = entries
         self.loaded_from_file = True
 

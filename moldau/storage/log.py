@@ -144,6 +144,16 @@ class PartitionLog:
         self.offline = False
         # Told of a failed file operation other than a full disk, so the whole log directory can be taken offline.
         self.on_io_error: Callable[[PartitionLog, OSError], None] | None = None
+        # (recovery point, log start, high watermark) as the checkpoint files hold them; None when unknown. A
+        # flush with nothing new writes no file (closing thousands of idle logs must not cost fsyncs each).
+        self._checkpointed: tuple[int | None, int | None, int | None] | None = None
+        # False when the owner keeps a marker for the whole log directory, removed durably before this log opens
+        # and written after it closes and the owner synced the file system: then this log's own marker, and the
+        # checkpoints and snapshot written at close, need no fsyncs each.
+        self._durable_close = True
+        # Told after every write that may bring maintenance forward (an append, a truncation): the owner's schedule
+        # of `maintenance_due_ms` (LogManager), so that its periodic pass visits only logs with something due.
+        self.on_write: Callable[[PartitionLog], None] | None = None
 
     # -- opening (the steps themselves are in log_loading) --------------------------------------------
 
@@ -154,6 +164,7 @@ class PartitionLog:
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         closer: DeferredCloser | None = None,
         recover_all: bool = False,
+        log_dir_marker: bool = False,
     ) -> PartitionLog:
         """Open (or create) the log in `directory`.
 
@@ -161,6 +172,9 @@ class PartitionLog:
         knows better (`clean_shutdown=False`, e.g. its log directory's marker was missing). After an
         unclean one, segments from the recovery point on are re-validated and torn tails cut. `recover_all`
         re-validates every segment, down to each record (a log written before records were validated).
+        `log_dir_marker`: the owner keeps a clean-shutdown marker for the whole log directory, removed durably
+        before this open, and written after every close once it synced the file system (`sync_file_system`):
+        this log's own marker, and what `close` writes beside the segments, need no fsyncs each.
         """
         os.makedirs(directory, exist_ok=True)
         topic_id = checkpoints.reconcile_topic_id(directory, topic_id)
@@ -171,9 +185,10 @@ class PartitionLog:
             closer if closer is not None else DeferredCloser(config.file_delete_delay_ms),
         )
         log._owns_closer = closer is None
+        log._durable_close = not log_dir_marker
         log._load(clean=had_marker and clean_shutdown is not False and not recover_all, recover_all=recover_all)
         if had_marker:
-            checkpoints.remove_clean_shutdown_marker(directory)
+            checkpoints.remove_clean_shutdown_marker(directory, durable=log._durable_close)
         return log
 
     def _load(self, clean: bool, recover_all: bool = False) -> None:
@@ -186,12 +201,17 @@ class PartitionLog:
         # A directory without segments (a new partition) has nothing to recover or fsync.
         clean = clean or not self._segments
         rebuilt_from = None if clean else self._recover_from(recovery_point)
-        if not self._segments:
+        created = not self._segments
+        if created:
             self._segments.create(checkpointed_start or 0, now)
         self._log_end_offset = self._segments.active.next_offset
+        checkpointed_hw = checkpoints.read_offset_checkpoint(self.directory, HIGH_WATERMARK_FILE)
+        self._checkpointed = checkpointed_recovery, checkpointed_start, checkpointed_hw
+        if created and self._checkpointed == (None, None, None):
+            # What the next load makes of an empty log without checkpoint files: nothing to write until it moves.
+            self._checkpointed = 0, 0, 0
         self._log_start_offset, self._high_watermark = log_loading.loaded_offsets(
-            self._segments.bases[0], self._log_end_offset, checkpointed_start,
-            checkpoints.read_offset_checkpoint(self.directory, HIGH_WATERMARK_FILE))
+            self._segments.bases[0], self._log_end_offset, checkpointed_start, checkpointed_hw)
         self._drop_segments_below_start(now)  # cannot move the log start: the segment holding it stays
         self._recovery_point = min(recovery_point, self._log_end_offset)
         # Read only when the cache must be rebuilt.
@@ -205,7 +225,7 @@ class PartitionLog:
         if not clean:
             # Recovered data may exist only in the page cache; make it durable once, then start clean.
             try:
-                self.flush()
+                self.flush(after_recovery=True)
             except KafkaError as exc:
                 # A full (or failing) disk must not keep the broker down: the log opens for reads, its recovery
                 # point stays where it was (so the next start recovers again), and appends fail until it heals.
@@ -465,6 +485,8 @@ class PartitionLog:
         config = self._config
         if self._unflushed_messages >= config.flush_messages or now_ms - self._last_flush_ms >= config.flush_ms:
             self.flush()
+        if self.on_write is not None:
+            self.on_write(self)
 
     def _index_aborted(self, entries: list[AbortedTxn]) -> None:
         """Add aborts to the index of the segment holding their marker (all of one append share a segment).
@@ -518,6 +540,22 @@ class PartitionLog:
         self.producer_state.take_snapshot(self._log_end_offset)
         start = self._log_end_offset if base_offset is None else max(base_offset, self._log_end_offset)
         self._segments.create(start, now_ms)
+        if self.on_write is not None:  # the rolled segment awaits its fsync
+            self.on_write(self)
+
+    def maintenance_due_ms(self) -> int | None:
+        """The earliest time at which `roll_if_due` or `flush_if_due` may have work (0: now); None while neither
+        can before the next write: the active segment is empty, nothing is unflushed and the recovery point has
+        reached the active segment."""
+        active = self._segments.active
+        if self._recovery_point < active.base_offset:
+            return 0
+        due = []
+        if self._unflushed_messages:
+            due.append(self._last_flush_ms + self._config.flush_ms)
+        if active.size_bytes:
+            due.append(active.rolling_base_ms + self._config.max_segment_ms + 1)
+        return min(due) if due else None
 
     def roll_if_due(self, now_ms: int) -> bool:
         """Roll a non-empty active segment older than segment_ms (see `LogConfig.max_segment_ms`); returns
@@ -658,9 +696,10 @@ class PartitionLog:
 
     # -- durability (the checkpoint files are in checkpoints) ------------------------------------------
 
-    def flush(self) -> None:
-        """fsync everything not yet durable and advance the recovery point to the log end offset."""
-        self._advance_recovery_point(self._log_end_offset, len(self._segments))
+    def flush(self, *, after_recovery: bool = False) -> None:
+        """fsync everything not yet durable and advance the recovery point to the log end offset. Nothing is
+        fsynced when the recovery point is there already, except `after_recovery`, when recovery cut files."""
+        self._advance_recovery_point(self._log_end_offset, len(self._segments), after_recovery)
         self._unflushed_messages = 0
         self._last_flush_ms = self._clock.time_ms()
 
@@ -672,27 +711,34 @@ class PartitionLog:
         elif self._recovery_point < self._segments.active.base_offset:
             self._advance_recovery_point(self._segments.active.base_offset, len(self._segments) - 1)
 
-    def _advance_recovery_point(self, offset: int, end_index: int) -> None:
+    def _advance_recovery_point(self, offset: int, end_index: int, force: bool = False,
+                                durable: bool = True) -> None:
         """fsync the segments from the one holding the recovery point to `end_index` (exclusive), then move
         the recovery point to `offset` and write the checkpoints."""
         try:
-            for segment in self._segments.from_offset(self._recovery_point, end_index):
-                segment.flush()
+            if force or offset > self._recovery_point:  # below the recovery point everything is durable already
+                for segment in self._segments.from_offset(self._recovery_point, end_index):
+                    segment.flush()
             self._recovery_point = offset
-            self._write_checkpoints()
+            self._write_checkpoints(durable)
             # Keep the newest snapshot at or below the base of the segment holding the recovery point:
             # recovery replays producer state from there to rebuild that segment's transaction index.
             self.producer_state.delete_snapshots_before(self._segments.holding(offset).base_offset)
         except OSError as e:
             raise self._storage_error(e) from e
 
-    def _write_checkpoints(self) -> None:
+    def _write_checkpoints(self, durable: bool = True) -> None:
         # The stored high watermark, not the property: after an unclean start, a log that follows its end still
         # holds the checkpointed high watermark until it is moved, and rewriting the log end would lose it.
-        checkpoints.write_offset_checkpoints(self.directory, self._recovery_point, self._log_start_offset,
-                                             self._high_watermark)
+        values = self._recovery_point, self._log_start_offset, self._high_watermark
+        if values == self._checkpointed:
+            return
+        self._checkpointed = None  # unknown until all three are written
+        checkpoints.write_offset_checkpoints(self.directory, *values, durable=durable)
+        self._checkpointed = values
 
     def _write_log_start_checkpoint(self) -> None:
+        self._checkpointed = None
         checkpoints.write_offset_checkpoint(self.directory, LOG_START_OFFSET_FILE, self._log_start_offset)
 
     def close(self) -> None:
@@ -701,12 +747,17 @@ class PartitionLog:
             return
         try:
             self._segments.active.seal()
-            self.flush()
-            self.producer_state.take_snapshot(self._log_end_offset)
+            # The segments are fsynced here all the same: a checkpoint must never be durable before the data.
+            self._advance_recovery_point(self._log_end_offset, len(self._segments), durable=self._durable_close)
+            # Producer state follows from the log, so a snapshot already taken at the log end still holds, and an
+            # empty log without producers loads the same without one.
+            empty = self._log_end_offset == self._log_start_offset and not self.producer_state.producers
+            if not empty and not os.path.exists(self.producer_state.snapshot_path(self._log_end_offset)):
+                self.producer_state.take_snapshot(self._log_end_offset, durable=self._durable_close)
             for segment in self._segments:
                 segment.close()
             self._closed = True
-            checkpoints.write_clean_shutdown_marker(self.directory)
+            checkpoints.write_clean_shutdown_marker(self.directory, durable=self._durable_close)
         except OSError as e:
             raise self._storage_error(e) from e
         finally:
@@ -755,6 +806,9 @@ class PartitionLog:
             self._load_producer_state(now)
         except OSError as e:
             raise self._storage_error(e) from e
+        finally:
+            if self.on_write is not None:
+                self.on_write(self)
 
     def _cut_segments(self, keep: int, offset: int, now_ms: int) -> None:
         """Delete all but the first `keep` segments and cut the last kept one at `offset`."""
@@ -777,6 +831,9 @@ class PartitionLog:
             self._write_checkpoints()
         except OSError as e:
             raise self._storage_error(e) from e
+        finally:
+            if self.on_write is not None:
+                self.on_write(self)
 
     def _truncate_fully(self, offset: int, now_ms: int) -> None:
         self._segments.delete_all(now_ms)

@@ -132,8 +132,9 @@ def load_leader_epochs(directory: str, headers: Callable[[], Iterable[BatchHeade
         if not cache.loaded_from_file:
             cache.write()  # no batch has an epoch: an empty file spares the next start the scan
         log.info("%s: rebuilt the leader epoch cache: %s", os.path.basename(directory), list(cache.entries))
-    cache.truncate_from_end(log_end_offset)
-    cache.truncate_from_start(log_start_offset)
+    # Kept in memory until the next write: every load makes the same cuts again.
+    cache.truncate_from_end(log_end_offset, write=False)
+    cache.truncate_from_start(log_start_offset, write=False)
     return cache
 
 

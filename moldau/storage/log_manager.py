@@ -32,6 +32,7 @@ import os
 import shutil
 import time
 import uuid
+from collections import Counter
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
@@ -40,7 +41,13 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.storage.cleaner import DEFAULT_DEDUPE_BUFFER_BYTES, LogCleaner
 from moldau.storage.log import PartitionLog, parse_partition_dir_name
 from moldau.storage.log_config import LogConfig
-from moldau.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, fsync_directory, write_atomically
+from moldau.storage.maintenance_schedule import MaintenanceSchedule
+from moldau.storage.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    fsync_directory,
+    sync_file_system,
+    write_atomically,
+)
 from moldau.storage.replica_move import copy_step, future_dir_name, parse_future_dir_name
 from moldau.storage.segment import DeferredCloser
 
@@ -116,6 +123,8 @@ class LogManager:
         self._closer = DeferredCloser(default_config.file_delete_delay_ms)
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_dir_of: dict[tuple[str, int], str] = {}
+        self._count_in_dir: Counter[str] = Counter()  # logs per directory, so a new one is placed in O(dirs)
+        self._schedule = MaintenanceSchedule()  # which logs the periodic roll-and-flush pass must visit
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self._futures: dict[tuple[str, int], PartitionLog] = {}
         self._future_dir_of: dict[tuple[str, int], str] = {}
@@ -235,7 +244,7 @@ class LogManager:
                 os.path.join(log_dir, name), self._config_for(key[0]), self._clock, None,
                 clean_shutdown=None if clean else False,
                 producer_id_expiration_ms=self.producer_id_expiration_ms, closer=self._closer,
-                recover_all=recover_all,
+                recover_all=recover_all, log_dir_marker=True,
             )
             opened.on_io_error = self._on_io_error
             if is_future:
@@ -245,6 +254,8 @@ class LogManager:
             else:
                 self._logs[key] = opened
                 self._log_dir_of[key] = log_dir
+                self._count_in_dir[log_dir] += 1
+            self._follow(opened)
         return len(entries)
 
     def close(self) -> None:
@@ -262,12 +273,21 @@ class LogManager:
                     failed_dirs.add(dir_of[key])
         self._closer.close_all()
         for log_dir in self.log_dirs:
-            if log_dir not in failed_dirs:
+            if log_dir in failed_dirs:
+                continue
+            try:
+                # What the logs wrote at close without fsyncs (checkpoints, snapshots, their markers) is durable
+                # before the directory's marker says that they closed cleanly.
+                sync_file_system(log_dir)
                 write_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER), b"")
+            except OSError as e:
+                log.error("%s not marked clean, the next start recovers it: %s", log_dir, e)
         self._logs.clear()
         self._log_dir_of.clear()
         self._futures.clear()
         self._future_dir_of.clear()
+        self._count_in_dir.clear()
+        self._schedule = MaintenanceSchedule()
 
     # -- partitions ----------------------------------------------------------------------------------
 
@@ -312,13 +332,21 @@ class LogManager:
             created = PartitionLog.open(
                 os.path.join(log_dir, f"{topic}-{partition}"), self._config_for(topic), self._clock,
                 topic_id, producer_id_expiration_ms=self.producer_id_expiration_ms, closer=self._closer,
+                log_dir_marker=True,
             )
         except OSError as e:
             raise KafkaError(ErrorCode.kafka_storage_error, f"cannot create {topic}-{partition}: {e}") from e
         created.on_io_error = self._on_io_error
         self._logs[key] = created
         self._log_dir_of[key] = log_dir
+        self._count_in_dir[log_dir] += 1
+        self._follow(created)
         return created
+
+    def _follow(self, partition_log: PartitionLog) -> None:
+        """Put a log opened or created here on the maintenance schedule, and keep it there as it is written."""
+        partition_log.on_write = self._schedule.touch
+        self._schedule.touch(partition_log)
 
     def delete(self, topic: str, partition: int) -> bool:
         """Delete a partition's log: rename its directory to `*.<hex>-delete` (atomic, so a crash leaves
@@ -327,8 +355,12 @@ class LogManager:
         self._discard_future(key)
         doomed_log = self._logs.pop(key, None)
         log_dir = self._log_dir_of.pop(key, None)
+        if log_dir is not None:
+            self._count_in_dir[log_dir] -= 1
         if doomed_log is None:
             return False
+        self._schedule.forget(doomed_log)
+        doomed_log.on_write = None
         if log_dir in self.offline_dirs:
             log.warning("%s-%d is in the offline log directory %s: its files are left there", *key, log_dir)
             return True
@@ -348,12 +380,13 @@ class LogManager:
             for (log_topic, _), partition_log in logs.items():
                 if log_topic == topic:
                     partition_log.config = config
+                    self._schedule.touch(partition_log)  # segment.ms may have changed
 
     def _config_for(self, topic: str) -> LogConfig:
         return self._topic_configs.get(topic, self.default_config)
 
     def _partition_count(self, log_dir: str) -> int:
-        return sum(1 for d in self._log_dir_of.values() if d == log_dir)
+        return self._count_in_dir.get(log_dir, 0)
 
     # -- moves between log directories (AlterReplicaLogDirs) ------------------------------------------
 
@@ -410,12 +443,15 @@ class LogManager:
             raise KafkaError(ErrorCode.kafka_storage_error, f"cannot create the future log in {target}: {e}") from e
         self._futures[key] = future
         self._future_dir_of[key] = target
+        self._follow(future)
         log.info("moving %s-%d from %s to %s", topic, partition, self._log_dir_of[key], target)
 
     def _discard_future(self, key: tuple[str, int]) -> None:
         future = self._futures.pop(key, None)
         log_dir = self._future_dir_of.pop(key, None)
         if future is not None:
+            self._schedule.forget(future)
+            future.on_write = None
             if log_dir in self.offline_dirs:
                 future.offline = True  # left on the failed disk; the next start discards it
             else:
@@ -490,6 +526,10 @@ class LogManager:
         del self._futures[key], self._future_dir_of[key]
         self._logs[key] = future
         self._log_dir_of[key] = new_dir
+        self._count_in_dir[old_dir] -= 1
+        self._count_in_dir[new_dir] += 1
+        self._schedule.forget(current)
+        current.on_write = None
         current.delete()
         log.info("moved %s-%d from %s to %s (log end %d)", *key, old_dir, new_dir, future.log_end_offset)
         return future
@@ -507,6 +547,7 @@ class LogManager:
             except KafkaError as e:  # one failing disk must not stop the others' retention
                 log.error("retention of %s-%d failed: %s", *key, e.message)
             partition_log.expire_producers(now_ms)
+        self._schedule.touch_all(self._logs.values())  # deletions may have rolled or emptied active segments
         self._closer.run(now_ms)
         return deleted
 
@@ -515,16 +556,25 @@ class LogManager:
         self.cleaner.poll(now_ms)
 
     def roll_and_flush_due(self, now_ms: int) -> None:
-        """Roll segments older than segment_ms and fsync what is due (rolled segments, flush_ms)."""
-        for key, partition_log in [*self._logs.items(), *self._futures.items()]:
+        """Roll segments older than segment_ms and fsync what is due (rolled segments, flush_ms). Visits only the
+        logs (and future logs of moves) whose time has come or that were written since the last pass (see
+        MaintenanceSchedule); logs of an offline directory are left alone."""
+        for partition_log in self._schedule.take_due(now_ms):
             if partition_log.offline:
                 continue
             try:
                 partition_log.roll_if_due(now_ms)
                 partition_log.flush_if_due(now_ms)
             except KafkaError as e:
-                log.error("rolling or flushing %s-%d failed: %s", *key, e.message)
+                log.error("rolling or flushing %s-%d failed: %s", partition_log.topic, partition_log.partition,
+                          e.message)
+            self._schedule.touch(partition_log)
         self._closer.run(now_ms)
+
+    def maintenance_due_ms(self, topic: str, partition: int) -> int | None:
+        """When the roll-and-flush pass next visits this log, as last computed (None: not until it is written)."""
+        partition_log = self._logs.get((topic, partition))
+        return None if partition_log is None else self._schedule.scheduled(partition_log)
 
     # -- description ---------------------------------------------------------------------------------
 

@@ -127,3 +127,22 @@ def test_assign_all_writes_once_and_clear(tmp_path: Path) -> None:
     assert not cache.assign_all([(4, 12), (3, 15)])
     assert cache.clear() and not cache.clear()
     assert LeaderEpochCache.load(str(tmp_path)).entries == ()
+
+
+def test_an_epoch_kept_in_memory_is_written_by_the_next_writing_assign(tmp_path: Path) -> None:
+    cache = _cache(tmp_path, (1, 0))
+    assert cache.assign(2, 5, write=False)
+    assert cache.unwritten and _file(tmp_path) == "0\n1\n1 0\n"
+    assert cache.end_offset_for(1, 9) == (1, 5)  # answered from memory at once
+    assert not cache.assign(2, 7)  # the first append in epoch 2: no new entry, but the file catches up
+    assert not cache.unwritten and _file(tmp_path) == "0\n2\n1 0\n2 5\n"
+
+
+def test_a_cut_kept_in_memory_at_load_is_made_again_by_the_next_load(tmp_path: Path) -> None:
+    _cache(tmp_path, (1, 0), (2, 5))
+    cache = LeaderEpochCache.load(str(tmp_path))
+    assert cache.truncate_from_end(5, write=False)
+    assert _file(tmp_path) == "0\n2\n1 0\n2 5\n" and cache.entries == (EpochEntry(1, 0),)
+    again = LeaderEpochCache.load(str(tmp_path))
+    again.truncate_from_end(5, write=False)
+    assert again.entries == cache.entries

@@ -164,3 +164,127 @@ def test_an_fsync_error_takes_its_directory_offline_and_leaves_the_others_workin
     assert healthy.log_end_offset == 4
     monkeypatch.setattr(os, "fsync", real_fsync)
     manager.close()
+
+
+def test_the_periodic_pass_visits_only_logs_with_something_due(tmp_path: Path, clock: ManualClock) -> None:
+    config = replace(LogConfig(), segment_ms=60_000)
+    manager = LogManager(_dirs(tmp_path, 1), clock, config)
+    idle = [manager.create("idle", p, None, config) for p in range(50)]
+    busy = manager.create("busy", 0, None, config)
+    manager.roll_and_flush_due(clock.time_ms())
+    assert all(manager.maintenance_due_ms("idle", p) is None for p in range(50))
+    assert manager.maintenance_due_ms("busy", 0) is None  # empty: nothing can become due before a write
+
+    busy.append(batches_of(make_batch(values(3), timestamp_ms=clock.time_ms())), 0)
+    manager.roll_and_flush_due(clock.time_ms())
+    assert manager.maintenance_due_ms("busy", 0) == clock.time_ms() + 60_001  # rolls once older than segment.ms
+    clock.advance(60_001)
+    manager.roll_and_flush_due(clock.time_ms())
+    assert len(busy.segments) == 2 and busy.segments[-1].size_bytes == 0
+    manager.roll_and_flush_due(clock.time_ms())  # the rolled segment is fsynced by the next pass at the latest
+    assert busy.recovery_point == busy.log_end_offset == 3
+    due = manager.maintenance_due_ms("busy", 0)
+    assert due is None or due >= 2**62  # flush.ms is "never" by default
+    assert all(len(log.segments) == 1 for log in idle)
+    manager.close()
+
+
+def test_a_log_reopened_with_data_still_rolls_by_age(tmp_path: Path, clock: ManualClock) -> None:
+    config = replace(LogConfig(), segment_ms=60_000)
+    manager = LogManager(_dirs(tmp_path, 1), clock, config)
+    manager.create("t", 0, None, config).append(batches_of(make_batch(values(2), timestamp_ms=clock.time_ms())), 0)
+    manager.close()
+    again = LogManager(_dirs(tmp_path, 1), clock, config, topic_configs={"t": config})
+    clock.advance(60_001)
+    again.roll_and_flush_due(clock.time_ms())
+    reopened = again.get("t", 0)
+    assert reopened is not None and len(reopened.segments) == 2
+    again.close()
+
+
+def test_closing_unchanged_logs_costs_no_fsync_per_log(tmp_path: Path, clock: ManualClock,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    for p in range(40):
+        manager.create("t", p, None).append(batches_of(make_batch(values(p % 3 + 1))), 0)
+    manager.close()
+    again = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    fsyncs = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        fsyncs.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    again.close()
+    monkeypatch.undo()
+    assert len(fsyncs) <= 2, fsyncs  # the log directory's marker and its directory, nothing per log
+    third = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    for p in range(40):
+        reopened = third.get("t", p)
+        assert reopened is not None and reopened.log_end_offset == p % 3 + 1 == reopened.recovery_point
+        assert [o for o, _ in decode(reopened.read(0, 10_000, True).read_bytes())] == list(range(p % 3 + 1))
+    third.close()
+
+
+def test_a_log_appended_to_after_a_restart_is_flushed_at_close(tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    manager.create("t", 0, None).append(batches_of(make_batch(values(2))), 0)
+    manager.close()
+    again = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    reopened = again.get("t", 0)
+    assert reopened is not None
+    reopened.append(batches_of(make_batch(values(3))), 0)
+    again.close()
+    third = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    last = third.get("t", 0)
+    assert last is not None and last.log_end_offset == last.recovery_point == 5
+    third.close()
+
+
+def test_the_periodic_pass_flushes_when_flush_ms_has_passed(tmp_path: Path, clock: ManualClock) -> None:
+    config = replace(LogConfig(), flush_ms=1000)
+    manager = LogManager(_dirs(tmp_path, 1), clock, config)
+    log = manager.create("t", 0, None, config)
+    log.append(batches_of(make_batch(values(4))), 0)
+    manager.roll_and_flush_due(clock.time_ms())
+    assert log.recovery_point == 0
+    clock.advance(1000)
+    manager.roll_and_flush_due(clock.time_ms())
+    assert log.recovery_point == log.log_end_offset == 4
+
+
+def test_a_leadership_epoch_reaches_the_file_with_the_first_append(tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    log = manager.create("t", 0, None)
+    log.leader_epochs.assign(3, log.log_end_offset, write=False)  # as the replica manager does on leading
+    manager.close()
+    again = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    reopened = again.get("t", 0)
+    assert reopened is not None and reopened.leader_epochs.entries == ()  # nothing was written in epoch 3
+    reopened.leader_epochs.assign(4, 0, write=False)
+    reopened.append(batches_of(make_batch(values(2))), 4)  # the leader stamps its epoch on the batch
+    again.close()
+    third = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    last = third.get("t", 0)
+    assert last is not None and [tuple(e) for e in last.leader_epochs.entries] == [(4, 0)]
+    third.close()
+
+
+def test_closing_a_new_empty_log_writes_only_its_marker(tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    log = manager.create("t", 0, None)
+    manager.close()
+    # No offset checkpoints, producer snapshot or leader epochs: absent, they read as what an empty log holds.
+    assert sorted(os.listdir(log.directory)) == [".clean-shutdown", "00000000000000000000.log"]
+    again = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    reopened = again.get("t", 0)
+    assert reopened is not None
+    assert (reopened.log_start_offset, reopened.log_end_offset, reopened.recovery_point) == (0, 0, 0)
+    reopened.append(batches_of(make_batch(values(2))), 0)
+    again.close()
+    third = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    last = third.get("t", 0)
+    assert last is not None and last.log_end_offset == last.recovery_point == last.high_watermark == 2
+    third.close()
