@@ -104,8 +104,10 @@ def test_a_broker_killed_on_a_full_disk_starts_again_and_serves_reads(small_disk
         got = ck_consume(broker.bootstrap, "victim", len(acked), timeout_s=30)
         stored = {(r.partition, r.offset): (r.value or b"")[:16] for r in got}
         assert all(stored.get(pos) == key for key, pos in acked.items())
-        _, refused = fill(broker.bootstrap, "victim", 5)
+        # The disk may still hold a record or two (how much the restart used depends on what it had to write).
+        squeezed_in, refused = fill(broker.bootstrap, "victim", 5)
         assert refused and set(refused) == {"KAFKA_STORAGE_ERROR"}
+        acked.update(squeezed_in)
         ballast.unlink()
         more, more_errors = fill(broker.bootstrap, "victim", 20)
         assert not more_errors and len(more) == 20
