@@ -235,7 +235,8 @@ class ReplicaManager:
             self.log_manager.delete(topic.name, part.partition)
             plog = None
         if plog is None:
-            plog = self.log_manager.create(topic.name, part.partition, topic.topic_id, config)
+            plog = self.log_manager.create(topic.name, part.partition, topic.topic_id, config,
+                                           assigned_dir_id=part.directory_of(self.node_id))
         else:
             plog.config = config  # a log found on disk was opened with the defaults
         # The high watermark moves with the ISR (`_advance_high_watermark`), not with every append.
