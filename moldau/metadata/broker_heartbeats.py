@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.leader_election import AllowUnclean, fence_changes, unfence_changes
-from moldau.metadata.log_dirs import offline_dir_changes
+from moldau.metadata.log_dirs import all_offline, offline_dir_changes
 from moldau.metadata.records import FenceBrokerRecord, MetadataRecord, UnfenceBrokerRecord
 from moldau.protocol.errors import ErrorCode
 
@@ -82,6 +82,7 @@ def decide(image: MetadataImage, broker_id: int, broker_epoch: int, current_meta
 
     0. log directories named offline (KIP-858) that the registration still lists online are dropped from it,
        and the broker's replicas in them leave their ISRs and leadership (whatever else the heartbeat decides);
+       a broker whose every directory is offline is handled as one that wants to be fenced;
 
     1. unknown broker or a broker epoch other than its registration's: stale_broker_epoch (the broker must
        register again);
@@ -103,6 +104,7 @@ def decide(image: MetadataImage, broker_id: int, broker_epoch: int, current_meta
         return HeartbeatDecision(decision.error, decision.is_caught_up, decision.is_fenced,
                                  decision.should_shut_down, lost + decision.records)
     caught_up = current_metadata_offset >= registration.broker_epoch
+    want_fence = want_fence or all_offline(image, broker_id, offline_dirs)
     if want_shutdown or want_fence:
         if not registration.fenced:
             return HeartbeatDecision(None, caught_up, is_fenced=True, should_shut_down=False,

@@ -28,7 +28,8 @@ def _never(topic: str) -> bool:
 def offline_dir_changes(image: MetadataImage, broker_id: int, offline_dirs: Collection[str],
                         allow_unclean: AllowUnclean = _never) -> list[MetadataRecord]:
     """Records taking these directories out of the broker's online ones and its replicas in them out of their
-    ISRs and leadership; empty if none of them is listed online (already handled, or never announced)."""
+    ISRs and leadership; empty if none of them is listed online (already handled, or never announced), or if
+    none would be left (the broker is then fenced instead: see `all_offline`)."""
     registration = image.brokers.get(broker_id)
     if registration is None or not registration.log_dirs:
         return []
@@ -36,9 +37,19 @@ def offline_dir_changes(image: MetadataImage, broker_id: int, offline_dirs: Coll
     if not lost:
         return []
     online = tuple(d for d in registration.log_dirs if d not in lost)
+    if not online:
+        return []
     records: list[MetadataRecord] = [BrokerRegistrationChangeRecord(broker_id, registration.broker_epoch, online)]
     records += replica_leave_changes(image, broker_id, replicas_in(image, broker_id, lost), allow_unclean)
     return records
+
+
+def all_offline(image: MetadataImage, broker_id: int, offline_dirs: Collection[str]) -> bool:
+    """Whether every directory the broker registered is now offline: it can serve nothing, so it is fenced (an
+    empty list of online directories would read as "not reported", every replica online)."""
+    registration = image.brokers.get(broker_id)
+    return registration is not None and bool(registration.log_dirs) and set(registration.log_dirs) <= set(
+        offline_dirs)
 
 
 def replicas_in(image: MetadataImage, broker_id: int,
