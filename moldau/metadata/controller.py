@@ -649,9 +649,11 @@ def _check_isr(current: PartitionImage, isr: tuple[int, ...], image: MetadataIma
     for broker in isr:
         if broker not in current.replicas:
             raise KafkaError(ErrorCode.ineligible_replica, f"broker {broker} is not a replica")
-        if broker not in current.isr and not image.is_live(broker):
-            # A fenced broker (down, or shutting down) must not join: it could not take over as leader.
-            raise KafkaError(ErrorCode.ineligible_replica, f"broker {broker} is fenced and cannot join the ISR")
+        if broker not in current.isr and not image.replica_online(broker, current):
+            # A fenced broker (down, or shutting down), or a replica in an offline log directory, must not join:
+            # it could not take over as leader.
+            raise KafkaError(ErrorCode.ineligible_replica, f"broker {broker} is fenced or its replica is in an "
+                             "offline log directory, and cannot join the ISR")
 
 
 def _apply_op(configs: dict[str, str], name: str, op: int, value: str | None) -> None:

@@ -302,6 +302,10 @@ class ReplicaManager:
         for leader_id, fetcher in self._fetchers.items():
             if leader_id != leader:
                 fetcher.unfollow(key)
+        if hosted.log.offline:
+            # Its log directory failed: fetching would only make the leader count it in sync (KIP-112).
+            self._unfollow(hosted)
+            return
         if leader not in self._fetchers:
             if self.start_fetcher is None:
                 return  # no network wiring (single-node unit tests)

@@ -82,7 +82,7 @@ def test_a_failed_log_dir_moves_leadership_and_loses_no_acknowledged_record(
         moved = cluster.wait_until(
             lambda: (p := _partitions(address)[0]).leader_id not in (VICTIM, -1) and p, 15,
             lambda: f"a new leader for partition 0: {_partitions(address)[0]}")
-        assert VICTIM not in moved.isr_nodes
+        assert VICTIM not in moved.isr_nodes and moved.offline_replicas == (VICTIM,)
         assert moved.leader_epoch > before[0]
         acked_at_failover = _acked_per_partition(writer)
         cluster.wait_until(lambda: all(n > acked_at_failover[p] + 100 for p, n in _acked_per_partition(writer).items()),
