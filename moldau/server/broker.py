@@ -284,7 +284,9 @@ class Broker:
         self.replicas.start()
         self.quorum.add_listener(self.replicas.apply_image)
         self.replicas.apply_image(None, self.image)
-        self.log_dir_mover = LogDirMover(self.replicas)
+        self.log_dir_mover = LogDirMover(
+            self.replicas,
+            lambda: self.effective_config(self.image).replica_alter_log_dirs_io_max_bytes_per_second)
         self.log_dir_mover.start()
         self.groups = self._start_group_coordinator()
         self.share = self._start_share_groups()

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from kafka import KafkaAdminClient
+from kafka.admin import ConfigResource, ConfigResourceType
 from kafka.errors import (
     ClusterAuthorizationFailedError,
     KafkaStorageError,
@@ -379,3 +380,24 @@ def test_a_log_dir_unusable_at_start_is_offline_and_the_broker_serves_the_others
         expected = 15 if p in in_first else 10
         assert len(ck_consume(broker.bootstrap, topic, expected + 1, partitions=[p], timeout_s=5)) == expected
     assert _produce_errors(broker.bootstrap, "while-unplugged", 0, 1, 100) == []
+
+
+def test_moves_copy_no_faster_than_the_throttle(two_dirs: tuple[BrokerProcess, Path, Path]) -> None:
+    broker, first, second = two_dirs
+    topic = "throttled"
+    create_topic(broker.bootstrap, topic)
+    ck_produce(broker.bootstrap, topic, [{"value": bytes(10_000), "partition": 0} for _ in range(100)])
+    (source,) = [d for d in (first, second) if _partition_dirs(d, topic)]
+    target = second if source == first else first
+    admin = _admin(broker)
+    try:
+        # 1 MB at 250 kB/s: at least 3 s (the first 250 kB go at once), where unthrottled takes milliseconds.
+        admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "1", configs={
+            "replica.alter.log.dirs.io.max.bytes.per.second": "250000"})])
+        started = time.monotonic()
+        assert set(admin.alter_replica_log_dirs({(topic, 0, 1): str(target)}).values()) == {NoError}
+        _wait_moved(admin, topic, 0, target)
+        assert time.monotonic() - started >= 3.0
+    finally:
+        admin.close()
+    assert len(ck_consume(broker.bootstrap, topic, 100, partitions=[0])) == 100
