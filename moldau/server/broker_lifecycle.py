@@ -9,9 +9,10 @@ sends the broker back to registration. On shutdown it asks to be fenced first, s
 leaders before it stops serving.
 
 Log directories (KIP-858): the registration lists the broker's online log directories; every heartbeat names
-the ones that failed since (at once when one fails, not at the next interval); and after each heartbeat the
-broker tells the controller, with AssignReplicasToDirs, where the replicas whose directory the metadata does not
-show yet are, so that the controller can move leadership away from the replicas of a failed directory.
+the ones that failed since (at once when one fails, not at the next interval); and after each heartbeat (one is
+sent at once when a log is created) the broker tells the controller, with AssignReplicasToDirs, where the
+replicas whose directory the metadata does not show yet are, so that the controller can move leadership away
+from the replicas of a failed directory.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class BrokerLifecycle:
         self._wake = asyncio.Event()
         if log_manager is not None:
             log_manager.on_dir_offline = lambda log_dir: self._wake.set()
+            log_manager.on_log_created = lambda log_dir: self._wake.set()
 
     async def start(self) -> None:
         """Register and keep heartbeating in the background; returns once the broker is unfenced."""

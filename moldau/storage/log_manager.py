@@ -131,8 +131,10 @@ class LogManager:
         # no assignment waits until a restart finds every directory readable (or the dead one is taken out).
         self.unseen_partitions = False
         self.directory_ids: dict[str, str] = {os.path.abspath(d): i for d, i in (directory_ids or {}).items()}
-        # Called with the directory whenever one goes offline at runtime (the broker reports it at once).
+        # Called with the directory whenever one goes offline at runtime (the broker reports it at once), and
+        # whenever a log is created in one (the broker records the assignment at once).
         self.on_dir_offline: Callable[[str], None] = lambda log_dir: None
+        self.on_log_created: Callable[[str], None] = lambda log_dir: None
         self.cleaner = LogCleaner(clock, self.logs, dedupe_buffer_bytes=cleaner_dedupe_buffer_bytes)
         self._start()
 
@@ -329,6 +331,7 @@ class LogManager:
         created.on_io_error = self._on_io_error
         self._logs[key] = created
         self._log_dir_of[key] = log_dir
+        self.on_log_created(log_dir)
         return created
 
     def delete(self, topic: str, partition: int) -> bool:
@@ -520,6 +523,7 @@ class LogManager:
         self._log_dir_of[key] = new_dir
         current.delete()
         log.info("moved %s-%d from %s to %s (log end %d)", *key, old_dir, new_dir, future.log_end_offset)
+        self.on_log_created(new_dir)
         return future
 
     # -- periodic work -------------------------------------------------------------------------------

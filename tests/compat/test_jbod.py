@@ -27,6 +27,7 @@ from kafka.errors import (
 from tests.support.broker_process import BrokerProcess
 from tests.support.cli_runner import moldau, ok
 from tests.support.clients import ck_consume, ck_produce, create_topic
+from tests.support.cluster import metadata_at
 
 TIMEOUT_S = 60.0
 
@@ -297,10 +298,11 @@ def test_a_reassignment_plan_with_log_dirs_moves_replicas_and_the_cli_lists_dirs
     assert refused.returncode != 0 and "one directory (or \"any\") per replica" in refused.stderr
 
 
-def _produce_errors(bootstrap: str, topic: str, partition: int, count: int, size: int) -> list[str]:
+def _produce_errors(bootstrap: str, topic: str, partition: int, count: int, size: int,
+                    timeout_ms: int = 10_000) -> list[str]:
     """Produce `count` records of `size` bytes to one partition; the names of the errors (empty: all written)."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "retries": 0,
-                         "message.timeout.ms": 10_000})
+                         "message.timeout.ms": timeout_ms})
     errors: list[str] = []
 
     def on_delivery(err: Any, msg: Any) -> None:
@@ -326,9 +328,13 @@ def test_a_failed_log_dir_takes_only_its_partitions_offline(two_dirs: tuple[Brok
         assert _produce_errors(broker.bootstrap, topic, p, 10, 1000) == []
     # The disk loses a partition's files: the next segment roll fails, and with it the whole directory.
     shutil.rmtree(second / f"{topic}-{victim}")
-    errors = _produce_errors(broker.bootstrap, topic, victim, 30, 50_000)
-    assert errors and set(errors) == {"KAFKA_STORAGE_ERROR"}
-    assert set(_produce_errors(broker.bootstrap, topic, neighbour, 3, 100)) == {"KAFKA_STORAGE_ERROR"}
+    errors = _produce_errors(broker.bootstrap, topic, victim, 30, 50_000, timeout_ms=3000)
+    assert "KAFKA_STORAGE_ERROR" in errors  # then, once the controller took the replica offline, no leader
+    partitions = {p.partition_index: p for t in metadata_at(broker.bootstrap, [topic]).topics
+                  for p in t.partitions}
+    for p in in_second:  # reported offline (KIP-858): no other replica can lead them
+        assert partitions[p].leader_id == -1 and list(partitions[p].offline_replicas) == [1], partitions[p]
+    assert _produce_errors(broker.bootstrap, topic, neighbour, 1, 100, timeout_ms=2000)
     for p in in_first:  # the other directory's partitions carry on, for writes and reads
         assert _produce_errors(broker.bootstrap, topic, p, 5, 100) == []
         assert len(ck_consume(broker.bootstrap, topic, 15, partitions=[p])) == 15
@@ -361,8 +367,15 @@ def test_a_log_dir_unusable_at_start_is_offline_and_the_broker_serves_the_others
     for p in in_first:
         assert _produce_errors(broker.bootstrap, topic, p, 5, 100) == []
         assert len(ck_consume(broker.bootstrap, topic, 15, partitions=[p])) == 15
-    for p in in_second:  # not created afresh in the other directory, and reported as a storage error
-        assert set(_produce_errors(broker.bootstrap, topic, p, 2, 100)) == {"KAFKA_STORAGE_ERROR"}
+    # The controller knows these replicas are in the lost directory (KIP-858): offline, with no other replica to
+    # lead them, and not created afresh in the other directory.
+    partitions = {p.partition_index: p for t in metadata_at(broker.bootstrap, [topic]).topics
+                  for p in t.partitions}
+    for p in in_second:
+        assert partitions[p].leader_id == -1 and list(partitions[p].offline_replicas) == [1], partitions[p]
+        assert _produce_errors(broker.bootstrap, topic, p, 1, 100, timeout_ms=2000)
+    for p in in_first:
+        assert partitions[p].leader_id == 1 and not partitions[p].offline_replicas
     assert _partition_dirs(first, topic) == {f"{topic}-{p}" for p in in_first}
     create_topic(broker.bootstrap, "while-unplugged")  # any partition might be in the lost directory: none is made
     assert _produce_errors(broker.bootstrap, "while-unplugged", 0, 1, 100) == ["KAFKA_STORAGE_ERROR"]
