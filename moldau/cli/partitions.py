@@ -121,8 +121,10 @@ def reassign(args: argparse.Namespace) -> int:
 
 
 def plan_json(plan: Mapping[TopicPartition, Sequence[int]]) -> str:
-    """A plan in Kafka's reassignment JSON format, one partition per line."""
-    lines = [json.dumps({"topic": t, "partition": p, "replicas": list(plan[(t, p)])}) for t, p in sorted(plan)]
+    """A plan in Kafka's reassignment JSON format, one partition per line; each replica's log directory is
+    "any" (no preference), as Kafka's tool writes it, ready to be edited."""
+    lines = [json.dumps({"topic": t, "partition": p, "replicas": list(plan[(t, p)]),
+                         "log_dirs": ["any"] * len(plan[(t, p)])}) for t, p in sorted(plan)]
     body = "".join(f"\n    {line}," for line in lines).rstrip(",")
     return f'{{"version": {PLAN_VERSION}, "partitions": [{body}{chr(10) if lines else ""}]}}'
 

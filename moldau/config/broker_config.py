@@ -505,6 +505,7 @@ class BrokerConfig:
     min_insync_replicas = _Int("min.insync.replicas")
     unclean_leader_election_enable = _Bool("unclean.leader.election.enable")
     replica_lag_time_max_ms = _Int("replica.lag.time.max.ms")
+    replica_alter_log_dirs_io_max_bytes_per_second = _Int("replica.alter.log.dirs.io.max.bytes.per.second")
     replica_fetch_wait_max_ms = _Int("replica.fetch.wait.max.ms")
     replica_fetch_min_bytes = _Int("replica.fetch.min.bytes")
     replica_fetch_max_bytes = _Int("replica.fetch.max.bytes")

@@ -10,11 +10,12 @@ controller commits them, and brokers learn their new state from the next heartbe
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.leader_election import AllowUnclean, fence_changes, unfence_changes
+from moldau.metadata.log_dirs import all_offline, offline_dir_changes
 from moldau.metadata.records import FenceBrokerRecord, MetadataRecord, UnfenceBrokerRecord
 from moldau.protocol.errors import ErrorCode
 
@@ -75,8 +76,13 @@ def _never(topic: str) -> bool:
 
 
 def decide(image: MetadataImage, broker_id: int, broker_epoch: int, current_metadata_offset: int,
-           want_fence: bool, want_shutdown: bool, allow_unclean: AllowUnclean = _never) -> HeartbeatDecision:
+           want_fence: bool, want_shutdown: bool, allow_unclean: AllowUnclean = _never,
+           offline_dirs: Collection[str] = ()) -> HeartbeatDecision:
     """Decide a heartbeat against the current image, in order of precedence:
+
+    0. log directories named offline (KIP-858) that the registration still lists online are dropped from it,
+       and the broker's replicas in them leave their ISRs and leadership (whatever else the heartbeat decides);
+       a broker whose every directory is offline is handled as one that wants to be fenced;
 
     1. unknown broker or a broker epoch other than its registration's: stale_broker_epoch (the broker must
        register again);
@@ -91,7 +97,14 @@ def decide(image: MetadataImage, broker_id: int, broker_epoch: int, current_meta
     if registration is None or registration.broker_epoch != broker_epoch:
         return HeartbeatDecision(ErrorCode.stale_broker_epoch, is_caught_up=False, is_fenced=True,
                                  should_shut_down=False)
+    lost = offline_dir_changes(image, broker_id, offline_dirs, allow_unclean)
+    if lost:
+        decision = decide(image.apply(lost, image.offset), broker_id, broker_epoch, current_metadata_offset,
+                          want_fence, want_shutdown, allow_unclean)
+        return HeartbeatDecision(decision.error, decision.is_caught_up, decision.is_fenced,
+                                 decision.should_shut_down, lost + decision.records)
     caught_up = current_metadata_offset >= registration.broker_epoch
+    want_fence = want_fence or all_offline(image, broker_id, offline_dirs)
     if want_shutdown or want_fence:
         if not registration.fenced:
             return HeartbeatDecision(None, caught_up, is_fenced=True, should_shut_down=False,

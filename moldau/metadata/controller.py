@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from moldau.config import NOT_YET_ACTED_ON, ConfigError, validate_topic_configs
-from moldau.metadata import broker_heartbeats, features, reassignment
+from moldau.metadata import broker_heartbeats, features, log_dirs, reassignment
 from moldau.metadata.broker_heartbeats import BrokerHeartbeats, HeartbeatDecision
 from moldau.metadata.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
 from moldau.metadata.leader_election import (
@@ -40,6 +40,7 @@ from moldau.metadata.records import (
     RESOURCE_BROKER,
     RESOURCE_GROUP,
     RESOURCE_TOPIC,
+    BrokerRegistrationChangeRecord,
     ConfigRecord,
     Endpoint,
     FeatureLevelRecord,
@@ -135,8 +136,11 @@ class Controller:
     # -- brokers ---------------------------------------------------------------------------------------------
 
     async def register_broker(self, broker_id: int, incarnation_id: uuid.UUID, endpoints: tuple[Endpoint, ...],
-                              rack: str | None) -> int:
-        """Register (a new incarnation of) a broker, fenced until it has caught up; returns its broker epoch."""
+                              rack: str | None, online_log_dirs: Sequence[str] = ()) -> int:
+        """Register (a new incarnation of) a broker, fenced until it has caught up; returns its broker epoch.
+
+        `online_log_dirs`: the directory.ids of its usable log directories (KIP-858); replicas assigned to any
+        other directory of the broker are offline."""
         async with self._lock:
             self._check_active()
             current = self.image.brokers.get(broker_id)
@@ -152,7 +156,7 @@ class Controller:
             records += [FeatureLevelRecord(name, level) for name, level in features.bootstrap(self.image.features)]
             epoch = self._quorum.next_offset()
             records.append(RegisterBrokerRecord(broker_id, incarnation_id, endpoints, rack, broker_epoch=epoch,
-                                                fenced=True))
+                                                fenced=True, log_dirs=tuple(online_log_dirs)))
             await self._commit(records)
             self.heartbeats.touch(broker_id, now_ms)
             return epoch
@@ -169,11 +173,14 @@ class Controller:
         return last is None or now_ms - last > self.heartbeats.session_timeout_ms
 
     async def broker_heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_fence: bool,
-                               want_shutdown: bool) -> HeartbeatDecision:
+                               want_shutdown: bool, offline_log_dirs: Sequence[str] = ()) -> HeartbeatDecision:
         async with self._lock:
             self._check_active()
             decision = broker_heartbeats.decide(self.image, broker_id, broker_epoch, metadata_offset, want_fence,
-                                                want_shutdown, self._allow_unclean)
+                                                want_shutdown, self._allow_unclean, offline_log_dirs)
+            if any(isinstance(r, BrokerRegistrationChangeRecord) for r in decision.records):
+                log.warning("broker %d reports log directories %s offline: moving their replicas' leadership "
+                            "away", broker_id, sorted(offline_log_dirs))
             if decision.error is None:
                 self.heartbeats.touch(broker_id, self._quorum.clock_ms())
             await self._commit(decision.records)
@@ -193,6 +200,21 @@ class Controller:
                     await self._commit(records)
                     fenced.append(broker_id)
             return fenced
+
+    async def assign_replicas_to_dirs(self, broker_id: int, broker_epoch: int,
+                                      assignments: Sequence[log_dirs.Assignment]
+                                      ) -> dict[tuple[uuid.UUID, int], ErrorCode]:
+        """AssignReplicasToDirs: record which log directory holds each of the broker's replicas; returns each
+        assignment's outcome. Raises KafkaError STALE_BROKER_EPOCH for another incarnation."""
+        async with self._lock:
+            self._check_active()
+            registration = self.image.brokers.get(broker_id)
+            if registration is None or registration.broker_epoch != broker_epoch:
+                raise KafkaError(ErrorCode.stale_broker_epoch,
+                                 f"broker {broker_id} epoch {broker_epoch} is not current")
+            records, outcomes = log_dirs.assignment_changes(self.image, broker_id, assignments, self._allow_unclean)
+            await self._commit(records)
+            return outcomes
 
     # -- partitions: ISR changes from leaders -----------------------------------------------------------------
 
@@ -632,9 +654,11 @@ def _check_isr(current: PartitionImage, isr: tuple[int, ...], image: MetadataIma
     for broker in isr:
         if broker not in current.replicas:
             raise KafkaError(ErrorCode.ineligible_replica, f"broker {broker} is not a replica")
-        if broker not in current.isr and not image.is_live(broker):
-            # A fenced broker (down, or shutting down) must not join: it could not take over as leader.
-            raise KafkaError(ErrorCode.ineligible_replica, f"broker {broker} is fenced and cannot join the ISR")
+        if broker not in current.isr and not image.replica_online(broker, current):
+            # A fenced broker (down, or shutting down), or a replica in an offline log directory, must not join:
+            # it could not take over as leader.
+            raise KafkaError(ErrorCode.ineligible_replica, f"broker {broker} is fenced or its replica is in an "
+                             "offline log directory, and cannot join the ISR")
 
 
 def _apply_op(configs: dict[str, str], name: str, op: int, value: str | None) -> None:

@@ -16,6 +16,7 @@ from moldau.metadata.records import (
     RESOURCE_GROUP,
     RESOURCE_TOPIC,
     AccessControlEntryRecord,
+    BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
@@ -56,6 +57,15 @@ class PartitionImage:
     # A reassignment in progress (see PartitionRecord): the replicas being added and being removed.
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
+    # The directory.id holding each replica, in `replicas` order ("" not assigned yet); see PartitionRecord.
+    directories: tuple[str, ...] = ()
+
+    def directory_of(self, broker_id: int) -> str:
+        """The directory.id assigned to the broker's replica; "" if none is (or the broker is no replica)."""
+        for replica, directory in zip(self.replicas, self.directories, strict=False):
+            if replica == broker_id:
+                return directory
+        return ""
 
     @property
     def reassigning(self) -> bool:
@@ -113,6 +123,15 @@ class MetadataImage:
         registration = self.brokers.get(broker_id)
         return registration is not None and not registration.fenced
 
+    def replica_online(self, broker_id: int, partition: PartitionImage) -> bool:
+        """Live, and the directory its replica of `partition` is assigned to is online (KIP-858): a replica with
+        no assignment yet, or on a broker that did not list its directories, counts as online."""
+        registration = self.brokers.get(broker_id)
+        if registration is None or registration.fenced:
+            return False
+        directory = partition.directory_of(broker_id)
+        return not directory or not registration.log_dirs or directory in registration.log_dirs
+
     def live_brokers(self) -> list[int]:
         return sorted(b for b, registration in self.brokers.items() if not registration.fenced)
 
@@ -163,7 +182,7 @@ def _acl_binding(record: AccessControlEntryRecord) -> AclBinding:
 
 def _partition_record(topic_id: uuid.UUID, p: PartitionImage) -> PartitionRecord:
     return PartitionRecord(topic_id, p.partition, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch,
-                           p.adding_replicas, p.removing_replicas)
+                           p.adding_replicas, p.removing_replicas, p.directories)
 
 
 class _ImageBuilder:
@@ -196,7 +215,8 @@ class _ImageBuilder:
             self._apply_config(record)
         elif isinstance(record, RegisterBrokerRecord):
             self._brokers()[record.broker_id] = record
-        elif isinstance(record, FenceBrokerRecord | UnfenceBrokerRecord | UnregisterBrokerRecord):
+        elif isinstance(record, FenceBrokerRecord | UnfenceBrokerRecord | UnregisterBrokerRecord
+                        | BrokerRegistrationChangeRecord):
             self._apply_broker_change(record)
         elif isinstance(record, ProducerIdsRecord):
             self.next_producer_id = max(self.next_producer_id, record.next_producer_id)
@@ -246,17 +266,26 @@ class _ImageBuilder:
             topic = replace(topic, partitions=MappingProxyType(partitions))
             topics[record.topic_id] = topic
             self._own_partitions[record.topic_id] = topic, partitions
+        directories = record.directories
+        if len(directories) != len(record.replicas):
+            previous = partitions.get(record.partition)
+            directories = tuple(previous.directory_of(b) if previous else "" for b in record.replicas)
+        if not any(directories):
+            directories = ()  # nothing assigned: kept empty, as records before KIP-858 have it
         partitions[record.partition] = PartitionImage(
             record.partition, record.replicas, record.isr, record.leader, record.leader_epoch,
-            record.partition_epoch, record.adding_replicas, record.removing_replicas,
+            record.partition_epoch, record.adding_replicas, record.removing_replicas, directories,
         )
 
-    def _apply_broker_change(self, record: FenceBrokerRecord | UnfenceBrokerRecord | UnregisterBrokerRecord) -> None:
+    def _apply_broker_change(self, record: FenceBrokerRecord | UnfenceBrokerRecord | UnregisterBrokerRecord
+                             | BrokerRegistrationChangeRecord) -> None:
         current = (self.brokers if self.brokers is not None else self.base.brokers).get(record.broker_id)
         if current is None or current.broker_epoch != record.broker_epoch:
             return  # decided about an incarnation that has since re-registered (or left): it no longer applies
         if isinstance(record, UnregisterBrokerRecord):
             del self._brokers()[record.broker_id]
+        elif isinstance(record, BrokerRegistrationChangeRecord):
+            self._brokers()[record.broker_id] = replace(current, log_dirs=record.log_dirs)
         else:
             fenced = isinstance(record, FenceBrokerRecord)
             if current.fenced != fenced:

@@ -3,7 +3,8 @@
 The controller calls these before committing a fence, an unfence or a preferred-leader election and commits the
 records they return with it. Only changed partitions get a record. The rules are Kafka's (PartitionChangeBuilder):
 
-- a leader is always a replica that is in the ISR and live (registered and unfenced); if there is none, the
+- a leader is always a replica that is in the ISR and online (its broker registered and unfenced, and the log
+  directory holding it not reported offline, KIP-858); if there is none, the
   partition has no leader (-1) rather than one that may have lost committed records — unless the topic has
   `unclean.leader.election.enable=true`: then any live replica may lead, with an ISR of itself alone, accepting
   the loss of whatever it lacks (availability over durability, the operator's explicit choice);
@@ -15,9 +16,9 @@ records they return with it. Only changed partitions get a record. The rules are
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 
-from moldau.metadata.image import NO_LEADER, MetadataImage, PartitionImage
+from moldau.metadata.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
 from moldau.metadata.records import PartitionRecord
 
 Eligible = Callable[[int], bool]
@@ -45,12 +46,21 @@ def _once_per_topic(allow_unclean: AllowUnclean) -> AllowUnclean:
 def fence_changes(image: MetadataImage, broker_id: int,
                   allow_unclean: AllowUnclean = _never) -> list[PartitionRecord]:
     """Take the broker out of every ISR it is in (unless it is the last member) and out of leadership."""
-    eligible = _live_except(image, broker_id)
+    return replica_leave_changes(image, broker_id, image.partitions_of(broker_id), allow_unclean)
+
+
+def replica_leave_changes(image: MetadataImage, broker_id: int,
+                          partitions: Iterable[tuple[TopicImage, PartitionImage]],
+                          allow_unclean: AllowUnclean = _never) -> list[PartitionRecord]:
+    """Take the broker's replicas of these partitions out of their ISR (unless it is the last member) and out of
+    leadership, electing another online ISR member where the broker led: a fenced broker, or a log directory of
+    the broker gone offline."""
     allow_unclean = _once_per_topic(allow_unclean)
     changes = []
-    for topic, partition in image.partitions_of(broker_id):
+    for topic, partition in partitions:
         if broker_id not in partition.isr and partition.leader != broker_id:
             continue
+        eligible = _online_except(image, broker_id, partition)
         isr = tuple(b for b in partition.isr if b != broker_id) or partition.isr
         leader = partition.leader
         if leader in (broker_id, NO_LEADER) or leader not in isr:
@@ -66,16 +76,21 @@ def unfence_changes(image: MetadataImage, broker_id: int,
     """Give leaderless partitions whose ISR holds the broker a leader again, now that the broker is back (or, for
     topics allowing unclean election, any leaderless partition the broker is a replica of).
 
-    The image is the one before the broker's UnfenceBrokerRecord applies, so the broker counts as live here.
+    The image is the one before the broker's UnfenceBrokerRecord applies, so the broker counts as live here
+    (for the replicas in its online directories).
     """
-    live = _live_except(image, broker_id)
+    registration = image.brokers.get(broker_id)
+    online_dirs = registration.log_dirs if registration is not None else ()
     allow_unclean = _once_per_topic(allow_unclean)
-
-    def eligible(b: int) -> bool:
-        return b == broker_id or live(b)
-
     changes = []
     for topic, partition in image.partitions_of(broker_id):
+        directory = partition.directory_of(broker_id)
+        if directory and online_dirs and directory not in online_dirs:
+            continue  # this replica's directory is offline: it cannot lead
+
+        def eligible(b: int, partition: PartitionImage = partition) -> bool:
+            return b == broker_id or image.replica_online(b, partition)
+
         if partition.leader == NO_LEADER and broker_id in partition.isr:
             leader = elect(partition.replicas, partition.isr, eligible)
             changes += _change(topic.topic_id, partition, partition.isr, leader)
@@ -105,7 +120,7 @@ def preferred_leader_change(image: MetadataImage, topic_id: uuid.UUID,
     """The record making one partition's first replica its leader, if it is not already and is live and in
     the ISR; else nothing."""
     preferred = partition.replicas[0] if partition.replicas else NO_LEADER
-    if partition.leader != preferred and preferred in partition.isr and image.is_live(preferred):
+    if partition.leader != preferred and preferred in partition.isr and image.replica_online(preferred, partition):
         return _change(topic_id, partition, partition.isr, preferred)
     return []
 
@@ -115,7 +130,7 @@ def unclean_leader_changes(image: MetadataImage, topic_id: uuid.UUID,
     """Elect a leaderless partition's leader: a live ISR member if any, else any live replica (with an ISR of
     itself alone). Empty if no replica is live."""
     def live(b: int) -> bool:
-        return image.is_live(b)
+        return image.replica_online(b, partition)
 
     leader = elect(partition.replicas, partition.isr, live)
     if leader != NO_LEADER:
@@ -124,9 +139,9 @@ def unclean_leader_changes(image: MetadataImage, topic_id: uuid.UUID,
     return _change(topic_id, partition, isr, leader) if leader != NO_LEADER else []
 
 
-def _live_except(image: MetadataImage, broker_id: int) -> Eligible:
+def _online_except(image: MetadataImage, broker_id: int, partition: PartitionImage) -> Eligible:
     def eligible(b: int) -> bool:
-        return b != broker_id and image.is_live(b)
+        return b != broker_id and image.replica_online(b, partition)
 
     return eligible
 

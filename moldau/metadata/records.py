@@ -36,6 +36,10 @@ class PartitionRecord:
     being removed, `adding_replicas` the target replicas that are new and `removing_replicas` the ones that leave
     when the target replicas are all in the ISR. Both are empty otherwise, and default to empty, so records
     written before reassignments existed still decode.
+
+    `directories` (KIP-858) gives, per replica in `replicas` order, the `directory.id` of the log directory that
+    holds it on its broker ("" while the broker has not said). Empty means "unchanged": each replica that stays
+    keeps the directory it had, so leadership and ISR changes need not repeat the assignment.
     """
 
     TYPE: ClassVar[str] = "partition"
@@ -48,6 +52,7 @@ class PartitionRecord:
     partition_epoch: int
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
+    directories: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +89,9 @@ class RegisterBrokerRecord:
     incarnation. `fenced` defaults to False because records written before fencing existed (single node) had no
     such field and their broker was always serving; a cluster controller writes new registrations with
     `fenced=True` and unfences the broker once it has caught up with the metadata log.
+
+    `log_dirs` (KIP-858) are the `directory.id`s of the broker's online log directories; empty when the broker
+    did not say (every directory counts as online then). A replica assigned to a directory not listed is offline.
     """
 
     TYPE: ClassVar[str] = "register_broker"
@@ -93,6 +101,7 @@ class RegisterBrokerRecord:
     rack: str | None
     broker_epoch: int = -1
     fenced: bool = False
+    log_dirs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +120,17 @@ class UnfenceBrokerRecord:
     TYPE: ClassVar[str] = "unfence_broker"
     broker_id: int
     broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationChangeRecord:
+    """A registered broker's online log directories change (Kafka's BrokerRegistrationChangeRecord LogDirs): a
+    directory reported offline in a heartbeat leaves `log_dirs`, and with it every replica assigned to it."""
+
+    TYPE: ClassVar[str] = "broker_registration_change"
+    broker_id: int
+    broker_epoch: int
+    log_dirs: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,14 +224,16 @@ class FeatureLevelRecord:
 
 MetadataRecord = (
     TopicRecord | PartitionRecord | RemoveTopicRecord | ConfigRecord | RegisterBrokerRecord | FenceBrokerRecord
-    | UnfenceBrokerRecord | UnregisterBrokerRecord | ProducerIdsRecord | ClientQuotaRecord
+    | UnfenceBrokerRecord | UnregisterBrokerRecord | BrokerRegistrationChangeRecord | ProducerIdsRecord
+    | ClientQuotaRecord
     | UserScramCredentialRecord | RemoveUserScramCredentialRecord | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord | FeatureLevelRecord
 )
 _TYPES: dict[str, type[Any]] = {
     cls.TYPE: cls
     for cls in (TopicRecord, PartitionRecord, RemoveTopicRecord, ConfigRecord, RegisterBrokerRecord,
-                FenceBrokerRecord, UnfenceBrokerRecord, UnregisterBrokerRecord, ProducerIdsRecord,
+                FenceBrokerRecord, UnfenceBrokerRecord, UnregisterBrokerRecord, BrokerRegistrationChangeRecord,
+                ProducerIdsRecord,
                 ClientQuotaRecord, UserScramCredentialRecord, RemoveUserScramCredentialRecord,
                 AccessControlEntryRecord, RemoveAccessControlEntryRecord, FeatureLevelRecord)
 }
@@ -249,7 +271,7 @@ def decode_record(data: bytes) -> MetadataRecord:
 def _coerce(name: str, value: Any) -> Any:
     if name in ("topic_id", "incarnation_id", "id"):
         return uuid.UUID(value)
-    if name in ("replicas", "isr", "adding_replicas", "removing_replicas"):
+    if name in ("replicas", "isr", "adding_replicas", "removing_replicas", "directories", "log_dirs"):
         return tuple(value)
     if name == "entity":
         return tuple((str(entity_type), None if entity_name is None else str(entity_name))

@@ -4,15 +4,20 @@
 on the event loop (appends and reads of the partition go on meanwhile, to its current log). When the log
 manager swaps a caught-up future log in, the hosted partition takes the new log in the same step, so the next
 append or read goes to it. A move left by a crash is resumed as soon as the mover starts.
+
+Copying is throttled to `replica.alter.log.dirs.io.max.bytes.per.second` (read at every step, so a dynamic
+change applies at once): after a step the mover waits as long as its bytes take at that rate.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.replica_manager import ReplicaManager
+from moldau.storage.log_manager import MOVE_STEP_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -21,8 +26,9 @@ _IDLE_S = 0.01
 
 
 class LogDirMover:
-    def __init__(self, replicas: ReplicaManager) -> None:
+    def __init__(self, replicas: ReplicaManager, max_bytes_per_second: Callable[[], int] = lambda: 1 << 62) -> None:
         self._replicas = replicas
+        self._max_bytes_per_second = max_bytes_per_second
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -52,8 +58,9 @@ class LogDirMover:
     async def _run(self) -> None:
         manager = self._replicas.log_manager
         while manager.moving():
+            rate = max(1, self._max_bytes_per_second())
             try:
-                progress = manager.advance_moves()
+                progress = manager.advance_moves(min(MOVE_STEP_BYTES, rate))
             except Exception:
                 log.exception("moving replicas between log directories failed; retrying")
                 await asyncio.sleep(1.0)
@@ -62,4 +69,4 @@ class LogDirMover:
                 hosted = self._replicas.partitions.get(key)
                 if hosted is not None:
                     hosted.log = new_log
-            await asyncio.sleep(0 if progress.copied_bytes else _IDLE_S)
+            await asyncio.sleep(progress.copied_bytes / rate if progress.copied_bytes else _IDLE_S)

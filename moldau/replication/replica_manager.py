@@ -249,7 +249,8 @@ class ReplicaManager:
             self.log_manager.delete(topic.name, part.partition)
             plog = None
         if plog is None:
-            plog = self.log_manager.create(topic.name, part.partition, topic.topic_id, config)
+            plog = self.log_manager.create(topic.name, part.partition, topic.topic_id, config,
+                                           assigned_dir_id=part.directory_of(self.node_id))
         else:
             plog.config = config  # a log found on disk was opened with the defaults
         # The high watermark moves with the ISR (`_advance_high_watermark`), not with every append.
@@ -310,6 +311,10 @@ class ReplicaManager:
         for leader_id, fetcher in self._fetchers.items():
             if leader_id != leader:
                 fetcher.unfollow(key)
+        if hosted.log.offline:
+            # Its log directory failed: fetching would only make the leader count it in sync (KIP-112).
+            self._unfollow(hosted)
+            return
         if leader not in self._fetchers:
             if self.start_fetcher is None:
                 return  # no network wiring (single-node unit tests)

@@ -184,6 +184,7 @@ class Broker:
         voters = self._check_roles()
         joining = not voters
         self._unusable_log_dirs = self._check_log_dirs()
+        self._directory_ids: dict[str, str] = {}
         self.cluster_id = self._load_or_create_meta_properties(
             multi_node=joining or len(voters) > 1 or not self.is_controller)
         self._set_up_security()
@@ -319,7 +320,7 @@ class Broker:
                 self.config.log_dirs, self.clock, self._log_config(self.image, None),
                 producer_id_expiration_ms=self.config.producer_id_expiration_ms,
                 cleaner_dedupe_buffer_bytes=self.config.log_cleaner_dedupe_buffer_size,
-                offline_dirs=self._unusable_log_dirs)
+                offline_dirs=self._unusable_log_dirs, directory_ids=self._directory_ids)
         except (LogDirConflict, OSError) as exc:
             raise StartupError(str(exc)) from exc
         self.replicas = ReplicaManager(self.node_id, self.log_manager, self._log_config, self.clock,
@@ -330,7 +331,9 @@ class Broker:
         self.replicas.start()
         self.quorum.add_listener(self.replicas.apply_image)
         self.replicas.apply_image(None, self.image)
-        self.log_dir_mover = LogDirMover(self.replicas)
+        self.log_dir_mover = LogDirMover(
+            self.replicas,
+            lambda: self.effective_config(self.image).replica_alter_log_dirs_io_max_bytes_per_second)
         self.log_dir_mover.start()
         self.groups = self._start_group_coordinator()
         self.share = self._start_share_groups()
@@ -345,7 +348,7 @@ class Broker:
         """Register with the active controller and wait to be unfenced; only then may clients be served."""
         self.lifecycle = BrokerLifecycle(self.node_id, self.cluster_id, self.quorum, self.controller, self.channel,
                                          self._endpoints(), self.config.broker_rack,
-                                         self.config.broker_heartbeat_interval_ms)
+                                         self.config.broker_heartbeat_interval_ms, self.log_manager)
         waiting = asyncio.get_running_loop().create_task(self.lifecycle.start())
         while not waiting.done():
             done, _ = await asyncio.wait({waiting}, timeout=10.0)
@@ -532,6 +535,9 @@ class Broker:
             if not props.get("directory.id"):
                 props["directory.id"] = _new_directory_id()
                 _write_properties(os.path.join(d, "meta.properties"), props)
+            directory_uuid = _directory_uuid(props["directory.id"])
+            if directory_uuid is not None:
+                self._directory_ids[d] = directory_uuid
         return cluster_id
 
     def _set_up_security(self) -> None:
@@ -755,6 +761,16 @@ class Broker:
 def _new_cluster_id() -> str:
     # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding.
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _directory_uuid(text: str) -> str | None:
+    """A directory.id (Kafka's base64 Uuid text) as the canonical Uuid text the metadata records; None if it is
+    not a Uuid (the directory then serves, but is not reported to the controller)."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        return str(uuid.UUID(bytes=raw))
+    except ValueError:
+        return None
 
 
 def _new_directory_id() -> str:

@@ -7,15 +7,24 @@ fences it after `broker.session.timeout.ms` of silence, and unfences it on the f
 and caught up. A heartbeat answered with STALE_BROKER_EPOCH (the controller forgot or replaced this incarnation)
 sends the broker back to registration. On shutdown it asks to be fenced first, so its partitions get new
 leaders before it stops serving.
+
+Log directories (KIP-858): the registration lists the broker's online log directories; every heartbeat names
+the ones that failed since (at once when one fails, not at the next interval); and after each heartbeat (one is
+sent at once when a log is created) the broker tells the controller, with AssignReplicasToDirs, where the
+replicas whose directory the metadata does not show yet are, so that the controller can move leadership away
+from the replicas of a failed directory.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from typing import Any
 
+import kio.schema.assign_replicas_to_dirs.v0.request as assign_req
+import kio.schema.assign_replicas_to_dirs.v0.response as assign_resp
 import kio.schema.broker_heartbeat.v1.request as hb_req
 import kio.schema.broker_heartbeat.v1.response as hb_resp
 import kio.schema.broker_registration.v4.request as reg_req
@@ -27,7 +36,8 @@ from moldau.metadata.records import Endpoint
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
 from moldau.server.controller_channel import ControllerChannel, ControllerUnavailable
-from moldau.server.handlers import broker_heartbeat, broker_registration
+from moldau.server.handlers import assign_replicas_to_dirs, broker_heartbeat, broker_registration
+from moldau.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +48,7 @@ FENCED_HEARTBEAT_INTERVAL_S = 0.05  # while fenced, heartbeat often: each one ma
 class BrokerLifecycle:
     def __init__(self, broker_id: int, cluster_id: str, quorum: MetadataQuorum, controller: Controller,
                  channel: ControllerChannel, endpoints: tuple[Endpoint, ...], rack: str | None,
-                 heartbeat_interval_ms: int) -> None:
+                 heartbeat_interval_ms: int, log_manager: LogManager | None = None) -> None:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self._quorum = quorum
@@ -52,6 +62,11 @@ class BrokerLifecycle:
         self.fenced = True
         self._unfenced = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._log_manager = log_manager
+        self._wake = asyncio.Event()
+        if log_manager is not None:
+            log_manager.on_dir_offline = lambda log_dir: self._wake.set()
+            log_manager.on_log_created = lambda log_dir: self._wake.set()
 
     async def start(self) -> None:
         """Register and keep heartbeating in the background; returns once the broker is unfenced."""
@@ -82,13 +97,18 @@ class BrokerLifecycle:
             try:
                 if self.broker_epoch < 0:
                     await self._register()
+                self._wake.clear()
                 answer = await self._heartbeat(want_shutdown=False, timeout_s=max(self._interval_s, 1.0))
                 self._on_heartbeat(answer)
+                if self.broker_epoch >= 0:
+                    await self._assign_replicas_to_dirs()
             except ControllerUnavailable as exc:
                 log.warning("broker %d: %s", self.broker_id, exc)
             except Exception:
                 log.exception("broker %d: heartbeat failed", self.broker_id)
-            await asyncio.sleep(FENCED_HEARTBEAT_INTERVAL_S if self.fenced else self._interval_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(),
+                                       FENCED_HEARTBEAT_INTERVAL_S if self.fenced else self._interval_s)
 
     async def _register(self) -> None:
         request = make(reg_req.BrokerRegistrationRequest,
@@ -96,7 +116,8 @@ class BrokerLifecycle:
             listeners=tuple(make(reg_req.Listener, name=e.listener, host=e.host, port=e.port,
                                              security_protocol=_PROTOCOL_IDS.get(e.security_protocol, 0))
                             for e in self._endpoints),
-            features=(), rack=self._rack, is_migrating_zk_broker=False, log_dirs=(), previous_broker_epoch=-1)
+            features=(), rack=self._rack, is_migrating_zk_broker=False,
+            log_dirs=tuple(uuid.UUID(d) for d in self._online_dirs()), previous_broker_epoch=-1)
         answer = await self._channel.call(request, self._serve_registration, timeout_s=30.0,
                                           retry_if=_not_controller)
         if answer.error_code != ErrorCode.none:
@@ -108,9 +129,53 @@ class BrokerLifecycle:
         request = make(hb_req.BrokerHeartbeatRequest,
             broker_id=self.broker_id, broker_epoch=self.broker_epoch,
             current_metadata_offset=self._quorum.applied_offset - 1, want_fence=False,
-            want_shut_down=want_shutdown, offline_log_dirs=())
+            want_shut_down=want_shutdown,
+            offline_log_dirs=tuple(uuid.UUID(d) for d in self._offline_dirs()))
         return await self._channel.call(request, self._serve_heartbeat, timeout_s=timeout_s,
                                         retry_if=_not_controller)
+
+    def _online_dirs(self) -> list[str]:
+        return self._log_manager.online_directory_ids() if self._log_manager is not None else []
+
+    def _offline_dirs(self) -> list[str]:
+        return self._log_manager.offline_directory_ids() if self._log_manager is not None else []
+
+    def _unrecorded_assignments(self) -> dict[str, dict[uuid.UUID, list[int]]]:
+        """directory.id -> topic id -> partitions: this broker's replicas whose directory the metadata does not
+        show (new partitions, or a replica moved between directories)."""
+        if self._log_manager is None:
+            return {}
+        image = self._quorum.image
+        pending: dict[str, dict[uuid.UUID, list[int]]] = {}
+        for directory, topic_name, index in self._log_manager.directory_assignments():
+            topic = image.topics_by_name.get(topic_name)
+            partition = topic.partitions.get(index) if topic is not None else None
+            if topic is None or partition is None or self.broker_id not in partition.replicas:
+                continue
+            if partition.directory_of(self.broker_id) != directory:
+                pending.setdefault(directory, {}).setdefault(topic.topic_id, []).append(index)
+        return pending
+
+    async def _assign_replicas_to_dirs(self) -> None:
+        pending = self._unrecorded_assignments()
+        if not pending:
+            return
+        request = make(assign_req.AssignReplicasToDirsRequest, broker_id=self.broker_id,
+                       broker_epoch=self.broker_epoch, directories=tuple(
+                           make(assign_req.DirectoryData, id_=uuid.UUID(directory), topics=tuple(
+                               make(assign_req.TopicData, topic_id=topic_id, partitions=tuple(
+                                   make(assign_req.PartitionData, partition_index=p) for p in sorted(partitions)))
+                               for topic_id, partitions in topics.items()))
+                           for directory, topics in pending.items()))
+        answer = await self._channel.call(request, self._serve_assignment, timeout_s=max(self._interval_s, 1.0),
+                                          retry_if=_not_controller)
+        if answer.error_code != ErrorCode.none:
+            log.warning("broker %d: AssignReplicasToDirs answered %s", self.broker_id,
+                        ErrorCode(answer.error_code).name)
+
+    async def _serve_assignment(self, request: Any) -> Any:
+        return await assign_replicas_to_dirs.serve(self._controller, request,
+                                                   assign_resp.AssignReplicasToDirsResponse)
 
     def _on_heartbeat(self, answer: Any) -> None:
         if answer.error_code == ErrorCode.stale_broker_epoch:

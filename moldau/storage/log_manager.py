@@ -33,7 +33,7 @@ import shutil
 import time
 import uuid
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from moldau.clock import Clock
@@ -110,10 +110,12 @@ class LogManager:
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         cleaner_dedupe_buffer_bytes: int = DEFAULT_DEDUPE_BUFFER_BYTES,
         offline_dirs: Collection[str] = (),
+        directory_ids: Mapping[str, str] | None = None,
     ) -> None:
         """Open every partition found in `log_dirs` (with `topic_configs` where given, else the default
         config until `create`/`update_config` supplies the topic's own). `offline_dirs` (already found unusable)
-        and any directory that fails while being opened start offline; if none is left, OSError is raised."""
+        and any directory that fails while being opened start offline; if none is left, OSError is raised.
+        `directory_ids`: each readable directory's `directory.id` (from its meta.properties, KIP-858)."""
         if not log_dirs:
             raise ValueError("at least one log directory is needed")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -133,10 +135,15 @@ class LogManager:
         # Directories that failed (KIP-112): their logs stay registered, refusing every read and write, so that
         # a partition of theirs is never created afresh elsewhere; a restart brings them back if they are fine.
         self.offline_dirs: set[str] = {os.path.abspath(d) for d in offline_dirs}
-        # Whether a directory was offline from the start: any partition not found may be in it, unseen. The
-        # metadata does not say which directory holds a replica (KIP-858's assignments are not kept), so no log is
-        # created until a restart finds every directory readable (or the operator takes the dead one out).
+        # Whether a directory was offline from the start: any partition not found may be in it, unseen. Only a
+        # partition the metadata assigns to one of the readable directories (KIP-858) is created then; one with
+        # no assignment waits until a restart finds every directory readable (or the dead one is taken out).
         self.unseen_partitions = False
+        self.directory_ids: dict[str, str] = {os.path.abspath(d): i for d, i in (directory_ids or {}).items()}
+        # Called with the directory whenever one goes offline at runtime (the broker reports it at once), and
+        # whenever a log is created in one (the broker records the assignment at once).
+        self.on_dir_offline: Callable[[str], None] = lambda log_dir: None
+        self.on_log_created: Callable[[str], None] = lambda log_dir: None
         self.cleaner = LogCleaner(clock, self.logs, dedupe_buffer_bytes=cleaner_dedupe_buffer_bytes)
         self._start()
 
@@ -302,12 +309,15 @@ class LogManager:
         return self._logs
 
     def create(
-        self, topic: str, partition: int, topic_id: uuid.UUID | None, config: LogConfig | None = None
+        self, topic: str, partition: int, topic_id: uuid.UUID | None, config: LogConfig | None = None,
+        assigned_dir_id: str = "",
     ) -> PartitionLog:
         """The partition's log, created in the least loaded directory if it does not exist yet; an existing
-        log takes `config` when given. While a directory that was offline from the start may hold logs nobody has
-        seen, no log is created (KAFKA_STORAGE_ERROR): the partition might be one of them, and an empty log in
-        its place would lose its records."""
+        log takes `config` when given. `assigned_dir_id` is the directory the metadata assigns the replica to
+        (KIP-858; "" if none). While a directory that was offline from the start may hold logs nobody has
+        seen, a log is created only in the readable directory the metadata assigns it to; without such an
+        assignment none is (KAFKA_STORAGE_ERROR): the partition might be in the unseen directory, and an empty
+        log in its place would lose its records."""
         key = (topic, partition)
         if config is not None:
             self._topic_configs[topic] = config
@@ -318,14 +328,17 @@ class LogManager:
             if config is not None:
                 existing.config = config
             return existing
-        if self.unseen_partitions:
+        online = [d for d in self.log_dirs if d not in self.offline_dirs]
+        assigned = self.dir_with_id(assigned_dir_id)
+        if self.unseen_partitions and assigned not in online:
             raise KafkaError(ErrorCode.kafka_storage_error, f"{topic}-{partition} may be in a log directory that "
                              f"was offline at start ({', '.join(sorted(self.offline_dirs))})")
-        online = [d for d in self.log_dirs if d not in self.offline_dirs]
         if not online:
             raise KafkaError(ErrorCode.kafka_storage_error, f"cannot create {topic}-{partition}: every log "
                              "directory is offline")
         preferred = self._preferred_dir.pop(key, None)
+        if self.unseen_partitions:
+            preferred = assigned
         log_dir = preferred if preferred in online else min(
             online, key=lambda d: (self._partition_count(d), self.log_dirs.index(d)))
         try:
@@ -341,6 +354,7 @@ class LogManager:
         self._log_dir_of[key] = log_dir
         self._count_in_dir[log_dir] += 1
         self._follow(created)
+        self.on_log_created(log_dir)
         return created
 
     def _follow(self, partition_log: PartitionLog) -> None:
@@ -389,6 +403,22 @@ class LogManager:
         return self._count_in_dir.get(log_dir, 0)
 
     # -- moves between log directories (AlterReplicaLogDirs) ------------------------------------------
+
+    def dir_with_id(self, directory_id: str) -> str | None:
+        """The directory whose `directory.id` this is, if it is one of ours."""
+        return next((d for d, i in self.directory_ids.items() if i == directory_id and directory_id), None)
+
+    def online_directory_ids(self) -> list[str]:
+        return [self.directory_ids[d] for d in self.log_dirs if d in self.directory_ids and d not in self.offline_dirs]
+
+    def offline_directory_ids(self) -> list[str]:
+        """The ids of directories that went offline; one unusable from the start has no id we could read."""
+        return [self.directory_ids[d] for d in self.log_dirs if d in self.directory_ids and d in self.offline_dirs]
+
+    def directory_assignments(self) -> list[tuple[str, str, int]]:
+        """(directory.id, topic, partition) of every log in an online directory with a known id."""
+        return [(self.directory_ids[d], topic, partition) for (topic, partition), d in self._log_dir_of.items()
+                if d in self.directory_ids and d not in self.offline_dirs]
 
     def log_dir_of(self, topic: str, partition: int) -> str | None:
         """The directory holding the partition's current log, None if there is none."""
@@ -483,6 +513,7 @@ class LogManager:
             self._logs[key].offline = True
         for key in [k for k in self._futures if k in offline or self._future_dir_of[k] == log_dir]:
             self._discard_future(key)
+        self.on_dir_offline(log_dir)
 
     def advance_moves(self, max_bytes: int = MOVE_STEP_BYTES) -> MoveProgress:
         """Copy up to about `max_bytes` into the future logs; swap in each one that has caught up. The result
@@ -532,6 +563,7 @@ class LogManager:
         current.on_write = None
         current.delete()
         log.info("moved %s-%d from %s to %s (log end %d)", *key, old_dir, new_dir, future.log_end_offset)
+        self.on_log_created(new_dir)
         return future
 
     # -- periodic work -------------------------------------------------------------------------------

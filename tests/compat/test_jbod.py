@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from kafka import KafkaAdminClient
+from kafka.admin import ConfigResource, ConfigResourceType
 from kafka.errors import (
     ClusterAuthorizationFailedError,
     KafkaStorageError,
@@ -26,6 +27,7 @@ from kafka.errors import (
 from tests.support.broker_process import BrokerProcess
 from tests.support.cli_runner import moldau, ok
 from tests.support.clients import ck_consume, ck_produce, create_topic
+from tests.support.cluster import metadata_at
 
 TIMEOUT_S = 60.0
 
@@ -288,7 +290,7 @@ def test_a_reassignment_plan_with_log_dirs_moves_replicas_and_the_cli_lists_dirs
     assert f"  {topic}-0  " in listing.split(f"broker 1 {target}")[1].split("broker 1")[0]
     as_json = json.loads(ok(broker.bootstrap, "partitions", "log-dirs", "--topics", topic, "--output", "json"))
     in_target = next(d for d in as_json if d["log_dir"] == str(target))
-    assert [(p["topic"], p["partition"]) for p in in_target["partitions"]] == [(topic, 0), (topic, 1)], in_target
+    assert sorted((p["topic"], p["partition"]) for p in in_target["partitions"]) == [(topic, 0), (topic, 1)]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"version": 1, "partitions": [
         {"topic": topic, "partition": 0, "replicas": [1], "log_dirs": ["/a", "/b"]}]}))
@@ -296,10 +298,11 @@ def test_a_reassignment_plan_with_log_dirs_moves_replicas_and_the_cli_lists_dirs
     assert refused.returncode != 0 and "one directory (or \"any\") per replica" in refused.stderr
 
 
-def _produce_errors(bootstrap: str, topic: str, partition: int, count: int, size: int) -> list[str]:
+def _produce_errors(bootstrap: str, topic: str, partition: int, count: int, size: int,
+                    timeout_ms: int = 10_000) -> list[str]:
     """Produce `count` records of `size` bytes to one partition; the names of the errors (empty: all written)."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "retries": 0,
-                         "message.timeout.ms": 10_000})
+                         "message.timeout.ms": timeout_ms})
     errors: list[str] = []
 
     def on_delivery(err: Any, msg: Any) -> None:
@@ -325,9 +328,13 @@ def test_a_failed_log_dir_takes_only_its_partitions_offline(two_dirs: tuple[Brok
         assert _produce_errors(broker.bootstrap, topic, p, 10, 1000) == []
     # The disk loses a partition's files: the next segment roll fails, and with it the whole directory.
     shutil.rmtree(second / f"{topic}-{victim}")
-    errors = _produce_errors(broker.bootstrap, topic, victim, 30, 50_000)
-    assert errors and set(errors) == {"KAFKA_STORAGE_ERROR"}
-    assert set(_produce_errors(broker.bootstrap, topic, neighbour, 3, 100)) == {"KAFKA_STORAGE_ERROR"}
+    errors = _produce_errors(broker.bootstrap, topic, victim, 30, 50_000, timeout_ms=3000)
+    assert "KAFKA_STORAGE_ERROR" in errors  # then, once the controller took the replica offline, no leader
+    partitions = {p.partition_index: p for t in metadata_at(broker.bootstrap, [topic]).topics
+                  for p in t.partitions}
+    for p in in_second:  # reported offline (KIP-858): no other replica can lead them
+        assert partitions[p].leader_id == -1 and list(partitions[p].offline_replicas) == [1], partitions[p]
+    assert _produce_errors(broker.bootstrap, topic, neighbour, 1, 100, timeout_ms=2000)
     for p in in_first:  # the other directory's partitions carry on, for writes and reads
         assert _produce_errors(broker.bootstrap, topic, p, 5, 100) == []
         assert len(ck_consume(broker.bootstrap, topic, 15, partitions=[p])) == 15
@@ -360,8 +367,15 @@ def test_a_log_dir_unusable_at_start_is_offline_and_the_broker_serves_the_others
     for p in in_first:
         assert _produce_errors(broker.bootstrap, topic, p, 5, 100) == []
         assert len(ck_consume(broker.bootstrap, topic, 15, partitions=[p])) == 15
-    for p in in_second:  # not created afresh in the other directory, and reported as a storage error
-        assert set(_produce_errors(broker.bootstrap, topic, p, 2, 100)) == {"KAFKA_STORAGE_ERROR"}
+    # The controller knows these replicas are in the lost directory (KIP-858): offline, with no other replica to
+    # lead them, and not created afresh in the other directory.
+    partitions = {p.partition_index: p for t in metadata_at(broker.bootstrap, [topic]).topics
+                  for p in t.partitions}
+    for p in in_second:
+        assert partitions[p].leader_id == -1 and list(partitions[p].offline_replicas) == [1], partitions[p]
+        assert _produce_errors(broker.bootstrap, topic, p, 1, 100, timeout_ms=2000)
+    for p in in_first:
+        assert partitions[p].leader_id == 1 and not partitions[p].offline_replicas
     assert _partition_dirs(first, topic) == {f"{topic}-{p}" for p in in_first}
     create_topic(broker.bootstrap, "while-unplugged")  # any partition might be in the lost directory: none is made
     assert _produce_errors(broker.bootstrap, "while-unplugged", 0, 1, 100) == ["KAFKA_STORAGE_ERROR"]
@@ -379,3 +393,24 @@ def test_a_log_dir_unusable_at_start_is_offline_and_the_broker_serves_the_others
         expected = 15 if p in in_first else 10
         assert len(ck_consume(broker.bootstrap, topic, expected + 1, partitions=[p], timeout_s=5)) == expected
     assert _produce_errors(broker.bootstrap, "while-unplugged", 0, 1, 100) == []
+
+
+def test_moves_copy_no_faster_than_the_throttle(two_dirs: tuple[BrokerProcess, Path, Path]) -> None:
+    broker, first, second = two_dirs
+    topic = "throttled"
+    create_topic(broker.bootstrap, topic)
+    ck_produce(broker.bootstrap, topic, [{"value": bytes(10_000), "partition": 0} for _ in range(100)])
+    (source,) = [d for d in (first, second) if _partition_dirs(d, topic)]
+    target = second if source == first else first
+    admin = _admin(broker)
+    try:
+        # 1 MB at 250 kB/s: at least 3 s (the first 250 kB go at once), where unthrottled takes milliseconds.
+        admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "1", configs={
+            "replica.alter.log.dirs.io.max.bytes.per.second": "250000"})])
+        started = time.monotonic()
+        assert set(admin.alter_replica_log_dirs({(topic, 0, 1): str(target)}).values()) == {NoError}
+        _wait_moved(admin, topic, 0, target)
+        assert time.monotonic() - started >= 3.0
+    finally:
+        admin.close()
+    assert len(ck_consume(broker.bootstrap, topic, 100, partitions=[0])) == 100

@@ -97,6 +97,7 @@ def test_plan_json_round_trip_in_kafkas_format() -> None:
     plan = {("t", 1): (3, 1), ("t", 0): (1, 2)}
     text = plan_json(plan)
     assert text.startswith('{"version": 1, "partitions": [')
+    assert '"replicas": [1, 2], "log_dirs": ["any", "any"]' in text
     assert parse_plan(text) == plan
     assert parse_plan('{"version":1,"partitions":[{"topic":"x","partition":2,"replicas":[4],'
                       '"log_dirs":["any"]}]}') == {("x", 2): (4,)}

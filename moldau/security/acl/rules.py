@@ -31,8 +31,8 @@ from moldau.server.context import RequestContext
 Op, Res = AclOperation, ResourceType
 # Served on controller listeners to other nodes only: Fetch (the quorum's), Vote, BeginQuorumEpoch,
 # EndQuorumEpoch, AlterPartition, FetchSnapshot, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds,
-# UpdateRaftVoter.
-NODE_APIS = frozenset((1, 52, 53, 54, 56, 59, 62, 63, 67, 82))
+# UpdateRaftVoter, AssignReplicasToDirs.
+NODE_APIS = frozenset((1, 52, 53, 54, 56, 59, 62, 63, 67, 73, 82))
 
 
 class Where(enum.Enum):
@@ -145,6 +145,7 @@ RULES: dict[int, tuple[Rule, ...]] = {
     82: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
     63: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
     67: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
+    73: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
 }
 
 _CODES = {

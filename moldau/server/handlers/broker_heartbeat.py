@@ -1,7 +1,9 @@
 """BrokerHeartbeat (key 63): a broker says it is alive and how far it has replayed the metadata (controller only).
 
 The controller unfences a broker that has caught up with its own registration, fences one that asks for it,
-and walks a broker through controlled shutdown (fenced, leaderships moved, then told it may stop).
+and walks a broker through controlled shutdown (fenced, leaderships moved, then told it may stop). From v1 the
+broker names its failed log directories (OfflineLogDirs, KIP-858): the replicas in them leave their ISRs and
+leadership.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ async def serve(controller: Controller, request: Any, response_type: Any) -> Any
     try:
         decision = await controller.broker_heartbeat(request.broker_id, request.broker_epoch,
                                                      request.current_metadata_offset, request.want_fence,
-                                                     request.want_shut_down)
+                                                     request.want_shut_down,
+                                                     [str(d) for d in getattr(request, "offline_log_dirs", ())
+                                                      if d is not None])
     except KafkaError as exc:
         return make(response_type, throttle_time=NO_THROTTLE, error_code=exc.code, is_caught_up=False,
                     is_fenced=True, should_shut_down=False)

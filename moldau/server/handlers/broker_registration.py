@@ -31,8 +31,10 @@ async def serve(controller: Controller, cluster_id: str, request: Any, response_
                                                                                       "PLAINTEXT"))
                       for lst in request.listeners)
     try:
+        # log_dirs from v2 (KIP-858): the broker's online directories.
+        online_dirs = [str(d) for d in getattr(request, "log_dirs", ()) if d is not None]
         epoch = await controller.register_broker(request.broker_id, request.incarnation_id, endpoints,
-                                                 request.rack)
+                                                 request.rack, online_dirs)
     except KafkaError as exc:
         return _answer(response_type, exc.code, -1)
     return _answer(response_type, ErrorCode.none, epoch)

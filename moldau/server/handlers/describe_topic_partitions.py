@@ -108,7 +108,7 @@ def _partition(ctx: RequestContext, p: PartitionImage) -> Any:
                 error_code=ErrorCode.none if p.leader >= 0 else ErrorCode.leader_not_available,
                 partition_index=p.partition, leader_id=p.leader, leader_epoch=p.leader_epoch,
                 replica_nodes=p.replicas, isr_nodes=p.isr, eligible_leader_replicas=(), last_known_elr=(),
-                offline_replicas=tuple(r for r in p.replicas if not image.is_live(r)))
+                offline_replicas=tuple(r for r in p.replicas if not image.replica_online(r, p)))
 
 
 def _missing(ctx: RequestContext, name: str, code: ErrorCode) -> Any:

@@ -123,7 +123,7 @@ def _topic(ctx: RequestContext, topic: TopicImage, code: ErrorCode, request: Any
         make(part_cls, error_code=ErrorCode.none if p.leader >= 0 else ErrorCode.leader_not_available,
              partition_index=p.partition, leader_id=p.leader, leader_epoch=p.leader_epoch,
              replica_nodes=p.replicas, isr_nodes=p.isr,
-             offline_replicas=tuple(r for r in p.replicas if not image.is_live(r)))
+             offline_replicas=tuple(r for r in p.replicas if not image.replica_online(r, p)))
         for p in sorted(topic.partitions.values(), key=lambda p: p.partition)
     )
     return make(ctx.nested("MetadataResponseTopic"), error_code=code, name=topic.name, topic_id=topic.topic_id,
