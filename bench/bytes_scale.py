@@ -303,18 +303,20 @@ def throughput(small: Node, big: Node, args: argparse.Namespace) -> dict[str, di
 class Restart:
     seconds: float  # process start to the first acknowledged Produce
     load_ms: float  # what the broker logged for opening its logs (the part that could grow with the data)
+    partitions: int  # how many partition logs it opened (the clients' __consumer_offsets among them)
     revalidated_bytes: int
 
 
-_LOAD_LINE = re.compile(r"opened \d+ partition logs in .* in (\d+) ms")
+_LOAD_LINE = re.compile(r"opened (\d+) partition logs in .* in (\d+) ms")
 
 
-def logs_load_ms(node: Node) -> float:
+def logs_loaded(node: Node) -> tuple[float, int]:
+    """(ms, partition logs) the broker logged for opening its logs at its last start."""
     text = (node.base / f"broker-{node.starts}.log").read_text(errors="replace")
     found = _LOAD_LINE.findall(text)
     if not found:
         raise BenchError(f"{node.label}: the broker logged no log-loading time")
-    return float(sum(int(ms) for ms in found))
+    return float(sum(int(ms) for _, ms in found)), sum(int(count) for count, _ in found)
 
 
 def restart(node: Node, unclean: bool, tail_mb: int) -> Restart:
@@ -329,7 +331,8 @@ def restart(node: Node, unclean: bool, tail_mb: int) -> Restart:
     started = time.monotonic()
     node.start()
     first_acknowledged_produce(node, started + READY_TIMEOUT_S)
-    return Restart(time.monotonic() - started, logs_load_ms(node), revalidate)
+    seconds = time.monotonic() - started
+    return Restart(seconds, *logs_loaded(node), revalidate)
 
 
 @dataclass
@@ -481,7 +484,8 @@ def report(args: argparse.Namespace, figures: dict[str, dict[str, list[float]]],
         print(f"{'restart ' + kind + ' s':28} {small_r.seconds:10.2f} {big_r.seconds:10.2f} "
               f"{big_r.seconds / small_r.seconds:10.2f}")
         print(f"{'  of which logs loaded, ms':28} {small_r.load_ms:10.0f} {big_r.load_ms:10.0f} "
-              f"{big_r.load_ms / max(small_r.load_ms, 1.0):10.2f}")
+              f"{big_r.load_ms / max(small_r.load_ms, 1.0):10.2f}   ({small_r.partitions} and "
+              f"{big_r.partitions} partition logs)")
         if kind == "unclean":
             print(f"{'  re-validated MB':28} {small_r.revalidated_bytes / MB:10.1f} "
                   f"{big_r.revalidated_bytes / MB:10.1f}")
