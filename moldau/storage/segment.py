@@ -123,9 +123,9 @@ class DeferredCloser:
 
     A fetch may still be sending from a `FileSlice` of a segment that retention just deleted; closing at
     once could let the kernel reuse the fd number for another file. The last close of a deleted file is
-    also when the file system frees its blocks, which for a segment of a gigabyte can take long enough to
-    stall the event loop, so due closes and unlinks run on one worker thread (as Kafka deletes `.deleted`
-    files asynchronously). The owner calls `run(now_ms)` periodically and `close_all()` on shutdown.
+    also when the file system frees its blocks, work that grows with the segment's size and must not stall
+    the event loop, so due closes and unlinks run on one worker thread (as Kafka deletes `.deleted` files
+    asynchronously). The owner calls `run(now_ms)` periodically and `close_all()` on shutdown.
     """
 
     def __init__(self, delay_ms: int) -> None:
