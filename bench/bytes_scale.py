@@ -1,9 +1,10 @@
 """Scale in bytes: does a broker holding a large log serve, restart and delete as fast as one holding a small log?
 
 Two single-node Moldau brokers run side by side with the same settings, each with one single-partition topic: the
-*small* one holds ``--small-mb`` MB (100 by default), the *big* one ``--size-gb`` GB (20 by default; a quick run
-uses ``--size-gb 2``). Both are filled with 1 MiB batches of 1000-byte values over the raw protocol. Then, for
-each broker in turn (alternating, ``--rounds`` times, medians kept):
+*small* one holds ``--small-mb`` MB (100 by default; its ``retention.bytes`` keeps it there, up to one segment
+more, while the measurements write into it), the *big* one ``--size-gb`` GB (20 by default, growing with what the
+measurements write; a quick run uses ``--size-gb 2``). Both are filled with 1 MiB batches of 1000-byte values
+over the raw protocol. Then, for each broker in turn (alternating, ``--rounds`` times, medians kept):
 
 * **produce**: raw-protocol Produce of 1 MiB batches, acks=1 (``bench/raw_driver.py``'s loop and end-offset
   check), and a confluent-kafka producer writing ``--client-mb`` MB of 1000-byte records (what users see);
@@ -158,7 +159,10 @@ def nodes(args: argparse.Namespace) -> Iterator[tuple[Node, Node]]:
             node.start()
         for node in pair:
             node.wait_serving()
-            create_topic(node.bootstrap, TOPIC, 1)
+        # The small log stays small while the produce measurements write into both: retention keeps it between
+        # --small-mb and one segment more.
+        create_topic(pair[0].bootstrap, TOPIC, 1, config={"retention.bytes": str(int(args.small_mb * MB))})
+        create_topic(pair[1].bootstrap, TOPIC, 1)
         yield pair
     finally:
         for node in pair:
@@ -291,6 +295,7 @@ def throughput(small: Node, big: Node, args: argparse.Namespace) -> dict[str, di
             raw = measure_produce(node.bootstrap, TOPIC, raw_args(args))
             out.setdefault("produce raw MB/s", []).append(raw["mb_s"])
             out.setdefault("produce client MB/s", []).append(client_produce_mb_s(node, args.client_mb))
+            time.sleep(1.5)  # a retention check of the small log, so that no fetched offset goes during the fetches
             low, high = end_offset(node)
             newest = measure_fetch_window(node, max(low, high - window), high, args)
             out.setdefault("fetch newest MB/s", []).append(newest["mb_s"])
