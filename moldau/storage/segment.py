@@ -26,6 +26,7 @@ import logging
 import os
 import struct
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -51,6 +52,7 @@ from moldau.storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "DELETED_SUFFIX",
     "INDEX_SUFFIX",
     "LOG_SUFFIX",
     "TIME_INDEX_SUFFIX",
@@ -67,6 +69,8 @@ __all__ = [
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+# A segment retention deleted, until its fd is closed and the file unlinked off the event loop.
+DELETED_SUFFIX = ".deleted"
 
 # Header scans read this much at a time: index entries are ~4 KiB apart, so one read usually suffices.
 _SCAN_CHUNK_BYTES = 16 * 1024
@@ -129,31 +133,54 @@ class AppendedBatch(NamedTuple):
     size_bytes: int
 
 
+class _Doomed(NamedTuple):
+    deadline_ms: int
+    fd: int
+    paths: tuple[str, ...]  # `.deleted` files to unlink with the fd's close
+
+
 class DeferredCloser:
-    """Closes file descriptors of deleted segments only after `delay_ms`.
+    """Closes file descriptors of deleted segments (and unlinks their `.deleted` files) only after `delay_ms`,
+    on a background thread.
 
     A fetch may still be sending from a `FileSlice` of a segment that retention just deleted; closing at
-    once could let the kernel reuse the fd number for another file. The owner calls `run(now_ms)`
-    periodically and `close_all()` on shutdown.
+    once could let the kernel reuse the fd number for another file. The last close of a deleted file is
+    also when the file system frees its blocks, work that grows with the segment's size and must not stall
+    the event loop, so due closes and unlinks run on one worker thread (as Kafka deletes `.deleted` files
+    asynchronously). The owner calls `run(now_ms)` periodically and `close_all()` on shutdown.
     """
 
     def __init__(self, delay_ms: int) -> None:
         self.delay_ms = delay_ms
-        self._pending: list[tuple[int, int]] = []
+        self._pending: list[_Doomed] = []
+        self._reaper: ThreadPoolExecutor | None = None
 
-    def close_later(self, fd: int, now_ms: int) -> None:
-        self._pending.append((now_ms + self.delay_ms, fd))
+    def close_later(self, fd: int, now_ms: int, paths: Sequence[str] = ()) -> None:
+        self._pending.append(_Doomed(now_ms + self.delay_ms, fd, tuple(paths)))
 
     def run(self, now_ms: int) -> None:
-        due = [fd for deadline, fd in self._pending if deadline <= now_ms]
-        self._pending = [(d, fd) for d, fd in self._pending if d > now_ms]
-        for fd in due:
-            _close_quietly(fd)
+        due = [d for d in self._pending if d.deadline_ms <= now_ms]
+        if not due:
+            return
+        self._pending = [d for d in self._pending if d.deadline_ms > now_ms]
+        if self._reaper is None:
+            self._reaper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="segment-delete")
+        self._reaper.submit(_reap, due)
 
     def close_all(self) -> None:
+        """Close and unlink everything pending now, after what the worker already has."""
         pending, self._pending = self._pending, []
-        for _, fd in pending:
-            _close_quietly(fd)
+        if self._reaper is not None:
+            self._reaper.shutdown(wait=True)
+            self._reaper = None
+        _reap(pending)
+
+
+def _reap(doomed: Sequence[_Doomed]) -> None:
+    for item in doomed:
+        for path in item.paths:
+            _remove_quietly(path)
+        _close_quietly(item.fd)
 
 
 class _Tail(NamedTuple):
@@ -623,6 +650,19 @@ class LogSegment:
         if os.fstat(self._fd).st_size > self._size:
             self._cut_garbage()
         _close_quietly(self._fd)
+
+    def mark_deleted(self) -> list[str]:
+        """Rename the segment's files to `<name>.deleted` and return their new paths, for the caller to unlink
+        later, off the event loop (with the fd's close, when the blocks are freed). A crash before then leaves
+        `.deleted` files, which the next open removes."""
+        renamed = []
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            path = segment_path(self.directory, self.base_offset, suffix)
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(path, path + DELETED_SUFFIX)
+                renamed.append(path + DELETED_SUFFIX)
+        self.txn_index.forget()
+        return renamed
 
     def delete(self, close_fd: Callable[[int], None] = os.close) -> None:
         """Remove the files now; the fd is handed to `close_fd` (which may close it later)."""

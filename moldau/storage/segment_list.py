@@ -4,8 +4,9 @@
 class carries it out on the list and the files: it keeps the segments sorted by base offset with a parallel
 list of base offsets for lookups, creates new ones, deletes the oldest or the newest, and replaces
 compacted ones. It holds no offsets of the log (start, end, high watermark), so it never decides anything
-about them. A deleted segment's fd is closed through the shared `DeferredCloser`, after
-file_delete_delay_ms, so fetches already holding a slice of it can finish.
+about them. Retention deletes a segment by renaming its files to `.deleted`; its fd is closed and the files
+unlinked through the shared `DeferredCloser`, after file_delete_delay_ms and off the event loop, so fetches
+already holding a slice of it can finish.
 """
 
 from __future__ import annotations
@@ -92,8 +93,10 @@ class SegmentList:
         return taken
 
     def delete_files(self, segments: Sequence[LogSegment], now_ms: int) -> None:
+        """Retention and DeleteRecords: the files are renamed to `.deleted` now and unlinked with the fd's
+        close, after file_delete_delay_ms and off the event loop."""
         for segment in segments:
-            segment.delete(self.close_later(now_ms))
+            self.closer.close_later(segment.fd, now_ms, segment.mark_deleted())
 
     def keep_first(self, count: int, now_ms: int) -> None:
         """Delete every segment after the `count` oldest."""

@@ -117,6 +117,10 @@ class TransactionIndex:
     def delete(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
+        self.forget()
+
+    def forget(self) -> None:
+        """Drop the entries in memory only (the file was renamed away or deleted)."""
         self._entries, self._dirty = [], False
 
 

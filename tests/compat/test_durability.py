@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import struct
 import threading
 import time
 import uuid
@@ -45,6 +47,39 @@ def test_restart_after_clean_shutdown_skips_recovery(broker: BrokerProcess) -> N
     broker.start()
     assert "after an unclean shutdown" in broker.log_tail(12), broker.log_tail(12)
     assert len(ck_consume(broker.bootstrap, "clean", 500)) == 500
+
+
+def test_kill_9_recovery_rereads_only_segments_after_the_recovery_point(broker: BrokerProcess,
+                                                                       tmp_path: Path) -> None:
+    create_topic(broker.bootstrap, "tail", config={"segment.bytes": "4096"})
+    acks = ck_produce(broker.bootstrap, "tail", [{"value": b"r" * 100} for _ in range(400)], **{"batch.size": 1500})
+    directory = tmp_path / "logs" / "tail-0"
+    logs = sorted(directory.glob("*.log"))
+    active_base = int(logs[-1].name.split(".")[0])
+    # The periodic flush fsyncs rolled segments and moves the recovery point to the active segment.
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError):
+            if int((directory / "recovery-point").read_text()) == active_base:
+                break
+        time.sleep(0.1)
+    assert int((directory / "recovery-point").read_text()) == active_base
+    below = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in directory.glob("*.index")
+             if int(p.name.split(".")[0]) < active_base}
+    assert len(below) > 5
+    active_size = logs[-1].stat().st_size
+    broker.kill()
+    with logs[-1].open("ab") as torn:  # what a crash in the middle of a write leaves: half a batch
+        torn.write(struct.pack(">qi", 400, 5000) + b"\x00" * 40)
+    broker.start()
+    assert "recovery cut" in broker.log_tail(40), broker.log_tail(40)
+    assert logs[-1].stat().st_size == active_size
+    # Segments below the recovery point were neither re-validated nor had their indexes rebuilt.
+    assert {p: (directory / p).stat().st_mtime_ns for p in below} == {p: m for p, (m, _) in below.items()}
+    assert {p: (directory / p).read_bytes() for p in below} == {p: b for p, (_, b) in below.items()}
+    got = ck_consume(broker.bootstrap, "tail", len(acks))
+    assert [(r.offset, r.value) for r in got] == [(o, b"r" * 100) for _, o in acks]
+    assert ck_produce(broker.bootstrap, "tail", [{"value": b"after"}])[0][1] == 400
 
 
 def test_kill_9_during_produce_load_loses_no_acknowledged_record(broker: BrokerProcess) -> None:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 import uuid
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from moldau.protocol.record_batch import parse_header, split_batches
 from moldau.storage.log import PartitionLog
 from moldau.storage.log_config import LogConfig, TimestampType
 from tests.unit.storage.batches import START_MS, batches_of, decode, decode_with_timestamps, make_batch, values
-from tests.unit.storage.conftest import OpenLog
+from tests.unit.storage.conftest import OpenLog, crash
 
 
 def _append(log: PartitionLog, n: int, *, epoch: int = 0, size: int = 0, **kwargs: object) -> tuple[int, int]:
@@ -233,6 +234,47 @@ def test_retention_by_size(open_log: OpenLog) -> None:
     assert log.size_bytes >= 1500 > log.size_bytes - log.segments[0].size_bytes
     assert log.log_start_offset == log.segments[0].base_offset
     assert _all_records(log, log.log_start_offset)[0][0] == log.log_start_offset
+
+
+def _deleted_files(directory: Path) -> list[str]:
+    return sorted(name for name in os.listdir(directory) if name.endswith(".deleted"))
+
+
+def test_retention_renames_segments_then_unlinks_them_off_the_caller_after_the_delay(
+        open_log: OpenLog, tmp_path: Path) -> None:
+    log = open_log(segment_bytes=700, retention_bytes=1500, retention_ms=-1, file_delete_delay_ms=1000)
+    for _ in range(12):
+        _append(log, 2, size=60)
+    first = log.segments[0]
+    fd, size, base = first.fd, first.size_bytes, first.base_offset
+    assert log.apply_retention(START_MS) > 0
+    directory = tmp_path / "topic-0"
+    assert f"{base:020d}.log.deleted" in _deleted_files(directory)
+    assert not (directory / f"{base:020d}.log").exists()
+    assert len(os.pread(fd, size, 0)) == size  # a fetch already holding a slice of it still reads it
+    log.apply_retention(START_MS + 999)
+    assert f"{base:020d}.log.deleted" in _deleted_files(directory)
+    log.apply_retention(START_MS + 1000)  # due: closed and unlinked on the worker thread
+    deadline = time.monotonic() + 10
+    while _deleted_files(directory) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _deleted_files(directory) == []
+    assert _all_records(log, log.log_start_offset)[0][0] == log.log_start_offset
+
+
+def test_deleted_segments_left_by_a_crash_are_removed_at_the_next_open(open_log: OpenLog, tmp_path: Path) -> None:
+    log = open_log(segment_bytes=700, retention_bytes=1500, retention_ms=-1)
+    for _ in range(12):
+        _append(log, 2, size=60)
+    log.flush()
+    assert log.apply_retention(START_MS) > 0
+    start, end = log.log_start_offset, log.log_end_offset
+    assert _deleted_files(tmp_path / "topic-0")
+    crash(log)
+    reopened = open_log(segment_bytes=700, retention_bytes=1500, retention_ms=-1)
+    assert _deleted_files(tmp_path / "topic-0") == []
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (start, end)
+    assert [o for o, _ in _all_records(reopened, start)] == list(range(start, end))
 
 
 def test_retention_is_skipped_for_compact_only(open_log: OpenLog) -> None:
