@@ -36,8 +36,9 @@ def wants_json(args: argparse.Namespace) -> bool:
 
 
 def key(header: str) -> str:
-    """A column header as a JSON key: `LOG-END-OFFSET` -> `log_end_offset`."""
-    return re.sub(r"[^0-9a-z]+", "_", header.lower()).strip("_")
+    """A column header as a JSON key: `LOG-END-OFFSET` -> `log_end_offset`, `LogEndOffset` -> `log_end_offset`."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", header)
+    return re.sub(r"[^0-9a-z]+", "_", words.lower()).strip("_")
 
 
 def records(rows: Iterable[Sequence[object]], headers: Sequence[str]) -> list[dict[str, Any]]:

@@ -30,8 +30,8 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i32, i32Timedelta, u16
 
 from moldau.cli.common import CliError, add_action, command_properties
+from moldau.cli.output import add_output_option, emit, emit_table
 from moldau.cli.raw_request import call, check
-from moldau.cli.table import format_table
 from moldau.config.addresses import Listener, parse_listener
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -49,6 +49,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     shown = describe.add_mutually_exclusive_group()
     shown.add_argument("--status", action="store_true", help="leader, epoch, high watermark, voters (default)")
     shown.add_argument("--replication", action="store_true", help="one row per voter and observer")
+    add_output_option(describe)
     add = add_action(actions, "add-controller", run_add, "make a controller that follows the log a voter")
     add.add_argument("--controller-id", type=int, help="its node.id (default: from --command-config)")
     add.add_argument("--controller-directory-id", help="its metadata directory id (default: read from its "
@@ -100,8 +101,8 @@ def _endpoint_of(response: Any, node_id: int) -> str:
 def run_describe(args: argparse.Namespace) -> int:
     response, partition = _leader_view(args)
     if args.replication:
-        print(format_table(_replication_rows(partition), ["NodeId", "DirectoryId", "LogEndOffset", "Lag",
-                                                          "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"]))
+        emit_table(args, _replication_rows(partition), ["NodeId", "DirectoryId", "LogEndOffset", "Lag",
+                                                        "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"])
         return 0
     endpoints = {int(n.node_id): [f"{e.name}://{e.host}:{e.port}" for e in n.listeners] for n in response.nodes}
     lags = [partition.high_watermark - v.log_end_offset for v in partition.current_voters]
@@ -117,8 +118,14 @@ def run_describe(args: argparse.Namespace) -> int:
         ("CurrentVoters:", json.dumps([_replica_json(v, endpoints) for v in partition.current_voters])),
         ("CurrentObservers:", json.dumps([_replica_json(o, {}) for o in partition.observers])),
     ]
-    for name, value in rows:
-        print(f"{name:<22}{value}")
+    document = {
+        "leader_id": int(partition.leader_id), "leader_epoch": int(partition.leader_epoch),
+        "high_watermark": int(partition.high_watermark), "max_follower_lag": max(lags, default=0),
+        "max_follower_lag_time_ms": max(caught_up, default=0),
+        "current_voters": [_replica_json(v, endpoints) for v in partition.current_voters],
+        "current_observers": [_replica_json(o, {}) for o in partition.observers],
+    }
+    emit(args, document, lambda: "\n".join(f"{name:<22}{value}" for name, value in rows))
     return 0
 
 

@@ -57,12 +57,13 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     check.add_argument("--version", metavar="V",
                        help="only against this version (default: the versions the subject's level names)")
 
-    config = _action(actions, "config", run_config, "show or set the compatibility level (global or a subject's)")
+    config = add_output_option(_action(actions, "config", run_config,
+                                       "show or set the compatibility level (global or a subject's)"))
     config.add_argument("subject", nargs="?", metavar="SUBJECT")
     config.add_argument("--set", choices=LEVELS, metavar="LEVEL", help=f"set it: {', '.join(LEVELS)}")
     config.add_argument("--delete", action="store_true", help="remove the subject's own level (back to global)")
 
-    mode = _action(actions, "mode", run_mode, "show or set the mode (global or a subject's)")
+    mode = add_output_option(_action(actions, "mode", run_mode, "show or set the mode (global or a subject's)"))
     mode.add_argument("subject", nargs="?", metavar="SUBJECT")
     mode.add_argument("--set", choices=MODES, metavar="MODE", help=f"set it: {', '.join(MODES)}")
     mode.add_argument("--force", action="store_true", help="IMPORT even when schemas exist")
@@ -200,7 +201,7 @@ def run_config(args: argparse.Namespace) -> int:
     else:
         answer = _call("cannot get the compatibility level", client.get, path,
                        defaultToGlobal=True if args.subject else None)
-        print(answer["compatibilityLevel"])
+        emit(args, answer, lambda: str(answer["compatibilityLevel"]))  # json: the registry's own answer
     return 0
 
 
@@ -213,6 +214,8 @@ def run_mode(args: argparse.Namespace) -> int:
         answer = _call("cannot delete the mode", client.delete, path)
     else:
         answer = _call("cannot get the mode", client.get, path, defaultToGlobal=True if args.subject else None)
+        emit(args, answer, lambda: str(answer["mode"]))  # json: the registry's own answer
+        return 0
     print(answer["mode"])
     return 0
 

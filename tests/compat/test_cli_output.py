@@ -222,3 +222,12 @@ def test_top_redraws_on_a_terminal_until_interrupted(shared_broker: BrokerProces
     os.close(leader)
     frames = screen.split(b"\033[H\033[2J")  # each frame starts by clearing the screen
     assert len(frames) >= 5 and all(b"MSG/S" in frame and topic.encode() in frame for frame in frames[1:4])
+
+
+def test_quorum_describe_as_json(shared_broker: BrokerProcess) -> None:
+    status = json.loads(ok(shared_broker.bootstrap, "quorum", "describe", "-o", "json"))
+    assert status["leader_id"] == 1 and [voter["id"] for voter in status["current_voters"]] == [1]
+    assert status["high_watermark"] > 0 and status["current_observers"] == []
+    rows = json.loads(ok(shared_broker.bootstrap, "quorum", "describe", "--replication", "-o", "json"))
+    assert [(row["node_id"], row["status"]) for row in rows] == [(1, "Leader")], rows
+    assert rows[0]["log_end_offset"] >= status["high_watermark"]

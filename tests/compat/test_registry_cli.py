@@ -80,6 +80,8 @@ def test_schemas_register_evolve_check_config_and_delete(shared_broker: BrokerPr
     assert ok(shared_broker, "schemas", "config", subject).strip() == "NONE"
     assert "version 3" in ok(shared_broker, "schemas", "register", subject, str(bad))
     assert ok(shared_broker, "schemas", "mode", subject).strip() == "READWRITE"
+    assert json.loads(ok(shared_broker, "schemas", "config", subject, "-o", "json")) == {"compatibilityLevel": "NONE"}
+    assert json.loads(ok(shared_broker, "schemas", "mode", subject, "--output", "json")) == {"mode": "READWRITE"}
     invalid = run(shared_broker, "schemas", "register", subject, "-", stdin='{"type": "recrod"}')
     assert invalid.returncode == 1 and "error 42201" in invalid.stderr, invalid.stderr
 

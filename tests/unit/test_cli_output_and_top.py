@@ -15,6 +15,8 @@ from moldau.cli.top import Sample, TopicSample, topic_rates
 def test_headers_become_snake_case_keys_and_dashes_become_null() -> None:
     assert [key(h) for h in ("LOG-END-OFFSET", "SUPPORTED_MIN", "MSG/S", "CLIENT-ID")] == [
         "log_end_offset", "supported_min", "msg_s", "client_id"]
+    assert [key(h) for h in ("NodeId", "LastCaughtUpTimestamp", "IN-FLIGHT")] == [
+        "node_id", "last_caught_up_timestamp", "in_flight"]
     assert records([("t", 0, None)], ("TOPIC", "PARTITION", "LAG")) == [{"topic": "t", "partition": 0, "lag": None}]
 
 
