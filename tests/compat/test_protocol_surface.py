@@ -19,11 +19,14 @@ from kio.schema.alter_partition_reassignments.v1.request import (
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
 from kio.schema.api_versions.v4.request import ApiVersionsRequest as ApiVersionsV4
 from kio.schema.consumer_group_heartbeat.v0.request import ConsumerGroupHeartbeatRequest
+from kio.schema.describe_acls.v3.request import DescribeAclsRequest
 from kio.schema.describe_topic_partitions.v0.request import Cursor, DescribeTopicPartitionsRequest, TopicRequest
 from kio.schema.types import BrokerId, GroupId, TopicName
 from kio.schema.unregister_broker.v0.request import UnregisterBrokerRequest
-from kio.static.primitive import i32, i32Timedelta
+from kio.static.primitive import i8, i32, i32Timedelta
 
+from moldau.net.ports import free_port
+from moldau.protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
 from tests.support.cli_runner import moldau, ok
 from tests.support.raw_client import RawClient
@@ -69,6 +72,54 @@ def test_every_advertised_range_lies_within_kafka_4_2s(surface_broker: BrokerPro
         assert key in kafka, f"API {key} is not one Kafka 4.2 brokers serve"
         assert kafka[key][0] <= high and low <= high <= kafka[key][1], (key, (low, high), kafka[key])
     assert {1: 18, 2: 11, 35: 4, 45: 1, 57: 2, 64: 0, 75: 0}.items() <= {k: v[1] for k, v in served.items()}.items()
+
+
+# What a Kafka 4.2 controller listener advertises: the APIs whose message schemas name the "controller" listener,
+# at their 4.2 ranges, less what Moldau does not implement (delegation tokens 38-41, Envelope 58,
+# ControllerRegistration 70) and capped where Moldau serves fewer versions (noted by key).
+KAFKA_4_2_CONTROLLER = {
+    1: (17, 17),  # Kafka 4-18: a controller listener serves only the quorum's fetch
+    17: (0, 1), 18: (0, 4), 19: (2, 7), 20: (1, 6), 29: (1, 3), 30: (1, 3), 31: (1, 3), 32: (1, 4), 33: (0, 2),
+    36: (0, 2), 37: (0, 3), 43: (0, 2), 44: (0, 1), 45: (0, 1), 46: (0, 0), 49: (0, 1), 50: (0, 0), 51: (0, 0),
+    52: (2, 2),  # Kafka 0-2: Moldau nodes speak the KIP-853 versions of the quorum's APIs
+    53: (1, 1), 54: (1, 1),  # Kafka 0-1, as 52
+    55: (0, 2), 56: (2, 3), 57: (0, 2),
+    59: (1, 1),  # Kafka 0-1, as 52
+    60: (0, 2), 62: (0, 4), 63: (0, 1), 64: (0, 0), 67: (0, 0), 73: (0, 0), 80: (0, 1), 81: (0, 0), 82: (0, 0),
+}
+
+
+@pytest.fixture(scope="module")
+def controller_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    client_port, controller_port = free_port(), free_port()
+    proc = BrokerProcess(tmp_path_factory.mktemp("surface-controller"), {
+        "listeners": f"PLAINTEXT://127.0.0.1:{client_port},CONTROLLER://127.0.0.1:{controller_port}",
+        "controller.listener.names": "CONTROLLER",
+        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+    }, port=client_port)
+    proc.start()
+    try:
+        yield f"127.0.0.1:{controller_port}"
+        assert proc.stop() == 0
+    finally:
+        proc.cleanup()
+
+
+def test_controller_listener_advertises_kafka_4_2s_controller_apis(controller_bootstrap: str) -> None:
+    with RawClient(controller_bootstrap) as client:
+        response = client.request(ApiVersionsV3(client_software_name="t", client_software_version="1"))
+    served = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
+    assert served == KAFKA_4_2_CONTROLLER
+
+
+def test_admin_clients_describe_acls_on_a_controller_listener(controller_bootstrap: str) -> None:
+    """KIP-919's `kafka-acls --bootstrap-controller` lists ACLs through a controller listener."""
+    request = DescribeAclsRequest(resource_type_filter=i8(1), resource_name_filter=None, pattern_type_filter=i8(1),
+                                  principal_filter=None, host_filter=None, operation=i8(1),
+                                  permission_type=i8(1))
+    with RawClient(controller_bootstrap) as client:
+        response = client.request(request)
+    assert ErrorCode(response.error_code) in (ErrorCode.none, ErrorCode.security_disabled)
 
 
 # -- DescribeTopicPartitions -------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 The controller unfences a broker that has caught up with its own registration, fences one that asks for it,
 and walks a broker through controlled shutdown (fenced, leaderships moved, then told it may stop). From v1 the
 broker names its failed log directories (OfflineLogDirs, KIP-858): the replicas in them leave their ISRs and
-leadership.
+leadership. v2 (cordoned log directories, KIP-1066) is Kafka 4.3's, so it is not advertised.
 """
 
 from __future__ import annotations
@@ -37,4 +37,4 @@ async def serve(controller: Controller, request: Any, response_type: Any) -> Any
                 should_shut_down=decision.should_shut_down)
 
 
-API = Api(key=63, name="BrokerHeartbeat", min_version=0, max_version=2, handle=handle)
+API = Api(key=63, name="BrokerHeartbeat", min_version=0, max_version=1, handle=handle)

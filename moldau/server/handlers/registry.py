@@ -3,7 +3,10 @@
 Client listeners serve the client APIs. Controller listeners serve what nodes send each other (the quorum's
 Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot and UpdateRaftVoter; BrokerRegistration,
 BrokerHeartbeat and AllocateProducerIds) and the admin requests brokers forward to the active controller
-(AddRaftVoter and RemoveRaftVoter among them).
+(AddRaftVoter and RemoveRaftVoter among them), which admin clients may also send straight to a controller
+(KIP-919, `--bootstrap-controller`) with the read-only DescribeConfigs, DescribeAcls and
+DescribeUserScramCredentials. The set is Kafka 4.2's controller set (the message schemas' "controller" listener)
+minus what Moldau does not implement (delegation tokens, Envelope, ControllerRegistration); docs/protocol.md.
 """
 
 from __future__ import annotations
@@ -202,9 +205,12 @@ CONTROLLER_APIS: dict[int, Api] = {
         remove_raft_voter.API,
         update_raft_voter.API,
         elect_leaders.API,
+        describe_configs.API,
+        describe_acls.API,
         create_acls.API,
         delete_acls.API,
         alter_client_quotas.API,
+        describe_user_scram_credentials.API,
         alter_user_scram_credentials.API,
     )
 }
