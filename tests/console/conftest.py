@@ -59,4 +59,7 @@ def browser(chromium: Browser, console_broker: BrokerProcess) -> Iterator[Browse
     chromium.console_errors()
     yield chromium
     errors = chromium.console_errors()
+    # Leave no page polling (htmx, charts) for the rest of the session: the browser and its broker live on until
+    # the session ends, and other tests share the two cores with them.
+    chromium.driver.get("about:blank")
     assert not errors, f"the page logged errors: {errors}"
