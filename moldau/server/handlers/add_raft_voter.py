@@ -12,33 +12,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from moldau.protocol.codec import make
-from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
-from moldau.server.handlers.common import NO_THROTTLE
-from moldau.server.handlers.raft_voters import check_cluster, timeout_s, voter_from_request
+from moldau.server.handlers.raft_voters import change_voters, timeout_s, voter_from_request
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _response(ctx, ErrorCode.cluster_authorization_failed, f"{ctx.principal} may not ALTER the cluster")
-    forwarded = await ctx.broker.forward_to_controller(ctx, request)
-    if forwarded is not None:
-        return forwarded
-    try:
-        check_cluster(ctx, request)
+    async def add() -> None:
         voter = voter_from_request(ctx, request)
         ack = bool(getattr(request, "ack_when_committed", True))
         await ctx.broker.quorum.add_voter(voter, timeout_s(request.timeout), ack_when_committed=ack)
-    except KafkaError as exc:
-        return _response(ctx, exc.code, exc.message)
-    return _response(ctx, ErrorCode.none, None)
 
-
-def _response(ctx: RequestContext, code: ErrorCode, message: str | None) -> Any:
-    return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=code, error_message=message)
+    return await change_voters(ctx, request, add)
 
 
 API = Api(key=80, name="AddRaftVoter", min_version=0, max_version=1, handle=handle)
