@@ -16,12 +16,11 @@ from dataclasses import dataclass
 
 from moldau.protocol.codec import DirectBody, InvalidRequest
 from moldau.protocol.request_reader import RequestReader
-from moldau.protocol.wire import ResponsePart
+from moldau.protocol.wire import I16, I32, ResponsePart
 
 FIRST_FLEXIBLE_VERSION = 4
-_I32 = struct.Struct(">i")
 _THROTTLE_ERROR = struct.Struct(">ih")
-_ERROR = struct.Struct(">h")
+
 
 
 @dataclass(slots=True)
@@ -37,7 +36,7 @@ def parse_heartbeat_request(frame: bytes | memoryview, pos: int, version: int) -
     reader = RequestReader(memoryview(frame), pos, flexible=version >= FIRST_FLEXIBLE_VERSION)
     try:
         group_id = reader.string()
-        (generation,) = reader.fixed(_I32)
+        (generation,) = reader.fixed(I32)
         member_id = reader.string()
         instance_id = reader.nullable_string() if version >= 3 else None
         reader.expect_no_tags()
@@ -54,6 +53,6 @@ class HeartbeatResponse(DirectBody):
 
     def encode(self, version: int) -> list[ResponsePart]:
         if version == 0:
-            return [_ERROR.pack(self.error_code)]
+            return [I16.pack(self.error_code)]
         body = _THROTTLE_ERROR.pack(self.throttle_time_ms, self.error_code)
         return [body + b"\x00" if version >= FIRST_FLEXIBLE_VERSION else body]

@@ -22,12 +22,10 @@ from dataclasses import dataclass
 
 from moldau.protocol.codec import DirectBody, InvalidRequest
 from moldau.protocol.request_reader import RequestReader
-from moldau.protocol.wire import I32, ResponsePart, ResponseWriter
+from moldau.protocol.wire import I32, I64, ResponsePart, ResponseWriter
 
 FIRST_FLEXIBLE_VERSION = 8
 FIRST_TOPIC_ID_VERSION = 10
-_I64 = struct.Struct(">q")
-_I32 = struct.Struct(">i")
 _INDEX_OFFSET = struct.Struct(">iq")
 _INDEX_ERROR = struct.Struct(">ih")
 
@@ -61,11 +59,11 @@ def parse_offset_commit_request(frame: bytes | memoryview, pos: int, version: in
     reader = RequestReader(memoryview(frame), pos, flexible=version >= FIRST_FLEXIBLE_VERSION)
     try:
         group_id = reader.string()
-        (generation,) = reader.fixed(_I32)
+        (generation,) = reader.fixed(I32)
         member_id = reader.string()
         instance_id = reader.nullable_string() if version >= 7 else None
         if version <= 4:
-            reader.fixed(_I64)  # retention time: ignored, see the handler
+            reader.fixed(I64)  # retention time: ignored, see the handler
         topics = [_topic(reader, version) for _ in range(reader.array_length())]
         reader.expect_no_tags()
         reader.expect_end()
@@ -82,7 +80,7 @@ def _topic(reader: RequestReader, version: int) -> OffsetCommitRequestTopic:
     partitions = []
     for _ in range(reader.array_length()):
         index, offset = reader.fixed(_INDEX_OFFSET)
-        epoch = reader.fixed(_I32)[0] if version >= 6 else -1
+        epoch = reader.fixed(I32)[0] if version >= 6 else -1
         partitions.append(OffsetCommitRequestPartition(index, offset, epoch, reader.nullable_string()))
         reader.expect_no_tags()
     reader.expect_no_tags()
