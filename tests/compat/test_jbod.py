@@ -153,13 +153,18 @@ def _check_all_readable(bootstrap: str, topic: str, acked: dict[bytes, int]) -> 
     assert not missing, f"{len(missing)} acknowledged records not readable, e.g. {missing[:3]}"
 
 
+def _new_topic_dirs(broker: BrokerProcess, topic: str, first: Path, second: Path) -> tuple[Path, Path]:
+    """Create a one-partition topic: the dir it was placed in, and the other one."""
+    create_topic(broker.bootstrap, topic)
+    (source,) = [d for d in (first, second) if _partition_dirs(d, topic)]
+    return source, second if source == first else first
+
+
 def test_a_replica_moves_under_an_acks_all_producer_and_loses_nothing(
         two_dirs: tuple[BrokerProcess, Path, Path]) -> None:
     broker, first, second = two_dirs
     topic = "moving"
-    create_topic(broker.bootstrap, topic)
-    (source,) = [d for d in (first, second) if _partition_dirs(d, topic)]
-    target = second if source == first else first
+    source, target = _new_topic_dirs(broker, topic, first, second)
     admin = _admin(broker)
     try:
         with _Producing(broker.bootstrap, topic) as producing:
@@ -186,9 +191,7 @@ def test_a_move_interrupted_by_a_crash_resumes_or_completes_at_restart(
         two_dirs: tuple[BrokerProcess, Path, Path]) -> None:
     broker, first, second = two_dirs
     topic = "crashing"
-    create_topic(broker.bootstrap, topic)
-    (source,) = [d for d in (first, second) if _partition_dirs(d, topic)]
-    target = second if source == first else first
+    source, target = _new_topic_dirs(broker, topic, first, second)
     admin = _admin(broker)
     try:
         with _Producing(broker.bootstrap, topic) as producing:
