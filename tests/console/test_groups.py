@@ -45,11 +45,7 @@ def eventually(browser: Browser, condition: Callable[[], Any], what: str, timeou
 
 def submit(browser: Browser, button: str) -> None:
     """Click a form's submit button and wait for the page the server answers with."""
-    browser.driver.execute_script("window.leaving = true")
-    browser.find(button).click()
-    browser.wait_until(lambda: browser.driver.execute_script("return window.leaving === undefined"), 15,
-                       "the form's answer")
-    browser.settle()
+    browser.submit(button)
 
 
 def submit_reset(browser: Browser, topic: str, to: str, value: str = "") -> None:

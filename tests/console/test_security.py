@@ -22,9 +22,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourcePatternType,
     ResourceType,
 )
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.select import Select
-from selenium.webdriver.support.wait import WebDriverWait
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.browser import Browser
@@ -73,10 +71,7 @@ def web(chromium: Browser, secured: SecuredBroker) -> Iterator[Browser]:
 
 def submit(browser: Browser, css: str) -> None:
     """Click a submit button and wait for the next page."""
-    button = browser.find(css)
-    button.click()
-    WebDriverWait(browser.driver, 15).until(expected_conditions.staleness_of(button))
-    browser.settle()
+    browser.submit(css)
 
 
 def sign_in(browser: Browser, user: str, password: str | None = None, mechanism: str = "PLAIN") -> None:

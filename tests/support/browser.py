@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
@@ -58,6 +58,26 @@ class Browser:
         script = ("return document.readyState === 'complete' && "
                   "document.querySelectorAll('.htmx-request').length === 0")
         WebDriverWait(self.driver, timeout_s).until(lambda d: d.execute_script(script))
+
+    def submit(self, css: str, timeout_s: float = 2 * WAIT_S) -> None:
+        """Click the submit button `css` and wait until the next page has loaded and settled.
+
+        The old page is marked with a property of its window: the next document has none. Checking for a stale
+        button instead asks chromedriver about an element of a document being torn down, which on a busy machine
+        can fail with errors other than "stale element"; the window marker is read by a script, retried while the
+        navigation is under way."""
+        self.driver.execute_script("window.__moldauLeaving = true")
+        self.find(css).click()
+
+        def next_page_loaded(driver: Any) -> bool:
+            try:
+                return bool(driver.execute_script(
+                    "return window.__moldauLeaving !== true && document.readyState === 'complete'"))
+            except WebDriverException:
+                return False  # the navigation is still tearing down the old document
+
+        WebDriverWait(self.driver, timeout_s).until(next_page_loaded)
+        self.settle()
 
     def find(self, css: str) -> WebElement:
         return self.driver.find_element(By.CSS_SELECTOR, css)
