@@ -20,7 +20,8 @@ measured before and after the runs; their mean is the baseline of the ``/raw`` c
 
 **In-process costs** (``--no-in-process`` skips them): the CPU time of the per-batch work that could move to
 another thread, for one 1 MiB batch as the driver sends it: its CRC-32C (``crc32c``), ``zlib.crc32`` for
-comparison, and the record walk (``moldau._records``), each timed alone and then run by two threads at once:
+comparison, the record walk (``moldau._records``) and the append to a file (``os.pwritev``, as a segment
+writes), each timed alone and then run by two threads at once:
 a speedup near 2 means the call releases the GIL (and two cores were free), near 1 or below that it does not.
 
 Run from the repository root:  python -m bench.multicore [--nodes 1,2,3] [--seconds 6] [--quick]
@@ -43,6 +44,7 @@ from bench.common import BenchError, base_parser, note, scratch_dir, wait_regist
 from bench.proc_cpu import CpuTime, MachineTime, machine_cpu, process_cpu
 from bench.rawlimit import raw_limits
 from bench.tables import Table, raw_note, render, save_results
+from moldau.protocol.record_batch import BATCH_HEADER_SIZE
 
 MB = 1e6
 MIB = 2**20
@@ -218,14 +220,44 @@ def _two_threads_ms(call: Callable[[], object], repeat: int) -> float:
     return (time.perf_counter() - start) * 1000 / (2 * repeat)
 
 
-def batch_work() -> dict[str, Callable[[], object]]:
+class FileAppend:
+    """Appends of one batch to a file of its own, as a segment's ``pwritev`` does: the file is emptied every
+    ``APPENDS_PER_FILE`` appends, so pages are always new (as at a log's end) and the file stays small."""
+
+    APPENDS_PER_FILE = 64
+
+    def __init__(self, directory: str, batch: bytes) -> None:
+        self.pieces = [memoryview(batch)[:BATCH_HEADER_SIZE], memoryview(batch)[BATCH_HEADER_SIZE:]]
+        self.size = len(batch)
+        self.directory = directory
+        self.files: dict[int, tuple[int, list[int]]] = {}  # thread id -> (fd, [appends so far])
+
+    def __call__(self) -> None:
+        fd, count = self._file()
+        if count[0] % self.APPENDS_PER_FILE == 0:
+            os.ftruncate(fd, 0)
+        os.pwritev(fd, self.pieces, (count[0] % self.APPENDS_PER_FILE) * self.size)
+        count[0] += 1
+
+    def _file(self) -> tuple[int, list[int]]:
+        key = threading.get_ident()
+        if key not in self.files:
+            path = os.path.join(self.directory, f"segment-{key}.log")
+            self.files[key] = (os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600), [0])
+        return self.files[key]
+
+    def close(self) -> None:
+        for fd, _ in self.files.values():
+            os.close(fd)
+
+
+def batch_work(append: FileAppend, batch: bytes) -> dict[str, Callable[[], object]]:
     """The calls a broker makes per 1 MiB batch of the driver, that a worker thread could make instead."""
     import crc32c
 
-    from moldau.protocol.record_batch import BATCH_HEADER_SIZE, parse_header
+    from moldau.protocol.record_batch import parse_header
     from moldau.protocol.record_validation import walk_records
 
-    batch = raw_requests.record_batch(raw_requests.records_for(MIB, 1000), 1000)
     header = parse_header(batch)
     crc_part = memoryview(batch)[CRC_START:]
     records = memoryview(batch)[BATCH_HEADER_SIZE:]
@@ -234,16 +266,23 @@ def batch_work() -> dict[str, Callable[[], object]]:
         "zlib.crc32": lambda: zlib.crc32(crc_part),
         "record walk (moldau._records)": lambda: walk_records(
             records, header.records_count, header.last_offset_delta, True, 2**31 - 1),
+        "file append (os.pwritev)": append,
     }
 
 
 def in_process_costs(repeat: int) -> dict[str, tuple[float, float]]:
     """Per 1 MiB batch: (ms per call alone, speedup of two threads over one)."""
+    batch = raw_requests.record_batch(raw_requests.records_for(MIB, 1000), 1000)
     costs = {}
-    for name, call in batch_work().items():
-        call()
-        alone = _per_call_ms(call, repeat)
-        costs[name] = (alone, alone / _two_threads_ms(call, repeat))
+    with scratch_dir("multicore-append") as directory:
+        append = FileAppend(str(directory), batch)
+        try:
+            for name, call in batch_work(append, batch).items():
+                call()
+                alone = _per_call_ms(call, repeat)
+                costs[name] = (alone, alone / _two_threads_ms(call, repeat))
+        finally:
+            append.close()
     return costs
 
 
