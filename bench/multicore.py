@@ -21,8 +21,9 @@ measured before and after the runs; their mean is the baseline of the ``/raw`` c
 **In-process costs** (``--no-in-process`` skips them): the CPU time of the per-batch work that could move to
 another thread, for one 1 MiB batch as the driver sends it: its CRC-32C (``crc32c``), ``zlib.crc32`` for
 comparison, the record walk (``moldau._records``) and the append to a file (``os.pwritev``, as a segment
-writes), each timed alone and then run by two threads at once:
-a speedup near 2 means the call releases the GIL (and two cores were free), near 1 or below that it does not.
+writes), each timed alone; then one call on a 64 MiB batch runs in a thread while this one counts loop
+iterations (median of 3): "Python's pace beside it" near 0 means the call holds the GIL (no Python runs meanwhile, so a
+thread could not overlap it with the event loop), well above 0 that it releases it.
 
 Run from the repository root:  python -m bench.multicore [--nodes 1,2,3] [--seconds 6] [--quick]
 """
@@ -205,28 +206,39 @@ def _per_call_ms(call: Callable[[], object], repeat: int) -> float:
     return (time.perf_counter() - start) * 1000 / repeat
 
 
-def _two_threads_ms(call: Callable[[], object], repeat: int) -> float:
-    """Wall milliseconds per call with two threads each making ``repeat`` calls at once."""
-    def loop() -> None:
-        for _ in range(repeat):
-            call()
+def python_pace_beside(call: Callable[[], object]) -> float:
+    """How fast this thread runs Python while another thread is inside one ``call``, as a share of its pace
+    alone: near 0 when the call holds the GIL, well above 0 when it releases it (and a core is free)."""
+    def spin(stop: Callable[[], bool]) -> list[float]:
+        stamps: list[float] = []
+        while not stop():
+            stamps.append(time.perf_counter())
+        return stamps
 
-    threads = [threading.Thread(target=loop) for _ in range(2)]
-    start = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return (time.perf_counter() - start) * 1000 / (2 * repeat)
+    alone_until = time.perf_counter() + 0.02
+    alone = spin(lambda: time.perf_counter() >= alone_until)
+    window: list[float] = []
+
+    def timed_call() -> None:
+        window.append(time.perf_counter())
+        call()
+        window.append(time.perf_counter())
+
+    worker = threading.Thread(target=timed_call)
+    worker.start()
+    beside = spin(lambda: not worker.is_alive())
+    worker.join()
+    start, end = window
+    within = sum(1 for stamp in beside if start <= stamp <= end)
+    return (within / (end - start)) / (len(alone) / (alone[-1] - alone[0]))
 
 
 class FileAppend:
     """Appends of one batch to a file of its own, as a segment's ``pwritev`` does: the file is emptied every
-    ``APPENDS_PER_FILE`` appends, so pages are always new (as at a log's end) and the file stays small."""
+    ``appends_per_file`` appends, so pages are always new (as at a log's end) and the file stays small."""
 
-    APPENDS_PER_FILE = 64
-
-    def __init__(self, directory: str, batch: bytes) -> None:
+    def __init__(self, directory: str, batch: bytes, appends_per_file: int = 64) -> None:
+        self.appends_per_file = appends_per_file
         self.pieces = [memoryview(batch)[:BATCH_HEADER_SIZE], memoryview(batch)[BATCH_HEADER_SIZE:]]
         self.size = len(batch)
         self.directory = directory
@@ -234,9 +246,9 @@ class FileAppend:
 
     def __call__(self) -> None:
         fd, count = self._file()
-        if count[0] % self.APPENDS_PER_FILE == 0:
+        if count[0] % self.appends_per_file == 0:
             os.ftruncate(fd, 0)
-        os.pwritev(fd, self.pieces, (count[0] % self.APPENDS_PER_FILE) * self.size)
+        os.pwritev(fd, self.pieces, (count[0] % self.appends_per_file) * self.size)
         count[0] += 1
 
     def _file(self) -> tuple[int, list[int]]:
@@ -271,18 +283,22 @@ def batch_work(append: FileAppend, batch: bytes) -> dict[str, Callable[[], objec
 
 
 def in_process_costs(repeat: int) -> dict[str, tuple[float, float]]:
-    """Per 1 MiB batch: (ms per call alone, speedup of two threads over one)."""
-    batch = raw_requests.record_batch(raw_requests.records_for(MIB, 1000), 1000)
+    """Per call: (ms per 1 MiB batch, Python's pace beside one call on a 64 MiB batch, median of 3: does it
+    release the GIL)."""
+    small = raw_requests.record_batch(raw_requests.records_for(MIB, 1000), 1000)
+    large = raw_requests.record_batch(raw_requests.records_for(64 * MIB, 1000), 1000)  # long calls: clear answers
     costs = {}
     with scratch_dir("multicore-append") as directory:
-        append = FileAppend(str(directory), batch)
+        appends = [FileAppend(str(directory), small), FileAppend(str(directory), large, appends_per_file=1)]
         try:
-            for name, call in batch_work(append, batch).items():
+            timed, beside = batch_work(appends[0], small), batch_work(appends[1], large)
+            for name, call in timed.items():
                 call()
-                alone = _per_call_ms(call, repeat)
-                costs[name] = (alone, alone / _two_threads_ms(call, repeat))
+                paces = sorted(python_pace_beside(beside[name]) for _ in range(3))
+                costs[name] = (_per_call_ms(call, repeat), paces[1])
         finally:
-            append.close()
+            for append in appends:
+                append.close()
     return costs
 
 
@@ -294,7 +310,8 @@ def node_label(nodes: int) -> str:
 
 
 def capacity_table(runs: dict[tuple[str, int], dict[str, Any]], counts: list[int], append_limit: float) -> Table:
-    table = Table(f"produce capacity, N nodes on one host ({os.cpu_count()} cores), replication factor 1, acks=1")
+    table = Table(f"produce capacity, N nodes on one host ({os.cpu_count()} cores), replication factor 1, acks=1",
+                  columns=[node_label(n) for n in counts])
     for label, _ in CASES:
         one = runs.get((label, 1))
         for nodes in counts:
@@ -319,15 +336,15 @@ def capacity_table(runs: dict[tuple[str, int], dict[str, Any]], counts: list[int
 
 
 def costs_table(costs: dict[str, tuple[float, float]], runs: dict[tuple[str, int], dict[str, Any]]) -> Table:
-    table = Table("per 1 MiB batch: work a second thread could take over")
+    table = Table("per 1 MiB batch: work a second thread could take over", columns=["figure"])
     one = runs.get(("1 MiB batches", 1))
     per_batch = None
     if one is not None:
         per_batch = sum(n.total for n in one["cpu"].nodes) * 1000 / (one["answered_bytes"] / MIB)
         table.row("node CPU ms per 1 MiB batch, whole request (1 node)").values["figure"] = per_batch
-    for name, (alone, speedup) in costs.items():
+    for name, (alone, pace) in costs.items():
         table.row(f"{name}: ms per batch").values["figure"] = alone
-        table.row(f"{name}: two threads / one").values["figure"] = speedup
+        table.row(f"{name}: Python's pace beside it").values["figure"] = pace
         if per_batch:
             table.row(f"{name}: share of the request's CPU").values["figure"] = alone / per_batch
     return table
@@ -387,9 +404,8 @@ def main() -> None:
     print(f"raw limit, loopback + file append: {before:,.0f} MB/s before, {after:,.0f} MB/s after")
     tables = tables_for(args, (before + after) / 2, runs)
     labels = [node_label(n) for n in args.node_counts]
-    print(render(tables[0], labels))
-    for table in tables[1:]:
-        print(render(table, ["figure"]))
+    for table in tables:
+        print(render(table, labels))
     if not args.no_save:
         extra = {"raw_limit_append_mb_s": {"before": before, "after": after}, "cores": os.cpu_count()}
         print(f"\nresults written to {save_results('multicore', labels, tables, extra)}")
