@@ -147,7 +147,7 @@ def measure_case(cluster: Cluster, label: str, args: argparse.Namespace) -> dict
     moved = raw_driver.end_offsets(bootstrap, topic, args.partitions) - before
     if moved != answered * records:
         raise BenchError(f"end offsets moved by {moved}, but {answered} requests of {records} were acknowledged")
-    return {**figures, "cpu": used[0], "answered_bytes": answered * targets[0].payload_bytes}
+    return {**figures, "cpu": used[0], "answered": answered, "answered_bytes": answered * targets[0].payload_bytes}
 
 
 @contextlib.contextmanager
@@ -326,6 +326,8 @@ def capacity_table(runs: dict[tuple[str, int], dict[str, Any]], counts: list[int
             table.row(f"{label}: node cores (busiest node)").values[column] = cpu.busiest_node_cores
             table.row(f"{label}: node CPU ms per MB").values[column] = \
                 sum(n.total for n in cpu.nodes) * 1000 / (figures["answered_bytes"] / MB)
+            table.row(f"{label}: node CPU µs per request").values[column] = \
+                sum(n.total for n in cpu.nodes) * 1e6 / figures["answered"]
             table.row(f"{label}: node system CPU share").values[column] = \
                 sum(n.system for n in cpu.nodes) / max(1e-9, sum(n.total for n in cpu.nodes))
             table.row(f"{label}: load generator cores").values[column] = cpu.driver_cores
