@@ -22,7 +22,7 @@ measured before and after the runs; their mean is the baseline of the ``/raw`` c
 another thread, for one 1 MiB batch as the driver sends it: its CRC-32C (``crc32c``), ``zlib.crc32`` for
 comparison, the record walk (``moldau._records``) and the append to a file (``os.pwritev``, as a segment
 writes), each timed alone (best of 5); then one call on a 64 MiB batch runs in a thread while this one counts loop
-iterations (median of 3): "Python's pace beside it" near 0 means the call holds the GIL (no Python runs meanwhile, so a
+iterations (median of 3, the GIL's switch interval at 50 ms): "Python's pace beside it" near 0 means the call holds the GIL (no Python runs meanwhile, so a
 thread could not overlap it with the event loop), well above 0 that it releases it.
 
 Run from the repository root:  python -m bench.multicore [--nodes 1,2,3] [--seconds 6] [--quick]
@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 import threading
 import time
 import zlib
@@ -229,10 +230,18 @@ def python_pace_beside(call: Callable[[], object]) -> float:
         call()
         window.append(time.perf_counter())
 
-    worker = threading.Thread(target=timed_call)
-    worker.start()
-    beside = spin(lambda: not worker.is_alive())
-    worker.join()
+    # A thread holding the GIL is asked to let go of it only once another has waited the switch interval: made
+    # longer than the held calls last (about 1 ms on 64 MiB), no Python runs beside a call that holds the GIL,
+    # however the threads happen to be scheduled, while beside one that releases it this thread runs on.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.05)
+    try:
+        worker = threading.Thread(target=timed_call)
+        worker.start()
+        beside = spin(lambda: not worker.is_alive())
+        worker.join()
+    finally:
+        sys.setswitchinterval(interval)
     start, end = window
     within = sum(1 for stamp in beside if start <= stamp <= end)
     return (within / (end - start)) / (len(alone) / (alone[-1] - alone[0]))
