@@ -21,9 +21,10 @@ measured before and after the runs; their mean is the baseline of the ``/raw`` c
 **In-process costs** (``--no-in-process`` skips them): the CPU time of the per-batch work that could move to
 another thread, for one 1 MiB batch as the driver sends it: its CRC-32C (``crc32c``), ``zlib.crc32`` for
 comparison, the record walk (``moldau._records``) and the append to a file (``os.pwritev``, as a segment
-writes), each timed alone (best of 5); then one call on a 64 MiB batch runs in a thread while this one counts loop
-iterations (median of 3, the GIL's switch interval at 50 ms): "Python's pace beside it" near 0 means the call holds the GIL (no Python runs meanwhile, so a
-thread could not overlap it with the event loop), well above 0 that it releases it.
+writes), each timed alone (best of 5); then one call on a 64 MiB batch runs in a thread while this one counts
+loop iterations (median of 3, the GIL's switch interval at 50 ms): "Python's pace beside it" near 0 means the
+call holds the GIL (no Python runs meanwhile, so a thread could not overlap it with the event loop), well above
+0 that it releases it.
 
 Run from the repository root:  python -m bench.multicore [--nodes 1,2,3] [--seconds 6] [--quick]
 """
