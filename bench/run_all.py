@@ -1,5 +1,6 @@
-"""Every benchmark in one run: raw limit, produce, consume, latency, small requests, consumer groups and the
-raw-protocol driver (broker capacity without a client library), one after another.
+"""Every benchmark in one run: raw limit, produce, consume, latency, small requests, consumer groups, the
+raw-protocol driver (broker capacity without a client library) and N nodes on one host against one
+(multicore), one after another.
 
 Measures the raw limit (bench/rawlimit.py) once, then runs each scenario script's measurements with
 the same --target, --quick, --repeat and --sizes and each scenario's own defaults, printing each scenario's
@@ -7,7 +8,7 @@ tables as it finishes and writing them all to one JSON file under bench/results/
 in parallel; each starts its brokers afresh and stops them before the next begins.
 
 Run from the repository root:  python -m bench.run_all [--target moldau|tansu|both] [--quick]
-    [--only produce,consume,latency,small,groups,raw]
+    [--only produce,consume,latency,small,groups,raw,multicore]
 A --quick run takes a few minutes in all; the default run about ten minutes per broker.
 """
 
@@ -17,13 +18,14 @@ import argparse
 from types import ModuleType
 from typing import Any
 
-from bench import consume, groups, latency, produce, raw_driver, small
+from bench import consume, groups, latency, multicore, produce, raw_driver, small
 from bench.common import base_parser, baseline_limits, kcat_version, note, parse_targets
 from bench.tables import Table, render, save_results
 
 SCENARIOS: dict[str, ModuleType] = {"produce": produce, "consume": consume, "latency": latency, "small": small}
 SCENARIOS["groups"] = groups
 SCENARIOS["raw"] = raw_driver
+SCENARIOS["multicore"] = multicore  # Moldau only: skipped when --target has no moldau
 
 
 def scenario_args(module: ModuleType, args: argparse.Namespace) -> argparse.Namespace:

@@ -60,6 +60,7 @@ class Table:
     title: str
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)  # its own columns, where they are not the brokers measured
 
     def row(self, metric: str, baseline: float | None = None) -> Row:
         """The row named ``metric``, created on first use."""
@@ -133,7 +134,8 @@ def _align(cells: list[str], widths: list[int]) -> list[str]:
 
 
 def render(table: Table, labels: list[str]) -> str:
-    """The table as aligned text."""
+    """The table as aligned text: a column per label, or per column of its own if it has them."""
+    labels = table.columns or labels
     with_baseline = any(row.baseline for row in table.rows)
     grid = [_header(labels, with_baseline)] + [_cells(r, labels, with_baseline) for r in table.rows]
     widths = [max(len(line[i]) for line in grid) for i in range(len(grid[0]))]
