@@ -30,6 +30,7 @@ __all__ = [
     "has_clean_shutdown_marker",
     "kafka_uuid_string",
     "read_offset_checkpoint",
+    "read_topic_id",
     "reconcile_topic_id",
     "remove_clean_shutdown_marker",
     "write_clean_shutdown_marker",
@@ -102,6 +103,11 @@ def reconcile_topic_id(directory: str, topic_id: uuid.UUID | None) -> uuid.UUID 
         raise KafkaError(ErrorCode.inconsistent_topic_id,
                          f"{directory} belongs to topic id {kafka_uuid_string(stored)}")
     return stored
+
+
+def read_topic_id(directory: str) -> uuid.UUID | None:
+    """The topic id of `partition.metadata`; None when it is missing or unreadable."""
+    return _read_partition_metadata(os.path.join(directory, PARTITION_METADATA_FILE))
 
 
 def kafka_uuid_string(value: uuid.UUID) -> str:

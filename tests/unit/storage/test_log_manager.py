@@ -272,12 +272,13 @@ def test_a_leadership_epoch_reaches_the_file_with_the_first_append(tmp_path: Pat
     third.close()
 
 
-def test_closing_a_new_empty_log_writes_only_its_marker(tmp_path: Path, clock: ManualClock) -> None:
+def test_closing_a_new_empty_log_writes_nothing_beside_its_segment(tmp_path: Path, clock: ManualClock) -> None:
     manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
     log = manager.create("t", 0, None)
     manager.close()
-    # No offset checkpoints, producer snapshot or leader epochs: absent, they read as what an empty log holds.
-    assert sorted(os.listdir(log.directory)) == [".clean-shutdown", "00000000000000000000.log"]
+    # No offset checkpoints, producer snapshot, leader epochs or marker of its own: absent, they read as what an
+    # empty log holds, and the log directory's marker says it closed cleanly.
+    assert sorted(os.listdir(log.directory)) == ["00000000000000000000.log"]
     again = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
     reopened = again.get("t", 0)
     assert reopened is not None
