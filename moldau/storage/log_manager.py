@@ -27,6 +27,7 @@ before closing the logs. Not thread-safe.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -69,6 +70,21 @@ MOVE_STEP_BYTES = 1024 * 1024
 # Deferred logs with records loaded per periodic pass (one a second): 10,000 of them within a few minutes, each pass
 # short enough not to hold up requests.
 DEFERRED_LOADS_PER_PASS = 50
+
+
+def _read_clean_shutdown_marker(path: str) -> int | None:
+    """None without the marker; else the broker epoch it names (Kafka's `{"version":0,"brokerEpoch":N}`), -1 for
+    a marker that names none (an empty one, as older versions wrote)."""
+    try:
+        with open(path, "rb") as marker:
+            content = marker.read()
+    except FileNotFoundError:
+        return None
+    try:
+        epoch = json.loads(content)["brokerEpoch"]
+        return epoch if isinstance(epoch, int) else -1
+    except (ValueError, KeyError, TypeError):
+        return -1
 
 
 class LogDirConflict(Exception):
@@ -152,7 +168,11 @@ class LogManager:
         self.on_dir_offline: Callable[[str], None] = lambda log_dir: None
         self.on_log_created: Callable[[str], None] = lambda log_dir: None
         self.cleaner = LogCleaner(clock, self.logs, dedupe_buffer_bytes=cleaner_dedupe_buffer_bytes)
+        # The broker epoch each directory's clean-shutdown marker names (-1: none), and the one they all name.
+        self._clean_epochs: dict[str, int] = {}
         self._start()
+        epochs = {self._clean_epochs.get(d, -1) for d in self.log_dirs}
+        self.previous_broker_epoch = epochs.pop() if len(epochs) == 1 and not self.offline_dirs else -1
 
     # -- life cycle ----------------------------------------------------------------------------------
 
@@ -171,7 +191,10 @@ class LogManager:
 
     def _open_dir_logs(self, log_dir: str, entries: list[tuple[str, tuple[str, int], bool]]) -> None:
         marker = os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER)
-        clean = os.path.exists(marker)
+        clean_epoch = _read_clean_shutdown_marker(marker)
+        clean = clean_epoch is not None
+        if clean_epoch is not None:
+            self._clean_epochs[log_dir] = clean_epoch
         validated = os.path.exists(os.path.join(log_dir, RECORDS_VALIDATED_MARKER))
         started = time.monotonic()
         # After a clean shutdown the directory's checkpoints give every log's offsets: its own files are read on
@@ -181,7 +204,7 @@ class LogManager:
         log.info("opened %d partition logs in %s in %.0f ms (%s)", len(entries), log_dir,
                  (time.monotonic() - started) * 1000,
                  "first start with record validation: every record re-validated" if not validated else
-                 f"clean shutdown: {deferred} read on first use" if clean else
+                 f"clean shutdown, no recovery; {deferred} read on first use" if clean else
                  "after an unclean shutdown: tails re-validated")
         if not validated:
             self._mark_records_validated(log_dir)
@@ -291,8 +314,9 @@ class LogManager:
             self._follow(opened)
         return deferred
 
-    def close(self) -> None:
-        """Close every log, then mark clean each log directory whose logs all closed cleanly."""
+    def close(self, broker_epoch: int = -1) -> None:
+        """Close every log, then mark clean each log directory whose logs all closed cleanly, naming `broker_epoch`
+        (the broker's registration, -1 if none) in the marker: the next start tells the controller (KIP-966)."""
         self.cleaner.stop()
         failed_dirs = set(self.offline_dirs)
         for logs, dir_of in ((self._logs, self._log_dir_of), (self._futures, self._future_dir_of)):
@@ -315,7 +339,8 @@ class LogManager:
                 # What the logs wrote at close without fsyncs (checkpoints, snapshots, the directory's offsets) is
                 # durable before the directory's marker says that they closed cleanly.
                 sync_file_system(log_dir)
-                write_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER), b"")
+                write_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER),
+                                 json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode("ascii"))
             except OSError as e:
                 log.error("%s not marked clean, the next start recovers it: %s", log_dir, e)
         self._logs.clear()
