@@ -5,7 +5,8 @@
 * `log-start-offset`: the first offset clients may read, which DeleteRecords and retention move.
 * `high-watermark`: the last high watermark written, where a replicated log resumes after a restart.
 * `partition.metadata`: the topic id, in Kafka's text format (`version: 0` / `topic_id: <base64>`).
-* `.clean-shutdown`: left by a clean close and consumed by the next open.
+* `.clean-shutdown`: left by a clean close and consumed by the next open, for a log opened on its own (the log
+  manager's logs leave none: the log directory's marker stands for them).
 
 Each offset file holds one decimal number and a newline, replaced atomically. They are kept apart from
 `log.py` because they are a file format, with their own failure rules (an unreadable checkpoint reads as

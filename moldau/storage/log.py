@@ -4,7 +4,9 @@ Directory contents: `<base offset>.log/.index/.timeindex` segments with, when a 
 them, a `.txnindex`, `<offset>.snapshot` producer-state snapshots, `leader-epoch-checkpoint` (the leader
 epoch cache, `moldau.storage.leader_epoch_cache`), and the files of `moldau.storage.checkpoints`:
 `partition.metadata`, and `recovery-point`, `log-start-offset` and `high-watermark`, written atomically at
-every flush and at close. `close()` leaves a `.clean-shutdown` marker that `open()` consumes.
+every flush and at close. `close()` leaves a `.clean-shutdown` marker that `open()` consumes, unless the owner
+keeps one for the whole log directory (`LogManager`). `open_deferred` makes a log of offsets its owner
+checkpointed, which reads its directory on first use.
 
 `PartitionLog` owns the log's offsets (log start, log end, high watermark, recovery point) and carries out
 every change to them; the rules it follows live beside it: `log_loading` (opening and recovery),

@@ -2,7 +2,11 @@
 
 Each log directory holds `<topic>-<partition>` directories and a `.moldau_cleanshutdown` marker that
 exists only between a clean `close()` and the next start (construction). Without it every partition of that
-directory is opened as after a crash (recovery from its recovery point). Directories named
+directory is opened as after a crash (recovery from its recovery point). With it, the offset checkpoint files
+`close()` wrote beside it (`log_dir_checkpoints`, Kafka's format) give every log's offsets, and each log is
+opened deferred (`PartitionLog.open_deferred`): its directory is read on first use, or by the periodic pass for
+logs holding records, so a start with 10,000 partitions reads three files instead of 10,000 directories. The
+marker names the broker epoch the logs were closed under (`previous_broker_epoch`, KIP-966). Directories named
 `*-delete` are deletions interrupted by a crash and are removed at start.
 
 A partition being moved to another directory (AlterReplicaLogDirs) has a second, *future* log there,
