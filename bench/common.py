@@ -196,15 +196,17 @@ def running_broker(label: str, kind: str, env: dict[str, str] | None = None,
 
 
 def launch_broker(label: str, kind: str, data_dir: Path, log: Path, env: dict[str, str] | None = None,
-                  overrides: dict[str, str] | None = None, port: int | None = None) -> Broker:
+                  overrides: dict[str, str] | None = None, port: int | None = None,
+                  checkout: Path | None = None) -> Broker:
     """Start a broker of ``kind`` on ``data_dir`` (kept, so that it can be restarted on it), its output appended
-    to ``log``; returns at once (``wait_ready`` waits until it serves)."""
+    to ``log``; returns at once (``wait_ready`` waits until it serves). ``checkout``: run Moldau from that
+    checkout instead of this one (to compare two commits)."""
     port = port or free_port()
     with log.open("ab") as out:
         proc = subprocess.Popen(
             [*BROKER_COMMANDS[kind](port, data_dir),
              *(arg for key, value in (overrides or {}).items() for arg in ("--override", f"{key}={value}"))],
-            stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
+            stdout=out, stderr=subprocess.STDOUT, cwd=checkout or REPO,
             env={**os.environ, **(env or {})},
         )
     return Broker(label, kind, port, proc, log)

@@ -22,8 +22,12 @@ LOADED holds ``hot`` too and then gets the partitions of the layout (``100x100``
 With ``--profile DIR`` and ``py-spy`` on the path, LOADED is sampled for the IDLE seconds (``idle.svg``) and
 during one produce run (``produce.svg``), as flame graphs in DIR.
 
+With ``--restarts N`` only the creation and N stops and starts of one node are measured (no BASE node, idle,
+round trips or produce runs); each ``--checkout DIR`` runs that node from another checkout, in turn, so that two
+commits are compared in one run.
+
 Run from the repository root:  python -m bench.partitions [--quick] [--layout 100x100,1x10000] [--idle S]
-[--records N] [--repeat N] [--profile DIR]
+[--records N] [--repeat N] [--profile DIR] [--restarts N [--checkout DIR]...]
 """
 
 from __future__ import annotations
@@ -96,9 +100,11 @@ class Node:
     log: Path
     broker: Broker | None = None
     topics: list[str] = field(default_factory=list)
+    checkout: Path | None = None
 
     def start(self) -> Broker:
-        self.broker = launch_broker(self.label, "moldau", self.data_dir, self.log, overrides=OVERRIDES)
+        self.broker = launch_broker(self.label, "moldau", self.data_dir, self.log, overrides=OVERRIDES,
+                                    checkout=self.checkout)
         return self.broker
 
     @property
@@ -121,10 +127,10 @@ class Node:
 
 
 @contextlib.contextmanager
-def node(label: str, tmp: Path) -> Iterator[Node]:
+def node(label: str, tmp: Path, checkout: Path | None = None) -> Iterator[Node]:
     data_dir = tmp / label / "data"
     data_dir.mkdir(parents=True)
-    this = Node(label, data_dir, tmp / label / "broker.log")
+    this = Node(label, data_dir, tmp / label / "broker.log", checkout=checkout)
     try:
         yield this
     finally:
@@ -297,6 +303,23 @@ def profiled(broker: Broker, directory: Path | None, name: str) -> Iterator[None
             proc.kill()
 
 
+def measure_restarts(args: argparse.Namespace, layout: Layout, checkout: Path | None) -> dict[str, float]:
+    """Only the creation, then ``args.restarts`` stops and starts of one node (run from ``checkout`` if given)."""
+    figures: dict[str, float] = {}
+    with scratch_dir("partitions") as tmp, node("loaded", tmp, checkout) as loaded:
+        wait_ready(loaded.start())
+        names, figures["create s"] = create_layout(loaded.running, layout)
+        expected = dict.fromkeys(names, layout.partitions)
+        for round_ in range(1, args.restarts + 1):
+            figures[f"stop {round_} s"] = loaded.stop()
+            started = time.perf_counter()
+            broker = loaded.start()
+            wait_ready(broker)
+            figures[f"restart {round_} to ApiVersions s"] = time.perf_counter() - started
+            figures[f"restart {round_} to all ready s"] = wait_all_ready(broker, expected, started)
+    return figures
+
+
 def measure_layout(args: argparse.Namespace, layout: Layout, lines: Path) -> dict[str, float]:
     figures: dict[str, float] = {}
     with scratch_dir("partitions") as tmp, node("base", tmp) as base, node("loaded", tmp) as loaded:
@@ -368,8 +391,8 @@ def measure_layout(args: argparse.Namespace, layout: Layout, lines: Path) -> dic
     return figures
 
 
-def print_figures(layout: Layout, figures: dict[str, float]) -> None:
-    print(f"\n## {layout} ({layout.total:,} partitions)")
+def print_figures(layout: Layout, figures: dict[str, float], checkout: Path | None = None) -> None:
+    print(f"\n## {layout} ({layout.total:,} partitions){f', Moldau from {checkout}' if checkout else ''}", flush=True)
     for name, value in figures.items():
         print(f"{name:44} {value:12,.2f}")
 
@@ -383,11 +406,20 @@ def main() -> None:
     parser.add_argument("--records", type=int, help="records per produce run (default 200000, quick 50000)")
     parser.add_argument("--repeat", type=int, help="produce rounds per node (default 3, quick 1)")
     parser.add_argument("--profile", type=Path, help="directory for py-spy flame graphs of the loaded node")
+    parser.add_argument("--restarts", type=int, default=0,
+                        help="only create the layout on one node, then stop and start it this many times")
+    parser.add_argument("--checkout", type=Path, action="append",
+                        help="with --restarts: run Moldau from this checkout (repeat to compare several, in turn)")
     args = parser.parse_args()
     layouts = [Layout.parse(s) for s in (args.layout or ("10x100" if args.quick else "100x100,1x10000")).split(",")]
     args.idle = args.idle or (10 if args.quick else 30)
     args.records = args.records or (50_000 if args.quick else 200_000)
     args.repeat = args.repeat or (1 if args.quick else 3)
+    if args.restarts:
+        for layout in layouts:
+            for checkout in args.checkout or [None]:
+                print_figures(layout, measure_restarts(args, layout, checkout), checkout)
+        return
     print(f"# scale in partitions; produce {args.records} x {RECORD_BYTES} B per run, {args.repeat} rounds, "
           f"idle {args.idle:.0f} s, kcat {kcat_version()}")
     with line_files("partitions", {RECORD_BYTES: args.records}) as files:

@@ -118,16 +118,20 @@ def decide(image: MetadataImage, broker_id: int, broker_epoch: int, current_meta
     return HeartbeatDecision(None, caught_up, is_fenced=registration.fenced, should_shut_down=False)
 
 
-def fence(image: MetadataImage, broker_id: int, allow_unclean: AllowUnclean = _never) -> list[MetadataRecord]:
-    """Records that fence the broker's current registration (session expired); empty if unknown or fenced."""
+def fence(image: MetadataImage, broker_id: int, allow_unclean: AllowUnclean = _never, *,
+          stopped_cleanly: bool = False) -> list[MetadataRecord]:
+    """Records that fence the broker's current registration (session expired, or a new incarnation registers);
+    empty if unknown or fenced. `stopped_cleanly`: the registration is replaced by a new incarnation of the broker
+    that closed every log of it cleanly (its previous broker epoch, KIP-966): it keeps the leaderships nobody else
+    could take (see `fence_changes`), so that a lone broker's restart changes no partition."""
     registration = image.brokers.get(broker_id)
     if registration is None or registration.fenced:
         return []
-    return _fence(image, broker_id, registration.broker_epoch, allow_unclean)
+    return _fence(image, broker_id, registration.broker_epoch, allow_unclean, keep_sole_leaderships=stopped_cleanly)
 
 
 def _fence(image: MetadataImage, broker_id: int, broker_epoch: int,
-           allow_unclean: AllowUnclean) -> list[MetadataRecord]:
+           allow_unclean: AllowUnclean, *, keep_sole_leaderships: bool = False) -> list[MetadataRecord]:
     records: list[MetadataRecord] = [FenceBrokerRecord(broker_id, broker_epoch)]
-    records += fence_changes(image, broker_id, allow_unclean)
+    records += fence_changes(image, broker_id, allow_unclean, keep_sole_leaderships=keep_sole_leaderships)
     return records

@@ -136,11 +136,14 @@ class Controller:
     # -- brokers ---------------------------------------------------------------------------------------------
 
     async def register_broker(self, broker_id: int, incarnation_id: uuid.UUID, endpoints: tuple[Endpoint, ...],
-                              rack: str | None, online_log_dirs: Sequence[str] = ()) -> int:
+                              rack: str | None, online_log_dirs: Sequence[str] = (),
+                              previous_broker_epoch: int = -1) -> int:
         """Register (a new incarnation of) a broker, fenced until it has caught up; returns its broker epoch.
 
         `online_log_dirs`: the directory.ids of its usable log directories (KIP-858); replicas assigned to any
-        other directory of the broker are offline."""
+        other directory of the broker are offline. `previous_broker_epoch` (KIP-966): the epoch under which the
+        broker last closed its logs cleanly, -1 if it did not; when it is the registration being replaced, the
+        broker keeps the leaderships nobody else could take instead of giving them up and being elected again."""
         async with self._lock:
             self._check_active()
             current = self.image.brokers.get(broker_id)
@@ -150,7 +153,9 @@ class Controller:
             if current is not None and not current.fenced and not self._session_expired(broker_id, now_ms):
                 raise KafkaError(ErrorCode.duplicate_broker_registration,
                                  f"broker {broker_id} is registered by another live process")
-            records: list[MetadataRecord] = broker_heartbeats.fence(self.image, broker_id, self._allow_unclean)
+            stopped_cleanly = current is not None and previous_broker_epoch == current.broker_epoch
+            records: list[MetadataRecord] = broker_heartbeats.fence(self.image, broker_id, self._allow_unclean,
+                                                                    stopped_cleanly=stopped_cleanly)
             # The first registration also pins the feature levels in the log (Kafka's bootstrap records), so a
             # later release with newer defaults does not change a running cluster's levels by itself.
             records += [FeatureLevelRecord(name, level) for name, level in features.bootstrap(self.image.features)]

@@ -43,18 +43,24 @@ def _once_per_topic(allow_unclean: AllowUnclean) -> AllowUnclean:
     return cached
 
 
-def fence_changes(image: MetadataImage, broker_id: int,
-                  allow_unclean: AllowUnclean = _never) -> list[PartitionRecord]:
-    """Take the broker out of every ISR it is in (unless it is the last member) and out of leadership."""
-    return replica_leave_changes(image, broker_id, image.partitions_of(broker_id), allow_unclean)
+def fence_changes(image: MetadataImage, broker_id: int, allow_unclean: AllowUnclean = _never, *,
+                  keep_sole_leaderships: bool = False) -> list[PartitionRecord]:
+    """Take the broker out of every ISR it is in (unless it is the last member) and out of leadership.
+
+    `keep_sole_leaderships`: a broker that stopped cleanly, and registers again before anyone took over from it,
+    keeps leading the partitions nobody else could lead (they would only become leaderless until it is back, and
+    then be elected to it again, two records each, with nothing in its log changed), at the same leader epoch."""
+    return replica_leave_changes(image, broker_id, image.partitions_of(broker_id), allow_unclean,
+                                 keep_sole_leaderships=keep_sole_leaderships)
 
 
 def replica_leave_changes(image: MetadataImage, broker_id: int,
                           partitions: Iterable[tuple[TopicImage, PartitionImage]],
-                          allow_unclean: AllowUnclean = _never) -> list[PartitionRecord]:
+                          allow_unclean: AllowUnclean = _never, *,
+                          keep_sole_leaderships: bool = False) -> list[PartitionRecord]:
     """Take the broker's replicas of these partitions out of their ISR (unless it is the last member) and out of
     leadership, electing another online ISR member where the broker led: a fenced broker, or a log directory of
-    the broker gone offline."""
+    the broker gone offline. `keep_sole_leaderships`: see `fence_changes`."""
     allow_unclean = _once_per_topic(allow_unclean)
     changes = []
     for topic, partition in partitions:
@@ -67,6 +73,8 @@ def replica_leave_changes(image: MetadataImage, broker_id: int,
             leader = elect(partition.replicas, isr, eligible)
         if leader == NO_LEADER and allow_unclean(topic.name):
             leader, isr = _elect_unclean(partition.replicas, eligible, isr)
+        if keep_sole_leaderships and leader == NO_LEADER and partition.leader == broker_id and isr == partition.isr:
+            continue
         changes += _change(topic.topic_id, partition, isr, leader)
     return changes
 

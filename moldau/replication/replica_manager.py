@@ -282,7 +282,7 @@ class ReplicaManager:
         # Record where this epoch starts, so followers asking about earlier epochs learn where those end even
         # before anything is written in this one (Kafka does this at the leadership change too). In memory: the
         # first append in the epoch writes the file, so that taking thousands of leaderships writes none.
-        plog.leader_epochs.assign(hosted.leader_epoch, plog.log_end_offset, write=False)
+        plog.begin_leader_epoch(hosted.leader_epoch)
         hosted.leader_state = LeaderState(self.node_id, part.replicas, part.isr, part.leader_epoch,
                                           part.partition_epoch, plog.log_end_offset, self.lag_max_ms,
                                           self._now_ms())

@@ -392,7 +392,7 @@ class Broker:
         await self.quorum.stop()
         self.channel.close()
         if self.is_broker:
-            self.log_manager.close()
+            self.log_manager.close(self.lifecycle.broker_epoch if self.lifecycle is not None else -1)
         log.info("moldau node %d stopped cleanly", self.node_id)
 
     async def _controlled_shutdown(self, lifecycle: BrokerLifecycle) -> None:

@@ -63,6 +63,9 @@ class BrokerLifecycle:
         self._unfenced = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._log_manager = log_manager
+        # KIP-966: the epoch under which this broker last closed its logs cleanly, told to the controller at the
+        # first registration only (a later one follows a lost registration, not a clean restart).
+        self._previous_broker_epoch = log_manager.previous_broker_epoch if log_manager is not None else -1
         self._wake = asyncio.Event()
         if log_manager is not None:
             log_manager.on_dir_offline = lambda log_dir: self._wake.set()
@@ -117,12 +120,14 @@ class BrokerLifecycle:
                                              security_protocol=_PROTOCOL_IDS.get(e.security_protocol, 0))
                             for e in self._endpoints),
             features=(), rack=self._rack, is_migrating_zk_broker=False,
-            log_dirs=tuple(uuid.UUID(d) for d in self._online_dirs()), previous_broker_epoch=-1)
+            log_dirs=tuple(uuid.UUID(d) for d in self._online_dirs()),
+            previous_broker_epoch=self._previous_broker_epoch)
         answer = await self._channel.call(request, self._serve_registration, timeout_s=30.0,
                                           retry_if=_not_controller)
         if answer.error_code != ErrorCode.none:
             raise ControllerUnavailable(f"registration refused: {ErrorCode(answer.error_code).name}")
         self.broker_epoch = answer.broker_epoch
+        self._previous_broker_epoch = -1
         log.info("broker %d registered with epoch %d", self.broker_id, self.broker_epoch)
 
     async def _heartbeat(self, want_shutdown: bool, timeout_s: float) -> Any:

@@ -5,7 +5,8 @@
 * `log-start-offset`: the first offset clients may read, which DeleteRecords and retention move.
 * `high-watermark`: the last high watermark written, where a replicated log resumes after a restart.
 * `partition.metadata`: the topic id, in Kafka's text format (`version: 0` / `topic_id: <base64>`).
-* `.clean-shutdown`: left by a clean close and consumed by the next open.
+* `.clean-shutdown`: left by a clean close and consumed by the next open, for a log opened on its own (the log
+  manager's logs leave none: the log directory's marker stands for them).
 
 Each offset file holds one decimal number and a newline, replaced atomically. They are kept apart from
 `log.py` because they are a file format, with their own failure rules (an unreadable checkpoint reads as
@@ -30,6 +31,7 @@ __all__ = [
     "has_clean_shutdown_marker",
     "kafka_uuid_string",
     "read_offset_checkpoint",
+    "read_topic_id",
     "reconcile_topic_id",
     "remove_clean_shutdown_marker",
     "write_clean_shutdown_marker",
@@ -102,6 +104,11 @@ def reconcile_topic_id(directory: str, topic_id: uuid.UUID | None) -> uuid.UUID 
         raise KafkaError(ErrorCode.inconsistent_topic_id,
                          f"{directory} belongs to topic id {kafka_uuid_string(stored)}")
     return stored
+
+
+def read_topic_id(directory: str) -> uuid.UUID | None:
+    """The topic id of `partition.metadata`; None when it is missing or unreadable."""
+    return _read_partition_metadata(os.path.join(directory, PARTITION_METADATA_FILE))
 
 
 def kafka_uuid_string(value: uuid.UUID) -> str:

@@ -4,7 +4,9 @@ Directory contents: `<base offset>.log/.index/.timeindex` segments with, when a 
 them, a `.txnindex`, `<offset>.snapshot` producer-state snapshots, `leader-epoch-checkpoint` (the leader
 epoch cache, `moldau.storage.leader_epoch_cache`), and the files of `moldau.storage.checkpoints`:
 `partition.metadata`, and `recovery-point`, `log-start-offset` and `high-watermark`, written atomically at
-every flush and at close. `close()` leaves a `.clean-shutdown` marker that `open()` consumes.
+every flush and at close. `close()` leaves a `.clean-shutdown` marker that `open()` consumes, unless the owner
+keeps one for the whole log directory (`LogManager`). `open_deferred` makes a log of offsets its owner
+checkpointed, which reads its directory on first use.
 
 `PartitionLog` owns the log's offsets (log start, log end, high watermark, recovery point) and carries out
 every change to them; the rules it follows live beside it: `log_loading` (opening and recovery),
@@ -57,6 +59,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 
 from moldau.clock import Clock
@@ -111,19 +114,29 @@ __all__ = [
 ]
 
 
+@dataclass(slots=True)
+class _Deferred:
+    """What a log opened with `open_deferred` knows before it reads its directory."""
+
+    log_start_offset: int
+    log_end_offset: int
+    epoch_starts: list[tuple[int, int]] = field(default_factory=list)
+    topic_id_read: bool = False
+
+
 class PartitionLog:
-    """One partition's log; construct with `PartitionLog.open`."""
+    """One partition's log; construct with `PartitionLog.open` (or `open_deferred`)."""
 
     def __init__(
         self, directory: str, config: LogConfig, clock: Clock, topic_id: uuid.UUID | None,
         producers: ProducerStateManager, closer: DeferredCloser,
     ) -> None:
         self.directory = directory
-        self.topic_id = topic_id
+        self._topic_id = topic_id
         parsed = parse_partition_dir_name(os.path.basename(os.path.normpath(directory)))
         self.topic, self.partition = parsed if parsed is not None else ("", -1)
-        self.producer_state = producers
-        self.leader_epochs = LeaderEpochCache(directory)
+        self._producer_state = producers
+        self._leader_epochs = LeaderEpochCache(directory)
         self.high_watermark_follows_log_end = True
         # KIP-890: a transactional batch that starts a transaction must bring the producer's verification
         # guard (`transaction.partition.verification.enable`).
@@ -132,7 +145,10 @@ class PartitionLog:
         self._clock = clock
         self._closer = closer
         self._owns_closer = False
-        self._segments = SegmentList(directory, config, closer)
+        self._segment_list = SegmentList(directory, config, closer)
+        # Set while the directory has not been read (`open_deferred`): the offsets are known, the rest is loaded
+        # by the first use of the segments, producer state or leader epoch cache.
+        self._deferred: _Deferred | None = None
         self._log_start_offset = 0
         self._log_end_offset = 0
         self._high_watermark = 0
@@ -169,12 +185,12 @@ class PartitionLog:
         """Open (or create) the log in `directory`.
 
         The previous close counts as clean when this partition's marker is present, unless the caller
-        knows better (`clean_shutdown=False`, e.g. its log directory's marker was missing). After an
-        unclean one, segments from the recovery point on are re-validated and torn tails cut. `recover_all`
-        re-validates every segment, down to each record (a log written before records were validated).
+        knows better (`clean_shutdown`, e.g. from its log directory's marker). After an unclean one, segments
+        from the recovery point on are re-validated and torn tails cut. `recover_all` re-validates every segment,
+        down to each record (a log written before records were validated).
         `log_dir_marker`: the owner keeps a clean-shutdown marker for the whole log directory, removed durably
         before this open, and written after every close once it synced the file system (`sync_file_system`):
-        this log's own marker, and what `close` writes beside the segments, need no fsyncs each.
+        then `close` leaves no marker of this log's own, and what it writes beside the segments needs no fsyncs.
         """
         os.makedirs(directory, exist_ok=True)
         topic_id = checkpoints.reconcile_topic_id(directory, topic_id)
@@ -186,10 +202,101 @@ class PartitionLog:
         )
         log._owns_closer = closer is None
         log._durable_close = not log_dir_marker
-        log._load(clean=had_marker and clean_shutdown is not False and not recover_all, recover_all=recover_all)
+        clean = had_marker if clean_shutdown is None else clean_shutdown
+        log._load(clean=clean and not recover_all, recover_all=recover_all)
         if had_marker:
             checkpoints.remove_clean_shutdown_marker(directory, durable=log._durable_close)
         return log
+
+    @classmethod
+    def open_deferred(
+        cls, directory: str, config: LogConfig, clock: Clock, *, log_start_offset: int, log_end_offset: int,
+        high_watermark: int, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        closer: DeferredCloser,
+    ) -> PartitionLog:
+        """A log closed cleanly, known by the offsets its owner checkpointed for it (`log_dir_checkpoints`),
+        whose directory is not read until first needed: the first use of its segments, producer state or leader
+        epoch cache loads it as `open` would after a clean shutdown. Until then it holds no file open; its
+        offsets, topic id (read alone, from `partition.metadata`), high watermark changes and leader epoch
+        starts are answered or kept in memory, and closing it writes nothing. The owner keeps the log directory's
+        clean-shutdown marker (`log_dir_marker` of `open`)."""
+        log = cls(directory, config, clock, None, ProducerStateManager(directory, producer_id_expiration_ms),
+                  closer)
+        log._durable_close = False
+        log._topic_id = None
+        log._deferred = _Deferred(log_start_offset, log_end_offset)
+        log._log_start_offset = log_start_offset
+        log._log_end_offset = log._recovery_point = log_end_offset
+        log._high_watermark = min(max(high_watermark, log_start_offset), log_end_offset)
+        return log
+
+    @property
+    def loaded(self) -> bool:
+        """False while an `open_deferred` log has not read its directory yet."""
+        return self._deferred is None
+
+    def load(self) -> None:
+        """Read the directory of a deferred log now (a no-op for one loaded already). Raises KafkaError
+        KAFKA_STORAGE_ERROR if it cannot be read."""
+        deferred, self._deferred = self._deferred, None
+        if deferred is None:
+            return
+        high_watermark = self._high_watermark
+        try:
+            if self._topic_id is None:
+                self._topic_id = checkpoints.reconcile_topic_id(self.directory, None)
+            self._load(clean=True)
+            # A marker left by a version that kept one per partition: the log directory's is the one that counts.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(self.directory, CLEAN_SHUTDOWN_FILE))
+        except OSError as e:
+            raise self._storage_error(e) from e
+        if (self._log_start_offset, self._log_end_offset) != (deferred.log_start_offset, deferred.log_end_offset):
+            log.warning("%s: the log directory's checkpoints said offsets %d-%d, its segments hold %d-%d", self._name,
+                        deferred.log_start_offset, deferred.log_end_offset, self._log_start_offset,
+                        self._log_end_offset)
+        # What the owner did while the log was deferred stands: the high watermark it moved, the epochs it began.
+        self._high_watermark = min(max(high_watermark, self._log_start_offset), self._log_end_offset)
+        for epoch, offset in deferred.epoch_starts:
+            self._leader_epochs.assign(epoch, min(offset, self._log_end_offset), write=False)
+        self._producer_state.first_unstable_offset(self._high_watermark)
+
+    @property
+    def _segments(self) -> SegmentList:
+        if self._deferred is not None:
+            self.load()
+        return self._segment_list
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        if self._deferred is not None:
+            self.load()
+        return self._producer_state
+
+    @property
+    def leader_epochs(self) -> LeaderEpochCache:
+        if self._deferred is not None:
+            self.load()
+        return self._leader_epochs
+
+    @property
+    def topic_id(self) -> uuid.UUID | None:
+        if self._topic_id is None and self._deferred is not None and not self._deferred.topic_id_read:
+            self._deferred.topic_id_read = True
+            self._topic_id = checkpoints.read_topic_id(self.directory)
+        return self._topic_id
+
+    @topic_id.setter
+    def topic_id(self, topic_id: uuid.UUID | None) -> None:
+        self._topic_id = topic_id
+
+    def begin_leader_epoch(self, epoch: int) -> None:
+        """Record that `epoch` starts at the log end offset (a new leadership), in memory: the first append in the
+        epoch writes the file. A deferred log keeps it until it is loaded."""
+        if self._deferred is not None:
+            self._deferred.epoch_starts.append((epoch, self._log_end_offset))
+        else:
+            self._leader_epochs.assign(epoch, self._log_end_offset, write=False)
 
     def _load(self, clean: bool, recover_all: bool = False) -> None:
         now = self._clock.time_ms()
@@ -207,7 +314,7 @@ class PartitionLog:
         self._log_end_offset = self._segments.active.next_offset
         checkpointed_hw = checkpoints.read_offset_checkpoint(self.directory, HIGH_WATERMARK_FILE)
         self._checkpointed = checkpointed_recovery, checkpointed_start, checkpointed_hw
-        if created and self._checkpointed == (None, None, None):
+        if self._checkpointed == (None, None, None) and self._segments.bases == [0] and self._log_end_offset == 0:
             # What the next load makes of an empty log without checkpoint files: nothing to write until it moves.
             self._checkpointed = 0, 0, 0
         self._log_start_offset, self._high_watermark = log_loading.loaded_offsets(
@@ -217,7 +324,7 @@ class PartitionLog:
         # Read only when the cache must be rebuilt.
         headers = partial(log_loading.headers_from, self._segments.items, self._segments.bases,
                           self._log_start_offset)
-        self.leader_epochs = log_loading.load_leader_epochs(self.directory, headers, self._log_start_offset,
+        self._leader_epochs = log_loading.load_leader_epochs(self.directory, headers, self._log_start_offset,
                                                             self._log_end_offset)
         # After recovery, producer state is replayed from before the rebuilt segments, which also writes their
         # aborted-transaction indexes again.
@@ -258,7 +365,7 @@ class PartitionLog:
     @config.setter
     def config(self, config: LogConfig) -> None:
         self._config = config
-        self._segments.set_config(config)
+        self._segment_list.set_config(config)
 
     @property
     def log_start_offset(self) -> int:
@@ -276,7 +383,8 @@ class PartitionLog:
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
         self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
-        self.producer_state.first_unstable_offset(self._high_watermark)  # forgets transactions now stable
+        if self._deferred is None:  # a deferred log does this when it loads
+            self._producer_state.first_unstable_offset(self._high_watermark)  # forgets transactions now stable
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetForLeaderEpoch; see `LeaderEpochCache.end_offset_for`."""
@@ -546,7 +654,9 @@ class PartitionLog:
     def maintenance_due_ms(self) -> int | None:
         """The earliest time at which `roll_if_due` or `flush_if_due` may have work (0: now); None while neither
         can before the next write: the active segment is empty, nothing is unflushed and the recovery point has
-        reached the active segment."""
+        reached the active segment. A deferred log has nothing due until it is loaded (see `LogManager`)."""
+        if self._deferred is not None:
+            return None
         active = self._segments.active
         if self._recovery_point < active.base_offset:
             return 0
@@ -560,6 +670,8 @@ class PartitionLog:
     def roll_if_due(self, now_ms: int) -> bool:
         """Roll a non-empty active segment older than segment_ms (see `LogConfig.max_segment_ms`); returns
         whether it rolled."""
+        if self._deferred is not None:
+            return False
         active = self._segments.active
         if active.size_bytes == 0 or now_ms - active.rolling_base_ms <= self._config.max_segment_ms:
             return False
@@ -634,6 +746,8 @@ class PartitionLog:
         """Delete whole segments past retention_ms (by largest timestamp) or beyond retention_bytes, as
         Kafka does: oldest first, never at or above the high watermark, rolling the active segment first
         when it must go too. Returns the number of segments deleted."""
+        if self._deferred is not None and self._log_end_offset == self._log_start_offset:
+            return 0  # nothing to delete: no need to read the directory
         config = self._config
         try:
             deleted = 0
@@ -692,6 +806,8 @@ class PartitionLog:
         old[0].txn_index.flush()
 
     def expire_producers(self, now_ms: int) -> int:
+        if self._deferred is not None:
+            return 0  # its producers are not in memory yet; loading them drops the expired ones
         return self.producer_state.remove_expired(now_ms)
 
     # -- durability (the checkpoint files are in checkpoints) ------------------------------------------
@@ -699,6 +815,8 @@ class PartitionLog:
     def flush(self, *, after_recovery: bool = False) -> None:
         """fsync everything not yet durable and advance the recovery point to the log end offset. Nothing is
         fsynced when the recovery point is there already, except `after_recovery`, when recovery cut files."""
+        if self._deferred is not None:
+            return  # closed cleanly and not written since: everything is durable
         self._advance_recovery_point(self._log_end_offset, len(self._segments), after_recovery)
         self._unflushed_messages = 0
         self._last_flush_ms = self._clock.time_ms()
@@ -706,6 +824,8 @@ class PartitionLog:
     def flush_if_due(self, now_ms: int) -> None:
         """Periodic durability: fsync rolled segments (moving the recovery point to the active segment's
         base offset) and everything once flush_ms has passed with unflushed messages."""
+        if self._deferred is not None:
+            return
         if self._unflushed_messages and now_ms - self._last_flush_ms >= self._config.flush_ms:
             self.flush()
         elif self._recovery_point < self._segments.active.base_offset:
@@ -737,6 +857,11 @@ class PartitionLog:
         checkpoints.write_offset_checkpoints(self.directory, *values, durable=durable)
         self._checkpointed = values
 
+    def checkpoint_offsets(self) -> tuple[int, int, int]:
+        """(log start offset, recovery point, stored high watermark) as a clean close leaves them: what the log
+        directory's checkpoints (`log_dir_checkpoints`) keep for `open_deferred`."""
+        return self._log_start_offset, self._recovery_point, self._high_watermark
+
     def _write_log_start_checkpoint(self) -> None:
         self._checkpointed = None
         checkpoints.write_offset_checkpoint(self.directory, LOG_START_OFFSET_FILE, self._log_start_offset)
@@ -744,6 +869,12 @@ class PartitionLog:
     def close(self) -> None:
         """Flush, snapshot producer state, close files and leave the clean-shutdown marker."""
         if self._closed:
+            return
+        if self._deferred is not None:
+            # Nothing was read or written: the files are as the last clean close left them.
+            self._closed = True
+            if self._owns_closer:
+                self._closer.close_all()
             return
         try:
             self._segments.active.seal()
@@ -757,7 +888,8 @@ class PartitionLog:
             for segment in self._segments:
                 segment.close()
             self._closed = True
-            checkpoints.write_clean_shutdown_marker(self.directory, durable=self._durable_close)
+            if self._durable_close:  # else the log directory's marker says it (see `open`)
+                checkpoints.write_clean_shutdown_marker(self.directory)
         except OSError as e:
             raise self._storage_error(e) from e
         finally:
@@ -767,7 +899,8 @@ class PartitionLog:
     def delete(self) -> None:
         """Remove the whole partition directory. With a shared closer, slices handed out stay readable
         for file_delete_delay_ms; a log that owns its closer has no later chance, so it closes now."""
-        self._segments.delete_all(self._clock.time_ms())
+        self._deferred = None  # nothing of a deferred log is open
+        self._segment_list.delete_all(self._clock.time_ms())
         self._closed = True
         if self._owns_closer:
             self._closer.close_all()
@@ -777,9 +910,9 @@ class PartitionLog:
         """Follow a rename of the partition directory (LogManager's delete); open fds stay valid."""
         os.replace(self.directory, directory)
         self.directory = directory
-        self._segments.rename(directory)
-        self.producer_state.directory = directory
-        self.leader_epochs.directory = directory
+        self._segment_list.rename(directory)  # a deferred log stays deferred: it loads from the new place
+        self._producer_state.directory = directory
+        self._leader_epochs.directory = directory
 
     # -- truncation (the decisions are in truncation) ----------------------------------------------------
 

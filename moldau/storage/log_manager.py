@@ -2,7 +2,11 @@
 
 Each log directory holds `<topic>-<partition>` directories and a `.moldau_cleanshutdown` marker that
 exists only between a clean `close()` and the next start (construction). Without it every partition of that
-directory is opened as after a crash (recovery from its recovery point). Directories named
+directory is opened as after a crash (recovery from its recovery point). With it, the offset checkpoint files
+`close()` wrote beside it (`log_dir_checkpoints`, Kafka's format) give every log's offsets, and each log is
+opened deferred (`PartitionLog.open_deferred`): its directory is read on first use, or by the periodic pass for
+logs holding records, so a start with 10,000 partitions reads three files instead of 10,000 directories. The
+marker names the broker epoch the logs were closed under (`previous_broker_epoch`, KIP-966). Directories named
 `*-delete` are deletions interrupted by a crash and are removed at start.
 
 A partition being moved to another directory (AlterReplicaLogDirs) has a second, *future* log there,
@@ -27,12 +31,13 @@ before closing the logs. Not thread-safe.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
@@ -41,6 +46,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.storage.cleaner import DEFAULT_DEDUPE_BUFFER_BYTES, LogCleaner
 from moldau.storage.log import PartitionLog, parse_partition_dir_name
 from moldau.storage.log_config import LogConfig
+from moldau.storage.log_dir_checkpoints import LogDirOffsets, read_log_dir_offsets, write_log_dir_offsets
 from moldau.storage.maintenance_schedule import MaintenanceSchedule
 from moldau.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -65,6 +71,24 @@ RECORDS_VALIDATED_MARKER = ".moldau_records_validated"
 _DELETE_SUFFIX = "-delete"
 # How much a move copies per step of the event loop, so that producers and fetches wait little behind it.
 MOVE_STEP_BYTES = 1024 * 1024
+# Deferred logs with records loaded per periodic pass (one a second): 10,000 of them within a few minutes, each pass
+# short enough not to hold up requests.
+DEFERRED_LOADS_PER_PASS = 50
+
+
+def _read_clean_shutdown_marker(path: str) -> int | None:
+    """None without the marker; else the broker epoch it names (Kafka's `{"version":0,"brokerEpoch":N}`), -1 for
+    a marker that names none (an empty one, as older versions wrote)."""
+    try:
+        with open(path, "rb") as marker:
+            content = marker.read()
+    except FileNotFoundError:
+        return None
+    try:
+        epoch = json.loads(content)["brokerEpoch"]
+        return epoch if isinstance(epoch, int) else -1
+    except (ValueError, KeyError, TypeError):
+        return -1
 
 
 class LogDirConflict(Exception):
@@ -127,6 +151,9 @@ class LogManager:
         self._log_dir_of: dict[tuple[str, int], str] = {}
         self._count_in_dir: Counter[str] = Counter()  # logs per directory, so a new one is placed in O(dirs)
         self._schedule = MaintenanceSchedule()  # which logs the periodic roll-and-flush pass must visit
+        # Deferred logs holding records, loaded a few per periodic pass so that rolling by age and retention see
+        # them without the start reading every directory (see `PartitionLog.open_deferred`).
+        self._to_load: deque[PartitionLog] = deque()
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self._futures: dict[tuple[str, int], PartitionLog] = {}
         self._future_dir_of: dict[tuple[str, int], str] = {}
@@ -145,7 +172,11 @@ class LogManager:
         self.on_dir_offline: Callable[[str], None] = lambda log_dir: None
         self.on_log_created: Callable[[str], None] = lambda log_dir: None
         self.cleaner = LogCleaner(clock, self.logs, dedupe_buffer_bytes=cleaner_dedupe_buffer_bytes)
+        # The broker epoch each directory's clean-shutdown marker names (-1: none), and the one they all name.
+        self._clean_epochs: dict[str, int] = {}
         self._start()
+        epochs = {self._clean_epochs.get(d, -1) for d in self.log_dirs}
+        self.previous_broker_epoch = epochs.pop() if len(epochs) == 1 and not self.offline_dirs else -1
 
     # -- life cycle ----------------------------------------------------------------------------------
 
@@ -164,14 +195,21 @@ class LogManager:
 
     def _open_dir_logs(self, log_dir: str, entries: list[tuple[str, tuple[str, int], bool]]) -> None:
         marker = os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER)
-        clean = os.path.exists(marker)
+        clean_epoch = _read_clean_shutdown_marker(marker)
+        clean = clean_epoch is not None
+        if clean_epoch is not None:
+            self._clean_epochs[log_dir] = clean_epoch
         validated = os.path.exists(os.path.join(log_dir, RECORDS_VALIDATED_MARKER))
         started = time.monotonic()
-        opened = self._open_dir(log_dir, entries, clean, recover_all=not validated)
-        log.info("opened %d partition logs in %s in %.0f ms (%s)", opened, log_dir,
+        # After a clean shutdown the directory's checkpoints give every log's offsets: its own files are read on
+        # first use. They are stale after a crash, so only the marker makes them trustworthy.
+        checkpointed = read_log_dir_offsets(log_dir) if clean and validated else {}
+        deferred = self._open_dir(log_dir, entries, clean, checkpointed, recover_all=not validated)
+        log.info("opened %d partition logs in %s in %.0f ms (%s)", len(entries), log_dir,
                  (time.monotonic() - started) * 1000,
                  "first start with record validation: every record re-validated" if not validated else
-                 "clean shutdown, no recovery" if clean else "after an unclean shutdown: tails re-validated")
+                 f"clean shutdown, no recovery; {deferred} read on first use" if clean else
+                 "after an unclean shutdown: tails re-validated")
         if not validated:
             self._mark_records_validated(log_dir)
         if clean:
@@ -193,14 +231,17 @@ class LogManager:
                 continue
             try:
                 os.makedirs(log_dir, exist_ok=True)
-                names = sorted(os.listdir(log_dir))
+                # The entries' types come with the listing: no stat per partition directory.
+                with os.scandir(log_dir) as listing:
+                    directories = {e.name for e in listing if e.is_dir()}
+                names = sorted(directories)
             except OSError as exc:
                 log.error("log directory %s cannot be read (%s): it starts offline", log_dir, exc)
                 self.offline_dirs.add(log_dir)
                 continue
             for name in names:
                 path = os.path.join(log_dir, name)
-                if not os.path.isdir(path):
+                if name not in directories:
                     continue
                 if name.endswith(_DELETE_SUFFIX):
                     shutil.rmtree(path, ignore_errors=True)
@@ -245,14 +286,26 @@ class LogManager:
             log.warning("%s: cannot write %s: %s", log_dir, RECORDS_VALIDATED_MARKER, exc)
 
     def _open_dir(self, log_dir: str, entries: list[tuple[str, tuple[str, int], bool]], clean: bool,
-                  recover_all: bool = False) -> int:
+                  checkpointed: LogDirOffsets, recover_all: bool = False) -> int:
+        """Open the directory's logs; those `checkpointed` (not futures) deferred. Returns how many were."""
+        deferred = 0
         for name, key, is_future in entries:
-            opened = PartitionLog.open(
-                os.path.join(log_dir, name), self._config_for(key[0]), self._clock, None,
-                clean_shutdown=None if clean else False,
-                producer_id_expiration_ms=self.producer_id_expiration_ms, closer=self._closer,
-                recover_all=recover_all, log_dir_marker=True,
-            )
+            offsets = None if is_future else checkpointed.get(key)
+            if offsets is not None:
+                start, recovery_point, high_watermark = offsets
+                opened = PartitionLog.open_deferred(
+                    os.path.join(log_dir, name), self._config_for(key[0]), self._clock, log_start_offset=start,
+                    log_end_offset=recovery_point, high_watermark=high_watermark,
+                    producer_id_expiration_ms=self.producer_id_expiration_ms, closer=self._closer)
+                deferred += 1
+                if recovery_point > start:
+                    self._to_load.append(opened)  # its segments may have to roll by age or go by retention
+            else:
+                opened = PartitionLog.open(
+                    os.path.join(log_dir, name), self._config_for(key[0]), self._clock, None, clean_shutdown=clean,
+                    producer_id_expiration_ms=self.producer_id_expiration_ms, closer=self._closer,
+                    recover_all=recover_all, log_dir_marker=True,
+                )
             opened.on_io_error = self._on_io_error
             if is_future:
                 opened.topic, opened.partition = key
@@ -263,10 +316,11 @@ class LogManager:
                 self._log_dir_of[key] = log_dir
                 self._count_in_dir[log_dir] += 1
             self._follow(opened)
-        return len(entries)
+        return deferred
 
-    def close(self) -> None:
-        """Close every log, then mark clean each log directory whose logs all closed cleanly."""
+    def close(self, broker_epoch: int = -1) -> None:
+        """Close every log, then mark clean each log directory whose logs all closed cleanly, naming `broker_epoch`
+        (the broker's registration, -1 if none) in the marker: the next start tells the controller (KIP-966)."""
         self.cleaner.stop()
         failed_dirs = set(self.offline_dirs)
         for logs, dir_of in ((self._logs, self._log_dir_of), (self._futures, self._future_dir_of)):
@@ -283,10 +337,14 @@ class LogManager:
             if log_dir in failed_dirs:
                 continue
             try:
-                # What the logs wrote at close without fsyncs (checkpoints, snapshots, their markers) is durable
-                # before the directory's marker says that they closed cleanly.
+                write_log_dir_offsets(log_dir, {key: partition_log.checkpoint_offsets()
+                                                for key, partition_log in self._logs.items()
+                                                if self._log_dir_of[key] == log_dir})
+                # What the logs wrote at close without fsyncs (checkpoints, snapshots, the directory's offsets) is
+                # durable before the directory's marker says that they closed cleanly.
                 sync_file_system(log_dir)
-                write_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER), b"")
+                write_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER),
+                                 json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode("ascii"))
             except OSError as e:
                 log.error("%s not marked clean, the next start recovers it: %s", log_dir, e)
         self._logs.clear()
@@ -294,6 +352,7 @@ class LogManager:
         self._futures.clear()
         self._future_dir_of.clear()
         self._count_in_dir.clear()
+        self._to_load.clear()
         self._schedule = MaintenanceSchedule()
 
     # -- partitions ----------------------------------------------------------------------------------
@@ -591,6 +650,7 @@ class LogManager:
         """Roll segments older than segment_ms and fsync what is due (rolled segments, flush_ms). Visits only the
         logs (and future logs of moves) whose time has come or that were written since the last pass (see
         MaintenanceSchedule); logs of an offline directory are left alone."""
+        self._load_some_deferred()
         for partition_log in self._schedule.take_due(now_ms):
             if partition_log.offline:
                 continue
@@ -602,6 +662,19 @@ class LogManager:
                           e.message)
             self._schedule.touch(partition_log)
         self._closer.run(now_ms)
+
+    def _load_some_deferred(self) -> None:
+        """Load the next few deferred logs holding records, and put them on the maintenance schedule."""
+        for _ in range(min(DEFERRED_LOADS_PER_PASS, len(self._to_load))):
+            partition_log = self._to_load.popleft()
+            if partition_log.loaded or partition_log.offline or partition_log.on_write is None:
+                continue  # loaded by a client already, or deleted, or in a directory gone offline
+            try:
+                partition_log.load()
+            except KafkaError as e:
+                log.error("loading %s-%d failed: %s", partition_log.topic, partition_log.partition, e.message)
+                continue
+            self._schedule.touch(partition_log)
 
     def maintenance_due_ms(self, topic: str, partition: int) -> int | None:
         """When the roll-and-flush pass next visits this log, as last computed (None: not until it is written)."""

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka.record.default_records import DefaultRecordBatchBuilder
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.produce.v9 import request as produce_req
+from kio.schema.types import TopicName
 
 from moldau.protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
@@ -47,6 +49,40 @@ def test_restart_after_clean_shutdown_skips_recovery(broker: BrokerProcess) -> N
     broker.start()
     assert "after an unclean shutdown" in broker.log_tail(12), broker.log_tail(12)
     assert len(ck_consume(broker.bootstrap, "clean", 500)) == 500
+
+
+def _leader_epochs(broker: BrokerProcess, topic: str) -> dict[int, int]:
+    with RawClient(broker.bootstrap) as client:
+        answer = client.request(MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=TopicName(topic)),),
+                                                allow_auto_topic_creation=False,
+                                                include_topic_authorized_operations=False))
+    return {p.partition_index: p.leader_epoch for t in answer.topics for p in t.partitions if p.leader_id >= 0}
+
+
+def test_a_clean_restart_reads_logs_on_first_use_and_keeps_leader_epochs(broker: BrokerProcess,
+                                                                         tmp_path: Path) -> None:
+    create_topic(broker.bootstrap, "lazy", partitions=4)
+    acks = ck_produce(broker.bootstrap, "lazy", [{"key": str(i).encode(), "value": b"v"} for i in range(200)])
+    epochs = _leader_epochs(broker, "lazy")
+    assert len(epochs) == 4
+    broker.restart()
+    assert "read on first use" in broker.log_tail(12), broker.log_tail(12)
+    assert "lazy 3 " in (tmp_path / "logs" / "recovery-point-offset-checkpoint").read_text()
+    # A lone broker back from a clean stop leads again without new elections: the same leader epochs.
+    assert _leader_epochs(broker, "lazy") == epochs
+    got = ck_consume(broker.bootstrap, "lazy", len(acks))
+    assert sorted((r.partition, r.offset) for r in got) == sorted(acks)
+    more = ck_produce(broker.bootstrap, "lazy", [{"key": b"0", "value": b"after"}])  # loads one log and writes it
+    partition, offset = more[0]
+    assert offset == sum(1 for p, _ in acks if p == partition)
+    # kill -9 while some logs were never read: the next start recovers every log from its own files.
+    broker.kill()
+    broker.start()
+    assert "after an unclean shutdown" in broker.log_tail(12), broker.log_tail(12)
+    after = _leader_epochs(broker, "lazy")
+    assert all(after[p] > epochs[p] for p in epochs), (after, epochs)  # a crash gives every leadership a new epoch
+    got = ck_consume(broker.bootstrap, "lazy", len(acks) + 1)
+    assert sorted((r.partition, r.offset) for r in got) == sorted([*acks, (partition, offset)])
 
 
 def test_kill_9_recovery_rereads_only_segments_after_the_recovery_point(broker: BrokerProcess,

@@ -33,8 +33,10 @@ async def serve(controller: Controller, cluster_id: str, request: Any, response_
     try:
         # log_dirs from v2 (KIP-858): the broker's online directories.
         online_dirs = [str(d) for d in getattr(request, "log_dirs", ()) if d is not None]
+        # previous_broker_epoch from v3 (KIP-966): the epoch of the broker's last clean shutdown, -1 if none.
         epoch = await controller.register_broker(request.broker_id, request.incarnation_id, endpoints,
-                                                 request.rack, online_dirs)
+                                                 request.rack, online_dirs,
+                                                 getattr(request, "previous_broker_epoch", -1))
     except KafkaError as exc:
         return _answer(response_type, exc.code, -1)
     return _answer(response_type, ErrorCode.none, epoch)

@@ -102,3 +102,24 @@ class TestDecide:
         assert records[0] == FenceBrokerRecord(1, 5)
         assert part(commit(image, records), 0).leader == -1  # broker 2 is fenced too: no live ISR member
         assert fence(image, 2) == [] and fence(image, 9) == []
+
+    def test_a_broker_back_from_a_clean_stop_keeps_what_nobody_else_could_lead(self) -> None:
+        # Partition 0: broker 1 alone; 1: broker 2 in the ISR can take over; 2: broker 1 last in the ISR, 2 fenced.
+        image = build([registration(1, epoch=5), registration(2), registration(3, fenced=True)],
+                      [partition(0, [1], leader=1), partition(1, [1, 2], isr=[1, 2], leader=1),
+                       partition(2, [1, 3], isr=[1], leader=1)])
+        records = fence(image, 1, stopped_cleanly=True)
+        assert records[0] == FenceBrokerRecord(1, 5)
+        image = commit(image, records)
+        assert (part(image, 0).leader, part(image, 0).leader_epoch) == (1, 0)  # no record: same leader and epoch
+        assert (part(image, 2).leader, part(image, 2).leader_epoch) == (1, 0)
+        assert part(image, 1).leader == 2 and part(image, 1).isr == (2,)  # another broker could: it does
+        unfence = decide(image, 1, 5, 50, want_fence=False, want_shutdown=False)
+        assert unfence.records == [UnfenceBrokerRecord(1, 5)]  # back in one record: nothing to elect
+
+    def test_after_an_unclean_stop_every_leadership_goes_and_comes_back_at_a_new_epoch(self) -> None:
+        image = build([registration(1, epoch=5)], [partition(0, [1], leader=1)])
+        image = commit(image, fence(image, 1))
+        assert part(image, 0).leader == -1
+        image = commit(image, decide(image, 1, 5, 50, want_fence=False, want_shutdown=False).records)
+        assert (part(image, 0).leader, part(image, 0).leader_epoch) == (1, 2)

@@ -272,12 +272,13 @@ def test_a_leadership_epoch_reaches_the_file_with_the_first_append(tmp_path: Pat
     third.close()
 
 
-def test_closing_a_new_empty_log_writes_only_its_marker(tmp_path: Path, clock: ManualClock) -> None:
+def test_closing_a_new_empty_log_writes_nothing_beside_its_segment(tmp_path: Path, clock: ManualClock) -> None:
     manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
     log = manager.create("t", 0, None)
     manager.close()
-    # No offset checkpoints, producer snapshot or leader epochs: absent, they read as what an empty log holds.
-    assert sorted(os.listdir(log.directory)) == [".clean-shutdown", "00000000000000000000.log"]
+    # No offset checkpoints, producer snapshot, leader epochs or marker of its own: absent, they read as what an
+    # empty log holds, and the log directory's marker says it closed cleanly.
+    assert sorted(os.listdir(log.directory)) == ["00000000000000000000.log"]
     again = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
     reopened = again.get("t", 0)
     assert reopened is not None
@@ -288,3 +289,84 @@ def test_closing_a_new_empty_log_writes_only_its_marker(tmp_path: Path, clock: M
     last = third.get("t", 0)
     assert last is not None and last.log_end_offset == last.recovery_point == last.high_watermark == 2
     third.close()
+
+
+def test_a_clean_close_writes_kafkas_log_dir_checkpoints_and_the_next_start_defers_every_log(
+        tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    for p in range(3):
+        manager.create("t", p, None).append(batches_of(make_batch(values(p + 1))), 0)
+    manager.get("t", 2).delete_records_before(1)  # type: ignore[union-attr]
+    manager.close(broker_epoch=42)
+    log_dir = Path(_dirs(tmp_path, 1)[0])
+    assert (log_dir / "recovery-point-offset-checkpoint").read_text() == "0\n3\nt 0 1\nt 1 2\nt 2 3\n"
+    assert (log_dir / "log-start-offset-checkpoint").read_text() == "0\n3\nt 0 0\nt 1 0\nt 2 1\n"
+    assert (log_dir / "replication-offset-checkpoint").read_text() == "0\n3\nt 0 1\nt 1 2\nt 2 3\n"
+    assert (log_dir / CLEAN_SHUTDOWN_MARKER).read_text() == '{"version": 0, "brokerEpoch": 42}'
+
+    again = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    assert again.previous_broker_epoch == 42
+    logs = [again.get("t", p) for p in range(3)]
+    assert all(log is not None and not log.loaded for log in logs)
+    assert [(log.log_start_offset, log.log_end_offset, log.high_watermark) for log in logs if log] == \
+        [(0, 1, 1), (0, 2, 2), (1, 3, 3)]
+    first = logs[1]
+    assert first is not None
+    first.high_watermark_follows_log_end = False
+    first.high_watermark = 1  # what the owner does while the log is deferred stands once it loads
+    first.begin_leader_epoch(7)
+    assert not first.loaded
+    assert [o for o, _ in decode(first.read(0, 10_000, True, 2).read_bytes())] == [0, 1]  # the first read loads it
+    assert first.loaded and first.high_watermark == 1 and first.leader_epochs.latest_epoch == 7
+    again.close()
+    # A log never loaded keeps its offsets through the next close; a crash makes the checkpoints untrusted.
+    third = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    assert third.previous_broker_epoch == -1  # the marker was written without an epoch
+    never_loaded = third.get("t", 2)
+    assert never_loaded is not None and (never_loaded.log_start_offset, never_loaded.log_end_offset) == (1, 3)
+    third.close()
+
+
+def test_after_a_crash_the_log_dir_checkpoints_are_ignored_and_every_log_recovers(
+        tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    for p in range(2):
+        manager.create("t", p, None).append(batches_of(make_batch(values(2))), 0)
+    manager.close(broker_epoch=5)
+    running = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    written = running.get("t", 0)
+    assert written is not None and not written.loaded
+    written.append(batches_of(make_batch(values(3))), 0)  # loads it, then moves it past the checkpoints
+    written.flush()
+    # kill -9: nothing is closed, so the directory has no marker and its checkpoints still say 2 for t-0.
+    after_crash = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    assert after_crash.previous_broker_epoch == -1
+    recovered = [after_crash.get("t", p) for p in range(2)]
+    assert all(log is not None and log.loaded for log in recovered)
+    assert [log.log_end_offset for log in recovered if log] == [5, 2]
+    assert [o for o, _ in decode(recovered[0].read(0, 10_000, True).read_bytes())] == [0, 1, 2, 3, 4]  # type: ignore[union-attr]
+    after_crash.close()
+
+
+def test_unreadable_log_dir_checkpoints_open_every_log_from_its_own_files(tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    manager.create("t", 0, None).append(batches_of(make_batch(values(2))), 0)
+    manager.close()
+    (Path(_dirs(tmp_path, 1)[0]) / "replication-offset-checkpoint").write_text("0\n7\nt 0 2\n")  # a wrong count
+    again = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    reopened = again.get("t", 0)
+    assert reopened is not None and reopened.loaded and reopened.log_end_offset == 2
+    again.close()
+
+
+def test_deferred_logs_with_records_are_loaded_by_the_periodic_pass(tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    manager.create("empty", 0, None)
+    manager.create("full", 0, None).append(batches_of(make_batch(values(2))), 0)
+    manager.close()
+    again = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    again.roll_and_flush_due(clock.time_ms())
+    assert again.get("full", 0).loaded  # type: ignore[union-attr]
+    assert not again.get("empty", 0).loaded  # type: ignore[union-attr]  # nothing to roll or retain
+    assert again.run_retention(clock.time_ms()) == 0 and not again.get("empty", 0).loaded  # type: ignore[union-attr]
+    again.close()
