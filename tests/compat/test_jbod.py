@@ -28,6 +28,7 @@ from tests.support.broker_process import BrokerProcess
 from tests.support.cli_runner import moldau, ok
 from tests.support.clients import ck_consume, ck_produce, create_topic
 from tests.support.cluster import metadata_at
+from tests.support.polling import wait_until
 
 TIMEOUT_S = 60.0
 
@@ -398,6 +399,11 @@ def test_a_log_dir_unusable_at_start_is_offline_and_the_broker_serves_the_others
     assert _produce_errors(broker.bootstrap, "while-unplugged", 0, 1, 100) == []
 
 
+def _throttle_of(admin: KafkaAdminClient) -> Any:
+    described = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1")])["broker"]["1"]
+    return described.get("replica.alter.log.dirs.io.max.bytes.per.second", {}).get("value")
+
+
 def test_moves_copy_no_faster_than_the_throttle(two_dirs: tuple[BrokerProcess, Path, Path]) -> None:
     broker, first, second = two_dirs
     topic = "throttled"
@@ -410,6 +416,9 @@ def test_moves_copy_no_faster_than_the_throttle(two_dirs: tuple[BrokerProcess, P
         # 1 MB at 250 kB/s: at least 3 s (the first 250 kB go at once), where unthrottled takes milliseconds.
         admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "1", configs={
             "replica.alter.log.dirs.io.max.bytes.per.second": "250000"})])
+        # The broker applies its config from the metadata log a moment after the controller commits it: a move
+        # started before that would copy unthrottled.
+        wait_until(lambda: _throttle_of(admin) == "250000", 30, "the throttle applied on the broker")
         started = time.monotonic()
         assert set(admin.alter_replica_log_dirs({(topic, 0, 1): str(target)}).values()) == {NoError}
         _wait_moved(admin, topic, 0, target)
