@@ -10,6 +10,11 @@ meanwhile wait in a bounded queue: past `queued.max.requests` frames, or about o
 bytes, the socket stops being read (TCP backpressure then slows the client). Writes that outrun the client
 pause processing until the transport drains.
 
+Responses answered without waiting are not written one by one: they gather in `_out` and go out in one
+`transport.writelines` when the connection has served every frame it had queued, when a handler waits for
+something, or past `_COALESCE_BYTES` (on loopback a write costs more than the request that asked for it, and a
+client with several requests in flight gets their answers in one segment).
+
 On a plaintext listener (`sends_files`), a Fetch response may hold file regions: the connection sends it itself
 with sendfile (`moldau.server.file_sender`), after whatever the transport still buffers and before the next
 response, so the order holds; a region that can no longer be read whole, or a client gone mid-send, closes it.
@@ -40,7 +45,7 @@ from typing import Protocol
 
 from moldau.clock import Clock, SystemClock
 from moldau.protocol.codec import InvalidRequest, PendingResponse
-from moldau.protocol.framing import Frame, FrameReader, FrameTooLarge, frame
+from moldau.protocol.framing import SIZE, Frame, FrameReader, FrameTooLarge, frame
 from moldau.protocol.wire import ResponsePart
 from moldau.security.connection_quotas import ConnectionQuotas
 from moldau.security.principal import ANONYMOUS, KafkaPrincipal
@@ -55,6 +60,8 @@ _QUEUE, _BUDGET, _THROTTLE = "queue", "budget", "throttle"  # why reading is pau
 # Responses a connection may hold unwritten before it stops serving requests (librdkafka and the Java client keep
 # at most 5 requests in flight per connection by default).
 _MAX_UNWRITTEN = 16
+# Gathered responses are written once they hold this many bytes, even with more requests queued.
+_COALESCE_BYTES = 64 * 1024
 
 
 def _ready(parts: list[ResponsePart]) -> asyncio.Future[list[ResponsePart]]:
@@ -114,6 +121,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._unwritten: collections.deque[asyncio.Future[list[ResponsePart]]] = collections.deque()
         self._written: asyncio.Event = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
+        # Framed responses answered but not yet handed to the transport (see `_gather`), and their size.
+        self._out: list[ResponsePart] = []
+        self._out_bytes = 0
+        self._flush_scheduled = False
         self.frames_received = 0
 
     # -- asyncio.BufferedProtocol ------------------------------------------------------------------------------
@@ -198,6 +209,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             pending.cancel()
         self._unwritten.clear()
         self._file_sender = None
+        self._out, self._out_bytes = [], 0
         # Drop every buffer now and give the bytes back to the budget; nothing may keep them alive.
         self._queue.clear()
         self._queued_bytes = 0
@@ -217,6 +229,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             while True:
                 if not self._queue:
+                    self._flush()
                     self._wakeup.clear()
                     await self._wakeup.wait()
                     continue
@@ -234,22 +247,24 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 if self._transport is None or self._transport.is_closing():
                     return
                 if isinstance(response, PendingResponse):
+                    self._flush()
                     await self._queue_unwritten(response.parts)
                 elif response is not None and self._unwritten:
                     await self._queue_unwritten(_ready(response))  # behind the responses still pending
                 elif response is not None and self.sends_files and has_regions(response):
                     # Sent here rather than by the writer task: no task switch per response. Like a write that
                     # outruns the client, a full socket holds up serving the next request until it drains.
+                    self._flush()
                     sent = await self._send_files(response)
                     response = None  # its regions keep their files open while referenced, also when idle
                     if not sent:
                         return
                 elif response is not None:
-                    self._transport.writelines(frame(response))  # type: ignore[arg-type]
-                    self.last_activity_ms = self._clock.monotonic_ms()
+                    self._gather(response)
                     if not self._can_write.is_set():
                         await self._can_write.wait()
                 if self.sasl is not None and self.sasl.close_after_response:
+                    self._flush()
                     await self._all_written()
                     self.close()  # failed authentication: the answer goes out, then the connection closes
                     return
@@ -261,6 +276,33 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("closing connection from %s after an unexpected error", self.peer)
             self.abort("internal error")
+
+    def _gather(self, parts: list[ResponsePart]) -> None:
+        """Queue a complete response behind those gathered; they are written together by `_flush`, at the latest
+        in the event loop's next turn (so a handler that waits for something does not hold up earlier answers)."""
+        size = 0
+        for part in parts:
+            size += len(part)
+        self._out.append(SIZE.pack(size))
+        self._out += parts
+        self._out_bytes += size + 4
+        if self._out_bytes >= _COALESCE_BYTES:
+            self._flush()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Write the gathered responses in one call."""
+        self._flush_scheduled = False
+        if not self._out:
+            return
+        out, self._out, self._out_bytes = self._out, [], 0
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        transport.writelines(out)  # type: ignore[arg-type]
+        self.last_activity_ms = self._clock.monotonic_ms()
 
     async def _queue_unwritten(self, parts: asyncio.Future[list[ResponsePart]]) -> None:
         """Queue a response that is not complete yet (or one behind such); the writer sends them in order.
@@ -328,6 +370,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         remaining = self.muted_until_ms - self._clock.monotonic_ms()
         if remaining <= 0:
             return
+        self._flush()  # the response that carries the throttle time goes out before the mute
         self._pause(_THROTTLE)
         try:
             while remaining > 0:
@@ -388,8 +431,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def abort(self, reason: str) -> None:
         log.info("closing connection from %s: %s", self.peer, reason)
         if self._transport is not None:
+            self._flush()  # the answers to the requests before the one that closes it, as if written at once
             self._transport.abort()
 
     def close(self) -> None:
         if self._transport is not None:
+            self._flush()
             self._transport.close()
