@@ -105,7 +105,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._queue: collections.deque[Frame] = collections.deque()
         self._queued_bytes = 0  # frames queued and the one being processed
         self._held = 0  # what this connection counts against the budget
-        self._wakeup: asyncio.Event = asyncio.Event()
+        # What `_process` waits on while its queue is empty, set when frames arrive. A bare future rather than an
+        # asyncio.Event: one wait per request on synchronous clients, and Event.wait looks up the running loop.
+        self._wakeup: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # set when the connection is made
         self._can_write: asyncio.Event = asyncio.Event()
         self._can_write.set()
         self._paused_for: set[str] = set()
@@ -145,7 +148,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._admitted = True
         self._connections.add(self)
         self._budget.join(self)
-        self._task = asyncio.get_running_loop().create_task(self._process())
+        self._loop = asyncio.get_running_loop()  # looked up once: each lookup costs a getpid system call
+        self._task = self._loop.create_task(self._process())
         if self._principal_mapper is not None:
             self._take_certificate_principal(transport)
 
@@ -185,7 +189,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._queue.extend(frames)
             self._queued_bytes += sum(len(f) for f in frames)
             self.frames_received += len(frames)
-            self._wakeup.set()
+            wakeup = self._wakeup
+            if wakeup is not None and not wakeup.done():
+                wakeup.set_result(None)
         if len(self._queue) >= self._limits.max_queued_requests or self._queued_bytes > self._limits.max_queued_bytes:
             self._pause(_QUEUE)
         self._account()  # may pause (or, for the budget's finisher, re-pause) every connection
@@ -230,8 +236,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             while True:
                 if not self._queue:
                     self._flush()
-                    self._wakeup.clear()
-                    await self._wakeup.wait()
+                    assert self._loop is not None
+                    self._wakeup = self._loop.create_future()
+                    try:
+                        await self._wakeup
+                    finally:
+                        self._wakeup = None
                     continue
                 request = self._queue.popleft()  # its bytes stay counted until its response is queued
                 self._busy = True
@@ -290,7 +300,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._flush()
         elif not self._flush_scheduled:
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            assert self._loop is not None
+            self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         """Write the gathered responses in one call."""
