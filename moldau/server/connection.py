@@ -272,6 +272,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 elif response is not None:
                     self._gather(response)
                     if not self._can_write.is_set():
+                        self._flush()  # what is gathered goes out before the wait, so nothing else waits on it
                         await self._can_write.wait()
                 if self.sasl is not None and self.sasl.close_after_response:
                     self._flush()
@@ -288,8 +289,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.abort("internal error")
 
     def _gather(self, parts: list[ResponsePart]) -> None:
-        """Queue a complete response behind those gathered; they are written together by `_flush`, at the latest
-        in the event loop's next turn (so a handler that waits for something does not hold up earlier answers)."""
+        """Queue a complete response behind those gathered; they are written together by `_flush`: when `_process`
+        finds its queue empty, or at the latest in the event loop's next turn when more frames are queued (so that
+        a handler of one of those that waits for something does not hold up the answers before it)."""
         size = 0
         for part in parts:
             size += len(part)
@@ -298,7 +300,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._out_bytes += size + 4
         if self._out_bytes >= _COALESCE_BYTES:
             self._flush()
-        elif not self._flush_scheduled:
+        elif self._queue and not self._flush_scheduled:
             self._flush_scheduled = True
             assert self._loop is not None
             self._loop.call_soon(self._flush)
