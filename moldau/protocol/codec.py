@@ -211,7 +211,7 @@ def _writer(entity_type: type) -> Any:
     return writer
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # one per Produce and Fetch response: not frozen, whose __init__ costs more
 class EncodedBody:
     """A response body a handler encoded itself (Fetch, to pass record batches on without copies)."""
 
