@@ -18,6 +18,9 @@ correlation id and the partition's error code (at a fixed position). No record i
   runs twice, with ``fetch.zero.copy.enable`` on (sendfile) and off (copying), each on a node of its own
   (``--zero-copy on|off`` for one of them), and also prints the broker's CPU time per GB sent.
 
+On a single node (a fresh one, or ``--bootstrap`` with ``--broker-pid``) produce also prints the broker's CPU time
+per answered request: on a shared machine the request rate follows what else runs, the CPU per request much less.
+
 Requests/s and MB/s (10^6 bytes of record batches sent or received per second) are counted over ``--seconds``
 after ``--warmup`` seconds, and printed beside the raw limit of this machine measured in the same run
 (``bench/rawlimit.py``: loopback discard and loopback file append) as ratios; with two fetch runs, the limit is
@@ -291,15 +294,22 @@ def measure_produce(bootstrap: str, topic: str, args: argparse.Namespace) -> dic
     acks = -1 if args.acks == "all" else int(args.acks)
     targets, records = produce_targets(bootstrap, topic, args, acks)
     before = end_offsets(bootstrap, topic, args.partitions)
+    cpu_before = cpu_times(args.broker_pid) if args.broker_pid else (0.0, 0.0)
     results = run_load(spread(targets, args.processes, args.connections), args.in_flight, args.warmup,
                        args.seconds, 64 * 1024)
+    cpu_after = cpu_times(args.broker_pid) if args.broker_pid else (0.0, 0.0)
     answered = sum(r["answered"] for r in results)
     errors = sum(r["errors"] for r in results)
     after = end_offsets(bootstrap, topic, args.partitions)
     if errors == 0 and after - before != answered * records:
         raise BenchError(f"end offsets moved by {after - before}, but {answered} requests of {records} records "
                          "were acknowledged")
-    return summarise(results, args.seconds, f"records/request {records}, batch {targets[0].payload_bytes} B")
+    figures = summarise(results, args.seconds, f"records/request {records}, batch {targets[0].payload_bytes} B")
+    if args.broker_pid and answered:
+        # Over every answered request, warm-up included: what the broker spends per request, whatever else the
+        # machine runs (the rate moves with the load of a shared machine; this moves much less).
+        figures["broker_cpu_us_per_request"] = (sum(cpu_after) - sum(cpu_before)) * 1e6 / answered
+    return figures
 
 
 def fill(bootstrap: str, topic: str, args: argparse.Namespace) -> tuple[int, int, int]:
@@ -400,7 +410,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--zero-copy", choices=("both", "on", "off"), default="both",
                         help="fetch from a fresh node: with fetch.zero.copy.enable on, off, or both one after the "
                              "other (default), each against the same raw limit")
-    parser.set_defaults(broker_pid=None)
+    parser.add_argument("--broker-pid", type=int,
+                        help="with --bootstrap: the broker process whose CPU time to report (a single node)")
     return parser
 
 
@@ -476,6 +487,8 @@ def print_report(args: argparse.Namespace, figures: dict[str, Any], limits: dict
     if "broker_cpu_ms_per_gb" in figures:
         user, system = figures["broker_cpu_ms_per_gb"]
         print(f"broker CPU ms per GB  {user + system:12,.0f}   (user {user:,.0f}, system {system:,.0f})")
+    if "broker_cpu_us_per_request" in figures:
+        print(f"broker CPU us/request {figures['broker_cpu_us_per_request']:12,.1f}")
     for name, label in (("discard", "loopback, discard"), ("append", "loopback, file append")):
         if limits[name]:
             print(f"raw limit {label + ':':23}{limits[name]:8,.0f} MB/s   ratio {figures['mb_s'] / limits[name]:.3f}")

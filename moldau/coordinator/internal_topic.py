@@ -7,32 +7,68 @@ start to its log end when they become its leader (see `log.py` for the interface
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator, Sequence
 
-from kafka.record.default_records import DefaultRecordBatchBuilder
+import crc32c
 from kafka.record.memory_records import MemoryRecords
 
 from moldau.coordinator.log import Appended
 from moldau.protocol.errors import ErrorCode
-from moldau.protocol.record_batch import split_batches
+from moldau.protocol.record_batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, split_batches
 from moldau.replication.replica_manager import HostedPartition, ReplicaManager
 
 __all__ = ["ReplicaLog", "build_batch"]
 
 _READ_CHUNK_BYTES = 1024 * 1024
 _MAX_BATCH_BYTES = 2**31 - 1
+_HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header (moldau.protocol.record_batch)
+_CRC = struct.Struct(">I")
+_CRC_POS = 17
+_ATTRIBUTES_POS = 21
+_TRANSACTIONAL_BIT = 0x10
 
 
 def build_batch(records: Sequence[tuple[bytes, bytes | None]], now_ms: int, *, producer_id: int = -1,
                 producer_epoch: int = -1, transactional: bool = False) -> bytes:
-    """One uncompressed v2 batch holding (key, value) records. Sequence -1: coordinators' batches are not
-    deduplicated; for a transactional batch the producer's epoch alone fences an old producer."""
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=transactional,
-                                        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
-                                        batch_size=_MAX_BATCH_BYTES)
+    """One uncompressed v2 batch holding (key, value) records, all stamped `now_ms`, at base offset 0 (the log
+    assigns offsets and the leader epoch). Sequence -1: coordinators' batches are not deduplicated; for a
+    transactional batch the producer's epoch alone fences an old producer.
+
+    Encoded here rather than with a generic builder: every offset commit writes one, so its cost is per request.
+    The bytes are those of kafka-python's DefaultRecordBatchBuilder (tests/unit/coordinator/test_internal_topic.py).
+    """
+    out = bytearray(BATCH_HEADER_SIZE)
+    record = bytearray()
     for i, (key, value) in enumerate(records):
-        builder.append(i, now_ms, key, value, [])
-    return bytes(builder.build())
+        del record[:]
+        record += b"\x00\x00"  # attributes, timestamp delta
+        _zigzag(record, i)  # offset delta
+        for field in (key, value):
+            if field is None:
+                record.append(1)  # zigzag(-1): null
+            else:
+                _zigzag(record, len(field))
+                record += field
+        record.append(0)  # no headers
+        _zigzag(out, len(record))
+        out += record
+    if len(out) > _MAX_BATCH_BYTES:
+        raise ValueError(f"a batch of {len(out)} bytes is too large")
+    attributes = _TRANSACTIONAL_BIT if transactional else 0
+    _HEADER.pack_into(out, 0, 0, len(out) - LOG_OVERHEAD, 0, MAGIC_V2, 0, attributes, len(records) - 1, now_ms,
+                      now_ms, producer_id, producer_epoch, -1, len(records))
+    _CRC.pack_into(out, _CRC_POS, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_POS:]))
+    return bytes(out)
+
+
+def _zigzag(out: bytearray, value: int) -> None:
+    """Append a zigzag varint, as record fields are written."""
+    encoded = (value << 1) ^ (value >> 63)
+    while encoded >= 0x80:
+        out.append((encoded & 0x7F) | 0x80)
+        encoded >>= 7
+    out.append(encoded)
 
 
 class ReplicaLog:

@@ -21,7 +21,7 @@ import struct
 from collections.abc import Awaitable
 from dataclasses import dataclass, fields
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.index import load_payload_module
 from kio.schema.index import api_key_map
@@ -49,8 +49,10 @@ class CloseConnection(InvalidRequest):
     """A valid request whose only possible answer is closing the connection (a failed acks=0 produce)."""
 
 
-@dataclass(frozen=True, slots=True)
-class RequestHeader:
+class RequestHeader(NamedTuple):
+    """A request's header fields. A named tuple: one is made per request, and a frozen dataclass costs several
+    times as much to build."""
+
     api_key: int
     api_version: int
     correlation_id: int
@@ -209,7 +211,7 @@ def _writer(entity_type: type) -> Any:
     return writer
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # one per Produce and Fetch response: not frozen, whose __init__ costs more
 class EncodedBody:
     """A response body a handler encoded itself (Fetch, to pass record batches on without copies)."""
 

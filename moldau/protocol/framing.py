@@ -25,7 +25,7 @@ import threading
 
 from moldau.protocol.wire import ResponsePart
 
-_SIZE = struct.Struct(">i")
+SIZE = _SIZE = struct.Struct(">i")  # the size prefix
 SIZE_PREFIX_BYTES = 4
 RECEIVE_BUFFER_BYTES = 256 * 1024
 # Frames above this read straight into a buffer of their own; smaller ones gather in the pending buffer.

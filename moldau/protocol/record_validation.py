@@ -66,7 +66,7 @@ class RecordErrors(InvalidBatch):
         self.record_errors = record_errors
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # one per appended batch: not frozen, whose __init__ costs several times as much
 class RecordsSummary:
     """What the walk learnt of a valid batch's records."""
 

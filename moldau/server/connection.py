@@ -10,6 +10,11 @@ meanwhile wait in a bounded queue: past `queued.max.requests` frames, or about o
 bytes, the socket stops being read (TCP backpressure then slows the client). Writes that outrun the client
 pause processing until the transport drains.
 
+Responses answered without waiting are not written one by one: they gather in `_out` and go out in one
+`transport.writelines` when the connection has served every frame it had queued, when a handler waits for
+something, or past `_COALESCE_BYTES` (on loopback a write costs more than the request that asked for it, and a
+client with several requests in flight gets their answers in one segment).
+
 On a plaintext listener (`sends_files`), a Fetch response may hold file regions: the connection sends it itself
 with sendfile (`moldau.server.file_sender`), after whatever the transport still buffers and before the next
 response, so the order holds; a region that can no longer be read whole, or a client gone mid-send, closes it.
@@ -40,7 +45,7 @@ from typing import Protocol
 
 from moldau.clock import Clock, SystemClock
 from moldau.protocol.codec import InvalidRequest, PendingResponse
-from moldau.protocol.framing import Frame, FrameReader, FrameTooLarge, frame
+from moldau.protocol.framing import SIZE, Frame, FrameReader, FrameTooLarge, frame
 from moldau.protocol.wire import ResponsePart
 from moldau.security.connection_quotas import ConnectionQuotas
 from moldau.security.principal import ANONYMOUS, KafkaPrincipal
@@ -55,6 +60,8 @@ _QUEUE, _BUDGET, _THROTTLE = "queue", "budget", "throttle"  # why reading is pau
 # Responses a connection may hold unwritten before it stops serving requests (librdkafka and the Java client keep
 # at most 5 requests in flight per connection by default).
 _MAX_UNWRITTEN = 16
+# Gathered responses are written once they hold this many bytes, even with more requests queued.
+_COALESCE_BYTES = 64 * 1024
 
 
 def _ready(parts: list[ResponsePart]) -> asyncio.Future[list[ResponsePart]]:
@@ -98,7 +105,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._queue: collections.deque[Frame] = collections.deque()
         self._queued_bytes = 0  # frames queued and the one being processed
         self._held = 0  # what this connection counts against the budget
-        self._wakeup: asyncio.Event = asyncio.Event()
+        # What `_process` waits on while its queue is empty, set when frames arrive. A bare future rather than an
+        # asyncio.Event: one wait per request on synchronous clients, and Event.wait looks up the running loop.
+        self._wakeup: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # set when the connection is made
         self._can_write: asyncio.Event = asyncio.Event()
         self._can_write.set()
         self._paused_for: set[str] = set()
@@ -114,6 +124,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._unwritten: collections.deque[asyncio.Future[list[ResponsePart]]] = collections.deque()
         self._written: asyncio.Event = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
+        # Framed responses answered but not yet handed to the transport (see `_gather`), and their size.
+        self._out: list[ResponsePart] = []
+        self._out_bytes = 0
+        self._flush_scheduled = False
         self.frames_received = 0
 
     # -- asyncio.BufferedProtocol ------------------------------------------------------------------------------
@@ -134,7 +148,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._admitted = True
         self._connections.add(self)
         self._budget.join(self)
-        self._task = asyncio.get_running_loop().create_task(self._process())
+        self._loop = asyncio.get_running_loop()  # looked up once: each lookup costs a getpid system call
+        self._task = self._loop.create_task(self._process())
         if self._principal_mapper is not None:
             self._take_certificate_principal(transport)
 
@@ -174,7 +189,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._queue.extend(frames)
             self._queued_bytes += sum(len(f) for f in frames)
             self.frames_received += len(frames)
-            self._wakeup.set()
+            wakeup = self._wakeup
+            if wakeup is not None and not wakeup.done():
+                wakeup.set_result(None)
         if len(self._queue) >= self._limits.max_queued_requests or self._queued_bytes > self._limits.max_queued_bytes:
             self._pause(_QUEUE)
         self._account()  # may pause (or, for the budget's finisher, re-pause) every connection
@@ -198,6 +215,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             pending.cancel()
         self._unwritten.clear()
         self._file_sender = None
+        self._out, self._out_bytes = [], 0
         # Drop every buffer now and give the bytes back to the budget; nothing may keep them alive.
         self._queue.clear()
         self._queued_bytes = 0
@@ -217,8 +235,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             while True:
                 if not self._queue:
-                    self._wakeup.clear()
-                    await self._wakeup.wait()
+                    self._flush()
+                    assert self._loop is not None
+                    self._wakeup = self._loop.create_future()
+                    try:
+                        await self._wakeup
+                    finally:
+                        self._wakeup = None
                     continue
                 request = self._queue.popleft()  # its bytes stay counted until its response is queued
                 self._busy = True
@@ -234,22 +257,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 if self._transport is None or self._transport.is_closing():
                     return
                 if isinstance(response, PendingResponse):
+                    self._flush()
                     await self._queue_unwritten(response.parts)
                 elif response is not None and self._unwritten:
                     await self._queue_unwritten(_ready(response))  # behind the responses still pending
                 elif response is not None and self.sends_files and has_regions(response):
                     # Sent here rather than by the writer task: no task switch per response. Like a write that
                     # outruns the client, a full socket holds up serving the next request until it drains.
+                    self._flush()
                     sent = await self._send_files(response)
                     response = None  # its regions keep their files open while referenced, also when idle
                     if not sent:
                         return
                 elif response is not None:
-                    self._transport.writelines(frame(response))  # type: ignore[arg-type]
-                    self.last_activity_ms = self._clock.monotonic_ms()
+                    self._gather(response)
                     if not self._can_write.is_set():
+                        self._flush()  # what is gathered goes out before the wait, so nothing else waits on it
                         await self._can_write.wait()
                 if self.sasl is not None and self.sasl.close_after_response:
+                    self._flush()
                     await self._all_written()
                     self.close()  # failed authentication: the answer goes out, then the connection closes
                     return
@@ -261,6 +287,35 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("closing connection from %s after an unexpected error", self.peer)
             self.abort("internal error")
+
+    def _gather(self, parts: list[ResponsePart]) -> None:
+        """Queue a complete response behind those gathered; they are written together by `_flush`: when `_process`
+        finds its queue empty, or at the latest in the event loop's next turn when more frames are queued (so that
+        a handler of one of those that waits for something does not hold up the answers before it)."""
+        size = 0
+        for part in parts:
+            size += len(part)
+        self._out.append(SIZE.pack(size))
+        self._out += parts
+        self._out_bytes += size + 4
+        if self._out_bytes >= _COALESCE_BYTES:
+            self._flush()
+        elif self._queue and not self._flush_scheduled:
+            self._flush_scheduled = True
+            assert self._loop is not None
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Write the gathered responses in one call."""
+        self._flush_scheduled = False
+        if not self._out:
+            return
+        out, self._out, self._out_bytes = self._out, [], 0
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        transport.writelines(out)  # type: ignore[arg-type]
+        self.last_activity_ms = self._clock.monotonic_ms()
 
     async def _queue_unwritten(self, parts: asyncio.Future[list[ResponsePart]]) -> None:
         """Queue a response that is not complete yet (or one behind such); the writer sends them in order.
@@ -328,6 +383,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         remaining = self.muted_until_ms - self._clock.monotonic_ms()
         if remaining <= 0:
             return
+        self._flush()  # the response that carries the throttle time goes out before the mute
         self._pause(_THROTTLE)
         try:
             while remaining > 0:
@@ -388,8 +444,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def abort(self, reason: str) -> None:
         log.info("closing connection from %s: %s", self.peer, reason)
         if self._transport is not None:
+            self._flush()  # the answers to the requests before the one that closes it, as if written at once
             self._transport.abort()
 
     def close(self) -> None:
         if self._transport is not None:
+            self._flush()
             self._transport.close()

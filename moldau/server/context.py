@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from moldau.server.services import BrokerServices
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: one is made per request, and a frozen dataclass sets each of its fields with `object.__setattr__`,
+# several times the cost of a plain `__init__`. Handlers treat it as read-only all the same.
+@dataclass(slots=True, eq=False)
 class RequestContext:
     header: RequestHeader
     schema: ApiSchema

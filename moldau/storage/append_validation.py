@@ -22,7 +22,7 @@ from moldau.storage.record_checks import check_batch_records
 __all__ = ["LeaderAppendChecks"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)  # made per append: not frozen, whose __init__ costs several times as much
 class LeaderAppendChecks:
     """The checks of one append, with what they need from the log."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.storage.producer_state import CompletedTxn, ProducerStateManager
@@ -29,8 +30,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
+class AppendResult(NamedTuple):
     """Offsets given to an append; for a duplicate (`duplicate=True`) those of the original batch."""
 
     first_offset: int

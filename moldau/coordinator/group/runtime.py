@@ -65,6 +65,7 @@ class GroupRuntime:
         self._task: asyncio.Task[None] | None = None
         # OffsetCommits waiting for this turn's group commit (`_commit_together`).
         self._commits: list[tuple[CommitRequest, asyncio.Future[list[ErrorCode]]]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None  # the running loop, once a commit has looked it up
 
     def now_ms(self) -> int:
         return self._clock.time_ms()
@@ -184,9 +185,12 @@ class GroupRuntime:
         request is still answered only once its own records are durable, and in the order of its connection's
         requests, as the connection writes responses in order."""
         request = CommitRequest(group_id, member_id, instance_id, generation_id, tuple(commits), version)
-        future: asyncio.Future[list[ErrorCode]] = asyncio.get_running_loop().create_future()
+        loop = self._loop
+        if loop is None or not loop.is_running():  # each lookup of the running loop costs a getpid system call
+            loop = self._loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[ErrorCode]] = loop.create_future()
         if not self._commits:
-            asyncio.get_running_loop().call_soon(self._flush_commits)
+            loop.call_soon(self._flush_commits)
         self._commits.append((request, future))
         errors = await future
         return await self._replicated(group_id, errors)

@@ -22,7 +22,7 @@ def sized(payload: bytes) -> bytes:
 
 class FakeTransport:
     def __init__(self) -> None:
-        self.written: list[bytes] = []
+        self.written: list[bytes] = []  # what each write call passed
         self.paused = False
         self.aborted = False
 
@@ -31,6 +31,11 @@ class FakeTransport:
 
     def writelines(self, parts: list[bytes | memoryview]) -> None:
         self.written.append(b"".join(bytes(p) for p in parts))
+
+    @property
+    def stream(self) -> bytes:
+        """Every byte written, in order."""
+        return b"".join(self.written)
 
     def is_closing(self) -> bool:
         return self.aborted
@@ -100,7 +105,41 @@ def test_responses_leave_in_request_order_whatever_the_chunking() -> None:
         frames = [b"a", b"bb" * 40_000, b"ccc", b""]
         feed(conn, b"".join(sized(f) for f in frames), chunk=7)
         await settle()
-        assert transport.written == [sized(f) for f in frames]
+        assert transport.stream == b"".join(sized(f) for f in frames)
+
+    asyncio.run(run())
+
+
+def test_answers_to_requests_that_arrived_together_leave_in_one_write() -> None:
+    async def run() -> None:
+        conn, transport, _ = connect()
+        feed(conn, b"".join(sized(b"r%d" % i) for i in range(5)))
+        await settle()
+        assert transport.written == [b"".join(sized(b"r%d" % i) for i in range(5))]
+        feed(conn, sized(b"alone"))
+        await settle()
+        assert transport.written[1:] == [sized(b"alone")]
+
+    asyncio.run(run())
+
+
+def test_an_answer_does_not_wait_for_the_next_request_when_that_one_waits() -> None:
+    async def run() -> None:
+        release = asyncio.Event()
+
+        class SlowSecond:
+            async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[bytes | memoryview]:
+                if bytes(frame) == b"second":
+                    await release.wait()  # as a long poll does
+                return [bytes(frame)]
+
+        conn, transport = attach(SlowSecond())
+        feed(conn, sized(b"first") + sized(b"second"))
+        await settle()
+        assert transport.stream == sized(b"first")
+        release.set()
+        await settle()
+        assert transport.stream == sized(b"first") + sized(b"second")
 
     asyncio.run(run())
 
@@ -136,7 +175,7 @@ def test_requests_behind_a_pending_response_are_served_but_answered_in_order() -
         assert transport.written == []
         handler.pending[0].set_result([b"first"])
         await settle()
-        assert transport.written == [sized(b"first"), sized(b"second"), sized(b"now")]
+        assert transport.stream == sized(b"first") + sized(b"second") + sized(b"now")
         assert not conn.busy
         feed(conn, sized(b"later"))
         await settle()
@@ -162,7 +201,7 @@ def test_pending_responses_are_bounded_per_connection() -> None:
                 if not future.done():
                     future.set_result([b"done"])
         assert len(handler.served) == 40
-        assert transport.written == [sized(b"done")] * 40
+        assert transport.stream == sized(b"done") * 40
 
     asyncio.run(run())
 
@@ -185,7 +224,7 @@ def test_a_bad_frame_closes_only_the_connection() -> None:
         conn, transport, _ = connect()
         feed(conn, sized(b"ok") + sized(b"bad") + sized(b"never"))
         await settle()
-        assert transport.written == [sized(b"ok")]
+        assert transport.stream == sized(b"ok")  # answered before the connection closed
         assert transport.aborted
 
     asyncio.run(run())
@@ -211,7 +250,7 @@ def test_queued_requests_past_the_limit_pause_reading_until_processed() -> None:
         assert transport.paused
         handler.gate.set()
         await settle()
-        assert not transport.paused and len(transport.written) == 4
+        assert not transport.paused and transport.stream == b"".join(sized(b"r%d" % i) for i in range(4))
 
     asyncio.run(run())
 
@@ -236,7 +275,7 @@ def test_the_shared_budget_pauses_every_reader_and_resumes_them_when_bytes_are_f
         assert not (t1.paused or t2.paused or t_late.paused)
         h2.gate.set()
         await settle()
-        assert budget.used == 0 and t2.written == [sized(b"y" * 200), sized(b"z" * 300)]
+        assert budget.used == 0 and t2.stream == sized(b"y" * 200) + sized(b"z" * 300)
         for conn in (one, two, late):
             conn.connection_lost(None)
 
@@ -278,7 +317,7 @@ def test_one_connection_pauses_when_it_queues_too_many_bytes() -> None:
         assert transport.paused
         handler.gate.set()
         await settle()
-        assert not transport.paused and len(transport.written) == 2
+        assert not transport.paused and transport.stream == sized(b"a" * 900) + sized(b"b" * 200)
 
     asyncio.run(run())
 
@@ -413,10 +452,10 @@ def test_one_request_is_served_at_a_time_so_a_slow_one_cannot_be_overtaken() -> 
         frames = [b"a", b"bb", b"ccc", b"dddd"]
         feed(conn, b"".join(sized(f) for f in frames))
         for _ in range(100):
-            if len(transport.written) == len(frames):
+            if transport.stream == b"".join(sized(f) for f in frames):
                 break
             await asyncio.sleep(0.002)
-        assert transport.written == [sized(f) for f in frames]
+        assert transport.stream == b"".join(sized(f) for f in frames)
         assert handler.most_active == 1
 
     asyncio.run(run())
@@ -430,7 +469,7 @@ def test_with_the_real_dispatcher_bytes_in_give_a_kafka_answer_out() -> None:
         unknown_api = struct.pack(">hhih", 999, 0, 42, -1)
         feed(conn, sized(api_versions_v0) + sized(unknown_api))
         await settle()
-        (answer,) = transport.written
+        answer = transport.stream
         size, correlation_id, error_code = struct.unpack_from(">iih", answer)
         assert (size, correlation_id, error_code) == (len(answer) - 4, 41, 0)
         assert transport.aborted  # the unknown API closed the connection after the first answer
@@ -446,12 +485,12 @@ def test_a_throttled_connection_is_neither_read_nor_served_until_its_mute_ends()
         feed(conn, sized(b"one") + sized(b"two"))
         await settle()
         # The first response went out, then the connection is muted: not read, the second not served.
-        assert transport.written == [sized(b"one")]
+        assert transport.stream == sized(b"one")
         assert transport.paused and conn.reading_paused
         clock.advance(30)
         await asyncio.sleep(0.05)
         await settle()
-        assert transport.written == [sized(b"one"), sized(b"two")]
+        assert transport.stream == sized(b"one") + sized(b"two")
         assert not transport.paused
     asyncio.run(run())
 

@@ -13,7 +13,7 @@ from tests.unit.storage.conftest import OpenLog
 
 def _header(seq: int, n: int = 2, pid: int = 7, epoch: int = 0, base_offset: int = 0) -> BatchHeader:
     h = parse_header(make_batch(values(n), producer_id=pid, producer_epoch=epoch, base_sequence=seq))
-    return BatchHeader(base_offset, *(getattr(h, f) for f in BatchHeader.__dataclass_fields__ if f != "base_offset"))
+    return BatchHeader(base_offset, *(getattr(h, f) for f in BatchHeader._fields if f != "base_offset"))
 
 
 def _stored(psm: ProducerStateManager, header: BatchHeader, first_offset: int) -> None:
