@@ -216,7 +216,8 @@ class FrameReader:
         if pooled is None:
             pooled = bytearray(min(size, max(self._large_frame_bytes, 2 * len(arrived))))
         self._large = pooled
-        self._large[: len(arrived)] = arrived
+        # Through a memoryview: a bytearray slice assigned a memoryview first copies it into a temporary bytearray.
+        memoryview(pooled)[: len(arrived)] = arrived
         self._large_size, self._large_filled = size, len(arrived)
 
     def _grow_large(self) -> None:
