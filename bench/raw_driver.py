@@ -11,7 +11,8 @@ correlation id and the partition's error code (at a fixed position). No record i
 * ``--mode produce``: every connection sends the same batch (``--batch-bytes`` of ``--value-bytes`` values, no
   producer id, so the broker appends each copy) to one partition, connections spread over the partitions
   round robin, each to its partition's leader. Afterwards the topic's end offsets must add up to the records
-  of every acknowledged request (checked with a confluent-kafka consumer), else the run is refused.
+  of every acknowledged request (checked with a confluent-kafka consumer), else the run is refused. The broker's
+  CPU time per GB of requests it received is printed too: on a shared machine it moves far less than MB/s.
 * ``--mode fetch``: the topic is first filled with ``--fill-mb`` MB of such batches (acks=1), then every
   connection fetches them in a loop, cycling over the batches' offsets (``--fetch-bytes`` per request, whole
   batches), discarding what it gets. A response without a whole batch counts as an error. On a fresh node this
@@ -25,7 +26,8 @@ measured before and after them and their mean is the baseline.
 
 By default a fresh single Moldau node is started (``--nodes 3`` starts a 3-node cluster, as
 ``bench/replication.py`` does); ``--bootstrap`` uses a running broker or cluster instead. The topic is fresh
-(``--partitions``, ``--replication-factor``, min.insync.replicas=2 when replicated).
+(``--partitions``, ``--replication-factor``, min.insync.replicas=2 when replicated). A single node's CPU time is
+read from ``/proc``: of the node started here, or with ``--bootstrap`` of ``--broker-pid``.
 
 Run from the repository root, for example:
     python -m bench.raw_driver --mode produce --batch-bytes 1048576 --acks 1
@@ -291,15 +293,22 @@ def measure_produce(bootstrap: str, topic: str, args: argparse.Namespace) -> dic
     acks = -1 if args.acks == "all" else int(args.acks)
     targets, records = produce_targets(bootstrap, topic, args, acks)
     before = end_offsets(bootstrap, topic, args.partitions)
+    cpu_before = cpu_times(args.broker_pid) if args.broker_pid else (0.0, 0.0)
     results = run_load(spread(targets, args.processes, args.connections), args.in_flight, args.warmup,
                        args.seconds, 64 * 1024)
+    cpu_after = cpu_times(args.broker_pid) if args.broker_pid else (0.0, 0.0)
     answered = sum(r["answered"] for r in results)
     errors = sum(r["errors"] for r in results)
     after = end_offsets(bootstrap, topic, args.partitions)
     if errors == 0 and after - before != answered * records:
         raise BenchError(f"end offsets moved by {after - before}, but {answered} requests of {records} records "
                          "were acknowledged")
-    return summarise(results, args.seconds, f"records/request {records}, batch {targets[0].payload_bytes} B")
+    figures = summarise(results, args.seconds, f"records/request {records}, batch {targets[0].payload_bytes} B")
+    if args.broker_pid:  # per GB of requests the broker received, warm-up and drain included
+        received = answered * targets[0].requests[0].wire_bytes
+        user, system = (after - before for after, before in zip(cpu_after, cpu_before, strict=True))
+        figures["broker_cpu_ms_per_gb"] = (user * 1000 / (received / 1e9), system * 1000 / (received / 1e9))
+    return figures
 
 
 def fill(bootstrap: str, topic: str, args: argparse.Namespace) -> tuple[int, int, int]:
@@ -400,7 +409,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--zero-copy", choices=("both", "on", "off"), default="both",
                         help="fetch from a fresh node: with fetch.zero.copy.enable on, off, or both one after the "
                              "other (default), each against the same raw limit")
-    parser.set_defaults(broker_pid=None)
+    parser.add_argument("--broker-pid", type=int, default=None,
+                        help="with --bootstrap: the broker's process id, to print its CPU time per GB (a node the "
+                             "driver starts itself is measured without it)")
     return parser
 
 
