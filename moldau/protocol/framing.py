@@ -88,8 +88,10 @@ class FrameBufferPool:
 
     def take(self, size: int) -> bytearray | None:
         """A free buffer of at least `size` bytes (and at most twice that, so small frames leave the large
-        buffers to large frames), or None."""
-        for i, buffer in enumerate(self._buffers):
+        buffers to large frames), or None. The most recently given one first: cycling through few buffers keeps
+        them in the CPU cache, where the socket read and the segment write copy faster."""
+        for i in range(len(self._buffers) - 1, -1, -1):
+            buffer = self._buffers[i]
             if size <= len(buffer) <= 2 * size and not _in_use(buffer):
                 del self._buffers[i]
                 return buffer

@@ -206,3 +206,14 @@ def test_a_connection_gone_mid_frame_leaves_its_pooled_buffer_to_the_next() -> N
     assert len(pool) == 1 and reader.buffered_bytes == 0
     other = _pooled_reader(pool)
     assert other.feed(sized(b"q" * 3000)) == [b"q" * 3000]
+
+
+def test_the_most_recently_freed_buffer_is_reused_first() -> None:
+    pool = FrameBufferPool()
+    reader = _pooled_reader(pool)
+    first, second = reader.feed(sized(b"1" * 3000) + sized(b"2" * 3000))
+    assert isinstance(first, memoryview) and isinstance(second, memoryview)
+    given_last = second.obj
+    del first, second
+    (third,) = reader.feed(sized(b"3" * 3000))
+    assert isinstance(third, memoryview) and third.obj is given_last and third == b"3" * 3000
