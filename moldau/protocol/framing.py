@@ -17,8 +17,8 @@ Memory follows what a client has sent, never what it declares:
   ingest). Otherwise a new buffer is grown geometrically (doubling, capped at the declared size) as its bytes
   arrive, so a client that declares 100 MiB and sends 10 bytes costs 64 KiB; completed, it joins the pool.
   The pool holds at most `POOL_BUFFERS` buffers of at most `POOL_MAX_BUFFER_BYTES` each: at most 64 MiB per
-  event loop (16 MiB with 1 MiB requests), whatever clients declare. A pooled buffer is charged to its connection for the bytes that
-  arrived in it (`buffered_bytes`), a grown one for its whole size.
+  event loop (16 MiB with 1 MiB requests), whatever clients declare. A pooled buffer is charged to its
+  connection for the bytes that arrived in it (`buffered_bytes`), a grown one for its whole size.
 
 A size prefix that is negative or larger than `max_frame_bytes` (`socket.request.max.bytes`) is refused
 before any of it is buffered.
