@@ -11,7 +11,8 @@ correlation id and the partition's error code (at a fixed position). No record i
 * ``--mode produce``: every connection sends the same batch (``--batch-bytes`` of ``--value-bytes`` values, no
   producer id, so the broker appends each copy) to one partition, connections spread over the partitions
   round robin, each to its partition's leader. Afterwards the topic's end offsets must add up to the records
-  of every acknowledged request (checked with a confluent-kafka consumer), else the run is refused.
+  of every acknowledged request (checked with a confluent-kafka consumer), else the run is refused. The broker's
+  CPU time per GB of requests it received is printed too: on a shared machine it moves far less than MB/s.
 * ``--mode fetch``: the topic is first filled with ``--fill-mb`` MB of such batches (acks=1), then every
   connection fetches them in a loop, cycling over the batches' offsets (``--fetch-bytes`` per request, whole
   batches), discarding what it gets. A response without a whole batch counts as an error. On a fresh node this
@@ -28,7 +29,8 @@ measured before and after them and their mean is the baseline.
 
 By default a fresh single Moldau node is started (``--nodes 3`` starts a 3-node cluster, as
 ``bench/replication.py`` does); ``--bootstrap`` uses a running broker or cluster instead. The topic is fresh
-(``--partitions``, ``--replication-factor``, min.insync.replicas=2 when replicated).
+(``--partitions``, ``--replication-factor``, min.insync.replicas=2 when replicated). A single node's CPU time is
+read from ``/proc``: of the node started here, or with ``--bootstrap`` of ``--broker-pid``.
 
 Run from the repository root, for example:
     python -m bench.raw_driver --mode produce --batch-bytes 1048576 --acks 1
@@ -306,9 +308,13 @@ def measure_produce(bootstrap: str, topic: str, args: argparse.Namespace) -> dic
                          "were acknowledged")
     figures = summarise(results, args.seconds, f"records/request {records}, batch {targets[0].payload_bytes} B")
     if args.broker_pid and answered:
-        # Over every answered request, warm-up included: what the broker spends per request, whatever else the
-        # machine runs (the rate moves with the load of a shared machine; this moves much less).
+        # Over every answered request, warm-up and drain included: what the broker spends per request and per GB
+        # received, whatever else the machine runs (the rate moves with the load of a shared machine; these much
+        # less).
         figures["broker_cpu_us_per_request"] = (sum(cpu_after) - sum(cpu_before)) * 1e6 / answered
+        received = answered * targets[0].requests[0].wire_bytes
+        user, system = (after - before for after, before in zip(cpu_after, cpu_before, strict=True))
+        figures["broker_cpu_ms_per_gb"] = (user * 1000 / (received / 1e9), system * 1000 / (received / 1e9))
     return figures
 
 
@@ -410,8 +416,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--zero-copy", choices=("both", "on", "off"), default="both",
                         help="fetch from a fresh node: with fetch.zero.copy.enable on, off, or both one after the "
                              "other (default), each against the same raw limit")
-    parser.add_argument("--broker-pid", type=int,
-                        help="with --bootstrap: the broker process whose CPU time to report (a single node)")
+    parser.add_argument("--broker-pid", type=int, default=None,
+                        help="with --bootstrap: the broker's process id (a single node), to print its CPU time per "
+                             "request and per GB received (a node the driver starts itself is measured without it)")
     return parser
 
 

@@ -2,7 +2,7 @@ import struct
 
 import pytest
 
-from moldau.protocol.framing import Frame, FrameReader, FrameTooLarge, frame
+from moldau.protocol.framing import Frame, FrameBufferPool, FrameReader, FrameTooLarge, frame
 
 
 def sized(payload: bytes) -> bytes:
@@ -132,3 +132,88 @@ def test_large_and_small_frames_split_at_every_byte_boundary() -> None:
         got += reader.feed(data[i : i + 1])
         assert reader.buffered_bytes <= max(64, 2 * (i + 1))  # never more than about twice what arrived
     assert got == payloads
+
+
+def _pooled_reader(pool: FrameBufferPool) -> FrameReader:
+    return FrameReader(10**7, receive_buffer=memoryview(bytearray(256)), large_frame_bytes=1024, pool=pool)
+
+
+def test_a_large_frame_buffer_is_reused_once_its_frame_is_gone() -> None:
+    pool = FrameBufferPool()
+    reader = _pooled_reader(pool)
+    (first,) = reader.feed(sized(b"a" * 5000))
+    assert len(pool) == 1
+    reader.feed(struct.pack(">i", 5000) + b"b" * 10)
+    assert len(pool) == 1  # the first frame is alive: its buffer stays where it is, a new one is grown
+    assert first == b"a" * 5000
+    (second,) = reader.feed(b"b" * 4990)
+    assert len(pool) == 2
+    del first
+    reader.feed(struct.pack(">i", 5000) + b"c" * 10)
+    assert len(pool) == 1  # the first frame's buffer was taken ...
+    assert reader.buffered_bytes == 10  # ... and only the bytes that arrived in it are charged
+    (third,) = reader.feed(b"c" * 4990)
+    assert third == b"c" * 5000 and second == b"b" * 5000
+    assert isinstance(third, memoryview) and third.readonly and len(third) == 5000
+
+
+def test_a_slice_kept_from_a_frame_keeps_its_buffer_from_reuse() -> None:
+    pool = FrameBufferPool()
+    reader = _pooled_reader(pool)
+    (first,) = reader.feed(sized(b"k" * 3000))
+    kept = first[100:200]  # as a request would keep a record batch's view
+    del first
+    (second,) = reader.feed(sized(b"n" * 3000))
+    assert kept == b"k" * 100 and second == b"n" * 3000
+    assert len(pool) == 2
+
+
+def test_a_pooled_buffer_longer_than_the_frame_is_read_into_only_up_to_the_frame() -> None:
+    pool = FrameBufferPool()
+    reader = _pooled_reader(pool)
+    (first,) = reader.feed(sized(b"L" * 6000))
+    del first
+    frames = reader.feed(sized(b"s" * 4000) + sized(b"after"))
+    assert frames == [b"s" * 4000, b"after"]
+    assert len(frames[0]) == 4000
+
+
+def test_the_pool_is_bounded_in_buffers_and_size() -> None:
+    pool = FrameBufferPool(max_buffers=2, max_buffer_bytes=8000)
+    reader = _pooled_reader(pool)
+    frames = [reader.feed(sized(bytes([i]) * 2000))[0] for i in range(4)]
+    assert len(pool) == 2
+    frames.append(reader.feed(sized(b"x" * 9000))[0])
+    assert len(pool) == 2  # too large to keep
+    assert [bytes(f[:1]) for f in frames] == [b"\x00", b"\x01", b"\x02", b"\x03", b"x"]
+
+
+def test_a_small_frame_does_not_take_a_much_larger_pooled_buffer() -> None:
+    pool = FrameBufferPool()
+    reader = _pooled_reader(pool)
+    del reader.feed(sized(b"h" * 9000))[0]
+    reader.feed(struct.pack(">i", 2000) + b"s")
+    assert len(pool) == 1 and reader.buffered_bytes == 1024  # grown afresh, the 9000-byte buffer left alone
+
+
+def test_a_connection_gone_mid_frame_leaves_its_pooled_buffer_to_the_next() -> None:
+    pool = FrameBufferPool()
+    reader = _pooled_reader(pool)
+    del reader.feed(sized(b"p" * 3000))[0]
+    reader.feed(struct.pack(">i", 3000) + b"partial")
+    assert len(pool) == 0
+    reader.release()
+    assert len(pool) == 1 and reader.buffered_bytes == 0
+    other = _pooled_reader(pool)
+    assert other.feed(sized(b"q" * 3000)) == [b"q" * 3000]
+
+
+def test_the_most_recently_freed_buffer_is_reused_first() -> None:
+    pool = FrameBufferPool()
+    reader = _pooled_reader(pool)
+    first, second = reader.feed(sized(b"1" * 3000) + sized(b"2" * 3000))
+    assert isinstance(first, memoryview) and isinstance(second, memoryview)
+    given_last = second.obj
+    del first, second
+    (third,) = reader.feed(sized(b"3" * 3000))
+    assert isinstance(third, memoryview) and third.obj is given_last and third == b"3" * 3000
