@@ -63,6 +63,12 @@ log = logging.getLogger(__name__)
 
 MAX_TOPIC_NAME_LENGTH = 249
 MAX_PARTITIONS_PER_TOPIC = 100_000
+# Kafka's controller refuses a CreateTopics request that would create more partitions than this, all its topics
+# with POLICY_VIOLATION; Moldau applies the same bound to the partitions a CreatePartitions request adds. Every new
+# partition is a log opened on the node's event loop when the records commit, so the bound also bounds how long one
+# request can hold that loop.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 PRODUCER_ID_BLOCK_SIZE = 1000
 VOTER_CHANGE_TIMEOUT_S = 10.0
 _LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")

@@ -221,6 +221,21 @@ def test_create_partitions(shared_broker: BrokerProcess, ck_admin: AdminClient, 
     assert acks == [(4, 0)]
 
 
+def test_one_request_creates_at_most_ten_thousand_partitions(shared_broker: BrokerProcess,
+                                                            ck_admin: AdminClient) -> None:
+    """Kafka's bound: a request over 10,000 partitions in all fails whole with POLICY_VIOLATION, and nothing is
+    created; one at the bound passes validation. CreatePartitions counts the partitions it adds."""
+    first, second = topic_name("many-a"), topic_name("many-b")
+    futures = ck_admin.create_topics([NewTopic(first, 5_001, 1), NewTopic(second, 5_000, 1)])
+    assert [ck_error(futures[t]) for t in (first, second)] == [KafkaError.POLICY_VIOLATION] * 2
+    assert first not in topics_of(ck_admin) and second not in topics_of(ck_admin)
+    ck_admin.create_topics([NewTopic(first, 10_000, 1)], validate_only=True)[first].result(timeout=TIMEOUT_S)
+    create_topic(shared_broker.bootstrap, first, partitions=1)
+    assert ck_error(ck_admin.create_partitions([NewPartitions(first, 10_002)])[first]) == KafkaError.POLICY_VIOLATION
+    ck_admin.create_partitions([NewPartitions(first, 10_001)], validate_only=True)[first].result(timeout=TIMEOUT_S)
+    assert len(topics_of(ck_admin)[first].partitions) == 1
+
+
 # -- DeleteRecords -------------------------------------------------------------------------------------------
 
 

@@ -8,7 +8,8 @@ do not match). A topic named twice in one request fails with INVALID_REQUEST and
 the added partitions count against it (not with `validate_only`); from v3 a topic over the quota is refused with
 THROTTLING_QUOTA_EXCEEDED, before v3 it grows and the client is throttled (KIP-599; see
 `moldau.server.handlers.mutations`). The controller commits before answering, so the
-request's timeout never expires.
+request's timeout never expires. A request adding more than 10,000 partitions in all fails whole, every topic
+with POLICY_VIOLATION (the bound Kafka's controller puts on CreateTopics).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from moldau.metadata.controller import MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.security.acl.model import AclOperation, ResourceType
@@ -58,6 +60,10 @@ async def _handle(ctx: RequestContext, request: Any) -> Any:
     if forwarded is not None:
         return forwarded
     counts = Counter(t.name for t in request.topics)
+    if sum(_added(ctx, t) for i, t in enumerate(request.topics) if i not in refusals) > MAX_PARTITIONS_PER_REQUEST:
+        results = tuple(refusals.get(i) or _result(ctx, t.name, ErrorCode.policy_violation, TOO_MANY_PARTITIONS)
+                        for i, t in enumerate(request.topics))
+        return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, results=results)
     results = tuple([
         refusals[i] if i in refusals else
         _result(ctx, t.name, ErrorCode.invalid_request, _NAMED_TWICE)

@@ -7,7 +7,8 @@ cannot be combined with a count or factor (INVALID_REQUEST). Configs become the 
 null value, an unknown name or a bad value is INVALID_CONFIG. A topic named twice in one request fails with
 INVALID_REQUEST for each entry and is not created. Other errors: TOPIC_ALREADY_EXISTS,
 INVALID_TOPIC_EXCEPTION for an illegal name (or one colliding with an existing one in '.' versus '_'),
-INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR.
+INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR. A request that would create more than 10,000 partitions in all
+fails whole, every topic with POLICY_VIOLATION, as Kafka's controller answers it.
 
 `validate_only` checks everything and creates nothing, but answers as if it had. From v5 a successful result
 carries the partition count, replication factor and the topic's effective configs with their sources
@@ -30,7 +31,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any
 
-from moldau.metadata.controller import CreatedTopic
+from moldau.metadata.controller import MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS, CreatedTopic
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
@@ -64,6 +65,12 @@ def _partition_count(ctx: RequestContext, topic: Any) -> int:
     return int(topic.num_partitions) if topic.num_partitions != -1 else ctx.broker.config.num_partitions
 
 
+def _too_many_partitions(ctx: RequestContext, topics: list[Any]) -> bool:
+    """More partitions than one request may create, counting what each topic asks for (as Kafka counts: a count
+    below -1 or 0 adds nothing; the topic fails on its own)."""
+    return sum(max(0, _partition_count(ctx, t)) for t in topics) > MAX_PARTITIONS_PER_REQUEST
+
+
 def _named_twice(name: str) -> str:
     return f"topic '{name}' is named more than once in the request"
 
@@ -83,6 +90,10 @@ async def _handle(ctx: RequestContext, request: Any) -> Any:
     if forwarded is not None:
         return _hide_configs(ctx, forwarded)
     counts = Counter(t.name for t in request.topics)
+    if _too_many_partitions(ctx, [t for i, t in enumerate(request.topics) if i not in refusals]):
+        topics = tuple(refusals.get(i) or _error(ctx, t.name, ErrorCode.policy_violation, TOO_MANY_PARTITIONS)
+                       for i, t in enumerate(request.topics))
+        return _hide_configs(ctx, make(ctx.schema.response_type, throttle_time=NO_THROTTLE, topics=topics))
     topics = tuple([
         refusals[i] if i in refusals else
         _error(ctx, t.name, ErrorCode.invalid_request, _named_twice(t.name))
