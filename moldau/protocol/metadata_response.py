@@ -100,16 +100,14 @@ def encode_metadata_response(version: int, response: MetadataResponse) -> bytes:
         if version >= 1:
             out += _BOOL[topic.is_internal]
         out += _length(len(topic.partitions), flexible)
+        with_offline = version >= 5
         for p in topic.partitions:
             if version >= 7:
                 out += _PARTITION_V7.pack(p.error_code, p.partition_index, p.leader_id, p.leader_epoch)
             else:
                 out += _PARTITION_V0.pack(p.error_code, p.partition_index, p.leader_id)
-            out += _int32_array(p.replica_nodes, flexible)
-            out += _int32_array(p.isr_nodes, flexible)
-            if version >= 5:
-                out += _int32_array(p.offline_replicas, flexible)
-            out += tags
+            out += _replica_lists(tuple(p.replica_nodes), tuple(p.isr_nodes),
+                                  tuple(p.offline_replicas) if with_offline else None, flexible)
         if version >= 8:
             out += I32.pack(topic.topic_authorized_operations)
         out += tags
@@ -137,6 +135,27 @@ def _nullable_string(value: str | None, flexible: bool) -> bytes:
 
 
 _INT32_ARRAYS: dict[int, struct.Struct] = {}
+# The encoded replica, ISR and offline lists (and the partition's tagged-field section): a cluster has few
+# distinct combinations, so most partitions of a large response reuse bytes already written. Bounded, in case
+# a very large cluster has many.
+_REPLICA_LISTS: dict[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...] | None, bool], bytes] = {}
+_REPLICA_LISTS_MAX = 4096
+
+
+def _replica_lists(replicas: tuple[int, ...], isr: tuple[int, ...], offline: tuple[int, ...] | None,
+                   flexible: bool) -> bytes:
+    key = (replicas, isr, offline, flexible)
+    encoded = _REPLICA_LISTS.get(key)
+    if encoded is None:
+        encoded = _int32_array(replicas, flexible) + _int32_array(isr, flexible)
+        if offline is not None:
+            encoded += _int32_array(offline, flexible)
+        if flexible:
+            encoded += b"\x00"
+        if len(_REPLICA_LISTS) >= _REPLICA_LISTS_MAX:
+            _REPLICA_LISTS.clear()
+        _REPLICA_LISTS[key] = encoded
+    return encoded
 
 
 def _int32_array(values: Sequence[int], flexible: bool) -> bytes:

@@ -115,7 +115,7 @@ def _topic(ctx: RequestContext, topic: TopicImage, code: ErrorCode, request: Any
     partitions = [
         MetadataPartition(ErrorCode.none if p.leader >= 0 else ErrorCode.leader_not_available, p.partition,
                           p.leader, p.leader_epoch, p.replicas, p.isr,
-                          [r for r in p.replicas if not online(r, p)])
+                          tuple([r for r in p.replicas if not online(r, p)]))
         for p in sorted(topic.partitions.values(), key=lambda p: p.partition)
     ]
     return MetadataTopic(code, topic.name, topic.topic_id, topic.is_internal, partitions,
