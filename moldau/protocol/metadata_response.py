@@ -57,6 +57,9 @@ class MetadataTopic:
     is_internal: bool
     partitions: Sequence[MetadataPartition]
     topic_authorized_operations: int
+    # This topic as `encode_metadata_topic` wrote it for the response's version, when the handler has it already:
+    # written as it is, the other fields unread.
+    encoded: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -93,29 +96,38 @@ def encode_metadata_response(version: int, response: MetadataResponse) -> bytes:
         out += I32.pack(response.controller_id)
     out += _length(len(response.topics), flexible)
     for topic in response.topics:
-        out += _TOPIC_ERROR.pack(topic.error_code)
-        out += _nullable_string(topic.name, flexible) if version >= 12 else _string(topic.name or "", flexible)
-        if version >= 10:
-            out += (topic.topic_id or _NO_TOPIC_ID).bytes
-        if version >= 1:
-            out += _BOOL[topic.is_internal]
-        out += _length(len(topic.partitions), flexible)
-        with_offline = version >= 5
-        for p in topic.partitions:
-            if version >= 7:
-                out += _PARTITION_V7.pack(p.error_code, p.partition_index, p.leader_id, p.leader_epoch)
-            else:
-                out += _PARTITION_V0.pack(p.error_code, p.partition_index, p.leader_id)
-            out += _replica_lists(tuple(p.replica_nodes), tuple(p.isr_nodes),
-                                  tuple(p.offline_replicas) if with_offline else None, flexible)
-        if version >= 8:
-            out += I32.pack(topic.topic_authorized_operations)
-        out += tags
+        out += topic.encoded if topic.encoded is not None else encode_metadata_topic(version, topic)
     if 8 <= version <= 10:
         out += I32.pack(response.cluster_authorized_operations)
     if version >= 13:
         out += I16.pack(response.error_code)
     out += tags
+    return bytes(out)
+
+
+def encode_metadata_topic(version: int, topic: MetadataTopic) -> bytes:
+    """One element of the response's topic array."""
+    flexible = version >= FIRST_FLEXIBLE_VERSION
+    out = bytearray()
+    out += _TOPIC_ERROR.pack(topic.error_code)
+    out += _nullable_string(topic.name, flexible) if version >= 12 else _string(topic.name or "", flexible)
+    if version >= 10:
+        out += (topic.topic_id or _NO_TOPIC_ID).bytes
+    if version >= 1:
+        out += _BOOL[topic.is_internal]
+    out += _length(len(topic.partitions), flexible)
+    with_offline = version >= 5
+    for p in topic.partitions:
+        if version >= 7:
+            out += _PARTITION_V7.pack(p.error_code, p.partition_index, p.leader_id, p.leader_epoch)
+        else:
+            out += _PARTITION_V0.pack(p.error_code, p.partition_index, p.leader_id)
+        out += _replica_lists(tuple(p.replica_nodes), tuple(p.isr_nodes),
+                              tuple(p.offline_replicas) if with_offline else None, flexible)
+    if version >= 8:
+        out += I32.pack(topic.topic_authorized_operations)
+    if flexible:
+        out += b"\x00"
     return bytes(out)
 
 

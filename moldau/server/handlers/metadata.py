@@ -16,12 +16,19 @@ with TOPIC_AUTHORIZATION_FAILED. Authorized operations (KIP-430) are answered fr
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from moldau.metadata.controller import validate_topic_name
 from moldau.metadata.image import MetadataImage, TopicImage
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.metadata_response import MetadataBroker, MetadataPartition, MetadataResponse, MetadataTopic
+from moldau.protocol.metadata_response import (
+    MetadataBroker,
+    MetadataPartition,
+    MetadataResponse,
+    MetadataTopic,
+    encode_metadata_topic,
+)
 from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
@@ -109,8 +116,22 @@ def _missing(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None, 
     return MetadataTopic(code, name, topic_id or _NO_TOPIC_ID, False, (), AUTHORIZED_OPERATIONS_OMITTED)
 
 
+# A topic's encoded answer, per (topic id, version), with the topic image and broker registrations it was made
+# from: both are immutable and replaced when they change, so while they are the same objects the bytes still hold.
+# A Metadata of all topics then costs O(changed topics) of encoding, not O(partitions).
+_ENCODED: dict[tuple[uuid.UUID, int], tuple[TopicImage, Mapping[int, Any], bytes]] = {}
+
+
 def _topic(ctx: RequestContext, topic: TopicImage, code: ErrorCode, request: Any) -> MetadataTopic:
     image = ctx.broker.image
+    operations = requested_operations(ctx, request, "include_topic_authorized_operations", ResourceType.TOPIC,
+                                      topic.name)
+    cacheable = code == ErrorCode.none and operations == AUTHORIZED_OPERATIONS_OMITTED
+    key = (topic.topic_id, ctx.version)
+    if cacheable:
+        cached = _ENCODED.get(key)
+        if cached is not None and cached[0] is topic and cached[1] is image.brokers:
+            return MetadataTopic(code, topic.name, topic.topic_id, topic.is_internal, (), operations, cached[2])
     online = image.replica_online
     partitions = [
         MetadataPartition(ErrorCode.none if p.leader >= 0 else ErrorCode.leader_not_available, p.partition,
@@ -118,9 +139,13 @@ def _topic(ctx: RequestContext, topic: TopicImage, code: ErrorCode, request: Any
                           tuple([r for r in p.replicas if not online(r, p)]))
         for p in sorted(topic.partitions.values(), key=lambda p: p.partition)
     ]
-    return MetadataTopic(code, topic.name, topic.topic_id, topic.is_internal, partitions,
-                         requested_operations(ctx, request, "include_topic_authorized_operations",
-                                              ResourceType.TOPIC, topic.name))
+    answer = MetadataTopic(code, topic.name, topic.topic_id, topic.is_internal, partitions, operations)
+    if cacheable:
+        if len(_ENCODED) > 2 * len(image.topics_by_id) + 64:
+            _ENCODED.clear()  # deleted topics' entries, or versions no client asks for any more
+        answer.encoded = encode_metadata_topic(ctx.version, answer)
+        _ENCODED[key] = (topic, image.brokers, answer.encoded)
+    return answer
 
 
 API = Api(key=3, name="Metadata", min_version=0, max_version=13, handle=handle)
