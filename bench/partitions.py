@@ -26,8 +26,11 @@ With ``--restarts N`` only the creation and N stops and starts of one node are m
 round trips or produce runs); each ``--checkout DIR`` runs that node from another checkout, in turn, so that two
 commits are compared in one run.
 
+With ``--requests`` one node per ``--checkout`` holds the layout, all running at once: their idle CPU over the same
+IDLE seconds, then Metadata and ListOffsets round trips (as above), the nodes taking turns for REPEAT rounds.
+
 Run from the repository root:  python -m bench.partitions [--quick] [--layout 100x100,1x10000] [--idle S]
-[--records N] [--repeat N] [--profile DIR] [--restarts N [--checkout DIR]...]
+[--records N] [--repeat N] [--profile DIR] [--restarts N | --requests] [--checkout DIR]...
 """
 
 from __future__ import annotations
@@ -320,6 +323,48 @@ def measure_restarts(args: argparse.Namespace, layout: Layout, checkout: Path | 
     return figures
 
 
+def measure_requests(args: argparse.Namespace, layout: Layout,
+                     checkouts: list[Path | None]) -> list[dict[str, float]]:
+    """One node per checkout, each holding the layout: their idle CPU over the same seconds, then Metadata (all
+    topics) and ListOffsets (every partition) round trips, the nodes taking turns (``args.repeat`` rounds of
+    ``TIMED_ROUND_TRIPS`` each; the median of all)."""
+    figures: list[dict[str, float]] = [{} for _ in checkouts]
+    with scratch_dir("partitions") as tmp, contextlib.ExitStack() as stack:
+        nodes = [stack.enter_context(node(f"node{i}", tmp, checkout)) for i, checkout in enumerate(checkouts)]
+        expected = []
+        for each, figure in zip(nodes, figures, strict=True):
+            wait_ready(each.start())
+            names, figure["create s"] = create_layout(each.running, layout)
+            expected.append(dict.fromkeys(names, layout.partitions))
+        time.sleep(5)
+        before = [cpu_seconds(each.running) for each in nodes]
+        time.sleep(args.idle)
+        for each, figure, cpu in zip(nodes, figures, before, strict=True):
+            figure["idle CPU %"] = (cpu_seconds(each.running) - cpu) / args.idle * 100
+        samples: list[dict[str, list[float]]] = [{"Metadata": [], "ListOffsets": []} for _ in nodes]
+        for round_ in range(args.repeat):
+            order = list(range(len(nodes)))[::1 if round_ % 2 == 0 else -1]
+            for i in order:
+                broker = nodes[i].running
+                samples[i]["Metadata"].append(median_round_trip_ms(broker, metadata_request(), _check_leaders))
+                samples[i]["ListOffsets"].append(median_round_trip_ms(broker, list_offsets_request(expected[i]),
+                                                                      _check_offsets))
+        for figure, sample in zip(figures, samples, strict=True):
+            for name, values in sample.items():
+                figure[f"{name} ms"] = statistics.median(values)
+    return figures
+
+
+def _check_leaders(response: Any) -> None:
+    if any(p.error_code != 0 or p.leader_id < 0 for t in response.topics for p in t.partitions):
+        raise BenchError("a Metadata response names a partition without a leader")
+
+
+def _check_offsets(response: Any) -> None:
+    if offsets_errors(response):
+        raise BenchError("a ListOffsets response has partition errors")
+
+
 def measure_layout(args: argparse.Namespace, layout: Layout, lines: Path) -> dict[str, float]:
     figures: dict[str, float] = {}
     with scratch_dir("partitions") as tmp, node("base", tmp) as base, node("loaded", tmp) as loaded:
@@ -409,12 +454,22 @@ def main() -> None:
     parser.add_argument("--restarts", type=int, default=0,
                         help="only create the layout on one node, then stop and start it this many times")
     parser.add_argument("--checkout", type=Path, action="append",
-                        help="with --restarts: run Moldau from this checkout (repeat to compare several, in turn)")
+                        help="with --restarts or --requests: run Moldau from this checkout (repeat to compare "
+                             "several)")
+    parser.add_argument("--requests", action="store_true",
+                        help="only create the layout on one node per --checkout (all running at once), then "
+                             "measure their idle CPU and Metadata and ListOffsets round trips, taking turns")
     args = parser.parse_args()
     layouts = [Layout.parse(s) for s in (args.layout or ("10x100" if args.quick else "100x100,1x10000")).split(",")]
     args.idle = args.idle or (10 if args.quick else 30)
     args.records = args.records or (50_000 if args.quick else 200_000)
     args.repeat = args.repeat or (1 if args.quick else 3)
+    if args.requests:
+        for layout in layouts:
+            checkouts: list[Path | None] = list(args.checkout or [None])
+            for checkout, figures in zip(checkouts, measure_requests(args, layout, checkouts), strict=True):
+                print_figures(layout, figures, checkout)
+        return
     if args.restarts:
         for layout in layouts:
             for checkout in args.checkout or [None]:

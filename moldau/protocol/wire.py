@@ -1,4 +1,4 @@
-"""Primitives for the hand-written encoders of hot-path responses (Fetch, Produce).
+"""Primitives for the hand-written encoders of hot-path responses (Fetch, Produce, Metadata, ListOffsets).
 
 Both encoders are checked byte for byte against kio's generated encoders in the unit tests; this module only
 knows how Kafka writes lengths and strings in its two styles: "flexible" versions use compact forms (unsigned

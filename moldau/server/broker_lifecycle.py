@@ -31,6 +31,7 @@ import kio.schema.broker_registration.v4.request as reg_req
 import kio.schema.broker_registration.v4.response as reg_resp
 
 from moldau.metadata.controller import Controller
+from moldau.metadata.image import MetadataImage
 from moldau.metadata.quorum import MetadataQuorum
 from moldau.metadata.records import Endpoint
 from moldau.protocol.codec import make
@@ -70,6 +71,7 @@ class BrokerLifecycle:
         if log_manager is not None:
             log_manager.on_dir_offline = lambda log_dir: self._wake.set()
             log_manager.on_log_created = lambda log_dir: self._wake.set()
+            quorum.add_listener(self._on_image)
 
     async def start(self) -> None:
         """Register and keep heartbeating in the background; returns once the broker is unfenced."""
@@ -147,19 +149,37 @@ class BrokerLifecycle:
 
     def _unrecorded_assignments(self) -> dict[str, dict[uuid.UUID, list[int]]]:
         """directory.id -> topic id -> partitions: this broker's replicas whose directory the metadata does not
-        show (new partitions, or a replica moved between directories)."""
+        show (new partitions, or a replica moved between directories). Only the logs the log manager names as
+        possibly unrecorded are looked at (O(changes) per heartbeat); those the metadata shows, or that it no
+        longer gives this broker, are dropped from its list."""
         if self._log_manager is None:
             return {}
         image = self._quorum.image
         pending: dict[str, dict[uuid.UUID, list[int]]] = {}
-        for directory, topic_name, index in self._log_manager.directory_assignments():
+        settled = []
+        for directory, topic_name, index in self._log_manager.unrecorded_assignments():
             topic = image.topics_by_name.get(topic_name)
             partition = topic.partitions.get(index) if topic is not None else None
-            if topic is None or partition is None or self.broker_id not in partition.replicas:
-                continue
-            if partition.directory_of(self.broker_id) != directory:
+            if topic is None or partition is None or self.broker_id not in partition.replicas \
+                    or partition.directory_of(self.broker_id) == directory:
+                settled.append((topic_name, index))
+            else:
                 pending.setdefault(directory, {}).setdefault(topic.topic_id, []).append(index)
+        self._log_manager.assignments_recorded(settled)
         return pending
+
+    def _on_image(self, before: MetadataImage, image: MetadataImage) -> None:
+        """A changed topic may assign one of our replicas to another directory than its log's (a partition record
+        written without it, say): its log is checked again at the next heartbeat. O(changed topics)."""
+        if self._log_manager is None:
+            return
+        for topic_id, topic in image.topics_by_id.items():
+            if before.topics_by_id.get(topic_id) is topic:
+                continue
+            for partition in topic.partitions.values():
+                if self.broker_id in partition.replicas:
+                    self._log_manager.check_assignment(topic.name, partition.partition,
+                                                       partition.directory_of(self.broker_id))
 
     async def _assign_replicas_to_dirs(self) -> None:
         pending = self._unrecorded_assignments()

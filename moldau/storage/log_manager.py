@@ -38,7 +38,7 @@ import shutil
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from moldau.clock import Clock
@@ -150,6 +150,9 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_dir_of: dict[tuple[str, int], str] = {}
         self._count_in_dir: Counter[str] = Counter()  # logs per directory, so a new one is placed in O(dirs)
+        # Logs whose directory the metadata may not show yet (KIP-858): opened, created or moved since the broker
+        # last found the metadata in agreement, so that recording assignments costs O(changes), not O(logs).
+        self._unrecorded: set[tuple[str, int]] = set()
         self._schedule = MaintenanceSchedule()  # which logs the periodic roll-and-flush pass must visit
         # Deferred logs holding records, loaded a few per periodic pass so that rolling by age and retention see
         # them without the start reading every directory (see `PartitionLog.open_deferred`).
@@ -315,6 +318,7 @@ class LogManager:
                 self._logs[key] = opened
                 self._log_dir_of[key] = log_dir
                 self._count_in_dir[log_dir] += 1
+                self._unrecorded.add(key)
             self._follow(opened)
         return deferred
 
@@ -352,6 +356,7 @@ class LogManager:
         self._futures.clear()
         self._future_dir_of.clear()
         self._count_in_dir.clear()
+        self._unrecorded.clear()
         self._to_load.clear()
         self._schedule = MaintenanceSchedule()
 
@@ -412,6 +417,7 @@ class LogManager:
         self._logs[key] = created
         self._log_dir_of[key] = log_dir
         self._count_in_dir[log_dir] += 1
+        self._unrecorded.add(key)
         self._follow(created)
         self.on_log_created(log_dir)
         return created
@@ -428,6 +434,7 @@ class LogManager:
         self._discard_future(key)
         doomed_log = self._logs.pop(key, None)
         log_dir = self._log_dir_of.pop(key, None)
+        self._unrecorded.discard(key)
         if log_dir is not None:
             self._count_in_dir[log_dir] -= 1
         if doomed_log is None:
@@ -474,10 +481,29 @@ class LogManager:
         """The ids of directories that went offline; one unusable from the start has no id we could read."""
         return [self.directory_ids[d] for d in self.log_dirs if d in self.directory_ids and d in self.offline_dirs]
 
-    def directory_assignments(self) -> list[tuple[str, str, int]]:
-        """(directory.id, topic, partition) of every log in an online directory with a known id."""
-        return [(self.directory_ids[d], topic, partition) for (topic, partition), d in self._log_dir_of.items()
-                if d in self.directory_ids and d not in self.offline_dirs]
+    def unrecorded_assignments(self) -> list[tuple[str, str, int]]:
+        """(directory.id, topic, partition) of the logs whose directory the metadata may not show yet: opened,
+        created or moved since `assignments_recorded` last named them, or named by `check_assignment`. A log in
+        an offline directory, or in one without a known id, is never reported, so it is forgotten here."""
+        pending = []
+        for key in list(self._unrecorded):
+            log_dir = self._log_dir_of[key]
+            if log_dir in self.offline_dirs or log_dir not in self.directory_ids:
+                self._unrecorded.discard(key)
+            else:
+                pending.append((self.directory_ids[log_dir], *key))
+        return pending
+
+    def assignments_recorded(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """The metadata shows where these logs are (or no longer concerns them)."""
+        self._unrecorded.difference_update(partitions)
+
+    def check_assignment(self, topic: str, partition: int, directory_id: str) -> None:
+        """The metadata now assigns this partition's replica to `directory_id`: if its log is elsewhere, it is
+        reported again."""
+        log_dir = self._log_dir_of.get((topic, partition))
+        if log_dir is not None and self.directory_ids.get(log_dir) != directory_id:
+            self._unrecorded.add((topic, partition))
 
     def log_dir_of(self, topic: str, partition: int) -> str | None:
         """The directory holding the partition's current log, None if there is none."""
@@ -618,6 +644,7 @@ class LogManager:
         self._log_dir_of[key] = new_dir
         self._count_in_dir[old_dir] -= 1
         self._count_in_dir[new_dir] += 1
+        self._unrecorded.add(key)
         self._schedule.forget(current)
         current.on_write = None
         current.delete()

@@ -14,29 +14,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.list_offsets_response import ListOffsetsPartition, ListOffsetsResponse, ListOffsetsTopic
 from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
-from moldau.server.handlers.common import NO_THROTTLE, reads_committed
+from moldau.server.handlers.common import reads_committed
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    topic_cls = ctx.nested("ListOffsetsTopicResponse")
+async def handle(ctx: RequestContext, request: Any) -> ListOffsetsResponse:
     read_committed = reads_committed(request)
-    topics = tuple(
-        make(topic_cls, name=t.name,
-             partitions=tuple(_partition(ctx, t.name, p, read_committed) for p in t.partitions))
-        for t in request.topics
-    )
-    return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, topics=topics)
+    topics = [ListOffsetsTopic(t.name, [_partition(ctx, t.name, p, read_committed) for p in t.partitions])
+              for t in request.topics]
+    return ListOffsetsResponse(0, topics)
 
 
-def _partition(ctx: RequestContext, topic: str, request: Any, read_committed: bool) -> Any:
-    cls = ctx.nested("ListOffsetsPartitionResponse")
+def _partition(ctx: RequestContext, topic: str, request: Any, read_committed: bool) -> ListOffsetsPartition:
     index = request.partition_index
     try:
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic):
@@ -46,9 +41,8 @@ def _partition(ctx: RequestContext, topic: str, request: Any, read_committed: bo
         replicas.check_leader_epoch(hosted, getattr(request, "current_leader_epoch", -1))
         offset, timestamp = _lookup(hosted.log, request.timestamp, read_committed)
     except KafkaError as exc:
-        return make(cls, partition_index=index, error_code=exc.code, timestamp=-1, offset=-1, leader_epoch=-1)
-    return make(cls, partition_index=index, error_code=ErrorCode.none, timestamp=timestamp, offset=offset,
-                leader_epoch=hosted.leader_epoch)
+        return ListOffsetsPartition(index, exc.code)
+    return ListOffsetsPartition(index, ErrorCode.none, timestamp, offset, hosted.leader_epoch)
 
 
 def _lookup(plog: Any, timestamp: int, read_committed: bool) -> tuple[int, int]:

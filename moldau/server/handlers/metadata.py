@@ -16,16 +16,23 @@ with TOPIC_AUTHORIZATION_FAILED. Authorized operations (KIP-430) are answered fr
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from moldau.metadata.controller import validate_topic_name
 from moldau.metadata.image import MetadataImage, TopicImage
-from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.metadata_response import (
+    MetadataBroker,
+    MetadataPartition,
+    MetadataResponse,
+    MetadataTopic,
+    encode_metadata_topic,
+)
 from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
-from moldau.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, requested_operations
+from moldau.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, requested_operations
 
 _NO_TOPIC_ID = uuid.UUID(int=0)
 
@@ -33,7 +40,7 @@ _NO_TOPIC_ID = uuid.UUID(int=0)
 _FIRST_NULLABLE_RESPONSE_NAME_VERSION = 12
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> MetadataResponse:
     broker = ctx.broker
     wanted = request.topics
     if wanted is None or (ctx.version == 0 and not wanted):
@@ -44,35 +51,30 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         allow_create = getattr(request, "allow_auto_topic_creation", True) and broker.config.auto_create_topics
         topics = [await _requested_topic(ctx, request, t, allow_create) for t in wanted]
     image = broker.image
-    return make(
-        ctx.schema.response_type,
-        throttle_time=NO_THROTTLE,
+    return MetadataResponse(
+        throttle_time_ms=0,
         brokers=_brokers(ctx, image),
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
-        topics=tuple(topics),
-        error_code=ErrorCode.none,
+        topics=topics,
         cluster_authorized_operations=requested_operations(ctx, request, "include_cluster_authorized_operations",
-                                                  ResourceType.CLUSTER, CLUSTER_NAME),
+                                                           ResourceType.CLUSTER, CLUSTER_NAME),
     )
 
 
-
-
-def _brokers(ctx: RequestContext, image: MetadataImage) -> tuple[Any, ...]:
-    cls = ctx.nested("MetadataResponseBroker")
+def _brokers(ctx: RequestContext, image: MetadataImage) -> list[MetadataBroker]:
     out = []
     for broker_id, registration in sorted(image.brokers.items()):
         if registration.fenced:
             continue
         endpoint = ctx.broker.endpoint_for(registration, ctx.listener)
         if endpoint is not None:
-            out.append(make(cls, node_id=broker_id, host=endpoint.host, port=endpoint.port,
-                            rack=registration.rack))
-    return tuple(out)
+            out.append(MetadataBroker(broker_id, endpoint.host, endpoint.port, registration.rack))
+    return out
 
 
-async def _requested_topic(ctx: RequestContext, request: Any, requested: Any, allow_create: bool) -> Any:
+async def _requested_topic(ctx: RequestContext, request: Any, requested: Any,
+                           allow_create: bool) -> MetadataTopic:
     image = ctx.broker.image
     name = requested.name
     topic_id = getattr(requested, "topic_id", None)
@@ -108,28 +110,42 @@ async def _requested_topic(ctx: RequestContext, request: Any, requested: Any, al
     return _topic(ctx, topic, ErrorCode.none, request)
 
 
-def _missing(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None, code: ErrorCode) -> Any:
+def _missing(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None, code: ErrorCode) -> MetadataTopic:
     if name is None and ctx.version < _FIRST_NULLABLE_RESPONSE_NAME_VERSION:
         name = ""  # v10 and v11 look topics up by id but cannot answer a null name
-    return make(ctx.nested("MetadataResponseTopic"), error_code=code, name=name,
-                topic_id=topic_id or _NO_TOPIC_ID, is_internal=False, partitions=(),
-                topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+    return MetadataTopic(code, name, topic_id or _NO_TOPIC_ID, False, (), AUTHORIZED_OPERATIONS_OMITTED)
 
 
-def _topic(ctx: RequestContext, topic: TopicImage, code: ErrorCode, request: Any) -> Any:
-    part_cls = ctx.nested("MetadataResponsePartition")
+# A topic's encoded answer, per (topic id, version), with the topic image and broker registrations it was made
+# from: both are immutable and replaced when they change, so while they are the same objects the bytes still hold.
+# A Metadata of all topics then costs O(changed topics) of encoding, not O(partitions).
+_ENCODED: dict[tuple[uuid.UUID, int], tuple[TopicImage, Mapping[int, Any], bytes]] = {}
+
+
+def _topic(ctx: RequestContext, topic: TopicImage, code: ErrorCode, request: Any) -> MetadataTopic:
     image = ctx.broker.image
-    partitions = tuple(
-        make(part_cls, error_code=ErrorCode.none if p.leader >= 0 else ErrorCode.leader_not_available,
-             partition_index=p.partition, leader_id=p.leader, leader_epoch=p.leader_epoch,
-             replica_nodes=p.replicas, isr_nodes=p.isr,
-             offline_replicas=tuple(r for r in p.replicas if not image.replica_online(r, p)))
+    operations = requested_operations(ctx, request, "include_topic_authorized_operations", ResourceType.TOPIC,
+                                      topic.name)
+    cacheable = code == ErrorCode.none and operations == AUTHORIZED_OPERATIONS_OMITTED
+    key = (topic.topic_id, ctx.version)
+    if cacheable:
+        cached = _ENCODED.get(key)
+        if cached is not None and cached[0] is topic and cached[1] is image.brokers:
+            return MetadataTopic(code, topic.name, topic.topic_id, topic.is_internal, (), operations, cached[2])
+    online = image.replica_online
+    partitions = [
+        MetadataPartition(ErrorCode.none if p.leader >= 0 else ErrorCode.leader_not_available, p.partition,
+                          p.leader, p.leader_epoch, p.replicas, p.isr,
+                          tuple([r for r in p.replicas if not online(r, p)]))
         for p in sorted(topic.partitions.values(), key=lambda p: p.partition)
-    )
-    return make(ctx.nested("MetadataResponseTopic"), error_code=code, name=topic.name, topic_id=topic.topic_id,
-                is_internal=topic.is_internal, partitions=partitions,
-                topic_authorized_operations=requested_operations(ctx, request, "include_topic_authorized_operations",
-                                                        ResourceType.TOPIC, topic.name))
+    ]
+    answer = MetadataTopic(code, topic.name, topic.topic_id, topic.is_internal, partitions, operations)
+    if cacheable:
+        if len(_ENCODED) > 2 * len(image.topics_by_id) + 64:
+            _ENCODED.clear()  # deleted topics' entries, or versions no client asks for any more
+        answer.encoded = encode_metadata_topic(ctx.version, answer)
+        _ENCODED[key] = (topic, image.brokers, answer.encoded)
+    return answer
 
 
 API = Api(key=3, name="Metadata", min_version=0, max_version=13, handle=handle)

@@ -11,8 +11,8 @@ import datetime
 import io
 import struct
 import uuid
-from dataclasses import dataclass, field
-from types import SimpleNamespace
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
 import kio.schema.api_versions.v0.response as av0_resp
@@ -121,6 +121,27 @@ def test_metadata_answers_from_the_image_alone() -> None:
     by_index = {p.partition_index: p for p in topic.partitions}
     assert by_index[0].leader_id == 1 and by_index[0].offline_replicas == (2,)
     assert by_index[1].leader_id == 2 and by_index[1].error_code == ErrorCode.none
+
+
+def test_metadata_of_all_topics_follows_each_new_image_and_broker_change() -> None:
+    services = FakeServices(two_broker_image())
+    dispatcher = dispatcher_with(services)
+    request = encode(MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                     include_topic_authorized_operations=False))
+
+    def partitions() -> dict[int, tuple[int, tuple[int, ...]]]:
+        (topic,) = decode(dispatch(dispatcher, request), 3, 12).topics
+        return {p.partition_index: (p.leader_id, p.offline_replicas) for p in topic.partitions}
+
+    assert partitions() == partitions() == {0: (1, (2,)), 1: (2, (2,))}  # the second answer reuses the first's
+    # Broker 2 unfenced, the topic's image the same object: its replicas are online now.
+    unfenced = dict(services.image.brokers)
+    unfenced[2] = replace(unfenced[2], fenced=False)
+    services.image = replace(services.image, brokers=MappingProxyType(unfenced))
+    assert partitions() == {0: (1, ()), 1: (2, ())}
+    # A new image of the topic (another leader), the brokers the same object.
+    services.image = build([registration(1), registration(2)], [partition(0, [1, 2], leader=2), partition(1, [2])])
+    assert partitions()[0] == (2, ())
 
 
 def test_metadata_auto_creation_goes_to_the_services_and_its_error_is_answered_per_topic() -> None:

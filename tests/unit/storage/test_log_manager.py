@@ -370,3 +370,44 @@ def test_deferred_logs_with_records_are_loaded_by_the_periodic_pass(tmp_path: Pa
     assert not again.get("empty", 0).loaded  # type: ignore[union-attr]  # nothing to roll or retain
     assert again.run_retention(clock.time_ms()) == 0 and not again.get("empty", 0).loaded  # type: ignore[union-attr]
     again.close()
+
+
+def test_unrecorded_assignments_name_only_logs_opened_created_or_moved_since_recorded(
+        tmp_path: Path, clock: ManualClock) -> None:
+    dirs = _dirs(tmp_path)
+    ids = {dirs[0]: "dir-a", dirs[1]: "dir-b"}
+    manager = LogManager(dirs, clock, LogConfig(), directory_ids=ids)
+    topic_id = uuid.uuid4()
+    for p in range(4):
+        manager.create("t", p, topic_id)
+    pending = manager.unrecorded_assignments()
+    assert sorted((topic, p) for _, topic, p in pending) == [("t", p) for p in range(4)]
+    assert all(d == ids[str(manager.log_dir_of(topic, p))] for d, topic, p in pending)
+    manager.assignments_recorded([("t", 0), ("t", 1)])
+    assert sorted(p for _, _, p in manager.unrecorded_assignments()) == [2, 3]
+    manager.assignments_recorded([("t", 2), ("t", 3)])
+    assert manager.unrecorded_assignments() == []
+
+    # The metadata naming the directory the log is in changes nothing; naming another one reports it again.
+    where = ids[str(manager.log_dir_of("t", 0))]
+    manager.check_assignment("t", 0, where)
+    assert manager.unrecorded_assignments() == []
+    manager.check_assignment("t", 0, "")
+    assert manager.unrecorded_assignments() == [(where, "t", 0)]
+    manager.check_assignment("t", 9, "")  # no such log: nothing to report
+    manager.delete("t", 0)
+    assert manager.unrecorded_assignments() == []
+
+    # A directory going offline: its logs are no longer reported.
+    manager.check_assignment("t", 1, "")
+    manager.check_assignment("t", 2, "")
+    offline = str(manager.log_dir_of("t", 1))
+    manager.mark_offline(offline, "test")
+    assert [(t, p) for _, t, p in manager.unrecorded_assignments()] == \
+        [("t", p) for p in (1, 2) if manager.log_dir_of("t", p) != offline]
+    manager.close()
+
+    # Every log opened at a start is reported once.
+    again = LogManager(dirs, clock, LogConfig(), directory_ids=ids)
+    assert sorted(p for _, _, p in again.unrecorded_assignments()) == [1, 2, 3]
+    again.close()

@@ -246,3 +246,17 @@ def test_a_moved_log_keeps_its_transactions(tmp_path: Path, clock: ManualClock) 
     moved.append_marker(3, 0, True, 0, 0)
     assert moved.last_stable_offset == moved.log_end_offset == 9
     manager.close()
+
+
+def test_a_swapped_move_reports_the_new_directory_for_assignment(tmp_path: Path, clock: ManualClock) -> None:
+    dirs = _dirs(tmp_path)
+    manager = LogManager(dirs, clock, SMALL_SEGMENTS, directory_ids={dirs[0]: "dir-a", dirs[1]: "dir-b"})
+    plog = manager.create("t", 0, uuid.uuid4(), SMALL_SEGMENTS)
+    _append(plog, 5)
+    assert manager.unrecorded_assignments() == [("dir-a", "t", 0)]
+    manager.assignments_recorded([("t", 0)])
+    manager.alter_log_dir("t", 0, dirs[1])
+    assert manager.unrecorded_assignments() == []  # the metadata is told once the move is done
+    manager.advance_moves(max_bytes=1 << 20)
+    assert manager.unrecorded_assignments() == [("dir-b", "t", 0)]
+    manager.close()
