@@ -42,7 +42,7 @@ from moldau.cli.share_groups import (
     group_configs,
     list_all_groups,
 )
-from moldau.cli.table import format_table
+from moldau.cli.table import format_assignment, format_table
 
 # The state names Kafka's tools print, keyed by confluent-kafka's enum.
 STATE_NAMES = {
@@ -341,14 +341,6 @@ def _partitions_data(partitions: list[tuple[str, int]]) -> list[dict[str, Any]]:
 def _owners(members: Iterable[Any]) -> dict[tuple[str, int], str]:
     """(topic, partition) -> client id of the member it is assigned to."""
     return {tp: member.client_id for member in members for tp in _assigned(member)}
-
-
-def format_assignment(partitions: list[tuple[str, int]]) -> str:
-    """`t:0,1 u:3`: partitions grouped by topic, or '-' for none."""
-    by_topic: dict[str, list[str]] = {}
-    for topic, partition in partitions:
-        by_topic.setdefault(topic, []).append(str(partition))
-    return " ".join(f"{topic}:{','.join(parts)}" for topic, parts in by_topic.items()) or "-"
 
 
 def _members_text(members: list[dict[str, Any]]) -> str:

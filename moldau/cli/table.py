@@ -44,3 +44,11 @@ def format_table(
         ]
         lines.append((indent + GAP.join(parts)).rstrip())
     return "\n".join(lines)
+
+
+def format_assignment(partitions: list[tuple[str, int]]) -> str:
+    """`t:0,1 u:3`: partitions grouped by topic, or '-' for none."""
+    by_topic: dict[str, list[str]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, []).append(str(partition))
+    return " ".join(f"{topic}:{','.join(parts)}" for topic, parts in by_topic.items()) or "-"

@@ -20,7 +20,6 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 
 from moldau.cli import group_offsets
 from moldau.cli.group_offsets import RESET_MODES, TP, OffsetLookupFailed, ResetRefused, ResetTarget
-from moldau.cli.groups import format_assignment
 from moldau.cli.share_groups import (
     ListedGroup,
     ShareGroupView,
@@ -28,6 +27,7 @@ from moldau.cli.share_groups import (
     describe_share_group_in,
     list_groups_in,
 )
+from moldau.cli.table import format_assignment
 from moldau.console.clients import REQUEST_TIMEOUT_MS, ConsoleClients
 from moldau.console.errors import ConsoleError
 from moldau.console.session import ConsoleSession, cli_failures
