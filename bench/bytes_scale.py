@@ -220,7 +220,7 @@ def first_acknowledged_produce(node: Node, deadline: float) -> None:
 def raw_args(args: argparse.Namespace) -> argparse.Namespace:
     return argparse.Namespace(acks="1", partitions=1, batch_bytes=MIB, value_bytes=1000, processes=args.processes,
                               connections=args.connections, in_flight=args.in_flight, warmup=args.warmup,
-                              seconds=args.seconds)
+                              seconds=args.seconds, broker_pid=None)
 
 
 def measure_fetch_window(node: Node, first_offset: int, last_offset: int, args: argparse.Namespace) -> dict[str, Any]:
