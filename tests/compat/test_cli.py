@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.cli_runner import default_sigint
+
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 60
 
@@ -263,6 +265,7 @@ def test_consume_tails_new_records_and_stops_on_interrupt(broker: Any, filled: s
         stderr=subprocess.PIPE,
         cwd=REPO,
         env=_env(broker),
+        preexec_fn=default_sigint,
     )
     try:
         # Give the tail time to resolve the log end before the new record lands.

@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from tests.support.broker_process import BrokerProcess
-from tests.support.cli_runner import REPO, moldau, ok
+from tests.support.cli_runner import REPO, default_sigint, moldau, ok
 
 RECORDS = 40
 
@@ -210,7 +210,7 @@ def test_top_redraws_on_a_terminal_until_interrupted(shared_broker: BrokerProces
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
     proc = subprocess.Popen([sys.executable, "-m", "moldau", "top", "--interval", "0.3", "--no-groups", "-b",
                              shared_broker.bootstrap], stdout=follower, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, cwd=REPO)
+                            stdin=subprocess.DEVNULL, cwd=REPO, preexec_fn=default_sigint)
     os.close(follower)
     screen = b""
     deadline = time.monotonic() + 30

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,3 +21,12 @@ def ok(bootstrap: str, *args: str) -> str:
     result = moldau(bootstrap, *args)
     assert result.returncode == 0, result.stderr
     return result.stdout
+
+
+def default_sigint() -> None:
+    """`preexec_fn` for a command a test interrupts as Ctrl-C would: SIGINT back to its default in the child.
+
+    A shell starts a background job with SIGINT ignored, and an ignored signal stays ignored across exec, so when the
+    suite itself runs in the background every command it starts would ignore the test's SIGINT (Python installs its
+    KeyboardInterrupt handler only where SIGINT is not ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
