@@ -218,9 +218,14 @@ class Workload:
 
     def _new_producer(self) -> tuple[str, Producer, threading.Event]:
         producer_id = f"p{next(self._producer_ids)}"
+        # request.timeout.ms outlasts a fault and its recovery (a killed majority took 6.6 s to serve again). When
+        # an acks=all request times out, its records are "possibly persisted" and librdkafka bumps the producer
+        # epoch and sends them again under new sequence numbers (seen in a run: the same values at epoch 0 and,
+        # later in the log, at epoch 1 from sequence 0), which no broker, Kafka's included, can tell from new
+        # records: a duplicate made by the client, not by the log.
         config = {"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
                   "linger.ms": 5, "message.timeout.ms": self.message_timeout_ms,
-                  "request.timeout.ms": min(5000, self.message_timeout_ms), "retry.backoff.ms": 100,
+                  "request.timeout.ms": min(30_000, self.message_timeout_ms), "retry.backoff.ms": 100,
                   "client.id": producer_id, **CLIENT_TIMEOUTS}
         fatal = threading.Event()
 
