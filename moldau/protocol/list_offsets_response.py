@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from moldau.protocol.codec import DirectBody
-from moldau.protocol.wire import I16, I32, ResponsePart, uvarint
+from moldau.protocol.wire import I32, ResponsePart, array_length, string
 
 FIRST_FLEXIBLE_VERSION = 6
 _PARTITION_V1 = struct.Struct(">ihqq")  # index, error code, timestamp, offset
@@ -54,12 +54,10 @@ def encode_list_offsets_response(version: int, response: ListOffsetsResponse) ->
     out = bytearray()
     if version >= 2:
         out += I32.pack(response.throttle_time_ms)
-    out += uvarint(len(response.topics) + 1) if flexible else I32.pack(len(response.topics))
+    out += array_length(len(response.topics), flexible)
     for topic in response.topics:
-        name = topic.name.encode()
-        out += uvarint(len(name) + 1) if flexible else I16.pack(len(name))
-        out += name
-        out += uvarint(len(topic.partitions) + 1) if flexible else I32.pack(len(topic.partitions))
+        out += string(topic.name, flexible)
+        out += array_length(len(topic.partitions), flexible)
         if version >= 4:
             for p in topic.partitions:
                 out += _PARTITION_V4.pack(p.partition_index, p.error_code, p.timestamp, p.offset, p.leader_epoch)

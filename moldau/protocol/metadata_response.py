@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from moldau.protocol.codec import DirectBody
-from moldau.protocol.wire import I16, I32, ResponsePart, uvarint
+from moldau.protocol.wire import I16, I32, ResponsePart, array_length, nullable_string, string, uvarint
 
 FIRST_FLEXIBLE_VERSION = 9
 _NO_TOPIC_ID = uuid.UUID(int=0)
@@ -82,19 +82,19 @@ def encode_metadata_response(version: int, response: MetadataResponse) -> bytes:
     out = bytearray()
     if version >= 3:
         out += I32.pack(response.throttle_time_ms)
-    out += _length(len(response.brokers), flexible)
+    out += array_length(len(response.brokers), flexible)
     for broker in response.brokers:
         out += I32.pack(broker.node_id)
-        out += _string(broker.host, flexible)
+        out += string(broker.host, flexible)
         out += I32.pack(broker.port)
         if version >= 1:
-            out += _nullable_string(broker.rack, flexible)
+            out += nullable_string(broker.rack, flexible)
         out += tags
     if version >= 2:
-        out += _nullable_string(response.cluster_id, flexible)
+        out += nullable_string(response.cluster_id, flexible)
     if version >= 1:
         out += I32.pack(response.controller_id)
-    out += _length(len(response.topics), flexible)
+    out += array_length(len(response.topics), flexible)
     for topic in response.topics:
         out += topic.encoded if topic.encoded is not None else encode_metadata_topic(version, topic)
     if 8 <= version <= 10:
@@ -110,12 +110,12 @@ def encode_metadata_topic(version: int, topic: MetadataTopic) -> bytes:
     flexible = version >= FIRST_FLEXIBLE_VERSION
     out = bytearray()
     out += _TOPIC_ERROR.pack(topic.error_code)
-    out += _nullable_string(topic.name, flexible) if version >= 12 else _string(topic.name or "", flexible)
+    out += nullable_string(topic.name, flexible) if version >= 12 else string(topic.name or "", flexible)
     if version >= 10:
         out += (topic.topic_id or _NO_TOPIC_ID).bytes
     if version >= 1:
         out += _BOOL[topic.is_internal]
-    out += _length(len(topic.partitions), flexible)
+    out += array_length(len(topic.partitions), flexible)
     with_offline = version >= 5
     for p in topic.partitions:
         if version >= 7:
@@ -129,21 +129,6 @@ def encode_metadata_topic(version: int, topic: MetadataTopic) -> bytes:
     if flexible:
         out += b"\x00"
     return bytes(out)
-
-
-def _length(n: int, flexible: bool) -> bytes:
-    return uvarint(n + 1) if flexible else I32.pack(n)
-
-
-def _string(value: str, flexible: bool) -> bytes:
-    data = value.encode()
-    return (uvarint(len(data) + 1) if flexible else I16.pack(len(data))) + data
-
-
-def _nullable_string(value: str | None, flexible: bool) -> bytes:
-    if value is None:
-        return b"\x00" if flexible else b"\xff\xff"
-    return _string(value, flexible)
 
 
 _INT32_ARRAYS: dict[int, struct.Struct] = {}

@@ -53,21 +53,16 @@ class ResponseWriter:
         self.parts: list[ResponsePart] = []
 
     def array_length(self, n: int) -> None:
-        self.out += uvarint(n + 1) if self.flexible else I32.pack(n)
+        self.out += array_length(n, self.flexible)
 
     def null_array(self) -> None:
         self.out += b"\x00" if self.flexible else I32.pack(-1)
 
     def string(self, value: str) -> None:
-        data = value.encode()
-        self.out += uvarint(len(data) + 1) if self.flexible else I16.pack(len(data))
-        self.out += data
+        self.out += string(value, self.flexible)
 
     def nullable_string(self, value: str | None) -> None:
-        if value is None:
-            self.out += b"\x00" if self.flexible else I16.pack(-1)
-        else:
-            self.string(value)
+        self.out += nullable_string(value, self.flexible)
 
     def payload(self, data: Part | None) -> None:
         """Nullable bytes (e.g. records); a large payload becomes a part of its own, not copied."""
@@ -98,6 +93,23 @@ class ResponseWriter:
         if self.out:
             self.parts.append(bytes(self.out))
         return self.parts
+
+
+def array_length(n: int, flexible: bool) -> bytes:
+    """An array's element count."""
+    return uvarint(n + 1) if flexible else I32.pack(n)
+
+
+def string(value: str, flexible: bool) -> bytes:
+    """A non-null string, length first."""
+    data = value.encode()
+    return (uvarint(len(data) + 1) if flexible else I16.pack(len(data))) + data
+
+
+def nullable_string(value: str | None, flexible: bool) -> bytes:
+    if value is None:
+        return b"\x00" if flexible else I16.pack(-1)
+    return string(value, flexible)
 
 
 def uvarint(value: int) -> bytes:
