@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from moldau.metadata.raft_wire import WireError
 from moldau.protocol.codec import InvalidRequest, make
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from moldau.security.acl.model import ResourceType
     from moldau.server.context import RequestContext
 
 # kio models throttle times as timedeltas.
@@ -87,3 +88,23 @@ async def forward_authorized(ctx: Any, request: Any, items_field: str, results_f
     answered = iter(getattr(forwarded, results_field))
     return replace(forwarded, **{results_field: tuple(refusals[i] if i in refusals else next(answered)
                                                       for i in range(len(items)))})
+
+
+async def alter_cluster(ctx: RequestContext, request: Any, change: Callable[[], Awaitable[None]]) -> Any:
+    """The course of an operator request that changes the cluster and answers one error code and message
+    (UnregisterBroker, AddRaftVoter, RemoveRaftVoter): ALTER on the cluster, forwarded to the active controller
+    from a node that is not it, then `change` made there; its KafkaError is the answer."""
+    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return _single_error(ctx, ErrorCode.cluster_authorization_failed, f"{ctx.principal} may not ALTER the cluster")
+    forwarded = await ctx.broker.forward_to_controller(ctx, request)
+    if forwarded is not None:
+        return forwarded
+    try:
+        await change()
+    except KafkaError as exc:
+        return _single_error(ctx, exc.code, exc.message)
+    return _single_error(ctx, ErrorCode.none, None)
+
+
+def _single_error(ctx: RequestContext, code: ErrorCode, message: str | None) -> Any:
+    return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=code, error_message=message)

@@ -8,12 +8,10 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.raft import Endpoint, VoterInfo
-from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.server.context import RequestContext
-from moldau.server.handlers.common import NO_THROTTLE
+from moldau.server.handlers.common import alter_cluster
 
 MAX_TIMEOUT_S = 60.0
 # RemoveRaftVoter and UpdateRaftVoter carry no timeout: wait less than a client's usual request timeout, so a
@@ -54,20 +52,10 @@ def check_cluster(ctx: RequestContext, request: Any) -> None:
 
 
 async def change_voters(ctx: RequestContext, request: Any, change: Callable[[], Awaitable[None]]) -> Any:
-    """AddRaftVoter's and RemoveRaftVoter's common course: ALTER on the cluster, forwarded to the quorum leader
-    from a node that is not it, the cluster id checked, then `change` made; its KafkaError is the answer."""
-    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _response(ctx, ErrorCode.cluster_authorization_failed, f"{ctx.principal} may not ALTER the cluster")
-    forwarded = await ctx.broker.forward_to_controller(ctx, request)
-    if forwarded is not None:
-        return forwarded
-    try:
+    """AddRaftVoter's and RemoveRaftVoter's common course: the course of every cluster change
+    (`common.alter_cluster`), the cluster id checked before `change` is made."""
+    async def checked() -> None:
         check_cluster(ctx, request)
         await change()
-    except KafkaError as exc:
-        return _response(ctx, exc.code, exc.message)
-    return _response(ctx, ErrorCode.none, None)
 
-
-def _response(ctx: RequestContext, code: ErrorCode, message: str | None) -> Any:
-    return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=code, error_message=message)
+    return await alter_cluster(ctx, request, checked)
