@@ -359,6 +359,40 @@ def test_unreadable_log_dir_checkpoints_open_every_log_from_its_own_files(tmp_pa
     again.close()
 
 
+@pytest.mark.parametrize("content", [
+    b"", b"0\n", b"1\n1\nt 0 2\n", b"0\n1\nt zero 2\n", b"0\n1\nt 0\n", b"0\n2147483647\nt 0 2\n",
+    b"\x00\xff\xfe garbage", b"0\n1\n" + b"t" * 100_000 + b" 0 2\n",
+])
+def test_hostile_log_dir_checkpoints_open_every_log_from_its_own_files(tmp_path: Path, clock: ManualClock,
+                                                                        content: bytes) -> None:
+    """Empty, truncated, another version, non-numbers, a count far beyond the lines, binary, a huge name: the
+    file is not believed, and the log opens from its own files with its records."""
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    manager.create("t", 0, None).append(batches_of(make_batch(values(2))), 0)
+    manager.close()
+    (Path(_dirs(tmp_path, 1)[0]) / "recovery-point-offset-checkpoint").write_bytes(content)
+    again = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    reopened = again.get("t", 0)
+    assert reopened is not None and reopened.loaded and reopened.log_end_offset == 2
+    again.close()
+
+
+@pytest.mark.parametrize("content", [b"{not json", b"[]", b'{"version": 0}', b'{"brokerEpoch": "7"}', b"\xff\xfe"])
+def test_a_clean_shutdown_marker_without_a_readable_epoch_names_none(tmp_path: Path, clock: ManualClock,
+                                                                     content: bytes) -> None:
+    """A marker whose broker epoch cannot be read still says the logs closed cleanly, but names no previous epoch
+    (-1), so the controller re-elects as after any unknown restart."""
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    manager.create("t", 0, None).append(batches_of(make_batch(values(2))), 0)
+    manager.close()
+    (Path(_dirs(tmp_path, 1)[0]) / CLEAN_SHUTDOWN_MARKER).write_bytes(content)
+    again = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    assert again.previous_broker_epoch == -1
+    reopened = again.get("t", 0)
+    assert reopened is not None and reopened.log_end_offset == 2
+    again.close()
+
+
 def test_deferred_logs_with_records_are_loaded_by_the_periodic_pass(tmp_path: Path, clock: ManualClock) -> None:
     manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
     manager.create("empty", 0, None)
