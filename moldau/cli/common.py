@@ -8,6 +8,7 @@ import argparse
 import os
 import socket
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -174,3 +175,16 @@ def request_failed(exc: BaseException, what: str) -> CliError:
 def plural(count: int, noun: str) -> str:
     """`1 record`, `2 records`."""
     return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def parse_time(text: str) -> int:
+    """Milliseconds since the epoch from epoch milliseconds or ISO 8601 (no zone means UTC)."""
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected ISO 8601 or epoch milliseconds, got '{text}'") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)

@@ -34,6 +34,7 @@ from moldau.cli.common import (
     client_config,
     describe_error,
     error_name,
+    parse_time,
     plural,
     request_failed,
     topic_error,
@@ -94,19 +95,6 @@ def non_negative(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'")
     return int(text)
-
-
-def parse_time(text: str) -> int:
-    """Milliseconds since the epoch from epoch milliseconds or ISO 8601 (no zone means UTC)."""
-    if text.isdigit():
-        return int(text)
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected ISO 8601 or epoch milliseconds, got '{text}'") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
 
 
 def run(args: argparse.Namespace) -> int:

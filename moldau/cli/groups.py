@@ -28,10 +28,10 @@ from moldau.cli.common import (
     client_config,
     error_name,
     kafka_error,
+    parse_time,
     plural,
     request_failed,
 )
-from moldau.cli.consume import parse_time
 from moldau.cli.output import add_output_option, emit, emit_table, key, wants_json
 from moldau.cli.progress import Progress
 from moldau.cli.share_groups import (

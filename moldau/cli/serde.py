@@ -33,7 +33,15 @@ from google.protobuf import json_format  # type: ignore[import-untyped]
 from moldau.cli.common import CliError
 from moldau.registry.formats.base import InvalidPayload, InvalidSchema
 from moldau.registry.formats.protobuf import ProtobufFormat, ProtobufSchema
-from moldau.registry.rest_client import DEFAULT_URL, RegistryAccess, RegistryClient, RegistryError, subject_path
+from moldau.registry.rest_client import (
+    DEFAULT_URL,
+    RegistryAccess,
+    RegistryClient,
+    RegistryError,
+    resolve_references,
+    subject_path,
+)
+from moldau.registry.validation import WireFormatError, read_message_indexes
 
 FORMATS = ("avro", "json", "protobuf")
 REGISTRY_ENV = "MOLDAU_SCHEMA_REGISTRY"
@@ -184,42 +192,12 @@ class ProtobufReader:
         return self.schemas[schema_id]
 
 
-def message_indexes(data: bytes, offset: int) -> tuple[tuple[int, ...], int]:
-    """Confluent's Protobuf message indexes after the schema id: a zigzag varint count, then that many zigzag
-    varints; a lone 0 means the first message. Returns the indexes and where the message starts."""
-    count, offset = _zigzag(data, offset)
-    indexes = []
-    for _ in range(count):
-        index, offset = _zigzag(data, offset)
-        indexes.append(index)
-    return tuple(indexes) or (0,), offset
-
-
-def _zigzag(data: bytes, offset: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if offset >= len(data) or shift > 63:
-            raise CliError("bad Protobuf message indexes in a record")
-        byte = data[offset]
-        offset += 1
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), offset
-
-
-def resolve_references(registry: RegistryClient, references: list[dict[str, Any]]) -> dict[str, str]:
-    """Every schema the references name, transitively: import name -> schema text."""
-    texts: dict[str, str] = {}
-    pending = list(references)
-    while pending:
-        ref = pending.pop()
-        if ref["name"] in texts:
-            continue
-        version = registry.get(subject_path(ref["subject"], "versions", str(ref["version"])))
-        texts[ref["name"]] = version["schema"]
-        pending.extend(version.get("references") or [])
-    return texts
+def message_indexes(data: bytes, offset: int) -> tuple[list[int], int]:
+    """Confluent's Protobuf message indexes after the schema id, and where the message starts."""
+    try:
+        return read_message_indexes(data, offset)
+    except WireFormatError as exc:
+        raise CliError(f"bad Protobuf message indexes in a record: {exc}") from None
 
 
 def _protobuf_class(schema_text: str | None, spec: FieldFormat, access: RegistryAccess, subject: str) -> Any:

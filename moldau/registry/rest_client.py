@@ -102,6 +102,20 @@ def subject_path(subject: str, *rest: str) -> str:
     return "/".join(("/subjects", urllib.parse.quote(subject, safe=""), *rest))
 
 
+def resolve_references(registry: RegistryClient, references: list[dict[str, Any]]) -> dict[str, str]:
+    """Every schema the references name, transitively: import name -> schema text."""
+    texts: dict[str, str] = {}
+    pending = list(references)
+    while pending:
+        ref = pending.pop()
+        if ref["name"] in texts:
+            continue
+        version = registry.get(subject_path(ref["subject"], "versions", str(ref["version"])))
+        texts[ref["name"]] = version["schema"]
+        pending.extend(version.get("references") or [])
+    return texts
+
+
 def _query_value(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 

@@ -19,6 +19,7 @@ from moldau.connect.converters.registry_base import RegistryConverter
 from moldau.connect.data import Schema, SchemaAndValue
 from moldau.connect.errors import DataException
 from moldau.registry.formats.protobuf import ProtobufFormat
+from moldau.registry.validation import WireFormatError, read_message_indexes
 
 _DESERIALIZER_CONF = {"use.deprecated.format": False}
 
@@ -82,24 +83,8 @@ class ProtobufConverter(RegistryConverter):
 
 
 def message_indexes(payload: bytes) -> tuple[int, ...]:
-    """Confluent's message index array (zig-zag varints: a count, then the indexes; a lone 0 means [0])."""
-    values: list[int] = []
-    pos = 0
-
-    def varint() -> int:
-        nonlocal pos
-        shift = result = 0
-        while True:
-            if pos >= len(payload):
-                raise DataException("Truncated Protobuf message indexes")
-            byte = payload[pos]
-            pos += 1
-            result |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                return (result >> 1) ^ -(result & 1)
-
-    count = varint()
-    for _ in range(count):
-        values.append(varint())
-    return tuple(values) or (0,)
+    """Confluent's message index array at the start of `payload` (the registry's wire-format reader)."""
+    try:
+        return tuple(read_message_indexes(payload, 0)[0])
+    except WireFormatError as e:
+        raise DataException(f"Bad Protobuf message indexes: {e}") from None

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from moldau.cli.consume import parse_time
+from moldau.cli.common import parse_time
 from moldau.console.context import ConsoleContext
 from moldau.console.errors import ConsoleError, kafka_error_status
 from moldau.console.forms import form_fields

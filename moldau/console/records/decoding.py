@@ -26,11 +26,11 @@ from typing import Any
 from fastavro import schemaless_reader
 from google.protobuf import json_format  # type: ignore[import-untyped]
 
-from moldau.cli.serde import message_indexes, resolve_references
 from moldau.registry.formats import parse_schema
 from moldau.registry.formats.avro import AvroSchema
 from moldau.registry.formats.protobuf import ProtobufSchema
-from moldau.registry.rest_client import RegistryClient, RegistryError
+from moldau.registry.rest_client import RegistryClient, RegistryError, resolve_references
+from moldau.registry.validation import read_message_indexes
 
 __all__ = ["SchemaDecoder", "Shown", "ShownHeader", "show_bytes", "show_header"]
 
@@ -213,7 +213,7 @@ def _decode_payload(parsed: Any, data: bytes) -> tuple[str, Any]:
         stream.seek(5)
         return "avro", schemaless_reader(stream, parsed.parsed, None)
     if isinstance(parsed, ProtobufSchema):
-        indexes, start = message_indexes(data, 5)
+        indexes, start = read_message_indexes(data, 5)
         message = parsed.message_class(indexes).FromString(data[start:])
         return "protobuf", json_format.MessageToDict(message)
     return "json-schema", json.loads(data[5:])
