@@ -51,7 +51,7 @@ class _Hosted:
 
     @property
     def segment_count(self) -> int:
-        return len(self.hosted.log.segments)
+        return self.hosted.log.segment_count
 
 
 class BrokerNode:

@@ -90,7 +90,7 @@ from moldau.storage.log_common import (
 from moldau.storage.log_config import LogConfig, TimestampType
 from moldau.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, BatchMetadata, ProducerStateManager
 from moldau.storage.retention import DELETE_TO_HIGH_WATERMARK
-from moldau.storage.segment import AppendedBatch, DeferredCloser, LogSegment
+from moldau.storage.segment import LOG_SUFFIX, AppendedBatch, DeferredCloser, LogSegment
 from moldau.storage.segment_list import SegmentList
 from moldau.storage.transaction_index import AbortedTxn, collect_aborted
 from moldau.storage.truncation import TruncationKind, plan_truncation
@@ -122,6 +122,8 @@ class _Deferred:
     log_end_offset: int
     epoch_starts: list[tuple[int, int]] = field(default_factory=list)
     topic_id_read: bool = False
+    # (segments, bytes) of the directory's segment files, read once on demand: a deferred log is not written.
+    footprint: tuple[int, int] | None = None
 
 
 class PartitionLog:
@@ -461,7 +463,29 @@ class PartitionLog:
 
     @property
     def size_bytes(self) -> int:
+        if self._deferred is not None:
+            return self._deferred_footprint()[1]
         return self._segments.size_bytes
+
+    @property
+    def segment_count(self) -> int:
+        if self._deferred is not None:
+            return self._deferred_footprint()[0]
+        return len(self._segment_list)
+
+    def _deferred_footprint(self) -> tuple[int, int]:
+        """Segments and bytes of a deferred log from its directory listing. A metrics scrape or DescribeLogDirs
+        asks this of every log: loading them all for it would stall the broker right after a restart."""
+        assert self._deferred is not None
+        if self._deferred.footprint is None:
+            try:
+                with os.scandir(self.directory) as entries:
+                    sizes = [entry.stat().st_size for entry in entries
+                             if entry.name.endswith(LOG_SUFFIX) and entry.name[:-len(LOG_SUFFIX)].isdigit()]
+            except OSError as e:
+                raise self._storage_error(e) from e
+            self._deferred.footprint = (len(sizes), sum(sizes))
+        return self._deferred.footprint
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:

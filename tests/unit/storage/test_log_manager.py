@@ -327,6 +327,27 @@ def test_a_clean_close_writes_kafkas_log_dir_checkpoints_and_the_next_start_defe
     third.close()
 
 
+def test_sizes_of_deferred_logs_come_from_their_directories_without_loading_them(
+        tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig(segment_bytes=200))
+    manager.create("t", 0, None).append(batches_of(make_batch(values(1))), 0)
+    for _ in range(5):  # small segments: several files
+        manager.get("t", 0).append(batches_of(make_batch(values(3))), 0)  # type: ignore[union-attr]
+    manager.create("t", 1, None)
+    loaded = {p: (log.segment_count, log.size_bytes) for p in (0, 1) if (log := manager.get("t", p))}
+    assert loaded[0][0] > 1 and loaded[0][1] > 0 and loaded[1] == (1, 0)
+    manager.close()
+
+    again = LogManager(_dirs(tmp_path, 1), clock, LogConfig(segment_bytes=200))
+    # What a metrics scrape and DescribeLogDirs ask of every log.
+    deferred = {p: (log.segment_count, log.size_bytes) for p in (0, 1) if (log := again.get("t", p))}
+    described = {p.partition: p.size_bytes for d in again.describe_log_dirs() for p in d.partitions}
+    assert deferred == loaded and described == {0: loaded[0][1], 1: 0}
+    reopened = [again.get("t", p) for p in (0, 1)]
+    assert all(log is not None and not log.loaded for log in reopened)
+    again.close()
+
+
 def test_after_a_crash_the_log_dir_checkpoints_are_ignored_and_every_log_recovers(
         tmp_path: Path, clock: ManualClock) -> None:
     manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
