@@ -24,7 +24,6 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from moldau.clock import Clock, SystemClock
@@ -419,17 +418,13 @@ class ReplicaManager:
 
     def append_as_leader(self, hosted: HostedPartition, batches: list[tuple[BatchHeader, memoryview]],
                          required_acks: int = 1, verification_guard: object | None = None,
-                         records_check: RecordsCheck | None = None, pipelined: bool = False) -> AppendResult:
+                         records_check: RecordsCheck | None = None) -> AppendResult:
         """Append to a partition led here. Raises KafkaError; with acks=all, NOT_ENOUGH_REPLICAS when the ISR is
-        smaller than min.insync.replicas (checked before anything is written, as Kafka does). With `pipelined` a
-        large append may be written by a writer thread: then followers and the high watermark hear of it once
-        the result's `written` is done (see `PartitionLog.append`)."""
+        smaller than min.insync.replicas (checked before anything is written, as Kafka does)."""
         if required_acks == -1:
             _require_min_isr(hosted)
-        result = hosted.log.append(batches, hosted.leader_epoch, verification_guard, records_check, pipelined)
-        if result.written is not None:
-            result.written.add_done_callback(partial(self._after_written, hosted))
-        elif not result.duplicate:
+        result = hosted.log.append(batches, hosted.leader_epoch, verification_guard, records_check)
+        if not result.duplicate:
             self._after_leader_append(hosted)
         return result
 
@@ -442,10 +437,6 @@ class ReplicaManager:
                                           hosted.leader_epoch)
         self._after_leader_append(hosted)
         return result
-
-    def _after_written(self, hosted: HostedPartition, written: asyncio.Future[None]) -> None:
-        if written.exception() is None:
-            self._after_leader_append(hosted)
 
     def _after_leader_append(self, hosted: HostedPartition) -> None:
         # Followers long-polling for this data get it at once; consumers when the high watermark passes it.

@@ -52,15 +52,12 @@ Not thread-safe: one owner (the server's event loop) drives it.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextlib
 import errno
 import logging
 import os
 import shutil
 import uuid
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -69,7 +66,7 @@ from moldau.clock import Clock
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_batch import BatchHeader, assign_offsets, parse_header
 from moldau.protocol.record_validation import RecordsCheck
-from moldau.storage import append_writer, checkpoints, log_loading, log_reads, retention
+from moldau.storage import checkpoints, log_loading, log_reads, retention
 from moldau.storage.append_validation import LeaderAppendChecks
 from moldau.storage.checkpoints import (
     CLEAN_SHUTDOWN_FILE,
@@ -93,7 +90,7 @@ from moldau.storage.log_common import (
 from moldau.storage.log_config import LogConfig, TimestampType
 from moldau.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, BatchMetadata, ProducerStateManager
 from moldau.storage.retention import DELETE_TO_HIGH_WATERMARK
-from moldau.storage.segment import AppendedBatch, DeferredCloser, LogSegment, write_all
+from moldau.storage.segment import AppendedBatch, DeferredCloser, LogSegment
 from moldau.storage.segment_list import SegmentList
 from moldau.storage.transaction_index import AbortedTxn, collect_aborted
 from moldau.storage.truncation import TruncationKind, plan_truncation
@@ -125,24 +122,6 @@ class _Deferred:
     log_end_offset: int
     epoch_starts: list[tuple[int, int]] = field(default_factory=list)
     topic_id_read: bool = False
-
-
-# Appends of at least this many bytes may be written by the log directory's writer thread (`pipelined`).
-PIPELINED_APPEND_BYTES = 256 * 1024
-
-
-@dataclass(slots=True)
-class _PendingWrite:
-    """An append handed to the writer thread: its offsets are taken, its bytes not yet stored."""
-
-    segment: LogSegment
-    position: int
-    stored: list[AppendedBatch]
-    batches: list[tuple[BatchHeader, memoryview]]
-    pieces: list[bytes | memoryview]  # keeps the request's buffer referenced until the bytes are written
-    now_ms: int
-    written: concurrent.futures.Future[None]
-    done: asyncio.Future[None]
 
 
 class PartitionLog:
@@ -191,10 +170,6 @@ class PartitionLog:
         # Told after every write that may bring maintenance forward (an append, a truncation): the owner's schedule
         # of `maintenance_due_ms` (LogManager), so that its periodic pass visits only logs with something due.
         self.on_write: Callable[[PartitionLog], None] | None = None
-        # Pipelined appends whose bytes the writer thread has not stored yet, oldest first; their bytes and offsets
-        # follow the stored ones. Everything else that reads or changes the end of the log waits for them (`_drain`).
-        self._pending: deque[_PendingWrite] = deque()
-        self._pending_bytes = 0
 
     # -- opening (the steps themselves are in log_loading) --------------------------------------------
 
@@ -495,15 +470,9 @@ class PartitionLog:
     # -- append --------------------------------------------------------------------------------------
 
     def append(self, batches: list[tuple[BatchHeader, memoryview]], leader_epoch: int,
-               verification_guard: object | None = None, records_check: RecordsCheck | None = None,
-               pipelined: bool = False) -> AppendResult:
+               verification_guard: object | None = None, records_check: RecordsCheck | None = None) -> AppendResult:
         """Validate all `batches` (already split and CRC-checked), then store them at consecutive offsets.
         `records_check` is a further check of each batch's records (the topic's schema validation).
-
-        With `pipelined` (from an event loop), a large append without producer ids may be written by the log
-        directory's writer thread: its offsets are given at once, but the log end offset (and so the high
-        watermark and every reader) passes it only once its bytes are written; the result's `written` is then a
-        future that completes at that moment (with KafkaError KAFKA_STORAGE_ERROR if the write failed).
 
         A transactional batch that starts a transaction here must come with the producer's current
         `verification_guard` (see `needs_verification`) unless `transaction_verification` is off.
@@ -515,9 +484,6 @@ class PartitionLog:
         if not batches:
             raise KafkaError(ErrorCode.corrupt_message, "no record batches")
         self._check_open()
-        if pipelined and self._can_pipeline(batches):
-            return self._append_pipelined(batches, leader_epoch, records_check)
-        self._drain()
         now = self._clock.time_ms()
         append_time = now if self._config.message_timestamp_type is TimestampType.LOG_APPEND_TIME else None
         checks = LeaderAppendChecks(self._config, self.producer_state, self.transaction_verification, self._name,
@@ -549,7 +515,6 @@ class PartitionLog:
         INVALID_PRODUCER_EPOCH (an epoch older than the producer's), TRANSACTION_COORDINATOR_FENCED (a
         coordinator epoch older than the last marker's), KAFKA_STORAGE_ERROR.
         """
-        self._drain()
         self._check_open()
         self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
         now = self._clock.time_ms()
@@ -575,7 +540,6 @@ class PartitionLog:
         Raises KafkaError: UNKNOWN_SERVER_ERROR (no batches, or offsets that overlap the log or go
         backwards), RECORD_LIST_TOO_LARGE (more bytes than a segment holds), KAFKA_STORAGE_ERROR.
         """
-        self._drain()
         if not batches:
             raise no_batches_error()
         self._check_open()
@@ -585,103 +549,6 @@ class PartitionLog:
         self._write([view for _, view in batches], stored, plan.total_bytes, plan.epochs, now)
         self._after_append(batches, stored, now, leader=False, markers=plan.markers)
         return AppendResult(stored[0].base_offset, stored[-1].next_offset - 1, -1, self._log_start_offset)
-
-    def _can_pipeline(self, batches: list[tuple[BatchHeader, memoryview]]) -> bool:
-        # Producer ids stay on the synchronous path: their sequence checks read the state the previous append left.
-        if sum(len(view) for _, view in batches) < PIPELINED_APPEND_BYTES:
-            return False
-        if any(header.producer_id >= 0 or header.is_transactional for header, _ in batches):
-            return False
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return False
-        return True
-
-    def _append_pipelined(self, batches: list[tuple[BatchHeader, memoryview]], leader_epoch: int,
-                          records_check: RecordsCheck | None) -> AppendResult:
-        now = self._clock.time_ms()
-        append_time = now if self._config.message_timestamp_type is TimestampType.LOG_APPEND_TIME else None
-        checks = LeaderAppendChecks(self._config, self.producer_state, self.transaction_verification, self._name,
-                                    records_check)
-        total_bytes, _ = checks.validate(batches, now, append_time is None, None)
-        first_offset = self._pending[-1].stored[-1].next_offset if self._pending else self._log_end_offset
-        pieces: list[bytes | memoryview] = []
-        stored: list[AppendedBatch] = []
-        offset = first_offset
-        for header, view in batches:
-            pieces += assign_offsets(view, offset, leader_epoch, append_time)
-            next_offset = offset + header.last_offset_delta + 1
-            max_ts = header.max_timestamp if append_time is None else append_time
-            stored.append(AppendedBatch(offset, next_offset, max_ts, header.total_size))
-            offset = next_offset
-        if self._pending and self._must_roll_after_pending(total_bytes, offset - 1, now):
-            self._drain()  # rolling seals the active segment: only once what it is to hold is stored
-        try:
-            self.leader_epochs.assign_all(((leader_epoch, first_offset),))
-            if not self._pending:
-                segment = self._segment_for_append(total_bytes, first_offset, offset - 1, now)
-                segment.prepare_append()
-            else:
-                segment = self._pending[-1].segment
-        except OSError as e:
-            raise self._storage_error(e) from e
-        position = segment.size_bytes + self._pending_bytes
-        fd = segment.fd
-        written = append_writer.submit(os.path.dirname(os.path.normpath(self.directory)),
-                                       partial(write_all, fd, pieces, position, total_bytes))
-        loop = asyncio.get_running_loop()
-        entry = _PendingWrite(segment, position, stored, batches, pieces, now, written, loop.create_future())
-        self._pending.append(entry)
-        self._pending_bytes += total_bytes
-        written.add_done_callback(lambda _: loop.call_soon_threadsafe(self._complete_writes))
-        return AppendResult(first_offset, offset - 1, -1 if append_time is None else append_time,
-                            self._log_start_offset, written=entry.done)
-
-    def _must_roll_after_pending(self, total_bytes: int, last_offset: int, now_ms: int) -> bool:
-        active = self._pending[-1].segment
-        config = self._config
-        return (active.size_bytes + self._pending_bytes + total_bytes > config.segment_bytes
-                or active.must_roll_before(self._pending_bytes + total_bytes, last_offset, now_ms,
-                                           config.segment_bytes, config.max_segment_ms))
-
-    def _complete_writes(self) -> None:
-        """Count the writes the writer thread has finished as stored, oldest first: the log end offset (and with it
-        the high watermark of a log without followers) moves past them. A failed write fails every write after it
-        (their bytes would follow garbage): the end of the segment is cut back to the stored bytes."""
-        while self._pending and self._pending[0].written.done():
-            entry = self._pending.popleft()
-            self._pending_bytes -= sum(batch.size_bytes for batch in entry.stored)
-            error = entry.written.exception()
-            if error is not None:
-                self._fail_pending(entry, error)
-                return
-            entry.segment.record_written(entry.stored, entry.position)
-            self._after_append(entry.batches, entry.stored, entry.now_ms, leader=True)
-            if not entry.done.done():
-                entry.done.set_result(None)
-
-    def _fail_pending(self, failed: _PendingWrite, error: BaseException) -> None:
-        later = list(self._pending)
-        self._pending.clear()
-        self._pending_bytes = 0
-        concurrent.futures.wait([entry.written for entry in later])
-        with contextlib.suppress(OSError):
-            os.ftruncate(failed.segment.fd, failed.segment.size_bytes)
-        with contextlib.suppress(OSError):
-            self.leader_epochs.truncate_from_end(self._log_end_offset)
-        exc = self._storage_error(error) if isinstance(error, OSError) else \
-            KafkaError(ErrorCode.kafka_storage_error, str(error))
-        for entry in [failed, *later]:
-            if not entry.done.done():
-                entry.done.set_exception(exc)
-
-    def _drain(self) -> None:
-        """Wait for the writer thread to store every pipelined append of this log (blocking: it is rare and short,
-        a segment roll or a change to the end of the log), and count them."""
-        if self._pending:
-            concurrent.futures.wait([entry.written for entry in self._pending])
-            self._complete_writes()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -803,7 +670,6 @@ class PartitionLog:
     def roll_if_due(self, now_ms: int) -> bool:
         """Roll a non-empty active segment older than segment_ms (see `LogConfig.max_segment_ms`); returns
         whether it rolled."""
-        self._drain()
         if self._deferred is not None:
             return False
         active = self._segments.active
@@ -863,7 +729,6 @@ class PartitionLog:
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start offset to `offset` (-1: the high watermark) and delete the
         segments wholly below it. Returns the new log start offset (the low watermark)."""
-        self._drain()
         new_start = retention.new_start_for_delete_records(offset, self.high_watermark, self._log_start_offset)
         if new_start is None:
             return self._log_start_offset
@@ -881,7 +746,6 @@ class PartitionLog:
         """Delete whole segments past retention_ms (by largest timestamp) or beyond retention_bytes, as
         Kafka does: oldest first, never at or above the high watermark, rolling the active segment first
         when it must go too. Returns the number of segments deleted."""
-        self._drain()
         if self._deferred is not None and self._log_end_offset == self._log_start_offset:
             return 0  # nothing to delete: no need to read the directory
         config = self._config
@@ -1004,7 +868,6 @@ class PartitionLog:
 
     def close(self) -> None:
         """Flush, snapshot producer state, close files and leave the clean-shutdown marker."""
-        self._drain()
         if self._closed:
             return
         if self._deferred is not None:
@@ -1036,7 +899,6 @@ class PartitionLog:
     def delete(self) -> None:
         """Remove the whole partition directory. With a shared closer, slices handed out stay readable
         for file_delete_delay_ms; a log that owns its closer has no later chance, so it closes now."""
-        self._drain()
         self._deferred = None  # nothing of a deferred log is open
         self._segment_list.delete_all(self._clock.time_ms())
         self._closed = True
@@ -1046,7 +908,6 @@ class PartitionLog:
 
     def rename_directory(self, directory: str) -> None:
         """Follow a rename of the partition directory (LogManager's delete); open fds stay valid."""
-        self._drain()
         os.replace(self.directory, directory)
         self.directory = directory
         self._segment_list.rename(directory)  # a deferred log stays deferred: it loads from the new place
@@ -1060,7 +921,6 @@ class PartitionLog:
         below `offset` (a batch straddling it goes whole), or restart empty at `offset` (below the log start).
         Producer state is rebuilt to match the new log end and the leader epoch cache is cut there, also
         when no record goes (see truncation.py for why)."""
-        self._drain()
         plan = plan_truncation(offset, self._log_start_offset, self._log_end_offset, self._segments.bases)
         try:
             if plan.kind is TruncationKind.KEEP_RECORDS:
@@ -1095,7 +955,6 @@ class PartitionLog:
         """Delete every segment and restart the log empty at `offset`: log start, log end, high watermark
         and recovery point all become `offset`; producer state and the leader epoch cache are cleared. A
         follower whose fetch offset fell below its leader's log start offset does this."""
-        self._drain()
         if offset < 0:
             raise ValueError(f"cannot start a log at negative offset {offset}")
         now = self._clock.time_ms()

@@ -9,7 +9,6 @@ log itself (which imports them).
 
 from __future__ import annotations
 
-import asyncio
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,8 +38,6 @@ class AppendResult(NamedTuple):
     log_append_time_ms: int  # -1 for CreateTime topics
     log_start_offset: int
     duplicate: bool = False
-    # A pipelined append (`PartitionLog.append`): done once its bytes are stored and the log end offset passed them.
-    written: asyncio.Future[None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -359,20 +359,11 @@ class LogSegment:
         except OSError:
             self._cut_garbage()
             raise
-        self.record_written(batches, self._size)
-
-    def record_written(self, batches: Sequence[AppendedBatch], position: int) -> None:
-        """Index bookkeeping for `batches`, written at `position` (the current end) by `append` or by a writer
-        thread (`PartitionLog`, pipelined appends); the segment's size then includes them."""
-        self._ensure_tail()
+        position = self._size
         for batch in batches:
             self._track(position, batch.base_offset, batch.next_offset, batch.max_timestamp, batch.size_bytes)
             position += batch.size_bytes
         self._size = position
-
-    def prepare_append(self) -> None:
-        """Read the tail's state (as `append` does first), so that the size is that of the stored batches."""
-        self._ensure_tail()
 
     def _track(self, position: int, base_offset: int, next_offset: int, max_timestamp: int,
                size_bytes: int) -> None:

@@ -57,9 +57,7 @@ from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 
 _VALID_ACKS = (-1, 0, 1)
-Written = asyncio.Future[None]
-# Each appended partition: its response, the offset its acks wait for, and the write a writer thread still does.
-Appended = list[tuple[HostedPartition, PartitionResponse, int, Written | None]]
+Appended = list[tuple[HostedPartition, PartitionResponse, int]]
 
 
 @dataclass(slots=True)
@@ -91,7 +89,6 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedBody | 
                                     topic_id=getattr(topic_data, "topic_id", None), partitions=results))
     if pending:
         await asyncio.gather(*(_complete(ctx, request, p, appended) for p in pending))
-    writes = [(response, written) for _, response, _, written in appended if written is not None]
     # Client quotas: the produced bytes count against producer_byte_rate (dispatch mutes the connection).
     throttle_ms = ctx.quota.record(PRODUCER_BYTE_RATE, sum(
         len(p.records) for t in request.topic_data for p in t.partition_data if p.records is not None))
@@ -101,40 +98,23 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedBody | 
             # The client expects no response; closing is the only way to tell it to refresh metadata (Kafka too).
             raise CloseConnection(f"acks=0 produce failed: {ErrorCode(failed[0]).name}")
         return None
-    if (acks == -1 and appended) or writes:
-        # Answered once the records are written (a writer thread's large appends) and, with acks=all, the followers
-        # have them; the connection serves its next requests meanwhile.
-        return DeferredBody(_answer_later(ctx, appended, writes, acks, request.timeout_ms, throttle_ms, topics))
+    if acks == -1 and appended:
+        # Answered once the followers have the records; the connection serves its next requests meanwhile.
+        return DeferredBody(_answer_after_acks(ctx, appended, request.timeout_ms, throttle_ms, topics))
     return EncodedBody(encode_produce_response(ctx.version, throttle_ms, topics))
 
 
-async def _answer_later(ctx: RequestContext, appended: Appended, writes: list[tuple[PartitionResponse, Written]],
-                        acks: int, timeout_ms: int, throttle_ms: int, topics: list[TopicResponse]) -> EncodedBody:
-    failed = await _wait_for_writes(writes)
-    if acks == -1:
-        await _wait_for_acks(ctx, [entry for entry in appended if id(entry[1]) not in failed], timeout_ms)
+async def _answer_after_acks(ctx: RequestContext, appended: Appended, timeout_ms: int, throttle_ms: int,
+                             topics: list[TopicResponse]) -> EncodedBody:
+    await _wait_for_acks(ctx, appended, timeout_ms)
     return EncodedBody(encode_produce_response(ctx.version, throttle_ms, topics))
 
 
-async def _wait_for_writes(writes: list[tuple[PartitionResponse, Written]]) -> set[int]:
-    """Wait for the writer thread's appends; a failed one answers its partition with the error. Returns the ids of
-    the failed partitions' responses."""
-    failed: set[int] = set()
-    outcomes = await asyncio.gather(*(written for _, written in writes), return_exceptions=True)
-    for (response, _), outcome in zip(writes, outcomes, strict=True):
-        if isinstance(outcome, KafkaError):
-            response.error_code, response.error_message = outcome.code.value, outcome.message
-            response.base_offset = -1
-            failed.add(id(response))
-        elif isinstance(outcome, BaseException):
-            raise outcome
-    return failed
-
-
-async def _wait_for_acks(ctx: RequestContext, appended: Appended, timeout_ms: int) -> None:
+async def _wait_for_acks(ctx: RequestContext, appended: list[tuple[HostedPartition, PartitionResponse, int]],
+                         timeout_ms: int) -> None:
     replicas = ctx.broker.replicas
-    codes = await asyncio.gather(*(replicas.wait_for_acks(hosted, end, timeout_ms) for hosted, _, end, _ in appended))
-    for (_, response, _, _), code in zip(appended, codes, strict=True):
+    codes = await asyncio.gather(*(replicas.wait_for_acks(hosted, end, timeout_ms) for hosted, _, end in appended))
+    for (_, response, _), code in zip(appended, codes, strict=True):
         if code == ErrorCode.not_leader_or_follower:
             # The records are written and may survive on the new leader. NOT_LEADER_OR_FOLLOWER would tell the
             # client they were not (librdkafka then re-sends them under a new producer epoch, which no broker can
@@ -219,13 +199,13 @@ def _append(ctx: RequestContext, hosted: HostedPartition, batches: list[tuple[Ba
     batches = recompress(batches, hosted.log.config.compression) or batches
     schemas = schema_validation(hosted.log.config)  # confluent.key|value.schema.validation, checked by the log
     check = None if schemas is None else records_check(hosted.topic, schemas, ctx.broker.schema_lookup)
-    result = ctx.broker.replicas.append_as_leader(hosted, batches, acks, guard, check, pipelined=True)
+    result = ctx.broker.replicas.append_as_leader(hosted, batches, acks, guard, check)
     ctx.broker.counters.produced(hosted.topic, result.last_offset - result.first_offset + 1,
                                  sum(len(data) for _, data in batches))
     response.base_offset, response.log_append_time_ms = result.first_offset, result.log_append_time_ms
     response.log_start_offset = result.log_start_offset
     # A duplicate is waited for too: its original may not be replicated yet.
-    appended.append((hosted, response, result.last_offset + 1, result.written))
+    appended.append((hosted, response, result.last_offset + 1))
     return response
 
 
