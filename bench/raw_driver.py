@@ -24,8 +24,9 @@ per answered request: on a shared machine the request rate follows what else run
 
 Requests/s and MB/s (10^6 bytes of record batches sent or received per second) are counted over ``--seconds``
 after ``--warmup`` seconds, and printed beside the raw limit of this machine measured in the same run
-(``bench/rawlimit.py``: loopback discard and loopback file append) as ratios; with two fetch runs, the limit is
-measured before and after them and their mean is the baseline.
+(``bench/rawlimit.py``: loopback discard and loopback file append) as ratios; produce is also divided by "file
+append, kept pages" (appends into files that are kept, as a log keeps its segments, so into pages nobody freed
+just before). With two fetch runs, the limit is measured before and after them and their mean is the baseline.
 
 By default a fresh single Moldau node is started (``--nodes 3`` starts a 3-node cluster, as
 ``bench/replication.py`` does); ``--bootstrap`` uses a running broker or cluster instead. The topic is fresh
@@ -452,7 +453,7 @@ def main() -> None:
     limits = {"discard": 0.0, "append": 0.0}
     if args.raw_mb:
         note(f"raw limit: moving {args.raw_mb} MiB over loopback, twice per figure")
-        limits = raw_limits(args.raw_mb, repeat=2)
+        limits = raw_limits(args.raw_mb, repeat=2, kept=args.mode == "produce")
     runs: list[tuple[str, dict[str, str]]] = [("", {})]
     if args.mode == "fetch" and not args.bootstrap:
         settings = ("on", "off") if args.zero_copy == "both" else (args.zero_copy,)
@@ -478,8 +479,8 @@ def bracketing_limits(args: argparse.Namespace, before: dict[str, float]) -> dic
     """On a busy machine the raw limit drifts during a long run: measured again after it, the mean of the two
     is the baseline (both are printed)."""
     note(f"raw limit again: moving {args.raw_mb} MiB over loopback, twice per figure")
-    after = raw_limits(args.raw_mb, repeat=2)
-    for name in ("discard", "append"):
+    after = raw_limits(args.raw_mb, repeat=2, kept="append_kept" in before)
+    for name in before:
         print(f"raw limit {name}: {before[name]:,.0f} MB/s before, {after[name]:,.0f} MB/s after")
     return {name: (before[name] + after[name]) / 2 for name in before}
 
@@ -496,8 +497,9 @@ def print_report(args: argparse.Namespace, figures: dict[str, Any], limits: dict
         print(f"broker CPU ms per GB  {user + system:12,.0f}   (user {user:,.0f}, system {system:,.0f})")
     if "broker_cpu_us_per_request" in figures:
         print(f"broker CPU us/request {figures['broker_cpu_us_per_request']:12,.1f}")
-    for name, label in (("discard", "loopback, discard"), ("append", "loopback, file append")):
-        if limits[name]:
+    for name, label in (("discard", "loopback, discard"), ("append", "loopback, file append"),
+                        ("append_kept", "file append, kept pages")):
+        if limits.get(name):
             print(f"raw limit {label + ':':23}{limits[name]:8,.0f} MB/s   ratio {figures['mb_s'] / limits[name]:.3f}")
 
 

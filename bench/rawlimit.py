@@ -4,9 +4,15 @@ One process writes SIZE bytes over loopback TCP in 1 MiB writes; another process
 reused buffer and either discards them ("loopback, discard") or appends them to a file in a temporary
 directory, i.e. to the page cache ("loopback, file append"). Prints MB/s (10^6 bytes) for both.
 
+"loopback, file append" deletes its file after each pass, so the next pass (and whatever writes next) is
+handed the pages just freed, which on a virtual machine are the cheap ones to write into. A log keeps what
+it writes: its appends always go into pages nobody freed a moment ago. The third figure, "loopback, file
+append, kept pages" (``--kept``), measures that: each pass appends into a new file, and every pass's file
+is kept until all passes are done; these passes run first, before any other figure has freed pages.
+
 The broker scenarios measure these figures in the same run and report throughput as a ratio to them.
 
-Run from the repository root:  python -m bench.rawlimit [SIZE_MB] [--chunk-kb 1024] [--repeat 1]
+Run from the repository root:  python -m bench.rawlimit [SIZE_MB] [--chunk-kb 1024] [--repeat 1] [--kept]
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ DEFAULT_SIZE_MB = 2048
 QUICK_SIZE_MB = 512
 
 
-def _receive(listener: socket.socket, size: int, chunk: int, path: str | None, out: Queue[float]) -> None:
+def _receive(listener: socket.socket, size: int, chunk: int, path: str | None, keep: bool,
+             out: Queue[float]) -> None:
     conn, _ = listener.accept()
     buffer = memoryview(bytearray(chunk))
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND) if path else -1
@@ -39,7 +46,8 @@ def _receive(listener: socket.socket, size: int, chunk: int, path: str | None, o
     out.put(received / (time.perf_counter() - start) / 1e6)
     if fd >= 0:
         os.close(fd)
-        os.unlink(path or "")
+        if not keep:
+            os.unlink(path or "")
     conn.close()
 
 
@@ -50,12 +58,13 @@ def _send(address: tuple[str, int], size: int, chunk: int) -> None:
             conn.sendall(payload)
 
 
-def measure(size: int, chunk: int = MIB, path: str | None = None) -> float:
-    """MB/s of ``size`` bytes sent over loopback in ``chunk`` writes, appended to ``path`` if given."""
+def measure(size: int, chunk: int = MIB, path: str | None = None, keep: bool = False) -> float:
+    """MB/s of ``size`` bytes sent over loopback in ``chunk`` writes, appended to ``path`` if given (and the
+    file deleted afterwards unless ``keep``)."""
     ctx = mp.get_context("fork")
     listener = socket.create_server(("127.0.0.1", 0))
     out: Queue[float] = ctx.Queue()
-    receiver = ctx.Process(target=_receive, args=(listener, size, chunk, path, out))
+    receiver = ctx.Process(target=_receive, args=(listener, size, chunk, path, keep, out))
     receiver.start()
     try:
         _send(listener.getsockname(), size, chunk)
@@ -65,15 +74,20 @@ def measure(size: int, chunk: int = MIB, path: str | None = None) -> float:
         listener.close()
 
 
-def raw_limits(size_mb: int, chunk_kb: int = 1024, repeat: int = 1) -> dict[str, float]:
-    """Best of ``repeat`` runs for both figures, keyed ``discard`` and ``append``."""
+def raw_limits(size_mb: int, chunk_kb: int = 1024, repeat: int = 1, kept: bool = False) -> dict[str, float]:
+    """Best of ``repeat`` runs for each figure, keyed ``discard`` and ``append``, and with ``kept`` also
+    ``append_kept`` (appends into files kept until all its passes are done, measured first)."""
     size, chunk = size_mb * MIB, chunk_kb * 1024
+    limits: dict[str, float] = {}
+    if kept:
+        with tempfile.TemporaryDirectory(prefix="bench-raw-kept-") as tmp:
+            limits["append_kept"] = max(measure(size, chunk, os.path.join(tmp, f"log-{i}"), keep=True)
+                                        for i in range(repeat))
     with tempfile.TemporaryDirectory(prefix="bench-raw-") as tmp:
         sink = os.path.join(tmp, "sink")
-        return {
-            "discard": max(measure(size, chunk) for _ in range(repeat)),
-            "append": max(measure(size, chunk, sink) for _ in range(repeat)),
-        }
+        limits["discard"] = max(measure(size, chunk) for _ in range(repeat))
+        limits["append"] = max(measure(size, chunk, sink) for _ in range(repeat))
+    return limits
 
 
 def main() -> None:
@@ -81,10 +95,14 @@ def main() -> None:
     parser.add_argument("size_mb", nargs="?", type=int, default=DEFAULT_SIZE_MB, help="MiB to move per figure")
     parser.add_argument("--chunk-kb", type=int, default=1024, help="size of each write in KiB")
     parser.add_argument("--repeat", type=int, default=1, help="runs per figure; the best is printed")
+    parser.add_argument("--kept", action="store_true",
+                        help="also measure appends into files that are kept, as a log keeps its segments")
     args = parser.parse_args()
-    limits = raw_limits(args.size_mb, args.chunk_kb, args.repeat)
+    limits = raw_limits(args.size_mb, args.chunk_kb, args.repeat, args.kept)
     print(f"loopback, discard:     {limits['discard']:8.0f} MB/s")
     print(f"loopback, file append: {limits['append']:8.0f} MB/s")
+    if args.kept:
+        print(f"loopback, file append, kept pages: {limits['append_kept']:8.0f} MB/s")
 
 
 if __name__ == "__main__":
