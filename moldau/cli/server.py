@@ -63,6 +63,7 @@ def _load_config(args: argparse.Namespace) -> BrokerConfig:
 
 async def _serve(config: BrokerConfig) -> int:
     from moldau.server.broker import Broker, StartupError
+    from moldau.server.collector import freeze_startup_objects
 
     broker = Broker(config)
     stop = asyncio.Event()
@@ -74,6 +75,7 @@ async def _serve(config: BrokerConfig) -> int:
     except (StartupError, OSError) as exc:
         print(f"error: cannot start broker: {exc}", file=sys.stderr)
         return 1
+    freeze_startup_objects()  # before the line below: collections of what start-up made would pause serving
     # Tests and scripts read this line to learn the bound port (the config may say port 0).
     print(f"moldau: listening on {','.join(str(p) for p in broker.bound_ports)}", flush=True)
     await stop.wait()

@@ -20,6 +20,7 @@ from kio.serial import entity_reader, entity_writer
 
 from moldau.protocol import codec, tagged
 from moldau.protocol.body_check import check_body
+from moldau.protocol.fetch_request import EncodedRequest
 from moldau.security.client_security import PLAINTEXT, ClientSecurity
 
 log = logging.getLogger(__name__)
@@ -119,9 +120,12 @@ class ClientConnection:
         header = struct.pack(">hhih", request.__api_key__, request.__version__, correlation_id, len(cid)) + cid
         if request.__flexible__:
             header += b"\x00"
-        body = io.BytesIO()
-        entity_writer(type(request))(body, request)
-        payload = header + body.getvalue()
+        if isinstance(request, EncodedRequest):
+            payload = header + request.body
+        else:
+            body = io.BytesIO()
+            entity_writer(type(request))(body, request)
+            payload = header + body.getvalue()
         return _SIZE.pack(len(payload)) + payload
 
     async def _read_loop(self) -> None:

@@ -15,18 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
-from kio.schema.fetch.v17 import request as fetch_req
-
 from moldau.clock import Clock, SystemClock
 from moldau.net.client import ConnectionFailed, ConnectionPool
-from moldau.protocol.codec import make
+from moldau.protocol.fetch_request import EncodedRequest, FetchPosition, encode_replica_fetch
 
 if TYPE_CHECKING:
     from moldau.config import BrokerConfig
@@ -132,22 +129,16 @@ class ReplicaFetcher:
         response = await self._pool.request(address[0], address[1], request, timeout_s)
         self._handle(response, {(p.topic_id, p.partition): p for p in ready})
 
-    def _request(self, ready: list[FollowedPartition]) -> Any:
-        by_topic: dict[uuid.UUID, list[Any]] = {}
+    def _request(self, ready: list[FollowedPartition]) -> EncodedRequest:
+        by_topic: dict[uuid.UUID, list[FetchPosition]] = {}
+        position = self._manager.follower_position
         for p in ready:
-            start, end, last_epoch = self._manager.follower_position(p.topic, p.partition)
-            by_topic.setdefault(p.topic_id, []).append(make(
-                fetch_req.FetchPartition, partition=p.partition, current_leader_epoch=p.leader_epoch,
-                fetch_offset=end, last_fetched_epoch=last_epoch, log_start_offset=start,
-                partition_max_bytes=self._settings.partition_max_bytes, replica_directory_id=None))
-        return make(
-            fetch_req.FetchRequest, cluster_id=None,
-            replica_state=make(fetch_req.ReplicaState, replica_id=self._manager.node_id, replica_epoch=-1),
-            max_wait=datetime.timedelta(milliseconds=self._settings.max_wait_ms),
-            min_bytes=self._settings.min_bytes, max_bytes=self._settings.max_bytes,
-            topics=tuple(make(fetch_req.FetchTopic, topic_id=tid, partitions=tuple(parts))
-                         for tid, parts in by_topic.items()),
-            forgotten_topics_data=(), rack_id="")
+            start, end, last_epoch = position(p.topic, p.partition)
+            by_topic.setdefault(p.topic_id, []).append(
+                FetchPosition(p.partition, p.leader_epoch, end, last_epoch, start))
+        settings = self._settings
+        return encode_replica_fetch(self._manager.node_id, settings.max_wait_ms, settings.min_bytes,
+                                    settings.max_bytes, settings.partition_max_bytes, list(by_topic.items()))
 
     def _handle(self, response: Any, sent: dict[tuple[uuid.UUID, int], FollowedPartition]) -> None:
         now_ms = self._clock.monotonic_ms()

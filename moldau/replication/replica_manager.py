@@ -24,7 +24,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from moldau.clock import Clock, SystemClock
 from moldau.metadata.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
@@ -52,6 +52,7 @@ TopicPartition = tuple[str, int]
 # How soon a follower retries a partition whose leader has not yet learned of its own leadership.
 _TRANSIENT_RETRY_MS = 50
 _ALTER_PARTITION_RETRY_MS = 500
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +136,12 @@ class HostedPartition:
             else:
                 keep.append(waiter)
         self.ack_waiters = keep
+
+
+def _complete(future: asyncio.Future[T], result: T) -> None:
+    """Complete a wait that timed out, unless it was answered meanwhile."""
+    if not future.done():
+        future.set_result(result)
 
 
 def _wake(waiters: set[asyncio.Future[None]]) -> None:
@@ -402,15 +409,18 @@ class ReplicaManager:
         or leadership changes, or after the timeout."""
         if timeout_ms <= 0:
             return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
         hosted = [self.partitions[k] for k in keys if k in self.partitions]
         for h in hosted:
             (h.replica_waiters if replica else h.waiters).add(waiter)
+        # Awaited directly, with a timer that completes it, not through asyncio.wait_for: that wraps the future
+        # and resumes the fetch one event loop turn after the wake, behind whatever else that turn runs.
+        timer = loop.call_later(timeout_ms / 1000.0, _complete, waiter, None)
         try:
-            await asyncio.wait_for(waiter, timeout_ms / 1000.0)
-        except TimeoutError:
-            pass
+            await waiter
         finally:
+            timer.cancel()
             for h in hosted:
                 (h.replica_waiters if replica else h.waiters).discard(waiter)
 
@@ -456,13 +466,16 @@ class ReplicaManager:
             # and a timer for a wait that cannot happen. With waiters queued, the answer goes through them in order.
             enough = len(hosted.isr) >= hosted.log.config.min_insync_replicas
             return ErrorCode.none if enough else ErrorCode.not_enough_replicas_after_append
-        future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[ErrorCode] = loop.create_future()
         hosted.ack_waiters.append(_AckWaiter(end_offset, future))
         hosted.release_acks()
+        # A timer rather than asyncio.wait_for, for the same reason as in `wait_for_data`.
+        timer = loop.call_later(timeout_ms / 1000, _complete, future, ErrorCode.request_timed_out)
         try:
-            return await asyncio.wait_for(future, timeout_ms / 1000)
-        except TimeoutError:
-            return ErrorCode.request_timed_out
+            return await future
+        finally:
+            timer.cancel()
 
     def on_replica_fetch(self, hosted: HostedPartition, replica_id: int, fetch_offset: int) -> None:
         """A follower fetched at `fetch_offset`: it has everything below. May move the HW and grow the ISR."""
@@ -580,11 +593,15 @@ class ReplicaManager:
                         "nothing here (log end %d, last epoch %d)", hosted.topic, hosted.partition,
                         diverging.epoch, diverging.end_offset, plog.log_end_offset, plog.leader_epochs.latest_epoch)
             return self.fetcher_settings.backoff_ms
+        appended = False
         if answer.records:
             batches = split_batches(answer.records, from_client=False)
             if batches:
                 plog.append_as_follower(batches)
-        plog.high_watermark = high_watermark_after_fetch(plog, answer.high_watermark)
+                appended = True
+        high_watermark = high_watermark_after_fetch(plog, answer.high_watermark)
+        if appended or high_watermark != plog.high_watermark:  # else (most partitions of a fetch) nothing moved
+            plog.high_watermark = high_watermark
         new_start = log_start_after_fetch(plog, answer.log_start_offset)
         if new_start is not None:  # retention or DeleteRecords moved the leader's log start
             plog.delete_records_before(new_start)

@@ -178,6 +178,11 @@ def _read_partition(ctx: RequestContext, name: str | None, part: Any, key: Any, 
                                       plog.log_start_offset, None, diverging, plog.last_stable_offset)
             replicas.on_replica_fetch(hosted, replica_id, part.fetch_offset)
             max_offset = plog.log_end_offset
+            if part.fetch_offset == max_offset and not plog.offline:
+                # Caught up, nothing to read: most partitions of every follower fetch, read twice (on arrival and
+                # when an append wakes it), so without a segment lookup.
+                return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark, plog.log_start_offset,
+                                      b"", None, plog.last_stable_offset)
         elif read_committed:
             max_offset = plog.last_stable_offset
         result = plog.read(part.fetch_offset, min(part.partition_max_bytes, remaining_bytes), min_one_batch,

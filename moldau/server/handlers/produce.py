@@ -113,7 +113,12 @@ async def _answer_after_acks(ctx: RequestContext, appended: Appended, timeout_ms
 async def _wait_for_acks(ctx: RequestContext, appended: list[tuple[HostedPartition, PartitionResponse, int]],
                          timeout_ms: int) -> None:
     replicas = ctx.broker.replicas
-    codes = await asyncio.gather(*(replicas.wait_for_acks(hosted, end, timeout_ms) for hosted, _, end in appended))
+    if len(appended) == 1:  # the usual case: awaited here, without a task and a gathering future around it
+        hosted, _, end = appended[0]
+        codes = [await replicas.wait_for_acks(hosted, end, timeout_ms)]
+    else:
+        codes = await asyncio.gather(*(replicas.wait_for_acks(hosted, end, timeout_ms)
+                                       for hosted, _, end in appended))
     for (_, response, _), code in zip(appended, codes, strict=True):
         if code == ErrorCode.not_leader_or_follower:
             # The records are written and may survive on the new leader. NOT_LEADER_OR_FOLLOWER would tell the
