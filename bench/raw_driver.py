@@ -18,9 +18,13 @@ correlation id and the partition's error code (at a fixed position). No record i
   batches), discarding what it gets. A response without a whole batch counts as an error. On a fresh node this
   runs twice, with ``fetch.zero.copy.enable`` on (sendfile) and off (copying), each on a node of its own
   (``--zero-copy on|off`` for one of them), and also prints the broker's CPU time per GB sent.
+* ``--mode commit``: every connection commits offsets of its own partition to one group (OffsetCommit v8, a
+  "simple" commit of generation -1), alternating between two offsets; ``--in-flight 1`` on one connection is a
+  synchronous committer. A single node only (it must be the group's coordinator).
 
-On a single node (a fresh one, or ``--bootstrap`` with ``--broker-pid``) produce also prints the broker's CPU time
-per answered request: on a shared machine the request rate follows what else runs, the CPU per request much less.
+On a single node (a fresh one, or ``--bootstrap`` with ``--broker-pid``) produce and commit also print the broker's
+CPU time per answered request: on a shared machine the request rate follows what else runs, the CPU per request
+much less.
 
 Requests/s and MB/s (10^6 bytes of record batches sent or received per second) are counted over ``--seconds``
 after ``--warmup`` seconds, and printed beside the raw limit of this machine measured in the same run
@@ -37,6 +41,7 @@ Run from the repository root, for example:
     python -m bench.raw_driver --mode produce --batch-bytes 1048576 --acks 1
     python -m bench.raw_driver --mode produce --batch-bytes 100 --value-bytes 100 --in-flight 8   # small requests
     python -m bench.raw_driver --mode fetch
+    python -m bench.raw_driver --mode commit --processes 1 --connections 1 --in-flight 1  # one synchronous committer
 """
 
 from __future__ import annotations
@@ -319,6 +324,24 @@ def measure_produce(bootstrap: str, topic: str, args: argparse.Namespace) -> dic
     return figures
 
 
+def measure_commit(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Offset commits to the node at ``bootstrap`` (the coordinator of every group on a single node)."""
+    host, _, port = bootstrap.rpartition(":")
+    group = f"{topic}-committers"
+    where = raw_requests.error_position(raw_requests.OFFSET_COMMIT_KEY, topic)
+    targets = [Target(host, int(port), [raw_requests.offset_commit(group, topic, p, offset) for offset in (1, 2)],
+                      where, 0) for p in range(args.partitions)]
+    cpu_before = cpu_times(args.broker_pid) if args.broker_pid else (0.0, 0.0)
+    results = run_load(spread(targets, args.processes, args.connections), args.in_flight, args.warmup,
+                       args.seconds, 64 * 1024)
+    cpu_after = cpu_times(args.broker_pid) if args.broker_pid else (0.0, 0.0)
+    figures = summarise(results, args.seconds, f"group {group}")
+    answered = sum(r["answered"] for r in results)
+    if args.broker_pid and answered:
+        figures["broker_cpu_us_per_request"] = (sum(cpu_after) - sum(cpu_before)) * 1e6 / answered
+    return figures
+
+
 def fill(bootstrap: str, topic: str, args: argparse.Namespace) -> tuple[int, int, int]:
     """Write ``--fill-mb`` MB into the topic, the same number of batches in each partition; returns (batches per
     partition, records per batch, batch bytes)."""
@@ -394,7 +417,7 @@ def parse_args() -> argparse.Namespace:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mode", choices=("produce", "fetch"), default="produce")
+    parser.add_argument("--mode", choices=("produce", "fetch", "commit"), default="produce")
     parser.add_argument("--processes", type=int, default=2, help="load processes")
     parser.add_argument("--connections", type=int, default=2, help="connections (threads) per process")
     parser.add_argument("--in-flight", type=int, default=2, help="requests outstanding per connection")
@@ -464,8 +487,8 @@ def main() -> None:
             topic = args.topic or make_topic(bootstrap, args)
             note(f"{args.mode} {label} on {topic}: {args.processes} processes x {args.connections} connections, "
                  f"{args.in_flight} in flight each")
-            figures = measure_produce(bootstrap, topic, args) if args.mode == "produce" else \
-                measure_fetch(bootstrap, topic, args)
+            measure = {"produce": measure_produce, "fetch": measure_fetch, "commit": measure_commit}[args.mode]
+            figures = measure(bootstrap, topic, args)
         reports.append((label, figures))
     if args.raw_mb and len(runs) > 1:
         limits = bracketing_limits(args, limits)
@@ -486,7 +509,7 @@ def bracketing_limits(args: argparse.Namespace, before: dict[str, float]) -> dic
 
 
 def print_report(args: argparse.Namespace, figures: dict[str, Any], limits: dict[str, float], label: str = "") -> None:
-    what = f"produce acks={args.acks}" if args.mode == "produce" else f"fetch {label}".strip()
+    what = {"produce": f"produce acks={args.acks}", "commit": "commit"}.get(args.mode, f"fetch {label}".strip())
     print(f"== raw driver: {what}, {args.processes} processes x {args.connections} connections x "
           f"{args.in_flight} in flight, {args.seconds:.0f} s ({figures['detail']})")
     print(f"requests/s            {figures['requests_s']:12,.0f}")

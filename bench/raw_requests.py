@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.fetch.v12 import request as fetch_v12
+from kio.schema.offset_commit.v8 import request as offset_commit_v8
 from kio.schema.produce.v9 import request as produce_v9
 from kio.serial import entity_writer
 
@@ -27,6 +28,7 @@ from moldau.coordinator.internal_topic import build_batch
 from moldau.protocol.codec import make
 
 PRODUCE_KEY, PRODUCE_VERSION = 0, 9
+OFFSET_COMMIT_KEY, OFFSET_COMMIT_VERSION = 8, 8
 FETCH_KEY, FETCH_VERSION = 1, 12
 CLIENT_ID = b"raw-driver"
 _PREFIX = struct.Struct(">ihhi")  # frame size, api key, api version, correlation id
@@ -92,6 +94,17 @@ def fetch(topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: 
     return Encoded(FETCH_KEY, FETCH_VERSION, _encode(request))
 
 
+def offset_commit(group: str, topic: str, partition: int, offset: int) -> Encoded:
+    """OffsetCommit v8 of ``offset`` for one partition: a "simple" commit (generation -1, no member), as a tool or
+    a consumer that assigns its partitions itself sends."""
+    committed = make(offset_commit_v8.OffsetCommitRequestPartition, partition_index=partition, committed_offset=offset,
+                     committed_leader_epoch=-1, committed_metadata="")
+    request = make(offset_commit_v8.OffsetCommitRequest, group_id=group, generation_id_or_member_epoch=-1,
+                   member_id="", group_instance_id=None,
+                   topics=(make(offset_commit_v8.OffsetCommitRequestTopic, name=topic, partitions=(committed,)),))
+    return Encoded(OFFSET_COMMIT_KEY, OFFSET_COMMIT_VERSION, _encode(request))
+
+
 def error_position(api_key: int, topic: str) -> int:
     """Where the error code of the only partition sits in a response frame (after the size) to a request for one
     topic (a name under 127 bytes) and one partition."""
@@ -99,6 +112,8 @@ def error_position(api_key: int, topic: str) -> int:
     header = 4 + 1  # correlation id, tagged fields (flexible response header)
     if api_key == PRODUCE_KEY:
         return header + 1 + name + 1 + 4  # topics array, name, partitions array, index
+    if api_key == OFFSET_COMMIT_KEY:
+        return header + 4 + 1 + name + 1 + 4  # throttle, topics array, name, partitions array, partition index
     # throttle, error, session id, topics array, name, partitions array, partition index
     return header + 4 + 2 + 4 + 1 + name + 1 + 4
 

@@ -24,6 +24,9 @@ FIRST_FLEXIBLE_VERSION = 9
 FIRST_TOPIC_ID_VERSION = 13
 _PARTITION_FIXED = struct.Struct(">ihqq")  # index, error code, base offset, log append time
 _I64 = struct.Struct(">q")
+# A flexible version's partition without record errors nor message: the fixed fields, log start offset, an empty
+# compact array, a null compact string and an empty tagged-field section.
+_PARTITION_PLAIN_FLEXIBLE = struct.Struct(">ihqqqBBB")
 
 
 @dataclass(slots=True)
@@ -46,7 +49,8 @@ class TopicResponse:
 
 
 def encode_produce_response(version: int, throttle_time_ms: int, topics: Sequence[TopicResponse]) -> list[ResponsePart]:
-    writer = ResponseWriter(flexible=version >= FIRST_FLEXIBLE_VERSION)
+    flexible = version >= FIRST_FLEXIBLE_VERSION
+    writer = ResponseWriter(flexible)
     writer.array_length(len(topics))
     for topic in topics:
         if version >= FIRST_TOPIC_ID_VERSION:
@@ -55,6 +59,11 @@ def encode_produce_response(version: int, throttle_time_ms: int, topics: Sequenc
             writer.string(topic.name or "")
         writer.array_length(len(topic.partitions))
         for p in topic.partitions:
+            if flexible and not p.record_errors and p.error_message is None:
+                # The common answer, in one pack: no record errors (compact array of 0), no message, no tags.
+                writer.out += _PARTITION_PLAIN_FLEXIBLE.pack(p.partition, p.error_code, p.base_offset,
+                                                             p.log_append_time_ms, p.log_start_offset, 1, 0, 0)
+                continue
             writer.out += _PARTITION_FIXED.pack(p.partition, p.error_code, p.base_offset, p.log_append_time_ms)
             if version >= 5:
                 writer.out += _I64.pack(p.log_start_offset)

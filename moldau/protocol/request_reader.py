@@ -39,6 +39,10 @@ class RequestReader:
         return values  # type: ignore[no-any-return]
 
     def uvarint(self) -> int:
+        first = self.view[self.pos]
+        if first < 0x80:  # one byte: lengths, counts and tag sections of small requests, nearly every call
+            self.pos += 1
+            return first
         value = shift = 0
         while True:
             byte = self.view[self.pos]

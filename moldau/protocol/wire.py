@@ -38,6 +38,7 @@ class FileRegion:
 
 # What a response body is made of: bytes, or regions of files a plaintext connection sends with sendfile.
 ResponsePart = bytes | memoryview | FileRegion
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]  # the unsigned varints of one byte
 
 
 class ResponseWriter:
@@ -113,6 +114,8 @@ def nullable_string(value: str | None, flexible: bool) -> bytes:
 
 
 def uvarint(value: int) -> bytes:
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]  # lengths and counts of small responses: most calls
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)

@@ -77,7 +77,7 @@ from moldau.security.sasl.settings import SASL_PROTOCOLS, sasl_listener_config
 from moldau.security.tls import ListenerTls
 from moldau.server import memory
 from moldau.server.broker_lifecycle import BrokerLifecycle
-from moldau.server.connection import KafkaConnection
+from moldau.server.connection import KafkaConnection, WokenConnections
 from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget, sweep
 from moldau.server.context import RequestContext
 from moldau.server.controller_channel import ControllerChannel
@@ -125,6 +125,7 @@ class Broker:
         self._connections: set[KafkaConnection] = set()
         self._connection_limits = ConnectionLimits.from_config(config)
         self._receive_budget = ReceiveBudget.from_config(config)
+        self._woken_connections = WokenConnections()  # lets a lone OffsetCommit be appended without waiting
         self._tasks: list[asyncio.Task[None]] = []
         self.internal_topics = InternalTopics(lambda: self.image, self._create_topic)
         # Client quotas (KIP-13/55/219) and connection limits (moldau.security).
@@ -437,7 +438,7 @@ class Broker:
         """Groups of the `__consumer_offsets` partitions led here; loaded now, and followed as the image moves."""
         coordinator = GroupCoordinator(self.node_id, CoordinatorSettings.from_config(self.config),
                                        lambda: self.image, self._request_offsets_topic, self.replicas)
-        runtime = GroupRuntime(coordinator, self.clock)
+        runtime = GroupRuntime(coordinator, self.clock, self._woken_connections.others_waiting)
         self.quorum.add_listener(runtime.on_image)
         runtime.start(self.image)
         return runtime
@@ -574,7 +575,7 @@ class Broker:
                     else None,
                     connection_quotas=None if controller else self.connection_quotas, sasl=sasl,
                     on_lost=self._connection_lost,
-                    sends_files=tls is None and self.config.fetch_zero_copy_enable),
+                    sends_files=tls is None and self.config.fetch_zero_copy_enable, woken=self._woken_connections),
                 host or None, port, reuse_address=True, backlog=1024, start_serving=controller,
                 ssl=tls.context if tls is not None else None,
             )

@@ -70,6 +70,25 @@ def _ready(parts: list[ResponsePart]) -> asyncio.Future[list[ResponsePart]]:
     return future
 
 
+class WokenConnections:
+    """How many connections have been woken by frames and have not begun serving them yet.
+
+    The frames read in one poll of the event loop wake their connections' tasks, which then run one after the
+    other in the loop's next turn. Work that requests of several connections could share (the group commit of
+    OffsetCommits, `moldau.coordinator.group.runtime`) waits for the others only while this count says that more
+    connections are about to serve a request in the same turn."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def others_waiting(self) -> bool:
+        """Connections other than the one serving now will serve a request in this turn (the serving one is no
+        longer counted)."""
+        return self.count > 0
+
+
 class FrameHandler(Protocol):
     async def handle_frame(self, frame: Frame, conn: KafkaConnection
                            ) -> list[ResponsePart] | PendingResponse | None: ...
@@ -81,8 +100,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                  is_controller_listener: bool = False, clock: Clock | None = None,
                  security_protocol: str = "PLAINTEXT", principal_mapper: PrincipalMapper | None = None,
                  connection_quotas: ConnectionQuotas | None = None, sasl: SaslListenerConfig | None = None,
-                 on_lost: Callable[[KafkaConnection], None] | None = None, sends_files: bool = False) -> None:
+                 on_lost: Callable[[KafkaConnection], None] | None = None, sends_files: bool = False,
+                 woken: WokenConnections | None = None) -> None:
         self._handler = handler
+        self._woken = woken  # counts this connection from the frames that wake it until it begins serving them
+        self._counted_woken = False
         # Fetch responses may hold file regions, sent with sendfile (`moldau.server.file_sender`): plaintext only.
         self.sends_files = sends_files
         self._file_sender: FileSender | None = None
@@ -192,6 +214,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             wakeup = self._wakeup
             if wakeup is not None and not wakeup.done():
                 wakeup.set_result(None)
+                if self._woken is not None:
+                    self._woken.count += 1
+                    self._counted_woken = True
         if len(self._queue) >= self._limits.max_queued_requests or self._queued_bytes > self._limits.max_queued_bytes:
             self._pause(_QUEUE)
         self._account()  # may pause (or, for the budget's finisher, re-pause) every connection
@@ -242,6 +267,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         await self._wakeup
                     finally:
                         self._wakeup = None
+                        if self._counted_woken:  # also when cancelled before it ran: the count must come back
+                            self._counted_woken = False
+                            assert self._woken is not None
+                            self._woken.count -= 1
                     continue
                 request = self._queue.popleft()  # its bytes stay counted until its response is queued
                 self._busy = True
@@ -279,7 +308,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     await self._all_written()
                     self.close()  # failed authentication: the answer goes out, then the connection closes
                     return
-                await self._wait_out_mute()
+                if self.muted_until_ms:  # set only by a throttle (rare): no coroutine and clock read per request
+                    await self._wait_out_mute()
         except InvalidRequest as exc:
             self.abort(f"invalid request: {exc}")
         except asyncio.CancelledError:
@@ -382,6 +412,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     async def _wait_out_mute(self) -> None:
         remaining = self.muted_until_ms - self._clock.monotonic_ms()
         if remaining <= 0:
+            self.muted_until_ms = 0.0
             return
         self._flush()  # the response that carries the throttle time goes out before the mute
         self._pause(_THROTTLE)
@@ -391,6 +422,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 remaining = self.muted_until_ms - self._clock.monotonic_ms()
         finally:
             self._resume(_THROTTLE)
+        self.muted_until_ms = 0.0  # waited out; a later throttle sets it again
 
     def _account(self) -> None:
         # Reported even when unchanged: the budget also watches for its finisher's frame being complete.

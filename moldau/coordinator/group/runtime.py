@@ -52,11 +52,21 @@ _RETRY_AFTER_ERROR_S = 1.0
 Verifier = Callable[[str, int, int, TopicPartition], Awaitable[ErrorCode]]
 
 
+def _assume_more() -> bool:
+    return True
+
+
 class GroupRuntime:
-    def __init__(self, coordinator: GroupCoordinator, clock: Clock) -> None:
-        """Writes and their replication go through the coordinator's log (`CoordinatorLog`)."""
+    def __init__(self, coordinator: GroupCoordinator, clock: Clock,
+                 more_requests_this_turn: Callable[[], bool] | None = None) -> None:
+        """Writes and their replication go through the coordinator's log (`CoordinatorLog`).
+
+        `more_requests_this_turn`: whether other connections have requests to serve in this turn of the event loop
+        (`moldau.server.connection.WokenConnections`); when it says no, an OffsetCommit is appended at once instead
+        of waiting for the turn's others (see `commit_offsets`). Without it, every commit waits for its turn's end."""
         self.coordinator = coordinator
         self._clock = clock
+        self._more_requests_this_turn = more_requests_this_turn or _assume_more
         self._pending: dict[Handle, asyncio.Future[JoinResult | SyncResult]] = {}
         self._next_handle = 0
         self._wake = asyncio.Event()
@@ -183,16 +193,25 @@ class GroupRuntime:
         requests of all connections whose bytes arrived together) are appended together, one batch per partition,
         when the turn's other ready callbacks have run, or before any other input reaches the coordinator. Each
         request is still answered only once its own records are durable, and in the order of its connection's
-        requests, as the connection writes responses in order."""
+        requests, as the connection writes responses in order.
+
+        When no other connection has a request to serve in this turn, nothing could join the batch: the waiting
+        commits and this one are appended now, and this one is answered without waiting for the loop's next turn
+        (a synchronous committer's round trip is then one turn, not three)."""
         request = CommitRequest(group_id, member_id, instance_id, generation_id, tuple(commits), version)
         loop = self._loop
         if loop is None or not loop.is_running():  # each lookup of the running loop costs a getpid system call
             loop = self._loop = asyncio.get_running_loop()
         future: asyncio.Future[list[ErrorCode]] = loop.create_future()
-        if not self._commits:
-            loop.call_soon(self._flush_commits)
-        self._commits.append((request, future))
-        errors = await future
+        if self._more_requests_this_turn():
+            if not self._commits:
+                loop.call_soon(self._flush_commits)
+            self._commits.append((request, future))
+            errors = await future
+        else:
+            self._commits.append((request, future))
+            self._commit_together()
+            errors = future.result()  # set by the append just made (or its exception, raised here)
         return await self._replicated(group_id, errors)
 
     def _flush_commits(self) -> None:

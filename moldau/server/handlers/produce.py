@@ -52,7 +52,7 @@ from moldau.protocol.record_validation import RecordErrors
 from moldau.registry.produce_validation import UnknownSchemaIds, records_check, schema_validation
 from moldau.replication.replica_manager import HostedPartition
 from moldau.security.acl.model import AclOperation, ResourceType
-from moldau.security.quotas import PRODUCER_BYTE_RATE
+from moldau.security.quotas import NO_QUOTA, PRODUCER_BYTE_RATE
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 
@@ -90,7 +90,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedBody | 
     if pending:
         await asyncio.gather(*(_complete(ctx, request, p, appended) for p in pending))
     # Client quotas: the produced bytes count against producer_byte_rate (dispatch mutes the connection).
-    throttle_ms = ctx.quota.record(PRODUCER_BYTE_RATE, sum(
+    throttle_ms = 0 if ctx.quota is NO_QUOTA else ctx.quota.record(PRODUCER_BYTE_RATE, sum(
         len(p.records) for t in request.topic_data for p in t.partition_data if p.records is not None))
     if acks == 0:
         failed = [p.error_code for t in topics for p in t.partitions if p.error_code != ErrorCode.none.value]
@@ -205,8 +205,10 @@ def _append(ctx: RequestContext, hosted: HostedPartition, batches: list[tuple[Ba
     schemas = schema_validation(hosted.log.config)  # confluent.key|value.schema.validation, checked by the log
     check = None if schemas is None else records_check(hosted.topic, schemas, ctx.broker.schema_lookup)
     result = ctx.broker.replicas.append_as_leader(hosted, batches, acks, guard, check)
-    ctx.broker.counters.produced(hosted.topic, result.last_offset - result.first_offset + 1,
-                                 sum(len(data) for _, data in batches))
+    nbytes = 0
+    for _, data in batches:
+        nbytes += len(data)
+    ctx.broker.counters.produced(hosted.topic, result.last_offset - result.first_offset + 1, nbytes)
     response.base_offset, response.log_append_time_ms = result.first_offset, result.log_append_time_ms
     response.log_start_offset = result.log_start_offset
     # A duplicate is waited for too: its original may not be replicated yet.

@@ -96,6 +96,54 @@ def test_commits_of_one_turn_are_appended_together_and_answered_once_durable() -
     asyncio.run(scenario())
 
 
+def test_the_last_commit_of_a_turn_appends_the_turns_commits_at_once() -> None:
+    """Three connections' commits in one turn: the first two are told that other connections still have requests
+    to serve, and wait; the third, told none does, appends all three in its own step, before the turn's end, and
+    none is answered before the batch is durable."""
+    log = MemoryLog(OFFSETS_TOPIC, PARTITIONS, auto_replicate=False)
+    node = Node(log)
+    groups = groups_on(3, 3)
+    still_to_serve = [2, 1, 0]  # as `WokenConnections` counts while the three connections run one after the other
+
+    async def scenario() -> None:
+        runtime = GroupRuntime(node.coordinator, ManualClock(START_MS), lambda: still_to_serve.pop(0) > 0)
+        before = len(log.parts[3].batches)
+        waiting = [asyncio.ensure_future(runtime.commit_offsets(g, "", None, -1, [OffsetCommit("t", 0, 5, -1, "")], 8))
+                   for g in groups]
+        # Runs right after the three requests' first steps and before the turn's deferred group commit.
+        after_the_three: list[int] = []
+        asyncio.get_running_loop().call_soon(lambda: after_the_three.append(len(log.parts[3].batches)))
+        await asyncio.sleep(0.01)
+        assert after_the_three == [before + 1], "appended by the third request, together"
+        assert len(log.parts[3].batches) == before + 1
+        assert not any(w.done() for w in waiting), "nothing is answered before the batch is durable"
+        log.replicate(3)
+        assert [await w for w in waiting] == [[ErrorCode.none]] * 3
+        assert [committed(node, g) for g in groups] == [5, 5, 5]
+
+    asyncio.run(scenario())
+
+
+def test_a_lone_commit_on_a_replicated_partition_is_answered_without_yielding() -> None:
+    """The synchronous committer's case: one request in its turn, a partition whose writes are durable at once (a
+    single replica). The answer comes back from the same step: no turn of the loop between request and answer."""
+    node = Node()
+    (group,) = groups_on(2, 1)
+
+    async def scenario() -> None:
+        runtime = GroupRuntime(node.coordinator, ManualClock(START_MS), lambda: False)
+        coroutine = runtime.commit_offsets(group, "", None, -1, [OffsetCommit("t", 0, 9, -1, "")], 8)
+        try:
+            coroutine.send(None)
+        except StopIteration as done:
+            assert done.value == [ErrorCode.none]
+        else:
+            raise AssertionError("the commit waited for the event loop")
+        assert committed(node, group) == 9
+
+    asyncio.run(scenario())
+
+
 async def commit_rounds_then_crash(node: Node, log: MemoryLog, rng: random.Random) -> dict[str, int]:
     """Rounds of concurrent commits of ever larger offsets, each round's batches replicated or not, each round ended
     by a crash (a failover to a replica with only the durable records). Returns the last acknowledged offsets."""

@@ -11,7 +11,7 @@ from moldau.clock import ManualClock
 from moldau.metadata.image import MetadataImage
 from moldau.protocol.codec import InvalidRequest, PendingResponse
 from moldau.protocol.framing import Frame
-from moldau.server.connection import KafkaConnection
+from moldau.server.connection import KafkaConnection, WokenConnections
 from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget, sweep
 from moldau.server.dispatch import Dispatcher
 
@@ -119,6 +119,39 @@ def test_answers_to_requests_that_arrived_together_leave_in_one_write() -> None:
         feed(conn, sized(b"alone"))
         await settle()
         assert transport.written[1:] == [sized(b"alone")]
+
+    asyncio.run(run())
+
+
+def test_woken_connections_are_counted_until_each_begins_serving() -> None:
+    """What a lone OffsetCommit relies on to be appended at once: while one connection serves the frames of a poll,
+    the count says how many others still will in the same turn, and it goes back to 0 (also for a closed one)."""
+
+    async def run() -> None:
+        woken = WokenConnections()
+        seen: list[tuple[bytes, int]] = []
+
+        class Recording:
+            async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[bytes | memoryview]:
+                seen.append((bytes(frame), woken.count))
+                return [bytes(frame)]
+
+        conns = [KafkaConnection(Recording(), ConnectionLimits(), ReceiveBudget(-1), set(), clock=ManualClock(),
+                                 woken=woken) for _ in range(3)]
+        for conn in conns:
+            conn.connection_made(FakeTransport())  # type: ignore[arg-type]
+        await settle()  # each waits for frames
+        for i, conn in enumerate(conns):  # one poll's reads: all three woken before any runs
+            feed(conn, sized(b"c%d" % i))
+        assert woken.count == 3 and woken.others_waiting()
+        await settle()
+        assert seen == [(b"c0", 2), (b"c1", 1), (b"c2", 0)]
+        assert woken.count == 0 and not woken.others_waiting()
+        feed(conns[0], sized(b"again"))
+        assert woken.count == 1
+        conns[0].connection_lost(None)  # woken, then gone before it ran
+        await settle()
+        assert woken.count == 0
 
     asyncio.run(run())
 
