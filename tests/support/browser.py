@@ -11,7 +11,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 from typing import Any
-from typing import Any
 
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException, TimeoutException, WebDriverException
