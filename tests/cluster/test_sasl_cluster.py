@@ -7,6 +7,8 @@ from pathlib import Path
 
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.types import BrokerId
+from kio.static.primitive import i64
 
 from moldau.net.ports import free_ports
 from moldau.protocol.errors import ErrorCode
@@ -119,14 +121,16 @@ def test_controllers_and_brokers_authenticate_on_a_sasl_controller_listener(tmp_
         controller = next(iter(cluster.nodes.values())).controller_address
         with RawClient(controller) as anonymous:
             anonymous.send_raw(anonymous.encode(BrokerHeartbeatRequest(
-                broker_id=9, broker_epoch=1, current_metadata_offset=0, want_fence=False, want_shut_down=False,
+                broker_id=BrokerId(9), broker_epoch=i64(1), current_metadata_offset=i64(0), want_fence=False,
+                want_shut_down=False,
                 offline_log_dirs=())))
             assert anonymous.is_closed_by_peer()  # nothing but SASL before authenticating
         with RawClient(controller) as mallory:
             assert handshake(mallory, "PLAIN").error_code == ErrorCode.none
             assert mallory.request(SaslAuthenticateRequest(auth_bytes=b"\0mallory\0mallory-secret")).error_code == 0
             heartbeat = mallory.request(BrokerHeartbeatRequest(
-                broker_id=9, broker_epoch=1, current_metadata_offset=0, want_fence=False, want_shut_down=False,
+                broker_id=BrokerId(9), broker_epoch=i64(1), current_metadata_offset=i64(0), want_fence=False,
+                want_shut_down=False,
                 offline_log_dirs=()))
             assert heartbeat.error_code == ErrorCode.cluster_authorization_failed
         for node in cluster.nodes.values():

@@ -27,6 +27,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i32, i64
 
 from moldau.protocol.errors import ErrorCode
 from tests.support.clients import ck_consume, ck_produce
@@ -158,9 +160,10 @@ def controller_listener_errors(address: str, pki: Pki) -> tuple[int, int]:
     DescribeQuorum (an admin request, KIP-919, that needs DESCRIBE on the cluster, which she lacks)."""
     tls = ssl.create_default_context(cafile=str(pki.ca))
     tls.load_cert_chain(str(pki.client))
-    heartbeat = BrokerHeartbeatRequest(broker_id=99, broker_epoch=1, current_metadata_offset=0, want_fence=False,
+    heartbeat = BrokerHeartbeatRequest(broker_id=BrokerId(99), broker_epoch=i64(1), current_metadata_offset=i64(0),
+                                       want_fence=False,
                                        want_shut_down=False, offline_log_dirs=())
-    describe = DescribeQuorumRequest(topics=(TopicData(topic_name="__cluster_metadata", partitions=(
-        PartitionData(partition_index=0),)),))
+    describe = DescribeQuorumRequest(topics=(TopicData(topic_name=TopicName("__cluster_metadata"), partitions=(
+        PartitionData(partition_index=i32(0)),)),))
     with RawClient(address, tls=tls) as client:
         return client.request(heartbeat).error_code, client.request(describe).error_code

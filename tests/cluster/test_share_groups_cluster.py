@@ -29,6 +29,7 @@ from kio.schema.read_share_group_state_summary.v1.request import (
     ReadShareGroupStateSummaryRequest,
     ReadStateSummaryData,
 )
+from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i8, i32, i64
 
 from moldau.coordinator.record_codec import partition_for
@@ -126,7 +127,8 @@ def test_two_share_consumers_get_every_record_of_partitions_led_by_three_brokers
         coordinator = state_leaders[partition_for(f"workers:{work.topic_id}:{p.partition_index}",
                                                   len(state_leaders))]
         request = ReadShareGroupStateSummaryRequest(group_id="workers", topics=(ReadStateSummaryData(
-            topic_id=work.topic_id, partitions=(SummaryPartition(partition=p.partition_index, leader_epoch=-1),)),))
+            topic_id=work.topic_id, partitions=(SummaryPartition(partition=p.partition_index,
+                                                                 leader_epoch=i32(-1)),)),))
         with RawClient(addresses[coordinator]) as client:
             ((summary,),) = [r.partitions for r in client.request(request).results]
         assert (summary.error_code, summary.state_epoch, summary.start_offset) == (0, -1, -1), summary
@@ -140,18 +142,18 @@ def start_again_from_the_beginning(cluster: LocalCluster, addresses: dict[int, s
     out again."""
     with RawClient(cluster.bootstrap.split(",")[0]) as client:
         (found,) = client.request(FindCoordinatorRequest(key_type=i8(0), coordinator_keys=("workers",))).coordinators
-    every = (DescribeShareGroupOffsetsRequestTopic(topic_name=TOPIC, partitions=tuple(i32(p) for p in
+    every = (DescribeShareGroupOffsetsRequestTopic(topic_name=TopicName(TOPIC), partitions=tuple(i32(p) for p in
                                                                                       range(PARTITIONS))),)
     with RawClient(addresses[found.node_id]) as client:
         (described,) = client.request(DescribeShareGroupOffsetsRequest(groups=(
-            DescribeShareGroupOffsetsRequestGroup(group_id="workers", topics=every),))).groups
+            DescribeShareGroupOffsetsRequestGroup(group_id=GroupId("workers"), topics=every),))).groups
         assert [(p.error_code, p.start_offset >= 0) for t in described.topics for p in t.partitions] == [
             (0, True)] * PARTITIONS, described
         # The lag of every partition is known, also of those led by other brokers (their high watermark asked
         # of their leaders); -1 would mean it is not.
         assert all(p.lag >= 0 for t in described.topics for p in t.partitions), described
-        reset = AlterShareGroupOffsetsRequest(group_id="workers", topics=(AlterShareGroupOffsetsRequestTopic(
-            topic_name=TOPIC, partitions=tuple(AlterShareGroupOffsetsRequestPartition(
+        reset = AlterShareGroupOffsetsRequest(group_id=GroupId("workers"), topics=(AlterShareGroupOffsetsRequestTopic(
+            topic_name=TopicName(TOPIC), partitions=tuple(AlterShareGroupOffsetsRequestPartition(
                 partition_index=i32(p), start_offset=i64(0)) for p in range(PARTITIONS))),))
         # The consumers' leaves may still be on their way.
         done = wait_until(lambda: (r := client.request(reset)).error_code == 0 and r, 30.0, "an empty group")

@@ -32,6 +32,8 @@ from confluent_kafka.serialization import MessageField, SerializationContext, St
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.produce.v7 import request as produce_v7
 from kio.schema.produce.v9 import request as produce_v9
+from kio.schema.types import TopicName
+from kio.static.primitive import Records, i16, i32, i32Timedelta
 
 from moldau.protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
@@ -294,10 +296,10 @@ def test_produce_v8_and_later_name_each_failing_record(broker: BrokerProcess, re
     good = registry.orders(topic, range(3))
     bad = raw_batch([good[0], b"plain", good[1], struct.pack(">bI", 0, 987_654) + good[2][5:]])
     request = produce_v9.ProduceRequest(
-        transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=5),
-        topic_data=(produce_v9.TopicProduceData(name=topic, partition_data=(
-            produce_v9.PartitionProduceData(index=0, records=bad),
-            produce_v9.PartitionProduceData(index=1, records=raw_batch(good)))),))
+        transactional_id=None, acks=i16(1), timeout=i32Timedelta.parse(datetime.timedelta(seconds=5)),
+        topic_data=(produce_v9.TopicProduceData(name=TopicName(topic), partition_data=(
+            produce_v9.PartitionProduceData(index=i32(0), records=Records(bad)),
+            produce_v9.PartitionProduceData(index=i32(1), records=Records(raw_batch(good))))),))
     with RawClient(broker.bootstrap) as client:
         refused, accepted = client.request(request).responses[0].partition_responses
     assert refused.error_code == ErrorCode.invalid_record
@@ -314,9 +316,9 @@ def test_produce_v8_and_later_name_each_failing_record(broker: BrokerProcess, re
 def test_produce_before_v8_gets_the_error_code_only(broker: BrokerProcess, registry: Registry) -> None:
     topic = new_topic(broker, VALIDATE_VALUES)
     request = produce_v7.ProduceRequest(
-        transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=5),
-        topic_data=(produce_v7.TopicProduceData(name=topic, partition_data=(
-            produce_v7.PartitionProduceData(index=0, records=raw_batch([b"plain"])),)),))
+        transactional_id=None, acks=i16(1), timeout=i32Timedelta.parse(datetime.timedelta(seconds=5)),
+        topic_data=(produce_v7.TopicProduceData(name=TopicName(topic), partition_data=(
+            produce_v7.PartitionProduceData(index=i32(0), records=Records(raw_batch([b"plain"]))),)),))
     with RawClient(broker.bootstrap) as client:
         (answer,) = client.request(request).responses[0].partition_responses
     assert answer.error_code == ErrorCode.invalid_record

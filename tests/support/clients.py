@@ -13,7 +13,6 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from tests.support.messages import headers_of, offset_of, partition_of
 
-
 # A librdkafka client config as AdminClient's stubs take it (a dict is invariant, so dict[str, str] is not one).
 ClientConf = dict[str, str | int | float | bool]
 

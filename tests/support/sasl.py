@@ -53,9 +53,10 @@ def create_scram_users(bootstrap: str, users: dict[str, tuple[str, str]], protoc
                        ca: str | None = None) -> None:
     """Through confluent-kafka's AdminClient, authenticated as the PLAIN admin."""
     admin = AdminClient(ck_conf(bootstrap, "PLAIN", "admin", "admin-secret", protocol, ca))
-    upsertions: list[UserScramCredentialAlteration] = [UserScramCredentialUpsertion(user, ScramCredentialInfo(getattr(ScramMechanism, m.replace("-", "_")),
-                                                                         8192), password.encode())
-                  for m, (user, password) in users.items() if m != "PLAIN"]
+    upsertions: list[UserScramCredentialAlteration] = [
+        UserScramCredentialUpsertion(user, ScramCredentialInfo(getattr(ScramMechanism, m.replace("-", "_")), 8192),
+                                     password.encode())
+        for m, (user, password) in users.items() if m != "PLAIN"]
     for future in admin.alter_user_scram_credentials(upsertions).values():
         future.result(timeout=30)
 

@@ -9,6 +9,8 @@ import uuid
 
 from kio.schema.delete_topics.v4.request import DeleteTopicsRequest as DeleteTopicsRequestV4
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
+from kio.schema.types import TopicName
+from kio.static.primitive import i32Timedelta
 
 from moldau.metadata.image import acl_record
 from moldau.metadata.records import ClientQuotaRecord
@@ -51,8 +53,8 @@ def test_a_topic_over_the_quota_is_refused_with_the_time_to_wait_and_authorizati
     now = services.clock.monotonic_ms()
     _drain(quotas, "alice", now)
     _drain(quotas, "bob", now)
-    request = DeleteTopicsRequest(topics=(DeleteTopicState(name="t", topic_id=uuid.UUID(int=0)),),
-                                  timeout=datetime.timedelta(seconds=1))
+    request = DeleteTopicsRequest(topics=(DeleteTopicState(name=TopicName("t"), topic_id=uuid.UUID(int=0)),),
+                                  timeout=i32Timedelta.parse(datetime.timedelta(seconds=1)))
     refused = decode(dispatch(dispatcher, encode(request), ALICE), 20, 6)
     (result,) = refused.responses
     assert result.error_code == ErrorCode.throttling_quota_exceeded and "retry in 5000 ms" in result.error_message
@@ -66,7 +68,8 @@ def test_before_v5_the_quota_only_throttles() -> None:
     dispatcher, quotas, services = _dispatcher()
     _drain(quotas, "bob", services.clock.monotonic_ms())
     # Bob may not delete `t`: the refused topic takes nothing, so the response is not throttled either.
-    request = DeleteTopicsRequestV4(topic_names=("t",), timeout=datetime.timedelta(seconds=1))
+    request = DeleteTopicsRequestV4(topic_names=(TopicName("t"),),
+                                    timeout=i32Timedelta.parse(datetime.timedelta(seconds=1)))
     response = decode(dispatch(dispatcher, encode(request), BOB), 20, 4)
     assert [r.error_code for r in response.responses] == [ErrorCode.topic_authorization_failed]
     assert response.throttle_time == datetime.timedelta(0)
