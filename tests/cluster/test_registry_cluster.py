@@ -13,7 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 from tests.support.cluster import LocalCluster, metadata_at

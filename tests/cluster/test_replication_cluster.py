@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from tests.support.cluster import LocalCluster, metadata_at
 from tests.support.replicated import FAST_FAILOVER, Writer, assert_no_loss, read_all

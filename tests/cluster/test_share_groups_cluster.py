@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareConsumer
-from confluent_kafka.admin import AdminClient, NewTopic
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from kio.schema.alter_share_group_offsets.v0.request import (
     AlterShareGroupOffsetsRequest,
     AlterShareGroupOffsetsRequestPartition,

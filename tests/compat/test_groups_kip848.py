@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupType
-from confluent_kafka.admin import AdminClient, NewPartitions
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewPartitions  # type: ignore[attr-defined]
 from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i32, i32Timedelta
 

@@ -29,7 +29,9 @@ from typing import TypeVar
 
 import pytest
 from confluent_kafka import Consumer, Producer, ThrottleEvent
-from confluent_kafka.admin import AdminClient, NewTopic
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from kafka.admin import KafkaAdminClient
 from kafka.errors import NodeNotReadyError
 from kio.schema.api_versions.v0.request import ApiVersionsRequest

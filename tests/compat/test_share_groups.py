@@ -21,7 +21,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
-from confluent_kafka.admin import AdminClient, NewTopic
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.list_groups.v5.request import ListGroupsRequest

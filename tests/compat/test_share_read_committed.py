@@ -16,7 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from confluent_kafka import Producer, ShareConsumer
-from confluent_kafka.admin import AdminClient, NewTopic
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.polling import wait_until

@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions
-from pyspark.errors import PySparkException
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewPartitions  # type: ignore[attr-defined]
+from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
-from pyspark.sql.utils import StreamingQueryException
+from pyspark.sql.streaming.query import StreamingQuery
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ck_consume, ck_produce, create_topic
