@@ -22,7 +22,7 @@ from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopic
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest as FindCoordinatorRequest_v4
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
-from kio.schema.metadata.v12.response import MetadataResponse
+from kio.schema.metadata.v12.response import MetadataResponse, MetadataResponsePartition
 from kio.schema.types import TopicName
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i8, i32Timedelta
@@ -32,8 +32,9 @@ from moldau.config import BrokerConfig
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import Endpoint, RegisterBrokerRecord
 from moldau.protocol import codec
-from moldau.protocol.codec import InvalidRequest
+from moldau.protocol.codec import InvalidRequest, PendingResponse
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.wire import ResponsePart
 from moldau.security.principal import ANONYMOUS, KafkaPrincipal
 from moldau.server.context import RequestContext
 from moldau.server.dispatch import Dispatcher
@@ -41,6 +42,7 @@ from moldau.server.handlers import api_versions, find_coordinator, metadata
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.registry import APIS
 from moldau.telemetry.clients import ClientTelemetry
+from tests.support.wire import in_memory
 from tests.unit.metadata.builders import build, partition, registration
 
 
@@ -89,9 +91,10 @@ def encode(request: Any, correlation_id: int = 7) -> bytes:
     return header + body.getvalue()
 
 
-def decode(pieces: list[bytes | memoryview] | None, api_key: int, version: int, correlation_id: int = 7) -> Any:
-    assert pieces is not None
-    data = b"".join(bytes(p) for p in pieces)
+def decode(pieces: list[ResponsePart] | PendingResponse | None, api_key: int, version: int,
+           correlation_id: int = 7) -> Any:
+    assert isinstance(pieces, list), pieces
+    data = in_memory(pieces)
     assert struct.unpack_from(">i", data)[0] == correlation_id
     schema = codec.api_schema(api_key, version)
     response, _ = entity_reader(schema.response_type)(data[4 + (1 if schema.flexible_response_header else 0):], 0)
@@ -120,7 +123,7 @@ def test_metadata_answers_from_the_image_alone() -> None:
     assert [(b.node_id, b.host) for b in response.brokers] == [(1, "host1")]  # the fenced broker is not listed
     (topic,) = response.topics
     assert topic.name == "t" and topic.error_code == ErrorCode.none
-    by_index = {p.partition_index: p for p in topic.partitions}
+    by_index: dict[int, MetadataResponsePartition] = {p.partition_index: p for p in topic.partitions}
     assert by_index[0].leader_id == 1 and by_index[0].offline_replicas == (2,)
     assert by_index[1].leader_id == 2 and by_index[1].error_code == ErrorCode.none
 

@@ -13,7 +13,7 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i32Timedelta
 
 from moldau.metadata.image import acl_record
-from moldau.metadata.records import ClientQuotaRecord
+from moldau.metadata.records import ClientQuotaRecord, MetadataRecord
 from moldau.protocol.errors import ErrorCode
 from moldau.security.acl.authorizer import Authorizer
 from moldau.security.acl.model import AclOperation, ResourceType
@@ -30,9 +30,10 @@ def _dispatcher() -> tuple[Dispatcher, ClientQuotas, FakeServices]:
     """Alice may delete topic `t` (one partition), Bob may not; both users have a quota of 1 partition a second
     in a bucket of 10."""
     image = build([registration(1)], [partition(0, [1])])
-    records = [acl_record(uuid.uuid4(), acl("User:alice", AclOperation.DELETE, ResourceType.TOPIC, "t")),
-               ClientQuotaRecord(entity_key("alice"), CONTROLLER_MUTATION_RATE, 1.0),
-               ClientQuotaRecord(entity_key("bob"), CONTROLLER_MUTATION_RATE, 1.0)]
+    records: list[MetadataRecord] = [
+        acl_record(uuid.uuid4(), acl("User:alice", AclOperation.DELETE, ResourceType.TOPIC, "t")),
+        ClientQuotaRecord(entity_key("alice"), CONTROLLER_MUTATION_RATE, 1.0),
+        ClientQuotaRecord(entity_key("bob"), CONTROLLER_MUTATION_RATE, 1.0)]
     services = FakeServices(image.apply(records, image.offset + 1), config=AUTHORIZED_CONFIG)
     quotas = ClientQuotas(mutation_config=MutationQuotaConfig(window_num=10, window_size_ms=1000))
     quotas.update(services.image.client_quotas)
