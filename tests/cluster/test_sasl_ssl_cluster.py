@@ -31,7 +31,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32, i64
 
 from moldau.protocol.errors import ErrorCode
-from tests.support.clients import ck_consume, ck_produce
+from tests.support.clients import ClientConf, ck_consume, ck_produce
 from tests.support.cluster import LocalCluster
 from tests.support.polling import wait_until
 from tests.support.quota_rates import produce_for, rate
@@ -75,7 +75,7 @@ def parse_properties(text: str) -> dict[str, str]:
     return {key.strip(): value.strip() for key, value in pairs}
 
 
-def produce_error(bootstrap: str, client: dict[str, str]) -> int | None:
+def produce_error(bootstrap: str, client: ClientConf) -> int | None:
     """The error code of one record's delivery to over-sasl-ssl, None when it was delivered."""
     producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10_000, "retries": 0, **client})
     outcome: list[KafkaError | None] = []
@@ -123,7 +123,7 @@ def test_a_secured_cluster_replicates_over_sasl_ssl_and_enforces_acls(tmp_path: 
         wait_until(lambda: produce_error(cluster.bootstrap, client) is None, 30, "bob's ACLs on every broker")
         # acks=all with min.insync.replicas=3: acknowledged only once both followers fetched it over SASL_SSL.
         assert len(ck_produce(cluster.bootstrap, "over-sasl-ssl", records(50), acks="all", **client)) == 50
-        got = ck_consume(cluster.bootstrap, "over-sasl-ssl", 51, **client)
+        got = ck_consume(cluster.bootstrap, "over-sasl-ssl", 51, conf=client)
         assert [r.value for r in got] == [b"x"] + [r["value"] for r in records(50)]
         consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "unused", **client})
         assert consumer.get_watermark_offsets(TopicPartition("over-sasl-ssl", 0), timeout=10) == (0, 51)
@@ -131,12 +131,13 @@ def test_a_secured_cluster_replicates_over_sasl_ssl_and_enforces_acls(tmp_path: 
         for node in cluster.nodes.values():
             assert "authentication to" not in node.log_tail(400)
         node = next(iter(cluster.nodes.values()))
+        assert node.controller_address is not None
         assert controller_listener_errors(node.controller_address, pki) == (
             ErrorCode.cluster_authorization_failed, ErrorCode.cluster_authorization_failed)
         assert_user_quota_holds(cluster.bootstrap, tmp_path, pki, client)
 
 
-def assert_user_quota_holds(bootstrap: str, tmp_path: Path, pki: Pki, client: dict[str, str]) -> None:
+def assert_user_quota_holds(bootstrap: str, tmp_path: Path, pki: Pki, client: ClientConf) -> None:
     """The admin sets a producer_byte_rate on user bob with `moldau quotas` over SASL_SSL; bob's producer, under
     ACLs on the same listener, is then held to within 20% of it."""
     admin_properties = tmp_path / "admin.properties"

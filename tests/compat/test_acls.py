@@ -104,7 +104,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]
 
 def test_acls_survive_a_restart_and_are_listed(secured: BrokerProcess) -> None:
     admin = AdminClient({"bootstrap.servers": secured.bootstrap})
-    found = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+    # The stubs type a filter's name, principal and host as str; None matches any.
+    found = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,  # type: ignore[arg-type]
                                                  AclOperation.ANY, AclPermissionType.ANY),
                                 request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
     seen = {(b.restype, b.name, b.resource_pattern_type, b.operation, b.permission_type) for b in found}
@@ -131,7 +132,7 @@ def test_read_without_write(secured: BrokerProcess) -> None:
     error = produce_one(secured.bootstrap, "readable")
     assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     conf: dict[str, Any] = {"group.id": "allowed-assign"}  # librdkafka looks its coordinator up even to assign
-    records = ck_consume(secured.bootstrap, "readable", 1, **conf)
+    records = ck_consume(secured.bootstrap, "readable", 1, conf=conf)
     assert [r.value for r in records] == [b"v"]
 
 

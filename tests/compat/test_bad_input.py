@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import crc32c
 import pytest
 from confluent_kafka import KafkaError as CKError
-from confluent_kafka import Producer
+from confluent_kafka import Message, Producer
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.fetch.v12 import request as fetch_req
@@ -327,8 +327,12 @@ def produce_and_collect_errors(bootstrap: str, topic: str, records: list[dict[st
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "retries": 0,
                          "enable.idempotence": False})
     failures: list[int] = []
+
+    def delivered(err: CKError | None, _msg: Message) -> None:
+        if err:
+            failures.append(err.code())
+
     for record in records:
-        producer.produce(topic, on_delivery=lambda err, _msg: err and failures.append(err.code()),
-                         **record)  # type: ignore[arg-type]
+        producer.produce(topic, on_delivery=delivered, **record)  # type: ignore[arg-type]
         producer.flush(20)
     return failures

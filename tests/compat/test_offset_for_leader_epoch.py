@@ -19,6 +19,7 @@ from kio.static.primitive import i8, i32, i64
 from moldau.protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ck_produce, create_topic
+from tests.support.messages import value_of
 from tests.support.raw_client import RawClient
 
 
@@ -113,7 +114,7 @@ def test_confluent_kafka_consumer_validates_a_position_with_a_leader_epoch(share
                     break
                 continue
             assert msg.error() is None, msg.error()
-            values.append(msg.value())
+            values.append(value_of(msg))
             assert msg.leader_epoch() == epoch
         assert values == [b"v2", b"v3", b"v4", b"v5"]
     finally:

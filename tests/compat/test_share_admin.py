@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -132,7 +132,7 @@ def alter_offsets(broker: BrokerProcess, group_id: str, topic: str, offsets: dic
             for p, o in offsets.items())),)))
 
 
-def alter_group_configs(broker: BrokerProcess, group_id: str, configs: dict[str, str | None]) -> Any:
+def alter_group_configs(broker: BrokerProcess, group_id: str, configs: Mapping[str, str | None]) -> Any:
     (result,) = request(broker, IncrementalAlterConfigsRequest(resources=(AlterConfigsResource(
         resource_type=GROUP, resource_name=group_id, configs=tuple(
             AlterableConfig(name=k, config_operation=SET if v is not None else DELETE, value=v)

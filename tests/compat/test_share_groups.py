@@ -40,6 +40,7 @@ from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import metadata_at
+from tests.support.messages import value_of
 from tests.support.polling import wait_until
 from tests.support.raw_client import RawClient
 
@@ -124,7 +125,7 @@ def test_five_consumers_share_one_partition_and_each_record_goes_to_exactly_one(
                 for message in consumer.poll(0.2):
                     if message.error() is None:
                         with lock:
-                            received[index].append(message.value())
+                            received[index].append(value_of(message))
             consumer.poll(0.2)  # implicit acknowledgement of the last poll's records
 
     threads = [threading.Thread(target=consume, args=(i,)) for i in range(5)]
@@ -273,7 +274,7 @@ def test_a_share_group_and_a_classic_group_each_get_every_record(broker: BrokerP
         def step() -> bool:
             message = classic.poll(0.5)
             if message is not None and message.error() is None:
-                classic_got.append(message.value())
+                classic_got.append(value_of(message))
             return len(classic_got) >= len(values)
 
         wait_until(step, 30.0, "the classic consumer never got every record")

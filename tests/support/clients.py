@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,11 +62,13 @@ def ck_produce(bootstrap: str, topic: str, records: list[dict[str, Any]], **conf
     return [r for r in results if r is not None]
 
 
-def ck_consume(bootstrap: str, topic: str, count: int, *, partitions: list[int] | None = None,
-               start: int = -2, timeout_s: float = 30.0, **conf: Any) -> list[Rec]:
-    """Consume `count` records with confluent-kafka by assignment (no group), from `start` (-2 = beginning)."""
+def ck_consume(bootstrap: str, topic: str, count: int, partitions: list[int] | None = None,
+               start: int = -2, timeout_s: float = 30.0,
+               conf: Mapping[str, str | int | float | bool] | None = None) -> list[Rec]:
+    """Consume `count` records with confluent-kafka by assignment (no group), from `start` (-2 = beginning);
+    `conf` adds to the consumer's config (security settings)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-assign-only",
-                         "enable.auto.commit": False, "enable.partition.eof": False, **conf})
+                         "enable.auto.commit": False, "enable.partition.eof": False, **(conf or {})})
     try:
         parts = partitions if partitions is not None else list(range(partition_count(consumer, topic)))
         consumer.assign([TopicPartition(topic, p, start) for p in parts])
