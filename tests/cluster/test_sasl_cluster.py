@@ -3,6 +3,7 @@ broker); brokers replicate over a SASL inter-broker listener; nodes authenticate
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
@@ -38,7 +39,7 @@ def test_scram_user_created_on_one_broker_authenticates_on_the_others(tmp_path: 
         cluster.active_controller(timeout_s=30)
         create_scram_users(sasl[1], {"SCRAM-SHA-512": ("frank", "frank-secret")})
         for node_id in (2, 3):
-            wait_until(lambda n=node_id: can_authenticate(sasl[n], "SCRAM-SHA-512", "frank", "frank-secret"),
+            wait_until(partial(can_authenticate, sasl[node_id], "SCRAM-SHA-512", "frank", "frank-secret"),
                        15, f"frank authenticates on node {node_id}")
         assert not can_authenticate(sasl[3], "SCRAM-SHA-512", "frank", "wrong")
 
@@ -119,9 +120,11 @@ def test_controllers_and_brokers_authenticate_on_a_sasl_controller_listener(tmp_
         wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60, "three brokers registered")
         for node in cluster.brokers:  # two of them forward to the active controller
             name = f"via-sasl-controllers-{node.node_id}"
+            assert node.kafka_address is not None
             through = AdminClient({"bootstrap.servers": node.kafka_address})
             through.create_topics([NewTopic(name, 3, 3)])[name].result(30)
         controller = next(iter(cluster.nodes.values())).controller_address
+        assert controller is not None
         with RawClient(controller) as anonymous:
             anonymous.send_raw(anonymous.encode(BrokerHeartbeatRequest(
                 broker_id=BrokerId(9), broker_epoch=i64(1), current_metadata_offset=i64(0), want_fence=False,

@@ -68,9 +68,10 @@ def test_batch_read_gives_every_record_with_its_metadata(spark: SparkSession, sh
     created, appended = f"{prefix}-create", f"{prefix}-append"
     create_topic(shared_broker.bootstrap, created, partitions=2)
     create_topic(shared_broker.bootstrap, appended, config={"message.timestamp.type": "LogAppendTime"})
-    sent = [{"key": f"k{i}".encode() if i % 3 else None, "value": f"v{i}".encode(), "timestamp": 1_700_000_000_000 + i,
-             "partition": i % 2, "headers": [("h", f"x{i}".encode()), ("n", None)] if i % 2 else None}
-            for i in range(40)]
+    sent: list[dict[str, Any]] = [
+        {"key": f"k{i}".encode() if i % 3 else None, "value": f"v{i}".encode(), "timestamp": 1_700_000_000_000 + i,
+         "partition": i % 2, "headers": [("h", f"x{i}".encode()), ("n", None)] if i % 2 else None}
+        for i in range(40)]
     placed = ck_produce(shared_broker.bootstrap, created, sent)
     ck_produce(shared_broker.bootstrap, appended, [{"value": b"late"}])
 
