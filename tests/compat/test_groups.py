@@ -106,8 +106,7 @@ def test_silent_member_is_replaced_after_its_session_times_out(broker: BrokerPro
                                                                             session_ms=1000)))
         while_polling(members, lambda: raw.request(sync_req.SyncGroupRequest(
             group_id=GroupId(group), generation_id=joined.generation_id, member_id=joined.member_id,
-            group_instance_id=None,
-            protocol_type="consumer", protocol_name=joined.protocol_name, assignments=())))
+            group_instance_id=None, protocol_type="consumer", protocol_name=joined.protocol_name, assignments=())))
         poll_until(members, lambda: len(member.assigned) == 1)
         silent_since = time.monotonic()
         poll_until(members, lambda: member.assigned == {0, 1})
@@ -309,8 +308,7 @@ def join_request(group: str, member_id: str = "", protocols: tuple[str, ...] = (
     return join_req.JoinGroupRequest(
         group_id=GroupId(group), session_timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=session_ms)),
         rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=5)), member_id=member_id,
-        group_instance_id=None,
-        protocol_type="consumer",
+        group_instance_id=None, protocol_type="consumer",
         protocols=tuple(join_req.JoinGroupRequestProtocol(name=p, metadata=subscription(topic)) for p in protocols))
 
 
@@ -342,19 +340,17 @@ def raw_member(client: RawClient, group: str, topic: str) -> tuple[str, int]:
 
 def heartbeat(client: RawClient, group: str, member_id: str, generation: int) -> ErrorCode:
     response = client.request(HeartbeatRequest(group_id=GroupId(group), generation_id=i32(generation),
-                                               member_id=member_id,
-                                               group_instance_id=None))
+                                               member_id=member_id, group_instance_id=None))
     return ErrorCode(response.error_code)
 
 
 def commit(client: RawClient, group: str, member_id: str, generation: int, topic: str, offset: int) -> ErrorCode:
     response = client.request(commit_req.OffsetCommitRequest(
         group_id=GroupId(group), generation_id_or_member_epoch=i32(generation), member_id=member_id,
-        group_instance_id=None,
-        topics=(commit_req.OffsetCommitRequestTopic(name=TopicName(topic),
-                                                    partitions=(commit_req.OffsetCommitRequestPartition(
-            partition_index=i32(0), committed_offset=i64(offset), committed_leader_epoch=i32(-1),
-            committed_metadata="m"),)),)))
+        group_instance_id=None, topics=(commit_req.OffsetCommitRequestTopic(
+            name=TopicName(topic), partitions=(commit_req.OffsetCommitRequestPartition(
+                partition_index=i32(0), committed_offset=i64(offset), committed_leader_epoch=i32(-1),
+                committed_metadata="m"),)),)))
     return ErrorCode(response.topics[0].partitions[0].error_code)
 
 
