@@ -135,10 +135,11 @@ def moldau_phase(url: str, port: int, dbname: str, bootstrap: str, work: Path, i
         deadline = time.monotonic() + seconds + 60
         while wanted and time.monotonic() < deadline:
             for message in received(consumer):
-                if message.error() or not message.value():
+                value = message.value()
+                if message.error() or not value:
                     continue
                 arrived = time.time()
-                payload = json.loads(message.value())["payload"]
+                payload = json.loads(value)["payload"]
                 after = payload["after"]
                 lags.append((arrived - row_time(after["committed_at"])) * 1000)
                 decoded_lags.append(payload["ts_ms"] - row_time(after["committed_at"]) * 1000)
@@ -212,8 +213,8 @@ def _warm_up(url: str, consumer: Consumer, row_id: int) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         for message in consumer.consume(100, 0.1):
-            if not message.error() and message.value() and \
-                    json.loads(message.value())["payload"]["after"]["id"] == row_id:
+            value = message.value()
+            if not message.error() and value and json.loads(value)["payload"]["after"]["id"] == row_id:
                 return
     raise RuntimeError("the warm-up row never arrived")
 

@@ -209,7 +209,7 @@ def count_committed(bootstrap: str, topic: str) -> int:
                          "enable.partition.eof": True})
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        count, done = 0, set()
+        count, done = 0, set[int | None]()
         while len(done) < PARTITIONS:
             for message in consumer.consume(10_000, 1.0):
                 error = message.error()

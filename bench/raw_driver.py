@@ -242,7 +242,7 @@ def leaders(bootstrap: str, topic: str) -> dict[int, tuple[str, int]]:
     from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
     meta = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3}).list_topics(topic, timeout=30)
-    brokers = {b.id: (b.host, b.port) for b in meta.brokers.values()}
+    brokers = {b.id: (str(b.host), b.port) for b in meta.brokers.values()}  # the stubs type host as None
     return {p.id: brokers[p.leader] for p in meta.topics[topic].partitions.values()}
 
 

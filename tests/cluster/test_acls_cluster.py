@@ -23,6 +23,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 from kio.schema.describe_acls.v3.request import DescribeAclsRequest
+from kio.static.primitive import i8
 
 from tests.support.cluster import LocalCluster
 from tests.support.raw_client import RawClient
@@ -44,8 +45,8 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
 
 def acls_at(address: str) -> set[tuple[str, str, int, int]]:
     """(resource name, principal, operation, permission) of every ACL, as this one node answers DescribeAcls."""
-    request = DescribeAclsRequest(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
-                                  principal_filter=None, host_filter=None, operation=1, permission_type=1)
+    request = DescribeAclsRequest(resource_type_filter=i8(1), resource_name_filter=None, pattern_type_filter=i8(1),
+                                  principal_filter=None, host_filter=None, operation=i8(1), permission_type=i8(1))
     with RawClient(address) as client:
         response = client.request(request)
     assert response.error_code == 0

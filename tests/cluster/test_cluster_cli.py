@@ -223,6 +223,7 @@ def test_separate_controllers_and_brokers(tmp_path: Path, starts: Starts) -> Non
     assert f"bootstrap servers: {layout.nodes[1].kafka_address},{layout.nodes[2].kafka_address}" in start.stdout()
     # A broker shut down for good is fenced; `cluster unregister` (UnregisterBroker) removes its registration.
     broker_2 = layout.nodes[1].kafka_address
+    assert broker_2 is not None
     assert "is active" in _cli("unregister", "--id", "3", "-b", broker_2).stderr
     os.kill(pids[3], signal.SIGTERM)
     start.wait_for("stderr", "node 3 exited")

@@ -10,15 +10,19 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from kafka import KafkaProducer
 
 from tests.support.cluster import LocalCluster, QuorumInfo, metadata_at
+from tests.support.messages import value_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -74,7 +78,7 @@ def test_three_nodes_elect_one_controller_and_spread_partitions(cluster: LocalCl
     create_topic(follower.kafka_address, "spread", 6)  # forwarded to the active controller
     for node in cluster.brokers:  # every broker answers with the same, complete placement
         assert node.kafka_address is not None
-        placed = cluster.wait_until(lambda a=node.kafka_address: _complete(leaders(a, "spread"), 6), 10, "placement")
+        placed = cluster.wait_until(partial(placement, node.kafka_address), 10, "placement")
         assert Counter(placed.values()) == {1: 2, 2: 2, 3: 2}
     assert live_brokers(cluster.bootstrap.split(",")[0]) == {1, 2, 3}
 
@@ -83,6 +87,11 @@ def test_three_nodes_elect_one_controller_and_spread_partitions(cluster: LocalCl
         producer.produce("spread", value=f"v{p}".encode(), partition=p)
     assert producer.flush(30) == 0
     assert sorted(_consume_all(cluster.bootstrap, "spread", 6, 6)) == [f"v{p}".encode() for p in range(6)]
+
+
+def placement(address: str) -> dict[int, int] | None:
+    """The leaders of "spread" as the broker at `address` answers them, once all six partitions have one."""
+    return _complete(leaders(address, "spread"), 6)
 
 
 def _complete(found: dict[int, int], count: int) -> dict[int, int] | None:
@@ -99,7 +108,7 @@ def _consume_all(bootstrap: str, topic: str, partitions: int, count: int, timeou
         while len(values) < count and time.monotonic() < deadline:
             message = consumer.poll(0.5)
             if message is not None and message.error() is None:
-                values.append(message.value())
+                values.append(value_of(message))
     finally:
         consumer.close()
     return values

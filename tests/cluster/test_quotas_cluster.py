@@ -9,6 +9,7 @@ import importlib
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +45,14 @@ def test_quotas_are_forwarded_replicated_and_survive_a_restart(tmp_path: Path) -
         quotas(other.kafka_address, "alter", "--entity-type", "clients", "--entity-name", "app",
                "--add-config", "producer_byte_rate=1048576")
         expected = "client=app  producer_byte_rate  1048576"
+
+        def sees_quota(address: str) -> bool:
+            return expected in quotas(address, "describe")
+
         for node in cluster.brokers:
             address = node.kafka_address
             assert address is not None
-            cluster.wait_until(lambda address=address: expected in quotas(address, "describe"), 30,
-                               f"node {node.node_id} to see the quota")
+            cluster.wait_until(partial(sees_quota, address), 30, f"node {node.node_id} to see the quota")
         other.restart()
         assert other.kafka_address is not None
         cluster.wait_until(lambda: expected in quotas(other.kafka_address or "", "describe"), 30,

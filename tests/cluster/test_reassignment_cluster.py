@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from tests.support.cluster import LocalCluster, metadata_at
 from tests.support.replicated import FAST_FAILOVER, Writer, assert_no_loss, read_all
@@ -28,6 +31,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def moldau(*args: str, timeout_s: float = 90) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "moldau", *args], capture_output=True, text=True,
                           timeout=timeout_s, cwd=ROOT)
+
+
+def sees_new_replicas(address: str) -> bool | None:
+    """True once the broker at `address` answers every partition with replicas 2, 3 and 4."""
+    return all(set(r) == {2, 3, 4} for r in replicas(address).values()) or None
 
 
 def replicas(address: str) -> dict[int, tuple[int, ...]]:
@@ -73,14 +81,16 @@ def test_moving_replicas_to_a_new_broker_under_load_loses_nothing(tmp_path: Path
         assert verified.returncode == 0, verified.stdout + verified.stderr
         for node in cluster.brokers:
             assert node.kafka_address is not None
-            cluster.wait_until(lambda a=node.kafka_address: all(set(r) == {2, 3, 4} for r in replicas(a).values())
-                               or None, 10, f"broker {node.node_id} to see the new replicas")
+            cluster.wait_until(partial(sees_new_replicas, node.kafka_address), 10,
+                               f"broker {node.node_id} to see the new replicas")
 
         assert_no_loss(writer.acked, read_all(bootstrap, TOPIC, PARTITIONS))
 
         # Broker 4 holds full copies; broker 1 has deleted its own.
+        def deleted_from_broker_1(p: int) -> bool | None:
+            return not (cluster[1].data_dir / f"{TOPIC}-{p}").exists() or None
+
         for p in range(PARTITIONS):
             moved = cluster[4].data_dir / f"{TOPIC}-{p}"
             assert sum(f.stat().st_size for f in moved.glob("*.log")) > 0, f"no data in {moved}"
-            cluster.wait_until(lambda p=p: not (cluster[1].data_dir / f"{TOPIC}-{p}").exists() or None, 10,
-                               f"broker 1 to delete {TOPIC}-{p}")
+            cluster.wait_until(partial(deleted_from_broker_1, p), 10, f"broker 1 to delete {TOPIC}-{p}")

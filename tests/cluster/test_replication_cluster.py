@@ -13,9 +13,12 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from tests.support.cluster import LocalCluster, metadata_at
+from tests.support.messages import value_of
 from tests.support.replicated import FAST_FAILOVER, Writer, assert_no_loss, read_all
 
 pytestmark = pytest.mark.slow
@@ -102,7 +105,7 @@ def consume(consumer: Consumer, count: int, timeout_s: float) -> list[str]:
     while len(values) < count and time.monotonic() < deadline:
         msg = consumer.poll(0.5)
         if msg is not None and not msg.error():
-            values.append(msg.value().decode())
+            values.append(value_of(msg).decode())
     assert len(values) >= count, f"consumed {len(values)} of {count}"
     return values
 

@@ -3,10 +3,13 @@ broker); brokers replicate over a SASL inter-broker listener; nodes authenticate
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.types import BrokerId
+from kio.static.primitive import i64
 
 from moldau.net.ports import free_ports
 from moldau.protocol.errors import ErrorCode
@@ -36,7 +39,7 @@ def test_scram_user_created_on_one_broker_authenticates_on_the_others(tmp_path: 
         cluster.active_controller(timeout_s=30)
         create_scram_users(sasl[1], {"SCRAM-SHA-512": ("frank", "frank-secret")})
         for node_id in (2, 3):
-            wait_until(lambda n=node_id: can_authenticate(sasl[n], "SCRAM-SHA-512", "frank", "frank-secret"),
+            wait_until(partial(can_authenticate, sasl[node_id], "SCRAM-SHA-512", "frank", "frank-secret"),
                        15, f"frank authenticates on node {node_id}")
         assert not can_authenticate(sasl[3], "SCRAM-SHA-512", "frank", "wrong")
 
@@ -44,7 +47,9 @@ def test_scram_user_created_on_one_broker_authenticates_on_the_others(tmp_path: 
 def test_brokers_replicate_over_a_sasl_inter_broker_listener(tmp_path: Path) -> None:
     """Followers fetch from leaders on the SASL_PLAINTEXT listener, authenticated with PLAIN as `admin`."""
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
+
+    # confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     ports = dict(zip((1, 2, 3), free_ports(3), strict=True))
     cluster = LocalCluster(tmp_path, nodes=3)
@@ -96,7 +101,8 @@ def test_controllers_and_brokers_authenticate_on_a_sasl_controller_listener(tmp_
     broker registrations, heartbeats and forwarded admin requests all authenticate as `node`, a super user. An
     unauthenticated connection there gets no answer, and another user of the same JAAS config, authenticated, may
     not act as a node."""
-    from confluent_kafka.admin import AdminClient, NewTopic
+    # confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     cluster = LocalCluster(tmp_path, nodes=3)
     for node in cluster.nodes.values():
@@ -114,19 +120,23 @@ def test_controllers_and_brokers_authenticate_on_a_sasl_controller_listener(tmp_
         wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60, "three brokers registered")
         for node in cluster.brokers:  # two of them forward to the active controller
             name = f"via-sasl-controllers-{node.node_id}"
+            assert node.kafka_address is not None
             through = AdminClient({"bootstrap.servers": node.kafka_address})
             through.create_topics([NewTopic(name, 3, 3)])[name].result(30)
         controller = next(iter(cluster.nodes.values())).controller_address
+        assert controller is not None
         with RawClient(controller) as anonymous:
             anonymous.send_raw(anonymous.encode(BrokerHeartbeatRequest(
-                broker_id=9, broker_epoch=1, current_metadata_offset=0, want_fence=False, want_shut_down=False,
+                broker_id=BrokerId(9), broker_epoch=i64(1), current_metadata_offset=i64(0), want_fence=False,
+                want_shut_down=False,
                 offline_log_dirs=())))
             assert anonymous.is_closed_by_peer()  # nothing but SASL before authenticating
         with RawClient(controller) as mallory:
             assert handshake(mallory, "PLAIN").error_code == ErrorCode.none
             assert mallory.request(SaslAuthenticateRequest(auth_bytes=b"\0mallory\0mallory-secret")).error_code == 0
             heartbeat = mallory.request(BrokerHeartbeatRequest(
-                broker_id=9, broker_epoch=1, current_metadata_offset=0, want_fence=False, want_shut_down=False,
+                broker_id=BrokerId(9), broker_epoch=i64(1), current_metadata_offset=i64(0), want_fence=False,
+                want_shut_down=False,
                 offline_log_dirs=()))
             assert heartbeat.error_code == ErrorCode.cluster_authorization_failed
         for node in cluster.nodes.values():

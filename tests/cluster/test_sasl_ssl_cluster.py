@@ -27,9 +27,11 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i32, i64
 
 from moldau.protocol.errors import ErrorCode
-from tests.support.clients import ck_consume, ck_produce
+from tests.support.clients import ClientConf, ck_consume, ck_produce
 from tests.support.cluster import LocalCluster
 from tests.support.polling import wait_until
 from tests.support.quota_rates import produce_for, rate
@@ -73,7 +75,7 @@ def parse_properties(text: str) -> dict[str, str]:
     return {key.strip(): value.strip() for key, value in pairs}
 
 
-def produce_error(bootstrap: str, client: dict[str, str]) -> int | None:
+def produce_error(bootstrap: str, client: ClientConf) -> int | None:
     """The error code of one record's delivery to over-sasl-ssl, None when it was delivered."""
     producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10_000, "retries": 0, **client})
     outcome: list[KafkaError | None] = []
@@ -121,7 +123,7 @@ def test_a_secured_cluster_replicates_over_sasl_ssl_and_enforces_acls(tmp_path: 
         wait_until(lambda: produce_error(cluster.bootstrap, client) is None, 30, "bob's ACLs on every broker")
         # acks=all with min.insync.replicas=3: acknowledged only once both followers fetched it over SASL_SSL.
         assert len(ck_produce(cluster.bootstrap, "over-sasl-ssl", records(50), acks="all", **client)) == 50
-        got = ck_consume(cluster.bootstrap, "over-sasl-ssl", 51, **client)
+        got = ck_consume(cluster.bootstrap, "over-sasl-ssl", 51, conf=client)
         assert [r.value for r in got] == [b"x"] + [r["value"] for r in records(50)]
         consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "unused", **client})
         assert consumer.get_watermark_offsets(TopicPartition("over-sasl-ssl", 0), timeout=10) == (0, 51)
@@ -129,12 +131,13 @@ def test_a_secured_cluster_replicates_over_sasl_ssl_and_enforces_acls(tmp_path: 
         for node in cluster.nodes.values():
             assert "authentication to" not in node.log_tail(400)
         node = next(iter(cluster.nodes.values()))
+        assert node.controller_address is not None
         assert controller_listener_errors(node.controller_address, pki) == (
             ErrorCode.cluster_authorization_failed, ErrorCode.cluster_authorization_failed)
         assert_user_quota_holds(cluster.bootstrap, tmp_path, pki, client)
 
 
-def assert_user_quota_holds(bootstrap: str, tmp_path: Path, pki: Pki, client: dict[str, str]) -> None:
+def assert_user_quota_holds(bootstrap: str, tmp_path: Path, pki: Pki, client: ClientConf) -> None:
     """The admin sets a producer_byte_rate on user bob with `moldau quotas` over SASL_SSL; bob's producer, under
     ACLs on the same listener, is then held to within 20% of it."""
     admin_properties = tmp_path / "admin.properties"
@@ -158,9 +161,10 @@ def controller_listener_errors(address: str, pki: Pki) -> tuple[int, int]:
     DescribeQuorum (an admin request, KIP-919, that needs DESCRIBE on the cluster, which she lacks)."""
     tls = ssl.create_default_context(cafile=str(pki.ca))
     tls.load_cert_chain(str(pki.client))
-    heartbeat = BrokerHeartbeatRequest(broker_id=99, broker_epoch=1, current_metadata_offset=0, want_fence=False,
+    heartbeat = BrokerHeartbeatRequest(broker_id=BrokerId(99), broker_epoch=i64(1), current_metadata_offset=i64(0),
+                                       want_fence=False,
                                        want_shut_down=False, offline_log_dirs=())
-    describe = DescribeQuorumRequest(topics=(TopicData(topic_name="__cluster_metadata", partitions=(
-        PartitionData(partition_index=0),)),))
+    describe = DescribeQuorumRequest(topics=(TopicData(topic_name=TopicName("__cluster_metadata"), partitions=(
+        PartitionData(partition_index=i32(0)),)),))
     with RawClient(address, tls=tls) as client:
         return client.request(heartbeat).error_code, client.request(describe).error_code

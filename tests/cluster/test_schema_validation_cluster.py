@@ -11,12 +11,15 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from confluent_kafka.schema_registry import SchemaRegistryClient, record_subject_name_strategy
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tests.support.cluster import LocalCluster, metadata_at
+from tests.support.messages import partition_of
 
 pytestmark = pytest.mark.slow
 
@@ -66,11 +69,12 @@ def test_a_schema_registered_anywhere_is_accepted_by_every_leader(cluster: Local
             {"n": i}, context)
         for partition in range(3):
             producer.produce(TOPIC, value, partition=partition, on_delivery=lambda err, msg: outcomes.append(
-                (msg.partition(), None if err is None else err.code())))
+                (partition_of(msg), None if err is None else err.code())))
         assert producer.flush(30) == 0
     assert sorted(outcomes) == [(p, None) for p in range(3) for _ in range(ROUNDS)]
     unknown = struct.pack(">bI", 0, 987_654) + b"\x02"
     refused: list[int | None] = []
-    producer.produce(TOPIC, unknown, partition=0, on_delivery=lambda err, _: refused.append(err and err.code()))
+    producer.produce(TOPIC, unknown, partition=0,
+                     on_delivery=lambda err, _: refused.append(None if err is None else err.code()))
     assert producer.flush(30) == 0
     assert refused == [87]  # INVALID_RECORD, after catching up found nothing

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareConsumer
-from confluent_kafka.admin import AdminClient, NewTopic
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from kio.schema.alter_share_group_offsets.v0.request import (
     AlterShareGroupOffsetsRequest,
     AlterShareGroupOffsetsRequestPartition,
@@ -29,11 +31,13 @@ from kio.schema.read_share_group_state_summary.v1.request import (
     ReadShareGroupStateSummaryRequest,
     ReadStateSummaryData,
 )
+from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i8, i32, i64
 
 from moldau.coordinator.record_codec import partition_for
 from moldau.coordinator.share.records import SHARE_STATE_TOPIC
 from tests.support.cluster import LocalCluster, metadata_at
+from tests.support.messages import value_of
 from tests.support.polling import wait_until
 from tests.support.raw_client import RawClient
 from tests.support.replicated import FAST_FAILOVER
@@ -81,7 +85,7 @@ def test_two_share_consumers_get_every_record_of_partitions_led_by_three_brokers
                 for message in consumer.poll(0.2):
                     if message.error() is None:
                         with lock:
-                            received[index].append(message.value())
+                            received[index].append(value_of(message))
             consumer.poll(0.2)  # implicit acknowledgement of the last records
         finally:
             consumer.close()
@@ -125,10 +129,11 @@ def test_two_share_consumers_get_every_record_of_partitions_led_by_three_brokers
     for p in (p for p in work.partitions if p.partition_index in remote):
         coordinator = state_leaders[partition_for(f"workers:{work.topic_id}:{p.partition_index}",
                                                   len(state_leaders))]
-        request = ReadShareGroupStateSummaryRequest(group_id="workers", topics=(ReadStateSummaryData(
-            topic_id=work.topic_id, partitions=(SummaryPartition(partition=p.partition_index, leader_epoch=-1),)),))
+        summary_request = ReadShareGroupStateSummaryRequest(group_id="workers", topics=(ReadStateSummaryData(
+            topic_id=work.topic_id, partitions=(SummaryPartition(partition=p.partition_index,
+                                                                 leader_epoch=i32(-1)),)),))
         with RawClient(addresses[coordinator]) as client:
-            ((summary,),) = [r.partitions for r in client.request(request).results]
+            ((summary,),) = [r.partitions for r in client.request(summary_request).results]
         assert (summary.error_code, summary.state_epoch, summary.start_offset) == (0, -1, -1), summary
     for node in cluster.brokers:
         assert "internal error" not in node.log_tail(100000), node.log_tail()
@@ -140,18 +145,18 @@ def start_again_from_the_beginning(cluster: LocalCluster, addresses: dict[int, s
     out again."""
     with RawClient(cluster.bootstrap.split(",")[0]) as client:
         (found,) = client.request(FindCoordinatorRequest(key_type=i8(0), coordinator_keys=("workers",))).coordinators
-    every = (DescribeShareGroupOffsetsRequestTopic(topic_name=TOPIC, partitions=tuple(i32(p) for p in
+    every = (DescribeShareGroupOffsetsRequestTopic(topic_name=TopicName(TOPIC), partitions=tuple(i32(p) for p in
                                                                                       range(PARTITIONS))),)
     with RawClient(addresses[found.node_id]) as client:
         (described,) = client.request(DescribeShareGroupOffsetsRequest(groups=(
-            DescribeShareGroupOffsetsRequestGroup(group_id="workers", topics=every),))).groups
+            DescribeShareGroupOffsetsRequestGroup(group_id=GroupId("workers"), topics=every),))).groups
         assert [(p.error_code, p.start_offset >= 0) for t in described.topics for p in t.partitions] == [
             (0, True)] * PARTITIONS, described
         # The lag of every partition is known, also of those led by other brokers (their high watermark asked
         # of their leaders); -1 would mean it is not.
         assert all(p.lag >= 0 for t in described.topics for p in t.partitions), described
-        reset = AlterShareGroupOffsetsRequest(group_id="workers", topics=(AlterShareGroupOffsetsRequestTopic(
-            topic_name=TOPIC, partitions=tuple(AlterShareGroupOffsetsRequestPartition(
+        reset = AlterShareGroupOffsetsRequest(group_id=GroupId("workers"), topics=(AlterShareGroupOffsetsRequestTopic(
+            topic_name=TopicName(TOPIC), partitions=tuple(AlterShareGroupOffsetsRequestPartition(
                 partition_index=i32(p), start_offset=i64(0)) for p in range(PARTITIONS))),))
         # The consumers' leaves may still be on their way.
         done = wait_until(lambda: (r := client.request(reset)).error_code == 0 and r, 30.0, "an empty group")
@@ -161,7 +166,7 @@ def start_again_from_the_beginning(cluster: LocalCluster, addresses: dict[int, s
     consumer.subscribe([TOPIC])
     try:
         def collect() -> bool:
-            again.extend(m.value() for m in consumer.poll(0.5) if m.error() is None)
+            again.extend(value_of(m) for m in consumer.poll(0.5) if m.error() is None)
             return len(again) >= len(values)
 
         wait_until(collect, 90.0, lambda: f"got {len(again)} of {len(values)} records after the reset")
@@ -203,7 +208,7 @@ def test_a_new_partition_leader_goes_on_from_the_durable_state(cluster: LocalClu
         def take() -> bool:
             for message in first.poll(0.5):
                 if message.error() is None:
-                    accepted.append(message.value())
+                    accepted.append(value_of(message))
                     first.acknowledge(message, AcknowledgeType.ACCEPT)
             return bool(accepted)
 
@@ -222,7 +227,7 @@ def test_a_new_partition_leader_goes_on_from_the_durable_state(cluster: LocalClu
     rest: list[bytes] = []
     try:
         def collect() -> bool:
-            rest.extend(m.value() for m in second.poll(0.5) if m.error() is None)
+            rest.extend(value_of(m) for m in second.poll(0.5) if m.error() is None)
             return len(accepted) + len(rest) >= len(values)
 
         wait_until(collect, 60.0, lambda: f"accepted {len(accepted)}, then got {len(rest)}")

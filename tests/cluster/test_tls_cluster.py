@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from tests.support.cluster import LocalCluster
 from tests.support.polling import wait_until
@@ -37,9 +39,13 @@ def test_brokers_replicate_over_ssl(tmp_path: Path) -> None:
         # acks=all with min.insync.replicas=3: acknowledged only once both followers fetched it over TLS.
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", **client})
         errors: list[object] = []
+
+        def delivered(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None:
+                errors.append(err)
+
         for i in range(50):
-            producer.produce("over-tls", value=f"r{i}".encode(),
-                             on_delivery=lambda err, msg: err is not None and errors.append(err))
+            producer.produce("over-tls", value=f"r{i}".encode(), on_delivery=delivered)
         assert producer.flush(60) == 0 and not errors, errors
         isr = admin.list_topics("over-tls", timeout=10).topics["over-tls"].partitions[0].isrs
         assert sorted(isr) == [1, 2, 3]

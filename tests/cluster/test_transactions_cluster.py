@@ -10,10 +10,13 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from moldau.coordinator.record_codec import partition_for
 from tests.support.cluster import LocalCluster, metadata_at
+from tests.support.messages import partition_of, value_of
 from tests.support.replicated import FAST_FAILOVER
 
 pytestmark = pytest.mark.slow
@@ -59,12 +62,13 @@ def read_committed(bootstrap: str, expected: int, timeout_s: float = 30.0) -> li
             message = consumer.poll(0.5)
             if message is None:
                 continue
-            if message.error():
-                if message.error().code() == -191:  # _PARTITION_EOF: reached the last stable offset
-                    at_end.add(message.partition())
+            error = message.error()
+            if error:
+                if error.code() == -191:  # _PARTITION_EOF: reached the last stable offset
+                    at_end.add(partition_of(message))
                 continue
-            at_end.discard(message.partition())
-            values.append(message.value().decode())
+            at_end.discard(partition_of(message))
+            values.append(value_of(message).decode())
     finally:
         consumer.close()
     return values
@@ -73,7 +77,8 @@ def read_committed(bootstrap: str, expected: int, timeout_s: float = 30.0) -> li
 def coordinator_of(cluster: LocalCluster, transactional_id: str) -> int:
     partition = partition_for(transactional_id, 3)
     meta = metadata_at(str(cluster.brokers[0].kafka_address), ["__transaction_state"])
-    return next(p.leader_id for t in meta.topics for p in t.partitions if p.partition_index == partition)
+    leader: int = next(p.leader_id for t in meta.topics for p in t.partitions if p.partition_index == partition)
+    return leader
 
 
 def test_commit_and_abort_across_every_broker(cluster: LocalCluster) -> None:

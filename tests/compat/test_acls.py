@@ -28,6 +28,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourcePatternType,
     ResourceType,
 )
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import i32, i32Timedelta
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ck_consume
@@ -102,7 +104,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]
 
 def test_acls_survive_a_restart_and_are_listed(secured: BrokerProcess) -> None:
     admin = AdminClient({"bootstrap.servers": secured.bootstrap})
-    found = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+    # The stubs type a filter's name, principal and host as str; None matches any.
+    found = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,  # type: ignore[arg-type]
                                                  AclOperation.ANY, AclPermissionType.ANY),
                                 request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
     seen = {(b.restype, b.name, b.resource_pattern_type, b.operation, b.permission_type) for b in found}
@@ -129,7 +132,7 @@ def test_read_without_write(secured: BrokerProcess) -> None:
     error = produce_one(secured.bootstrap, "readable")
     assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     conf: dict[str, Any] = {"group.id": "allowed-assign"}  # librdkafka looks its coordinator up even to assign
-    records = ck_consume(secured.bootstrap, "readable", 1, **conf)
+    records = ck_consume(secured.bootstrap, "readable", 1, conf=conf)
     assert [r.value for r in records] == [b"v"]
 
 
@@ -271,8 +274,9 @@ def test_share_group_apis_need_read_on_the_group_and_describe_on_subscribed_topi
 
     def heartbeat(group: str, topic: str) -> Any:
         with RawClient(secured.bootstrap) as client:
-            return client.request(ShareGroupHeartbeatRequest(group_id=group, member_id=uuid.uuid4().hex,
-                                                             member_epoch=0, subscribed_topic_names=(topic,)))
+            return client.request(ShareGroupHeartbeatRequest(group_id=GroupId(group), member_id=uuid.uuid4().hex,
+                                                             member_epoch=i32(0),
+                                                             subscribed_topic_names=(TopicName(topic),)))
 
     assert heartbeat("not-allowed", "readable").error_code == ErrorCode.group_authorization_failed
     assert heartbeat("allowed-share", "hidden").error_code == ErrorCode.topic_authorization_failed
@@ -284,6 +288,7 @@ def test_share_group_apis_need_read_on_the_group_and_describe_on_subscribed_topi
     assert joined.assignment is not None
     with RawClient(secured.bootstrap) as client:
         fetched = client.request(ShareFetchRequest(
-            group_id="not-allowed", member_id="m", share_session_epoch=0, max_wait=dt.timedelta(0), min_bytes=1,
-            max_records=10, batch_size=10, topics=(), forgotten_topics_data=()))
+            group_id=GroupId("not-allowed"), member_id="m", share_session_epoch=i32(0),
+            max_wait=i32Timedelta.parse(dt.timedelta(0)), min_bytes=i32(1),
+            max_records=i32(10), batch_size=i32(10), topics=(), forgotten_topics_data=()))
     assert fetched.error_code == ErrorCode.group_authorization_failed

@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import (
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
@@ -34,7 +36,9 @@ from kio.schema.delete_topics.v6 import request as delete_v6
 from kio.schema.describe_configs.v4 import request as describe_v4
 from kio.schema.incremental_alter_configs.v1 import request as incremental_v1
 from kio.schema.metadata.v12 import request as metadata_v12
+from kio.schema.types import TopicName
 from kio.static.constants import EntityType
+from kio.static.primitive import i8, i16, i32, i32Timedelta
 
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
@@ -144,14 +148,16 @@ def test_create_existing_topic(shared_broker: BrokerProcess, ck_admin: AdminClie
 
 def test_create_topics_v7_answers_id_and_configs(shared_broker: BrokerProcess) -> None:
     topic, twice = topic_name("v7"), topic_name("twice")
-    spec = create_v7.CreatableTopic(name=topic, num_partitions=2, replication_factor=-1, assignments=(),
+    spec = create_v7.CreatableTopic(name=TopicName(topic), num_partitions=i32(2), replication_factor=i16(-1),
+                                    assignments=(),
                                     configs=(create_v7.CreatableTopicConfig(name="segment.bytes", value="65536"),))
-    dup = create_v7.CreatableTopic(name=twice, num_partitions=1, replication_factor=1, assignments=(), configs=())
+    dup = create_v7.CreatableTopic(name=TopicName(twice), num_partitions=i32(1), replication_factor=i16(1),
+                                   assignments=(), configs=())
     with RawClient(shared_broker.bootstrap) as raw:
         response = raw.request(create_v7.CreateTopicsRequest(
-            topics=(spec, dup, dup), timeout=datetime.timedelta(seconds=10), validate_only=False))
+            topics=(spec, dup, dup), timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)), validate_only=False))
         metadata = raw.request(metadata_v12.MetadataRequest(
-            topics=(metadata_v12.MetadataRequestTopic(name=topic, topic_id=None),),
+            topics=(metadata_v12.MetadataRequestTopic(name=TopicName(topic), topic_id=None),),
             allow_auto_topic_creation=False, include_topic_authorized_operations=False))
     created, *duplicates = response.topics
     assert created.error_code == ErrorCode.none
@@ -184,8 +190,8 @@ def test_delete_topics_by_unknown_id_and_internal(shared_broker: BrokerProcess) 
     with RawClient(shared_broker.bootstrap) as raw:
         response = raw.request(delete_v6.DeleteTopicsRequest(topics=(
             delete_v6.DeleteTopicState(name=None, topic_id=uuid.uuid4()),
-            delete_v6.DeleteTopicState(name=internal, topic_id=None),
-        ), timeout=datetime.timedelta(seconds=10)))
+            delete_v6.DeleteTopicState(name=TopicName(internal), topic_id=None),
+        ), timeout=i32Timedelta.parse(datetime.timedelta(seconds=10))))
     assert [r.error_code for r in response.responses] == [ErrorCode.unknown_topic_id, ErrorCode.invalid_request]
 
 
@@ -195,8 +201,8 @@ def test_delete_topic_disabled(broker: BrokerProcess) -> None:
     create_topic(broker.bootstrap, "kept")
     assert ck_error(admin.delete_topics(["kept"])["kept"]) == KafkaError.TOPIC_DELETION_DISABLED
     with RawClient(broker.bootstrap) as raw:  # v1 predates TOPIC_DELETION_DISABLED
-        old = raw.request(delete_v1.DeleteTopicsRequest(topic_names=("kept",),
-                                                        timeout=datetime.timedelta(seconds=10)))
+        old = raw.request(delete_v1.DeleteTopicsRequest(topic_names=(TopicName("kept"),),
+                                                        timeout=i32Timedelta.parse(datetime.timedelta(seconds=10))))
     assert old.responses[0].error_code == ErrorCode.invalid_request
     assert "kept" in topics_of(admin)
 
@@ -289,7 +295,8 @@ def test_empty_cleanup_policy_keeps_every_record(broker: BrokerProcess) -> None:
         ck_produce(broker.bootstrap, topic, records, **{"batch.size": 600})
 
     def low_watermark(topic: str) -> int:
-        offsets = admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.earliest()})
+        # confluent-kafka leaves OffsetSpec's constructors unannotated.
+        offsets = admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.earliest()})  # type: ignore[no-untyped-call]
         return int(offsets[TopicPartition(topic, 0)].result(timeout=TIMEOUT_S).offset)
 
     deadline = time.monotonic() + 30
@@ -386,11 +393,11 @@ def test_describe_configs_keys_synonyms_documentation(shared_broker: BrokerProce
     topic = topic_name("raw-describe")
     create_topic(shared_broker.bootstrap, topic, config={"retention.ms": "5000"})
     request = describe_v4.DescribeConfigsRequest(resources=(
-        describe_v4.DescribeConfigsResource(resource_type=2, resource_name=topic,
+        describe_v4.DescribeConfigsResource(resource_type=i8(2), resource_name=topic,
                                             configuration_keys=("retention.ms", "segment.bytes")),
-        describe_v4.DescribeConfigsResource(resource_type=2, resource_name=topic_name("missing"),
+        describe_v4.DescribeConfigsResource(resource_type=i8(2), resource_name=topic_name("missing"),
                                             configuration_keys=None),
-        describe_v4.DescribeConfigsResource(resource_type=4, resource_name="99", configuration_keys=None),
+        describe_v4.DescribeConfigsResource(resource_type=i8(4), resource_name="99", configuration_keys=None),
     ), include_synonyms=True, include_documentation=True)
     with RawClient(shared_broker.bootstrap) as raw:
         found, missing, other_broker = raw.request(request).results
@@ -425,12 +432,12 @@ def test_broker_configs(broker: BrokerProcess) -> None:
     create_topic(broker.bootstrap, "inherits")
     with RawClient(broker.bootstrap) as raw:
         altered = raw.request(incremental_v1.IncrementalAlterConfigsRequest(resources=(
-            incremental_v1.AlterConfigsResource(resource_type=4, resource_name="", configs=(
-                incremental_v1.AlterableConfig(name="log.retention.ms", config_operation=0, value="7200000"),)),
+            incremental_v1.AlterConfigsResource(resource_type=i8(4), resource_name="", configs=(
+                incremental_v1.AlterableConfig(name="log.retention.ms", config_operation=i8(0), value="7200000"),)),
         ), validate_only=False))
         assert altered.responses[0].error_code == ErrorCode.none
         defaults = raw.request(describe_v4.DescribeConfigsRequest(resources=(
-            describe_v4.DescribeConfigsResource(resource_type=4, resource_name="", configuration_keys=None),
+            describe_v4.DescribeConfigsResource(resource_type=i8(4), resource_name="", configuration_keys=None),
         ), include_synonyms=False, include_documentation=False)).results[0]
     assert [(c.name, c.value, c.config_source) for c in defaults.configs] == [
         ("log.retention.ms", "7200000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)]

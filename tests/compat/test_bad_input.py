@@ -11,12 +11,14 @@ from collections.abc import Iterator
 import crc32c
 import pytest
 from confluent_kafka import KafkaError as CKError
-from confluent_kafka import Producer
+from confluent_kafka import Message, Producer
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.fetch.v12 import request as fetch_req
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.produce.v9 import request as produce_req
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 
 from moldau.protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
@@ -36,19 +38,21 @@ def build_batch(values: list[bytes], compression: int = 0) -> bytes:
 
 def produce_request(records: bytes | None, topic: str = TOPIC, partition: int = 0, acks: int = 1) -> object:
     return produce_req.ProduceRequest(
-        transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=5),
+        transactional_id=None, acks=i16(acks), timeout=i32Timedelta.parse(datetime.timedelta(seconds=5)),
         topic_data=(produce_req.TopicProduceData(
-            name=topic, partition_data=(produce_req.PartitionProduceData(index=partition, records=records),)),),
+            name=TopicName(topic), partition_data=(produce_req.PartitionProduceData(
+                index=i32(partition), records=None if records is None else Records(records)),)),),
     )
 
 
 def fetch_request(offset: int = 0, topic: str = TOPIC) -> object:
     return fetch_req.FetchRequest(
-        replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=0, max_bytes=2**20, isolation_level=0,
-        session_id=0, session_epoch=-1, forgotten_topics_data=(), rack_id="",
-        topics=(fetch_req.FetchTopic(topic=topic, partitions=(fetch_req.FetchPartition(
-            partition=0, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
-            partition_max_bytes=2**20),)),),
+        replica_id=BrokerId(-1), max_wait=i32Timedelta.parse(datetime.timedelta(0)), min_bytes=i32(0),
+        max_bytes=i32(2**20), isolation_level=i8(0),
+        session_id=i32(0), session_epoch=i32(-1), forgotten_topics_data=(), rack_id="",
+        topics=(fetch_req.FetchTopic(topic=TopicName(topic), partitions=(fetch_req.FetchPartition(
+            partition=i32(0), current_leader_epoch=i32(-1), fetch_offset=i64(offset), log_start_offset=i64(-1),
+            partition_max_bytes=i32(2**20)),)),),
     )
 
 
@@ -75,7 +79,7 @@ def stored_values(client: RawClient) -> list[bytes]:
 def seeded(broker: BrokerProcess) -> Iterator[BrokerProcess]:
     """A broker with a topic holding two known records."""
     with RawClient(broker.bootstrap) as client:
-        client.request(MetadataRequest(topics=(MetadataRequestTopic(name=TOPIC, topic_id=None),),
+        client.request(MetadataRequest(topics=(MetadataRequestTopic(name=TopicName(TOPIC), topic_id=None),),
                                        allow_auto_topic_creation=True, include_topic_authorized_operations=False))
         assert produce_error(client, build_batch([b"one", b"two"])) == (ErrorCode.none, 0)
     yield broker
@@ -323,8 +327,12 @@ def produce_and_collect_errors(bootstrap: str, topic: str, records: list[dict[st
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "retries": 0,
                          "enable.idempotence": False})
     failures: list[int] = []
+
+    def delivered(err: CKError | None, _msg: Message) -> None:
+        if err:
+            failures.append(err.code())
+
     for record in records:
-        producer.produce(topic, on_delivery=lambda err, _msg: err and failures.append(err.code()),
-                         **record)  # type: ignore[arg-type]
+        producer.produce(topic, on_delivery=delivered, **record)  # type: ignore[arg-type]
         producer.flush(20)
     return failures

@@ -6,6 +6,7 @@ import asyncio
 import subprocess
 import time
 import uuid
+from typing import Any
 
 import pytest
 
@@ -70,7 +71,7 @@ def test_kafka_python_round_trip(shared_broker: BrokerProcess, codec: str) -> No
     consumer = KafkaConsumer(bootstrap_servers=shared_broker.bootstrap, group_id=None,
                              enable_auto_commit=False, auto_offset_reset="earliest")
     consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
-    got = []
+    got: list[Any] = []  # kafka-python's ConsumerRecords (the library has no type information)
     deadline = time.monotonic() + 30
     while len(got) < 300 and time.monotonic() < deadline:
         for batch in consumer.poll(timeout_ms=500).values():
@@ -106,7 +107,7 @@ def test_aiokafka_round_trip(shared_broker: BrokerProcess, codec: str) -> None:
         await consumer.start()
         try:
             consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
-            out = []
+            out: list[tuple[bytes, bytes]] = []
             async with asyncio.timeout(30):
                 while len(out) < 200:
                     for batch in (await consumer.getmany(timeout_ms=500)).values():
@@ -188,7 +189,7 @@ def test_tail_receives_new_records_through_long_poll(shared_broker: BrokerProces
     result: list[list[int]] = []
     thread = threading.Thread(target=lambda: result.append(
         [r.offset for r in ck_consume(shared_broker.bootstrap, topic, 5, partitions=[0], start=-1,
-                                      **{"fetch.wait.max.ms": 5000})]))
+                                      conf={"fetch.wait.max.ms": 5000})]))
     thread.start()
     time.sleep(1.5)
     ck_produce(shared_broker.bootstrap, topic, [{"value": b"x"} for _ in range(5)])

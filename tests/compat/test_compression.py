@@ -78,7 +78,9 @@ async def _aiokafka_values(bootstrap: str) -> list[bytes]:
 
 def test_a_bad_level_is_refused(shared_broker: BrokerProcess) -> None:
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
+
+    # confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap})
     future = admin.create_topics([NewTopic("bad-level", 1, 1, config={"compression.gzip.level": "0"})])["bad-level"]

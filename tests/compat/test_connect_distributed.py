@@ -20,6 +20,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.connect_worker import WorkerProcess, read_lines, wait_for
+from tests.support.messages import partition_of
 
 SOURCES = 4
 REBALANCE_S = 60.0
@@ -144,7 +146,7 @@ def _read_topic(bootstrap: str, topic: str, partitions: int = 1) -> list[tuple[b
             if message is None or message.error() is not None:
                 continue
             records.append((message.key(), message.value()))
-            positions[message.partition()] = (message.offset() or 0) + 1
+            positions[partition_of(message)] = (message.offset() or 0) + 1
         return records
     finally:
         consumer.close()
@@ -178,7 +180,7 @@ def test_connectors_created_through_any_worker_spread_over_the_group(cluster: Cl
     statuses = wait_for(lambda: _all_running(cluster.workers[0], names), REBALANCE_S, "every connector running")
     # Every worker answers from the same topics.
     for worker in cluster.workers[1:]:
-        assert wait_for(lambda w=worker: _all_running(w, names), REBALANCE_S, "the same statuses") is not None
+        assert wait_for(partial(_all_running, worker, names), REBALANCE_S, "the same statuses") is not None
     per_worker = Counter(_task_owners(statuses).values())
     assert set(per_worker) == {_worker_id(w) for w in cluster.workers}, per_worker
     assert max(per_worker.values()) - min(per_worker.values()) <= 1, per_worker
@@ -296,7 +298,7 @@ def test_pause_and_resume_from_any_worker(cluster: Cluster) -> None:
         return bool(status and status["connector"]["state"] == "PAUSED" and
                     all(t["state"] == "PAUSED" for t in status["tasks"]))
     for worker in cluster.live():
-        wait_for(lambda w=worker: paused(w), REBALANCE_S, "PAUSED on every worker")
+        wait_for(partial(paused, worker), REBALANCE_S, "PAUSED on every worker")
     status, _ = cluster.live()[0].request("PUT", f"/connectors/{name}/resume")
     assert status == 202
     statuses = wait_for(lambda: _all_running(cluster.live()[-1], [name]), REBALANCE_S, "RUNNING again")
@@ -331,8 +333,12 @@ def test_delete_writes_tombstones_and_every_worker_forgets_the_connector(cluster
         assert listed.returncode == 0 and name in listed.stdout, listed.stderr
     deleted = wait_for(lambda: _cli_delete(cluster.live()[1], name), REBALANCE_S, "the delete accepted")
     assert deleted.returncode == 0, deleted.stderr
+
+    def gone(worker: WorkerProcess) -> bool:
+        return worker.request("GET", f"/connectors/{name}")[0] == 404
+
     for worker in cluster.live():
-        wait_for(lambda w=worker: w.request("GET", f"/connectors/{name}")[0] == 404, REBALANCE_S, "404 everywhere")
+        wait_for(partial(gone, worker), REBALANCE_S, "404 everywhere")
     last: dict[str, bytes | None] = {}
     for key, value in _read_topic(cluster.bootstrap, cluster.settings["config.storage.topic"]):
         if key:

@@ -195,6 +195,7 @@ def test_exactly_once_configs_are_validated(worker: WorkerProcess) -> None:
     def refused() -> bool:
         answer[:] = worker.request("POST", "/connectors", {"name": "refused", "config": {
             "connector.class": FILE_SOURCE, "topic": "t", "exactly.once.support": "required"}})
-        return answer[0] != 409  # the group is still rebalancing
+        status: int = answer[0]
+        return status != 409  # the group is still rebalancing
     wait_for(refused, 60, "an answer outside a rebalance")
     assert answer[0] == 400 and "exactly.once.support" in answer[1]["message"], answer

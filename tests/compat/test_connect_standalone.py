@@ -281,7 +281,10 @@ def test_restart_resumes_source_without_loss(shared_broker: BrokerProcess, tmp_p
             _append(source_file, lines)
             expected += lines
             want = len(expected)
-            wait_for(lambda want=want: len(read_lines(sink_file)) >= want, what=f"batch {batch}")
+            def sunk(want: int = want) -> bool:
+                return len(read_lines(sink_file)) >= want
+
+            wait_for(sunk, what=f"batch {batch}")
             assert worker.stop() == 0, worker.log_tail()
             assert read_lines(sink_file) == expected  # a clean stop: nothing lost, nothing repeated
             worker.start()
@@ -308,7 +311,7 @@ def test_restart_resumes_source_without_loss(shared_broker: BrokerProcess, tmp_p
 
 def test_kafka_connect_client_library(worker: WorkerProcess, tmp_path: Path) -> None:
     """The REST API through kafka-connect-py, a Kafka Connect client written against Confluent's docs."""
-    import kafka_connect
+    import kafka_connect  # type: ignore[import-untyped]  # the client ships no type information
 
     client = kafka_connect.KafkaConnect(url=worker.url)
     assert client.get_cluster_info()["kafka_cluster_id"]

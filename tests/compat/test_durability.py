@@ -16,7 +16,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.produce.v9 import request as produce_req
-from kio.schema.types import TopicName
+from kio.schema.types import ProducerId, TopicName
+from kio.static.primitive import Records, i16, i32, i32Timedelta
 
 from moldau.protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
@@ -175,9 +176,10 @@ def idempotent_batch(producer_id: int, epoch: int, sequence: int, values: list[b
 
 def produce(client: RawClient, topic: str, records: bytes) -> tuple[ErrorCode, int]:
     request = produce_req.ProduceRequest(
-        transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5),
+        transactional_id=None, acks=i16(-1), timeout=i32Timedelta.parse(datetime.timedelta(seconds=5)),
         topic_data=(produce_req.TopicProduceData(
-            name=topic, partition_data=(produce_req.PartitionProduceData(index=0, records=records),)),))
+            name=TopicName(topic), partition_data=(produce_req.PartitionProduceData(index=i32(0),
+                                                                                    records=Records(records)),)),))
     part = client.request(request).responses[0].partition_responses[0]
     return part.error_code, part.base_offset
 
@@ -187,8 +189,9 @@ def test_idempotent_retry_is_not_written_twice_even_across_restart(broker: Broke
 
     create_topic(broker.bootstrap, "idem")
     with RawClient(broker.bootstrap) as client:
-        init = client.request(InitProducerIdRequest(transactional_id=None, transaction_timeout=datetime.timedelta(0),
-                                                    producer_id=-1, producer_epoch=-1))
+        init = client.request(InitProducerIdRequest(transactional_id=None,
+                                                    transaction_timeout=i32Timedelta.parse(datetime.timedelta(0)),
+                                                    producer_id=ProducerId(-1), producer_epoch=i16(-1)))
         pid = init.producer_id
         assert init.error_code == ErrorCode.none and pid >= 0
         first = idempotent_batch(pid, 0, 0, [b"a", b"b"])
@@ -204,8 +207,9 @@ def test_idempotent_retry_is_not_written_twice_even_across_restart(broker: Broke
         assert produce(client, "idem", idempotent_batch(pid, 0, 2, [b"c"])) == (ErrorCode.none, 2)
         assert produce(client, "idem", idempotent_batch(pid, 0, 3, [b"d"])) == (ErrorCode.none, 3)
         # A fresh InitProducerId never reuses an id handed out before the crash.
-        again = client.request(InitProducerIdRequest(transactional_id=None, transaction_timeout=datetime.timedelta(0),
-                                                     producer_id=-1, producer_epoch=-1))
+        again = client.request(InitProducerIdRequest(transactional_id=None,
+                                                     transaction_timeout=i32Timedelta.parse(datetime.timedelta(0)),
+                                                     producer_id=ProducerId(-1), producer_epoch=i16(-1)))
         assert again.producer_id > pid
     assert [r.value for r in ck_consume(broker.bootstrap, "idem", 4)] == [b"a", b"b", b"c", b"d"]
 

@@ -26,6 +26,8 @@ from kio.schema.offset_commit.v8 import request as commit_req
 from kio.schema.offset_delete.v0 import request as delete_req
 from kio.schema.offset_fetch.v8 import request as fetch_req
 from kio.schema.sync_group.v5 import request as sync_req
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from moldau.coordinator.group.records import OFFSETS_TOPIC
 from moldau.protocol.errors import ErrorCode
@@ -103,8 +105,8 @@ def test_silent_member_is_replaced_after_its_session_times_out(broker: BrokerPro
         joined = while_polling(members, lambda: raw.request(join_request(group, first.member_id, topic=topic,
                                                                             session_ms=1000)))
         while_polling(members, lambda: raw.request(sync_req.SyncGroupRequest(
-            group_id=group, generation_id=joined.generation_id, member_id=joined.member_id, group_instance_id=None,
-            protocol_type="consumer", protocol_name=joined.protocol_name, assignments=())))
+            group_id=GroupId(group), generation_id=joined.generation_id, member_id=joined.member_id,
+            group_instance_id=None, protocol_type="consumer", protocol_name=joined.protocol_name, assignments=())))
         poll_until(members, lambda: len(member.assigned) == 1)
         silent_since = time.monotonic()
         poll_until(members, lambda: member.assigned == {0, 1})
@@ -304,9 +306,9 @@ def subscription(topic: str) -> bytes:
 def join_request(group: str, member_id: str = "", protocols: tuple[str, ...] = ("range",),
                  session_ms: int = 3000, topic: str = "t") -> Any:
     return join_req.JoinGroupRequest(
-        group_id=group, session_timeout=datetime.timedelta(milliseconds=session_ms),
-        rebalance_timeout=datetime.timedelta(seconds=5), member_id=member_id, group_instance_id=None,
-        protocol_type="consumer",
+        group_id=GroupId(group), session_timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=session_ms)),
+        rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=5)), member_id=member_id,
+        group_instance_id=None, protocol_type="consumer",
         protocols=tuple(join_req.JoinGroupRequestProtocol(name=p, metadata=subscription(topic)) for p in protocols))
 
 
@@ -329,7 +331,7 @@ def raw_member(client: RawClient, group: str, topic: str) -> tuple[str, int]:
     joined = client.request(join_request(group, first.member_id, topic=topic))
     assert joined.error_code == ErrorCode.none and joined.leader == first.member_id
     synced = client.request(sync_req.SyncGroupRequest(
-        group_id=group, generation_id=joined.generation_id, member_id=joined.member_id, group_instance_id=None,
+        group_id=GroupId(group), generation_id=joined.generation_id, member_id=joined.member_id, group_instance_id=None,
         protocol_type="consumer", protocol_name=joined.protocol_name,
         assignments=(sync_req.SyncGroupRequestAssignment(member_id=joined.member_id, assignment=b"mine"),)))
     assert (synced.error_code, synced.assignment) == (ErrorCode.none, b"mine")
@@ -337,16 +339,18 @@ def raw_member(client: RawClient, group: str, topic: str) -> tuple[str, int]:
 
 
 def heartbeat(client: RawClient, group: str, member_id: str, generation: int) -> ErrorCode:
-    response = client.request(HeartbeatRequest(group_id=group, generation_id=generation, member_id=member_id,
-                                               group_instance_id=None))
+    response = client.request(HeartbeatRequest(group_id=GroupId(group), generation_id=i32(generation),
+                                               member_id=member_id, group_instance_id=None))
     return ErrorCode(response.error_code)
 
 
 def commit(client: RawClient, group: str, member_id: str, generation: int, topic: str, offset: int) -> ErrorCode:
     response = client.request(commit_req.OffsetCommitRequest(
-        group_id=group, generation_id_or_member_epoch=generation, member_id=member_id, group_instance_id=None,
-        topics=(commit_req.OffsetCommitRequestTopic(name=topic, partitions=(commit_req.OffsetCommitRequestPartition(
-            partition_index=0, committed_offset=offset, committed_leader_epoch=-1, committed_metadata="m"),)),)))
+        group_id=GroupId(group), generation_id_or_member_epoch=i32(generation), member_id=member_id,
+        group_instance_id=None, topics=(commit_req.OffsetCommitRequestTopic(
+            name=TopicName(topic), partitions=(commit_req.OffsetCommitRequestPartition(
+                partition_index=i32(0), committed_offset=i64(offset), committed_leader_epoch=i32(-1),
+                committed_metadata="m"),)),)))
     return ErrorCode(response.topics[0].partitions[0].error_code)
 
 
@@ -360,12 +364,12 @@ def test_bad_group_requests_get_kafkas_codes_and_harm_no_other_group(broker: Bro
     assigns = bystander.assigns
 
     with RawClient(broker.bootstrap) as client:
-        found = client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=("x", "y")))
+        found = client.request(FindCoordinatorRequest(key_type=i8(0), coordinator_keys=("x", "y")))
         assert [c.error_code for c in found.coordinators] == [ErrorCode.none, ErrorCode.none]
         # Transactional ids (key type 1) have their own coordinators, on __transaction_state.
-        txn = client.request(FindCoordinatorRequest(key_type=1, coordinator_keys=("t",)))
+        txn = client.request(FindCoordinatorRequest(key_type=i8(1), coordinator_keys=("t",)))
         assert (txn.coordinators[0].error_code, txn.coordinators[0].node_id) == (ErrorCode.none, 1)
-        unknown = client.request(FindCoordinatorRequest(key_type=2, coordinator_keys=("t",)))
+        unknown = client.request(FindCoordinatorRequest(key_type=i8(2), coordinator_keys=("t",)))
         assert unknown.coordinators[0].error_code == ErrorCode.invalid_request
 
         group = unique("raw")
@@ -384,14 +388,15 @@ def test_bad_group_requests_get_kafkas_codes_and_harm_no_other_group(broker: Bro
             ErrorCode.unknown_topic_or_partition
         assert commit(client, group, member_id, generation, topic, 5) == ErrorCode.none
 
-        deleted = client.request(DeleteGroupsRequest(groups_names=(group, unique("nosuch"))))
+        deleted = client.request(DeleteGroupsRequest(groups_names=(GroupId(group), GroupId(unique("nosuch")))))
         assert [r.error_code for r in deleted.results] == [ErrorCode.non_empty_group, ErrorCode.group_id_not_found]
-        kept = client.request(delete_req.OffsetDeleteRequest(group_id=group, topics=(
+        kept = client.request(delete_req.OffsetDeleteRequest(group_id=GroupId(group), topics=(
             delete_req.OffsetDeleteRequestTopic(
-                name=topic, partitions=(delete_req.OffsetDeleteRequestPartition(partition_index=0),)),)))
+                name=TopicName(topic),
+                partitions=(delete_req.OffsetDeleteRequestPartition(partition_index=i32(0)),)),)))
         assert kept.topics[0].partitions[0].error_code == ErrorCode.group_subscribed_to_topic
 
-        described = client.request(DescribeGroupsRequest(groups=(group, unique("nosuch")),
+        described = client.request(DescribeGroupsRequest(groups=(GroupId(group), GroupId(unique("nosuch"))),
                                                          include_authorized_operations=False))
         assert [g.group_state for g in described.groups] == ["Stable", "Dead"]
         assert described.groups[0].members[0].member_assignment == b"mine"
@@ -399,9 +404,9 @@ def test_bad_group_requests_get_kafkas_codes_and_harm_no_other_group(broker: Bro
         assert {group, healthy} <= {g.group_id for g in listed.groups}
 
         fetched = client.request(fetch_req.OffsetFetchRequest(groups=(
-            fetch_req.OffsetFetchRequestGroup(group_id=group, topics=None),
-            fetch_req.OffsetFetchRequestGroup(group_id=unique("nosuch"), topics=(
-                fetch_req.OffsetFetchRequestTopics(name=topic, partition_indexes=(0,)),)),
+            fetch_req.OffsetFetchRequestGroup(group_id=GroupId(group), topics=None),
+            fetch_req.OffsetFetchRequestGroup(group_id=GroupId(unique("nosuch")), topics=(
+                fetch_req.OffsetFetchRequestTopics(name=TopicName(topic), partition_indexes=(i32(0),)),)),
         ), require_stable=True))
         mine, other = fetched.groups
         assert [(t.name, p.partition_index, p.committed_offset, p.metadata)
@@ -430,7 +435,7 @@ def test_commits_of_a_generation_rebalanced_away_are_refused(broker: BrokerProce
     produce_spread(broker.bootstrap, topic, 10, 2)
     with RawClient(broker.bootstrap) as client:
         deadline = time.monotonic() + 20
-        while client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=(group,))).coordinators[0] \
+        while client.request(FindCoordinatorRequest(key_type=i8(0), coordinator_keys=(group,))).coordinators[0] \
                 .error_code != ErrorCode.none:  # the first request creates the offsets topic
             assert time.monotonic() < deadline, "no group coordinator"
             time.sleep(0.05)
@@ -455,7 +460,7 @@ def test_commits_of_a_generation_rebalanced_away_are_refused(broker: BrokerProce
 
         consumer_id = next(m.member_id for m in joined.members if m.member_id != old_id)
         synced = client.request(sync_req.SyncGroupRequest(
-            group_id=group, generation_id=generation, member_id=old_id, group_instance_id=None,
+            group_id=GroupId(group), generation_id=generation, member_id=old_id, group_instance_id=None,
             protocol_type="consumer", protocol_name=joined.protocol_name,
             assignments=(sync_req.SyncGroupRequestAssignment(member_id=old_id, assignment=assignment(topic, ())),
                          sync_req.SyncGroupRequestAssignment(member_id=consumer_id,

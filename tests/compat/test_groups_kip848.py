@@ -11,7 +11,11 @@ from typing import Any
 
 import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupType
-from confluent_kafka.admin import AdminClient, NewPartitions
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewPartitions  # type: ignore[attr-defined]
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import i32, i32Timedelta
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import create_topic
@@ -135,8 +139,9 @@ def test_consumer_group_heartbeat_v0_joins(broker: BrokerProcess) -> None:
 
     create_topic(broker.bootstrap, "v0-topic", partitions=2)
     join = ConsumerGroupHeartbeatRequest(
-        group_id="v0-group", member_id="", member_epoch=0, instance_id=None, rack_id=None,
-        rebalance_timeout=datetime.timedelta(seconds=30), subscribed_topic_names=("v0-topic",),
+        group_id=GroupId("v0-group"), member_id="", member_epoch=i32(0), instance_id=None, rack_id=None,
+        rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+        subscribed_topic_names=(TopicName("v0-topic"),),
         server_assignor=None, topic_partitions=())
     with RawClient(broker.bootstrap) as client:
         # The first request creates __consumer_offsets (COORDINATOR_NOT_AVAILABLE until it is ready).

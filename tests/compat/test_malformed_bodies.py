@@ -11,6 +11,7 @@ import struct
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.find_coordinator.v3 import request as fc_req
 from kio.schema.find_coordinator.v3.response import FindCoordinatorResponse
+from kio.static.primitive import i8
 
 from moldau.protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
@@ -48,7 +49,7 @@ def test_huge_string_in_find_coordinator_is_answered_with_invalid_request(broker
         assert isinstance(response, FindCoordinatorResponse)
         assert response.error_code == ErrorCode.invalid_request
         # The connection stays usable after an answered bad request.
-        answer = client.request(fc_req.FindCoordinatorRequest(key="g", key_type=0))
+        answer = client.request(fc_req.FindCoordinatorRequest(key="g", key_type=i8(0)))
         assert answer.error_code in (ErrorCode.none, ErrorCode.coordinator_not_available)
     assert_serving(broker)
 

@@ -30,6 +30,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from moldau.mirror.records import Checkpoint, Heartbeat
 from tests.support.broker_process import BrokerProcess
 from tests.support.connect_worker import WorkerProcess, wait_for
+from tests.support.messages import offset_of, partition_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -200,7 +201,7 @@ def test_mirror_source_checkpoint_and_heartbeat(source_broker: BrokerProcess, sh
             def every_partition_started() -> bool:
                 for m in resumed.consume(100, 0.5):
                     if m.error() is None:
-                        first.setdefault(m.partition(), m.offset())
+                        first.setdefault(partition_of(m), offset_of(m))
                 return {0, 2} <= set(first)
             wait_for(every_partition_started, 60, "the failed-over group to read")
             assert first[0] <= committed[0] and first[2] <= committed[2], first
@@ -231,7 +232,9 @@ def test_mirror_source_checkpoint_and_heartbeat(source_broker: BrokerProcess, sh
 def _acls(bootstrap: str, topic: str) -> set[tuple[str, str, str]]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     found = admin.describe_acls(AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL,
-                                                 None, None, AclOperation.ANY, AclPermissionType.ANY)).result(30)
+                                                 # The stubs type principal and host as str; None matches any.
+                                                 None, None,  # type: ignore[arg-type]
+                                                 AclOperation.ANY, AclPermissionType.ANY)).result(30)
     return {(b.principal, b.operation.name, b.permission_type.name) for b in found}
 
 

@@ -13,10 +13,13 @@ from kio.schema.list_offsets.v4 import request as list_offsets_v4
 from kio.schema.offset_for_leader_epoch.v2 import request as v2
 from kio.schema.offset_for_leader_epoch.v3 import request as v3
 from kio.schema.offset_for_leader_epoch.v4 import request as v4
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i32, i64
 
 from moldau.protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ck_produce, create_topic
+from tests.support.messages import value_of
 from tests.support.raw_client import RawClient
 
 
@@ -38,9 +41,10 @@ def _answers(response: Any) -> list[tuple[int, ErrorCode, int, int]]:
 def _leader_epoch(raw: RawClient, topic: str) -> int:
     """The partition's current leader epoch, as ListOffsets v4+ reports it."""
     request = list_offsets_v4.ListOffsetsRequest(
-        replica_id=-1, isolation_level=0,
-        topics=(list_offsets_v4.ListOffsetsTopic(name=topic, partitions=(
-            list_offsets_v4.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1),)),))
+        replica_id=BrokerId(-1), isolation_level=i8(0),
+        topics=(list_offsets_v4.ListOffsetsTopic(name=TopicName(topic), partitions=(
+            list_offsets_v4.ListOffsetsPartition(partition_index=i32(0), current_leader_epoch=i32(-1),
+                                                 timestamp=i64(-1)),)),))
     epoch: int = raw.request(request).topics[0].partitions[0].leader_epoch
     return epoch
 
@@ -110,7 +114,7 @@ def test_confluent_kafka_consumer_validates_a_position_with_a_leader_epoch(share
                     break
                 continue
             assert msg.error() is None, msg.error()
-            values.append(msg.value())
+            values.append(value_of(msg))
             assert msg.leader_epoch() == epoch
         assert values == [b"v2", b"v3", b"v4", b"v5"]
     finally:

@@ -29,7 +29,9 @@ from typing import TypeVar
 
 import pytest
 from confluent_kafka import Consumer, Producer, ThrottleEvent
-from confluent_kafka.admin import AdminClient, NewTopic
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from kafka.admin import KafkaAdminClient
 from kafka.errors import NodeNotReadyError
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
@@ -302,8 +304,9 @@ def test_controller_mutation_rate_throttles_older_request_versions_without_refus
     def throttled(event: ThrottleEvent) -> None:
         throttles.append(event.throttle_time)
 
+    # AdminClient's stubs allow only scalar config values, though librdkafka's callbacks go in the same dict.
     admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "permissive-creator",
-                         "throttle_cb": throttled})
+                         "throttle_cb": throttled})  # type: ignore[dict-item]
     # librdkafka sends CreateTopics v4: 45 partitions against a bucket of 20 are all created, 25 tokens short.
     futures = admin.create_topics([NewTopic(f"{prefix}-{i}", 15, 1) for i in range(3)])
     for future in futures.values():

@@ -13,7 +13,7 @@ import pytest
 from kio.schema.add_raft_voter.v1.request import AddRaftVoterRequest, Listener
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.remove_raft_voter.v0.request import RemoveRaftVoterRequest
-from kio.static.primitive import i32, u16
+from kio.static.primitive import i32, i32Timedelta, u16
 
 from moldau.protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
@@ -34,7 +34,7 @@ def voter_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
 
 def add(voter_id: int, listeners: tuple[Listener, ...] = (), timeout_s: float = 1.0,
         cluster_id: str | None = None) -> AddRaftVoterRequest:
-    return AddRaftVoterRequest(cluster_id=cluster_id, timeout=datetime.timedelta(seconds=timeout_s),
+    return AddRaftVoterRequest(cluster_id=cluster_id, timeout=i32Timedelta.parse(datetime.timedelta(seconds=timeout_s)),
                                voter_id=i32(voter_id), voter_directory_id=uuid.uuid4(), listeners=listeners,
                                ack_when_committed=True)
 

@@ -17,7 +17,9 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ck_consume_to_end, create_topic
+from tests.support.messages import value_of
 from tests.support.registry_http import http
+from tests.support.registry_schemas import schema_text
 
 USER_V1 = json.dumps({"type": "record", "name": "User", "namespace": "moldau.test", "fields": [
     {"name": "name", "type": "string"}, {"name": "age", "type": "int"}]})
@@ -49,7 +51,7 @@ def client(registry_broker: BrokerProcess) -> SchemaRegistryClient:
 def test_register_and_read_back(client: SchemaRegistryClient) -> None:
     schema_id = client.register_schema("users-value", Schema(USER_V1, "AVRO"))
     assert client.register_schema("users-value", Schema(USER_V1, "AVRO")) == schema_id
-    assert json.loads(client.get_schema(schema_id).schema_str)["name"] == "User"
+    assert json.loads(schema_text(client.get_schema(schema_id)))["name"] == "User"
     latest = client.get_latest_version("users-value")
     assert (latest.subject, latest.version, latest.schema_id) == ("users-value", 1, schema_id)
     assert latest.schema.schema_type == "AVRO" and latest.schema.references == []
@@ -83,9 +85,12 @@ def test_evolution_passes_and_incompatible_change_is_refused(client: SchemaRegis
 
 def test_config_and_mode(client: SchemaRegistryClient) -> None:
     assert client.get_compatibility() == "BACKWARD"
-    assert client.set_compatibility("cfg-value", "FULL_TRANSITIVE") == {"compatibility": "FULL_TRANSITIVE"}
+    # The stubs say set_compatibility returns a str; it returns the registry's JSON answer.
+    assert client.set_compatibility("cfg-value", "FULL_TRANSITIVE") == {  # type: ignore[comparison-overlap]
+        "compatibility": "FULL_TRANSITIVE"}
     assert client.get_compatibility("cfg-value") == "FULL_TRANSITIVE"
-    assert client.get_config("cfg-value").compatibility_level.value == "FULL_TRANSITIVE"
+    level = client.get_config("cfg-value").compatibility_level
+    assert level is not None and level.value == "FULL_TRANSITIVE"
     client.delete_config("cfg-value")
     with pytest.raises(SchemaRegistryError) as unset:
         client.get_compatibility("cfg-value")
@@ -119,7 +124,7 @@ def test_soft_and_permanent_deletes(client: SchemaRegistryClient) -> None:
     with pytest.raises(SchemaRegistryError) as missing:
         client.get_versions("gone-value")
     assert (missing.value.http_status_code, missing.value.error_code) == (404, 40401)
-    assert json.loads(client.get_schema(first).schema_str)["name"] == "User"  # still held by other subjects
+    assert json.loads(schema_text(client.get_schema(first)))["name"] == "User"  # still held by other subjects
 
 
 def test_references(client: SchemaRegistryClient) -> None:
@@ -153,11 +158,11 @@ def test_avro_records_round_trip_through_the_broker(client: SchemaRegistryClient
     consumer = Consumer({"bootstrap.servers": registry_broker.bootstrap, "group.id": "avro-readers"})
     consumer.assign([TopicPartition(topic, 0, 0)])
     try:
-        got = []
+        got: list[object] = []
         while len(got) < len(sent):
             msg = consumer.poll(10)
             assert msg is not None and msg.error() is None
-            value = msg.value()
+            value = value_of(msg)
             assert value[0] == 0 and int.from_bytes(value[1:5], "big") == client.get_latest_version(
                 f"{topic}-value").schema_id
             got.append(deserializer(value, SerializationContext(topic, MessageField.VALUE)))
@@ -193,6 +198,7 @@ def test_schemas_topic_reads_as_confluents_layout(client: SchemaRegistryClient,
                for r in ck_consume_to_end(registry_broker.bootstrap, "_schemas")]
     schema_key = {"keytype": "SCHEMA", "subject": "layout-value", "version": 1, "magic": 1}
     value = next(v for k, v in records if k == schema_key)
+    assert value is not None
     assert value == {"subject": "layout-value", "version": 1, "id": schema_id, "schema": value["schema"],
                      "deleted": False}
     assert ({"keytype": "CONFIG", "subject": "layout-value", "magic": 0}, {"compatibilityLevel": "NONE"}) in records
@@ -212,7 +218,7 @@ def test_restart_keeps_every_schema_and_id(tmp_path: Path) -> None:
         proc.start()
         fresh = SchemaRegistryClient({"url": proc.registry_url})
         for subject, schema_id in ids.items():
-            assert json.loads(fresh.get_schema(schema_id).schema_str)["fields"][0]["name"] == "f"
+            assert json.loads(schema_text(fresh.get_schema(schema_id)))["fields"][0]["name"] == "f"
             if subject != "s0-value":
                 assert fresh.get_latest_version(subject).schema_id == schema_id
         assert "s0-value" not in fresh.get_subjects()

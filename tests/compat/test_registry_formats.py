@@ -21,6 +21,8 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import create_topic
+from tests.support.messages import value_of
+from tests.support.registry_schemas import schema_text
 
 ORDER_SCHEMA = json.dumps({
     "$schema": "http://json-schema.org/draft-07/schema#", "title": "Order", "type": "object",
@@ -47,11 +49,11 @@ def round_trip(bootstrap: str, topic: str, encoded: list[bytes], decode: Callabl
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-readers"})
     consumer.assign([TopicPartition(topic, 0, 0)])
     try:
-        got = []
+        got: list[Any] = []
         while len(got) < len(encoded):
             msg = consumer.poll(10)
             assert msg is not None and msg.error() is None
-            got.append(decode(msg.value()))
+            got.append(decode(value_of(msg)))
         return got
     finally:
         consumer.close()
@@ -68,7 +70,7 @@ def test_json_schema_records_round_trip(shared_broker: BrokerProcess) -> None:
                      lambda value: reader(value, context))
     assert got == orders
     latest = client.get_latest_version(f"{topic}-value")
-    assert latest.schema.schema_type == "JSON" and json.loads(latest.schema.schema_str)["title"] == "Order"
+    assert latest.schema.schema_type == "JSON" and json.loads(schema_text(latest.schema))["title"] == "Order"
 
 
 @pytest.fixture(scope="module")
@@ -98,4 +100,4 @@ def test_protobuf_records_round_trip(shared_broker: BrokerProcess, reading_modul
                      lambda value: reader(value, context))
     assert got == sent
     latest = client.get_latest_version(f"{topic}-value")
-    assert latest.schema.schema_type == "PROTOBUF" and "message Reading" in latest.schema.schema_str
+    assert latest.schema.schema_type == "PROTOBUF" and "message Reading" in schema_text(latest.schema)

@@ -20,6 +20,7 @@ from google.type import date_pb2  # type: ignore[import-untyped]
 
 from tests.compat.test_registry_formats import round_trip
 from tests.support.broker_process import BrokerProcess
+from tests.support.registry_schemas import schema_text
 
 PLACE_PROTO = """syntax = "proto3";
 package moldau.geo;
@@ -77,6 +78,7 @@ def test_imported_files_and_known_imports(shared_broker: BrokerProcess, visit_mo
     assert got == sent
     latest = client.get_latest_version(f"{topic}-value")
     # The imported file's subject is its import path, slashes and all (sent as %2F).
+    assert latest.schema.references is not None
     assert [ref.name for ref in latest.schema.references] == ["acme/geo/place.proto"]
-    assert 'import "google/type/date.proto";' in latest.schema.schema_str
-    assert "message Place" in client.get_latest_version("acme/geo/place.proto").schema.schema_str
+    assert 'import "google/type/date.proto";' in schema_text(latest.schema)
+    assert "message Place" in schema_text(client.get_latest_version("acme/geo/place.proto").schema)

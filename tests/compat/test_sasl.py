@@ -25,6 +25,7 @@ from moldau.net.ports import free_ports
 from moldau.protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ck_consume, ck_produce, create_topic
+from tests.support.messages import offset_of
 from tests.support.raw_client import RawClient
 from tests.support.sasl import (
     JAAS,
@@ -92,7 +93,7 @@ def test_confluent_kafka(sasl_broker: SaslBroker, mechanism: str) -> None:
     conf = ck_conf(sasl_broker.sasl, mechanism, *USERS[mechanism])
     conf.pop("bootstrap.servers")
     ck_produce(sasl_broker.sasl, topic, records(50), **conf)
-    got = ck_consume(sasl_broker.sasl, topic, 50, **conf)
+    got = ck_consume(sasl_broker.sasl, topic, 50, conf=conf)
     assert sorted(r.value or b"" for r in got) == sorted(r["value"] for r in records(50))
 
 
@@ -243,7 +244,7 @@ def test_producer_reauthenticates_without_breaking(sasl_broker: SaslBroker) -> N
                          "error_cb": lambda err: errors.append(str(err))})
     for i in range(40):  # 4 s: more than two session lifetimes
         producer.produce(topic, value=str(i).encode(), on_delivery=lambda err, msg: delivered.append(
-            -1 if err else msg.offset()))
+            -1 if err else offset_of(msg)))
         producer.poll(0.1)
     assert producer.flush(30) == 0
     assert sorted(delivered) == list(range(40)) and not errors

@@ -27,7 +27,7 @@ from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from moldau.net.ports import free_ports
 from moldau.protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
-from tests.support.clients import ck_consume, ck_produce, create_topic
+from tests.support.clients import ClientConf, ck_consume, ck_produce, create_topic
 from tests.support.raw_client import RawClient
 from tests.support.sasl import (
     JAAS,
@@ -54,7 +54,7 @@ class SaslSslBroker:
     sasl_ssl: str
     mtls: str
 
-    def ck_conf(self, mechanism: str, user: str, password: str) -> dict[str, str]:
+    def ck_conf(self, mechanism: str, user: str, password: str) -> ClientConf:
         return ck_conf(self.sasl_ssl, mechanism, user, password, "SASL_SSL", str(self.pki.ca))
 
 
@@ -100,7 +100,7 @@ def test_confluent_kafka(broker: SaslSslBroker, mechanism: str) -> None:
     conf = broker.ck_conf(mechanism, *USERS[mechanism])
     conf.pop("bootstrap.servers")
     ck_produce(broker.sasl_ssl, topic, records(50), **conf)
-    got = ck_consume(broker.sasl_ssl, topic, 50, **conf)
+    got = ck_consume(broker.sasl_ssl, topic, 50, conf=conf)
     assert sorted(r.value or b"" for r in got) == sorted(r["value"] for r in records(50))
 
 

@@ -16,14 +16,16 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource  # type: ignore[attr-defined]
 from confluent_kafka.schema_registry import SchemaRegistryClient, record_subject_name_strategy
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
@@ -32,6 +34,8 @@ from confluent_kafka.serialization import MessageField, SerializationContext, St
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.produce.v7 import request as produce_v7
 from kio.schema.produce.v9 import request as produce_v9
+from kio.schema.types import TopicName
+from kio.static.primitive import Records, i16, i32, i32Timedelta
 
 from moldau.protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
@@ -45,6 +49,12 @@ CUSTOMER = json.dumps({"type": "record", "name": "Customer", "namespace": "com.e
 VALIDATE_VALUES = {"confluent.value.schema.validation": "true"}
 
 
+def encoded(value: bytes | None) -> bytes:
+    """A serializer's output, which is None only for a None input (these tests serialize none)."""
+    assert value is not None
+    return value
+
+
 class Registry:
     """The broker's schema registry through confluent-kafka's client and Avro serializers."""
 
@@ -52,12 +62,14 @@ class Registry:
         self.client = SchemaRegistryClient({"url": url})
 
     def serializer(self, schema: str, **conf: Any) -> AvroSerializer:
-        return AvroSerializer(self.client, schema, conf=conf or None)
+        # Typed here: AvroSerializer's `__init__ = __init_impl` leaves mypy without its constructor.
+        serializer: AvroSerializer = AvroSerializer(self.client, schema, conf=conf or None)
+        return serializer
 
     def orders(self, topic: str, ids: range, **conf: Any) -> list[bytes]:
         serialize = self.serializer(ORDER, **conf)
         context = SerializationContext(topic, MessageField.VALUE)
-        return [serialize({"id": i, "item": f"item {i}"}, context) for i in ids]
+        return [encoded(serialize({"id": i, "item": f"item {i}"}, context)) for i in ids]
 
     def decode(self, topic: str, values: list[bytes | None]) -> list[Any]:
         deserialize = AvroDeserializer(self.client)
@@ -107,10 +119,10 @@ def new_topic(broker: BrokerProcess, config: dict[str, str] | None = None, parti
 
 
 def produce_batches(broker: BrokerProcess, topic: str, batches: list[list[bytes]], keys: list[bytes] | None = None,
-                    **conf: Any) -> list[list[int | None]]:
+                    conf: Mapping[str, str] | None = None) -> list[list[int | None]]:
     """Each list of values as one batch (produced together, then flushed); the delivery error code of each
-    record (None when it was written)."""
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1000, "retries": 0, **conf})
+    record (None when it was written). `conf` adds to the producer's config."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1000, "retries": 0, **(conf or {})})
     outcomes: list[list[int | None]] = []
     for values in batches:
         results: list[int | None] = [-1] * len(values)
@@ -144,7 +156,7 @@ def test_record_name_strategy_needs_the_record_subject(broker: BrokerProcess, re
                                "io.confluent.kafka.serializers.subject.RecordNameStrategy"})
     by_record = registry.orders(topic, range(3), **{"subject.name.strategy": record_subject_name_strategy})
     # Registered under "<topic>-value" only, not under its record's name "com.example.Customer".
-    by_topic = registry.serializer(CUSTOMER)({"name": "ann"}, SerializationContext(topic, MessageField.VALUE))
+    by_topic = encoded(registry.serializer(CUSTOMER)({"name": "ann"}, SerializationContext(topic, MessageField.VALUE)))
     assert produce_batches(broker, topic, [by_record, [by_topic]]) == [[None] * 3, [KafkaError.INVALID_RECORD]]
     assert stored_values(broker, topic) == by_record
 
@@ -215,7 +227,7 @@ def bad_value(kind: str, registry: Registry, topic: str) -> bytes:
         return struct.pack(">bI", 0, 987_654) + good[5:]
     if kind == "other subject":
         other = f"{topic}-other"  # registers the Customer schema under "<topic>-other-value" only
-        return registry.serializer(CUSTOMER)({"name": "ann"}, SerializationContext(other, MessageField.VALUE))
+        return encoded(registry.serializer(CUSTOMER)({"name": "ann"}, SerializationContext(other, MessageField.VALUE)))
     if kind == "undecodable":
         return good[:5] + b"\xff\xff\xff\xff"
     assert kind == "not wire format"
@@ -239,15 +251,15 @@ def test_compressed_batches_are_validated(broker: BrokerProcess, registry: Regis
     topic = new_topic(broker, VALIDATE_VALUES)
     good = registry.orders(topic, range(200))
     bad = [*registry.orders(topic, range(200, 300)), b"not wire format"]
-    outcomes = produce_batches(broker, topic, [good, bad], **{"compression.type": codec})
+    outcomes = produce_batches(broker, topic, [good, bad], conf={"compression.type": codec})
     assert outcomes == [[None] * 200, [KafkaError.INVALID_RECORD] * 101]
     assert stored_values(broker, topic) == good
 
 
 def test_keys_are_validated_when_the_topic_says_so(broker: BrokerProcess, registry: Registry) -> None:
     topic = new_topic(broker, {"confluent.key.schema.validation": "true"})
-    avro_key = registry.serializer('"string"')("order-1", SerializationContext(topic, MessageField.KEY))
-    plain_key = StringSerializer()("order-1")
+    avro_key = encoded(registry.serializer('"string"')("order-1", SerializationContext(topic, MessageField.KEY)))
+    plain_key = encoded(StringSerializer()("order-1"))
     value = b"values are not validated here"
     outcomes = [produce_batches(broker, topic, [[value]], keys=[key])[0] for key in (avro_key, plain_key)]
     assert outcomes == [[None], [KafkaError.INVALID_RECORD]]
@@ -294,10 +306,10 @@ def test_produce_v8_and_later_name_each_failing_record(broker: BrokerProcess, re
     good = registry.orders(topic, range(3))
     bad = raw_batch([good[0], b"plain", good[1], struct.pack(">bI", 0, 987_654) + good[2][5:]])
     request = produce_v9.ProduceRequest(
-        transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=5),
-        topic_data=(produce_v9.TopicProduceData(name=topic, partition_data=(
-            produce_v9.PartitionProduceData(index=0, records=bad),
-            produce_v9.PartitionProduceData(index=1, records=raw_batch(good)))),))
+        transactional_id=None, acks=i16(1), timeout=i32Timedelta.parse(datetime.timedelta(seconds=5)),
+        topic_data=(produce_v9.TopicProduceData(name=TopicName(topic), partition_data=(
+            produce_v9.PartitionProduceData(index=i32(0), records=Records(bad)),
+            produce_v9.PartitionProduceData(index=i32(1), records=Records(raw_batch(good))))),))
     with RawClient(broker.bootstrap) as client:
         refused, accepted = client.request(request).responses[0].partition_responses
     assert refused.error_code == ErrorCode.invalid_record
@@ -314,9 +326,9 @@ def test_produce_v8_and_later_name_each_failing_record(broker: BrokerProcess, re
 def test_produce_before_v8_gets_the_error_code_only(broker: BrokerProcess, registry: Registry) -> None:
     topic = new_topic(broker, VALIDATE_VALUES)
     request = produce_v7.ProduceRequest(
-        transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=5),
-        topic_data=(produce_v7.TopicProduceData(name=topic, partition_data=(
-            produce_v7.PartitionProduceData(index=0, records=raw_batch([b"plain"])),)),))
+        transactional_id=None, acks=i16(1), timeout=i32Timedelta.parse(datetime.timedelta(seconds=5)),
+        topic_data=(produce_v7.TopicProduceData(name=TopicName(topic), partition_data=(
+            produce_v7.PartitionProduceData(index=i32(0), records=Records(raw_batch([b"plain"]))),)),))
     with RawClient(broker.bootstrap) as client:
         (answer,) = client.request(request).responses[0].partition_responses
     assert answer.error_code == ErrorCode.invalid_record

@@ -12,12 +12,14 @@ from __future__ import annotations
 import datetime
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
 from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
-from confluent_kafka.admin import AdminClient, NewTopic
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from kio.schema.alter_share_group_offsets.v0.request import (
     AlterShareGroupOffsetsRequest,
     AlterShareGroupOffsetsRequestPartition,
@@ -40,7 +42,8 @@ from kio.schema.incremental_alter_configs.v1.request import (
     IncrementalAlterConfigsRequest,
 )
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
-from kio.static.primitive import i8, i32
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from tests.compat.test_cli import assert_clean_error, moldau, ok
 from tests.support.broker_process import BrokerProcess
@@ -118,18 +121,18 @@ def request(broker: BrokerProcess, body: Any) -> Any:
 
 def describe_offsets(broker: BrokerProcess, group_id: str) -> Any:
     (group,) = request(broker, DescribeShareGroupOffsetsRequest(groups=(
-        DescribeShareGroupOffsetsRequestGroup(group_id=group_id, topics=None),))).groups
+        DescribeShareGroupOffsetsRequestGroup(group_id=GroupId(group_id), topics=None),))).groups
     return group
 
 
 def alter_offsets(broker: BrokerProcess, group_id: str, topic: str, offsets: dict[int, int]) -> Any:
-    return request(broker, AlterShareGroupOffsetsRequest(group_id=group_id, topics=(
-        AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=tuple(
-            AlterShareGroupOffsetsRequestPartition(partition_index=p, start_offset=o)
+    return request(broker, AlterShareGroupOffsetsRequest(group_id=GroupId(group_id), topics=(
+        AlterShareGroupOffsetsRequestTopic(topic_name=TopicName(topic), partitions=tuple(
+            AlterShareGroupOffsetsRequestPartition(partition_index=i32(p), start_offset=i64(o))
             for p, o in offsets.items())),)))
 
 
-def alter_group_configs(broker: BrokerProcess, group_id: str, configs: dict[str, str | None]) -> Any:
+def alter_group_configs(broker: BrokerProcess, group_id: str, configs: Mapping[str, str | None]) -> Any:
     (result,) = request(broker, IncrementalAlterConfigsRequest(resources=(AlterConfigsResource(
         resource_type=GROUP, resource_name=group_id, configs=tuple(
             AlterableConfig(name=k, config_operation=SET if v is not None else DELETE, value=v)
@@ -221,8 +224,8 @@ def test_offsets_are_described_altered_only_when_empty_and_deleted(broker: Broke
 
     # Forgotten: the group starts over from share.auto.offset.reset, here its own `latest`.
     assert alter_group_configs(broker, group, {"share.auto.offset.reset": "latest"}).error_code == 0
-    deleted = request(broker, DeleteShareGroupOffsetsRequest(group_id=group, topics=(
-        DeleteShareGroupOffsetsRequestTopic(topic_name=topic),)))
+    deleted = request(broker, DeleteShareGroupOffsetsRequest(group_id=GroupId(group), topics=(
+        DeleteShareGroupOffsetsRequestTopic(topic_name=TopicName(topic)),)))
     assert deleted.error_code == ErrorCode.none and deleted.responses[0].error_code == ErrorCode.none
     assert not [p for t in describe_offsets(broker, group).topics for p in t.partitions]
     with share_consumer(broker, group, topic) as consumer:
@@ -409,8 +412,9 @@ def test_group_configs_reach_consumer_and_share_group_heartbeats(broker: BrokerP
     topic = new_topic(broker, [])
     assert alter_group_configs(broker, "kip848-configured", {"consumer.heartbeat.interval.ms": "7000"}).error_code == 0
     join = ConsumerGroupHeartbeatRequest(
-        group_id="kip848-configured", member_id="", member_epoch=i32(0), instance_id=None, rack_id=None,
-        rebalance_timeout=datetime.timedelta(seconds=30), subscribed_topic_names=(topic,), server_assignor=None,
+        group_id=GroupId("kip848-configured"), member_id="", member_epoch=i32(0), instance_id=None, rack_id=None,
+        rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+        subscribed_topic_names=(TopicName(topic),), server_assignor=None,
         topic_partitions=())
     with RawClient(broker.bootstrap) as client:
         joined = wait_until(lambda: (r := client.request(join)).error_code != ErrorCode.coordinator_not_available
@@ -420,19 +424,21 @@ def test_group_configs_reach_consumer_and_share_group_heartbeats(broker: BrokerP
         assert alter_group_configs(broker, "kip848-configured",
                                    {"consumer.heartbeat.interval.ms": "9000"}).error_code == 0
         again = client.request(ConsumerGroupHeartbeatRequest(
-            group_id="kip848-configured", member_id=joined.member_id, member_epoch=joined.member_epoch,
-            instance_id=None, rack_id=None, rebalance_timeout=datetime.timedelta(seconds=30),
+            group_id=GroupId("kip848-configured"), member_id=joined.member_id, member_epoch=joined.member_epoch,
+            instance_id=None, rack_id=None, rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
             subscribed_topic_names=None, server_assignor=None, topic_partitions=None))
         assert again.heartbeat_interval == datetime.timedelta(milliseconds=9000)  # no restart needed
         client.request(ConsumerGroupHeartbeatRequest(
-            group_id="kip848-configured", member_id=joined.member_id, member_epoch=i32(-1), instance_id=None,
-            rack_id=None, rebalance_timeout=datetime.timedelta(seconds=30), subscribed_topic_names=None,
+            group_id=GroupId("kip848-configured"), member_id=joined.member_id, member_epoch=i32(-1), instance_id=None,
+            rack_id=None, rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+            subscribed_topic_names=None,
             server_assignor=None, topic_partitions=None))
 
     assert alter_group_configs(broker, "share-configured", {"share.heartbeat.interval.ms": "800"}).error_code == 0
     with RawClient(broker.bootstrap) as client:
-        share_join = ShareGroupHeartbeatRequest(group_id="share-configured", member_id=uuid.uuid4().hex[:22],
-                                                member_epoch=i32(0), rack_id=None, subscribed_topic_names=(topic,))
+        share_join = ShareGroupHeartbeatRequest(group_id=GroupId("share-configured"), member_id=uuid.uuid4().hex[:22],
+                                                member_epoch=i32(0), rack_id=None,
+                                                subscribed_topic_names=(TopicName(topic),))
         answered = client.request(share_join)
     assert answered.error_code == ErrorCode.none and answered.heartbeat_interval == datetime.timedelta(milliseconds=800)
 

@@ -21,7 +21,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
-from confluent_kafka.admin import AdminClient, NewTopic
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.list_groups.v5.request import ListGroupsRequest
@@ -33,9 +35,12 @@ from kio.schema.read_share_group_state_summary.v1.request import (
 from kio.schema.share_fetch.v1.request import AcknowledgementBatch, FetchPartition, FetchTopic, ShareFetchRequest
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import metadata_at
+from tests.support.messages import value_of
 from tests.support.polling import wait_until
 from tests.support.raw_client import RawClient
 
@@ -120,7 +125,7 @@ def test_five_consumers_share_one_partition_and_each_record_goes_to_exactly_one(
                 for message in consumer.poll(0.2):
                     if message.error() is None:
                         with lock:
-                            received[index].append(message.value())
+                            received[index].append(value_of(message))
             consumer.poll(0.2)  # implicit acknowledgement of the last poll's records
 
     threads = [threading.Thread(target=consume, args=(i,)) for i in range(5)]
@@ -269,7 +274,7 @@ def test_a_share_group_and_a_classic_group_each_get_every_record(broker: BrokerP
         def step() -> bool:
             message = classic.poll(0.5)
             if message is not None and message.error() is None:
-                classic_got.append(message.value())
+                classic_got.append(value_of(message))
             return len(classic_got) >= len(values)
 
         wait_until(step, 30.0, "the classic consumer never got every record")
@@ -278,14 +283,15 @@ def test_a_share_group_and_a_classic_group_each_get_every_record(broker: BrokerP
     assert sorted(m.value() for m in got) == sorted(values)
     assert sorted(classic_got) == sorted(values)
     with RawClient(broker.bootstrap) as client:  # the classic group's id is not a share group's
-        refused = client.request(ShareGroupHeartbeatRequest(group_id="both-classic", member_id="m1", member_epoch=0,
-                                                            subscribed_topic_names=(topic,)))
+        refused = client.request(ShareGroupHeartbeatRequest(group_id=GroupId("both-classic"), member_id="m1",
+                                                            member_epoch=i32(0),
+                                                            subscribed_topic_names=(TopicName(topic),)))
     assert refused.error_code == ErrorCode.group_id_not_found
 
 
 def describe(broker: BrokerProcess, group_id: str) -> Any:
     with RawClient(broker.bootstrap) as client:
-        (group,) = client.request(ShareGroupDescribeRequest(group_ids=(group_id,),
+        (group,) = client.request(ShareGroupDescribeRequest(group_ids=(GroupId(group_id),),
                                                             include_authorized_operations=False)).groups
     return group
 
@@ -306,7 +312,7 @@ def test_share_groups_are_listed_and_described(broker: BrokerProcess) -> None:
         assert [(t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == [(topic, (0,))]
     wait_until(lambda: describe(broker, "described").group_state == "Empty", 30.0, "the members never left")
     with RawClient(broker.bootstrap) as client:
-        (deleted,) = client.request(DeleteGroupsRequest(groups_names=("described",))).results
+        (deleted,) = client.request(DeleteGroupsRequest(groups_names=(GroupId("described"),))).results
     assert deleted.error_code == ErrorCode.none
     assert describe(broker, "described").error_code == ErrorCode.group_id_not_found
 
@@ -316,7 +322,7 @@ def test_a_share_group_with_members_is_not_deleted(broker: BrokerProcess) -> Non
     with share_consumer(broker, "kept", topic) as consumer:
         poll_until(consumer, lambda got: len(got) >= 1)
         with RawClient(broker.bootstrap) as client:
-            (refused,) = client.request(DeleteGroupsRequest(groups_names=("kept",))).results
+            (refused,) = client.request(DeleteGroupsRequest(groups_names=(GroupId("kept"),))).results
     assert refused.error_code == ErrorCode.non_empty_group
 
 
@@ -336,19 +342,20 @@ def test_a_silent_member_is_removed_after_the_session_timeout(broker: BrokerProc
 def test_share_fetch_over_the_wire_waits_for_min_bytes_then_answers_what_there_is(broker: BrokerProcess) -> None:
     topic = new_topic(broker, [b"small"])
     (described,) = metadata_at(broker.bootstrap, [topic]).topics
-    partition = FetchPartition(partition_index=0, acknowledgement_batches=())
+    partition = FetchPartition(partition_index=i32(0), acknowledgement_batches=())
     waiting = ShareFetchRequest(
-        group_id="raw", member_id="m1", share_session_epoch=0, max_wait=dt.timedelta(milliseconds=300),
-        min_bytes=1 << 20, max_records=10, batch_size=10,
+        group_id=GroupId("raw"), member_id="m1", share_session_epoch=i32(0),
+        max_wait=i32Timedelta.parse(dt.timedelta(milliseconds=300)),
+        min_bytes=i32(1 << 20), max_records=i32(10), batch_size=i32(10),
         topics=(FetchTopic(topic_id=described.topic_id, partitions=(partition,)),), forgotten_topics_data=())
-    accept = FetchPartition(partition_index=0, acknowledgement_batches=(
-        AcknowledgementBatch(first_offset=0, last_offset=0, acknowledge_types=(1,)),))
+    accept = FetchPartition(partition_index=i32(0), acknowledgement_batches=(
+        AcknowledgementBatch(first_offset=i64(0), last_offset=i64(0), acknowledge_types=(i8(1),)),))
     with RawClient(broker.bootstrap) as client:
         first = client.request(waiting)
         again = client.request(dataclasses.replace(
-            waiting, share_session_epoch=1, min_bytes=1, max_wait=dt.timedelta(0),
+            waiting, share_session_epoch=i32(1), min_bytes=i32(1), max_wait=i32Timedelta.parse(dt.timedelta(0)),
             topics=(FetchTopic(topic_id=described.topic_id, partitions=(accept,)),)))
-        stale = client.request(dataclasses.replace(waiting, share_session_epoch=1, topics=()))
+        stale = client.request(dataclasses.replace(waiting, share_session_epoch=i32(1), topics=()))
     ((got,),) = [t.partitions for t in first.responses]
     assert got.error_code == ErrorCode.none and got.records
     assert [(r.first_offset, r.last_offset, r.delivery_count) for r in got.acquired_records] == [(0, 0, 1)]
@@ -396,7 +403,7 @@ def state_summary(broker: BrokerProcess, group_id: str, topic: str) -> Any:
     """ReadShareGroupStateSummary (v1) of the topic's partition 0, as a broker describing the group asks it."""
     (described,) = metadata_at(broker.bootstrap, [topic]).topics
     request = ReadShareGroupStateSummaryRequest(group_id=group_id, topics=(ReadStateSummaryData(
-        topic_id=described.topic_id, partitions=(SummaryPartition(partition=0, leader_epoch=-1),)),))
+        topic_id=described.topic_id, partitions=(SummaryPartition(partition=i32(0), leader_epoch=i32(-1)),)),))
     with RawClient(broker.bootstrap) as client:
         ((summary,),) = [r.partitions for r in client.request(request).results]
     return summary
@@ -416,7 +423,7 @@ def test_a_deleted_share_group_starts_afresh(broker: BrokerProcess) -> None:
     assert (summary.error_code, summary.state_epoch >= 0, summary.delivery_complete_count) == (ErrorCode.none, True, 0)
     wait_until(lambda: describe(broker, "reborn").group_state == "Empty", 30.0, "the member never left")
     with RawClient(broker.bootstrap) as client:
-        (deleted,) = client.request(DeleteGroupsRequest(groups_names=("reborn",))).results
+        (deleted,) = client.request(DeleteGroupsRequest(groups_names=(GroupId("reborn"),))).results
     assert deleted.error_code == ErrorCode.none
     gone = state_summary(broker, "reborn", topic)
     assert (gone.error_code, gone.state_epoch, gone.start_offset) == (ErrorCode.none, -1, -1)

@@ -16,9 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from confluent_kafka import Producer, ShareConsumer
-from confluent_kafka.admin import AdminClient, NewTopic
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.messages import value_of
 from tests.support.polling import wait_until
 
 COMMITTED = [f"{txn}-{i}".encode() for txn in ("c1", "c2") for i in range(3)]
@@ -76,7 +79,7 @@ def poll_until(consumer: ShareConsumer, seen: list[bytes], wanted: set[bytes]) -
     def step() -> bool:
         for message in consumer.poll(0.5):
             assert message.error() is None, message.error()
-            seen.append(message.value())
+            seen.append(value_of(message))
         return wanted <= set(seen)
 
     wait_until(step, 60.0, f"the share consumer never got {sorted(wanted - set(seen))}")

@@ -73,7 +73,7 @@ def test_confluent_kafka_over_tls(tls_broker: TlsBroker, listener: str) -> None:
     create_topic(tls_broker.plaintext, topic, partitions=2)
     acks = ck_produce(bootstrap, topic, records(200), **conf)
     assert len(set(acks)) == 200
-    got = ck_consume(bootstrap, topic, 200, **conf)
+    got = ck_consume(bootstrap, topic, 200, conf=conf)
     assert sorted(r.value for r in got if r.value) == sorted(f"v{i}".encode() for i in range(200))
 
 
@@ -116,9 +116,13 @@ def test_aiokafka_over_tls(tls_broker: TlsBroker, listener: str) -> None:
     create_topic(tls_broker.plaintext, topic)
 
     def context() -> ssl.SSLContext:
+        # aiokafka has no type information: its helper's result is typed here.
         if listener == "mtls":
-            return create_ssl_context(cafile=str(pki.ca), certfile=str(pki.client_cert), keyfile=str(pki.client_key))
-        return create_ssl_context(cafile=str(pki.ca))
+            made: ssl.SSLContext = create_ssl_context(cafile=str(pki.ca), certfile=str(pki.client_cert),
+                                                      keyfile=str(pki.client_key))
+        else:
+            made = create_ssl_context(cafile=str(pki.ca))
+        return made
 
     async def run() -> list[bytes]:
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, security_protocol="SSL", ssl_context=context())

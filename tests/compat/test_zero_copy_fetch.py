@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -93,7 +94,7 @@ def filled_topic(broker: Broker, count: int, value_bytes: int, seed: int,
 # --------------------------------------------------------------------------- raw requests
 
 
-def _encode(request: object, api_key: int, version: int, correlation_id: int) -> bytes:
+def _encode(request: Any, api_key: int, version: int, correlation_id: int) -> bytes:
     body = io.BytesIO()
     entity_writer(type(request))(body, request)
     client_id = b"zero-copy-test"
@@ -200,7 +201,7 @@ def consume(broker: Broker, client: str, topic: str, count: int) -> list[bytes]:
     if client.startswith("confluent-kafka"):
         conf = broker.pki.confluent(certificate=False) if client.endswith("ssl") else {}
         bootstrap = broker.ssl if conf else broker.plaintext
-        return [r.value for r in ck_consume(bootstrap, topic, count, **conf) if r.value is not None]
+        return [r.value for r in ck_consume(bootstrap, topic, count, conf=conf) if r.value is not None]
     if client == "kafka-python":
         consumer = KafkaConsumer(topic, bootstrap_servers=broker.plaintext, auto_offset_reset="earliest",
                                  consumer_timeout_ms=15_000, fetch_max_bytes=8 * MIB,

@@ -369,7 +369,10 @@ def debezium_event(op: str, before: dict[str, Any] | None, after: dict[str, Any]
 def test_debezium_change_events_through_extract_new_record_state(
         worker: WorkerProcess, shared_broker: BrokerProcess, db: Database) -> None:
     topic = unique("dbserver1.public.customers")
-    key = lambda i: envelope(ID_KEY, {"id": i})  # noqa: E731
+
+    def key(i: int) -> bytes:
+        return envelope(ID_KEY, {"id": i})
+
     ck_produce(shared_broker.bootstrap, topic, [
         {"key": key(1), "value": debezium_event("c", None, {"id": 1, "name": "a"})},
         {"key": key(2), "value": debezium_event("c", None, {"id": 2, "name": "b"})},

@@ -26,6 +26,7 @@ from tests.support.console_groups import (
     produce,
     share_from_earliest,
 )
+from tests.support.messages import partition_of
 from tests.support.polling import wait_until
 
 
@@ -112,7 +113,7 @@ def test_a_consumer_protocol_group_shows_its_type_assignor_and_lag(browser: Brow
         def read_all() -> bool:
             message = consumer.poll(0.2)
             if message is not None and message.error() is None:
-                seen[message.partition()] = seen.get(message.partition(), 0) + 1
+                seen[partition_of(message)] = seen.get(partition_of(message), 0) + 1
             return sum(seen.values()) == 10
         wait_until(read_all, 30, "the consumer to read all 10 records")
         consumer.commit(offsets=[TopicPartition(topic, 0, 2), TopicPartition(topic, 1, 5)], asynchronous=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import urllib.parse
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -226,7 +227,7 @@ def test_reading_from_an_offset_a_timestamp_or_the_end(browser: Browser, seek_to
 
 def test_search_by_key_and_by_text(browser: Browser, console_broker: BrokerProcess) -> None:
     create_topic(console_broker.bootstrap, "msg-search", partitions=3)
-    records = [{"key": f"user-{i}", "value": f"hello {i}"} for i in range(300)]
+    records: list[dict[str, Any]] = [{"key": f"user-{i}", "value": f"hello {i}"} for i in range(300)]
     records[137] = {"key": "special", "value": "a Needle in the haystack", "headers": [("kind", b"rare")]}
     positions = ck_produce(console_broker.bootstrap, "msg-search", records)
 

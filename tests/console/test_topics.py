@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigSource, NewTopic  # type: ignore[attr-defined]
+from selenium.webdriver.remote.webelement import WebElement
 
 from moldau.config import TOPIC_CONFIGS
 from tests.support.broker_process import BrokerProcess
@@ -44,8 +45,13 @@ def _eventually(browser: Browser, condition: Callable[[], bool], what: str) -> N
 def _cells(browser: Browser, row_css: str) -> dict[str, str]:
     """The text of each classed cell of one table row, by class."""
     row = browser.find(row_css)
-    return {cell.get_attribute("class").split()[-1]: cell.text
-            for cell in row.find_elements("css selector", "td[class]")}
+    return {_last_class(cell): cell.text for cell in row.find_elements("css selector", "td[class]")}
+
+
+def _last_class(cell: WebElement) -> str:
+    classes: str | None = cell.get_attribute("class")
+    assert classes is not None, "cells are found by their class"
+    return classes.split()[-1]
 
 
 def test_a_topic_created_through_the_form_is_in_the_list_and_the_metadata(browser: Browser,

@@ -186,4 +186,4 @@ def assert_still_serving(secured: SecuredBroker) -> None:
     ck_produce(secured.tls, topic, records(5), **secured.pki.confluent())
     conf = ck_conf(secured.sasl, "SCRAM-SHA-256", *USERS["SCRAM-SHA-256"])
     conf.pop("bootstrap.servers")
-    assert len(ck_consume(secured.sasl, topic, 5, **conf)) == 5
+    assert len(ck_consume(secured.sasl, topic, 5, conf=conf)) == 5

@@ -24,7 +24,7 @@ import argparse
 import random
 from dataclasses import dataclass, field
 
-from moldau.connect.distributed.assignor import AssignorState, assign
+from moldau.connect.distributed.assignor import AssignorState, Decision, assign
 from moldau.connect.distributed.protocol import Allocation
 
 MAX_DELAY_MS = 3000
@@ -132,14 +132,14 @@ class AssignorSimulation:
                     self.fail("exclusive", f"{unit} runs on {seen[unit]} and {member}")
                 seen[unit] = member
 
-    def check_sticky(self, members: dict[str, Allocation], configured: Allocation, decisions: dict[str, object],
+    def check_sticky(self, members: dict[str, Allocation], configured: Allocation, decisions: dict[str, Decision],
                      held_back: Allocation) -> None:
         for kind in ("connectors", "tasks"):
             total = len(getattr(configured, kind)) - len(getattr(held_back, kind))
             floor = total // len(members)
             for member, decision in decisions.items():
                 held = getattr(members[member], kind) & getattr(configured, kind)
-                lost = getattr(decision.revoked, kind) & getattr(configured, kind)  # type: ignore[attr-defined]
+                lost = getattr(decision.revoked, kind) & getattr(configured, kind)
                 if lost and len(held) - len(lost) < floor:
                     self.fail("sticky", f"{member} held {len(held)} {kind}, lost {len(lost)}, share {floor}")
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -351,9 +352,7 @@ class GroupSimulation:
             else:
                 self._heartbeat(c)
         elif c.phase == Phase.PAUSED and self.now >= c.wake_ms:
-            self._wake_zombie(c)
-            if c.phase == Phase.STABLE:
-                self._heartbeat(c)
+            self._wake_zombie(c, self._heartbeat)
 
     def _consume_and_commit(self, c: Consumer) -> None:
         for p in c.owned:
@@ -369,11 +368,14 @@ class GroupSimulation:
         c.phase = Phase.GONE
         self._note(f"{c.name} crashes")
 
-    def _wake_zombie(self, c: Consumer) -> None:
-        """A zombie wakes up and commits what it had before it learns of the generations it missed."""
+    def _wake_zombie(self, c: Consumer, heartbeat: Callable[[Consumer], object]) -> None:
+        """A zombie wakes up and commits what it had before it learns of the generations it missed; then, if it
+        still takes itself for a stable member (the commit may have told it otherwise), it heartbeats."""
         c.phase = Phase.STABLE
         self.stats["zombie_commits"] += 1
         self._commit(c)
+        if c.phase == Phase.STABLE:
+            heartbeat(c)
 
     def _act_kip848(self, c: Consumer) -> None:
         rng = self.rng
@@ -394,9 +396,7 @@ class GroupSimulation:
             else:
                 self._beat(c)
         elif c.phase == Phase.PAUSED and self.now >= c.wake_ms:
-            self._wake_zombie(c)
-            if c.phase == Phase.STABLE:
-                self._beat(c)
+            self._wake_zombie(c, self._beat)
 
     # -- the world -----------------------------------------------------------------------------------------
 

@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions
-from pyspark.errors import PySparkException
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewPartitions  # type: ignore[attr-defined]
+from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
-from pyspark.sql.utils import StreamingQueryException
+from pyspark.sql.streaming.query import StreamingQuery
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ck_consume, ck_produce, create_topic
@@ -67,9 +68,10 @@ def test_batch_read_gives_every_record_with_its_metadata(spark: SparkSession, sh
     created, appended = f"{prefix}-create", f"{prefix}-append"
     create_topic(shared_broker.bootstrap, created, partitions=2)
     create_topic(shared_broker.bootstrap, appended, config={"message.timestamp.type": "LogAppendTime"})
-    sent = [{"key": f"k{i}".encode() if i % 3 else None, "value": f"v{i}".encode(), "timestamp": 1_700_000_000_000 + i,
-             "partition": i % 2, "headers": [("h", f"x{i}".encode()), ("n", None)] if i % 2 else None}
-            for i in range(40)]
+    sent: list[dict[str, Any]] = [
+        {"key": f"k{i}".encode() if i % 3 else None, "value": f"v{i}".encode(), "timestamp": 1_700_000_000_000 + i,
+         "partition": i % 2, "headers": [("h", f"x{i}".encode()), ("n", None)] if i % 2 else None}
+        for i in range(40)]
     placed = ck_produce(shared_broker.bootstrap, created, sent)
     ck_produce(shared_broker.bootstrap, appended, [{"value": b"late"}])
 

@@ -118,4 +118,6 @@ class Browser:
 
     def console_errors(self) -> list[str]:
         """SEVERE entries of the page's console log since the last call (the log is drained when read)."""
-        return [entry["message"] for entry in self.driver.get_log("browser") if entry["level"] == "SEVERE"]
+        # Selenium leaves ChromiumDriver.get_log unannotated.
+        log: list[dict[str, Any]] = self.driver.get_log("browser")  # type: ignore[no-untyped-call]
+        return [entry["message"] for entry in log if entry["level"] == "SEVERE"]

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
+
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from tests.support.messages import headers_of, offset_of, partition_of
+
+# A librdkafka client config as AdminClient's stubs take it (a dict is invariant, so dict[str, str] is not one).
+ClientConf = dict[str, str | int | float | bool]
 
 
 @dataclass(frozen=True)
@@ -17,7 +25,12 @@ class Rec:
     key: bytes | None
     value: bytes | None
     timestamp_ms: int
-    headers: tuple[tuple[str, bytes], ...] = ()
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+    @classmethod
+    def of(cls, msg: Message) -> Rec:
+        """The record a consumed message holds."""
+        return cls(partition_of(msg), offset_of(msg), msg.key(), msg.value(), msg.timestamp()[1], headers_of(msg))
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
@@ -50,10 +63,12 @@ def ck_produce(bootstrap: str, topic: str, records: list[dict[str, Any]], **conf
 
 
 def ck_consume(bootstrap: str, topic: str, count: int, partitions: list[int] | None = None,
-               start: int = -2, timeout_s: float = 30.0, **conf: Any) -> list[Rec]:
-    """Consume `count` records with confluent-kafka by assignment (no group), from `start` (-2 = beginning)."""
+               start: int = -2, timeout_s: float = 30.0,
+               conf: Mapping[str, str | int | float | bool] | None = None) -> list[Rec]:
+    """Consume `count` records with confluent-kafka by assignment (no group), from `start` (-2 = beginning);
+    `conf` adds to the consumer's config (security settings)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-assign-only",
-                         "enable.auto.commit": False, "enable.partition.eof": False, **conf})
+                         "enable.auto.commit": False, "enable.partition.eof": False, **(conf or {})})
     try:
         parts = partitions if partitions is not None else list(range(partition_count(consumer, topic)))
         consumer.assign([TopicPartition(topic, p, start) for p in parts])
@@ -63,8 +78,7 @@ def ck_consume(bootstrap: str, topic: str, count: int, partitions: list[int] | N
             for msg in consumer.consume(num_messages=min(10_000, count - len(out)), timeout=0.5):
                 if msg.error() is not None:
                     raise AssertionError(f"consume error: {msg.error()}")
-                out.append(Rec(msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1],
-                               tuple(msg.headers() or ())))
+                out.append(Rec.of(msg))
         return out
     finally:
         consumer.close()
@@ -90,9 +104,8 @@ def ck_consume_to_end(bootstrap: str, topic: str, timeout_s: float = 60.0) -> li
             for msg in consumer.consume(num_messages=10_000, timeout=0.5):
                 if msg.error() is not None:
                     raise AssertionError(f"consume error: {msg.error()}")
-                out.append(Rec(msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1],
-                               tuple(msg.headers() or ())))
-                next_offset[msg.partition()] = msg.offset() + 1
+                out.append(Rec.of(msg))
+                next_offset[out[-1].partition] = out[-1].offset + 1
         return out
     finally:
         consumer.close()

@@ -10,6 +10,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.support.clients import ck_produce
+from tests.support.messages import offset_of, partition_of, value_of
 
 
 def unique(prefix: str) -> str:
@@ -51,7 +52,7 @@ class GroupMember:
     def poll(self) -> None:
         for msg in self.consumer.consume(500, 0.05):
             assert msg.error() is None, msg.error()
-            self.records.append((msg.partition(), msg.offset(), msg.value()))
+            self.records.append((partition_of(msg), offset_of(msg), value_of(msg)))
 
     def commit(self) -> None:
         self.consumer.commit(asynchronous=False)

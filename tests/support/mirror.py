@@ -6,8 +6,10 @@ from __future__ import annotations
 import threading
 import uuid
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from tests.support.messages import value_of
 
 PARTITIONS = 2
 
@@ -27,10 +29,14 @@ class Load:
         i = 0
         while not self.stopping.is_set():
             self.producer.produce(self.topic, value=str(i).encode(), partition=i % PARTITIONS,
-                                  on_delivery=lambda err, msg: err is None and self.acked.add(int(msg.value())))
+                                  on_delivery=self._delivered)
             i += 1
             self.producer.poll(0)
             self.stopping.wait(0.002)
+
+    def _delivered(self, err: KafkaError | None, msg: Message) -> None:
+        if err is None:
+            self.acked.add(int(value_of(msg)))
 
     def __enter__(self) -> Load:
         self.thread.start()
@@ -52,7 +58,7 @@ def copied(bootstrap: str, topic: str) -> list[int]:
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
         while sum(ends.values()) > len(values):
-            values += [int(m.value()) for m in consumer.consume(1000, 1.0) if m.error() is None]
+            values += [int(value_of(m)) for m in consumer.consume(1000, 1.0) if m.error() is None]
     finally:
         consumer.close()
     return values

@@ -9,6 +9,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from tests.support.messages import offset_of, partition_of, value_of
+
 # Failures noticed in about a second: brokers heartbeat every 300 ms and are fenced after 2.5 s of silence; a
 # follower leaves the ISR after 2 s without catching up.
 FAST_FAILOVER = {
@@ -91,12 +93,13 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 30)
             msg = consumer.poll(0.5)
             if msg is None:
                 continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    at_end.add(msg.partition())
+            error = msg.error()
+            if error:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(partition_of(msg))
                 continue
-            records[(msg.partition(), msg.offset())] = msg.value().decode()
-            at_end.discard(msg.partition())
+            records[(partition_of(msg), offset_of(msg))] = value_of(msg).decode()
+            at_end.discard(partition_of(msg))
     finally:
         consumer.close()
     assert len(at_end) == partitions, f"did not reach the end of every partition in {timeout_s} s"

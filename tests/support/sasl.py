@@ -8,12 +8,20 @@ import asyncio
 import ssl
 from typing import Any
 
-from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialAlteration,
+    UserScramCredentialUpsertion,
+)
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from moldau.protocol.errors import ErrorCode
+from tests.support.clients import ClientConf
 from tests.support.raw_client import RawClient
 
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -25,9 +33,9 @@ USERS = {"PLAIN": ("alice", "alice-secret"), "SCRAM-SHA-256": ("bob", "bob-secre
 
 
 def ck_conf(bootstrap: str, mechanism: str, user: str, password: str, protocol: str = "SASL_PLAINTEXT",
-            ca: str | None = None) -> dict[str, str]:
+            ca: str | None = None) -> ClientConf:
     """A librdkafka client config; `ca` is the trust store (PEM) of SASL_SSL."""
-    conf = {"bootstrap.servers": bootstrap, "security.protocol": protocol, "sasl.mechanism": mechanism,
+    conf: ClientConf = {"bootstrap.servers": bootstrap, "security.protocol": protocol, "sasl.mechanism": mechanism,
             "sasl.username": user, "sasl.password": password}
     return conf | ({"ssl.ca.location": ca} if ca is not None else {})
 
@@ -45,9 +53,10 @@ def create_scram_users(bootstrap: str, users: dict[str, tuple[str, str]], protoc
                        ca: str | None = None) -> None:
     """Through confluent-kafka's AdminClient, authenticated as the PLAIN admin."""
     admin = AdminClient(ck_conf(bootstrap, "PLAIN", "admin", "admin-secret", protocol, ca))
-    upsertions = [UserScramCredentialUpsertion(user, ScramCredentialInfo(getattr(ScramMechanism, m.replace("-", "_")),
-                                                                         8192), password.encode())
-                  for m, (user, password) in users.items() if m != "PLAIN"]
+    upsertions: list[UserScramCredentialAlteration] = [
+        UserScramCredentialUpsertion(user, ScramCredentialInfo(getattr(ScramMechanism, m.replace("-", "_")), 8192),
+                                     password.encode())
+        for m, (user, password) in users.items() if m != "PLAIN"]
     for future in admin.alter_user_scram_credentials(upsertions).values():
         future.result(timeout=30)
 

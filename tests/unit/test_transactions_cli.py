@@ -7,6 +7,7 @@ import kio.schema.describe_transactions.v0.response as dt_res
 from kio.serial import entity_reader, entity_writer
 
 from moldau.cli import transactions
+from moldau.cli.transactions_session import DescribeTransactionsResponse
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
 
@@ -25,7 +26,7 @@ def _encoded(start: datetime.datetime) -> bytes:
 def test_describe_response_with_no_start_time_decodes() -> None:
     # -1 ms: what brokers send for a transactional id with no transaction started; kio's own reader refuses it.
     frame = _encoded(datetime.datetime.fromtimestamp(-0.001, tz=datetime.UTC))
-    response, _ = entity_reader(transactions.DescribeTransactionsResponse)(frame, 0)
+    response, _ = entity_reader(DescribeTransactionsResponse)(frame, 0)
     coordinator = transactions.Coordinator(1, ("h", 9092))
     described = transactions._description(response.transaction_states[0], coordinator)
     assert (described.start_ms, described.timeout_ms, described.producer_epoch) == (-1, 60_000, 2)
@@ -35,7 +36,7 @@ def test_describe_response_with_no_start_time_decodes() -> None:
 
 def test_describe_text_shows_start_time_and_age() -> None:
     frame = _encoded(datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.UTC))
-    state = entity_reader(transactions.DescribeTransactionsResponse)(frame, 0)[0].transaction_states[0]
+    state = entity_reader(DescribeTransactionsResponse)(frame, 0)[0].transaction_states[0]
     described = transactions._description(state, transactions.Coordinator(1, ("h", 9092)))
     text = transactions._describe_text(described, described.start_ms + 125_000)
     assert "Started:         2024-05-01T12:00:00.000Z (2m05s ago)" in text

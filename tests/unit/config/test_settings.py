@@ -29,7 +29,8 @@ def config(**values: object) -> BrokerConfig:
 
 
 @pytest.mark.parametrize("settings", [FetcherSettings, TxnSettings, ConnectionLimits, LogConfig])
-def test_from_default_config_equals_the_class_defaults(settings: type) -> None:
+def test_from_default_config_equals_the_class_defaults(
+        settings: type[FetcherSettings | TxnSettings | ConnectionLimits | LogConfig]) -> None:
     assert settings.from_config(BrokerConfig()) == settings()
 
 

@@ -239,7 +239,10 @@ def test_logical_values_become_python_dates_times_and_decimals() -> None:
 
 def test_a_batch_splits_into_runs_per_table_and_operation_in_order() -> None:
     cfg = config(**{"pk.mode": "record_key", "insert.mode": "upsert", "delete.enabled": "true"})
-    key = lambda i: Struct(KEY, {"id": i})  # noqa: E731
+
+    def key(i: int) -> Struct:
+        return Struct(KEY, {"id": i})
+
     batch = [record(key(1), person(1, "a"), KEY), record(key(2), person(2, "b"), KEY),
              record(key(1), None, KEY), record(key(3), None, KEY), record(key(1), person(1, "a2"), KEY),
              record(key(4), person(4, "x"), KEY, topic="other")]

@@ -79,7 +79,7 @@ class DropEmpty(Transformation[SourceRecord]):
 
 class TopicIs(Predicate[SourceRecord]):
     def configure(self, configs: Mapping[str, Any]) -> None:
-        self.topic = configs["topic"]
+        self.topic: str = configs["topic"]
 
     def test(self, record: SourceRecord) -> bool:
         return record.topic == self.topic

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from moldau.coordinator.group.classic import ClassicGroup, GroupLimits
+from moldau.coordinator.group.classic import ClassicGroup, GroupLimits, GroupState
 from moldau.coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from moldau.coordinator.group.member import (
     Effects,
@@ -124,3 +124,9 @@ class Driver:
         self.sync(leader, generation, {m: m.encode() for m in ids})
         assert self.group.state.value == "Stable", self.group.state
         return [leader] + [m for m in ids if m != leader]
+
+
+def state_of(group: ClassicGroup) -> GroupState:
+    """The group's state, read anew: mypy keeps what an earlier assert narrowed `group.state` to across the calls
+    that change it."""
+    return group.state

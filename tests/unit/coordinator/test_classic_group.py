@@ -15,6 +15,7 @@ from tests.unit.coordinator.harness import (
     START_MS,
     Driver,
     SequentialIds,
+    state_of,
     subscription,
 )
 
@@ -31,18 +32,18 @@ def test_member_id_handshake_then_single_member_generation() -> None:
     first = d.join_result(d.join(client="app"))
     assert first.error == ErrorCode.member_id_required
     assert first.member_id.startswith("app-")
-    assert d.group.state == GroupState.EMPTY and not d.group.members
+    assert state_of(d.group) == GroupState.EMPTY and not d.group.members
 
     handle = d.join(first.member_id, client="app")
     joined = d.join_result(handle)
     assert (joined.error, joined.generation_id, joined.leader, joined.protocol_name) == \
         (ErrorCode.none, 1, first.member_id, "range")
     assert [m.member_id for m in joined.members] == [first.member_id]
-    assert d.group.state == GroupState.COMPLETING_REBALANCE
+    assert state_of(d.group) == GroupState.COMPLETING_REBALANCE
 
     synced = d.sync_result(d.sync(first.member_id, 1, {first.member_id: b"all"}))
     assert (synced.error, synced.assignment) == (ErrorCode.none, b"all")
-    assert d.group.state == GroupState.STABLE
+    assert state_of(d.group) == GroupState.STABLE
     assert d.persists == 1
     assert d.heartbeat(first.member_id) == ErrorCode.none
 
@@ -62,7 +63,7 @@ def test_initial_delay_collects_members_arriving_together() -> None:
     d.advance(1999)
     assert d.pending(ha) and d.pending(hb)
     d.advance(1)  # the first delay ends, but a member arrived during it: wait one more delay
-    assert d.pending(ha) and d.group.state == GroupState.PREPARING_REBALANCE
+    assert d.pending(ha) and state_of(d.group) == GroupState.PREPARING_REBALANCE
     d.advance(3000)
     assert d.join_result(ha).generation_id == d.join_result(hb).generation_id == 1
     assert {m.member_id for m in d.join_result(ha).members} == {a, b}
@@ -160,7 +161,7 @@ def test_new_member_triggers_rebalance_through_heartbeats() -> None:
     a, b = d.stable_group(2)
     gen = d.group.generation_id
     _c, hc = d.new_member("c")
-    assert d.group.state == GroupState.PREPARING_REBALANCE
+    assert state_of(d.group) == GroupState.PREPARING_REBALANCE
     assert d.heartbeat(a) == ErrorCode.rebalance_in_progress
     ha = d.join(a)
     assert d.pending(hc) and d.pending(ha)
@@ -196,7 +197,7 @@ def test_last_member_leaving_empties_the_group() -> None:
     gen = d.group.generation_id
     before = d.persists
     d.leave((a, None))
-    assert d.group.state == GroupState.EMPTY
+    assert state_of(d.group) == GroupState.EMPTY
     assert d.group.generation_id == gen + 1 and d.group.protocol_name is None
     assert d.persists == before + 1
 
@@ -206,9 +207,9 @@ def test_session_expiry_removes_a_silent_member() -> None:
     a, b = d.stable_group(2)
     for _ in range(3):
         d.advance(SESSION_MS // 2)
-        assert d.heartbeat(a) == ErrorCode.none or d.group.state == GroupState.PREPARING_REBALANCE
+        assert d.heartbeat(a) == ErrorCode.none or state_of(d.group) == GroupState.PREPARING_REBALANCE
     assert b not in d.group.members
-    assert d.group.state == GroupState.PREPARING_REBALANCE
+    assert state_of(d.group) == GroupState.PREPARING_REBALANCE
     assert d.join_result(d.join(a)).generation_id == 3
 
 
@@ -219,9 +220,9 @@ def test_session_deadline_is_exact() -> None:
     d.heartbeat(a)
     assert d.group.next_deadline_ms() == d.now - 1000 + SESSION_MS  # b's
     d.advance(SESSION_MS - 1001)
-    assert d.group.state == GroupState.STABLE
+    assert state_of(d.group) == GroupState.STABLE
     d.advance(1)
-    assert d.group.state == GroupState.PREPARING_REBALANCE
+    assert state_of(d.group) == GroupState.PREPARING_REBALANCE
     assert list(d.group.members) == [a]
 
 
@@ -250,7 +251,7 @@ def test_leader_that_never_syncs_is_removed_after_the_rebalance_timeout() -> Non
     d.advance(REBALANCE_MS)
     assert d.sync_result(waiting).error == ErrorCode.rebalance_in_progress
     assert a not in d.group.members
-    assert d.group.state == GroupState.PREPARING_REBALANCE
+    assert state_of(d.group) == GroupState.PREPARING_REBALANCE
 
 
 def test_outstanding_member_ids_hold_the_join_until_they_expire() -> None:
@@ -274,7 +275,7 @@ def test_rejoin_during_completing_rebalance_returns_the_current_generation() -> 
     assert (again.error, again.generation_id, again.members) == (ErrorCode.none, gen, ())
     leader_again = d.join_result(d.join(a))
     assert len(leader_again.members) == 2
-    assert d.group.state == GroupState.COMPLETING_REBALANCE
+    assert state_of(d.group) == GroupState.COMPLETING_REBALANCE
 
 
 def test_stable_follower_rejoining_unchanged_does_not_rebalance() -> None:
@@ -282,9 +283,9 @@ def test_stable_follower_rejoining_unchanged_does_not_rebalance() -> None:
     a, b = d.stable_group(2)
     gen = d.group.generation_id
     assert d.join_result(d.join(b)).generation_id == gen
-    assert d.group.state == GroupState.STABLE
+    assert state_of(d.group) == GroupState.STABLE
     d.join(a)  # the leader rejoining always rebalances: it may want to reassign
-    assert d.group.state == GroupState.PREPARING_REBALANCE
+    assert state_of(d.group) == GroupState.PREPARING_REBALANCE
 
 
 def test_removed_member_waiting_in_join_is_told_unknown_member() -> None:
@@ -309,7 +310,7 @@ def test_error_codes_for_unknown_members_and_generations() -> None:
     assert d.heartbeat(a, gen + 1) == ErrorCode.illegal_generation
     assert d.sync_result(d.sync(a, gen - 1)).error == ErrorCode.illegal_generation
     assert d.leave(("nobody", None)) == (ErrorCode.unknown_member_id,)
-    assert d.group.state == GroupState.STABLE  # bad requests change nothing
+    assert state_of(d.group) == GroupState.STABLE  # bad requests change nothing
 
 
 def test_sync_during_rebalance() -> None:
@@ -340,7 +341,7 @@ def static_pair(d: Driver) -> tuple[str, str]:
     gen = d.group.generation_id
     d.sync(m2, gen, instance="i2")
     d.sync(m1, gen, {m1: b"one", m2: b"two"}, instance="i1")
-    assert d.group.state == GroupState.STABLE
+    assert state_of(d.group) == GroupState.STABLE
     return m1, m2
 
 
@@ -352,7 +353,7 @@ def test_static_member_restart_keeps_assignment_without_rebalance() -> None:
     assert rejoined.error == ErrorCode.none
     assert rejoined.member_id not in (m1, m2) and rejoined.generation_id == gen
     assert (rejoined.members, rejoined.skip_assignment) == ((), False)
-    assert d.group.state == GroupState.STABLE and d.persists == persists + 1
+    assert state_of(d.group) == GroupState.STABLE and d.persists == persists + 1
     synced = d.sync_result(d.sync(rejoined.member_id, gen, instance="i2"))
     assert synced.assignment == b"two"
     # The old incarnation is fenced everywhere.
@@ -368,7 +369,7 @@ def test_static_leader_restart_gets_members_but_skips_assignment() -> None:
     rejoined = d.join_result(d.join(instance="i1"))
     assert rejoined.skip_assignment and rejoined.leader == rejoined.member_id
     assert {m.member_id for m in rejoined.members} == {rejoined.member_id, m2}
-    assert d.group.state == GroupState.STABLE
+    assert state_of(d.group) == GroupState.STABLE
 
 
 def test_static_member_restart_with_new_subscription_rebalances() -> None:
@@ -376,7 +377,7 @@ def test_static_member_restart_with_new_subscription_rebalances() -> None:
     _, _m2 = static_pair(d)
     handle = d.join(instance="i2", protocols=protocols("range", topics=("t", "other")))
     assert d.pending(handle)
-    assert d.group.state == GroupState.PREPARING_REBALANCE
+    assert state_of(d.group) == GroupState.PREPARING_REBALANCE
 
 
 def test_static_member_restart_with_new_owned_partitions_does_not_rebalance() -> None:
@@ -385,7 +386,7 @@ def test_static_member_restart_with_new_owned_partitions_does_not_rebalance() ->
     # Same topics, other trailing bytes (owned partitions, user data): the assignment still holds.
     metadata = subscription("t")[:-4] + b"\x00\x00\x00\x02ab"
     d.join(instance="i2", protocols=(ProtocolMetadata("range", metadata),))
-    assert d.group.state == GroupState.STABLE
+    assert state_of(d.group) == GroupState.STABLE
 
 
 def test_static_member_leaves_by_instance_id() -> None:
@@ -394,7 +395,7 @@ def test_static_member_leaves_by_instance_id() -> None:
     assert d.leave(("other-id", "i2"), ("", "nope")) == \
         (ErrorCode.fenced_instance_id, ErrorCode.unknown_member_id)
     assert d.leave(("", "i2")) == (ErrorCode.none,)
-    assert m2 not in d.group.members and d.group.state == GroupState.PREPARING_REBALANCE
+    assert m2 not in d.group.members and state_of(d.group) == GroupState.PREPARING_REBALANCE
 
 
 def test_static_member_pending_join_is_fenced_by_its_restart() -> None:

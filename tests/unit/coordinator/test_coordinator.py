@@ -99,7 +99,7 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def open_node(tmp_path: Path, clock: ManualClock) -> Iterator[type[Node]]:
+def open_node(tmp_path: Path, clock: ManualClock) -> Iterator[Callable[[], Node]]:
     opened: list[Node] = []
 
     class Opened(Node):
@@ -107,13 +107,13 @@ def open_node(tmp_path: Path, clock: ManualClock) -> Iterator[type[Node]]:
             super().__init__(tmp_path, clock)
             opened.append(self)
 
-    yield Opened  # type: ignore[misc]
+    yield Opened
     for node in opened:
         with contextlib.suppress(Exception):  # most were closed by the test already
             node.close()
 
 
-def test_first_use_creates_the_compacted_offsets_topic(open_node: type[Node]) -> None:
+def test_first_use_creates_the_compacted_offsets_topic(open_node: Callable[[], Node]) -> None:
     node = open_node()
     assert OFFSETS_TOPIC not in node.controller.image.topics_by_name
     node.member("g")
@@ -126,7 +126,7 @@ def test_first_use_creates_the_compacted_offsets_topic(open_node: type[Node]) ->
     assert node.replicas.partitions[(OFFSETS_TOPIC, group_partition)].log.log_end_offset == 1  # the group record
 
 
-def test_restart_rebuilds_groups_and_offsets_exactly(open_node: type[Node], clock: ManualClock) -> None:
+def test_restart_rebuilds_groups_and_offsets_exactly(open_node: Callable[[], Node], clock: ManualClock) -> None:
     node = open_node()
     member, generation = node.member("live")
     assert node.commit("live", member, generation, 10) == [ErrorCode.none]
@@ -172,7 +172,7 @@ def _fetched(node: Node, group: str) -> int:
     return -1 if value is None else value.offset  # type: ignore[union-attr]
 
 
-def test_offset_fetch_shows_a_commit_only_once_it_is_replicated(open_node: type[Node]) -> None:
+def test_offset_fetch_shows_a_commit_only_once_it_is_replicated(open_node: Callable[[], Node]) -> None:
     node = open_node()
     assert node.commit("g", "", -1, 7) == [ErrorCode.none]
     partition = _replicate_to_a_second_broker(node, "g")
@@ -190,7 +190,7 @@ def test_offset_fetch_shows_a_commit_only_once_it_is_replicated(open_node: type[
     assert _fetched(node, "g") == 8
 
 
-def test_members_that_do_not_return_after_a_restart_expire(open_node: type[Node], clock: ManualClock) -> None:
+def test_members_that_do_not_return_after_a_restart_expire(open_node: Callable[[], Node], clock: ManualClock) -> None:
     node = open_node()
     member, generation = node.member("g")
     node.commit("g", member, generation, 5)
@@ -210,7 +210,7 @@ def test_members_that_do_not_return_after_a_restart_expire(open_node: type[Node]
     assert group is not None and group.state == GroupState.EMPTY and group.generation_id == generation + 1
 
 
-def test_failed_write_is_not_acknowledged(open_node: type[Node], clock: ManualClock) -> None:
+def test_failed_write_is_not_acknowledged(open_node: Callable[[], Node], clock: ManualClock) -> None:
     node = open_node()
     node.commit("g", "", -1, 1)
     hosted = node.replicas.partitions[(OFFSETS_TOPIC, partition_for("g", PARTITIONS))]

@@ -19,7 +19,7 @@ from moldau.coordinator.group.member import JoinRequest, ProtocolMetadata
 from moldau.coordinator.group.offsets import OffsetCommit
 from moldau.protocol.errors import ErrorCode
 from tests.unit.coordinator import test_coordinator
-from tests.unit.coordinator.harness import SESSION_MS, START_MS, subscription
+from tests.unit.coordinator.harness import SESSION_MS, START_MS, state_of, subscription
 from tests.unit.coordinator.test_coordinator import Node
 
 PARTITIONS = 4
@@ -132,13 +132,13 @@ def test_the_last_consumer_member_leaving_downgrades_the_group(open_node: Callab
     assert beat(node, "new", -1).error == ErrorCode.none
     assert node.coordinator.find_consumer_group("g") is None
     downgraded = node.coordinator.find_group("g")
-    assert downgraded is not None and downgraded.state == GroupState.PREPARING_REBALANCE
+    assert downgraded is not None and state_of(downgraded) == GroupState.PREPARING_REBALANCE
     assert set(downgraded.members) == {classic}
     assert heartbeat(node, classic, epoch) == ErrorCode.rebalance_in_progress
     joined = node.join("g", classic)
     assert joined.error == ErrorCode.none and joined.leader == classic
     assert node.sync("g", classic, joined.generation_id, b"all mine").error == ErrorCode.none
-    assert downgraded.state == GroupState.STABLE
+    assert state_of(downgraded) == GroupState.STABLE
     assert committed(node) == 11
 
 
@@ -226,7 +226,7 @@ def test_a_rebalancing_classic_group_is_upgraded_once_stable(open_node: Callable
                           (ProtocolMetadata("range", subscription("t")),))
     assert node.coordinator.join("g", 999, request, node.now_ms()) == []  # ...and its join starts a rebalance
     group = node.coordinator.find_group("g")
-    assert group is not None and group.state == GroupState.PREPARING_REBALANCE
+    assert group is not None and state_of(group) == GroupState.PREPARING_REBALANCE
     waiting = beat(node, "new", 0, rebalance_timeout_ms=30_000, subscribed_topics=("t",), owned=frozenset())
     assert waiting.error == ErrorCode.coordinator_load_in_progress  # retriable, unlike GROUP_ID_NOT_FOUND
     assert node.coordinator.find_consumer_group("g") is None
@@ -235,7 +235,7 @@ def test_a_rebalancing_classic_group_is_upgraded_once_stable(open_node: Callable
     joined = node.join("g", classic)
     everything = encode_assignment(frozenset(("t", p) for p in range(PARTITIONS)))
     assert node.sync("g", classic, joined.generation_id, everything).error == ErrorCode.none
-    assert group.state == GroupState.STABLE
+    assert state_of(group) == GroupState.STABLE
     upgraded = beat(node, "new", 0, rebalance_timeout_ms=30_000, subscribed_topics=("t",), owned=frozenset())
     assert upgraded.error == ErrorCode.none and node.coordinator.find_consumer_group("g") is not None
     assert generation < joined.generation_id

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from moldau.coordinator.group.classic import GroupState
-from moldau.coordinator.group.member import Effects, JoinRequest, ProtocolMetadata, SyncRequest
+from moldau.coordinator.group.member import Effects, JoinRequest, JoinResult, ProtocolMetadata, SyncRequest
 from moldau.coordinator.group.offsets import OffsetCommit, OffsetStore
 from moldau.coordinator.group.records import OffsetKey, OffsetValue, Record
 from moldau.coordinator.group.shard import GroupShard, ShardSettings
 from moldau.protocol.errors import ErrorCode
-from tests.unit.coordinator.harness import LIMITS, START_MS, SequentialIds, subscription
+from tests.unit.coordinator.harness import LIMITS, START_MS, SequentialIds, state_of, subscription
 
 RETENTION_MS = 60_000
 SETTINGS = ShardSettings(LIMITS, offset_metadata_max_bytes=10, offsets_retention_ms=RETENTION_MS)
@@ -43,6 +43,7 @@ class LoggedShard:
 
     def committed(self, group_id: str, topic: str, partition: int) -> int:
         ((_, [(_, value)]),) = self.shard.fetch(group_id, [(topic, [partition])])
+        assert not isinstance(value, ErrorCode)
         return -1 if value is None else value.offset
 
     def consumer(self, group_id: str, *topics: str) -> tuple[str, int]:
@@ -51,7 +52,9 @@ class LoggedShard:
         request = JoinRequest("", None, "c", "/h", 10_000, 30_000, "consumer",
                               (ProtocolMetadata("range", subscription(*topics)),), False)
         fx = self.settle(group_id, self.shard.join(group_id, self._handle, request, self.now))
-        member_id = fx.completions[0].result.member_id
+        joined = fx.completions[0].result
+        assert isinstance(joined, JoinResult)
+        member_id = joined.member_id
         generation = self.shard.groups[group_id].generation_id
         self._handle += 1
         sync = SyncRequest(member_id, None, generation, None, None, ((member_id, b"a"),))
@@ -67,12 +70,13 @@ class LoggedShard:
 def test_simple_commit_creates_the_group_and_is_fetched() -> None:
     s = LoggedShard()
     assert s.commit("g", ("t", 0, 5), ("t", 1, 7)) == [ErrorCode.none, ErrorCode.none]
-    assert s.shard.groups["g"].state == GroupState.EMPTY
+    assert state_of(s.shard.groups["g"]) == GroupState.EMPTY
     assert (s.committed("g", "t", 0), s.committed("g", "t", 1), s.committed("g", "t", 2)) == (5, 7, -1)
     ((topic, partitions),) = s.shard.fetch("g", None)
-    assert topic == "t" and [(p, v.offset if v else None) for p, v in partitions] == [(0, 5), (1, 7)]
+    assert topic == "t"
+    assert [(p, v.offset if isinstance(v, OffsetValue) else None) for p, v in partitions] == [(0, 5), (1, 7)]
     value = partitions[0][1]
-    assert value is not None and (value.metadata, value.leader_epoch, value.commit_timestamp_ms) == \
+    assert isinstance(value, OffsetValue) and (value.metadata, value.leader_epoch, value.commit_timestamp_ms) == \
         ("meta", 3, START_MS)
 
 
@@ -103,7 +107,7 @@ def test_commit_during_completing_rebalance_is_refused() -> None:
                          (ProtocolMetadata("range", subscription("t", "u")),), False)
     s.shard.join("g", s._handle, rejoin, s.now)
     group = s.shard.groups["g"]
-    assert group.state == GroupState.COMPLETING_REBALANCE
+    assert state_of(group) == GroupState.COMPLETING_REBALANCE
     assert s.commit("g", ("t", 0, 1), member=member, generation=group.generation_id) == \
         [ErrorCode.rebalance_in_progress]
 
@@ -120,13 +124,13 @@ def test_commits_of_a_generation_being_rebalanced_away() -> None:
     newcomer = JoinRequest("", None, "c", "/h", 10_000, 30_000, "consumer",
                            (ProtocolMetadata("range", subscription("t")),), False)
     s.shard.join("g", s._handle, newcomer, s.now)
-    assert group.state == GroupState.PREPARING_REBALANCE
+    assert state_of(group) == GroupState.PREPARING_REBALANCE
     assert s.commit("g", ("t", 0, 1), member=stayer, generation=generation) == [ErrorCode.none]
 
     # The old member never rejoins: the rebalance timeout ends the join phase without it.
     s.now += 30_000
     s.settle("g", s.shard.tick("g", s.now))
-    assert group.state == GroupState.COMPLETING_REBALANCE and stayer not in group.members
+    assert state_of(group) == GroupState.COMPLETING_REBALANCE and stayer not in group.members
     assert group.generation_id == generation + 1
     assert s.commit("g", ("t", 0, 2), member=stayer, generation=generation) == [ErrorCode.unknown_member_id]
     (joined,) = group.members
@@ -138,7 +142,7 @@ def test_commits_of_a_generation_being_rebalanced_away() -> None:
     s._handle += 1
     sync = SyncRequest(joined, None, generation + 1, None, None, ((joined, b"a"),))
     s.settle("g", s.shard.sync("g", s._handle, sync, s.now))
-    assert group.state == GroupState.STABLE
+    assert state_of(group) == GroupState.STABLE
     assert s.commit("g", ("t", 0, 2), member=joined, generation=generation + 1) == [ErrorCode.none]
     assert s.committed("g", "t", 0) == 2
 
@@ -182,7 +186,7 @@ def test_offsets_of_an_empty_group_expire_after_retention() -> None:
     assert s.shard.expire(s.now) == []  # a group with members keeps the offsets of what it consumes
     fx = s.shard.leave("g", [(member, None)], s.now).effects
     s.settle("g", fx)
-    assert s.shard.groups["g"].state == GroupState.EMPTY
+    assert state_of(s.shard.groups["g"]) == GroupState.EMPTY
     s.now += RETENTION_MS - 1
     assert s.shard.expire(s.now) == []
     s.now += 1

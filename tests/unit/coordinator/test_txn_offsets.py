@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from moldau.coordinator.group.consumer import HeartbeatRequest
-from moldau.coordinator.group.member import JoinRequest, ProtocolMetadata, SyncRequest
+from moldau.coordinator.group.member import JoinRequest, JoinResult, ProtocolMetadata, SyncRequest
 from moldau.coordinator.group.offsets import FetchedValue, OffsetCommit
 from moldau.coordinator.group.records import OffsetKey, Record
 from moldau.coordinator.group.shard import NO_PRODUCER_ID, GroupShard, ShardSettings
@@ -86,7 +86,9 @@ class TxnShard:
         request = JoinRequest("", instance, "c", "/h", 10_000, 30_000, "consumer",
                               (ProtocolMetadata("range", subscription("t")),), False)
         fx = self.shard.join(group_id, self._handle, request, self.now)
-        member_id = fx.completions[0].result.member_id
+        joined = fx.completions[0].result
+        assert isinstance(joined, JoinResult)
+        member_id = joined.member_id
         generation = self.shard.groups[group_id].generation_id
         self._handle += 1
         sync = SyncRequest(member_id, instance, generation, None, None, ((member_id, b"a"),))

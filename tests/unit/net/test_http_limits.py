@@ -39,7 +39,10 @@ def call(chunks: list[bytes], headers: list[tuple[bytes, bytes]] | None = None) 
     async def send(message: Message) -> None:
         sent.append(message)
 
-    asyncio.run(_bounded_bodies(echo_length, LIMIT)(scope, receive, send))
+    async def serve() -> None:
+        await _bounded_bodies(echo_length, LIMIT)(scope, receive, send)
+
+    asyncio.run(serve())
     starts = [m for m in sent if m["type"] == "http.response.start"]
     assert len(starts) == 1, sent
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")

@@ -3,7 +3,9 @@ import struct
 
 import pytest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.types import BrokerId, TopicName
 from kio.serial import entity_writer
+from kio.static.primitive import i32
 
 from moldau.protocol import codec
 
@@ -18,7 +20,7 @@ def request_frame(api_key: int, version: int, body: bytes, flexible: bool, clien
 
 def metadata_body() -> bytes:
     buf = io.BytesIO()
-    request = MetadataRequest(topics=(MetadataRequestTopic(name="t", topic_id=None),),
+    request = MetadataRequest(topics=(MetadataRequestTopic(name=TopicName("t"), topic_id=None),),
                               allow_auto_topic_creation=True, include_topic_authorized_operations=False)
     entity_writer(MetadataRequest)(buf, request)
     return buf.getvalue()
@@ -70,4 +72,4 @@ def test_make_drops_fields_the_version_lacks() -> None:
     import kio.schema.metadata.v0.response as v0
 
     broker = codec.make(v0.MetadataResponseBroker, node_id=1, host="h", port=9, rack="r")
-    assert broker == v0.MetadataResponseBroker(node_id=1, host="h", port=9)
+    assert broker == v0.MetadataResponseBroker(node_id=BrokerId(1), host="h", port=i32(9))

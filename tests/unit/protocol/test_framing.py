@@ -3,6 +3,7 @@ import struct
 import pytest
 
 from moldau.protocol.framing import Frame, FrameBufferPool, FrameReader, FrameTooLarge, frame
+from tests.support.wire import in_memory
 
 
 def sized(payload: bytes) -> bytes:
@@ -48,7 +49,7 @@ def test_oversized_after_buffered_prefix() -> None:
 
 
 def test_frame_prefixes_total_size() -> None:
-    assert b"".join(frame([b"ab", b"cde"])) == sized(b"abcde")
+    assert in_memory(frame([b"ab", b"cde"])) == sized(b"abcde")
 
 
 def test_large_frame_gets_its_own_buffer_and_small_ones_follow() -> None:

@@ -14,6 +14,7 @@ from kio.serial import entity_reader, entity_writer
 from moldau.protocol import codec
 from moldau.protocol.heartbeat import HeartbeatResponse, parse_heartbeat_request
 from moldau.server.handlers.heartbeat import API as HEARTBEAT
+from tests.support.wire import in_memory
 
 VERSIONS = range(HEARTBEAT.min_version, HEARTBEAT.max_version + 1)
 KEY = HEARTBEAT.key
@@ -51,7 +52,7 @@ def test_response_is_what_kio_writes(version: int, throttle_ms: int, error: int)
                           error_code=ErrorCode(error))
     buf = io.BytesIO()
     entity_writer(schema.response_type)(buf, response)
-    assert b"".join(bytes(p) for p in HeartbeatResponse(throttle_ms, error).encode(version)) == buf.getvalue()
+    assert in_memory(HeartbeatResponse(throttle_ms, error).encode(version)) == buf.getvalue()
 
 
 @pytest.mark.parametrize("version", VERSIONS)

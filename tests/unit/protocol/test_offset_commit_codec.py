@@ -20,6 +20,7 @@ from moldau.protocol.offset_commit import (
     parse_offset_commit_request,
 )
 from moldau.server.handlers.offset_commit import API as OFFSET_COMMIT
+from tests.support.wire import in_memory
 
 VERSIONS = range(OFFSET_COMMIT.min_version, OFFSET_COMMIT.max_version + 1)
 KEY = OFFSET_COMMIT.key
@@ -96,7 +97,7 @@ def test_response_is_what_kio_writes(version: int, throttle_ms: int, topic_list:
     entity_writer(schema.response_type)(buf, response)
     ours = OffsetCommitResponse(throttle_ms, [OffsetCommitResponseTopic(name, topic_id, parts)
                                               for name, topic_id, parts in topic_list])
-    assert b"".join(bytes(p) for p in ours.encode(version)) == buf.getvalue()
+    assert in_memory(ours.encode(version)) == buf.getvalue()
 
 
 @pytest.mark.parametrize("version", [v for v in VERSIONS if v >= 8])

@@ -15,6 +15,7 @@ from moldau.protocol import codec
 from moldau.protocol.produce_response import PartitionResponse, TopicResponse, encode_produce_response
 from moldau.server.handlers.common import datetime_from_ms
 from moldau.server.handlers.produce import API as PRODUCE
+from tests.support.wire import in_memory
 
 
 def kio_bytes(version: int, topics: list[TopicResponse]) -> bytes:
@@ -46,5 +47,5 @@ def test_matches_kio_for_every_served_version(version: int) -> None:
                                   rng.choice([None, "", "batch too large" * rng.randint(1, 20)]))
                 for p in range(rng.randint(0, 4))])
             for t in range(rng.randint(0, 3))]
-        ours = b"".join(bytes(p) for p in encode_produce_response(version, 3, topics))
+        ours = in_memory(encode_produce_response(version, 3, topics))
         assert ours == kio_bytes(version, topics)

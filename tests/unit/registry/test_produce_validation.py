@@ -4,6 +4,7 @@ the batch refused whole."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -29,7 +30,7 @@ VALUE = SchemaValidation(value=FieldSettings(False, SubjectNameStrategy.TOPIC))
 CODECS = [0, 1, 2, 3, 4]  # none, gzip, snappy, lz4, zstd
 
 
-def batch(values: list[bytes | None], compression: int = 0) -> tuple[BatchHeader, memoryview]:
+def batch(values: Sequence[bytes | None], compression: int = 0) -> tuple[BatchHeader, memoryview]:
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=compression, is_transactional=False,
                                         producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=2**24)
     for i, value in enumerate(values):
@@ -106,7 +107,7 @@ def test_the_c_and_python_readers_agree_on_mutated_records() -> None:
             records[rng.randrange(len(records))] = rng.randrange(256)
         if rng.random() < 0.2:
             records = records[: rng.randrange(len(records) + 1)]
-        outcomes = []
+        outcomes: list[list[tuple[bytes | None, bytes | None]] | str] = []
         for reader in (rv.key_values, rv._key_values_py):
             try:
                 outcomes.append(reader(bytes(records)))
@@ -152,9 +153,11 @@ def test_the_section_check_refuses_exactly_the_sections_that_do_not_parse(lookup
             records[rng.randrange(len(records))] = rng.randrange(256)
         if rng.random() < 0.3:
             records = records[: rng.randrange(len(records) + 1)]
-        outcomes = []
-        for check in (lambda r: check_records_section("orders", VALUE, r, lookup),
-                      lambda r: check_records("orders", VALUE, rv.key_values(r), lookup)):
+        outcomes: list[list[tuple[int, str]] | str] = []
+        checks: tuple[Callable[[bytes], list[tuple[int, str]]], ...] = (
+            lambda r: check_records_section("orders", VALUE, r, lookup),
+            lambda r: check_records("orders", VALUE, rv.key_values(r), lookup))
+        for check in checks:
             try:
                 outcomes.append(check(bytes(records)))
             except ValueError:

@@ -18,8 +18,8 @@ from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import Endpoint, MetadataRecord, PartitionRecord, RegisterBrokerRecord, TopicRecord
 from moldau.protocol.errors import ErrorCode
 from moldau.replication.fetcher import FollowedPartition
+from moldau.replication.leader_state import diverging_epoch
 from moldau.replication.replica_manager import HostedPartition, ReplicaManager
-from moldau.server.handlers.fetch import diverging_epoch
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
 from tests.unit.storage.batches import START_MS, batches_of, decode, make_batch

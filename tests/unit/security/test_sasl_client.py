@@ -8,6 +8,7 @@ import pytest
 import scramp
 from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
 from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
+from kio.static.primitive import i64Timedelta
 
 from moldau.clock import ManualClock
 from moldau.config import BrokerConfig, ConfigError
@@ -45,7 +46,7 @@ def _send(server: SaslAuthenticator) -> Any:
         answer = server.authenticate_request() or server.evaluate(request.auth_bytes)
         return SaslAuthenticateResponse(error_code=answer.error_code, error_message=answer.error_message,
                                         auth_bytes=answer.token,
-                                        session_lifetime=datetime.timedelta(milliseconds=answer.session_lifetime_ms))
+                                        session_lifetime=i64Timedelta.parse(datetime.timedelta(milliseconds=answer.session_lifetime_ms)))
     return send
 
 

@@ -15,6 +15,7 @@ import uvloop
 from moldau.config import BrokerConfig, ConfigError
 from moldau.net.client import ClientConnection
 from moldau.protocol.framing import Frame
+from moldau.protocol.wire import ResponsePart
 from moldau.security.client_security import ClientSecurity
 from moldau.security.principal import ANONYMOUS, KafkaPrincipal
 from moldau.security.ssl_principal import NoMatchingRule, PrincipalMapper, subject_name
@@ -124,7 +125,7 @@ def test_inline_pem_key_store(pki: dict[str, str]) -> None:
 class PrincipalEcho:
     """Answers each frame with the principal of the connection it came on."""
 
-    async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[bytes | memoryview] | None:
+    async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[ResponsePart] | None:
         return [bytes(frame[:4]) + str(conn.principal).encode()]
 
 

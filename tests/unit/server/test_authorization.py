@@ -16,7 +16,8 @@ from kio.schema.describe_acls.v3.request import DescribeAclsRequest
 from kio.schema.join_group.v9.request import JoinGroupRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.remove_raft_voter.v0.request import RemoveRaftVoterRequest
-from kio.static.primitive import i32
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import i8, i32, i32Timedelta
 
 from moldau.config import BrokerConfig
 from moldau.metadata.image import MetadataImage, acl_record
@@ -62,7 +63,7 @@ def secured(*acls: AclBinding, services: FakeServices | None = None) -> Dispatch
 
 
 def metadata(dispatcher: Dispatcher, conn: FakeConnection, names: list[str] | None) -> Any:
-    topics = None if names is None else tuple(MetadataRequestTopic(topic_id=None, name=n) for n in names)
+    topics = None if names is None else tuple(MetadataRequestTopic(topic_id=None, name=TopicName(n)) for n in names)
     request = MetadataRequest(topics=topics, allow_auto_topic_creation=False,
                               include_topic_authorized_operations=True)
     return decode(dispatch(dispatcher, encode(request), conn), 3, 12)
@@ -102,8 +103,9 @@ def test_a_deny_for_everyone_beats_a_users_allow() -> None:
 
 
 def join(dispatcher: Dispatcher, conn: FakeConnection, group: str) -> Any:
-    request = JoinGroupRequest(group_id=group, session_timeout=datetime.timedelta(seconds=10),
-                               rebalance_timeout=datetime.timedelta(seconds=10), member_id="",
+    request = JoinGroupRequest(group_id=GroupId(group),
+                               session_timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
+                               rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)), member_id="",
                                group_instance_id=None, protocol_type="consumer", protocols=())
     return decode(dispatch(dispatcher, encode(request), conn), 11, 9)
 
@@ -117,12 +119,12 @@ def test_join_group_needs_read_on_the_group() -> None:
 
 def test_acl_admin_needs_alter_or_describe_on_the_cluster() -> None:
     dispatcher = secured(acl("User:alice", Op.DESCRIBE, Res.CLUSTER, "kafka-cluster"))
-    creation = AclCreation(resource_type=2, resource_name="t", resource_pattern_type=3, principal="User:bob",
-                           host="*", operation=int(Op.READ), permission_type=int(AclPermissionType.ALLOW))
+    creation = AclCreation(resource_type=i8(2), resource_name="t", resource_pattern_type=i8(3), principal="User:bob",
+                           host="*", operation=i8(int(Op.READ)), permission_type=i8(int(AclPermissionType.ALLOW)))
     created = decode(dispatch(dispatcher, encode(CreateAclsRequest(creations=(creation,))), ALICE), 30, 3)
     assert [r.error_code for r in created.results] == [ErrorCode.cluster_authorization_failed]
-    describe = DescribeAclsRequest(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
-                                   principal_filter=None, host_filter=None, operation=1, permission_type=1)
+    describe = DescribeAclsRequest(resource_type_filter=i8(1), resource_name_filter=None, pattern_type_filter=i8(1),
+                                   principal_filter=None, host_filter=None, operation=i8(1), permission_type=i8(1))
     described = decode(dispatch(dispatcher, encode(describe), ALICE), 29, 3)
     assert described.error_code == ErrorCode.none
     assert [(r.resource_type, r.resource_name, [a.principal for a in r.acls]) for r in described.resources] == [
@@ -134,7 +136,8 @@ def test_acl_admin_needs_alter_or_describe_on_the_cluster() -> None:
 def test_voter_changes_need_alter_on_the_cluster() -> None:
     # The fake has no quorum: a refused request never reaches it.
     dispatcher = secured(acl("User:alice", Op.DESCRIBE, Res.CLUSTER, "kafka-cluster"))
-    add = AddRaftVoterRequest(cluster_id=None, timeout=datetime.timedelta(seconds=1), voter_id=i32(4),
+    add = AddRaftVoterRequest(cluster_id=None, timeout=i32Timedelta.parse(datetime.timedelta(seconds=1)),
+                              voter_id=i32(4),
                               voter_directory_id=None, listeners=(), ack_when_committed=True)
     remove = RemoveRaftVoterRequest(cluster_id=None, voter_id=i32(3), voter_directory_id=None)
     assert decode(dispatch(dispatcher, encode(add), ALICE), 80, 1).error_code == ErrorCode.cluster_authorization_failed
@@ -143,8 +146,8 @@ def test_voter_changes_need_alter_on_the_cluster() -> None:
 
 def test_delete_topics_needs_delete_on_each_topic() -> None:
     dispatcher = secured(acl("User:alice", Op.READ, Res.TOPIC, "t"))
-    request = DeleteTopicsRequest(topics=(DeleteTopicState(name="t", topic_id=uuid.UUID(int=0)),),
-                                  timeout=datetime.timedelta(seconds=1))
+    request = DeleteTopicsRequest(topics=(DeleteTopicState(name=TopicName("t"), topic_id=uuid.UUID(int=0)),),
+                                  timeout=i32Timedelta.parse(datetime.timedelta(seconds=1)))
     response = decode(dispatch(dispatcher, encode(request), ALICE), 20, 6)
     assert [(r.name, r.error_code) for r in response.responses] == [("t", ErrorCode.topic_authorization_failed)]
 
@@ -163,7 +166,7 @@ def test_auto_creation_needs_create_on_the_cluster_or_the_topic() -> None:
     dispatcher = secured(acl("User:*", Op.DESCRIBE, Res.TOPIC, "*"),
                          acl("User:alice", Op.CREATE, Res.TOPIC, "new-", pattern=PatternType.PREFIXED),
                          services=services)
-    request = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name="new-a"),),
+    request = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=TopicName("new-a")),),
                               allow_auto_topic_creation=True, include_topic_authorized_operations=False)
     (refused,) = decode(dispatch(dispatcher, encode(request), BOB), 3, 12).topics
     assert refused.error_code == ErrorCode.topic_authorization_failed and services.created == []

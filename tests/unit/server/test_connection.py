@@ -11,9 +11,11 @@ from moldau.clock import ManualClock
 from moldau.metadata.image import MetadataImage
 from moldau.protocol.codec import InvalidRequest, PendingResponse
 from moldau.protocol.framing import Frame
+from moldau.protocol.wire import ResponsePart
 from moldau.server.connection import KafkaConnection, WokenConnections
 from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget, sweep
 from moldau.server.dispatch import Dispatcher
+from tests.support.wire import in_memory
 
 
 def sized(payload: bytes) -> bytes:
@@ -29,8 +31,8 @@ class FakeTransport:
     def get_extra_info(self, name: str) -> Any:
         return ("127.0.0.1", 5555) if name == "peername" else None
 
-    def writelines(self, parts: list[bytes | memoryview]) -> None:
-        self.written.append(b"".join(bytes(p) for p in parts))
+    def writelines(self, parts: list[ResponsePart]) -> None:
+        self.written.append(in_memory(parts))
 
     @property
     def stream(self) -> bytes:
@@ -59,7 +61,7 @@ class EchoHandler:
         self.gate = asyncio.Event()
         self.gate.set()
 
-    async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[bytes | memoryview] | None:
+    async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[ResponsePart] | None:
         await self.gate.wait()
         if bytes(frame) == b"bad":
             raise InvalidRequest("bad frame")
@@ -161,7 +163,7 @@ def test_an_answer_does_not_wait_for_the_next_request_when_that_one_waits() -> N
         release = asyncio.Event()
 
         class SlowSecond:
-            async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[bytes | memoryview]:
+            async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[ResponsePart]:
                 if bytes(frame) == b"second":
                     await release.wait()  # as a long poll does
                 return [bytes(frame)]
@@ -183,13 +185,13 @@ class DeferringHandler:
 
     def __init__(self) -> None:
         self.served: list[bytes] = []
-        self.pending: list[asyncio.Future[list[bytes | memoryview]]] = []
+        self.pending: list[asyncio.Future[list[ResponsePart]]] = []
 
     async def handle_frame(self, frame: Frame, conn: KafkaConnection
-                           ) -> list[bytes | memoryview] | PendingResponse | None:
+                           ) -> list[ResponsePart] | PendingResponse | None:
         self.served.append(bytes(frame))
         if bytes(frame).startswith(b"wait"):
-            future: asyncio.Future[list[bytes | memoryview]] = asyncio.get_running_loop().create_future()
+            future: asyncio.Future[list[ResponsePart]] = asyncio.get_running_loop().create_future()
             self.pending.append(future)
             return PendingResponse(future)
         return [bytes(frame)]
@@ -470,7 +472,7 @@ class CountingHandler:
         self.active = 0
         self.most_active = 0
 
-    async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[bytes | memoryview] | None:
+    async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[ResponsePart] | None:
         self.active += 1
         self.most_active = max(self.most_active, self.active)
         await asyncio.sleep(0.001 * (5 - len(frame)))  # earlier requests take longer

@@ -22,16 +22,19 @@ from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopic
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest as FindCoordinatorRequest_v4
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
-from kio.schema.metadata.v12.response import MetadataResponse
+from kio.schema.metadata.v12.response import MetadataResponse, MetadataResponsePartition
+from kio.schema.types import TopicName
 from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i8, i32Timedelta
 
 from moldau.clock import ManualClock
 from moldau.config import BrokerConfig
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import Endpoint, RegisterBrokerRecord
 from moldau.protocol import codec
-from moldau.protocol.codec import InvalidRequest
+from moldau.protocol.codec import InvalidRequest, PendingResponse
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.wire import ResponsePart
 from moldau.security.principal import ANONYMOUS, KafkaPrincipal
 from moldau.server.context import RequestContext
 from moldau.server.dispatch import Dispatcher
@@ -39,6 +42,7 @@ from moldau.server.handlers import api_versions, find_coordinator, metadata
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.registry import APIS
 from moldau.telemetry.clients import ClientTelemetry
+from tests.support.wire import in_memory
 from tests.unit.metadata.builders import build, partition, registration
 
 
@@ -87,9 +91,10 @@ def encode(request: Any, correlation_id: int = 7) -> bytes:
     return header + body.getvalue()
 
 
-def decode(pieces: list[bytes | memoryview] | None, api_key: int, version: int, correlation_id: int = 7) -> Any:
-    assert pieces is not None
-    data = b"".join(bytes(p) for p in pieces)
+def decode(pieces: list[ResponsePart] | PendingResponse | None, api_key: int, version: int,
+           correlation_id: int = 7) -> Any:
+    assert isinstance(pieces, list), pieces
+    data = in_memory(pieces)
     assert struct.unpack_from(">i", data)[0] == correlation_id
     schema = codec.api_schema(api_key, version)
     response, _ = entity_reader(schema.response_type)(data[4 + (1 if schema.flexible_response_header else 0):], 0)
@@ -110,7 +115,7 @@ def dispatcher_with(services: FakeServices, **kwargs: Any) -> Dispatcher:
 
 def test_metadata_answers_from_the_image_alone() -> None:
     services = FakeServices(two_broker_image())
-    request = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name="t"),),
+    request = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=TopicName("t")),),
                               allow_auto_topic_creation=False, include_topic_authorized_operations=False)
     response = decode(dispatch(dispatcher_with(services), encode(request)), 3, 12)
     assert isinstance(response, MetadataResponse)
@@ -118,7 +123,7 @@ def test_metadata_answers_from_the_image_alone() -> None:
     assert [(b.node_id, b.host) for b in response.brokers] == [(1, "host1")]  # the fenced broker is not listed
     (topic,) = response.topics
     assert topic.name == "t" and topic.error_code == ErrorCode.none
-    by_index = {p.partition_index: p for p in topic.partitions}
+    by_index: dict[int, MetadataResponsePartition] = {p.partition_index: p for p in topic.partitions}
     assert by_index[0].leader_id == 1 and by_index[0].offline_replicas == (2,)
     assert by_index[1].leader_id == 2 and by_index[1].error_code == ErrorCode.none
 
@@ -146,7 +151,7 @@ def test_metadata_of_all_topics_follows_each_new_image_and_broker_change() -> No
 
 def test_metadata_auto_creation_goes_to_the_services_and_its_error_is_answered_per_topic() -> None:
     services = FakeServices(two_broker_image())
-    request = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name="new"),),
+    request = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=TopicName("new")),),
                               allow_auto_topic_creation=True, include_topic_authorized_operations=False)
     response = decode(dispatch(dispatcher_with(services), encode(request)), 3, 12)
     assert services.created == ["new"]
@@ -201,15 +206,15 @@ def failing_api(key: int, name: str, error: Exception) -> Api:
 
 def test_an_unanswered_kafka_error_becomes_the_top_level_error_code() -> None:
     apis = {10: failing_api(10, "FindCoordinator", KafkaError(ErrorCode.coordinator_not_available, "not yet"))}
-    request = FindCoordinatorRequest(key="g", key_type=0)
+    request = FindCoordinatorRequest(key="g", key_type=i8(0))
     response = decode(dispatch(dispatcher_with(FakeServices(MetadataImage()), apis=apis), encode(request)), 10, 3)
     assert response.error_code == ErrorCode.coordinator_not_available
 
 
 def test_an_unanswered_kafka_error_without_a_top_level_error_code_closes_the_connection() -> None:
     apis = {20: failing_api(20, "DeleteTopics", KafkaError(ErrorCode.not_controller, "elsewhere"))}
-    request = DeleteTopicsRequest(topics=(DeleteTopicState(name="t", topic_id=uuid.UUID(int=0)),),
-                                  timeout=datetime.timedelta(seconds=1))
+    request = DeleteTopicsRequest(topics=(DeleteTopicState(name=TopicName("t"), topic_id=uuid.UUID(int=0)),),
+                                  timeout=i32Timedelta.parse(datetime.timedelta(seconds=1)))
     with pytest.raises(InvalidRequest, match="DeleteTopics v6: elsewhere"):
         dispatch(dispatcher_with(FakeServices(MetadataImage()), apis=apis), encode(request))
 
@@ -261,7 +266,7 @@ class FakeGroupCoordinator:
 def test_find_coordinator_answers_each_key_from_the_coordinator_and_the_image() -> None:
     services = FakeServices(build([registration(1), registration(2)]))
     services.groups = SimpleNamespace(coordinator=FakeGroupCoordinator({"a": 1, "b": 2}))  # type: ignore[attr-defined]
-    request = FindCoordinatorRequest_v4(key_type=0, coordinator_keys=("a", "b", "c"))
+    request = FindCoordinatorRequest_v4(key_type=i8(0), coordinator_keys=("a", "b", "c"))
     response = decode(dispatch(dispatcher_with(services), encode(request)), 10, 4)
     assert services.created == ["__consumer_offsets"]
     answers = {c.key: (c.error_code, c.node_id, c.host) for c in response.coordinators}

@@ -9,9 +9,11 @@ import uuid
 
 from kio.schema.delete_topics.v4.request import DeleteTopicsRequest as DeleteTopicsRequestV4
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
+from kio.schema.types import TopicName
+from kio.static.primitive import i32Timedelta
 
 from moldau.metadata.image import acl_record
-from moldau.metadata.records import ClientQuotaRecord
+from moldau.metadata.records import ClientQuotaRecord, MetadataRecord
 from moldau.protocol.errors import ErrorCode
 from moldau.security.acl.authorizer import Authorizer
 from moldau.security.acl.model import AclOperation, ResourceType
@@ -28,9 +30,10 @@ def _dispatcher() -> tuple[Dispatcher, ClientQuotas, FakeServices]:
     """Alice may delete topic `t` (one partition), Bob may not; both users have a quota of 1 partition a second
     in a bucket of 10."""
     image = build([registration(1)], [partition(0, [1])])
-    records = [acl_record(uuid.uuid4(), acl("User:alice", AclOperation.DELETE, ResourceType.TOPIC, "t")),
-               ClientQuotaRecord(entity_key("alice"), CONTROLLER_MUTATION_RATE, 1.0),
-               ClientQuotaRecord(entity_key("bob"), CONTROLLER_MUTATION_RATE, 1.0)]
+    records: list[MetadataRecord] = [
+        acl_record(uuid.uuid4(), acl("User:alice", AclOperation.DELETE, ResourceType.TOPIC, "t")),
+        ClientQuotaRecord(entity_key("alice"), CONTROLLER_MUTATION_RATE, 1.0),
+        ClientQuotaRecord(entity_key("bob"), CONTROLLER_MUTATION_RATE, 1.0)]
     services = FakeServices(image.apply(records, image.offset + 1), config=AUTHORIZED_CONFIG)
     quotas = ClientQuotas(mutation_config=MutationQuotaConfig(window_num=10, window_size_ms=1000))
     quotas.update(services.image.client_quotas)
@@ -51,8 +54,8 @@ def test_a_topic_over_the_quota_is_refused_with_the_time_to_wait_and_authorizati
     now = services.clock.monotonic_ms()
     _drain(quotas, "alice", now)
     _drain(quotas, "bob", now)
-    request = DeleteTopicsRequest(topics=(DeleteTopicState(name="t", topic_id=uuid.UUID(int=0)),),
-                                  timeout=datetime.timedelta(seconds=1))
+    request = DeleteTopicsRequest(topics=(DeleteTopicState(name=TopicName("t"), topic_id=uuid.UUID(int=0)),),
+                                  timeout=i32Timedelta.parse(datetime.timedelta(seconds=1)))
     refused = decode(dispatch(dispatcher, encode(request), ALICE), 20, 6)
     (result,) = refused.responses
     assert result.error_code == ErrorCode.throttling_quota_exceeded and "retry in 5000 ms" in result.error_message
@@ -66,7 +69,8 @@ def test_before_v5_the_quota_only_throttles() -> None:
     dispatcher, quotas, services = _dispatcher()
     _drain(quotas, "bob", services.clock.monotonic_ms())
     # Bob may not delete `t`: the refused topic takes nothing, so the response is not throttled either.
-    request = DeleteTopicsRequestV4(topic_names=("t",), timeout=datetime.timedelta(seconds=1))
+    request = DeleteTopicsRequestV4(topic_names=(TopicName("t"),),
+                                    timeout=i32Timedelta.parse(datetime.timedelta(seconds=1)))
     response = decode(dispatch(dispatcher, encode(request), BOB), 20, 4)
     assert [r.error_code for r in response.responses] == [ErrorCode.topic_authorization_failed]
     assert response.throttle_time == datetime.timedelta(0)

@@ -25,8 +25,8 @@ def test_every_member_gets_every_partition_of_its_topics() -> None:
     a = g.heartbeat(Heartbeat("a", 0, subscribed_topics=("orders",)), 0, partitions_of)
     b = g.heartbeat(Heartbeat("b", 0, subscribed_topics=("orders", "audit")), 0, partitions_of)
     assert a.error == b.error == ErrorCode.none
-    assert a.assignment == {("orders", p) for p in range(3)}
-    assert b.assignment == {("orders", p) for p in range(3)} | {("audit", 0)}
+    assert a.assignment == frozenset(("orders", p) for p in range(3))
+    assert b.assignment == frozenset(("orders", p) for p in range(3)) | {("audit", 0)}
     assert a.heartbeat_interval_ms == 100
 
 

@@ -16,6 +16,11 @@ from moldau.storage.leader_epoch_cache import (
 UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
 
 
+def _entries(cache: LeaderEpochCache) -> tuple[EpochEntry, ...]:
+    """The cache's entries, read anew (mypy would keep what an earlier assert narrowed the attribute to)."""
+    return cache.entries
+
+
 def _cache(tmp_path: Path, *entries: tuple[int, int]) -> LeaderEpochCache:
     cache = LeaderEpochCache.load(str(tmp_path))
     for epoch, offset in entries:
@@ -29,19 +34,19 @@ def _file(tmp_path: Path) -> str:
 
 def test_assign_keeps_newer_epochs_only(tmp_path: Path) -> None:
     cache = _cache(tmp_path)
-    assert cache.latest_epoch == -1 and cache.entries == ()
+    assert cache.latest_epoch == -1 and _entries(cache) == ()
     assert cache.assign(1, 0)
     assert not cache.assign(1, 5)  # the same epoch again
     assert not cache.assign(0, 7)  # an older one
     assert not cache.assign(-1, 9)  # a batch without a leader
     assert cache.assign(3, 10)
-    assert cache.entries == (EpochEntry(1, 0), EpochEntry(3, 10)) and cache.latest_epoch == 3
+    assert _entries(cache) == (EpochEntry(1, 0), EpochEntry(3, 10)) and cache.latest_epoch == 3
 
 
 def test_a_newer_epoch_below_existing_start_offsets_drops_them(tmp_path: Path) -> None:
     cache = _cache(tmp_path, (1, 0), (2, 10), (3, 20))
     assert cache.assign(5, 10)
-    assert cache.entries == (EpochEntry(1, 0), EpochEntry(5, 10))
+    assert _entries(cache) == (EpochEntry(1, 0), EpochEntry(5, 10))
     with pytest.raises(ValueError):
         cache.assign(6, -1)
 
@@ -60,7 +65,7 @@ def test_file_is_kafkas_text_format_and_written_only_on_change(tmp_path: Path) -
     assert os.stat(tmp_path / LEADER_EPOCH_CHECKPOINT_FILE).st_mtime_ns == 0 != mtime
     assert not any(name.endswith(".tmp") for name in os.listdir(tmp_path))
     loaded = LeaderEpochCache.load(str(tmp_path))
-    assert loaded.entries == cache.entries and loaded.loaded_from_file
+    assert loaded.entries == _entries(cache) and loaded.loaded_from_file
 
 
 @pytest.mark.parametrize("content", [
@@ -69,12 +74,12 @@ def test_file_is_kafkas_text_format_and_written_only_on_change(tmp_path: Path) -
 def test_unreadable_file_loads_empty(tmp_path: Path, content: str) -> None:
     (tmp_path / LEADER_EPOCH_CHECKPOINT_FILE).write_bytes(content.encode("latin-1"))
     cache = LeaderEpochCache.load(str(tmp_path))
-    assert cache.entries == () and not cache.loaded_from_file
+    assert _entries(cache) == () and not cache.loaded_from_file
 
 
 def test_missing_file_loads_empty(tmp_path: Path) -> None:
     cache = LeaderEpochCache.load(str(tmp_path))
-    assert cache.entries == () and not cache.loaded_from_file
+    assert _entries(cache) == () and not cache.loaded_from_file
     cache.write()
     assert _file(tmp_path) == "0\n0\n"
     assert LeaderEpochCache.load(str(tmp_path)).loaded_from_file
@@ -98,32 +103,32 @@ def test_end_offset_for_follows_kafka(tmp_path: Path) -> None:
 def test_truncate_from_end(tmp_path: Path) -> None:
     cache = _cache(tmp_path, (1, 0), (2, 10), (3, 20))
     assert cache.truncate_from_end(11)
-    assert cache.entries == (EpochEntry(1, 0), EpochEntry(2, 10))
+    assert _entries(cache) == (EpochEntry(1, 0), EpochEntry(2, 10))
     assert cache.truncate_from_end(10)
-    assert cache.entries == (EpochEntry(1, 0),)
+    assert _entries(cache) == (EpochEntry(1, 0),)
     assert not cache.truncate_from_end(-1)
     assert cache.truncate_from_end(0)
-    assert cache.entries == () and _file(tmp_path) == "0\n0\n"
+    assert _entries(cache) == () and _file(tmp_path) == "0\n0\n"
 
 
 def test_truncate_from_start(tmp_path: Path) -> None:
     cache = _cache(tmp_path, (1, 0), (2, 10), (3, 20))
     assert cache.truncate_from_start(5)
-    assert cache.entries == (EpochEntry(1, 5), EpochEntry(2, 10), EpochEntry(3, 20))
+    assert _entries(cache) == (EpochEntry(1, 5), EpochEntry(2, 10), EpochEntry(3, 20))
     assert cache.truncate_from_start(15)  # epoch 2 still covers 15..19
-    assert cache.entries == (EpochEntry(2, 15), EpochEntry(3, 20))
+    assert _entries(cache) == (EpochEntry(2, 15), EpochEntry(3, 20))
     assert not cache.truncate_from_start(15)
     assert cache.truncate_from_start(20)
-    assert cache.entries == (EpochEntry(3, 20),)
+    assert _entries(cache) == (EpochEntry(3, 20),)
     assert cache.truncate_from_start(100)
-    assert cache.entries == (EpochEntry(3, 100),)
-    assert LeaderEpochCache.load(str(tmp_path)).entries == cache.entries
+    assert _entries(cache) == (EpochEntry(3, 100),)
+    assert LeaderEpochCache.load(str(tmp_path)).entries == _entries(cache)
 
 
 def test_assign_all_writes_once_and_clear(tmp_path: Path) -> None:
     cache = _cache(tmp_path)
     assert cache.assign_all([(0, 0), (0, 3), (2, 5), (1, 6), (4, 9)])
-    assert cache.entries == (EpochEntry(0, 0), EpochEntry(2, 5), EpochEntry(4, 9))
+    assert _entries(cache) == (EpochEntry(0, 0), EpochEntry(2, 5), EpochEntry(4, 9))
     assert not cache.assign_all([(4, 12), (3, 15)])
     assert cache.clear() and not cache.clear()
     assert LeaderEpochCache.load(str(tmp_path)).entries == ()
@@ -142,7 +147,7 @@ def test_a_cut_kept_in_memory_at_load_is_made_again_by_the_next_load(tmp_path: P
     _cache(tmp_path, (1, 0), (2, 5))
     cache = LeaderEpochCache.load(str(tmp_path))
     assert cache.truncate_from_end(5, write=False)
-    assert _file(tmp_path) == "0\n2\n1 0\n2 5\n" and cache.entries == (EpochEntry(1, 0),)
+    assert _file(tmp_path) == "0\n2\n1 0\n2 5\n" and _entries(cache) == (EpochEntry(1, 0),)
     again = LeaderEpochCache.load(str(tmp_path))
     again.truncate_from_end(5, write=False)
-    assert again.entries == cache.entries
+    assert again.entries == _entries(cache)

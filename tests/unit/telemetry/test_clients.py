@@ -32,7 +32,8 @@ def metrics_payload(*names: str) -> bytes:
         metric = scope.metrics.add(name=name)
         point = metric.gauge.data_points.add(as_double=float(i))
         point.attributes.add(key="node.id").value.string_value = "1"
-    return data.SerializeToString()
+    payload: bytes = data.SerializeToString()
+    return payload
 
 
 def test_configs_are_validated_as_kafkas_client_metrics_configs() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -71,7 +71,7 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def open_node(tmp_path: Path, clock: ManualClock) -> Iterator[type[Node]]:
+def open_node(tmp_path: Path, clock: ManualClock) -> Iterator[Callable[[], Node]]:
     nodes: list[Node] = []
 
     class Opened(Node):
@@ -84,7 +84,7 @@ def open_node(tmp_path: Path, clock: ManualClock) -> Iterator[type[Node]]:
         node.close()
 
 
-def test_first_use_creates_the_compacted_state_topic(open_node: type[Node]) -> None:
+def test_first_use_creates_the_compacted_state_topic(open_node: Callable[[], Node]) -> None:
     node = open_node()
     assert node.init("tx") == (ErrorCode.none, 100, 0)
     topic = node.metadata.image.topics_by_name[TRANSACTION_STATE_TOPIC]
@@ -92,7 +92,7 @@ def test_first_use_creates_the_compacted_state_topic(open_node: type[Node]) -> N
     assert dict(node.metadata.image.topic_configs(TRANSACTION_STATE_TOPIC))["cleanup.policy"] == "compact"
 
 
-def test_a_whole_transaction_and_its_completion(open_node: type[Node], clock: ManualClock) -> None:
+def test_a_whole_transaction_and_its_completion(open_node: Callable[[], Node], clock: ManualClock) -> None:
     node = open_node()
     node.init("tx")
     coordinator = node.coordinator
@@ -110,7 +110,7 @@ def test_a_whole_transaction_and_its_completion(open_node: type[Node], clock: Ma
     assert coordinator.complete(ended.job, clock.time_ms()) is None  # a second completion changes nothing
 
 
-def test_restart_resumes_a_completion_from_the_log(open_node: type[Node], clock: ManualClock) -> None:
+def test_restart_resumes_a_completion_from_the_log(open_node: Callable[[], Node], clock: ManualClock) -> None:
     node = open_node()
     node.init("tx")
     node.coordinator.add_partitions("tx", 100, 0, [("out", 0)], FENCED, clock.time_ms())
@@ -126,7 +126,7 @@ def test_restart_resumes_a_completion_from_the_log(open_node: type[Node], clock:
         ErrorCode.concurrent_transactions
 
 
-def test_a_zombie_is_fenced_by_the_next_incarnation(open_node: type[Node], clock: ManualClock) -> None:
+def test_a_zombie_is_fenced_by_the_next_incarnation(open_node: Callable[[], Node], clock: ManualClock) -> None:
     node = open_node()
     node.init("tx")
     node.coordinator.add_partitions("tx", 100, 0, [("out", 0)], FENCED, clock.time_ms())
@@ -138,7 +138,7 @@ def test_a_zombie_is_fenced_by_the_next_incarnation(open_node: type[Node], clock
     assert node.init("tx")[1:] == (100, 2)
 
 
-def test_timed_out_transactions_are_aborted(open_node: type[Node], clock: ManualClock) -> None:
+def test_timed_out_transactions_are_aborted(open_node: Callable[[], Node], clock: ManualClock) -> None:
     node = open_node()
     node.init("slow", timeout_ms=1_000)
     node.coordinator.add_partitions("slow", 100, 0, [("out", 0)], FENCED, clock.time_ms())
@@ -149,7 +149,7 @@ def test_timed_out_transactions_are_aborted(open_node: type[Node], clock: Manual
     assert node.coordinator.describe("slow")[1].producer_epoch == 1  # type: ignore[union-attr]
 
 
-def test_timeouts_beyond_the_maximum_are_refused(open_node: type[Node], clock: ManualClock) -> None:
+def test_timeouts_beyond_the_maximum_are_refused(open_node: Callable[[], Node], clock: ManualClock) -> None:
     node = open_node()
     node.init("tx")
     outcome = node.coordinator.init_producer_id("tx", SETTINGS.max_timeout_ms + 1, -1, (-1, -1), FENCED,
@@ -157,7 +157,7 @@ def test_timeouts_beyond_the_maximum_are_refused(open_node: type[Node], clock: M
     assert outcome.error == ErrorCode.invalid_transaction_timeout
 
 
-def test_listing_filters(open_node: type[Node], clock: ManualClock) -> None:
+def test_listing_filters(open_node: Callable[[], Node], clock: ManualClock) -> None:
     node = open_node()
     node.init("a-1", producer_id=1)
     node.init("b-2", producer_id=2)
@@ -173,7 +173,7 @@ def test_listing_filters(open_node: type[Node], clock: ManualClock) -> None:
     assert [t.transactional_id for t in listed(None, None, -1, re.compile("b-.*"), now)] == ["b-2"]
 
 
-def test_idle_ids_expire_with_a_tombstone(open_node: type[Node], clock: ManualClock) -> None:
+def test_idle_ids_expire_with_a_tombstone(open_node: Callable[[], Node], clock: ManualClock) -> None:
     node = open_node()
     node.init("tx")
     clock.advance(SETTINGS.expiration_ms)
