@@ -134,7 +134,7 @@ def test_woken_connections_are_counted_until_each_begins_serving() -> None:
         seen: list[tuple[bytes, int]] = []
 
         class Recording:
-            async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[bytes | memoryview]:
+            async def handle_frame(self, frame: Frame, conn: KafkaConnection) -> list[ResponsePart]:
                 seen.append((bytes(frame), woken.count))
                 return [bytes(frame)]
 
