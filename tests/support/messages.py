@@ -7,43 +7,41 @@ typed as present and fail with a message that says which field of which record w
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from confluent_kafka import Message
+
+T = TypeVar("T")
 
 
 def _where(msg: Message) -> str:
     return f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
 
 
+def _present(field: T | None, name: str, msg: Message) -> T:
+    if field is None:
+        raise AssertionError(f"message {_where(msg)} has no {name} (error: {msg.error()})")
+    return field
+
+
 def value_of(msg: Message) -> bytes:
     """The record's value; a tombstone (no value) is a failure."""
-    value = msg.value()
-    if value is None:
-        raise AssertionError(f"record {_where(msg)} has no value (error: {msg.error()})")
-    return value
+    return _present(msg.value(), "value", msg)
 
 
 def key_of(msg: Message) -> bytes:
     """The record's key; a record without a key is a failure."""
-    key = msg.key()
-    if key is None:
-        raise AssertionError(f"record {_where(msg)} has no key (error: {msg.error()})")
-    return key
+    return _present(msg.key(), "key", msg)
 
 
 def partition_of(msg: Message) -> int:
     """The record's partition; an event that is not a record (an error without a partition) is a failure."""
-    partition = msg.partition()
-    if partition is None:
-        raise AssertionError(f"message of {msg.topic()} has no partition (error: {msg.error()})")
-    return partition
+    return _present(msg.partition(), "partition", msg)
 
 
 def offset_of(msg: Message) -> int:
     """The record's offset; an event that is not a record (an error without an offset) is a failure."""
-    offset = msg.offset()
-    if offset is None:
-        raise AssertionError(f"message of {msg.topic()}[{msg.partition()}] has no offset (error: {msg.error()})")
-    return offset
+    return _present(msg.offset(), "offset", msg)
 
 
 def headers_of(msg: Message) -> tuple[tuple[str, bytes | None], ...]:
