@@ -331,6 +331,8 @@ def measure_commit(bootstrap: str, topic: str, args: argparse.Namespace) -> dict
     where = raw_requests.error_position(raw_requests.OFFSET_COMMIT_KEY, topic)
     targets = [Target(host, int(port), [raw_requests.offset_commit(group, topic, p, offset) for offset in (1, 2)],
                       where, 0) for p in range(args.partitions)]
+    for target in targets:
+        _await_coordinator(target)
     cpu_before = cpu_times(args.broker_pid) if args.broker_pid else (0.0, 0.0)
     results = run_load(spread(targets, args.processes, args.connections), args.in_flight, args.warmup,
                        args.seconds, 64 * 1024)
@@ -340,6 +342,26 @@ def measure_commit(bootstrap: str, topic: str, args: argparse.Namespace) -> dict
     if args.broker_pid and answered:
         figures["broker_cpu_us_per_request"] = (sum(cpu_after) - sum(cpu_before)) * 1e6 / answered
     return figures
+
+
+# The coordinator's answers while the group's __consumer_offsets partition is created or loaded on a fresh node.
+_COORDINATOR_NOT_READY = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
+
+
+def _await_coordinator(target: Target, timeout_s: float = 30.0) -> None:
+    """Send the target's first commit until the coordinator accepts it, before the measured load starts."""
+    deadline = time.monotonic() + timeout_s
+    buffer = memoryview(bytearray(64 * 1024))
+    with socket.create_connection((target.host, target.port)) as sock:
+        while True:
+            _send(sock, target.requests[0], 0)
+            size = _read_frame(sock, buffer)
+            code = _ERROR.unpack_from(buffer, target.error_at)[0] if size > target.error_at else -1
+            if code == 0:
+                return
+            if code not in _COORDINATOR_NOT_READY or time.monotonic() > deadline:
+                raise BenchError(f"the group coordinator did not accept a commit: error code {code}")
+            time.sleep(0.2)
 
 
 def fill(bootstrap: str, topic: str, args: argparse.Namespace) -> tuple[int, int, int]:
