@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S = 0.05
 CALL_TIMEOUT_S = 5.0
+SLOW_CALL_WARNING_S = 5.0
 
 LocalHandler = Callable[[Any], Awaitable[Any]]
 
@@ -58,11 +59,17 @@ class ControllerChannel:
         Raises ControllerUnavailable at the deadline.
         """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
+        started = loop.time()
+        deadline = started + timeout_s
+        warned = False
         while True:
             response = await self._try_once(request, local, max(0.01, deadline - loop.time()))
             if response is not None and not retry_if(response):
                 return response
+            if not warned and loop.time() - started >= SLOW_CALL_WARNING_S:
+                warned = True  # once per call: each attempt's own failure is only logged at DEBUG
+                log.warning("no answer from the active controller (%s) to %s after %.1f s; still trying",
+                            self._quorum.leader_address(), type(request).__name__, loop.time() - started)
             if loop.time() + RETRY_BACKOFF_S >= deadline:
                 raise ControllerUnavailable(f"no active controller answered {type(request).__name__} "
                                             f"within {timeout_s:.1f} s")

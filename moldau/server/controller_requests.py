@@ -67,7 +67,9 @@ class ControllerRequests:
         """The remote active controller's answer, once this node has applied the change. Raises
         ControllerUnavailable."""
         response = await self._channel.call(request, None, FORWARD_TIMEOUT_S, retry_if=not_controller_in)
-        await self._quorum.wait_until_caught_up(FORWARD_TIMEOUT_S)
+        if not await self._quorum.wait_until_caught_up(FORWARD_TIMEOUT_S):
+            log.warning("answering %s before applying the controller's change: the metadata log was not caught "
+                        "up within %.0f s", type(request).__name__, FORWARD_TIMEOUT_S)
         return response
 
     # -- topic creation -----------------------------------------------------------------------------------------
