@@ -90,7 +90,7 @@ from moldau.storage.log_common import (
 from moldau.storage.log_config import LogConfig, TimestampType
 from moldau.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, BatchMetadata, ProducerStateManager
 from moldau.storage.retention import DELETE_TO_HIGH_WATERMARK
-from moldau.storage.segment import LOG_SUFFIX, AppendedBatch, DeferredCloser, LogSegment
+from moldau.storage.segment import AppendedBatch, DeferredCloser, LogSegment, segment_log_base
 from moldau.storage.segment_list import SegmentList
 from moldau.storage.transaction_index import AbortedTxn, collect_aborted
 from moldau.storage.truncation import TruncationKind, plan_truncation
@@ -480,8 +480,7 @@ class PartitionLog:
         if self._deferred.footprint is None:
             try:
                 with os.scandir(self.directory) as entries:
-                    sizes = [entry.stat().st_size for entry in entries
-                             if entry.name.endswith(LOG_SUFFIX) and entry.name[:-len(LOG_SUFFIX)].isdigit()]
+                    sizes = [entry.stat().st_size for entry in entries if segment_log_base(entry.name) is not None]
             except OSError as e:
                 raise self._storage_error(e) from e
             self._deferred.footprint = (len(sizes), sum(sizes))

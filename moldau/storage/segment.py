@@ -62,6 +62,7 @@ __all__ = [
     "FileSlice",
     "LogSegment",
     "PinnedFile",
+    "segment_log_base",
     "segment_path",
     "write_all",
 ]
@@ -86,6 +87,12 @@ _LAST_OFFSET_DELTA_POS = 23
 
 def segment_path(directory: str, base_offset: int, suffix: str) -> str:
     return os.path.join(directory, f"{base_offset:020d}{suffix}")
+
+
+def segment_log_base(name: str, suffix: str = LOG_SUFFIX) -> int | None:
+    """The base offset a segment's log file name (`<digits>.log`, or with `suffix`) holds, else None."""
+    stem = name[:-len(suffix)]
+    return int(stem) if name.endswith(suffix) and stem.isdigit() else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 from moldau.protocol.record_batch import BATCH_HEADER_SIZE, MAGIC_V2, parse_header
 from moldau.storage.producer_state import fsync_directory
-from moldau.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
+from moldau.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_log_base, segment_path
 
 __all__ = [
     "CLEANED_SUFFIX",
@@ -103,14 +103,15 @@ def _swap_path(directory: str, base_offset: int) -> str:
 
 
 def _swap_bases(directory: str) -> list[int]:
-    tail = LOG_SUFFIX + SWAP_SUFFIX
-    return [int(name[: -len(tail)]) for name in os.listdir(directory)
-            if name.endswith(tail) and name[: -len(tail)].isdigit()]
+    return _bases(directory, LOG_SUFFIX + SWAP_SUFFIX)
 
 
 def _log_bases(directory: str) -> list[int]:
-    return [int(name[: -len(LOG_SUFFIX)]) for name in os.listdir(directory)
-            if name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit()]
+    return _bases(directory, LOG_SUFFIX)
+
+
+def _bases(directory: str, suffix: str) -> list[int]:
+    return [base for name in os.listdir(directory) if (base := segment_log_base(name, suffix)) is not None]
 
 
 def _next_offset(path: str, base_offset: int) -> int:
