@@ -354,14 +354,20 @@ def _await_coordinator(target: Target, timeout_s: float = 30.0) -> None:
     buffer = memoryview(bytearray(64 * 1024))
     with socket.create_connection((target.host, target.port)) as sock:
         while True:
-            _send(sock, target.requests[0], 0)
-            size = _read_frame(sock, buffer)
-            code = _ERROR.unpack_from(buffer, target.error_at)[0] if size > target.error_at else -1
+            code = _answer_code(sock, target, 0, buffer)
             if code == 0:
                 return
             if code not in _COORDINATOR_NOT_READY or time.monotonic() > deadline:
                 raise BenchError(f"the group coordinator did not accept a commit: error code {code}")
             time.sleep(0.2)
+
+
+def _answer_code(sock: socket.socket, target: Target, correlation_id: int, buffer: memoryview) -> int:
+    """Send the target's first request and read the answer: its partition's error code, or -1 when the answer is
+    too short to hold one."""
+    _send(sock, target.requests[0], correlation_id)
+    size = _read_frame(sock, buffer)
+    return int(_ERROR.unpack_from(buffer, target.error_at)[0]) if size > target.error_at else -1
 
 
 def fill(bootstrap: str, topic: str, args: argparse.Namespace) -> tuple[int, int, int]:
@@ -374,9 +380,7 @@ def fill(bootstrap: str, topic: str, args: argparse.Namespace) -> tuple[int, int
         with socket.create_connection((target.host, target.port)) as sock:
             buffer = memoryview(bytearray(64 * 1024))
             for i in range(per_partition):
-                _send(sock, target.requests[0], i)
-                size = _read_frame(sock, buffer)
-                if _ERROR.unpack_from(buffer, target.error_at)[0] != 0 or size <= target.error_at:
+                if _answer_code(sock, target, i, buffer) != 0:
                     raise BenchError("filling the topic failed: the broker refused a batch")
     return per_partition, records, batch_bytes
 
