@@ -340,6 +340,21 @@ class MetadataQuorum:
         except KafkaError as exc:
             raise KafkaError(ErrorCode.not_leader_or_follower, exc.message) from exc
 
+    async def wait_for_image(self, condition: Callable[[MetadataImage], bool], timeout_s: float) -> bool:
+        """Wait until the applied image satisfies `condition`; False if it did not within `timeout_s`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not condition(self.image):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            self._applied_event.clear()
+            try:
+                await asyncio.wait_for(self._applied_event.wait(), remaining)
+            except TimeoutError:
+                return condition(self.image)
+        return True
+
     async def wait_until_caught_up(self, timeout_s: float) -> bool:
         """Wait until this node applied everything the leader had committed when the call was made.
 

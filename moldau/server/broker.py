@@ -357,6 +357,13 @@ class Broker:
                 log.info("broker %d is waiting to join the cluster (quorum leader: %s)", self.node_id,
                          self.quorum.leader_id)
         waiting.result()
+        # The heartbeat that says "unfenced" can arrive before this node applied the record that unfenced it. Until
+        # it has, its Metadata answers would leave itself out of the brokers while naming itself the controller,
+        # and a client sending an admin request to that controller (librdkafka does) would wait for a broker that
+        # never appears.
+        while not await self.quorum.wait_for_image(lambda image: image.is_live(self.node_id), 10.0):
+            log.info("broker %d is unfenced but has not applied its unfencing yet (metadata offset %d)", self.node_id,
+                     self.quorum.image.offset)
         # Only now is the image known to be complete: logs it does not mention belong to deleted topics.
         self.replicas.drop_unknown_logs(self.image)
 

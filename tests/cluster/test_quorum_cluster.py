@@ -233,6 +233,24 @@ def test_separate_controller_and_broker_roles(tmp_path: Path) -> None:
 
 
 
+def test_a_broker_names_a_listed_controller_from_its_first_answer(tmp_path: Path) -> None:
+    """A broker's heartbeat can say "unfenced" before the broker applied that record; it must not serve clients
+    before it has, or its Metadata leaves itself out of the brokers while naming itself the controller, and an
+    admin client waits for that controller until it times out. The race was lost in about one start of fifteen,
+    so the broker is restarted several times and asked at once after each start."""
+    with LocalCluster(tmp_path, controllers=1, brokers=2, overrides=FAST) as cluster:
+        broker = cluster.brokers[0]
+        for attempt in range(8):
+            if attempt:
+                broker.restart()
+            address = broker.kafka_address
+            assert address is not None
+            answer = metadata_at(address)
+            listed = {b.node_id for b in answer.brokers}
+            assert broker.node_id in listed, f"start {attempt + 1}: brokers {listed} without the answering one"
+            assert answer.controller_id in listed
+
+
 def test_a_node_that_missed_many_changes_catches_up_from_a_snapshot(tmp_path: Path) -> None:
     """With snapshots every few KB, the leader's log start passes a stopped node's log end: on its return the
     node must fetch the snapshot (FetchSnapshot) rather than the log, and then see everything."""

@@ -5,8 +5,11 @@ request (v4+) and the broker (`auto.create.topics.enable`) allow it, with the br
 through the active controller and is awaited, so the response already carries the new topic's partitions. In v0
 an empty topic list means all topics; from v1 that is a null list.
 
-Only unfenced brokers are listed, as in KRaft. A partition whose leader is fenced or gone has leader -1 and
-LEADER_NOT_AVAILABLE, and its replicas on fenced brokers are listed as offline, so clients wait and refresh.
+Only unfenced brokers are listed, as in KRaft. The controller named is this broker, which forwards admin requests
+to the active controller; while it is not listed itself (fenced, shutting down) another listed broker is named, as
+clients send admin requests only to a controller they find among the brokers. A partition whose leader is fenced
+or gone has leader -1 and LEADER_NOT_AVAILABLE, and its replicas on fenced brokers are listed as offline, so
+clients wait and refresh.
 
 With an authorizer, a listing of all topics leaves out those the principal may not DESCRIBE; a topic asked for
 by name or id without DESCRIBE (or to be auto-created without CREATE on the cluster or the topic) is answered
@@ -51,15 +54,25 @@ async def handle(ctx: RequestContext, request: Any) -> MetadataResponse:
         allow_create = getattr(request, "allow_auto_topic_creation", True) and broker.config.auto_create_topics
         topics = [await _requested_topic(ctx, request, t, allow_create) for t in wanted]
     image = broker.image
+    brokers = _brokers(ctx, image)
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=_brokers(ctx, image),
+        brokers=brokers,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=_controller_id(broker.node_id, brokers),
         topics=topics,
         cluster_authorized_operations=requested_operations(ctx, request, "include_cluster_authorized_operations",
                                                            ResourceType.CLUSTER, CLUSTER_NAME),
     )
+
+
+def _controller_id(node_id: int, brokers: list[MetadataBroker]) -> int:
+    """The broker named as controller, to which clients send admin requests: this one, which forwards them to the
+    active controller, as long as it is listed; else (fenced, shutting down) another listed broker, since a client
+    waits for the controller to appear among the brokers before sending such a request; -1 when none is listed."""
+    if any(b.node_id == node_id for b in brokers):
+        return node_id
+    return brokers[0].node_id if brokers else -1
 
 
 def _brokers(ctx: RequestContext, image: MetadataImage) -> list[MetadataBroker]:
