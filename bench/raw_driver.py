@@ -303,9 +303,11 @@ def measure_produce(bootstrap: str, topic: str, args: argparse.Namespace) -> dic
     targets, records = produce_targets(bootstrap, topic, args, acks)
     before = end_offsets(bootstrap, topic, args.partitions)
     cpu_before = cpu_times(args.broker_pid) if args.broker_pid else (0.0, 0.0)
+    nodes_before = {node: cpu_times(pid) for node, pid in getattr(args, "node_pids", {}).items()}
     results = run_load(spread(targets, args.processes, args.connections), args.in_flight, args.warmup,
                        args.seconds, 64 * 1024)
     cpu_after = cpu_times(args.broker_pid) if args.broker_pid else (0.0, 0.0)
+    nodes_after = {node: cpu_times(pid) for node, pid in getattr(args, "node_pids", {}).items()}
     answered = sum(r["answered"] for r in results)
     errors = sum(r["errors"] for r in results)
     after = end_offsets(bootstrap, topic, args.partitions)
@@ -321,6 +323,14 @@ def measure_produce(bootstrap: str, topic: str, args: argparse.Namespace) -> dic
         received = answered * targets[0].requests[0].wire_bytes
         user, system = (after - before for after, before in zip(cpu_after, cpu_before, strict=True))
         figures["broker_cpu_ms_per_gb"] = (user * 1000 / (received / 1e9), system * 1000 / (received / 1e9))
+    if nodes_before and answered:
+        # A cluster on one host: the CPU each node spent per GB the clients produced (replication included), the
+        # measure of what replication costs that does not depend on how the nodes share this machine's cores.
+        produced_gb = answered * targets[0].requests[0].wire_bytes / 1e9
+        figures["node_cpu_ms_per_gb"] = {
+            node: tuple((after - before) * 1000 / produced_gb
+                        for after, before in zip(nodes_after[node], nodes_before[node], strict=True))
+            for node in nodes_before}
     return figures
 
 
@@ -494,7 +504,11 @@ def broker(args: argparse.Namespace, extra: dict[str, str] | None = None) -> Ite
         with scratch_dir("raw-cluster") as base, LocalCluster(base, args.nodes, overrides=settings) as cluster:
             cluster.active_controller(60)
             wait_registered(cluster, 60)
-            yield cluster.bootstrap
+            args.node_pids = {node_id: node.pid for node_id, node in cluster.nodes.items() if node.pid is not None}
+            try:
+                yield cluster.bootstrap
+            finally:
+                args.node_pids = {}
 
 
 def main() -> None:
@@ -546,6 +560,11 @@ def print_report(args: argparse.Namespace, figures: dict[str, Any], limits: dict
         print(f"broker CPU ms per GB  {user + system:12,.0f}   (user {user:,.0f}, system {system:,.0f})")
     if "broker_cpu_us_per_request" in figures:
         print(f"broker CPU us/request {figures['broker_cpu_us_per_request']:12,.1f}")
+    if "node_cpu_ms_per_gb" in figures:
+        per_node = figures["node_cpu_ms_per_gb"]
+        system = sum(ms[1] for ms in per_node.values())
+        print(f"cluster CPU ms per GB {sum(map(sum, per_node.values())):12,.0f}   (system {system:,.0f}; "
+              + ", ".join(f"node {node} {sum(ms):,.0f}" for node, ms in sorted(per_node.items())) + ")")
     for name, label in (("discard", "loopback, discard"), ("append", "loopback, file append"),
                         ("append_kept", "file append, kept pages")):
         if limits.get(name):
