@@ -13,6 +13,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
+from moldau.text import ascii_digits
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "MOLDAU_BOOTSTRAP"
 # librdkafka debug contexts (e.g. "protocol,broker") for troubleshooting a broker; unset in normal use.
@@ -105,7 +107,7 @@ def bootstrap_addresses(bootstrap: str) -> list[tuple[str, int]]:
     for item in bootstrap.split(","):
         hostport = item.strip().rpartition("://")[2]
         host, _, port = hostport.rpartition(":")
-        if not host or not port.isdigit():
+        if not host or not ascii_digits(port):
             raise CliError(f"invalid bootstrap server '{item.strip()}', expected HOST:PORT")
         addresses.append((host.strip("[]"), int(port)))
     return addresses
@@ -179,7 +181,7 @@ def plural(count: int, noun: str) -> str:
 
 def parse_time(text: str) -> int:
     """Milliseconds since the epoch from epoch milliseconds or ISO 8601 (no zone means UTC)."""
-    if text.isdigit():
+    if ascii_digits(text):
         return int(text)
     try:
         moment = datetime.fromisoformat(text)

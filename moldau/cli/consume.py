@@ -42,6 +42,7 @@ from moldau.cli.common import (
 from moldau.cli.progress import Progress
 from moldau.cli.serde import FieldFormat, add_format_options, deserializer, format_specs, registry_access
 from moldau.registry.rest_client import RegistryAccess
+from moldau.text import ascii_digits
 
 # librdkafka will not build a consumer without a group id; this one is never joined or committed to.
 THROWAWAY_GROUP = "moldau-cli-assign-only"
@@ -92,7 +93,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 def non_negative(text: str) -> int:
     """argparse type for non-negative integers."""
-    if not text.isdigit():
+    if not ascii_digits(text):
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'")
     return int(text)
 

@@ -30,6 +30,7 @@ from moldau.metadata.features import (
     UPGRADE,
     release,
 )
+from moldau.text import ascii_digits
 
 _UPDATE_TIMEOUT = i32Timedelta.parse(timedelta(seconds=60))
 
@@ -92,7 +93,7 @@ def _parse(items: list[str], metadata: str | None) -> list[tuple[str, int]]:
     levels = []
     for item in items:
         name, sep, value = item.partition("=")
-        if not sep or not value.strip().isdigit():
+        if not sep or not ascii_digits(value.strip()):
             raise CliError(f"--feature takes NAME=LEVEL, not {item!r}")
         levels.append((name.strip(), int(value)))
     if metadata is not None:
@@ -104,7 +105,7 @@ def _parse(items: list[str], metadata: str | None) -> list[tuple[str, int]]:
 
 def _metadata_level(text: str) -> int:
     """metadata.version from a release (4.2 is its latest level, 4.2-IV0 exactly that one) or a level."""
-    if text.isdigit():
+    if ascii_digits(text):
         return int(text)
     matches = [level for level in range(METADATA_VERSION_MIN, METADATA_VERSION_LATEST + 1)
                if release(level) == text or release(level).split("-")[0] == text]

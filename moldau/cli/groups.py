@@ -43,6 +43,7 @@ from moldau.cli.share_groups import (
     list_all_groups,
 )
 from moldau.cli.table import format_assignment, format_table
+from moldau.text import ascii_digits
 
 # The state names Kafka's tools print, keyed by confluent-kafka's enum.
 STATE_NAMES = {
@@ -143,7 +144,7 @@ def topic_spec(text: str) -> tuple[str, list[int] | None]:
     if not sep:
         return topic, None
     parts = [part.strip() for part in rest.split(",")]
-    if not parts or not all(part.isdigit() for part in parts):
+    if not parts or not all(ascii_digits(part) for part in parts):
         raise argparse.ArgumentTypeError(f"expected partition numbers after ':', got '{rest}'")
     return topic, sorted({int(part) for part in parts})
 

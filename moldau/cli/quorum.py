@@ -33,6 +33,7 @@ from moldau.cli.common import CliError, add_action, command_properties
 from moldau.cli.output import add_output_option, emit, emit_table
 from moldau.cli.raw_request import call, check
 from moldau.config.addresses import Listener, parse_listener
+from moldau.text import ascii_digits
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_DIR = "__cluster_metadata"
@@ -210,7 +211,7 @@ def _leader_address(args: argparse.Namespace) -> str:
 
 def _int_property(props: dict[str, str], name: str) -> int:
     value = props.get(name, "")
-    if not value.strip().isdigit():
+    if not ascii_digits(value.strip()):
         raise CliError(f"give --controller-id, or {name} in --command-config (the new controller's properties)")
     return int(value)
 

@@ -18,6 +18,7 @@ from moldau.cli.common import CliError, add_action
 from moldau.cli.output import add_output_option, emit, wants_json
 from moldau.cli.serde import add_registry_ca_option, registry_access
 from moldau.registry.rest_client import DEFAULT_URL, RegistryClient, RegistryError, subject_path
+from moldau.text import ascii_digits
 
 REGISTRY_ENV = "MOLDAU_SCHEMA_REGISTRY"
 TYPES = ("AVRO", "JSON", "PROTOBUF")
@@ -119,7 +120,7 @@ def schema_body(args: argparse.Namespace) -> dict[str, Any]:
 def _reference(text: str) -> dict[str, Any]:
     name, sep, target = text.partition("=")
     subject, colon, version = target.rpartition(":")
-    if not (sep and colon and name and subject and version.isdigit()):
+    if not (sep and colon and name and subject and ascii_digits(version)):
         raise CliError(f"--reference {text!r}: expected NAME=SUBJECT:VERSION, e.g. com.acme.Address=address:1")
     return {"name": name, "subject": subject, "version": int(version)}
 

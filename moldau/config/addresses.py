@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from moldau.config.schema import ConfigValue, Custom
+from moldau.text import ascii_digits
 
 
 class Listener(NamedTuple):
@@ -110,7 +111,7 @@ def _check_protocol_map(value: ConfigValue) -> str | None:
 def parse_host_port(text: str) -> tuple[str, int]:
     """Parse ``host:port`` (``[v6]:port`` too). Raises ValueError."""
     host, sep, port = text.strip().rpartition(":")
-    if not sep or not host.strip("[]") or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host.strip("[]") or not ascii_digits(port) or not 0 < int(port) < 65536:
         raise ValueError(f"Unable to parse {text} as host:port")
     return host.strip("[]"), int(port)
 

@@ -30,6 +30,7 @@ from moldau.console.cluster_view import gather_log_dirs
 from moldau.console.errors import ConsoleError
 from moldau.console.forms import name_value_lines
 from moldau.console.native import LogDir
+from moldau.text import ascii_digits
 
 __all__ = ["ConfigRow", "CreateTopicForm", "PartitionRow", "TopicRow", "add_partitions", "alter_config",
            "config_rows", "create_topic", "delete_topic", "gather_offsets", "gather_replica_sizes",
@@ -220,7 +221,7 @@ def parse_configs(text: str) -> dict[str, str]:
 def _count(label: str, text: str) -> int:
     if text == "":
         return -1
-    if not text.isdigit() or int(text) < 1:
+    if not ascii_digits(text) or int(text) < 1:
         raise ConsoleError(400, f"{label} must be a whole number of at least 1, not {text!r}.")
     return int(text)
 
@@ -233,7 +234,7 @@ async def create_topic(clients: ConsoleClients, topic: NewTopic) -> None:
 async def add_partitions(clients: ConsoleClients, topic: str, current: int, total_text: str) -> int:
     """Grow `topic` to the total typed in the form; returns the new total."""
     total_text = total_text.strip()
-    if not total_text.isdigit() or int(total_text) <= current:
+    if not ascii_digits(total_text) or int(total_text) <= current:
         raise ConsoleError(400, f"The new partition count must be a whole number above {current}, "
                                 f"not {total_text!r}.")
     futures = clients.admin.create_partitions([NewPartitions(topic, int(total_text))])

@@ -58,6 +58,7 @@ from moldau.security.acl.model import AclBinding, AclBindingFilter
 from moldau.security.quota_admin import Ops, RawEntity, quota_changes
 from moldau.security.sasl.scram_admin import Deletion, Upsertion, UserResult, scram_changes
 from moldau.telemetry.configs import RESOURCE_CLIENT_METRICS, check_client_metrics_configs
+from moldau.text import ascii_digits
 
 log = logging.getLogger(__name__)
 
@@ -488,7 +489,7 @@ class Controller:
             return self.image.topic_configs(resource_name)
         if resource_type == RESOURCE_BROKER:
             if resource_name not in ("", str(self.node_id)) and not (
-                resource_name.isdigit() and int(resource_name) in self.image.brokers
+                ascii_digits(resource_name) and int(resource_name) in self.image.brokers
             ):
                 raise KafkaError(ErrorCode.invalid_request, f"unknown broker '{resource_name}'")
             return self.image.configs.get((RESOURCE_BROKER, resource_name), {})

@@ -45,6 +45,7 @@ from moldau.mirror.filters import DEFAULTS as FILTER_DEFAULTS
 from moldau.mirror.filters import TOPICS, TOPICS_EXCLUDE, ConfigPropertyFilter, TopicFilter
 from moldau.mirror.offset_syncs import OffsetSyncWriter
 from moldau.mirror.policy import ReplicationPolicy, replication_policy
+from moldau.text import ascii_digits
 
 __all__ = [
     "MirrorSourceConnector", "MirrorSourceTask", "between_clusters", "mirror_connector_config_def", "periodic",
@@ -148,7 +149,7 @@ def encode_partition(topic: str, partition: int) -> str:
 
 def decode_partition(encoded: str) -> tuple[str, int]:
     topic, _, partition = encoded.strip().rpartition("-")
-    if not topic or not partition.isdigit():
+    if not topic or not ascii_digits(partition):
         raise ConnectException(f"{TASK_PARTITIONS}: {encoded!r} is not <topic>-<partition>")
     return topic, int(partition)
 

@@ -7,6 +7,8 @@ import json
 
 from starlette.requests import ClientDisconnect, Request
 
+from moldau.text import ascii_digits
+
 __all__ = ["BodyIncomplete", "BodyTooLarge", "json_document", "read_bounded"]
 
 
@@ -26,7 +28,7 @@ async def read_bounded(request: Request, limit: int) -> bytes:
     """The whole body, refused with BodyTooLarge as soon as it declares or exceeds `limit` bytes, and with
     BodyIncomplete when the client disconnects before it is all there."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if ascii_digits(declared) and int(declared) > limit:
         raise BodyTooLarge(limit)
     chunks, size = [], 0
     try:

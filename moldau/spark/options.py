@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from moldau.spark.offsets import EARLIEST, LATEST, TopicPartition
+from moldau.text import ascii_digits
 
 SUBSCRIPTION_NAMES = {"subscribe": "subscribe", "subscribepattern": "subscribePattern", "assign": "assign"}
 SUBSCRIPTION_OPTIONS = tuple(SUBSCRIPTION_NAMES)
@@ -216,7 +217,7 @@ def _partition_map(name: str, text: str, minimum: int) -> dict[TopicPartition, i
         if not isinstance(parts, dict):
             raise OptionError(f"{name}: topic {topic!r} needs an object of partition → number, got {parts!r}")
         for part, value in parts.items():
-            if not part.isdigit() or not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            if not ascii_digits(part) or not isinstance(value, int) or isinstance(value, bool) or value < minimum:
                 raise OptionError(f"{name}: bad entry {part!r}: {value!r} for topic {topic!r}")
             out[TopicPartition(topic, int(part))] = value
     if not out:

@@ -18,6 +18,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.storage.producer_state import CompletedTxn, ProducerStateManager
 from moldau.storage.segment import FileSlice
 from moldau.storage.transaction_index import AbortedTxn
+from moldau.text import ascii_digits
 
 __all__ = [
     "ActiveProducer",
@@ -80,7 +81,7 @@ class ReadResult:
 def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     """(topic, partition) for a directory named `<topic>-<partition>`, else None."""
     topic, dash, partition = name.rpartition("-")
-    if not dash or not topic or not partition.isdigit():
+    if not dash or not topic or not ascii_digits(partition):
         return None
     return topic, int(partition)
 

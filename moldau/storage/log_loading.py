@@ -25,6 +25,7 @@ from moldau.storage.log_common import aborted_entry, segment_index
 from moldau.storage.producer_state import ProducerStateManager
 from moldau.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment
 from moldau.storage.segment_swap import complete_interrupted_swaps
+from moldau.text import ascii_digits
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def scan_directory(directory: str) -> list[int]:
             _remove_quietly(path)
             continue
         stem, _, suffix = name.partition(".")
-        if not stem.isdigit():
+        if not ascii_digits(stem):
             continue
         if "." + suffix == LOG_SUFFIX:
             bases.append(int(stem))

@@ -46,6 +46,7 @@ import crc32c
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_batch import INT32_MAX, BatchHeader
 from moldau.storage.control_batch import TransactionMarker
+from moldau.text import ascii_digits
 
 __all__ = [
     "BATCHES_RETAINED",
@@ -148,7 +149,7 @@ def snapshot_offsets(directory: str) -> list[int]:
     offsets = []
     for name in os.listdir(directory):
         stem, dot, suffix = name.partition(".")
-        if dot and "." + suffix == SNAPSHOT_SUFFIX and stem.isdigit():
+        if dot and "." + suffix == SNAPSHOT_SUFFIX and ascii_digits(stem):
             offsets.append(int(stem))
     return sorted(offsets)
 

@@ -15,6 +15,7 @@ import uuid
 
 from moldau.protocol.record_batch import split_batches
 from moldau.storage.log import PartitionLog
+from moldau.text import ascii_digits
 
 __all__ = ["FUTURE_SUFFIX", "copy_step", "future_dir_name", "parse_future_dir_name", "realign_future"]
 
@@ -34,7 +35,7 @@ def parse_future_dir_name(name: str) -> tuple[str, int] | None:
     if not dot or len(unique) != 32:
         return None
     topic, dash, partition = stem.rpartition("-")
-    if not dash or not topic or not partition.isdigit():
+    if not dash or not topic or not ascii_digits(partition):
         return None
     return topic, int(partition)
 

@@ -48,6 +48,7 @@ from moldau.protocol.record_validation import validate_batch_records
 from moldau.storage.offset_index import CorruptIndexError, OffsetIndex
 from moldau.storage.time_index import TimeIndex
 from moldau.storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
+from moldau.text import ascii_digits
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def segment_path(directory: str, base_offset: int, suffix: str) -> str:
 def segment_log_base(name: str, suffix: str = LOG_SUFFIX) -> int | None:
     """The base offset a segment's log file name (`<digits>.log`, or with `suffix`) holds, else None."""
     stem = name[:-len(suffix)]
-    return int(stem) if name.endswith(suffix) and stem.isdigit() else None
+    return int(stem) if name.endswith(suffix) and ascii_digits(stem) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from moldau.connect.worker.states import State, Status, TargetState
 from moldau.connect.worker.stores import ConfigStore, MemoryOffsetStore, StatusStore
 from moldau.connect.worker.submitted import partition_key
 from moldau.connect.worker.worker_config import WorkerConfig, exactly_once_source
+from moldau.text import ascii_digits
 
 __all__ = ["ConfigChange", "KafkaConfigStore", "KafkaOffsetStore", "KafkaStatusStore", "offset_record", "open_log"]
 
@@ -175,7 +176,7 @@ class KafkaConfigStore(ConfigStore):
             return ConfigChange("tasks", name)
         if key.startswith(TASK) and value is not None:
             name, _, number = key[len(TASK):].rpartition("-")
-            if number.isdigit():
+            if ascii_digits(number):
                 self._pending.setdefault(name, {})[int(number)] = {
                     str(k): str(v) for k, v in value.get("properties", {}).items()}
         return None
@@ -291,7 +292,7 @@ class KafkaStatusStore(StatusStore):
                 _update(self._connectors, key[len("status-connector-"):], status)
             elif key.startswith("status-task-"):
                 name, _, number = key[len("status-task-"):].rpartition("-")
-                if number.isdigit():
+                if ascii_digits(number):
                     _update(self._tasks.setdefault(name, {}), int(number), status)
 
 

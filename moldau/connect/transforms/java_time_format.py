@@ -9,6 +9,8 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
+from moldau.text import ascii_digits
+
 _TOKEN = re.compile(r"'(?:[^']|'')*'|([A-Za-z])\1*|[^A-Za-z']+")
 _SUPPORTED = set("yMdHhkmsSaEDZXz")
 _MONTHS = list(calendar.month_name)[1:]
@@ -91,7 +93,7 @@ def parse_millis(tokens: tuple[Token, ...], text: str) -> int:
 
 
 def _month(text: str) -> int:
-    if text.isdigit():
+    if ascii_digits(text):
         return int(text)
     for i, name in enumerate(_MONTHS, start=1):
         if name.lower().startswith(text.lower()[:3]):

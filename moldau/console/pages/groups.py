@@ -23,6 +23,7 @@ from moldau.console.groups import (
     reset_offsets,
 )
 from moldau.registry.http import slashes  # noqa: F401  (registers the `segment` path convertor)
+from moldau.text import ascii_digits
 
 __all__ = ["reset_target", "routes"]
 
@@ -35,7 +36,7 @@ def reset_target(form: dict[str, str]) -> tuple[str | None, ResetTarget]:
     topic = form.get("topic", "").strip() or None
     if mode == "offset":
         text = form.get("offset", "").strip()
-        if not text.isdigit():
+        if not ascii_digits(text):
             raise ConsoleError(400, f"the offset must be a number of 0 or more, not {text!r}")
         return topic, ResetTarget(mode, offset=int(text))
     if mode == "timestamp":

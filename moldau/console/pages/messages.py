@@ -25,6 +25,7 @@ from moldau.console.records.decoding import SchemaDecoder
 from moldau.console.records.producing import ProduceForm, parse_form, produce
 from moldau.console.records.query import COUNT_MAX, SEARCH_SCAN_MAX, BrowseQuery, parse_query
 from moldau.console.records.reader import browse
+from moldau.text import ascii_digits
 
 __all__ = ["routes"]
 
@@ -81,6 +82,6 @@ def routes(ctx: ConsoleContext) -> list[BaseRoute]:
 def _produced(request: Request) -> tuple[int, int] | None:
     """Where the record produced just before went (the redirect after a POST says it in the query string)."""
     partition, _, offset = request.query_params.get("produced", "").partition(":")
-    if partition.isdigit() and offset.isdigit():
+    if ascii_digits(partition) and ascii_digits(offset):
         return int(partition), int(offset)
     return None

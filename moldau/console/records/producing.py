@@ -11,6 +11,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer  # typ
 
 from moldau.console.errors import ConsoleError
 from moldau.console.forms import name_value_lines
+from moldau.text import ascii_digits
 
 __all__ = ["ProduceForm", "Produced", "parse_form", "produce"]
 
@@ -34,7 +35,7 @@ class ProduceForm:
         text = self.partition_text.strip()
         if not text:
             return None
-        if not text.isdigit():
+        if not ascii_digits(text):
             raise ConsoleError(400, f"partition must be a whole number of 0 or more, not {text!r}")
         return int(text)
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 from moldau.console.errors import ConsoleError
+from moldau.text import ascii_digits
 
 __all__ = ["COUNT_DEFAULT", "COUNT_MAX", "SEARCH_SCAN_MAX", "STARTS", "BrowseQuery", "parse_query"]
 
@@ -106,7 +107,7 @@ def _timestamp_ms(text: str) -> int:
     text = text.strip()
     if not text:
         raise ConsoleError(400, "from=timestamp needs a timestamp (milliseconds or a date and time)")
-    if text.isdigit():
+    if ascii_digits(text):
         return int(text)
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))

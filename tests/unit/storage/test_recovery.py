@@ -170,6 +170,20 @@ def test_stray_files_are_removed(open_log: OpenLog) -> None:
     ]
 
 
+def test_files_named_with_digits_of_other_scripts_are_not_segments(open_log: OpenLog) -> None:
+    """'²' passes str.isdigit but not int(); such a name (a copy gone wrong, a hostile file) must not stop the log
+    from opening, nor pass for a segment."""
+    log = open_log()
+    _fill(log, 2)
+    log.close()
+    directory = Path(log.directory)
+    (directory / "0000000000000000000\u00b2.log").write_bytes(b"not a segment")
+    (directory / "0000000000000000000\u00b2.snapshot").write_bytes(b"not a snapshot")
+    reopened = open_log()
+    assert [segment.base_offset for segment in reopened.segments] == [0]
+    assert _records(reopened) == list(range(6))
+
+
 def test_disk_full_surfaces_as_storage_error_and_keeps_the_log(
     open_log: OpenLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
