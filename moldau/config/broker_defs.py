@@ -155,6 +155,12 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "Whether plaintext listeners send fetched record batches from the segment files with sendfile, "
               "without reading them into the broker (TLS listeners always copy). Moldau's own setting.",
               dynamic=False),
+    ConfigDef("log.drop.behind.bytes", _T.LONG, "-1",
+              "Bytes of each partition's active segment kept in the page cache behind its end: older appended "
+              "bytes are written back early and dropped from the cache, so that new appends reuse their memory "
+              "(much faster on hosts that reclaim a guest's free memory); a consumer or follower reading further "
+              "behind reads from disk. -1 keeps everything cached, as Kafka does. Moldau's own setting.",
+              at_least(-1), dynamic=False),
     ConfigDef("num.network.threads", _T.INT, "3", "Threads for network requests." + _UNUSED, at_least(1),
               acted_on=False),
     ConfigDef("num.io.threads", _T.INT, "8", "Threads for request processing." + _UNUSED, at_least(1),

@@ -77,6 +77,7 @@ from moldau.storage.checkpoints import (
     kafka_uuid_string,
 )
 from moldau.storage.control_batch import TransactionMarker, build_marker_batch
+from moldau.storage.drop_behind import DropBehind
 from moldau.storage.follower_append import no_batches_error, plan_follower_append
 from moldau.storage.leader_epoch_cache import LeaderEpochCache
 from moldau.storage.log_common import (
@@ -144,6 +145,7 @@ class PartitionLog:
         # guard (`transaction.partition.verification.enable`).
         self.transaction_verification = True
         self._config = config
+        self._drop_behind = DropBehind()  # log.drop.behind.bytes: appended bytes leave the page cache
         self._clock = clock
         self._closer = closer
         self._owns_closer = False
@@ -639,6 +641,8 @@ class PartitionLog:
             epochs_changed = self.leader_epochs.assign_all(epochs)
             segment = self._segment_for_append(total_bytes, first_offset, stored[-1].next_offset - 1, now_ms)
             segment.append(pieces, stored, total_bytes)
+            if self._config.drop_behind_bytes >= 0:
+                self._drop_behind.after_append(segment.fd, segment.size_bytes, self._config.drop_behind_bytes)
         except OSError as e:
             if epochs_changed:
                 with contextlib.suppress(OSError):

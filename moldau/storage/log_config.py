@@ -58,6 +58,9 @@ class LogConfig:
     value_subject_name_strategy: str = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
     # The codec batches are stored in ("producer": as sent) and the levels the broker compresses with.
     compression: Compression = _AS_SENT
+    # Bytes of the active segment kept in the page cache behind its end, the rest dropped once written back
+    # (`moldau.storage.drop_behind`); -1 keeps everything, as Kafka does. A broker setting, not a topic's.
+    drop_behind_bytes: int = -1
 
     @classmethod
     def from_config(cls, config: BrokerConfig, overrides: Mapping[str, str] | None = None) -> Self:
@@ -108,6 +111,7 @@ class LogConfig:
             value_subject_name_strategy=str(get("confluent.value.subject.name.strategy")),
             compression=Compression(str(get("compression.type")), get_int("compression.gzip.level"),
                                     get_int("compression.lz4.level"), get_int("compression.zstd.level")),
+            drop_behind_bytes=config.log_drop_behind_bytes,
         )
 
     @property
