@@ -34,30 +34,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, MAX_EPOCH, next_epoch
 
 __all__ = [
-    "FINAL_EPOCH",
-    "INITIAL_EPOCH",
-    "INVALID_SESSION_ID",
     "CachedPartition",
     "FetchSession",
     "FetchSessionCache",
     "PartitionKey",
     "SessionStart",
-    "next_epoch",
 ]
 
-INVALID_SESSION_ID = 0
-INITIAL_EPOCH = 0
-FINAL_EPOCH = -1
-_MAX_EPOCH = 2**31 - 1
-
 PartitionKey = tuple[Any, int]  # (topic name before v13, topic id from v13; partition index)
-
-
-def next_epoch(epoch: int) -> int:
-    """The epoch the request after one with `epoch` carries: 1 after the full fetch that made the session."""
-    return 1 if epoch >= _MAX_EPOCH else epoch + 1
 
 
 @dataclass(slots=True)
@@ -200,7 +187,7 @@ class FetchSessionCache:
 
     def _new_id(self) -> int:
         while True:
-            session_id = self._rng.randint(1, _MAX_EPOCH)
+            session_id = self._rng.randint(1, MAX_EPOCH)
             if session_id not in self._sessions:
                 return session_id
 

@@ -42,6 +42,7 @@ from typing import Any
 
 from moldau.protocol.codec import EncodedBody
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.fetch_metadata import FINAL_EPOCH, INVALID_SESSION_ID
 from moldau.protocol.fetch_response import (
     FIRST_TOPIC_ID_VERSION,
     PartitionResult,
@@ -56,8 +57,6 @@ from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.security.quotas import CONSUMER_BYTE_RATE
 from moldau.server.context import RequestContext
 from moldau.server.fetch_sessions import (
-    FINAL_EPOCH,
-    INVALID_SESSION_ID,
     CachedPartition,
     FetchSession,
     PartitionKey,

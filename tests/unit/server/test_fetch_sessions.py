@@ -6,13 +6,8 @@ from __future__ import annotations
 import random
 
 from moldau.protocol.errors import ErrorCode
-from moldau.server.fetch_sessions import (
-    FINAL_EPOCH,
-    INITIAL_EPOCH,
-    CachedPartition,
-    FetchSessionCache,
-    next_epoch,
-)
+from moldau.protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, next_epoch
+from moldau.server.fetch_sessions import CachedPartition, FetchSessionCache
 
 EVICTION_MS = 1000
 
