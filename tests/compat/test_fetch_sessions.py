@@ -104,7 +104,7 @@ def test_kafka_python_consumes_in_an_incremental_session_while_records_are_produ
         for i in range(per_partition):
             for p in range(partitions):
                 producer.produce(topic, value=f"{p}:{i}".encode(), partition=p)
-            if i % 50 == 0:
+            if i % 25 == 0:
                 producer.flush(30)
                 time.sleep(0.05)  # spread over the consumer's fetches, many of them incremental
         producer.flush(30)
@@ -112,6 +112,8 @@ def test_kafka_python_consumes_in_an_incremental_session_while_records_are_produ
     writer = threading.Thread(target=produce)
     got: dict[int, list[str]] = {p: [] for p in range(partitions)}
     sessions_seen = 0.0
+    session_ids: set[int] = set()
+    top_epoch = 0
     try:
         writer.start()
         deadline = time.monotonic() + 60
@@ -121,12 +123,19 @@ def test_kafka_python_consumes_in_an_incremental_session_while_records_are_produ
             scrape = Scrape(broker.metrics_url)
             if scrape.value(SESSIONS) >= 1:
                 sessions_seen = max(sessions_seen, scrape.value(PARTITIONS_CACHED))
+            # kafka-python's own view of its session with the broker (no public API for it).
+            for handler in consumer._fetcher._session_handlers.values():
+                if handler.next_metadata.session_id:
+                    session_ids.add(handler.next_metadata.session_id)
+                    top_epoch = max(top_epoch, handler.next_metadata.epoch)
     finally:
         writer.join()
         consumer.close()
     for p in range(partitions):
         assert got[p] == [f"{p}:{i}" for i in range(per_partition)], p
     assert sessions_seen == partitions  # the consumer held a session of all its partitions
+    # ... and fetched incrementally in it, one epoch after another, never told to start over.
+    assert len(session_ids) == 1 and top_epoch >= 5, (session_ids, top_epoch)
 
 
 def test_librdkafka_keeps_no_session_and_still_consumes(broker: BrokerProcess) -> None:
