@@ -513,6 +513,8 @@ class BrokerConfig:
     replica_fetch_response_max_bytes = _Int("replica.fetch.response.max.bytes")
     replica_fetch_backoff_ms = _Int("replica.fetch.backoff.ms")
     replica_socket_timeout_ms = _Int("replica.socket.timeout.ms")
+    max_incremental_fetch_session_cache_slots = _Int("max.incremental.fetch.session.cache.slots")
+    min_incremental_fetch_session_eviction_ms = _Int("min.incremental.fetch.session.eviction.ms")
     auto_leader_rebalance_enable = _Bool("auto.leader.rebalance.enable")
     leader_imbalance_check_interval_seconds = _Int("leader.imbalance.check.interval.seconds")
     leader_imbalance_per_broker_percentage = _Int("leader.imbalance.per.broker.percentage")

@@ -335,6 +335,14 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               at_least(1), dynamic=True),
     ConfigDef("replica.socket.timeout.ms", _T.INT, "30000",
               "How long a follower waits for a fetch answer beyond the leader's wait.", at_least(1)),
+    ConfigDef("max.incremental.fetch.session.cache.slots", _T.INT, "1000",
+              "The incremental fetch sessions (KIP-227) the broker keeps at once, followers' and consumers'; 0 "
+              "makes every fetch a full one.", at_least(0), dynamic=False),
+    ConfigDef("min.incremental.fetch.session.eviction.ms", _T.INT, "120000",
+              "How long a fetch session is kept from being evicted for a new one: a session unused for this long "
+              "may be evicted first, and one that has existed this long may give way to a more valuable one (a "
+              "follower's, or one with more partitions). Kafka's fixed value, a setting in Moldau.",
+              at_least(0), dynamic=False),
     ConfigDef("auto.leader.rebalance.enable", _T.BOOLEAN, "true",
               "Move leadership back to preferred replicas when brokers are imbalanced."),
     ConfigDef("leader.imbalance.check.interval.seconds", _T.LONG, "300",

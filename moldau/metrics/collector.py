@@ -66,6 +66,7 @@ class NodeView(Protocol):
     def remote_end_offsets(self) -> Mapping[tuple[str, int], int]: ...  # high watermarks of partitions led elsewhere
     def raft_commit_latency(self) -> tuple[float, float]: ...  # (avg, max) ms over the recent windows
     def now_ms(self) -> float: ...  # the node's monotonic clock
+    def fetch_sessions(self) -> tuple[int, int]: ...  # (incremental fetch sessions, partitions they hold)
 
 
 class BrokerCollector(Collector):
@@ -85,6 +86,7 @@ class BrokerCollector(Collector):
         yield from _quotas(node.counters, node.now_ms())
         partitions = list(node.partitions())
         yield from _replica_manager(node, partitions)
+        yield from _fetch_sessions(node)
         yield from _logs(partitions)
         yield from _consumer_lag(node, partitions)
 
@@ -179,6 +181,14 @@ def _replica_manager(node: NodeView, partitions: list[PartitionView]) -> Iterato
                               value=shrinks)
     yield CounterMetricFamily("kafka_server_replicamanager_isrexpands", "ISR expands of partitions led here.",
                               value=expands)
+
+
+def _fetch_sessions(node: NodeView) -> Iterator[Metric]:
+    sessions, partitions = node.fetch_sessions()
+    yield _gauge("kafka_server_fetchsessioncache_numincrementalfetchsessions",
+                 "Incremental fetch sessions (KIP-227) kept here, followers' and consumers'.", sessions)
+    yield _gauge("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+                 "Partitions held by the incremental fetch sessions kept here.", partitions)
 
 
 def _logs(partitions: list[PartitionView]) -> Iterator[Metric]:

@@ -100,3 +100,7 @@ class BrokerNode:
 
     def now_ms(self) -> float:
         return self._broker.clock.monotonic_ms()
+
+    def fetch_sessions(self) -> tuple[int, int]:
+        cache = self._broker.fetch_sessions
+        return len(cache), cache.partitions_cached

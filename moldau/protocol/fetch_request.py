@@ -8,9 +8,13 @@ byte for byte against kio's encoder.
 
 Layout (Kafka's FetchRequest schema, v17, flexible): max_wait_ms, min_bytes, max_bytes, isolation_level,
 session_id, session_epoch, topics (compact array: topic id, then partitions: index, current leader epoch, fetch
-offset, last fetched epoch, log start offset, partition max bytes, an empty tagged-field section), an empty
-forgotten-topics array, rack id, then the request's tagged fields: the follower's `replica_state` (tag 1: broker
-id and broker epoch). The cluster id (tag 0) and a partition's replica directory id (tag 0) are not sent.
+offset, last fetched epoch, log start offset, partition max bytes, an empty tagged-field section), forgotten topics
+(compact array: topic id, compact array of partition indexes, empty tagged fields), rack id, then the request's
+tagged fields: the follower's `replica_state` (tag 1: broker id and broker epoch). The cluster id (tag 0) and a
+partition's replica directory id (tag 0) are not sent.
+
+In an incremental fetch session (KIP-227, `moldau.replication.fetch_session`) the topics are only the partitions
+whose position changed, and the forgotten topics those the follower no longer fetches from this leader.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ _HEAD = struct.Struct(">iiibii")  # max wait, min bytes, max bytes, isolation le
 _PARTITION = struct.Struct(">iiqiqib")  # ..., partition max bytes, empty tagged fields
 _REPLICA_STATE = struct.Struct(">iqb")  # replica id, replica epoch, empty tagged fields
 _REPLICA_STATE_TAG = 1
-_NO_FORGOTTEN_TOPICS = uvarint(0 + 1)
+_INDEX = struct.Struct(">i")
 _EMPTY_RACK = uvarint(0 + 1)
 _NO_TAGS = b"\x00"
 
@@ -57,9 +61,11 @@ class EncodedRequest:
 
 def encode_replica_fetch(replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
                          partition_max_bytes: int,
-                         topics: Sequence[tuple[uuid.UUID, Sequence[FetchPosition]]]) -> EncodedRequest:
-    """A follower's Fetch v17: read_uncommitted, no fetch session, no rack, replica epoch -1."""
-    out = [_HEAD.pack(max_wait_ms, min_bytes, max_bytes, 0, 0, -1), uvarint(len(topics) + 1)]
+                         topics: Sequence[tuple[uuid.UUID, Sequence[FetchPosition]]],
+                         session_id: int = 0, session_epoch: int = -1,
+                         forgotten: Sequence[tuple[uuid.UUID, Sequence[int]]] = ()) -> EncodedRequest:
+    """A follower's Fetch v17: read_uncommitted, no rack, replica epoch -1; by default no fetch session."""
+    out = [_HEAD.pack(max_wait_ms, min_bytes, max_bytes, 0, session_id, session_epoch), uvarint(len(topics) + 1)]
     pack = _PARTITION.pack
     for topic_id, positions in topics:
         out.append(topic_id.bytes)
@@ -67,7 +73,12 @@ def encode_replica_fetch(replica_id: int, max_wait_ms: int, min_bytes: int, max_
         out.extend(pack(p.partition, p.current_leader_epoch, p.fetch_offset, p.last_fetched_epoch,
                         p.log_start_offset, partition_max_bytes, 0) for p in positions)
         out.append(_NO_TAGS)
+    out.append(uvarint(len(forgotten) + 1))
+    for topic_id, indexes in forgotten:
+        out.append(topic_id.bytes)
+        out.append(uvarint(len(indexes) + 1))
+        out.extend(_INDEX.pack(index) for index in indexes)
+        out.append(_NO_TAGS)
     replica_state = _REPLICA_STATE.pack(replica_id, -1, 0)
-    out += [_NO_FORGOTTEN_TOPICS, _EMPTY_RACK, uvarint(1), uvarint(_REPLICA_STATE_TAG), uvarint(len(replica_state)),
-            replica_state]
+    out += [_EMPTY_RACK, uvarint(1), uvarint(_REPLICA_STATE_TAG), uvarint(len(replica_state)), replica_state]
     return EncodedRequest(FETCH_KEY, FETCH_VERSION, True, b"".join(out))

@@ -7,8 +7,14 @@ a follower hears of an append within one round trip; the fetch offset doubles as
 acknowledgement. What to do with each answer (append, truncate, restart the log) is the replica manager's
 (`ReplicaManager.on_fetched`); this module only moves requests and answers.
 
+Each loop keeps an incremental fetch session with its leader (KIP-227, `moldau.replication.fetch_session`): after a
+first full fetch, a request lists only the partitions whose position changed and forgets those no longer fetched,
+and the leader answers only the partitions with something new, so idle partitions cost next to nothing per round
+trip. A session error, or a request that got no answer, starts over with a full fetch.
+
 A failed request (leader unreachable, timed out) is retried after `replica.fetch.backoff.ms`; partitions whose
-answer was an error are left out for that long too, until the next metadata image may tell a new leader.
+answer was an error are left out for that long too (forgotten by the session meanwhile), until the next metadata
+image may tell a new leader.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Self
 from moldau.clock import Clock, SystemClock
 from moldau.net.client import ConnectionFailed, ConnectionPool
 from moldau.protocol.fetch_request import EncodedRequest, FetchPosition, encode_replica_fetch
+from moldau.replication.fetch_session import FetcherSession, FetchPlan
 
 if TYPE_CHECKING:
     from moldau.config import BrokerConfig
@@ -33,6 +40,7 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 Address = tuple[str, int]
+PartitionId = tuple[uuid.UUID, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +87,7 @@ class ReplicaFetcher:
         self._settings = settings
         self._clock: Clock = clock or SystemClock()
         self._changed = asyncio.Event()
+        self._session: FetcherSession[PartitionId, FetchPosition] = FetcherSession()
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader_id}")
 
     def follow(self, followed: FollowedPartition) -> None:
@@ -124,21 +133,44 @@ class ReplicaFetcher:
         if not ready:
             await self._sleep(min(p.retry_at_ms for p in self.partitions.values()) - now_ms)
             return
-        request = self._request(ready)
+        plan = self._session.plan(self._positions(ready))
         timeout_s = (self._settings.max_wait_ms + self._settings.request_timeout_ms) / 1000
-        response = await self._pool.request(address[0], address[1], request, timeout_s)
-        self._handle(response, {(p.topic_id, p.partition): p for p in ready})
+        try:
+            response = await self._pool.request(address[0], address[1], self._request(plan), timeout_s)
+        except BaseException:
+            self._session.failed()  # the leader may or may not have moved the session on
+            raise
+        self._session.answered(plan, response.error_code, response.session_id)
+        if response.error_code:
+            log.info("fetch session with broker %d: error %d; starting a new one", self.leader_id,
+                     response.error_code)
+            return
+        try:
+            self._handle(response, {(p.topic_id, p.partition): p for p in ready})
+        except BaseException:
+            # The leader counts this answer as heard: a full fetch makes sure nothing it told is missed.
+            self._session.failed()
+            raise
 
-    def _request(self, ready: list[FollowedPartition]) -> EncodedRequest:
-        by_topic: dict[uuid.UUID, list[FetchPosition]] = {}
+    def _positions(self, ready: list[FollowedPartition]) -> dict[PartitionId, FetchPosition]:
         position = self._manager.follower_position
+        out = {}
         for p in ready:
             start, end, last_epoch = position(p.topic, p.partition)
-            by_topic.setdefault(p.topic_id, []).append(
-                FetchPosition(p.partition, p.leader_epoch, end, last_epoch, start))
+            out[(p.topic_id, p.partition)] = FetchPosition(p.partition, p.leader_epoch, end, last_epoch, start)
+        return out
+
+    def _request(self, plan: FetchPlan[PartitionId, FetchPosition]) -> EncodedRequest:
+        by_topic: dict[uuid.UUID, list[FetchPosition]] = {}
+        for (topic_id, _), fetch_position in plan.listed.items():
+            by_topic.setdefault(topic_id, []).append(fetch_position)
+        forgotten: dict[uuid.UUID, list[int]] = {}
+        for topic_id, partition in plan.forgotten:
+            forgotten.setdefault(topic_id, []).append(partition)
         settings = self._settings
         return encode_replica_fetch(self._manager.node_id, settings.max_wait_ms, settings.min_bytes,
-                                    settings.max_bytes, settings.partition_max_bytes, list(by_topic.items()))
+                                    settings.max_bytes, settings.partition_max_bytes, list(by_topic.items()),
+                                    plan.session_id, plan.epoch, list(forgotten.items()))
 
     def _handle(self, response: Any, sent: dict[tuple[uuid.UUID, int], FollowedPartition]) -> None:
         now_ms = self._clock.monotonic_ms()

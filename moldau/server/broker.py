@@ -85,6 +85,7 @@ from moldau.server.controller_requests import ControllerRequests
 from moldau.server.dead_letters import DeadLetters
 from moldau.server.dispatch import Dispatcher, RequestFilter
 from moldau.server.feature_gate import FeatureGate
+from moldau.server.fetch_sessions import FetchSessionCache
 from moldau.server.internal_topics import InternalTopics
 from moldau.server.replica_links import ReplicaLinks
 from moldau.server.share_state_links import ShareStateLinks
@@ -135,6 +136,9 @@ class Broker:
         self.connection_quotas = ConnectionQuotas.from_config(config)
         self.authorizer = Authorizer.from_config(config)  # None unless authorizer.class.name is set
         self.counters = BrokerCounters()  # what /metrics reports of the request path (moldau.metrics)
+        # Incremental fetch sessions (KIP-227) of followers and consumers, whatever connection they come on.
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
+                                                config.min_incremental_fetch_session_eviction_ms)
         filters: list[RequestFilter] = [FeatureGate()]
         if self.authorizer is not None:
             filters.append(RequestAuthorization())

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from moldau.replication.log_dir_mover import LogDirMover
     from moldau.replication.replica_manager import ReplicaManager
     from moldau.server.context import RequestContext
+    from moldau.server.fetch_sessions import FetchSessionCache
     from moldau.server.share_state_links import ShareStateLinks
     from moldau.server.txn_links import TxnLinks
     from moldau.share.manager import ShareGroups
@@ -70,6 +71,8 @@ class BrokerServices(Protocol):
     def log_manager(self) -> LogManager: ...
     @property
     def log_dir_mover(self) -> LogDirMover: ...  # AlterReplicaLogDirs
+    @property
+    def fetch_sessions(self) -> FetchSessionCache: ...  # incremental fetch sessions (KIP-227)
 
     # -- coordinators -----------------------------------------------------------------------------------------
     @property

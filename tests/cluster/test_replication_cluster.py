@@ -17,8 +17,10 @@ from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicP
 # confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from moldau.net.ports import free_ports
 from tests.support.cluster import LocalCluster, metadata_at
 from tests.support.messages import value_of
+from tests.support.metrics_scrape import Scrape
 from tests.support.replicated import FAST_FAILOVER, Writer, assert_no_loss, read_all
 
 pytestmark = pytest.mark.slow
@@ -66,6 +68,35 @@ def test_killing_any_one_broker_under_load_loses_no_acknowledged_record(cluster:
     cluster.wait_until(
         lambda: all(len(p.isr_nodes) == 3 for p in partitions_of(str(survivor.kafka_address), TOPIC).values()),
         30, "the restarted broker back in every ISR")
+
+
+def test_followers_replicate_in_incremental_fetch_sessions(tmp_path: Path) -> None:
+    """Each follower keeps one fetch session per leader (KIP-227): every node leading partitions holds the sessions
+    of its two followers, with the partitions they follow from it, while acks=all writes go through."""
+    consoles = dict(zip((1, 2, 3), free_ports(3), strict=True))
+    per_node = {node_id: {"console.listeners": f"http://127.0.0.1:{port}"} for node_id, port in consoles.items()}
+    with LocalCluster(tmp_path, 3, overrides=FAST, node_overrides=per_node) as cluster:
+        cluster.active_controller(timeout_s=30)
+        create_topic(cluster.bootstrap, TOPIC, 6)
+        with Writer(cluster.bootstrap, TOPIC) as writer:
+            writer.wait_for_acks(600, 30)
+        assert not writer.failed, f"writes failed: {list(writer.failed.items())[:3]}"
+        assert_no_loss(writer.acked, read_all(cluster.bootstrap, TOPIC, 6))
+        led = {node_id: 0 for node_id in consoles}
+        for p in partitions_of(cluster.bootstrap.split(",")[0], TOPIC).values():
+            led[p.leader_id] += 1
+
+        def sessions_cover_every_follower() -> bool:
+            for node_id, port in consoles.items():
+                scrape = Scrape(f"http://127.0.0.1:{port}/metrics")
+                sessions = scrape.value("kafka_server_fetchsessioncache_numincrementalfetchsessions")
+                cached = scrape.value("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached")
+                # Two followers of each partition led here (and of __consumer_offsets partitions, if any).
+                if led[node_id] and (sessions < 2 or cached < 2 * led[node_id]):
+                    return False
+            return True
+
+        cluster.wait_until(sessions_cover_every_follower, 20, "a fetch session of each follower on each leader")
 
 
 def test_group_carries_on_from_committed_offsets_when_its_coordinator_dies(cluster: LocalCluster) -> None:

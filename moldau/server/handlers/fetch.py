@@ -18,8 +18,12 @@ gets the aborted transactions overlapping what it fetched (producer id, first of
 records; read_uncommitted consumers read up to the high watermark and get none (null). Every partition answer
 carries the last stable offset.
 
-Fetch sessions (KIP-227) are not kept: every response says session id 0, which tells clients to send full
-fetch requests, as a Kafka broker with no session cache slots does.
+Fetch sessions (KIP-227, `moldau.server.fetch_sessions`): a full fetch with session epoch 0 makes a session in the
+broker's cache when it has room, and its response carries the session's id. Incremental fetches of the session list
+only the partitions whose position changed (and forget those no longer fetched); they read every partition of the
+session, wait on every one of them, and answer only those with records, an error, a diverging epoch or a high
+watermark, last stable offset or log start offset other than the last one sent. A session error (unknown id, wrong
+epoch) is answered at top level with no partitions, and the fetcher starts over with a full fetch.
 
 Zero-copy: on a connection that sends files (`RequestContext.sends_files`: a plaintext listener, with
 `fetch.zero.copy.enable` on), a partition's records of at least `SENDFILE_MIN_BYTES` are answered as
@@ -38,6 +42,7 @@ from typing import Any
 
 from moldau.protocol.codec import EncodedBody
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.fetch_metadata import FINAL_EPOCH, INVALID_SESSION_ID
 from moldau.protocol.fetch_response import (
     FIRST_TOPIC_ID_VERSION,
     PartitionResult,
@@ -51,6 +56,12 @@ from moldau.replication.replica_manager import TopicPartition
 from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.security.quotas import CONSUMER_BYTE_RATE
 from moldau.server.context import RequestContext
+from moldau.server.fetch_sessions import (
+    CachedPartition,
+    FetchSession,
+    PartitionKey,
+    SessionStart,
+)
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import ms_from_timedelta, reads_committed
 from moldau.storage.log_common import ReadResult
@@ -75,13 +86,20 @@ class _PartitionRead:
     aborted_transactions: list[tuple[int, int]] | None = None
 
 
+_SESSIONLESS = SessionStart()
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    if request.__class__.__dataclass_fields__.get("session_id") is not None and (
-        request.session_id != 0 or request.session_epoch not in (-1, 0)
-    ):
-        return _response(ctx, ErrorCode.fetch_session_id_not_found, [])
-    wanted = _wanted_partitions(ctx, request)
+    start = _session_start(ctx, request)
+    if start.error != ErrorCode.none:
+        return _response(ctx, start.error, [])
     replica_id = _replica_id(ctx, request)
+    session = start.session
+    if session is not None:
+        session.apply(_listed(ctx, request), _forgotten(ctx, request))
+        wanted = _session_partitions(ctx, session)
+    else:
+        wanted = _wanted_partitions(ctx, request)
     refused_names = _refused_topics(ctx, wanted, replica_id)
     refused = {key for name, _, key in wanted if name in refused_names}
     if refused:
@@ -93,7 +111,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         remaining_ms = deadline - ctx.broker.clock.monotonic_ms()
         if total_bytes >= request.min_bytes or remaining_ms <= 0 or _has_errors(reads) or ctx.broker.closing:
             _count_bytes_out(ctx, wanted, reads, replica_id >= 0)
-            return _response(ctx, ErrorCode.none, reads, replica_id < 0)
+            session_id = 0
+            if session is not None:
+                reads = _changed_only(session, wanted, reads)
+                session_id = session.id
+            elif start.create:
+                session_id = _create_session(ctx, wanted, reads, replica_id >= 0)
+            return _response(ctx, ErrorCode.none, reads, replica_id < 0, session_id)
         keys: list[TopicPartition] = [(name, p.partition) for name, p, _ in wanted if name is not None]
         await ctx.broker.replicas.wait_for_data(keys, remaining_ms, replica=replica_id >= 0)
 
@@ -105,6 +129,72 @@ def _count_bytes_out(ctx: RequestContext, wanted: list[tuple[str | None, Any, An
     for (name, _, _), read in zip(wanted, reads, strict=True):
         if name is not None and read.records:
             counters.fetched(name, _size(read.records), replica)
+
+
+def _session_start(ctx: RequestContext, request: Any) -> SessionStart:
+    """What the request's session id and epoch ask for; requests before v7 have neither (sessionless)."""
+    if ctx.version < 7 or (request.session_id == INVALID_SESSION_ID and request.session_epoch == FINAL_EPOCH):
+        return _SESSIONLESS
+    return ctx.broker.fetch_sessions.begin(request.session_id, request.session_epoch,
+                                           ctx.version >= FIRST_TOPIC_ID_VERSION, ctx.broker.clock.monotonic_ms())
+
+
+def _listed(ctx: RequestContext, request: Any) -> list[CachedPartition]:
+    """The partitions an incremental request adds to its session or moves."""
+    by_id = ctx.version >= FIRST_TOPIC_ID_VERSION
+    return [CachedPartition.from_request(topic.topic_id if by_id else topic.topic, p)
+            for topic in request.topics for p in topic.partitions]
+
+
+def _forgotten(ctx: RequestContext, request: Any) -> list[PartitionKey]:
+    by_id = ctx.version >= FIRST_TOPIC_ID_VERSION
+    return [(topic.topic_id if by_id else topic.topic, p)
+            for topic in request.forgotten_topics_data for p in topic.partitions]
+
+
+def _session_partitions(ctx: RequestContext, session: FetchSession) -> list[tuple[str | None, Any, Any]]:
+    """(topic name or None if unknown, the cached partition, the key to echo) for every partition of a session."""
+    if session.uses_topic_ids:
+        topics = ctx.broker.image.topics_by_id
+        out: list[tuple[str | None, Any, Any]] = []
+        for cached in session.partitions.values():
+            known = topics.get(cached.topic_key)
+            out.append((known.name if known else None, cached, cached.topic_key))
+        return out
+    return [(cached.topic_key, cached, cached.topic_key) for cached in session.partitions.values()]
+
+
+def _changed_only(session: FetchSession, wanted: list[tuple[str | None, Any, Any]], reads: list[_PartitionRead]
+                  ) -> list[_PartitionRead]:
+    """An incremental answer: the partitions the fetcher does not know the state of (`CachedPartition.must_send`);
+    those that returned records move to the end of the session."""
+    out = []
+    with_records = []
+    for (_, cached, _), read in zip(wanted, reads, strict=True):
+        has_records = bool(read.records)
+        failed = read.error != ErrorCode.none or read.diverging_epoch is not None
+        if cached.must_send(has_records, failed, read.high_watermark, read.last_stable_offset,
+                            read.log_start_offset):
+            out.append(read)
+            if has_records:
+                with_records.append((cached.topic_key, cached.partition))
+    if with_records:
+        session.returned_records(with_records)
+    return out
+
+
+def _create_session(ctx: RequestContext, wanted: list[tuple[str | None, Any, Any]], reads: list[_PartitionRead],
+                    follower: bool) -> int:
+    """A session for a full fetch that asked for one, holding what it told; its id, or 0 if the cache is full."""
+    partitions = []
+    for (_, part, key), read in zip(wanted, reads, strict=True):
+        cached = CachedPartition.from_request(key, part)
+        cached.must_send(False, read.error != ErrorCode.none, read.high_watermark, read.last_stable_offset,
+                         read.log_start_offset)
+        partitions.append(cached)
+    session = ctx.broker.fetch_sessions.create(follower, ctx.version >= FIRST_TOPIC_ID_VERSION, partitions,
+                                               ctx.broker.clock.monotonic_ms())
+    return session.id if session is not None else 0
 
 
 def _replica_id(ctx: RequestContext, request: Any) -> int:
@@ -229,8 +319,8 @@ def _has_errors(reads: list[_PartitionRead]) -> bool:
     return any(r.error != ErrorCode.none or r.diverging_epoch is not None for r in reads)
 
 
-def _response(ctx: RequestContext, code: ErrorCode, reads: list[_PartitionRead], consumer: bool = False
-              ) -> EncodedBody:
+def _response(ctx: RequestContext, code: ErrorCode, reads: list[_PartitionRead], consumer: bool = False,
+              session_id: int = 0) -> EncodedBody:
     """The encoded response; a consumer's counts against its consumer_byte_rate (replicas are never throttled),
     and carries the throttle time that earns it."""
     by_topic: dict[Any, list[PartitionResult]] = {}
@@ -247,11 +337,11 @@ def _response(ctx: RequestContext, code: ErrorCode, reads: list[_PartitionRead],
     by_id = ctx.version >= FIRST_TOPIC_ID_VERSION
     topics = [TopicResult(name=None if by_id else key, topic_id=key if by_id else None, partitions=parts)
               for key, parts in by_topic.items()]
-    parts = encode_fetch_response(ctx.version, 0, code.value, 0, topics)
+    parts = encode_fetch_response(ctx.version, 0, code.value, session_id, topics)
     if consumer:
         throttle_ms = ctx.quota.record(CONSUMER_BYTE_RATE, sum(len(part) for part in parts))
         if throttle_ms > 0:
-            parts = encode_fetch_response(ctx.version, throttle_ms, code.value, 0, topics)
+            parts = encode_fetch_response(ctx.version, throttle_ms, code.value, session_id, topics)
     return EncodedBody(parts)
 
 
