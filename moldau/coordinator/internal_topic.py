@@ -69,7 +69,7 @@ def own_batch(batch: bytes) -> tuple[BatchHeader, memoryview] | None:
     uncompressed, CreateTime, not transactional, not a control batch.
 
     Every offset commit is such an append, and checking again what `build_batch` just wrote (split, CRC, every
-    record) was a tenth of a commit's cost on the broker. The header fields the log relies on are still compared."""
+    record) was paid per commit. The header fields the log relies on are still compared here."""
     if len(batch) < BATCH_HEADER_SIZE:
         return None
     header = BatchHeader._make(_HEADER.unpack_from(batch))
