@@ -428,12 +428,13 @@ class ReplicaManager:
 
     def append_as_leader(self, hosted: HostedPartition, batches: list[tuple[BatchHeader, memoryview]],
                          required_acks: int = 1, verification_guard: object | None = None,
-                         records_check: RecordsCheck | None = None) -> AppendResult:
+                         records_check: RecordsCheck | None = None, *, own: bool = False) -> AppendResult:
         """Append to a partition led here. Raises KafkaError; with acks=all, NOT_ENOUGH_REPLICAS when the ISR is
-        smaller than min.insync.replicas (checked before anything is written, as Kafka does)."""
+        smaller than min.insync.replicas (checked before anything is written, as Kafka does). `own`: batches the
+        broker built itself (see `PartitionLog.append`)."""
         if required_acks == -1:
             _require_min_isr(hosted)
-        result = hosted.log.append(batches, hosted.leader_epoch, verification_guard, records_check)
+        result = hosted.log.append(batches, hosted.leader_epoch, verification_guard, records_check, own=own)
         if not result.duplicate:
             self._after_leader_append(hosted)
         return result

@@ -19,7 +19,26 @@ from moldau.storage.log_config import LogConfig
 from moldau.storage.producer_state import BatchMetadata, ProducerStateManager
 from moldau.storage.record_checks import check_batch_records
 
-__all__ = ["LeaderAppendChecks"]
+__all__ = ["LeaderAppendChecks", "check_own_sizes"]
+
+
+def check_own_sizes(batches: Sequence[tuple[BatchHeader, memoryview]], config: LogConfig) -> int:
+    """The checks of a batch the broker built itself (`PartitionLog.append(own=True)`): the log's size limits,
+    with the errors a client's batch gets. Its records, CRC, flags and timestamps are right by construction, and it
+    has no producer id, so nothing else of `LeaderAppendChecks` applies. Returns the total bytes."""
+    total_bytes = 0
+    for header, _ in batches:
+        if header.producer_id >= 0:
+            raise ValueError("a batch with a producer id needs the producer checks")
+        size = header.total_size
+        if size > config.max_message_bytes:
+            raise KafkaError(ErrorCode.message_too_large,
+                             f"batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}")
+        total_bytes += size
+    if total_bytes > config.segment_bytes:
+        raise KafkaError(ErrorCode.record_list_too_large,
+                         f"{total_bytes} bytes exceed segment.bytes {config.segment_bytes}")
+    return total_bytes
 
 
 @dataclass(slots=True, eq=False)  # made per append: not frozen, whose __init__ costs several times as much

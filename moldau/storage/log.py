@@ -67,7 +67,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_batch import BatchHeader, assign_offsets, parse_header
 from moldau.protocol.record_validation import RecordsCheck
 from moldau.storage import checkpoints, log_loading, log_reads, retention
-from moldau.storage.append_validation import LeaderAppendChecks
+from moldau.storage.append_validation import LeaderAppendChecks, check_own_sizes
 from moldau.storage.checkpoints import (
     CLEAN_SHUTDOWN_FILE,
     HIGH_WATERMARK_FILE,
@@ -495,9 +495,14 @@ class PartitionLog:
     # -- append --------------------------------------------------------------------------------------
 
     def append(self, batches: list[tuple[BatchHeader, memoryview]], leader_epoch: int,
-               verification_guard: object | None = None, records_check: RecordsCheck | None = None) -> AppendResult:
+               verification_guard: object | None = None, records_check: RecordsCheck | None = None, *,
+               own: bool = False) -> AppendResult:
         """Validate all `batches` (already split and CRC-checked), then store them at consecutive offsets.
         `records_check` is a further check of each batch's records (the topic's schema validation).
+
+        `own`: batches the broker built itself without a producer id (a coordinator's records, see
+        `coordinator.internal_topic.own_batch`), whose records and CRC are right by construction: only their sizes
+        are checked against the log's limits, as Kafka's coordinators append without the client checks.
 
         A transactional batch that starts a transaction here must come with the producer's current
         `verification_guard` (see `needs_verification`) unless `transaction_verification` is off.
@@ -511,11 +516,14 @@ class PartitionLog:
         self._check_open()
         now = self._clock.time_ms()
         append_time = now if self._config.message_timestamp_type is TimestampType.LOG_APPEND_TIME else None
-        checks = LeaderAppendChecks(self._config, self.producer_state, self.transaction_verification, self._name,
-                                    records_check)
-        total_bytes, duplicate = checks.validate(batches, now, append_time is None, verification_guard)
-        if duplicate is not None:
-            return self._duplicate_result(duplicate, append_time is not None)
+        if own:
+            total_bytes = check_own_sizes(batches, self._config)
+        else:
+            checks = LeaderAppendChecks(self._config, self.producer_state, self.transaction_verification, self._name,
+                                        records_check)
+            total_bytes, duplicate = checks.validate(batches, now, append_time is None, verification_guard)
+            if duplicate is not None:
+                return self._duplicate_result(duplicate, append_time is not None)
         first_offset = self._log_end_offset
         pieces: list[bytes | memoryview] = []
         stored: list[AppendedBatch] = []

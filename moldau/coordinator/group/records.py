@@ -19,6 +19,7 @@ and compaction, which keeps the latest record per key, eventually forgets it. A 
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from moldau.coordinator.record_codec import Reader as _Reader
@@ -87,7 +88,7 @@ def encode_key(key: RecordKey) -> bytes:
     if isinstance(key, ConsumerGroupKey):
         return _encode_consumer_key(key)
     if isinstance(key, OffsetKey):
-        return bytes(_Writer(OFFSET_KEY_VERSION).string(key.group).string(key.topic).i32(key.partition).buf)
+        return _encode_offset_key(key)
     return bytes(_Writer(GROUP_KEY_VERSION).string(key.group).buf)
 
 
@@ -97,14 +98,34 @@ def encode_value(value: RecordValue | None) -> bytes | None:
     if not isinstance(value, OffsetValue | GroupValue):
         return _encode_consumer_value(value)
     if isinstance(value, OffsetValue):
-        w = _Writer(OFFSET_VALUE_VERSION).i64(value.offset).i32(value.leader_epoch)
-        return bytes(w.string(value.metadata).i64(value.commit_timestamp_ms).buf)
+        return _encode_offset_value(value)
     w = _Writer(GROUP_VALUE_VERSION).string(value.protocol_type).i32(value.generation)
     w.string(value.protocol).string(value.leader).i64(value.current_state_timestamp_ms).i32(len(value.members))
     for m in value.members:
         w.string(m.member_id).string(m.group_instance_id).string(m.client_id).string(m.client_host)
         w.i32(m.rebalance_timeout_ms).i32(m.session_timeout_ms).bytes_(m.subscription).bytes_(m.assignment)
     return bytes(w.buf)
+
+
+# Offset records are written for every commit, so they are packed directly rather than field by field with a
+# `_Writer`: the same bytes (tests/unit/coordinator/test_records.py), a few calls instead of a dozen.
+_OFFSET_KEY_HEAD = struct.Struct(">hh")  # version, group length
+_LENGTH = struct.Struct(">h")
+_PARTITION = struct.Struct(">i")
+_OFFSET_VALUE_HEAD = struct.Struct(">hqih")  # version, offset, leader epoch, metadata length
+_TIMESTAMP = struct.Struct(">q")
+
+
+def _encode_offset_key(key: OffsetKey) -> bytes:
+    group, topic = key.group.encode(), key.topic.encode()
+    return b"".join((_OFFSET_KEY_HEAD.pack(OFFSET_KEY_VERSION, len(group)), group, _LENGTH.pack(len(topic)), topic,
+                     _PARTITION.pack(key.partition)))
+
+
+def _encode_offset_value(value: OffsetValue) -> bytes:
+    metadata = value.metadata.encode()
+    return b"".join((_OFFSET_VALUE_HEAD.pack(OFFSET_VALUE_VERSION, value.offset, value.leader_epoch, len(metadata)),
+                     metadata, _TIMESTAMP.pack(value.commit_timestamp_ms)))
 
 
 # -- decoding ------------------------------------------------------------------------------------------------

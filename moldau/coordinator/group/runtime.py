@@ -263,7 +263,7 @@ class GroupRuntime:
     async def _replicated(self, group_id: str, errors: list[ErrorCode]) -> list[ErrorCode]:
         """acks=all for a write just made to the group's partition: wait until the ISR has it; if it cannot,
         the partitions that were accepted get the write's error instead."""
-        if all(e != ErrorCode.none for e in errors):
+        if ErrorCode.none not in errors:
             return errors
         code = await self._replicated_to_end(group_id)
         if code == ErrorCode.none:

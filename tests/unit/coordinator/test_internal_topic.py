@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from moldau.coordinator.internal_topic import build_batch
+from moldau.coordinator.internal_topic import build_batch, own_batch
 from moldau.protocol.record_batch import split_batches
 
 _records = st.lists(st.tuples(st.binary(max_size=300), st.none() | st.binary(max_size=300)), min_size=1,
@@ -32,3 +32,28 @@ def test_the_batch_is_byte_for_byte_the_generic_builders(records: list[tuple[byt
     assert built == reference(records, now_ms, producer, epoch, transactional)
     ((header, _),) = split_batches(built)  # and the broker's own checks (sizes, CRC) accept it
     assert header.records_count == len(records)
+
+
+@settings(max_examples=200, deadline=None)
+@given(records=_records, now_ms=st.integers(0, 2**42))
+def test_own_batch_reads_a_built_batch_as_the_client_checks_do(records: list[tuple[bytes, bytes | None]],
+                                                                now_ms: int) -> None:
+    built = build_batch(records, now_ms)
+    own = own_batch(built)
+    assert own is not None
+    ((header, view),) = split_batches(built)
+    assert own[0] == header and bytes(own[1]) == bytes(view) == built
+
+
+@settings(max_examples=100, deadline=None)
+@given(records=_records, now_ms=st.integers(0, 2**42), producer=st.integers(0, 2**40),
+       transactional=st.booleans())
+def test_anything_but_one_plain_built_batch_goes_through_the_checks(records: list[tuple[bytes, bytes | None]],
+                                                                    now_ms: int, producer: int,
+                                                                    transactional: bool) -> None:
+    plain = build_batch(records, now_ms)
+    assert own_batch(build_batch(records, now_ms, producer_id=producer, transactional=transactional)) is None
+    assert own_batch(plain + plain) is None  # two batches
+    assert own_batch(plain[:-1]) is None  # truncated
+    assert own_batch(plain[:40]) is None  # not even a header
+    assert own_batch(build_batch(records, now_ms, transactional=True)) is None  # attributes other than 0

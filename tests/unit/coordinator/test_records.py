@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from moldau.coordinator.group.consumer_protocol import subscribed_topics
 from moldau.coordinator.group.records import (
@@ -18,6 +20,7 @@ from moldau.coordinator.group.records import (
     java_string_hash,
     partition_for,
 )
+from moldau.coordinator.record_codec import Writer
 from tests.unit.coordinator.harness import subscription
 
 
@@ -44,6 +47,19 @@ def test_offset_key_bytes_are_kafkas() -> None:
     assert key == b"\x00\x01" + b"\x00\x01g" + b"\x00\x01t" + b"\x00\x00\x00\x03"
     assert value == (b"\x00\x03" + (42).to_bytes(8, "big") + (7).to_bytes(4, "big") + b"\x00\x01m"
                      + (1000).to_bytes(8, "big"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(group=st.text(max_size=40), topic=st.text(max_size=40), partition=st.integers(0, 2**31 - 1),
+       offset=st.integers(-1, 2**63 - 1), epoch=st.integers(-1, 2**31 - 1), metadata=st.text(max_size=100),
+       timestamp=st.integers(0, 2**42))
+def test_offset_records_are_packed_as_field_by_field(group: str, topic: str, partition: int, offset: int, epoch: int,
+                                                    metadata: str, timestamp: int) -> None:
+    key, value = encode(Record(OffsetKey(group, topic, partition), OffsetValue(offset, epoch, metadata, timestamp)))
+    assert key == bytes(Writer(1).string(group).string(topic).i32(partition).buf)
+    assert value == bytes(Writer(3).i64(offset).i32(epoch).string(metadata).i64(timestamp).buf)
+    assert decode(key, value) == Record(OffsetKey(group, topic, partition), OffsetValue(offset, epoch, metadata,
+                                                                                       timestamp))
 
 
 def test_group_record_round_trip() -> None:

@@ -17,6 +17,8 @@ from moldau.protocol import codec
 from moldau.protocol.offset_commit import (
     OffsetCommitResponse,
     OffsetCommitResponseTopic,
+    _parse,
+    _parse_short_flexible,
     parse_offset_commit_request,
 )
 from moldau.server.handlers.offset_commit import API as OFFSET_COMMIT
@@ -98,6 +100,22 @@ def test_response_is_what_kio_writes(version: int, throttle_ms: int, topic_list:
     ours = OffsetCommitResponse(throttle_ms, [OffsetCommitResponseTopic(name, topic_id, parts)
                                               for name, topic_id, parts in topic_list])
     assert in_memory(ours.encode(version)) == buf.getvalue()
+
+
+short_names = st.text(st.characters(max_codepoint=127), max_size=40)
+
+
+@pytest.mark.parametrize("version", [v for v in VERSIONS if v >= 8])
+@settings(max_examples=60, deadline=None)
+@given(group=short_names, generation=i32, member=short_names, instance=st.none() | short_names,
+       topic_list=st.lists(st.tuples(short_names, st.uuids(), st.lists(
+           st.tuples(i32, i64, i32, st.none() | short_names), max_size=4)), max_size=4))
+def test_short_requests_are_read_inline_as_field_by_field(version: int, group: str, generation: int, member: str,
+                                                          instance: str | None, topic_list: list[Any]) -> None:
+    body = memoryview(b"HEADER" + kio_request_bytes(version, group, generation, member, instance, -1, topic_list))
+    short = _parse_short_flexible(body, 6, version)
+    assert short is not None  # every length and count here fits one byte
+    assert short == _parse(body, 6, version)
 
 
 @pytest.mark.parametrize("version", [v for v in VERSIONS if v >= 8])

@@ -59,6 +59,29 @@ def test_offsets_are_assigned_consecutively_across_batches(open_log: OpenLog) ->
     assert parse_header(data).partition_leader_epoch == 5
 
 
+def test_an_own_batch_is_stored_as_a_checked_one(open_log: OpenLog, tmp_path: Path) -> None:
+    own, checked = open_log(name="own-0"), open_log(name="checked-0")
+    for n in (3, 1, 5):
+        batch = make_batch(values(n))
+        assert own.append(batches_of(batch), 2, own=True) == checked.append(batches_of(batch), 2)
+    assert own.read(0, 1 << 20, False).read_bytes() == checked.read(0, 1 << 20, False).read_bytes()
+    assert (own.log_end_offset, own.high_watermark) == (9, 9)
+
+
+def test_an_own_batch_still_meets_the_size_limits(open_log: OpenLog) -> None:
+    log = open_log(max_message_bytes=500, segment_bytes=1200)
+    with pytest.raises(KafkaError) as e:
+        log.append(batches_of(make_batch(values(2, size=600))), 0, own=True)
+    assert e.value.code == ErrorCode.message_too_large
+    small = make_batch(values(3, size=100))
+    with pytest.raises(KafkaError) as e:
+        log.append(batches_of(small, small, small), 0, own=True)
+    assert e.value.code == ErrorCode.record_list_too_large
+    with pytest.raises(ValueError):  # a producer's batch never skips the producer checks
+        log.append(batches_of(make_batch(values(1), producer_id=7)), 0, own=True)
+    assert log.log_end_offset == 0 and log.size_bytes == 0
+
+
 @pytest.mark.parametrize("compression", [0, 1, 2, 3, 4])
 def test_every_codec_round_trips_byte_for_byte(open_log: OpenLog, compression: int) -> None:
     log = open_log()
