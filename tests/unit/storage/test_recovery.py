@@ -154,11 +154,16 @@ def test_damaged_index_is_rebuilt(open_log: OpenLog) -> None:
     assert log.offset_for_timestamp(0) == (0, log.segments[0].largest_timestamp)
 
 
-def test_stray_files_are_removed(open_log: OpenLog) -> None:
+def _closed_log_directory(open_log: OpenLog) -> Path:
+    """The directory of a log of two appends (offsets 0-5), closed cleanly."""
     log = open_log()
     _fill(log, 2)
     log.close()
-    directory = Path(log.directory)
+    return Path(log.directory)
+
+
+def test_stray_files_are_removed(open_log: OpenLog) -> None:
+    directory = _closed_log_directory(open_log)
     (directory / "00000000000000000099.index").write_bytes(b"")
     (directory / "recovery-point.tmp").write_bytes(b"1")
     (directory / "00000000000000000000.log.deleted").write_bytes(b"1")
@@ -173,10 +178,7 @@ def test_stray_files_are_removed(open_log: OpenLog) -> None:
 def test_files_named_with_digits_of_other_scripts_are_not_segments(open_log: OpenLog) -> None:
     """'²' passes str.isdigit but not int(); such a name (a copy gone wrong, a hostile file) must not stop the log
     from opening, nor pass for a segment."""
-    log = open_log()
-    _fill(log, 2)
-    log.close()
-    directory = Path(log.directory)
+    directory = _closed_log_directory(open_log)
     (directory / "0000000000000000000\u00b2.log").write_bytes(b"not a segment")
     (directory / "0000000000000000000\u00b2.snapshot").write_bytes(b"not a snapshot")
     reopened = open_log()
