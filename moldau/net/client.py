@@ -98,9 +98,9 @@ class ClientConnection:
                     lambda: _ResponseReader(self), self.host, self.port, ssl=self.security.ssl_context)
             except (OSError, ssl.SSLError) as exc:
                 raise ConnectionFailed(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
-            if self.closed:
+            if self.closed or transport.is_closing():
                 # Closed while connecting (another request on it failed, and the pool dropped it): a socket
-                # opened now would belong to nobody.
+                # opened now would belong to nobody. Or the peer closed it at once, before it was ours to fail.
                 transport.close()
                 raise ConnectionFailed(f"connection to {self.host}:{self.port} was closed while connecting")
             # uvloop's transports are not subclasses of asyncio's, though they have the same methods.
