@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from moldau.net.ports import free_port
+from moldau.net.ports import free_ports
 
 
 def signal_and_wait(proc: subprocess.Popen[bytes], sig: int, timeout_s: float, what: str) -> int:
@@ -31,10 +31,11 @@ def signal_and_wait(proc: subprocess.Popen[bytes], sig: int, timeout_s: float, w
 class BrokerProcess:
     def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, port: int | None = None) -> None:
         self.data_dir = data_dir
-        self.port = port or free_port()
-        # Every test broker gets its own schema registry port: the default (8081) would collide.
-        self.registry_port = free_port()
-        self.console_port = free_port()
+        # Every test broker gets its own schema registry and console ports: the defaults would collide. The ports
+        # are picked together, so that no two of them are the same (picked one at a time, they could be).
+        picked = [p for p in free_ports(3) if p != port]
+        self.port = port or picked.pop()
+        self.registry_port, self.console_port = picked[:2]
         self.overrides = {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "log.dirs": str(data_dir / "logs"),
@@ -79,17 +80,26 @@ class BrokerProcess:
         self._wait_until_listening(timeout_s)
 
     def _wait_until_listening(self, timeout_s: float) -> None:
+        """Until this start printed its "listening" line (every listener bound, the node started) and the port
+        takes connections. A port that takes connections alone is not enough: it listens from the moment it is
+        bound, and a later listener that cannot bind still stops the node."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             assert self.proc is not None
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.05)
+            if self._started_listening():
+                try:
+                    with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                        return
+                except OSError:
+                    pass
+            time.sleep(0.05)
         raise RuntimeError(f"broker did not listen within {timeout_s}s:\n{self.log_tail()}")
+
+    def _started_listening(self) -> bool:
+        text = self.log_path.read_text(errors="replace")
+        return "moldau: listening on" in text[text.rfind(f"===== start #{self.starts}\n"):]
 
     def stop(self, timeout_s: float = 30.0) -> int:
         """SIGTERM and wait: a clean shutdown. Returns the exit code."""
