@@ -342,18 +342,7 @@ class MetadataQuorum:
 
     async def wait_for_image(self, condition: Callable[[MetadataImage], bool], timeout_s: float) -> bool:
         """Wait until the applied image satisfies `condition`; False if it did not within `timeout_s`."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while not condition(self.image):
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return False
-            self._applied_event.clear()
-            try:
-                await asyncio.wait_for(self._applied_event.wait(), remaining)
-            except TimeoutError:
-                return condition(self.image)
-        return True
+        return await self._wait_applied(lambda: condition(self.image), timeout_s)
 
     async def wait_until_caught_up(self, timeout_s: float) -> bool:
         """Wait until this node applied everything the leader had committed when the call was made.
@@ -365,17 +354,24 @@ class MetadataQuorum:
             return True
         # Only the answer to a fetch sent after this call is sure to carry the leader's high watermark of now.
         first_fetch = self._fetches_sent
+        return await self._wait_applied(
+            lambda: self._answered_fetch >= first_fetch and self.applied_offset >= self._last_leader_hw, timeout_s)
+
+    async def _wait_applied(self, condition: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait until `condition` holds, checking it whenever entries are applied or a fetch is answered; False if
+        it did not within `timeout_s`."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        while loop.time() < deadline:
-            if self._answered_fetch >= first_fetch and self.applied_offset >= self._last_leader_hw:
-                return True
+        while not condition():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
             self._applied_event.clear()
             try:
-                await asyncio.wait_for(self._applied_event.wait(), deadline - loop.time())
+                await asyncio.wait_for(self._applied_event.wait(), remaining)
             except TimeoutError:
-                break
-        return False
+                return condition()
+        return True
 
     # -- driving the core ------------------------------------------------------------------------------------
 
