@@ -14,6 +14,14 @@ that keeps its pages writes at a third or a quarter of the rate of one whose pag
 written back lets the next appends reuse those pages while they are still backed. The cost: a consumer or a
 follower reading more than N bytes behind a segment's end reads from the disk.
 
+Both calls run on one worker thread per process, not on the event loop: starting write-back makes the kernel
+allocate the file system's blocks and build the I/O in the caller's context, and dropping pages frees them there
+too, together a fifth of an append's CPU time (`docs/benchmarks.md`, drop-behind on a worker thread). Both
+release the GIL, so on a host with a second core that work runs beside the loop. The loop hands the worker a
+duplicate of the segment's descriptor, so a segment closed (rolled, deleted) meanwhile is never confused with a
+file that reused its number. If the worker falls `MAX_PENDING_STEPS` behind (a device that makes
+`sync_file_range` wait), steps are skipped: the next step covers their bytes.
+
 `sync_file_range` is called through ctypes: the standard library has `posix_fadvise` but not it. Where either is
 missing (not Linux) or fails (a file system without it), drop-behind switches itself off with one warning;
 appends are never affected.
@@ -24,8 +32,11 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import queue
 import sys
+import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +45,8 @@ log = logging.getLogger(__name__)
 WRITEBACK_STEP_BYTES = 4 * 1024 * 1024
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _SYNC_FILE_RANGE_WRITE = 2  # start write-back of the range's dirty pages, without waiting
+# Steps handed to the worker and not yet done, beyond which new steps are skipped rather than queued.
+MAX_PENDING_STEPS = 64
 
 SyncFileRange = Callable[[int, int, int, int], int]
 
@@ -51,7 +64,81 @@ def _load_sync_file_range() -> SyncFileRange | None:
 
 
 _sync_file_range = _load_sync_file_range()
-_warned = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """One step for the worker: start write-back of [write_from, write_to), drop [drop_from, drop_to)."""
+
+    fd: int  # a duplicate the worker closes
+    write_from: int
+    write_to: int
+    drop_from: int
+    drop_to: int
+
+
+class _Worker:
+    """The one thread per process that makes drop-behind's system calls."""
+
+    def __init__(self) -> None:
+        self._steps: queue.SimpleQueue[_Step | threading.Event] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.failed = False  # a call failed: drop-behind is off in this process
+
+    def submit(self, fd: int, write_from: int, write_to: int, drop_from: int, drop_to: int) -> bool:
+        """Hand one step to the worker; False if it is too far behind (the caller keeps the step's bytes)."""
+        if self._steps.qsize() >= MAX_PENDING_STEPS:
+            return False
+        self._ensure_started()
+        self._steps.put(_Step(os.dup(fd), write_from, write_to, drop_from, drop_to))
+        return True
+
+    def drain(self, timeout: float = 10.0) -> bool:
+        """Wait until every step handed over before now is done (tests, and shutdown)."""
+        if self._thread is None:
+            return True
+        done = threading.Event()
+        self._steps.put(done)
+        return done.wait(timeout)
+
+    def _ensure_started(self) -> None:
+        if self._thread is not None:
+            return
+        with self._lock:
+            if self._thread is None:
+                thread = threading.Thread(target=self._run, name="moldau-drop-behind", daemon=True)
+                thread.start()
+                self._thread = thread
+
+    def _run(self) -> None:
+        while True:
+            step = self._steps.get()
+            if isinstance(step, threading.Event):
+                step.set()
+                continue
+            try:
+                if not self.failed:
+                    _run_step(step)
+            except OSError as exc:
+                self.failed = True
+                log.warning("log.drop.behind.bytes: cannot drop written log bytes from the page cache here (%s); "
+                            "appended bytes stay cached", exc)
+            finally:
+                os.close(step.fd)
+
+
+def _run_step(step: _Step) -> None:
+    assert _sync_file_range is not None
+    length = step.write_to - step.write_from
+    if _sync_file_range(step.fd, step.write_from, length, _SYNC_FILE_RANGE_WRITE) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, os.strerror(error))
+    if step.drop_to > step.drop_from:
+        os.posix_fadvise(step.fd, step.drop_from, step.drop_to - step.drop_from, os.POSIX_FADV_DONTNEED)
+
+
+_worker = _Worker()
 
 
 def available() -> bool:
@@ -59,21 +146,25 @@ def available() -> bool:
     return _sync_file_range is not None
 
 
+def drain(timeout: float = 10.0) -> bool:
+    """Wait until the worker has done every step handed to it so far; False on timeout."""
+    return _worker.drain(timeout)
+
+
 class DropBehind:
     """The drop-behind state of one partition log: how far its active segment's write-back was started and its
     cache dropped. A new active segment (a roll) starts over."""
 
-    __slots__ = ("_dropped", "_enabled", "_segment_fd", "_started")
+    __slots__ = ("_dropped", "_segment_fd", "_started")
 
     def __init__(self) -> None:
         self._segment_fd = -1
         self._started = 0  # write-back was started for the bytes before this position
         self._dropped = 0  # the cache was dropped before this position
-        self._enabled = _sync_file_range is not None
 
     def after_append(self, fd: int, size_bytes: int, keep_bytes: int) -> None:
         """Called after each append to the active segment open as `fd`, now `size_bytes` long."""
-        if not self._enabled:
+        if _sync_file_range is None or _worker.failed:
             return
         if fd != self._segment_fd:
             self._segment_fd, self._started, self._dropped = fd, 0, 0
@@ -87,22 +178,11 @@ class DropBehind:
         # The last step's range is advised once more: pages still being written then were left in the cache.
         drop_from = max(0, dropped - WRITEBACK_STEP_BYTES)
         try:
-            assert _sync_file_range is not None
-            if _sync_file_range(fd, started, size_bytes - started, _SYNC_FILE_RANGE_WRITE) != 0:
-                error = ctypes.get_errno()
-                raise OSError(error, os.strerror(error))
-            if drop_to > drop_from:
-                os.posix_fadvise(fd, drop_from, drop_to - drop_from, os.POSIX_FADV_DONTNEED)
-        except OSError as exc:
-            self._switch_off(exc)
-            return
-        self._started = size_bytes
-        self._dropped = max(drop_to, dropped)
-
-    def _switch_off(self, error: OSError) -> None:
-        global _warned
-        self._enabled = False
-        if not _warned:
-            _warned = True
-            log.warning("log.drop.behind.bytes: cannot drop written log bytes from the page cache here (%s); "
-                        "appended bytes stay cached", error)
+            handed = _worker.submit(fd, started, size_bytes, drop_from, drop_to)
+        except OSError:  # no descriptor left to duplicate: skip this step, appends are never affected
+            handed = False
+        if handed:
+            self._started = size_bytes
+            self._dropped = max(drop_to, dropped)
+        else:
+            self._started, self._dropped = started, dropped

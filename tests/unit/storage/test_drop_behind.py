@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ctypes
+import logging
 import mmap
 import os
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +24,7 @@ _VALUE_BYTES = 64 * 1024
 _APPENDS = 8 * WRITEBACK_STEP_BYTES // _VALUE_BYTES  # 32 MiB in 64 KiB records
 
 
-def _cached_bytes(path: str, start: int = 0) -> int:
+def _cached_bytes(path: str | Path, start: int = 0) -> int:
     """Bytes of the file from `start` on in the page cache now (mincore on a private mapping of it)."""
     size = os.path.getsize(path)
     libc = ctypes.CDLL(None, use_errno=True)
@@ -53,6 +56,7 @@ def test_bytes_behind_the_kept_window_leave_the_cache_and_read_back(open_log: Op
     written = _fill(log)
     path = _active_path(log)
     size = os.path.getsize(path)
+    assert drop_behind.drain()
     # Write-back of the last steps may still run, so their pages may stay: at most the kept bytes, the step
     # being written and the one before it (advised again at the next step) remain.
     assert _cached_bytes(path) <= keep + 3 * WRITEBACK_STEP_BYTES < size
@@ -74,6 +78,58 @@ def test_a_truncated_segment_goes_on_dropping_after_new_appends(open_log: OpenLo
     path = _active_path(log)
     cut = os.path.getsize(path)  # finding the cut read pages back in: what reads bring back stays, as it would
     written = _fill(log)
+    assert drop_behind.drain()
     assert _cached_bytes(path, cut) <= 3 * WRITEBACK_STEP_BYTES < os.path.getsize(path) - cut
     values = [value for _, value in decode(log.read(_APPENDS // 2, 10**9, True).read_bytes())]
     assert values == written
+
+
+def _written_file(path: Path) -> int:
+    """A file of one step's bytes, written back (clean pages, which a drop would take out of the cache)."""
+    fd = os.open(path, os.O_CREAT | os.O_RDWR)
+    os.write(fd, b"x" * WRITEBACK_STEP_BYTES)
+    os.fsync(fd)
+    return fd
+
+
+def test_a_file_closed_before_the_worker_gets_to_it_is_left_alone(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # The worker is handed a duplicate descriptor: a segment closed before the worker runs, and a new file that
+    # took its descriptor's number, must not have the segment's step applied to the new file.
+    gate = threading.Event()
+    run_step = drop_behind._run_step
+
+    def held_step(step: drop_behind._Step) -> None:
+        gate.wait(10)
+        run_step(step)
+
+    monkeypatch.setattr(drop_behind, "_run_step", held_step)
+    worker = drop_behind._Worker()
+    segment_fd = _written_file(tmp_path / "segment")
+    assert worker.submit(segment_fd, 0, WRITEBACK_STEP_BYTES, 0, WRITEBACK_STEP_BYTES)
+    os.close(segment_fd)
+    other_fd = _written_file(tmp_path / "other")
+    try:
+        assert other_fd == segment_fd  # the number was reused, as a busy broker's descriptors are
+        gate.set()
+        assert worker.drain()
+        assert _cached_bytes(tmp_path / "other") == WRITEBACK_STEP_BYTES
+        assert _cached_bytes(tmp_path / "segment") == 0
+    finally:
+        os.close(other_fd)
+
+
+def test_a_failing_call_switches_drop_behind_off_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    worker = drop_behind._Worker()
+    read_end, write_end = os.pipe()  # sync_file_range refuses a pipe (ESPIPE)
+    try:
+        with caplog.at_level(logging.WARNING, logger=drop_behind.__name__):
+            assert worker.submit(write_end, 0, WRITEBACK_STEP_BYTES, 0, 0)
+            assert worker.submit(write_end, 0, WRITEBACK_STEP_BYTES, 0, 0)
+            assert worker.drain()
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert worker.failed
+    assert [record.message for record in caplog.records if "cannot drop written log bytes" in record.message] == [
+        caplog.records[0].message]
