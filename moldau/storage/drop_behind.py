@@ -41,8 +41,9 @@ from dataclasses import dataclass
 log = logging.getLogger(__name__)
 
 # Write-back is started, and the cache dropped, once per this many bytes appended to a segment: a few system
-# calls per step rather than per append.
-WRITEBACK_STEP_BYTES = 4 * 1024 * 1024
+# calls per step rather than per append. 16 MiB rather than 4: each step hands work to the worker thread, whose
+# GIL hand-offs the event loop pays for; with 16 MiB the node used 6-9 % less CPU per GB produced.
+WRITEBACK_STEP_BYTES = 16 * 1024 * 1024
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _SYNC_FILE_RANGE_WRITE = 2  # start write-back of the range's dirty pages, without waiting
 # Steps handed to the worker and not yet done, beyond which new steps are skipped rather than queued.
