@@ -19,6 +19,10 @@ Memory follows what a client has sent, never what it declares:
   The pool holds at most `POOL_BUFFERS` buffers of at most `POOL_MAX_BUFFER_BYTES` each: at most 64 MiB per
   event loop (16 MiB with 1 MiB requests), whatever clients declare. A pooled buffer is charged to its
   connection for the bytes that arrived in it (`buffered_bytes`), a grown one for its whole size.
+- after a large frame, the next read asks for the size prefix alone: a connection that sent one large frame
+  usually sends another, and its first bytes would otherwise land in the receive buffer and be copied into the
+  frame's own buffer (up to `RECEIVE_BUFFER_BYTES` of every 1 MiB produce request). One small read instead;
+  the first small frame ends the expectation.
 
 A size prefix that is negative or larger than `max_frame_bytes` (`socket.request.max.bytes`) is refused
 before any of it is buffered.
@@ -131,6 +135,7 @@ class FrameReader:
         self._large_filled = 0
         self._pooled = False  # whether _large came from the pool (whole-size already, charged as filled)
         self._direct = False  # whether the last get_buffer() handed out the large frame's buffer
+        self._expect_large = False  # the last frame was large: read the next one's size prefix on its own
 
     @property
     def buffered_bytes(self) -> int:
@@ -149,6 +154,8 @@ class FrameReader:
         """Where the transport should write the next bytes (never empty)."""
         if self._large is None:
             self._direct = False
+            if self._expect_large and not self._pending:
+                return self._receive[:SIZE_PREFIX_BYTES]
             return self._receive
         if self._large_filled == len(self._large):
             self._grow_large()
@@ -205,6 +212,7 @@ class FrameReader:
             if end - body >= size:
                 frames.append(bytes(data[body : body + size]))
                 pos = body + size
+                self._expect_large = False
             elif size > self._large_frame_bytes:
                 self._start_large(size, data[body:end])
                 pos = end
@@ -237,6 +245,7 @@ class FrameReader:
         frame = memoryview(self._large)[: self._large_size].toreadonly()
         self._pool.give(self._large)  # reused once the frame and every slice of it are gone
         self._large, self._large_filled, self._large_size = None, 0, 0
+        self._expect_large = True
         return [frame]
 
     def _check_size(self, size: int) -> int:

@@ -218,3 +218,25 @@ def test_the_most_recently_freed_buffer_is_reused_first() -> None:
     del first, second
     (third,) = reader.feed(sized(b"3" * 3000))
     assert isinstance(third, memoryview) and third.obj is given_last and third == b"3" * 3000
+
+
+def test_after_a_large_frame_the_next_size_prefix_is_read_alone_and_the_body_goes_straight_to_its_buffer() -> None:
+    pool = FrameBufferPool()
+    reader = _pooled_reader(pool)
+    assert len(reader.get_buffer()) > 4
+    del reader.feed(sized(b"a" * 5000))[0]
+    prefix_buffer = reader.get_buffer()
+    assert len(prefix_buffer) == 4
+    prefix_buffer[:] = struct.pack(">i", 5000)
+    assert reader.buffer_updated(4) == []
+    body_buffer = reader.get_buffer()
+    assert len(body_buffer) == 5000  # the pooled buffer, from the body's first byte: nothing is copied into it
+    body_buffer[:] = b"b" * 5000
+    assert reader.buffer_updated(5000) == [b"b" * 5000]
+
+
+def test_a_small_frame_after_a_large_one_ends_the_prefix_reads() -> None:
+    reader = _pooled_reader(FrameBufferPool())
+    del reader.feed(sized(b"a" * 5000))[0]
+    assert reader.feed(sized(b"small") + sized(b"more")) == [b"small", b"more"]
+    assert len(reader.get_buffer()) > 4
