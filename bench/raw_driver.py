@@ -239,7 +239,7 @@ def run_load(assignments: list[list[Target]], in_flight: int, warmup: float, sec
 
 def leaders(bootstrap: str, topic: str) -> dict[int, tuple[str, int]]:
     """Partition -> (host, port) of its leader."""
-    from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+    from confluent_kafka.admin import AdminClient
 
     meta = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3}).list_topics(topic, timeout=30)
     brokers = {b.id: (str(b.host), b.port) for b in meta.brokers.values()}  # the stubs type host as None

@@ -195,7 +195,7 @@ def wait_settled(cluster: LocalCluster, topic: str, partitions: int, replicas: i
 
 
 def admin(cluster: LocalCluster) -> Any:
-    from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+    from confluent_kafka.admin import AdminClient
 
     return AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 3})
 

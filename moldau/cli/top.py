@@ -105,7 +105,7 @@ def topic_rates(before: Sample, after: Sample) -> list[TopicRate]:
 
 def run(args: argparse.Namespace) -> int:
     check_reachable(args.bootstrap_server)
-    from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+    from confluent_kafka.admin import AdminClient
 
     admin = AdminClient(client_config(args.bootstrap_server))
     live = not args.once and sys.stdout.isatty()

@@ -19,8 +19,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
-from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient
 
 from moldau.console.cluster_access import ListenerAccess
 from moldau.console.session import ConsoleSession

@@ -262,7 +262,7 @@ def encode_response(schema: ApiSchema, correlation_id: int, response: Any) -> li
 
 @cache
 def _field_names(entity_type: Any) -> frozenset[str]:
-    return frozenset(f.name for f in fields(entity_type))  # type: ignore[arg-type]
+    return frozenset(f.name for f in fields(entity_type))
 
 
 def make(entity_type: Any, **values: Any) -> Any:

@@ -36,7 +36,7 @@ class RequestReader:
     def fixed(self, fmt: struct.Struct) -> tuple[int, ...]:
         values = fmt.unpack_from(self.view, self.pos)
         self.pos += fmt.size
-        return values  # type: ignore[no-any-return]
+        return values
 
     def uvarint(self) -> int:
         first = self.view[self.pos]

@@ -578,7 +578,7 @@ class Broker:
             tls = self._listener_tls.get(name)
             sasl = self._sasl_config(name, controller)
             server = await loop.create_server(
-                lambda name=name, tls=tls, sasl=sasl: KafkaConnection(  # type: ignore[misc]
+                lambda name=name, tls=tls, sasl=sasl: KafkaConnection(
                     self.dispatcher, self._connection_limits, self._receive_budget, self._connections, name,
                     controller, self.clock, self.config.security_protocol(name),
                     # On SASL_SSL the principal comes from SASL, as in Kafka; on SSL from the client certificate.

@@ -81,7 +81,7 @@ class MoldauBatchReader(DataSourceReader):
         start = clip_to_log_start(start, cluster.earliest(tps), self._settings)
         return [RangePartition(r) for r in plan_ranges(start, end, opts.min_partitions)]
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The records of one range; runs in a task."""
         return read_partition(self._settings, partition)
 
@@ -130,7 +130,7 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Fix the offsets an availableNow query ends at: what the partitions hold now."""
         self._target = self._latest()
 
-    def latestOffset(self, start: JsonOffsets, limit: ReadLimit) -> JsonOffsets:  # type: ignore[override]
+    def latestOffset(self, start: JsonOffsets, limit: ReadLimit) -> JsonOffsets:
         """The end of the next micro-batch: the latest offsets (or the availableNow target), rate-limited.
 
         Returns `start` unchanged when there is nothing new, which tells Spark to run no batch.
@@ -146,7 +146,7 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         cluster = self._client()
         return cluster.latest(cluster.partitions(self._options.subscription, allow_empty=True, strict=False))
 
-    def partitions(self, start: JsonOffsets, end: JsonOffsets) -> Sequence[InputPartition]:  # type: ignore[override]
+    def partitions(self, start: JsonOffsets, end: JsonOffsets) -> Sequence[InputPartition]:
         """One task per partition that moved forward between `start` and `end`.
 
         A partition that vanished or went backwards (deleted, recreated, truncated) is data loss.
@@ -160,11 +160,11 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ranges = plan_ranges(first, finish, self._options.min_partitions)
         return [RangePartition(r) for r in ranges]
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The records of one range; runs in a task."""
         return read_partition(self._settings, partition)
 
-    def commit(self, end: Mapping[str, Mapping[str, int]]) -> None:  # type: ignore[override]
+    def commit(self, end: Mapping[str, Mapping[str, int]]) -> None:
         """Nothing to do: the offsets are in Spark's checkpoint, never in the broker."""
 
     def stop(self) -> None:

@@ -152,11 +152,11 @@ class MoldauBatchWriter(DataSourceArrowWriter):
         self._options = options
         self._layout = layout
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:  # type: ignore[override]
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         """Write one partition of the DataFrame; returns once every record is acknowledged."""
         return SinkCommitMessage(produce_batches(self._options, self._layout, iterator))
 
-    def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+    def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         """Records already acknowledged stay: there is nothing to roll back without transactions."""
         log.warning("moldau sink: write job aborted; records already acknowledged remain in the topic")
 
@@ -173,7 +173,7 @@ class MoldauStreamWriter(DataSourceStreamArrowWriter):
         self._layout = layout
         self._staging_partitions = staging_partitions
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:  # type: ignore[override]
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         """Stage one partition of a micro-batch, unless the batch was committed before (a replay)."""
         query_id, batch_id = current_batch()
         opts = self._options
@@ -203,7 +203,7 @@ class MoldauStreamWriter(DataSourceStreamArrowWriter):
             return None
         return staging.StagedRange(opts.staging_topic, partition, acked.low, acked.high + 1, tag, count)
 
-    def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+    def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         """Publish the batch's staged rows in one transaction; runs on the driver after every task succeeded."""
         done = [m for m in messages if isinstance(m, SinkCommitMessage)]
         query_ids = {m.query_id for m in done if m.query_id is not None}
@@ -216,7 +216,7 @@ class MoldauStreamWriter(DataSourceStreamArrowWriter):
         staged = [m.staged for m in done if m.staged is not None]
         publish.publish_batch(self._options, query_ids.pop(), batchId, staged)
 
-    def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+    def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing reached the targets: staged rows are never read, and expire with the staging topic's
         retention; the batch's replay stages them again."""
         log.warning("moldau sink: batch %d aborted; nothing of it was published", batchId)

@@ -61,7 +61,7 @@ def _load_sync_file_range() -> SyncFileRange | None:
         return None
     function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
     function.restype = ctypes.c_int
-    return function  # type: ignore[no-any-return]
+    return function
 
 
 _sync_file_range = _load_sync_file_range()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
-from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData  # type: ignore[import-untyped]
+from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_validation import RecordErrors, decompress_payload

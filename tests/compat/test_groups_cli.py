@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
-from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient
 
 from tests.compat.test_cli import assert_clean_error, moldau, ok
 

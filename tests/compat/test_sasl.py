@@ -119,8 +119,8 @@ def test_aiokafka(sasl_broker: SaslBroker, mechanism: str) -> None:
 def test_wrong_mechanism_gets_the_enabled_ones_and_closes(sasl_broker: SaslBroker) -> None:
     with RawClient(sasl_broker.sasl) as client:
         response = handshake(client, "GSSAPI")
-        assert response.error_code == ErrorCode.unsupported_sasl_mechanism  # type: ignore[attr-defined]
-        assert list(response.mechanisms) == MECHANISMS  # type: ignore[attr-defined]
+        assert response.error_code == ErrorCode.unsupported_sasl_mechanism
+        assert list(response.mechanisms) == MECHANISMS
         assert client.is_closed_by_peer()
 
 
@@ -131,7 +131,7 @@ def test_wrong_mechanism_gets_the_enabled_ones_and_closes(sasl_broker: SaslBroke
 def test_plain_bad_credentials(sasl_broker: SaslBroker, mechanism: str, user: str, password: str,
                                message: str) -> None:
     with RawClient(sasl_broker.sasl) as client:
-        assert handshake(client, mechanism).error_code == ErrorCode.none  # type: ignore[attr-defined]
+        assert handshake(client, mechanism).error_code == ErrorCode.none
         started = time.monotonic()
         response = client.request(SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()))
         assert time.monotonic() - started >= 0.25  # connection.failed.authentication.delay.ms
@@ -146,7 +146,7 @@ def test_scram_bad_credentials(sasl_broker: SaslBroker, user: str, password: str
 
     scram = scramp.ScramClient(["SCRAM-SHA-256"], user, password)
     with RawClient(sasl_broker.sasl) as client:
-        assert handshake(client, "SCRAM-SHA-256").error_code == ErrorCode.none  # type: ignore[attr-defined]
+        assert handshake(client, "SCRAM-SHA-256").error_code == ErrorCode.none
         response = client.request(SaslAuthenticateRequest(auth_bytes=scram.get_client_first().encode()))
         if response.error_code == ErrorCode.none:
             scram.set_server_first(response.auth_bytes.decode())
@@ -172,7 +172,7 @@ HOSTILE_TOKENS = [
 def test_hostile_tokens_fail_authentication_and_the_broker_keeps_serving(sasl_broker: SaslBroker, mechanism: str,
                                                                         token: bytes) -> None:
     with RawClient(sasl_broker.sasl) as client:
-        assert handshake(client, mechanism).error_code == ErrorCode.none  # type: ignore[attr-defined]
+        assert handshake(client, mechanism).error_code == ErrorCode.none
         response = client.request(SaslAuthenticateRequest(auth_bytes=token))
         assert response.error_code in (ErrorCode.sasl_authentication_failed, ErrorCode.illegal_sasl_state)
         assert client.is_closed_by_peer()
@@ -206,7 +206,7 @@ def test_requests_before_authentication_close_the_connection(sasl_broker: SaslBr
 
 
 def _plain_authenticated(client: RawClient, user: str = "alice", password: str = "alice-secret") -> object:
-    assert handshake(client, "PLAIN").error_code == ErrorCode.none  # type: ignore[attr-defined]
+    assert handshake(client, "PLAIN").error_code == ErrorCode.none
     response = client.request(SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()))
     assert response.error_code == ErrorCode.none, response.error_message
     return response
@@ -218,17 +218,17 @@ def test_unframed_exchange_after_handshake_v0(sasl_broker: SaslBroker) -> None:
         token = b"\0alice\0alice-secret"
         client.send_raw(struct.pack(">i", len(token)) + token)
         assert client.read_frame() == b""  # PLAIN's (empty) final token, size-prefixed, no Kafka header
-        assert metadata(client).brokers  # type: ignore[attr-defined]
+        assert metadata(client).brokers
 
 
 def test_session_expiry_and_reauthentication_on_one_connection(sasl_broker: SaslBroker) -> None:
     with RawClient(sasl_broker.reauth) as expiring, RawClient(sasl_broker.reauth) as renewing:
         for client in (expiring, renewing):
             assert _plain_authenticated(client).session_lifetime.total_seconds() == 1.5  # type: ignore[attr-defined]
-            assert metadata(client).brokers  # type: ignore[attr-defined]
+            assert metadata(client).brokers
         time.sleep(1.6)
         _plain_authenticated(renewing)  # KIP-368: SaslHandshake + SaslAuthenticate on the same connection
-        assert metadata(renewing).brokers  # type: ignore[attr-defined]
+        assert metadata(renewing).brokers
         expiring.send_raw(expiring.encode(MetadataRequest(topics=(), allow_auto_topic_creation=False,
                                                           include_topic_authorized_operations=False)))
         assert expiring.is_closed_by_peer()

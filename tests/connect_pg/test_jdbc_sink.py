@@ -72,7 +72,7 @@ class Database:
 
     def column_types(self, table: str, schema: str = "public") -> dict[str, str]:
         return dict(self.run("SELECT column_name, data_type FROM information_schema.columns WHERE table_schema=%s "
-                             "AND table_name=%s", (schema, table)))  # type: ignore[arg-type]
+                             "AND table_name=%s", (schema, table)))
 
     def primary_key(self, table: str) -> list[str]:
         rows = self.run("SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND "

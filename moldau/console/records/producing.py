@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer  # type: ignore[attr-defined]
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from moldau.console.errors import ConsoleError
 from moldau.console.forms import name_value_lines
