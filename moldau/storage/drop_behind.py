@@ -16,10 +16,10 @@ follower reading more than N bytes behind a segment's end reads from the disk.
 
 Both calls run on one worker thread per process, not on the event loop: starting write-back makes the kernel
 allocate the file system's blocks and build the I/O in the caller's context, and dropping pages frees them there
-too, together a fifth of an append's CPU time (`docs/benchmarks.md`, drop-behind on a worker thread). Both
-release the GIL, so on a host with a second core that work runs beside the loop. The loop hands the worker a
-duplicate of the segment's descriptor, so a segment closed (rolled, deleted) meanwhile is never confused with a
-file that reused its number. If the worker falls `MAX_PENDING_STEPS` behind (a device that makes
+too, together a fifth of the event loop's time in 1 MiB appends (`docs/benchmarks.md`, drop-behind on a worker
+thread). Both release the GIL, so on a host with a second core that work runs beside the loop. The loop hands
+the worker a duplicate of the segment's descriptor, so a segment closed (rolled, deleted) meanwhile is never
+confused with a file that reused its number. If the worker falls `MAX_PENDING_STEPS` behind (a device that makes
 `sync_file_range` wait), steps are skipped: the next step covers their bytes.
 
 `sync_file_range` is called through ctypes: the standard library has `posix_fadvise` but not it. Where either is
@@ -96,7 +96,7 @@ class _Worker:
         return True
 
     def drain(self, timeout: float = 10.0) -> bool:
-        """Wait until every step handed over before now is done (tests, and shutdown)."""
+        """Wait until every step handed over before now is done (for tests)."""
         if self._thread is None:
             return True
         done = threading.Event()
