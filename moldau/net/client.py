@@ -7,7 +7,9 @@ request waiting on it, and the pool opens a new one on the next request.
 Responses are read as the broker reads requests (`moldau.protocol.framing.FrameReader`, through an
 `asyncio.BufferedProtocol`): a large one, a follower's 1 MiB fetch say, goes from the socket straight into a
 pooled buffer and is decoded from there, where a stream reader gathered it in a growing buffer and copied it out
-twice more (a quarter of a follower's CPU at RF=3).
+twice more (a quarter of a follower's CPU at RF=3). A caller may pass a direct reader for its response: a
+follower's Fetch answers are read by `moldau.protocol.fetch_response_reader`, whose records are views of that
+buffer rather than copies.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ class ConnectionFailed(Exception):
 # Authenticates a fresh connection (SASL, moldau.security.sasl.client) through the given round trip; returns the
 # session lifetime in ms (0: none). Raises on refusal.
 Authenticator = Callable[[Callable[[Any], Awaitable[Any]]], Awaitable[int]]
+# Reads a response body straight from its frame (frame, position after the header, version), or returns None for a
+# body it leaves to the generic path, which then decodes it with kio. Must not raise.
+DirectReader = Callable[[Frame, int, int], Any]
 # Re-authenticate (KIP-368) once this share of the session lifetime has passed.
 REAUTH_AT = 0.85
 
@@ -59,17 +64,20 @@ class ClientConnection:
         self._connecting: asyncio.Lock = asyncio.Lock()
         self.closed = False
 
-    async def request(self, request: Any, timeout_s: float, response_type: Any = None) -> Any:
+    async def request(self, request: Any, timeout_s: float, response_type: Any = None,
+                      direct_reader: DirectReader | None = None) -> Any:
         """Send a kio request entity and return the decoded response. Raises ConnectionFailed or TimeoutError.
 
         `response_type` decodes the response as another entity class laid out like kio's response (one that reads
-        a field more leniently, say) instead of kio's own.
+        a field more leniently, say) instead of kio's own. `direct_reader` reads it first (a follower's Fetch
+        response, whose records it leaves in the frame); what it leaves is decoded as usual.
         """
         async with asyncio.timeout(timeout_s):
             await self._connect()
-            return await self._round_trip(request, response_type)
+            return await self._round_trip(request, response_type, direct_reader)
 
-    async def _round_trip(self, request: Any, response_type: Any = None) -> Any:
+    async def _round_trip(self, request: Any, response_type: Any = None,
+                          direct_reader: DirectReader | None = None) -> Any:
         if self._transport is None:
             raise ConnectionFailed(f"connection to {self.host}:{self.port} closed")
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
@@ -81,7 +89,7 @@ class ClientConnection:
             frame = await future
         finally:
             self._pending.pop(correlation_id, None)
-        return _decode_response(frame, request.__api_key__, request.__version__, response_type)
+        return _decode_response(frame, request.__api_key__, request.__version__, response_type, direct_reader)
 
     async def _connect(self) -> None:
         if self.closed:
@@ -194,9 +202,14 @@ class _ResponseReader(asyncio.BufferedProtocol):
         connection._fail_all(ConnectionFailed(f"connection to {connection.host}:{connection.port} {reason}"))
 
 
-def _decode_response(frame: Frame, api_key: int, version: int, response_type: Any = None) -> Any:
+def _decode_response(frame: Frame, api_key: int, version: int, response_type: Any = None,
+                     direct_reader: DirectReader | None = None) -> Any:
     schema = codec.api_schema(api_key, version)
     pos = 4 + (1 if schema.flexible_response_header else 0)
+    if direct_reader is not None:
+        direct = direct_reader(frame, pos, version)
+        if direct is not None:
+            return direct
     entity_type = response_type or schema.response_type
     try:
         # A peer's response gets the same bounds check as a client's request: kio's native readers abort
@@ -221,15 +234,15 @@ class ConnectionPool:
         self.authenticator = authenticator  # SASL on every new connection (inter-broker listeners)
         self._connections: dict[tuple[str, int], ClientConnection] = {}
 
-    async def request(self, host: str, port: int, request: Any, timeout_s: float, response_type: Any = None
-                      ) -> Any:
+    async def request(self, host: str, port: int, request: Any, timeout_s: float, response_type: Any = None,
+                      direct_reader: DirectReader | None = None) -> Any:
         key = (host, port)
         conn = self._connections.get(key)
         if conn is None or conn.closed:
             conn = self._connections[key] = ClientConnection(host, port, self.client_id, self.security,
                                                              self.authenticator)
         try:
-            return await conn.request(request, timeout_s, response_type)
+            return await conn.request(request, timeout_s, response_type, direct_reader)
         except (ConnectionFailed, TimeoutError):
             # A timed-out request may still be answered later; a fresh connection keeps the stream simple.
             conn.close()

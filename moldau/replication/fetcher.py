@@ -4,8 +4,10 @@ Each loop sends Kafka's Fetch (v17, with this broker's id in `replica_state`) fo
 follows from that leader, at the follower's log end offset and with the epoch of its last record, so the
 leader can say where the logs diverge (KIP-320). The leader holds the fetch until it has data (long poll), so
 a follower hears of an append within one round trip; the fetch offset doubles as the follower's
-acknowledgement. What to do with each answer (append, truncate, restart the log) is the replica manager's
-(`ReplicaManager.on_fetched`); this module only moves requests and answers.
+acknowledgement. Answers are read by `moldau.protocol.fetch_response_reader`, which leaves each partition's
+records in the received frame (kio decodes what it does not read). What to do with each answer (append, truncate,
+restart the log) is the replica manager's (`ReplicaManager.on_fetched`); this module only moves requests and
+answers.
 
 Each loop keeps an incremental fetch session with its leader (KIP-227, `moldau.replication.fetch_session`): after a
 first full fetch, a request lists only the partitions whose position changed and forgets those no longer fetched,
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Self
 from moldau.clock import Clock, SystemClock
 from moldau.net.client import ConnectionFailed, ConnectionPool
 from moldau.protocol.fetch_request import EncodedRequest, FetchPosition, encode_replica_fetch
+from moldau.protocol.fetch_response_reader import read_fetch_response
 from moldau.replication.fetch_session import FetcherSession, FetchPlan
 
 if TYPE_CHECKING:
@@ -136,7 +139,9 @@ class ReplicaFetcher:
         plan = self._session.plan(self._positions(ready))
         timeout_s = (self._settings.max_wait_ms + self._settings.request_timeout_ms) / 1000
         try:
-            response = await self._pool.request(address[0], address[1], self._request(plan), timeout_s)
+            # Read directly: each partition's records are a view of the received frame, not a copy (kio's).
+            response = await self._pool.request(address[0], address[1], self._request(plan), timeout_s,
+                                                direct_reader=read_fetch_response)
         except BaseException:
             self._session.failed()  # the leader may or may not have moved the session on
             raise
