@@ -110,15 +110,17 @@ class ReplicaFetcher:
         while True:
             try:
                 await self._fetch_once()
+                continue
             except asyncio.CancelledError:
                 raise
             except (ConnectionFailed, TimeoutError) as exc:
                 log.info("fetch from broker %d failed: %s; retrying in %d ms", self.leader_id, exc,
                          self._settings.backoff_ms)
-                await self._sleep(self._settings.backoff_ms)
             except Exception:
                 log.exception("replica fetcher for broker %d failed; retrying", self.leader_id)
-                await self._sleep(self._settings.backoff_ms)
+            # Back off outside the handler: the exception's traceback holds the failed fetch's frame, whose answer
+            # holds views of a pooled receive buffer that the pool could not reuse meanwhile.
+            await self._sleep(self._settings.backoff_ms)
 
     async def _sleep(self, ms: float) -> None:
         """Sleep, but wake early when partitions are added (a new leadership should not wait out a backoff)."""
