@@ -130,3 +130,42 @@ async def _over_the_limit() -> None:
     finally:
         server.close()
         await server.wait_closed()
+
+
+def test_a_followers_fetch_answer_is_read_directly_with_records_left_in_the_frame() -> None:
+    asyncio.run(_direct_fetch_answers())
+
+
+async def _direct_fetch_answers() -> None:
+    import uuid
+
+    from moldau.net.client import ConnectionPool
+    from moldau.protocol.fetch_request import encode_replica_fetch
+    from moldau.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
+    from moldau.protocol.fetch_response_reader import FetchResponse, read_fetch_response
+
+    records = bytes(range(256)) * 4096  # 1 MiB: read into a pooled frame buffer of its own
+    topic_id = uuid.uuid4()
+    parts = encode_fetch_response(17, 0, 0, 9, [TopicResult(None, topic_id, [
+        PartitionResult(0, 0, 10, 10, 0, None, -1, records, diverging_epoch=(3, 7))])])
+    body = b"".join(bytes(part) for part in parts if isinstance(part, bytes | memoryview))
+    server, port = await _serve_answers(b"\x00" + body, chunk=100_003)
+    pool = ConnectionPool("test")
+    try:
+        request = encode_replica_fetch(1, 0, 1, 1 << 20, 1 << 20, [])
+        answers = await asyncio.gather(*(pool.request("127.0.0.1", port, request, 10.0,
+                                                      direct_reader=read_fetch_response) for _ in range(4)))
+        for answer in answers:
+            assert isinstance(answer, FetchResponse) and answer.session_id == 9
+            (partition,) = answer.responses[0].partitions
+            assert answer.responses[0].topic_id == topic_id
+            assert isinstance(partition.records, memoryview) and partition.records == records
+            assert (partition.diverging_epoch.epoch, partition.diverging_epoch.end_offset) == (3, 7)
+        # Without the reader, the same answer is kio's, records copied.
+        generic = await pool.request("127.0.0.1", port, request, 10.0)
+        assert generic.responses[0].partitions[0].records == records
+        assert not isinstance(generic, FetchResponse)
+    finally:
+        pool.close()
+        server.close()
+        await server.wait_closed()
