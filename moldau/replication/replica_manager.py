@@ -106,6 +106,17 @@ class HostedPartition:
         """The committed ISR while this broker leads the partition (only the leader acts on it); else empty."""
         return self.leader_state.isr if self.leader_state is not None else ()
 
+    def acks_now(self, end_offset: int) -> ErrorCode | None:
+        """What `ReplicaManager.wait_for_acks` answers without waiting, or None when it would wait: the answer when
+        leadership is gone, or when the high watermark is already at `end_offset` (always so on a single replica),
+        given as `release_acks` would give it. With waiters queued, the answer goes through them, in order."""
+        if self.leader_state is None:
+            return ErrorCode.not_leader_or_follower
+        if end_offset <= self.log.high_watermark and not self.ack_waiters:
+            enough = len(self.isr) >= self.log.config.min_insync_replicas
+            return ErrorCode.none if enough else ErrorCode.not_enough_replicas_after_append
+        return None
+
     def wake_waiters(self) -> None:
         """Wake every waiting fetch, consumers' and followers' (leadership moved, the broker stops)."""
         _wake(self.waiters)
@@ -460,13 +471,9 @@ class ReplicaManager:
         NOT_ENOUGH_REPLICAS_AFTER_APPEND if by then the ISR is smaller than min.insync.replicas,
         NOT_LEADER_OR_FOLLOWER if leadership moves, REQUEST_TIMED_OUT after `timeout_ms`.
         """
-        if hosted.leader_state is None:
-            return ErrorCode.not_leader_or_follower
-        if end_offset <= hosted.log.high_watermark and not hosted.ack_waiters:
-            # Already there (always so on a single replica): answered as `release_acks` would, without a future
-            # and a timer for a wait that cannot happen. With waiters queued, the answer goes through them in order.
-            enough = len(hosted.isr) >= hosted.log.config.min_insync_replicas
-            return ErrorCode.none if enough else ErrorCode.not_enough_replicas_after_append
+        code = hosted.acks_now(end_offset)
+        if code is not None:
+            return code
         loop = asyncio.get_running_loop()
         future: asyncio.Future[ErrorCode] = loop.create_future()
         hosted.ack_waiters.append(_AckWaiter(end_offset, future))

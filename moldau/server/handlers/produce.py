@@ -99,8 +99,12 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedBody | 
             raise CloseConnection(f"acks=0 produce failed: {ErrorCode(failed[0]).name}")
         return None
     if acks == -1 and appended:
-        # Answered once the followers have the records; the connection serves its next requests meanwhile.
-        return DeferredBody(_answer_after_acks(ctx, appended, request.timeout_ms, throttle_ms, topics))
+        codes = [ack for hosted, _, end in appended if (ack := hosted.acks_now(end)) is not None]
+        if len(codes) < len(appended):
+            # Answered once the followers have the records; the connection serves its next requests meanwhile.
+            return DeferredBody(_answer_after_acks(ctx, appended, request.timeout_ms, throttle_ms, topics))
+        # Every partition answers at once (a single replica, say): no task, the answer written as acks=1's is.
+        _set_ack_codes(appended, codes)
     return EncodedBody(encode_produce_response(ctx.version, throttle_ms, topics))
 
 
@@ -119,6 +123,11 @@ async def _wait_for_acks(ctx: RequestContext, appended: list[tuple[HostedPartiti
     else:
         codes = await asyncio.gather(*(replicas.wait_for_acks(hosted, end, timeout_ms)
                                        for hosted, _, end in appended))
+    _set_ack_codes(appended, codes)
+
+
+def _set_ack_codes(appended: Appended, codes: list[ErrorCode]) -> None:
+    """Put each partition's acks=all outcome in its response."""
     for (_, response, _), code in zip(appended, codes, strict=True):
         if code == ErrorCode.not_leader_or_follower:
             # The records are written and may survive on the new leader. NOT_LEADER_OR_FOLLOWER would tell the
