@@ -64,7 +64,10 @@ def publish_batch(options: SinkOptions, query_id: str, batch_id: int,
             if not _fenced(exc):
                 raise
             log.warning("moldau sink: the producer of query %s was fenced since its last batch (%s); "
-                        "publishing batch %d with a new one", query_id, exc, batch_id)
+                        "publishing batch %d with a new one", query_id, str(exc), batch_id)
+            # Neither the log record nor the exception keeps the traceback: its frames hold the fenced producer,
+            # which would otherwise stay alive, and connected, for as long as the exception does.
+            exc.__traceback__ = None
     with reused_producer(conf, _init_transactions) as producer:
         return _publish(producer, options, query_id, batch_id, staged)
 

@@ -3,6 +3,7 @@ transactional producer kept between micro-batches, and what happens when another
 
 from __future__ import annotations
 
+import gc
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -89,3 +90,8 @@ def test_fenced_kept_producer_is_replaced_and_the_batch_still_published(options:
     # The fenced producer wrote nothing, not even records a read_uncommitted reader would see.
     assert output(options, "read_uncommitted") == [b"a0", b"b0", b"b1"]
     assert commits.last_committed(options.bootstrap, {}, options.commits_topic, "query-b") == 1
+    # Nothing keeps the fenced producer (and its connections) alive: not the fencing error, nor its log record.
+    fenced_id = id(fenced)
+    del fenced
+    gc.collect()
+    assert not [o for o in gc.get_objects() if isinstance(o, Producer) and id(o) == fenced_id]
