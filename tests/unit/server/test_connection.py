@@ -290,6 +290,33 @@ def test_queued_requests_past_the_limit_pause_reading_until_processed() -> None:
     asyncio.run(run())
 
 
+def test_a_read_completing_large_requests_pauses_reading_until_they_are_served() -> None:
+    async def run() -> None:
+        conn, transport, handler = connect()
+        handler.gate.clear()
+        large = [bytes([i]) * (300 * 1024) for i in range(2)]
+        feed(conn, b"".join(sized(r) for r in large), chunk=4 << 20)
+        assert transport.paused  # the socket is not read again while these are checked and written
+        handler.gate.set()
+        await settle()
+        assert not transport.paused and transport.stream == b"".join(sized(r) for r in large)
+
+    asyncio.run(run())
+
+
+def test_small_requests_do_not_pause_reading() -> None:
+    async def run() -> None:
+        conn, transport, handler = connect()
+        handler.gate.clear()
+        feed(conn, b"".join(sized(b"r%d" % i) for i in range(100)))
+        assert not transport.paused
+        handler.gate.set()
+        await settle()
+        assert transport.stream == b"".join(sized(b"r%d" % i) for i in range(100))
+
+    asyncio.run(run())
+
+
 def test_the_shared_budget_pauses_every_reader_and_resumes_them_when_bytes_are_freed() -> None:
     async def run() -> None:
         budget = ReceiveBudget(1000)
