@@ -14,8 +14,8 @@ A read that completes `_SERVE_BEFORE_READING_BYTES` or more of requests (a large
 they are served. The event loop reads every ready connection before it runs any task, so otherwise a producer
 with two 1 MiB batches in flight on each of four connections has 8 MiB copied out of the sockets before the first
 batch is checked and written: by then that batch has left the CPU's caches, and the CRC pass and the segment
-write read it from memory. Served one at a time, the node spent 0.83-0.98x the CPU per GB and moved 1.01-1.28x
-the bytes (docs/benchmarks.md). Small requests are read as many as have arrived, as before.
+write read it from memory. Served one at a time, 1 MiB batches from four connections moved a median 1.06x the bytes
+at 0.92x the CPU per GB (docs/benchmarks.md). Small requests are read as many as have arrived, as before.
 
 Responses answered without waiting are not written one by one: they gather in `_out` and go out in one
 `transport.writelines` when the connection has served every frame it had queued, when a handler waits for
