@@ -6,6 +6,10 @@ later can be taken in between by an outgoing connection, or by a peer already re
 server: on loopback, a connect from port P to port P where nothing listens yet connects the socket to itself
 (TCP simultaneous open) and holds P, so the server fails with "address already in use". Ports are therefore
 picked at random outside the ephemeral range, where the kernel never hands out local ports.
+
+A port handed out is not handed out again by this process for the next `REMEMBERED_PORTS` picks: until its
+server binds it, a probe finds it free, and two servers given one port may both bind it (two sockets with
+SO_REUSEADDR can, while neither listens yet), the second to listen then serving the first one's clients.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import contextlib
 import errno
 import random
 import socket
+import threading
 from pathlib import Path
 
 HOST = "127.0.0.1"
@@ -21,6 +26,10 @@ EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 LINUX_DEFAULT_EPHEMERAL_RANGE = (32768, 60999)
 # Below this are the well-known ports and the registered ports of common services.
 LOWEST_PORT = 10_000
+# How many of the latest ports handed out are not handed out again (a local cluster takes a few per node).
+REMEMBERED_PORTS = 4096
+_handed_out: dict[int, None] = {}  # oldest first
+_handed_out_lock = threading.Lock()
 
 
 def ephemeral_range() -> tuple[int, int]:
@@ -39,22 +48,33 @@ def free_ports(count: int, host: str = HOST, rng: random.Random | None = None) -
     distinct. Where the ephemeral range leaves too few ports outside it, the kernel's choice is taken.
     """
     low, high = ephemeral_range()
-    candidates = [port for port in range(LOWEST_PORT, 65536) if not low <= port <= high]
-    (rng or random.Random()).shuffle(candidates)
-    with contextlib.ExitStack() as stack:
-        found: list[int] = []
-        for port in [*candidates, *([0] * count)]:
-            if len(found) == count:
-                break
-            probe = stack.enter_context(socket.socket())
-            try:
-                probe.bind((host, port))
-            except OSError as exc:
-                if exc.errno != errno.EADDRINUSE:
-                    raise
-                continue
-            found.append(int(probe.getsockname()[1]))
+    with _handed_out_lock:
+        candidates = [port for port in range(LOWEST_PORT, 65536)
+                      if not low <= port <= high and port not in _handed_out]
+        (rng or random.Random()).shuffle(candidates)
+        with contextlib.ExitStack() as stack:
+            found: list[int] = []
+            for port in [*candidates, *([0] * count)]:
+                if len(found) == count:
+                    break
+                probe = stack.enter_context(socket.socket())
+                try:
+                    probe.bind((host, port))
+                except OSError as exc:
+                    if exc.errno != errno.EADDRINUSE:
+                        raise
+                    continue
+                found.append(int(probe.getsockname()[1]))
+        _remember(found)
         return found
+
+
+def _remember(found: list[int]) -> None:
+    for port in found:
+        _handed_out.pop(port, None)
+        _handed_out[port] = None
+    while len(_handed_out) > REMEMBERED_PORTS:
+        del _handed_out[next(iter(_handed_out))]
 
 
 def free_port(host: str = HOST) -> int:

@@ -30,7 +30,26 @@ def test_ports_are_distinct_and_outside_the_ephemeral_range() -> None:
     assert all(ports.LOWEST_PORT <= port <= 65535 and not low <= port <= high for port in found)
 
 
-def test_a_port_in_use_is_skipped() -> None:
+def test_a_port_handed_out_is_not_handed_out_again_before_its_server_binds_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    four_left = tmp_path / "ip_local_port_range"
+    four_left.write_text("10000\t65531\n")  # outside it only 65532-65535
+    monkeypatch.setattr(ports, "EPHEMERAL_RANGE_FILE", four_left)
+    # The same shuffle twice, and the first two still unbound: a probe alone would find them free again.
+    first = ports.free_ports(2, rng=random.Random(1))
+    second = ports.free_ports(2, rng=random.Random(1))
+    assert sorted(first + second) == [65532, 65533, 65534, 65535]
+
+
+def test_only_the_latest_ports_are_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ports, "REMEMBERED_PORTS", 5)
+    first = ports.free_port()
+    ports.free_ports(5)
+    assert first in ports.free_ports(1, rng=FirstPort(first))  # forgotten after five newer ones
+
+
+def test_a_port_in_use_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ports, "REMEMBERED_PORTS", 0)  # so that the shuffle below can offer `busy` again
     busy = ports.free_port()
     with socket.socket() as listener:
         listener.bind((ports.HOST, busy))
