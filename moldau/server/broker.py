@@ -19,7 +19,6 @@ import base64
 import functools
 import logging
 import os
-import socket
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -106,7 +105,6 @@ MAINTENANCE_INTERVAL_MS = 1000
 FENCE_CHECK_INTERVAL_S = 0.25
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 5.0
 MAX_CAUGHT_UP_IDS = 16  # unknown schema ids one produced batch may make the registry catch up for
-_LISTEN_BACKLOG = 1024
 
 
 class StartupError(Exception):
@@ -228,7 +226,7 @@ class Broker:
         if self.is_broker:
             await self._join_cluster()
             for server in self._client_servers:
-                await server.start_serving()
+                await _start_accepting(server)
             if self.registry is not None:
                 self.registry.start()
             self._tasks.append(asyncio.get_running_loop().create_task(self._maintenance()))
@@ -589,13 +587,12 @@ class Broker:
                     connection_quotas=None if controller else self.connection_quotas, sasl=sasl,
                     on_lost=self._connection_lost,
                     sends_files=tls is None and self.config.fetch_zero_copy_enable, woken=self._woken_connections),
-                host or None, port, reuse_address=True, backlog=_LISTEN_BACKLOG, start_serving=controller,
+                host or None, port, reuse_address=True, backlog=1024, start_serving=controller,
                 ssl=tls.context if tls is not None else None,
             )
             self._servers.append(server)
             self._bound.append((name, host or "0.0.0.0", server.sockets[0].getsockname()[1]))
             if not controller:
-                _listen_now(server, _LISTEN_BACKLOG)
                 self._client_servers.append(server)
             log.debug("listener %s bound", name)
 
@@ -815,14 +812,17 @@ def _write_properties(path: str, props: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _listen_now(server: asyncio.Server, backlog: int) -> None:
-    """Listen on a client listener's sockets as soon as they are bound, though it accepts only once the node has
-    joined the cluster (`start_serving`).
+async def _start_accepting(server: asyncio.Server) -> None:
+    """Start accepting on a client listener bound earlier (at start-up, so that port 0 resolves before the node
+    registers), and check that it listens.
 
-    A port bound but not listening is open to a second socket with SO_REUSEADDR (another node on this host given
-    the same port, say), and once that one listens, uvloop's `start_serving` fails without a word: this node would
-    advertise a port that another process serves. Listening at once makes the other bind fail instead. Clients
-    that connect before the node accepts wait in the backlog, as they do with Kafka."""
-    for bound in server.sockets:
-        with socket.socket(fileno=os.dup(bound.fileno())) as listening:
-            listening.listen(backlog)
+    Until it listens, a bound port is open to a second socket with SO_REUSEADDR (another process on this host given
+    the same port, say). Once that one listens, uvloop's `start_serving` fails without an error and closes this
+    socket, and the node would go on advertising a port another process serves; it stops instead. Listening at
+    bind time would close the window, but the port would then take connections before the node serves them, and
+    tools that wait for the port to open (this project's test clusters among them) would take that for ready."""
+    ports = ", ".join(str(bound.getsockname()[1]) for bound in server.sockets)
+    await server.start_serving()
+    if any(bound.fileno() < 0 for bound in server.sockets):
+        raise StartupError(f"port {ports} was taken by another process while this node started: "
+                           "give each process its own port")
