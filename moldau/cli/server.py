@@ -6,6 +6,9 @@ arguments the broker listens on 127.0.0.1:9092 and keeps its data in ./data.
 
 Without a properties file the broker starts from `LAPTOP_DEFAULTS` as if they were in one: the values Kafka's
 stock config/server.properties sets for a development machine, where Kafka's built-in defaults suit a fleet.
+
+SIGTERM or SIGINT stops the node cleanly, also while it is still starting (a broker waiting for its controllers
+waits indefinitely).
 """
 
 from __future__ import annotations
@@ -70,8 +73,24 @@ async def _serve(config: BrokerConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # Start-up can wait indefinitely (a broker whose controllers are not up yet): a signal must stop it there too.
+    starting = loop.create_task(broker.start())
+    stopped = loop.create_task(stop.wait())
+    await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        starting.cancel()
+        await asyncio.wait({starting})
+        log = logging.getLogger(__name__)
+        log.info("stopping before the node had started")
+        try:
+            await broker.stop()
+        except Exception:  # a part that never started may not stop cleanly; the process ends all the same
+            log.exception("stopping the node that had not started failed")
+            return 1
+        return 0
+    stopped.cancel()
     try:
-        await broker.start()
+        starting.result()
     except (StartupError, OSError) as exc:
         print(f"error: cannot start broker: {exc}", file=sys.stderr)
         return 1

@@ -5,6 +5,7 @@ Tests talk to it over TCP with real client libraries; nothing stands in for the 
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import socket
@@ -14,6 +15,37 @@ import time
 from pathlib import Path
 
 from moldau.net.ports import free_ports
+
+
+def spawn_server(overrides: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    """`moldau server` with `overrides` (no schema registry or console unless given), its output in `log_path`,
+    not waited for: for tests of what happens while a node starts."""
+    args = [sys.executable, "-m", "moldau", "server"]
+    for key, value in {"schema.registry.listeners": "", "console.listeners": "", **overrides}.items():
+        args += ["--override", f"{key}={value}"]
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def port_bound(port: int) -> bool:
+    """Whether anything holds `port` on 127.0.0.1, listening or not (a plain bind, without SO_REUSEADDR, fails)."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            return True
+    return False
+
+
+def wait_bound(proc: subprocess.Popen[bytes], port: int, log_path: Path, timeout_s: float = 30.0) -> None:
+    """Until the starting node `proc` has bound `port`."""
+    deadline = time.monotonic() + timeout_s
+    while not port_bound(port):
+        assert proc.poll() is None, log_path.read_text()
+        assert time.monotonic() < deadline, f"the node did not bind port {port}:\n{log_path.read_text()}"
+        time.sleep(0.05)
 
 
 def signal_and_wait(proc: subprocess.Popen[bytes], sig: int, timeout_s: float, what: str) -> int:
