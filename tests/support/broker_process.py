@@ -17,13 +17,18 @@ from pathlib import Path
 from moldau.net.ports import free_ports
 
 
-def spawn_server(overrides: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
-    """`moldau server` with `overrides` (no schema registry or console unless given), its output in `log_path`,
-    not waited for: for tests of what happens while a node starts."""
+def spawn_server(overrides: dict[str, str], log_path: Path, *, heading: str = "",
+                 log_level: str | None = None) -> subprocess.Popen[bytes]:
+    """`moldau server` with `overrides` (no schema registry or console unless given), its output appended to
+    `log_path` after `heading`, not waited for: for tests of what happens while a node starts."""
     args = [sys.executable, "-m", "moldau", "server"]
+    if log_level is not None:
+        args += ["--log-level", log_level]
     for key, value in {"schema.registry.listeners": "", "console.listeners": "", **overrides}.items():
         args += ["--override", f"{key}={value}"]
-    with open(log_path, "wb") as log:
+    with open(log_path, "ab") as log:
+        log.write(heading.encode())
+        log.flush()
         return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
@@ -100,15 +105,9 @@ class BrokerProcess:
         return self.overrides["console.listeners"].rstrip("/") + "/metrics"
 
     def start(self, timeout_s: float = 30.0) -> None:
-        args = [sys.executable, "-m", "moldau", "server", "--log-level", "INFO"]
-        for key, value in self.overrides.items():
-            args += ["--override", f"{key}={value}"]
         self.starts += 1
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child process owns it
-        log.write(f"\n===== start #{self.starts}\n".encode())
-        log.flush()
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        log.close()
+        self.proc = spawn_server(self.overrides, self.log_path, heading=f"\n===== start #{self.starts}\n",
+                                 log_level="INFO")
         self._wait_until_listening(timeout_s)
 
     def _wait_until_listening(self, timeout_s: float) -> None:
