@@ -30,7 +30,10 @@ Requests/s and MB/s (10^6 bytes of record batches sent or received per second) a
 after ``--warmup`` seconds, and printed beside the raw limit of this machine measured in the same run
 (``bench/rawlimit.py``: loopback discard and loopback file append) as ratios; produce is also divided by "file
 append, kept pages" (appends into files that are kept, as a log keeps its segments, so into pages nobody freed
-just before). With two fetch runs, the limit is measured before and after them and their mean is the baseline.
+just before) and, with more than one connection, by "file append, in the driver's shape" (the driver's number of
+sender processes and connections sending to one receiver: on a machine with few cores the senders take CPU the
+receiver would otherwise have). With two fetch runs, the limit is measured before and after them and their mean
+is the baseline.
 
 By default a fresh single Moldau node is started (``--nodes 3`` starts a 3-node cluster, as
 ``bench/replication.py`` does); ``--bootstrap`` uses a running broker or cluster instead. The topic is fresh
@@ -516,7 +519,7 @@ def main() -> None:
     limits = {"discard": 0.0, "append": 0.0}
     if args.raw_mb:
         note(f"raw limit: moving {args.raw_mb} MiB over loopback, twice per figure")
-        limits = raw_limits(args.raw_mb, repeat=2, kept=args.mode == "produce")
+        limits = raw_limits(args.raw_mb, repeat=2, kept=args.mode == "produce", shape=limit_shape(args))
     runs: list[tuple[str, dict[str, str]]] = [("", {})]
     if args.mode == "fetch" and not args.bootstrap:
         settings = ("on", "off") if args.zero_copy == "both" else (args.zero_copy,)
@@ -538,11 +541,20 @@ def main() -> None:
         print(f"zero-copy on / off: {reports[0][1]['mb_s'] / reports[1][1]['mb_s']:.2f}x MB/s")
 
 
+def limit_shape(args: argparse.Namespace) -> tuple[int, int] | None:
+    """For produce with more than one connection, the raw limit is also measured with the driver's senders
+    (`bench/rawlimit.py`, "in the driver's shape"): on a machine with few cores they take CPU from the receiver."""
+    if args.mode != "produce" or args.processes * args.connections == 1:
+        return None
+    return args.processes, args.connections
+
+
 def bracketing_limits(args: argparse.Namespace, before: dict[str, float]) -> dict[str, float]:
     """On a busy machine the raw limit drifts during a long run: measured again after it, the mean of the two
     is the baseline (both are printed)."""
     note(f"raw limit again: moving {args.raw_mb} MiB over loopback, twice per figure")
-    after = raw_limits(args.raw_mb, repeat=2, kept="append_kept" in before)
+    after = raw_limits(args.raw_mb, repeat=2, kept="append_kept" in before,
+                       shape=limit_shape(args) if "append_shaped" in before else None)
     for name in before:
         print(f"raw limit {name}: {before[name]:,.0f} MB/s before, {after[name]:,.0f} MB/s after")
     return {name: (before[name] + after[name]) / 2 for name in before}
@@ -566,7 +578,7 @@ def print_report(args: argparse.Namespace, figures: dict[str, Any], limits: dict
         print(f"cluster CPU ms per GB {sum(map(sum, per_node.values())):12,.0f}   (system {system:,.0f}; "
               + ", ".join(f"node {node} {sum(ms):,.0f}" for node, ms in sorted(per_node.items())) + ")")
     for name, label in (("discard", "loopback, discard"), ("append", "loopback, file append"),
-                        ("append_kept", "file append, kept pages")):
+                        ("append_kept", "file append, kept pages"), ("append_shaped", "append, driver's shape")):
         if limits.get(name):
             print(f"raw limit {label + ':':23}{limits[name]:8,.0f} MB/s   ratio {figures['mb_s'] / limits[name]:.3f}")
 
