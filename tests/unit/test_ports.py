@@ -35,6 +35,8 @@ def test_a_port_handed_out_is_not_handed_out_again_before_its_server_binds_it(
     four_left = tmp_path / "ip_local_port_range"
     four_left.write_text("10000\t65531\n")  # outside it only 65532-65535
     monkeypatch.setattr(ports, "EPHEMERAL_RANGE_FILE", four_left)
+    # What earlier tests in this process were handed out is remembered too: of 4 ports, one may be among them.
+    monkeypatch.setattr(ports, "_handed_out", {})
     # The same shuffle twice, and the first two still unbound: a probe alone would find them free again.
     first = ports.free_ports(2, rng=random.Random(1))
     second = ports.free_ports(2, rng=random.Random(1))
