@@ -108,6 +108,7 @@ def _receive_many(listener: socket.socket, connections: int, size: int, chunk: i
             os.write(fd, buffer[:count])
             received += count
     out.put((received, received / (time.perf_counter() - start) / 1e6))
+    selector.close()
     os.close(fd)
     os.unlink(path)
     for conn in accepted:
@@ -126,12 +127,12 @@ def measure_shaped(size: int, processes: int, connections: int, path: str, chunk
     """MB/s of ``size`` bytes sent over loopback by ``processes`` processes of ``connections`` connections each
     (``chunk`` writes) to one receiver appending to ``path`` (deleted afterwards)."""
     ctx = mp.get_context("fork")
-    listener = socket.create_server(("127.0.0.1", 0), backlog=processes * connections)
-    results: Queue[tuple[int, float]] = ctx.Queue()
     total = processes * connections
     per_connection = max(chunk, size // total // chunk * chunk)
-    receiver = ctx.Process(target=_receive_many,
-                           args=(listener, total, per_connection * total, chunk, path, results))
+    expected = per_connection * total
+    listener = socket.create_server(("127.0.0.1", 0), backlog=total)
+    results: Queue[tuple[int, float]] = ctx.Queue()
+    receiver = ctx.Process(target=_receive_many, args=(listener, total, expected, chunk, path, results))
     receiver.start()
     senders = [ctx.Process(target=_send_threads, args=(listener.getsockname(), per_connection, chunk, connections))
                for _ in range(processes)]
@@ -139,8 +140,8 @@ def measure_shaped(size: int, processes: int, connections: int, path: str, chunk
         for sender in senders:
             sender.start()
         received, mb_s = results.get(timeout=300)
-        if received != per_connection * total:
-            raise RuntimeError(f"the receiver got {received:,} bytes of {per_connection * total:,}")
+        if received != expected:
+            raise RuntimeError(f"the receiver got {received:,} bytes of {expected:,}")
         return mb_s
     finally:
         for sender in senders:
