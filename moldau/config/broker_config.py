@@ -433,6 +433,7 @@ class BrokerConfig:
     connections_max_idle_ms = _Int("connections.max.idle.ms")
     socket_request_read_timeout_ms = _Int("socket.request.read.timeout.ms")
     fetch_zero_copy_enable = _Bool("fetch.zero.copy.enable")
+    log_writeback_interval_bytes = _Int("log.writeback.interval.bytes")
     log_drop_behind_bytes = _Int("log.drop.behind.bytes")
     quota_window_num = _Int("quota.window.num")
     quota_window_size_seconds = _Int("quota.window.size.seconds")

@@ -155,9 +155,16 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "Whether plaintext listeners send fetched record batches from the segment files with sendfile, "
               "without reading them into the broker (TLS listeners always copy). Moldau's own setting.",
               dynamic=False),
+    ConfigDef("log.writeback.interval.bytes", _T.LONG, str(16 * 1024 * 1024),
+              "Every this many bytes appended to a partition's active segment, their write-back to disk is started "
+              "(without waiting for it, and without taking them out of the page cache), so that dirty pages do not "
+              "pile up until the kernel throttles appends. It does not make acknowledged data durable: that is "
+              "what replication and log.flush.interval.* do. -1 or 0 leaves write-back to the kernel, as Kafka "
+              "does. Moldau's own setting.",
+              at_least(-1), dynamic=False),
     ConfigDef("log.drop.behind.bytes", _T.LONG, "-1",
               "Bytes of each partition's active segment kept in the page cache behind its end: older appended "
-              "bytes are written back early and dropped from the cache, so that new appends reuse their memory "
+              "bytes, once written back, are dropped from the cache, so that new appends reuse their memory "
               "(much faster on hosts that reclaim a guest's free memory); a consumer or follower reading further "
               "behind reads from disk. -1 keeps everything cached, as Kafka does. Moldau's own setting.",
               at_least(-1), dynamic=False),

@@ -1,13 +1,20 @@
-"""Drop-behind: appended log bytes leave the page cache soon after they are written back.
+"""Early write-back and drop-behind: appended log bytes go to the disk soon after they are written, and may then
+leave the page cache.
 
-Off by default (`log.drop.behind.bytes` = -1): a log keeps what it wrote in the page cache, as Kafka does, so
-consumers that fall behind read from memory. With `log.drop.behind.bytes` = N >= 0, every
-`WRITEBACK_STEP_BYTES` appended to a partition's active segment start the write-back of those bytes
-(`sync_file_range`, which does not wait), and the bytes more than N behind the segment's end whose write-back
-began at an earlier step are dropped from the page cache (`posix_fadvise(POSIX_FADV_DONTNEED)`, which leaves
-pages still being written).
+Early write-back, on by default (`log.writeback.interval.bytes`, 16 MiB): every that many bytes appended to a
+partition's active segment start the write-back of those bytes (`sync_file_range`, which does not wait). Left to
+itself, the kernel lets dirty pages pile up until its background threshold, then throttles the writer while it
+catches up; a log that starts write-back as it goes appended 1.2 times as fast at the median on the benchmark
+machines, and keeps every page cached all the same (`docs/benchmarks.md`, early write-back by default). RocksDB's
+`bytes_per_sync` does the same for the same reason. -1 (or 0) leaves write-back to the kernel.
 
-Why: on a host that takes back the memory its guest frees (a balloon with free page reporting, as on the
+Drop-behind, off by default (`log.drop.behind.bytes` = -1): a log keeps what it wrote in the page cache, as Kafka
+does, so consumers that fall behind read from memory. With `log.drop.behind.bytes` = N >= 0, at each write-back
+step the bytes more than N behind the segment's end whose write-back began at an earlier step are dropped from
+the page cache (`posix_fadvise(POSIX_FADV_DONTNEED)`, which leaves pages still being written). Drop-behind needs
+the steps: with early write-back off it steps every `WRITEBACK_STEP_BYTES`.
+
+Why drop: on a host that takes back the memory its guest frees (a balloon with free page reporting, as on the
 machines the benchmarks run on), the kernel's copy of each append into the page cache goes into memory the host
 must back again, and that copy is most of what an append costs (`docs/benchmarks.md`, produce ingest): a log
 that keeps its pages writes at a third or a quarter of the rate of one whose pages are reused. Dropping what is
@@ -23,8 +30,8 @@ confused with a file that reused its number. If the worker falls `MAX_PENDING_ST
 `sync_file_range` wait), steps are skipped: the next step covers their bytes.
 
 `sync_file_range` is called through ctypes: the standard library has `posix_fadvise` but not it. Where either is
-missing (not Linux) or fails (a file system without it), drop-behind switches itself off with one warning;
-appends are never affected.
+missing (not Linux) or fails (a file system without it), both switch themselves off with one warning; appends are
+never affected.
 """
 
 from __future__ import annotations
@@ -40,9 +47,9 @@ from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 
-# Write-back is started, and the cache dropped, once per this many bytes appended to a segment: a few system
-# calls per step rather than per append. 16 MiB rather than 4: each step hands work to the worker thread, whose
-# GIL hand-offs the event loop pays for; with 16 MiB the node used 6-9 % less CPU per GB produced.
+# The default step (`log.writeback.interval.bytes`), and drop-behind's step when early write-back is off: a few
+# system calls per step rather than per append. 16 MiB rather than 4: each step hands work to the worker thread,
+# whose GIL hand-offs the event loop pays for; with 16 MiB the node used 6-9 % less CPU per GB produced.
 WRITEBACK_STEP_BYTES = 16 * 1024 * 1024
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _SYNC_FILE_RANGE_WRITE = 2  # start write-back of the range's dirty pages, without waiting
@@ -123,8 +130,9 @@ class _Worker:
                     _run_step(step)
             except OSError as exc:
                 self.failed = True
-                log.warning("log.drop.behind.bytes: cannot drop written log bytes from the page cache here (%s); "
-                            "appended bytes stay cached", exc)
+                log.warning("cannot start the write-back of appended log bytes or drop them from the page cache "
+                            "here (%s): log.writeback.interval.bytes and log.drop.behind.bytes are off in this "
+                            "process", exc)
             finally:
                 os.close(step.fd)
 
@@ -153,8 +161,8 @@ def drain(timeout: float = 10.0) -> bool:
 
 
 class DropBehind:
-    """The drop-behind state of one partition log: how far its active segment's write-back was started and its
-    cache dropped. A new active segment (a roll) starts over."""
+    """The early write-back and drop-behind state of one partition log: how far its active segment's write-back
+    was started and its cache dropped. A new active segment (a roll) starts over."""
 
     __slots__ = ("_dropped", "_segment_fd", "_started")
 
@@ -163,8 +171,9 @@ class DropBehind:
         self._started = 0  # write-back was started for the bytes before this position
         self._dropped = 0  # the cache was dropped before this position
 
-    def after_append(self, fd: int, size_bytes: int, keep_bytes: int) -> None:
-        """Called after each append to the active segment open as `fd`, now `size_bytes` long."""
+    def after_append(self, fd: int, size_bytes: int, step_bytes: int, keep_bytes: int) -> None:
+        """Called after each append to the active segment open as `fd`, now `size_bytes` long: start write-back
+        every `step_bytes`, and drop what lies more than `keep_bytes` behind the end (-1: drop nothing)."""
         if _sync_file_range is None or _worker.failed:
             return
         if fd != self._segment_fd:
@@ -172,12 +181,14 @@ class DropBehind:
         # A truncation (a follower cutting a diverged suffix) may have moved the end back.
         started = min(self._started, size_bytes)
         dropped = min(self._dropped, started)
-        if size_bytes - started < WRITEBACK_STEP_BYTES:
+        if size_bytes - started < step_bytes:
             self._started, self._dropped = started, dropped
             return
-        drop_to = min(started, size_bytes - keep_bytes) // _PAGE_BYTES * _PAGE_BYTES
-        # The last step's range is advised once more: pages still being written then were left in the cache.
-        drop_from = max(0, dropped - WRITEBACK_STEP_BYTES)
+        drop_from = drop_to = 0
+        if keep_bytes >= 0:
+            drop_to = min(started, size_bytes - keep_bytes) // _PAGE_BYTES * _PAGE_BYTES
+            # The last step's range is advised once more: pages still being written then were left in the cache.
+            drop_from = max(0, dropped - step_bytes)
         try:
             handed = _worker.submit(fd, started, size_bytes, drop_from, drop_to)
         except OSError:  # no descriptor left to duplicate: skip this step, appends are never affected

@@ -145,7 +145,7 @@ class PartitionLog:
         # guard (`transaction.partition.verification.enable`).
         self.transaction_verification = True
         self._config = config
-        self._drop_behind = DropBehind()  # log.drop.behind.bytes: appended bytes leave the page cache
+        self._drop_behind = DropBehind()  # early write-back, and drop-behind if set
         self._clock = clock
         self._closer = closer
         self._owns_closer = False
@@ -649,8 +649,9 @@ class PartitionLog:
             epochs_changed = self.leader_epochs.assign_all(epochs)
             segment = self._segment_for_append(total_bytes, first_offset, stored[-1].next_offset - 1, now_ms)
             segment.append(pieces, stored, total_bytes)
-            if self._config.drop_behind_bytes >= 0:
-                self._drop_behind.after_append(segment.fd, segment.size_bytes, self._config.drop_behind_bytes)
+            step = self._config.writeback_step_bytes
+            if step > 0:
+                self._drop_behind.after_append(segment.fd, segment.size_bytes, step, self._config.drop_behind_bytes)
         except OSError as e:
             if epochs_changed:
                 with contextlib.suppress(OSError):

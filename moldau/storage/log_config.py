@@ -12,6 +12,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Self
 
 from moldau.protocol.recompression import Compression
+from moldau.storage.drop_behind import WRITEBACK_STEP_BYTES
 
 _AS_SENT = Compression()  # compression.type=producer
 
@@ -58,6 +59,9 @@ class LogConfig:
     value_subject_name_strategy: str = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
     # The codec batches are stored in ("producer": as sent) and the levels the broker compresses with.
     compression: Compression = _AS_SENT
+    # Bytes appended to the active segment between the starts of their write-back (`moldau.storage.drop_behind`);
+    # -1 or 0 leaves write-back to the kernel. A broker setting, not a topic's.
+    writeback_interval_bytes: int = WRITEBACK_STEP_BYTES
     # Bytes of the active segment kept in the page cache behind its end, the rest dropped once written back
     # (`moldau.storage.drop_behind`); -1 keeps everything, as Kafka does. A broker setting, not a topic's.
     drop_behind_bytes: int = -1
@@ -111,8 +115,16 @@ class LogConfig:
             value_subject_name_strategy=str(get("confluent.value.subject.name.strategy")),
             compression=Compression(str(get("compression.type")), get_int("compression.gzip.level"),
                                     get_int("compression.lz4.level"), get_int("compression.zstd.level")),
+            writeback_interval_bytes=config.log_writeback_interval_bytes,
             drop_behind_bytes=config.log_drop_behind_bytes,
         )
+
+    @property
+    def writeback_step_bytes(self) -> int:
+        """Bytes between write-back steps; 0 when there are none (no early write-back, no drop-behind)."""
+        if self.writeback_interval_bytes > 0:
+            return self.writeback_interval_bytes
+        return WRITEBACK_STEP_BYTES if self.drop_behind_bytes >= 0 else 0
 
     @property
     def compact(self) -> bool:

@@ -1,8 +1,10 @@
-"""log.drop.behind.bytes: appended bytes leave the page cache once written back, and stay readable."""
+"""log.writeback.interval.bytes and log.drop.behind.bytes: appended bytes are written back early, by default
+keeping every page cached; with drop-behind set they leave the page cache once written back, and stay readable."""
 
 from __future__ import annotations
 
 import ctypes
+import itertools
 import logging
 import mmap
 import os
@@ -74,10 +76,55 @@ def test_bytes_behind_the_kept_window_leave_the_cache_and_read_back(open_log: Op
     assert [value for _, value in decode(log.read(0, 10**9, True).read_bytes())] == written
 
 
-def test_minus_one_keeps_everything_cached(open_log: OpenLog) -> None:
+@pytest.mark.usefixtures("write_back_waits")
+def test_the_default_writes_back_early_and_keeps_everything_cached(open_log: OpenLog) -> None:
     log = open_log()
-    assert log.config.drop_behind_bytes == -1
+    assert (log.config.writeback_interval_bytes, log.config.drop_behind_bytes) == (WRITEBACK_STEP_BYTES, -1)
     _fill(log)
+    assert drop_behind.drain()
+    path = _active_path(log)
+    assert _cached_bytes(path) >= os.path.getsize(path) - _PAGE
+
+
+def _steps(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int, int]]:
+    """The steps the logs hand the worker from now on: (write_from, write_to, drop_from, drop_to)."""
+    handed: list[tuple[int, int, int, int]] = []
+    submit = drop_behind._worker.submit
+
+    def recording(fd: int, write_from: int, write_to: int, drop_from: int, drop_to: int) -> bool:
+        handed.append((write_from, write_to, drop_from, drop_to))
+        return submit(fd, write_from, write_to, drop_from, drop_to)
+
+    monkeypatch.setattr(drop_behind._worker, "submit", recording)
+    return handed
+
+
+@pytest.mark.parametrize(("interval", "keep", "step"), [
+    (WRITEBACK_STEP_BYTES, -1, WRITEBACK_STEP_BYTES),  # the default
+    (4 * 1024 * 1024, -1, 4 * 1024 * 1024),
+    (-1, 0, WRITEBACK_STEP_BYTES),  # drop-behind steps on its own
+])
+def test_write_back_starts_every_interval_and_drops_only_with_drop_behind(
+        open_log: OpenLog, monkeypatch: pytest.MonkeyPatch, interval: int, keep: int, step: int) -> None:
+    handed = _steps(monkeypatch)
+    log = open_log(writeback_interval_bytes=interval, drop_behind_bytes=keep)
+    _fill(log)
+    assert drop_behind.drain()
+    assert len(handed) >= _APPENDS * _VALUE_BYTES // step - 1
+    # Each step starts where the last ended, at least a step's bytes later.
+    assert all(write_to - write_from >= step for write_from, write_to, _, _ in handed)
+    assert all(later[0] == earlier[1] for earlier, later in itertools.pairwise(handed))
+    dropped = sum(drop_to - drop_from for _, _, drop_from, drop_to in handed)
+    assert dropped > 0 if keep >= 0 else dropped == 0
+
+
+@pytest.mark.parametrize("interval", [-1, 0])
+def test_with_both_off_nothing_is_handed_to_the_worker(open_log: OpenLog, monkeypatch: pytest.MonkeyPatch,
+                                                        interval: int) -> None:
+    handed = _steps(monkeypatch)
+    log = open_log(writeback_interval_bytes=interval)
+    _fill(log)
+    assert handed == []
     path = _active_path(log)
     assert _cached_bytes(path) >= os.path.getsize(path) - _PAGE
 
@@ -143,5 +190,5 @@ def test_a_failing_call_switches_drop_behind_off_with_one_warning(caplog: pytest
         os.close(read_end)
         os.close(write_end)
     assert worker.failed
-    assert [record.message for record in caplog.records if "cannot drop written log bytes" in record.message] == [
+    assert [record.message for record in caplog.records if "cannot start the write-back" in record.message] == [
         caplog.records[0].message]
