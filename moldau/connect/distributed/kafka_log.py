@@ -28,6 +28,31 @@ POLL_S = 0.1
 ADMIN_TIMEOUT_S = 30.0
 
 
+# Answers to a watermark request for a topic just created: the broker asked, or the client's metadata, has not
+# caught up with the creation yet (on a cluster, each broker replays it in its own time). Asked again, as
+# Kafka Connect's TopicAdmin retries its end offsets, until the timeout.
+_NOT_THERE_YET = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION,
+                            KafkaError._UNKNOWN_TOPIC, KafkaError.LEADER_NOT_AVAILABLE,
+                            KafkaError.NOT_LEADER_FOR_PARTITION})
+RETRY_S = 0.2
+
+
+def end_offset(client: Consumer, topic: str, partition: int, timeout_s: float) -> int:
+    """The partition's high watermark (a read_committed client: its last stable offset), asked of its leader;
+    a partition not known yet is asked again until `timeout_s` has passed."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = max(deadline - time.monotonic(), RETRY_S)
+        try:
+            _, high = client.get_watermark_offsets(TopicPartition(topic, partition), timeout=left, cached=False)
+            return int(high)
+        except KafkaException as exc:
+            if exc.args[0].code() not in _NOT_THERE_YET or time.monotonic() + RETRY_S > deadline:
+                raise
+            log.debug("connect: %s-%d is not known yet (%s); asking again", topic, partition, exc.args[0].str())
+        time.sleep(RETRY_S)
+
+
 class KafkaLog:
     def __init__(self, worker: WorkerConfig, topic: str, partitions: int, replication_factor: int,
                  on_record: RecordCallback, read_committed: bool = False) -> None:
@@ -118,9 +143,7 @@ class KafkaLog:
         ends = {}
         with self.offsets_lock:
             for partition in range(self.partition_count):
-                _, high = client.get_watermark_offsets(TopicPartition(self.topic, partition), timeout=timeout_s,
-                                                       cached=False)
-                ends[partition] = high
+                ends[partition] = end_offset(client, self.topic, partition, timeout_s)
         return ends
 
     def read_to_end(self, timeout_s: float = ADMIN_TIMEOUT_S, decided: bool = False) -> None:
