@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from moldau.connect.distributed.kafka_log import end_offset
 from moldau.mirror.records import Checkpoint
 from tests.support.broker_process import BrokerProcess, signal_and_wait
 from tests.support.cluster import LocalCluster, metadata_at
@@ -107,10 +108,6 @@ def committed_on(bootstrap: str, group: str, topic: str) -> dict[int, int]:
         consumer.close()
 
 
-_NOT_THERE_YET = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.LEADER_NOT_AVAILABLE,
-                  KafkaError.NOT_LEADER_FOR_PARTITION)
-
-
 def checkpoints(west: str, group: str) -> dict[int, Checkpoint]:
     """The group's latest checkpoint per partition, from the checkpoints topic on the target."""
     consumer = Consumer({"bootstrap.servers": west, "group.id": "unused", "enable.auto.commit": False})
@@ -119,14 +116,9 @@ def checkpoints(west: str, group: str) -> dict[int, Checkpoint]:
         metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if metadata is None or metadata.error is not None or not metadata.partitions:
             return {}  # not created yet
-        try:
-            end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
-        except KafkaException as error:
-            # Metadata came from a broker that has the topic; the leader may not have replayed its creation
-            # yet, and answers as a Kafka broker does until it has.
-            if error.args[0].code() in _NOT_THERE_YET:
-                return {}
-            raise
+        # Metadata came from a broker that has the topic; the leader may not have replayed its creation yet,
+        # and answers as a Kafka broker does until it has: asked again, as Connect asks.
+        end = end_offset(consumer, topic, 0, timeout_s=10)
         consumer.assign([TopicPartition(topic, 0, 0)])
         read = 0
         while read < end:
