@@ -11,6 +11,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from moldau.connect.distributed.kafka_log import end_offset
 from moldau.mirror.records import Checkpoint, MalformedRecord
 
 __all__ = [
@@ -34,8 +35,8 @@ def read_to_end(config: dict[str, Any], topic: str) -> Iterator[tuple[bytes | No
         metadata = consumer.list_topics(topic, timeout=TIMEOUT_S).topics.get(topic)
         if metadata is None or metadata.error is not None:
             return
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT_S)[1]
-                for p in metadata.partitions}
+        # Its leader may not have replayed a topic created a moment ago (a cluster): asked again until it has.
+        ends = {p: end_offset(consumer, topic, p, TIMEOUT_S) for p in metadata.partitions}
         pending = {p for p, end in ends.items() if end > 0}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
         while pending:

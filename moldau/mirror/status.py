@@ -17,6 +17,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from moldau.connect.distributed.kafka_log import watermarks
 from moldau.mirror.config import Flow, MirrorMakerConfig
 from moldau.mirror.filters import TopicFilter
 from moldau.mirror.policy import replication_policy
@@ -85,7 +86,7 @@ def partition_lags(config: MirrorMakerConfig, flow: Flow,
         topics = consumer.list_topics(timeout=TIMEOUT_S).topics
         for name in sorted(t for t in topics if replicated(t)):
             for partition in sorted(topics[name].partitions):
-                low, end = consumer.get_watermark_offsets(TopicPartition(name, partition), timeout=TIMEOUT_S)
+                low, end = watermarks(consumer, name, partition, TIMEOUT_S)
                 committed = positions.get((name, partition))
                 next_to_copy = None if committed is None else committed + 1
                 start = max(low, next_to_copy if next_to_copy is not None else low)

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from moldau.connect.errors import ConnectException
 from moldau.connect.worker.worker_config import WorkerConfig
 
-__all__ = ["KafkaLog", "RecordCallback"]
+__all__ = ["KafkaLog", "RecordCallback", "end_offset", "watermarks"]
 
 log = logging.getLogger(__name__)
 
@@ -37,20 +37,25 @@ _NOT_THERE_YET = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOW
 RETRY_S = 0.2
 
 
-def end_offset(client: Consumer, topic: str, partition: int, timeout_s: float) -> int:
-    """The partition's high watermark (a read_committed client: its last stable offset), asked of its leader;
-    a partition not known yet is asked again until `timeout_s` has passed."""
+def watermarks(client: Consumer, topic: str, partition: int, timeout_s: float) -> tuple[int, int]:
+    """The partition's (low, high) watermarks (a read_committed client: high is its last stable offset), asked of
+    its leader; a partition not known yet is asked again until `timeout_s` has passed."""
     deadline = time.monotonic() + timeout_s
     while True:
         left = max(deadline - time.monotonic(), RETRY_S)
         try:
-            _, high = client.get_watermark_offsets(TopicPartition(topic, partition), timeout=left, cached=False)
-            return int(high)
+            low, high = client.get_watermark_offsets(TopicPartition(topic, partition), timeout=left, cached=False)
+            return int(low), int(high)
         except KafkaException as exc:
             if exc.args[0].code() not in _NOT_THERE_YET or time.monotonic() + RETRY_S > deadline:
                 raise
             log.debug("connect: %s-%d is not known yet (%s); asking again", topic, partition, exc.args[0].str())
         time.sleep(RETRY_S)
+
+
+def end_offset(client: Consumer, topic: str, partition: int, timeout_s: float) -> int:
+    """The partition's high watermark, as `watermarks`."""
+    return watermarks(client, topic, partition, timeout_s)[1]
 
 
 class KafkaLog:
