@@ -271,14 +271,18 @@ def client_produce_mb_s(node: Node, total_mb: int) -> float:
 
 
 def end_offset(node: Node) -> tuple[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
+    """(log start, log end) of the partition, by ListOffsets. An AdminClient rather than a consumer: a consumer
+    with a group.id asks for its coordinator at once, and the first such request creates `__consumer_offsets`
+    (50 partitions), which would land inside the window retention is measured in."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "bytes-scale-unused", "log_level": 3})
-    try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=30)
-        return int(low), int(high)
-    finally:
-        consumer.close()
+    admin = AdminClient({"bootstrap.servers": node.bootstrap, "log_level": 3})
+    partition = TopicPartition(TOPIC, 0)
+    earliest, latest = OffsetSpec.earliest(), OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    low = admin.list_offsets({partition: earliest}, request_timeout=30)[partition].result(30)
+    high = admin.list_offsets({partition: latest}, request_timeout=30)[partition].result(30)
+    return int(low.offset), int(high.offset)
 
 
 # --------------------------------------------------------------------------- the scenarios
