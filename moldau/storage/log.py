@@ -77,7 +77,7 @@ from moldau.storage.checkpoints import (
     kafka_uuid_string,
 )
 from moldau.storage.control_batch import TransactionMarker, build_marker_batch
-from moldau.storage.drop_behind import DropBehind
+from moldau.storage.drop_behind import DropBehind, SyncTicket, sync_later
 from moldau.storage.follower_append import no_batches_error, plan_follower_append
 from moldau.storage.leader_epoch_cache import LeaderEpochCache
 from moldau.storage.log_common import (
@@ -97,6 +97,10 @@ from moldau.storage.transaction_index import AbortedTxn, collect_aborted
 from moldau.storage.truncation import TruncationKind, plan_truncation
 
 log = logging.getLogger(__name__)
+
+# How long the periodic pass leaves a rolled segment's fsync to the worker thread before doing it on the event
+# loop (a worker stuck behind a slow disk must not hold the recovery point back for long).
+ROLLED_SYNC_WAIT_MS = 10_000
 
 # The names other packages import from here, wherever they are defined now.
 __all__ = [
@@ -146,6 +150,7 @@ class PartitionLog:
         self.transaction_verification = True
         self._config = config
         self._drop_behind = DropBehind()  # early write-back, and drop-behind if set
+        self._rolled_syncs: list[SyncTicket] = []  # fsyncs of rolled segments started on the worker thread
         self._clock = clock
         self._closer = closer
         self._owns_closer = False
@@ -681,6 +686,9 @@ class PartitionLog:
         if active.size_bytes == 0:
             return
         active.seal()
+        ticket = sync_later(active.fd, now_ms)
+        if ticket is not None:
+            self._rolled_syncs.append(ticket)
         self.producer_state.take_snapshot(self._log_end_offset)
         start = self._log_end_offset if base_offset is None else max(base_offset, self._log_end_offset)
         self._segments.create(start, now_ms)
@@ -853,6 +861,8 @@ class PartitionLog:
         fsynced when the recovery point is there already, except `after_recovery`, when recovery cut files."""
         if self._deferred is not None:
             return  # closed cleanly and not written since: everything is durable
+        self._raise_rolled_sync_error()
+        self._rolled_syncs = []  # fsynced below in any case
         self._advance_recovery_point(self._log_end_offset, len(self._segments), after_recovery)
         self._unflushed_messages = 0
         self._last_flush_ms = self._clock.time_ms()
@@ -864,8 +874,26 @@ class PartitionLog:
             return
         if self._unflushed_messages and now_ms - self._last_flush_ms >= self._config.flush_ms:
             self.flush()
-        elif self._recovery_point < self._segments.active.base_offset:
+        elif self._recovery_point < self._segments.active.base_offset and not self._awaiting_rolled_syncs(now_ms):
             self._advance_recovery_point(self._segments.active.base_offset, len(self._segments) - 1)
+
+    def _awaiting_rolled_syncs(self, now_ms: int) -> bool:
+        """Whether the worker thread is still fsyncing rolled segments, and this pass should leave them to it
+        (the next pass fsyncs them, quickly then). After ROLLED_SYNC_WAIT_MS the pass fsyncs them itself."""
+        self._raise_rolled_sync_error()
+        pending = [ticket for ticket in self._rolled_syncs if not ticket.done]
+        if pending and now_ms - pending[0].queued_ms < ROLLED_SYNC_WAIT_MS:
+            return True
+        self._rolled_syncs = []
+        return False
+
+    def _raise_rolled_sync_error(self) -> None:
+        # The kernel reports a failed write-back to one fsync only: if the worker's saw it, the log's own would
+        # not, so the worker's error counts as the log's.
+        failed = next((ticket.error for ticket in self._rolled_syncs if ticket.error is not None), None)
+        if failed is not None:
+            self._rolled_syncs = []
+            raise self._storage_error(failed)
 
     def _advance_recovery_point(self, offset: int, end_index: int, force: bool = False,
                                 durable: bool = True) -> None:

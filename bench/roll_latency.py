@@ -1,0 +1,177 @@
+"""Segment rolls under load: does a partition rolling its segments pause the requests of every other client?
+
+One single-node Moldau broker. A *steady* producer writes one 64 KiB batch every 10 ms (acks=1, one request in
+flight) to its own single-partition topic and records each request's latency. Beside it, a *bulk* producer
+writes 1 MiB batches at ``--mbps`` MB/s (paced, acks=1) into another topic, in two kinds of phase of
+``--seconds`` each, alternating ``--rounds`` times:
+
+* **rolls**: the bulk topic has ``segment.bytes`` = ``--segment-mb`` MiB (128 by default: at 200 MB/s a roll
+  every 0.7 s), so the periodic pass makes a rolled segment durable (fsync) every second or so;
+* **no rolls** (the baseline): a new bulk topic each phase, with ``segment.bytes`` at its largest (2 GiB), which
+  the phase does not fill, so nothing rolls; the same bytes are appended at the same rate.
+
+The steady producer's latency p50/p99/p99.9/max, and how many of its requests took over 10 ms, are printed for
+both kinds (the pooled samples of each, the first second of every phase left out), with the ratios rolls / no
+rolls.
+
+Run from the repository root, for example:
+    python -m bench.roll_latency
+    python -m bench.roll_latency --mbps 64 --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench import raw_requests
+from bench.bytes_scale import Node, _one_batch
+from bench.common import BenchError, create_topic, exit_on_sigterm, note
+from bench.raw_driver import _ERROR, MIB, _read_frame, _send
+from moldau.net.ports import free_port
+
+STEADY_TOPIC = "roll-latency-steady"
+LARGEST_SEGMENT_BYTES = 2**31 - 1
+STEADY_BATCH_BYTES = 64 * 1024
+STEADY_EVERY_S = 0.01
+SETTLE_S = 1.0  # left out at the start of each phase
+
+
+@dataclass
+class Phase:
+    """One phase's steady latencies (seconds), after SETTLE_S."""
+
+    rolls: bool
+    latencies: list[float] = field(default_factory=list)
+
+
+def _paced_produce(port: int, topic: str, batch_bytes: int, every_s: float, stop: threading.Event,
+                   latencies: list[tuple[float, float]] | None, errors: list[str]) -> None:
+    """Send one batch every `every_s` (acks=1), each after the answer to the one before; keep (sent, latency)."""
+    batch, _ = _one_batch(batch_bytes)
+    request = raw_requests.produce(topic, 0, batch, 1)
+    where = raw_requests.error_position(raw_requests.PRODUCE_KEY, topic)
+    buffer = memoryview(bytearray(64 * 1024))
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            next_at, correlation = time.monotonic(), 0
+            while not stop.is_set():
+                time.sleep(max(0.0, next_at - time.monotonic()))
+                sent = time.monotonic()
+                _send(sock, request, correlation)
+                size = _read_frame(sock, buffer)
+                if size <= where + 1 or _ERROR.unpack_from(buffer, where)[0] != 0:
+                    raise BenchError(f"a Produce to {topic} was refused")
+                if latencies is not None:
+                    latencies.append((sent, time.monotonic() - sent))
+                correlation += 1
+                next_at += every_s
+    except (OSError, ConnectionError, BenchError) as exc:
+        errors.append(f"{topic}: {exc}")
+
+
+def run_phase(node: Node, bulk_topic: str, rolls: bool, args: argparse.Namespace) -> Phase:
+    stop, errors = threading.Event(), list[str]()
+    samples: list[tuple[float, float]] = []
+    batch_bytes = MIB
+    threads = [
+        threading.Thread(target=_paced_produce, args=(node.port, STEADY_TOPIC, STEADY_BATCH_BYTES, STEADY_EVERY_S,
+                                                      stop, samples, errors)),
+        threading.Thread(target=_paced_produce, args=(node.port, bulk_topic, batch_bytes,
+                                                      batch_bytes / (args.mbps * 1e6), stop, None, errors)),
+    ]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    time.sleep(args.seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise BenchError("; ".join(errors))
+    return Phase(rolls, [latency for sent, latency in samples if sent >= started + SETTLE_S])
+
+
+def summary(latencies: list[float]) -> dict[str, float]:
+    ordered = sorted(latencies)
+    if not ordered:
+        raise BenchError("no steady Produce answered")
+    n = len(ordered)
+
+    def at(fraction: float) -> float:
+        return ordered[min(n - 1, int(n * fraction))] * 1000
+
+    return {"n": n, "p50": at(0.5), "p99": at(0.99), "p99.9": at(0.999), "max": ordered[-1] * 1000,
+            "over 10 ms": sum(1 for latency in ordered if latency > 0.010)}
+
+
+@contextlib.contextmanager
+def broker(args: argparse.Namespace) -> Iterator[Node]:
+    root = Path(tempfile.mkdtemp(prefix="bench-roll-", dir=args.data_dir))
+    node = Node("roll", root, free_port(), dict(item.partition("=")[::2] for item in args.override))
+    try:
+        node.start()
+        node.wait_serving()
+        yield node
+    finally:
+        node.stop(kill=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mbps", type=float, default=200.0, help="the bulk producer's rate, MB/s")
+    parser.add_argument("--segment-mb", type=int, default=128, help="segment.bytes of the rolling bulk topic, MiB")
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of each phase")
+    parser.add_argument("--rounds", type=int, default=3, help="pairs of phases (no rolls, rolls)")
+    parser.add_argument("--data-dir", default=None, help="where the broker's data go (default: a temporary dir)")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="a server config (repeatable)")
+    return parser
+
+
+def main() -> None:
+    exit_on_sigterm()
+    args = build_parser().parse_args()
+    if args.mbps * args.seconds * 1e6 >= LARGEST_SEGMENT_BYTES:
+        raise SystemExit("--mbps x --seconds would fill a 2 GiB segment: the baseline would roll")
+    phases = []
+    with broker(args) as node:
+        create_topic(node.bootstrap, STEADY_TOPIC, 1)
+        create_topic(node.bootstrap, "roll-latency-rolls", 1,
+                     config={"segment.bytes": str(args.segment_mb * MIB)})
+        for round_ in range(args.rounds):
+            baseline_topic = f"roll-latency-no-rolls-{round_}"
+            create_topic(node.bootstrap, baseline_topic, 1, config={"segment.bytes": str(LARGEST_SEGMENT_BYTES)})
+            for topic, rolls in ((baseline_topic, False), ("roll-latency-rolls", True)):
+                note(f"round {round_ + 1}: {'rolls' if rolls else 'no rolls'}")
+                phases.append(run_phase(node, topic, rolls, args))
+    report(args, phases)
+
+
+def report(args: argparse.Namespace, phases: list[Phase]) -> None:
+    kinds = {rolls: summary([latency for phase in phases if phase.rolls == rolls for latency in phase.latencies])
+             for rolls in (False, True)}
+    print(f"== steady produce (64 KiB every 10 ms, acks=1) beside {args.mbps:.0f} MB/s of 1 MiB batches, "
+          f"{args.rounds} x {args.seconds:.0f} s each way; rolls: segments of {args.segment_mb} MiB")
+    print(f"{'':14} {'n':>6} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} {'max ms':>8} {'>10 ms':>7}")
+    for rolls, label in ((False, "no rolls"), (True, "rolls")):
+        s = kinds[rolls]
+        print(f"{label:14} {s['n']:6.0f} {s['p50']:8.2f} {s['p99']:8.2f} {s['p99.9']:9.2f} {s['max']:8.1f} "
+              f"{s['over 10 ms']:7.0f}")
+    base, rolled = kinds[False], kinds[True]
+    print(f"{'rolls/no rolls':14} {'':6} {rolled['p50'] / base['p50']:8.2f} {rolled['p99'] / base['p99']:8.2f} "
+          f"{rolled['p99.9'] / base['p99.9']:9.2f} {rolled['max'] / base['max']:8.2f}")
+
+
+if __name__ == "__main__":
+    main()

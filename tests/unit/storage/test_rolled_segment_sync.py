@@ -1,0 +1,96 @@
+"""A rolled segment's fsync starts on the worker thread at the roll; the periodic pass moves the recovery point once
+it is done, fsyncs itself after ROLLED_SYNC_WAIT_MS, and takes a failure of the worker's fsync as its own."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from moldau.clock import ManualClock
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.storage import drop_behind, log
+from moldau.storage.log import ROLLED_SYNC_WAIT_MS, PartitionLog
+from tests.unit.storage.batches import batches_of, make_batch, values
+from tests.unit.storage.conftest import OpenLog
+
+
+@pytest.fixture
+def worker_syncs(monkeypatch: pytest.MonkeyPatch, rolled_segments_fsynced_by_the_pass: None) -> None:
+    """Undo the storage tests' default: rolled segments' fsyncs go to the worker, as in a broker."""
+    monkeypatch.setattr(log, "sync_later", drop_behind.sync_later)
+
+
+@pytest.fixture
+def worker_held(monkeypatch: pytest.MonkeyPatch, worker_syncs: None) -> Iterator[threading.Event]:
+    """The worker's fsyncs wait until the event is set (a slow disk)."""
+    release = threading.Event()
+    run_sync = drop_behind._run_sync
+
+    def held(step: drop_behind._Sync) -> None:
+        release.wait(30)
+        run_sync(step)
+
+    monkeypatch.setattr(drop_behind, "_run_sync", held)
+    yield release
+    release.set()
+    assert drop_behind.drain()
+
+
+def _roll_a_few(log_: PartitionLog) -> None:
+    for _ in range(20):
+        log_.append(batches_of(make_batch(values(3, size=40))), 0)
+    assert len(log_.segments) > 3
+
+
+@pytest.mark.usefixtures("worker_syncs")
+def test_the_pass_moves_the_recovery_point_once_the_worker_has_fsynced(open_log: OpenLog, clock: ManualClock) -> None:
+    partition_log = open_log(segment_bytes=1000)
+    _roll_a_few(partition_log)
+    assert drop_behind.drain()
+    partition_log.flush_if_due(clock.time_ms())
+    assert partition_log.recovery_point == partition_log.segments[-1].base_offset
+
+
+def test_the_pass_leaves_a_pending_fsync_to_the_worker_until_the_wait_is_over(
+        open_log: OpenLog, clock: ManualClock, worker_held: threading.Event) -> None:
+    partition_log = open_log(segment_bytes=1000)
+    _roll_a_few(partition_log)
+    partition_log.flush_if_due(clock.time_ms())
+    assert partition_log.recovery_point == 0  # the event loop did not wait for the disk
+    clock.advance(ROLLED_SYNC_WAIT_MS - 1)
+    partition_log.flush_if_due(clock.time_ms())
+    assert partition_log.recovery_point == 0
+    clock.advance(1)
+    partition_log.flush_if_due(clock.time_ms())  # waited long enough: the pass fsyncs the segments itself
+    assert partition_log.recovery_point == partition_log.segments[-1].base_offset
+
+
+def test_a_full_flush_does_not_wait_for_the_worker(open_log: OpenLog, worker_held: threading.Event) -> None:
+    partition_log = open_log(segment_bytes=1000)
+    _roll_a_few(partition_log)
+    partition_log.flush()
+    assert partition_log.recovery_point == partition_log.log_end_offset
+
+
+def test_a_failed_fsync_on_the_worker_fails_the_pass(open_log: OpenLog, clock: ManualClock,
+                                                     monkeypatch: pytest.MonkeyPatch, worker_syncs: None) -> None:
+    def failing(step: drop_behind._Sync) -> None:
+        os.close(step.fd)
+        step.ticket.error = OSError(errno.EIO, os.strerror(errno.EIO))
+        step.ticket.done = True
+
+    monkeypatch.setattr(drop_behind, "_run_sync", failing)
+    failed: list[OSError] = []
+    partition_log = open_log(segment_bytes=1000)
+    partition_log.on_io_error = lambda _log, error: failed.append(error)
+    _roll_a_few(partition_log)
+    assert drop_behind.drain()
+    with pytest.raises(KafkaError) as raised:
+        partition_log.flush_if_due(clock.time_ms())
+    assert raised.value.code == ErrorCode.kafka_storage_error
+    assert [error.errno for error in failed] == [errno.EIO]  # the directory's failure, as a failed fsync is
+    assert partition_log.recovery_point == 0
