@@ -21,13 +21,13 @@ that keeps its pages writes at a third or a quarter of the rate of one whose pag
 written back lets the next appends reuse those pages while they are still backed. The cost: a consumer or a
 follower reading more than N bytes behind a segment's end reads from the disk.
 
-A rolled segment's fsync starts on the same worker at the roll (`sync_later`), also by default: the periodic
-pass that makes rolled segments durable (`PartitionLog.flush_if_due`) waits for it rather than making the event
-loop wait for the disk, as Kafka flushes a rolled segment on its scheduler thread rather than its request
-threads. At 200 MB/s into 128 MiB segments, that fsync on the loop put pauses of 10 ms to 0.7 s into every
-client's requests (`docs/benchmarks.md`, rolled segments' fsync off the event loop). The pass still fsyncs the segment
-itself before moving the recovery point (cheap then: nothing is left to write), so durability is what it was;
-a failure of the worker's fsync, which the kernel reports to one caller only, is handed back to the pass.
+A rolled segment's fsync starts on the same worker at the roll (`sync_later`), whatever the settings: the
+periodic pass that makes rolled segments durable (`PartitionLog.flush_if_due`) waits for it rather than making
+the event loop wait for the disk, as Kafka flushes a rolled segment on a scheduler thread, not its request
+threads. At 200 MB/s into 128 MiB segments, that fsync on the loop paused every client's requests for up to
+1.5 s (`docs/benchmarks.md`, rolled segments' fsync off the event loop). The pass still fsyncs the segment
+itself before it moves the recovery point (cheap then: nothing is left to write), so durability is what it
+was; a failure of the worker's fsync, which the kernel reports to one caller only, is handed to the pass.
 
 All these calls run on one worker thread per process, not on the event loop: starting write-back makes the kernel
 allocate the file system's blocks and build the I/O in the caller's context, and dropping pages frees them there
@@ -44,6 +44,7 @@ never affected.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -173,7 +174,8 @@ class _Worker:
                             "here (%s): log.writeback.interval.bytes and log.drop.behind.bytes are off in this "
                             "process", exc)
             finally:
-                os.close(step.fd)
+                with contextlib.suppress(OSError):
+                    os.close(step.fd)
 
 
 def _run_sync(step: _Sync) -> None:
@@ -182,7 +184,8 @@ def _run_sync(step: _Sync) -> None:
     except OSError as exc:
         step.ticket.error = exc
     finally:
-        os.close(step.fd)
+        with contextlib.suppress(OSError):  # the worker must outlive any one call
+            os.close(step.fd)
         step.ticket.done = True
 
 

@@ -861,8 +861,7 @@ class PartitionLog:
         fsynced when the recovery point is there already, except `after_recovery`, when recovery cut files."""
         if self._deferred is not None:
             return  # closed cleanly and not written since: everything is durable
-        self._raise_rolled_sync_error()
-        self._rolled_syncs = []  # fsynced below in any case
+        self._settle_rolled_syncs()  # fsynced below in any case
         self._advance_recovery_point(self._log_end_offset, len(self._segments), after_recovery)
         self._unflushed_messages = 0
         self._last_flush_ms = self._clock.time_ms()
@@ -880,20 +879,20 @@ class PartitionLog:
     def _awaiting_rolled_syncs(self, now_ms: int) -> bool:
         """Whether the worker thread is still fsyncing rolled segments, and this pass should leave them to it
         (the next pass fsyncs them, quickly then). After ROLLED_SYNC_WAIT_MS the pass fsyncs them itself."""
-        self._raise_rolled_sync_error()
-        pending = [ticket for ticket in self._rolled_syncs if not ticket.done]
-        if pending and now_ms - pending[0].queued_ms < ROLLED_SYNC_WAIT_MS:
-            return True
-        self._rolled_syncs = []
-        return False
+        pending = self._settle_rolled_syncs()
+        return bool(pending) and now_ms - pending[0].queued_ms < ROLLED_SYNC_WAIT_MS
 
-    def _raise_rolled_sync_error(self) -> None:
-        # The kernel reports a failed write-back to one fsync only: if the worker's saw it, the log's own would
-        # not, so the worker's error counts as the log's.
+    def _settle_rolled_syncs(self) -> list[SyncTicket]:
+        """Forget the worker's finished fsyncs, raising the error of one that failed; returns those still running.
+        The kernel reports a failed write-back to one fsync only: if the worker's saw it, the log's own would not,
+        so the worker's error counts as the log's. One still running is kept for the error it may yet report."""
+        pending = [ticket for ticket in self._rolled_syncs if not ticket.done]
+        # Read after `done`: the worker sets a ticket's error before marking it done.
         failed = next((ticket.error for ticket in self._rolled_syncs if ticket.error is not None), None)
+        self._rolled_syncs = pending
         if failed is not None:
-            self._rolled_syncs = []
             raise self._storage_error(failed)
+        return pending
 
     def _advance_recovery_point(self, offset: int, end_index: int, force: bool = False,
                                 durable: bool = True) -> None:

@@ -94,3 +94,26 @@ def test_a_failed_fsync_on_the_worker_fails_the_pass(open_log: OpenLog, clock: M
     assert raised.value.code == ErrorCode.kafka_storage_error
     assert [error.errno for error in failed] == [errno.EIO]  # the directory's failure, as a failed fsync is
     assert partition_log.recovery_point == 0
+
+
+def test_an_fsync_that_fails_after_the_wait_still_fails_a_later_pass(
+        open_log: OpenLog, clock: ManualClock, monkeypatch: pytest.MonkeyPatch, worker_syncs: None) -> None:
+    release = threading.Event()
+
+    def held_then_failing(step: drop_behind._Sync) -> None:
+        release.wait(30)
+        os.close(step.fd)
+        step.ticket.error = OSError(errno.EIO, os.strerror(errno.EIO))
+        step.ticket.done = True
+
+    monkeypatch.setattr(drop_behind, "_run_sync", held_then_failing)
+    partition_log = open_log(segment_bytes=1000)
+    _roll_a_few(partition_log)
+    clock.advance(ROLLED_SYNC_WAIT_MS)
+    partition_log.flush_if_due(clock.time_ms())  # the pass stopped waiting and fsynced on its own
+    assert partition_log.recovery_point == partition_log.segments[-1].base_offset
+    release.set()
+    assert drop_behind.drain()
+    with pytest.raises(KafkaError) as raised:  # the worker's late failure is not lost
+        partition_log.flush()
+    assert raised.value.code == ErrorCode.kafka_storage_error
