@@ -347,17 +347,21 @@ def restart(node: Node, unclean: bool, tail_mb: int) -> Restart:
 
 @dataclass
 class SteadyProducer:
-    """One connection sending a 64 KiB batch every 10 ms (acks=1), keeping (send time, latency) of each."""
+    """One connection sending a `batch_bytes` batch to partition 0 of `topic` every `every_s` (acks=1), each after
+    the answer to the one before, keeping (send time, latency) of each."""
 
     node: Node
+    topic: str = TOPIC
+    batch_bytes: int = 64 * 1024
+    every_s: float = 0.01
     samples: list[tuple[float, float]] = field(default_factory=list)
     error: str = ""
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
-        batch, _ = _one_batch(64 * 1024)
-        request = raw_requests.produce(TOPIC, 0, batch, 1)
-        where = raw_requests.error_position(raw_requests.PRODUCE_KEY, TOPIC)
+        batch, _ = _one_batch(self.batch_bytes)
+        request = raw_requests.produce(self.topic, 0, batch, 1)
+        where = raw_requests.error_position(raw_requests.PRODUCE_KEY, self.topic)
         buffer = memoryview(bytearray(64 * 1024))
         try:
             with socket.create_connection(("127.0.0.1", self.node.port)) as sock:
@@ -369,10 +373,10 @@ class SteadyProducer:
                     _send(sock, request, cid)
                     size = _read_frame(sock, buffer)
                     if size <= where + 1 or _ERROR.unpack_from(buffer, where)[0] != 0:
-                        raise BenchError("a steady Produce was refused")
+                        raise BenchError(f"a steady Produce to {self.topic} was refused")
                     self.samples.append((sent, time.monotonic() - sent))
                     cid += 1
-                    next_at += 0.01
+                    next_at += self.every_s
         except (OSError, ConnectionError, BenchError) as exc:
             self.error = str(exc)
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import shutil
-import socket
 import tempfile
 import threading
 import time
@@ -32,10 +31,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import raw_requests
-from bench.bytes_scale import Node, _one_batch
+from bench.bytes_scale import Node, SteadyProducer
 from bench.common import BenchError, create_topic, exit_on_sigterm, note
-from bench.raw_driver import _ERROR, MIB, _read_frame, _send
+from bench.raw_driver import MIB
 from moldau.net.ports import free_port
 
 STEADY_TOPIC = "roll-latency-steady"
@@ -53,52 +51,22 @@ class Phase:
     latencies: list[float] = field(default_factory=list)
 
 
-def _paced_produce(port: int, topic: str, batch_bytes: int, every_s: float, stop: threading.Event,
-                   latencies: list[tuple[float, float]] | None, errors: list[str]) -> None:
-    """Send one batch every `every_s` (acks=1), each after the answer to the one before; keep (sent, latency)."""
-    batch, _ = _one_batch(batch_bytes)
-    request = raw_requests.produce(topic, 0, batch, 1)
-    where = raw_requests.error_position(raw_requests.PRODUCE_KEY, topic)
-    buffer = memoryview(bytearray(64 * 1024))
-    try:
-        with socket.create_connection(("127.0.0.1", port)) as sock:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            next_at, correlation = time.monotonic(), 0
-            while not stop.is_set():
-                time.sleep(max(0.0, next_at - time.monotonic()))
-                sent = time.monotonic()
-                _send(sock, request, correlation)
-                size = _read_frame(sock, buffer)
-                if size <= where + 1 or _ERROR.unpack_from(buffer, where)[0] != 0:
-                    raise BenchError(f"a Produce to {topic} was refused")
-                if latencies is not None:
-                    latencies.append((sent, time.monotonic() - sent))
-                correlation += 1
-                next_at += every_s
-    except (OSError, ConnectionError, BenchError) as exc:
-        errors.append(f"{topic}: {exc}")
-
-
 def run_phase(node: Node, bulk_topic: str, rolls: bool, args: argparse.Namespace) -> Phase:
-    stop, errors = threading.Event(), list[str]()
-    samples: list[tuple[float, float]] = []
-    batch_bytes = MIB
-    threads = [
-        threading.Thread(target=_paced_produce, args=(node.port, STEADY_TOPIC, STEADY_BATCH_BYTES, STEADY_EVERY_S,
-                                                      stop, samples, errors)),
-        threading.Thread(target=_paced_produce, args=(node.port, bulk_topic, batch_bytes,
-                                                      batch_bytes / (args.mbps * 1e6), stop, None, errors)),
-    ]
+    steady = SteadyProducer(node, STEADY_TOPIC, STEADY_BATCH_BYTES, STEADY_EVERY_S)
+    bulk = SteadyProducer(node, bulk_topic, MIB, MIB / (args.mbps * 1e6))
+    threads = [threading.Thread(target=producer.run) for producer in (steady, bulk)]
     started = time.monotonic()
     for thread in threads:
         thread.start()
     time.sleep(args.seconds)
-    stop.set()
+    for producer in (steady, bulk):
+        producer.stop()
     for thread in threads:
         thread.join()
+    errors = [producer.error for producer in (steady, bulk) if producer.error]
     if errors:
         raise BenchError("; ".join(errors))
-    return Phase(rolls, [latency for sent, latency in samples if sent >= started + SETTLE_S])
+    return Phase(rolls, [latency for sent, latency in steady.samples if sent >= started + SETTLE_S])
 
 
 def summary(latencies: list[float]) -> dict[str, float]:
