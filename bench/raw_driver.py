@@ -67,6 +67,7 @@ from typing import Any
 from bench import raw_requests
 from bench.common import (
     BenchError,
+    add_override_option,
     create_topic,
     exit_on_sigterm,
     note,
@@ -474,8 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--bootstrap", help="a running broker or cluster (default: start a fresh one)")
     parser.add_argument("--nodes", type=int, default=1, help="nodes of the fresh cluster (1 or 3)")
     parser.add_argument("--raw-mb", type=int, default=1024, help="MiB moved per raw-limit figure (0: skip)")
-    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                        help="a server config for the nodes started (repeatable)")
+    add_override_option(parser, "a server config for the nodes started (repeatable)")
     parser.add_argument("--zero-copy", choices=("both", "on", "off"), default="both",
                         help="fetch from a fresh node: with fetch.zero.copy.enable on, off, or both one after the "
                              "other (default), each against the same raw limit")
@@ -489,7 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
 def broker(args: argparse.Namespace, extra: dict[str, str] | None = None) -> Iterator[str]:
     """The bootstrap address of the broker or cluster to measure; a single fresh node's pid goes in
     ``args.broker_pid``."""
-    overrides = {**dict(item.partition("=")[::2] for item in args.override), **(extra or {})}
+    overrides = {**dict(args.override), **(extra or {})}
     if args.bootstrap:
         yield args.bootstrap
     elif args.nodes == 1:

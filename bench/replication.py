@@ -63,6 +63,7 @@ from typing import Any, TypeVar
 
 from bench.common import (
     BenchError,
+    add_override_option,
     alternating,
     check_delivered,
     check_latency_run,
@@ -124,15 +125,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=1.5, help="seconds of failover load before the kill")
     parser.add_argument("--default-timeout-runs", type=int, help="failover runs with Moldau's default timings "
                                                                    "(default 1, quick 0)")
-    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                        help="a server config for every node (repeatable); wins over the short timings")
+    add_override_option(parser, "a server config for every node (repeatable); wins over the short timings")
     parser.add_argument("--time-limit", type=float, default=120.0, help="seconds one run may take")
     parser.add_argument("--keep", type=Path, help="keep the clusters' directories (logs, data) under this one")
     parser.add_argument("--no-save", action="store_true", help="do not write JSON under bench/results/")
     args = parser.parse_args()
     args.only = _choices(parser, "--only", args.only, SCENARIOS)
     args.victims = _choices(parser, "--victims", args.victims, VICTIMS)
-    args.overrides = dict(item.partition("=")[::2] for item in args.override)
+    args.overrides = dict(args.override)
     args.rounds = int(args.rounds or (1 if args.quick else 3))
     args.repeat = int(args.repeat or (1 if args.quick else 3))
     args.mb = int(args.mb or (15 if args.quick else 40))

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.bytes_scale import Node, SteadyProducer
-from bench.common import BenchError, create_topic, exit_on_sigterm, note
+from bench.common import BenchError, add_override_option, create_topic, exit_on_sigterm, note
 from bench.raw_driver import MIB
 from moldau.net.ports import free_port
 
@@ -85,7 +85,7 @@ def summary(latencies: list[float]) -> dict[str, float]:
 @contextlib.contextmanager
 def broker(args: argparse.Namespace) -> Iterator[Node]:
     root = Path(tempfile.mkdtemp(prefix="bench-roll-", dir=args.data_dir))
-    node = Node("roll", root, free_port(), dict(item.partition("=")[::2] for item in args.override))
+    node = Node("roll", root, free_port(), dict(args.override))
     try:
         node.start()
         node.wait_serving()
@@ -102,8 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each phase")
     parser.add_argument("--rounds", type=int, default=3, help="pairs of phases (no rolls, rolls)")
     parser.add_argument("--data-dir", default=None, help="where the broker's data go (default: a temporary dir)")
-    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                        help="a server config (repeatable)")
+    add_override_option(parser, "a server config (repeatable)")
     return parser
 
 
