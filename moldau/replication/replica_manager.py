@@ -51,6 +51,9 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 # How soon a follower retries a partition whose leader has not yet learned of its own leadership.
 _TRANSIENT_RETRY_MS = 50
+# An image bringing more new logs than this (a large CreateTopics, not the 50 partitions of an internal topic) has
+# their directories made on first use (`LogManager.create(defer=True)`) rather than all in one turn of the loop.
+EAGER_NEW_LOGS_MAX = 64
 _ALTER_PARTITION_RETRY_MS = 500
 T = TypeVar("T")
 
@@ -221,17 +224,21 @@ class ReplicaManager:
         failed = []
         offline: set[TopicPartition] = set()
         retry, self._retry_topics = self._retry_topics, set()
-        for topic in image.topics_by_id.values():
-            if applied is not None and applied.topics_by_id.get(topic.topic_id) is topic \
-                    and topic.topic_id not in retry:
-                continue
+        changed = [topic for topic in image.topics_by_id.values()
+                   if applied is None or applied.topics_by_id.get(topic.topic_id) is not topic
+                   or topic.topic_id in retry]
+        # Making a log's directory and files takes about half a millisecond on the event loop: an image bringing
+        # thousands (one large CreateTopics) would hold every client up for seconds, so their logs are made on
+        # first use instead.
+        defer = self._new_logs(changed) > EAGER_NEW_LOGS_MAX
+        for topic in changed:
             config = None
             for part in topic.partitions.values():
                 if self.node_id in part.replicas:
                     if config is None:
                         config = self._log_config_for(image, topic.name)
                     try:
-                        self._host(topic, part, config)
+                        self._host(topic, part, config, defer)
                     except KafkaError as exc:  # one log that cannot be created must not stop the others
                         failed.append(f"{topic.name}-{part.partition} ({exc.message})")
                         self._retry_topics.add(topic.topic_id)
@@ -248,18 +255,23 @@ class ReplicaManager:
         self._stop_idle_fetchers()
         self._applied = image
 
-    def _host(self, topic: TopicImage, part: PartitionImage, config: LogConfig) -> None:
+    def _new_logs(self, topics: list[TopicImage]) -> int:
+        """How many partitions of `topics` this broker is to host and does not host yet."""
+        return sum(1 for topic in topics for part in topic.partitions.values()
+                   if self.node_id in part.replicas and (topic.name, part.partition) not in self.partitions)
+
+    def _host(self, topic: TopicImage, part: PartitionImage, config: LogConfig, defer: bool) -> None:
         key = (topic.name, part.partition)
         hosted = self.partitions.get(key)
         if hosted is not None and hosted.topic_id != topic.topic_id:
             self._delete(key)  # same name, new id: the old topic was deleted and recreated
             hosted = None
         if hosted is None:
-            hosted = self._open(topic, part, config)
+            hosted = self._open(topic, part, config, defer)
             self.partitions[key] = hosted
         self._take_role(hosted, part)
 
-    def _open(self, topic: TopicImage, part: PartitionImage, config: LogConfig) -> HostedPartition:
+    def _open(self, topic: TopicImage, part: PartitionImage, config: LogConfig, defer: bool) -> HostedPartition:
         plog = self.log_manager.get(topic.name, part.partition)
         if plog is not None and plog.topic_id not in (None, topic.topic_id):
             log.warning("deleting stale log of %s-%d (topic id %s, now %s)", topic.name, part.partition,
@@ -268,7 +280,7 @@ class ReplicaManager:
             plog = None
         if plog is None:
             plog = self.log_manager.create(topic.name, part.partition, topic.topic_id, config,
-                                           assigned_dir_id=part.directory_of(self.node_id))
+                                           assigned_dir_id=part.directory_of(self.node_id), defer=defer)
         else:
             plog.config = config  # a log found on disk was opened with the defaults
         # The high watermark moves with the ISR (`_advance_high_watermark`), not with every append.
@@ -568,7 +580,7 @@ class ReplicaManager:
     def follower_position(self, topic: str, partition: int) -> tuple[int, int, int]:
         """(log start offset, log end offset, epoch of the last record) of a followed partition."""
         plog = self.partitions[(topic, partition)].log
-        return plog.log_start_offset, plog.log_end_offset, plog.leader_epochs.latest_epoch
+        return plog.log_start_offset, plog.log_end_offset, plog.latest_epoch
 
     def on_fetched(self, followed: FollowedPartition, answer: Any) -> float:
         """Apply a leader's answer for one partition; returns how many ms to wait before fetching it again."""

@@ -195,8 +195,8 @@ class LogCleaner:
             del self._states[key]
         best: tuple[_LogState, CleanableRange] | None = None
         for partition_log in logs.values():
-            if not partition_log.config.compact:
-                continue
+            if not partition_log.config.compact or partition_log.log_end_offset == partition_log.log_start_offset:
+                continue  # an empty log has nothing to clean: not loading it keeps a deferred one deferred
             state = self._state_of(partition_log)
             if state.failed:
                 continue

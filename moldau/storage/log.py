@@ -6,7 +6,8 @@ epoch cache, `moldau.storage.leader_epoch_cache`), and the files of `moldau.stor
 `partition.metadata`, and `recovery-point`, `log-start-offset` and `high-watermark`, written atomically at
 every flush and at close. `close()` leaves a `.clean-shutdown` marker that `open()` consumes, unless the owner
 keeps one for the whole log directory (`LogManager`). `open_deferred` makes a log of offsets its owner
-checkpointed, which reads its directory on first use.
+checkpointed, which reads its directory on first use; `create_deferred` a new, empty log whose directory is made
+on first use.
 
 `PartitionLog` owns the log's offsets (log start, log end, high watermark, recovery point) and carries out
 every change to them; the rules it follows live beside it: `log_loading` (opening and recovery),
@@ -79,7 +80,7 @@ from moldau.storage.checkpoints import (
 from moldau.storage.control_batch import TransactionMarker, build_marker_batch
 from moldau.storage.drop_behind import DropBehind, SyncTicket, sync_later
 from moldau.storage.follower_append import no_batches_error, plan_follower_append
-from moldau.storage.leader_epoch_cache import LeaderEpochCache
+from moldau.storage.leader_epoch_cache import UNDEFINED_EPOCH, LeaderEpochCache
 from moldau.storage.log_common import (
     ActiveProducer,
     AppendResult,
@@ -129,6 +130,8 @@ class _Deferred:
     topic_id_read: bool = False
     # (segments, bytes) of the directory's segment files, read once on demand: a deferred log is not written.
     footprint: tuple[int, int] | None = None
+    # False for a new log whose directory is not made yet (`create_deferred`): loading it makes the directory.
+    on_disk: bool = True
 
 
 class PartitionLog:
@@ -239,10 +242,33 @@ class PartitionLog:
         log._high_watermark = min(max(high_watermark, log_start_offset), log_end_offset)
         return log
 
+    @classmethod
+    def create_deferred(
+        cls, directory: str, config: LogConfig, clock: Clock, topic_id: uuid.UUID | None, *,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS, closer: DeferredCloser,
+    ) -> PartitionLog:
+        """A new, empty log whose directory (which must not exist) is made on first use, as `open_deferred`
+        loads on first use: creating thousands of partitions at once then costs no file operation each on the
+        event loop, where making a directory, its first segment and `partition.metadata` takes about half a
+        millisecond a log. Loading it (`load`) makes them as `open` would; until then it is empty, holds no file,
+        and closing or deleting it touches nothing on disk. The owner keeps the log directory's clean-shutdown
+        marker (`log_dir_marker` of `open`)."""
+        log = cls(directory, config, clock, topic_id, ProducerStateManager(directory, producer_id_expiration_ms),
+                  closer)
+        log._durable_close = False
+        log._deferred = _Deferred(0, 0, topic_id_read=True, footprint=(1, 0), on_disk=False)  # as when it is made
+        return log
+
     @property
     def loaded(self) -> bool:
-        """False while an `open_deferred` log has not read its directory yet."""
+        """False while an `open_deferred` log has not read its directory yet (or a `create_deferred` one has not
+        made it)."""
         return self._deferred is None
+
+    @property
+    def on_disk(self) -> bool:
+        """False while a `create_deferred` log has not made its directory."""
+        return self._deferred is None or self._deferred.on_disk
 
     def load(self) -> None:
         """Read the directory of a deferred log now (a no-op for one loaded already). Raises KafkaError
@@ -252,7 +278,11 @@ class PartitionLog:
             return
         high_watermark = self._high_watermark
         try:
-            if self._topic_id is None:
+            if not deferred.on_disk:
+                with contextlib.suppress(FileExistsError):  # not makedirs: the log directory must still be there
+                    os.mkdir(self.directory)
+                self._topic_id = checkpoints.reconcile_topic_id(self.directory, self._topic_id)
+            elif self._topic_id is None:
                 self._topic_id = checkpoints.reconcile_topic_id(self.directory, None)
             self._load(clean=True)
             # A marker left by a version that kept one per partition: the log directory's is the one that counts.
@@ -298,6 +328,15 @@ class PartitionLog:
     @topic_id.setter
     def topic_id(self, topic_id: uuid.UUID | None) -> None:
         self._topic_id = topic_id
+
+    @property
+    def latest_epoch(self) -> int:
+        """The newest leader epoch (`LeaderEpochCache.latest_epoch`), what a follower's fetch names as its last. A
+        new log whose directory is not made yet answers from memory: a follower of thousands of new partitions must
+        not make them all to build one Fetch request."""
+        if self._deferred is not None and not self._deferred.on_disk:
+            return self._deferred.epoch_starts[-1][0] if self._deferred.epoch_starts else UNDEFINED_EPOCH
+        return self.leader_epochs.latest_epoch
 
     def begin_leader_epoch(self, epoch: int) -> None:
         """Record that `epoch` starts at the log end offset (a new leadership), in memory: the first append in the
@@ -416,6 +455,8 @@ class PartitionLog:
         """What read_committed consumers may read up to (exclusive): the first unstable offset, capped at the
         high watermark, never below the log start offset (retention may have passed an old transaction)."""
         high_watermark = self.high_watermark
+        if self._deferred is not None and self._log_end_offset == self._log_start_offset:
+            return high_watermark  # no records, so no transaction: no need to load the log to know
         first = self.producer_state.first_unstable_offset(high_watermark)
         if first is None or first >= high_watermark:
             return high_watermark
@@ -742,6 +783,10 @@ class PartitionLog:
                 f"offset {fetch_offset} is outside [{self._log_start_offset}, {self._log_end_offset}]",
             )
         high_watermark = self.high_watermark
+        if self._deferred is not None and fetch_offset == self._log_end_offset:
+            # Nothing to read: a follower or consumer waiting at the end of thousands of deferred logs (new, or not
+            # used since a restart) must not load them all in one Fetch.
+            return ReadResult((), high_watermark, self._log_start_offset, self._log_end_offset)
         upper = min(high_watermark if max_offset is None else max_offset, self._log_end_offset)
         try:
             found = log_reads.read_slice(self._segments.items, self._segments.bases, self._log_end_offset,
@@ -970,8 +1015,10 @@ class PartitionLog:
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def rename_directory(self, directory: str) -> None:
-        """Follow a rename of the partition directory (LogManager's delete); open fds stay valid."""
-        os.replace(self.directory, directory)
+        """Follow a rename of the partition directory (LogManager's delete); open fds stay valid. A log whose
+        directory is not made yet (`create_deferred`) only takes the new name."""
+        if self.on_disk:
+            os.replace(self.directory, directory)
         self.directory = directory
         self._segment_list.rename(directory)  # a deferred log stays deferred: it loads from the new place
         self._producer_state.directory = directory

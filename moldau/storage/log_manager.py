@@ -343,7 +343,7 @@ class LogManager:
             try:
                 write_log_dir_offsets(log_dir, {key: partition_log.checkpoint_offsets()
                                                 for key, partition_log in self._logs.items()
-                                                if self._log_dir_of[key] == log_dir})
+                                                if self._log_dir_of[key] == log_dir and partition_log.on_disk})
                 # What the logs wrote at close without fsyncs (checkpoints, snapshots, the directory's offsets) is
                 # durable before the directory's marker says that they closed cleanly.
                 sync_file_system(log_dir)
@@ -374,14 +374,15 @@ class LogManager:
 
     def create(
         self, topic: str, partition: int, topic_id: uuid.UUID | None, config: LogConfig | None = None,
-        assigned_dir_id: str = "",
+        assigned_dir_id: str = "", defer: bool = False,
     ) -> PartitionLog:
         """The partition's log, created in the least loaded directory if it does not exist yet; an existing
         log takes `config` when given. `assigned_dir_id` is the directory the metadata assigns the replica to
         (KIP-858; "" if none). While a directory that was offline from the start may hold logs nobody has
         seen, a log is created only in the readable directory the metadata assigns it to; without such an
         assignment none is (KAFKA_STORAGE_ERROR): the partition might be in the unseen directory, and an empty
-        log in its place would lose its records."""
+        log in its place would lose its records. `defer`: a log whose directory does not exist yet is made on
+        first use (`PartitionLog.create_deferred`), for a caller creating thousands at once."""
         key = (topic, partition)
         if config is not None:
             self._topic_configs[topic] = config
@@ -405,12 +406,18 @@ class LogManager:
             preferred = assigned
         log_dir = preferred if preferred in online else min(
             online, key=lambda d: (self._partition_count(d), self.log_dirs.index(d)))
+        directory = os.path.join(log_dir, f"{topic}-{partition}")
         try:
-            created = PartitionLog.open(
-                os.path.join(log_dir, f"{topic}-{partition}"), self._config_for(topic), self._clock,
-                topic_id, producer_id_expiration_ms=self.producer_id_expiration_ms, closer=self._closer,
-                log_dir_marker=True,
-            )
+            if not defer or os.path.lexists(directory):  # one left by an earlier life is read at once
+                created = PartitionLog.open(
+                    directory, self._config_for(topic), self._clock, topic_id,
+                    producer_id_expiration_ms=self.producer_id_expiration_ms, closer=self._closer,
+                    log_dir_marker=True,
+                )
+            else:
+                created = PartitionLog.create_deferred(
+                    directory, self._config_for(topic), self._clock, topic_id,
+                    producer_id_expiration_ms=self.producer_id_expiration_ms, closer=self._closer)
         except OSError as e:
             raise KafkaError(ErrorCode.kafka_storage_error, f"cannot create {topic}-{partition}: {e}") from e
         created.on_io_error = self._on_io_error

@@ -40,6 +40,32 @@ def test_restart_keeps_every_record(broker: BrokerProcess) -> None:
     assert more[0][1] == sum(1 for p, _ in acks if p == partition)
 
 
+def test_a_topic_of_many_partitions_is_served_at_once_and_its_logs_made_as_they_are_used(
+        broker: BrokerProcess) -> None:
+    # Above the number of new logs a broker makes in the turn that applies the topic: these are made on first use.
+    create_topic(broker.bootstrap, "wide", partitions=200)
+    records = [{"key": str(i).encode(), "value": f"w{i}".encode()} for i in range(600)]
+    acks = ck_produce(broker.bootstrap, "wide", records)
+    written = {p for p, _ in acks}
+    assert len(written) > 100
+    logs = broker.data_dir / "logs"
+    assert all((logs / f"wide-{p}" / "00000000000000000000.log").exists() for p in written)
+    for clean in (True, False):
+        if clean:
+            broker.restart()
+        else:
+            broker.kill()
+            broker.start()
+        got = ck_consume(broker.bootstrap, "wide", len(records))
+        assert sorted((r.partition, r.offset, r.value) for r in got) == sorted(
+            (p, o, r["value"]) for (p, o), r in zip(acks, records, strict=True))
+        empty = min(set(range(200)) - written)
+        assert ck_produce(broker.bootstrap, "wide", [{"value": b"late", "partition": empty}]) == [(empty, 0)]
+        written.add(empty)
+        acks.append((empty, 0))
+        records.append({"value": b"late"})
+
+
 def test_restart_after_clean_shutdown_skips_recovery(broker: BrokerProcess) -> None:
     create_topic(broker.bootstrap, "clean", config={"segment.bytes": "2048"})
     ck_produce(broker.bootstrap, "clean", [{"value": b"x" * 100} for _ in range(500)], **{"batch.size": 1500})

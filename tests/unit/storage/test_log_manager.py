@@ -11,7 +11,11 @@ import pytest
 from moldau.clock import ManualClock
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.storage.log_config import LogConfig
-from moldau.storage.log_manager import CLEAN_SHUTDOWN_MARKER, RECORDS_VALIDATED_MARKER, LogManager
+from moldau.storage.log_manager import (
+    CLEAN_SHUTDOWN_MARKER,
+    RECORDS_VALIDATED_MARKER,
+    LogManager,
+)
 from moldau.storage.segment import LogSegment
 from tests.unit.storage.batches import batches_of, decode, make_batch, values
 
@@ -466,3 +470,83 @@ def test_unrecorded_assignments_name_only_logs_opened_created_or_moved_since_rec
     again = LogManager(dirs, clock, LogConfig(), directory_ids=ids)
     assert sorted(p for _, _, p in again.unrecorded_assignments()) == [1, 2, 3]
     again.close()
+
+
+def test_a_deferred_new_log_makes_its_directory_on_first_use_and_nothing_before(
+        tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    topic_id = uuid.uuid4()
+    log = manager.create("t", 0, topic_id, defer=True)
+    assert not os.path.exists(log.directory) and not log.on_disk and not log.loaded
+    # What clients and tools ask of an empty partition is answered without making it: offsets, sizes, a read at the
+    # end (a follower or consumer waiting for records), the last stable offset.
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark, log.last_stable_offset) == (0, 0, 0, 0)
+    assert (log.segment_count, log.size_bytes, log.topic_id) == (1, 0, topic_id)
+    assert log.read(0, 1000, True).read_bytes() == b""
+    assert [p.size_bytes for d in manager.describe_log_dirs() for p in d.partitions] == [0]
+    assert log.latest_epoch == -1
+    log.begin_leader_epoch(4)
+    assert log.latest_epoch == 4
+    assert not os.path.exists(log.directory)
+
+    log.append(batches_of(make_batch(values(3))), 4)
+    assert log.loaded and log.on_disk and log.log_end_offset == 3
+    assert {"00000000000000000000.log", "partition.metadata"} <= set(os.listdir(log.directory))
+    manager.close()
+    again = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    reopened = again.get("t", 0)
+    assert reopened is not None and reopened.topic_id == topic_id and reopened.leader_epochs.entries[-1].epoch == 4
+    assert [o for o, _ in decode(reopened.read(0, 10_000, True).read_bytes())] == [0, 1, 2]
+    again.close()
+
+
+def test_the_periodic_passes_leave_new_logs_never_used_unmade(tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig(retention_ms=1))
+    log = manager.create("t", 0, None, defer=True)
+    clock.advance(10_000)
+    manager.roll_and_flush_due(clock.time_ms())
+    manager.run_retention(clock.time_ms())
+    assert not log.on_disk and not os.path.exists(log.directory)
+    manager.close()
+
+
+def test_closing_or_deleting_a_new_log_never_made_leaves_nothing_behind(tmp_path: Path, clock: ManualClock) -> None:
+    log_dir = _dirs(tmp_path, 1)[0]
+    manager = LogManager([log_dir], clock, LogConfig())
+    manager.create("t", 0, None, defer=True)
+    manager.create("t", 1, None, defer=True).append(batches_of(make_batch(values(1))), 0)
+    doomed = manager.create("u", 0, None, defer=True)
+    assert manager.delete("u", 0) and not os.path.exists(doomed.directory)
+    manager.close()
+    # Only the log that was written exists, on disk and in the log directory's checkpoints; at the next start the
+    # broker creates the other again from the metadata.
+    assert sorted(n for n in os.listdir(log_dir) if os.path.isdir(os.path.join(log_dir, n))) == ["t-1"]
+    assert (Path(log_dir) / "recovery-point-offset-checkpoint").read_text() == "0\n1\nt 1 1\n"
+    again = LogManager([log_dir], clock, LogConfig())
+    assert again.partitions() == [("t", 1)]
+    again.close()
+
+
+def test_a_deferred_create_reads_a_directory_that_is_already_there(tmp_path: Path, clock: ManualClock) -> None:
+    log_dir = _dirs(tmp_path, 1)[0]
+    manager = LogManager([log_dir], clock, LogConfig())
+    manager.create("t", 0, None).append(batches_of(make_batch(values(2))), 0)
+    manager.close()
+    again = LogManager([log_dir], clock, LogConfig())
+    # The metadata may name a partition the log manager did not open (its directory is made by hand, or the manager
+    # forgot it): an existing directory is never replaced by an empty deferred log.
+    assert again.delete("t", 0) is True
+    os.makedirs(os.path.join(log_dir, "t-0"))
+    (Path(log_dir) / "t-0" / "00000000000000000000.log").write_bytes(b"")
+    log = again.create("t", 0, None, defer=True)
+    assert log.on_disk and log.loaded
+    again.close()
+
+
+def test_the_cleaner_leaves_empty_compacted_logs_unloaded(tmp_path: Path, clock: ManualClock) -> None:
+    compacted = LogConfig(cleanup_policy=("compact",))
+    manager = LogManager(_dirs(tmp_path, 1), clock, compacted)
+    new = manager.create("c", 0, None, compacted, defer=True)
+    manager.run_cleaner(clock.time_ms())
+    assert not new.on_disk
+    manager.close()
