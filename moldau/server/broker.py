@@ -75,7 +75,7 @@ from moldau.security.sasl.client import authenticate as sasl_authenticate
 from moldau.security.sasl.scram import image_lookup
 from moldau.security.sasl.settings import SASL_PROTOCOLS, sasl_listener_config
 from moldau.security.tls import ListenerTls
-from moldau.server import memory
+from moldau.server import collector, memory
 from moldau.server.broker_lifecycle import BrokerLifecycle
 from moldau.server.connection import KafkaConnection, WokenConnections
 from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget, sweep
@@ -334,8 +334,8 @@ class Broker:
         self.replicas.transaction_verification = self.config.transaction_partition_verification_enable
         self.replica_links = ReplicaLinks(self, self.replicas, self.inter_broker_authenticator())
         self.replicas.start()
-        self.quorum.add_listener(self.replicas.apply_image)
-        self.replicas.apply_image(None, self.image)
+        self.quorum.add_listener(self._host_partitions)
+        self._host_partitions(None, self.image)
         self.log_dir_mover = LogDirMover(
             self.replicas,
             lambda: self.effective_config(self.image).replica_alter_log_dirs_io_max_bytes_per_second)
@@ -348,6 +348,11 @@ class Broker:
             self.registry = registry_for(self)
         except ConfigError as exc:
             raise StartupError(str(exc)) from exc
+
+    def _host_partitions(self, before: MetadataImage | None, image: MetadataImage) -> None:
+        # An image may bring thousands of partitions, each a dozen objects that stay: see `collector.paused`.
+        with collector.paused():
+            self.replicas.apply_image(before, image)
 
     async def _join_cluster(self) -> None:
         """Register with the active controller and wait to be unfenced; only then may clients be served."""
