@@ -125,8 +125,7 @@ def report(phases: list[Phase], args: argparse.Namespace) -> None:
 @contextlib.contextmanager
 def one_node(args: argparse.Namespace) -> Iterator[Node]:
     base = Path(tempfile.mkdtemp(prefix="bench-create-"))
-    node = Node("node", base, free_port(), {"schema.registry.listeners": "", "console.listeners": "",
-                                              **dict(args.override)})
+    node = Node("node", base, free_port(), dict(args.override))
     try:
         node.start()
         node.wait_serving()
