@@ -362,7 +362,7 @@ class Controller:
             return created
         records: list[MetadataRecord] = [TopicRecord(name, topic_id)]
         records += [ConfigRecord(RESOURCE_TOPIC, name, k, v) for k, v in configs.items()]
-        records += [_new_partition(topic_id, p, replicas) for p, replicas in enumerate(placement)]
+        records += [_new_partition(self.image, topic_id, p, replicas) for p, replicas in enumerate(placement)]
         await self._commit(records)
         return created
 
@@ -440,7 +440,8 @@ class Controller:
         else:
             placement = place_replicas(count - current, factor, self._placeable_brokers(), self._rng, current)
         if not validate_only:
-            await self._commit([_new_partition(topic.topic_id, current + i, r) for i, r in enumerate(placement)])
+            await self._commit([_new_partition(self.image, topic.topic_id, current + i, r)
+                                for i, r in enumerate(placement)])
 
     # -- configs ---------------------------------------------------------------------------------------------
 
@@ -653,11 +654,24 @@ class Controller:
             return first
 
 
-def _new_partition(topic_id: uuid.UUID, partition: int, replicas: tuple[int, ...]) -> PartitionRecord:
+def _new_partition(image: MetadataImage, topic_id: uuid.UUID, partition: int,
+                   replicas: tuple[int, ...]) -> PartitionRecord:
     # Every replica starts in sync (they all have the empty log); one that never fetches is dropped by the leader
     # after replica.lag.time.max.ms, as in Kafka.
     return PartitionRecord(topic_id, partition, replicas, isr=replicas, leader=replicas[0],
-                           leader_epoch=0, partition_epoch=0)
+                           leader_epoch=0, partition_epoch=0, directories=_default_directories(image, replicas))
+
+
+def _default_directories(image: MetadataImage, replicas: tuple[int, ...]) -> tuple[str, ...]:
+    """KIP-858, as Kafka's controller assigns a new replica: to its broker's log directory when the broker registered
+    exactly one, so that the broker need not send AssignReplicasToDirs for every new partition; "" (the broker says
+    where, AssignReplicasToDirs) when it has several. () when no replica is assigned."""
+    directories = []
+    for broker_id in replicas:
+        registration = image.brokers.get(broker_id)
+        registered = registration.log_dirs if registration is not None else ()
+        directories.append(registered[0] if len(registered) == 1 else "")
+    return tuple(directories) if any(directories) else ()
 
 
 def _check_isr(current: PartitionImage, isr: tuple[int, ...], image: MetadataImage) -> None:

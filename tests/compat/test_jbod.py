@@ -381,8 +381,11 @@ def test_a_log_dir_unusable_at_start_is_offline_and_the_broker_serves_the_others
     for p in in_first:
         assert partitions[p].leader_id == 1 and not partitions[p].offline_replicas
     assert _partition_dirs(first, topic) == {f"{topic}-{p}" for p in in_first}
-    create_topic(broker.bootstrap, "while-unplugged")  # any partition might be in the lost directory: none is made
-    assert _produce_errors(broker.bootstrap, "while-unplugged", 0, 1, 100) == ["KAFKA_STORAGE_ERROR"]
+    # A new topic cannot be in the lost directory: the controller assigns its replica to the one directory the broker
+    # registered (KIP-858, as Kafka's controller does), where it is made and serves.
+    create_topic(broker.bootstrap, "while-unplugged")
+    assert _produce_errors(broker.bootstrap, "while-unplugged", 0, 1, 100) == []
+    assert _partition_dirs(first, "while-unplugged") == {"while-unplugged-0"}
     admin = _admin(broker)
     try:
         (result,) = admin.describe_log_dirs()
@@ -397,6 +400,7 @@ def test_a_log_dir_unusable_at_start_is_offline_and_the_broker_serves_the_others
         expected = 15 if p in in_first else 10
         assert len(ck_consume(broker.bootstrap, topic, expected + 1, partitions=[p], timeout_s=5)) == expected
     assert _produce_errors(broker.bootstrap, "while-unplugged", 0, 1, 100) == []
+    assert len(ck_consume(broker.bootstrap, "while-unplugged", 2, partitions=[0], timeout_s=5)) == 2
 
 
 def _throttle_of(admin: KafkaAdminClient) -> Any:

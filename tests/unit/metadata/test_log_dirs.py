@@ -6,11 +6,13 @@ import uuid
 from dataclasses import replace
 
 from moldau.metadata.broker_heartbeats import decide
+from moldau.metadata.controller import Controller
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.log_dirs import assignment_changes
 from moldau.metadata.records import BrokerRegistrationChangeRecord, FenceBrokerRecord, PartitionRecord
 from moldau.protocol.errors import ErrorCode
 from tests.unit.metadata.builders import TOPIC_ID, build, part, partition, registration
+from tests.unit.metadata.test_reassignment import FakeQuorum, run
 
 A, B = "dir-a", "dir-b"
 
@@ -64,3 +66,18 @@ def test_assignment_errors() -> None:
     _, outcomes = assignment_changes(image, 1, [(A, TOPIC_ID, 9), (A, uuid.UUID(int=99), 0)])
     assert outcomes == {(TOPIC_ID, 9): ErrorCode.unknown_topic_or_partition,
                         (uuid.UUID(int=99), 0): ErrorCode.unknown_topic_id}
+
+
+def test_a_new_replica_is_assigned_to_its_brokers_only_directory_at_once() -> None:
+    # Broker 1 has two directories (it says where, with AssignReplicasToDirs), broker 2 one, broker 3 did not list
+    # its directories.
+    brokers = [replace(registration(1), log_dirs=(A, B)), replace(registration(2), log_dirs=(A,)), registration(3)]
+    ctl = Controller(FakeQuorum(build(brokers)), node_id=1)  # type: ignore[arg-type]
+    run(ctl.create_topic("spread", -1, -1, {0: [1, 2, 3]}, {}))
+    run(ctl.create_topic("lone", -1, -1, {0: [2], 1: [2]}, {}))
+    run(ctl.create_topic("undecided", -1, -1, {0: [1, 3]}, {}))
+    run(ctl.create_partitions("lone", 3, [[2]]))
+    image = ctl.image
+    assert image.topics_by_name["spread"].partitions[0].directories == ("", A, "")
+    assert [p.directory_of(2) for p in image.topics_by_name["lone"].partitions.values()] == [A, A, A]
+    assert image.topics_by_name["undecided"].partitions[0].directories == ()
