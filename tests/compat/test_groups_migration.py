@@ -129,8 +129,11 @@ def test_kafka_python_classic_member_alongside_a_consumer_protocol_member(
     topic, group = unique("kp-migrate"), unique("kp-migrate")
     create_topic(bootstrap, topic, partitions=PARTITIONS)
     produce_spread(bootstrap, topic, 100, PARTITIONS)
+    # kafka-python's own default session timeout. With 3 s, a full test run on a loaded 2-core machine once saw its
+    # client-side loop blocked for 0.3-0.45 s at a time, and the member was no longer in the group at the end (its
+    # LeaveGroup answered UNKNOWN_MEMBER_ID) while the other member held every partition.
     kp = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
-                       enable_auto_commit=False, session_timeout_ms=3000, heartbeat_interval_ms=200,
+                       enable_auto_commit=False, session_timeout_ms=10000, heartbeat_interval_ms=200,
                        max_poll_interval_ms=10000)
     # Metadata first: a leader that assigns before it knows the topic's partitions assigns nothing.
     assert topic in kp.topics()
