@@ -152,6 +152,22 @@ class Node:
 
 
 @contextlib.contextmanager
+def one_node(label: str, overrides: dict[str, str], data_dir: str | None = None,
+             kill: bool = False) -> Iterator[Node]:
+    """One node on a fresh data directory (under `data_dir` if given), serving; stopped (`kill`: by SIGKILL) and its
+    data removed at the end."""
+    root = Path(tempfile.mkdtemp(prefix=f"bench-{label}-", dir=data_dir))
+    node = Node(label, root, free_port(), overrides)
+    try:
+        node.start()
+        node.wait_serving()
+        yield node
+    finally:
+        node.stop(kill=kill)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
 def nodes(args: argparse.Namespace) -> Iterator[tuple[Node, Node]]:
     """The small and the big broker, started; stopped and their data removed at the end."""
     root = Path(tempfile.mkdtemp(prefix="bench-bytes-", dir=args.data_dir))

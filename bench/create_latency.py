@@ -20,19 +20,13 @@ Run from the repository root, for example:
 from __future__ import annotations
 
 import argparse
-import contextlib
-import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from bench.bytes_scale import Node, SteadyProducer
+from bench.bytes_scale import Node, SteadyProducer, one_node
 from bench.common import BenchError, add_override_option, create_topic, exit_on_sigterm, note
 from bench.partitions import leaders_of, list_offsets_request, metadata_request, offsets_errors, timed_round_trip
-from moldau.net.ports import free_port
 from tests.support.raw_client import RawClient
 
 STEADY_TOPIC = "create-latency-steady"
@@ -122,19 +116,6 @@ def report(phases: list[Phase], args: argparse.Namespace) -> None:
     print(f"seconds from CreateTopics until every partition was ready: {ready}")
 
 
-@contextlib.contextmanager
-def one_node(args: argparse.Namespace) -> Iterator[Node]:
-    base = Path(tempfile.mkdtemp(prefix="bench-create-"))
-    node = Node("node", base, free_port(), dict(args.override))
-    try:
-        node.start()
-        node.wait_serving()
-        yield node
-    finally:
-        node.stop()
-        shutil.rmtree(base, ignore_errors=True)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--partitions", type=int, default=2000, help="partitions of each created topic")
@@ -148,7 +129,7 @@ def main() -> None:
     exit_on_sigterm()
     args = build_parser().parse_args()
     phases: list[Phase] = []
-    with one_node(args) as node:
+    with one_node("create", dict(args.override)) as node:
         create_topic(node.bootstrap, STEADY_TOPIC, 1)
         for round_no in range(1, args.rounds + 1):
             for creates in (False, True):

@@ -26,19 +26,13 @@ Run from the repository root, for example:
 from __future__ import annotations
 
 import argparse
-import contextlib
-import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from bench.bytes_scale import Node, SteadyProducer
+from bench.bytes_scale import Node, SteadyProducer, one_node
 from bench.common import BenchError, add_override_option, create_topic, exit_on_sigterm, note
 from bench.raw_driver import MIB
-from moldau.net.ports import free_port
 
 STEADY_TOPIC = "roll-latency-steady"
 LARGEST_SEGMENT_BYTES = 2**31 - 1
@@ -86,19 +80,6 @@ def summary(latencies: list[float]) -> dict[str, float]:
             "over 10 ms": sum(1 for latency in ordered if latency > 0.010)}
 
 
-@contextlib.contextmanager
-def broker(args: argparse.Namespace) -> Iterator[Node]:
-    root = Path(tempfile.mkdtemp(prefix="bench-roll-", dir=args.data_dir))
-    node = Node("roll", root, free_port(), dict(args.override))
-    try:
-        node.start()
-        node.wait_serving()
-        yield node
-    finally:
-        node.stop(kill=True)
-        shutil.rmtree(root, ignore_errors=True)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mbps", type=float, default=200.0, help="the bulk producer's rate, MB/s")
@@ -116,7 +97,7 @@ def main() -> None:
     if args.mbps * args.seconds * 1e6 >= LARGEST_SEGMENT_BYTES:
         raise SystemExit("--mbps x --seconds would fill a 2 GiB segment: the baseline would roll")
     phases = []
-    with broker(args) as node:
+    with one_node("roll", dict(args.override), args.data_dir, kill=True) as node:
         create_topic(node.bootstrap, STEADY_TOPIC, 1)
         create_topic(node.bootstrap, "roll-latency-rolls", 1,
                      config={"segment.bytes": str(args.segment_mb * MIB)})
