@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from bench.bytes_scale import Node, SteadyProducer, one_node
 from bench.common import BenchError, add_override_option, create_topic, exit_on_sigterm, note
 from bench.partitions import leaders_of, list_offsets_request, metadata_request, offsets_errors, timed_round_trip
+from bench.roll_latency import summary
 from tests.support.raw_client import RawClient
 
 STEADY_TOPIC = "create-latency-steady"
@@ -91,20 +92,9 @@ def run_phase(node: Node, creates: bool, round_no: int, args: argparse.Namespace
     return phase
 
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
-
-
-def summary(latencies: list[float]) -> dict[str, float]:
-    ms = [value * 1000 for value in latencies]
-    return {"n": len(ms), "p50": _percentile(ms, 0.5), "p99": _percentile(ms, 0.99), "max": max(ms, default=0.0),
-            "slow": sum(1 for value in ms if value > SLOW_MS)}
-
-
 def report(phases: list[Phase], args: argparse.Namespace) -> None:
-    idle = summary([v for p in phases if not p.creates for v in p.latencies])
-    create = summary([v for p in phases if p.creates for v in p.latencies])
+    idle = summary([v for p in phases if not p.creates for v in p.latencies], SLOW_MS)
+    create = summary([v for p in phases if p.creates for v in p.latencies], SLOW_MS)
     ready = [round(p.ready_s, 2) for p in phases if p.creates]
     print(f"== steady produce ({STEADY_BATCH_BYTES} B every {STEADY_EVERY_S * 1000:.0f} ms, acks=1) beside one "
           f"CreateTopics of {args.partitions} partitions, {args.rounds} round(s)")

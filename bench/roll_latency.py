@@ -67,7 +67,8 @@ def run_phase(node: Node, bulk_topic: str, rolls: bool, args: argparse.Namespace
     return Phase(rolls, [latency for sent, latency in steady.samples if sent >= started + SETTLE_S])
 
 
-def summary(latencies: list[float]) -> dict[str, float]:
+def summary(latencies: list[float], slow_ms: float = 10.0) -> dict[str, float]:
+    """n, p50, p99, p99.9 and max in ms of `latencies` (seconds), and how many (`slow`) took over `slow_ms`."""
     ordered = sorted(latencies)
     if not ordered:
         raise BenchError("no steady Produce answered")
@@ -77,7 +78,7 @@ def summary(latencies: list[float]) -> dict[str, float]:
         return ordered[min(n - 1, int(n * fraction))] * 1000
 
     return {"n": n, "p50": at(0.5), "p99": at(0.99), "p99.9": at(0.999), "max": ordered[-1] * 1000,
-            "over 10 ms": sum(1 for latency in ordered if latency > 0.010)}
+            "slow": sum(1 for latency in ordered if latency * 1000 > slow_ms)}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,7 +121,7 @@ def report(args: argparse.Namespace, phases: list[Phase]) -> None:
     for rolls, label in ((False, "no rolls"), (True, "rolls")):
         s = kinds[rolls]
         print(f"{label:14} {s['n']:6.0f} {s['p50']:8.2f} {s['p99']:8.2f} {s['p99.9']:9.2f} {s['max']:8.1f} "
-              f"{s['over 10 ms']:7.0f}")
+              f"{s['slow']:7.0f}")
     base, rolled = kinds[False], kinds[True]
     print(f"{'rolls/no rolls':14} {'':6} {rolled['p50'] / base['p50']:8.2f} {rolled['p99'] / base['p99']:8.2f} "
           f"{rolled['p99.9'] / base['p99.9']:9.2f} {rolled['max'] / base['max']:8.2f}")
