@@ -162,11 +162,12 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "what replication and log.flush.interval.* do. -1 or 0 leaves write-back to the kernel, as Kafka "
               "does. Moldau's own setting.",
               at_least(-1), dynamic=False),
-    ConfigDef("log.drop.behind.bytes", _T.LONG, "-1",
-              "Bytes of each partition's active segment kept in the page cache behind its end: older appended "
-              "bytes, once written back, are dropped from the cache, so that new appends reuse their memory "
-              "(much faster on hosts that reclaim a guest's free memory); a consumer or follower reading further "
-              "behind reads from disk. -1 keeps everything cached, as Kafka does. Moldau's own setting.",
+    ConfigDef("log.drop.behind.bytes", _T.LONG, str(256 * 1024 * 1024),
+              "Bytes behind each partition log's end kept in the page cache: older appended bytes, once written "
+              "back, are dropped from the cache, so that new appends reuse their memory (much faster on hosts "
+              "that reclaim a guest's free memory); a consumer or follower reading further behind reads from "
+              "disk. -1 keeps everything cached until the kernel needs the memory, as Kafka does. Moldau's own "
+              "setting.",
               at_least(-1), dynamic=False),
     ConfigDef("num.network.threads", _T.INT, "3", "Threads for network requests." + _UNUSED, at_least(1),
               acted_on=False),

@@ -8,18 +8,21 @@ catches up; a log that starts write-back as it goes appended 1.2 times as fast a
 machines, and keeps every page cached all the same (`docs/benchmarks.md`, early write-back by default). RocksDB's
 `bytes_per_sync` does the same for the same reason. -1 (or 0) leaves write-back to the kernel.
 
-Drop-behind, off by default (`log.drop.behind.bytes` = -1): a log keeps what it wrote in the page cache, as Kafka
-does, so consumers that fall behind read from memory. With `log.drop.behind.bytes` = N >= 0, at each write-back
-step the bytes more than N behind the segment's end whose write-back began at an earlier step are dropped from
-the page cache (`posix_fadvise(POSIX_FADV_DONTNEED)`, which leaves pages still being written). Drop-behind needs
-the steps: with early write-back off it steps every `WRITEBACK_STEP_BYTES`.
+Drop-behind, on by default (`log.drop.behind.bytes`, 256 MiB): a log keeps the newest N bytes it wrote in the
+page cache, so consumers and followers near its end read from memory, and drops what lies further behind once its
+write-back has begun (`posix_fadvise(POSIX_FADV_DONTNEED)`, which leaves pages still being written). "Behind" is
+counted from the log's end, across segments: at each write-back step of the active segment the bytes of that
+segment more than N behind the end are dropped, and a rolled segment's bytes not dropped yet (`rolled`) go once
+enough has been written after them. -1 keeps every page until the kernel needs the memory, as Kafka does.
+Drop-behind needs the steps: with early write-back off it steps every `WRITEBACK_STEP_BYTES`.
 
 Why drop: on a host that takes back the memory its guest frees (a balloon with free page reporting, as on the
 machines the benchmarks run on), the kernel's copy of each append into the page cache goes into memory the host
 must back again, and that copy is most of what an append costs (`docs/benchmarks.md`, produce ingest): a log
 that keeps its pages writes at a third or a quarter of the rate of one whose pages are reused. Dropping what is
 written back lets the next appends reuse those pages while they are still backed. The cost: a consumer or a
-follower reading more than N bytes behind a segment's end reads from the disk.
+follower reading more than N bytes behind the log's end reads from the disk (sequentially, with the kernel's
+read-ahead).
 
 A rolled segment's fsync starts on the same worker at the roll (`sync_later`), whatever the settings: the
 periodic pass that makes rolled segments durable (`PartitionLog.flush_if_due`) waits for it rather than making
@@ -51,8 +54,10 @@ import os
 import queue
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +65,21 @@ log = logging.getLogger(__name__)
 # system calls per step rather than per append. 16 MiB rather than 4: each step hands work to the worker thread,
 # whose GIL hand-offs the event loop pays for; with 16 MiB the node used 6-9 % less CPU per GB produced.
 WRITEBACK_STEP_BYTES = 16 * 1024 * 1024
+# The default of `log.drop.behind.bytes`: a consumer or follower that far behind a partition's end still reads
+# from memory, and it keeps 0.9 of the append rate that dropping everything written back gives
+# (`docs/benchmarks.md`, how much drop-behind must drop).
+DROP_BEHIND_BYTES = 256 * 1024 * 1024
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+# The page cache holds file data in folios of up to a huge page (2 MiB with 4 KiB pages), and drops a folio only
+# when a range covers all of it: a drop that ends inside one is repeated from this far back.
+_LARGEST_FOLIO_BYTES = 512 * _PAGE_BYTES
 _SYNC_FILE_RANGE_WRITE = 2  # start write-back of the range's dirty pages, without waiting
+_SYNC_FILE_RANGE_SETTLE = 1 | 2 | 4  # wait for write-back under way, start the rest, wait for it
 # Steps handed to the worker and not yet done, beyond which new steps are skipped rather than queued.
 MAX_PENDING_STEPS = 64
+# Rolled segments a log keeps cached bytes of; with segments much smaller than `log.drop.behind.bytes`, older ones
+# are dropped early rather than held (a tail holds its segment's objects until it goes).
+MAX_ROLLED_TAILS = 16
 
 SyncFileRange = Callable[[int, int, int, int], int]
 
@@ -190,13 +206,22 @@ def _run_sync(step: _Sync) -> None:
 
 
 def _run_step(step: _Step) -> None:
-    assert _sync_file_range is not None
-    length = step.write_to - step.write_from
-    if _sync_file_range(step.fd, step.write_from, length, _SYNC_FILE_RANGE_WRITE) != 0:
-        error = ctypes.get_errno()
-        raise OSError(error, os.strerror(error))
+    if step.write_to > step.write_from:
+        _call_sync_file_range(step.fd, step.write_from, step.write_to - step.write_from, _SYNC_FILE_RANGE_WRITE)
+    elif step.drop_to > step.drop_from:
+        # A rolled segment's bytes (`DropBehind.rolled`): written back by its fsync on this thread before, unless
+        # that was skipped (a worker behind, the pass fsyncing instead). The kernel keeps dirty pages when told
+        # to drop them, so what is not written yet is written now, on this thread, and waited for.
+        _call_sync_file_range(step.fd, step.drop_from, step.drop_to - step.drop_from, _SYNC_FILE_RANGE_SETTLE)
     if step.drop_to > step.drop_from:
         os.posix_fadvise(step.fd, step.drop_from, step.drop_to - step.drop_from, os.POSIX_FADV_DONTNEED)
+
+
+def _call_sync_file_range(fd: int, offset: int, length: int, flags: int) -> None:
+    assert _sync_file_range is not None
+    if _sync_file_range(fd, offset, length, flags) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, os.strerror(error))
 
 
 _worker = _Worker()
@@ -221,20 +246,52 @@ def drain(timeout: float = 10.0) -> bool:
     return _worker.drain(timeout)
 
 
+class RolledSegment(Protocol):
+    """What drop-behind needs of a rolled segment (a `LogSegment`)."""
+
+    @property
+    def fd(self) -> int: ...
+
+    @property
+    def size_bytes(self) -> int: ...
+
+    @property
+    def retired(self) -> bool:
+        """Closed, deleted or replaced: its descriptor may no longer be its own."""
+        ...
+
+
+@dataclass(slots=True)
+class _RolledTail:
+    """The bytes [start, end) of a rolled segment that may still be cached; `end_position` is where they end in
+    the log's running count of bytes written (`DropBehind._position`). [start, dropped_to) was advised already."""
+
+    segment: RolledSegment
+    start: int
+    end: int
+    end_position: int
+    dropped_to: int
+
+
 class DropBehind:
     """The early write-back and drop-behind state of one partition log: how far its active segment's write-back
-    was started and its cache dropped. A new active segment (a roll) starts over."""
+    was started and its cache dropped, and the rolled segments' bytes still cached. A new active segment (a roll)
+    starts over."""
 
-    __slots__ = ("_dropped", "_segment_fd", "_started")
+    __slots__ = ("_dropped", "_position", "_segment_fd", "_started", "_tails")
 
     def __init__(self) -> None:
         self._segment_fd = -1
         self._started = 0  # write-back was started for the bytes before this position
         self._dropped = 0  # the cache was dropped before this position
+        # Bytes of the segments rolled before the active one, as counted here: where the active segment starts
+        # in a running count of what this log wrote (only distances in it matter).
+        self._position = 0
+        self._tails: deque[_RolledTail] = deque()
 
     def after_append(self, fd: int, size_bytes: int, step_bytes: int, keep_bytes: int) -> None:
         """Called after each append to the active segment open as `fd`, now `size_bytes` long: start write-back
-        every `step_bytes`, and drop what lies more than `keep_bytes` behind the end (-1: drop nothing)."""
+        every `step_bytes`, and drop what lies more than `keep_bytes` behind the log's end (-1: drop nothing)."""
         if _sync_file_range is None or _worker.failed:
             return
         if fd != self._segment_fd:
@@ -259,3 +316,60 @@ class DropBehind:
             self._dropped = max(drop_to, dropped)
         else:
             self._started, self._dropped = started, dropped
+        if self._tails:
+            self._drop_tails(self._position + size_bytes, keep_bytes)
+
+    def rolled(self, segment: RolledSegment, step_bytes: int, keep_bytes: int) -> None:
+        """`segment`, the active segment until now, was rolled (sealed, its fsync started). With drop-behind on,
+        its bytes not dropped yet stay cached until `keep_bytes` more have been written after them."""
+        size_bytes = segment.size_bytes
+        if keep_bytes >= 0 and _sync_file_range is not None and not _worker.failed:
+            dropped = min(self._dropped, size_bytes) if segment.fd == self._segment_fd else 0
+            # As in a step, the last range dropped is advised again: some of its pages were still being written.
+            start = max(0, dropped - step_bytes)
+            if start < size_bytes:
+                self._tails.append(_RolledTail(segment, start, size_bytes, self._position + size_bytes, start))
+        else:
+            self._tails.clear()
+        self._position += size_bytes
+        self._segment_fd, self._started, self._dropped = -1, 0, 0
+        if self._tails:
+            self._drop_tails(self._position, keep_bytes, MAX_ROLLED_TAILS)
+
+    def forget(self) -> None:
+        """The log is closed or deleted: let go of its rolled segments."""
+        self._tails.clear()
+
+    def _drop_tails(self, end_position: int, keep_bytes: int, at_most: int | None = None) -> None:
+        """Drop the rolled segments' bytes that now lie more than `keep_bytes` behind `end_position` (the log's
+        end), oldest first; beyond `at_most` tails, the oldest go whole."""
+        tails = self._tails
+        while tails:
+            tail = tails[0]
+            if tail.segment.retired:
+                tails.popleft()
+                continue
+            keep_in_tail = keep_bytes - (end_position - tail.end_position)
+            whole = keep_in_tail <= 0 or (at_most is not None and len(tails) > at_most)
+            # The kernel drops only the folios a range covers whole, and a file's last page only with a range
+            # past the end of the file.
+            drop_to = _round_up(tail.end, _LARGEST_FOLIO_BYTES) if whole else \
+                (tail.end - keep_in_tail) // _PAGE_BYTES * _PAGE_BYTES
+            if not whole and drop_to <= tail.dropped_to:
+                return  # the newer tails are closer to the end still
+            try:
+                handed = _worker.submit(tail.segment.fd, 0, 0, tail.start, drop_to)
+            except OSError:
+                handed = False
+            if not handed:
+                return  # the worker is behind: the next step or roll tries again
+            if whole:
+                tails.popleft()
+                continue
+            # A large folio across `drop_to` stayed: the next drop covers it again.
+            tail.start, tail.dropped_to = max(tail.start, drop_to - _LARGEST_FOLIO_BYTES), drop_to
+            return
+
+
+def _round_up(value: int, unit: int) -> int:
+    return -(-value // unit) * unit

@@ -730,6 +730,9 @@ class PartitionLog:
         ticket = sync_later(active.fd, now_ms)
         if ticket is not None:
             self._rolled_syncs.append(ticket)
+        step = self._config.writeback_step_bytes
+        if step > 0:  # after the fsync on the same worker, so that its pages are clean when they are dropped
+            self._drop_behind.rolled(active, step, self._config.drop_behind_bytes)
         self.producer_state.take_snapshot(self._log_end_offset)
         start = self._log_end_offset if base_offset is None else max(base_offset, self._log_end_offset)
         self._segments.create(start, now_ms)
@@ -978,6 +981,7 @@ class PartitionLog:
         """Flush, snapshot producer state, close files and leave the clean-shutdown marker."""
         if self._closed:
             return
+        self._drop_behind.forget()
         if self._deferred is not None:
             # Nothing was read or written: the files are as the last clean close left them.
             self._closed = True
@@ -1008,6 +1012,7 @@ class PartitionLog:
         """Remove the whole partition directory. With a shared closer, slices handed out stay readable
         for file_delete_delay_ms; a log that owns its closer has no later chance, so it closes now."""
         self._deferred = None  # nothing of a deferred log is open
+        self._drop_behind.forget()
         self._segment_list.delete_all(self._clock.time_ms())
         self._closed = True
         if self._owns_closer:

@@ -12,7 +12,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Self
 
 from moldau.protocol.recompression import Compression
-from moldau.storage.drop_behind import WRITEBACK_STEP_BYTES
+from moldau.storage.drop_behind import DROP_BEHIND_BYTES, WRITEBACK_STEP_BYTES
 
 _AS_SENT = Compression()  # compression.type=producer
 
@@ -62,9 +62,9 @@ class LogConfig:
     # Bytes appended to the active segment between the starts of their write-back (`moldau.storage.drop_behind`);
     # -1 or 0 leaves write-back to the kernel. A broker setting, not a topic's.
     writeback_interval_bytes: int = WRITEBACK_STEP_BYTES
-    # Bytes of the active segment kept in the page cache behind its end, the rest dropped once written back
+    # Bytes behind the log's end kept in the page cache, the rest dropped once written back
     # (`moldau.storage.drop_behind`); -1 keeps everything, as Kafka does. A broker setting, not a topic's.
-    drop_behind_bytes: int = -1
+    drop_behind_bytes: int = DROP_BEHIND_BYTES
 
     @classmethod
     def from_config(cls, config: BrokerConfig, overrides: Mapping[str, str] | None = None) -> Self:

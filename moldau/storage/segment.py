@@ -222,6 +222,8 @@ class LogSegment:
         self._max_timestamp_offset: int | None = None
         self._bytes_since_index = 0
         self._first_timestamp: int | None = None
+        # Closed, deleted or replaced by compaction: its fd may be closed and its number reused (drop-behind asks).
+        self.retired = False
 
     # -- construction --------------------------------------------------------------------------------
 
@@ -651,6 +653,7 @@ class LogSegment:
         self.txn_index.flush()
 
     def close(self) -> None:
+        self.retired = True
         if self.offset_index.loaded:
             self.offset_index.write_pending()
         if self.time_index.loaded:
@@ -663,6 +666,7 @@ class LogSegment:
         """Rename the segment's files to `<name>.deleted` and return their new paths, for the caller to unlink
         later, off the event loop (with the fd's close, when the blocks are freed). A crash before then leaves
         `.deleted` files, which the next open removes."""
+        self.retired = True
         renamed = []
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             path = segment_path(self.directory, self.base_offset, suffix)
@@ -674,6 +678,7 @@ class LogSegment:
 
     def delete(self, close_fd: Callable[[int], None] = os.close) -> None:
         """Remove the files now; the fd is handed to `close_fd` (which may close it later)."""
+        self.retired = True
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             _remove_quietly(segment_path(self.directory, self.base_offset, suffix))
         self.txn_index.delete()

@@ -126,6 +126,7 @@ class SegmentList:
         self._segments[first:end] = [new]
         self._bases[first:end] = [new.base_offset]
         for segment in old:
+            segment.retired = True
             self.closer.close_later(segment.fd, now_ms)
 
     def rename(self, directory: str) -> None:

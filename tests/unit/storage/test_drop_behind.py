@@ -1,5 +1,6 @@
-"""log.writeback.interval.bytes and log.drop.behind.bytes: appended bytes are written back early, by default
-keeping every page cached; with drop-behind set they leave the page cache once written back, and stay readable."""
+"""log.writeback.interval.bytes and log.drop.behind.bytes: appended bytes are written back early and, further than
+the kept bytes behind the log's end (across segments), leave the page cache once written back, and stay readable;
+with drop-behind off (-1) every page stays cached."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ import logging
 import mmap
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from moldau.storage import drop_behind
-from moldau.storage.drop_behind import WRITEBACK_STEP_BYTES
+from moldau.storage.drop_behind import DROP_BEHIND_BYTES, MAX_ROLLED_TAILS, WRITEBACK_STEP_BYTES
 from moldau.storage.log import PartitionLog
+from moldau.storage.log_config import LogConfig
 from tests.unit.storage.batches import batches_of, decode, make_batch
 from tests.unit.storage.conftest import OpenLog
 
@@ -23,7 +26,7 @@ pytestmark = pytest.mark.skipif(not drop_behind.available(), reason="no sync_fil
 
 _PAGE = mmap.PAGESIZE
 _VALUE_BYTES = 64 * 1024
-_APPENDS = 8 * WRITEBACK_STEP_BYTES // _VALUE_BYTES  # 32 MiB in 64 KiB records
+_APPENDS = 8 * WRITEBACK_STEP_BYTES // _VALUE_BYTES  # 128 MiB in 64 KiB records
 
 
 def _cached_bytes(path: str | Path, start: int = 0) -> int:
@@ -77,13 +80,104 @@ def test_bytes_behind_the_kept_window_leave_the_cache_and_read_back(open_log: Op
 
 
 @pytest.mark.usefixtures("write_back_waits")
-def test_the_default_writes_back_early_and_keeps_everything_cached(open_log: OpenLog) -> None:
-    log = open_log()
-    assert (log.config.writeback_interval_bytes, log.config.drop_behind_bytes) == (WRITEBACK_STEP_BYTES, -1)
+@pytest.mark.parametrize("keep", [DROP_BEHIND_BYTES, -1])
+def test_less_than_the_default_window_and_with_drop_behind_off_everything_stays_cached(open_log: OpenLog,
+                                                                                       keep: int) -> None:
+    assert (LogConfig().writeback_interval_bytes, LogConfig().drop_behind_bytes) == (WRITEBACK_STEP_BYTES,
+                                                                                     256 * 1024 * 1024)
+    log = open_log(drop_behind_bytes=keep)
     _fill(log)
     assert drop_behind.drain()
     path = _active_path(log)
     assert _cached_bytes(path) >= os.path.getsize(path) - _PAGE
+
+
+_MIB = 1024 * 1024
+
+
+@pytest.mark.usefixtures("write_back_waits")
+def test_rolled_segments_leave_the_cache_once_the_kept_bytes_follow_them(open_log: OpenLog) -> None:
+    # Segments smaller than a write-back step: only the rolls drop anything, so the kept window counts from the
+    # log's end across segments, not from each segment's own end (which would keep every page of these).
+    keep, segment_bytes = 32 * _MIB, 8 * _MIB
+    log = open_log(drop_behind_bytes=keep, segment_bytes=segment_bytes)
+    _fill(log)
+    assert drop_behind.drain()
+    sizes = [segment.size_bytes for segment in log.segments]
+    paths = [os.path.join(log.directory, f"{segment.base_offset:020d}.log") for segment in log.segments]
+    behind = [sum(sizes[i + 1:]) for i in range(len(sizes))]  # bytes after each segment's end
+    assert len(sizes) >= 12
+    # Tails are dropped at the rolls, so up to one segment more than the window may still wait for the next.
+    far = [path for path, after in zip(paths, behind, strict=True) if after >= keep + segment_bytes]
+    near = [path for path, after, size in zip(paths, behind, sizes, strict=True) if after + size <= keep]
+    assert len(far) >= 8 and len(near) >= 3
+    assert [_cached_bytes(path) for path in far] == [0] * len(far)
+    assert all(_cached_bytes(path) >= os.path.getsize(path) - _PAGE for path in near)
+
+
+def test_segments_retention_deletes_are_retired(open_log: OpenLog) -> None:
+    log = open_log(segment_bytes=8 * _MIB, retention_bytes=16 * _MIB)
+    _fill(log)
+    before = list(log.segments)
+    assert log.apply_retention(0) > 0
+    kept = {id(segment) for segment in log.segments}
+    assert all(segment.retired == (id(segment) not in kept) for segment in before)
+    log.close()
+    assert all(segment.retired for segment in before)
+
+
+@dataclass
+class _Segment:
+    fd: int
+    size_bytes: int
+    retired: bool = False
+
+
+def _handed_steps(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int, int, int]]:
+    """What the worker is handed from now on, (fd, write_from, write_to, drop_from, drop_to); nothing runs."""
+    handed: list[tuple[int, int, int, int, int]] = []
+
+    def record(fd: int, write_from: int, write_to: int, drop_from: int, drop_to: int) -> bool:
+        handed.append((fd, write_from, write_to, drop_from, drop_to))
+        return True
+
+    monkeypatch.setattr(drop_behind._worker, "submit", record)
+    return handed
+
+
+def test_rolled_tails_go_oldest_first_as_the_log_grows_past_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    handed = _handed_steps(monkeypatch)
+    state = drop_behind.DropBehind()
+    keep, step = 10 * _MIB, WRITEBACK_STEP_BYTES
+    first, second, third = _Segment(100, 8 * _MIB), _Segment(101, 8 * _MIB), _Segment(102, 8 * _MIB)
+    state.rolled(first, step, keep)
+    assert handed == []  # all of it within the window
+    state.rolled(second, step, keep)
+    assert handed == [(100, 0, 0, 0, 6 * _MIB)]  # 8 MiB after it: its first 6 MiB are 10 MiB behind the end
+    second.retired = True  # deleted meanwhile: its descriptor is no longer its own
+    state.rolled(third, step, keep)
+    # The rest of it, from 2 MiB before (a large folio across 6 MiB stayed cached), and nothing of the retired one.
+    assert handed[1:] == [(100, 0, 0, 4 * _MIB, 8 * _MIB)]
+    state.after_append(103, step, step, keep)  # a step of the new active segment: write-back, and the tails
+    assert handed[2:] == [(103, 0, step, 0, 0), (102, 0, 0, 0, 8 * _MIB)]
+
+
+def test_a_log_holds_a_bounded_number_of_rolled_tails(monkeypatch: pytest.MonkeyPatch) -> None:
+    handed = _handed_steps(monkeypatch)
+    state = drop_behind.DropBehind()
+    for fd in range(MAX_ROLLED_TAILS + 3):
+        state.rolled(_Segment(fd, _MIB), WRITEBACK_STEP_BYTES, DROP_BEHIND_BYTES)
+    # Tiny segments far inside the window: only the oldest beyond the bound go, whole (past their last page).
+    assert handed == [(fd, 0, 0, 0, 2 * _MIB) for fd in range(3)]
+
+
+def test_with_drop_behind_off_a_roll_lets_go_of_the_tails(monkeypatch: pytest.MonkeyPatch) -> None:
+    handed = _handed_steps(monkeypatch)
+    state = drop_behind.DropBehind()
+    state.rolled(_Segment(100, _MIB), WRITEBACK_STEP_BYTES, DROP_BEHIND_BYTES)
+    state.rolled(_Segment(101, _MIB), WRITEBACK_STEP_BYTES, -1)
+    state.after_append(102, 2 * DROP_BEHIND_BYTES, WRITEBACK_STEP_BYTES, DROP_BEHIND_BYTES)
+    assert [fd for fd, *_ in handed] == [102]
 
 
 def _steps(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int, int]]:
@@ -100,7 +194,7 @@ def _steps(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int, int]]:
 
 
 @pytest.mark.parametrize(("interval", "keep", "step"), [
-    (WRITEBACK_STEP_BYTES, -1, WRITEBACK_STEP_BYTES),  # the default
+    (WRITEBACK_STEP_BYTES, -1, WRITEBACK_STEP_BYTES),  # drop-behind off
     (4 * 1024 * 1024, -1, 4 * 1024 * 1024),
     (-1, 0, WRITEBACK_STEP_BYTES),  # drop-behind steps on its own
 ])
@@ -122,7 +216,7 @@ def test_write_back_starts_every_interval_and_drops_only_with_drop_behind(
 def test_with_both_off_nothing_is_handed_to_the_worker(open_log: OpenLog, monkeypatch: pytest.MonkeyPatch,
                                                         interval: int) -> None:
     handed = _steps(monkeypatch)
-    log = open_log(writeback_interval_bytes=interval)
+    log = open_log(writeback_interval_bytes=interval, drop_behind_bytes=-1)
     _fill(log)
     assert handed == []
     path = _active_path(log)
