@@ -64,9 +64,15 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
 
 def test_two_share_consumers_get_every_record_of_partitions_led_by_three_brokers_once(
         cluster: LocalCluster) -> None:
-    leaders = {p.leader_id for t in metadata_at(cluster.brokers[0].kafka_address or "", [TOPIC]).topics
-               for p in t.partitions}
-    assert len(leaders) == 3, f"the topic's partitions are led by {leaders}, not by all three brokers"
+    def leaders() -> list[int] | None:
+        """The leader of each partition of the topic, once broker 0 knows one for every partition."""
+        found = [p.leader_id for t in metadata_at(cluster.brokers[0].kafka_address or "", [TOPIC]).topics
+                 for p in t.partitions]
+        return found if len(found) == PARTITIONS and min(found) >= 0 else None
+
+    # CreateTopics answers once the controller committed the topic; broker 0 learns of it a moment later.
+    known = wait_until(leaders, 30, "broker 0 to know a leader of each partition of the topic")
+    assert len(set(known)) == 3, f"the topic's partitions are led by {set(known)}, not by all three brokers"
     producer = Producer({"bootstrap.servers": cluster.bootstrap})
     values = [f"w{i}".encode() for i in range(RECORDS)]
     for i, value in enumerate(values):
