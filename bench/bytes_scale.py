@@ -28,6 +28,8 @@ next retention check (every second here) deletes nearly the whole log. Produce l
 for the requests sent before the change and for those sent while the segments were being deleted (from the
 change until two seconds after the log start moved, which covers ``file.delete.delay.ms=1000``).
 
+``--only retention`` fills the big log alone and measures only retention under load.
+
 Both brokers use ``log.segment.bytes`` = ``--segment-mb`` MiB (128 by default: an unclean restart re-validates
 at most the unflushed segments, so this bounds its cost). Data lives under ``--data-dir`` (default: a temporary
 directory) and is removed at the end.
@@ -490,6 +492,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--in-flight", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds per raw figure")
     parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--only", choices=["retention"], default=None,
+                        help="retention: fill only the big log (--size-gb) and measure retention under load")
     parser.add_argument("--data-dir", default=None, help="where the brokers' data go (default: a temporary dir)")
     add_override_option(parser, "a server config for both brokers (repeatable)")
     return parser
@@ -501,6 +505,12 @@ def main() -> None:
     if args.data_dir:
         os.makedirs(args.data_dir, exist_ok=True)
     with nodes(args) as (small, big):
+        if args.only == "retention":
+            note(f"filling big with {args.size_gb:.2f} GB")
+            produce_bytes(big, int(args.size_gb * 1e9))
+            note("retention under a steady produce load (big broker)")
+            report_deletion(retention_under_load(big, args))
+            return
         for node, size in ((small, args.small_mb * MB), (big, args.size_gb * 1e9)):
             note(f"filling {node.label} with {size / 1e9:.2f} GB")
             started = time.monotonic()
@@ -540,6 +550,10 @@ def report(args: argparse.Namespace, figures: dict[str, dict[str, list[float]]],
         if kind == "unclean":
             print(f"{'  re-validated MB':28} {small_r.revalidated_bytes / MB:10.1f} "
                   f"{big_r.revalidated_bytes / MB:10.1f}")
+    report_deletion(deletion)
+
+
+def report_deletion(deletion: dict[str, Any]) -> None:
     before, during = deletion["before"], deletion["during"]
     print(f"== retention deleting {deletion['deleted_gb']:.2f} GB under a steady produce load "
           "(64 KiB batches every 10 ms, acks=1)")

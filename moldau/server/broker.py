@@ -672,7 +672,8 @@ class Broker:
                 self.log_manager.run_cleaner(now_ms)
                 if self.clock.monotonic_ms() - last_retention >= retention_every_ms:
                     last_retention = self.clock.monotonic_ms()
-                    self.log_manager.run_retention(now_ms)
+                    for _ in self.log_manager.retention_slices(now_ms):
+                        await asyncio.sleep(0)  # clients are served between slices
             except Exception:
                 log.exception("log maintenance failed; retrying in %d ms", MAINTENANCE_INTERVAL_MS)
 

@@ -834,35 +834,40 @@ class PartitionLog:
             raise self._storage_error(e) from e
         return self._log_start_offset
 
-    def apply_retention(self, now_ms: int) -> int:
+    def apply_retention(self, now_ms: int, max_segments: int | None = None) -> int:
         """Delete whole segments past retention_ms (by largest timestamp) or beyond retention_bytes, as
         Kafka does: oldest first, never at or above the high watermark, rolling the active segment first
-        when it must go too. Returns the number of segments deleted."""
+        when it must go too. At most `max_segments` (all when None); returns the number deleted."""
         if self._deferred is not None and self._log_end_offset == self._log_start_offset:
             return 0  # nothing to delete: no need to read the directory
         config = self._config
+        budget = len(self._segments) if max_segments is None else max_segments
         try:
             deleted = 0
             if "delete" in config.cleanup_policy:
                 if config.retention_ms >= 0:
                     by_time = retention.past_retention_time(now_ms, config.retention_ms)
-                    deleted += self._delete_oldest_while(by_time, now_ms)
-                if config.retention_bytes >= 0:
+                    deleted += self._delete_oldest_while(by_time, now_ms, budget)
+                if config.retention_bytes >= 0 and deleted < budget:
                     # Sized after the deletions by time.
                     by_size = retention.beyond_retention_size(self.size_bytes, config.retention_bytes)
-                    deleted += self._delete_oldest_while(by_size, now_ms)
+                    deleted += self._delete_oldest_while(by_size, now_ms, budget - deleted)
             self._closer.run(now_ms)
             return deleted
         except OSError as e:
             raise self._storage_error(e) from e
 
-    def _delete_oldest_while(self, rule: retention.SegmentRule, now_ms: int) -> int:
+    def _delete_oldest_while(self, rule: retention.SegmentRule, now_ms: int, at_most: int) -> int:
         count = retention.deletable_prefix(self._segments.items, self._segments.bases, self._log_end_offset,
                                            self.high_watermark, rule)
-        if count == 0:
+        if count == 0 or at_most <= 0:
             return 0
         if count == len(self._segments):
-            self._roll(now_ms)  # a log always keeps one (active) segment
+            if at_most < count:
+                count = at_most  # the active segment goes in a later call, rolled then
+            else:
+                self._roll(now_ms)  # a log always keeps one (active) segment
+        count = min(count, at_most)
         self._delete_first_segments(count, now_ms)
         return count
 
@@ -873,11 +878,15 @@ class PartitionLog:
 
     def _delete_first_segments(self, count: int, now_ms: int) -> None:
         doomed = self._segments.take_first(count)
+        # Both checkpoints are written without fsyncs: with whole segments gone, the first one left says where
+        # the log starts, and loading cuts the epochs to it, so a write a crash loses is made again. An fsync
+        # here waited behind the file system freeing the deleted segments' blocks, holding every client for
+        # tens of milliseconds (docs/benchmarks.md, retention); Kafka took them off its log lock (KAFKA-15046).
         if self._segments.bases[0] > self._log_start_offset:
             self._log_start_offset = self._segments.bases[0]
-            self._write_log_start_checkpoint()
+            self._write_log_start_checkpoint(durable=False)
         self.producer_state.truncate_head(self._log_start_offset)
-        self.leader_epochs.truncate_from_start(self._log_start_offset)
+        self.leader_epochs.truncate_from_start(self._log_start_offset, durable=False)
         self._segments.delete_files(doomed, now_ms)
 
     def replace_segments(self, old: Sequence[LogSegment], new: LogSegment) -> None:
@@ -973,9 +982,9 @@ class PartitionLog:
         directory's checkpoints (`log_dir_checkpoints`) keep for `open_deferred`."""
         return self._log_start_offset, self._recovery_point, self._high_watermark
 
-    def _write_log_start_checkpoint(self) -> None:
+    def _write_log_start_checkpoint(self, durable: bool = True) -> None:
         self._checkpointed = None
-        checkpoints.write_offset_checkpoint(self.directory, LOG_START_OFFSET_FILE, self._log_start_offset)
+        checkpoints.write_offset_checkpoint(self.directory, LOG_START_OFFSET_FILE, self._log_start_offset, durable)
 
     def close(self) -> None:
         """Flush, snapshot producer state, close files and leave the clean-shutdown marker."""

@@ -20,7 +20,7 @@ class Epochs(LeaderEpochCache):
     def __init__(self, *entries: tuple[int, int]) -> None:
         super().__init__("memory", [EpochEntry(*e) for e in entries])
 
-    def _replace(self, entries: list[EpochEntry], write: bool = True) -> None:
+    def _replace(self, entries: list[EpochEntry], write: bool = True, durable: bool = True) -> None:
         self._entries = entries
 
 

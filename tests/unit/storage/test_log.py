@@ -306,6 +306,40 @@ def test_deleted_segments_left_by_a_crash_are_removed_at_the_next_open(open_log:
     assert [o for o, _ in _all_records(reopened, start)] == list(range(start, end))
 
 
+def test_retention_writes_its_checkpoints_without_fsyncs_and_a_crash_that_loses_them_loses_nothing(
+        open_log: OpenLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An fsync there waited behind the file system freeing the deleted blocks, holding every client; the segments
+    # left say where the log starts, so the checkpoints are written without one.
+    log = open_log(segment_bytes=700, retention_bytes=1500, retention_ms=-1)
+    for epoch in range(12):
+        _append(log, 2, size=60, epoch=epoch)
+    log.flush()
+    directory = tmp_path / "topic-0"
+    before = {name: (directory / name).read_bytes() for name in ("log-start-offset", "leader-epoch-checkpoint")}
+    fsyncs: list[int] = []
+    real_fsync = os.fsync
+
+    def counted_fsync(fd: int) -> None:
+        fsyncs.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counted_fsync)
+    assert log.apply_retention(START_MS) > 0
+    assert fsyncs == []
+    start, end = log.log_start_offset, log.log_end_offset
+    assert _epochs(log)[0][1] == start
+    # A crash before the kernel wrote them: the old checkpoints, the deleted segments gone all the same.
+    crash(log)
+    for name, data in before.items():
+        (directory / name).write_bytes(data)
+    for name in _deleted_files(directory):
+        (directory / name).unlink()
+    reopened = open_log(segment_bytes=700, retention_bytes=1500, retention_ms=-1)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (start, end)
+    assert _epochs(reopened) == _epochs(log)
+    assert [o for o, _ in _all_records(reopened, start)] == list(range(start, end))
+
+
 def test_retention_is_skipped_for_compact_only(open_log: OpenLog) -> None:
     log = open_log(segment_bytes=700, retention_bytes=0, cleanup_policy=("compact",))
     for _ in range(12):

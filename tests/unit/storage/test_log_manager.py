@@ -14,6 +14,7 @@ from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import (
     CLEAN_SHUTDOWN_MARKER,
     RECORDS_VALIDATED_MARKER,
+    RETENTION_SEGMENTS_PER_SLICE,
     LogManager,
 )
 from moldau.storage.segment import LogSegment
@@ -85,6 +86,43 @@ def test_interrupted_deletions_are_removed_at_start(tmp_path: Path, clock: Manua
     assert manager.partitions() == []
     assert sorted(os.listdir(root)) == [RECORDS_VALIDATED_MARKER, "not a partition"]
     manager.close()
+
+
+def test_retention_deletes_in_slices_between_which_a_deleted_log_is_left(tmp_path: Path,
+                                                                           clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    config = replace(LogConfig(), segment_bytes=500)
+    logs = [manager.create("t", partition, None, config) for partition in range(3)]
+    for log in logs:
+        for _ in range(40):
+            log.append(batches_of(make_batch(values(3, size=40))), 0)
+    counts = [len(log.segments) for log in logs]
+    assert min(counts) > 2 * RETENTION_SEGMENTS_PER_SLICE
+    manager.update_config("t", replace(config, retention_ms=1000))
+    clock.advance(1001)
+    slices = []
+    for deleted in manager.retention_slices(clock.time_ms()):
+        slices.append(deleted)
+        if len(slices) == 1:  # while clients are served: the third partition is deleted
+            assert manager.delete("t", 2)
+    assert all(0 < deleted <= RETENTION_SEGMENTS_PER_SLICE for deleted in slices)
+    # Every segment of the first two, the expired active ones rolled first; nothing of the deleted one.
+    assert sum(slices) == counts[0] + counts[1]
+    assert all(log.log_start_offset == log.log_end_offset == 120 for log in logs[:2])
+    assert manager.get("t", 2) is None
+
+
+def test_a_log_deletes_at_most_the_segments_it_is_given_and_rolls_only_for_the_last(
+        tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager(_dirs(tmp_path, 1), clock, LogConfig())
+    log = manager.create("t", 0, None, replace(LogConfig(), segment_bytes=500, retention_bytes=0))
+    for _ in range(12):
+        log.append(batches_of(make_batch(values(3, size=40))), 0)
+    count = len(log.segments)
+    assert log.apply_retention(clock.time_ms(), count - 1) == count - 1
+    assert len(log.segments) == 1 and log.log_start_offset < log.log_end_offset  # the active one is kept
+    assert log.apply_retention(clock.time_ms(), 5) == 1  # now rolled, then deleted
+    assert (len(log.segments), log.log_start_offset, log.log_end_offset) == (1, 36, 36)
 
 
 def test_config_updates_retention_and_rolling(tmp_path: Path, clock: ManualClock) -> None:
