@@ -862,11 +862,8 @@ class PartitionLog:
                                            self.high_watermark, rule)
         if count == 0 or at_most <= 0:
             return 0
-        if count == len(self._segments):
-            if at_most < count:
-                count = at_most  # the active segment goes in a later call, rolled then
-            else:
-                self._roll(now_ms)  # a log always keeps one (active) segment
+        if count == len(self._segments) and count <= at_most:
+            self._roll(now_ms)  # a log always keeps one (active) segment; with fewer allowed, a later call rolls it
         count = min(count, at_most)
         self._delete_first_segments(count, now_ms)
         return count
@@ -880,8 +877,9 @@ class PartitionLog:
         doomed = self._segments.take_first(count)
         # Both checkpoints are written without fsyncs: with whole segments gone, the first one left says where
         # the log starts, and loading cuts the epochs to it, so a write a crash loses is made again. An fsync
-        # here waited behind the file system freeing the deleted segments' blocks, holding every client for
-        # tens of milliseconds (docs/benchmarks.md, retention); Kafka took them off its log lock (KAFKA-15046).
+        # here waited for the file system's journal, behind a rolled segment's write-back or deleted blocks being
+        # freed, holding every client for tens of milliseconds (docs/benchmarks.md, retention in slices); Kafka
+        # took these fsyncs off its log lock (KAFKA-15046).
         if self._segments.bases[0] > self._log_start_offset:
             self._log_start_offset = self._segments.bases[0]
             self._write_log_start_checkpoint(durable=False)
