@@ -17,10 +17,10 @@ starting the process to the first acknowledged Produce to the topic; most of it 
 importing modules, so the time the broker logs for opening its logs ("opened N partition logs in ... ms", the
 part that could grow with the data) is printed beneath it, as are the bytes recovery had to re-validate
 (segments from the one holding the ``recovery-point`` checkpoint). Before each restart the disk is left to settle
-(``sync``) and the broker's code is read once by a process that only imports it: a log larger than memory pushes
-the interpreter's files out of the page cache, and the first node started after it read them back from a disk
-busy with the other node's write-back (3.5-4.3 s for the small node's first restart, against about 1 s), which
-is neither node's log at work.
+(``sync``) and the broker's code is read once by a process that only imports it. Without that, the small node's
+first restart took 3.5-4.3 s against about 1 s: most likely it read the interpreter's files, which a log larger
+than memory had pushed out of the page cache, back from a disk busy with the other node's write-back, which is
+neither node's log at work.
 
 Last, **retention under load**: a steady producer writes 64 KiB batches every 10 ms (acks=1) to the big
 broker's topic; after ``--steady-seconds`` its ``retention.bytes`` is lowered to ``--retain-mb`` MB, so the
