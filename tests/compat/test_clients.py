@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.support.broker_process import BrokerProcess
-from tests.support.clients import ck_consume, ck_produce, create_topic
+from tests.support.clients import RECENT_TIMESTAMP_MS, ck_consume, ck_produce, create_topic
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -25,7 +25,7 @@ def test_confluent_kafka_round_trip(shared_broker: BrokerProcess, codec: str) ->
     topic = topic_name(f"ck-{codec}")
     create_topic(shared_broker.bootstrap, topic, partitions=3)
     records = [{"key": f"k{i % 7}".encode(), "value": f"value-{i}".encode() * (1 + i % 5),
-                "headers": [("h", str(i).encode()), ("dup", b"a"), ("dup", b"b")], "timestamp": 1_700_000_000_000 + i}
+                "headers": [("h", str(i).encode()), ("dup", b"a"), ("dup", b"b")], "timestamp": RECENT_TIMESTAMP_MS + i}
                for i in range(500)]
     acks = ck_produce(shared_broker.bootstrap, topic, records, **{"compression.type": codec})
     got = ck_consume(shared_broker.bootstrap, topic, len(records))
@@ -61,7 +61,7 @@ def test_kafka_python_round_trip(shared_broker: BrokerProcess, codec: str) -> No
     producer = KafkaProducer(bootstrap_servers=shared_broker.bootstrap,
                              compression_type=None if codec == "none" else codec, linger_ms=5)
     futures = [producer.send(topic, key=f"k{i}".encode(), value=f"v{i}".encode(),
-                             headers=[("n", str(i).encode())], timestamp_ms=1_600_000_000_000 + i)
+                             headers=[("n", str(i).encode())], timestamp_ms=RECENT_TIMESTAMP_MS + i)
                for i in range(300)]
     producer.flush(30)
     sent = [f.get(timeout=30) for f in futures]
@@ -80,7 +80,7 @@ def test_kafka_python_round_trip(shared_broker: BrokerProcess, codec: str) -> No
     assert sorted(int(m.value[1:]) for m in got) == list(range(300))
     for m in got:
         i = int(m.value[1:])
-        assert m.key == f"k{i}".encode() and m.timestamp == 1_600_000_000_000 + i
+        assert m.key == f"k{i}".encode() and m.timestamp == RECENT_TIMESTAMP_MS + i
         assert m.headers == [("n", str(i).encode())]
 
 
@@ -155,7 +155,7 @@ def test_seek_rewind_and_offsets_for_times(shared_broker: BrokerProcess) -> None
 
     topic = topic_name("seek")
     create_topic(shared_broker.bootstrap, topic)
-    base_ts = 1_650_000_000_000
+    base_ts = RECENT_TIMESTAMP_MS
     ck_produce(shared_broker.bootstrap, topic,
                [{"value": str(i).encode(), "timestamp": base_ts + i * 1000} for i in range(100)])
     # Start in the middle.

@@ -29,6 +29,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from moldau.mirror.records import Checkpoint, Heartbeat
 from tests.support.broker_process import BrokerProcess
+from tests.support.clients import RECENT_TIMESTAMP_MS
 from tests.support.connect_worker import WorkerProcess, wait_for
 from tests.support.messages import offset_of, partition_of
 
@@ -71,7 +72,7 @@ def _produce(bootstrap: str, topic: str, count: int, partitions: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i in range(count):
         producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % partitions,
-                         headers=[("trace", f"t{i}".encode())], timestamp=1_700_000_000_000 + i)
+                         headers=[("trace", f"t{i}".encode())], timestamp=RECENT_TIMESTAMP_MS + i)
     assert producer.flush(30) == 0
 
 
@@ -152,7 +153,7 @@ def test_mirror_source_checkpoint_and_heartbeat(source_broker: BrokerProcess, sh
             assert message.partition() == i % 3
             assert message.value() == f"v{i}".encode()
             assert message.headers() == [("trace", f"t{i}".encode())]
-            assert message.timestamp()[1] == 1_700_000_000_000 + i
+            assert message.timestamp()[1] == RECENT_TIMESTAMP_MS + i
         # The remote topic is new, so each record sits at the same offset as upstream (key k<i>: partition
         # i % 3, upstream offset i // 3): order is kept, and offsets translate one to one.
         assert all(m.offset() == int(m.key()[1:]) // 3 for m in copied)

@@ -3,6 +3,7 @@ real clients (confluent-kafka, with its AvroSerializer registering in the broker
 
 from __future__ import annotations
 
+import datetime
 import json
 import urllib.parse
 from typing import Any
@@ -19,7 +20,7 @@ from selenium.webdriver.support.select import Select
 from moldau.registry.formats.protobuf import ProtobufFormat
 from tests.support.broker_process import BrokerProcess
 from tests.support.browser import Browser
-from tests.support.clients import ck_produce, create_topic
+from tests.support.clients import RECENT_TIMESTAMP_MS, ck_produce, create_topic
 
 ORDER_SCHEMA = json.dumps({"type": "record", "name": "Order", "namespace": "shop",
                            "fields": [{"name": "id", "type": "int"}, {"name": "item", "type": "string"}]})
@@ -29,7 +30,7 @@ message Reading { string sensor = 1; double celsius = 2; }
 """
 PRICE_SCHEMA = json.dumps({"type": "object", "properties": {"sku": {"type": "string"}, "cents": {"type": "integer"}},
                            "required": ["sku", "cents"]})
-BASE_TS_MS = 1_750_000_000_000
+BASE_TS_MS = RECENT_TIMESTAMP_MS  # whole seconds
 
 
 def shown_offsets(browser: Browser) -> list[tuple[int, int]]:
@@ -208,7 +209,8 @@ def test_reading_from_an_offset_a_timestamp_or_the_end(browser: Browser, seek_to
 
     browser.open(messages_path(seek_topic, **{"from": "timestamp"}, timestamp=BASE_TS_MS + 10_000, count=2))
     assert shown_offsets(browser) == [(0, 10), (0, 11)]
-    assert browser.find("#records .timestamp").text.startswith("2025-06-15 15:06:50.000Z")
+    shown_at = datetime.datetime.fromtimestamp((BASE_TS_MS + 10_000) / 1000, datetime.UTC)
+    assert browser.find("#records .timestamp").text.startswith(shown_at.strftime("%Y-%m-%d %H:%M:%S.000Z"))
 
     browser.open(messages_path(seek_topic, **{"from": "end"}, count=4))
     assert shown_offsets(browser) == [(0, 16), (0, 17), (0, 18), (0, 19)]

@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from tests.support.broker_process import BrokerProcess
-from tests.support.clients import ck_consume, ck_produce, create_topic
+from tests.support.clients import RECENT_TIMESTAMP_MS, ck_consume, ck_produce, create_topic
 
 pytestmark = pytest.mark.spark
 
@@ -69,7 +69,7 @@ def test_batch_read_gives_every_record_with_its_metadata(spark: SparkSession, sh
     create_topic(shared_broker.bootstrap, created, partitions=2)
     create_topic(shared_broker.bootstrap, appended, config={"message.timestamp.type": "LogAppendTime"})
     sent: list[dict[str, Any]] = [
-        {"key": f"k{i}".encode() if i % 3 else None, "value": f"v{i}".encode(), "timestamp": 1_700_000_000_000 + i,
+        {"key": f"k{i}".encode() if i % 3 else None, "value": f"v{i}".encode(), "timestamp": RECENT_TIMESTAMP_MS + i,
          "partition": i % 2, "headers": [("h", f"x{i}".encode()), ("n", None)] if i % 2 else None}
         for i in range(40)]
     placed = ck_produce(shared_broker.bootstrap, created, sent)

@@ -14,6 +14,11 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from tests.support.messages import headers_of, offset_of, partition_of
 
+# For tests that set record timestamps: an hour before the run, so fixed yet inside every retention window. The
+# shared broker enforces time retention (7 days) while the suite runs and deletes records stamped years ago,
+# active segment and all, as Kafka does; a test reading them back then finds an empty partition.
+RECENT_TIMESTAMP_MS = (int(time.time()) - 3600) * 1000
+
 # A librdkafka client config as AdminClient's stubs take it (a dict is invariant, so dict[str, str] is not one).
 ClientConf = dict[str, str | int | float | bool]
 
