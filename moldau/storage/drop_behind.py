@@ -30,7 +30,9 @@ the event loop wait for the disk, as Kafka flushes a rolled segment on a schedul
 threads. At 200 MB/s into 128 MiB segments, that fsync on the loop paused every client's requests for up to
 1.5 s (`docs/benchmarks.md`, rolled segments' fsync off the event loop). The pass still fsyncs the segment
 itself before it moves the recovery point (cheap then: nothing is left to write), so durability is what it
-was; a failure of the worker's fsync, which the kernel reports to one caller only, is handed to the pass.
+was; a failure of the worker's fsync, which the kernel reports to one caller only, is handed to the pass. The
+producer snapshot taken at the roll is fsynced by the same worker just before the segment (Kafka's KAFKA-9693):
+written with an fsync on the loop, it paused every client for 5-11 ms at each roll, longer with the disk busy.
 
 All these calls run on one worker thread per process, not on the event loop: starting write-back makes the kernel
 allocate the file system's blocks and build the I/O in the caller's context, and dropping pages frees them there
@@ -55,7 +57,7 @@ import queue
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -100,7 +102,7 @@ _sync_file_range = _load_sync_file_range()
 
 
 class SyncTicket:
-    """A rolled segment's fsync handed to the worker: `done` once it ran, with `error` if it failed."""
+    """A rolled segment's fsyncs handed to the worker: `done` once they ran, with `error` if one failed."""
 
     __slots__ = ("done", "error", "queued_ms")
 
@@ -112,9 +114,9 @@ class SyncTicket:
 
 @dataclass(frozen=True, slots=True)
 class _Sync:
-    """One fsync for the worker."""
+    """fsyncs for the worker, in order."""
 
-    fd: int  # a duplicate the worker closes
+    fds: tuple[int, ...]  # duplicates the worker closes
     ticket: SyncTicket
 
 
@@ -146,13 +148,22 @@ class _Worker:
         self._steps.put(_Step(os.dup(fd), write_from, write_to, drop_from, drop_to))
         return True
 
-    def submit_sync(self, fd: int, now_ms: int) -> SyncTicket | None:
-        """Hand an fsync of `fd` to the worker; None if it is too far behind (the caller fsyncs itself)."""
+    def submit_sync(self, fds: Sequence[int], now_ms: int) -> SyncTicket | None:
+        """Hand fsyncs of `fds` to the worker, done in that order; None if it is too far behind (the caller
+        fsyncs itself). Raises OSError when no descriptor is left to duplicate them."""
         if self._steps.qsize() >= MAX_PENDING_STEPS:
             return None
         self._ensure_started()
+        duplicates: list[int] = []
+        try:
+            for fd in fds:
+                duplicates.append(os.dup(fd))
+        except OSError:
+            for fd in duplicates:
+                os.close(fd)
+            raise
         ticket = SyncTicket(now_ms)
-        self._steps.put(_Sync(os.dup(fd), ticket))
+        self._steps.put(_Sync(tuple(duplicates), ticket))
         return ticket
 
     def drain(self, timeout: float = 10.0) -> bool:
@@ -196,12 +207,14 @@ class _Worker:
 
 def _run_sync(step: _Sync) -> None:
     try:
-        os.fsync(step.fd)
+        for fd in step.fds:
+            os.fsync(fd)
     except OSError as exc:
         step.ticket.error = exc
     finally:
-        with contextlib.suppress(OSError):  # the worker must outlive any one call
-            os.close(step.fd)
+        for fd in step.fds:
+            with contextlib.suppress(OSError):  # the worker must outlive any one call
+                os.close(fd)
         step.ticket.done = True
 
 
@@ -232,11 +245,12 @@ def available() -> bool:
     return _sync_file_range is not None
 
 
-def sync_later(fd: int, now_ms: int) -> SyncTicket | None:
-    """Start an fsync of `fd` (a rolled segment) on the worker thread; None when the worker is too far behind,
-    or no descriptor is left to hand it, and the caller's own fsync does it all."""
+def sync_later(fds: Sequence[int], now_ms: int) -> SyncTicket | None:
+    """Start fsyncs of `fds` (a rolled segment's producer snapshot, then the segment) on the worker thread, in
+    that order; None when the worker is too far behind, or no descriptor is left to hand it, and the caller's own
+    fsyncs do it all."""
     try:
-        return _worker.submit_sync(fd, now_ms)
+        return _worker.submit_sync(fds, now_ms)
     except OSError:
         return None
 

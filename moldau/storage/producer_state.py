@@ -381,6 +381,18 @@ class ProducerStateManager:
         data = _FILE_HEADER.pack(_MAGIC, _VERSION, crc32c.crc32c(body)) + bytes(body)
         write_atomically(self.snapshot_path(offset), data, durable)
 
+    def sync_snapshot(self, offset: int) -> None:
+        """fsync the snapshot at `offset` taken with `durable=False`, unless it was deleted since (a truncation).
+        Its directory entry is made durable by the caller's next directory fsync."""
+        try:
+            fd = os.open(self.snapshot_path(offset), os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
     def load(self, log_end_offset: int, now_ms: int, at_or_below: int | None = None) -> int | None:
         """Replace the state with the newest valid snapshot at or below `log_end_offset` (and `at_or_below`,
         when given: recovery replays from before the segments it rebuilds).

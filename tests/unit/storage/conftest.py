@@ -21,7 +21,7 @@ def rolled_segments_fsynced_by_the_pass(monkeypatch: pytest.MonkeyPatch) -> None
     what a pass right after a roll does would depend on that thread's timing. These tests check the log's
     bookkeeping, so the pass fsyncs rolled segments itself, as it does when the worker is busy; the tests of the
     worker's part put it back (test_rolled_segment_sync.py)."""
-    monkeypatch.setattr("moldau.storage.log.sync_later", lambda fd, now_ms: None)
+    monkeypatch.setattr("moldau.storage.log.sync_later", lambda fds, now_ms: None)
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
-"""A rolled segment's fsync starts on the worker thread at the roll; the periodic pass moves the recovery point once
-it is done, fsyncs itself after ROLLED_SYNC_WAIT_MS, and takes a failure of the worker's fsync as its own."""
+"""A rolled segment's fsync, and its producer snapshot's before it, start on the worker thread at the roll; the
+periodic pass moves the recovery point once they are done, fsyncs itself after ROLLED_SYNC_WAIT_MS, and takes a
+failure of the worker's fsync as its own."""
 
 from __future__ import annotations
 
@@ -79,7 +80,8 @@ def test_a_full_flush_does_not_wait_for_the_worker(open_log: OpenLog, worker_hel
 def test_a_failed_fsync_on_the_worker_fails_the_pass(open_log: OpenLog, clock: ManualClock,
                                                      monkeypatch: pytest.MonkeyPatch, worker_syncs: None) -> None:
     def failing(step: drop_behind._Sync) -> None:
-        os.close(step.fd)
+        for fd in step.fds:
+            os.close(fd)
         step.ticket.error = OSError(errno.EIO, os.strerror(errno.EIO))
         step.ticket.done = True
 
@@ -102,7 +104,8 @@ def test_an_fsync_that_fails_after_the_wait_still_fails_a_later_pass(
 
     def held_then_failing(step: drop_behind._Sync) -> None:
         release.wait(30)
-        os.close(step.fd)
+        for fd in step.fds:
+            os.close(fd)
         step.ticket.error = OSError(errno.EIO, os.strerror(errno.EIO))
         step.ticket.done = True
 
@@ -117,3 +120,59 @@ def test_an_fsync_that_fails_after_the_wait_still_fails_a_later_pass(
     with pytest.raises(KafkaError) as raised:  # the worker's late failure is not lost
         partition_log.flush()
     assert raised.value.code == ErrorCode.kafka_storage_error
+
+
+@pytest.fixture
+def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, str]]:
+    """Every fsync from now on: (made on the main thread, the file's name)."""
+    made: list[tuple[bool, str]] = []
+    fsync = os.fsync
+
+    def recording(fd: int) -> None:
+        name = os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+        made.append((threading.current_thread() is threading.main_thread(), name))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    return made
+
+
+def _snapshots(log_: PartitionLog) -> list[str]:
+    return [os.path.basename(log_.producer_state.snapshot_path(segment.base_offset)) for segment in log_.segments[1:]]
+
+
+@pytest.mark.usefixtures("worker_syncs")
+def test_a_rolls_producer_snapshot_is_fsynced_on_the_worker_before_the_segment(
+        open_log: OpenLog, clock: ManualClock, fsyncs: list[tuple[bool, str]]) -> None:
+    partition_log = open_log(segment_bytes=1000)
+    _roll_a_few(partition_log)
+    assert drop_behind.drain()
+    snapshots = _snapshots(partition_log)
+    # The appends and rolls fsynced neither a snapshot nor a segment on the loop (the leader epoch's checkpoint,
+    # written once at the first append, is not theirs).
+    assert not [name for on_loop, name in fsyncs if on_loop and name.endswith((".snapshot", ".log"))]
+    on_worker = [name for on_loop, name in fsyncs if not on_loop]
+    assert [name for name in on_worker if name.endswith(".snapshot")] == snapshots
+    # Each snapshot just before the segment that ends where it starts.
+    rolled = [f"{segment.base_offset:020d}.log" for segment in partition_log.segments[:-1]]
+    assert on_worker == [name for pair in zip(snapshots, rolled, strict=True) for name in pair]
+
+    fsyncs.clear()
+    partition_log.flush_if_due(clock.time_ms())
+    assert partition_log.recovery_point == partition_log.segments[-1].base_offset
+    assert not [name for _, name in fsyncs if name.endswith(".snapshot")]  # the worker's fsyncs count
+
+
+def test_the_pass_fsyncs_the_snapshots_the_worker_has_not_before_the_checkpoints(
+        open_log: OpenLog, clock: ManualClock, worker_held: threading.Event, fsyncs: list[tuple[bool, str]]) -> None:
+    partition_log = open_log(segment_bytes=1000)
+    _roll_a_few(partition_log)
+    fsyncs.clear()
+    clock.advance(ROLLED_SYNC_WAIT_MS)
+    partition_log.flush_if_due(clock.time_ms())  # the worker is stuck: the pass fsyncs everything itself
+    assert partition_log.recovery_point == partition_log.segments[-1].base_offset
+    on_loop = [name for on_loop, name in fsyncs if on_loop]
+    newest = _snapshots(partition_log)[-1]
+    assert newest in on_loop
+    first_checkpoint = next(i for i, name in enumerate(on_loop) if name.startswith("recovery-point"))
+    assert on_loop.index(newest) < first_checkpoint

@@ -331,6 +331,22 @@ def test_unclean_restart_replays_from_a_snapshot_before_the_recovered_segments(o
     assert _txn_view(log) == before
 
 
+def test_an_unclean_restart_that_lost_the_snapshots_taken_at_rolls_rebuilds_the_same_state(open_log: OpenLog) -> None:
+    log = unverified(open_log(segment_bytes=500))
+    _transactional_history(log)
+    before = _txn_view(log), dict(log.producer_state.producers)
+    directory = Path(log.directory)
+    crash(log)  # before any pass: the recovery point never passed a roll
+    # Taken at the rolls without fsyncs, the snapshots may be lost or empty after a crash.
+    snapshots = sorted(directory.glob("*.snapshot"))
+    assert len(snapshots) > 2
+    snapshots[-1].unlink()
+    for path in snapshots[:-1]:
+        path.write_bytes(b"")
+    log = open_log(segment_bytes=500)
+    assert (_txn_view(log), dict(log.producer_state.producers)) == before
+
+
 def test_stray_txnindex_files_go_and_others_stay(open_log: OpenLog) -> None:
     log = unverified(open_log())
     add(log, txn_batch(1, 0))
