@@ -133,13 +133,15 @@ class _Segment:
     retired: bool = False
 
 
-def _handed_steps(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int, int, int]]:
-    """What the worker is handed from now on, (fd, write_from, write_to, drop_from, drop_to); nothing runs."""
+def _handed_steps(monkeypatch: pytest.MonkeyPatch, *, run: bool = False) -> list[tuple[int, int, int, int, int]]:
+    """What the worker is handed from now on, (fd, write_from, write_to, drop_from, drop_to); the steps run only
+    with `run`."""
     handed: list[tuple[int, int, int, int, int]] = []
+    submit = drop_behind._worker.submit
 
     def record(fd: int, write_from: int, write_to: int, drop_from: int, drop_to: int) -> bool:
         handed.append((fd, write_from, write_to, drop_from, drop_to))
-        return True
+        return submit(fd, write_from, write_to, drop_from, drop_to) if run else True
 
     monkeypatch.setattr(drop_behind._worker, "submit", record)
     return handed
@@ -180,19 +182,6 @@ def test_with_drop_behind_off_a_roll_lets_go_of_the_tails(monkeypatch: pytest.Mo
     assert [fd for fd, *_ in handed] == [102]
 
 
-def _steps(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int, int]]:
-    """The steps the logs hand the worker from now on: (write_from, write_to, drop_from, drop_to)."""
-    handed: list[tuple[int, int, int, int]] = []
-    submit = drop_behind._worker.submit
-
-    def recording(fd: int, write_from: int, write_to: int, drop_from: int, drop_to: int) -> bool:
-        handed.append((write_from, write_to, drop_from, drop_to))
-        return submit(fd, write_from, write_to, drop_from, drop_to)
-
-    monkeypatch.setattr(drop_behind._worker, "submit", recording)
-    return handed
-
-
 @pytest.mark.parametrize(("interval", "keep", "step"), [
     (WRITEBACK_STEP_BYTES, -1, WRITEBACK_STEP_BYTES),  # drop-behind off
     (4 * 1024 * 1024, -1, 4 * 1024 * 1024),
@@ -200,10 +189,11 @@ def _steps(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int, int]]:
 ])
 def test_write_back_starts_every_interval_and_drops_only_with_drop_behind(
         open_log: OpenLog, monkeypatch: pytest.MonkeyPatch, interval: int, keep: int, step: int) -> None:
-    handed = _steps(monkeypatch)
+    handed_steps = _handed_steps(monkeypatch, run=True)
     log = open_log(writeback_interval_bytes=interval, drop_behind_bytes=keep)
     _fill(log)
     assert drop_behind.drain()
+    handed = [ranges for _, *ranges in handed_steps]
     assert len(handed) >= _APPENDS * _VALUE_BYTES // step - 1
     # Each step starts where the last ended, at least a step's bytes later.
     assert all(write_to - write_from >= step for write_from, write_to, _, _ in handed)
@@ -215,7 +205,7 @@ def test_write_back_starts_every_interval_and_drops_only_with_drop_behind(
 @pytest.mark.parametrize("interval", [-1, 0])
 def test_with_both_off_nothing_is_handed_to_the_worker(open_log: OpenLog, monkeypatch: pytest.MonkeyPatch,
                                                         interval: int) -> None:
-    handed = _steps(monkeypatch)
+    handed = _handed_steps(monkeypatch, run=True)
     log = open_log(writeback_interval_bytes=interval, drop_behind_bytes=-1)
     _fill(log)
     assert handed == []
