@@ -28,8 +28,10 @@ of consumers starting together); a properties file or an `--override` sets any o
 
 An invalid value stops the broker with one line naming the key, the value and what is allowed, e.g.
 `error: Invalid value abc for configuration log.segment.bytes: Not a number of type INT`. An unknown name is
-kept and logged as a warning, as Kafka does. A properties file uses Java properties syntax (`#` and `!`
-comments, `key=value` or `key: value`, backslash continuation).
+kept and logged as a warning, as Kafka does; when it is a topic config's name (`file.delete.delay.ms`), the
+warning names the broker config that sets that topic config's default (`log.segment.delete.delay.ms`). A
+properties file uses Java properties syntax (`#` and `!` comments, `key=value` or `key: value`, backslash
+continuation).
 
 Configs marked "not yet" in the "acted on" column are accepted, so that Kafka configuration files carry over,
 but the feature behind them is not built yet (JKS trust store passwords, preallocation, roll jitter,

@@ -77,9 +77,20 @@ def _parse_static(props: Mapping[str, str]) -> tuple[dict[str, ConfigValue], dic
             unknown[name] = raw
         else:
             # Kafka warns rather than fails, so files written for newer or other brokers still load.
-            logger.warning("The configuration '%s' was supplied but isn't a known config.", name)
+            logger.warning("The configuration '%s' was supplied but isn't a known config.%s", name,
+                           _broker_name_hint(name))
             unknown[name] = raw
     return known, unknown
+
+
+def _broker_name_hint(name: str) -> str:
+    """For a topic config given to a broker (`file.delete.delay.ms`), the broker config that sets its default
+    (`log.segment.delete.delay.ms`): an easy slip, since the two names often differ, and the broker would
+    otherwise run on with the default unnoticed."""
+    for definition in BROKER_CONFIGS.values():
+        if definition.topic_config == name:
+            return f" It is a topic config; the broker config for its default is '{definition.name}'."
+    return ""
 
 
 _LISTENER_PREFIX = "listener.name."

@@ -391,6 +391,19 @@ def test_per_broker_value_wins_over_cluster_default_and_none_removes() -> None:
     assert config.with_dynamic({"message.max.bytes": None}).message_max_bytes == 1048588
 
 
+def test_a_topic_config_given_to_the_broker_names_the_broker_config_for_its_default(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="moldau.config"):
+        config = BrokerConfig({"file.delete.delay.ms": "5", "retention.ms": "1000"})
+    assert [record.getMessage() for record in caplog.records] == [
+        "The configuration 'file.delete.delay.ms' was supplied but isn't a known config. It is a topic config; "
+        "the broker config for its default is 'log.segment.delete.delay.ms'.",
+        "The configuration 'retention.ms' was supplied but isn't a known config. It is a topic config; "
+        "the broker config for its default is 'log.retention.ms'.",
+    ]
+    assert config.value("log.segment.delete.delay.ms") == 60000  # unchanged: the name was the topic's
+
+
 def test_with_dynamic_rejects_read_only_unknown_and_invalid() -> None:
     config = BrokerConfig()
     with pytest.raises(ConfigError, match=r"Cannot update configuration node\.id dynamically"):
