@@ -176,7 +176,8 @@ def one_node(label: str, overrides: dict[str, str], data_dir: str | None = None,
 
 @contextlib.contextmanager
 def nodes(args: argparse.Namespace) -> Iterator[tuple[Node, Node]]:
-    """The small and the big broker, started; stopped and their data removed at the end."""
+    """The small and the big broker, started (only the big one with `--only retention`); stopped and their data
+    removed at the end."""
     root = Path(tempfile.mkdtemp(prefix="bench-bytes-", dir=args.data_dir))
     overrides = {
         "log.segment.bytes": str(args.segment_mb * MIB),
@@ -186,15 +187,18 @@ def nodes(args: argparse.Namespace) -> Iterator[tuple[Node, Node]]:
         **dict(args.override),
     }
     pair = (Node("small", root / "small", free_port(), overrides), Node("big", root / "big", free_port(), overrides))
+    small, big = pair
+    running = (big,) if args.only == "retention" else pair  # retention alone needs no small node
     try:
-        for node in pair:
+        for node in running:
             node.start()
-        for node in pair:
+        for node in running:
             node.wait_serving()
-        # The small log stays small while the produce measurements write into both: retention keeps it between
-        # --small-mb and one segment more.
-        create_topic(pair[0].bootstrap, TOPIC, 1, config={"retention.bytes": str(int(args.small_mb * MB))})
-        create_topic(pair[1].bootstrap, TOPIC, 1)
+        if small in running:
+            # The small log stays small while the produce measurements write into both: retention keeps it
+            # between --small-mb and one segment more.
+            create_topic(small.bootstrap, TOPIC, 1, config={"retention.bytes": str(int(args.small_mb * MB))})
+        create_topic(big.bootstrap, TOPIC, 1)
         yield pair
     finally:
         for node in pair:
