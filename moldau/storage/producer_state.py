@@ -384,14 +384,8 @@ class ProducerStateManager:
     def sync_snapshot(self, offset: int) -> None:
         """fsync the snapshot at `offset` taken with `durable=False`, unless it was deleted since (a truncation).
         Its directory entry is made durable by the caller's next directory fsync."""
-        try:
-            fd = os.open(self.snapshot_path(offset), os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            fsync_path(self.snapshot_path(offset))
 
     def load(self, log_end_offset: int, now_ms: int, at_or_below: int | None = None) -> int | None:
         """Replace the state with the newest valid snapshot at or below `log_end_offset` (and `at_or_below`,
@@ -551,7 +545,12 @@ _syncfs = _load_syncfs()
 
 
 def fsync_directory(directory: str) -> None:
-    fd = os.open(directory or ".", os.O_RDONLY)
+    fsync_path(directory or ".")
+
+
+def fsync_path(path: str) -> None:
+    """fsync a file or directory by its path (opened read-only: Linux fsyncs through any descriptor)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
