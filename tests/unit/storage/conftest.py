@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +24,21 @@ def rolled_segments_fsynced_by_the_pass(monkeypatch: pytest.MonkeyPatch) -> None
     bookkeeping, so the pass fsyncs rolled segments itself, as it does when the worker is busy; the tests of the
     worker's part put it back (test_rolled_segment_sync.py)."""
     monkeypatch.setattr("moldau.storage.log.sync_later", lambda fds, now_ms: None)
+
+
+@pytest.fixture
+def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, str]]:
+    """Every fsync from now on: (made on the main thread, the file's name)."""
+    made: list[tuple[bool, str]] = []
+    fsync = os.fsync
+
+    def recording(fd: int) -> None:
+        name = os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+        made.append((threading.current_thread() is threading.main_thread(), name))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    return made
 
 
 @pytest.fixture

@@ -307,7 +307,7 @@ def test_deleted_segments_left_by_a_crash_are_removed_at_the_next_open(open_log:
 
 
 def test_retention_writes_its_checkpoints_without_fsyncs_and_a_crash_that_loses_them_loses_nothing(
-        open_log: OpenLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        open_log: OpenLog, tmp_path: Path, fsyncs: list[tuple[bool, str]]) -> None:
     # An fsync there waited behind the file system freeing the deleted blocks, holding every client; the segments
     # left say where the log starts, so the checkpoints are written without one.
     log = open_log(segment_bytes=700, retention_bytes=1500, retention_ms=-1)
@@ -316,14 +316,7 @@ def test_retention_writes_its_checkpoints_without_fsyncs_and_a_crash_that_loses_
     log.flush()
     directory = tmp_path / "topic-0"
     before = {name: (directory / name).read_bytes() for name in ("log-start-offset", "leader-epoch-checkpoint")}
-    fsyncs: list[int] = []
-    real_fsync = os.fsync
-
-    def counted_fsync(fd: int) -> None:
-        fsyncs.append(fd)
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", counted_fsync)
+    fsyncs.clear()
     assert log.apply_retention(START_MS) > 0
     assert fsyncs == []
     start, end = log.log_start_offset, log.log_end_offset

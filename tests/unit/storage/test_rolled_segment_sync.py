@@ -122,21 +122,6 @@ def test_an_fsync_that_fails_after_the_wait_still_fails_a_later_pass(
     assert raised.value.code == ErrorCode.kafka_storage_error
 
 
-@pytest.fixture
-def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, str]]:
-    """Every fsync from now on: (made on the main thread, the file's name)."""
-    made: list[tuple[bool, str]] = []
-    fsync = os.fsync
-
-    def recording(fd: int) -> None:
-        name = os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
-        made.append((threading.current_thread() is threading.main_thread(), name))
-        fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", recording)
-    return made
-
-
 def _snapshots(log_: PartitionLog) -> list[str]:
     return [os.path.basename(log_.producer_state.snapshot_path(segment.base_offset)) for segment in log_.segments[1:]]
 
