@@ -105,6 +105,18 @@ MAINTENANCE_INTERVAL_MS = 1000
 FENCE_CHECK_INTERVAL_S = 0.25
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 5.0
 MAX_CAUGHT_UP_IDS = 16  # unknown schema ids one produced batch may make the registry catch up for
+# The event loop's rest between two slices of a retention pass. A request takes a few turns of the loop (read,
+# handle, write); with only one turn between slices (sleep(0)) each of those turns waited behind a slice, and a
+# Produce arriving as 36 GB were deleted took 6 ms. 2 ms lets requests in flight finish, and a pass deleting
+# 270 segments still takes a fraction of a second.
+RETENTION_SLICE_PAUSE_S = 0.002
+
+
+async def serve_between(slices: Iterable[object], pause_s: float) -> None:
+    """Run `slices` (each step of the iterator one slice of work on the event loop), resting `pause_s` after each
+    so that clients are served between them."""
+    for _ in slices:
+        await asyncio.sleep(pause_s)
 
 
 class StartupError(Exception):
@@ -672,8 +684,7 @@ class Broker:
                 self.log_manager.run_cleaner(now_ms)
                 if self.clock.monotonic_ms() - last_retention >= retention_every_ms:
                     last_retention = self.clock.monotonic_ms()
-                    for _ in self.log_manager.retention_slices(now_ms):
-                        await asyncio.sleep(0)  # clients are served between slices
+                    await serve_between(self.log_manager.retention_slices(now_ms), RETENTION_SLICE_PAUSE_S)
             except Exception:
                 log.exception("log maintenance failed; retrying in %d ms", MAINTENANCE_INTERVAL_MS)
 
