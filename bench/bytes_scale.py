@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import multiprocessing
 import os
 import re
 import shutil
@@ -55,10 +56,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 from typing import Any
 
@@ -405,7 +408,12 @@ def restart(node: Node, unclean: bool, tail_mb: int) -> Restart:
 @dataclass
 class SteadyProducer:
     """One connection sending a `batch_bytes` batch to partition 0 of `topic` every `every_s` (acks=1), each after
-    the answer to the one before, keeping (send time, latency) of each."""
+    the answer to the one before, keeping (send time, latency) of each.
+
+    It runs in a process of its own, from `start` to `stop`: in a thread of the benchmark's process, whatever the
+    benchmark did meanwhile while holding the GIL (making an admin client, decoding a 10,000-partition Metadata
+    answer) delayed reading the answers, and was timed as the broker's latency. `time.monotonic` is the system's
+    monotonic clock, so its send times compare with the benchmark's."""
 
     node: Node
     topic: str = TOPIC
@@ -413,32 +421,80 @@ class SteadyProducer:
     every_s: float = 0.01
     samples: list[tuple[float, float]] = field(default_factory=list)
     error: str = ""
-    _stop: threading.Event = field(default_factory=threading.Event)
+    _process: BaseProcess | None = None
+    _results: Connection | None = None
+    _stop: EventType | None = None
 
-    def run(self) -> None:
-        batch, _ = _one_batch(self.batch_bytes)
-        request = raw_requests.produce(self.topic, 0, batch, 1)
-        where = raw_requests.error_position(raw_requests.PRODUCE_KEY, self.topic)
-        buffer = memoryview(bytearray(64 * 1024))
-        try:
-            with socket.create_connection(("127.0.0.1", self.node.port)) as sock:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                next_at, cid = time.monotonic(), 0
-                while not self._stop.is_set():
-                    time.sleep(max(0.0, next_at - time.monotonic()))
-                    sent = time.monotonic()
-                    _send(sock, request, cid)
-                    size = _read_frame(sock, buffer)
-                    if size <= where + 1 or _ERROR.unpack_from(buffer, where)[0] != 0:
-                        raise BenchError(f"a steady Produce to {self.topic} was refused")
-                    self.samples.append((sent, time.monotonic() - sent))
-                    cid += 1
-                    next_at += self.every_s
-        except (OSError, ConnectionError, BenchError) as exc:
-            self.error = str(exc)
+    def start(self) -> None:
+        """Start sending; returns once the connection is up (BenchError if it cannot be made)."""
+        context = multiprocessing.get_context("spawn")  # no fork of a process with librdkafka's threads
+        self._results, child_end = context.Pipe(duplex=False)
+        self._stop = context.Event()
+        self._process = context.Process(
+            target=_steady_produce, daemon=True,
+            args=(self.node.port, self.topic, self.batch_bytes, self.every_s, self._stop, child_end))
+        self._process.start()
+        child_end.close()
+        if not self._results.poll(STEADY_START_TIMEOUT_S):
+            self.stop()
+            raise BenchError(f"the steady producer to {self.topic} did not start")
+        message = self._results.recv()
+        if message[0] != "connected":
+            self._take_results(message)
+            self._process.join()
+            raise BenchError(f"the steady producer to {self.topic} did not start: {self.error}")
 
     def stop(self) -> None:
+        """Stop sending and take the samples (and the error, if it stopped early)."""
+        if self._process is None or self._results is None or self._stop is None:
+            return
         self._stop.set()
+        if self._results.poll(STEADY_START_TIMEOUT_S):
+            with contextlib.suppress(EOFError):
+                self._take_results(self._results.recv())
+        else:
+            self.error = self.error or "the steady producer did not stop"
+        self._process.join(5)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+        self._process = None
+
+    def _take_results(self, message: tuple[Any, ...]) -> None:
+        _, self.samples, self.error = message
+
+
+STEADY_START_TIMEOUT_S = 30.0
+
+
+def _steady_produce(port: int, topic: str, batch_bytes: int, every_s: float, stop: EventType,
+                    results: Connection) -> None:
+    """The steady producer's process: sends ("connected",) once connected, then ("done", samples, error)."""
+    batch, _ = _one_batch(batch_bytes)
+    request = raw_requests.produce(topic, 0, batch, 1)
+    where = raw_requests.error_position(raw_requests.PRODUCE_KEY, topic)
+    buffer = memoryview(bytearray(64 * 1024))
+    samples: list[tuple[float, float]] = []
+    error = ""
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            results.send(("connected",))
+            next_at, cid = time.monotonic(), 0
+            while not stop.is_set():
+                time.sleep(max(0.0, next_at - time.monotonic()))
+                sent = time.monotonic()
+                _send(sock, request, cid)
+                size = _read_frame(sock, buffer)
+                if size <= where + 1 or _ERROR.unpack_from(buffer, where)[0] != 0:
+                    raise BenchError(f"a steady Produce to {topic} was refused")
+                samples.append((sent, time.monotonic() - sent))
+                cid += 1
+                next_at += every_s
+    except (OSError, ConnectionError, BenchError) as exc:
+        error = str(exc) or type(exc).__name__
+    results.send(("done", samples, error))
+    results.close()
 
 
 def retention_under_load(node: Node, args: argparse.Namespace) -> dict[str, Any]:
@@ -456,8 +512,7 @@ def retention_under_load(node: Node, args: argparse.Namespace) -> dict[str, Any]
     resource = ConfigResource("TOPIC", TOPIC, incremental_configs=[
         ConfigEntry("retention.bytes", str(args.retain_mb * MIB), incremental_operation=AlterConfigOpType.SET)])
     producer = SteadyProducer(node)
-    thread = threading.Thread(target=producer.run)
-    thread.start()
+    producer.start()
     try:
         time.sleep(args.steady_seconds)
         before_bytes = node.log_bytes()
@@ -470,7 +525,6 @@ def retention_under_load(node: Node, args: argparse.Namespace) -> dict[str, Any]
         time.sleep(0.5)
     finally:
         producer.stop()
-        thread.join()
     if producer.error:
         raise BenchError(f"steady producer: {producer.error}")
     before = [lat for sent, lat in producer.samples if sent < changed_at]

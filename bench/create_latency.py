@@ -20,7 +20,6 @@ Run from the repository root, for example:
 from __future__ import annotations
 
 import argparse
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -74,18 +73,16 @@ def create_and_wait(node: Node, topic: str, partitions: int) -> float:
 
 def run_phase(node: Node, creates: bool, round_no: int, args: argparse.Namespace) -> Phase:
     steady = SteadyProducer(node, STEADY_TOPIC, STEADY_BATCH_BYTES, STEADY_EVERY_S)
-    thread = threading.Thread(target=steady.run)
-    thread.start()
+    steady.start()
     phase = Phase(creates)
     try:
-        time.sleep(0.5)  # the steady producer's connection is up before anything is measured
+        time.sleep(0.5)  # the steady producer is sending before anything is measured
         started = time.monotonic()
         if creates:
             phase.ready_s = create_and_wait(node, f"create-latency-{round_no}", args.partitions)
         time.sleep(args.seconds)
     finally:
         steady.stop()
-        thread.join()
     if steady.error:
         raise BenchError(f"steady producer: {steady.error}")
     phase.latencies = [latency for sent, latency in steady.samples if sent >= started]

@@ -26,7 +26,6 @@ Run from the repository root, for example:
 from __future__ import annotations
 
 import argparse
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -52,15 +51,14 @@ class Phase:
 def run_phase(node: Node, bulk_topic: str, rolls: bool, args: argparse.Namespace) -> Phase:
     steady = SteadyProducer(node, STEADY_TOPIC, STEADY_BATCH_BYTES, STEADY_EVERY_S)
     bulk = SteadyProducer(node, bulk_topic, MIB, MIB / (args.mbps * 1e6))
-    threads = [threading.Thread(target=producer.run) for producer in (steady, bulk)]
-    started = time.monotonic()
-    for thread in threads:
-        thread.start()
-    time.sleep(args.seconds)
-    for producer in (steady, bulk):
-        producer.stop()
-    for thread in threads:
-        thread.join()
+    try:
+        for producer in (steady, bulk):
+            producer.start()
+        started = time.monotonic()
+        time.sleep(args.seconds)
+    finally:
+        for producer in (steady, bulk):
+            producer.stop()
     errors = [producer.error for producer in (steady, bulk) if producer.error]
     if errors:
         raise BenchError("; ".join(errors))
