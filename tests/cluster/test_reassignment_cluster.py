@@ -58,7 +58,7 @@ def test_moving_replicas_to_a_new_broker_under_load_loses_nothing(tmp_path: Path
         cluster.wait_until(lambda: replicas(address) or None, 10, "the topic on every broker")
 
         with Writer(bootstrap, TOPIC, PARTITIONS) as writer:
-            writer.wait_for_acks(2000)
+            writer.wait_for_acks(2000, report=cluster.report)
             # Retire broker 1: every replica it holds moves to broker 4.
             generated = moldau("partitions", "reassign", "-b", bootstrap, "--generate", "--topics", TOPIC,
                                "--brokers", "2,3,4")
@@ -74,7 +74,7 @@ def test_moving_replicas_to_a_new_broker_under_load_loses_nothing(tmp_path: Path
             assert executed.returncode == 0, executed.stdout + executed.stderr
             assert "reassignment complete" in executed.stdout
             done = len(writer.acked)
-            writer.wait_for_acks(done + 1000)  # and writes go on after the move
+            writer.wait_for_acks(done + 1000, report=cluster.report)  # and writes go on after the move
 
         assert not writer.failed, list(writer.failed.items())[:3]
         verified = moldau("partitions", "reassign", "-b", bootstrap, "--verify", "--plan", str(plan_file))

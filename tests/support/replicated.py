@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from tests.support.messages import offset_of, partition_of, value_of
 
@@ -38,6 +39,8 @@ class Writer:
         self._topic = topic
         self._partitions = partitions
         self._stop = threading.Event()
+        # A fatal producer error (librdkafka raises it from poll) ends the writer's thread; kept to be reported.
+        self.fatal: Exception | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> Writer:
@@ -48,6 +51,12 @@ class Writer:
         self.stop()
 
     def _run(self) -> None:
+        try:
+            self._send_until_stopped()
+        except KafkaException as exc:
+            self.fatal = exc
+
+    def _send_until_stopped(self) -> None:
         sent = 0
         while not self._stop.is_set():
             value = f"v{sent}"
@@ -72,11 +81,16 @@ class Writer:
             self._thread.join()
             self._producer.flush(90)
 
-    def wait_for_acks(self, count: int, timeout_s: float = 30) -> None:
+    def wait_for_acks(self, count: int, timeout_s: float = 30, report: Callable[[], str] | None = None) -> None:
+        """Wait until `count` values are acknowledged; fails at once if the producer hit a fatal error, with
+        `report()` (say, the cluster's log tails) in the message."""
         deadline = time.monotonic() + timeout_s
         while len(self.acked) < count:
-            assert time.monotonic() < deadline, (f"only {len(self.acked)} of {count} acknowledged; failed: "
-                                                 f"{list(self.failed.items())[:3]}")
+            if self.fatal is not None or time.monotonic() >= deadline:
+                fatal = f"; the producer stopped: {self.fatal}" if self.fatal is not None else ""
+                details = f"\n{report()}" if report is not None else ""
+                raise AssertionError(f"only {len(self.acked)} of {count} acknowledged; failed: "
+                                     f"{list(self.failed.items())[:3]}{fatal}{details}")
             time.sleep(0.05)
 
 
