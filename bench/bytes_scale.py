@@ -88,6 +88,7 @@ from bench.raw_driver import (
     summarise,
 )
 from moldau.net.ports import free_port
+from tests.support.polling import wait_until
 
 TOPIC = "bytes-scale"
 READY_TIMEOUT_S = 600.0
@@ -520,9 +521,9 @@ def retention_under_load(node: Node, args: argparse.Namespace) -> dict[str, Any]
         start0 = node.first_segment()
         changed_at = time.monotonic()
         admin.incremental_alter_configs([resource])[resource].result(30)
-        moved_at = _wait_until(lambda: node.first_segment() > start0, "retention deleted nothing")
+        moved_at = _first_held(lambda: node.first_segment() > start0, "the log start to move")
         # The window ends once the last segment is unlinked and its blocks freed (its fd closed just after).
-        freed_at = _wait_until(lambda: node.deleted_files() == 0, "retention's files were not unlinked")
+        freed_at = _first_held(lambda: node.deleted_files() == 0, "retention's files to be unlinked")
         time.sleep(0.5)
     finally:
         producer.stop()
@@ -540,14 +541,9 @@ def retention_under_load(node: Node, args: argparse.Namespace) -> dict[str, Any]
             "renamed_s": moved_at - changed_at, "freed_s": freed_at - changed_at}
 
 
-def _wait_until(condition: Callable[[], bool], failure: str, timeout_s: float = 60.0) -> float:
-    """Poll `condition` every 100 ms; the time it first held."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise BenchError(f"{failure} within {timeout_s:.0f} s")
-        time.sleep(0.1)
-    return time.monotonic()
+def _first_held(condition: Callable[[], bool], what: str) -> float:
+    """The time `condition` first held, polled every 100 ms for up to a minute."""
+    return wait_until(lambda: time.monotonic() if condition() else None, 60.0, what)
 
 
 def _latency(values: list[float]) -> dict[str, float]:
