@@ -231,13 +231,17 @@ class Controller:
     # -- partitions: ISR changes from leaders -----------------------------------------------------------------
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
-                              leader_epoch: int, partition_epoch: int, isr: tuple[int, ...]) -> PartitionImage:
+                              leader_epoch: int, partition_epoch: int, isr: tuple[int, ...],
+                              member_epochs: tuple[int, ...] | None = None) -> PartitionImage:
         """A leader's ISR change (AlterPartition): validated against the partition as committed, then committed.
+        `member_epochs` (v3, KIP-903) gives each ISR member's broker epoch as the leader saw it fetch, -1 for
+        unchecked.
 
         Returns the partition as it now is. Raises KafkaError: STALE_BROKER_EPOCH, UNKNOWN_TOPIC_ID,
         UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (the sender does not lead it), FENCED_LEADER_EPOCH,
         INVALID_UPDATE_VERSION (the sender's view is older than the committed one), INELIGIBLE_REPLICA (a new
-        member that is not a live replica), INVALID_REQUEST (an ISR without its leader).
+        member that is not a live replica, or whose broker has registered again since the fetch the leader
+        judged it by), INVALID_REQUEST (an ISR without its leader).
         """
         async with self._lock:
             self._check_active()
@@ -246,6 +250,7 @@ class Controller:
                 raise KafkaError(ErrorCode.invalid_update_version,
                                  f"partition epoch {partition_epoch} is not the current {current.partition_epoch}")
             _check_isr(current, isr, self.image)
+            _check_member_epochs(isr, member_epochs, self.image)
             if isr == current.isr:
                 return current
             change = PartitionRecord(topic_id, partition, current.replicas, isr, current.leader,
@@ -685,6 +690,16 @@ def _check_isr(current: PartitionImage, isr: tuple[int, ...], image: MetadataIma
             # it could not take over as leader.
             raise KafkaError(ErrorCode.ineligible_replica, f"broker {broker} is fenced or its replica is in an "
                              "offline log directory, and cannot join the ISR")
+
+
+def _check_member_epochs(isr: tuple[int, ...], member_epochs: tuple[int, ...] | None, image: MetadataImage) -> None:
+    """A member whose broker registered again since the leader saw it fetch (it restarted, and may have lost
+    the unflushed tail it was judged by) must not join on the strength of that fetch (KIP-903)."""
+    for broker, epoch in zip(isr, member_epochs or (), strict=False):
+        registration = image.brokers.get(broker)
+        if epoch >= 0 and (registration is None or registration.broker_epoch != epoch):
+            raise KafkaError(ErrorCode.ineligible_replica, f"broker {broker} was at epoch {epoch} when its leader "
+                             "saw it fetch, and has registered again since")
 
 
 def _apply_op(configs: dict[str, str], name: str, op: int, value: str | None) -> None:

@@ -1,4 +1,5 @@
-"""Partition reassignment in the controller: start, completion as the ISR catches up, cancel, validation."""
+"""Partition reassignment in the controller: start, completion as the ISR catches up, cancel, validation; and
+the AlterPartition answers around it."""
 
 from __future__ import annotations
 
@@ -7,13 +8,17 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import kio.schema.alter_partition.v3.request as ap_req
+import kio.schema.alter_partition.v3.response as ap_resp
 import pytest
 
 from moldau.metadata import reassignment
 from moldau.metadata.controller import Controller
 from moldau.metadata.image import MetadataImage, PartitionImage
 from moldau.metadata.records import MetadataRecord, PartitionRecord, decode_record, encode_record
+from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.server.handlers import alter_partition
 from tests.unit.metadata.builders import TOPIC_ID, build, part, partition, registration
 
 
@@ -226,3 +231,35 @@ def test_snapshots_keep_reassignments() -> None:
     rebuilt = MetadataImage().apply(records, image.offset)
     assert part(rebuilt, 0) == part(image, 0)
     assert part(rebuilt, 0).target_replicas == (2, 3)
+
+
+def alter_partition_answer(ctl: Controller, p: PartitionImage, isr: Sequence[tuple[int, int]]) -> Any:
+    """The AlterPartition v3 handler's answer for one partition; `isr` as (broker id, broker epoch)."""
+    members = tuple(make(ap_req.BrokerState, broker_id=b, broker_epoch=e) for b, e in isr)
+    data = make(ap_req.PartitionData, partition_index=p.partition, leader_epoch=p.leader_epoch,
+                new_isr_with_epochs=members, partition_epoch=p.partition_epoch)
+    request = make(ap_req.AlterPartitionRequest, broker_id=p.leader, broker_epoch=10,
+                   topics=(make(ap_req.TopicData, topic_id=TOPIC_ID, partitions=(data,)),))
+    response = run(alter_partition.serve(ctl, request, ap_resp, ap_resp.AlterPartitionResponse))
+    return response.topics[0].partitions[0]
+
+
+def test_a_completion_that_moves_leadership_off_the_sender_is_answered_new_leader_elected() -> None:
+    """Applied, but the sender no longer leads: it must not take the answer's ISR for its own (Kafka's answer)."""
+    ctl, quorum = controller([1, 2, 3, 4], [partition(0, [1, 2, 3], leader_epoch=2, partition_epoch=5)])
+    reassign(ctl, ("t", 0, [4, 2, 3]))
+    answer = alter_partition_answer(ctl, part(quorum.image, 0), [(1, -1), (2, 10), (3, 10), (4, 10)])
+    assert answer.error_code == ErrorCode.new_leader_elected
+    p = part(quorum.image, 0)
+    assert (p.leader, p.isr, p.reassigning) == (4, (2, 3, 4), False)
+
+
+def test_a_member_that_registered_again_since_its_fetch_may_not_join() -> None:
+    """KIP-903: the leader saw broker 3 fetch at epoch 9; it has registered again (epoch 10) since, maybe having
+    lost what that fetch reported."""
+    ctl, quorum = controller([1, 2, 3], [partition(0, [1, 2, 3], isr=[1, 2], partition_epoch=5)])
+    stale = alter_partition_answer(ctl, part(quorum.image, 0), [(1, -1), (2, -1), (3, 9)])
+    assert stale.error_code == ErrorCode.ineligible_replica
+    assert part(quorum.image, 0).isr == (1, 2)
+    current = alter_partition_answer(ctl, part(quorum.image, 0), [(1, -1), (2, -1), (3, 10)])
+    assert (current.error_code, current.isr, current.leader_id) == (ErrorCode.none, (1, 2, 3), 1)
