@@ -63,8 +63,10 @@ def encode_replica_fetch(replica_id: int, max_wait_ms: int, min_bytes: int, max_
                          partition_max_bytes: int,
                          topics: Sequence[tuple[uuid.UUID, Sequence[FetchPosition]]],
                          session_id: int = 0, session_epoch: int = -1,
-                         forgotten: Sequence[tuple[uuid.UUID, Sequence[int]]] = ()) -> EncodedRequest:
-    """A follower's Fetch v17: read_uncommitted, no rack, replica epoch -1; by default no fetch session."""
+                         forgotten: Sequence[tuple[uuid.UUID, Sequence[int]]] = (),
+                         replica_epoch: int = -1) -> EncodedRequest:
+    """A follower's Fetch v17: read_uncommitted, no rack, its broker epoch (`replica_epoch`, KIP-903); by
+    default no fetch session."""
     out = [_HEAD.pack(max_wait_ms, min_bytes, max_bytes, 0, session_id, session_epoch), uvarint(len(topics) + 1)]
     pack = _PARTITION.pack
     for topic_id, positions in topics:
@@ -79,6 +81,6 @@ def encode_replica_fetch(replica_id: int, max_wait_ms: int, min_bytes: int, max_
         out.append(uvarint(len(indexes) + 1))
         out.extend(_INDEX.pack(index) for index in indexes)
         out.append(_NO_TAGS)
-    replica_state = _REPLICA_STATE.pack(replica_id, -1, 0)
+    replica_state = _REPLICA_STATE.pack(replica_id, replica_epoch, 0)
     out += [_EMPTY_RACK, uvarint(1), uvarint(_REPLICA_STATE_TAG), uvarint(len(replica_state)), replica_state]
     return EncodedRequest(FETCH_KEY, FETCH_VERSION, True, b"".join(out))

@@ -177,7 +177,8 @@ class ReplicaFetcher:
         settings = self._settings
         return encode_replica_fetch(self._manager.node_id, settings.max_wait_ms, settings.min_bytes,
                                     settings.max_bytes, settings.partition_max_bytes, list(by_topic.items()),
-                                    plan.session_id, plan.epoch, list(forgotten.items()))
+                                    plan.session_id, plan.epoch, list(forgotten.items()),
+                                    self._manager.broker_epoch())
 
     def _handle(self, response: Any, sent: dict[tuple[uuid.UUID, int], FollowedPartition]) -> None:
         now_ms = self._clock.monotonic_ms()

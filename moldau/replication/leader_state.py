@@ -3,7 +3,9 @@
 Sans-I/O: the replica manager feeds it follower fetches and the clock (`now_ms`), and asks it what to do; the
 I/O (answering fetches, sending AlterPartition to the controller) stays outside. The rules are Kafka's:
 
-- A follower's fetch at offset N says it has every record below N: its log end offset becomes N.
+- A follower's fetch at offset N says it has every record below N: its log end offset becomes N. The fetch also
+  names the follower's broker epoch; a proposal to add it carries that epoch, and the controller refuses it if
+  the broker has registered again since (it restarted, and may have lost what that fetch reported: KIP-903).
 - A follower is *caught up* at a fetch whose offset reaches the leader's log end offset; it is also counted as
   caught up at the time of its previous fetch if this fetch reaches the leader's log end offset as it was then
   (so a follower that keeps up with a steady stream is never judged lagging just because records keep coming).
@@ -12,6 +14,12 @@ I/O (answering fetches, sending AlterPartition to the controller) stays outside.
 - ISR changes go to the controller (AlterPartition) one at a time, and take effect once committed. While one
   is pending, the high watermark uses the *maximal* ISR (the committed one plus the members being added), so
   it never counts on a replica the controller might not have accepted (KIP-497).
+- A proposal stays pending until its outcome is known (`proposal_outcome`). Only an answer saying it was not
+  applied puts the leader back on the committed ISR. An answer that does not say (no answer, an unexpected
+  error) sends it again; one that says the partition moved on (a newer partition or leader epoch, a new
+  leader) waits for the metadata image. Dropping a pending expansion on such an answer would let the high
+  watermark pass a member the controller did add, perhaps as the partition's next leader (a reassignment
+  completes by making an added replica leader in the same change).
 - The high watermark is the smallest log end offset in that ISR; it never goes back.
 - A follower whose last fetched epoch ends earlier in the leader's log than where the follower fetches from,
   or is no epoch of it, is told where its log parts from the leader's (`diverging_epoch`, KIP-320) and gets
@@ -21,9 +29,43 @@ I/O (answering fetches, sending AlterPartition to the controller) stays outside.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Protocol
 
+from moldau.protocol.errors import ErrorCode
+
 UNKNOWN_OFFSET = -1
+
+
+class ProposalOutcome(Enum):
+    """What a leader does with the controller's answer to its ISR proposal."""
+
+    COMMITTED = "committed"  # adopt the ISR the answer carries
+    REFUSED = "refused"  # the controller did not apply it: back to the committed ISR
+    AWAIT_METADATA = "await metadata"  # applied, or overtaken by a newer state: the metadata image settles it
+    RETRY = "retry"  # the outcome is unknown: send the same proposal again
+
+
+# The controller says the proposal was not applied, by it or by any other controller (its epoch is monotonic).
+_NOT_APPLIED = frozenset({ErrorCode.operation_not_attempted, ErrorCode.ineligible_replica})
+# The partition's state has moved on from the one the proposal was made against; a newer image is on its way.
+_SUPERSEDED = frozenset({
+    ErrorCode.fenced_leader_epoch, ErrorCode.invalid_update_version, ErrorCode.new_leader_elected,
+    ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_id, ErrorCode.unknown_topic_or_partition,
+    ErrorCode.invalid_request,
+})
+
+
+def proposal_outcome(error: ErrorCode, answer_leader_epoch: int, leader_epoch: int) -> ProposalOutcome:
+    """Classify an AlterPartition answer (Kafka's rules). `answer_leader_epoch` is the epoch of the partition as
+    committed, on success; `leader_epoch` the one the proposal was made in."""
+    if error == ErrorCode.none:
+        return ProposalOutcome.COMMITTED if answer_leader_epoch == leader_epoch else ProposalOutcome.AWAIT_METADATA
+    if error in _NOT_APPLIED:
+        return ProposalOutcome.REFUSED
+    if error in _SUPERSEDED:
+        return ProposalOutcome.AWAIT_METADATA
+    return ProposalOutcome.RETRY
 
 
 class EpochLookup(Protocol):
@@ -49,6 +91,7 @@ class FollowerProgress:
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     leader_end_at_last_fetch: int = UNKNOWN_OFFSET
+    broker_epoch: int = -1  # the follower's broker epoch in its last fetch (-1: not said)
 
 
 @dataclass(slots=True)
@@ -73,10 +116,12 @@ class LeaderState:
 
     # -- inputs -------------------------------------------------------------------------------------------------
 
-    def on_follower_fetch(self, replica: int, fetch_offset: int, leader_end_offset: int, now_ms: int) -> None:
+    def on_follower_fetch(self, replica: int, fetch_offset: int, leader_end_offset: int, now_ms: int,
+                          broker_epoch: int = -1) -> None:
         progress = self.followers.get(replica)
         if progress is None:
             return
+        progress.broker_epoch = broker_epoch
         if fetch_offset >= leader_end_offset:
             progress.last_caught_up_ms = now_ms
         elif fetch_offset >= progress.leader_end_at_last_fetch >= 0:
@@ -87,12 +132,16 @@ class LeaderState:
 
     def on_committed(self, replicas: tuple[int, ...], isr: tuple[int, ...], partition_epoch: int,
                      now_ms: int) -> None:
-        """The controller's state for this partition (same leader epoch): ISR and replicas as committed."""
+        """The controller's state for this partition (same leader epoch), from a metadata image: ISR and replicas
+        as committed. A newer partition epoch settles a pending proposal: it was applied, or it can no longer be
+        (the controller refuses a proposal made at an older epoch). The epoch the proposal was made at does not:
+        an image may bring it after the answer that told it, and a proposal made since then is still open."""
         if partition_epoch < self.partition_epoch:
             return
+        if partition_epoch > self.partition_epoch:
+            self.pending_isr = None
         self.partition_epoch = partition_epoch
         self.isr = isr
-        self.pending_isr = None
         if replicas != self.replicas:  # a reassignment added or removed replicas
             self.replicas = replicas
             for r in replicas:
@@ -101,8 +150,18 @@ class LeaderState:
             for r in [r for r in self.followers if r not in replicas]:
                 del self.followers[r]
 
-    def on_proposal_failed(self) -> None:
-        """The controller refused or did not answer: forget the proposal, propose again from the committed ISR."""
+    def on_proposal_committed(self, isr: tuple[int, ...], partition_epoch: int, now_ms: int) -> None:
+        """The controller's answer to the pending proposal (`ProposalOutcome.COMMITTED`): the ISR as it committed
+        it, at `partition_epoch` (the proposal's own epoch when the ISR was already so). Ignored if older than
+        what this leader knows."""
+        if partition_epoch < self.partition_epoch:
+            return
+        self.on_committed(self.replicas, isr, partition_epoch, now_ms)
+        self.pending_isr = None
+
+    def on_proposal_refused(self) -> None:
+        """The controller did not apply the proposal (`ProposalOutcome.REFUSED`): forget it, propose again from
+        the committed ISR. Never for an answer that leaves the outcome open: see `proposal_outcome`."""
         self.pending_isr = None
 
     # -- decisions ----------------------------------------------------------------------------------------------
@@ -147,6 +206,13 @@ class LeaderState:
 
     def propose(self, isr: tuple[int, ...]) -> None:
         self.pending_isr = isr
+
+    def member_epochs(self, isr: tuple[int, ...]) -> tuple[int, ...]:
+        """The broker epoch each member of a proposed `isr` had in the fetch it is judged by, for the controller to
+        check (KIP-903): a member being added that has restarted since must not join on an old position. -1 for
+        the leader and the members already in the ISR."""
+        return tuple(self.followers[r].broker_epoch if r in self.followers and r not in self.isr else -1
+                     for r in isr)
 
     def _lagging(self, replica: int, now_ms: int) -> bool:
         progress = self.followers.get(replica)

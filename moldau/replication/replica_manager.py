@@ -41,7 +41,7 @@ from moldau.replication.follower_rules import (
     log_start_after_fetch,
     out_of_range_action,
 )
-from moldau.replication.leader_state import LeaderState
+from moldau.replication.leader_state import LeaderState, ProposalOutcome, proposal_outcome
 from moldau.storage.log import AppendResult, PartitionLog
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
@@ -67,6 +67,7 @@ class IsrProposal:
     leader_epoch: int
     partition_epoch: int
     isr: tuple[int, ...]
+    member_epochs: tuple[int, ...] = ()  # broker epoch per ISR member, -1 for unchecked (KIP-903)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +181,8 @@ class ReplicaManager:
         # Wired by the broker once it can reach other nodes (single-node tests run without them).
         self.alter_isr: AlterIsr | None = None
         self.start_fetcher: Callable[[int], ReplicaFetcher] | None = None
+        # This broker's epoch (its registration's), which its fetches as a follower name (KIP-903); -1: unknown.
+        self.broker_epoch: Callable[[], int] = lambda: -1
         self._isr_task: asyncio.Task[None] | None = None
         self._proposals: set[asyncio.Task[None]] = set()
         # transaction.partition.verification.enable: whether a transaction's first write needs a verified guard.
@@ -497,13 +500,15 @@ class ReplicaManager:
         finally:
             timer.cancel()
 
-    def on_replica_fetch(self, hosted: HostedPartition, replica_id: int, fetch_offset: int) -> None:
-        """A follower fetched at `fetch_offset`: it has everything below. May move the HW and grow the ISR."""
+    def on_replica_fetch(self, hosted: HostedPartition, replica_id: int, fetch_offset: int,
+                         broker_epoch: int = -1) -> None:
+        """A follower (at `broker_epoch`, -1 if it did not say) fetched at `fetch_offset`: it has everything below.
+        May move the HW and grow the ISR."""
         state = hosted.leader_state
         if state is None:
             return
         end = hosted.log.log_end_offset
-        state.on_follower_fetch(replica_id, min(fetch_offset, end), end, self._now_ms())
+        state.on_follower_fetch(replica_id, min(fetch_offset, end), end, self._now_ms(), broker_epoch)
         self._advance_high_watermark(hosted)
         expanded = state.expanded_isr(replica_id, hosted.log.high_watermark)
         if expanded is not None:
@@ -549,31 +554,43 @@ class ReplicaManager:
             return
         state.propose(isr)
         self._advance_high_watermark(hosted)
-        proposal = IsrProposal(hosted.topic_id, hosted.partition, state.leader_epoch, state.partition_epoch, isr)
+        proposal = IsrProposal(hosted.topic_id, hosted.partition, state.leader_epoch, state.partition_epoch, isr,
+                               state.member_epochs(isr))
         task = asyncio.get_running_loop().create_task(self._send_proposal(hosted, state, proposal))
         self._proposals.add(task)
         task.add_done_callback(self._proposals.discard)
 
     async def _send_proposal(self, hosted: HostedPartition, state: LeaderState, proposal: IsrProposal) -> None:
+        """Send `proposal` until its outcome is known; it stays pending (the high watermark counts on the members
+        it adds) until then, or until a metadata image settles it (`proposal_outcome`)."""
         assert self.alter_isr is not None
-        try:
-            answer = await self.alter_isr(proposal)
-        except Exception as exc:  # the controller is unreachable: the ISR stays as committed; try again later
-            log.warning("AlterPartition for %s-%d failed: %s", hosted.topic, hosted.partition, exc)
-            answer = IsrAnswer(ErrorCode.request_timed_out)
-        if hosted.leader_state is not state:
-            return  # leadership changed meanwhile
-        if answer.error == ErrorCode.none and answer.leader_epoch == state.leader_epoch:
-            state.on_committed(state.replicas, answer.isr, answer.partition_epoch, self._now_ms())
-            self._advance_high_watermark(hosted)
-            hosted.release_acks()
-            return
-        if answer.error not in (ErrorCode.none, ErrorCode.invalid_update_version, ErrorCode.fenced_leader_epoch):
-            log.info("AlterPartition for %s-%d refused: %s", hosted.topic, hosted.partition, answer.error.name)
+        while True:
+            try:
+                answer = await self.alter_isr(proposal)
+            except Exception as exc:  # the controller is unreachable: whether it applied the change is unknown
+                log.warning("AlterPartition for %s-%d failed: %s", hosted.topic, hosted.partition, exc)
+                answer = IsrAnswer(ErrorCode.request_timed_out)
+            if not _still_pending(hosted, state, proposal):
+                return  # leadership changed, or an image committed a state, meanwhile
+            outcome = proposal_outcome(answer.error, answer.leader_epoch, state.leader_epoch)
+            if outcome is ProposalOutcome.COMMITTED:
+                state.on_proposal_committed(answer.isr, answer.partition_epoch, self._now_ms())
+                self._advance_high_watermark(hosted)
+                hosted.release_acks()
+                return
+            if outcome is ProposalOutcome.AWAIT_METADATA:
+                log.debug("AlterPartition for %s-%d answered %s: waiting for the metadata", hosted.topic,
+                          hosted.partition, answer.error.name)
+                return
+            log.info("AlterPartition for %s-%d answered %s: %s", hosted.topic, hosted.partition, answer.error.name,
+                     "proposing again from the committed ISR" if outcome is ProposalOutcome.REFUSED
+                     else "sending it again")
             await asyncio.sleep(_ALTER_PARTITION_RETRY_MS / 1000)
-        # A stale partition epoch means a newer state is on its way in the metadata image; take it from there.
-        if hosted.leader_state is state and state.pending_isr == proposal.isr:
-            state.on_proposal_failed()
+            if not _still_pending(hosted, state, proposal):
+                return
+            if outcome is ProposalOutcome.REFUSED:
+                state.on_proposal_refused()
+                return
 
     # -- the follower's side ------------------------------------------------------------------------------------
 
@@ -667,6 +684,10 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.not_leader_or_follower,
                              f"broker {replica_id} is not a replica of {topic}-{partition}")
         return hosted
+
+
+def _still_pending(hosted: HostedPartition, state: LeaderState, proposal: IsrProposal) -> bool:
+    return hosted.leader_state is state and state.pending_isr == proposal.isr
 
 
 def _require_min_isr(hosted: HostedPartition) -> None:

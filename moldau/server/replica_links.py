@@ -36,20 +36,25 @@ class ReplicaLinks:
                                     authenticator)
         replicas.alter_isr = self.alter_isr
         replicas.start_fetcher = self.start_fetcher
+        replicas.broker_epoch = self.broker_epoch
 
     def close(self) -> None:
         self._pool.close()
+
+    def broker_epoch(self) -> int:
+        lifecycle = self._broker.lifecycle
+        return lifecycle.broker_epoch if lifecycle is not None else -1
 
     def start_fetcher(self, leader_id: int) -> ReplicaFetcher:
         return ReplicaFetcher(leader_id, self._replicas, self._pool, self._broker.inter_broker_address,
                               self._replicas.fetcher_settings, self._broker.clock)
 
     async def alter_isr(self, proposal: IsrProposal) -> IsrAnswer:
-        lifecycle = self._broker.lifecycle
-        broker_epoch = lifecycle.broker_epoch if lifecycle is not None else -1
+        broker_epoch = self.broker_epoch()
         part = make(ap_req.PartitionData, partition_index=proposal.partition, leader_epoch=proposal.leader_epoch,
-                    new_isr_with_epochs=tuple(make(ap_req.BrokerState, broker_id=b, broker_epoch=-1)
-                                              for b in proposal.isr),
+                    new_isr_with_epochs=tuple(make(ap_req.BrokerState, broker_id=b, broker_epoch=e) for b, e in
+                                              zip(proposal.isr, proposal.member_epochs or (-1,) * len(proposal.isr),
+                                                  strict=True)),
                     partition_epoch=proposal.partition_epoch)
         request = make(ap_req.AlterPartitionRequest, broker_id=self._broker.node_id, broker_epoch=broker_epoch,
                        topics=(make(ap_req.TopicData, topic_id=proposal.topic_id, partitions=(part,)),))

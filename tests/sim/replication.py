@@ -4,10 +4,14 @@ The rules under test are the real ones: the leader's `LeaderState` (follower pos
 shrink and expansion) and `diverging_epoch`, and the follower's `follower_rules` (divergence truncation,
 out-of-range, high watermark and log start after a fetch). What surrounds them is modelled, as the replica
 manager, the fetcher and the controller drive them: fetches and their answers, AlterPartition, metadata images
-naming leaders, producers with acks=all, logs in memory with the real leader epoch cache.
+naming leaders, producers with acks=all, logs in memory with the real leader epoch cache. The leader handles
+AlterPartition answers by the real `proposal_outcome`: a proposal whose outcome is unknown is sent again, as it
+was made (with its members' broker epochs, KIP-903), and stays pending meanwhile.
 
 One `random.Random(seed)` drives everything: message delays (so reordering), drops, isolated brokers, crashes
-that lose each log's unflushed tail (a torn tail), restarts, and leadership moves by the modelled controller.
+that lose each log's unflushed tail (a torn tail), restarts, and leadership moves by the modelled controller,
+among them an ISR expansion that also makes the added member leader, as a reassignment completes (the old leader
+is answered NEW_LEADER_ELECTED and learns of its demotion only from the next image).
 Unclean election is off: the controller only elects members of the ISR, fences a crashed broker at once
 (dropping it from the ISR unless it is the last member), and the simulation never crashes the last live ISR
 member, which is the condition under which Kafka promises that acknowledged records survive.
@@ -32,7 +36,7 @@ from dataclasses import dataclass, field
 from moldau.protocol.errors import ErrorCode
 from moldau.replication import follower_rules
 from moldau.replication.follower_rules import StartOverAt, TruncateTo
-from moldau.replication.leader_state import LeaderState, diverging_epoch
+from moldau.replication.leader_state import LeaderState, ProposalOutcome, diverging_epoch, proposal_outcome
 from moldau.storage.leader_epoch_cache import EpochEntry, LeaderEpochCache
 from tests.sim.simulator import InvariantViolation
 
@@ -53,6 +57,9 @@ class Faults:
     crash: float = 0.3  # of a fault: crash a broker (it restarts later)
     isolate: float = 0.3  # of a fault: cut a broker off the network for a while
     move_leader: float = 0.3  # of a fault: the controller moves leadership to another ISR member
+    # Of the ISR expansions the controller commits: the member added also takes over as leader in the same change,
+    # as when a reassignment completes (the old leader is answered NEW_LEADER_ELECTED).
+    hand_over: float = 0.3
     produce_every_ms: int = 20
 
 
@@ -157,7 +164,9 @@ class Broker:
     retry_at_ms: int = 0
     pending_acks: list[tuple[Batch, int]] = field(default_factory=list)  # (batch, leader epoch appended in)
     seen_hw: int = 0
-    proposed_ms: int = 0  # when the pending ISR proposal went out
+    proposed_ms: int = 0  # when the pending ISR proposal last went out
+    # What it was made at, sent with it each time: (leader epoch, partition epoch, its members' broker epochs).
+    proposed_at: tuple[int, int, tuple[int, ...]] = (-1, -1, ())
     led_with: LeaderState | None = None  # the leadership `seen_hw` was seen in
 
 
@@ -184,6 +193,7 @@ class ReplicationSimulation:
         self.state = PartitionState(1, REPLICAS[0], 0, 0, REPLICAS)
         self.acked: dict[int, tuple[int, str]] = {}
         self.produced = 0
+        self.hand_overs = 0  # expansions that also made the added member leader
         self.producing_until_ms = 1 << 62
         self.faulty = True
         self._checked: dict[int, tuple[int, int, int, int, bool]] = {}
@@ -252,16 +262,24 @@ class ReplicationSimulation:
             self._commit(node_id, s.isr, new_leader_epoch=True)
 
     def _alter_partition(self, leader: int, leader_epoch: int, partition_epoch: int, isr: tuple[int, ...],
-                         incarnation: int) -> None:
+                         member_epochs: tuple[int, ...], incarnation: int) -> None:
         s = self.state
         if leader_epoch != s.leader_epoch or partition_epoch != s.partition_epoch:
             error = ErrorCode.fenced_leader_epoch if leader_epoch != s.leader_epoch else \
                 ErrorCode.invalid_update_version
         elif any(r in self.fenced and r not in s.isr for r in isr):
             error = ErrorCode.ineligible_replica  # KIP-841: a fenced broker may not join the ISR
+        elif any(e >= 0 and e != self.brokers[r].incarnation for r, e in zip(isr, member_epochs, strict=True)):
+            error = ErrorCode.ineligible_replica  # KIP-903: it restarted since the fetch it was judged by
         else:
-            error = ErrorCode.none
-            self._commit(s.leader, isr, new_leader_epoch=False)
+            added = [r for r in isr if r not in s.isr]
+            if added and self.brokers[added[0]].up and self.rng.random() < self.faults.hand_over:
+                error = ErrorCode.new_leader_elected
+                self.hand_overs += 1
+                self._commit(added[0], isr, new_leader_epoch=True)
+            else:
+                error = ErrorCode.none
+                self._commit(s.leader, isr, new_leader_epoch=False)
         answer = functools.partial(self._on_alter_answer, self.brokers[leader], incarnation, error, self.state)
         self._send(CONTROLLER, leader, answer)
 
@@ -351,12 +369,13 @@ class ReplicationSimulation:
                   fetch_offset: int, last_fetched_epoch: int) -> None:
         if not leader.up:
             return
-        answer = self._answer_fetch(leader, follower_id, leader_epoch, fetch_offset, last_fetched_epoch)
+        answer = self._answer_fetch(leader, follower_id, incarnation, leader_epoch, fetch_offset,
+                                    last_fetched_epoch)
         follower = self.brokers[follower_id]
         self._send(leader.node_id, follower_id,
                    functools.partial(self._on_fetch_answer, follower, incarnation, fetch_id, leader.node_id, answer))
 
-    def _answer_fetch(self, leader: Broker, follower_id: int, leader_epoch: int, fetch_offset: int,
+    def _answer_fetch(self, leader: Broker, follower_id: int, incarnation: int, leader_epoch: int, fetch_offset: int,
                       last_fetched_epoch: int) -> FetchAnswer:
         """The Fetch handler's replica path (moldau.server.handlers.fetch) over the in-memory log."""
         state, log = leader.leader_state, leader.log
@@ -370,7 +389,8 @@ class ReplicationSimulation:
             return FetchAnswer(ErrorCode.none, log.high_watermark, log.log_start_offset, (), diverging,
                                tuple(log.values))
         end = log.log_end_offset
-        state.on_follower_fetch(follower_id, min(fetch_offset, end), end, self.now_ms)
+        # The incarnation stands for the broker epoch: a restart registers the broker again (KIP-903).
+        state.on_follower_fetch(follower_id, min(fetch_offset, end), end, self.now_ms, incarnation)
         self._advance_hw(leader)
         expanded = state.expanded_isr(follower_id, log.high_watermark)
         if expanded is not None:
@@ -384,21 +404,34 @@ class ReplicationSimulation:
         state = leader.leader_state
         assert state is not None
         state.propose(isr)
-        leader.proposed_ms = self.now_ms
+        leader.proposed_at = (state.leader_epoch, state.partition_epoch, state.member_epochs(isr))
         self._advance_hw(leader)
+        self._send_proposal(leader)
+
+    def _send_proposal(self, leader: Broker) -> None:
+        """Send the pending proposal, made at `proposed_at`; sent again as long as its outcome is unknown."""
+        state = leader.leader_state
+        assert state is not None and state.pending_isr is not None
+        leader.proposed_ms = self.now_ms
+        leader_epoch, partition_epoch, member_epochs = leader.proposed_at
         self._send(leader.node_id, CONTROLLER, functools.partial(
-            self._alter_partition, leader.node_id, state.leader_epoch, state.partition_epoch, isr,
+            self._alter_partition, leader.node_id, leader_epoch, partition_epoch, state.pending_isr, member_epochs,
             leader.incarnation))
 
     def _on_alter_answer(self, leader: Broker, incarnation: int, error: ErrorCode, committed: PartitionState) -> None:
+        """As the replica manager does (`proposal_outcome`): only a refusal drops the pending proposal."""
         state = leader.leader_state
-        if not leader.up or leader.incarnation != incarnation or state is None:
+        if not leader.up or leader.incarnation != incarnation or state is None or state.pending_isr is None:
             return
-        if error == ErrorCode.none and committed.leader_epoch == state.leader_epoch:
-            state.on_committed(REPLICAS, committed.isr, committed.partition_epoch, self.now_ms)
+        outcome = proposal_outcome(error, committed.leader_epoch if error == ErrorCode.none else -1,
+                                   state.leader_epoch)
+        if outcome is ProposalOutcome.COMMITTED:
+            state.on_proposal_committed(committed.isr, committed.partition_epoch, self.now_ms)
             self._advance_hw(leader)
-        elif state.pending_isr is not None:
-            state.on_proposal_failed()
+        elif outcome is ProposalOutcome.REFUSED:
+            state.on_proposal_refused()
+        elif outcome is ProposalOutcome.RETRY:
+            self._send_proposal(leader)
 
     # -- a broker: following ------------------------------------------------------------------------------------
 
@@ -488,7 +521,7 @@ class ReplicationSimulation:
                     if shrunk is not None:
                         self._propose(broker, shrunk)
                 if state.pending_isr is not None and self.now_ms - broker.proposed_ms > ALTER_TIMEOUT_MS:
-                    state.on_proposal_failed()  # no answer: the replica manager gives up and proposes again
+                    self._send_proposal(broker)  # no answer: applied or not is unknown, so it is sent again
             else:
                 self._fetch(broker)
 

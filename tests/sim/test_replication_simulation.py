@@ -53,12 +53,13 @@ def test_replication_keeps_acknowledged_records_under_faults() -> None:
 
 def test_the_simulation_acknowledges_records_and_moves_leaders() -> None:
     """Guards against a simulation that passes because nothing happens in it."""
-    acked, epochs = 0, 0
+    acked, epochs, hand_overs = 0, 0, 0
     for seed in range(20):
         sim = run_seed(seed)
         acked += len(sim.acked)
         epochs += sim.state.leader_epoch
-    assert acked > 20 * 50 and epochs > 20 * 3, (acked, epochs)
+        hand_overs += sim.hand_overs
+    assert acked > 20 * 50 and epochs > 20 * 3 and hand_overs > 20, (acked, epochs, hand_overs)
 
 
 def main() -> None:

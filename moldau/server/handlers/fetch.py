@@ -197,6 +197,13 @@ def _create_session(ctx: RequestContext, wanted: list[tuple[str | None, Any, Any
     return session.id if session is not None else 0
 
 
+def _replica_epoch(ctx: RequestContext, request: Any) -> int:
+    """The fetching follower's broker epoch (v15, KIP-903), or -1 when it does not say."""
+    if ctx.version >= 15:
+        return int(request.replica_state.replica_epoch)
+    return -1
+
+
 def _replica_id(ctx: RequestContext, request: Any) -> int:
     """The fetching follower's broker id, or -1 for a consumer."""
     if ctx.version >= 15:
@@ -233,11 +240,13 @@ def _read_all(ctx: RequestContext, request: Any, wanted: list[tuple[str | None, 
     total = 0
     reads = []
     read_committed = reads_committed(request)
+    replica_epoch = _replica_epoch(ctx, request) if replica_id >= 0 else -1
     for name, part, key in wanted:
         if name is None and key in refused:
             reads.append(_PartitionRead(key, part.partition, ErrorCode.topic_authorization_failed))
             continue
-        read = _read_partition(ctx, name, part, key, remaining, total == 0, replica_id, read_committed)
+        read = _read_partition(ctx, name, part, key, remaining, total == 0, replica_id, read_committed,
+                               replica_epoch)
         size = _size(read.records) if read.records else 0
         total += size
         remaining = max(0, remaining - size)
@@ -246,9 +255,11 @@ def _read_all(ctx: RequestContext, request: Any, wanted: list[tuple[str | None, 
 
 
 def _read_partition(ctx: RequestContext, name: str | None, part: Any, key: Any, remaining_bytes: int,
-                    min_one_batch: bool, replica_id: int, read_committed: bool) -> _PartitionRead:
+                    min_one_batch: bool, replica_id: int, read_committed: bool,
+                    replica_epoch: int = -1) -> _PartitionRead:
     """A consumer reads up to the high watermark (read_committed: the last stable offset); a follower
-    (`replica_id` >= 0) up to the log end, after reporting its position, unless its log has diverged."""
+    (`replica_id` >= 0, at broker epoch `replica_epoch`) up to the log end, after reporting its position, unless
+    its log has diverged."""
     if name is None:
         return _PartitionRead(key, part.partition, ErrorCode.unknown_topic_id)
     replicas = ctx.broker.replicas
@@ -266,7 +277,7 @@ def _read_partition(ctx: RequestContext, name: str | None, part: Any, key: Any, 
             if diverging is not None:
                 return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark,
                                       plog.log_start_offset, None, diverging, plog.last_stable_offset)
-            replicas.on_replica_fetch(hosted, replica_id, part.fetch_offset)
+            replicas.on_replica_fetch(hosted, replica_id, part.fetch_offset, replica_epoch)
             max_offset = plog.log_end_offset
             if part.fetch_offset == max_offset and not plog.offline:
                 # Caught up, nothing to read: most partitions of every follower fetch, read twice (on arrival and

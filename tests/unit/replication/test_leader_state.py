@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from moldau.replication.leader_state import UNKNOWN_OFFSET, LeaderState
+import pytest
+
+from moldau.protocol.errors import ErrorCode
+from moldau.replication.leader_state import UNKNOWN_OFFSET, LeaderState, ProposalOutcome, proposal_outcome
 
 LAG_MS = 1000
 
@@ -85,10 +88,10 @@ def test_pending_expansion_counts_for_the_high_watermark_but_a_pending_shrink_do
     assert state.pending_isr is None and state.isr == (1, 2, 3) and state.partition_epoch == 8
 
 
-def test_a_failed_proposal_is_forgotten_and_stale_commits_ignored() -> None:
+def test_a_refused_proposal_is_forgotten_and_stale_commits_ignored() -> None:
     state = leader()
     state.propose((1, 2))
-    state.on_proposal_failed()
+    state.on_proposal_refused()
     assert state.pending_isr is None
     state.on_committed((1, 2, 3), (1,), 6, now_ms=0)
     assert state.isr == (1, 2, 3), "an older partition epoch than the one known"
@@ -102,3 +105,24 @@ def test_reassignment_adds_and_removes_followers() -> None:
     assert state.expanded_isr(4, high_watermark=0) == (1, 2, 3, 4)
     state.on_committed((1, 4), (1, 4), 9, now_ms=7)
     assert set(state.followers) == {4}
+
+
+@pytest.mark.parametrize(("error", "answer_epoch", "outcome"), [
+    (ErrorCode.none, 5, ProposalOutcome.COMMITTED),
+    # Applied, but in a change that also moved leadership (a reassignment completing): not this leader's ISR.
+    (ErrorCode.none, 6, ProposalOutcome.AWAIT_METADATA),
+    (ErrorCode.new_leader_elected, -1, ProposalOutcome.AWAIT_METADATA),
+    (ErrorCode.invalid_update_version, -1, ProposalOutcome.AWAIT_METADATA),
+    (ErrorCode.fenced_leader_epoch, -1, ProposalOutcome.AWAIT_METADATA),
+    (ErrorCode.not_leader_or_follower, -1, ProposalOutcome.AWAIT_METADATA),
+    (ErrorCode.unknown_topic_id, -1, ProposalOutcome.AWAIT_METADATA),
+    (ErrorCode.operation_not_attempted, -1, ProposalOutcome.REFUSED),
+    (ErrorCode.ineligible_replica, -1, ProposalOutcome.REFUSED),
+    # No answer, or one that does not say whether the change was applied.
+    (ErrorCode.request_timed_out, -1, ProposalOutcome.RETRY),
+    (ErrorCode.not_controller, -1, ProposalOutcome.RETRY),
+    (ErrorCode.unknown_server_error, -1, ProposalOutcome.RETRY),
+])
+def test_only_an_answer_that_says_not_applied_drops_a_pending_proposal(error: ErrorCode, answer_epoch: int,
+                                                                       outcome: ProposalOutcome) -> None:
+    assert proposal_outcome(error, answer_epoch, leader_epoch=5) is outcome
