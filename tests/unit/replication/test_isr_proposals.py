@@ -15,7 +15,7 @@ import pytest
 
 from moldau.clock import ManualClock
 from moldau.metadata.image import MetadataImage
-from moldau.metadata.records import Endpoint, PartitionRecord, RegisterBrokerRecord, TopicRecord
+from moldau.metadata.records import Endpoint, MetadataRecord, PartitionRecord, RegisterBrokerRecord, TopicRecord
 from moldau.protocol.errors import ErrorCode
 from moldau.replication import replica_manager
 from moldau.replication.replica_manager import HostedPartition, IsrAnswer, IsrProposal, ReplicaManager
@@ -51,8 +51,9 @@ def replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Replic
     manager = ReplicaManager(LEADER, LogManager([str(tmp_path)], clock, LogConfig()),
                              lambda image, topic: LogConfig(), clock=clock)
     topic_id = uuid.uuid4()
-    records = [RegisterBrokerRecord(b, uuid.uuid4(), (Endpoint("PLAINTEXT", "127.0.0.1", 9090 + b),), None)
-               for b in (LEADER, FOLLOWER)]
+    records: list[MetadataRecord] = [
+        RegisterBrokerRecord(b, uuid.uuid4(), (Endpoint("PLAINTEXT", "127.0.0.1", 9090 + b),), None)
+        for b in (LEADER, FOLLOWER)]
     records += [TopicRecord("t", topic_id), PartitionRecord(topic_id, 0, (LEADER, FOLLOWER), (LEADER,), LEADER, 3, 5)]
     manager.apply_image(None, MetadataImage().apply(records, len(records) - 1))
     yield manager
