@@ -134,6 +134,25 @@ class _Deferred:
     on_disk: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class _RolledSync:
+    """fsyncs of a rolled segment handed to the worker: `segment` (None when they do not cover its indexes) is
+    durable as it was at `changes` once `ticket` is done without error."""
+
+    ticket: SyncTicket
+    segment: LogSegment | None
+    changes: int
+
+
+def _open_for_sync(path: str) -> int | None:
+    """A read-only descriptor of `path` for the worker to fsync; None if it cannot be opened (no descriptor
+    left, no such file), and the caller's own fsyncs cover it."""
+    try:
+        return os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+
+
 class PartitionLog:
     """One partition's log; construct with `PartitionLog.open` (or `open_deferred`)."""
 
@@ -153,7 +172,7 @@ class PartitionLog:
         self.transaction_verification = True
         self._config = config
         self._drop_behind = DropBehind()  # early write-back, and drop-behind if set
-        self._rolled_syncs: list[SyncTicket] = []  # fsyncs of rolled segments started on the worker thread
+        self._rolled_syncs: list[_RolledSync] = []  # fsyncs of rolled segments started on the worker thread
         # Producer snapshots taken at rolls, not known to be durable yet: (offset, the worker's ticket for them).
         self._unsynced_snapshots: list[tuple[int, SyncTicket | None]] = []
         self._clock = clock
@@ -743,20 +762,28 @@ class PartitionLog:
             self.on_write(self)
 
     def _sync_rolled_later(self, segment: LogSegment, snapshot_offset: int, now_ms: int) -> None:
-        """Hand the fsyncs of the snapshot at `snapshot_offset` and of the rolled `segment` to the worker."""
+        """Hand the fsyncs of the snapshot at `snapshot_offset`, of the rolled `segment` and of its offset and time
+        indexes to the worker. Once done, the periodic pass that moves the recovery point past the segment has no
+        fsync of it left to do on the event loop (`LogSegment.mark_durable`): under heavy I/O (retention unlinking
+        gigabytes) an index's fsync there took 183 ms (docs/benchmarks.md)."""
+        snapshot_fd = _open_for_sync(self.producer_state.snapshot_path(snapshot_offset))
+        indexes = (segment.offset_index, segment.time_index)
+        index_fds = [_open_for_sync(index.path) for index in indexes]
+        # An index without entries needs no fsync: a missing file reads as empty.
+        covers = all(fd is not None or (index.loaded and index.entries == 0) for fd, index in zip(index_fds, indexes,
+                                                                                                strict=True))
         try:
-            snapshot_fd = os.open(self.producer_state.snapshot_path(snapshot_offset), os.O_RDONLY)
-        except OSError:  # no descriptor left: the periodic pass fsyncs the snapshot itself
-            ticket = sync_later((segment.fd,), now_ms)
-            snapshot_ticket = None
-        else:
-            try:
-                ticket = snapshot_ticket = sync_later((snapshot_fd, segment.fd), now_ms)
-            finally:
-                os.close(snapshot_fd)
+            fds = [fd for fd in (snapshot_fd, segment.fd, *index_fds) if fd is not None]
+            ticket = sync_later(fds, now_ms)
+        finally:
+            for fd in (snapshot_fd, *index_fds):
+                if fd is not None:
+                    os.close(fd)
         if ticket is not None:
-            self._rolled_syncs.append(ticket)
-        self._unsynced_snapshots.append((snapshot_offset, snapshot_ticket))
+            # Not covering an index (no descriptor left), the pass fsyncs the segment and its indexes itself.
+            self._rolled_syncs.append(_RolledSync(ticket, segment if covers else None, segment.changes))
+        # Without a descriptor for the snapshot, the periodic pass fsyncs it itself.
+        self._unsynced_snapshots.append((snapshot_offset, ticket if snapshot_fd is not None else None))
 
     def maintenance_due_ms(self) -> int | None:
         """The earliest time at which `roll_if_due` or `flush_if_due` may have work (0: now); None while neither
@@ -954,15 +981,20 @@ class PartitionLog:
         """Whether the worker thread is still fsyncing rolled segments, and this pass should leave them to it
         (the next pass fsyncs them, quickly then). After ROLLED_SYNC_WAIT_MS the pass fsyncs them itself."""
         pending = self._settle_rolled_syncs()
-        return bool(pending) and now_ms - pending[0].queued_ms < ROLLED_SYNC_WAIT_MS
+        return bool(pending) and now_ms - pending[0].ticket.queued_ms < ROLLED_SYNC_WAIT_MS
 
-    def _settle_rolled_syncs(self) -> list[SyncTicket]:
+    def _settle_rolled_syncs(self) -> list[_RolledSync]:
         """Forget the worker's finished fsyncs, raising the error of one that failed; returns those still running.
         The kernel reports a failed write-back to one fsync only: if the worker's saw it, the log's own would not,
-        so the worker's error counts as the log's. One still running is kept for the error it may yet report."""
-        pending = [ticket for ticket in self._rolled_syncs if not ticket.done]
+        so the worker's error counts as the log's. One still running is kept for the error it may yet report.
+        A segment whose fsyncs succeeded is marked durable as it was when they were handed over."""
+        pending = [sync for sync in self._rolled_syncs if not sync.ticket.done]
         # Read after `done`: the worker sets a ticket's error before marking it done.
-        failed = next((ticket.error for ticket in self._rolled_syncs if ticket.error is not None), None)
+        failed = next((sync.ticket.error for sync in self._rolled_syncs if sync.ticket.error is not None), None)
+        if failed is None:
+            for sync in self._rolled_syncs:
+                if sync.ticket.done and sync.segment is not None:
+                    sync.segment.mark_durable(sync.changes)
         self._rolled_syncs = pending
         if failed is not None:
             raise self._storage_error(failed)

@@ -224,6 +224,10 @@ class LogSegment:
         self._first_timestamp: int | None = None
         # Closed, deleted or replaced by compaction: its fd may be closed and its number reused (drop-behind asks).
         self.retired = False
+        # Counts the changes to the log file and its offset and time indexes (appends, cuts, rebuilds, sealing), so
+        # that `flush` can skip what another thread already made durable (`mark_durable`). -1: never flushed.
+        self._changes = 0
+        self._durable_changes = -1
 
     # -- construction --------------------------------------------------------------------------------
 
@@ -374,6 +378,7 @@ class LogSegment:
             self._track(position, batch.base_offset, batch.next_offset, batch.max_timestamp, batch.size_bytes)
             position += batch.size_bytes
         self._size = position
+        self._changes += 1
 
     def _track(self, position: int, base_offset: int, next_offset: int, max_timestamp: int,
                size_bytes: int) -> None:
@@ -391,12 +396,14 @@ class LogSegment:
     def _cut_garbage(self) -> None:
         # Best effort: if this fails too, the next pwritev at `size_bytes` overwrites the garbage, and
         # recovery would cut it.
+        self._changes += 1
         with contextlib.suppress(OSError):
             os.ftruncate(self._fd, self._size)
 
     def seal(self) -> None:
         """The segment stops being active: record its largest timestamp in the time index."""
         self._ensure_tail()
+        self._changes += 1
         if self._next_offset is not None and self._next_offset > self.base_offset:
             self.time_index.maybe_append(self._max_timestamp, self._next_offset)
         self.offset_index.write_pending()
@@ -550,6 +557,7 @@ class LogSegment:
     def recover(self) -> int:
         """Re-validate every batch (sizes, magic, CRC, increasing offsets), rebuild both indexes and
         cut the file after the last valid batch. Returns the number of bytes cut."""
+        self._changes += 1
         self.offset_index.reset()
         self.time_index.reset()
         self._next_offset, self._max_timestamp, self._max_timestamp_offset = self.base_offset, -1, None
@@ -631,6 +639,7 @@ class LogSegment:
             return 0
         position, header = found
         removed = self._size - position
+        self._changes += 1
         os.ftruncate(self._fd, position)
         self._size = position
         self.offset_index.truncate_to(header.base_offset)
@@ -643,13 +652,26 @@ class LogSegment:
 
     # -- durability and lifetime ---------------------------------------------------------------------
 
+    @property
+    def changes(self) -> int:
+        """A count of this segment's changes, for `mark_durable`."""
+        return self._changes
+
+    def mark_durable(self, changes: int) -> None:
+        """The log file and its offset and time indexes were fsynced elsewhere (the worker thread, after a roll)
+        as they were at `changes`: `flush` has nothing to do for them unless the segment changed since."""
+        self._durable_changes = changes
+
     def flush(self) -> None:
-        """fsync the log file and persist the indexes."""
-        os.fsync(self._fd)
-        if self.offset_index.loaded:
-            self.offset_index.flush()
-        if self.time_index.loaded:
-            self.time_index.flush()
+        """fsync the log file and persist the indexes, unless they are durable as they are (`mark_durable`)."""
+        if self._durable_changes != self._changes:
+            changes = self._changes
+            os.fsync(self._fd)
+            if self.offset_index.loaded:
+                self.offset_index.flush()
+            if self.time_index.loaded:
+                self.time_index.flush()
+            self._durable_changes = changes
         self.txn_index.flush()
 
     def close(self) -> None:

@@ -1,6 +1,6 @@
-"""A rolled segment's fsync, and its producer snapshot's before it, start on the worker thread at the roll; the
-periodic pass moves the recovery point once they are done, fsyncs itself after ROLLED_SYNC_WAIT_MS, and takes a
-failure of the worker's fsync as its own."""
+"""A rolled segment's fsync, its producer snapshot's before it and its indexes' after it, start on the worker thread
+at the roll; the periodic pass moves the recovery point once they are done without fsyncing them again, fsyncs
+itself after ROLLED_SYNC_WAIT_MS, and takes a failure of the worker's fsync as its own."""
 
 from __future__ import annotations
 
@@ -138,14 +138,17 @@ def test_a_rolls_producer_snapshot_is_fsynced_on_the_worker_before_the_segment(
     assert not [name for on_loop, name in fsyncs if on_loop and name.endswith((".snapshot", ".log"))]
     on_worker = [name for on_loop, name in fsyncs if not on_loop]
     assert [name for name in on_worker if name.endswith(".snapshot")] == snapshots
-    # Each snapshot just before the segment that ends where it starts.
-    rolled = [f"{segment.base_offset:020d}.log" for segment in partition_log.segments[:-1]]
-    assert on_worker == [name for pair in zip(snapshots, rolled, strict=True) for name in pair]
+    # Each snapshot just before the segment that ends where it starts, then that segment's indexes (the offset
+    # index has no entry, so no file, in segments this small).
+    rolled = [[f"{segment.base_offset:020d}{suffix}" for suffix in (".log", ".timeindex")]
+              for segment in partition_log.segments[:-1]]
+    assert on_worker == [name for snapshot, files in zip(snapshots, rolled, strict=True) for name in [snapshot, *files]]
 
     fsyncs.clear()
     partition_log.flush_if_due(clock.time_ms())
     assert partition_log.recovery_point == partition_log.segments[-1].base_offset
-    assert not [name for _, name in fsyncs if name.endswith(".snapshot")]  # the worker's fsyncs count
+    # The worker's fsyncs count: the pass fsyncs no snapshot, segment or index again on the loop.
+    assert not [name for _, name in fsyncs if name.endswith((".snapshot", ".log", ".index", ".timeindex"))]
 
 
 def test_the_pass_fsyncs_the_snapshots_the_worker_has_not_before_the_checkpoints(

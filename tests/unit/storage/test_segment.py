@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from moldau.protocol.record_batch import assign_offsets, parse_header, split_batches
 from moldau.storage.segment import AppendedBatch, LogSegment, segment_path
@@ -64,3 +67,45 @@ def test_truncate_to(tmp_path: Path) -> None:
     assert segment.next_offset == 109
     assert segment.largest_timestamp == START_MS + 2
     assert segment.offset_index.lookup(10**9)[0] == 106
+
+
+def _fsynced_during(monkeypatch: pytest.MonkeyPatch, action: Callable[[], None]) -> int:
+    count = 0
+    fsync = os.fsync
+
+    def counting(fd: int) -> None:
+        nonlocal count
+        count += 1
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting)
+    action()
+    monkeypatch.setattr(os, "fsync", fsync)
+    return count
+
+
+def test_flush_skips_what_was_made_durable_elsewhere_unless_it_changed_since(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    segment, _ = _segment_with(tmp_path, 4)
+    segment.seal()
+    segment.mark_durable(segment.changes)  # as the worker thread's fsyncs after a roll tell the log
+    assert _fsynced_during(monkeypatch, segment.flush) == 0
+    segment.mark_durable(segment.changes - 1)  # fsyncs handed over before the last change
+    assert _fsynced_during(monkeypatch, segment.flush) == 3  # the log file and both indexes
+    assert _fsynced_during(monkeypatch, segment.flush) == 0  # nothing changed since
+
+
+def test_a_segment_cut_and_refilled_after_its_fsync_is_fsynced_again(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same size, same offsets, other bytes (a follower replacing a divergent batch): not the durable state."""
+    segment, _ = _segment_with(tmp_path, 4)
+    segment.seal()
+    durable = segment.changes
+    size, end = segment.size_bytes, segment.next_offset
+    segment.truncate_to(109)
+    [(header, view)] = split_batches(make_batch(values(3, size=20), timestamp_ms=START_MS + 9))
+    segment.append(assign_offsets(view, 109, 1, None), [AppendedBatch(109, 112, header.max_timestamp,
+                                                                      header.total_size)], header.total_size)
+    assert (segment.size_bytes, segment.next_offset) == (size, end)
+    segment.mark_durable(durable)
+    assert _fsynced_during(monkeypatch, segment.flush) >= 1
