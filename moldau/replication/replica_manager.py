@@ -412,15 +412,25 @@ class ReplicaManager:
     # -- access -------------------------------------------------------------------------------------------------
 
     def leader_partition(self, topic: str, partition: int) -> HostedPartition:
-        """The partition if this broker leads it; raises KafkaError otherwise."""
+        """The partition if this broker leads it; raises KafkaError otherwise: KAFKA_STORAGE_ERROR (its log
+        directory is offline), NOT_LEADER_OR_FOLLOWER (led elsewhere, or not hosted here although the metadata
+        knows it, as Kafka answers: a client refreshes its metadata and goes to the leader),
+        UNKNOWN_TOPIC_OR_PARTITION (not in the metadata)."""
         hosted = self.partitions.get((topic, partition))
         if hosted is None:
             if (topic, partition) in self.offline_partitions:
                 raise KafkaError(ErrorCode.kafka_storage_error, f"{topic}-{partition} is in an offline log directory")
+            if self._in_metadata(topic, partition):
+                raise KafkaError(ErrorCode.not_leader_or_follower, f"{topic}-{partition} is not hosted here")
             raise KafkaError(ErrorCode.unknown_topic_or_partition)
         if hosted.leader_state is None:
             raise KafkaError(ErrorCode.not_leader_or_follower)
         return hosted
+
+    def _in_metadata(self, topic: str, partition: int) -> bool:
+        image = self._applied
+        known = image.topics_by_name.get(topic) if image is not None else None
+        return known is not None and partition in known.partitions
 
     def check_leader_epoch(self, hosted: HostedPartition, current_leader_epoch: int) -> None:
         # -1 means the client does not know the epoch; older or newer ones mean one side has stale metadata.
