@@ -28,11 +28,13 @@ A rolled segment's fsync starts on the same worker at the roll (`sync_later`), w
 periodic pass that makes rolled segments durable (`PartitionLog.flush_if_due`) waits for it rather than making
 the event loop wait for the disk, as Kafka flushes a rolled segment on a scheduler thread, not its request
 threads. At 200 MB/s into 128 MiB segments, that fsync on the loop paused every client's requests for up to
-1.5 s (`docs/benchmarks.md`, rolled segments' fsync off the event loop). The pass still fsyncs the segment
-itself before it moves the recovery point (cheap then: nothing is left to write), so durability is what it
-was; a failure of the worker's fsync, which the kernel reports to one caller only, is handed to the pass. The
-producer snapshot taken at the roll is fsynced by the same worker just before the segment (Kafka's KAFKA-9693):
-written with an fsync on the loop, it paused every client for 5-11 ms at each roll, longer with the disk busy.
+1.5 s (`docs/benchmarks.md`, rolled segments' fsync off the event loop). The same ticket fsyncs the segment's
+indexes, and the pass counts the segment durable once it is done (durability is what it was: the recovery point
+still moves only past fsynced files); a failure of the worker's fsync, which the kernel reports to one caller
+only, is handed to the pass. The producer snapshot taken at the roll is fsynced by the same worker just before
+the segment (Kafka's KAFKA-9693): written with an fsync on the loop, it paused every client for 5-11 ms at each
+roll, longer with the disk busy. The pass then writes the log's offset checkpoints on the same worker too
+(`call_later`; `checkpoint_writer`).
 
 All these calls run on one worker thread per process, not on the event loop: starting write-back makes the kernel
 allocate the file system's blocks and build the I/O in the caller's context, and dropping pages frees them there
@@ -121,6 +123,13 @@ class _Sync:
 
 
 @dataclass(frozen=True, slots=True)
+class _Call:
+    """A function for the worker to run, in order with the other steps."""
+
+    fn: Callable[[], None]
+
+
+@dataclass(frozen=True, slots=True)
 class _Step:
     """One step for the worker: start write-back of [write_from, write_to), drop [drop_from, drop_to)."""
 
@@ -135,7 +144,7 @@ class _Worker:
     """The one thread per process that makes drop-behind's system calls."""
 
     def __init__(self) -> None:
-        self._steps: queue.SimpleQueue[_Step | _Sync | threading.Event] = queue.SimpleQueue()
+        self._steps: queue.SimpleQueue[_Step | _Sync | _Call | threading.Event] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.failed = False  # a call failed: drop-behind is off in this process
@@ -166,6 +175,15 @@ class _Worker:
         self._steps.put(_Sync(tuple(duplicates), ticket))
         return ticket
 
+    def submit_call(self, fn: Callable[[], None]) -> bool:
+        """Hand `fn` to the worker, run after the steps handed over before; False if it is too far behind (the
+        caller runs it itself)."""
+        if self._steps.qsize() >= MAX_PENDING_STEPS:
+            return False
+        self._ensure_started()
+        self._steps.put(_Call(fn))
+        return True
+
     def drain(self, timeout: float = 10.0) -> bool:
         """Wait until every step handed over before now is done (for tests)."""
         if self._thread is None:
@@ -191,6 +209,12 @@ class _Worker:
                 continue
             if isinstance(step, _Sync):
                 _run_sync(step)
+                continue
+            if isinstance(step, _Call):
+                try:
+                    step.fn()
+                except Exception:  # the worker must outlive any one call; the callable reports its own errors
+                    log.exception("storage worker call failed")
                 continue
             try:
                 if not self.failed:
@@ -253,6 +277,12 @@ def sync_later(fds: Sequence[int], now_ms: int) -> SyncTicket | None:
         return _worker.submit_sync(fds, now_ms)
     except OSError:
         return None
+
+
+def call_later(fn: Callable[[], None]) -> bool:
+    """Run `fn` on the worker thread after what was handed to it before; False when the worker is too far behind,
+    and the caller runs it itself."""
+    return _worker.submit_call(fn)
 
 
 def drain(timeout: float = 10.0) -> bool:

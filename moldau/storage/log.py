@@ -69,6 +69,7 @@ from moldau.protocol.record_batch import BatchHeader, assign_offsets, parse_head
 from moldau.protocol.record_validation import RecordsCheck
 from moldau.storage import checkpoints, log_loading, log_reads, retention
 from moldau.storage.append_validation import LeaderAppendChecks, check_own_sizes
+from moldau.storage.checkpoint_writer import CheckpointWriter, Offsets
 from moldau.storage.checkpoints import (
     CLEAN_SHUTDOWN_FILE,
     HIGH_WATERMARK_FILE,
@@ -193,9 +194,10 @@ class PartitionLog:
         self.offline = False
         # Told of a failed file operation other than a full disk, so the whole log directory can be taken offline.
         self.on_io_error: Callable[[PartitionLog, OSError], None] | None = None
-        # (recovery point, log start, high watermark) as the checkpoint files hold them; None when unknown. A
-        # flush with nothing new writes no file (closing thousands of idle logs must not cost fsyncs each).
-        self._checkpointed: tuple[int | None, int | None, int | None] | None = None
+        # The offset checkpoint files, written on the worker thread by the periodic pass and retention. They
+        # remember what they hold: a flush with nothing new writes no file (closing thousands of idle logs must
+        # not cost fsyncs each).
+        self._checkpoints = CheckpointWriter(directory, self._offsets_to_checkpoint)
         # False when the owner keeps a marker for the whole log directory, removed durably before this log opens
         # and written after it closes and the owner synced the file system: then this log's own marker, and the
         # checkpoints and snapshot written at close, need no fsyncs each.
@@ -382,10 +384,11 @@ class PartitionLog:
             self._segments.create(checkpointed_start or 0, now)
         self._log_end_offset = self._segments.active.next_offset
         checkpointed_hw = checkpoints.read_offset_checkpoint(self.directory, HIGH_WATERMARK_FILE)
-        self._checkpointed = checkpointed_recovery, checkpointed_start, checkpointed_hw
-        if self._checkpointed == (None, None, None) and self._segments.bases == [0] and self._log_end_offset == 0:
+        found: Offsets = checkpointed_recovery, checkpointed_start, checkpointed_hw
+        if found == (None, None, None) and self._segments.bases == [0] and self._log_end_offset == 0:
             # What the next load makes of an empty log without checkpoint files: nothing to write until it moves.
-            self._checkpointed = 0, 0, 0
+            found = 0, 0, 0
+        self._checkpoints.assume_written(found)
         self._log_start_offset, self._high_watermark = log_loading.loaded_offsets(
             self._segments.bases[0], self._log_end_offset, checkpointed_start, checkpointed_hw)
         self._drop_segments_below_start(now)  # cannot move the log start: the segment holding it stays
@@ -921,14 +924,15 @@ class PartitionLog:
 
     def _delete_first_segments(self, count: int, now_ms: int) -> None:
         doomed = self._segments.take_first(count)
-        # Both checkpoints are written without fsyncs: with whole segments gone, the first one left says where
-        # the log starts, and loading cuts the epochs to it, so a write a crash loses is made again. An fsync
-        # here waited for the file system's journal, behind a rolled segment's write-back or deleted blocks being
-        # freed, holding every client for tens of milliseconds (docs/benchmarks.md, retention in slices); Kafka
-        # took these fsyncs off its log lock (KAFKA-15046).
+        # Neither checkpoint is written durably on the loop: the log start goes to the worker thread, the leader
+        # epochs without an fsync. With whole segments gone, the first one left says where the log starts, and
+        # loading cuts the epochs to it, so a write a crash loses is made again. An fsync or rename here waited for
+        # the file system's journal, behind a rolled segment's write-back or deleted blocks being freed, holding
+        # every client for tens of milliseconds (docs/benchmarks.md, retention in slices); Kafka took these fsyncs
+        # off its log lock (KAFKA-15046).
         if self._segments.bases[0] > self._log_start_offset:
             self._log_start_offset = self._segments.bases[0]
-            self._write_log_start_checkpoint(durable=False)
+            self._checkpoints.write_later()
         self.producer_state.truncate_head(self._log_start_offset)
         self.leader_epochs.truncate_from_start(self._log_start_offset, durable=False)
         self._segments.delete_files(doomed, now_ms)
@@ -972,10 +976,15 @@ class PartitionLog:
         base offset) and everything once flush_ms has passed with unflushed messages."""
         if self._deferred is not None:
             return
+        try:
+            self._checkpoints.raise_failure()  # of the worker's last write of the checkpoints
+        except OSError as e:
+            raise self._storage_error(e) from e
         if self._unflushed_messages and now_ms - self._last_flush_ms >= self._config.flush_ms:
             self.flush()
         elif self._recovery_point < self._segments.active.base_offset and not self._awaiting_rolled_syncs(now_ms):
-            self._advance_recovery_point(self._segments.active.base_offset, len(self._segments) - 1)
+            self._advance_recovery_point(self._segments.active.base_offset, len(self._segments) - 1,
+                                         checkpoints_later=True)
 
     def _awaiting_rolled_syncs(self, now_ms: int) -> bool:
         """Whether the worker thread is still fsyncing rolled segments, and this pass should leave them to it
@@ -1001,19 +1010,25 @@ class PartitionLog:
         return pending
 
     def _advance_recovery_point(self, offset: int, end_index: int, force: bool = False,
-                                durable: bool = True) -> None:
+                                durable: bool = True, checkpoints_later: bool = False) -> None:
         """fsync the segments from the one holding the recovery point to `end_index` (exclusive), then move
-        the recovery point to `offset` and write the checkpoints."""
+        the recovery point to `offset` and write the checkpoints (`checkpoints_later`: on the worker thread)."""
         try:
             if force or offset > self._recovery_point:  # below the recovery point everything is durable already
                 self._sync_rolled_snapshots(offset, durable)
                 for segment in self._segments.from_offset(self._recovery_point, end_index):
                     segment.flush()
             self._recovery_point = offset
-            self._write_checkpoints(durable)
-            # Keep the newest snapshot at or below the base of the segment holding the recovery point:
-            # recovery replays producer state from there to rebuild that segment's transaction index.
-            self.producer_state.delete_snapshots_before(self._segments.holding(offset).base_offset)
+            if checkpoints_later:
+                self._checkpoints.write_later()
+            else:
+                self._write_checkpoints(durable)
+            # Keep the newest snapshot at or below the base of the segment holding the recovery point in the file:
+            # recovery replays producer state from there to rebuild that segment's transaction index. A file still
+            # being written on the worker holds an older point, or none known yet: nothing goes before it does.
+            written = self._checkpoints.written_recovery_point
+            if written is not None:
+                self.producer_state.delete_snapshots_before(self._segments.holding(min(offset, written)).base_offset)
         except OSError as e:
             raise self._storage_error(e) from e
 
@@ -1029,30 +1044,29 @@ class PartitionLog:
                 self.producer_state.sync_snapshot(snapshot_offset)
         self._unsynced_snapshots = left
 
-    def _write_checkpoints(self, durable: bool = True) -> None:
+    def _offsets_to_checkpoint(self) -> tuple[int, int, int]:
+        """What the checkpoint files are to hold; read on the worker thread too (`CheckpointWriter`)."""
         # The stored high watermark, not the property: after an unclean start, a log that follows its end still
         # holds the checkpointed high watermark until it is moved, and rewriting the log end would lose it.
-        values = self._recovery_point, self._log_start_offset, self._high_watermark
-        if values == self._checkpointed:
-            return
-        self._checkpointed = None  # unknown until all three are written
-        checkpoints.write_offset_checkpoints(self.directory, *values, durable=durable)
-        self._checkpointed = values
+        return self._recovery_point, self._log_start_offset, self._high_watermark
+
+    def _write_checkpoints(self, durable: bool = True) -> None:
+        self._checkpoints.write_now(durable)
 
     def checkpoint_offsets(self) -> tuple[int, int, int]:
         """(log start offset, recovery point, stored high watermark) as a clean close leaves them: what the log
         directory's checkpoints (`log_dir_checkpoints`) keep for `open_deferred`."""
         return self._log_start_offset, self._recovery_point, self._high_watermark
 
-    def _write_log_start_checkpoint(self, durable: bool = True) -> None:
-        self._checkpointed = None
-        checkpoints.write_offset_checkpoint(self.directory, LOG_START_OFFSET_FILE, self._log_start_offset, durable)
+    def _write_log_start_checkpoint(self) -> None:
+        self._checkpoints.write_log_start_now()
 
     def close(self) -> None:
         """Flush, snapshot producer state, close files and leave the clean-shutdown marker."""
         if self._closed:
             return
         self._drop_behind.forget()
+        self._checkpoints.retire()  # a job still queued writes nothing after the last write below
         if self._deferred is not None:
             # Nothing was read or written: the files are as the last clean close left them.
             self._closed = True
@@ -1084,6 +1098,7 @@ class PartitionLog:
         for file_delete_delay_ms; a log that owns its closer has no later chance, so it closes now."""
         self._deferred = None  # nothing of a deferred log is open
         self._drop_behind.forget()
+        self._checkpoints.retire()
         self._segment_list.delete_all(self._clock.time_ms())
         self._closed = True
         if self._owns_closer:
@@ -1094,7 +1109,10 @@ class PartitionLog:
         """Follow a rename of the partition directory (LogManager's delete); open fds stay valid. A log whose
         directory is not made yet (`create_deferred`) only takes the new name."""
         if self.on_disk:
-            os.replace(self.directory, directory)
+            # With no checkpoint written on the worker thread in between, into the old place or a half-moved one.
+            self._checkpoints.move(directory, partial(os.replace, self.directory, directory))
+        else:
+            self._checkpoints.directory = directory
         self.directory = directory
         self._segment_list.rename(directory)  # a deferred log stays deferred: it loads from the new place
         self._producer_state.directory = directory

@@ -19,11 +19,13 @@ OpenLog = Callable[..., PartitionLog]
 
 @pytest.fixture(autouse=True)
 def rolled_segments_fsynced_by_the_pass(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A rolled segment's fsync starts on a worker thread, and the periodic pass leaves it there until it is done:
-    what a pass right after a roll does would depend on that thread's timing. These tests check the log's
-    bookkeeping, so the pass fsyncs rolled segments itself, as it does when the worker is busy; the tests of the
-    worker's part put it back (test_rolled_segment_sync.py)."""
+    """A rolled segment's fsync starts on a worker thread, and the periodic pass leaves it there until it is done;
+    the pass and retention write the offset checkpoints there too: what a pass right after a roll does would depend
+    on that thread's timing. These tests check the log's bookkeeping, so the pass fsyncs rolled segments and writes
+    the checkpoints itself, as it does when the worker is busy; the tests of the worker's part put it back
+    (test_rolled_segment_sync.py)."""
     monkeypatch.setattr("moldau.storage.log.sync_later", lambda fds, now_ms: None)
+    monkeypatch.setattr("moldau.storage.checkpoint_writer.call_later", lambda fn: False)
 
 
 @pytest.fixture
