@@ -32,7 +32,10 @@ broker's deleting thread (5-6 s for 36 GB). The same is printed for the two part
 after the log start moved (the renames), and after that (the unlinks). The deletion is watched in that
 directory, not over the protocol, so that watching it sends the broker nothing.
 
-``--only retention`` fills the big log alone and measures only retention under load.
+``--only retention`` fills the big log alone and measures only retention under load. ``--roll-ms N`` sets the
+topic's ``segment.ms`` to N with ``retention.bytes``, so its active segment rolls every N ms during the deletion:
+the steady load alone rolls a 128 MiB segment every 20 s, so a roll falls among the unlinks in about a third of
+the runs, and the periodic pass after a roll is what met the busy journal there.
 
 Both brokers use ``log.segment.bytes`` = ``--segment-mb`` MiB (128 by default: an unclean restart re-validates
 at most the unflushed segments, so this bounds its cost). Data lives under ``--data-dir`` (default: a temporary
@@ -511,8 +514,10 @@ def retention_under_load(node: Node, args: argparse.Namespace) -> dict[str, Any]
     # for the broker, librdkafka's threads on the same 2 cores) lifted the steady client's p99 by 0.3-0.9 ms with
     # nothing being deleted.
     admin = AdminClient({"bootstrap.servers": node.bootstrap, "log_level": 3})
-    resource = ConfigResource("TOPIC", TOPIC, incremental_configs=[
-        ConfigEntry("retention.bytes", str(args.retain_mb * MIB), incremental_operation=AlterConfigOpType.SET)])
+    entries = [ConfigEntry("retention.bytes", str(args.retain_mb * MIB), incremental_operation=AlterConfigOpType.SET)]
+    if args.roll_ms > 0:  # rolls during the deletion in every run, not in the third of runs the steady load's do
+        entries.append(ConfigEntry("segment.ms", str(args.roll_ms), incremental_operation=AlterConfigOpType.SET))
+    resource = ConfigResource("TOPIC", TOPIC, incremental_configs=entries)
     producer = SteadyProducer(node)
     producer.start()
     try:
@@ -568,6 +573,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tail-mb", type=int, default=32, help="MB produced just before kill -9")
     parser.add_argument("--retain-mb", type=int, default=256, help="retention.bytes set under load, in MiB")
     parser.add_argument("--steady-seconds", type=float, default=5.0, help="steady load before retention")
+    parser.add_argument("--roll-ms", type=int, default=0,
+                        help="segment.ms set with retention.bytes, so the topic rolls during the deletion (0: not set)")
     parser.add_argument("--rounds", type=int, default=2, help="measurements of each broker (alternating)")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--connections", type=int, default=2)
