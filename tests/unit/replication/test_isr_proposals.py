@@ -7,21 +7,17 @@ leader did not have."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from moldau.clock import ManualClock
-from moldau.metadata.image import MetadataImage
-from moldau.metadata.records import Endpoint, MetadataRecord, PartitionRecord, RegisterBrokerRecord, TopicRecord
+from moldau.metadata.records import PartitionRecord
 from moldau.protocol.errors import ErrorCode
 from moldau.replication import replica_manager
 from moldau.replication.replica_manager import HostedPartition, IsrAnswer, IsrProposal, ReplicaManager
-from moldau.storage.log_config import LogConfig
-from moldau.storage.log_manager import LogManager
-from tests.unit.storage.batches import START_MS, batches_of, make_batch
+from tests.unit.replication.hosting import TOPIC, close, hosting
+from tests.unit.storage.batches import batches_of, make_batch
 
 LEADER, FOLLOWER = 1, 2
 FOLLOWER_EPOCH = 77  # the follower's broker epoch, as its fetches name it
@@ -47,24 +43,16 @@ class Controller:
 @pytest.fixture
 def replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ReplicaManager]:
     monkeypatch.setattr(replica_manager, "_ALTER_PARTITION_RETRY_MS", 1)
-    clock = ManualClock(START_MS)
-    manager = ReplicaManager(LEADER, LogManager([str(tmp_path)], clock, LogConfig()),
-                             lambda image, topic: LogConfig(), clock=clock)
-    topic_id = uuid.uuid4()
-    records: list[MetadataRecord] = [
-        RegisterBrokerRecord(b, uuid.uuid4(), (Endpoint("PLAINTEXT", "127.0.0.1", 9090 + b),), None)
-        for b in (LEADER, FOLLOWER)]
-    records += [TopicRecord("t", topic_id), PartitionRecord(topic_id, 0, (LEADER, FOLLOWER), (LEADER,), LEADER, 3, 5)]
-    manager.apply_image(None, MetadataImage().apply(records, len(records) - 1))
+    manager = hosting(tmp_path, LEADER, (LEADER, FOLLOWER), lambda topic_id: [
+        PartitionRecord(topic_id, 0, (LEADER, FOLLOWER), (LEADER,), LEADER, 3, 5)])
     yield manager
-    manager.close()
-    manager.log_manager.close()
+    close(manager)
 
 
 def lead_with_a_caught_up_follower(replicas: ReplicaManager, controller: Controller) -> HostedPartition:
     """Two records, on the follower too: it fetches at the log end and is proposed for the ISR."""
     replicas.alter_isr = controller.alter_isr
-    hosted = replicas.partitions[("t", 0)]
+    hosted = replicas.partitions[(TOPIC, 0)]
     replicas.append_as_leader(hosted, batches_of(make_batch([b"a", b"b"])))
     replicas.on_replica_fetch(hosted, FOLLOWER, 2, FOLLOWER_EPOCH)
     assert hosted.leader_state is not None and hosted.leader_state.pending_isr == (LEADER, FOLLOWER)
