@@ -23,7 +23,7 @@ LEADER, FOLLOWER = 1, 2
 FOLLOWER_EPOCH = 77  # the follower's broker epoch, as its fetches name it
 
 
-class Controller:
+class ScriptedController:
     """Answers AlterPartition from a script: an answer, or an exception for a controller that cannot be reached."""
 
     def __init__(self, *answers: IsrAnswer | Exception) -> None:
@@ -49,7 +49,7 @@ def replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Replic
     close(manager)
 
 
-def lead_with_a_caught_up_follower(replicas: ReplicaManager, controller: Controller) -> HostedPartition:
+def lead_with_a_caught_up_follower(replicas: ReplicaManager, controller: ScriptedController) -> HostedPartition:
     """Two records, on the follower too: it fetches at the log end and is proposed for the ISR."""
     replicas.alter_isr = controller.alter_isr
     hosted = replicas.partitions[(TOPIC, 0)]
@@ -59,7 +59,7 @@ def lead_with_a_caught_up_follower(replicas: ReplicaManager, controller: Control
     return hosted
 
 
-async def settle(controller: Controller, proposals: int) -> None:
+async def settle(controller: ScriptedController, proposals: int) -> None:
     while len(controller.proposals) < proposals:
         controller.asked.clear()
         await asyncio.wait_for(controller.asked.wait(), 5)
@@ -74,7 +74,7 @@ def more_records_not_on_the_follower(replicas: ReplicaManager, hosted: HostedPar
 
 def test_a_proposal_without_answer_is_sent_again_as_made_and_counts_meanwhile(replicas: ReplicaManager) -> None:
     async def scenario() -> None:
-        controller = Controller(ConnectionError("controller unreachable"),
+        controller = ScriptedController(ConnectionError("controller unreachable"),
                                 IsrAnswer(ErrorCode.none, (LEADER, FOLLOWER), 3, 6))
         hosted = lead_with_a_caught_up_follower(replicas, controller)
         more_records_not_on_the_follower(replicas, hosted)
@@ -98,7 +98,7 @@ def test_a_proposal_without_answer_is_sent_again_as_made_and_counts_meanwhile(re
 def test_an_answer_that_leaves_it_to_the_metadata_keeps_the_proposal_pending(replicas: ReplicaManager,
                                                                            answer: IsrAnswer) -> None:
     async def scenario() -> None:
-        controller = Controller(answer)
+        controller = ScriptedController(answer)
         hosted = lead_with_a_caught_up_follower(replicas, controller)
         await settle(controller, 1)
         await asyncio.sleep(0.05)  # longer than the retry back-off, shortened here
@@ -113,7 +113,7 @@ def test_an_answer_that_leaves_it_to_the_metadata_keeps_the_proposal_pending(rep
 
 def test_a_refusal_puts_the_leader_back_on_the_committed_isr(replicas: ReplicaManager) -> None:
     async def scenario() -> None:
-        controller = Controller(IsrAnswer(ErrorCode.ineligible_replica))
+        controller = ScriptedController(IsrAnswer(ErrorCode.ineligible_replica))
         hosted = lead_with_a_caught_up_follower(replicas, controller)
         await settle(controller, 1)
         await asyncio.sleep(0.05)  # the retry back-off, shortened here
