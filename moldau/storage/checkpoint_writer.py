@@ -12,6 +12,9 @@ new as any later one would, and one queued job stands for any number of requests
 is always durable (it moves only past fsynced segments), so whatever the job reads may be written. A file that lags
 the log is safe: recovery starts from an older point and does more work.
 
+Producer snapshots older than the one recovery would start from are deleted by the same job, once the file holds
+the recovery point that lets them go; each unlink, too, waited up to 13 ms for the journal on the loop.
+
 `write_now` writes at once, for the callers whose correctness needs the file before they go on: a truncation that
 lowers the recovery point (new bytes below the old one would otherwise escape recovery after a crash), DeleteRecords,
 a close. One lock per log keeps the two from interleaving, so a job that read the values before a truncation
@@ -37,9 +40,14 @@ Offsets = tuple[int | None, int | None, int | None]
 class CheckpointWriter:
     """The offset checkpoint files of the log in `directory`; `current` reads the log's values (on either thread)."""
 
-    def __init__(self, directory: str, current: Callable[[], tuple[int, int, int]]) -> None:
+    def __init__(self, directory: str, current: Callable[[], tuple[int, int, int]],
+                 delete_snapshots_before: Callable[[int], None]) -> None:
         self.directory = directory
         self._current = current
+        self._delete_snapshots_before = delete_snapshots_before
+        # (recovery point, base offset): once the file holds that recovery point, the producer snapshots before
+        # that base offset may go (recovery starts from the newest one at or below it).
+        self._snapshots_to_delete: tuple[int, int] | None = None
         self._lock = threading.Lock()
         self._written: Offsets | None = None  # what the files hold, if known
         self._queued = False
@@ -63,22 +71,23 @@ class CheckpointWriter:
             self._written = None  # the three files no longer hold one state
             checkpoints.write_offset_checkpoint(self.directory, LOG_START_OFFSET_FILE, self._current()[1], durable)
 
-    def write_later(self) -> None:
+    def write_later(self, snapshots_before: tuple[int, int] | None = None) -> None:
         """Have the worker thread write the log's values as they are when it runs, durably. With a job already
-        queued, that one does. With the worker too far behind, written now. Raises OSError only then; a failure on
-        the worker is raised by the next `raise_failure`."""
+        queued, that one does. With the worker too far behind, written now. `snapshots_before` (recovery point,
+        base offset): delete the producer snapshots before that base offset once the file holds that recovery
+        point. Raises OSError only when written now; a failure on the worker is raised by `raise_failure`."""
+        if snapshots_before is not None:
+            pending = self._snapshots_to_delete
+            if pending is None or snapshots_before[0] > pending[0]:
+                self._snapshots_to_delete = snapshots_before
         if self._queued or self._retired:
             return
         self._queued = True
         if not call_later(self._run):
             self._queued = False
-            self.write_now()
-
-    @property
-    def written_recovery_point(self) -> int | None:
-        """The recovery point the files hold, None when unknown (being written, or missing at load)."""
-        written = self._written  # one read: the worker may replace it meanwhile
-        return None if written is None else written[0]
+            with self._lock:
+                self._write(durable=True)
+                self._delete_snapshots()
 
     def raise_failure(self) -> None:
         """Raise the OSError a worker's write met, once."""
@@ -87,7 +96,8 @@ class CheckpointWriter:
             raise error
 
     def move(self, directory: str, rename: Callable[[], None]) -> None:
-        """Follow the log to `directory`: `rename` moves the files, with no write in between."""
+        """Follow the log to `directory`: `rename` moves the files (and tells the producer state), with no job's
+        write or deletion in between."""
         with self._lock:
             rename()
             self.directory = directory
@@ -105,8 +115,18 @@ class CheckpointWriter:
                 return
             try:
                 self._write(durable=True)
+                self._delete_snapshots()
             except OSError as exc:
                 self._error = exc
+
+    def _delete_snapshots(self) -> None:
+        """Delete the snapshots asked for, if the file now holds the recovery point that allows it."""
+        pending, written = self._snapshots_to_delete, self._written
+        if pending is None or written is None or written[0] is None or written[0] < pending[0]:
+            return
+        self._delete_snapshots_before(pending[1])
+        if self._snapshots_to_delete is pending:  # else the loop asked for more meanwhile: the next job does it
+            self._snapshots_to_delete = None
 
     def _write(self, durable: bool) -> None:
         values = self._current()

@@ -170,18 +170,19 @@ class LeaderEpochCache:
         self._replace([e for e in self._entries if e.start_offset < end_offset], write)
         return True
 
-    def truncate_from_start(self, start_offset: int, write: bool = True, durable: bool = True) -> bool:
+    def truncate_from_start(self, start_offset: int, write: bool = True) -> bool:
         """The log start moved to `start_offset`: entries starting at or below it go, except that the last
         of them stays, moved up to `start_offset` (its epoch still covers the log's first offsets).
-        `durable=False` writes the file without fsyncs: a crash that loses the write leaves entries below the
-        log start, which loading cuts again (as Kafka does since KAFKA-15046)."""
+        `write=False` suits a log start that whole segments being deleted moved: a file that keeps entries below
+        it is cut the same way whenever it is read (loading cuts the epochs to the first segment), and the next
+        write brings it up to date."""
         entries = self._entries
         below = 0
         while below < len(entries) and entries[below].start_offset <= start_offset:
             below += 1
         if below == 0 or (below == 1 and entries[0].start_offset == start_offset):
             return False
-        self._replace([EpochEntry(entries[below - 1].epoch, start_offset), *entries[below:]], write, durable)
+        self._replace([EpochEntry(entries[below - 1].epoch, start_offset), *entries[below:]], write)
         return True
 
     def clear(self) -> bool:
@@ -196,9 +197,9 @@ class LeaderEpochCache:
         self.loaded_from_file = True
         self._unwritten = False
 
-    def _replace(self, entries: list[EpochEntry], write: bool = True, durable: bool = True) -> None:
+    def _replace(self, entries: list[EpochEntry], write: bool = True) -> None:
         if write:
-            _write_checkpoint(self.path, entries, durable)
+            _write_checkpoint(self.path, entries)
         self._unwritten = not write
         self._entries = entries
         self.loaded_from_file = True
@@ -228,6 +229,6 @@ def _read_checkpoint(path: str) -> list[EpochEntry] | None:
     return entries
 
 
-def _write_checkpoint(path: str, entries: list[EpochEntry], durable: bool = True) -> None:
+def _write_checkpoint(path: str, entries: list[EpochEntry]) -> None:
     lines = [str(_VERSION), str(len(entries)), *(f"{e.epoch} {e.start_offset}" for e in entries)]
-    write_atomically(path, ("\n".join(lines) + "\n").encode("ascii"), durable)
+    write_atomically(path, ("\n".join(lines) + "\n").encode("ascii"))

@@ -197,7 +197,8 @@ class PartitionLog:
         # The offset checkpoint files, written on the worker thread by the periodic pass and retention. They
         # remember what they hold: a flush with nothing new writes no file (closing thousands of idle logs must
         # not cost fsyncs each).
-        self._checkpoints = CheckpointWriter(directory, self._offsets_to_checkpoint)
+        self._checkpoints = CheckpointWriter(directory, self._offsets_to_checkpoint,
+                                             producers.delete_snapshots_before)
         # False when the owner keeps a marker for the whole log directory, removed durably before this log opens
         # and written after it closes and the owner synced the file system: then this log's own marker, and the
         # checkpoints and snapshot written at close, need no fsyncs each.
@@ -924,17 +925,17 @@ class PartitionLog:
 
     def _delete_first_segments(self, count: int, now_ms: int) -> None:
         doomed = self._segments.take_first(count)
-        # Neither checkpoint is written durably on the loop: the log start goes to the worker thread, the leader
-        # epochs without an fsync. With whole segments gone, the first one left says where the log starts, and
-        # loading cuts the epochs to it, so a write a crash loses is made again. An fsync or rename here waited for
-        # the file system's journal, behind a rolled segment's write-back or deleted blocks being freed, holding
+        # Neither checkpoint is written on the loop: the log start goes to the worker thread, the leader epochs'
+        # cut waits for their next write. With whole segments gone, the first one left says where the log starts,
+        # and loading cuts the epochs to it, so a file that lags says nothing wrong. An fsync or rename here waited
+        # for the file system's journal, behind a rolled segment's write-back or deleted blocks being freed, holding
         # every client for tens of milliseconds (docs/benchmarks.md, retention in slices); Kafka took these fsyncs
         # off its log lock (KAFKA-15046).
         if self._segments.bases[0] > self._log_start_offset:
             self._log_start_offset = self._segments.bases[0]
             self._checkpoints.write_later()
         self.producer_state.truncate_head(self._log_start_offset)
-        self.leader_epochs.truncate_from_start(self._log_start_offset, durable=False)
+        self.leader_epochs.truncate_from_start(self._log_start_offset, write=False)
         self._segments.delete_files(doomed, now_ms)
 
     def replace_segments(self, old: Sequence[LogSegment], new: LogSegment) -> None:
@@ -1019,16 +1020,15 @@ class PartitionLog:
                 for segment in self._segments.from_offset(self._recovery_point, end_index):
                     segment.flush()
             self._recovery_point = offset
+            # Keep the newest snapshot at or below the base of the segment holding the recovery point: recovery
+            # replays producer state from there to rebuild that segment's transaction index. Older ones go once the
+            # checkpoint file holds this recovery point.
+            keep_from = self._segments.holding(offset).base_offset
             if checkpoints_later:
-                self._checkpoints.write_later()
+                self._checkpoints.write_later(snapshots_before=(offset, keep_from))
             else:
                 self._write_checkpoints(durable)
-            # Keep the newest snapshot at or below the base of the segment holding the recovery point in the file:
-            # recovery replays producer state from there to rebuild that segment's transaction index. A file still
-            # being written on the worker holds an older point, or none known yet: nothing goes before it does.
-            written = self._checkpoints.written_recovery_point
-            if written is not None:
-                self.producer_state.delete_snapshots_before(self._segments.holding(min(offset, written)).base_offset)
+                self.producer_state.delete_snapshots_before(keep_from)
         except OSError as e:
             raise self._storage_error(e) from e
 
@@ -1108,11 +1108,12 @@ class PartitionLog:
     def rename_directory(self, directory: str) -> None:
         """Follow a rename of the partition directory (LogManager's delete); open fds stay valid. A log whose
         directory is not made yet (`create_deferred`) only takes the new name."""
+        # With no checkpoint written, nor snapshot deleted, on the worker thread in between.
+        self._checkpoints.move(directory, partial(self._rename_directory, directory))
+
+    def _rename_directory(self, directory: str) -> None:
         if self.on_disk:
-            # With no checkpoint written on the worker thread in between, into the old place or a half-moved one.
-            self._checkpoints.move(directory, partial(os.replace, self.directory, directory))
-        else:
-            self._checkpoints.directory = directory
+            os.replace(self.directory, directory)
         self.directory = directory
         self._segment_list.rename(directory)  # a deferred log stays deferred: it loads from the new place
         self._producer_state.directory = directory

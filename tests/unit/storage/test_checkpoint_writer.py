@@ -54,6 +54,10 @@ class Offsets:
         return self.recovery_point, self.log_start, self.high_watermark
 
 
+def no_snapshots(before: int) -> None:
+    raise AssertionError(f"no snapshot deletion was asked for, yet snapshots before {before} were deleted")
+
+
 def on_disk(directory: Path) -> tuple[int | None, ...]:
     return tuple(checkpoints.read_offset_checkpoint(str(directory), name)
                  for name in (RECOVERY_POINT_FILE, LOG_START_OFFSET_FILE, HIGH_WATERMARK_FILE))
@@ -61,19 +65,18 @@ def on_disk(directory: Path) -> tuple[int | None, ...]:
 
 def test_a_job_writes_the_values_as_they_are_when_it_runs(tmp_path: Path, held: threading.Event) -> None:
     offsets = Offsets()
-    writer = CheckpointWriter(str(tmp_path), offsets)
+    writer = CheckpointWriter(str(tmp_path), offsets, no_snapshots)
     writer.write_later()
     offsets.recovery_point, offsets.high_watermark = 20, 25
     writer.write_later()  # the queued job stands for this one too
     held.set()
     assert drop_behind.drain()
     assert on_disk(tmp_path) == (20, 0, 25)
-    assert writer.written_recovery_point == 20
 
 
 def test_a_job_that_runs_late_does_not_undo_a_lowered_recovery_point(tmp_path: Path, held: threading.Event) -> None:
     offsets = Offsets()
-    writer = CheckpointWriter(str(tmp_path), offsets)
+    writer = CheckpointWriter(str(tmp_path), offsets, no_snapshots)
     offsets.recovery_point = 50
     writer.write_later()
     offsets.recovery_point, offsets.high_watermark = 30, 30  # a truncation: written at once
@@ -84,8 +87,33 @@ def test_a_job_that_runs_late_does_not_undo_a_lowered_recovery_point(tmp_path: P
     assert on_disk(tmp_path) == (30, 0, 30)
 
 
+def test_snapshots_go_only_once_the_file_holds_the_recovery_point_that_lets_them(tmp_path: Path,
+                                                                              held: threading.Event) -> None:
+    offsets, deleted = Offsets(), list[int]()
+    writer = CheckpointWriter(str(tmp_path), offsets, deleted.append)
+    offsets.recovery_point = 20
+    writer.write_later(snapshots_before=(20, 15))
+    assert deleted == []  # queued, the file still holds nothing
+    held.set()
+    assert drop_behind.drain()
+    assert (on_disk(tmp_path)[0], deleted) == (20, [15])
+
+
+def test_no_snapshot_goes_when_a_truncation_lowered_the_recovery_point_first(tmp_path: Path,
+                                                                            held: threading.Event) -> None:
+    offsets, deleted = Offsets(), list[int]()
+    writer = CheckpointWriter(str(tmp_path), offsets, deleted.append)
+    offsets.recovery_point = 20
+    writer.write_later(snapshots_before=(20, 15))
+    offsets.recovery_point = 12
+    writer.write_now()
+    held.set()
+    assert drop_behind.drain()
+    assert (on_disk(tmp_path)[0], deleted) == (12, [])
+
+
 def test_a_retired_logs_job_writes_nothing(tmp_path: Path, held: threading.Event) -> None:
-    writer = CheckpointWriter(str(tmp_path), Offsets())
+    writer = CheckpointWriter(str(tmp_path), Offsets(), no_snapshots)
     writer.write_later()
     writer.retire()
     held.set()
@@ -97,14 +125,14 @@ def test_a_retired_logs_job_writes_nothing(tmp_path: Path, held: threading.Event
 
 
 def test_unchanged_values_are_not_written_again(tmp_path: Path) -> None:
-    writer = CheckpointWriter(str(tmp_path), Offsets())
+    writer = CheckpointWriter(str(tmp_path), Offsets(), no_snapshots)
     writer.assume_written((10, 0, 10))
     writer.write_now()
     assert on_disk(tmp_path) == (None, None, None)
 
 
 def test_a_failed_write_on_the_worker_is_raised_once_by_the_next_pass(tmp_path: Path) -> None:
-    writer = CheckpointWriter(str(tmp_path / "gone"), Offsets())  # no such directory: the write fails
+    writer = CheckpointWriter(str(tmp_path / "gone"), Offsets(), no_snapshots)  # no such directory: the write fails
     writer.write_later()
     assert drop_behind.drain()
     with pytest.raises(OSError) as raised:
@@ -133,12 +161,9 @@ def test_the_pass_after_rolls_makes_no_fsync_on_the_loop(open_log: OpenLog, cloc
     assert drop_behind.drain()
     assert not [name for on_loop, name in fsyncs if on_loop]
     assert on_disk(tmp_path / "topic-0")[0] == active
-    # Snapshots older than the one recovery would start from go only once the file says so: at the next pass.
-    assert os.path.exists(partition_log.producer_state.snapshot_path(partition_log.segments[1].base_offset))
-    _roll_a_few(partition_log)
-    assert drop_behind.drain()
-    partition_log.flush_if_due(clock.time_ms())
-    assert not os.path.exists(partition_log.producer_state.snapshot_path(partition_log.segments[1].base_offset))
+    # Snapshots older than the one recovery now starts from went too, on the worker, after the file was written.
+    snapshots = sorted(f for f in os.listdir(tmp_path / "topic-0") if f.endswith(".snapshot"))
+    assert snapshots == [os.path.basename(partition_log.producer_state.snapshot_path(active))]
 
 
 def test_a_failed_checkpoint_write_on_the_worker_fails_the_next_pass(open_log: OpenLog, clock: ManualClock,
