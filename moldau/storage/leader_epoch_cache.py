@@ -13,14 +13,14 @@ The entries live in the partition directory as `leader-epoch-checkpoint`, in Kaf
     3 150
 
 The file is rewritten atomically (and durably) whenever the entries change, which is rare: once per new
-leader epoch, and when the log start or end moves across an entry. Two changes are kept in memory until the
-next write instead (`write=False`): the cut to the log's offsets at load, which every load makes again, and
-the epoch assigned at a leadership change, which only matters once something is appended in it: the first
-append writes it (durably, before its bytes). A file without them, after a crash, answers every query the
-same way. Thousands of partitions thus start and change leaders without a file written each. Otherwise an
-in-memory change happens only after the file write succeeded, so an OSError leaves the cache as it was. A
-missing or unreadable file loads as an empty cache; `loaded_from_file` tells the owning log to rebuild it
-from its batches.
+leader epoch, and when the log start or end moves across an entry. Some changes are kept in memory until the
+next write instead (`write=False`). Cuts to the log's offsets (at load, and to a log start that retention
+moved), which every load makes again, need no write of their own. The epoch assigned at a leadership change
+only matters once something is appended in it: the first append writes it (durably, before its bytes). A
+file without them, after a crash, answers every query the same way. Thousands of partitions thus start and
+change leaders without a file written each. Otherwise an in-memory change happens only after the file write
+succeeded, so an OSError leaves the cache as it was. A missing or unreadable file loads as an empty cache;
+`loaded_from_file` tells the owning log to rebuild it from its batches.
 
 Not thread-safe: one owner (the partition log) drives it.
 """
@@ -159,7 +159,7 @@ class LeaderEpochCache:
 
     @property
     def unwritten(self) -> bool:
-        """Whether the entries differ from the file (changes made with `write=False`)."""
+        """Whether the next append must write the file (an epoch assigned with `write=False`)."""
         return self._unwritten
 
     def truncate_from_end(self, end_offset: int, write: bool = True) -> bool:
@@ -167,7 +167,7 @@ class LeaderEpochCache:
         cut that is made again whenever the file is read (the one at load, to the log's end)."""
         if end_offset < 0 or not self._entries or self._entries[-1].start_offset < end_offset:
             return False
-        self._replace([e for e in self._entries if e.start_offset < end_offset], write)
+        self._replace([e for e in self._entries if e.start_offset < end_offset], write, owed=False)
         return True
 
     def truncate_from_start(self, start_offset: int, write: bool = True) -> bool:
@@ -182,7 +182,7 @@ class LeaderEpochCache:
             below += 1
         if below == 0 or (below == 1 and entries[0].start_offset == start_offset):
             return False
-        self._replace([EpochEntry(entries[below - 1].epoch, start_offset), *entries[below:]], write)
+        self._replace([EpochEntry(entries[below - 1].epoch, start_offset), *entries[below:]], write, owed=False)
         return True
 
     def clear(self) -> bool:
@@ -197,10 +197,14 @@ class LeaderEpochCache:
         self.loaded_from_file = True
         self._unwritten = False
 
-    def _replace(self, entries: list[EpochEntry], write: bool = True) -> None:
+    def _replace(self, entries: list[EpochEntry], write: bool = True, owed: bool = True) -> None:
+        """Take `entries`, written to the file now or (`write=False`) later: by the next append if `owed`, else
+        with whatever write comes next (a cut that every load makes again)."""
         if write:
             _write_checkpoint(self.path, entries)
-        self._unwritten = not write
+            self._unwritten = False
+        elif owed:
+            self._unwritten = True
         self._entries = entries
         self.loaded_from_file = True
 

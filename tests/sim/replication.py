@@ -80,7 +80,7 @@ class MemoryEpochs(LeaderEpochCache):
     def __init__(self, entries: tuple[EpochEntry, ...] = ()) -> None:
         super().__init__("memory", entries)
 
-    def _replace(self, entries: list[EpochEntry], write: bool = True) -> None:
+    def _replace(self, entries: list[EpochEntry], write: bool = True, owed: bool = True) -> None:
         self._entries = entries
 
 

@@ -151,3 +151,16 @@ def test_a_cut_kept_in_memory_at_load_is_made_again_by_the_next_load(tmp_path: P
     again = LeaderEpochCache.load(str(tmp_path))
     again.truncate_from_end(5, write=False)
     assert again.entries == _entries(cache)
+    # Nor does the next append in the same epoch write the file for it: only a change of its own does.
+    assert not cache.unwritten
+    assert not cache.assign(1, 3)
+    assert _file(tmp_path) == "0\n2\n1 0\n2 5\n"
+
+
+def test_a_cut_to_a_log_start_retention_moved_waits_for_the_next_write(tmp_path: Path) -> None:
+    cache = _cache(tmp_path, (1, 0), (2, 5))
+    assert cache.truncate_from_start(7, write=False)
+    assert not cache.assign(2, 9)  # an append in epoch 2 writes nothing for the cut
+    assert _file(tmp_path) == "0\n2\n1 0\n2 5\n"
+    assert cache.assign(3, 12)  # a new epoch's entry writes the cut too
+    assert _file(tmp_path) == "0\n2\n2 7\n3 12\n"
