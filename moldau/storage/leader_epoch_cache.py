@@ -14,10 +14,12 @@ The entries live in the partition directory as `leader-epoch-checkpoint`, in Kaf
 
 The file is rewritten atomically (and durably) whenever the entries change, which is rare: once per new
 leader epoch, and when the log start or end moves across an entry. Some changes are kept in memory until the
-next write instead (`write=False`). Cuts to the log's offsets (at load, and to a log start that retention
-moved), which every load makes again, need no write of their own. The epoch assigned at a leadership change
-only matters once something is appended in it: the first append writes it (durably, before its bytes). A
-file without them, after a crash, answers every query the same way. Thousands of partitions thus start and
+next write instead (`write=False`). The cut to the log's end at load, which every load makes again, and the
+epoch assigned at a leadership change only matter once something is appended after them: the first append
+writes them (durably, before its bytes); a file that still named an epoch at offsets then written in another
+would be wrong. The cut to a log start that retention moved needs no write of its own: offsets below the log
+start are never written again, and every load makes that cut too. A file without them, after a crash, answers
+every query the same way. Thousands of partitions thus start and
 change leaders without a file written each. Otherwise an in-memory change happens only after the file write
 succeeded, so an OSError leaves the cache as it was. A missing or unreadable file loads as an empty cache;
 `loaded_from_file` tells the owning log to rebuild it from its batches.
@@ -159,7 +161,7 @@ class LeaderEpochCache:
 
     @property
     def unwritten(self) -> bool:
-        """Whether the next append must write the file (an epoch assigned with `write=False`)."""
+        """Whether the next append must write the file (a change made with `write=False` that it owes)."""
         return self._unwritten
 
     def truncate_from_end(self, end_offset: int, write: bool = True) -> bool:
@@ -167,7 +169,7 @@ class LeaderEpochCache:
         cut that is made again whenever the file is read (the one at load, to the log's end)."""
         if end_offset < 0 or not self._entries or self._entries[-1].start_offset < end_offset:
             return False
-        self._replace([e for e in self._entries if e.start_offset < end_offset], write, owed=False)
+        self._replace([e for e in self._entries if e.start_offset < end_offset], write)
         return True
 
     def truncate_from_start(self, start_offset: int, write: bool = True) -> bool:
@@ -199,7 +201,7 @@ class LeaderEpochCache:
 
     def _replace(self, entries: list[EpochEntry], write: bool = True, owed: bool = True) -> None:
         """Take `entries`, written to the file now or (`write=False`) later: by the next append if `owed`, else
-        with whatever write comes next (a cut that every load makes again)."""
+        with whatever write comes next (the cut to a log start, which every load makes again)."""
         if write:
             _write_checkpoint(self.path, entries)
             self._unwritten = False
