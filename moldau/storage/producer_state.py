@@ -155,7 +155,7 @@ def snapshot_offsets(directory: str) -> list[int]:
 
 
 class ProducerStateManager:
-    """Per-partition producer state; owned by one `PartitionLog`, not thread-safe."""
+    """Per-partition producer state; owned by one `PartitionLog`, not thread-safe (see `delete_snapshots_before`)."""
 
     def __init__(
         self, directory: str, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
@@ -418,7 +418,9 @@ class ProducerStateManager:
                 _remove_quietly(self.snapshot_path(snapshot))
 
     def delete_snapshots_before(self, offset: int) -> None:
-        """Delete snapshots older than the newest one at or below `offset` (which recovery needs)."""
+        """Delete snapshots older than the newest one at or below `offset` (which recovery needs). Touches files
+        only, so the storage worker may run it (`CheckpointWriter`): a load that meets a snapshot deleted under it
+        takes it for unreadable and replays from an older one."""
         offsets = snapshot_offsets(self.directory)
         keep_from = max((o for o in offsets if o <= offset), default=None)
         if keep_from is None:
