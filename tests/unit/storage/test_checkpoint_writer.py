@@ -182,3 +182,16 @@ def test_a_failed_checkpoint_write_on_the_worker_fails_the_next_pass(open_log: O
         partition_log.flush_if_due(clock.time_ms())
     assert raised.value.code == ErrorCode.kafka_storage_error
     assert [error.errno for error in failed] == [errno.EIO]
+
+
+def test_a_job_queued_before_the_log_moved_writes_in_its_new_place(open_log: OpenLog, clock: ManualClock,
+                                                                   tmp_path: Path, held: threading.Event) -> None:
+    partition_log = open_log(segment_bytes=1000)
+    _roll_a_few(partition_log)
+    partition_log.flush_if_due(clock.time_ms())  # the checkpoints are queued behind the held worker
+    moved = tmp_path / "topic-0.moved"
+    partition_log.rename_directory(str(moved))
+    held.set()
+    assert drop_behind.drain()
+    assert not (tmp_path / "topic-0").exists()
+    assert on_disk(moved)[0] == partition_log.recovery_point == partition_log.segments[-1].base_offset
