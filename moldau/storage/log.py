@@ -145,11 +145,11 @@ class _RolledSync:
     changes: int
 
 
-def _open_for_sync(path: str) -> int | None:
-    """A read-only descriptor of `path` for the worker to fsync; None if it cannot be opened (no descriptor
-    left, no such file), and the caller's own fsyncs cover it."""
+def _open_for_sync(path: str, create: bool = False) -> int | None:
+    """A read-only descriptor of `path` (made empty if missing and `create`) for the worker to fsync; None if it
+    cannot be opened (no descriptor left, no such file), and the caller's own fsyncs cover it."""
     try:
-        return os.open(path, os.O_RDONLY)
+        return os.open(path, os.O_RDONLY | (os.O_CREAT if create else 0), 0o644)
     except OSError:
         return None
 
@@ -772,8 +772,10 @@ class PartitionLog:
         gigabytes) an index's fsync there took 183 ms (docs/benchmarks.md)."""
         snapshot_fd = _open_for_sync(self.producer_state.snapshot_path(snapshot_offset))
         indexes = (segment.offset_index, segment.time_index)
-        index_fds = [_open_for_sync(index.path) for index in indexes]
-        # An index without entries needs no fsync: a missing file reads as empty.
+        # An index without entries has no file yet: made here, so that every rolled segment has its indexes, as in
+        # Kafka's layout (the pass's own flush used to make them).
+        index_fds = [_open_for_sync(index.path, create=True) for index in indexes]
+        # Without a descriptor (none left), an index without entries needs no fsync: a missing file reads as empty.
         covers = all(fd is not None or (index.loaded and index.entries == 0) for fd, index in zip(index_fds, indexes,
                                                                                                 strict=True))
         try:

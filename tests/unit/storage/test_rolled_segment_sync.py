@@ -138,9 +138,9 @@ def test_a_rolls_producer_snapshot_is_fsynced_on_the_worker_before_the_segment(
     assert not [name for on_loop, name in fsyncs if on_loop and name.endswith((".snapshot", ".log"))]
     on_worker = [name for on_loop, name in fsyncs if not on_loop]
     assert [name for name in on_worker if name.endswith(".snapshot")] == snapshots
-    # Each snapshot just before the segment that ends where it starts, then that segment's indexes (the offset
-    # index has no entry, so no file, in segments this small).
-    rolled = [[f"{segment.base_offset:020d}{suffix}" for suffix in (".log", ".timeindex")]
+    # Each snapshot just before the segment that ends where it starts, then that segment's indexes (made at the roll
+    # when they have no entry, as the offset index in segments this small).
+    rolled = [[f"{segment.base_offset:020d}{suffix}" for suffix in (".log", ".index", ".timeindex")]
               for segment in partition_log.segments[:-1]]
     assert on_worker == [name for snapshot, files in zip(snapshots, rolled, strict=True) for name in [snapshot, *files]]
 
