@@ -89,7 +89,9 @@ def test_less_than_the_default_window_and_with_drop_behind_off_everything_stays_
     _fill(log)
     assert drop_behind.drain()
     path = _active_path(log)
-    assert _cached_bytes(path) >= os.path.getsize(path) - _PAGE
+    # The kernel may reclaim a few pages on its own (scattered ones: 16 pages in 1 quiet run of 30, 485 in one
+    # full test run); a step dropped by mistake is 16 MiB in one piece, well beyond this margin.
+    assert _cached_bytes(path) >= os.path.getsize(path) - WRITEBACK_STEP_BYTES // 4
 
 
 _MIB = 1024 * 1024
