@@ -87,12 +87,18 @@ def test_a_job_that_runs_late_does_not_undo_a_lowered_recovery_point(tmp_path: P
     assert on_disk(tmp_path) == (30, 0, 30)
 
 
-def test_snapshots_go_only_once_the_file_holds_the_recovery_point_that_lets_them(tmp_path: Path,
-                                                                              held: threading.Event) -> None:
+def recovery_point_20_queued(directory: Path) -> tuple[Offsets, CheckpointWriter, list[int]]:
+    """A writer whose log moved its recovery point to 20 and asked for the snapshots before 15 to go."""
     offsets, deleted = Offsets(), list[int]()
-    writer = CheckpointWriter(str(tmp_path), offsets, deleted.append)
+    writer = CheckpointWriter(str(directory), offsets, deleted.append)
     offsets.recovery_point = 20
     writer.write_later(snapshots_before=(20, 15))
+    return offsets, writer, deleted
+
+
+def test_snapshots_go_only_once_the_file_holds_the_recovery_point_that_lets_them(tmp_path: Path,
+                                                                              held: threading.Event) -> None:
+    _, _, deleted = recovery_point_20_queued(tmp_path)
     assert deleted == []  # queued, the file still holds nothing
     held.set()
     assert drop_behind.drain()
@@ -101,10 +107,7 @@ def test_snapshots_go_only_once_the_file_holds_the_recovery_point_that_lets_them
 
 def test_no_snapshot_goes_when_a_truncation_lowered_the_recovery_point_first(tmp_path: Path,
                                                                             held: threading.Event) -> None:
-    offsets, deleted = Offsets(), list[int]()
-    writer = CheckpointWriter(str(tmp_path), offsets, deleted.append)
-    offsets.recovery_point = 20
-    writer.write_later(snapshots_before=(20, 15))
+    offsets, writer, deleted = recovery_point_20_queued(tmp_path)
     offsets.recovery_point = 12
     writer.write_now()
     held.set()
