@@ -67,7 +67,7 @@ class IsrProposal:
     leader_epoch: int
     partition_epoch: int
     isr: tuple[int, ...]
-    member_epochs: tuple[int, ...] = ()  # broker epoch per ISR member, -1 for unchecked (KIP-903)
+    member_epochs: tuple[int, ...]  # broker epoch per ISR member, -1 for unchecked (KIP-903)
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,9 +52,8 @@ class ReplicaLinks:
     async def alter_isr(self, proposal: IsrProposal) -> IsrAnswer:
         broker_epoch = self.broker_epoch()
         part = make(ap_req.PartitionData, partition_index=proposal.partition, leader_epoch=proposal.leader_epoch,
-                    new_isr_with_epochs=tuple(make(ap_req.BrokerState, broker_id=b, broker_epoch=e) for b, e in
-                                              zip(proposal.isr, proposal.member_epochs or (-1,) * len(proposal.isr),
-                                                  strict=True)),
+                    new_isr_with_epochs=tuple(make(ap_req.BrokerState, broker_id=b, broker_epoch=e)
+                                              for b, e in zip(proposal.isr, proposal.member_epochs, strict=True)),
                     partition_epoch=proposal.partition_epoch)
         request = make(ap_req.AlterPartitionRequest, broker_id=self._broker.node_id, broker_epoch=broker_epoch,
                        topics=(make(ap_req.TopicData, topic_id=proposal.topic_id, partitions=(part,)),))

@@ -93,7 +93,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     start = _session_start(ctx, request)
     if start.error != ErrorCode.none:
         return _response(ctx, start.error, [])
-    replica_id = _replica_id(ctx, request)
+    replica_id, replica_epoch = _replica(ctx, request)
     session = start.session
     if session is not None:
         session.apply(_listed(ctx, request), _forgotten(ctx, request))
@@ -107,7 +107,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     max_wait_ms = ms_from_timedelta(request.max_wait)
     deadline = ctx.broker.clock.monotonic_ms() + max_wait_ms
     while True:
-        reads, total_bytes = _read_all(ctx, request, wanted, replica_id, refused)
+        reads, total_bytes = _read_all(ctx, request, wanted, replica_id, replica_epoch, refused)
         remaining_ms = deadline - ctx.broker.clock.monotonic_ms()
         if total_bytes >= request.min_bytes or remaining_ms <= 0 or _has_errors(reads) or ctx.broker.closing:
             _count_bytes_out(ctx, wanted, reads, replica_id >= 0)
@@ -197,18 +197,11 @@ def _create_session(ctx: RequestContext, wanted: list[tuple[str | None, Any, Any
     return session.id if session is not None else 0
 
 
-def _replica_epoch(ctx: RequestContext, request: Any) -> int:
-    """The fetching follower's broker epoch (v15, KIP-903), or -1 when it does not say."""
+def _replica(ctx: RequestContext, request: Any) -> tuple[int, int]:
+    """The fetching follower's broker id (-1 for a consumer) and broker epoch (v15, KIP-903; -1 when not said)."""
     if ctx.version >= 15:
-        return int(request.replica_state.replica_epoch)
-    return -1
-
-
-def _replica_id(ctx: RequestContext, request: Any) -> int:
-    """The fetching follower's broker id, or -1 for a consumer."""
-    if ctx.version >= 15:
-        return int(request.replica_state.replica_id)
-    return int(request.replica_id)
+        return int(request.replica_state.replica_id), int(request.replica_state.replica_epoch)
+    return int(request.replica_id), -1
 
 
 def _wanted_partitions(ctx: RequestContext, request: Any) -> list[tuple[str | None, Any, Any]]:
@@ -235,12 +228,11 @@ def _refused_topics(ctx: RequestContext, wanted: list[tuple[str | None, Any, Any
 
 
 def _read_all(ctx: RequestContext, request: Any, wanted: list[tuple[str | None, Any, Any]], replica_id: int,
-              refused: set[Any]) -> tuple[list[_PartitionRead], int]:
+              replica_epoch: int, refused: set[Any]) -> tuple[list[_PartitionRead], int]:
     remaining = request.max_bytes
     total = 0
     reads = []
     read_committed = reads_committed(request)
-    replica_epoch = _replica_epoch(ctx, request) if replica_id >= 0 else -1
     for name, part, key in wanted:
         if name is None and key in refused:
             reads.append(_PartitionRead(key, part.partition, ErrorCode.topic_authorization_failed))
@@ -256,7 +248,7 @@ def _read_all(ctx: RequestContext, request: Any, wanted: list[tuple[str | None, 
 
 def _read_partition(ctx: RequestContext, name: str | None, part: Any, key: Any, remaining_bytes: int,
                     min_one_batch: bool, replica_id: int, read_committed: bool,
-                    replica_epoch: int = -1) -> _PartitionRead:
+                    replica_epoch: int) -> _PartitionRead:
     """A consumer reads up to the high watermark (read_committed: the last stable offset); a follower
     (`replica_id` >= 0, at broker epoch `replica_epoch`) up to the log end, after reporting its position, unless
     its log has diverged."""
