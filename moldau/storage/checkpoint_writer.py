@@ -65,11 +65,11 @@ class CheckpointWriter:
         with self._lock:
             self._write(durable)
 
-    def write_log_start_now(self, durable: bool = True) -> None:
-        """Write `log-start-offset` alone (DeleteRecords). Raises OSError."""
+    def write_log_start_now(self) -> None:
+        """Write `log-start-offset` alone, durably (DeleteRecords). Raises OSError."""
         with self._lock:
             self._written = None  # the three files no longer hold one state
-            checkpoints.write_offset_checkpoint(self.directory, LOG_START_OFFSET_FILE, self._current()[1], durable)
+            checkpoints.write_offset_checkpoint(self.directory, LOG_START_OFFSET_FILE, self._current()[1])
 
     def write_later(self, snapshots_before: tuple[int, int] | None = None) -> None:
         """Have the worker thread write the log's values as they are when it runs, durably. With a job already
@@ -86,8 +86,7 @@ class CheckpointWriter:
         if not call_later(self._run):
             self._queued = False
             with self._lock:
-                self._write(durable=True)
-                self._delete_snapshots()
+                self._write_and_delete_snapshots()
 
     def raise_failure(self) -> None:
         """Raise the OSError a worker's write met, once."""
@@ -114,10 +113,14 @@ class CheckpointWriter:
             if self._retired:
                 return
             try:
-                self._write(durable=True)
-                self._delete_snapshots()
+                self._write_and_delete_snapshots()
             except OSError as exc:
                 self._error = exc
+
+    def _write_and_delete_snapshots(self) -> None:
+        """A job's work, under the lock: write the values durably, then delete the snapshots they let go."""
+        self._write(durable=True)
+        self._delete_snapshots()
 
     def _delete_snapshots(self) -> None:
         """Delete the snapshots asked for, if the file now holds the recovery point that allows it."""

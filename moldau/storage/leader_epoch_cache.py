@@ -19,10 +19,10 @@ epoch assigned at a leadership change only matter once something is appended aft
 writes them (durably, before its bytes); a file that still named an epoch at offsets then written in another
 would be wrong. The cut to a log start that retention moved needs no write of its own: offsets below the log
 start are never written again, and every load makes that cut too. A file without them, after a crash, answers
-every query the same way. Thousands of partitions thus start and
-change leaders without a file written each. Otherwise an in-memory change happens only after the file write
-succeeded, so an OSError leaves the cache as it was. A missing or unreadable file loads as an empty cache;
-`loaded_from_file` tells the owning log to rebuild it from its batches.
+every query the same way. Thousands of partitions thus start and change leaders without a file written each.
+Otherwise an in-memory change happens only after the file write succeeded, so an OSError leaves the cache as it
+was. A missing or unreadable file loads as an empty cache; `loaded_from_file` tells the owning log to rebuild it
+from its batches.
 
 Not thread-safe: one owner (the partition log) drives it.
 """

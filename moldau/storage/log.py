@@ -878,7 +878,7 @@ class PartitionLog:
             return self._log_start_offset
         try:
             self._log_start_offset = new_start
-            self._write_log_start_checkpoint()
+            self._checkpoints.write_log_start_now()
             self._drop_segments_below_start(self._clock.time_ms())
             self.producer_state.truncate_head(new_start)
             self.leader_epochs.truncate_from_start(new_start)
@@ -1059,9 +1059,6 @@ class PartitionLog:
         """(log start offset, recovery point, stored high watermark) as a clean close leaves them: what the log
         directory's checkpoints (`log_dir_checkpoints`) keep for `open_deferred`."""
         return self._log_start_offset, self._recovery_point, self._high_watermark
-
-    def _write_log_start_checkpoint(self) -> None:
-        self._checkpoints.write_log_start_now()
 
     def close(self) -> None:
         """Flush, snapshot producer state, close files and leave the clean-shutdown marker."""
