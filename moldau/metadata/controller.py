@@ -692,12 +692,16 @@ def _check_isr(current: PartitionImage, isr: tuple[int, ...], image: MetadataIma
                              "offline log directory, and cannot join the ISR")
 
 
+UNCHECKED_EPOCH = -1  # an ISR member's broker epoch in AlterPartition that asks for no check
+
+
 def _check_member_epochs(isr: tuple[int, ...], member_epochs: tuple[int, ...] | None, image: MetadataImage) -> None:
     """A member whose broker registered again since the leader saw it fetch (it restarted, and may have lost
-    the unflushed tail it was judged by) must not join on the strength of that fetch (KIP-903)."""
+    the unflushed tail it was judged by) must not join on the strength of that fetch (KIP-903). Only -1 means
+    unchecked, as in Kafka: any other value must be the broker's current epoch."""
     for broker, epoch in zip(isr, member_epochs or (), strict=False):
         registration = image.brokers.get(broker)
-        if epoch >= 0 and (registration is None or registration.broker_epoch != epoch):
+        if epoch != UNCHECKED_EPOCH and (registration is None or registration.broker_epoch != epoch):
             raise KafkaError(ErrorCode.ineligible_replica, f"broker {broker} was at epoch {epoch} when its leader "
                              "saw it fetch, and has registered again since")
 

@@ -269,7 +269,7 @@ class ReplicationSimulation:
                 ErrorCode.invalid_update_version
         elif any(r in self.fenced and r not in s.isr for r in isr):
             error = ErrorCode.ineligible_replica  # KIP-841: a fenced broker may not join the ISR
-        elif any(e >= 0 and e != self.brokers[r].incarnation for r, e in zip(isr, member_epochs, strict=True)):
+        elif any(e != -1 and e != self.brokers[r].incarnation for r, e in zip(isr, member_epochs, strict=True)):
             error = ErrorCode.ineligible_replica  # KIP-903: it restarted since the fetch it was judged by
         else:
             added = [r for r in isr if r not in s.isr]

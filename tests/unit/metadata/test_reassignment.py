@@ -260,6 +260,9 @@ def test_a_member_that_registered_again_since_its_fetch_may_not_join() -> None:
     ctl, quorum = controller([1, 2, 3], [partition(0, [1, 2, 3], isr=[1, 2], partition_epoch=5)])
     stale = alter_partition_answer(ctl, part(quorum.image, 0), [(1, -1), (2, -1), (3, 9)])
     assert stale.error_code == ErrorCode.ineligible_replica
+    for hostile in (-5, 2**63 - 1, -(2**63)):  # only -1 asks for no check
+        answer = alter_partition_answer(ctl, part(quorum.image, 0), [(1, -1), (2, -1), (3, hostile)])
+        assert answer.error_code == ErrorCode.ineligible_replica, hostile
     assert part(quorum.image, 0).isr == (1, 2)
     current = alter_partition_answer(ctl, part(quorum.image, 0), [(1, -1), (2, -1), (3, 10)])
     assert (current.error_code, current.isr, current.leader_id) == (ErrorCode.none, (1, 2, 3), 1)
