@@ -486,18 +486,34 @@ class RaftNode:
         return self.leader_id if self.role in (Role.FOLLOWER, Role.LEADER) else None
 
     def _on_vote_response(self, msg: VoteResponse, now_ms: int) -> None:
-        if self.history.dynamic and msg.leader_id == msg.src and msg.term == self.term and self.role is not Role.LEADER:
-            # The leader of our term itself answered (so it is alive): fetch from it. This is how a voter whose
-            # voter record was truncated away, or that was removed while cut off, finds the leader again: the
-            # leader's voter set may not include it, so no BeginEpoch reaches it. (In a static quorum every
-            # voter gets BeginEpoch.) A hint naming a third node is not followed: that leader may be dead, and
-            # following it would only delay the election.
-            self._follow(msg.src, now_ms)
-            return
+        named = msg.leader_id if self.history.dynamic and msg.term == self.term else None
+        if named is not None and self.role is not Role.LEADER:
+            if named == msg.src:
+                # The leader of our term itself answered (so it is alive): fetch from it. This is how a voter whose
+                # voter record was truncated away, or that was removed while cut off, finds the leader again: the
+                # leader's voter set may not include it, so no BeginEpoch reaches it. (In a static quorum every
+                # voter gets BeginEpoch.)
+                self._follow(msg.src, now_ms)
+                return
+            if named != self.node_id:
+                self._probe(named)
         expected = Role.PROSPECTIVE if msg.pre_vote else Role.CANDIDATE
         if self.role is expected and msg.granted and msg.src in self.voters:
             self._votes.add(msg.src)
             self._check_votes(now_ms)
+
+    def _probe(self, leader: int) -> None:
+        """Fetch once from a leader a voter named, without following it yet.
+
+        A hint naming a third node is not followed on its word: that leader may be dead, and two nodes could keep
+        pointing each other at it. But our voter set may not even include the leader (a voter record that named
+        us was truncated away on the leader's side and survives only in our log), so no vote request of ours
+        reaches it and it does not know to announce itself to us. A fetch does reach it: only the leader of our
+        term answers it, and that answer is what makes us follow (`_on_fetch_response`); a dead one never
+        answers, and the election goes on meanwhile.
+        """
+        offset = self.log.end_offset
+        self._send(FetchRequest(self.node_id, leader, self.term, offset, self.log.epoch_at(offset - 1)))
 
     def _check_votes(self, now_ms: int) -> None:
         if len(self._votes) < self._majority():
@@ -660,6 +676,9 @@ class RaftNode:
         if hint is None:
             if msg.src == self.leader_id:
                 self.leader_id = None  # our leader stepped down in this term
+            return
+        if self.role is not Role.FOLLOWER:
+            self._probe(hint)  # standing for election: follow only the leader's own answer (`_probe`)
             return
         if hint != self.leader_id:
             self._follow(hint, now_ms)

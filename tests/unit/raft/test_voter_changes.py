@@ -162,3 +162,39 @@ def test_a_voter_removed_while_cut_off_learns_it_when_it_comes_back() -> None:
         fetch_round(nodes, now)
     (current,) = [n.node_id for n in nodes.values() if n.role is Role.LEADER]
     assert current in {1, 2} and nodes[3].is_observer and nodes[3].leader_id == current
+
+
+def test_a_voter_whose_set_lacks_the_leader_finds_it_through_a_voters_answer() -> None:
+    """A node whose log holds a voter record the leader never had (here {2, 3, 5}, in an epoch the leader's log
+    does not have) asks 2 and 3 for votes, never the leader. Their answers name the leader: the node fetches
+    from it once, and follows it only on the leader's own answer, which truncates the record away."""
+    nodes, now = dynamic_quorum()
+    leader = nodes[1]
+    stray = RaftNode(5, frozenset({1, 2, 3}), PersistedState(leader.term, None, [Entry(0, VotersRecord.of({2, 3, 5}))]),
+                     random.Random(5), now, CONFIG)
+    assert stray.voters == {2, 3, 5} and not stray.is_observer
+    nodes[5] = stray
+    now += LATE_MS
+    stray.tick(now)
+    assert stray.role is Role.PROSPECTIVE
+    delivered = exchange(nodes, now)
+    probes = [m for m in delivered if m.src == 5 and m.dst == 1]
+    assert probes, "the stray node never reached the leader"
+    assert (stray.role, stray.leader_id) == (Role.FOLLOWER, 1)
+    now = settle(nodes, now)
+    assert stray.is_observer and stray.voters == {1, 2, 3}
+    assert stray.log.end_offset == leader.log.end_offset and stray.high_watermark == leader.high_watermark
+
+
+def test_a_hint_naming_a_dead_leader_is_not_followed() -> None:
+    """The same node, with the leader gone: the fetch goes unanswered and the node stays a candidate for election
+    rather than pointing at the dead leader (which would hold back its election, and lead others to it)."""
+    nodes, now = dynamic_quorum()
+    leader = nodes[1]
+    stray = RaftNode(5, frozenset({1, 2, 3}), PersistedState(leader.term, None, [Entry(0, VotersRecord.of({2, 3, 5}))]),
+                     random.Random(5), now, CONFIG)
+    nodes[5] = stray
+    now += LATE_MS
+    stray.tick(now)
+    exchange(nodes, now, cut=frozenset({1}))
+    assert stray.role is Role.PROSPECTIVE and stray.leader_id is None
