@@ -225,6 +225,24 @@ class MetadataQuorum:
         return (self.node.role is Role.LEADER and self._epoch_start is not None
                 and self.applied_offset > self._epoch_start)
 
+    def _address(self, node_id: int | None) -> Voter | None:
+        """Where `node_id` listens for the quorum, if known: given in our answers that name it as leader."""
+        if node_id is None:
+            return None
+        if node_id == self.node_id:
+            own = next((e for e in self.own_endpoints if e.name == self.listener_name), None)
+            if own is not None:
+                return Voter(node_id, own.host, own.port)
+        return self.voters.get(node_id)
+
+    def _learn_from_answer(self, response: Any) -> None:
+        """Add the leaders' addresses a Vote or Fetch answer gives to the address book, where it has none: a voter
+        whose set lacks the leader learns where to reach it (`RaftNode._probe`). A known address is kept, as the
+        voter records are the authority on it."""
+        for address in wire.node_endpoints(response):
+            if address.node_id != self.node_id and address.node_id not in self.voters:
+                self.voters[address.node_id] = address
+
     def leader_address(self) -> Voter | None:
         leader = self.node.leader_id
         return None if leader is None else self.voters.get(leader)
@@ -598,6 +616,7 @@ class MetadataQuorum:
         match msg:
             case VoteRequest():
                 response = await self._call(host, port, wire.encode_vote_request(msg, self.cluster_id))
+                self._learn_from_answer(response)
                 return wire.decode_vote_response(response, msg.dst, msg.src, msg.pre_vote)
             case BeginEpoch():
                 await self._call(host, port, wire.encode_begin_epoch(msg, self.cluster_id))
@@ -605,6 +624,7 @@ class MetadataQuorum:
                 await self._call(host, port, wire.encode_end_epoch(msg, self.cluster_id))
             case FetchRequest():
                 response = await self._call(host, port, wire.encode_fetch_request(msg, self.cluster_id))
+                self._learn_from_answer(response)
                 return wire.decode_fetch_response(response, msg)
             case FetchSnapshotRequest():
                 return await self._fetch_snapshot(msg, host, port)
@@ -645,7 +665,7 @@ class MetadataQuorum:
             return wire.vote_error_response(ErrorCode.inconsistent_voter_set)
         for reply in self.deliver(msg):
             if isinstance(reply, VoteResponse):
-                return wire.encode_vote_response(reply)
+                return wire.encode_vote_response(reply, self._address(reply.leader_id))
         return wire.vote_error_response(ErrorCode.unknown_server_error)
 
     def handle_begin_epoch(self, request: Any) -> Any:
@@ -667,10 +687,11 @@ class MetadataQuorum:
         msg = wire.decode_fetch_request(request, self.node_id)
         for reply in self.deliver(msg):
             if isinstance(reply, FetchResponse):
-                return wire.encode_fetch_response(reply, self.node.log.start_offset)
+                leader = reply.src if reply.ok else reply.leader_id
+                return wire.encode_fetch_response(reply, self.node.log.start_offset, self._address(leader))
         not_leader = FetchResponse(self.node_id, msg.src, self.node.term, False, msg.offset, (), 0,
                                    leader_id=self.node.leader_id)
-        return wire.encode_fetch_response(not_leader, self.node.log.start_offset)
+        return wire.encode_fetch_response(not_leader, self.node.log.start_offset, self._address(not_leader.leader_id))
 
     def handle_fetch_snapshot(self, request: Any) -> Any:
         if not self.check_cluster_id(request.cluster_id):

@@ -26,6 +26,7 @@ import kio.schema.update_raft_voter.v0.request as update_voter_req
 import kio.schema.vote.v2.request as vote_req
 import kio.schema.vote.v2.response as vote_resp
 
+from moldau.config import Voter
 from moldau.metadata.quorum_store import encode_entry, read_entries
 from moldau.metadata.voters_codec import snapshot_bytes, snapshot_from_bytes
 from moldau.protocol.codec import make
@@ -71,11 +72,14 @@ def decode_vote_request(request: Any, dst: int) -> VoteRequest:
                        end_offset=part.last_offset, pre_vote=part.pre_vote)
 
 
-def encode_vote_response(msg: VoteResponse) -> Any:
+def encode_vote_response(msg: VoteResponse, leader_address: Voter | None = None) -> Any:
+    """`leader_address`, the address of the leader the answer names, goes in NodeEndpoints as in Kafka: a voter
+    whose own set lacks that leader may not know where it is (`RaftNode._probe`)."""
     part = make(vote_resp.PartitionData, partition_index=0, error_code=ErrorCode.none, leader_id=_id(msg.leader_id),
                                    leader_epoch=msg.term, vote_granted=msg.granted)
     return make(vote_resp.VoteResponse, error_code=ErrorCode.none,
-                                  topics=(make(vote_resp.TopicData, topic_name=METADATA_TOPIC, partitions=(part,)),))
+                                  topics=(make(vote_resp.TopicData, topic_name=METADATA_TOPIC, partitions=(part,)),),
+                                  node_endpoints=_node_endpoints(vote_resp.NodeEndpoint, leader_address))
 
 
 def vote_error_response(code: ErrorCode) -> Any:
@@ -164,7 +168,9 @@ def decode_fetch_request(request: Any, dst: int) -> FetchRequest:
                         offset=part.fetch_offset, last_epoch=part.last_fetched_epoch)
 
 
-def encode_fetch_response(msg: FetchResponse, log_start_offset: int) -> Any:
+def encode_fetch_response(msg: FetchResponse, log_start_offset: int, leader_address: Voter | None = None) -> Any:
+    """`leader_address`, the address of the leader the answer names (its sender, or the leader a refusal points
+    to), goes in NodeEndpoints as in Kafka."""
     code = ErrorCode.none if msg.ok else ErrorCode.not_leader_or_follower
     diverging = make(fetch_resp.EpochEndOffset)
     if msg.diverging_end is not None:
@@ -181,7 +187,8 @@ def encode_fetch_response(msg: FetchResponse, log_start_offset: int) -> Any:
         records=encode_entries(msg.offset, msg.entries))
     return make(fetch_resp.FetchResponse,
         throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, session_id=0,
-        responses=(make(fetch_resp.FetchableTopicResponse, topic_id=METADATA_TOPIC_ID, partitions=(part,)),))
+        responses=(make(fetch_resp.FetchableTopicResponse, topic_id=METADATA_TOPIC_ID, partitions=(part,)),),
+        node_endpoints=_node_endpoints(fetch_resp.NodeEndpoint, leader_address, rack=None))
 
 
 def decode_fetch_response(response: Any, request: FetchRequest) -> FetchResponse | None:
@@ -297,6 +304,17 @@ def _only_partition(topics: Any) -> Any:
 
 def _id(node_id: int | None) -> int:
     return -1 if node_id is None else node_id
+
+
+def _node_endpoints(entity: Any, address: Voter | None, **extra: Any) -> tuple[Any, ...]:
+    if address is None or not 0 < address.port < 65536:
+        return ()
+    return (make(entity, node_id=address.node_id, host=address.host, port=address.port, **extra),)
+
+
+def node_endpoints(response: Any) -> list[Voter]:
+    """The addresses a Vote or Fetch answer gives in NodeEndpoints (Kafka's: the leaders it names)."""
+    return [Voter(e.node_id, e.host, e.port) for e in response.node_endpoints if e.node_id >= 0 and e.port > 0]
 
 
 # -- UpdateRaftVoter (KIP-853) -----------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from kio.serial import entity_reader, entity_writer
 
+from moldau.config import Voter
 from moldau.metadata import raft_wire as wire
 from moldau.metadata.records import TopicRecord
 from moldau.raft import (
@@ -70,6 +71,20 @@ def test_fetch_round_trip_with_entries_divergence_and_redirect() -> None:
     to_follower = FetchRequest(src=2, dst=3, term=4, offset=10, last_epoch=3)
     assert wire.decode_fetch_response(through_the_wire(wire.encode_fetch_response(redirect, 0)),
                                       to_follower) == redirect
+
+
+def test_answers_give_the_named_leaders_address_in_node_endpoints() -> None:
+    """As Kafka's Vote and Fetch answers do: a voter whose own set lacks the leader learns where it is."""
+    leader = Voter(3, "127.0.0.1", 9093)
+    vote = VoteResponse(src=1, dst=2, term=7, granted=False, pre_vote=True, leader_id=3)
+    encoded = through_the_wire(wire.encode_vote_response(vote, leader))
+    assert wire.node_endpoints(encoded) == [leader]
+    assert wire.decode_vote_response(encoded, 1, 2, True) == vote
+    redirect = FetchResponse(src=1, dst=2, term=4, ok=False, offset=10, entries=(), high_watermark=0, leader_id=3)
+    assert wire.node_endpoints(through_the_wire(wire.encode_fetch_response(redirect, 0, leader))) == [leader]
+    # Unknown, or no leader at all: nothing is given.
+    assert wire.node_endpoints(through_the_wire(wire.encode_vote_response(vote))) == []
+    assert wire.node_endpoints(through_the_wire(wire.encode_fetch_response(redirect, 0, Voter(3, "h", 0)))) == []
 
 
 def test_corrupt_fetched_entries_are_refused() -> None:
