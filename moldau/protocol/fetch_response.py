@@ -12,8 +12,9 @@ Layout (Kafka's FetchResponse schema): throttle_time_ms (v1+), error_code and se
 topic its name (v<13) or id (v13+) and per partition: index, error code, high watermark, last stable offset
 (v4+), log start offset (v5+), aborted transactions (v4+, nullable), preferred read replica (v11+) and the
 records. From v12 the message is "flexible": compact lengths (unsigned varint of length + 1) and a
-tagged-field section after each struct; the only tagged field sent is a partition's diverging epoch (tag 0,
-KIP-320), which tells a follower where its log parts from the leader's.
+tagged-field section after each struct. Tagged fields sent: a partition's diverging epoch (tag 0, KIP-320), which
+tells a follower where its log parts from the leader's; a refused partition's current leader (tag 1) and, from
+v16, those leaders' addresses (the response's tag 0), KIP-951 (`moldau.protocol.leader_hints`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from moldau.protocol.leader_hints import NodeEndpoint, current_leader_field, node_endpoints_field
 from moldau.protocol.wire import I16, I32, I64, FileRegion, Part, ResponsePart, ResponseWriter, uvarint
 
 FIRST_FLEXIBLE_VERSION = 12
@@ -32,6 +34,9 @@ _AFTER_HW = struct.Struct(">qq")  # last stable offset, log start offset
 _ABORTED = struct.Struct(">qq")
 _EPOCH_END_OFFSET = struct.Struct(">iq")  # epoch, end offset
 _DIVERGING_EPOCH_TAG = 0
+_CURRENT_LEADER_TAG = 1
+_NODE_ENDPOINTS_TAG = 0
+FIRST_NODE_ENDPOINTS_VERSION = 16  # KIP-951
 
 
 @dataclass(slots=True)
@@ -45,6 +50,7 @@ class PartitionResult:
     preferred_read_replica: int = -1
     records: Part | tuple[FileRegion, ...] | None = None  # regions: left in their files, for sendfile
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset), v12+, for followers
+    current_leader: tuple[int, int] | None = None  # (leader id, leader epoch), v12+, with a leadership error
 
 
 @dataclass(slots=True)
@@ -55,7 +61,8 @@ class TopicResult:
 
 
 def encode_fetch_response(version: int, throttle_time_ms: int, error_code: int, session_id: int,
-                          topics: Sequence[TopicResult]) -> list[ResponsePart]:
+                          topics: Sequence[TopicResult], node_endpoints: Sequence[NodeEndpoint] = ()
+                          ) -> list[ResponsePart]:
     """The response body as parts; record batches are parts of their own, never copied."""
     # Always write through `writer.out`: a records part replaces that buffer, so no alias may be kept.
     writer = ResponseWriter(flexible=version >= FIRST_FLEXIBLE_VERSION)
@@ -72,7 +79,10 @@ def encode_fetch_response(version: int, throttle_time_ms: int, error_code: int, 
         for partition in topic.partitions:
             _partition(writer, version, partition)
         writer.tags()
-    writer.tags()
+    if node_endpoints and version >= FIRST_NODE_ENDPOINTS_VERSION:
+        writer.out += uvarint(1) + node_endpoints_field(_NODE_ENDPOINTS_TAG, node_endpoints)
+    else:
+        writer.tags()
     return writer.finish()
 
 
@@ -95,9 +105,14 @@ def _partition(writer: ResponseWriter, version: int, p: PartitionResult) -> None
         writer.file_payload(p.records)
     else:
         writer.payload(p.records)
-    if p.diverging_epoch is not None and version >= FIRST_FLEXIBLE_VERSION:
-        # One tagged field: tag, size, then the EpochEndOffset struct with its own empty tag section.
-        body = _EPOCH_END_OFFSET.pack(*p.diverging_epoch) + uvarint(0)
-        writer.out += uvarint(1) + uvarint(_DIVERGING_EPOCH_TAG) + uvarint(len(body)) + body
-    else:
+    if version < FIRST_FLEXIBLE_VERSION or (p.diverging_epoch is None and p.current_leader is None):
         writer.tags()
+        return
+    # Tagged fields in tag order, each: tag, size, then its struct with its own empty tag section.
+    fields = []
+    if p.diverging_epoch is not None:
+        body = _EPOCH_END_OFFSET.pack(*p.diverging_epoch) + uvarint(0)
+        fields.append(uvarint(_DIVERGING_EPOCH_TAG) + uvarint(len(body)) + body)
+    if p.current_leader is not None:
+        fields.append(current_leader_field(_CURRENT_LEADER_TAG, p.current_leader))
+    writer.out += uvarint(len(fields)) + b"".join(fields)

@@ -44,6 +44,7 @@ from moldau.protocol.codec import EncodedBody
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.fetch_metadata import FINAL_EPOCH, INVALID_SESSION_ID
 from moldau.protocol.fetch_response import (
+    FIRST_FLEXIBLE_VERSION,
     FIRST_TOPIC_ID_VERSION,
     PartitionResult,
     TopicResult,
@@ -64,6 +65,7 @@ from moldau.server.fetch_sessions import (
 )
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import ms_from_timedelta, reads_committed
+from moldau.server.handlers.leader_hints import FETCH_ERRORS, add_leader_hints
 from moldau.storage.log_common import ReadResult
 
 # Below this, one pread and a copy cost less than the sendfile path (measured in docs/benchmarks.md: at 128 KiB
@@ -327,8 +329,9 @@ def _response(ctx: RequestContext, code: ErrorCode, reads: list[_PartitionRead],
     """The encoded response; a consumer's counts against its consumer_byte_rate (replicas are never throttled),
     and carries the throttle time that earns it."""
     by_topic: dict[Any, list[PartitionResult]] = {}
+    refused: list[tuple[Any, PartitionResult]] = []
     for r in reads:
-        by_topic.setdefault(r.topic_key, []).append(PartitionResult(
+        result = PartitionResult(
             partition=r.partition, error_code=r.error.value, high_watermark=r.high_watermark,
             # Empty, never null, records for a partition with an error or a diverging epoch: Kafka sends empty
             # ones, and librdkafka fails the whole response on a null record set ("MessageSetSize -1").
@@ -336,15 +339,20 @@ def _response(ctx: RequestContext, code: ErrorCode, reads: list[_PartitionRead],
             aborted_transactions=r.aborted_transactions,
             records=r.records if r.records is not None else b"",
             diverging_epoch=r.diverging_epoch,
-        ))
+        )
+        by_topic.setdefault(r.topic_key, []).append(result)
+        if result.error_code in FETCH_ERRORS:
+            refused.append((r.topic_key, result))
+    # KIP-951: refused partitions name their leader (v12+), and the answer gives its address (v16+).
+    endpoints = add_leader_hints(ctx, refused) if refused and ctx.version >= FIRST_FLEXIBLE_VERSION else []
     by_id = ctx.version >= FIRST_TOPIC_ID_VERSION
     topics = [TopicResult(name=None if by_id else key, topic_id=key if by_id else None, partitions=parts)
               for key, parts in by_topic.items()]
-    parts = encode_fetch_response(ctx.version, 0, code.value, session_id, topics)
+    parts = encode_fetch_response(ctx.version, 0, code.value, session_id, topics, endpoints)
     if consumer:
         throttle_ms = ctx.quota.record(CONSUMER_BYTE_RATE, sum(len(part) for part in parts))
         if throttle_ms > 0:
-            parts = encode_fetch_response(ctx.version, throttle_ms, code.value, session_id, topics)
+            parts = encode_fetch_response(ctx.version, throttle_ms, code.value, session_id, topics, endpoints)
     return EncodedBody(parts)
 
 

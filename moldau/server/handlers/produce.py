@@ -39,8 +39,10 @@ from typing import Any
 
 from moldau.protocol.codec import CloseConnection, DeferredBody, EncodedBody
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.leader_hints import NodeEndpoint
 from moldau.protocol.produce_request import ProduceRequest, parse_produce_request
 from moldau.protocol.produce_response import (
+    FIRST_LEADER_HINT_VERSION,
     FIRST_TOPIC_ID_VERSION,
     PartitionResponse,
     TopicResponse,
@@ -55,6 +57,7 @@ from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.security.quotas import NO_QUOTA, PRODUCER_BYTE_RATE
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
+from moldau.server.handlers.leader_hints import PRODUCE_ERRORS, add_leader_hints
 
 _VALID_ACKS = (-1, 0, 1)
 Appended = list[tuple[HostedPartition, PartitionResponse, int]]
@@ -76,6 +79,7 @@ class _Pending:
 async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedBody | DeferredBody | None:
     acks = request.acks
     topics = []
+    names: list[str | None] = []
     appended: Appended = []
     pending: list[_Pending] = []
     txn_code = _authorize_transactional_id(ctx, request)
@@ -85,10 +89,12 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedBody | 
             code = txn_code if txn_code != ErrorCode.none else _authorize_topic(ctx, name)
         results = [_produce_partition(ctx, name, code, request, p, appended, pending)
                    for p in topic_data.partition_data]
+        names.append(name)
         topics.append(TopicResponse(name=topic_data.name if ctx.version < FIRST_TOPIC_ID_VERSION else None,
                                     topic_id=getattr(topic_data, "topic_id", None), partitions=results))
     if pending:
         await asyncio.gather(*(_complete(ctx, request, p, appended) for p in pending))
+    endpoints = _leader_hints(ctx, names, topics) if ctx.version >= FIRST_LEADER_HINT_VERSION else []
     # Client quotas: the produced bytes count against producer_byte_rate (dispatch mutes the connection).
     throttle_ms = 0 if ctx.quota is NO_QUOTA else ctx.quota.record(PRODUCER_BYTE_RATE, sum(
         len(p.records) for t in request.topic_data for p in t.partition_data if p.records is not None))
@@ -102,16 +108,24 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedBody | 
         codes = [ack for hosted, _, end in appended if (ack := hosted.acks_now(end)) is not None]
         if len(codes) < len(appended):
             # Answered once the followers have the records; the connection serves its next requests meanwhile.
-            return DeferredBody(_answer_after_acks(ctx, appended, request.timeout_ms, throttle_ms, topics))
+            return DeferredBody(_answer_after_acks(ctx, appended, request.timeout_ms, throttle_ms, topics,
+                                                   endpoints))
         # Every partition answers at once (a single replica, say): no task, the answer written as acks=1's is.
         _set_ack_codes(appended, codes)
-    return EncodedBody(encode_produce_response(ctx.version, throttle_ms, topics))
+    return EncodedBody(encode_produce_response(ctx.version, throttle_ms, topics, endpoints))
+
+
+def _leader_hints(ctx: RequestContext, names: list[str | None], topics: list[TopicResponse]) -> list[NodeEndpoint]:
+    """KIP-951: partitions refused with NOT_LEADER_OR_FOLLOWER name their leader; the leaders' addresses."""
+    refused = [(name, p) for name, topic in zip(names, topics, strict=True) for p in topic.partitions
+               if p.error_code in PRODUCE_ERRORS]
+    return add_leader_hints(ctx, refused) if refused else []
 
 
 async def _answer_after_acks(ctx: RequestContext, appended: Appended, timeout_ms: int, throttle_ms: int,
-                             topics: list[TopicResponse]) -> EncodedBody:
+                             topics: list[TopicResponse], endpoints: list[NodeEndpoint]) -> EncodedBody:
     await _wait_for_acks(ctx, appended, timeout_ms)
-    return EncodedBody(encode_produce_response(ctx.version, throttle_ms, topics))
+    return EncodedBody(encode_produce_response(ctx.version, throttle_ms, topics, endpoints))
 
 
 async def _wait_for_acks(ctx: RequestContext, appended: list[tuple[HostedPartition, PartitionResponse, int]],

@@ -7,6 +7,7 @@ import io
 import os
 import random
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -15,12 +16,14 @@ from kio.serial import entity_writer
 
 from moldau.protocol import codec
 from moldau.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
+from moldau.protocol.leader_hints import NodeEndpoint
 from moldau.protocol.wire import FileRegion, Part
 from moldau.server.handlers.fetch import API as FETCH
 from tests.support.wire import in_memory
 
 
-def kio_bytes(version: int, session_id: int, topics: list[TopicResult]) -> bytes:
+def kio_bytes(version: int, session_id: int, topics: list[TopicResult], endpoints: Sequence[NodeEndpoint] = ()
+              ) -> bytes:
     schema = codec.api_schema(1, version)
     part_cls = codec.nested(schema, "PartitionData")
     aborted_cls = codec.nested(schema, "AbortedTransaction")
@@ -34,11 +37,15 @@ def kio_bytes(version: int, session_id: int, topics: list[TopicResult]) -> bytes
                        aborted_transactions=None if p.aborted_transactions is None else tuple(
                            aborted_cls(producer_id=a, first_offset=b) for a, b in p.aborted_transactions),
                        records=_held_bytes(p.records),
-                       **_diverging(epoch_cls, p))
+                       **_diverging(epoch_cls, p), **_leader(schema, p))
             for p in t.partitions))
         for t in topics)
+    endpoint_cls = getattr(schema.response_module, "NodeEndpoint", None)
+    kio_endpoints = () if endpoint_cls is None else tuple(
+        endpoint_cls(node_id=e.node_id, host=e.host, port=e.port, rack=e.rack) for e in endpoints)
     response = codec.make(schema.response_type, throttle_time=datetime.timedelta(milliseconds=7),
-                          error_code=ErrorCode.none, session_id=session_id, responses=kio_topics, node_endpoints=())
+                          error_code=ErrorCode.none, session_id=session_id, responses=kio_topics,
+                          node_endpoints=kio_endpoints)
     buf = io.BytesIO()
     entity_writer(schema.response_type)(buf, response)
     return buf.getvalue()
@@ -57,6 +64,13 @@ def _diverging(epoch_cls: Any, p: PartitionResult) -> dict[str, Any]:
     return {"diverging_epoch": epoch_cls(epoch=p.diverging_epoch[0], end_offset=p.diverging_epoch[1])}
 
 
+def _leader(schema: Any, p: PartitionResult) -> dict[str, Any]:
+    leader_cls = getattr(schema.response_module, "LeaderIdAndEpoch", None)
+    if leader_cls is None or p.current_leader is None:
+        return {}
+    return {"current_leader": leader_cls(leader_id=p.current_leader[0], leader_epoch=p.current_leader[1])}
+
+
 def random_topics(rng: random.Random, version: int = 0) -> list[TopicResult]:
     topics = []
     for t in range(rng.randint(0, 3)):
@@ -69,6 +83,8 @@ def random_topics(rng: random.Random, version: int = 0) -> list[TopicResult]:
                                               rng.choice([-1, 2]), records))
             if version >= 12 and rng.random() < 0.5:
                 partitions[-1].diverging_epoch = (rng.randint(0, 99), rng.randint(0, 10**9))
+            if version >= 12 and rng.random() < 0.3:
+                partitions[-1].current_leader = (rng.randint(0, 9), rng.randint(0, 10**6))
         topics.append(TopicResult(f"topic-{t}" * rng.randint(1, 30), uuid.uuid4(), partitions))
     return topics
 
@@ -79,8 +95,10 @@ def test_matches_kio_for_every_served_version(version: int) -> None:
     for _ in range(30):
         topics = random_topics(rng, version)
         session_id = rng.choice([0, 12345])
-        ours = in_memory(encode_fetch_response(version, 7, 0, session_id, topics))
-        assert ours == kio_bytes(version, session_id, topics)
+        endpoints = [NodeEndpoint(n, f"broker-{n}.example" * rng.randint(1, 9), rng.randint(1, 65535),
+                                  rng.choice([None, "rack-a"])) for n in range(rng.choice([0, 0, 1, 3]))]
+        ours = in_memory(encode_fetch_response(version, 7, 0, session_id, topics, endpoints))
+        assert ours == kio_bytes(version, session_id, topics, endpoints if version >= 16 else ())
 
 
 def test_large_records_are_passed_through_without_copy() -> None:
