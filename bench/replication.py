@@ -36,8 +36,10 @@ clients in other processes than the nodes.
   surviving broker's Metadata names a new leader ("new leader"). The node is then restarted, the ISRs are
   waited for until full and leadership is moved back to the preferred replicas (ElectLeaders) before the
   next run. ``--repeat`` runs per victim; min/median/max, against ``broker.session.timeout.ms``, after which
-  the controller fences a silent broker. Then, unless ``--default-timeout-runs 0``, the same on a fresh
-  cluster with Moldau's default liveness timings.
+  the controller fences a silent broker. ``--victims stopped`` (not run by default) stops the leader with
+  SIGTERM instead, a controlled shutdown as in a rolling restart: its leaderships move while it still answers,
+  and its NOT_LEADER_OR_FOLLOWER answers name the new leader (KIP-951). Then, unless ``--default-timeout-runs 0``,
+  the same on a fresh cluster with Moldau's default liveness timings.
 
 At the end every node's ``server.log`` is searched for errors and tracebacks; they are printed under the
 tables. ``--keep DIR`` puts the clusters' directories (logs and data) under DIR and leaves them there.
@@ -98,7 +100,8 @@ MIN_ISR = 2
 # (label, replication factor, acks); the first two are the ratio column of the tables.
 THROUGHPUT_CONFIGS = (("RF3 acks=all", 3, "all"), ("RF1 acks=1", 1, "1"), ("RF3 acks=1", 3, "1"))
 LATENCY_CONFIGS = THROUGHPUT_CONFIGS[:2]
-VICTIMS = ("broker", "controller")
+VICTIMS = ("broker", "controller", "stopped")
+DEFAULT_VICTIMS = ("broker", "controller")
 FAILOVER_LABELS = ["median", "session timeout", "min", "max"]  # ratio column: median / session timeout
 ERROR_LINE = re.compile(r"Traceback|\bERROR\b|\bCRITICAL\b|Exception|Error:")
 
@@ -120,7 +123,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rate", type=int, default=1000, help="records/s of the latency producer")
     parser.add_argument("--duration", type=float, help="seconds of latency load per run (default 10, quick 5)")
     parser.add_argument("--repeat", type=int, help="failover runs per victim (default 3, quick 1)")
-    parser.add_argument("--victims", default=",".join(VICTIMS), help="comma list of " + ", ".join(VICTIMS))
+    parser.add_argument("--victims", default=",".join(DEFAULT_VICTIMS), help="comma list of " + ", ".join(VICTIMS))
     parser.add_argument("--failover-rate", type=int, default=1000, help="records/s of the failover producer")
     parser.add_argument("--warmup", type=float, default=1.5, help="seconds of failover load before the kill")
     parser.add_argument("--default-timeout-runs", type=int, help="failover runs with Moldau's default timings "
@@ -479,7 +482,7 @@ def pick_victim(cluster: LocalCluster, topic: str, kind: str) -> tuple[int, int,
     controller = cluster.active_controller(30).leader_id
     leaders = {p: int(meta.leader_id) for p, meta in partitions_at(running_brokers(cluster)[0], topic).items()}
     for partition, leader in sorted(leaders.items()):
-        if (leader == controller) == (kind == "controller"):
+        if (leader == controller) == (kind == "controller"):  # "stopped": a broker that is not the controller
             return leader, partition, leader == controller
     raise BenchError(f"no partition led by {'the' if kind == 'controller' else 'a non-'}active controller "
                      f"(controller {controller}, leaders {leaders})")
@@ -492,7 +495,10 @@ def failover_once(cluster: LocalCluster, args: argparse.Namespace, topic: str, k
     with SteadyWriter(cluster.bootstrap, topic, args.partitions, args.failover_rate) as writer:
         time.sleep(args.warmup)
         killed_ns = time.monotonic_ns()
-        cluster.node(victim).kill()
+        if kind == "stopped":
+            cluster.node(victim).send_term()  # controlled shutdown: leaderships move while it still answers
+        else:
+            cluster.node(victim).kill()
         new_leader_ns: int | None = None
         resumed_ns: int | None = None
         deadline = time.monotonic() + limit
@@ -507,6 +513,8 @@ def failover_once(cluster: LocalCluster, args: argparse.Namespace, topic: str, k
             time.sleep(0.02)
         time.sleep(1.0)  # a little steady load after recovery, so that later stalls show in the gaps
         writer.stop()
+    if kind == "stopped":
+        cluster.node(victim).stop()  # waits for the shutdown to finish
     if resumed_ns is None:
         raise BenchError(f"partition {partition}: no record sent after the kill acknowledged within {limit:.0f} s")
     mine = [a for p, a in zip(writer.partition_of, writer.acked_ns, strict=True) if p == partition and a >= 0]
