@@ -1,6 +1,7 @@
-"""KIP-951 on a real two-broker cluster: a Produce or Fetch sent to a broker that does not lead the partition is
-refused with NOT_LEADER_OR_FOLLOWER, names the leader and its epoch, and gives the leader's address as Metadata
-does, so that clients (librdkafka 2.4+, Java 3.7+) move without a metadata refresh. Older versions get no hint."""
+"""KIP-951 on a real two-broker cluster: a Produce, Fetch, ShareFetch or ShareAcknowledge sent to a broker that does
+not lead the partition is refused with NOT_LEADER_OR_FOLLOWER, names the leader and its epoch, and gives the leader's
+address as Metadata does, so that clients (librdkafka 2.4+, Java 3.7+) move without a metadata refresh. Older
+versions get no hint."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from kio.schema.fetch.v17 import request as fetch17
 from kio.schema.produce.v9 import request as produce9
 from kio.schema.produce.v10 import request as produce10
 from kio.schema.produce.v13 import request as produce13
-from kio.schema.types import TopicName
-from kio.static.primitive import Records, i16, i32, i32Timedelta, i64
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 
 from moldau.protocol.errors import ErrorCode
 from tests.support.clients import create_topic
@@ -125,3 +126,32 @@ def _topic_id(cluster: LocalCluster) -> uuid.UUID:
     topic_id = meta.topics[0].topic_id
     assert isinstance(topic_id, uuid.UUID)
     return topic_id
+
+
+def test_share_fetch_and_acknowledge_from_a_follower_name_the_leader(cluster: LocalCluster) -> None:
+    """KIP-932's share APIs carry the same two fields: a share consumer's fetch or acknowledgement that reaches a
+    broker that does not lead the partition learns where the leader is."""
+    from kio.schema.share_acknowledge.v1 import request as share_ack
+    from kio.schema.share_fetch.v1 import request as share_fetch
+
+    partition, leader, other = roles(cluster)
+    topic_id = _topic_id(cluster)
+    fetch_request = share_fetch.ShareFetchRequest(
+        group_id=GroupId("hinted-share"), member_id=str(uuid.uuid4()), share_session_epoch=i32(0),
+        max_wait=i32Timedelta.parse(datetime.timedelta(0)), min_bytes=i32(1), max_records=i32(10),
+        batch_size=i32(10), topics=(share_fetch.FetchTopic(topic_id=topic_id, partitions=(
+            share_fetch.FetchPartition(partition_index=i32(0), acknowledgement_batches=()),)),),
+        forgotten_topics_data=())
+    with RawClient(other) as client:
+        fetched = client.request(fetch_request)
+        acked = client.request(share_ack.ShareAcknowledgeRequest(
+            group_id=GroupId("hinted-share"), member_id=fetch_request.member_id, share_session_epoch=i32(1),
+            topics=(share_ack.AcknowledgeTopic(topic_id=topic_id, partitions=(share_ack.AcknowledgePartition(
+                partition_index=i32(0), acknowledgement_batches=(share_ack.AcknowledgementBatch(
+                    first_offset=i64(0), last_offset=i64(0), acknowledge_types=(i8(1),)),)),)),)))
+    expected_leader = (partition.leader_id, partition.leader_epoch)
+    expected_endpoints = [(leader.node_id, leader.host, leader.port)]
+    for answer, part in ((fetched, fetched.responses[0].partitions[0]), (acked, acked.responses[0].partitions[0])):
+        assert part.error_code == ErrorCode.not_leader_or_follower
+        assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == expected_leader
+        assert [(e.node_id, e.host, e.port) for e in answer.node_endpoints] == expected_endpoints

@@ -4,7 +4,8 @@ A partition refused because this broker does not lead it (NOT_LEADER_OR_FOLLOWER
 FENCED_LEADER_EPOCH) names the leader and leader epoch the metadata image holds, and the answer gives those leaders'
 addresses on the listener the client came in on, as Metadata would; the client goes there without a metadata
 refresh first. A partition without a leader, or a leader whose address is unknown or fenced, gets no hint of that
-part: the client refreshes its metadata as before.
+part: the client refreshes its metadata as before. ShareFetch and ShareAcknowledge (KIP-932) carry the same two
+fields; `moldau.server.handlers.share_common` fills them with the functions below.
 """
 
 from __future__ import annotations
@@ -35,16 +36,29 @@ def add_leader_hints(ctx: RequestContext, refused: Iterable[tuple[str | uuid.UUI
                      ) -> list[NodeEndpoint]:
     """Set `current_leader` on each refused partition (keyed by topic name or id) whose leader the image knows;
     return the addresses of those leaders."""
-    image = ctx.broker.image
     leaders: set[int] = set()
     for key, answer in refused:
-        topic = image.topics_by_id.get(key) if isinstance(key, uuid.UUID) else (
-            image.topics_by_name.get(key) if key is not None else None)
-        partition = topic.partitions.get(answer.partition) if topic is not None else None
-        if partition is None or partition.leader < 0:
-            continue
-        answer.current_leader = (partition.leader, partition.leader_epoch)
-        leaders.add(partition.leader)
+        leader = current_leader(ctx, key, answer.partition)
+        if leader is not None:
+            answer.current_leader = leader
+            leaders.add(leader[0])
+    return leader_endpoints(ctx, leaders)
+
+
+def current_leader(ctx: RequestContext, key: str | uuid.UUID | None, partition: int) -> tuple[int, int] | None:
+    """(leader id, leader epoch) of a partition (its topic by name or id) as the image has it; None if leaderless."""
+    image = ctx.broker.image
+    topic = image.topics_by_id.get(key) if isinstance(key, uuid.UUID) else (
+        image.topics_by_name.get(key) if key is not None else None)
+    found = topic.partitions.get(partition) if topic is not None else None
+    if found is None or found.leader < 0:
+        return None
+    return found.leader, found.leader_epoch
+
+
+def leader_endpoints(ctx: RequestContext, leaders: Iterable[int]) -> list[NodeEndpoint]:
+    """The addresses of `leaders` on the client's listener, as Metadata gives them (fenced brokers left out)."""
+    image = ctx.broker.image
     endpoints = []
     for leader in sorted(leaders):
         registration = image.brokers.get(leader)

@@ -18,7 +18,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE, error_message
-from moldau.server.handlers.share_common import PartitionOutcome, acknowledge, leader_field
+from moldau.server.handlers.share_common import PartitionOutcome, acknowledge, leader_field, leader_hints
 from moldau.share.sessions import CLOSE_EPOCH
 
 
@@ -42,6 +42,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _response(ctx: RequestContext, outcomes: dict[tuple[uuid.UUID, int], PartitionOutcome],
               code: ErrorCode = ErrorCode.none, message: str | None = None) -> Any:
+    endpoints = leader_hints(ctx, outcomes)
     by_topic: dict[uuid.UUID, list[Any]] = {}
     for (topic_id, partition), o in outcomes.items():
         by_topic.setdefault(topic_id, []).append(make(
@@ -52,7 +53,7 @@ def _response(ctx: RequestContext, outcomes: dict[tuple[uuid.UUID, int], Partiti
     lock = datetime.timedelta(milliseconds=ctx.broker.share.settings.partition.record_lock_duration_ms)
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=code,
                 error_message=error_message(code.name, message), acquisition_lock_timeout=lock,
-                responses=responses, node_endpoints=())
+                responses=responses, node_endpoints=endpoints)
 
 
 API = Api(key=79, name="ShareAcknowledge", min_version=1, max_version=2, handle=handle)

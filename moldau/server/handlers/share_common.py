@@ -1,9 +1,10 @@
 """What ShareFetch and ShareAcknowledge share: applying a member's acknowledgements to share-partitions led here,
-and the leader fields of their partition answers."""
+and the leader fields of their partition answers (with KIP-951's hints where a partition is not led here)."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.replica_manager import HostedPartition
 from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.server.context import RequestContext
+from moldau.server.handlers.leader_hints import current_leader, leader_endpoints
 from moldau.share.partition import AckBatch, AcknowledgeError
 
 NO_LEADER = (-1, -1)
@@ -75,6 +77,20 @@ async def acknowledge(ctx: RequestContext, group_id: str, member_id: str, topic_
     if written != ErrorCode.none:
         outcome.ack_error, outcome.ack_message = written, "the acknowledgement could not be made durable"
     return outcome
+
+
+def leader_hints(ctx: RequestContext, outcomes: Mapping[tuple[uuid.UUID, int], PartitionOutcome]) -> tuple[Any, ...]:
+    """KIP-951 as ShareFetch and ShareAcknowledge carry it: a partition refused with NOT_LEADER_OR_FOLLOWER names
+    its leader (`moldau.server.handlers.leader_hints`); the response's NodeEndpoints give those leaders' addresses."""
+    leaders = set()
+    for (topic_id, partition), outcome in outcomes.items():
+        if ErrorCode.not_leader_or_follower in (outcome.error, outcome.ack_error):
+            leader = current_leader(ctx, topic_id, partition)
+            if leader is not None:
+                outcome.leader = leader
+                leaders.add(leader[0])
+    return tuple(make(ctx.nested("NodeEndpoint"), node_id=e.node_id, host=e.host, port=e.port, rack=e.rack)
+                 for e in leader_endpoints(ctx, leaders))
 
 
 def leader_field(ctx: RequestContext, outcome: PartitionOutcome) -> Any:

@@ -36,7 +36,14 @@ from moldau.replication.replica_manager import HostedPartition
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE, error_message, ms_from_timedelta
-from moldau.server.handlers.share_common import PartitionOutcome, acknowledge, leader_field, leader_of, led_partition
+from moldau.server.handlers.share_common import (
+    PartitionOutcome,
+    acknowledge,
+    leader_field,
+    leader_hints,
+    leader_of,
+    led_partition,
+)
 from moldau.share.isolation import AbortedTxn, StoredBatch, undeliverable, without
 from moldau.share.partition import AcquiredRange, SharePartition
 from moldau.share.sessions import CLOSE_EPOCH, OPEN_EPOCH
@@ -222,6 +229,7 @@ def _lock_timeout(ctx: RequestContext) -> datetime.timedelta:
 
 
 def _response(ctx: RequestContext, answers: dict[Key, _Answer]) -> Any:
+    endpoints = leader_hints(ctx, answers)
     by_topic: dict[uuid.UUID, list[Any]] = {}
     for (topic_id, partition), a in sorted(answers.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
         acquired = tuple(make(ctx.nested("AcquiredRecords"), first_offset=r.first_offset, last_offset=r.last_offset,
@@ -234,7 +242,7 @@ def _response(ctx: RequestContext, answers: dict[Key, _Answer]) -> Any:
     responses = tuple(make(ctx.nested("ShareFetchableTopicResponse"), topic_id=t, partitions=tuple(ps))
                       for t, ps in by_topic.items())
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
-                acquisition_lock_timeout=_lock_timeout(ctx), responses=responses, node_endpoints=())
+                acquisition_lock_timeout=_lock_timeout(ctx), responses=responses, node_endpoints=endpoints)
 
 
 API = Api(key=78, name="ShareFetch", min_version=1, max_version=2, handle=handle)
