@@ -15,7 +15,8 @@ I/O (answering fetches, sending AlterPartition to the controller) stays outside.
   is pending, the high watermark uses the *maximal* ISR (the committed one plus the members being added), so
   it never counts on a replica the controller might not have accepted (KIP-497).
 - A proposal stays pending until its outcome is known (`proposal_outcome`). Only an answer saying it was not
-  applied puts the leader back on the committed ISR. An answer that does not say (no answer, an unexpected
+  applied puts the leader back on the committed ISR, at once; no member is then proposed for adding for
+  `EXPANSION_BACKOFF_MS`. An answer that does not say (no answer, an unexpected
   error) sends it again; one that says the partition moved on (a newer partition or leader epoch, a new
   leader) waits for the metadata image. Dropping a pending expansion on such an answer would let the high
   watermark pass a member the controller did add, perhaps as the partition's next leader (a reassignment
@@ -35,6 +36,8 @@ from typing import Protocol
 from moldau.protocol.errors import ErrorCode
 
 UNKNOWN_OFFSET = -1
+# After a refused proposal, how long no member is proposed for adding (see `on_proposal_refused`).
+EXPANSION_BACKOFF_MS = 500
 
 
 class ProposalOutcome(Enum):
@@ -108,6 +111,7 @@ class LeaderState:
     now_ms: int
     pending_isr: tuple[int, ...] | None = None
     followers: dict[int, FollowerProgress] = field(default_factory=dict)
+    expand_after_ms: int = 0  # no expansion is proposed before this (`on_proposal_refused`)
 
     def __post_init__(self) -> None:
         # A new leader gives every follower a full lag period before judging it (it knows nothing yet).
@@ -159,10 +163,18 @@ class LeaderState:
         self.on_committed(self.replicas, isr, partition_epoch, now_ms)
         self.pending_isr = None
 
-    def on_proposal_refused(self) -> None:
-        """The controller did not apply the proposal (`ProposalOutcome.REFUSED`): forget it, propose again from
-        the committed ISR. Never for an answer that leaves the outcome open: see `proposal_outcome`."""
+    def on_proposal_refused(self, now_ms: int) -> None:
+        """The controller did not apply the proposal (`ProposalOutcome.REFUSED`): forget it at once, so that the high
+        watermark counts on the committed ISR again, and propose again from it. Never for an answer that leaves the
+        outcome open: see `proposal_outcome`.
+
+        No member is proposed for adding for `EXPANSION_BACKOFF_MS`: the controller refuses a replica whose broker is
+        fenced or shutting down (INELIGIBLE_REPLICA), and such a broker may go on fetching for a while (a controlled
+        shutdown does), which would otherwise propose it again at every fetch. Holding the refused proposal pending
+        instead, as a backoff, kept the high watermark waiting for that broker: when it stopped, every acks=all
+        request of its partitions waited out the rest of the backoff."""
         self.pending_isr = None
+        self.expand_after_ms = now_ms + EXPANSION_BACKOFF_MS
 
     # -- decisions ----------------------------------------------------------------------------------------------
 
@@ -197,10 +209,12 @@ class LeaderState:
         lagging = {r for r in self.isr if r != self.node_id and self._lagging(r, now_ms)}
         return tuple(r for r in self.isr if r not in lagging) if lagging else None
 
-    def expanded_isr(self, replica: int, high_watermark: int) -> tuple[int, ...] | None:
+    def expanded_isr(self, replica: int, high_watermark: int, now_ms: int) -> tuple[int, ...] | None:
         """The ISR with `replica` added if it has caught up, or None. Asked right after that replica's fetch, so
         a follower is never added on the strength of a position it reported before it went away."""
-        if self.pending_isr is not None or replica in self.isr or not self._caught_up(replica, high_watermark):
+        if self.pending_isr is not None or replica in self.isr or now_ms < self.expand_after_ms:
+            return None
+        if not self._caught_up(replica, high_watermark):
             return None
         return tuple(r for r in self.replicas if r in self.isr or r == replica)
 

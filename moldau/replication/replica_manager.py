@@ -520,7 +520,7 @@ class ReplicaManager:
         end = hosted.log.log_end_offset
         state.on_follower_fetch(replica_id, min(fetch_offset, end), end, self._now_ms(), broker_epoch)
         self._advance_high_watermark(hosted)
-        expanded = state.expanded_isr(replica_id, hosted.log.high_watermark)
+        expanded = state.expanded_isr(replica_id, hosted.log.high_watermark, self._now_ms())
         if expanded is not None:
             self._propose(hosted, expanded)
 
@@ -592,14 +592,16 @@ class ReplicaManager:
                 log.debug("AlterPartition for %s-%d answered %s: waiting for the metadata", hosted.topic,
                           hosted.partition, answer.error.name)
                 return
-            log.info("AlterPartition for %s-%d answered %s: %s", hosted.topic, hosted.partition, answer.error.name,
-                     "proposing again from the committed ISR" if outcome is ProposalOutcome.REFUSED
-                     else "sending it again")
+            if outcome is ProposalOutcome.REFUSED:
+                log.info("AlterPartition for %s-%d answered %s: back on the committed ISR", hosted.topic,
+                         hosted.partition, answer.error.name)
+                state.on_proposal_refused(self._now_ms())
+                self._advance_high_watermark(hosted)  # acks waiting on a member it would have added go now
+                return
+            log.info("AlterPartition for %s-%d answered %s: sending it again", hosted.topic, hosted.partition,
+                     answer.error.name)
             await asyncio.sleep(_ALTER_PARTITION_RETRY_MS / 1000)
             if not _still_pending(hosted, state, proposal):
-                return
-            if outcome is ProposalOutcome.REFUSED:
-                state.on_proposal_refused()
                 return
 
     # -- the follower's side ------------------------------------------------------------------------------------

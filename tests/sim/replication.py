@@ -392,7 +392,7 @@ class ReplicationSimulation:
         # The incarnation stands for the broker epoch: a restart registers the broker again (KIP-903).
         state.on_follower_fetch(follower_id, min(fetch_offset, end), end, self.now_ms, incarnation)
         self._advance_hw(leader)
-        expanded = state.expanded_isr(follower_id, log.high_watermark)
+        expanded = state.expanded_isr(follower_id, log.high_watermark, self.now_ms)
         if expanded is not None:
             self._propose(leader, expanded)
         if fetch_offset > end or fetch_offset < log.log_start_offset:
@@ -429,7 +429,8 @@ class ReplicationSimulation:
             state.on_proposal_committed(committed.isr, committed.partition_epoch, self.now_ms)
             self._advance_hw(leader)
         elif outcome is ProposalOutcome.REFUSED:
-            state.on_proposal_refused()
+            state.on_proposal_refused(self.now_ms)
+            self._advance_hw(leader)
         elif outcome is ProposalOutcome.RETRY:
             self._send_proposal(leader)
 

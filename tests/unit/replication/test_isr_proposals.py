@@ -1,8 +1,8 @@
 """A leader's ISR expansion stays pending until its outcome is known: the high watermark keeps counting on the
 member being added through a controller that does not answer, and through an answer that says the change was
 applied but moved leadership elsewhere (a reassignment completing). Only a refusal puts it back on the committed
-ISR. Before, any answer but a plain success dropped the proposal, and the leader acknowledged records that the new
-leader did not have."""
+ISR, at once. Before, any answer but a plain success dropped the proposal, and the leader acknowledged records that
+the new leader did not have."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from moldau.clock import ManualClock
 from moldau.metadata.records import PartitionRecord
 from moldau.protocol.errors import ErrorCode
 from moldau.replication import replica_manager
+from moldau.replication.leader_state import EXPANSION_BACKOFF_MS
 from moldau.replication.replica_manager import HostedPartition, IsrAnswer, IsrProposal, ReplicaManager
 from tests.unit.replication.hosting import TOPIC, close, hosting
 from tests.unit.storage.batches import batches_of, make_batch
@@ -111,15 +113,29 @@ def test_an_answer_that_leaves_it_to_the_metadata_keeps_the_proposal_pending(rep
     asyncio.run(scenario())
 
 
-def test_a_refusal_puts_the_leader_back_on_the_committed_isr(replicas: ReplicaManager) -> None:
+def test_a_refusal_puts_the_leader_back_on_the_committed_isr_at_once(replicas: ReplicaManager) -> None:
+    """INELIGIBLE_REPLICA (the follower's broker is fenced or shutting down): the record waiting on the member that was
+    to be added is acknowledged at once, not after a back-off; held pending instead, a broker that stopped during a
+    controlled shutdown held every acks=all request of its partitions for the rest of it."""
     async def scenario() -> None:
-        controller = ScriptedController(IsrAnswer(ErrorCode.ineligible_replica))
+        controller = ScriptedController(IsrAnswer(ErrorCode.ineligible_replica),
+                                        IsrAnswer(ErrorCode.none, (LEADER, FOLLOWER), 3, 6))
         hosted = lead_with_a_caught_up_follower(replicas, controller)
+        replicas.append_as_leader(hosted, batches_of(make_batch([b"c"])))
+        assert hosted.log.high_watermark == 2, "the member being added counts while pending"
         await settle(controller, 1)
-        await asyncio.sleep(0.05)  # the retry back-off, shortened here
         state = hosted.leader_state
         assert state is not None and (state.isr, state.pending_isr) == ((LEADER,), None)
-        more_records_not_on_the_follower(replicas, hosted)
         assert hosted.log.high_watermark == 3, "the committed ISR is the leader alone"
+        # Fetching on, caught up: not proposed again within the back-off, then proposed again.
+        replicas.on_replica_fetch(hosted, FOLLOWER, 3, FOLLOWER_EPOCH)
+        assert state.pending_isr is None and len(controller.proposals) == 1
+        clock = replicas._clock
+        assert isinstance(clock, ManualClock)
+        clock.advance(EXPANSION_BACKOFF_MS)
+        replicas.on_replica_fetch(hosted, FOLLOWER, 3, FOLLOWER_EPOCH)
+        assert state.pending_isr == (LEADER, FOLLOWER)
+        await settle(controller, 2)
+        assert (state.isr, state.pending_isr) == ((LEADER, FOLLOWER), None)
 
     asyncio.run(scenario())

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from moldau.protocol.errors import ErrorCode
-from moldau.replication.leader_state import UNKNOWN_OFFSET, LeaderState, ProposalOutcome, proposal_outcome
+from moldau.replication.leader_state import (
+    EXPANSION_BACKOFF_MS,
+    UNKNOWN_OFFSET,
+    LeaderState,
+    ProposalOutcome,
+    proposal_outcome,
+)
 
 LAG_MS = 1000
 
@@ -69,11 +75,11 @@ def test_expansion_needs_the_high_watermark_and_the_epoch_start() -> None:
     state = leader(isr=(1, 2), epoch_start=20)
     state.on_follower_fetch(2, 30, 30, now_ms=1)
     state.on_follower_fetch(3, 15, 30, now_ms=1)
-    assert state.expanded_isr(3, high_watermark=10) is None, "below the start of the leader's epoch"
+    assert state.expanded_isr(3, high_watermark=10, now_ms=10) is None, "below the start of the leader's epoch"
     state.on_follower_fetch(3, 25, 30, now_ms=2)
-    assert state.expanded_isr(3, high_watermark=28) is None, "below the high watermark"
-    assert state.expanded_isr(3, high_watermark=25) == (1, 2, 3)
-    assert state.expanded_isr(2, high_watermark=25) is None, "already in"
+    assert state.expanded_isr(3, high_watermark=28, now_ms=10) is None, "below the high watermark"
+    assert state.expanded_isr(3, high_watermark=25, now_ms=10) == (1, 2, 3)
+    assert state.expanded_isr(2, high_watermark=25, now_ms=10) is None, "already in"
 
 
 def test_pending_expansion_counts_for_the_high_watermark_but_a_pending_shrink_does_not() -> None:
@@ -91,10 +97,22 @@ def test_pending_expansion_counts_for_the_high_watermark_but_a_pending_shrink_do
 def test_a_refused_proposal_is_forgotten_and_stale_commits_ignored() -> None:
     state = leader()
     state.propose((1, 2))
-    state.on_proposal_refused()
+    state.on_proposal_refused(now_ms=0)
     assert state.pending_isr is None
     state.on_committed((1, 2, 3), (1,), 6, now_ms=0)
     assert state.isr == (1, 2, 3), "an older partition epoch than the one known"
+
+
+def test_after_a_refusal_no_member_is_proposed_for_a_while() -> None:
+    state = leader(isr=(1, 2))
+    state.on_follower_fetch(2, 12, 12, now_ms=1)
+    state.on_follower_fetch(3, 10, 12, now_ms=1)
+    state.propose((1, 2, 3))
+    assert state.high_watermark(12) == 10
+    state.on_proposal_refused(now_ms=100)
+    assert state.high_watermark(12) == 12, "back on the committed ISR at once"
+    assert state.expanded_isr(3, high_watermark=10, now_ms=100 + EXPANSION_BACKOFF_MS - 1) is None
+    assert state.expanded_isr(3, high_watermark=10, now_ms=100 + EXPANSION_BACKOFF_MS) == (1, 2, 3)
 
 
 def test_reassignment_adds_and_removes_followers() -> None:
@@ -102,7 +120,7 @@ def test_reassignment_adds_and_removes_followers() -> None:
     state.on_committed((1, 2, 3, 4), (1, 2, 3), 8, now_ms=5)
     assert 4 in state.followers
     state.on_follower_fetch(4, 0, 0, now_ms=6)
-    assert state.expanded_isr(4, high_watermark=0) == (1, 2, 3, 4)
+    assert state.expanded_isr(4, high_watermark=0, now_ms=10) == (1, 2, 3, 4)
     state.on_committed((1, 4), (1, 4), 9, now_ms=7)
     assert set(state.followers) == {4}
 
