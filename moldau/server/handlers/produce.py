@@ -117,9 +117,12 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedBody | 
 
 def _leader_hints(ctx: RequestContext, names: list[str | None], topics: list[TopicResponse]) -> list[NodeEndpoint]:
     """KIP-951: partitions refused with NOT_LEADER_OR_FOLLOWER name their leader; the leaders' addresses."""
-    refused = [(name, p) for name, topic in zip(names, topics, strict=True) for p in topic.partitions
-               if p.error_code in PRODUCE_ERRORS]
-    return add_leader_hints(ctx, refused) if refused else []
+    for topic in topics:  # looked at for every request: plain loops, no list unless a partition was refused
+        for p in topic.partitions:
+            if p.error_code in PRODUCE_ERRORS:
+                return add_leader_hints(ctx, [(name, q) for name, t in zip(names, topics, strict=True)
+                                              for q in t.partitions if q.error_code in PRODUCE_ERRORS])
+    return []
 
 
 async def _answer_after_acks(ctx: RequestContext, appended: Appended, timeout_ms: int, throttle_ms: int,
