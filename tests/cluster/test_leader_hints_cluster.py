@@ -86,10 +86,7 @@ def test_produce_to_a_follower_names_the_leader_and_its_address(cluster: LocalCl
     with RawClient(other) as client:
         answer = client.request(request)
     part = answer.responses[0].partition_responses[0]
-    assert part.error_code == ErrorCode.not_leader_or_follower
-    assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (
-        partition.leader_id, partition.leader_epoch)
-    assert [(e.node_id, e.host, e.port) for e in answer.node_endpoints] == [(leader.node_id, leader.host, leader.port)]
+    assert_names_the_leader(answer, part, partition, leader)
 
 
 def test_produce_before_version_10_gets_no_hint(cluster: LocalCluster) -> None:
@@ -106,10 +103,7 @@ def test_fetch_from_a_follower_names_the_leader_and_its_address(cluster: LocalCl
     with RawClient(other) as client:
         answer = client.request(fetch(module, _topic_id(cluster)))
     part = answer.responses[0].partitions[0]
-    assert part.error_code == ErrorCode.not_leader_or_follower
-    assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (
-        partition.leader_id, partition.leader_epoch)
-    assert [(e.node_id, e.host, e.port) for e in answer.node_endpoints] == [(leader.node_id, leader.host, leader.port)]
+    assert_names_the_leader(answer, part, partition, leader)
 
 
 def test_the_leader_itself_answers_without_hints(cluster: LocalCluster) -> None:
@@ -119,6 +113,14 @@ def test_the_leader_itself_answers_without_hints(cluster: LocalCluster) -> None:
     part = answer.responses[0].partition_responses[0]
     assert part.error_code == ErrorCode.none and part.current_leader.leader_id == -1
     assert answer.node_endpoints == ()
+
+
+def assert_names_the_leader(answer: Any, part: Any, partition: Any, leader: Any) -> None:
+    """`part` of `answer` is refused, names the leader and epoch Metadata gives, and `answer` gives its address."""
+    assert part.error_code == ErrorCode.not_leader_or_follower
+    assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (
+        partition.leader_id, partition.leader_epoch)
+    assert [(e.node_id, e.host, e.port) for e in answer.node_endpoints] == [(leader.node_id, leader.host, leader.port)]
 
 
 def _topic_id(cluster: LocalCluster) -> uuid.UUID:
@@ -149,9 +151,5 @@ def test_share_fetch_and_acknowledge_from_a_follower_name_the_leader(cluster: Lo
             topics=(share_ack.AcknowledgeTopic(topic_id=topic_id, partitions=(share_ack.AcknowledgePartition(
                 partition_index=i32(0), acknowledgement_batches=(share_ack.AcknowledgementBatch(
                     first_offset=i64(0), last_offset=i64(0), acknowledge_types=(i8(1),)),)),)),)))
-    expected_leader = (partition.leader_id, partition.leader_epoch)
-    expected_endpoints = [(leader.node_id, leader.host, leader.port)]
-    for answer, part in ((fetched, fetched.responses[0].partitions[0]), (acked, acked.responses[0].partitions[0])):
-        assert part.error_code == ErrorCode.not_leader_or_follower
-        assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == expected_leader
-        assert [(e.node_id, e.host, e.port) for e in answer.node_endpoints] == expected_endpoints
+    assert_names_the_leader(fetched, fetched.responses[0].partitions[0], partition, leader)
+    assert_names_the_leader(acked, acked.responses[0].partitions[0], partition, leader)
