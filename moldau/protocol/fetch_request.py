@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from moldau.protocol.wire import uvarint
+from moldau.protocol.wire import NO_TAGS, uvarint
 
 FETCH_KEY = 1
 FETCH_VERSION = 17
@@ -35,7 +35,6 @@ _REPLICA_STATE = struct.Struct(">iqb")  # replica id, replica epoch, empty tagge
 _REPLICA_STATE_TAG = 1
 _INDEX = struct.Struct(">i")
 _EMPTY_RACK = uvarint(0 + 1)
-_NO_TAGS = b"\x00"
 
 
 class FetchPosition(NamedTuple):
@@ -74,13 +73,13 @@ def encode_replica_fetch(replica_id: int, max_wait_ms: int, min_bytes: int, max_
         out.append(uvarint(len(positions) + 1))
         out.extend(pack(p.partition, p.current_leader_epoch, p.fetch_offset, p.last_fetched_epoch,
                         p.log_start_offset, partition_max_bytes, 0) for p in positions)
-        out.append(_NO_TAGS)
+        out.append(NO_TAGS)
     out.append(uvarint(len(forgotten) + 1))
     for topic_id, indexes in forgotten:
         out.append(topic_id.bytes)
         out.append(uvarint(len(indexes) + 1))
         out.extend(_INDEX.pack(index) for index in indexes)
-        out.append(_NO_TAGS)
+        out.append(NO_TAGS)
     replica_state = _REPLICA_STATE.pack(replica_id, replica_epoch, 0)
     out += [_EMPTY_RACK, uvarint(1), uvarint(_REPLICA_STATE_TAG), uvarint(len(replica_state)), replica_state]
     return EncodedRequest(FETCH_KEY, FETCH_VERSION, True, b"".join(out))

@@ -25,7 +25,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from moldau.protocol.leader_hints import NodeEndpoint, current_leader_field, node_endpoints_field
-from moldau.protocol.wire import I16, I32, I64, FileRegion, Part, ResponsePart, ResponseWriter, uvarint
+from moldau.protocol.wire import (
+    I16,
+    I32,
+    I64,
+    NO_TAGS,
+    FileRegion,
+    Part,
+    ResponsePart,
+    ResponseWriter,
+    tagged_field,
+    uvarint,
+)
 
 FIRST_FLEXIBLE_VERSION = 12
 FIRST_TOPIC_ID_VERSION = 13
@@ -111,8 +122,7 @@ def _partition(writer: ResponseWriter, version: int, p: PartitionResult) -> None
     # Tagged fields in tag order, each: tag, size, then its struct with its own empty tag section.
     fields = []
     if p.diverging_epoch is not None:
-        body = _EPOCH_END_OFFSET.pack(*p.diverging_epoch) + uvarint(0)
-        fields.append(uvarint(_DIVERGING_EPOCH_TAG) + uvarint(len(body)) + body)
+        fields.append(tagged_field(_DIVERGING_EPOCH_TAG, _EPOCH_END_OFFSET.pack(*p.diverging_epoch) + NO_TAGS))
     if p.current_leader is not None:
         fields.append(current_leader_field(_CURRENT_LEADER_TAG, p.current_leader))
     writer.out += uvarint(len(fields)) + b"".join(fields)

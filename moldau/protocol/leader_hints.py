@@ -12,10 +12,9 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from moldau.protocol.wire import I32, nullable_string, string, uvarint
+from moldau.protocol.wire import I32, NO_TAGS, nullable_string, string, tagged_field, uvarint
 
 _LEADER_AND_EPOCH = struct.Struct(">ii")
-_NO_TAGS = b"\x00"
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,8 +27,7 @@ class NodeEndpoint:
 
 def current_leader_field(tag: int, leader: tuple[int, int]) -> bytes:
     """A `LeaderIdAndEpoch` struct as the tagged field `tag`: tag, size, leader id, leader epoch, no tags."""
-    body = _LEADER_AND_EPOCH.pack(*leader) + _NO_TAGS
-    return uvarint(tag) + uvarint(len(body)) + body
+    return tagged_field(tag, _LEADER_AND_EPOCH.pack(*leader) + NO_TAGS)
 
 
 def node_endpoints_field(tag: int, endpoints: Sequence[NodeEndpoint]) -> bytes:
@@ -37,5 +35,5 @@ def node_endpoints_field(tag: int, endpoints: Sequence[NodeEndpoint]) -> bytes:
     body = bytearray(uvarint(len(endpoints) + 1))
     for e in endpoints:
         body += I32.pack(e.node_id) + string(e.host, True) + I32.pack(e.port) + nullable_string(e.rack, True)
-        body += _NO_TAGS
-    return uvarint(tag) + uvarint(len(body)) + bytes(body)
+        body += NO_TAGS
+    return tagged_field(tag, bytes(body))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 I16 = struct.Struct(">h")
 I32 = struct.Struct(">i")
 I64 = struct.Struct(">q")
-_NO_TAGS = b"\x00"
+NO_TAGS = b"\x00"  # an empty tagged-field section
 
 Part = bytes | memoryview
 
@@ -88,7 +88,7 @@ class ResponseWriter:
 
     def tags(self) -> None:
         if self.flexible:
-            self.out += _NO_TAGS
+            self.out += NO_TAGS
 
     def finish(self) -> list[ResponsePart]:
         if self.out:
@@ -111,6 +111,11 @@ def nullable_string(value: str | None, flexible: bool) -> bytes:
     if value is None:
         return b"\x00" if flexible else I16.pack(-1)
     return string(value, flexible)
+
+
+def tagged_field(tag: int, body: bytes) -> bytes:
+    """One entry of a tagged-field section: the tag, the size, then the encoded value."""
+    return uvarint(tag) + uvarint(len(body)) + body
 
 
 def uvarint(value: int) -> bytes:
