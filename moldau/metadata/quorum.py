@@ -235,13 +235,15 @@ class MetadataQuorum:
                 return Voter(node_id, own.host, own.port)
         return self.voters.get(node_id)
 
-    def _learn_from_answer(self, response: Any) -> None:
-        """Add the leaders' addresses a Vote or Fetch answer gives to the address book, where it has none: a voter
-        whose set lacks the leader learns where to reach it (`RaftNode._probe`). A known address is kept, as the
-        voter records are the authority on it."""
-        for address in wire.node_endpoints(response):
-            if address.node_id != self.node_id and address.node_id not in self.voters:
-                self.voters[address.node_id] = address
+    def _learn_from_answer(self, response: Any, leader: int | None) -> None:
+        """Add the address a Vote or Fetch answer gives for the leader it names to the address book, where it has
+        none: a voter whose set lacks the leader learns where to reach it (`RaftNode._probe`). Only that leader's,
+        so an answer cannot fill the book; a known address is kept, as the voter records are the authority on it."""
+        if leader is None or leader == self.node_id or leader in self.voters:
+            return
+        address = next((a for a in wire.node_endpoints(response) if a.node_id == leader), None)
+        if address is not None:
+            self.voters[leader] = address
 
     def leader_address(self) -> Voter | None:
         leader = self.node.leader_id
@@ -616,16 +618,19 @@ class MetadataQuorum:
         match msg:
             case VoteRequest():
                 response = await self._call(host, port, wire.encode_vote_request(msg, self.cluster_id))
-                self._learn_from_answer(response)
-                return wire.decode_vote_response(response, msg.dst, msg.src, msg.pre_vote)
+                vote = wire.decode_vote_response(response, msg.dst, msg.src, msg.pre_vote)
+                self._learn_from_answer(response, vote.leader_id if vote is not None else None)
+                return vote
             case BeginEpoch():
                 await self._call(host, port, wire.encode_begin_epoch(msg, self.cluster_id))
             case EndEpoch():
                 await self._call(host, port, wire.encode_end_epoch(msg, self.cluster_id))
             case FetchRequest():
                 response = await self._call(host, port, wire.encode_fetch_request(msg, self.cluster_id))
-                self._learn_from_answer(response)
-                return wire.decode_fetch_response(response, msg)
+                fetched = wire.decode_fetch_response(response, msg)
+                if fetched is not None and not fetched.ok:  # a refusal may name a leader we cannot reach yet
+                    self._learn_from_answer(response, fetched.leader_id)
+                return fetched
             case FetchSnapshotRequest():
                 return await self._fetch_snapshot(msg, host, port)
         return None

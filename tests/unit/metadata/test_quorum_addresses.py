@@ -28,14 +28,17 @@ def quorum(tmp_path: Path, node_id: int, voters: list[Voter]) -> MetadataQuorum:
 def test_a_leader_named_in_an_answer_joins_the_address_book(tmp_path: Path) -> None:
     q = quorum(tmp_path, 5, [Voter(2, "127.0.0.1", 9002), Voter(3, "127.0.0.1", 9003)])
     answer = VoteResponse(src=2, dst=5, term=4, granted=False, pre_vote=True, leader_id=4)
-    q._learn_from_answer(through_the_wire(wire.encode_vote_response(answer, Voter(4, "127.0.0.1", 9004))))
+    q._learn_from_answer(through_the_wire(wire.encode_vote_response(answer, Voter(4, "127.0.0.1", 9004))), 4)
     assert q.voters[4] == Voter(4, "127.0.0.1", 9004)
     # A known address is kept: the voter records, not a peer's answer, are the authority on it.
-    q._learn_from_answer(through_the_wire(wire.encode_vote_response(answer, Voter(2, "10.0.0.9", 1))))
+    q._learn_from_answer(through_the_wire(wire.encode_vote_response(answer, Voter(2, "10.0.0.9", 1))), 2)
     assert q.voters[2] == Voter(2, "127.0.0.1", 9002)
     redirect = FetchResponse(src=3, dst=5, term=4, ok=False, offset=0, entries=(), high_watermark=0, leader_id=6)
-    q._learn_from_answer(through_the_wire(wire.encode_fetch_response(redirect, 0, Voter(6, "127.0.0.1", 9006))))
+    q._learn_from_answer(through_the_wire(wire.encode_fetch_response(redirect, 0, Voter(6, "127.0.0.1", 9006))), 6)
     assert q.voters[6] == Voter(6, "127.0.0.1", 9006)
+    # Only the leader the answer names is learned: an address for any other node is not taken.
+    q._learn_from_answer(through_the_wire(wire.encode_vote_response(answer, Voter(7, "127.0.0.1", 9007))), 4)
+    assert 7 not in q.voters
 
 
 def test_answers_name_our_own_bound_listener_when_we_lead(tmp_path: Path) -> None:
