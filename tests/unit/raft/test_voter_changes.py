@@ -170,8 +170,7 @@ def test_a_voter_whose_set_lacks_the_leader_finds_it_through_a_voters_answer() -
     from it once, and follows it only on the leader's own answer, which truncates the record away."""
     nodes, now = dynamic_quorum()
     leader = nodes[1]
-    stray = RaftNode(5, frozenset({1, 2, 3}), PersistedState(leader.term, None, [Entry(0, VotersRecord.of({2, 3, 5}))]),
-                     random.Random(5), now, CONFIG)
+    stray = stray_voter(leader, now)
     assert stray.voters == {2, 3, 5} and not stray.is_observer
     nodes[5] = stray
     now += LATE_MS
@@ -191,10 +190,15 @@ def test_a_hint_naming_a_dead_leader_is_not_followed() -> None:
     rather than pointing at the dead leader (which would hold back its election, and lead others to it)."""
     nodes, now = dynamic_quorum()
     leader = nodes[1]
-    stray = RaftNode(5, frozenset({1, 2, 3}), PersistedState(leader.term, None, [Entry(0, VotersRecord.of({2, 3, 5}))]),
-                     random.Random(5), now, CONFIG)
+    stray = stray_voter(leader, now)
     nodes[5] = stray
     now += LATE_MS
     stray.tick(now)
     exchange(nodes, now, cut=frozenset({1}))
     assert stray.role is Role.PROSPECTIVE and stray.leader_id is None
+
+
+def stray_voter(leader: RaftNode, now: int) -> RaftNode:
+    """Node 5, in the leader's term, whose log holds only a voter record {2, 3, 5} of an epoch the leader never had."""
+    state = PersistedState(leader.term, None, [Entry(0, VotersRecord.of({2, 3, 5}))])
+    return RaftNode(5, frozenset({1, 2, 3}), state, random.Random(5), now, CONFIG)
