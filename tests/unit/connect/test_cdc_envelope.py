@@ -7,7 +7,7 @@ import decimal
 import json
 
 from moldau.connect.connectors.postgres_cdc import pgoutput
-from moldau.connect.connectors.postgres_cdc.config import TableFilter, validate
+from moldau.connect.connectors.postgres_cdc.config import ColumnFilter, MessageKeyColumns, TableFilter, validate
 from moldau.connect.connectors.postgres_cdc.envelope import ColumnInfo, SourceInfo, TableSchema
 from moldau.connect.connectors.postgres_cdc.events import ChangeContext, change_records, read_record, truncate_record
 from moldau.connect.connectors.postgres_cdc.offsets import ResumePoint, format_lsn, parse_lsn, snapshot_completed
@@ -47,7 +47,7 @@ def test_schema_names_and_types() -> None:
 
 def test_a_table_without_primary_key_has_no_key() -> None:
     no_key = TableSchema("srv", "public", "log", COLUMNS, [])
-    assert no_key.key_schema is None and no_key.key(no_key.row(("1", None, None, None, "b"))) is None
+    assert no_key.key_schema is None and no_key.key(no_key.parse(("1", None, None, None, "b"))) is None
 
 
 def test_insert_envelope_through_the_json_converter() -> None:
@@ -115,15 +115,15 @@ def test_type_mapping_of_text_values() -> None:
         ColumnInfo("b", 16, -1, True), ColumnInfo("i8", 20, -1, True), ColumnInfo("f", 701, -1, True),
         ColumnInfo("by", 17, -1, True), ColumnInfo("d", 1082, -1, True), ColumnInfo("tz", 1184, -1, True),
         ColumnInfo("n", 1700, -1, True), ColumnInfo("tm", 1083, -1, True)], [])
-    row = kinds.row(("t", "-9000000000", "1.5", "\\x00ff", "1970-01-11", "2024-01-01 10:00:00+02", "-12.345",
-                     "01:00:00.25"))
+    row = kinds.parse(("t", "-9000000000", "1.5", "\\x00ff", "1970-01-11", "2024-01-01 10:00:00+02", "-12.345",
+                       "01:00:00.25"))
     assert row.get("b") is True and row.get("i8") == -9_000_000_000 and row.get("f") == 1.5
     assert row.get("by") == b"\x00\xff" and row.get("d") == 10 and row.get("tz") == "2024-01-01T08:00:00Z"
     variable = row.get("n")
     assert variable.get("scale") == 3 and int.from_bytes(variable.get("value"), "big", signed=True) == -12345
     assert row.get("tm") == 3_600_250_000
     as_string = TableSchema("p", "s", "t", [ColumnInfo("n", 1700, NUMERIC_10_2, True)], [], "string")
-    assert as_string.row(("1.20",)).get("n") == "1.20"
+    assert as_string.parse(("1.20",))["n"] == "1.20"
 
 
 def test_resume_point_skips_only_what_was_written() -> None:
@@ -146,8 +146,72 @@ def test_config_validation_and_table_filter() -> None:
                                                    "plugin.name": "wal2json", "tasks.max": "3"}) if v.errors}
     assert set(errors) == {"plugin.name", "tasks.max"}
     assert "database.hostname" in {v.name for v in validate({}) if v.errors}
-    include = TableFilter(include=(r"public\.a.*",))
+    include = TableFilter.of(include=[r"public\.a.*"])
     assert include.accepts("public", "abc") and not include.accepts("public", "b")
     assert not include.accepts("other", "abc")  # anchored: the whole schema.table must match
-    exclude = TableFilter(exclude=(r"public\.b",))
+    exclude = TableFilter.of(exclude=[r"public\.b"])
     assert exclude.accepts("public", "a") and not exclude.accepts("public", "b")
+
+
+BASE = {"database.hostname": "h", "database.user": "u", "database.dbname": "d", "topic.prefix": "p"}
+
+
+def failing(props: dict[str, str]) -> dict[str, list[str]]:
+    return {v.name: v.errors for v in validate({**BASE, **props}) if v.errors}
+
+
+def test_include_and_exclude_lists_of_one_kind_are_mutually_exclusive() -> None:
+    for kind in ("table", "schema", "column"):
+        errors = failing({f"{kind}.include.list": "a", f"{kind}.exclude.list": "b"})
+        assert set(errors) == {f"{kind}.exclude.list"} and "mutually exclusive" in errors[f"{kind}.exclude.list"][0]
+    assert failing({"schema.include.list": "inventory", "table.include.list": r"inventory\.a",
+                    "column.exclude.list": r"inventory\.a\.secret"}) == {}
+    assert set(failing({"column.exclude.list": "a(b"})) == {"column.exclude.list"}
+
+
+def test_schema_lists_combine_with_table_lists_and_every_list_ignores_case() -> None:
+    schemas = TableFilter.of(schema_include=["inventory"])
+    assert schemas.accepts("inventory", "a") and schemas.accepts("INVENTORY", "b")
+    assert not schemas.accepts("inventory2", "a")  # the whole schema name must match
+    both = TableFilter.of(include=[r".*\.orders"], schema_exclude=["archive"])
+    assert both.accepts("public", "orders") and not both.accepts("archive", "orders")
+    assert not both.accepts("public", "customers")
+    assert TableFilter.of(include=[r"Public\.Orders"]).accepts("public", "orders")
+
+
+def test_column_lists_select_by_schema_table_column() -> None:
+    excluded = ColumnFilter.of(exclude=[r"public\.users\.(ssn|password)"])
+    assert not excluded.accepts("public", "users", "ssn") and not excluded.accepts("public", "users", "Password")
+    assert excluded.accepts("public", "users", "name") and excluded.accepts("other", "users", "ssn")
+    included = ColumnFilter.of(include=[r"public\.users\.(id|name)"])
+    assert included.accepts("public", "users", "id") and not included.accepts("public", "users", "ssn")
+
+
+def test_message_key_columns_are_parsed_as_debezium_does() -> None:
+    keys = MessageKeyColumns.parse(r"public.orders:customer,number; (.*)\.events:tenant")
+    columns = ["number", "tenant", "customer", "id"]
+    assert keys.for_table("public", "orders", columns) == ["customer", "number"]  # in the order named
+    assert keys.for_table("audit", "events", columns) == ["tenant"]
+    assert keys.for_table("public", "customers", columns) is None  # not named: the primary key stays the key
+    assert MessageKeyColumns.parse(None).for_table("public", "orders", columns) is None
+    for bad in ("public.orders", "public.orders:", "public.orders:a b", "a:b;;c:d"):
+        assert set(failing({"message.key.columns": bad})) == {"message.key.columns"}, bad
+    assert failing({"message.key.columns": "public.orders:a,b;public.lines:c;"}) == {}
+
+
+def test_values_keep_the_selected_columns_and_keys_their_own() -> None:
+    items = TableSchema("srv", "public", "items", COLUMNS, ["id"], value_columns=["name", "price"],
+                        key_columns=["name", "body"])
+    assert items.value_schema.field_names() == ["name", "price"]
+    assert items.key_schema is not None and items.key_schema.field_names() == ["name", "body"]
+    [record] = change_records(items, RELATION, pgoutput.Insert(1, ("7", "pen", "3.50", None, "b")), CTX)
+    assert record.key == Struct(items.key_schema, {"name": "pen", "body": "b"})
+    after = record.value.get("after")
+    assert after.schema.field_names() == ["name", "price"] and after.get("price") == decimal.Decimal("3.50")
+    delete, tombstone = change_records(items, RELATION, pgoutput.Delete(1, ("7", "pen", "3.50", None, "b"), False),
+                                       CTX)
+    assert delete.value.get("before").schema.field_names() == ["name", "price"] and tombstone.value is None
+    assert delete.key == tombstone.key == record.key
+    pk_only = TableSchema("srv", "public", "items", COLUMNS, ["id"], value_columns=["name"])
+    assert pk_only.key_schema is not None and pk_only.key_schema.field_names() == ["id"]
+    assert pk_only.value_schema.field_names() == ["name"]

@@ -1,19 +1,24 @@
 """The connector's configs, with Debezium's names and defaults, and the checks that span several keys.
 
 `PostgresCdcConfig.from_props` turns the (validated) string properties into typed settings for the task.
+
+The include and exclude lists are Debezium's: comma-separated regular expressions, each matching the whole
+name (`schema`, `schema.table` or `schema.table.column`) without regard to case, as Debezium matches them.
+`message.key.columns` is Debezium's too: `<table regex>:<column>,<column>;<table regex>:...`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from moldau.connect.config import ConfigDef, ConfigType, ConfigValue, Importance, NonEmptyString, Range, ValidString
 from moldau.connect.errors import ConfigException
 
-__all__ = ["PostgresCdcConfig", "TableFilter", "config_def", "cross_field_errors"]
+__all__ = ["ColumnFilter", "MessageKeyColumns", "PostgresCdcConfig", "TableFilter", "config_def",
+           "cross_field_errors"]
 
 HOSTNAME = "database.hostname"
 PORT = "database.port"
@@ -27,6 +32,11 @@ PUBLICATION_NAME = "publication.name"
 PUBLICATION_AUTOCREATE = "publication.autocreate.mode"
 TABLE_INCLUDE = "table.include.list"
 TABLE_EXCLUDE = "table.exclude.list"
+SCHEMA_INCLUDE = "schema.include.list"
+SCHEMA_EXCLUDE = "schema.exclude.list"
+COLUMN_INCLUDE = "column.include.list"
+COLUMN_EXCLUDE = "column.exclude.list"
+MESSAGE_KEY_COLUMNS = "message.key.columns"
 SNAPSHOT_MODE = "snapshot.mode"
 HEARTBEAT_INTERVAL = "heartbeat.interval.ms"
 HEARTBEAT_PREFIX = "topic.heartbeat.prefix"
@@ -38,6 +48,10 @@ TASKS_MAX = "tasks.max"
 
 SNAPSHOT_MODES = ("initial", "never", "no_data", "initial_only", "always")
 _OPERATIONS = ("c", "u", "d", "t")
+# Pairs no config may set both of (Debezium refuses them together too).
+_EXCLUSIVE = ((TABLE_INCLUDE, TABLE_EXCLUDE), (SCHEMA_INCLUDE, SCHEMA_EXCLUDE), (COLUMN_INCLUDE, COLUMN_EXCLUDE))
+# One entry of message.key.columns: a table regex, a colon, the column names (no spaces inside).
+_KEY_ENTRY = re.compile(r"\s*([^\s:]+):([^:\s]+)\s*")
 
 
 def config_def() -> ConfigDef:
@@ -74,6 +88,21 @@ def config_def() -> ConfigDef:
             .define(TABLE_EXCLUDE, ConfigType.LIST, "", Importance.MEDIUM,
                     "Regular expressions matching schema.table of the tables not to capture",
                     validator=_regex_list)
+            .define(SCHEMA_INCLUDE, ConfigType.LIST, "", Importance.MEDIUM,
+                    "Regular expressions matching the schemas whose tables are captured (all when empty)",
+                    validator=_regex_list)
+            .define(SCHEMA_EXCLUDE, ConfigType.LIST, "", Importance.MEDIUM,
+                    "Regular expressions matching the schemas whose tables are not captured",
+                    validator=_regex_list)
+            .define(COLUMN_INCLUDE, ConfigType.LIST, "", Importance.MEDIUM,
+                    "Regular expressions matching schema.table.column of the columns in change event values "
+                    "(all when empty)", validator=_regex_list)
+            .define(COLUMN_EXCLUDE, ConfigType.LIST, "", Importance.MEDIUM,
+                    "Regular expressions matching schema.table.column of the columns left out of change event "
+                    "values (keys keep their columns)", validator=_regex_list)
+            .define(MESSAGE_KEY_COLUMNS, ConfigType.STRING, None, Importance.LOW,
+                    "The columns of the record key of some tables instead of their primary key: "
+                    "<table regex>:<column>,<column>;<table regex>:<column>,...", validator=_key_columns)
             .define(SNAPSHOT_MODE, ConfigType.STRING, "initial", Importance.MEDIUM,
                     "initial: snapshot the tables once, then stream; never/no_data: only stream; initial_only: "
                     "snapshot and stop; always: snapshot at every start, then stream",
@@ -113,6 +142,15 @@ def _regex_list(name: str, value: object) -> None:
             raise ConfigException(name, value, f"Invalid regular expression {pattern!r}: {exc}") from None
 
 
+def _key_columns(name: str, value: object) -> None:
+    if value is None:
+        return
+    try:
+        MessageKeyColumns.parse(str(value))
+    except ValueError as exc:
+        raise ConfigException(name, value, str(exc)) from None
+
+
 def _operations(name: str, value: object) -> None:
     for op in value if isinstance(value, list) else []:
         if op not in (*_OPERATIONS, "none"):
@@ -122,8 +160,9 @@ def _operations(name: str, value: object) -> None:
 def cross_field_errors(props: Mapping[str, str]) -> dict[str, str]:
     """Errors that involve more than one key, by the key they are reported on."""
     errors = {}
-    if props.get(TABLE_INCLUDE, "").strip() and props.get(TABLE_EXCLUDE, "").strip():
-        errors[TABLE_EXCLUDE] = f"{TABLE_INCLUDE} and {TABLE_EXCLUDE} are mutually exclusive; set only one"
+    for include, exclude in _EXCLUSIVE:
+        if props.get(include, "").strip() and props.get(exclude, "").strip():
+            errors[exclude] = f"{include} and {exclude} are mutually exclusive; set only one"
     tasks = props.get(TASKS_MAX, "1").strip()
     if tasks != "1":
         errors[TASKS_MAX] = "Only a single connector task may be started (tasks.max must be 1)"
@@ -142,18 +181,88 @@ def validate(props: Mapping[str, str]) -> list[ConfigValue]:
     return values
 
 
+def _patterns(regexes: Sequence[str]) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(regex, re.IGNORECASE) for regex in regexes)
+
+
+def _selected(name: str, include: Sequence[re.Pattern[str]], exclude: Sequence[re.Pattern[str]]) -> bool:
+    """Debezium's rule: with an include list, only what one of its regexes matches; else all but what an exclude
+    regex matches. A regex matches the whole name."""
+    if include:
+        return any(p.fullmatch(name) for p in include)
+    return not any(p.fullmatch(name) for p in exclude)
+
+
 @dataclass(frozen=True)
 class TableFilter:
-    """Which `schema.table` names are captured: Debezium's include list (anchored regexes) or exclude list."""
+    """Which tables are captured: a table is when its schema passes the schema lists and `schema.table` passes
+    the table lists."""
 
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
+    include: tuple[re.Pattern[str], ...] = ()
+    exclude: tuple[re.Pattern[str], ...] = ()
+    schema_include: tuple[re.Pattern[str], ...] = ()
+    schema_exclude: tuple[re.Pattern[str], ...] = ()
+
+    @classmethod
+    def of(cls, include: Sequence[str] = (), exclude: Sequence[str] = (), schema_include: Sequence[str] = (),
+           schema_exclude: Sequence[str] = ()) -> TableFilter:
+        return cls(_patterns(include), _patterns(exclude), _patterns(schema_include), _patterns(schema_exclude))
 
     def accepts(self, schema: str, table: str) -> bool:
-        name = f"{schema}.{table}"
-        if self.include:
-            return any(re.fullmatch(p, name) for p in self.include)
-        return not any(re.fullmatch(p, name) for p in self.exclude)
+        return (_selected(schema, self.schema_include, self.schema_exclude)
+                and _selected(f"{schema}.{table}", self.include, self.exclude))
+
+
+@dataclass(frozen=True)
+class ColumnFilter:
+    """Which columns go into change event values, by `schema.table.column`."""
+
+    include: tuple[re.Pattern[str], ...] = ()
+    exclude: tuple[re.Pattern[str], ...] = ()
+
+    @classmethod
+    def of(cls, include: Sequence[str] = (), exclude: Sequence[str] = ()) -> ColumnFilter:
+        return cls(_patterns(include), _patterns(exclude))
+
+    def accepts(self, schema: str, table: str, column: str) -> bool:
+        return _selected(f"{schema}.{table}.{column}", self.include, self.exclude)
+
+
+@dataclass(frozen=True)
+class MessageKeyColumns:
+    """`message.key.columns`: each entry `<table regex>:<c1>,<c2>` becomes the regexes `<table regex>.<c1>`,
+    `<table regex>.<c2>` over `schema.table.column`, as Debezium turns them."""
+
+    patterns: tuple[re.Pattern[str], ...] = ()
+
+    @classmethod
+    def parse(cls, text: str | None) -> MessageKeyColumns:
+        """Raises ValueError naming the entry that is not `<table>:<column>[,<column>...]`."""
+        if text is None or not text.strip():
+            return cls()
+        regexes = []
+        entries = text.split(";")
+        while entries and not entries[-1]:  # a trailing ';' is allowed (Java's split drops what follows it)
+            entries.pop()
+        for entry in entries:
+            match = _KEY_ENTRY.fullmatch(entry)
+            if match is None:
+                raise ValueError(f"Invalid entry {entry.strip()!r}: each entry of {MESSAGE_KEY_COLUMNS} is "
+                                 "<fully-qualified table>:<column>[,<column>...], entries separated by ';'")
+            table, columns = match.groups()
+            regexes += [f"{table}.{column}" for column in columns.split(",") if column]
+        try:
+            return cls(_patterns(regexes))
+        except re.error as exc:
+            raise ValueError(f"Invalid regular expression in {text!r}: {exc}") from None
+
+    def for_table(self, schema: str, table: str, columns: Sequence[str]) -> list[str] | None:
+        """The key columns of the table, in the order of the entries; None when no entry names one (the primary
+        key is the key then)."""
+        chosen: list[str] = []
+        for pattern in self.patterns:
+            chosen += [c for c in columns if c not in chosen and pattern.fullmatch(f"{schema}.{table}.{c}")]
+        return chosen or None
 
 
 @dataclass(frozen=True)
@@ -168,6 +277,8 @@ class PostgresCdcConfig:
     publication_name: str
     publication_autocreate: str
     tables: TableFilter
+    columns: ColumnFilter
+    message_key_columns: MessageKeyColumns
     snapshot_mode: str
     heartbeat_interval_ms: int
     heartbeat_prefix: str
@@ -183,7 +294,9 @@ class PostgresCdcConfig:
         p = config_def().parse(props)
         return cls(p[HOSTNAME], p[PORT], p[USER], p[PASSWORD], p[DBNAME], p[TOPIC_PREFIX], p[SLOT_NAME],
                    p[PUBLICATION_NAME], p[PUBLICATION_AUTOCREATE],
-                   TableFilter(tuple(p[TABLE_INCLUDE]), tuple(p[TABLE_EXCLUDE])), p[SNAPSHOT_MODE],
+                   TableFilter.of(p[TABLE_INCLUDE], p[TABLE_EXCLUDE], p[SCHEMA_INCLUDE], p[SCHEMA_EXCLUDE]),
+                   ColumnFilter.of(p[COLUMN_INCLUDE], p[COLUMN_EXCLUDE]),
+                   MessageKeyColumns.parse(p[MESSAGE_KEY_COLUMNS]), p[SNAPSHOT_MODE],
                    p[HEARTBEAT_INTERVAL], p[HEARTBEAT_PREFIX], p[DECIMAL_MODE],
                    frozenset(op for op in p[SKIPPED_OPERATIONS] if op != "none"), p[MAX_BATCH_SIZE],
                    p[POLL_INTERVAL])

@@ -1,8 +1,12 @@
 """Debezium's change event shapes, built from a table's description. Pure: times come in as arguments.
 
-A change to table `s.t` goes to topic `<prefix>.s.t` with key `<prefix>.s.t.Key` (the primary key columns;
-null for a table without one) and value `<prefix>.s.t.Envelope`: `before`, `after` (both
-`<prefix>.s.t.Value`), `source` (`io.debezium.connector.postgresql.Source`), `op`, `ts_ms` and `transaction` (null).
+A change to table `s.t` goes to topic `<prefix>.s.t` with key `<prefix>.s.t.Key` (the primary key columns, or
+those `message.key.columns` names; null for a table without either) and value `<prefix>.s.t.Envelope`: `before`,
+`after` (both `<prefix>.s.t.Value`: the columns the column lists keep), `source`
+(`io.debezium.connector.postgresql.Source`), `op`, `ts_ms` and `transaction` (null).
+
+A row is first parsed into all its columns (`TableSchema.parse`), from which the key and the value are built: the
+key may hold columns the value leaves out, as Debezium's does.
 """
 
 from __future__ import annotations
@@ -91,11 +95,18 @@ class SourceInfo:
     sequence: tuple[int | None, int | None] | None = None  # (last commit LSN, this event's LSN)
 
 
+Row = dict[str, Any]  # every column of a row, parsed
+
+
 class TableSchema:
-    """A table's key, value and envelope schemas, and the structs of its rows."""
+    """A table's key, value and envelope schemas, and the structs of its rows.
+
+    `value_columns` are the names the value keeps (all when None); `key_columns` those of the key (the primary
+    key when None)."""
 
     def __init__(self, prefix: str, namespace: str, table: str, columns: Sequence[ColumnInfo],
-                 primary_key: Sequence[str], decimal_mode: str = "precise") -> None:
+                 primary_key: Sequence[str], decimal_mode: str = "precise", *,
+                 value_columns: Sequence[str] | None = None, key_columns: Sequence[str] | None = None) -> None:
         self.namespace = namespace
         self.table = table
         self.topic = f"{prefix}.{namespace}.{table}"
@@ -104,14 +115,21 @@ class TableSchema:
             c.name: column_type(c.type_oid, c.type_modifier, c.optional and c.name not in primary_key, decimal_mode)
             for c in columns}
         self.primary_key = tuple(name for name in primary_key if name in self.types)
+        keys = self.primary_key if key_columns is None else key_columns
+        self.key_columns = tuple(name for name in keys if name in self.types)
+        kept = None if value_columns is None else set(value_columns)
+        self.value_columns = tuple(c.name for c in self.columns if kept is None or c.name in kept)
+        # What a snapshot selects: only what the key or the value holds, as a column left out may not be readable.
+        self.read_columns = tuple(c.name for c in self.columns
+                                  if c.name in self.key_columns or c.name in self.value_columns)
         value = SchemaBuilder.struct().name(f"{self.topic}.Value").optional()
-        for column in self.columns:
-            value.field(column.name, self.types[column.name].schema)
+        for name in self.value_columns:
+            value.field(name, self.types[name].schema)
         self.value_schema = value.build()
         self.key_schema: Schema | None = None
-        if self.primary_key:
+        if self.key_columns:
             key = SchemaBuilder.struct().name(f"{self.topic}.Key")
-            for name in self.primary_key:
+            for name in self.key_columns:
                 key.field(name, self.types[name].schema)
             self.key_schema = key.build()
         self.envelope_schema = (SchemaBuilder.struct().name(f"{self.topic}.Envelope").version(1)
@@ -120,10 +138,10 @@ class TableSchema:
                                 .field("ts_ms", _optional(Type.INT64))
                                 .field("transaction", transaction_schema()).build())
 
-    def row(self, values: Sequence[TupleValue], present: Sequence[bool] | None = None) -> Struct:
-        """A Value struct from text values in column order. Columns not `present` (absent from an old key
+    def parse(self, values: Sequence[TupleValue], present: Sequence[bool] | None = None) -> Row:
+        """Every column's value from text values in column order. Columns not `present` (absent from an old key
         tuple) are null, or their type's zero value when the column is NOT NULL."""
-        fields: dict[str, Any] = {}
+        fields: Row = {}
         for index, column in enumerate(self.columns):
             kind = self.types[column.name]
             text = values[index] if index < len(values) else None
@@ -136,12 +154,17 @@ class TableSchema:
             else:
                 assert isinstance(text, str)
                 fields[column.name] = kind.parse(text)
-        return Struct(self.value_schema, fields)
+        return fields
 
-    def key(self, row: Struct | None) -> Struct | None:
+    def value(self, row: Row | None) -> Struct | None:
+        if row is None:
+            return None
+        return Struct(self.value_schema, {name: row[name] for name in self.value_columns})
+
+    def key(self, row: Row | None) -> Struct | None:
         if self.key_schema is None or row is None:
             return None
-        return Struct(self.key_schema, {name: row.get(name) for name in self.primary_key})
+        return Struct(self.key_schema, {name: row.get(name) for name in self.key_columns})
 
     def source(self, info: SourceInfo) -> Struct:
         sequence = None
@@ -152,10 +175,9 @@ class TableSchema:
             "snapshot": info.snapshot, "db": info.db, "sequence": sequence, "schema": self.namespace,
             "table": self.table, "txId": info.tx_id, "lsn": info.lsn, "xmin": None})
 
-    def envelope(self, op: str, before: Struct | None, after: Struct | None, info: SourceInfo,
-                 ts_ms: int) -> Struct:
-        return Struct(self.envelope_schema, {"before": before, "after": after, "source": self.source(info),
-                                             "op": op, "ts_ms": ts_ms})
+    def envelope(self, op: str, before: Row | None, after: Row | None, info: SourceInfo, ts_ms: int) -> Struct:
+        return Struct(self.envelope_schema, {"before": self.value(before), "after": self.value(after),
+                                             "source": self.source(info), "op": op, "ts_ms": ts_ms})
 
 
 def _zero(schema: Schema) -> Any:

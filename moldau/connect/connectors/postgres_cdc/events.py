@@ -11,7 +11,7 @@ from typing import Any
 from moldau.connect.api import SourceRecord
 from moldau.connect.data import Struct
 
-from .envelope import SourceInfo, TableSchema
+from .envelope import Row, SourceInfo, TableSchema
 from .pgoutput import UNCHANGED_TOAST, Delete, Insert, Relation, TupleValue, Update
 
 __all__ = ["ChangeContext", "change_records", "read_record", "truncate_record"]
@@ -26,7 +26,7 @@ class ChangeContext:
     skipped: frozenset[str] = frozenset()
 
 
-def _record(table: TableSchema, ctx: ChangeContext, op: str, before: Struct | None, after: Struct | None,
+def _record(table: TableSchema, ctx: ChangeContext, op: str, before: Row | None, after: Row | None,
             key: Struct | None) -> SourceRecord:
     return SourceRecord(topic=table.topic, key_schema=table.key_schema, key=key,
                         value_schema=table.envelope_schema,
@@ -41,7 +41,7 @@ def _tombstone(table: TableSchema, ctx: ChangeContext, key: Struct | None) -> So
 
 def read_record(table: TableSchema, values: tuple[str | None, ...], ctx: ChangeContext) -> SourceRecord:
     """A snapshot row: op `r`."""
-    after = table.row(values)
+    after = table.parse(values)
     return _record(table, ctx, "r", None, after, table.key(after))
 
 
@@ -61,7 +61,7 @@ def change_records(table: TableSchema, relation: Relation, change: Insert | Upda
     if isinstance(change, Insert):
         if "c" in ctx.skipped:
             return []
-        after = table.row(change.new)
+        after = table.parse(change.new)
         return [_record(table, ctx, "c", None, after, table.key(after))]
     if isinstance(change, Delete):
         return _delete(table, relation, change.old, change.old_is_key_only, ctx)
@@ -72,18 +72,18 @@ def _delete(table: TableSchema, relation: Relation, old: tuple[TupleValue, ...],
             ctx: ChangeContext) -> list[SourceRecord]:
     if "d" in ctx.skipped:
         return []
-    before = table.row(old, _key_mask(relation) if key_only else None)
+    before = table.parse(old, _key_mask(relation) if key_only else None)
     key = table.key(before)
     return [_record(table, ctx, "d", before, None, key), _tombstone(table, ctx, key)]
 
 
 def _update(table: TableSchema, relation: Relation, change: Update, ctx: ChangeContext) -> list[SourceRecord]:
     full_old = change.old if change.old is not None and not change.old_is_key_only else None
-    after = table.row(_fill_unchanged(change.new, full_old))
-    before = table.row(full_old) if full_old is not None else None
+    after = table.parse(_fill_unchanged(change.new, full_old))
+    before = table.parse(full_old) if full_old is not None else None
     if change.old is not None and change.old_is_key_only:
         # The primary key changed: Debezium writes a delete (and tombstone) of the old key, then a create.
-        old_key = table.key(table.row(change.old, _key_mask(relation)))
+        old_key = table.key(table.parse(change.old, _key_mask(relation)))
         if old_key is not None and old_key != table.key(after):
             records = _delete(table, relation, change.old, True, ctx)
             if "c" not in ctx.skipped:

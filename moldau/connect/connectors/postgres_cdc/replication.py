@@ -47,11 +47,13 @@ def captured_tables(conn: Any, tables: TableFilter) -> list[tuple[str, str]]:
         return [(schema, table) for schema, table in cur.fetchall() if tables.accepts(schema, table)]
 
 
-def describe_table(conn: Any, prefix: str, namespace: str, table: str, decimal_mode: str,
+def describe_table(conn: Any, config: PostgresCdcConfig, namespace: str, table: str,
                    columns: Sequence[tuple[str, int, int]] | None = None) -> TableSchema:
     """The table's schema: its columns (as the catalog has them, or as a Relation message listed them) with
-    their nullability, and its primary key. A table dropped since the change was made (the catalog is today's)
-    still gets a schema, from the message's columns, all nullable and without a key."""
+    their nullability, and its primary key; the value keeps the columns the column lists select, the key is
+    the primary key unless `message.key.columns` names other columns. A table dropped since the change was made
+    (the catalog is today's) still gets a schema, from the message's columns, all nullable and without a
+    primary key."""
     with conn.cursor() as cur:
         cur.execute("SELECT a.attname, a.atttypid, a.atttypmod, NOT a.attnotnull FROM pg_attribute a "
                     "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
@@ -65,7 +67,10 @@ def describe_table(conn: Any, prefix: str, namespace: str, table: str, decimal_m
         columns = [(name, type_oid, typmod) for name, (type_oid, typmod, _) in catalog.items()]
     infos = [ColumnInfo(name, type_oid, typmod, catalog.get(name, (0, 0, True))[2])
              for name, type_oid, typmod in columns]
-    return TableSchema(prefix, namespace, table, infos, primary_key, decimal_mode)
+    names = [info.name for info in infos]
+    return TableSchema(config.topic_prefix, namespace, table, infos, primary_key, config.decimal_mode,
+                       value_columns=[name for name in names if config.columns.accepts(namespace, table, name)],
+                       key_columns=config.message_key_columns.for_table(namespace, table, names))
 
 
 def _qualified(conn: Any, namespace: str, table: str) -> str:

@@ -3,7 +3,9 @@ database exactly as of the slot's consistent point (the slot's exported snapshot
 created), so the stream that follows starts where the snapshot ends.
 
 Rows are read through a server-side cursor, a batch at a time, as text (`::text`), so snapshot and stream
-values go through the same parsers. The last row of the whole snapshot is marked `snapshot: "last"`.
+values go through the same parsers. Only the columns of the key and the value are selected (a column the
+column lists leave out may be one the user cannot read). The last row of the whole snapshot is marked
+`snapshot: "last"`.
 """
 
 from __future__ import annotations
@@ -34,13 +36,19 @@ class SnapshotRows:
 
     def _iterate(self) -> Iterator[tuple[TableSchema, tuple[str | None, ...]]]:
         for number, table in enumerate(self.tables):
-            columns = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c.name)) for c in table.columns)
-            query = sql.SQL("SELECT {} FROM {}").format(columns, sql.Identifier(table.namespace, table.table))
+            read = table.read_columns
+            if not read:  # every column left out of a table without a key: one row of nothing per row
+                query = sql.SQL("SELECT FROM {}").format(sql.Identifier(table.namespace, table.table))
+            else:
+                columns = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(name)) for name in read)
+                query = sql.SQL("SELECT {} FROM {}").format(columns, sql.Identifier(table.namespace, table.table))
+            # Values in the table's column order, None where a column was not read (nothing uses it).
+            slots = [read.index(c.name) if c.name in read else None for c in table.columns]
             with self.conn.cursor(name=f"moldau_snapshot_{number}") as cur:
                 cur.itersize = self.batch_size
                 cur.execute(query)
                 for row in cur:
-                    yield table, tuple(row)
+                    yield table, tuple(None if slot is None else row[slot] for slot in slots)
 
     def next_batch(self) -> list[tuple[TableSchema, tuple[str | None, ...], bool]]:
         """Up to `batch_size` rows as (table, values, is the snapshot's last row); [] when done."""
@@ -69,6 +77,5 @@ def open_snapshot(config: PostgresCdcConfig, snapshot_name: str | None) -> Snaps
         cur.execute("SELECT txid_snapshot_xmin(txid_current_snapshot())")
         row = cur.fetchone()
         tx_id = int(row[0]) if row else 0
-    tables = [describe_table(conn, config.topic_prefix, schema, table, config.decimal_mode)
-              for schema, table in captured_tables(conn, config.tables)]
+    tables = [describe_table(conn, config, schema, table) for schema, table in captured_tables(conn, config.tables)]
     return SnapshotRows(conn, tables, tx_id, config.max_batch_size)

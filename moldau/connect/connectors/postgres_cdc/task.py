@@ -270,8 +270,7 @@ class PostgresCdcSourceTask(SourceTask):
         table = None
         if self.config.tables.accepts(relation.namespace, relation.name):
             columns = [(c.name, c.type_oid, c.type_modifier) for c in relation.columns]
-            table = describe_table(self.catalog, self.config.topic_prefix, relation.namespace, relation.name,
-                                   self.config.decimal_mode, columns)
+            table = describe_table(self.catalog, self.config, relation.namespace, relation.name, columns)
         self.relations[relation.oid] = (relation, table)
 
     def _context(self, transaction: _Transaction, lsn: int) -> tuple[ChangeContext, dict[str, Any]]:
