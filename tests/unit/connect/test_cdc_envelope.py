@@ -119,7 +119,7 @@ def test_type_mapping_of_text_values() -> None:
                        "01:00:00.25"))
     assert row.get("b") is True and row.get("i8") == -9_000_000_000 and row.get("f") == 1.5
     assert row.get("by") == b"\x00\xff" and row.get("d") == 10 and row.get("tz") == "2024-01-01T08:00:00Z"
-    variable = row.get("n")
+    variable = row["n"]
     assert variable.get("scale") == 3 and int.from_bytes(variable.get("value"), "big", signed=True) == -12345
     assert row.get("tm") == 3_600_250_000
     as_string = TableSchema("p", "s", "t", [ColumnInfo("n", 1700, NUMERIC_10_2, True)], [], "string")
