@@ -1,7 +1,8 @@
 """The PostgreSQL change data capture source (Debezium's PostgresConnector) in a real `moldau connect` worker,
 against the shared PostgreSQL server and broker: snapshot then stream, Debezium's envelope, transactions,
 schema changes, tables without a primary key, TOASTed values, table, schema and column filters, message key
-columns, bad configs, crash recovery without loss, and heartbeats that let an idle slot advance."""
+columns, transaction metadata, bad configs, crash recovery without loss, and heartbeats that let an idle slot
+advance."""
 
 from __future__ import annotations
 
@@ -335,6 +336,41 @@ def test_schema_and_column_lists_and_message_key_columns(worker: WorkerProcess, 
         delete_connector(worker, name)
         db.sql(f"DROP OWNED BY {user}")
         db.sql(f"DROP ROLE {user}")
+
+
+def test_transaction_metadata(worker: WorkerProcess, db: Database, shared_broker: BrokerProcess) -> None:
+    db.sql("CREATE TABLE a (id int PRIMARY KEY)")
+    db.sql("CREATE TABLE b (id int PRIMARY KEY)")
+    reader = TopicReader(shared_broker.bootstrap, db.prefix)
+    name = f"cdc-{db.tag}"
+    start_connector(worker, name, db.connector_config(**{"provide.transaction.metadata": "true",
+                                                         "snapshot.mode": "never"}))
+    transactions, a, b = f"{db.prefix}.transaction", f"{db.prefix}.public.a", f"{db.prefix}.public.b"
+    try:
+        with db.conn.cursor() as cur:  # one transaction over two tables, then one delete
+            cur.execute("BEGIN; INSERT INTO a VALUES (1), (2); INSERT INTO b VALUES (1); COMMIT")
+        db.sql("DELETE FROM a WHERE id = 1")
+        got = reader.read_until(lambda m: len(payloads(m, transactions)) >= 4 and len(changes(m, a)) >= 3)
+        boundaries = payloads(got, transactions)
+        assert [(t["status"], t["event_count"]) for t in boundaries if t] == [("BEGIN", None), ("END", 3),
+                                                                               ("BEGIN", None), ("END", 1)]
+        first, second = boundaries[1], boundaries[3]
+        assert first and second and first["id"] != second["id"]
+        assert first["data_collections"] == [{"data_collection": "public.a", "event_count": 2},
+                                             {"data_collection": "public.b", "event_count": 1}]
+        insert_a1, insert_a2, delete = changes(got, a)
+        [insert_b] = changes(got, b)
+        assert str(insert_a1["source"]["txId"]) == first["id"] and str(delete["source"]["txId"]) == second["id"]
+        assert [c["transaction"] for c in (insert_a1, insert_a2, insert_b, delete)] == [
+            {"id": first["id"], "total_order": 1, "data_collection_order": 1},
+            {"id": first["id"], "total_order": 2, "data_collection_order": 2},
+            {"id": first["id"], "total_order": 3, "data_collection_order": 1},
+            {"id": second["id"], "total_order": 1, "data_collection_order": 1}]
+        key = next(m["key"] for m in got if m["topic"] == transactions)
+        assert key["schema"]["name"] == "io.debezium.connector.common.TransactionMetadataKey"
+    finally:
+        reader.close()
+        delete_connector(worker, name)
 
 
 def test_rows_written_during_the_snapshot_arrive_exactly_once(worker: WorkerProcess, db: Database,

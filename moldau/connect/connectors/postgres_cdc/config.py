@@ -37,6 +37,8 @@ SCHEMA_EXCLUDE = "schema.exclude.list"
 COLUMN_INCLUDE = "column.include.list"
 COLUMN_EXCLUDE = "column.exclude.list"
 MESSAGE_KEY_COLUMNS = "message.key.columns"
+PROVIDE_TRANSACTION_METADATA = "provide.transaction.metadata"
+TOPIC_TRANSACTION = "topic.transaction"
 SNAPSHOT_MODE = "snapshot.mode"
 HEARTBEAT_INTERVAL = "heartbeat.interval.ms"
 HEARTBEAT_PREFIX = "topic.heartbeat.prefix"
@@ -103,6 +105,11 @@ def config_def() -> ConfigDef:
             .define(MESSAGE_KEY_COLUMNS, ConfigType.STRING, None, Importance.LOW,
                     "The columns of the record key of some tables instead of their primary key: "
                     "<table regex>:<column>,<column>;<table regex>:<column>,...", validator=_key_columns)
+            .define(PROVIDE_TRANSACTION_METADATA, ConfigType.BOOLEAN, False, Importance.LOW,
+                    "Write a BEGIN and an END record of every captured transaction to <topic.prefix>."
+                    "<topic.transaction>, and fill the transaction block of change events")
+            .define(TOPIC_TRANSACTION, ConfigType.STRING, "transaction", Importance.LOW,
+                    "The transaction topic's name after <topic.prefix>.", validator=_topic_prefix)
             .define(SNAPSHOT_MODE, ConfigType.STRING, "initial", Importance.MEDIUM,
                     "initial: snapshot the tables once, then stream; never/no_data: only stream; initial_only: "
                     "snapshot and stop; always: snapshot at every start, then stream",
@@ -279,6 +286,7 @@ class PostgresCdcConfig:
     tables: TableFilter
     columns: ColumnFilter
     message_key_columns: MessageKeyColumns
+    transaction_topic: str | None  # <topic.prefix>.<topic.transaction> with provide.transaction.metadata, else None
     snapshot_mode: str
     heartbeat_interval_ms: int
     heartbeat_prefix: str
@@ -296,7 +304,9 @@ class PostgresCdcConfig:
                    p[PUBLICATION_NAME], p[PUBLICATION_AUTOCREATE],
                    TableFilter.of(p[TABLE_INCLUDE], p[TABLE_EXCLUDE], p[SCHEMA_INCLUDE], p[SCHEMA_EXCLUDE]),
                    ColumnFilter.of(p[COLUMN_INCLUDE], p[COLUMN_EXCLUDE]),
-                   MessageKeyColumns.parse(p[MESSAGE_KEY_COLUMNS]), p[SNAPSHOT_MODE],
+                   MessageKeyColumns.parse(p[MESSAGE_KEY_COLUMNS]),
+                   f"{p[TOPIC_PREFIX]}.{p[TOPIC_TRANSACTION]}" if p[PROVIDE_TRANSACTION_METADATA] else None,
+                   p[SNAPSHOT_MODE],
                    p[HEARTBEAT_INTERVAL], p[HEARTBEAT_PREFIX], p[DECIMAL_MODE],
                    frozenset(op for op in p[SKIPPED_OPERATIONS] if op != "none"), p[MAX_BATCH_SIZE],
                    p[POLL_INTERVAL])

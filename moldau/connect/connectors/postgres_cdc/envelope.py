@@ -3,7 +3,8 @@
 A change to table `s.t` goes to topic `<prefix>.s.t` with key `<prefix>.s.t.Key` (the primary key columns, or
 those `message.key.columns` names; null for a table without either) and value `<prefix>.s.t.Envelope`: `before`,
 `after` (both `<prefix>.s.t.Value`: the columns the column lists keep), `source`
-(`io.debezium.connector.postgresql.Source`), `op`, `ts_ms` and `transaction` (null).
+(`io.debezium.connector.postgresql.Source`), `op`, `ts_ms` and `transaction` (null unless
+`provide.transaction.metadata` is on: then the transaction's id and the event's place in it).
 
 A row is first parsed into all its columns (`TableSchema.parse`), from which the key and the value are built: the
 key may hold columns the value leaves out, as Debezium's does.
@@ -22,8 +23,9 @@ from moldau.connect.data import DECIMAL_NAME, Schema, SchemaBuilder, Struct, Typ
 from .pgoutput import UNCHANGED_TOAST, TupleValue
 from .types import ColumnType, column_type
 
-__all__ = ["DEBEZIUM_VERSION", "ColumnInfo", "SourceInfo", "TableSchema", "heartbeat_key_schema",
-           "heartbeat_value_schema", "source_schema"]
+__all__ = ["DEBEZIUM_VERSION", "TRANSACTION_SCHEMA", "ColumnInfo", "SourceInfo", "TableSchema",
+           "heartbeat_key_schema", "heartbeat_value_schema", "source_schema", "transaction_key_schema",
+           "transaction_table_schema", "transaction_value_schema"]
 
 DEBEZIUM_VERSION = "2.5.4.Final"  # the Debezium release whose event shapes these are (no ts_us/ts_ns yet)
 CONNECTOR = "postgresql"
@@ -57,11 +59,36 @@ SOURCE_SCHEMA = source_schema()
 
 
 def transaction_schema() -> Schema:
-    """The envelope's optional `transaction` block (filled only with Debezium's `provide.transaction.metadata`,
-    which this connector does not offer: always null)."""
+    """The envelope's optional `transaction` block (filled only with `provide.transaction.metadata`)."""
     return (SchemaBuilder.struct().name("event.block").version(1).optional()
             .field("id", _required(Type.STRING)).field("total_order", _required(Type.INT64))
             .field("data_collection_order", _required(Type.INT64)).build())
+
+
+TRANSACTION_SCHEMA = transaction_schema()
+
+
+def transaction_key_schema() -> Schema:
+    """The key of a record in the transaction topic."""
+    return (SchemaBuilder.struct().name("io.debezium.connector.common.TransactionMetadataKey").version(1)
+            .field("id", _required(Type.STRING)).build())
+
+
+def transaction_table_schema() -> Schema:
+    """One table's count of events in an END record."""
+    return (SchemaBuilder.struct().name("event.collection").version(1).optional()
+            .field("data_collection", _required(Type.STRING)).field("event_count", _required(Type.INT64)).build())
+
+
+def transaction_value_schema() -> Schema:
+    """The value of a BEGIN or END record in the transaction topic; `event_count` and `data_collections` (events
+    per table) are null in a BEGIN."""
+    per_table = transaction_table_schema()
+    return (SchemaBuilder.struct().name("io.debezium.connector.common.TransactionMetadataValue").version(1)
+            .field("status", _required(Type.STRING)).field("id", _required(Type.STRING))
+            .field("event_count", _optional(Type.INT64))
+            .field("data_collections", SchemaBuilder.array(per_table).optional().build())
+            .field("ts_ms", _required(Type.INT64)).build())
 
 
 def heartbeat_key_schema() -> Schema:
@@ -136,7 +163,7 @@ class TableSchema:
                                 .field("before", self.value_schema).field("after", self.value_schema)
                                 .field("source", SOURCE_SCHEMA).field("op", _required(Type.STRING))
                                 .field("ts_ms", _optional(Type.INT64))
-                                .field("transaction", transaction_schema()).build())
+                                .field("transaction", TRANSACTION_SCHEMA).build())
 
     def parse(self, values: Sequence[TupleValue], present: Sequence[bool] | None = None) -> Row:
         """Every column's value from text values in column order. Columns not `present` (absent from an old key

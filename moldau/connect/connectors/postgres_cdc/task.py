@@ -28,6 +28,9 @@ from .events import ChangeContext, change_records, read_record, truncate_record
 from .offsets import FlushTracker, ResumePoint, parse_lsn, snapshot_completed
 from .replication import ReplicationStream, describe_table, ensure_publication, open_sql, slot_exists
 from .snapshot import SnapshotRows, open_snapshot
+from .transaction_metadata import KEY_SCHEMA as TRANSACTION_KEY_SCHEMA
+from .transaction_metadata import VALUE_SCHEMA as TRANSACTION_VALUE_SCHEMA
+from .transaction_metadata import TransactionEvents
 
 __all__ = ["PostgresCdcSourceTask"]
 
@@ -39,12 +42,17 @@ RECONNECT_BACKOFF_S = 1.0  # wait before the n-th reconnect: (n - 1) times this
 
 
 class _Transaction:
-    def __init__(self, begin: pgoutput.Begin, skipped: bool) -> None:
+    def __init__(self, begin: pgoutput.Begin, skipped: bool, metadata: bool) -> None:
         self.final_lsn = begin.final_lsn
         self.xid = begin.xid
         self.ts_usec = begin.commit_time_us + UNIX_EPOCH_IN_PG_US
         self.skipped = skipped
         self.emitted = 0
+        # With provide.transaction.metadata: its events numbered so far (also those a restart skips, which were
+        # written before it), whether its BEGIN record was written, and the offset of its latest event.
+        self.events = TransactionEvents(str(begin.xid), self.ts_usec // 1000) if metadata else None
+        self.began = False
+        self.last_offset: dict[str, Any] | None = None
 
 
 class PostgresCdcSourceTask(SourceTask):
@@ -246,9 +254,11 @@ class PostgresCdcSourceTask(SourceTask):
     def _handle(self, message: Any) -> list[SourceRecord]:
         decoded = pgoutput.decode(message.payload)
         if isinstance(decoded, pgoutput.Begin):
-            self.transaction = _Transaction(decoded, self.resume.skips_transaction(decoded.final_lsn))
+            assert self.config is not None
+            self.transaction = _Transaction(decoded, self.resume.skips_transaction(decoded.final_lsn),
+                                            self.config.transaction_topic is not None)
         elif isinstance(decoded, pgoutput.Commit):
-            self._commit(decoded)
+            return self._commit(decoded)
         elif isinstance(decoded, pgoutput.Relation):
             self._relation(decoded)
         elif isinstance(decoded, pgoutput.Insert | pgoutput.Update | pgoutput.Delete):
@@ -257,13 +267,17 @@ class PostgresCdcSourceTask(SourceTask):
             return self._truncate(decoded, message.data_start)
         return []
 
-    def _commit(self, commit: pgoutput.Commit) -> None:
+    def _commit(self, commit: pgoutput.Commit) -> list[SourceRecord]:
         transaction = self.transaction
         self.transaction = None
+        records = []
+        if transaction is not None and transaction.began and not transaction.skipped:
+            records = self._register(transaction, [self._transaction_record(transaction, end=True)])
         if transaction is not None and transaction.emitted:
             self.tracker.safe_after(commit.end_lsn)
         self.last_commit_lsn = commit.commit_lsn
         self.idle_lsn = max(self.idle_lsn, commit.end_lsn)
+        return records
 
     def _relation(self, relation: pgoutput.Relation) -> None:
         assert self.config is not None
@@ -283,41 +297,82 @@ class PostgresCdcSourceTask(SourceTask):
 
     def _change(self, change: pgoutput.Insert | pgoutput.Update | pgoutput.Delete, lsn: int) -> list[SourceRecord]:
         transaction = self.transaction
-        if transaction is None or transaction.skipped or self.resume.skips_event(transaction.final_lsn, lsn):
+        if transaction is None or transaction.skipped:
+            return []
+        written = self.resume.skips_event(transaction.final_lsn, lsn)
+        if written and transaction.events is None:
             return []
         relation, table = self.relations.get(change.relation_oid, (None, None))
         if relation is None or table is None:
             return []
         ctx, offset = self._context(transaction, lsn)
-        return self._emitted(transaction, change_records(table, relation, change, ctx), offset)
+        records = change_records(table, relation, change, ctx)
+        self._number(transaction, table, records, offset, written)
+        return [] if written else self._emitted(transaction, records, offset)
 
     def _truncate(self, truncate: pgoutput.Truncate, lsn: int) -> list[SourceRecord]:
         transaction = self.transaction
         assert self.config is not None
-        if transaction is None or transaction.skipped or "t" in self.config.skipped_operations \
-                or self.resume.skips_event(transaction.final_lsn, lsn):
+        if transaction is None or transaction.skipped or "t" in self.config.skipped_operations:
+            return []
+        written = self.resume.skips_event(transaction.final_lsn, lsn)
+        if written and transaction.events is None:
             return []
         ctx, offset = self._context(transaction, lsn)
-        records = [truncate_record(table, ctx) for _, table in
-                   (self.relations.get(oid, (None, None)) for oid in truncate.relation_oids) if table is not None]
-        return self._emitted(transaction, records, offset)
+        records = []
+        for _, table in (self.relations.get(oid, (None, None)) for oid in truncate.relation_oids):
+            if table is not None:
+                record = truncate_record(table, ctx)
+                self._number(transaction, table, [record], offset, written)
+                records.append(record)
+        return [] if written else self._emitted(transaction, records, offset)
+
+    def _number(self, transaction: _Transaction, table: TableSchema, records: list[SourceRecord],
+                offset: dict[str, Any], written: bool) -> None:
+        """With transaction metadata, give each change event (not a tombstone) its place in the transaction. Also
+        for events a restart skips (`written`): they were written with these numbers before it, and so was the
+        transaction's BEGIN."""
+        if transaction.events is None or not records:
+            return
+        for record in records:
+            if isinstance(record.value, Struct):
+                record.value.put("transaction", transaction.events.number(f"{table.namespace}.{table.table}"))
+        transaction.last_offset = offset
+        transaction.began = transaction.began or written
 
     def _emitted(self, transaction: _Transaction, records: list[SourceRecord],
                  offset: dict[str, Any]) -> list[SourceRecord]:
         """Number the records for the flush tracker. All but the last carry the previous event's offset, so
-        a crash between them does not make a restart skip the rest of this event."""
+        a crash between them does not make a restart skip the rest of this event. The transaction's BEGIN
+        record, with transaction metadata, goes before its first event."""
         if not records:
             return records
+        if transaction.events is not None and not transaction.began:
+            transaction.began = True
+            records = [self._transaction_record(transaction, end=False), *records]
         if len(records) > 1:
             # Without an earlier event, lsn 0 makes a restart skip nothing (duplicates, never a loss).
             earlier = self.last_offset or {"lsn": 0, "txId": transaction.xid, "ts_usec": transaction.ts_usec}
             records = [r.new_record(source_offset=earlier) if i < len(records) - 1 else r
                        for i, r in enumerate(records)]
+        self.last_offset = offset
+        return self._register(transaction, records)
+
+    def _register(self, transaction: _Transaction, records: list[SourceRecord]) -> list[SourceRecord]:
         for record in records:
             self.in_flight[id(record)] = (record, self.tracker.emitted())
         transaction.emitted += len(records)
-        self.last_offset = offset
         return records
+
+    def _transaction_record(self, transaction: _Transaction, end: bool) -> SourceRecord:
+        """The BEGIN or END record of the transaction topic. END carries the offset of the transaction's last
+        event, so a restart after it skips no event that was not written."""
+        assert self.config is not None and self.config.transaction_topic is not None
+        assert transaction.events is not None and transaction.last_offset is not None  # set by `_number` first
+        value = transaction.events.end() if end else transaction.events.begin()
+        return SourceRecord(topic=self.config.transaction_topic, key_schema=TRANSACTION_KEY_SCHEMA,
+                            key=transaction.events.key(), value_schema=TRANSACTION_VALUE_SCHEMA, value=value,
+                            source_partition=self.partition, source_offset=transaction.last_offset)
 
     # --- heartbeats and acknowledgements -------------------------------------------------------------
 
