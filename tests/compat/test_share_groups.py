@@ -24,8 +24,10 @@ from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
 
 # confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from kio.schema.consumer_group_heartbeat.v0.request import ConsumerGroupHeartbeatRequest
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.join_group.v9.request import JoinGroupRequest, JoinGroupRequestProtocol
 from kio.schema.list_groups.v5.request import ListGroupsRequest
 from kio.schema.read_share_group_state_summary.v1.request import PartitionData as SummaryPartition
 from kio.schema.read_share_group_state_summary.v1.request import (
@@ -287,6 +289,19 @@ def test_a_share_group_and_a_classic_group_each_get_every_record(broker: BrokerP
                                                             member_epoch=i32(0),
                                                             subscribed_topic_names=(TopicName(topic),)))
     assert refused.error_code == ErrorCode.group_id_not_found
+    with RawClient(broker.bootstrap) as client:  # nor the share group's id a classic or consumer group's
+        join = client.request(JoinGroupRequest(
+            group_id=GroupId("both-share"), session_timeout=i32Timedelta.parse(dt.timedelta(seconds=10)),
+            rebalance_timeout=i32Timedelta.parse(dt.timedelta(seconds=10)), member_id="", group_instance_id=None,
+            protocol_type="consumer", protocols=(JoinGroupRequestProtocol(name="range", metadata=b""),),
+            reason=None))
+        heartbeat = client.request(ConsumerGroupHeartbeatRequest(
+            group_id=GroupId("both-share"), member_id="", member_epoch=i32(0), instance_id=None, rack_id=None,
+            rebalance_timeout=i32Timedelta.parse(dt.timedelta(seconds=10)),
+            subscribed_topic_names=(TopicName(topic),), server_assignor=None, topic_partitions=()))
+    assert join.error_code == ErrorCode.inconsistent_group_protocol
+    assert heartbeat.error_code == ErrorCode.group_id_not_found
+    assert heartbeat.error_message == "Group both-share is not a consumer group."
 
 
 def describe(broker: BrokerProcess, group_id: str) -> Any:
