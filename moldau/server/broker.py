@@ -482,7 +482,7 @@ class Broker:
         self.dead_letters = DeadLetters(self)
         share = ShareGroups(ShareBrokerSettings.from_config(self.config), self.clock, self.replicas,
                             self.share_state_links, group_configs=lambda group_id: self.image.group_configs(group_id),
-                            dead_letters=self.dead_letters)
+                            dead_letters=self.dead_letters, durable=self.groups.coordinator)
 
         def follow(_old: MetadataImage | None, _new: MetadataImage) -> None:
             share.forget_partitions(self._leads)

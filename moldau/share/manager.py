@@ -6,9 +6,11 @@ read when a share-partition is first used here (initialized first when it has no
 acknowledgement (answered once the write is durable), and after releases and expired locks (in the background),
 so deliveries are counted across restarts; only an acquisition in progress is not. A write names only the batches
 that changed since the last one sent (the coordinator lays them over the state it has), or the whole window after
-a write failed. Group membership and share sessions are in memory. When the last share session of a group here
-ends, its share-partitions are written and dropped from memory, so the next fetch reads back whatever an
-administrator set meanwhile (the offset APIs need the group empty).
+a write failed. Group membership and share sessions are in memory; a group's existence and epoch are written to
+`__consumer_offsets` by the group coordinator (`DurableShareGroups`), and a group known only from there (after a
+restart of its coordinator) is taken back here empty, at its written epoch. When the last share session of a
+group here ends, its share-partitions are written and dropped from memory, so the next fetch reads back whatever
+an administrator set meanwhile (the offset APIs need the group empty).
 
 Time is the injected clock's monotonic milliseconds. Expired members are removed and expired locks released
 lazily, on the next share request that touches them; a ShareFetch waiting for records is woken by appends to
@@ -67,6 +69,16 @@ class StateStore(Protocol):
         ...
 
 
+class DurableShareGroups(Protocol):
+    """The share groups written to `__consumer_offsets` on the partitions coordinated here, by their epoch."""
+
+    def share_group_epoch(self, group_id: str) -> int | None:
+        ...
+
+    def share_group_epochs(self) -> Mapping[str, int]:
+        ...
+
+
 class ShareOffsets(NamedTuple):
     """What describing a share group's offsets tells of one share-partition."""
 
@@ -79,11 +91,12 @@ class ShareGroups:
     def __init__(self, settings: ShareBrokerSettings, clock: Clock, replicas: ReplicaManager,
                  store: StateStore | None = None,
                  group_configs: Callable[[str], Mapping[str, str]] = lambda group_id: _NO_CONFIGS,
-                 dead_letters: DeadLetterSink | None = None) -> None:
+                 dead_letters: DeadLetterSink | None = None, durable: DurableShareGroups | None = None) -> None:
         """`store`: where share-partition state is kept (None: in memory only, for tests); `group_configs`: a
         group's own configs (the metadata image's GROUP resources); `dead_letters`: where records archived in a
-        group with a dead-letter topic are sent."""
+        group with a dead-letter topic are sent; `durable`: the groups written to `__consumer_offsets`."""
         self.settings = settings
+        self._written_groups = durable
         self._group_configs = group_configs
         self._group_settings: dict[str, tuple[Mapping[str, str], ShareBrokerSettings]] = {}
         self._dead_letters = dead_letters
@@ -122,7 +135,7 @@ class ShareGroups:
                   ) -> HeartbeatAnswer:
         now = self.now_ms()
         self.expire_members(now)
-        group = self.groups.get(group_id)
+        group = self._adopt(group_id)
         if group is None:
             group = self.groups[group_id] = ShareGroup(group_id, self.settings.membership)
         group.settings = self.group_settings(group_id).membership
@@ -132,24 +145,39 @@ class ShareGroups:
 
     def ensure_group(self, group_id: str) -> ShareGroup:
         """The share group, created empty if it is not known (an administrator may set its offsets first)."""
-        group = self.groups.get(group_id)
+        group = self._adopt(group_id)
         if group is None:
             group = self.groups[group_id] = ShareGroup(group_id, self.group_settings(group_id).membership)
         return group
 
     def describe(self, group_id: str) -> ShareGroup | None:
         self.expire_members(self.now_ms())
-        return self.groups.get(group_id)
+        return self._adopt(group_id)
 
     def list_groups(self) -> list[ShareGroup]:
+        """The share groups coordinated here: with written groups, exactly those written on the partitions this
+        broker coordinates (not one still in memory here whose coordinator moved, nor one never written)."""
         self.expire_members(self.now_ms())
-        return list(self.groups.values())
+        if self._written_groups is None:
+            return list(self.groups.values())
+        return [group for group in map(self._adopt, self._written_groups.share_group_epochs()) if group is not None]
+
+    def _adopt(self, group_id: str) -> ShareGroup | None:
+        """The group in memory; one written to `__consumer_offsets` but not here (its coordinator restarted) is
+        taken back empty, at the epoch written, so its epochs go on from there."""
+        group = self.groups.get(group_id)
+        if group is None and self._written_groups is not None:
+            epoch = self._written_groups.share_group_epoch(group_id)
+            if epoch is not None:
+                group = self.groups[group_id] = ShareGroup(group_id, self.group_settings(group_id).membership,
+                                                           epoch)
+        return group
 
     def delete_group(self, group_id: str) -> ErrorCode | None:
         """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members; else it goes, with its
         share-partitions on this broker. None: no such share group here."""
         self.expire_members(self.now_ms())
-        group = self.groups.get(group_id)
+        group = self._adopt(group_id)
         if group is None:
             return None
         if group.members:

@@ -289,17 +289,12 @@ def test_a_share_group_and_a_classic_group_each_get_every_record(broker: BrokerP
                                                             member_epoch=i32(0),
                                                             subscribed_topic_names=(TopicName(topic),)))
     assert refused.error_code == ErrorCode.group_id_not_found
-    with RawClient(broker.bootstrap) as client:  # nor the share group's id a classic or consumer group's
-        join = client.request(JoinGroupRequest(
-            group_id=GroupId("both-share"), session_timeout=i32Timedelta.parse(dt.timedelta(seconds=10)),
-            rebalance_timeout=i32Timedelta.parse(dt.timedelta(seconds=10)), member_id="", group_instance_id=None,
-            protocol_type="consumer", protocols=(JoinGroupRequestProtocol(name="range", metadata=b""),),
-            reason=None))
+    assert join_group_error(broker, "both-share") == ErrorCode.inconsistent_group_protocol
+    with RawClient(broker.bootstrap) as client:  # nor the share group's id a consumer group's
         heartbeat = client.request(ConsumerGroupHeartbeatRequest(
             group_id=GroupId("both-share"), member_id="", member_epoch=i32(0), instance_id=None, rack_id=None,
             rebalance_timeout=i32Timedelta.parse(dt.timedelta(seconds=10)),
             subscribed_topic_names=(TopicName(topic),), server_assignor=None, topic_partitions=()))
-    assert join.error_code == ErrorCode.inconsistent_group_protocol
     assert heartbeat.error_code == ErrorCode.group_id_not_found
     assert heartbeat.error_message == "Group both-share is not a consumer group."
 
@@ -406,6 +401,61 @@ def test_acknowledged_state_survives_a_broker_crash(tmp_path: Path) -> None:
             consumer.commit_sync()
         assert sorted((m.value(), m.delivery_count()) for m in seen) == [
             (b"d3", 2), (b"d5", 2), (b"sentinel", 1)]
+        assert "internal error" not in proc.log_path.read_text(), proc.log_tail()
+    finally:
+        try:
+            proc.stop()
+        finally:
+            proc.cleanup()
+
+
+def join_group_error(broker: BrokerProcess, group_id: str) -> ErrorCode:
+    """A classic consumer's first JoinGroup (v9) for the group id."""
+    with RawClient(broker.bootstrap) as client:
+        joined = client.request(JoinGroupRequest(
+            group_id=GroupId(group_id), session_timeout=i32Timedelta.parse(dt.timedelta(seconds=10)),
+            rebalance_timeout=i32Timedelta.parse(dt.timedelta(seconds=10)), member_id="", group_instance_id=None,
+            protocol_type="consumer", protocols=(JoinGroupRequestProtocol(name="range", metadata=b""),),
+            reason=None))
+    error: ErrorCode = joined.error_code
+    return error
+
+
+def listed_share_groups(broker: BrokerProcess) -> set[tuple[str, str]]:
+    with RawClient(broker.bootstrap) as client:
+        listed = client.request(ListGroupsRequest(states_filter=(), types_filter=("share",)))
+    return {(g.group_id, g.group_state) for g in listed.groups}
+
+
+def test_a_share_group_outlives_a_restart_of_its_coordinator(tmp_path: Path) -> None:
+    """The group's existence and epoch are in __consumer_offsets: after a crash it is listed and described (empty,
+    at its epoch), its id is still not a classic group's, members join it again, and once deleted it stays gone."""
+    proc = BrokerProcess(tmp_path, {"share.auto.offset.reset": "earliest"})
+    proc.start()
+    try:
+        topic = new_topic(proc, [b"before"])
+        with share_consumer(proc, "lasting", topic) as consumer:
+            poll_until(consumer, lambda got: len(got) >= 1)
+        epoch = describe(proc, "lasting").group_epoch
+        assert epoch > 0
+        proc.kill()
+        proc.start()
+        assert ("lasting", "Empty") in listed_share_groups(proc)
+        again = describe(proc, "lasting")
+        assert (again.error_code, again.group_state, again.group_epoch) == (ErrorCode.none, "Empty", epoch)
+        assert join_group_error(proc, "lasting") == ErrorCode.inconsistent_group_protocol
+        produce(proc, topic, [b"after"])
+        with share_consumer(proc, "lasting", topic) as consumer:
+            poll_until(consumer, lambda got: b"after" in {m.value() for m in got})
+            assert describe(proc, "lasting").group_epoch > epoch  # epochs go on from the written one
+        with RawClient(proc.bootstrap) as client:
+            (deleted,) = client.request(DeleteGroupsRequest(groups_names=(GroupId("lasting"),))).results
+        assert deleted.error_code == ErrorCode.none
+        proc.stop()
+        proc.start()
+        assert "lasting" not in {group for group, _ in listed_share_groups(proc)}
+        assert describe(proc, "lasting").error_code == ErrorCode.group_id_not_found
+        assert join_group_error(proc, "lasting") == ErrorCode.member_id_required  # free for a classic group now
         assert "internal error" not in proc.log_path.read_text(), proc.log_tail()
     finally:
         try:

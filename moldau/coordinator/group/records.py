@@ -87,6 +87,8 @@ class GroupValue:
 def encode_key(key: RecordKey) -> bytes:
     if isinstance(key, ConsumerGroupKey):
         return _encode_consumer_key(key)
+    if isinstance(key, ShareGroupKey):
+        return bytes(_Writer(SG_METADATA).string(key.group).buf)
     if isinstance(key, OffsetKey):
         return _encode_offset_key(key)
     return bytes(_Writer(GROUP_KEY_VERSION).string(key.group).buf)
@@ -141,6 +143,8 @@ def decode_key(data: bytes) -> RecordKey:
     if CG_METADATA <= version <= CG_CURRENT:
         member_records = (CG_MEMBER, CG_TARGET_MEMBER, CG_CURRENT)
         return ConsumerGroupKey(version, r.string(), r.string() if version in member_records else None)
+    if version == SG_METADATA:
+        return ShareGroupKey(r.string())
     raise RecordFormatError(f"unknown key version {version}")
 
 
@@ -150,6 +154,8 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
     r = _Reader(data)
     if isinstance(key, ConsumerGroupKey):
         return _decode_consumer_value(key, r)
+    if isinstance(key, ShareGroupKey):
+        return _decode_consumer_value(ConsumerGroupKey(CG_METADATA, key.group), r)  # the same layout: the epoch
     version = r.i16()
     if isinstance(key, OffsetKey):
         return _offset_value(r, version)
@@ -220,11 +226,13 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
 #   7 ConsumerGroupTargetAssignmentMember    assignment
 #   8 ConsumerGroupCurrentMemberAssignment   member_epoch int32, previous_member_epoch int32, state int8,
 #                                            assigned assignment, pending_revocation assignment
+#  11 ShareGroupMetadata                  epoch int32 (a share group, KIP-932; its members are not written)
 #
 # where assignment = [topic string, partitions [int32]].
 
 CG_METADATA, CG_PARTITIONS, CG_MEMBER, CG_TARGET_METADATA, CG_TARGET_MEMBER, CG_CURRENT = range(3, 9)
 CONSUMER_VALUE_VERSION = 0
+SG_METADATA = 11  # ShareGroupMetadata: a share group exists, at this group epoch
 
 # topic -> partitions; sorted tuples so equal assignments compare and encode equally.
 Assignment = tuple[tuple[str, tuple[int, ...]], ...]
@@ -237,6 +245,14 @@ class ConsumerGroupKey:
     record_type: int
     group: str
     member_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupKey:
+    """A share group's record (type 11): its value is the group epoch (`GroupEpochValue`), a tombstone its
+    deletion. Membership itself is not written: share group members are in memory only."""
+
+    group: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,7 +307,7 @@ class CurrentAssignmentValue:
 
 ConsumerValue = (GroupEpochValue | PartitionMetadataValue | ConsumerMemberValue | TargetEpochValue
                  | TargetMemberValue | CurrentAssignmentValue)
-RecordKey = OffsetKey | GroupKey | ConsumerGroupKey
+RecordKey = OffsetKey | GroupKey | ConsumerGroupKey | ShareGroupKey
 RecordValue = OffsetValue | GroupValue | ConsumerValue
 
 

@@ -39,7 +39,7 @@ from moldau.coordinator.group.member import (
 from moldau.coordinator.group.offsets import Fetched, OffsetCommit, Requested, TopicPartition
 from moldau.coordinator.group.records import OFFSETS_TOPIC
 from moldau.metadata.image import MetadataImage
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -288,6 +288,17 @@ class GroupRuntime:
     def delete_groups(self, group_ids: Sequence[str]) -> list[ErrorCode]:
         self._flush_commits()
         return self.coordinator.delete_groups(group_ids, self.now_ms())
+
+    async def write_share_group(self, group_id: str, epoch: int | None) -> ErrorCode:
+        """Write a share group's epoch (None: its deletion) and wait until the ISR has it, as acks=all."""
+        self._flush_commits()
+        try:
+            code = self.coordinator.write_share_group(group_id, epoch, self.now_ms())
+        except KafkaError as exc:
+            return exc.code
+        self._after_input()
+        (code,) = await self._replicated(group_id, [code])
+        return code
 
     def list_groups(self) -> list[ListedGroup]:
         self._flush_commits()

@@ -62,11 +62,13 @@ from moldau.coordinator.group.offsets import (
 from moldau.coordinator.group.records import (
     CG_METADATA,
     ConsumerGroupKey,
+    GroupEpochValue,
     GroupKey,
     GroupValue,
     OffsetKey,
     OffsetValue,
     Record,
+    ShareGroupKey,
 )
 from moldau.protocol.errors import ErrorCode
 
@@ -97,6 +99,9 @@ class GroupShard:
         self.settings = settings
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups; an id is in one table only
+        # Share groups (KIP-932) by their last written group epoch; their members are the share manager's, in
+        # memory. Kept here so a share group outlives a restart and its id stays taken.
+        self.share_groups: dict[str, int] = {}
         self.offsets = OffsetStore()
         self.pending = PendingOffsets()
         self._new_member_id = new_member_id
@@ -118,6 +123,12 @@ class GroupShard:
         key, value = record.key, record.value
         if isinstance(key, ConsumerGroupKey):
             self._replay_consumer(key, value)
+        elif isinstance(key, ShareGroupKey):
+            if value is None:
+                self.share_groups.pop(key.group, None)
+            else:
+                assert isinstance(value, GroupEpochValue)
+                self.share_groups[key.group] = value.epoch
         elif isinstance(key, OffsetKey):
             assert value is None or isinstance(value, OffsetValue)
             self._replay_offset(key, value, log_offset, producer_id)
@@ -187,11 +198,16 @@ class GroupShard:
     def group_record(self, group_id: str) -> Record:
         return Record(GroupKey(group_id), self.groups[group_id].to_record())
 
+    @staticmethod
+    def share_group_record(group_id: str, epoch: int | None) -> Record:
+        """The share group at `epoch`, or (None) its deletion."""
+        return Record(ShareGroupKey(group_id), None if epoch is None else GroupEpochValue(epoch))
+
     # -- membership ----------------------------------------------------------------------------------------
 
     def join(self, group_id: str, handle: Handle, request: JoinRequest, now_ms: int) -> Effects:
         group = self.groups.get(group_id)
-        if group_id in self.consumer_groups:
+        if group_id in self.consumer_groups or group_id in self.share_groups:
             fx = Effects()
             fx.complete(handle, JoinResult(ErrorCode.inconsistent_group_protocol, request.member_id))
             return fx
@@ -255,6 +271,8 @@ class GroupShard:
         protocol leaves is downgraded, as the migration policy allows (see `migration`). `settings`: the group's
         own (its group configs over the broker's), applied from this heartbeat on."""
         settings = settings or self.settings.consumer
+        if group_id in self.share_groups:
+            return _consumer_error(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
         group = self.consumer_groups.get(group_id)
         if group is not None:
             group.settings = settings

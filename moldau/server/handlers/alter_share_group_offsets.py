@@ -17,6 +17,7 @@ from moldau.security.acl.model import AclOperation
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
+from moldau.server.handlers.share_group_records import write_epoch
 from moldau.server.handlers.share_offsets_common import check_empty, readable_topic
 
 
@@ -27,6 +28,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=exc.code,
                     error_message=exc.message, responses=())
     ctx.broker.share.ensure_group(request.group_id)
+    written = await write_epoch(ctx, request.group_id)
+    if written != ErrorCode.none:
+        return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=written,
+                    error_message="the share group could not be written", responses=())
     responses = tuple([await _topic(ctx, request.group_id, t) for t in request.topics])
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
                 responses=responses)

@@ -3,8 +3,8 @@
 One request joins (member epoch 0), stays alive and reports owned partitions, or leaves (-1; -2 for a static
 member that will come back); the answer carries the member epoch and, when it changed, the partitions the
 member may consume. Topics travel as ids: owned partitions of unknown ids are ignored (the topic is gone).
-From v1 the client generates its member id; v0 lets the coordinator generate one for an empty id. A group id a
-share group has on this broker gets GROUP_ID_NOT_FOUND ("not a consumer group"), as in Kafka.
+From v1 the client generates its member id; v0 lets the coordinator generate one for an empty id. A share group's
+id gets GROUP_ID_NOT_FOUND ("not a consumer group", `GroupShard.consumer_heartbeat`), as in Kafka.
 """
 
 from __future__ import annotations
@@ -28,9 +28,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     problem = _invalid(ctx, request)
     if problem is not None:
         return _response(ctx, HeartbeatResult(ErrorCode.invalid_request, message=problem))
-    if request.group_id in ctx.broker.share.groups:
-        return _response(ctx, HeartbeatResult(ErrorCode.group_id_not_found,
-                                              message=f"Group {request.group_id} is not a consumer group."))
     image = ctx.broker.image
     heartbeat = HeartbeatRequest(
         member_id=request.member_id,

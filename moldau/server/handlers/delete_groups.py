@@ -4,8 +4,9 @@ A group with members gets NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND. De
 the group and each of its offsets to `__consumer_offsets` before it is acknowledged. With an authorizer, each
 group needs DELETE (else GROUP_AUTHORIZATION_FAILED). A share group (KIP-932) without members is deleted with its
 durable share-partition state (DeleteShareGroupState to the share coordinators of every partition it may have
-read), so a share group created again under that id starts afresh; if a coordinator cannot be reached the group
-stays and the answer is its error (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR), to be retried.
+read) and its record in `__consumer_offsets` (a tombstone), so a share group created again under that id starts
+afresh; if a coordinator cannot be reached the group stays and the answer is its error (COORDINATOR_NOT_AVAILABLE,
+NOT_COORDINATOR), to be retried.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
+from moldau.server.handlers.share_group_records import write_deletion
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -50,6 +52,9 @@ async def _delete_share_group(ctx: RequestContext, group_id: str) -> ErrorCode:
     failed = next((c for c in codes.values() if c != ErrorCode.none), None)
     if failed is not None:
         return failed
+    written = await write_deletion(ctx, group_id)
+    if written != ErrorCode.none:
+        return written
     shared = ctx.broker.share.delete_group(group_id)
     return ErrorCode.group_id_not_found if shared is None else shared
 

@@ -6,8 +6,8 @@ MEMBER_ID_REQUIRED with its new id (KIP-394); from v5 `group_instance_id` makes 
 from v9 a static leader rejoining without a rebalance is told to skip the assignment (KIP-814), which older
 versions express by not listing the members.
 
-A group id a share group has on this broker gets INCONSISTENT_GROUP_PROTOCOL, as Kafka answers a JoinGroup for a
-group of another type.
+A share group's id gets INCONSISTENT_GROUP_PROTOCOL (`GroupShard.join`), as Kafka answers a JoinGroup for a group of
+another type.
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ from moldau.server.handlers.common import NO_THROTTLE, ms_from_timedelta
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not request.group_id:
         return _response(ctx, JoinResult(ErrorCode.invalid_group_id, request.member_id))
-    if request.group_id in ctx.broker.share.groups:
-        return _response(ctx, JoinResult(ErrorCode.inconsistent_group_protocol, request.member_id))
     session_ms = ms_from_timedelta(request.session_timeout)
     # v0 had a single timeout for the session and the rebalance.
     rebalance_ms = ms_from_timedelta(request.rebalance_timeout) if ctx.version >= 1 else session_ms

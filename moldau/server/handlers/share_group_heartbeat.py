@@ -4,7 +4,9 @@ The member generates its id; epoch 0 joins (with the subscribed topic names), -1
 the member's current one. The answer carries the member epoch and, when it changed, the partitions the member
 may fetch from (every partition of its subscribed topics: see `moldau.share.group`). Share groups are served by
 the broker that coordinates the group id (FindCoordinator's answer); any other answers NOT_COORDINATOR. A group id
-taken by a classic or consumer group gets GROUP_ID_NOT_FOUND ("not a share group"), as in Kafka.
+taken by a classic or consumer group gets GROUP_ID_NOT_FOUND ("not a share group"), as in Kafka. A heartbeat that
+moves the group epoch (a join, a leave, a new subscription) writes it to `__consumer_offsets` before answering
+(`share_group_records`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE, error_message
 from moldau.server.handlers.join_group import client_host
+from moldau.server.handlers.share_group_records import write_epoch
 from moldau.share.group import Heartbeat, HeartbeatAnswer, TopicPartitions
 
 
@@ -48,7 +51,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         found = image.topics_by_name.get(topic)
         return None if found is None else len(found.partitions)
 
-    return _response(ctx, ctx.broker.share.heartbeat(request.group_id, heartbeat, partitions_of))
+    answer = ctx.broker.share.heartbeat(request.group_id, heartbeat, partitions_of)
+    if answer.error == ErrorCode.none:
+        written = await write_epoch(ctx, request.group_id)
+        if written != ErrorCode.none:
+            return _response(ctx, HeartbeatAnswer(written, message="the share group could not be written"))
+    return _response(ctx, answer)
 
 
 def _invalid(request: Any) -> str | None:
