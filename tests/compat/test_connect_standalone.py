@@ -334,7 +334,7 @@ def test_kafka_connect_client_library(worker: WorkerProcess, tmp_path: Path) -> 
 
 def test_offsets_altered_and_reset_while_stopped(worker: WorkerProcess, tmp_path: Path) -> None:
     """KIP-875: offsets change only while the connector is STOPPED; the source then re-reads from the set
-    position, and the sink re-consumes from the set offset."""
+    position, and the sink re-consumes from the set offset, or from the earliest after a null offset."""
     topic = _name("offsets")
     source, sink, source_file, sink_file = _file_pair(worker, tmp_path, topic)
     _append(source_file, ["a", "b", "c"])
@@ -361,6 +361,15 @@ def test_offsets_altered_and_reset_while_stopped(worker: WorkerProcess, tmp_path
     assert worker.request("GET", f"/connectors/{sink}/offsets")[1]["offsets"] == sink_patch["offsets"]
     assert worker.request("PUT", f"/connectors/{sink}/resume")[0] == 202
     wait_for(lambda: read_lines(sink_file) == ["a", "b", "c", "b", "c", "c"], what="the sink re-consuming")
+
+    # A null offset resets one partition: its committed offset goes, and the sink starts it from the earliest.
+    assert worker.request("PUT", f"/connectors/{sink}/stop")[0] == 204
+    reset = {"offsets": [{"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": None}]}
+    status, body = worker.request("PATCH", f"/connectors/{sink}/offsets", reset)
+    assert status == 200 and "altered" in body["message"], body
+    assert worker.request("GET", f"/connectors/{sink}/offsets")[1]["offsets"] == []
+    assert worker.request("PUT", f"/connectors/{sink}/resume")[0] == 202
+    wait_for(lambda: read_lines(sink_file)[6:] == ["a", "b", "c", "b", "c"], what="the reset partition re-read")
 
     assert worker.request("PUT", f"/connectors/{sink}/stop")[0] == 204
     assert worker.request("DELETE", f"/connectors/{sink}/offsets")[0] == 200

@@ -433,12 +433,14 @@ class Herder:
 
     def alter_offsets(self, name: str, entries: list[Any]) -> None:
         """KIP-875's PATCH: source partitions get the given offsets (null removes one); sink partitions
-        (`kafka_topic`, `kafka_partition`) get `kafka_offset`."""
-        from moldau.connect.worker.offsets_admin import alter_sink_offsets
+        (`kafka_topic`, `kafka_partition`) get `kafka_offset`, or (null) lose their committed offset."""
+        from moldau.connect.worker.offsets_admin import alter_sink_offsets, delete_sink_offsets
         with self.lock:
             self._require_stopped(name)
             if self.connector_type(name) == "sink":
-                alter_sink_offsets(self.worker, name, [_sink_offset(entry) for entry in entries])
+                offsets = [_sink_offset(entry) for entry in entries]
+                alter_sink_offsets(self.worker, name, [(t, p, o) for t, p, o in offsets if o is not None])
+                delete_sink_offsets(self.worker, name, [(t, p) for t, p, o in offsets if o is None])
                 return
             changes: dict[str, tuple[Mapping[str, Any], Mapping[str, Any] | None]] = {}
             for entry in entries:
@@ -469,15 +471,18 @@ def _entry(entry: Any) -> tuple[dict[str, Any], Any]:
     return entry["partition"], entry["offset"]
 
 
-def _sink_offset(entry: Any) -> tuple[str, int, int]:
+def _sink_offset(entry: Any) -> tuple[str, int, int | None]:
+    """(topic, partition, offset); offset None resets the partition (its committed offset is deleted)."""
     partition, offset = _entry(entry)
     topic, number = partition.get("kafka_topic"), partition.get("kafka_partition")
     if not isinstance(topic, str) or not isinstance(number, int):
         raise HerderError(400, "A sink partition needs kafka_topic (a string) and kafka_partition (an integer)")
+    if offset is None:
+        return topic, number, None
     value = offset.get("kafka_offset") if isinstance(offset, dict) else None
     if not isinstance(value, int) or value < 0:
-        raise HerderError(400, "A sink offset needs kafka_offset, a non-negative integer (resetting one "
-                               "partition with null is not supported; DELETE resets them all)")
+        raise HerderError(400, "A sink offset needs kafka_offset, a non-negative integer, or null to reset the "
+                               "partition")
     return topic, number, value
 
 
