@@ -3,7 +3,8 @@ created through any worker (followers forward to the leader) spread over the wor
 SIGKILL under load has its tasks restarted elsewhere from the committed offsets, with no line lost (the
 duplicates of at-least-once delivery are counted and reported); a joining worker takes tasks without the others'
 tasks being restarted; config changes and deletes go through the config topic, in Kafka Connect's record
-formats, and every worker sees them.
+formats, and every worker sees them; a worker of a SASL-secured broker joins its group with the worker's SASL
+settings.
 
 The three workers are one module-scoped cluster; the tests run in order and build on each other's connectors.
 """
@@ -30,6 +31,7 @@ from confluent_kafka import Consumer, TopicPartition
 from tests.support.broker_process import BrokerProcess
 from tests.support.connect_worker import WorkerProcess, read_lines, wait_for
 from tests.support.messages import partition_of
+from tests.support.sasl_broker import password, start_sasl_broker
 
 SOURCES = 4
 REBALANCE_S = 60.0
@@ -385,3 +387,37 @@ def test_eager_workers_share_connectors_too(shared_broker: BrokerProcess, tmp_pa
     finally:
         for worker in workers:
             worker.cleanup()
+
+
+def test_a_worker_joins_its_group_and_runs_connectors_over_sasl(tmp_path: Path) -> None:
+    """A broker whose only client listener with the worker's user is SASL_PLAINTEXT (an authorizer, PLAIN users):
+    the worker's group membership (Moldau's own client) authenticates with the worker's `sasl.*` settings, as its
+    producer, consumer and admin clients do."""
+    (tmp_path / "broker").mkdir()
+    broker = start_sasl_broker(tmp_path / "broker")
+    run = uuid.uuid4().hex[:8]
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+            f'password="{password("admin")}";')
+    settings = {"group.id": f"sasl-{run}", "config.storage.topic": f"sasl-configs-{run}",
+                "offset.storage.topic": f"sasl-offsets-{run}", "status.storage.topic": f"sasl-status-{run}",
+                "config.storage.replication.factor": "1", "offset.storage.replication.factor": "1",
+                "status.storage.replication.factor": "1", "offset.storage.partitions": "1",
+                "status.storage.partitions": "1", "heartbeat.interval.ms": "1000",
+                "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config": jaas}
+    worker = WorkerProcess(tmp_path / "worker", broker.bootstrap, settings, mode="distributed")
+    try:
+        worker.start(timeout_s=60)
+        source_file, sink_file, topic = tmp_path / "in.txt", tmp_path / "out.txt", f"sasl-{run}"
+        source_file.write_text("")
+        for name, config in [
+                ("sasl-source", {"connector.class": "FileStreamSource", "file": str(source_file), "topic": topic}),
+                ("sasl-sink", {"connector.class": "FileStreamSink", "file": str(sink_file), "topics": topic})]:
+            status, body = _accepted(worker, "POST", "/connectors", {"name": name, "config": config})
+            assert status == 201, body
+        wait_for(lambda: _all_running(worker, ["sasl-source", "sasl-sink"]), REBALANCE_S, "both running")
+        _append(source_file, ["secured", "lines"])
+        wait_for(lambda: read_lines(sink_file) == ["secured", "lines"], REBALANCE_S, "the lines in the sink file")
+        assert worker.stop() == 0, worker.log_tail()
+    finally:
+        worker.cleanup()
+        broker.stop()

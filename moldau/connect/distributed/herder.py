@@ -25,6 +25,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from moldau.cli.command_config import to_authenticator, to_client_security
 from moldau.connect.api import SourceConnector, SourceTask
 from moldau.connect.distributed import forwarding
 from moldau.connect.distributed.assignor import AssignorState, assign
@@ -96,11 +97,13 @@ class DistributedHerder(Herder, GroupListener):
         self.event_thread.start()
         values = self.worker.values
         bootstrap = [(h.rsplit(":", 1)[0], int(h.rsplit(":", 1)[1])) for h in values["bootstrap.servers"]]
+        security = self.worker.security_properties()
         settings = MemberSettings(
             bootstrap=bootstrap, group_id=values["group.id"], client_id=f"connect-{self.worker_id}",
             session_timeout_ms=values["session.timeout.ms"], heartbeat_interval_ms=values["heartbeat.interval.ms"],
             rebalance_timeout_ms=values["rebalance.timeout.ms"],
-            protocols=EAGER_PROTOCOLS if values["connect.protocol"] == "eager" else COMPATIBLE_PROTOCOLS)
+            protocols=EAGER_PROTOCOLS if values["connect.protocol"] == "eager" else COMPATIBLE_PROTOCOLS,
+            security=to_client_security(security), authenticator=to_authenticator(security))
         self.member = GroupMember(settings, self)
         self.member.start()
 

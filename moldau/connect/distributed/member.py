@@ -3,7 +3,10 @@ Heartbeat and LeaveGroup, on Moldau's own asyncio Kafka client in a thread of it
 
 Why not a Kafka client library: confluent-kafka cannot carry a protocol type other than `consumer`, and
 kafka-python's coordinator is tied to its own network manager; the group API is five requests, which Moldau's
-client (the one brokers use between themselves) already encodes. The worker only needs PLAINTEXT for it.
+client (the one brokers use between themselves) already encodes.
+
+The connections take the worker's `security.*`, `ssl.*` and `sasl.*` settings (TLS, SASL PLAIN or SCRAM), as its
+other clients do.
 
 The member offers the protocols of `connect.protocol` (`compatible` offers `compatible` then `default`, `eager`
 only `default`); the coordinator picks one all members support. Each round it reports what it runs
@@ -42,8 +45,9 @@ from moldau.connect.distributed.protocol import (
     encode_metadata,
     protocol_version,
 )
-from moldau.net.client import ConnectionFailed, ConnectionPool
+from moldau.net.client import Authenticator, ConnectionFailed, ConnectionPool
 from moldau.protocol.codec import make
+from moldau.security.client_security import PLAINTEXT, ClientSecurity
 
 __all__ = ["GroupListener", "GroupMember", "MemberSettings"]
 
@@ -86,6 +90,8 @@ class MemberSettings:
     heartbeat_interval_ms: int
     rebalance_timeout_ms: int
     protocols: list[str]
+    security: ClientSecurity = PLAINTEXT
+    authenticator: Authenticator | None = None
 
 
 class _Rejoin(Exception):
@@ -103,7 +109,7 @@ class GroupMember:
         self.member_id = ""
         self.generation = -1
         self.coordinator: tuple[str, int] | None = None
-        self.pool = ConnectionPool(settings.client_id)
+        self.pool = ConnectionPool(settings.client_id, settings.security, settings.authenticator)
         self.thread = threading.Thread(target=self._thread_main, name="connect-group-member", daemon=True)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.rejoin_event: asyncio.Event | None = None

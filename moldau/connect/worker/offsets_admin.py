@@ -90,7 +90,7 @@ def delete_sink_offsets(worker: WorkerConfig, connector: str, partitions: Sequen
 
 
 async def _delete_offsets(worker: WorkerConfig, group: str, partitions: Sequence[tuple[str, int]]) -> None:
-    security = {k: str(v) for k, v in worker.raw.items() if k.startswith(("security.", "ssl.", "sasl."))}
+    security = worker.security_properties()
     pool = ConnectionPool("connect-offsets", to_client_security(security), to_authenticator(security))
     topics: dict[str, list[int]] = {}
     for topic, partition in partitions:

@@ -16,7 +16,7 @@ from moldau.config.properties import load_properties
 from moldau.connect.config import ConfigDef, ConfigType, Importance, NonEmptyString, Range, ValidString
 from moldau.connect.error_policy import CONFIG_DEF as ERRORS_CONFIG_DEF
 from moldau.connect.errors import ConfigException
-from moldau.connect.worker.client_overrides import OVERRIDE_POLICY, parse_policy, worker_settings
+from moldau.connect.worker.client_overrides import OVERRIDE_POLICY, parse_policy, translate, worker_settings
 
 __all__ = [
     "CONNECTOR_CLASS", "EXACTLY_ONCE_SOURCE_SUPPORT", "EXACTLY_ONCE_SUPPORT", "NAME", "OFFSETS_STORAGE_TOPIC",
@@ -161,9 +161,15 @@ class WorkerConfig:
 
     def client_config(self, client: str) -> dict[str, Any]:
         """librdkafka settings for the worker's `producer`/`consumer`/`admin` clients: `bootstrap.servers`,
-        the worker's security settings, then its `<client>.` settings (Java client names translated)."""
-        passthrough = {k: v for k, v in self.raw.items() if k.startswith(("security.", "ssl.", "sasl."))}
-        return {"bootstrap.servers": self.bootstrap_servers, **passthrough, **worker_settings(client, self.raw)}
+        the worker's security settings, then its `<client>.` settings (Java client names translated in both, so
+        a worker's `sasl.jaas.config` works as in Kafka Connect)."""
+        return {"bootstrap.servers": self.bootstrap_servers, **translate(client, self.security_properties(), ""),
+                **worker_settings(client, self.raw)}
+
+    def security_properties(self) -> dict[str, str]:
+        """The worker's `security.*`, `ssl.*` and `sasl.*` settings, which every client of the worker takes (its
+        group membership and OffsetDelete, on Moldau's own client, too)."""
+        return {k: str(v) for k, v in self.raw.items() if k.startswith(("security.", "ssl.", "sasl."))}
 
 
 def connector_config_def() -> ConfigDef:
