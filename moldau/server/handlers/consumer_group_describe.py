@@ -2,7 +2,7 @@
 target assignment.
 
 A group that does not exist here, or is a classic group, gets GROUP_ID_NOT_FOUND, as in Kafka; a group
-coordinated elsewhere gets NOT_COORDINATOR. Authorized operations are not computed (no ACLs).
+coordinated elsewhere gets NOT_COORDINATOR. Authorized operations (KIP-430) are answered from the ACLs when asked.
 """
 
 from __future__ import annotations
