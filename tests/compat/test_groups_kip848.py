@@ -149,3 +149,58 @@ def test_consumer_group_heartbeat_v0_joins(broker: BrokerProcess) -> None:
                               and r, timeout_s=30, what="the group coordinator")
     assert response.error_code == ErrorCode.none, response.error_message
     assert response.member_id and response.member_epoch >= 1
+
+
+def test_a_regex_subscription_follows_topics_created_later(broker: BrokerProcess) -> None:
+    """A librdkafka consumer subscribing with a regex (KIP-848 `SubscribedTopicRegex`): the coordinator resolves
+    it against the topics, so a matching topic created later is assigned too, and others never are."""
+    from confluent_kafka import Consumer
+
+    from tests.support.clients import ck_produce
+
+    prefix = unique("rx")
+    create_topic(broker.bootstrap, f"{prefix}-a", partitions=1)
+    create_topic(broker.bootstrap, f"other-{prefix}", partitions=1)
+    ck_produce(broker.bootstrap, f"{prefix}-a", [{"value": b"a1"}, {"value": b"a2"}])
+    ck_produce(broker.bootstrap, f"other-{prefix}", [{"value": b"never"}])
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("g"), **CONF,
+                         "topic.metadata.refresh.interval.ms": 500})
+    got: list[tuple[str, bytes]] = []
+
+    def read_until(wanted: set[bytes]) -> None:
+        deadline = time.monotonic() + 30
+        while {v for _, v in got} < wanted and time.monotonic() < deadline:
+            for msg in consumer.consume(100, 0.2):
+                assert msg.error() is None, msg.error()
+                got.append((msg.topic() or "", msg.value() or b""))
+        assert {v for _, v in got} >= wanted, got
+
+    try:
+        consumer.subscribe([f"^{prefix}-.*"])
+        read_until({b"a1", b"a2"})
+        create_topic(broker.bootstrap, f"{prefix}-b", partitions=2)
+        ck_produce(broker.bootstrap, f"{prefix}-b", [{"value": v} for v in (b"b1", b"b2", b"b3")])
+        read_until({b"a1", b"a2", b"b1", b"b2", b"b3"})
+        assert {t for t, _ in got} == {f"{prefix}-a", f"{prefix}-b"}
+    finally:
+        consumer.close()
+
+
+def test_an_invalid_regex_is_refused(broker: BrokerProcess) -> None:
+    import datetime
+
+    from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
+
+    from moldau.protocol.errors import ErrorCode
+    from tests.support.polling import wait_until
+    from tests.support.raw_client import RawClient
+
+    join = ConsumerGroupHeartbeatRequest(
+        group_id=GroupId(unique("g")), member_id="m-regex", member_epoch=i32(0), instance_id=None, rack_id=None,
+        rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)), subscribed_topic_names=None,
+        subscribed_topic_regex="orders-(", server_assignor=None, topic_partitions=())
+    with RawClient(broker.bootstrap) as client:
+        response = wait_until(lambda: (r := client.request(join)).error_code != ErrorCode.coordinator_not_available
+                              and r, timeout_s=30, what="the group coordinator")
+    assert response.error_code == ErrorCode.invalid_regular_expression
+    assert "orders-(" in response.error_message

@@ -3,7 +3,9 @@
 Members heartbeat (ConsumerGroupHeartbeat); the broker computes the assignment. Epochs order everything:
 
 - the group epoch is bumped whenever what the assignment depends on changes: a member joins or leaves, a
-  subscription changes, or a subscribed topic's partition count changes;
+  subscription changes, or a subscribed topic's partition count changes (a topic created or deleted that a
+  member's regex matches changes its subscription: regexes are resolved against the topics at every
+  heartbeat, `topic_regex`);
 - the target assignment is recomputed by the server-side assignor when its epoch lags the group epoch;
 - each member converges on its target incrementally, on its own heartbeats: partitions it must give up are
   first revoked (the member keeps its epoch until its heartbeat no longer reports them as owned), then it moves
@@ -43,6 +45,8 @@ from moldau.coordinator.group.records import (
     TargetEpochValue,
     TargetMemberValue,
 )
+from moldau.coordinator.group.topic_regex import InvalidRegex, matching_topics
+from moldau.coordinator.group.topic_regex import validate as validate_regex
 from moldau.protocol.errors import ErrorCode
 
 GROUP_TYPE = "consumer"
@@ -173,7 +177,8 @@ class ConsumerGroup:
         return not self.members
 
     def subscribed_topics(self) -> frozenset[str]:
-        return frozenset(t for m in self.members.values() for t in m.subscribed_topics)
+        """Topics some member subscribes to by name, or by a regex (those that exist, as last resolved)."""
+        return frozenset(t for m in self.members.values() for t in m.subscribed_topics) | set(self.partition_metadata)
 
     def member_of_instance(self, instance_id: str) -> str | None:
         return next((m for m, v in self.members.items() if v.instance_id == instance_id), None)
@@ -303,7 +308,10 @@ class ConsumerGroup:
         if request.server_assignor is not None and request.server_assignor not in self.settings.assignors:
             return ErrorCode.unsupported_assignor, f"assignor {request.server_assignor} is not supported"
         if request.subscribed_regex:  # "" clears a regex: what clients subscribing by name send
-            return ErrorCode.invalid_request, "regex subscriptions are not supported"
+            try:
+                validate_regex(request.subscribed_regex)
+            except InvalidRegex as exc:
+                return ErrorCode.invalid_regular_expression, str(exc)
         return None
 
     def _join(self, request: HeartbeatRequest, topics: Mapping[str, int]) -> Outcome:
@@ -343,8 +351,8 @@ class ConsumerGroup:
         if meta != old:
             records.append(self._record(CG_MEMBER, meta, member_id))
         # Only what the assignment depends on starts a new group epoch; a new client host does not.
-        changed = old is None or (old.subscribed_topics, old.server_assignor) != (meta.subscribed_topics,
-                                                                                  meta.server_assignor)
+        changed = old is None or (old.subscribed_topics, old.subscribed_regex, old.server_assignor) != (
+            meta.subscribed_topics, meta.subscribed_regex, meta.server_assignor)
         _, assigned_records, targets, target_epoch = self._refresh(members, topics, changed)
         records += assigned_records
         current = self.current.get(member_id, MemberAssignment())
@@ -363,7 +371,7 @@ class ConsumerGroup:
         """Bump the group epoch if members, subscriptions or partition counts changed, and compute the new
         target assignment when it lags. Returns (epoch, records, targets, target epoch)."""
         records: list[Record] = []
-        subscribed = {t for m in members.values() for t in m.subscribed_topics}
+        subscribed = {t for m in members.values() for t in _subscription(m, topics)}
         metadata = {t: n for t, n in sorted(topics.items()) if t in subscribed}
         epoch = self.epoch
         if metadata != self.partition_metadata:
@@ -389,7 +397,7 @@ class ConsumerGroup:
         return max(sorted(set(wanted)), key=wanted.count)
 
     def _assign(self, members: Mapping[str, ConsumerMemberValue], metadata: Mapping[str, int]) -> dict[str, TPs]:
-        subscriptions = {m: frozenset(v.subscribed_topics) for m, v in members.items()}
+        subscriptions = {m: _subscription(v, metadata) for m, v in members.items()}
         return assign(self.assignor_name(members), subscriptions, metadata,
                       {m: self.targets.get(m, _NONE) for m in members})
 
@@ -517,6 +525,18 @@ def _lost_response(request: HeartbeatRequest, current: MemberAssignment) -> bool
             and request.owned <= current.assigned)
 
 
+def _subscription(member: ConsumerMemberValue, topics: Mapping[str, int] | frozenset[str]) -> frozenset[str]:
+    """The member's topics: those it names, and those of `topics` its regex matches (a regex was validated when
+    it was sent; one that no longer compiles, read back from an older record, matches nothing)."""
+    if member.subscribed_regex is None:
+        return frozenset(member.subscribed_topics)
+    try:
+        matched = matching_topics(member.subscribed_regex, topics)
+    except InvalidRegex:
+        matched = frozenset()
+    return frozenset(member.subscribed_topics) | matched
+
+
 def _merged(old: ConsumerMemberValue | None, request: HeartbeatRequest) -> ConsumerMemberValue:
     """The member's metadata after a heartbeat: fields the request leaves null keep their value."""
     if old is None:
@@ -528,7 +548,9 @@ def _merged(old: ConsumerMemberValue | None, request: HeartbeatRequest) -> Consu
         client_host=request.client_host or old.client_host,
         subscribed_topics=(tuple(sorted(set(request.subscribed_topics))) if request.subscribed_topics is not None
                            else old.subscribed_topics),
-        subscribed_regex=old.subscribed_regex,
+        # "" clears the regex (a member moving to names); null keeps it.
+        subscribed_regex=(request.subscribed_regex or None) if request.subscribed_regex is not None
+        else old.subscribed_regex,
         rebalance_timeout_ms=(request.rebalance_timeout_ms if request.rebalance_timeout_ms >= 0
                               else old.rebalance_timeout_ms),
         server_assignor=request.server_assignor if request.server_assignor is not None else old.server_assignor,

@@ -202,8 +202,6 @@ def test_missing_group_and_bad_input() -> None:
     assert d.send(HeartbeatRequest("a", 3)).error == ErrorCode.group_id_not_found
     assert d.send(HeartbeatRequest("a", 0, subscribed_topics=("t",))).error == ErrorCode.invalid_request
     assert d.send(HeartbeatRequest("a", 0, rebalance_timeout_ms=1)).error == ErrorCode.invalid_request
-    regex = HeartbeatRequest("a", 0, rebalance_timeout_ms=1, subscribed_regex="t.*")
-    assert d.send(regex).error == ErrorCode.invalid_request
     bad = HeartbeatRequest("a", 0, rebalance_timeout_ms=1, subscribed_topics=("t",), server_assignor="sticky")
     assert d.send(bad).error == ErrorCode.unsupported_assignor
     assert GROUP not in d.shard.consumer_groups  # failed joins create nothing
@@ -322,3 +320,29 @@ def test_uniform_respects_subscriptions() -> None:
 def test_range_splits_each_topic_in_member_order() -> None:
     out = range_assign({"b": frozenset({"t"}), "a": frozenset({"t"})}, {"t": 5})
     assert out == {"a": tps("t", 0, 1, 2), "b": tps("t", 3, 4)}
+
+
+def test_a_regex_member_gets_the_topics_it_matches_and_follows_new_ones() -> None:
+    d = Driver({"orders-eu": 2, "orders-us": 1, "payments": 3, "__transaction_state": 50})
+    joined = d.join("a", topics=(), subscribed_regex="orders-.*|__.*")
+    assert joined.assignment == tps("orders-eu", 0, 1) | tps("orders-us", 0)  # internal topics never match
+    assert d.group.subscribed_topics() == {"orders-eu", "orders-us"}
+    epoch = d.group.epoch
+    d.topics["orders-asia"] = 2  # created later: the next heartbeat resolves the regex again
+    d.settle("a")
+    assert d.owned["a"] == tps("orders-eu", 0, 1) | tps("orders-us", 0) | tps("orders-asia", 0, 1)
+    assert d.group.epoch == epoch + 1
+    d.beat("a", subscribed_regex="", subscribed_topics=("payments",))  # back to names: "" clears the regex
+    d.settle("a")
+    assert d.owned["a"] == tps("payments", 0, 1, 2) and d.group.members["a"].subscribed_regex is None
+
+
+def test_an_invalid_or_too_long_regex_is_refused() -> None:
+    d = Driver()
+    bad = d.send(HeartbeatRequest("a", 0, rebalance_timeout_ms=5000, subscribed_regex="orders-(",
+                                  owned=frozenset()))
+    assert bad.error == ErrorCode.invalid_regular_expression and "orders-(" in (bad.message or "")
+    long = d.send(HeartbeatRequest("a", 0, rebalance_timeout_ms=5000, subscribed_regex="a" * 20_000,
+                                   owned=frozenset()))
+    assert long.error == ErrorCode.invalid_regular_expression
+    assert GROUP not in d.shard.consumer_groups
