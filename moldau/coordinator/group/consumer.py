@@ -159,6 +159,11 @@ class ConsumerGroup:
     current: dict[str, MemberAssignment] = field(default_factory=dict)
     liveness: dict[str, Liveness] = field(default_factory=dict)
     group_type: str = GROUP_TYPE
+    # Per regex, the topics mapping it was last resolved against and the result: the coordinator hands the
+    # same read-only mapping to every heartbeat until the metadata changes, so a regex is matched against the
+    # topics once per change, not at every heartbeat of every member.
+    _resolved: dict[str, tuple[Mapping[str, int], frozenset[str]]] = field(default_factory=dict, repr=False,
+                                                                          compare=False)
 
     # -- views ---------------------------------------------------------------------------------------------
 
@@ -282,7 +287,8 @@ class ConsumerGroup:
 
     def heartbeat(self, request: HeartbeatRequest, topics: Mapping[str, int],
                   new_member_id: Callable[[], str]) -> Outcome:
-        """Answer one heartbeat. `topics` maps every existing topic to its partition count."""
+        """Answer one heartbeat. `topics` maps every existing topic to its partition count; a mapping handed
+        in is never changed afterwards (regexes resolved against it are kept while the same mapping comes)."""
         error = self._validate(request)
         if error is not None:
             return _fail(error)
@@ -371,7 +377,10 @@ class ConsumerGroup:
         """Bump the group epoch if members, subscriptions or partition counts changed, and compute the new
         target assignment when it lags. Returns (epoch, records, targets, target epoch)."""
         records: list[Record] = []
-        subscribed = {t for m in members.values() for t in _subscription(m, topics)}
+        subscribed = {t for m in members.values() for t in self._subscription(m, topics)}
+        in_use = {m.subscribed_regex for m in members.values()}
+        for regex in [r for r in self._resolved if r not in in_use]:
+            del self._resolved[regex]
         metadata = {t: n for t, n in sorted(topics.items()) if t in subscribed}
         epoch = self.epoch
         if metadata != self.partition_metadata:
@@ -396,8 +405,25 @@ class ConsumerGroup:
             return self.settings.assignors[0] if self.settings.assignors else UNIFORM
         return max(sorted(set(wanted)), key=wanted.count)
 
+    def _subscription(self, member: ConsumerMemberValue, topics: Mapping[str, int]) -> frozenset[str]:
+        """The member's topics: those it names, and those of `topics` its regex matches (a regex was validated
+        when it was sent; one that does not compile, read back from an older record, matches nothing)."""
+        regex = member.subscribed_regex
+        if regex is None:
+            return frozenset(member.subscribed_topics)
+        cached = self._resolved.get(regex)
+        if cached is not None and cached[0] is topics:
+            matched = cached[1]
+        else:
+            try:
+                matched = matching_topics(regex, topics)
+            except InvalidRegex:
+                matched = frozenset()
+            self._resolved[regex] = (topics, matched)
+        return frozenset(member.subscribed_topics) | matched
+
     def _assign(self, members: Mapping[str, ConsumerMemberValue], metadata: Mapping[str, int]) -> dict[str, TPs]:
-        subscriptions = {m: _subscription(v, metadata) for m, v in members.items()}
+        subscriptions = {m: self._subscription(v, metadata) for m, v in members.items()}
         return assign(self.assignor_name(members), subscriptions, metadata,
                       {m: self.targets.get(m, _NONE) for m in members})
 
@@ -523,18 +549,6 @@ def _lost_response(request: HeartbeatRequest, current: MemberAssignment) -> bool
     """A member one epoch behind that owns nothing it should not: our last answer was lost; let it catch up."""
     return (request.member_epoch == current.previous_member_epoch and request.owned is not None
             and request.owned <= current.assigned)
-
-
-def _subscription(member: ConsumerMemberValue, topics: Mapping[str, int] | frozenset[str]) -> frozenset[str]:
-    """The member's topics: those it names, and those of `topics` its regex matches (a regex was validated when
-    it was sent; one that no longer compiles, read back from an older record, matches nothing)."""
-    if member.subscribed_regex is None:
-        return frozenset(member.subscribed_topics)
-    try:
-        matched = matching_topics(member.subscribed_regex, topics)
-    except InvalidRegex:
-        matched = frozenset()
-    return frozenset(member.subscribed_topics) | matched
 
 
 def _merged(old: ConsumerMemberValue | None, request: HeartbeatRequest) -> ConsumerMemberValue:

@@ -27,8 +27,9 @@ import contextlib
 import dataclasses
 import heapq
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from moldau.coordinator.group import migration
 from moldau.coordinator.group.classic import ClassicGroup, MemberIdFactory, random_member_id
@@ -130,6 +131,8 @@ class GroupCoordinator:
         self._new_member_id = new_member_id
         self._timers: list[tuple[int, int, str]] = []  # (deadline, partition, group id); stale entries allowed
         self._scheduled: dict[tuple[int, str], int] = {}  # earliest heap entry per group
+        self._sizes: Mapping[str, int] = MappingProxyType({})  # `_topic_sizes` of the image `_sizes_of`
+        self._sizes_of: MetadataImage | None = None
 
     # -- partitions ----------------------------------------------------------------------------------------
 
@@ -211,10 +214,16 @@ class GroupCoordinator:
         shard = self.partitions.find(group_id)
         return shard.consumer_groups.get(group_id) if shard is not None else None
 
-    def _topic_sizes(self) -> dict[str, int]:
-        """Partition counts of the topics consumer groups may subscribe to."""
-        return {name: len(t.partitions) for name, t in self._image().topics_by_name.items()
-                if name != OFFSETS_TOPIC}
+    def _topic_sizes(self) -> Mapping[str, int]:
+        """Partition counts of the topics consumer groups may subscribe to: one read-only mapping per metadata
+        image, so a heartbeat does not rebuild it, and a group can keep what it resolved a regex to for as long
+        as it is handed the same mapping."""
+        image = self._image()
+        if self._sizes_of is not image:
+            self._sizes = MappingProxyType({name: len(t.partitions) for name, t in image.topics_by_name.items()
+                                            if name != OFFSETS_TOPIC})
+            self._sizes_of = image
+        return self._sizes
 
     # -- writing -------------------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ the transaction's marker. Around them, Kafka's rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from moldau.coordinator.group import migration
@@ -242,14 +242,14 @@ class GroupShard:
             return ErrorCode.unknown_member_id
         return group.heartbeat(member_id, instance_id, generation_id, now_ms)
 
-    def join_consumer_group(self, group: ConsumerGroup, request: JoinRequest, topics: dict[str, int]
+    def join_consumer_group(self, group: ConsumerGroup, request: JoinRequest, topics: Mapping[str, int]
                             ) -> migration.ClassicJoin:
         """A classic member's JoinGroup on a consumer group with members (whatever the migration policy)."""
         new_id = self._new_member_id(request.group_instance_id or request.client_id or "consumer")
         return migration.join(group, request, topics, self.settings.limits, new_id)
 
     def leave_consumer_group(self, group: ConsumerGroup, identities: Sequence[tuple[str, str | None]],
-                             topics: dict[str, int]) -> tuple[list[Record], tuple[ErrorCode, ...]]:
+                             topics: Mapping[str, int]) -> tuple[list[Record], tuple[ErrorCode, ...]]:
         return migration.leave(group, identities, topics)
 
     def leave(self, group_id: str, identities: Sequence[tuple[str, str | None]], now_ms: int) -> LeaveResult:
@@ -264,7 +264,7 @@ class GroupShard:
 
     # -- consumer groups (KIP-848) -------------------------------------------------------------------------
 
-    def consumer_heartbeat(self, group_id: str, request: HeartbeatRequest, topics: dict[str, int],
+    def consumer_heartbeat(self, group_id: str, request: HeartbeatRequest, topics: Mapping[str, int],
                            now_ms: int = 0, settings: ConsumerSettings | None = None) -> Outcome:
         """A ConsumerGroupHeartbeat; a group is created by the records of its first member's join. A classic
         group with members is upgraded by a joining member, and a consumer group whose last member of this
@@ -304,7 +304,7 @@ class GroupShard:
         return Outcome(conversion + outcome.records, outcome.result)
 
     def _upgrade(self, classic: ClassicGroup, request: HeartbeatRequest,
-                 topics: dict[str, int]) -> list[Record] | None:
+                 topics: Mapping[str, int]) -> list[Record] | None:
         if request.member_epoch != JOIN_EPOCH or not migration.upgrade_allowed(self.settings.consumer.migration_policy):
             return None
         return migration.upgrade_records(classic, topics)
@@ -321,7 +321,7 @@ class GroupShard:
         return (migration.downgrade_allowed(self.settings.consumer.migration_policy)
                 and any(m in group.members and group.members[m].classic is None for m in leaving))
 
-    def expire_consumer(self, group: ConsumerGroup, now_ms: int, topics: dict[str, int]) -> list[Record]:
+    def expire_consumer(self, group: ConsumerGroup, now_ms: int, topics: Mapping[str, int]) -> list[Record]:
         """Records removing the members whose deadline passed: a downgrade if they were the last members of the
         consumer protocol and classic members remain."""
         expired = group.expired(now_ms)

@@ -328,13 +328,14 @@ def test_a_regex_member_gets_the_topics_it_matches_and_follows_new_ones() -> Non
     assert joined.assignment == tps("orders-eu", 0, 1) | tps("orders-us", 0)  # internal topics never match
     assert d.group.subscribed_topics() == {"orders-eu", "orders-us"}
     epoch = d.group.epoch
-    d.topics["orders-asia"] = 2  # created later: the next heartbeat resolves the regex again
+    d.topics = {**d.topics, "orders-asia": 2}  # created later: a new mapping, as a new metadata image gives
     d.settle("a")
     assert d.owned["a"] == tps("orders-eu", 0, 1) | tps("orders-us", 0) | tps("orders-asia", 0, 1)
     assert d.group.epoch == epoch + 1
     d.beat("a", subscribed_regex="", subscribed_topics=("payments",))  # back to names: "" clears the regex
     d.settle("a")
     assert d.owned["a"] == tps("payments", 0, 1, 2) and d.group.members["a"].subscribed_regex is None
+    assert d.group._resolved == {}  # no member uses the regex any more: what it resolved to is dropped
 
 
 def test_an_invalid_or_too_long_regex_is_refused() -> None:
