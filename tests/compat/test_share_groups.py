@@ -26,6 +26,10 @@ from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from kio.schema.consumer_group_heartbeat.v0.request import ConsumerGroupHeartbeatRequest
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.describe_share_group_offsets.v1.request import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+)
 from kio.schema.errors import ErrorCode
 from kio.schema.join_group.v9.request import JoinGroupRequest, JoinGroupRequestProtocol
 from kio.schema.list_groups.v5.request import ListGroupsRequest
@@ -433,9 +437,15 @@ def test_a_share_group_outlives_a_restart_of_its_coordinator(tmp_path: Path) -> 
     proc = BrokerProcess(tmp_path, {"share.auto.offset.reset": "earliest"})
     proc.start()
     try:
-        topic = new_topic(proc, [b"before"])
+        topic, unread = new_topic(proc, [b"before"]), new_topic(proc, [b"never fetched"])
         with share_consumer(proc, "lasting", topic) as consumer:
             poll_until(consumer, lambda got: len(got) >= 1)
+        with RawClient(proc.bootstrap) as client:  # a member subscribed to a topic it never fetches from, then gone
+            for epoch, topics in ((0, (TopicName(unread),)), (-1, None)):
+                joined = client.request(ShareGroupHeartbeatRequest(
+                    group_id=GroupId("lasting"), member_id="raw-member", member_epoch=i32(epoch),
+                    subscribed_topic_names=topics))
+                assert joined.error_code == ErrorCode.none
         epoch = describe(proc, "lasting").group_epoch
         assert epoch > 0
         proc.kill()
@@ -444,6 +454,10 @@ def test_a_share_group_outlives_a_restart_of_its_coordinator(tmp_path: Path) -> 
         again = describe(proc, "lasting")
         assert (again.error_code, again.group_state, again.group_epoch) == (ErrorCode.none, "Empty", epoch)
         assert join_group_error(proc, "lasting") == ErrorCode.inconsistent_group_protocol
+        with RawClient(proc.bootstrap) as client:  # its topics are known without naming them
+            (offsets,) = client.request(DescribeShareGroupOffsetsRequest(groups=(
+                DescribeShareGroupOffsetsRequestGroup(group_id=GroupId("lasting"), topics=None),))).groups
+        assert {t.topic_name for t in offsets.topics} == {topic, unread}
         produce(proc, topic, [b"after"])
         with share_consumer(proc, "lasting", topic) as consumer:
             poll_until(consumer, lambda got: b"after" in {m.value() for m in got})

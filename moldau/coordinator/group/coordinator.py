@@ -48,6 +48,7 @@ from moldau.coordinator.group.records import (
     OFFSETS_TOPIC,
     Record,
     RecordFormatError,
+    ShareGroupValue,
     decode,
     encode,
 )
@@ -567,19 +568,23 @@ class GroupCoordinator:
 
     # -- share groups (KIP-932): their existence and epoch; membership is the share manager's --------------------
 
-    def share_group_epoch(self, group_id: str) -> int | None:
-        """The share group's last written epoch, if it is a share group of a partition loaded here."""
+    def share_group(self, group_id: str) -> ShareGroupValue | None:
+        """The share group as last written, if it is a share group of a partition loaded here."""
         shard = self.partitions.find(group_id)
         return None if shard is None else shard.share_groups.get(group_id)
 
+    def share_group_epoch(self, group_id: str) -> int | None:
+        written = self.share_group(group_id)
+        return None if written is None else written.epoch
+
     def share_group_epochs(self) -> dict[str, int]:
         """Every share group of the partitions loaded here, by its last written epoch."""
-        return {group: epoch for shard in self.shards.values() for group, epoch in shard.share_groups.items()}
+        return {group: value.epoch for shard in self.shards.values() for group, value in shard.share_groups.items()}
 
-    def write_share_group(self, group_id: str, epoch: int | None, now_ms: int) -> ErrorCode:
-        """Write the share group at `epoch`, or (None) its deletion. Raises KafkaError (NOT_COORDINATOR ...)."""
+    def write_share_group(self, group_id: str, value: ShareGroupValue | None, now_ms: int) -> ErrorCode:
+        """Write the share group, or (None) its deletion. Raises KafkaError (NOT_COORDINATOR ...)."""
         shard = self.shard(group_id)
-        return self._write(shard, [shard.share_group_record(group_id, epoch)], now_ms)
+        return self._write(shard, [shard.share_group_record(group_id, value)], now_ms)
 
     def expire_offsets(self, now_ms: int) -> int:
         """Remove expired offsets and forgotten empty groups; returns the number of records written."""

@@ -97,6 +97,11 @@ def encode_key(key: RecordKey) -> bytes:
 def encode_value(value: RecordValue | None) -> bytes | None:
     if value is None:
         return None
+    if isinstance(value, ShareGroupValue):
+        w = _Writer(CONSUMER_VALUE_VERSION).i32(value.epoch).i32(len(value.topics))
+        for topic in value.topics:
+            w.string(topic)
+        return bytes(w.buf)
     if not isinstance(value, OffsetValue | GroupValue):
         return _encode_consumer_value(value)
     if isinstance(value, OffsetValue):
@@ -155,7 +160,9 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
     if isinstance(key, ConsumerGroupKey):
         return _decode_consumer_value(key, r)
     if isinstance(key, ShareGroupKey):
-        return _decode_consumer_value(ConsumerGroupKey(CG_METADATA, key.group), r)  # the same layout: the epoch
+        if (version := r.i16()) != CONSUMER_VALUE_VERSION:
+            raise RecordFormatError(f"unknown share group value version {version}")
+        return ShareGroupValue(r.i32(), tuple(r.string() for _ in range(_count(r))))
     version = r.i16()
     if isinstance(key, OffsetKey):
         return _offset_value(r, version)
@@ -226,7 +233,8 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
 #   7 ConsumerGroupTargetAssignmentMember    assignment
 #   8 ConsumerGroupCurrentMemberAssignment   member_epoch int32, previous_member_epoch int32, state int8,
 #                                            assigned assignment, pending_revocation assignment
-#  11 ShareGroupMetadata                  epoch int32 (a share group, KIP-932; its members are not written)
+#  11 ShareGroupMetadata                  epoch int32, topics [string] (a share group, KIP-932; the topics it
+#                                         may have share-partition state of; its members are not written)
 #
 # where assignment = [topic string, partitions [int32]].
 
@@ -249,10 +257,19 @@ class ConsumerGroupKey:
 
 @dataclass(frozen=True, slots=True)
 class ShareGroupKey:
-    """A share group's record (type 11): its value is the group epoch (`GroupEpochValue`), a tombstone its
-    deletion. Membership itself is not written: share group members are in memory only."""
+    """A share group's record (type 11): its value is `ShareGroupValue`, a tombstone its deletion. Membership
+    itself is not written: share group members are in memory only."""
 
     group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupValue:
+    """A share group's epoch and the topics it may have share-partition state of (those its members subscribed
+    to, or an administrator set offsets of, less those whose offsets were deleted), sorted."""
+
+    epoch: int
+    topics: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,7 +325,7 @@ class CurrentAssignmentValue:
 ConsumerValue = (GroupEpochValue | PartitionMetadataValue | ConsumerMemberValue | TargetEpochValue
                  | TargetMemberValue | CurrentAssignmentValue)
 RecordKey = OffsetKey | GroupKey | ConsumerGroupKey | ShareGroupKey
-RecordValue = OffsetValue | GroupValue | ConsumerValue
+RecordValue = OffsetValue | GroupValue | ConsumerValue | ShareGroupValue
 
 
 @dataclass(frozen=True, slots=True)

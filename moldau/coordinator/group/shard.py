@@ -62,13 +62,13 @@ from moldau.coordinator.group.offsets import (
 from moldau.coordinator.group.records import (
     CG_METADATA,
     ConsumerGroupKey,
-    GroupEpochValue,
     GroupKey,
     GroupValue,
     OffsetKey,
     OffsetValue,
     Record,
     ShareGroupKey,
+    ShareGroupValue,
 )
 from moldau.protocol.errors import ErrorCode
 
@@ -99,9 +99,9 @@ class GroupShard:
         self.settings = settings
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups; an id is in one table only
-        # Share groups (KIP-932) by their last written group epoch; their members are the share manager's, in
+        # Share groups (KIP-932) as last written (epoch, topics); their members are the share manager's, in
         # memory. Kept here so a share group outlives a restart and its id stays taken.
-        self.share_groups: dict[str, int] = {}
+        self.share_groups: dict[str, ShareGroupValue] = {}
         self.offsets = OffsetStore()
         self.pending = PendingOffsets()
         self._new_member_id = new_member_id
@@ -127,8 +127,8 @@ class GroupShard:
             if value is None:
                 self.share_groups.pop(key.group, None)
             else:
-                assert isinstance(value, GroupEpochValue)
-                self.share_groups[key.group] = value.epoch
+                assert isinstance(value, ShareGroupValue)
+                self.share_groups[key.group] = value
         elif isinstance(key, OffsetKey):
             assert value is None or isinstance(value, OffsetValue)
             self._replay_offset(key, value, log_offset, producer_id)
@@ -199,9 +199,9 @@ class GroupShard:
         return Record(GroupKey(group_id), self.groups[group_id].to_record())
 
     @staticmethod
-    def share_group_record(group_id: str, epoch: int | None) -> Record:
-        """The share group at `epoch`, or (None) its deletion."""
-        return Record(ShareGroupKey(group_id), None if epoch is None else GroupEpochValue(epoch))
+    def share_group_record(group_id: str, value: ShareGroupValue | None) -> Record:
+        """The share group as `value` says, or (None) its deletion."""
+        return Record(ShareGroupKey(group_id), value)
 
     # -- membership ----------------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ them again from share.auto.offset.reset when it next consumes them.
 Only while the group is empty: NON_EMPTY_GROUP otherwise (top level), as are GROUP_AUTHORIZATION_FAILED (no DELETE
 on the group), NOT_COORDINATOR and GROUP_ID_NOT_FOUND (a classic or consumer group). Each topic then answers on
 its own: TOPIC_AUTHORIZATION_FAILED without READ on it, UNKNOWN_TOPIC_OR_PARTITION, or the share coordinator's
-error.
+error. The topics forgotten leave the group's record in `__consumer_offsets` (`share_group_records`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from moldau.security.acl.model import AclOperation
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
+from moldau.server.handlers.share_group_records import write_group
 from moldau.server.handlers.share_offsets_common import check_empty, readable_topic
 
 
@@ -27,7 +28,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=exc.code,
                     error_message=exc.message, responses=())
     responses = tuple([await _topic(ctx, request.group_id, t.topic_name) for t in request.topics])
-    return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
+    forgotten = [r.topic_name for r in responses if r.error_code == ErrorCode.none]
+    written = await write_group(ctx, request.group_id, remove=forgotten)
+    return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=written,
+                error_message=None if written == ErrorCode.none else "the share group could not be written",
                 responses=responses)
 
 

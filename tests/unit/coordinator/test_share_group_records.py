@@ -1,5 +1,6 @@
-"""A share group's record in `__consumer_offsets` (type 11, its epoch): the bytes, the shard's replay, the group
-id it keeps from classic and consumer groups, and the share manager taking a written group back after a restart."""
+"""A share group's record in `__consumer_offsets` (type 11, its epoch and topics): the bytes, the shard's replay,
+the group id it keeps from classic and consumer groups, and the share manager taking a written group back after a
+restart."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Mapping
 from moldau.clock import ManualClock
 from moldau.coordinator.group.consumer import HeartbeatRequest
 from moldau.coordinator.group.member import JoinRequest, ProtocolMetadata
-from moldau.coordinator.group.records import GroupEpochValue, Record, ShareGroupKey, decode, encode
+from moldau.coordinator.group.records import Record, ShareGroupKey, ShareGroupValue, decode, encode
 from moldau.coordinator.group.shard import GroupShard, ShardSettings
 from moldau.protocol.errors import ErrorCode
 from moldau.share.group import Heartbeat
@@ -17,10 +18,11 @@ from moldau.share.settings import ShareBrokerSettings
 from tests.unit.coordinator.harness import SequentialIds
 
 
-def test_the_record_is_type_11_with_the_epoch_and_a_tombstone_deletes() -> None:
-    record = Record(ShareGroupKey("queue"), GroupEpochValue(7))
+def test_the_record_is_type_11_with_the_epoch_and_topics_and_a_tombstone_deletes() -> None:
+    record = Record(ShareGroupKey("queue"), ShareGroupValue(7, ("jobs",)))
     key, value = encode(record)
-    assert key == b"\x00\x0b\x00\x05queue" and value == b"\x00\x00\x00\x00\x00\x07"
+    assert key == b"\x00\x0b\x00\x05queue"
+    assert value == b"\x00\x00" + b"\x00\x00\x00\x07" + b"\x00\x00\x00\x01" + b"\x00\x04jobs"
     assert decode(key, value) == record
     assert decode(key, None) == Record(ShareGroupKey("queue"), None)
 
@@ -38,8 +40,8 @@ def consumer_heartbeat(shard: GroupShard, group_id: str) -> ErrorCode:
 
 def test_a_written_share_group_keeps_its_id_until_its_deletion_is_replayed() -> None:
     shard = GroupShard(0, ShardSettings(), SequentialIds())
-    shard.replay(GroupShard.share_group_record("queue", 3), 0)
-    assert shard.share_groups == {"queue": 3}
+    shard.replay(GroupShard.share_group_record("queue", ShareGroupValue(3)), 0)
+    assert shard.share_groups == {"queue": ShareGroupValue(3)}
     assert join(shard, "queue") == ErrorCode.inconsistent_group_protocol
     assert consumer_heartbeat(shard, "queue") == ErrorCode.group_id_not_found
     shard.replay(GroupShard.share_group_record("queue", None), 0)
