@@ -27,13 +27,14 @@ def written_topics(ctx: RequestContext, group_id: str) -> tuple[str, ...]:
 async def write_group(ctx: RequestContext, group_id: str, add: Iterable[str] = (),
                       remove: Iterable[str] = ()) -> ErrorCode:
     """Write the share group if its epoch moved or its topics grew by its members' subscriptions or `add`, or
-    shrink by `remove` (ErrorCode.none when there is nothing to write)."""
+    shrink by `remove` or by topics deleted from the cluster (ErrorCode.none when there is nothing to write)."""
     group = ctx.broker.share.groups.get(group_id)
     if group is None:
         return ErrorCode.none
     written = ctx.broker.groups.coordinator.share_group(group_id)
     topics = set(() if written is None else written.topics) | group.subscribed_topics() | set(add)
-    value = ShareGroupValue(group.epoch, tuple(sorted(topics - set(remove))))
+    existing = ctx.broker.image.topics_by_name
+    value = ShareGroupValue(group.epoch, tuple(sorted(t for t in topics - set(remove) if t in existing)))
     if value == written:
         return ErrorCode.none
     return await ctx.broker.groups.write_share_group(group_id, value)
