@@ -8,6 +8,7 @@ back quickly), a short `group.share.session.timeout.ms` (so a silent member is r
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import signal
@@ -379,14 +380,26 @@ def test_share_fetch_over_the_wire_waits_for_min_bytes_then_answers_what_there_i
     assert stale.error_code == ErrorCode.invalid_share_session_epoch
 
 
+@contextlib.contextmanager
+def own_broker(tmp_path: Path, **configs: str) -> Iterator[BrokerProcess]:
+    """A broker of the test's own, for tests that kill and restart it; its log must show no internal error."""
+    proc = BrokerProcess(tmp_path, {"share.auto.offset.reset": "earliest", **configs})
+    proc.start()
+    try:
+        yield proc
+        assert "internal error" not in proc.log_path.read_text(), proc.log_tail()
+    finally:
+        try:
+            proc.stop()
+        finally:
+            proc.cleanup()
+
+
 def test_acknowledged_state_survives_a_broker_crash(tmp_path: Path) -> None:
     """The share-partition's state is in __share_group_state: after a SIGKILL and a restart, what was accepted or
     rejected is never delivered again, and what was released or still held comes back with its deliveries
     counted."""
-    proc = BrokerProcess(tmp_path, {"share.auto.offset.reset": "earliest",
-                                    "group.share.record.lock.duration.ms": str(LOCK_MS)})
-    proc.start()
-    try:
+    with own_broker(tmp_path, **{"group.share.record.lock.duration.ms": str(LOCK_MS)}) as proc:
         topic = new_topic(proc, [f"d{i}".encode() for i in range(6)])
         explicit = {"share.acknowledgement.mode": "explicit"}
         with share_consumer(proc, "durable", topic, **explicit) as consumer:
@@ -405,12 +418,6 @@ def test_acknowledged_state_survives_a_broker_crash(tmp_path: Path) -> None:
             consumer.commit_sync()
         assert sorted((m.value(), m.delivery_count()) for m in seen) == [
             (b"d3", 2), (b"d5", 2), (b"sentinel", 1)]
-        assert "internal error" not in proc.log_path.read_text(), proc.log_tail()
-    finally:
-        try:
-            proc.stop()
-        finally:
-            proc.cleanup()
 
 
 def join_group_error(broker: BrokerProcess, group_id: str) -> ErrorCode:
@@ -434,9 +441,7 @@ def listed_share_groups(broker: BrokerProcess) -> set[tuple[str, str]]:
 def test_a_share_group_outlives_a_restart_of_its_coordinator(tmp_path: Path) -> None:
     """The group's existence and epoch are in __consumer_offsets: after a crash it is listed and described (empty,
     at its epoch), its id is still not a classic group's, members join it again, and once deleted it stays gone."""
-    proc = BrokerProcess(tmp_path, {"share.auto.offset.reset": "earliest"})
-    proc.start()
-    try:
+    with own_broker(tmp_path) as proc:
         topic, unread = new_topic(proc, [b"before"]), new_topic(proc, [b"never fetched"])
         with share_consumer(proc, "lasting", topic) as consumer:
             poll_until(consumer, lambda got: len(got) >= 1)
@@ -470,12 +475,6 @@ def test_a_share_group_outlives_a_restart_of_its_coordinator(tmp_path: Path) -> 
         assert "lasting" not in {group for group, _ in listed_share_groups(proc)}
         assert describe(proc, "lasting").error_code == ErrorCode.group_id_not_found
         assert join_group_error(proc, "lasting") == ErrorCode.member_id_required  # free for a classic group now
-        assert "internal error" not in proc.log_path.read_text(), proc.log_tail()
-    finally:
-        try:
-            proc.stop()
-        finally:
-            proc.cleanup()
 
 
 def state_summary(broker: BrokerProcess, group_id: str, topic: str) -> Any:
