@@ -6,10 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import pytest
+
 from moldau.clock import ManualClock
 from moldau.coordinator.group.consumer import HeartbeatRequest
 from moldau.coordinator.group.member import JoinRequest, ProtocolMetadata
-from moldau.coordinator.group.records import Record, ShareGroupKey, ShareGroupValue, decode, encode
+from moldau.coordinator.group.records import (
+    Record,
+    RecordFormatError,
+    ShareGroupKey,
+    ShareGroupValue,
+    decode,
+    encode,
+)
 from moldau.coordinator.group.shard import GroupShard, ShardSettings
 from moldau.protocol.errors import ErrorCode
 from moldau.share.group import Heartbeat
@@ -25,6 +34,15 @@ def test_the_record_is_type_11_with_the_epoch_and_topics_and_a_tombstone_deletes
     assert value == b"\x00\x00" + b"\x00\x00\x00\x07" + b"\x00\x00\x00\x01" + b"\x00\x04jobs"
     assert decode(key, value) == record
     assert decode(key, None) == Record(ShareGroupKey("queue"), None)
+
+
+def test_malformed_values_are_refused_so_loading_skips_them() -> None:
+    key = encode(Record(ShareGroupKey("queue"), None))[0]
+    huge_count = b"\x00\x00" + b"\x00\x00\x00\x01" + b"\x7f\xff\xff\xff"
+    truncated_name = b"\x00\x00" + bytes(4) + b"\x00\x00\x00\x01" + b"\x00\x09ab"
+    for value in (huge_count, b"\x00\x00\x00\x00", b"\x00\x07" + bytes(8), truncated_name):
+        with pytest.raises(RecordFormatError):
+            decode(key, value)
 
 
 def join(shard: GroupShard, group_id: str) -> ErrorCode:
