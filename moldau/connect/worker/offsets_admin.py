@@ -15,6 +15,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from confluent_kafka.admin import AdminClient
 
 from moldau.cli.command_config import to_authenticator, to_client_security
+from moldau.cli.common import bootstrap_addresses
 from moldau.connect.errors import ConnectException
 from moldau.connect.worker.sink_runner import group_id
 from moldau.connect.worker.worker_config import WorkerConfig
@@ -129,10 +130,9 @@ async def _coordinator(pool: ConnectionPool, bootstrap: str, group: str) -> tupl
     """The group coordinator's address; None while it is moving or loading. Raises ConnectException."""
     request = make(fc_req.FindCoordinatorRequest, key_type=GROUP_KEY_TYPE, coordinator_keys=(group,))
     failure: Exception = ConnectionFailed(f"no bootstrap server in {bootstrap!r}")
-    for address in bootstrap.split(","):
-        host, _, port = address.strip().rpartition(":")
+    for host, port in bootstrap_addresses(bootstrap):
         try:
-            (found,) = (await pool.request(host.strip("[]"), int(port), request, TIMEOUT_S)).coordinators
+            (found,) = (await pool.request(host, port, request, TIMEOUT_S)).coordinators
         except (ConnectionFailed, TimeoutError) as exc:
             failure = exc
             continue
