@@ -239,6 +239,10 @@ class BrokerConfig:
             if listener.name not in names:
                 raise ConfigError(f"Advertised listener {listener.name} is not one of the listeners",
                                   "advertised.listeners")
+        if self.replica_fetch_wait_max_ms > self.replica_lag_time_max_ms:
+            # A follower waiting at its leader longer than the lag allowed would leave the ISR while idle.
+            raise ConfigError("replica.fetch.wait.max.ms should always be less than or equal to "
+                              "replica.lag.time.max.ms to prevent frequent changes in ISR", "replica.fetch.wait.max.ms")
 
     # -- generic access ---------------------------------------------------------------------------------
 

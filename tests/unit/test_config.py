@@ -267,6 +267,12 @@ def test_advertised_listeners() -> None:
         BrokerConfig({"advertised.listeners": "SSL://h:1"})
 
 
+def test_a_follower_may_not_wait_at_its_leader_longer_than_the_isr_allows() -> None:
+    assert BrokerConfig({"replica.fetch.wait.max.ms": "2000", "replica.lag.time.max.ms": "2000"})
+    with pytest.raises(ConfigError, match=r"replica\.fetch\.wait\.max\.ms should always be less than or equal to"):
+        BrokerConfig({"replica.fetch.wait.max.ms": "2001", "replica.lag.time.max.ms": "2000"})
+
+
 def test_quorum_voters() -> None:
     config = BrokerConfig({"controller.quorum.voters": "1@a:9093, 2@[::1]:9093"})
     assert config.controller_quorum_voters == [Voter(1, "a", 9093), Voter(2, "::1", 9093)]
