@@ -528,6 +528,7 @@ class BrokerConfig:
     replica_fetch_max_bytes = _Int("replica.fetch.max.bytes")
     replica_fetch_response_max_bytes = _Int("replica.fetch.response.max.bytes")
     replica_fetch_backoff_ms = _Int("replica.fetch.backoff.ms")
+    replica_selector_class = _Str("replica.selector.class")
     replica_socket_timeout_ms = _Int("replica.socket.timeout.ms")
     max_incremental_fetch_session_cache_slots = _Int("max.incremental.fetch.session.cache.slots")
     min_incremental_fetch_session_eviction_ms = _Int("min.incremental.fetch.session.eviction.ms")

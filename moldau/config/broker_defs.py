@@ -31,6 +31,7 @@ from moldau.config.schema import (
     Validator,
     at_least,
 )
+from moldau.replication.replica_selector import SELECTORS
 
 _T = ConfigType
 
@@ -338,6 +339,10 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "The bytes a follower fetches per request (at least one batch).", at_least(0)),
     ConfigDef("replica.fetch.backoff.ms", _T.INT, "1000",
               "How long a follower waits after a failed fetch.", at_least(0)),
+    ConfigDef("replica.selector.class", _T.STRING, None,
+              "How leaders choose the replica a consumer reads from (KIP-392): "
+              "org.apache.kafka.common.replica.RackAwareReplicaSelector sends consumers to a replica in their "
+              "client.rack; unset (or LeaderSelector) keeps them on the leader.", OneOf(SELECTORS)),
     ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", _T.LONG, "9223372036854775807",
               "The bytes per second that moving replicas between this broker's log directories may copy.",
               at_least(1), dynamic=True),

@@ -42,6 +42,12 @@ from moldau.replication.follower_rules import (
     out_of_range_action,
 )
 from moldau.replication.leader_state import LeaderState, ProposalOutcome, proposal_outcome
+from moldau.replication.replica_selector import (
+    RACK_AWARE_SELECTOR,
+    ReplicaView,
+    preferred_read_replica,
+    read_candidates,
+)
 from moldau.storage.log import AppendResult, PartitionLog
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
@@ -196,6 +202,10 @@ class ReplicaManager:
         # one of their logs could not be created.
         self._applied: MetadataImage | None = None
         self._retry_topics: set[uuid.UUID] = set()
+        # replica.selector.class (KIP-392): with the rack-aware selector, leaders send consumers to the replica in
+        # their rack, and followers need the high watermark at once to serve them (`_advance_high_watermark`).
+        self.replica_selector: str | None = None
+        self._live_racks: dict[int, str | None] = {}  # live broker -> its rack, from the last image
 
     def _now_ms(self) -> int:
         return int(self._clock.monotonic_ms())
@@ -222,6 +232,7 @@ class ReplicaManager:
         """Host, lead and follow the partitions `image` gives this broker. Only topics whose image changed since
         the last image applied in full are visited, so a metadata change costs O(topics), not O(partitions)."""
         applied, self._applied = self._applied, None  # an exception below leaves the next image a full pass
+        self._live_racks = {b: r.rack for b, r in image.brokers.items() if not r.fenced}
         # Deletions first: on a full disk they are what frees space for the rest.
         self._drop_removed(applied, image)
         failed = []
@@ -427,6 +438,27 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.not_leader_or_follower)
         return hosted
 
+    def readable_partition(self, topic: str, partition: int, follower_allowed: bool) -> HostedPartition:
+        """The partition a consumer reads: led here, or, when `follower_allowed` (Fetch v11+, KIP-392), followed
+        here. Raises KafkaError as `leader_partition` does."""
+        hosted = self.partitions.get((topic, partition))
+        if follower_allowed and hosted is not None:
+            return hosted
+        return self.leader_partition(topic, partition)
+
+    def preferred_read_replica(self, hosted: HostedPartition, client_rack: str, fetch_offset: int) -> int | None:
+        """The follower a consumer in `client_rack` fetching at `fetch_offset` should read from (KIP-392); None for
+        this broker, the leader."""
+        state = hosted.leader_state
+        if self.replica_selector is None or not client_rack or state is None:
+            return None
+        plog = hosted.log
+        leader = ReplicaView(self.node_id, self._live_racks.get(self.node_id), plog.log_end_offset, 0)
+        if leader.rack == client_rack:
+            return None
+        followers = read_candidates(state, fetch_offset, plog.log_start_offset, self._now_ms(), self._live_racks)
+        return preferred_read_replica(self.replica_selector, client_rack, leader, followers)
+
     def _in_metadata(self, topic: str, partition: int) -> bool:
         image = self._applied
         known = image.topics_by_name.get(topic) if image is not None else None
@@ -533,6 +565,11 @@ class ReplicaManager:
             hosted.log.high_watermark = hw
             hosted.release_acks()
             hosted.wake_consumers()  # consumers waiting for committed records
+            if self.replica_selector == RACK_AWARE_SELECTOR:
+                # Followers serve consumers up to their own high watermark, which they learn from their fetches:
+                # answer their waiting fetches now (the fetch handler does when the high watermark moved), or a
+                # consumer reading from a follower would wait for the next append, up to replica.fetch.wait.max.ms.
+                hosted.wake_followers()
 
     # -- ISR changes --------------------------------------------------------------------------------------------
 
@@ -650,7 +687,10 @@ class ReplicaManager:
                 appended = True
         high_watermark = high_watermark_after_fetch(plog, answer.high_watermark)
         if appended or high_watermark != plog.high_watermark:  # else (most partitions of a fetch) nothing moved
+            moved = high_watermark != plog.high_watermark
             plog.high_watermark = high_watermark
+            if moved:
+                hosted.wake_consumers()  # consumers reading from this follower (KIP-392)
         new_start = log_start_after_fetch(plog, answer.log_start_offset)
         if new_start is not None:  # retention or DeleteRecords moved the leader's log start
             plog.delete_records_before(new_start)

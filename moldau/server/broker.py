@@ -344,6 +344,7 @@ class Broker:
                                        lag_max_ms=self.config.replica_lag_time_max_ms,
                                        fetcher_settings=FetcherSettings.from_config(self.config))
         self.replicas.transaction_verification = self.config.transaction_partition_verification_enable
+        self.replicas.replica_selector = self.config.replica_selector_class or None
         self.replica_links = ReplicaLinks(self, self.replicas, self.inter_broker_authenticator())
         self.replicas.start()
         self.quorum.add_listener(self._host_partitions)

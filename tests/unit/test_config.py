@@ -273,6 +273,14 @@ def test_a_follower_may_not_wait_at_its_leader_longer_than_the_isr_allows() -> N
         BrokerConfig({"replica.fetch.wait.max.ms": "2001", "replica.lag.time.max.ms": "2000"})
 
 
+def test_the_replica_selector_is_kafkas_rack_aware_one_or_the_leader() -> None:
+    rack_aware = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+    assert BrokerConfig({"replica.selector.class": rack_aware}).replica_selector_class == rack_aware
+    assert BrokerConfig({}).replica_selector_class is None
+    with pytest.raises(ConfigError, match=r"replica\.selector\.class"):
+        BrokerConfig({"replica.selector.class": "com.example.MySelector"})
+
+
 def test_quorum_voters() -> None:
     config = BrokerConfig({"controller.quorum.voters": "1@a:9093, 2@[::1]:9093"})
     assert config.controller_quorum_voters == [Voter(1, "a", 9093), Voter(2, "::1", 9093)]

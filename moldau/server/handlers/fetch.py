@@ -13,6 +13,12 @@ the log end rather than the high watermark, their fetch offset reports their pos
 (which moves the high watermark and the ISR), and a follower whose last fetched epoch ends earlier in this log
 is told where to truncate (`diverging_epoch`, KIP-320) instead of getting records.
 
+Fetch from the closest replica (KIP-392): from v11 a consumer may fetch from a follower, which serves it up to its
+own high watermark. With `replica.selector.class` set to the rack-aware selector, the leader answers a consumer
+whose rack (`rack_id`, the client's `client.rack`) holds an in-sync follower with that follower's id
+(`preferred_read_replica`) and no records; the consumer then fetches there. Followers then also get each high
+watermark advance at once (`moldau.replication.replica_selector`, docs/replication.md).
+
 Isolation (KIP-98): a read_committed consumer (`isolation_level` 1) reads up to the last stable offset and
 gets the aborted transactions overlapping what it fetched (producer id, first offset), so it can drop their
 records; read_uncommitted consumers read up to the high watermark and get none (null). Every partition answer
@@ -53,7 +59,8 @@ from moldau.protocol.fetch_response import (
 from moldau.protocol.record_batch import iter_batch_headers
 from moldau.protocol.wire import FileRegion
 from moldau.replication.leader_state import diverging_epoch
-from moldau.replication.replica_manager import TopicPartition
+from moldau.replication.replica_manager import HostedPartition, TopicPartition
+from moldau.replication.replica_selector import RACK_AWARE_SELECTOR
 from moldau.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.security.quotas import CONSUMER_BYTE_RATE
 from moldau.server.context import RequestContext
@@ -86,6 +93,23 @@ class _PartitionRead:
     diverging_epoch: tuple[int, int] | None = None
     last_stable_offset: int = -1
     aborted_transactions: list[tuple[int, int]] | None = None
+    preferred_read_replica: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class _Fetcher:
+    """Who fetches: a follower (`replica_id` >= 0, at broker epoch `replica_epoch`) or a consumer (-1), which
+    from v11 (KIP-392) says its rack and may read from a follower."""
+
+    replica_id: int
+    replica_epoch: int
+    read_committed: bool
+    client_rack: str
+    may_read_followers: bool
+
+    @property
+    def is_follower(self) -> bool:
+        return self.replica_id >= 0
 
 
 _SESSIONLESS = SessionStart()
@@ -95,7 +119,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     start = _session_start(ctx, request)
     if start.error != ErrorCode.none:
         return _response(ctx, start.error, [])
-    replica_id, replica_epoch = _replica(ctx, request)
+    fetcher = _fetcher(ctx, request)
+    replica_id = fetcher.replica_id
     session = start.session
     if session is not None:
         session.apply(_listed(ctx, request), _forgotten(ctx, request))
@@ -109,9 +134,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     max_wait_ms = ms_from_timedelta(request.max_wait)
     deadline = ctx.broker.clock.monotonic_ms() + max_wait_ms
     while True:
-        reads, total_bytes = _read_all(ctx, request, wanted, replica_id, replica_epoch, refused)
+        reads, total_bytes = _read_all(ctx, request, wanted, fetcher, refused)
         remaining_ms = deadline - ctx.broker.clock.monotonic_ms()
-        if total_bytes >= request.min_bytes or remaining_ms <= 0 or _has_errors(reads) or ctx.broker.closing:
+        if (total_bytes >= request.min_bytes or remaining_ms <= 0 or _answers_now(reads) or ctx.broker.closing
+                or _follower_lacks_high_watermark(ctx, fetcher, session, wanted, reads)):
             _count_bytes_out(ctx, wanted, reads, replica_id >= 0)
             session_id = 0
             if session is not None:
@@ -174,7 +200,9 @@ def _changed_only(session: FetchSession, wanted: list[tuple[str | None, Any, Any
     with_records = []
     for (_, cached, _), read in zip(wanted, reads, strict=True):
         has_records = bool(read.records)
-        failed = read.error != ErrorCode.none or read.diverging_epoch is not None
+        # A replica to read from instead is sent like an error: the fetcher must hear of it.
+        failed = (read.error != ErrorCode.none or read.diverging_epoch is not None
+                  or read.preferred_read_replica >= 0)
         if cached.must_send(has_records, failed, read.high_watermark, read.last_stable_offset,
                             read.log_start_offset):
             out.append(read)
@@ -199,11 +227,29 @@ def _create_session(ctx: RequestContext, wanted: list[tuple[str | None, Any, Any
     return session.id if session is not None else 0
 
 
-def _replica(ctx: RequestContext, request: Any) -> tuple[int, int]:
-    """The fetching follower's broker id (-1 for a consumer) and broker epoch (v15, KIP-903; -1 when not said)."""
+def _fetcher(ctx: RequestContext, request: Any) -> _Fetcher:
+    """Who fetches: the follower's broker id (-1 for a consumer) and broker epoch (v15, KIP-903; -1 when not
+    said); a consumer's isolation, and from v11 its rack."""
     if ctx.version >= 15:
-        return int(request.replica_state.replica_id), int(request.replica_state.replica_epoch)
-    return int(request.replica_id), -1
+        replica_id, replica_epoch = int(request.replica_state.replica_id), int(request.replica_state.replica_epoch)
+    else:
+        replica_id, replica_epoch = int(request.replica_id), -1
+    consumer = replica_id < 0
+    rack = (request.rack_id or "") if ctx.version >= 11 else ""
+    return _Fetcher(replica_id, replica_epoch, consumer and reads_committed(request), rack,
+                    consumer and ctx.version >= 11)
+
+
+def _follower_lacks_high_watermark(ctx: RequestContext, fetcher: _Fetcher, session: FetchSession | None,
+                                   wanted: list[tuple[str | None, Any, Any]], reads: list[_PartitionRead]) -> bool:
+    """With follower reads on (KIP-392), whether a follower's fetch should be answered for the high watermark
+    alone: some partition's moved past what its session last told it. Followers serve consumers up to their
+    own high watermark, so it must not wait for the next append (Kafka answers such a fetch at once too).
+    Sessionless follower fetches (a full session cache) get it with their next records or after their wait."""
+    if not fetcher.is_follower or session is None or ctx.broker.replicas.replica_selector != RACK_AWARE_SELECTOR:
+        return False
+    return any(read.error == ErrorCode.none and read.high_watermark != cached.sent_high_watermark
+               for (_, cached, _), read in zip(wanted, reads, strict=True))
 
 
 def _wanted_partitions(ctx: RequestContext, request: Any) -> list[tuple[str | None, Any, Any]]:
@@ -229,18 +275,16 @@ def _refused_topics(ctx: RequestContext, wanted: list[tuple[str | None, Any, Any
     return {name for name in names if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name)}
 
 
-def _read_all(ctx: RequestContext, request: Any, wanted: list[tuple[str | None, Any, Any]], replica_id: int,
-              replica_epoch: int, refused: set[Any]) -> tuple[list[_PartitionRead], int]:
+def _read_all(ctx: RequestContext, request: Any, wanted: list[tuple[str | None, Any, Any]], fetcher: _Fetcher,
+              refused: set[Any]) -> tuple[list[_PartitionRead], int]:
     remaining = request.max_bytes
     total = 0
     reads = []
-    read_committed = reads_committed(request)
     for name, part, key in wanted:
         if name is None and key in refused:
             reads.append(_PartitionRead(key, part.partition, ErrorCode.topic_authorization_failed))
             continue
-        read = _read_partition(ctx, name, part, key, remaining, total == 0, replica_id, read_committed,
-                               replica_epoch)
+        read = _read_partition(ctx, name, part, key, remaining, total == 0, fetcher)
         size = _size(read.records) if read.records else 0
         total += size
         remaining = max(0, remaining - size)
@@ -249,42 +293,46 @@ def _read_all(ctx: RequestContext, request: Any, wanted: list[tuple[str | None, 
 
 
 def _read_partition(ctx: RequestContext, name: str | None, part: Any, key: Any, remaining_bytes: int,
-                    min_one_batch: bool, replica_id: int, read_committed: bool,
-                    replica_epoch: int) -> _PartitionRead:
-    """A consumer reads up to the high watermark (read_committed: the last stable offset); a follower
-    (`replica_id` >= 0, at broker epoch `replica_epoch`) up to the log end, after reporting its position, unless
-    its log has diverged."""
+                    min_one_batch: bool, fetcher: _Fetcher) -> _PartitionRead:
+    """A consumer reads up to the high watermark (read_committed: the last stable offset), from the leader or
+    from v11 a follower, unless the leader names a replica of its rack to read from instead; a follower up to the
+    log end, after reporting its position, unless its log has diverged."""
     if name is None:
         return _PartitionRead(key, part.partition, ErrorCode.unknown_topic_id)
     replicas = ctx.broker.replicas
     try:
-        if replica_id >= 0:
-            hosted = replicas.hosted_for_replica(name, part.partition, replica_id)
+        if fetcher.is_follower:
+            hosted = replicas.hosted_for_replica(name, part.partition, fetcher.replica_id)
         else:
-            hosted = replicas.leader_partition(name, part.partition)
-        replicas.check_leader_epoch(hosted, getattr(part, "current_leader_epoch", -1))
+            hosted = replicas.readable_partition(name, part.partition, fetcher.may_read_followers)
+        current_leader_epoch = getattr(part, "current_leader_epoch", -1)
+        replicas.check_leader_epoch(hosted, current_leader_epoch)
         plog = hosted.log
         max_offset = None
-        if replica_id >= 0:
+        if fetcher.is_follower:
             # lastFetchedEpoch came with v12; an older replica fetch cannot be told of divergence this way.
             diverging = diverging_epoch(plog, getattr(part, "last_fetched_epoch", -1), part.fetch_offset)
             if diverging is not None:
                 return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark,
                                       plog.log_start_offset, None, diverging, plog.last_stable_offset)
-            replicas.on_replica_fetch(hosted, replica_id, part.fetch_offset, replica_epoch)
+            replicas.on_replica_fetch(hosted, fetcher.replica_id, part.fetch_offset, fetcher.replica_epoch)
             max_offset = plog.log_end_offset
             if part.fetch_offset == max_offset and not plog.offline:
                 # Caught up, nothing to read: most partitions of every follower fetch, read twice (on arrival and
                 # when an append wakes it), so without a segment lookup.
                 return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark, plog.log_start_offset,
                                       b"", None, plog.last_stable_offset)
-        elif read_committed:
-            max_offset = plog.last_stable_offset
+        else:
+            elsewhere = _elsewhere(ctx, hosted, key, part, fetcher, current_leader_epoch)
+            if elsewhere is not None:
+                return elsewhere
+            if fetcher.read_committed:
+                max_offset = plog.last_stable_offset
         result = plog.read(part.fetch_offset, min(part.partition_max_bytes, remaining_bytes), min_one_batch,
                            max_offset)
-        records = _records(ctx, result, read_committed and replica_id < 0)
+        records = _records(ctx, result, fetcher.read_committed)
         aborted = None
-        if read_committed and replica_id < 0:
+        if fetcher.read_committed:
             assert isinstance(records, bytes)  # regions are never handed to read_committed consumers
             aborted = plog.aborted_transactions(part.fetch_offset, _next_offset(records)) if records else []
     except KafkaError as exc:
@@ -295,6 +343,27 @@ def _read_partition(ctx: RequestContext, name: str | None, part: Any, key: Any, 
         return read
     return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark, plog.log_start_offset,
                           records, None, plog.last_stable_offset, aborted)
+
+
+def _elsewhere(ctx: RequestContext, hosted: HostedPartition, key: Any, part: Any, fetcher: _Fetcher,
+               current_leader_epoch: int) -> _PartitionRead | None:
+    """A consumer's answer without records, when they are to be read elsewhere or later (KIP-392), else None.
+
+    The leader names the replica of the consumer's rack (`replica.selector.class`). A follower that does not
+    have the offset yet answers a consumer that gave no leader epoch with no records rather than
+    OFFSET_OUT_OF_RANGE, as Kafka does: that consumer may be here on stale metadata, and retries (one with an
+    epoch gets the error, and asks the leader)."""
+    plog = hosted.log
+    if hosted.leader_state is not None:
+        preferred = ctx.broker.replicas.preferred_read_replica(hosted, fetcher.client_rack, part.fetch_offset)
+        if preferred is None:
+            return None
+        return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark, plog.log_start_offset, b"",
+                              None, plog.last_stable_offset, preferred_read_replica=preferred)
+    if current_leader_epoch == -1 and part.fetch_offset > plog.log_end_offset:
+        return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark, plog.log_start_offset, b"",
+                              None, plog.last_stable_offset)
+    return None
 
 
 def _records(ctx: RequestContext, result: ReadResult, needs_bytes: bool) -> Records:
@@ -320,8 +389,10 @@ def _next_offset(records: bytes) -> int:
     return last.next_offset
 
 
-def _has_errors(reads: list[_PartitionRead]) -> bool:
-    return any(r.error != ErrorCode.none or r.diverging_epoch is not None for r in reads)
+def _answers_now(reads: list[_PartitionRead]) -> bool:
+    """Whether a partition's answer cannot wait: an error, a diverging epoch, or a replica to read from instead."""
+    return any(r.error != ErrorCode.none or r.diverging_epoch is not None or r.preferred_read_replica >= 0
+               for r in reads)
 
 
 def _response(ctx: RequestContext, code: ErrorCode, reads: list[_PartitionRead], consumer: bool = False,
@@ -338,7 +409,7 @@ def _response(ctx: RequestContext, code: ErrorCode, reads: list[_PartitionRead],
             last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
             aborted_transactions=r.aborted_transactions,
             records=r.records if r.records is not None else b"",
-            diverging_epoch=r.diverging_epoch,
+            diverging_epoch=r.diverging_epoch, preferred_read_replica=r.preferred_read_replica,
         )
         by_topic.setdefault(r.topic_key, []).append(result)
         if result.error_code in FETCH_ERRORS:
