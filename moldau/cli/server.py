@@ -7,6 +7,9 @@ arguments the broker listens on 127.0.0.1:9092 and keeps its data in ./data.
 Without a properties file the broker starts from `LAPTOP_DEFAULTS` as if they were in one: the values Kafka's
 stock config/server.properties sets for a development machine, where Kafka's built-in defaults suit a fleet.
 
+`--add-scram` seeds SCRAM users into a new cluster, as `kafka-storage format --add-scram` does
+(`moldau.security.sasl.scram_bootstrap`).
+
 SIGTERM or SIGINT stops the node cleanly, also while it is still starting (a broker waiting for its controllers
 waits indefinitely).
 """
@@ -20,6 +23,8 @@ import signal
 import sys
 
 from moldau.config import BrokerConfig, ConfigError, load_properties
+from moldau.metadata.records import UserScramCredentialRecord
+from moldau.security.sasl.scram_bootstrap import ScramSpecError, parse_add_scram
 
 # Kafka's stock server.properties sets these for one developer's broker; built-in defaults stay Kafka's.
 # No initial rebalance delay: a single consumer started by hand gets its partitions at once, not after 3 s.
@@ -35,6 +40,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="set a config, overriding the file (repeatable)",
     )
+    parser.add_argument(
+        "--add-scram",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="a SCRAM user to write into a new cluster's metadata log, as kafka-storage format's: "
+             "'SCRAM-SHA-256=[name=alice,password=alice-secret]' (repeatable; no effect once the cluster exists)",
+    )
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
 
@@ -42,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = _load_config(args)
-    except ConfigError as exc:
+        scram_users = [parse_add_scram(spec) for spec in args.add_scram]
+    except (ConfigError, ScramSpecError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
@@ -51,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         uvloop.install()
     except ImportError:  # pragma: no cover - uvloop is a dependency; asyncio's loop still works
         pass
-    return asyncio.run(_serve(config))
+    return asyncio.run(_serve(config, scram_users))
 
 
 def _load_config(args: argparse.Namespace) -> BrokerConfig:
@@ -64,11 +78,11 @@ def _load_config(args: argparse.Namespace) -> BrokerConfig:
     return BrokerConfig.from_properties(props)
 
 
-async def _serve(config: BrokerConfig) -> int:
+async def _serve(config: BrokerConfig, scram_users: list[UserScramCredentialRecord]) -> int:
     from moldau.server.broker import Broker, StartupError
     from moldau.server.collector import freeze_startup_objects
 
-    broker = Broker(config)
+    broker = Broker(config, bootstrap_scram=scram_users)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

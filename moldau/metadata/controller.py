@@ -51,11 +51,13 @@ from moldau.metadata.records import (
     RemoveTopicRecord,
     TopicRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.security.acl.admin import acl_creations, acl_deletions
 from moldau.security.acl.model import AclBinding, AclBindingFilter
 from moldau.security.quota_admin import Ops, RawEntity, quota_changes
+from moldau.security.sasl.scram import MECHANISM_NAMES
 from moldau.security.sasl.scram_admin import Deletion, Upsertion, UserResult, scram_changes
 from moldau.telemetry.configs import RESOURCE_CLIENT_METRICS, check_client_metrics_configs
 from moldau.text import ascii_digits
@@ -110,8 +112,11 @@ class Controller:
                  default_partitions: int = 1, default_replication_factor: int = 1,
                  config_default: DefaultLookup = lambda resource_type, name: None,
                  session_timeout_ms: int = 9000, rng: random.Random | None = None,
-                 group_config_check: Callable[[Mapping[str, str]], None] = lambda configs: None) -> None:
-        """`group_config_check`: raises ConfigError for group configs out of what the broker configs allow."""
+                 group_config_check: Callable[[Mapping[str, str]], None] = lambda configs: None,
+                 bootstrap_scram: Sequence[UserScramCredentialRecord] = ()) -> None:
+        """`group_config_check`: raises ConfigError for group configs out of what the broker configs allow.
+        `bootstrap_scram`: SCRAM credentials written with the log's first broker registration (`--add-scram`)."""
+        self._bootstrap_scram = tuple(bootstrap_scram)
         self._quorum = quorum
         self._config_default = config_default
         self._group_config_check = group_config_check
@@ -166,12 +171,23 @@ class Controller:
             # The first registration also pins the feature levels in the log (Kafka's bootstrap records), so a
             # later release with newer defaults does not change a running cluster's levels by itself.
             records += [FeatureLevelRecord(name, level) for name, level in features.bootstrap(self.image.features)]
+            records += self._scram_bootstrap()
             epoch = self._quorum.next_offset()
             records.append(RegisterBrokerRecord(broker_id, incarnation_id, endpoints, rack, broker_epoch=epoch,
                                                 fenced=True, log_dirs=tuple(online_log_dirs)))
             await self._commit(records)
             self.heartbeats.touch(broker_id, now_ms)
             return epoch
+
+    def _scram_bootstrap(self) -> list[MetadataRecord]:
+        """The `--add-scram` credentials, with a log's first registration only (Kafka writes them once, at format
+        time): a user deleted later must not come back when a node restarts with the same arguments."""
+        if self.image.brokers or not self._bootstrap_scram:
+            return []
+        seeded = [r for r in self._bootstrap_scram if (r.name, r.mechanism) not in self.image.scram_credentials]
+        log.info("writing the SCRAM credentials of %s into the new metadata log",
+                 ", ".join(sorted({f"{r.name} ({MECHANISM_NAMES[r.mechanism]})" for r in seeded})))
+        return list(seeded)
 
     def _allow_unclean(self, topic: str) -> bool:
         """unclean.leader.election.enable of a topic: its own config, else the broker default."""

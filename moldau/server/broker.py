@@ -20,7 +20,7 @@ import functools
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from moldau.clock import Clock, SystemClock
@@ -50,7 +50,7 @@ from moldau.metadata.image import MetadataImage
 from moldau.metadata.log import LocalMetadataLog
 from moldau.metadata.quorum import MetadataQuorum
 from moldau.metadata.quorum_bootstrap import discover_voters
-from moldau.metadata.records import RESOURCE_TOPIC, Endpoint, RegisterBrokerRecord
+from moldau.metadata.records import RESOURCE_TOPIC, Endpoint, RegisterBrokerRecord, UserScramCredentialRecord
 from moldau.metrics.counters import BrokerCounters
 from moldau.net.client import Authenticator, ConnectionPool
 from moldau.protocol.errors import KafkaError
@@ -124,8 +124,12 @@ class StartupError(Exception):
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock | None = None,
+                 bootstrap_scram: Sequence[UserScramCredentialRecord] = ()) -> None:
+        """`bootstrap_scram`: SCRAM credentials to write with a new metadata log's first broker registration
+        (`moldau server --add-scram`)."""
         self.config = config
+        self.bootstrap_scram = tuple(bootstrap_scram)
         self.clock: Clock = clock or SystemClock()
         # Pushed client metrics (KIP-714), in memory only; the subscriptions are configs in the metadata log.
         self.client_telemetry = ClientTelemetry(self.clock, lambda: self.config.telemetry_max_bytes)
@@ -212,10 +216,13 @@ class Broker:
         except ConfigError as exc:
             raise StartupError(str(exc)) from exc
         self.quorum = self._open_quorum(voters)
+        if self.bootstrap_scram and not self.is_controller:
+            log.warning("--add-scram has no effect on a broker-only node: give it to the controllers")
         self.controller = Controller(self.quorum, self.node_id, self.config.num_partitions,
                                      self.config.default_replication_factor, self._config_default,
                                      self.config.broker_session_timeout_ms,
-                                     group_config_check=self._check_group_configs)
+                                     group_config_check=self._check_group_configs,
+                                     bootstrap_scram=self.bootstrap_scram)
         self.channel = ControllerChannel(self.quorum, f"moldau-node-{self.node_id}", self.controller_security,
                                          self._controller_authenticator())
         self.controller_requests = ControllerRequests(self.node_id, self.quorum, self.controller, self.channel,

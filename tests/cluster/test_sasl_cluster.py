@@ -141,3 +141,65 @@ def test_controllers_and_brokers_authenticate_on_a_sasl_controller_listener(tmp_
             assert heartbeat.error_code == ErrorCode.cluster_authorization_failed
         for node in cluster.nodes.values():
             assert "authentication to" not in node.log_tail(400)
+
+
+SCRAM_BROKER_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
+                     'password="broker-secret";')
+
+
+def test_brokers_seeded_with_add_scram_replicate_over_scram_alone(tmp_path: Path) -> None:
+    """No PLAIN anywhere: the inter-broker listener offers SCRAM only, and the brokers' own user exists from the
+    start because every node was started with `--add-scram` (Kafka's `kafka-storage format --add-scram`). A seeded
+    user deleted later does not come back when a node restarts with the same arguments."""
+    from confluent_kafka import Producer
+
+    # confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        NewTopic,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+    )
+
+    ports = dict(zip((1, 2, 3), free_ports(3), strict=True))
+    cluster = LocalCluster(tmp_path, nodes=3)
+    for node_id, node in cluster.nodes.items():
+        plain = f"PLAINTEXT://{node.spec.kafka_address}"
+        sasl_listener = f"SASL_PLAINTEXT://127.0.0.1:{ports[node_id]}"
+        node.overrides.update({
+            "listeners": f"{plain},{sasl_listener},CONTROLLER://{node.spec.controller_address}",
+            "advertised.listeners": f"{plain},{sasl_listener}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "inter.broker.listener.name": "SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": SCRAM_BROKER_JAAS,
+        })
+        node.extra_args = ["--add-scram", "SCRAM-SHA-512=[name=broker,password=broker-secret]",
+                           "--add-scram", "SCRAM-SHA-256=[name=alice,password=alice-secret,iterations=8192]"]
+    with cluster:
+        cluster.active_controller(timeout_s=30)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("seeded", 1, 3, config={"min.insync.replicas": "3"})])["seeded"].result(30)
+
+        def full_isr() -> bool:
+            return len(admin.list_topics("seeded", timeout=5).topics["seeded"].partitions[0].isrs) == 3
+
+        wait_until(full_isr, 30, "all three replicas in the ISR, fetching over SCRAM")
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        for i in range(20):
+            producer.produce("seeded", value=str(i).encode())
+        assert producer.flush(30) == 0
+        sasl = {node_id: f"127.0.0.1:{port}" for node_id, port in ports.items()}
+        assert all(can_authenticate(address, "SCRAM-SHA-256", "alice", "alice-secret") for address in sasl.values())
+        assert not can_authenticate(sasl[2], "SCRAM-SHA-256", "alice", "wrong")
+
+        deletion = UserScramCredentialDeletion("alice", ScramMechanism.SCRAM_SHA_256)
+        for future in admin.alter_user_scram_credentials([deletion]).values():
+            future.result(30)
+        wait_until(lambda: not can_authenticate(sasl[1], "SCRAM-SHA-256", "alice", "alice-secret"), 15,
+                   "alice deleted")
+        cluster.node(1).restart()
+        wait_until(full_isr, 30, "node 1 back in the ISR over SCRAM")
+        assert not can_authenticate(sasl[1], "SCRAM-SHA-256", "alice", "alice-secret")
+        assert "writing the SCRAM credentials" not in cluster.node(1).log_tail(400).split("===== start #2")[-1]

@@ -362,3 +362,12 @@ def test_python_clients_outlive_their_sasl_sessions(sasl_broker: SaslBroker) -> 
     assert sorted(r.value or b"" for r in got) == sorted(
         [b"kafka-python %d" % i for i in range(40)] + [b"aiokafka %d" % i for i in range(40)])
     assert _expired_closes(sasl_broker.proc.log_path) > expired_before  # their sessions did end under them
+
+
+def test_server_refuses_a_malformed_add_scram_before_starting(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "moldau", "server", "--add-scram", "SCRAM-SHA-1=[name=a,password=b]",
+                             "--override", f"log.dirs={tmp_path / 'data'}"], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2
+    assert "--add-scram: unknown mechanism SCRAM-SHA-1" in result.stderr
+    assert not (tmp_path / "data").exists()

@@ -12,16 +12,17 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from moldau.net.ports import free_ports
 
 
 def spawn_server(overrides: dict[str, str], log_path: Path, *, heading: str = "",
-                 log_level: str | None = None) -> subprocess.Popen[bytes]:
-    """`moldau server` with `overrides` (no schema registry or console unless given), its output appended to
-    `log_path` after `heading`, not waited for: for tests of what happens while a node starts."""
-    args = [sys.executable, "-m", "moldau", "server"]
+                 log_level: str | None = None, extra_args: Sequence[str] = ()) -> subprocess.Popen[bytes]:
+    """`moldau server` with `overrides` (no schema registry or console unless given) and `extra_args`, its output
+    appended to `log_path` after `heading`, not waited for: for tests of what happens while a node starts."""
+    args = [sys.executable, "-m", "moldau", "server", *extra_args]
     if log_level is not None:
         args += ["--log-level", log_level]
     for key, value in {"schema.registry.listeners": "", "console.listeners": "", **overrides}.items():
@@ -66,8 +67,10 @@ def signal_and_wait(proc: subprocess.Popen[bytes], sig: int, timeout_s: float, w
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, port: int | None = None) -> None:
+    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, port: int | None = None,
+                 extra_args: Sequence[str] = ()) -> None:
         self.data_dir = data_dir
+        self.extra_args = list(extra_args)  # given to `moldau server` besides the overrides
         # Every test broker gets its own schema registry and console ports: the defaults would collide. The ports
         # are picked together, so that no two of them are the same (picked one at a time, they could be).
         picked = [p for p in free_ports(3) if p != port]
@@ -107,7 +110,7 @@ class BrokerProcess:
     def start(self, timeout_s: float = 30.0) -> None:
         self.starts += 1
         self.proc = spawn_server(self.overrides, self.log_path, heading=f"\n===== start #{self.starts}\n",
-                                 log_level="INFO")
+                                 log_level="INFO", extra_args=self.extra_args)
         self._wait_until_listening(timeout_s)
 
     def _wait_until_listening(self, timeout_s: float) -> None:

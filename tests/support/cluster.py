@@ -200,6 +200,7 @@ class ClusterNode:
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False
         self.starts = 0
+        self.extra_args: list[str] = []  # given to `moldau server` besides the overrides
 
     def __repr__(self) -> str:
         return f"ClusterNode({self.node_id}, {','.join(self.roles)}, running={self.is_running})"
@@ -237,7 +238,8 @@ class ClusterNode:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.starts += 1
         self.paused = False
-        self.proc = spawn_node(server_command(self.overrides), self.log_path, f"start #{self.starts}")
+        self.proc = spawn_node([*server_command(self.overrides), *self.extra_args], self.log_path,
+                               f"start #{self.starts}")
         if wait:
             self.wait_listening(timeout_s)
 
