@@ -43,7 +43,6 @@ from moldau.replication.follower_rules import (
 )
 from moldau.replication.leader_state import LeaderState, ProposalOutcome, proposal_outcome
 from moldau.replication.replica_selector import (
-    RACK_AWARE_SELECTOR,
     ReplicaView,
     preferred_read_replica,
     read_candidates,
@@ -61,6 +60,10 @@ _TRANSIENT_RETRY_MS = 50
 # their directories made on first use (`LogManager.create(defer=True)`) rather than all in one turn of the loop.
 EAGER_NEW_LOGS_MAX = 64
 _ALTER_PARTITION_RETRY_MS = 500
+# How long after a leader last sent a consumer to a follower (KIP-392) it keeps giving followers each high watermark
+# advance at once. Clients go back to the leader to ask again within metadata.max.age.ms (5 minutes by default, the
+# Java client) or their lease on the follower (5 minutes, librdkafka), which renews this.
+FOLLOWER_READ_LEASE_MS = 10 * 60 * 1000
 T = TypeVar("T")
 
 
@@ -110,6 +113,9 @@ class HostedPartition:
     waiters: set[asyncio.Future[None]] = field(default_factory=set)
     replica_waiters: set[asyncio.Future[None]] = field(default_factory=set)
     ack_waiters: list[_AckWaiter] = field(default_factory=list)
+    # Until when consumers may be reading this partition from a follower the leader sent them to (KIP-392); while
+    # they may, followers need every high watermark advance at once.
+    follower_reads_until_ms: float = 0
 
     @property
     def isr(self) -> tuple[int, ...]:
@@ -456,8 +462,20 @@ class ReplicaManager:
         leader = ReplicaView(self.node_id, self._live_racks.get(self.node_id), plog.log_end_offset, 0)
         if leader.rack == client_rack:
             return None
-        followers = read_candidates(state, fetch_offset, plog.log_start_offset, self._now_ms(), self._live_racks)
-        return preferred_read_replica(self.replica_selector, client_rack, leader, followers)
+        now_ms = self._now_ms()
+        followers = read_candidates(state, fetch_offset, plog.log_start_offset, now_ms, self._live_racks)
+        preferred = preferred_read_replica(self.replica_selector, client_rack, leader, followers)
+        if preferred is not None:
+            if hosted.follower_reads_until_ms <= now_ms:
+                # The first follower reader: followers may be waiting with an old high watermark, since advances
+                # were not sent at once until now; their waiting fetches are answered with it (the fetch handler).
+                hosted.wake_followers()
+            hosted.follower_reads_until_ms = now_ms + FOLLOWER_READ_LEASE_MS
+        return preferred
+
+    def has_follower_readers(self, hosted: HostedPartition) -> bool:
+        """Whether consumers may be reading the partition from a follower this broker, its leader, sent them to."""
+        return hosted.follower_reads_until_ms > self._now_ms()
 
     def _in_metadata(self, topic: str, partition: int) -> bool:
         image = self._applied
@@ -565,7 +583,7 @@ class ReplicaManager:
             hosted.log.high_watermark = hw
             hosted.release_acks()
             hosted.wake_consumers()  # consumers waiting for committed records
-            if self.replica_selector == RACK_AWARE_SELECTOR:
+            if hosted.follower_reads_until_ms and self.has_follower_readers(hosted):
                 # Followers serve consumers up to their own high watermark, which they learn from their fetches:
                 # answer their waiting fetches now (the fetch handler does when the high watermark moved), or a
                 # consumer reading from a follower would wait for the next append, up to replica.fetch.wait.max.ms.

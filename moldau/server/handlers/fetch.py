@@ -17,7 +17,7 @@ Fetch from the closest replica (KIP-392): from v11 a consumer may fetch from a f
 own high watermark. With `replica.selector.class` set to the rack-aware selector, the leader answers a consumer
 whose rack (`rack_id`, the client's `client.rack`) holds an in-sync follower with that follower's id
 (`preferred_read_replica`) and no records; the consumer then fetches there. Followers then also get each high
-watermark advance at once (`moldau.replication.replica_selector`, docs/replication.md).
+watermark advance of that partition at once (`moldau.replication.replica_selector`, docs/replication.md).
 
 Isolation (KIP-98): a read_committed consumer (`isolation_level` 1) reads up to the last stable offset and
 gets the aborted transactions overlapping what it fetched (producer id, first offset), so it can drop their
@@ -243,13 +243,20 @@ def _fetcher(ctx: RequestContext, request: Any) -> _Fetcher:
 def _follower_lacks_high_watermark(ctx: RequestContext, fetcher: _Fetcher, session: FetchSession | None,
                                    wanted: list[tuple[str | None, Any, Any]], reads: list[_PartitionRead]) -> bool:
     """With follower reads on (KIP-392), whether a follower's fetch should be answered for the high watermark
-    alone: some partition's moved past what its session last told it. Followers serve consumers up to their
-    own high watermark, so it must not wait for the next append (Kafka answers such a fetch at once too).
-    Sessionless follower fetches (a full session cache) get it with their next records or after their wait."""
-    if not fetcher.is_follower or session is None or ctx.broker.replicas.replica_selector != RACK_AWARE_SELECTOR:
+    alone: the high watermark of a partition consumers were sent to read from a follower moved past what the
+    session last told it. Such a follower serves consumers up to its own high watermark, so it must not wait for
+    the next append (Kafka answers such a fetch at once too, for every partition; here only partitions with
+    follower readers pay the extra round trip). Sessionless follower fetches (a full session cache) get it with
+    their next records or after their wait."""
+    replicas = ctx.broker.replicas
+    if not fetcher.is_follower or session is None or replicas.replica_selector != RACK_AWARE_SELECTOR:
         return False
-    return any(read.error == ErrorCode.none and read.high_watermark != cached.sent_high_watermark
-               for (_, cached, _), read in zip(wanted, reads, strict=True))
+    for (name, cached, _), read in zip(wanted, reads, strict=True):
+        if read.error == ErrorCode.none and read.high_watermark != cached.sent_high_watermark and name is not None:
+            hosted = replicas.partitions.get((name, cached.partition))
+            if hosted is not None and replicas.has_follower_readers(hosted):
+                return True
+    return False
 
 
 def _wanted_partitions(ctx: RequestContext, request: Any) -> list[tuple[str | None, Any, Any]]:
