@@ -14,16 +14,17 @@ Threading. The event loop owns every `PartitionLog`; appends, fetches, rolls and
 a log is being cleaned. A cleaning runs in three steps:
 
 1. *prepare* (loop thread, cheap): snapshot the non-active segments below the first uncleanable offset
-   (base, end, size, file identity), the producers' last offsets and the settings into an immutable
-   `CompactionJob`;
+   (base, end, size, file identity, aborted-transaction entries), the producers' last offsets and the
+   settings into an immutable `CompactionJob`;
 2. *compact* (cleaner thread, heavy): read those files, build the offset map, write and fsync `.cleaned`
    segments with their indexes (`moldau.storage.compactor`). It shares no mutable object with the loop;
    it opens the segment files itself and checks their identity, so a segment deleted meanwhile cancels
    the job instead of being read half-gone;
 3. *apply* (loop thread, short): `poll` finds the job done and, per cleaned group, checks that the
    segments it replaces are still in the log, unchanged and not active (retention, DeleteRecords or a
-   truncation may have removed them); then renames the files into place (`segment_swap`) and swaps the
-   segment objects (`PartitionLog.replace_segments`). Groups whose segments changed are discarded; the
+   truncation may have removed them); then deletes the producer-state snapshots a removed transaction
+   marker invalidates, renames the files into place (`segment_swap`) and swaps the segment objects
+   (`PartitionLog.replace_segments`). Groups whose segments changed are discarded; the
    old segments' fds stay open for file_delete_delay_ms, so a fetch reading them keeps working.
 
 Only one cleaning runs at a time. `stop()` cancels it (the thread checks between batches), waits for the
@@ -254,6 +255,7 @@ class LogCleaner:
             now_ms, config.delete_retention_ms, producers, config.segment_bytes, config.index_interval_bytes,
             config.segment_index_bytes, self.dedupe_buffer_bytes,
             {pid: tuple(ranges) for pid, ranges in aborted.items()},
+            tuple(tuple(s.txn_index.entries) for s in segments),
         )
         return _Cleaning(state, segments, job)
 
@@ -290,7 +292,10 @@ class LogCleaner:
                 remove_cleaned(job.directory, group.base_offset)
                 continue
             try:
-                partition_log.merge_transaction_indexes(old)
+                if group.last_removed_marker >= 0:
+                    # Before the commit point: a crash must not leave a snapshot that reopens a transaction
+                    # whose marker is gone (see `compactor`).
+                    partition_log.producer_state.delete_snapshots_through(group.last_removed_marker)
                 swap_in(job.directory, group.base_offset, [s.base_offset for s in old])
                 new = LogSegment.open(job.directory, group.base_offset, partition_log.config.segment_index_bytes,
                                       self._clock.time_ms())
@@ -307,9 +312,9 @@ class LogCleaner:
         state.delete_horizon_ms = result.earliest_delete_horizon_ms
         self._write_checkpoint(state)
         log.log(logging.INFO if swapped else logging.DEBUG,
-                "cleaned %s up to offset %d: %d segment(s) rewritten, %d records removed, %d bytes read, %d written",
-                os.path.basename(job.directory), result.clean_end_offset, swapped, result.records_removed,
-                result.bytes_read, result.bytes_written)
+                "cleaned %s up to offset %d: %d segment(s) rewritten, %d records and %d transaction markers removed, "
+                "%d bytes read, %d written", os.path.basename(job.directory), result.clean_end_offset, swapped,
+                result.records_removed, result.markers_removed, result.bytes_read, result.bytes_written)
 
     def _is_current(self, partition_log: PartitionLog, job: CompactionJob) -> bool:
         """Still the managed log of its partition, in the directory the job wrote to."""

@@ -7,8 +7,9 @@ names files (with their inode, checked on open), offsets and settings captured o
    stopping early at a batch boundary when the map is full; `clean_end_offset` is where mapping stopped;
 2. groups the segments below `clean_end_offset` (from the log start) into runs whose total size fits in
    segment.bytes and whose offsets fit in an index's 32-bit relative offsets;
-3. rewrites each group into `<first base>.log.cleaned` plus freshly built `.index.cleaned` and
-   `.timeindex.cleaned`, all fsynced. A group that is a single segment and loses nothing is skipped.
+3. rewrites each group into `<first base>.log.cleaned` plus freshly built `.index.cleaned`,
+   `.timeindex.cleaned` and `.txnindex.cleaned`, all fsynced. A group that is a single segment and loses
+   nothing is skipped.
 
 A record goes when a later record of its key exists below `clean_end_offset` (the map says so), when it
 has no key (invalid in a compacted log, as Kafka treats it), when it belongs to an aborted transaction
@@ -21,10 +22,26 @@ cleaning. Records at or beyond `clean_end_offset` always stay.
 
 Batches keep their base offset and last offset (see `batch_rewrite`); a batch losing every record is
 dropped, except the last batch of a producer still known to the partition, kept empty so idempotent
-producer state survives a restart. Batches nothing changes are copied byte for byte; control batches
-(transaction markers) are never touched, and the cleaner keeps the replaced segments' `.txnindex` entries
-(`PartitionLog.merge_transaction_indexes`). A batch that cannot be decoded is kept as it is and not mapped:
-cleaning never loses data it cannot read.
+producer state survives a restart. Batches nothing changes are copied byte for byte. A batch that cannot
+be decoded is kept as it is and not mapped: cleaning never loses data it cannot read.
+
+Transaction markers (Kafka's `CleanedTransactionMetadata`). Walking the batches in offset order, each
+producer's transactional data batches belong to its open transaction, which its next marker closes
+(`_OpenTransactions`). A marker below `clean_end_offset` whose transaction has no batch left in the output
+(every record superseded, or aborted and removed; a batch kept empty for producer state counts as left)
+goes like a tombstone: the first cleaning that finds it so rewrites it with a delete horizon, and a
+cleaning after the horizon drops it, so a consumer that read the transaction's records within
+delete.retention.ms still sees its marker. The marker that is the last batch of a producer still known to
+the partition stays, as the empty batches do. Markers at or beyond `clean_end_offset` and control records
+that are not markers stay as they are.
+
+Each cleaned segment gets a transaction index of its own: the `.txnindex` entries of the group's segments
+whose abort marker stays. An entry tells a read_committed consumer to drop the producer's transactional
+batches from the first offset until it meets the abort marker, so an entry whose marker went would hide the
+producer's later, committed records; an entry whose marker stays is harmless even once its records went.
+The loop deletes the producer-state snapshots at or below the group's last removed marker before swapping
+it in (`CleanedGroup.last_removed_marker`): a snapshot taken inside such a transaction would make a
+restart replay it as ongoing, with no marker left to end it.
 """
 
 from __future__ import annotations
@@ -37,13 +54,22 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from moldau.protocol.errors import KafkaError
-from moldau.protocol.record_batch import INT32_MAX, BatchHeader, iter_batch_headers, parse_header
+from moldau.protocol.record_batch import INT32_MAX, BatchHeader, InvalidBatch, iter_batch_headers, parse_header
 from moldau.storage.batch_rewrite import StoredRecord, decode_records, delete_horizon_ms, empty_batch, rebuild_batch
+from moldau.storage.control_batch import TransactionMarker, parse_marker
 from moldau.storage.offset_index import OffsetIndex
 from moldau.storage.offset_map import OffsetMap
-from moldau.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, read_exactly, segment_path
+from moldau.storage.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    read_exactly,
+    segment_path,
+)
 from moldau.storage.segment_swap import cleaned_path, remove_cleaned
 from moldau.storage.time_index import TimeIndex
+from moldau.storage.transaction_index import AbortedTxn, encode_entries
 
 __all__ = ["CleanedGroup", "CompactionCancelled", "CompactionJob", "CompactionResult", "SegmentSnapshot",
            "compact"]
@@ -83,7 +109,9 @@ class CompactionJob:
     max_index_bytes: int
     map_memory_bytes: int
     # producer id -> (first offset, marker offset) of each of its aborted transactions in the range
-    aborted: Mapping[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    aborted: Mapping[int, tuple[tuple[int, int], ...]]
+    # the `.txnindex` entries of each segment, index-aligned with `segments`
+    txn_entries: tuple[tuple[AbortedTxn, ...], ...]
 
     def is_aborted(self, header: BatchHeader) -> bool:
         """Whether a data batch belongs to an aborted transaction."""
@@ -100,16 +128,18 @@ class CleanedGroup:
     count: int
     base_offset: int
     size_bytes: int
+    last_removed_marker: int = -1  # the offset of the last transaction marker it dropped; -1 when none
 
 
 @dataclass(frozen=True, slots=True)
 class CompactionResult:
     groups: tuple[CleanedGroup, ...]
     clean_end_offset: int  # the first dirty offset for the next cleaning
-    earliest_delete_horizon_ms: int  # of tombstones left in the rewritten range; -1 when none
+    earliest_delete_horizon_ms: int  # of tombstones and markers left in the rewritten range; -1 when none
     bytes_read: int
     bytes_written: int
     records_removed: int
+    markers_removed: int = 0
 
 
 def compact(job: CompactionJob, cancelled: threading.Event) -> CompactionResult:
@@ -125,19 +155,21 @@ def compact(job: CompactionJob, cancelled: threading.Event) -> CompactionResult:
 
 def _compact(job: CompactionJob, cancelled: threading.Event, written: list[CleanedGroup]) -> CompactionResult:
     offset_map, clean_end = _build_offset_map(job, cancelled)
-    stats = _Stats()
+    walk = _Walk(job, offset_map, clean_end, cancelled)
     for first, count in _groups(job, clean_end):
         base = job.segments[first].base_offset
         # Reserve the name first, so the cleanup in `compact` also covers a half-written group.
         written.append(CleanedGroup(first, count, base, 0))
-        size, changed = _write_group(job, first, count, offset_map, clean_end, cancelled, stats)
+        size, changed = _write_group(walk, first, count)
         if changed:
-            written[-1] = CleanedGroup(first, count, base, size)
+            written[-1] = CleanedGroup(first, count, base, size, max(walk.removed_markers, default=-1))
         else:
             written.pop()
             remove_cleaned(job.directory, base)
+        walk.removed_markers.clear()
+    stats = walk.stats
     return CompactionResult(tuple(written), clean_end, stats.earliest_horizon, stats.bytes_read,
-                            stats.bytes_written, stats.records_removed)
+                            stats.bytes_written, stats.records_removed, stats.markers_removed)
 
 
 # -- reading -----------------------------------------------------------------------------------------
@@ -235,6 +267,7 @@ class _Stats:
     bytes_read: int = 0
     bytes_written: int = 0
     records_removed: int = 0
+    markers_removed: int = 0
     earliest_horizon: int = -1
 
     def note_horizon(self, horizon_ms: int) -> None:
@@ -242,11 +275,44 @@ class _Stats:
             self.earliest_horizon = horizon_ms
 
 
+class _OpenTransactions:
+    """The producers whose transaction the walk is in (a transactional data batch seen, its marker not yet),
+    each with whether a batch of that transaction stays in the cleaned log."""
+
+    def __init__(self) -> None:
+        self._kept: dict[int, bool] = {}
+
+    def add_batch(self, producer_id: int, kept: bool) -> None:
+        self._kept[producer_id] = self._kept.get(producer_id, False) or kept
+
+    def close(self, producer_id: int) -> bool:
+        """End the producer's transaction at its marker; returns whether a batch of it stays."""
+        return self._kept.pop(producer_id, False)
+
+
+@dataclass(slots=True)
+class _Walk:
+    """One pass over the groups in offset order: what every batch's fate depends on."""
+
+    job: CompactionJob
+    offset_map: OffsetMap
+    clean_end: int
+    cancelled: threading.Event
+    stats: _Stats = field(default_factory=_Stats)
+    transactions: _OpenTransactions = field(default_factory=_OpenTransactions)
+    removed_markers: list[int] = field(default_factory=list)  # offsets, of the group being written
+
+    def last_batch_of_producer(self, header: BatchHeader) -> bool:
+        return header.has_producer_id and self.job.producer_last_offsets.get(header.producer_id) == header.last_offset
+
+
 class _SegmentWriter:
     """Appends batches to a `.cleaned` segment and builds its indexes like `LogSegment` does."""
 
     def __init__(self, directory: str, base_offset: int, index_interval_bytes: int, max_index_bytes: int) -> None:
         self.size = 0
+        self._directory = directory
+        self._base_offset = base_offset
         self._interval = index_interval_bytes
         self._fd = os.open(cleaned_path(directory, base_offset, LOG_SUFFIX),
                            os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -274,11 +340,14 @@ class _SegmentWriter:
         self._max_timestamp = max(self._max_timestamp, header.max_timestamp)
         self._next_offset = header.next_offset
 
-    def finish(self) -> None:
-        """Seal (the time index's last entry names the largest timestamp) and fsync everything."""
+    def finish(self, txn_entries: list[AbortedTxn]) -> None:
+        """Seal (the time index's last entry names the largest timestamp), write the transaction index (empty
+        too: the swap then knows the segment has none) and fsync everything."""
         try:
             if self.size:
                 self._time_index.maybe_append(self._max_timestamp, self._next_offset)
+            _write_synced(cleaned_path(self._directory, self._base_offset, TXN_INDEX_SUFFIX),
+                          encode_entries(txn_entries))
             os.fsync(self._fd)
             self._index.flush()
             self._time_index.flush()
@@ -290,46 +359,69 @@ class _SegmentWriter:
             os.close(self._fd)
 
 
-def _write_group(job: CompactionJob, first: int, count: int, offset_map: OffsetMap, clean_end: int,
-                 cancelled: threading.Event, stats: _Stats) -> tuple[int, bool]:
+def _write_synced(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _write_group(walk: _Walk, first: int, count: int) -> tuple[int, bool]:
     """Write one cleaned segment; returns (its size, whether it differs from the group's files)."""
+    job = walk.job
     writer = _SegmentWriter(job.directory, job.segments[first].base_offset, job.index_interval_bytes,
                             job.max_index_bytes)
     changed = count > 1
     try:
         for index in range(first, first + count):
-            for header, data in _batches(job, index, cancelled):
-                stats.bytes_read += len(data)
-                cleaned = _clean_batch(job, header, data, offset_map, clean_end, stats)
+            for header, data in _batches(job, index, walk.cancelled):
+                walk.stats.bytes_read += len(data)
+                cleaned = _clean_batch(walk, header, data)
                 if cleaned is not data:
                     changed = True
                 if cleaned is not None:
                     writer.append(cleaned)
-        writer.finish()
+        writer.finish(_kept_txn_entries(walk, first, count))
     except BaseException:
         writer.abandon()
         raise
-    stats.bytes_written += writer.size
+    walk.stats.bytes_written += writer.size
     return writer.size, changed
 
 
-def _clean_batch(job: CompactionJob, header: BatchHeader, data: bytes, offset_map: OffsetMap, clean_end: int,
-                 stats: _Stats) -> bytes | None:
+def _kept_txn_entries(walk: _Walk, first: int, count: int) -> list[AbortedTxn]:
+    """The group's `.txnindex` entries whose abort marker stays, once each, in marker order. Only entries
+    whose marker lies in the group count: an older interrupted swap may have copied a later segment's."""
+    start, end = walk.job.segments[first].base_offset, walk.job.segments[first + count - 1].end_offset
+    removed = set(walk.removed_markers)
+    kept = {e.last_offset: e for index in range(first, first + count) for e in walk.job.txn_entries[index]
+            if start <= e.last_offset < end and e.last_offset not in removed}
+    return [kept[offset] for offset in sorted(kept)]
+
+
+def _clean_batch(walk: _Walk, header: BatchHeader, data: bytes) -> bytes | None:
     """The batch to write for `data` (`data` itself when unchanged), or None to drop it."""
     if header.is_control:
-        return data
+        return _clean_control_batch(walk, header, data)
+    cleaned = _clean_data_batch(walk, header, data)
+    if header.is_transactional:
+        walk.transactions.add_batch(header.producer_id, kept=cleaned is not None)
+    return cleaned
+
+
+def _clean_data_batch(walk: _Walk, header: BatchHeader, data: bytes) -> bytes | None:
+    job, stats = walk.job, walk.stats
     records = _records_or_none(header, data)
     if records is None:
         return data
     horizon = delete_horizon_ms(header)
-    if job.is_aborted(header) and header.last_offset < clean_end:
-        kept = []  # read_committed consumers never see them; their index entries stay all the same
+    if job.is_aborted(header) and header.last_offset < walk.clean_end:
+        kept = []  # read_committed consumers never see them; their index entries stay with their marker
     else:
-        kept = [r for r in records if _retain(r, offset_map, clean_end, horizon, job.now_ms)]
+        kept = [r for r in records if _retain(r, walk.offset_map, walk.clean_end, horizon, job.now_ms)]
     stats.records_removed += len(records) - len(kept)
     if not kept:
-        last_of_producer = job.producer_last_offsets.get(header.producer_id) == header.last_offset
-        if not (header.has_producer_id and last_of_producer):
+        if not walk.last_batch_of_producer(header):
             return None
         return data if not records else empty_batch(header)
     has_tombstone = any(r.value is None for r in kept)
@@ -339,6 +431,41 @@ def _clean_batch(job: CompactionJob, header: BatchHeader, data: bytes, offset_ma
     if len(kept) == len(records) and (not has_tombstone or delete_horizon_ms(header) is not None):
         return data
     return rebuild_batch(header, kept, horizon if has_tombstone else None)
+
+
+def _clean_control_batch(walk: _Walk, header: BatchHeader, data: bytes) -> bytes | None:
+    """A marker goes once its transaction left nothing behind and its delete horizon passed."""
+    if header.last_offset >= walk.clean_end:
+        walk.transactions.close(header.producer_id)
+        return data
+    marker = _marker_or_none(header, data)
+    if marker is None:
+        return data  # another control record, or one it cannot read: kept, and the transaction stays open
+    if walk.transactions.close(header.producer_id) or walk.last_batch_of_producer(header):
+        return data
+    job = walk.job
+    horizon = delete_horizon_ms(header)
+    if horizon is None:
+        records = _records_or_none(header, data)
+        if records is None:
+            return data
+        horizon = job.now_ms + job.delete_retention_ms
+        walk.stats.note_horizon(horizon)
+        return rebuild_batch(header, records, horizon)
+    if horizon > job.now_ms:
+        walk.stats.note_horizon(horizon)
+        return data
+    walk.stats.markers_removed += 1
+    walk.removed_markers.append(header.base_offset)
+    return None
+
+
+def _marker_or_none(header: BatchHeader, data: bytes) -> TransactionMarker | None:
+    try:
+        return parse_marker(data)
+    except InvalidBatch as e:
+        log.warning("keeping unreadable control batch at offset %d as it is: %s", header.base_offset, e.message)
+        return None
 
 
 def _retain(record: StoredRecord, offset_map: OffsetMap, clean_end: int, horizon_ms: int | None,

@@ -945,17 +945,8 @@ class PartitionLog:
         already swapped on disk. Their fds close after file_delete_delay_ms, so fetches in flight finish."""
         self._segments.replace(old, new, self._clock.time_ms())
         for segment in old[1:]:
-            # `merge_transaction_indexes` copied their entries into the first one's, now `new`'s, file.
+            # `new` has a transaction index of its own, under the first one's name.
             segment.txn_index.delete()
-
-    def merge_transaction_indexes(self, old: Sequence[LogSegment]) -> None:
-        """Before compaction replaces `old` by one segment with the first one's base offset: copy the later
-        segments' aborted-transaction entries into the first one's `.txnindex`, which the new segment keeps.
-        Should the swap not happen, the copies are only duplicates (reported once). Raises OSError."""
-        for segment in old[1:]:
-            for entry in segment.txn_index.entries:
-                old[0].txn_index.append(entry)
-        old[0].txn_index.flush()
 
     def expire_producers(self, now_ms: int) -> int:
         if self._deferred is not None:

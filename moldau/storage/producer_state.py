@@ -417,6 +417,15 @@ class ProducerStateManager:
             if snapshot > offset:
                 _remove_quietly(self.snapshot_path(snapshot))
 
+    def delete_snapshots_through(self, offset: int) -> None:
+        """Delete the snapshots at or below `offset`, durably; a later load replays from an older offset instead
+        (the log start when none is left)."""
+        doomed = [o for o in snapshot_offsets(self.directory) if o <= offset]
+        for snapshot in doomed:
+            _remove_quietly(self.snapshot_path(snapshot))
+        if doomed:
+            fsync_directory(self.directory)
+
     def delete_snapshots_before(self, offset: int) -> None:
         """Delete snapshots older than the newest one at or below `offset` (which recovery needs). Touches files
         only, so the storage worker may run it (`CheckpointWriter`): a load that meets a snapshot deleted under it

@@ -22,7 +22,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["TXN_INDEX_SUFFIX", "AbortedTxn", "TransactionIndex", "collect_aborted"]
+__all__ = ["TXN_INDEX_SUFFIX", "AbortedTxn", "TransactionIndex", "collect_aborted", "encode_entries"]
 
 TXN_INDEX_SUFFIX = ".txnindex"
 _ENTRY = struct.Struct(">hqqqq")
@@ -62,8 +62,7 @@ class TransactionIndex:
         """Add `entry` unless the index already reaches its last offset; returns whether it was added."""
         if entry.last_offset <= self.last_offset:
             return False
-        data = _ENTRY.pack(_VERSION, entry.producer_id, entry.first_offset, entry.last_offset,
-                           entry.last_stable_offset)
+        data = encode_entries([entry])
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             os.write(fd, data)
@@ -98,8 +97,7 @@ class TransactionIndex:
             self._dirty = False
             return
         with open(self.path, "wb") as f:
-            f.write(b"".join(_ENTRY.pack(_VERSION, e.producer_id, e.first_offset, e.last_offset,
-                                         e.last_stable_offset) for e in entries))
+            f.write(encode_entries(entries))
         self._dirty = True
 
     def flush(self) -> None:
@@ -122,6 +120,12 @@ class TransactionIndex:
     def forget(self) -> None:
         """Drop the entries in memory only (the file was renamed away or deleted)."""
         self._entries, self._dirty = [], False
+
+
+def encode_entries(entries: Iterable[AbortedTxn]) -> bytes:
+    """The file content holding `entries`, in the given order."""
+    return b"".join(_ENTRY.pack(_VERSION, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset)
+                    for e in entries)
 
 
 def collect_aborted(entries: Iterable[AbortedTxn], start_offset: int, upper_offset: int,

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+import pytest
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, Producer, TopicPartition
 
+from moldau.protocol.record_batch import BATCH_HEADER_SIZE, parse_header
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ck_produce, create_topic
+from tests.support.polling import wait_until
+from tests.support.transactions import READ_COMMITTED, READ_UNCOMMITTED, latest_offsets, read_to_end, txn_producer
 
 # Small segments rolled every second, cleaned as soon as anything is dirty, tombstones kept for 1 s.
 COMPACTED = {"cleanup.policy": "compact", "segment.bytes": "4096", "segment.ms": "1000",
@@ -83,3 +88,62 @@ def test_a_record_without_key_is_refused_by_a_compacted_topic(shared_broker: Bro
     assert producer.flush(15) == 0
     assert [e.code() for e in errors] == [KafkaError.INVALID_RECORD]
     ck_produce(shared_broker.bootstrap, "compacted-null-key", [{"key": b"k", "value": b"keyed"}])
+
+
+def stored_control_batches(partition_dir: Path) -> int:
+    """How many control batches (transaction markers) the partition's segment files hold, read raw."""
+    count = 0
+    for path in sorted(partition_dir.glob("*.log")):
+        data = path.read_bytes()
+        position = 0
+        while len(data) - position >= BATCH_HEADER_SIZE:
+            header = parse_header(data, position)
+            if header.total_size > len(data) - position:
+                break  # being appended to
+            count += header.is_control
+            position += header.total_size
+    return count
+
+
+@pytest.mark.broker_config({"transaction.state.log.num.partitions": "1"})
+def test_compaction_removes_the_markers_of_transactions_that_left_nothing(broker: BrokerProcess) -> None:
+    """A compacted topic written transactionally (as a Kafka Streams changelog is) keeps only the markers of
+    transactions that still have records; read_committed readers see the same committed values throughout."""
+    topic = "compacted-transactional"
+    create_topic(broker.bootstrap, topic, config={**COMPACTED, "delete.retention.ms": "0"})
+    producer = txn_producer(broker.bootstrap, "changelog-writer")
+    keys = [b"k%d" % k for k in range(10)]
+    rounds = 40
+    for round_ in range(rounds):
+        producer.begin_transaction()
+        aborted = round_ % 5 == 2
+        for key in keys:
+            producer.produce(topic, key=key, value=(b"aborted-%d" if aborted else b"committed-%d") % round_)
+        if aborted:
+            producer.flush(30)  # stored, so that the abort writes a marker and the cleaner removes the records
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+    expected = {key: b"committed-%d" % (rounds - 1) for key in keys}
+    partition_dir = broker.data_dir / "logs" / f"{topic}-0"
+
+    # One marker per transaction was written (the cleaner may have removed some already). Every transaction
+    # but the last was superseded or aborted; the last one's marker stays with its records.
+    wait_until(lambda: stored_control_batches(partition_dir) == 1, 60,
+               lambda: f"{stored_control_batches(partition_dir)} markers left")
+    for isolation in (READ_COMMITTED, READ_UNCOMMITTED):
+        records = read_to_end(broker.bootstrap, topic, isolation)
+        assert {r.key: r.value for r in records} == expected, isolation
+        assert len(records) == len(keys), isolation
+    high = latest_offsets(broker.bootstrap, topic, 1, IsolationLevel.READ_UNCOMMITTED)
+    assert latest_offsets(broker.bootstrap, topic, 1, IsolationLevel.READ_COMMITTED) == high
+
+    broker.restart()
+    assert latest_offsets(broker.bootstrap, topic, 1, IsolationLevel.READ_COMMITTED) == high, \
+        "no transaction came back open"
+    assert {r.key: r.value for r in read_to_end(broker.bootstrap, topic, READ_COMMITTED)} == expected
+    producer = txn_producer(broker.bootstrap, "changelog-writer")
+    producer.begin_transaction()
+    producer.produce(topic, key=b"k0", value=b"after-restart")
+    producer.commit_transaction(30)
+    assert read_to_end(broker.bootstrap, topic, READ_COMMITTED)[-1].value == b"after-restart"
