@@ -428,6 +428,16 @@ def test_a_real_cleaner_thread_runs_beside_appends(open_log: OpenLog, clock: Man
     assert len(after) < 120
 
 
+def crash_while_cleaning(cleaner: LogCleaner, log: PartitionLog, clock: ManualClock,
+                         monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    """Clean `log`, crashing at `step` of the swap, then crash the log itself (no clean shutdown)."""
+    _crash_at(step, monkeypatch)
+    with pytest.raises(Exception, match=step):
+        cleaner.clean_now(log, clock.time_ms())
+    monkeypatch.undo()
+    crash(log)
+
+
 def _crash_at(step: str, monkeypatch: pytest.MonkeyPatch) -> None:
     class Crash(Exception):
         pass
@@ -468,12 +478,7 @@ def test_a_crash_during_the_swap_leaves_a_log_that_reads_correctly(
     for batch in updates(keys=3, rounds=40):
         append(log, batch, compression=4)
     before, end = read_all(log), log.log_end_offset
-    cleaner = make_cleaner(clock, log)
-    _crash_at(step, monkeypatch)
-    with pytest.raises(Exception, match=step):
-        cleaner.clean_now(log, clock.time_ms())
-    monkeypatch.undo()
-    crash(log)
+    crash_while_cleaning(make_cleaner(clock, log), log, clock, monkeypatch, step)
     reopened = open_log(clean_shutdown=False, **config)
     after = read_all(reopened)
     assert reopened.log_end_offset == end

@@ -21,7 +21,7 @@ from moldau.storage.offset_map import ENTRY_COST_BYTES
 from moldau.storage.producer_state import snapshot_offsets
 from tests.unit.storage.batches import START_MS
 from tests.unit.storage.conftest import OpenLog, crash
-from tests.unit.storage.test_cleaner import _crash_at, make_cleaner, stored_batches
+from tests.unit.storage.test_cleaner import crash_while_cleaning, make_cleaner, stored_batches
 
 RETENTION_MS = 10_000
 CONFIG: dict[str, Any] = {"cleanup_policy": ("compact",), "min_cleanable_dirty_ratio": 0.0, "segment_bytes": 300,
@@ -378,11 +378,7 @@ def test_a_crash_while_swapping_in_a_segment_without_a_marker_keeps_the_index_co
     assert [m[0] for m in markers(log) if m[3] is not None] == [doomed_marker]
     expected = latest(read_committed(log))
     clock.advance(RETENTION_MS)
-    _crash_at(step, monkeypatch)
-    with pytest.raises(Exception, match=step):
-        cleaner.clean_now(log, clock.time_ms())
-    monkeypatch.undo()
-    crash(log)
+    crash_while_cleaning(cleaner, log, clock, monkeypatch, step)
     reopened = open_log(clean_shutdown=False, **config)
     aborted = reopened.aborted_transactions(0, reopened.log_end_offset)
     if step == "before-commit":
