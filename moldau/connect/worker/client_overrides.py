@@ -15,13 +15,13 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from moldau.cli.command_config import jaas_credentials
+from moldau.cli.command_config import jaas_credentials, to_librdkafka
 from moldau.connect.config import ConfigValue
 from moldau.connect.errors import ConfigException
 
 __all__ = [
-    "CLIENT_KINDS", "OVERRIDE_POLICY", "OverridePolicy", "connector_settings", "max_poll_records", "override_errors",
-    "parse_policy", "translate", "worker_settings",
+    "CLIENT_KINDS", "OVERRIDE_POLICY", "OverridePolicy", "connector_settings", "librdkafka_security",
+    "max_poll_records", "override_errors", "parse_policy", "translate", "worker_settings",
 ]
 
 OVERRIDE_POLICY = "connector.client.config.override.policy"
@@ -93,6 +93,23 @@ def translate(kind: str, settings: Mapping[str, Any], source: str) -> dict[str, 
                 raise ConfigException(source + name, value, "expected a number") from None
         else:
             translated[name] = value
+    return translated
+
+
+# The REST server's own settings among a worker's top-level ssl.* configs: no Kafka client takes them.
+REST_SERVER_ONLY = frozenset({"ssl.client.auth", "ssl.client.authentication"})
+
+
+def librdkafka_security(settings: Mapping[str, str]) -> dict[str, str]:
+    """The worker's top-level `security.*`, `ssl.*` and `sasl.*` settings for librdkafka. A worker names its
+    stores as Kafka Connect does (`ssl.truststore.location`, `ssl.keystore.location` with type PEM), which
+    librdkafka refuses, and they double as the REST server's HTTPS settings; its clients get the CA, certificate
+    and key files under librdkafka's names instead, and no setting only the REST server uses."""
+    translated = to_librdkafka({k: v for k, v in settings.items() if k not in REST_SERVER_ONLY | {JAAS_CONFIG}})
+    if JAAS_CONFIG in settings:
+        translated[JAAS_CONFIG] = settings[JAAS_CONFIG]  # `translate` refuses one it cannot read
+    if translated.get("ssl.endpoint.identification.algorithm") == "":
+        translated["ssl.endpoint.identification.algorithm"] = "none"  # Java's empty value; librdkafka's none
     return translated
 
 

@@ -16,7 +16,13 @@ from moldau.config.properties import load_properties
 from moldau.connect.config import ConfigDef, ConfigType, Importance, NonEmptyString, Range, ValidString
 from moldau.connect.error_policy import CONFIG_DEF as ERRORS_CONFIG_DEF
 from moldau.connect.errors import ConfigException
-from moldau.connect.worker.client_overrides import OVERRIDE_POLICY, parse_policy, translate, worker_settings
+from moldau.connect.worker.client_overrides import (
+    OVERRIDE_POLICY,
+    librdkafka_security,
+    parse_policy,
+    translate,
+    worker_settings,
+)
 
 __all__ = [
     "CONNECTOR_CLASS", "EXACTLY_ONCE_SOURCE_SUPPORT", "EXACTLY_ONCE_SUPPORT", "NAME", "OFFSETS_STORAGE_TOPIC",
@@ -163,7 +169,8 @@ class WorkerConfig:
         """librdkafka settings for the worker's `producer`/`consumer`/`admin` clients: `bootstrap.servers`,
         the worker's security settings, then its `<client>.` settings (Java client names translated in both, so
         a worker's `sasl.jaas.config` works as in Kafka Connect)."""
-        return {"bootstrap.servers": self.bootstrap_servers, **translate(client, self.security_properties(), ""),
+        security = librdkafka_security(self.security_properties())
+        return {"bootstrap.servers": self.bootstrap_servers, **translate(client, security, ""),
                 **worker_settings(client, self.raw)}
 
     def security_properties(self) -> dict[str, str]:

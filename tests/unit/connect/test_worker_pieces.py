@@ -148,3 +148,17 @@ def test_records_pass_through_only_with_byte_converters_no_transforms_and_a_task
     assert not passthrough_applies(MirrorSourceTask(), Converters(ByteArrayConverter(), JsonConverter(),
                                                                   SimpleHeaderConverter()), no_transforms)
     assert not passthrough_applies(MirrorCheckpointTask(), raw, no_transforms)  # returns SourceRecords only
+
+
+def test_worker_clients_get_the_tls_stores_under_librdkafka_s_names() -> None:
+    """A worker's top-level ssl.* configs name PEM stores as Kafka Connect does (they also secure an https REST
+    listener); its Kafka clients get librdkafka's names for the same files, and no REST-only setting."""
+    worker = WorkerConfig.parse({"key.converter": "x", "value.converter": "x", "offset.storage.file.filename": "o",
+                                 "security.protocol": "SSL", "ssl.truststore.type": "PEM",
+                                 "ssl.truststore.location": "/ca.pem", "ssl.keystore.type": "PEM",
+                                 "ssl.keystore.location": "/worker.pem", "ssl.client.auth": "required",
+                                 "ssl.endpoint.identification.algorithm": ""})
+    assert worker.client_config("consumer") == {
+        "bootstrap.servers": "localhost:9092", "security.protocol": "SSL", "ssl.ca.location": "/ca.pem",
+        "ssl.certificate.location": "/worker.pem", "ssl.key.location": "/worker.pem",
+        "ssl.endpoint.identification.algorithm": "none"}
