@@ -19,10 +19,12 @@ from tests.support.raw_client import RawClient
 from tests.support.sasl import JAAS, can_authenticate, create_scram_users, handshake
 
 
-def test_scram_user_created_on_one_broker_authenticates_on_the_others(tmp_path: Path) -> None:
+def sasl_cluster(tmp_path: Path, inter_broker: str, settings: dict[str, str]) -> tuple[LocalCluster, dict[int, str]]:
+    """Three combined nodes, each with a SASL_PLAINTEXT listener next to the generated PLAINTEXT and CONTROLLER
+    ones, `inter_broker` ("PLAINTEXT" or "SASL_PLAINTEXT") between brokers, and `settings`; with each node's SASL
+    address."""
     ports = dict(zip((1, 2, 3), free_ports(3), strict=True))
     cluster = LocalCluster(tmp_path, nodes=3)
-    # A SASL_PLAINTEXT listener next to the generated PLAINTEXT and CONTROLLER ones, on every node.
     sasl = {}
     for node_id, node in cluster.nodes.items():
         plain = f"PLAINTEXT://{node.spec.kafka_address}"
@@ -31,10 +33,17 @@ def test_scram_user_created_on_one_broker_authenticates_on_the_others(tmp_path: 
             "listeners": f"{plain},SASL_PLAINTEXT://{sasl[node_id]},CONTROLLER://{node.spec.controller_address}",
             "advertised.listeners": f"{plain},SASL_PLAINTEXT://{sasl[node_id]}",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+            "inter.broker.listener.name": inter_broker,
+            **settings,
         })
+    return cluster, sasl
+
+
+def test_scram_user_created_on_one_broker_authenticates_on_the_others(tmp_path: Path) -> None:
+    cluster, sasl = sasl_cluster(tmp_path, "PLAINTEXT", {
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+    })
     with cluster:
         cluster.active_controller(timeout_s=30)
         create_scram_users(sasl[1], {"SCRAM-SHA-512": ("frank", "frank-secret")})
@@ -51,20 +60,11 @@ def test_brokers_replicate_over_a_sasl_inter_broker_listener(tmp_path: Path) -> 
     # confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    ports = dict(zip((1, 2, 3), free_ports(3), strict=True))
-    cluster = LocalCluster(tmp_path, nodes=3)
-    for node_id, node in cluster.nodes.items():
-        plain = f"PLAINTEXT://{node.spec.kafka_address}"
-        sasl = f"SASL_PLAINTEXT://127.0.0.1:{ports[node_id]}"
-        node.overrides.update({
-            "listeners": f"{plain},{sasl},CONTROLLER://{node.spec.controller_address}",
-            "advertised.listeners": f"{plain},{sasl}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
-            "inter.broker.listener.name": "SASL_PLAINTEXT",
-            "sasl.enabled.mechanisms": "PLAIN",
-            "sasl.mechanism.inter.broker.protocol": "PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        })
+    cluster, _ = sasl_cluster(tmp_path, "SASL_PLAINTEXT", {
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+    })
     with cluster:
         cluster.active_controller(timeout_s=30)
         bootstrap = cluster.bootstrap
@@ -161,20 +161,12 @@ def test_brokers_seeded_with_add_scram_replicate_over_scram_alone(tmp_path: Path
         UserScramCredentialDeletion,
     )
 
-    ports = dict(zip((1, 2, 3), free_ports(3), strict=True))
-    cluster = LocalCluster(tmp_path, nodes=3)
-    for node_id, node in cluster.nodes.items():
-        plain = f"PLAINTEXT://{node.spec.kafka_address}"
-        sasl_listener = f"SASL_PLAINTEXT://127.0.0.1:{ports[node_id]}"
-        node.overrides.update({
-            "listeners": f"{plain},{sasl_listener},CONTROLLER://{node.spec.controller_address}",
-            "advertised.listeners": f"{plain},{sasl_listener}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
-            "inter.broker.listener.name": "SASL_PLAINTEXT",
-            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
-            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": SCRAM_BROKER_JAAS,
-        })
+    cluster, sasl = sasl_cluster(tmp_path, "SASL_PLAINTEXT", {
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": SCRAM_BROKER_JAAS,
+    })
+    for node in cluster.nodes.values():
         node.extra_args = ["--add-scram", "SCRAM-SHA-512=[name=broker,password=broker-secret]",
                            "--add-scram", "SCRAM-SHA-256=[name=alice,password=alice-secret,iterations=8192]"]
     with cluster:
@@ -190,7 +182,6 @@ def test_brokers_seeded_with_add_scram_replicate_over_scram_alone(tmp_path: Path
         for i in range(20):
             producer.produce("seeded", value=str(i).encode())
         assert producer.flush(30) == 0
-        sasl = {node_id: f"127.0.0.1:{port}" for node_id, port in ports.items()}
         assert all(can_authenticate(address, "SCRAM-SHA-256", "alice", "alice-secret") for address in sasl.values())
         assert not can_authenticate(sasl[2], "SCRAM-SHA-256", "alice", "wrong")
 
