@@ -457,11 +457,9 @@ class ReplicaManager:
         this broker, the leader."""
         state = hosted.leader_state
         if self.replica_selector is None or not client_rack or state is None:
-            return None
+            return None  # before any work: most consumer fetches
         plog = hosted.log
         leader = ReplicaView(self.node_id, self._live_racks.get(self.node_id), plog.log_end_offset, 0)
-        if leader.rack == client_rack:
-            return None
         now_ms = self._now_ms()
         followers = read_candidates(state, fetch_offset, plog.log_start_offset, now_ms, self._live_racks)
         preferred = preferred_read_replica(self.replica_selector, client_rack, leader, followers)

@@ -73,6 +73,7 @@ from moldau.server.fetch_sessions import (
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import ms_from_timedelta, reads_committed
 from moldau.server.handlers.leader_hints import FETCH_ERRORS, add_leader_hints
+from moldau.storage.log import PartitionLog
 from moldau.storage.log_common import ReadResult
 
 # Below this, one pread and a copy cost less than the sendfile path (measured in docs/benchmarks.md: at 128 KiB
@@ -94,6 +95,17 @@ class _PartitionRead:
     last_stable_offset: int = -1
     aborted_transactions: list[tuple[int, int]] | None = None
     preferred_read_replica: int = -1
+
+    @property
+    def cannot_wait(self) -> bool:
+        """An error, a diverging epoch or a replica to read from instead: the fetcher must hear of it at once."""
+        return self.error != ErrorCode.none or self.diverging_epoch is not None or self.preferred_read_replica >= 0
+
+
+def _no_records(key: Any, partition: int, plog: PartitionLog, preferred_read_replica: int = -1) -> _PartitionRead:
+    """A partition answered without records, with the log's offsets."""
+    return _PartitionRead(key, partition, ErrorCode.none, plog.high_watermark, plog.log_start_offset, b"", None,
+                          plog.last_stable_offset, preferred_read_replica=preferred_read_replica)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,10 +212,8 @@ def _changed_only(session: FetchSession, wanted: list[tuple[str | None, Any, Any
     with_records = []
     for (_, cached, _), read in zip(wanted, reads, strict=True):
         has_records = bool(read.records)
-        # A replica to read from instead is sent like an error: the fetcher must hear of it.
-        failed = (read.error != ErrorCode.none or read.diverging_epoch is not None
-                  or read.preferred_read_replica >= 0)
-        if cached.must_send(has_records, failed, read.high_watermark, read.last_stable_offset,
+        # A replica to read from instead is sent like an error.
+        if cached.must_send(has_records, read.cannot_wait, read.high_watermark, read.last_stable_offset,
                             read.log_start_offset):
             out.append(read)
             if has_records:
@@ -327,8 +337,7 @@ def _read_partition(ctx: RequestContext, name: str | None, part: Any, key: Any, 
             if part.fetch_offset == max_offset and not plog.offline:
                 # Caught up, nothing to read: most partitions of every follower fetch, read twice (on arrival and
                 # when an append wakes it), so without a segment lookup.
-                return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark, plog.log_start_offset,
-                                      b"", None, plog.last_stable_offset)
+                return _no_records(key, part.partition, plog)
         else:
             elsewhere = _elsewhere(ctx, hosted, key, part, fetcher, current_leader_epoch)
             if elsewhere is not None:
@@ -365,11 +374,9 @@ def _elsewhere(ctx: RequestContext, hosted: HostedPartition, key: Any, part: Any
         preferred = ctx.broker.replicas.preferred_read_replica(hosted, fetcher.client_rack, part.fetch_offset)
         if preferred is None:
             return None
-        return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark, plog.log_start_offset, b"",
-                              None, plog.last_stable_offset, preferred_read_replica=preferred)
+        return _no_records(key, part.partition, plog, preferred)
     if current_leader_epoch == -1 and part.fetch_offset > plog.log_end_offset:
-        return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark, plog.log_start_offset, b"",
-                              None, plog.last_stable_offset)
+        return _no_records(key, part.partition, plog)
     return None
 
 
@@ -397,9 +404,7 @@ def _next_offset(records: bytes) -> int:
 
 
 def _answers_now(reads: list[_PartitionRead]) -> bool:
-    """Whether a partition's answer cannot wait: an error, a diverging epoch, or a replica to read from instead."""
-    return any(r.error != ErrorCode.none or r.diverging_epoch is not None or r.preferred_read_replica >= 0
-               for r in reads)
+    return any(r.cannot_wait for r in reads)
 
 
 def _response(ctx: RequestContext, code: ErrorCode, reads: list[_PartitionRead], consumer: bool = False,
