@@ -4,14 +4,16 @@ passed (Kafka's rule), and a log without them still reads and reopens correctly.
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Iterator
 from typing import Any
 
+import crc32c
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from moldau.clock import ManualClock
-from moldau.protocol.record_batch import BatchHeader, iter_batch_headers, split_batches
+from moldau.protocol.record_batch import BATCH_HEADER_SIZE, BatchHeader, iter_batch_headers, split_batches
 from moldau.storage.batch_rewrite import delete_horizon_ms
 from moldau.storage.checkpoints import RECOVERY_POINT_FILE, write_offset_checkpoint
 from moldau.storage.cleaner import LogCleaner
@@ -19,6 +21,7 @@ from moldau.storage.control_batch import parse_marker
 from moldau.storage.log import PartitionLog
 from moldau.storage.offset_map import ENTRY_COST_BYTES
 from moldau.storage.producer_state import snapshot_offsets
+from moldau.storage.segment import LOG_SUFFIX, segment_path
 from tests.unit.storage.batches import START_MS
 from tests.unit.storage.conftest import OpenLog, crash
 from tests.unit.storage.test_cleaner import crash_while_cleaning, make_cleaner, stored_batches
@@ -167,6 +170,43 @@ def test_a_committed_transactions_marker_goes_after_its_horizon_once_its_records
     assert latest(read_committed(log)) == expected
     assert log.last_stable_offset == log.high_watermark
     assert cleaner.clean_now(log, clock.time_ms()) is None, "a removed marker leaves nothing due"
+
+
+def _spoil_marker_key(log: PartitionLog, offset: int) -> None:
+    """Make the marker at `offset` unreadable on disk (its control key declared empty), with a valid CRC, as
+    corruption the CRC does not catch would leave it."""
+    for segment in log.segments:
+        path = segment_path(segment.directory, segment.base_offset, LOG_SUFFIX)
+        with open(path, "r+b") as f:
+            data = bytearray(f.read())
+            for position, header in iter_batch_headers(bytes(data), 0, len(data)):
+                if header.is_control and header.base_offset == offset:
+                    # record length, attributes, timestamp delta and offset delta take a byte each here
+                    data[position + BATCH_HEADER_SIZE + 4] = 0  # key length 0 (zigzag)
+                    batch = data[position : position + header.total_size]
+                    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+                    data[position : position + header.total_size] = batch
+                    f.seek(0)
+                    f.write(data)
+                    return
+    raise AssertionError(f"no marker at {offset}")
+
+
+def test_a_marker_the_cleaner_cannot_read_is_kept_as_it_is(open_log: OpenLog, clock: ManualClock) -> None:
+    log = open_log(**CONFIG)
+    producer = Producer(log, 1)
+    _, spoiled = producer.transaction([(b"a", b"1")])
+    _, last_marker = producer.transaction([(b"c", b"1")])
+    plain(log, [(b"a", b"2")])
+    roll(log)
+    _spoil_marker_key(log, spoiled)
+    cleaner = make_cleaner(clock, log)
+    for _ in range(2):
+        cleaner.clean_now(log, clock.time_ms())
+        clock.advance(RETENTION_MS)
+    controls = [h.base_offset for h, _ in stored_batches(log) if h.is_control]
+    assert controls == [spoiled, last_marker], "an unreadable marker stays, and the rest is cleaned around it"
+    assert [h.base_offset for h in data_batches(log, 1)] == [last_marker - 1]
 
 
 def test_an_aborted_transactions_marker_and_index_entry_go_after_its_records(open_log: OpenLog,
