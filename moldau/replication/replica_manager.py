@@ -43,6 +43,7 @@ from moldau.replication.follower_rules import (
 )
 from moldau.replication.leader_state import LeaderState, ProposalOutcome, proposal_outcome
 from moldau.replication.replica_selector import (
+    RACK_AWARE_SELECTOR,
     ReplicaView,
     preferred_read_replica,
     read_candidates,
@@ -456,8 +457,8 @@ class ReplicaManager:
         """The follower a consumer in `client_rack` fetching at `fetch_offset` should read from (KIP-392); None for
         this broker, the leader."""
         state = hosted.leader_state
-        if self.replica_selector is None or not client_rack or state is None:
-            return None  # before any work: most consumer fetches
+        if self.replica_selector != RACK_AWARE_SELECTOR or not client_rack or state is None:
+            return None  # before any work: most consumer fetches (LeaderSelector never sends them elsewhere)
         plog = hosted.log
         leader = ReplicaView(self.node_id, self._live_racks.get(self.node_id), plog.log_end_offset, 0)
         now_ms = self._now_ms()
