@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -24,10 +25,15 @@ STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
 
 class WorkerProcess:
     def __init__(self, directory: Path, bootstrap: str, overrides: dict[str, str] | None = None,
-                 connector_files: list[Path] | None = None, mode: str = "standalone") -> None:
-        """`mode`: standalone, or distributed (then `overrides` gives group.id and the storage topics)."""
+                 connector_files: list[Path] | None = None, mode: str = "standalone", scheme: str = "http",
+                 client_tls: ssl.SSLContext | None = None) -> None:
+        """`mode`: standalone, or distributed (then `overrides` gives group.id and the storage topics).
+        `scheme`: the REST listener's (https needs the TLS configs in `overrides`); `client_tls`: the context
+        `request` calls an https worker with."""
         self.directory = directory
         self.mode = mode
+        self.scheme = scheme
+        self.client_tls = client_tls
         directory.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.properties = {
@@ -36,7 +42,7 @@ class WorkerProcess:
             "value.converter": STRING_CONVERTER,
             "offset.storage.file.filename": str(directory / "connect.offsets"),
             "offset.flush.interval.ms": "500",
-            "listeners": f"http://127.0.0.1:{self.port}",
+            "listeners": f"{scheme}://127.0.0.1:{self.port}",
             **(overrides or {}),
         }
         if mode == "distributed":
@@ -48,7 +54,7 @@ class WorkerProcess:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 30.0) -> None:
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties.items()))
@@ -100,7 +106,7 @@ class WorkerProcess:
         request = urllib.request.Request(self.url + path, data=data, method=method,
                                          headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:
+            with urllib.request.urlopen(request, timeout=30, context=self.client_tls) as response:
                 raw = response.read()
                 return response.status, json.loads(raw) if raw.strip() else None
         except urllib.error.HTTPError as exc:

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -76,7 +77,10 @@ class DistributedHerder(Herder, GroupListener):
         self.kafka_statuses = KafkaStatusStore(worker, lambda: self.generation)
         super().__init__(worker, registry, self.kafka_configs, self.kafka_offsets, self.kafka_statuses)
         self.clock = clock
-        self.url = forwarding.worker_url(self.worker_id)
+        self.url = worker.rest_url()
+        self.peers = forwarding.WorkerClient(worker.rest_tls().client_context())
+        self.peer_urls: dict[str, str] = {self.worker_id: self.url}  # worker id -> URL, from the group's metadata
+        self.peer_lock = threading.Lock()  # not the herder's lock: a rebalance must not wait for a REST call
         self.member_id = ""
         self.leader_id = ""
         self.leader_url: str | None = None
@@ -134,6 +138,8 @@ class DistributedHerder(Herder, GroupListener):
     def perform_assignment(self, leader: str, protocol: str, members: dict[str, MemberMetadata]
                            ) -> dict[str, Assignment]:
         self.kafka_configs.log.read_to_end()
+        with self.peer_lock:
+            self.peer_urls.update({_worker_id_of(md.url): md.url for md in members.values()})
         counts = self.kafka_configs.task_counts()
         configured = Allocation.of(counts, ((c, t) for c, n in counts.items() for t in range(n)))
         decisions, self.assignor_state = assign(
@@ -149,6 +155,8 @@ class DistributedHerder(Herder, GroupListener):
                 return
             self.generation, self.member_id = generation, member_id
             self.leader_id, self.leader_url = assignment.leader, assignment.leader_url
+            with self.peer_lock:
+                self.peer_urls[_worker_id_of(assignment.leader_url)] = assignment.leader_url
             self._stop_here(assignment.revoked)
             self.kafka_configs.log.read_to_end()
             self.kafka_offsets.log.read_to_end()
@@ -220,7 +228,7 @@ class DistributedHerder(Herder, GroupListener):
                 self._store_task_configs(name, task_configs)
                 return
             if self.leader_url is not None:
-                status, body = forwarding.call_json(self.leader_url, "POST", forwarding.connector_path(
+                status, body = self.peers.call_json(self.leader_url, "POST", forwarding.connector_path(
                     name, "/tasks"), task_configs)
                 if status < 300:
                     return
@@ -440,7 +448,7 @@ class DistributedHerder(Herder, GroupListener):
         return answer if include_tasks or only_failed else None
 
     def _send_restart(self, status: Status, path: str) -> None:
-        code, body = forwarding.call_json(forwarding.worker_url(status.worker_id), "POST", path)
+        code, body = self.peers.call_json(self._url_of(status.worker_id), "POST", path)
         if code >= 300:
             log.warning("connect: restart %s on %s: %s %s", path, status.worker_id, code, body[:200])
 
@@ -453,7 +461,14 @@ class DistributedHerder(Herder, GroupListener):
             if (name, task_id) in self.allocation.tasks:
                 self._restart_task(name, task_id)
                 return
-        raise RequestTargetError(forwarding.worker_url(statuses[task_id].worker_id))
+        raise RequestTargetError(self._url_of(statuses[task_id].worker_id))
+
+    def _url_of(self, worker_id: str) -> str:
+        """The URL of the worker `worker_id` as the group's metadata gave it (the leader sees every member's, a
+        follower the leader's), else with this worker's own scheme: workers of a cluster normally share one."""
+        with self.peer_lock:
+            known = self.peer_urls.get(worker_id)
+        return known or f"{urlsplit(self.url).scheme}://{worker_id}/"
 
     def internal_routes(self) -> list[tuple[str, Callable[[Request], Awaitable[Response]], list[str]]]:
         """Kafka's internal endpoint through which a connector's worker sends task configs to the leader."""
@@ -467,6 +482,10 @@ class DistributedHerder(Herder, GroupListener):
             await asyncio.to_thread(self.accept_task_configs, request.path_params["name"], configs)
             return Response(status_code=204)
         return [("/connectors/{name}/tasks", put_tasks, ["POST"])]
+
+
+def _worker_id_of(url: str) -> str:
+    return urlsplit(url).netloc
 
 
 def _qualified(cls: type) -> str:

@@ -23,6 +23,16 @@ from moldau.connect.worker.client_overrides import (
     translate,
     worker_settings,
 )
+from moldau.connect.worker.rest_listeners import (
+    ADVERTISED_LISTENER,
+    LISTENERS,
+    RestTls,
+    advertised_listener,
+    parse_listeners,
+    rest_tls,
+    url_of,
+)
+from moldau.net.http_server import ListenerUrl
 
 __all__ = [
     "CONNECTOR_CLASS", "EXACTLY_ONCE_SOURCE_SUPPORT", "EXACTLY_ONCE_SUPPORT", "NAME", "OFFSETS_STORAGE_TOPIC",
@@ -53,11 +63,15 @@ def worker_config_def(standalone: bool) -> ConfigDef:
                 documentation="The converter of record values")
         .define("header.converter", ConfigType.CLASS, "org.apache.kafka.connect.storage.SimpleHeaderConverter",
                 Importance.LOW, "The converter of header values")
-        .define("listeners", ConfigType.LIST, DEFAULT_LISTENER, Importance.LOW,
-                "The REST API's listener, as http://host:port")
+        .define(LISTENERS, ConfigType.LIST, DEFAULT_LISTENER, Importance.LOW,
+                "The REST API's listeners: http://host:port and https://host:port URLs (https ones are secured "
+                "with the listeners.https.ssl.* configs, or without any of those the worker's ssl.* configs)")
         .define("rest.advertised.host.name", ConfigType.STRING, None, Importance.LOW,
                 "The host name other workers and the status answers give for this worker")
         .define("rest.advertised.port", ConfigType.INT, None, Importance.LOW, "The port given with it")
+        .define(ADVERTISED_LISTENER, ConfigType.STRING, None, Importance.LOW,
+                "The listener other workers reach this one on: http or https (default: http if a listener is http)",
+                validator=ValidString(("http", "https"), case_sensitive=False))
         .define("plugin.path", ConfigType.LIST, "", Importance.LOW,
                 "Directories of Python modules holding plugins")
         .define("offset.flush.interval.ms", ConfigType.LONG, 60000, Importance.LOW,
@@ -107,9 +121,6 @@ def _define_distributed(definition: ConfigDef) -> None:
      .define("connect.protocol", ConfigType.STRING, "compatible", Importance.LOW,
              "compatible: incremental cooperative rebalancing (KIP-415); eager: stop everything each rebalance",
              validator=ValidString.in_("compatible", "eager"))
-     .define("rest.advertised.listener", ConfigType.STRING, None, Importance.LOW,
-             "The scheme other workers use to reach this one (http only)",
-             validator=ValidString.in_("http", "HTTP"))
      .define(EXACTLY_ONCE_SOURCE_SUPPORT, ConfigType.STRING, "disabled", Importance.HIGH,
              "KIP-618: enabled runs every source task with a transactional producer that writes its records and "
              "source offsets in one transaction; preparing only reads offsets read_committed and fences the "
@@ -144,26 +155,43 @@ class WorkerConfig:
 
     @classmethod
     def parse(cls, props: Mapping[str, str], standalone: bool = True) -> WorkerConfig:
-        return cls(dict(props), worker_config_def(standalone).parse(props), standalone)
+        """Raises ConfigException naming the first bad config (the REST listeners are checked too)."""
+        worker = cls(dict(props), worker_config_def(standalone).parse(props), standalone)
+        worker.advertised_listener()
+        return worker
 
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(self.values["bootstrap.servers"])
 
     def listener(self) -> tuple[str, int]:
-        """The REST listener's host and port (the first of `listeners`)."""
-        url = urlsplit(self.values["listeners"][0])
-        if url.scheme not in ("http", "") or url.port is None:
-            raise ConfigException("listeners", self.values["listeners"][0], "Expected http://host:port")
-        return url.hostname or "0.0.0.0", url.port
+        """The host and port of the first http listener (MirrorMaker's dedicated workers serve that one only)."""
+        for listener in self.rest_listeners():
+            if not listener.tls:
+                return listener.host or "0.0.0.0", listener.port
+        raise ConfigException(LISTENERS, ",".join(self.values[LISTENERS]), "Expected an http://host:port listener")
+
+    def rest_listeners(self) -> tuple[ListenerUrl, ...]:
+        """Every REST listener of `listeners`, in order."""
+        return parse_listeners(self.values[LISTENERS])
+
+    def advertised_listener(self) -> ListenerUrl:
+        """The listener other workers reach this one on (`rest.advertised.listener`)."""
+        return advertised_listener(self.rest_listeners(), self.values.get(ADVERTISED_LISTENER))
+
+    def rest_url(self) -> str:
+        """The URL other workers reach this one at: the advertised listener's scheme, `rest.advertised.host.name`
+        and `rest.advertised.port` (each defaulting to the listener's)."""
+        return url_of(self.advertised_listener(), self.values.get("rest.advertised.host.name"),
+                      self.values.get("rest.advertised.port"))
 
     def worker_id(self) -> str:
-        host, port = self.listener()
-        advertised_host = self.values.get("rest.advertised.host.name") or host
-        if advertised_host == "0.0.0.0":
-            import socket
-            advertised_host = socket.gethostname()
-        return f"{advertised_host}:{self.values.get('rest.advertised.port') or port}"
+        """`host:port` of the advertised URL, as Kafka Connect names its workers."""
+        return urlsplit(self.rest_url()).netloc
+
+    def rest_tls(self) -> RestTls:
+        """The TLS settings of the https listeners, and of this worker's requests to other workers."""
+        return rest_tls(self.raw)
 
     def client_config(self, client: str) -> dict[str, Any]:
         """librdkafka settings for the worker's `producer`/`consumer`/`admin` clients: `bootstrap.servers`,
