@@ -17,7 +17,7 @@ import pytest
 
 from moldau.net.ports import free_port
 from tests.support.broker_process import BrokerProcess
-from tests.support.connect_worker import WorkerProcess, read_lines, wait_for
+from tests.support.connect_worker import WorkerProcess, group_leader, read_lines, until_settled, wait_for
 from tests.support.tls import Pki, make_pki
 
 REBALANCE_S = 60.0
@@ -135,7 +135,7 @@ def test_distributed_workers_forward_to_the_leader_over_https(shared_broker: Bro
     try:
         for worker in workers:
             worker.start(timeout_s=60)
-        leader = _leader_of(workers)
+        leader = group_leader(workers)
         follower = next(w for w in workers if w is not leader)
         source, sink = tmp_path / "in.txt", tmp_path / "out.txt"
         source.write_text("")
@@ -144,7 +144,7 @@ def test_distributed_workers_forward_to_the_leader_over_https(shared_broker: Bro
                                                "topic": topic}),
                              ("https-sink", {"connector.class": "FileStreamSink", "file": str(sink),
                                              "topics": topic})]:
-            status, body = _until_settled(follower, "POST", "/connectors", {"name": name, "config": config})
+            status, body = until_settled(follower, "POST", "/connectors", {"name": name, "config": config})
             assert status == 201, body
         source.write_text("over\nhttps\n")
         wait_for(lambda: read_lines(sink) == ["over", "https"], REBALANCE_S, "the lines in the sink file")
@@ -155,29 +155,3 @@ def test_distributed_workers_forward_to_the_leader_over_https(shared_broker: Bro
     finally:
         for worker in workers:
             worker.cleanup()
-
-
-def _until_settled(worker: WorkerProcess, method: str, path: str, body: object = None) -> tuple[int, object]:
-    """The answer once the group has a leader (before that, Kafka's 409 'rebalance' answer)."""
-    answer: tuple[int, object] = (0, None)
-
-    def done() -> bool:
-        nonlocal answer
-        answer = worker.request(method, path, body)
-        return answer[0] != 409 or "rebalance" not in str(answer[1])
-    wait_for(done, REBALANCE_S, f"{method} {path} outside a rebalance")
-    return answer
-
-
-def _leader_of(workers: list[WorkerProcess]) -> WorkerProcess:
-    """The worker named leader in the latest generation a worker's log reports (member ids are
-    `connect-<worker id>-<uuid>`)."""
-    def found() -> WorkerProcess | None:
-        for worker in workers:
-            lines = [line for line in worker.log_path.read_text(errors="replace").splitlines()
-                     if "joined generation" in line]
-            if lines:
-                leader = lines[-1].split("(leader ")[1].split(",")[0]
-                return next((w for w in workers if leader.startswith(f"connect-127.0.0.1:{w.port}-")), None)
-        return None
-    return wait_for(found, REBALANCE_S, "a leader")  # type: ignore[no-any-return]

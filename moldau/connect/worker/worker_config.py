@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from moldau.config.properties import load_properties
 from moldau.connect.config import ConfigDef, ConfigType, Importance, NonEmptyString, Range, ValidString
+from moldau.connect.distributed.request_signing import DEFAULT_ALGORITHM, MIN_KEY_BITS, algorithm_error
 from moldau.connect.error_policy import CONFIG_DEF as ERRORS_CONFIG_DEF
 from moldau.connect.errors import ConfigException
 from moldau.connect.worker.client_overrides import (
@@ -35,10 +36,11 @@ from moldau.connect.worker.rest_listeners import (
 from moldau.net.http_server import ListenerUrl
 
 __all__ = [
-    "CONNECTOR_CLASS", "EXACTLY_ONCE_SOURCE_SUPPORT", "EXACTLY_ONCE_SUPPORT", "NAME", "OFFSETS_STORAGE_TOPIC",
-    "TASKS_MAX", "TRANSACTION_BOUNDARY", "TRANSACTION_BOUNDARY_INTERVAL_MS", "WorkerConfig", "connector_config_def",
-    "exactly_once_source", "load_connector_file", "prefixed", "sink_config_def", "source_config_def",
-    "worker_config_def",
+    "CONNECTOR_CLASS", "CONNECT_PROTOCOL", "EXACTLY_ONCE_SOURCE_SUPPORT", "EXACTLY_ONCE_SUPPORT", "KEY_ALGORITHM",
+    "KEY_SIZE", "KEY_TTL_MS", "NAME", "OFFSETS_STORAGE_TOPIC", "SIGNATURE_ALGORITHM", "TASKS_MAX",
+    "TRANSACTION_BOUNDARY", "TRANSACTION_BOUNDARY_INTERVAL_MS", "VERIFICATION_ALGORITHMS", "WorkerConfig",
+    "connector_config_def", "exactly_once_source", "load_connector_file", "prefixed", "sink_config_def",
+    "source_config_def", "worker_config_def",
 ]
 
 NAME = "name"
@@ -50,6 +52,12 @@ TRANSACTION_BOUNDARY = "transaction.boundary"
 TRANSACTION_BOUNDARY_INTERVAL_MS = "transaction.boundary.interval.ms"
 OFFSETS_STORAGE_TOPIC = "offsets.storage.topic"
 DEFAULT_LISTENER = "http://0.0.0.0:8083"
+CONNECT_PROTOCOL = "connect.protocol"
+KEY_TTL_MS = "inter.worker.key.ttl.ms"
+KEY_ALGORITHM = "inter.worker.key.generation.algorithm"
+KEY_SIZE = "inter.worker.key.size"
+SIGNATURE_ALGORITHM = "inter.worker.signature.algorithm"
+VERIFICATION_ALGORITHMS = "inter.worker.verification.algorithms"
 
 
 def worker_config_def(standalone: bool) -> ConfigDef:
@@ -118,14 +126,48 @@ def _define_distributed(definition: ConfigDef) -> None:
      .define("scheduled.rebalance.max.delay.ms", ConfigType.INT, 300000, Importance.LOW,
              "How long the connectors and tasks of a departed worker stay unassigned, waiting for it to return",
              validator=Range.at_least(0))
-     .define("connect.protocol", ConfigType.STRING, "compatible", Importance.LOW,
-             "compatible: incremental cooperative rebalancing (KIP-415); eager: stop everything each rebalance",
-             validator=ValidString.in_("compatible", "eager"))
+     .define(CONNECT_PROTOCOL, ConfigType.STRING, "sessioned", Importance.LOW,
+             "sessioned: incremental cooperative rebalancing (KIP-415) with requests between workers signed by a "
+             "session key (KIP-507); compatible: the same rebalancing unsigned; eager: stop everything each "
+             "rebalance", validator=ValidString(("sessioned", "compatible", "eager"), case_sensitive=False))
+     .define(KEY_TTL_MS, ConfigType.INT, 3_600_000, Importance.LOW,
+             "How long the leader uses a session key before it writes a new one (0: never)",
+             validator=Range.at_least(0))
+     .define(KEY_ALGORITHM, ConfigType.STRING, DEFAULT_ALGORITHM, Importance.LOW,
+             "The algorithm session keys are generated for", validator=_check_algorithm)
+     .define(KEY_SIZE, ConfigType.INT, None, Importance.LOW,
+             "The size of session keys in bits (default: the algorithm's, e.g. 256 for HmacSHA256)",
+             validator=Range.at_least(MIN_KEY_BITS))
+     .define(SIGNATURE_ALGORITHM, ConfigType.STRING, DEFAULT_ALGORITHM, Importance.LOW,
+             "The algorithm this worker signs requests to the leader with", validator=_check_algorithm)
+     .define(VERIFICATION_ALGORITHMS, ConfigType.LIST, DEFAULT_ALGORITHM, Importance.LOW,
+             "The algorithms the leader accepts signatures of; must include inter.worker.signature.algorithm",
+             validator=_check_algorithms)
      .define(EXACTLY_ONCE_SOURCE_SUPPORT, ConfigType.STRING, "disabled", Importance.HIGH,
              "KIP-618: enabled runs every source task with a transactional producer that writes its records and "
              "source offsets in one transaction; preparing only reads offsets read_committed and fences the "
              "previous tasks of a connector on reconfiguration (the step before enabled on a running cluster)",
              validator=ValidString(("disabled", "preparing", "enabled"), case_sensitive=False)))
+
+
+def _check_algorithm(name: str, value: Any) -> None:
+    problem = algorithm_error(str(value))
+    if problem is not None:
+        raise ConfigException(name, value, problem)
+
+
+def _check_algorithms(name: str, value: Any) -> None:
+    if not value:
+        raise ConfigException(name, value, "At least one signature verification algorithm must be provided")
+    for algorithm in value:
+        _check_algorithm(name, algorithm)
+
+
+def _check_signing(values: Mapping[str, Any]) -> None:
+    """Kafka's cross-check: a worker must accept the signatures it makes itself."""
+    if values[SIGNATURE_ALGORITHM] not in values[VERIFICATION_ALGORITHMS]:
+        raise ConfigException(SIGNATURE_ALGORITHM, values[SIGNATURE_ALGORITHM],
+                              f"Signature algorithm must be present in {VERIFICATION_ALGORITHMS} list")
 
 
 def exactly_once_source(worker: WorkerConfig) -> str:
@@ -158,6 +200,8 @@ class WorkerConfig:
         """Raises ConfigException naming the first bad config (the REST listeners are checked too)."""
         worker = cls(dict(props), worker_config_def(standalone).parse(props), standalone)
         worker.advertised_listener()
+        if not standalone:
+            _check_signing(worker.values)
         return worker
 
     @property
