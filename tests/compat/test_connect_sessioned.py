@@ -18,6 +18,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,11 @@ def test_the_leader_refuses_unsigned_and_badly_signed_task_configs(cluster: Clus
     wait_for(accepted, WAIT_S, "a request signed with the session key accepted")
 
 
+def _tasks_use(worker: WorkerProcess, name: str, file: Path) -> bool:
+    status, tasks = worker.request("GET", f"/connectors/{name}/tasks")
+    return status == 200 and bool(tasks) and all(t["config"].get("file") == str(file) for t in tasks)
+
+
 def test_keys_rotate_and_task_configs_still_reach_the_leader(cluster: Cluster) -> None:
     first = cluster.session_keys()
     wait_for(lambda: len(cluster.session_keys()) >= len(first) + 2, WAIT_S, "two more session keys")
@@ -176,9 +182,11 @@ def test_keys_rotate_and_task_configs_still_reach_the_leader(cluster: Cluster) -
     status, _ = until_settled(follower, "PUT", "/connectors/signed-sink/config", {**sink_config,
                                                                                    "file": str(rotated_sink)})
     assert status == 200
-    wait_for(lambda: all(t["config"].get("file") == str(moved) for t in
-                         cluster.workers[0].request("GET", "/connectors/signed-source/tasks")[1]),
-             WAIT_S, "the source's new task config")
+    for name, file in (("signed-source", moved), ("signed-sink", rotated_sink)):
+        wait_for(partial(_tasks_use, cluster.workers[0], name, file), WAIT_S, f"{name}'s new task config")
+    # The sink task of the new config has opened its file: the previous one has stopped (the statuses still say
+    # RUNNING in between, from before the restart), so what is written now reaches the new file.
+    wait_for(rotated_sink.exists, WAIT_S, "the new sink task")
     wait_for(lambda: _running(cluster.workers[0], ["signed-source", "signed-sink"]), WAIT_S, "both running")
     moved.write_text("after\nrotation\n")
     wait_for(lambda: read_lines(rotated_sink)[-2:] == ["after", "rotation"], WAIT_S, "the lines after rotation")
