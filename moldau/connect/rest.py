@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Endpoint = Callable[[Request], Awaitable[Response]]
+Forward = Callable[[str, str, bytes | None], tuple[int, bytes]]
 MAX_BODY_BYTES = 16 * 1024 * 1024  # connector configs are small; a larger body is refused with 413
 
 
@@ -268,32 +269,34 @@ def _task_id(request: Request) -> int:
         raise HerderError(404, f"Task {request.path_params['name']}-{raw} not found") from None
 
 
-def _endpoint(method: Callable[[Request], Awaitable[Response]]) -> Endpoint:
+def _endpoint(method: Callable[[Request], Awaitable[Response]], forward: Forward | None) -> Endpoint:
     async def endpoint(request: Request) -> Response:
         try:
             return await method(request)
         except RequestTargetError as exc:
-            return await _forward(request, exc.url)
+            return await _forward(request, exc.url, forward)
         except HerderError as exc:
             return error(exc.status, exc.message)
     return endpoint
 
 
-async def _forward(request: Request, url: str) -> Response:
+async def _forward(request: Request, url: str, forward: Forward | None) -> Response:
     """Send the request on to the worker that must handle it (distributed mode), once: a request that was
     already forwarded (`forward=false`) gets Kafka's 409 instead."""
-    from moldau.connect.distributed.forwarding import call, forward_url
-    if request.query_params.get("forward", "true").strip().lower() == "false":
+    from moldau.connect.distributed.forwarding import forward_url
+    if forward is None or request.query_params.get("forward", "true").strip().lower() == "false":
         return error(409, REBALANCE_MESSAGE)
     query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "forward"])
     body: bytes | None = getattr(request.state, "raw_body", None)
-    status, answer = await asyncio.to_thread(call, forward_url(url, request.url.path, query), request.method, body)
+    status, answer = await asyncio.to_thread(forward, forward_url(url, request.url.path, query), request.method,
+                                             body)
     return Response(answer, status, media_type="application/json" if answer else None)
 
 
 def build_app(herder: Herder, cluster_id: Callable[[], str | None],
-              extra: Sequence[tuple[str, Endpoint, list[str]]] = ()) -> Starlette:
-    """The API over `herder`; `extra` adds routes (distributed mode's internal endpoint)."""
+              extra: Sequence[tuple[str, Endpoint, list[str]]] = (), forward: Forward | None = None) -> Starlette:
+    """The API over `herder`; `extra` adds routes (distributed mode's internal endpoint), `forward` sends a
+    request another worker must handle there (distributed mode: (url, method, body) -> (status, body))."""
     api = ConnectApi(herder, cluster_id)
     c = "/connectors/{name}"
     table: list[tuple[str, Endpoint, list[str]]] = [
@@ -326,7 +329,7 @@ def build_app(herder: Herder, cluster_id: Callable[[], str | None],
         ("/admin/loggers/{logger}", api.set_logger, ["PUT"]),
         *extra,
     ]
-    routes = [Route(path, _endpoint(endpoint), methods=methods) for path, endpoint, methods in table]
+    routes = [Route(path, _endpoint(endpoint, forward), methods=methods) for path, endpoint, methods in table]
 
     async def http_error(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500

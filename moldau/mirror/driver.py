@@ -85,13 +85,13 @@ async def _start_flow(config: MirrorMakerConfig, flow: Flow, registry: PluginReg
     listener = bind_listener(host, port)
     port = listener.getsockname()[1]
     worker = _worker_config(config, flow, host, port)
-    herder = DistributedHerder(worker, registry)
     try:
+        herder = DistributedHerder(worker, registry)
         await asyncio.to_thread(herder.start)
     except ConnectException as exc:
         listener.close()
         raise MirrorError(f"flow {flow}: {exc}") from None
-    app = build_app(herder, ClusterId(herder), herder.internal_routes())
+    app = build_app(herder, ClusterId(herder), herder.internal_routes(), herder.peers.call)
     server = RestServer(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
                                        lifespan="off", timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
                                        server_header=False))

@@ -172,11 +172,12 @@ class _Server(uvicorn.Server):
 
 class HttpListener:
     def __init__(self, what: str, url: ListenerUrl, tls: ssl.SSLContext | None = None,
-                 limits: HttpLimits = HttpLimits()) -> None:
+                 limits: HttpLimits = HttpLimits(), shutdown_grace_s: int = SHUTDOWN_GRACE_S) -> None:
         self.what = what
         self.url = url
         self.tls = tls
         self.limits = limits
+        self.shutdown_grace_s = shutdown_grace_s
         self.socket: socket.socket | None = None
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None
@@ -205,7 +206,7 @@ class HttpListener:
         """Serve `app` on the bound socket, as a task of the running loop."""
         assert self.socket is not None, "bind() first"
         config = uvicorn.Config(_bounded_bodies(app, self.limits.max_request_bytes), log_config=None,
-                                access_log=False, lifespan="off", timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+                                access_log=False, lifespan="off", timeout_graceful_shutdown=self.shutdown_grace_s,
                                 server_header=False, http=_guarded_protocol(self.limits))
         # uvicorn builds its own TLS context from file names; the broker's (PEM stores, inline certificates,
         # cipher and protocol settings) is set once the config is loaded, which serve() then uses as it is.
@@ -221,7 +222,7 @@ class HttpListener:
         if self._server is not None and self._task is not None:
             self._server.should_exit = True
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(self._task), SHUTDOWN_GRACE_S + 2)
+                await asyncio.wait_for(asyncio.shield(self._task), self.shutdown_grace_s + 2)
             self._task.cancel()
         if self.socket is not None:
             self.socket.close()

@@ -26,11 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from tests.support.broker_process import BrokerProcess
-from tests.support.connect_worker import WorkerProcess, read_lines, wait_for
-from tests.support.messages import partition_of
+from tests.support.connect_worker import WorkerProcess, read_lines, read_topic, wait_for
 from tests.support.sasl_broker import password, start_sasl_broker
 
 SOURCES = 4
@@ -133,27 +131,6 @@ def _append(path: Path, lines: list[str]) -> None:
         file.write("".join(line + "\n" for line in lines))
 
 
-def _read_topic(bootstrap: str, topic: str, partitions: int = 1) -> list[tuple[bytes | None, bytes | None]]:
-    """Every record of `topic`, read to its end."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False})
-    try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        records: list[tuple[bytes | None, bytes | None]] = []
-        positions = dict.fromkeys(ends, 0)
-        deadline = time.monotonic() + 30
-        while any(positions[p] < ends[p] for p in ends) and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None or message.error() is not None:
-                continue
-            records.append((message.key(), message.value()))
-            positions[partition_of(message)] = (message.offset() or 0) + 1
-        return records
-    finally:
-        consumer.close()
-
-
 def _start_counts(cluster: Cluster) -> Counter[str]:
     """How often each source file's task has been started, from every worker's log."""
     counts: Counter[str] = Counter()
@@ -227,7 +204,7 @@ def test_a_killed_worker_s_tasks_move_and_no_line_is_lost(cluster: Cluster) -> N
     expected = {f"line {n} of {i}" for n in range(cluster.written) for i in range(SOURCES)}
 
     def topic_lines() -> Counter[str] | None:
-        counts = Counter(value.decode() for _, value in _read_topic(cluster.bootstrap, cluster.topic) if value)
+        counts = Counter(value.decode() for _, value in read_topic(cluster.bootstrap, cluster.topic) if value)
         return counts if set(counts) >= expected else None
     counts = wait_for(topic_lines, REBALANCE_S, "every written line in the topic")
     assert set(counts) == expected  # nothing lost, nothing invented
@@ -284,7 +261,7 @@ def test_a_config_change_goes_through_the_config_topic_to_every_worker(cluster: 
     _append(first, ["after the change"])
     wait_for(lambda: "after the change" in read_lines(new_file), REBALANCE_S, "the line in the new file")
     records = {key.decode(): json.loads(value) for key, value in
-               _read_topic(cluster.bootstrap, cluster.settings["config.storage.topic"]) if key and value}
+               read_topic(cluster.bootstrap, cluster.settings["config.storage.topic"]) if key and value}
     assert records[f"connector-{cluster.sink}"] == {"properties": {**config, "name": cluster.sink}}
     assert records[f"commit-{cluster.sink}"] == {"tasks": 1}
     assert records[f"task-{cluster.sink}-0"]["properties"]["file"] == str(new_file)
@@ -315,13 +292,13 @@ def test_pause_and_resume_from_any_worker(cluster: Cluster) -> None:
 
 
 def test_offsets_and_statuses_are_in_kafka_s_record_formats(cluster: Cluster) -> None:
-    offsets = _read_topic(cluster.bootstrap, cluster.settings["offset.storage.topic"], 5)
+    offsets = read_topic(cluster.bootstrap, cluster.settings["offset.storage.topic"], 5)
     keys = {json.dumps(json.loads(key)) for key, value in offsets if key and value}
     for name, path in cluster.sources.items():
         assert json.dumps([name, {"filename": str(path)}]) in keys
     assert all("position" in json.loads(value) for _, value in offsets if value)
     statuses = {key.decode(): json.loads(value) for key, value in
-                _read_topic(cluster.bootstrap, cluster.settings["status.storage.topic"], 3) if key and value}
+                read_topic(cluster.bootstrap, cluster.settings["status.storage.topic"], 3) if key and value}
     entry = statuses["status-task-source-0-0"]
     assert set(entry) == {"state", "trace", "worker_id", "generation"} and entry["generation"] >= 1
 
@@ -342,7 +319,7 @@ def test_delete_writes_tombstones_and_every_worker_forgets_the_connector(cluster
     for worker in cluster.live():
         wait_for(partial(gone, worker), REBALANCE_S, "404 everywhere")
     last: dict[str, bytes | None] = {}
-    for key, value in _read_topic(cluster.bootstrap, cluster.settings["config.storage.topic"]):
+    for key, value in read_topic(cluster.bootstrap, cluster.settings["config.storage.topic"]):
         if key:
             last[key.decode()] = value
     assert last[f"connector-{name}"] is None and last[f"target-state-{name}"] is None

@@ -10,17 +10,23 @@ driven by the group's assignments and by the config topic instead of by REST cal
 - Config records are handled on one thread of the herder (the log's consumer thread only queues them).
 - An assignment stops what is revoked, then starts what is added, with the config and offset topics read to
   their end first (so a task moved here resumes from the last offsets its previous worker committed).
+- When the group runs the `sessioned` protocol (KIP-507), the leader keeps a session key in the config topic,
+  rotated every `inter.worker.key.ttl.ms`; task configs sent to the leader are signed with it, and the leader
+  refuses them unsigned or badly signed (see `request_signing`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import queue
+import secrets
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -37,13 +43,13 @@ from moldau.connect.distributed.kafka_stores import (
     offset_record,
 )
 from moldau.connect.distributed.member import (
-    COMPATIBLE_PROTOCOLS,
-    EAGER_PROTOCOLS,
+    PROTOCOLS,
     GroupListener,
     GroupMember,
     MemberSettings,
 )
-from moldau.connect.distributed.protocol import Allocation, Assignment, MemberMetadata
+from moldau.connect.distributed.protocol import SESSIONED, Allocation, Assignment, MemberMetadata
+from moldau.connect.distributed.request_signing import KeyPolicy, Refusal, sign, verify
 from moldau.connect.plugins import PluginRegistry
 from moldau.connect.worker.exactly_once import (
     ExactlyOnceSourceTaskRunner,
@@ -55,20 +61,33 @@ from moldau.connect.worker.herder import REBALANCE_MESSAGE, Herder, HerderError,
 from moldau.connect.worker.source_runner import SourceTaskRunner
 from moldau.connect.worker.states import State, Status, TargetState, restart_plan
 from moldau.connect.worker.task_runner import TaskSetup
-from moldau.connect.worker.worker_config import NAME, TASKS_MAX, WorkerConfig, exactly_once_source
+from moldau.connect.worker.worker_config import (
+    CONNECT_PROTOCOL,
+    KEY_ALGORITHM,
+    KEY_SIZE,
+    KEY_TTL_MS,
+    NAME,
+    SIGNATURE_ALGORITHM,
+    TASKS_MAX,
+    VERIFICATION_ALGORITHMS,
+    WorkerConfig,
+    exactly_once_source,
+)
 
 __all__ = ["DistributedHerder"]
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+RandomBytes = Callable[[int], bytes]
 PUBLISH_ATTEMPTS = 10
 RECONCILE_S = 2.0
 RECONCILE = ConfigChange("reconcile", "")
 
 
 class DistributedHerder(Herder, GroupListener):
-    def __init__(self, worker: WorkerConfig, registry: PluginRegistry, clock: Clock = time.monotonic) -> None:
+    def __init__(self, worker: WorkerConfig, registry: PluginRegistry, clock: Clock = time.monotonic,
+                 wall_clock: Clock = time.time, random_bytes: RandomBytes = secrets.token_bytes) -> None:
         self.events: queue.Queue[ConfigChange | None] = queue.Queue()
         self.generation = -1
         self.kafka_configs = KafkaConfigStore(worker, self.events.put)
@@ -76,7 +95,10 @@ class DistributedHerder(Herder, GroupListener):
         self.kafka_statuses = KafkaStatusStore(worker, lambda: self.generation)
         super().__init__(worker, registry, self.kafka_configs, self.kafka_offsets, self.kafka_statuses)
         self.clock = clock
-        self.url = forwarding.worker_url(self.worker_id)
+        self.url = worker.rest_url()
+        self.peers = forwarding.WorkerClient(worker.rest_tls().client_context())
+        self.peer_urls: dict[str, str] = {self.worker_id: self.url}  # worker id -> URL, from the group's metadata
+        self.peer_lock = threading.Lock()  # not the herder's lock: a rebalance must not wait for a REST call
         self.member_id = ""
         self.leader_id = ""
         self.leader_url: str | None = None
@@ -86,6 +108,13 @@ class DistributedHerder(Herder, GroupListener):
         self.started_at: dict[tuple[str, int], int] = {}  # the config offset read when each task here started
         self.member: GroupMember | None = None
         self.closing = False
+        self.protocol = ""  # the group protocol of the current generation
+        values = worker.values
+        self.key_policy = KeyPolicy(values[KEY_ALGORITHM], values[KEY_SIZE], values[KEY_TTL_MS])
+        self.signature_algorithm: str = values[SIGNATURE_ALGORITHM]
+        self.verification_algorithms: tuple[str, ...] = tuple(values[VERIFICATION_ALGORITHMS])
+        self.wall_clock = wall_clock  # session keys carry wall-clock creation times, as Kafka's do
+        self.random_bytes = random_bytes
         self.event_thread = threading.Thread(target=self._handle_events, name="connect-herder", daemon=True)
 
     # --- process lifecycle ------------------------------------------------------------------------------
@@ -102,7 +131,7 @@ class DistributedHerder(Herder, GroupListener):
             bootstrap=bootstrap, group_id=values["group.id"], client_id=f"connect-{self.worker_id}",
             session_timeout_ms=values["session.timeout.ms"], heartbeat_interval_ms=values["heartbeat.interval.ms"],
             rebalance_timeout_ms=values["rebalance.timeout.ms"],
-            protocols=EAGER_PROTOCOLS if values["connect.protocol"] == "eager" else COMPATIBLE_PROTOCOLS,
+            protocols=PROTOCOLS[str(values[CONNECT_PROTOCOL]).lower()],
             security=to_client_security(security), authenticator=to_authenticator(security))
         self.member = GroupMember(settings, self)
         self.member.start()
@@ -134,6 +163,8 @@ class DistributedHerder(Herder, GroupListener):
     def perform_assignment(self, leader: str, protocol: str, members: dict[str, MemberMetadata]
                            ) -> dict[str, Assignment]:
         self.kafka_configs.log.read_to_end()
+        with self.peer_lock:
+            self.peer_urls.update({_worker_id_of(md.url): md.url for md in members.values()})
         counts = self.kafka_configs.task_counts()
         configured = Allocation.of(counts, ((c, t) for c, n in counts.items() for t in range(n)))
         decisions, self.assignor_state = assign(
@@ -143,12 +174,14 @@ class DistributedHerder(Herder, GroupListener):
         return {m: Assignment(leader, members[leader].url, offset, d.assigned, d.revoked, d.delay_ms)
                 for m, d in decisions.items()}
 
-    def on_assignment(self, assignment: Assignment, generation: int, member_id: str, eager: bool) -> None:
+    def on_assignment(self, assignment: Assignment, generation: int, member_id: str, protocol: str) -> None:
         with self.lock:
             if self.closing:
                 return
-            self.generation, self.member_id = generation, member_id
+            self.generation, self.member_id, self.protocol = generation, member_id, protocol
             self.leader_id, self.leader_url = assignment.leader, assignment.leader_url
+            with self.peer_lock:
+                self.peer_urls[_worker_id_of(assignment.leader_url)] = assignment.leader_url
             self._stop_here(assignment.revoked)
             self.kafka_configs.log.read_to_end()
             self.kafka_offsets.log.read_to_end()
@@ -156,6 +189,7 @@ class DistributedHerder(Herder, GroupListener):
                 self._start_connector_here(name)
             for name, task in sorted(assignment.assigned.tasks):
                 self._start_task_here(name, task)
+            self._rotate_session_key()
 
     def revoke_all(self) -> None:
         with self.lock:
@@ -220,13 +254,43 @@ class DistributedHerder(Herder, GroupListener):
                 self._store_task_configs(name, task_configs)
                 return
             if self.leader_url is not None:
-                status, body = forwarding.call_json(self.leader_url, "POST", forwarding.connector_path(
-                    name, "/tasks"), task_configs)
+                status, body = self._send_task_configs(self.leader_url, name, task_configs)
                 if status < 300:
                     return
                 log.warning("connect: the leader refused task configs of %s: %s %s", name, status, body[:200])
+                if status == 403:  # signed with a key the leader has rotated away: read the new one, then retry
+                    self.kafka_configs.log.read_to_end()
             time.sleep(1)
         log.error("connect: could not store the task configs of %s; they are asked for again on its restart", name)
+
+    def _send_task_configs(self, leader_url: str, name: str, task_configs: list[dict[str, str]]
+                           ) -> tuple[int, bytes]:
+        """Kafka's internal `POST /connectors/{c}/tasks` to the leader, signed with the session key when the
+        group runs the sessioned protocol."""
+        body = json.dumps(task_configs).encode()
+        headers: dict[str, str] = {}
+        key = self.kafka_configs.session_key
+        if self.protocol == SESSIONED and key is not None:
+            headers = sign(key, self.signature_algorithm, body)
+        url = forwarding.forward_url(leader_url, forwarding.connector_path(name, "/tasks"), "")
+        return self.peers.call(url, "POST", body, headers)
+
+    def _rotate_session_key(self) -> None:
+        """The leader of a sessioned group writes a session key when there is none, when it has expired, or when
+        this worker's config asks for another algorithm or size (Kafka's leader does the same)."""
+        if self.protocol != SESSIONED or self.leader_url is None or self.member_id != self.leader_id:
+            return
+        now_ms = int(self.wall_clock() * 1000)
+        if self.key_policy.needs_new_key(self.kafka_configs.session_key, now_ms):
+            log.info("connect: writing a new session key to the config topic")
+            self.kafka_configs.put_session_key(self.key_policy.generate(self.random_bytes, now_ms))
+
+    def check_signature(self, headers: Mapping[str, str], body: bytes) -> Refusal | None:
+        """Whether a request only the leader may receive from other workers is signed as the group's protocol
+        requires (only sessioned groups sign, as in Kafka)."""
+        if self.protocol != SESSIONED:
+            return None
+        return verify(headers, body, self.kafka_configs.session_key, self.verification_algorithms)
 
     def _store_task_configs(self, name: str, task_configs: list[dict[str, str]]) -> None:
         """The leader's write of new task configs. With exactly-once source support (preparing or enabled) it
@@ -265,6 +329,7 @@ class DistributedHerder(Herder, GroupListener):
                 with self.lock:
                     if change is RECONCILE:
                         self._reconcile()
+                        self._rotate_session_key()
                     else:
                         self._handle(change)
             except Exception:
@@ -440,7 +505,7 @@ class DistributedHerder(Herder, GroupListener):
         return answer if include_tasks or only_failed else None
 
     def _send_restart(self, status: Status, path: str) -> None:
-        code, body = forwarding.call_json(forwarding.worker_url(status.worker_id), "POST", path)
+        code, body = self.peers.call_json(self._url_of(status.worker_id), "POST", path)
         if code >= 300:
             log.warning("connect: restart %s on %s: %s %s", path, status.worker_id, code, body[:200])
 
@@ -453,20 +518,35 @@ class DistributedHerder(Herder, GroupListener):
             if (name, task_id) in self.allocation.tasks:
                 self._restart_task(name, task_id)
                 return
-        raise RequestTargetError(forwarding.worker_url(statuses[task_id].worker_id))
+        raise RequestTargetError(self._url_of(statuses[task_id].worker_id))
+
+    def _url_of(self, worker_id: str) -> str:
+        """The URL of the worker `worker_id` as the group's metadata gave it (the leader sees every member's, a
+        follower the leader's), else with this worker's own scheme: workers of a cluster normally share one."""
+        with self.peer_lock:
+            known = self.peer_urls.get(worker_id)
+        return known or f"{urlsplit(self.url).scheme}://{worker_id}/"
 
     def internal_routes(self) -> list[tuple[str, Callable[[Request], Awaitable[Response]], list[str]]]:
-        """Kafka's internal endpoint through which a connector's worker sends task configs to the leader."""
+        """Kafka's internal endpoint through which a connector's worker sends task configs to the leader (signed
+        in a sessioned group)."""
         from moldau.connect.rest import error, read_json
 
         async def put_tasks(request: Request) -> Response:
             body = await read_json(request)
+            refusal = self.check_signature(request.headers, request.state.raw_body)
+            if refusal is not None:
+                return error(refusal.status, refusal.message)
             if not isinstance(body, list) or not all(isinstance(c, dict) for c in body):
                 return error(400, "The task configs must be a JSON array of objects")
             configs = [{str(k): str(v) for k, v in c.items()} for c in body]
             await asyncio.to_thread(self.accept_task_configs, request.path_params["name"], configs)
             return Response(status_code=204)
         return [("/connectors/{name}/tasks", put_tasks, ["POST"])]
+
+
+def _worker_id_of(url: str) -> str:
+    return urlsplit(url).netloc
 
 
 def _qualified(cls: type) -> str:

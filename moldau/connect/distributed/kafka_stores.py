@@ -5,7 +5,8 @@ Connect's keys and JSON values (so tools that read Kafka's topics read Moldau's)
   `{"properties": {...}}`, `commit-<name>` -> `{"tasks": N}` (task configs take effect only once committed),
   `target-state-<name>` -> `{"state": "PAUSED"}` (STOPPED as `{"state": "PAUSED", "state.v2": "STOPPED"}`, as
   Kafka writes it for older readers); deleting a connector writes tombstones for its connector and target-state
-  keys.
+  keys; `session-key` -> `{"key", "algorithm", "creation-timestamp"}`, the leader's latest session key
+  (`connect.protocol=sessioned`, see `request_signing`).
 - `offset.storage.topic`: `["<connector>", {partition}]` -> the offset's JSON (a tombstone removes it).
 - `status.storage.topic`: `status-connector-<name>` and `status-task-<name>-<n>` ->
   `{"state", "trace", "worker_id", "generation"}`; a status from an older generation on another worker does not
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from moldau.connect.distributed.kafka_log import KafkaLog
+from moldau.connect.distributed.request_signing import SESSION_KEY_RECORD, SessionKey
 from moldau.connect.worker.states import State, Status, TargetState
 from moldau.connect.worker.stores import ConfigStore, MemoryOffsetStore, StatusStore
 from moldau.connect.worker.submitted import partition_key
@@ -80,6 +82,7 @@ class KafkaConfigStore(ConfigStore):
         self._pending: dict[str, dict[int, dict[str, str]]] = {}
         self.offset = -1  # the offset of the last record applied (Kafka's config offset)
         self.commits: dict[str, int] = {}  # connector -> offset of its last task config commit
+        self._session_key: SessionKey | None = None
         self.log = open_log(worker, "config", self._apply)
 
     # --- writes (durable and read back when they return) ----------------------------------------------
@@ -100,6 +103,9 @@ class KafkaConfigStore(ConfigStore):
         value = {"state": "PAUSED", "state.v2": "STOPPED"} if target is TargetState.STOPPED else \
             {"state": target.value}
         self._write([(TARGET + name, value)])
+
+    def put_session_key(self, key: SessionKey) -> None:
+        self._write([(SESSION_KEY_RECORD, key.record())])
 
     def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
         records: list[tuple[str, Any]] = [(f"{TASK}{name}-{i}", {"properties": c}) for i, c in enumerate(configs)]
@@ -123,6 +129,12 @@ class KafkaConfigStore(ConfigStore):
     def task_configs(self, name: str) -> list[dict[str, str]]:
         with self.lock:
             return [dict(c) for c in self._tasks.get(name, [])]
+
+    @property
+    def session_key(self) -> SessionKey | None:
+        """The latest session key read from the topic."""
+        with self.lock:
+            return self._session_key
 
     def task_counts(self) -> dict[str, int]:
         """Every configured connector's committed task count (for the assignor)."""
@@ -150,6 +162,11 @@ class KafkaConfigStore(ConfigStore):
             self.on_change(change)
 
     def _apply_locked(self, key: str, value: Any) -> ConfigChange | None:
+        if key == SESSION_KEY_RECORD:
+            if value is not None:
+                self._session_key = SessionKey.from_record(value)
+                log.info("connect: session key updated (created at %d)", self._session_key.created_ms)
+            return None
         if key.startswith(CONNECTOR):
             name = key[len(CONNECTOR):]
             if value is None:

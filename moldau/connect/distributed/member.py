@@ -8,8 +8,10 @@ client (the one brokers use between themselves) already encodes.
 The connections take the worker's `security.*`, `ssl.*` and `sasl.*` settings (TLS, SASL PLAIN or SCRAM), as its
 other clients do.
 
-The member offers the protocols of `connect.protocol` (`compatible` offers `compatible` then `default`, `eager`
-only `default`); the coordinator picks one all members support. Each round it reports what it runs
+The member offers the protocols of `connect.protocol` (`sessioned` offers `sessioned`, `compatible` then
+`default`, `compatible` the last two, `eager` only `default`); the coordinator picks one all members support,
+which the herder is told with each assignment (a `sessioned` worker in a group with a `compatible` one does not
+sign, as in Kafka). Each round it reports what it runs
 (`GroupListener.metadata`), the leader decides (`perform_assignment`), and every member applies its assignment
 (`on_assignment`, in a thread so that heartbeats go on meanwhile). A member that had something revoked rejoins
 as soon as it has stopped it; every member rejoins when the scheduled delay of its assignment ends, when the
@@ -49,7 +51,7 @@ from moldau.net.client import Authenticator, ConnectionFailed, ConnectionPool
 from moldau.protocol.codec import make
 from moldau.security.client_security import PLAINTEXT, ClientSecurity
 
-__all__ = ["GroupListener", "GroupMember", "MemberSettings"]
+__all__ = ["PROTOCOLS", "GroupListener", "GroupMember", "MemberSettings"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,8 @@ REQUEST_TIMEOUT_S = 30.0
 RETRY_BACKOFF_S = 0.5
 EAGER_PROTOCOLS = ["default"]
 COMPATIBLE_PROTOCOLS = ["compatible", "default"]
+SESSIONED_PROTOCOLS = ["sessioned", "compatible", "default"]
+PROTOCOLS = {"eager": EAGER_PROTOCOLS, "compatible": COMPATIBLE_PROTOCOLS, "sessioned": SESSIONED_PROTOCOLS}
 
 
 class GroupListener(ABC):
@@ -70,7 +74,8 @@ class GroupListener(ABC):
                            ) -> dict[str, Assignment]: ...
 
     @abstractmethod
-    def on_assignment(self, assignment: Assignment, generation: int, member_id: str, eager: bool) -> None: ...
+    def on_assignment(self, assignment: Assignment, generation: int, member_id: str, protocol: str) -> None:
+        """Apply `assignment`; `protocol` is the one the group chose (`default` is the eager one)."""
 
     @abstractmethod
     def revoke_all(self) -> None:
@@ -245,7 +250,7 @@ class GroupMember:
                  self.generation, self.member_id, assignment.leader, protocol, _show(assignment.assigned),
                  _show(assignment.revoked), assignment.delay_ms)
         applying = asyncio.ensure_future(asyncio.to_thread(
-            self.listener.on_assignment, assignment, self.generation, self.member_id, protocol == "default"))
+            self.listener.on_assignment, assignment, self.generation, self.member_id, protocol))
         rejoin_at = time.monotonic() + assignment.delay_ms / 1000 if assignment.delay_ms > 0 else None
         must_rejoin = bool(assignment.revoked) or assignment.error != 0
         try:

@@ -1,5 +1,6 @@
 """The `connect` group protocol's bytes, laid out as Kafka's ConnectProtocol (`default`, version 0, eager) and
-IncrementalCooperativeConnectProtocol (`compatible`, version 1) encode them, so that the metadata and
+IncrementalCooperativeConnectProtocol (`compatible`, version 1; `sessioned`, version 2, the same layout, with
+requests between workers signed) encode them, so that the metadata and
 assignments a Moldau worker sends read the same as a Java worker's.
 
 Metadata: version int16, url string, config offset int64, and from version 1 the member's current allocation
@@ -22,7 +23,7 @@ __all__ = [
 
 CONNECT_PROTOCOL_TYPE = "connect"
 CONNECTOR_TASK = -1
-EAGER, COMPATIBLE = "default", "compatible"
+EAGER, COMPATIBLE, SESSIONED = "default", "compatible", "sessioned"
 NO_ERROR, CONFIG_MISMATCH = 0, 1
 
 TaskId = tuple[str, int]
@@ -33,7 +34,7 @@ class ProtocolError(ValueError):
 
 
 def protocol_version(protocol: str) -> int:
-    return 0 if protocol == EAGER else 1
+    return {EAGER: 0, COMPATIBLE: 1, SESSIONED: 2}[protocol]
 
 
 @dataclass(frozen=True)

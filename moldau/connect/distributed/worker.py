@@ -6,19 +6,17 @@ stops its tasks (committing what was acknowledged or flushed) and exits 0."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 from pathlib import Path
-
-import uvicorn
 
 from moldau.config.properties import load_properties
 from moldau.connect.distributed.herder import DistributedHerder
 from moldau.connect.errors import ConfigException, ConnectException
 from moldau.connect.plugins import PluginRegistry
 from moldau.connect.rest import build_app
-from moldau.connect.worker.standalone import SHUTDOWN_GRACE_S, ClusterId, RestServer, bind_listener
+from moldau.connect.worker.rest_serving import RestServing
+from moldau.connect.worker.standalone import ClusterId
 from moldau.connect.worker.worker_config import WorkerConfig
 
 __all__ = ["DistributedError", "run_distributed"]
@@ -42,33 +40,33 @@ def load_worker(path: str | Path) -> WorkerConfig:
 def run_distributed(worker_path: str | Path) -> int:
     worker = load_worker(worker_path)
     registry = PluginRegistry.discover(worker.values["plugin.path"])
-    return asyncio.run(_serve(DistributedHerder(worker, registry)))
+    try:
+        herder = DistributedHerder(worker, registry)
+    except ConfigException as exc:  # the TLS settings of requests to other workers
+        raise DistributedError(f"{worker_path}: {exc}") from None
+    return asyncio.run(_serve(herder))
 
 
 async def _serve(herder: DistributedHerder) -> int:
-    host, port = herder.worker.listener()
-    listener = bind_listener(host, port)
+    try:
+        serving = RestServing(herder.worker)
+        serving.bind()
+    except ConnectException as exc:
+        raise DistributedError(str(exc)) from None
     try:
         await asyncio.to_thread(herder.start)
     except ConnectException as exc:
-        listener.close()
+        serving.close()
         raise DistributedError(str(exc)) from None
-    app = build_app(herder, ClusterId(herder), herder.internal_routes())
-    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=SHUTDOWN_GRACE_S, server_header=False)
-    logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
-    server = RestServer(config)
+    serving.start(build_app(herder, ClusterId(herder), herder.internal_routes(), herder.peers.call))
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
-    serving = loop.create_task(server.serve(sockets=[listener]))
-    log.info("connect: distributed worker %s of group %s, REST API on http://%s:%d", herder.worker_id,
-             herder.worker.values["group.id"], host, port)
+    log.info("connect: distributed worker %s of group %s, REST API on %s", herder.worker_id,
+             herder.worker.values["group.id"], herder.worker.rest_url())
     await stopping.wait()
     log.info("connect: stopping")
     await asyncio.to_thread(herder.shutdown)
-    server.should_exit = True
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(serving, SHUTDOWN_GRACE_S + 2)
+    await serving.stop()
     return 0

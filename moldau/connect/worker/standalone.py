@@ -16,11 +16,12 @@ from pathlib import Path
 import uvicorn
 
 from moldau.config.properties import load_properties
-from moldau.connect.errors import ConfigException
+from moldau.connect.errors import ConfigException, ConnectException
 from moldau.connect.plugins import PluginRegistry
 from moldau.connect.rest import build_app
 from moldau.connect.worker.herder import Herder, HerderError
 from moldau.connect.worker.offsets_admin import cluster_id
+from moldau.connect.worker.rest_serving import RestServing
 from moldau.connect.worker.stores import FileOffsetStore, MemoryConfigStore, MemoryStatusStore
 from moldau.connect.worker.worker_config import NAME, WorkerConfig, load_connector_file
 
@@ -105,24 +106,17 @@ def bind_listener(host: str, port: int) -> socket.socket:
 
 
 async def _serve(herder: Herder, connectors: list[dict[str, str]]) -> int:
-    host, port = herder.worker.listener()
-    config = uvicorn.Config(build_app(herder, ClusterId(herder)), host=host, port=port, log_config=None,
-                            access_log=False, lifespan="off", timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-                            server_header=False)
-    logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
-    server = RestServer(config)
+    try:
+        serving = RestServing(herder.worker)
+        serving.bind()
+    except ConnectException as exc:
+        raise StandaloneError(str(exc)) from None
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
-    listener = bind_listener(host, port)
-    serving = loop.create_task(server.serve(sockets=[listener]))
-    while not server.started and not serving.done():
-        await asyncio.sleep(0.02)
-    if serving.done():
-        log.error("connect: the REST API cannot listen on %s:%d", host, port)
-        return 1
-    log.info("connect: REST API listening on http://%s:%d (worker %s)", host, port, herder.worker_id)
+    serving.start(build_app(herder, ClusterId(herder)))
+    log.info("connect: REST API on %s (worker %s)", herder.worker.rest_url(), herder.worker_id)
     code = 0
     for connector in connectors:
         try:
@@ -135,7 +129,5 @@ async def _serve(herder: Herder, connectors: list[dict[str, str]]) -> int:
     await stopping.wait()
     log.info("connect: stopping")
     await asyncio.to_thread(herder.stop_all)
-    server.should_exit = True
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(serving, SHUTDOWN_GRACE_S + 2)
+    await serving.stop()
     return code

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from moldau.config.properties import load_properties
 from moldau.connect.config import ConfigDef, ConfigType, Importance, NonEmptyString, Range, ValidString
+from moldau.connect.distributed.request_signing import DEFAULT_ALGORITHM, MIN_KEY_BITS, algorithm_error
 from moldau.connect.error_policy import CONFIG_DEF as ERRORS_CONFIG_DEF
 from moldau.connect.errors import ConfigException
 from moldau.connect.worker.client_overrides import (
@@ -23,12 +24,23 @@ from moldau.connect.worker.client_overrides import (
     translate,
     worker_settings,
 )
+from moldau.connect.worker.rest_listeners import (
+    ADVERTISED_LISTENER,
+    LISTENERS,
+    RestTls,
+    advertised_listener,
+    parse_listeners,
+    rest_tls,
+    url_of,
+)
+from moldau.net.http_server import ListenerUrl
 
 __all__ = [
-    "CONNECTOR_CLASS", "EXACTLY_ONCE_SOURCE_SUPPORT", "EXACTLY_ONCE_SUPPORT", "NAME", "OFFSETS_STORAGE_TOPIC",
-    "TASKS_MAX", "TRANSACTION_BOUNDARY", "TRANSACTION_BOUNDARY_INTERVAL_MS", "WorkerConfig", "connector_config_def",
-    "exactly_once_source", "load_connector_file", "prefixed", "sink_config_def", "source_config_def",
-    "worker_config_def",
+    "CONNECTOR_CLASS", "CONNECT_PROTOCOL", "EXACTLY_ONCE_SOURCE_SUPPORT", "EXACTLY_ONCE_SUPPORT", "KEY_ALGORITHM",
+    "KEY_SIZE", "KEY_TTL_MS", "NAME", "OFFSETS_STORAGE_TOPIC", "SIGNATURE_ALGORITHM", "TASKS_MAX",
+    "TRANSACTION_BOUNDARY", "TRANSACTION_BOUNDARY_INTERVAL_MS", "VERIFICATION_ALGORITHMS", "WorkerConfig",
+    "connector_config_def", "exactly_once_source", "load_connector_file", "prefixed", "sink_config_def",
+    "source_config_def", "worker_config_def",
 ]
 
 NAME = "name"
@@ -40,6 +52,12 @@ TRANSACTION_BOUNDARY = "transaction.boundary"
 TRANSACTION_BOUNDARY_INTERVAL_MS = "transaction.boundary.interval.ms"
 OFFSETS_STORAGE_TOPIC = "offsets.storage.topic"
 DEFAULT_LISTENER = "http://0.0.0.0:8083"
+CONNECT_PROTOCOL = "connect.protocol"
+KEY_TTL_MS = "inter.worker.key.ttl.ms"
+KEY_ALGORITHM = "inter.worker.key.generation.algorithm"
+KEY_SIZE = "inter.worker.key.size"
+SIGNATURE_ALGORITHM = "inter.worker.signature.algorithm"
+VERIFICATION_ALGORITHMS = "inter.worker.verification.algorithms"
 
 
 def worker_config_def(standalone: bool) -> ConfigDef:
@@ -53,11 +71,15 @@ def worker_config_def(standalone: bool) -> ConfigDef:
                 documentation="The converter of record values")
         .define("header.converter", ConfigType.CLASS, "org.apache.kafka.connect.storage.SimpleHeaderConverter",
                 Importance.LOW, "The converter of header values")
-        .define("listeners", ConfigType.LIST, DEFAULT_LISTENER, Importance.LOW,
-                "The REST API's listener, as http://host:port")
+        .define(LISTENERS, ConfigType.LIST, DEFAULT_LISTENER, Importance.LOW,
+                "The REST API's listeners: http://host:port and https://host:port URLs (https ones are secured "
+                "with the listeners.https.ssl.* configs, or without any of those the worker's ssl.* configs)")
         .define("rest.advertised.host.name", ConfigType.STRING, None, Importance.LOW,
                 "The host name other workers and the status answers give for this worker")
         .define("rest.advertised.port", ConfigType.INT, None, Importance.LOW, "The port given with it")
+        .define(ADVERTISED_LISTENER, ConfigType.STRING, None, Importance.LOW,
+                "The listener other workers reach this one on: http or https (default: http if a listener is http)",
+                validator=ValidString(("http", "https"), case_sensitive=False))
         .define("plugin.path", ConfigType.LIST, "", Importance.LOW,
                 "Directories of Python modules holding plugins")
         .define("offset.flush.interval.ms", ConfigType.LONG, 60000, Importance.LOW,
@@ -104,17 +126,48 @@ def _define_distributed(definition: ConfigDef) -> None:
      .define("scheduled.rebalance.max.delay.ms", ConfigType.INT, 300000, Importance.LOW,
              "How long the connectors and tasks of a departed worker stay unassigned, waiting for it to return",
              validator=Range.at_least(0))
-     .define("connect.protocol", ConfigType.STRING, "compatible", Importance.LOW,
-             "compatible: incremental cooperative rebalancing (KIP-415); eager: stop everything each rebalance",
-             validator=ValidString.in_("compatible", "eager"))
-     .define("rest.advertised.listener", ConfigType.STRING, None, Importance.LOW,
-             "The scheme other workers use to reach this one (http only)",
-             validator=ValidString.in_("http", "HTTP"))
+     .define(CONNECT_PROTOCOL, ConfigType.STRING, "sessioned", Importance.LOW,
+             "sessioned: incremental cooperative rebalancing (KIP-415) with requests between workers signed by a "
+             "session key (KIP-507); compatible: the same rebalancing unsigned; eager: stop everything each "
+             "rebalance", validator=ValidString(("sessioned", "compatible", "eager"), case_sensitive=False))
+     .define(KEY_TTL_MS, ConfigType.INT, 3_600_000, Importance.LOW,
+             "How long the leader uses a session key before it writes a new one (0: never)",
+             validator=Range.at_least(0))
+     .define(KEY_ALGORITHM, ConfigType.STRING, DEFAULT_ALGORITHM, Importance.LOW,
+             "The algorithm session keys are generated for", validator=_check_algorithm)
+     .define(KEY_SIZE, ConfigType.INT, None, Importance.LOW,
+             "The size of session keys in bits (default: the algorithm's, e.g. 256 for HmacSHA256)",
+             validator=Range.at_least(MIN_KEY_BITS))
+     .define(SIGNATURE_ALGORITHM, ConfigType.STRING, DEFAULT_ALGORITHM, Importance.LOW,
+             "The algorithm this worker signs requests to the leader with", validator=_check_algorithm)
+     .define(VERIFICATION_ALGORITHMS, ConfigType.LIST, DEFAULT_ALGORITHM, Importance.LOW,
+             "The algorithms the leader accepts signatures of; must include inter.worker.signature.algorithm",
+             validator=_check_algorithms)
      .define(EXACTLY_ONCE_SOURCE_SUPPORT, ConfigType.STRING, "disabled", Importance.HIGH,
              "KIP-618: enabled runs every source task with a transactional producer that writes its records and "
              "source offsets in one transaction; preparing only reads offsets read_committed and fences the "
              "previous tasks of a connector on reconfiguration (the step before enabled on a running cluster)",
              validator=ValidString(("disabled", "preparing", "enabled"), case_sensitive=False)))
+
+
+def _check_algorithm(name: str, value: Any) -> None:
+    problem = algorithm_error(str(value))
+    if problem is not None:
+        raise ConfigException(name, value, problem)
+
+
+def _check_algorithms(name: str, value: Any) -> None:
+    if not value:
+        raise ConfigException(name, value, "At least one signature verification algorithm must be provided")
+    for algorithm in value:
+        _check_algorithm(name, algorithm)
+
+
+def _check_signing(values: Mapping[str, Any]) -> None:
+    """Kafka's cross-check: a worker must accept the signatures it makes itself."""
+    if values[SIGNATURE_ALGORITHM] not in values[VERIFICATION_ALGORITHMS]:
+        raise ConfigException(SIGNATURE_ALGORITHM, values[SIGNATURE_ALGORITHM],
+                              f"Signature algorithm must be present in {VERIFICATION_ALGORITHMS} list")
 
 
 def exactly_once_source(worker: WorkerConfig) -> str:
@@ -144,26 +197,45 @@ class WorkerConfig:
 
     @classmethod
     def parse(cls, props: Mapping[str, str], standalone: bool = True) -> WorkerConfig:
-        return cls(dict(props), worker_config_def(standalone).parse(props), standalone)
+        """Raises ConfigException naming the first bad config (the REST listeners are checked too)."""
+        worker = cls(dict(props), worker_config_def(standalone).parse(props), standalone)
+        worker.advertised_listener()
+        if not standalone:
+            _check_signing(worker.values)
+        return worker
 
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(self.values["bootstrap.servers"])
 
     def listener(self) -> tuple[str, int]:
-        """The REST listener's host and port (the first of `listeners`)."""
-        url = urlsplit(self.values["listeners"][0])
-        if url.scheme not in ("http", "") or url.port is None:
-            raise ConfigException("listeners", self.values["listeners"][0], "Expected http://host:port")
-        return url.hostname or "0.0.0.0", url.port
+        """The host and port of the first http listener (MirrorMaker's dedicated workers serve that one only)."""
+        for listener in self.rest_listeners():
+            if not listener.tls:
+                return listener.host or "0.0.0.0", listener.port
+        raise ConfigException(LISTENERS, ",".join(self.values[LISTENERS]), "Expected an http://host:port listener")
+
+    def rest_listeners(self) -> tuple[ListenerUrl, ...]:
+        """Every REST listener of `listeners`, in order."""
+        return parse_listeners(self.values[LISTENERS])
+
+    def advertised_listener(self) -> ListenerUrl:
+        """The listener other workers reach this one on (`rest.advertised.listener`)."""
+        return advertised_listener(self.rest_listeners(), self.values.get(ADVERTISED_LISTENER))
+
+    def rest_url(self) -> str:
+        """The URL other workers reach this one at: the advertised listener's scheme, `rest.advertised.host.name`
+        and `rest.advertised.port` (each defaulting to the listener's)."""
+        return url_of(self.advertised_listener(), self.values.get("rest.advertised.host.name"),
+                      self.values.get("rest.advertised.port"))
 
     def worker_id(self) -> str:
-        host, port = self.listener()
-        advertised_host = self.values.get("rest.advertised.host.name") or host
-        if advertised_host == "0.0.0.0":
-            import socket
-            advertised_host = socket.gethostname()
-        return f"{advertised_host}:{self.values.get('rest.advertised.port') or port}"
+        """`host:port` of the advertised URL, as Kafka Connect names its workers."""
+        return urlsplit(self.rest_url()).netloc
+
+    def rest_tls(self) -> RestTls:
+        """The TLS settings of the https listeners, and of this worker's requests to other workers."""
+        return rest_tls(self.raw)
 
     def client_config(self, client: str) -> dict[str, Any]:
         """librdkafka settings for the worker's `producer`/`consumer`/`admin` clients: `bootstrap.servers`,
