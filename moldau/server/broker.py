@@ -36,6 +36,7 @@ from moldau.config import (
 )
 from moldau.config.group_defs import validate_group_configs
 from moldau.console.service import ConsoleService, console_for
+from moldau.coordinator.group.consumer import TopicVisibility
 from moldau.coordinator.group.coordinator import OFFSETS_TOPIC_CONFIGS, GroupCoordinator
 from moldau.coordinator.group.records import OFFSETS_TOPIC
 from moldau.coordinator.group.runtime import GroupRuntime
@@ -63,6 +64,7 @@ from moldau.replication.fetcher import FetcherSettings
 from moldau.replication.log_dir_mover import LogDirMover
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.security.acl.authorizer import Authorizer
+from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.security.acl.rules import RequestAuthorization
 from moldau.security.client_security import PLAINTEXT as PLAINTEXT_CLIENT
 from moldau.security.client_security import TLS_PROTOCOLS, ClientSecurity
@@ -472,12 +474,25 @@ class Broker:
 
     def _start_group_coordinator(self) -> GroupRuntime:
         """Groups of the `__consumer_offsets` partitions led here; loaded now, and followed as the image moves."""
-        coordinator = GroupCoordinator(self.node_id, CoordinatorSettings.from_config(self.config),
-                                       lambda: self.image, self._request_offsets_topic, self.replicas)
+        settings = CoordinatorSettings.from_config(self.config, self._topic_visibility())
+        coordinator = GroupCoordinator(self.node_id, settings, lambda: self.image, self._request_offsets_topic,
+                                       self.replicas)
         runtime = GroupRuntime(coordinator, self.clock, self._woken_connections.others_waiting)
         self.quorum.add_listener(runtime.on_image)
         runtime.start(self.image)
         return runtime
+
+    def _topic_visibility(self) -> TopicVisibility | None:
+        """Who may DESCRIBE which topic, by the ACLs of the current image: what a consumer's regex may resolve
+        to. None without an authorizer."""
+        authorizer = self.authorizer
+        if authorizer is None:
+            return None
+
+        def visible(principal: str, host: str, topic: str) -> bool:
+            return authorizer.authorize(self.image.acls, principal, host, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                        topic)
+        return visible
 
     def _start_share_groups(self) -> ShareGroups:
         """Share groups, with share-partition state kept by the share coordinator; a share-partition is dropped

@@ -292,3 +292,110 @@ def test_share_group_apis_need_read_on_the_group_and_describe_on_subscribed_topi
             max_wait=i32Timedelta.parse(dt.timedelta(0)), min_bytes=i32(1),
             max_records=i32(10), batch_size=i32(10), topics=(), forgotten_topics_data=()))
     assert fetched.error_code == ErrorCode.group_authorization_failed
+
+
+def _consumer_heartbeat(bootstrap: str, group: str, member_id: str, epoch: int, regex: str | None) -> Any:
+    from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
+
+    from tests.support.raw_client import RawClient
+
+    with RawClient(bootstrap) as client:
+        return client.request(ConsumerGroupHeartbeatRequest(
+            group_id=GroupId(group), member_id=member_id, member_epoch=i32(epoch), instance_id=None, rack_id=None,
+            rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)), subscribed_topic_names=None,
+            subscribed_topic_regex=regex, server_assignor=None, topic_partitions=None if epoch else ()))
+
+
+def test_a_regex_subscription_gets_only_topics_the_consumer_may_describe(secured: BrokerProcess) -> None:
+    """KIP-848 regexes are resolved by the coordinator: only to topics the member's principal may DESCRIBE
+    (Kafka's rule), and again when the ACLs change. librdkafka reads through it without an error; a raw member
+    sees its assignment shrink."""
+    from kio.schema.errors import ErrorCode
+
+    from tests.support.polling import wait_until
+
+    consumer = Consumer({"bootstrap.servers": secured.bootstrap, "group.id": "allowed-regex",
+                         "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "enable.metrics.push": False})
+    try:
+        consumer.subscribe(["^(readable|hidden)$"])
+        deadline = time.monotonic() + TIMEOUT_S
+        got: list[Any] = []
+        while not got and time.monotonic() < deadline:
+            got = consumer.consume(10, 0.5)
+        assert [(m.error(), m.topic(), m.value()) for m in got] == [(None, "readable", b"v")]
+        assert [tp.topic for tp in consumer.assignment()] == ["readable"]
+    finally:
+        consumer.close()
+
+    # hidden (no ACL) matches the regex but is never assigned; without the filter it would be a second topic.
+    joined = wait_until(lambda: (r := _consumer_heartbeat(secured.bootstrap, "allowed-rx-raw", "m1", 0,
+                                                          "^(readable|hidden)$")).error_code == ErrorCode.none
+                        and r, TIMEOUT_S, "the raw member never joined")
+    assert [len(t.partitions) for t in joined.assignment.topic_partitions] == [1]
+
+
+def test_describing_a_group_needs_describe_on_every_topic_its_members_use(secured: BrokerProcess) -> None:
+    """ConsumerGroupDescribe and ShareGroupDescribe refuse a group naming a topic the client may not DESCRIBE
+    (TOPIC_AUTHORIZATION_FAILED, as Kafka does), and a regex member loses the topic at its next heartbeat."""
+    import uuid
+
+    from kio.schema.consumer_group_describe.v0.request import ConsumerGroupDescribeRequest
+    from kio.schema.errors import ErrorCode
+    from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+    from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+
+    from tests.support.polling import wait_until
+    from tests.support.raw_client import RawClient
+
+    topic = "team-described"
+    admin = AdminClient({"bootstrap.servers": secured.bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)], operation_timeout=10)[topic].result(timeout=TIMEOUT_S)
+    joined = wait_until(lambda: (r := _consumer_heartbeat(secured.bootstrap, "allowed-described", "m1", 0,
+                                                          f"^{topic}$")).error_code == ErrorCode.none and r,
+                        TIMEOUT_S, "the consumer group was never joined")
+    assert [len(t.partitions) for t in joined.assignment.topic_partitions] == [2]
+
+    def share_join() -> Any:
+        with RawClient(secured.bootstrap) as client:
+            return client.request(ShareGroupHeartbeatRequest(
+                group_id=GroupId("allowed-shared"), member_id=uuid.uuid4().hex, member_epoch=i32(0), rack_id=None,
+                subscribed_topic_names=(TopicName(topic),)))
+
+    # The first share heartbeat may find __share_group_state still being created (COORDINATOR_NOT_AVAILABLE).
+    share = wait_until(lambda: (r := share_join()).error_code == ErrorCode.none and r, TIMEOUT_S,
+                       "the share group was never joined")
+    assert share.assignment is not None
+
+    def describe() -> tuple[Any, Any]:
+        with RawClient(secured.bootstrap) as client:
+            (consumer,) = client.request(ConsumerGroupDescribeRequest(
+                group_ids=(GroupId("allowed-described"),), include_authorized_operations=False)).groups
+            (shared,) = client.request(ShareGroupDescribeRequest(
+                group_ids=(GroupId("allowed-shared"),), include_authorized_operations=False)).groups
+        return consumer, shared
+
+    consumer, shared = describe()
+    assert (consumer.error_code, len(consumer.members)) == (ErrorCode.none, 1)
+    assert (shared.error_code, len(shared.members)) == (ErrorCode.none, 1)
+
+    deny = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, ANON, "*", AclOperation.DESCRIBE,
+                      AclPermissionType.DENY)
+    for future in admin.create_acls([deny], request_timeout=TIMEOUT_S).values():
+        future.result(timeout=TIMEOUT_S)
+    consumer, shared = describe()
+    for group in (consumer, shared):
+        assert (group.error_code, group.members) == (ErrorCode.topic_authorization_failed, ()), group
+        assert topic not in (group.error_message or "")
+    # The same through confluent-kafka's AdminClient.
+    with pytest.raises(KafkaException) as refused:
+        admin.describe_consumer_groups(["allowed-described"])["allowed-described"].result(timeout=TIMEOUT_S)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    # The member's next heartbeat resolves its regex with the new ACLs: nothing left, and the group describes.
+    again = _consumer_heartbeat(secured.bootstrap, "allowed-described", "m1", joined.member_epoch, None)
+    assert again.error_code == ErrorCode.none and again.assignment is not None
+    assert again.assignment.topic_partitions == ()
+    consumer, _ = describe()
+    assert consumer.error_code == ErrorCode.none
+    assert [m.assignment.topic_partitions for m in consumer.members] == [()]

@@ -5,7 +5,7 @@ Members heartbeat (ConsumerGroupHeartbeat); the broker computes the assignment. 
 - the group epoch is bumped whenever what the assignment depends on changes: a member joins or leaves, a
   subscription changes, or a subscribed topic's partition count changes (a topic created or deleted that a
   member's regex matches changes its subscription: regexes are resolved against the topics at every
-  heartbeat, `topic_regex`);
+  heartbeat, `topic_regex`, and with an authorizer match only topics the member's principal may DESCRIBE);
 - the target assignment is recomputed by the server-side assignor when its epoch lags the group epoch;
 - each member converges on its target incrementally, on its own heartbeats: partitions it must give up are
   first revoked (the member keeps its epoch until its heartbeat no longer reports them as owned), then it moves
@@ -55,6 +55,10 @@ LEAVE_EPOCH = -1
 LEAVE_STATIC_EPOCH = -2
 
 STABLE, UNREVOKED, UNRELEASED = 0, 1, 2
+# May this principal, from this host, DESCRIBE this topic? (principal, host, topic); the broker's authorizer.
+TopicVisibility = Callable[[str, str, str], bool]
+# What a member's regex is resolved with: the regex, and the principal and host whose DESCRIBE rights filter it.
+_Resolver = tuple[str, str | None, str]
 # OffsetCommit carries a member epoch from this version on (KIP-848); members of this protocol need it.
 KIP848_OFFSET_COMMIT_VERSION = 9
 
@@ -73,6 +77,9 @@ class ConsumerSettings:
     max_size: int = 2**31 - 1
     # group.consumer.migration.policy: which conversions of a group with members are allowed (KIP-848).
     migration_policy: str = "bidirectional"
+    # Which topics a regex may resolve to for a member (None: no authorizer, every topic). A name subscribed
+    # to explicitly is checked before the heartbeat gets here (TOPIC_AUTHORIZATION_FAILED), as in Kafka.
+    topic_visible: TopicVisibility | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +98,7 @@ class HeartbeatRequest:
     client_id: str = ""
     client_host: str = ""
     classic: ClassicMemberMetadata | None = None  # a JoinGroup of a classic member, put in these terms
+    principal: str | None = None  # who sent it ("User:alice"); None: unchanged
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,11 +167,11 @@ class ConsumerGroup:
     current: dict[str, MemberAssignment] = field(default_factory=dict)
     liveness: dict[str, Liveness] = field(default_factory=dict)
     group_type: str = GROUP_TYPE
-    # Per regex, the topics mapping it was last resolved against and the result: the coordinator hands the
-    # same read-only mapping to every heartbeat until the metadata changes, so a regex is matched against the
-    # topics once per change, not at every heartbeat of every member.
-    _resolved: dict[str, tuple[Mapping[str, int], frozenset[str]]] = field(default_factory=dict, repr=False,
-                                                                          compare=False)
+    # Per regex and whose rights filter it, the topics mapping it was last resolved against and the result: the
+    # coordinator hands the same read-only mapping to every heartbeat until the metadata (ACLs included)
+    # changes, so a regex is matched against the topics once per change, not at every heartbeat of every member.
+    _resolved: dict[_Resolver, tuple[Mapping[str, int], frozenset[str]]] = field(default_factory=dict, repr=False,
+                                                                                compare=False)
 
     # -- views ---------------------------------------------------------------------------------------------
 
@@ -356,9 +364,10 @@ class ConsumerGroup:
         members[member_id] = meta
         if meta != old:
             records.append(self._record(CG_MEMBER, meta, member_id))
-        # Only what the assignment depends on starts a new group epoch; a new client host does not.
-        changed = old is None or (old.subscribed_topics, old.subscribed_regex, old.server_assignor) != (
-            meta.subscribed_topics, meta.subscribed_regex, meta.server_assignor)
+        # Only what the assignment depends on starts a new group epoch; a new client host does not, unless the
+        # member's regex is filtered by its rights (ACLs may name hosts).
+        changed = old is None or (old.subscribed_topics, _resolver(old), old.server_assignor) != (
+            meta.subscribed_topics, _resolver(meta), meta.server_assignor)
         _, assigned_records, targets, target_epoch = self._refresh(members, topics, changed)
         records += assigned_records
         current = self.current.get(member_id, MemberAssignment())
@@ -378,9 +387,9 @@ class ConsumerGroup:
         target assignment when it lags. Returns (epoch, records, targets, target epoch)."""
         records: list[Record] = []
         subscribed = {t for m in members.values() for t in self._subscription(m, topics)}
-        in_use = {m.subscribed_regex for m in members.values()}
-        for regex in [r for r in self._resolved if r not in in_use]:
-            del self._resolved[regex]
+        in_use = {_resolver(m) for m in members.values()}
+        for resolver in [r for r in self._resolved if r not in in_use]:
+            del self._resolved[resolver]
         metadata = {t: n for t, n in sorted(topics.items()) if t in subscribed}
         epoch = self.epoch
         if metadata != self.partition_metadata:
@@ -406,21 +415,32 @@ class ConsumerGroup:
         return max(sorted(set(wanted)), key=wanted.count)
 
     def _subscription(self, member: ConsumerMemberValue, topics: Mapping[str, int]) -> frozenset[str]:
-        """The member's topics: those it names, and those of `topics` its regex matches (a regex was validated
-        when it was sent; one that does not compile, read back from an older record, matches nothing)."""
-        regex = member.subscribed_regex
-        if regex is None:
+        """The member's topics: those it names, and those of `topics` its regex matches that its principal may
+        DESCRIBE (a regex was validated when it was sent; one that does not compile, read back from an older
+        record, matches nothing)."""
+        resolver = _resolver(member)
+        if resolver is None:
             return frozenset(member.subscribed_topics)
-        cached = self._resolved.get(regex)
+        cached = self._resolved.get(resolver)
         if cached is not None and cached[0] is topics:
             matched = cached[1]
         else:
-            try:
-                matched = matching_topics(regex, topics)
-            except InvalidRegex:
-                matched = frozenset()
-            self._resolved[regex] = (topics, matched)
+            matched = self._resolve(resolver, topics)
+            self._resolved[resolver] = (topics, matched)
         return frozenset(member.subscribed_topics) | matched
+
+    def _resolve(self, resolver: _Resolver, topics: Mapping[str, int]) -> frozenset[str]:
+        regex, principal, host = resolver
+        try:
+            matched = matching_topics(regex, topics)
+        except InvalidRegex:
+            return frozenset()
+        visible = self.settings.topic_visible
+        # A member record from before principals were kept has none: its next heartbeat brings it.
+        if visible is None or principal is None:
+            return matched
+        # Kafka's rule (KAFKA-18813): a regex never hands a member a topic it may not even see.
+        return frozenset(t for t in matched if visible(principal, host, t))
 
     def _assign(self, members: Mapping[str, ConsumerMemberValue], metadata: Mapping[str, int]) -> dict[str, TPs]:
         subscriptions = {m: self._subscription(v, metadata) for m, v in members.items()}
@@ -551,6 +571,12 @@ def _lost_response(request: HeartbeatRequest, current: MemberAssignment) -> bool
             and request.owned <= current.assigned)
 
 
+def _resolver(member: ConsumerMemberValue) -> _Resolver | None:
+    if member.subscribed_regex is None:
+        return None
+    return member.subscribed_regex, member.principal, member.client_host.removeprefix("/")
+
+
 def _merged(old: ConsumerMemberValue | None, request: HeartbeatRequest) -> ConsumerMemberValue:
     """The member's metadata after a heartbeat: fields the request leaves null keep their value."""
     if old is None:
@@ -569,6 +595,7 @@ def _merged(old: ConsumerMemberValue | None, request: HeartbeatRequest) -> Consu
                               else old.rebalance_timeout_ms),
         server_assignor=request.server_assignor if request.server_assignor is not None else old.server_assignor,
         classic=request.classic if request.classic is not None else old.classic,
+        principal=request.principal if request.principal is not None else old.principal,
     )
 
 

@@ -226,8 +226,9 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
 #   4 ConsumerGroupPartitionMetadata      topics [name string, partitions int32]
 #   5 ConsumerGroupMemberMetadata         instance_id string?, rack_id string?, client_id string,
 #                                         client_host string, topics [string], regex string?,
-#                                         rebalance_timeout int32, server_assignor string?, and for a member
-#                                         of the classic protocol: session_timeout int32,
+#                                         rebalance_timeout int32, server_assignor string?, principal string?
+#                                         (value version 1; absent in version 0), and for a member of the
+#                                         classic protocol: session_timeout int32,
 #                                         protocols [name string, metadata bytes]
 #   6 ConsumerGroupTargetAssignmentMetadata  assignment_epoch int32
 #   7 ConsumerGroupTargetAssignmentMember    assignment
@@ -240,6 +241,8 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
 
 CG_METADATA, CG_PARTITIONS, CG_MEMBER, CG_TARGET_METADATA, CG_TARGET_MEMBER, CG_CURRENT = range(3, 9)
 CONSUMER_VALUE_VERSION = 0
+# Member records carry the member's principal from version 1 (its regex is resolved with the principal's rights).
+MEMBER_VALUE_VERSION = 1
 SG_METADATA = 11  # ShareGroupMetadata: a share group exists, at this group epoch
 
 # topic -> partitions; sorted tuples so equal assignments compare and encode equally.
@@ -301,6 +304,9 @@ class ConsumerMemberValue:
     rebalance_timeout_ms: int
     server_assignor: str | None
     classic: ClassicMemberMetadata | None = None  # None: a member of the consumer protocol
+    # Who the member heartbeats as ("User:alice"): its regex matches only topics this principal may DESCRIBE.
+    # None in records written before it was kept (version 0), until the member's next heartbeat.
+    principal: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,7 +358,7 @@ def _write_assignment(w: _Writer, assignment: Assignment) -> None:
 
 
 def _encode_consumer_value(value: ConsumerValue) -> bytes:
-    w = _Writer(CONSUMER_VALUE_VERSION)
+    w = _Writer(MEMBER_VALUE_VERSION if isinstance(value, ConsumerMemberValue) else CONSUMER_VALUE_VERSION)
     if isinstance(value, GroupEpochValue):
         w.i32(value.epoch)
     elif isinstance(value, TargetEpochValue):
@@ -367,6 +373,7 @@ def _encode_consumer_value(value: ConsumerValue) -> bytes:
         for topic in value.subscribed_topics:
             w.string(topic)
         w.string(value.subscribed_regex).i32(value.rebalance_timeout_ms).string(value.server_assignor)
+        w.string(value.principal)
         if value.classic is not None:
             w.i32(value.classic.session_timeout_ms).i32(len(value.classic.protocols))
             for name, metadata in value.classic.protocols:
@@ -394,9 +401,9 @@ def _read_assignment(r: _Reader) -> Assignment:
 
 def _decode_consumer_value(key: ConsumerGroupKey, r: _Reader) -> ConsumerValue:
     version = r.i16()
-    if version != CONSUMER_VALUE_VERSION:
-        raise RecordFormatError(f"unknown consumer group value version {version}")
     kind = key.record_type
+    if version != CONSUMER_VALUE_VERSION and not (kind == CG_MEMBER and version == MEMBER_VALUE_VERSION):
+        raise RecordFormatError(f"unknown consumer group value version {version}")
     if kind == CG_METADATA:
         return GroupEpochValue(r.i32())
     if kind == CG_TARGET_METADATA:
@@ -407,11 +414,12 @@ def _decode_consumer_value(key: ConsumerGroupKey, r: _Reader) -> ConsumerValue:
         head = (r.nullable_string(), r.nullable_string(), r.string(), r.string())
         topics = tuple(r.string() for _ in range(_count(r)))
         regex, rebalance_timeout, assignor = r.nullable_string(), r.i32(), r.nullable_string()
+        principal = r.nullable_string() if version >= MEMBER_VALUE_VERSION else None
         classic = None
         if r.pos < len(r.data):  # only members of the classic protocol carry the trailing fields
             session = r.i32()
             classic = ClassicMemberMetadata(session, tuple((r.string(), r.bytes_()) for _ in range(_count(r))))
-        return ConsumerMemberValue(*head, topics, regex, rebalance_timeout, assignor, classic)
+        return ConsumerMemberValue(*head, topics, regex, rebalance_timeout, assignor, classic, principal)
     if kind == CG_TARGET_MEMBER:
         return TargetMemberValue(_read_assignment(r))
     epochs = (r.i32(), r.i32())

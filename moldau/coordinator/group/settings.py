@@ -7,7 +7,7 @@ from typing import Self
 
 from moldau.config import BrokerConfig
 from moldau.coordinator.group.classic import GroupLimits
-from moldau.coordinator.group.consumer import ConsumerSettings
+from moldau.coordinator.group.consumer import ConsumerSettings, TopicVisibility
 from moldau.coordinator.group.shard import ShardSettings
 
 
@@ -20,7 +20,8 @@ class CoordinatorSettings:
     offset_commit_timeout_ms: int = 5000
 
     @classmethod
-    def from_config(cls, config: BrokerConfig) -> Self:
+    def from_config(cls, config: BrokerConfig, topic_visible: TopicVisibility | None = None) -> Self:
+        """`topic_visible`: the authorizer's DESCRIBE rights on topics (None: no authorizer)."""
         limits = GroupLimits(
             min_session_timeout_ms=config.group_min_session_timeout_ms,
             max_session_timeout_ms=config.group_max_session_timeout_ms,
@@ -37,6 +38,7 @@ class CoordinatorSettings:
                 assignors=tuple(config.group_consumer_assignors),
                 max_size=config.group_consumer_max_size,
                 migration_policy=(config.group_consumer_migration_policy or "bidirectional").lower(),
+                topic_visible=topic_visible,
             ),
         )
         return cls(

@@ -20,7 +20,7 @@ like on a broker listener.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,14 +115,15 @@ RULES: dict[int, tuple[Rule, ...]] = {
     64: (_r(Op.ALTER, Res.CLUSTER),),
     65: (_r(Op.DESCRIBE, Res.TRANSACTIONAL_ID),),
     66: (_r(Op.DESCRIBE, Res.TRANSACTIONAL_ID, note="transactions not describable are left out"),),
-    68: (_r(Op.READ, Res.GROUP, _F), _r(Op.DESCRIBE, Res.TOPIC, _F, note="subscribed topics")),
-    69: (_r(Op.DESCRIBE, Res.GROUP),),
+    68: (_r(Op.READ, Res.GROUP, _F),
+         _r(Op.DESCRIBE, Res.TOPIC, _F, note="subscribed topics; a regex resolves only to describable ones")),
+    69: (_r(Op.DESCRIBE, Res.GROUP), _r(Op.DESCRIBE, Res.TOPIC, note="every topic its members use")),
     71: (_NONE,),
     72: (_NONE,),
     74: (_r(Op.DESCRIBE_CONFIGS, Res.CLUSTER, _F),),
     75: (_r(Op.DESCRIBE, Res.TOPIC, note="topics not describable are left out of a listing"),),
     76: (_r(Op.READ, Res.GROUP, _F), _r(Op.DESCRIBE, Res.TOPIC, _F, note="subscribed topics")),
-    77: (_r(Op.DESCRIBE, Res.GROUP),),
+    77: (_r(Op.DESCRIBE, Res.GROUP), _r(Op.DESCRIBE, Res.TOPIC, note="every topic its members use")),
     78: (_r(Op.READ, Res.GROUP, _F), _r(Op.READ, Res.TOPIC)),
     79: (_r(Op.READ, Res.GROUP, _F), _r(Op.READ, Res.TOPIC)),
     80: (_r(Op.ALTER, Res.CLUSTER),),
@@ -218,6 +219,15 @@ def _check_subscription(ctx: RequestContext, request: Any) -> None:
     if refused:
         raise KafkaError(ErrorCode.topic_authorization_failed,
                          f"{ctx.principal} may not DESCRIBE topics {', '.join(sorted(refused))}")
+
+
+def check_group_topics(ctx: RequestContext, group_id: str, topics: Iterable[str]) -> None:
+    """ConsumerGroupDescribe, ShareGroupDescribe: a group one of whose members subscribes to or is assigned a
+    topic the principal may not DESCRIBE is refused whole, as Kafka does (KAFKA-18813), since its description
+    would name the topic; the message does not name it either."""
+    if any(not ctx.authorize(Op.DESCRIBE, Res.TOPIC, topic) for topic in set(topics)):
+        raise KafkaError(ErrorCode.topic_authorization_failed,
+                         f"group {group_id} uses topics {ctx.principal} may not DESCRIBE")
 
 
 def _check_init_producer_id(ctx: RequestContext, request: Any) -> None:

@@ -3,16 +3,20 @@ target assignment.
 
 A group that does not exist here, or is a classic group, gets GROUP_ID_NOT_FOUND, as in Kafka; a group
 coordinated elsewhere gets NOT_COORDINATOR. Authorized operations (KIP-430) are answered from the ACLs when asked.
+A group whose members subscribe to or are assigned a topic the principal may not DESCRIBE gets
+TOPIC_AUTHORIZATION_FAILED and no description, as in Kafka.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
-from moldau.coordinator.group.consumer import ConsumerGroup, MemberDescription, TPs
+from moldau.coordinator.group.consumer import MemberDescription, TPs
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.security.acl.model import AclOperation, ResourceType
+from moldau.security.acl.rules import check_group_topics
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, requested_operations
@@ -37,9 +41,14 @@ def _describe(ctx: RequestContext, request: Any, group_id: str) -> Any:
     group = shard.consumer_groups.get(group_id)
     if group is None:
         return _failed(cls, group_id, ErrorCode.group_id_not_found, f"group {group_id} is not a consumer group")
+    members = group.describe()
+    try:
+        check_group_topics(ctx, group_id, _topics(members))
+    except KafkaError as exc:
+        return _failed(cls, group_id, exc.code, exc.message)
     return make(cls, error_code=ErrorCode.none, error_message=None, group_id=group_id,
                 group_state=group.state, group_epoch=group.epoch, assignment_epoch=group.target_epoch,
-                assignor_name=group.assignor_name(), members=_members(ctx, group),
+                assignor_name=group.assignor_name(), members=tuple(_member(ctx, m) for m in members),
                 authorized_operations=requested_operations(ctx, request, "include_authorized_operations",
                                                            ResourceType.GROUP, group_id))
 
@@ -56,8 +65,11 @@ def _failed(cls: Any, group_id: str, error: ErrorCode, message: str | None) -> A
 _CLASSIC, _CONSUMER = 0, 1
 
 
-def _members(ctx: RequestContext, group: ConsumerGroup) -> tuple[Any, ...]:
-    return tuple(_member(ctx, m) for m in group.describe())
+def _topics(members: list[MemberDescription]) -> Iterator[str]:
+    """Every topic the description would name."""
+    for m in members:
+        yield from m.metadata.subscribed_topics
+        yield from (topic for topic, _ in m.current.assigned | m.target)
 
 
 def _member(ctx: RequestContext, m: MemberDescription) -> Any:

@@ -3,7 +3,9 @@
 One request joins (member epoch 0), stays alive and reports owned partitions, or leaves (-1; -2 for a static
 member that will come back); the answer carries the member epoch and, when it changed, the partitions the
 member may consume. Topics travel as ids: owned partitions of unknown ids are ignored (the topic is gone).
-From v1 the client generates its member id; v0 lets the coordinator generate one for an empty id. A share group's
+From v1 the client generates its member id; v0 lets the coordinator generate one for an empty id. Subscribed
+topic names the principal may not DESCRIBE are refused before (TOPIC_AUTHORIZATION_FAILED, `security.acl.rules`);
+a regex resolves only to topics it may DESCRIBE (the principal is kept in the member's record for that). A share group's
 id gets GROUP_ID_NOT_FOUND ("not a consumer group", `GroupShard.consumer_heartbeat`), as in Kafka.
 """
 
@@ -42,6 +44,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         owned=None if request.topic_partitions is None else _owned(image, request.topic_partitions),
         client_id=ctx.header.client_id or "",
         client_host=client_host(ctx.peer),
+        principal=str(ctx.principal),
     )
     return _response(ctx, await ctx.broker.groups.consumer_heartbeat(request.group_id, heartbeat))
 

@@ -1,7 +1,8 @@
 """ShareGroupDescribe (key 77): share groups with their members, epochs and assignments.
 
 A group id this broker coordinates but that is not a share group gets GROUP_ID_NOT_FOUND, as in Kafka; one
-coordinated elsewhere gets NOT_COORDINATOR.
+coordinated elsewhere gets NOT_COORDINATOR. A group whose members subscribe to or are assigned a topic the
+principal may not DESCRIBE gets TOPIC_AUTHORIZATION_FAILED and no description, as in Kafka.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.security.acl.model import AclOperation, ResourceType
+from moldau.security.acl.rules import check_group_topics
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, requested_operations
@@ -35,6 +37,11 @@ def _describe(ctx: RequestContext, request: Any, group_id: str) -> Any:
     group = ctx.broker.share.describe(group_id)
     if group is None:
         return _failed(cls, group_id, ErrorCode.group_id_not_found, f"group {group_id} is not a share group")
+    try:
+        check_group_topics(ctx, group_id, (t for m in group.members.values()
+                                           for t in (*m.subscribed_topics, *(topic for topic, _ in m.assignment))))
+    except KafkaError as exc:
+        return _failed(cls, group_id, exc.code, exc.message)
     return make(cls, error_code=ErrorCode.none, error_message=None, group_id=group_id, group_state=group.state,
                 group_epoch=group.epoch, assignment_epoch=group.epoch, assignor_name=ASSIGNOR_NAME,
                 members=tuple(_member(ctx, m) for _, m in sorted(group.members.items())),

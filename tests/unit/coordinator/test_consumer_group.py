@@ -37,8 +37,8 @@ def tps(topic: str, *partitions: int) -> TPs:
 
 
 class Driver:
-    def __init__(self, topics: dict[str, int] | None = None) -> None:
-        self.shard = GroupShard(0, ShardSettings(consumer=SETTINGS), SequentialIds())
+    def __init__(self, topics: dict[str, int] | None = None, settings: ConsumerSettings = SETTINGS) -> None:
+        self.shard = GroupShard(0, ShardSettings(consumer=settings), SequentialIds())
         self.topics = dict(topics or {"t": 6})
         self.log: list[Record] = []
         self.now = 1_000
@@ -336,6 +336,37 @@ def test_a_regex_member_gets_the_topics_it_matches_and_follows_new_ones() -> Non
     d.settle("a")
     assert d.owned["a"] == tps("payments", 0, 1, 2) and d.group.members["a"].subscribed_regex is None
     assert d.group._resolved == {}  # no member uses the regex any more: what it resolved to is dropped
+
+
+def test_a_regex_resolves_only_to_topics_the_members_principal_may_describe() -> None:
+    rights = {("User:alice", "orders-eu"), ("User:alice", "orders-us"), ("User:bob", "orders-us")}
+    asked: set[tuple[str, str]] = set()
+
+    def visible(principal: str, host: str, topic: str) -> bool:
+        asked.add((principal, host))
+        return (principal, topic) in rights
+
+    d = Driver({"orders-eu": 2, "orders-us": 1, "payments": 1}, replace(SETTINGS, topic_visible=visible))
+    joined = d.join("a", topics=(), subscribed_regex="orders-.*", principal="User:alice", client_host="/10.0.0.1")
+    assert joined.assignment == tps("orders-eu", 0, 1) | tps("orders-us", 0)
+    assert asked == {("User:alice", "10.0.0.1")}  # the ACL host, as the connection gives it
+    d.join("b", topics=(), subscribed_regex="orders-.*", principal="User:bob")
+    d.settle("a", "b")
+    assert d.group._subscription(d.group.members["b"], d.topics) == {"orders-us"}
+    assert all(topic == "orders-us" for topic, _ in d.owned["b"])
+    # An ACL taken away: the next metadata image (a new mapping) resolves the regex again, and the topic goes.
+    rights.discard(("User:alice", "orders-eu"))
+    epoch = d.group.epoch
+    d.topics = dict(d.topics)
+    d.settle("a", "b")
+    assert d.group.epoch > epoch
+    assert d.owned["a"] | d.owned["b"] == tps("orders-us", 0) and d.group.subscribed_topics() == {"orders-us"}
+    # The principal is in the member's record: the group replayed from the log resolves the same way.
+    fresh = GroupShard(0, ShardSettings(consumer=replace(SETTINGS, topic_visible=visible)), SequentialIds())
+    fresh.replay_all(d.log, d.now)
+    group = fresh.consumer_groups[GROUP]
+    assert group.members["b"].principal == "User:bob"
+    assert group._subscription(group.members["a"], d.topics) == {"orders-us"}
 
 
 def test_an_invalid_or_too_long_regex_is_refused() -> None:

@@ -8,6 +8,10 @@ from hypothesis import strategies as st
 
 from moldau.coordinator.group.consumer_protocol import subscribed_topics
 from moldau.coordinator.group.records import (
+    CG_MEMBER,
+    ClassicMemberMetadata,
+    ConsumerGroupKey,
+    ConsumerMemberValue,
     GroupKey,
     GroupValue,
     MemberValue,
@@ -104,3 +108,21 @@ def test_consumer_subscription_topics() -> None:
     assert subscribed_topics(subscription("a", "b")) == frozenset({"a", "b"})
     assert subscribed_topics(b"\x00") is None
     assert subscribed_topics(b"\x00\x00\x00\x00\x00\x01\x00\x09ab") is None
+
+
+def test_consumer_member_records_keep_the_principal_and_read_version_0_without_it() -> None:
+    member = ConsumerMemberValue("i", None, "client", "/10.0.0.1", ("a", "b"), "orders-.*", 30_000, "uniform",
+                                 principal="User:alice")
+    classic = ConsumerMemberValue(None, "rack", "c", "/h", ("t",), None, 5000, None,
+                                  ClassicMemberMetadata(6000, (("range", b"\x00\x01"),)), principal="User:bob")
+    key = ConsumerGroupKey(CG_MEMBER, "g", "m")
+    for value in (member, classic):
+        assert decode(*encode(Record(key, value))).value == value
+    # Version 0, written before principals were kept: the same fields, no principal.
+    key_bytes, v1 = encode(Record(key, member))
+    assert v1 is not None and v1.endswith(b"\x00\x0aUser:alice") and v1[:2] == b"\x00\x01"
+    v0 = b"\x00\x00" + v1[2:-len(b"\x00\x0aUser:alice")]
+    assert decode(key_bytes, v0).value == ConsumerMemberValue("i", None, "client", "/10.0.0.1", ("a", "b"),
+                                                              "orders-.*", 30_000, "uniform", principal=None)
+    with pytest.raises(RecordFormatError):
+        decode(key_bytes, b"\x00\x02" + v1[2:])
