@@ -90,6 +90,7 @@ from moldau.server.feature_gate import FeatureGate
 from moldau.server.fetch_sessions import FetchSessionCache
 from moldau.server.internal_topics import InternalTopics
 from moldau.server.replica_links import ReplicaLinks
+from moldau.server.share_group_records import write_expired
 from moldau.server.share_state_links import ShareStateLinks
 from moldau.server.txn_links import TxnLinks
 from moldau.share.manager import ShareGroups
@@ -104,6 +105,7 @@ log = logging.getLogger(__name__)
 METADATA_DIR = "__cluster_metadata"
 BOOTSTRAP_TIMEOUT_S = 30.0
 MAINTENANCE_INTERVAL_MS = 1000
+SHARE_MEMBER_SWEEP_MS = 1000
 FENCE_CHECK_INTERVAL_S = 0.25
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 5.0
 MAX_CAUGHT_UP_IDS = 16  # unknown schema ids one produced batch may make the registry catch up for
@@ -251,6 +253,7 @@ class Broker:
             if self.registry is not None:
                 self.registry.start()
             self._tasks.append(asyncio.get_running_loop().create_task(self._maintenance()))
+            self._tasks.append(asyncio.get_running_loop().create_task(self._sweep_share_members()))
         if self.console is not None:
             self.console.start()
         log.info("moldau node %d started (cluster %s, roles %s), listening on %s", self.node_id, self.cluster_id,
@@ -710,6 +713,17 @@ class Broker:
                     await serve_between(self.log_manager.retention_slices(now_ms), RETENTION_SLICE_PAUSE_S)
             except Exception:
                 log.exception("log maintenance failed; retrying in %d ms", MAINTENANCE_INTERVAL_MS)
+
+    async def _sweep_share_members(self) -> None:
+        """Remove share group members silent for their session timeout even when no share request comes, so
+        what they held is released and their leaving is written, as Kafka's session timers do."""
+        while True:
+            await asyncio.sleep(SHARE_MEMBER_SWEEP_MS / 1000)
+            try:
+                self.share.expire_members(self.share.now_ms())
+                await write_expired(self)
+            except Exception:
+                log.exception("share group member sweep failed; retrying in %d ms", SHARE_MEMBER_SWEEP_MS)
 
     # -- state used by handlers -----------------------------------------------------------------------------
 

@@ -8,5 +8,6 @@
 - `manager`: the broker's share-partitions, groups and sessions, with the clock and ShareFetch's waiting.
 
 Share-partition state is durable in `__share_group_state`, kept by the share coordinator
-(`moldau.coordinator.share`); membership and share sessions are in memory.
+(`moldau.coordinator.share`); groups and their members in `__consumer_offsets`, written by the group coordinator
+(`moldau.server.share_group_records`); share sessions are in memory.
 """

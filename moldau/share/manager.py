@@ -6,15 +6,17 @@ read when a share-partition is first used here (initialized first when it has no
 acknowledgement (answered once the write is durable), and after releases and expired locks (in the background),
 so deliveries are counted across restarts; only an acquisition in progress is not. A write names only the batches
 that changed since the last one sent (the coordinator lays them over the state it has), or the whole window after
-a write failed. Group membership and share sessions are in memory; a group's existence and epoch are written to
-`__consumer_offsets` by the group coordinator (`DurableShareGroups`), and a group known only from there (after a
-restart of its coordinator) is taken back here empty, at its written epoch. When the last share session of a
+a write failed. Group membership is written to `__consumer_offsets` by the group coordinator
+(`DurableShareGroups`, `moldau.server.share_group_records`), and a group known only from there (after a restart of
+its coordinator) is taken back here at its written epoch with its written members, each given a fresh session, so
+members still running carry on with their epochs. Share sessions are in memory. When the last share session of a
 group here ends, its share-partitions are written and dropped from memory, so the next fetch reads back whatever
 an administrator set meanwhile (the offset APIs need the group empty).
 
-Time is the injected clock's monotonic milliseconds. Expired members are removed and expired locks released
-lazily, on the next share request that touches them; a ShareFetch waiting for records is woken by appends to
-its partitions and by records made available again (released, or their member gone).
+Time is the injected clock's monotonic milliseconds. Expired members are removed on the next share request and by
+the broker's sweep (`expire_members`, which notes the groups whose members must be written again), expired locks
+released lazily, on the next share request that touches them; a ShareFetch waiting for records is woken by appends
+to its partitions and by records made available again (released, or their member gone).
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from moldau.config.offset_reset import BY_DURATION, duration_ms
+from moldau.coordinator.group.records import ShareMemberValue
 from moldau.coordinator.share.records import ShareSnapshot, StateBatch, StateKey
 from moldau.coordinator.share.state import delivering_count
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.share.group import Heartbeat, HeartbeatAnswer, ShareGroup
+from moldau.share.group import Heartbeat, HeartbeatAnswer, ShareGroup, ShareMember
 from moldau.share.partition import ArchivedRecord, RecordState, SharePartition
 from moldau.share.sessions import ShareSessions
 from moldau.share.settings import ShareBrokerSettings
@@ -70,12 +73,20 @@ class StateStore(Protocol):
 
 
 class DurableShareGroups(Protocol):
-    """The share groups written to `__consumer_offsets` on the partitions coordinated here, by their epoch."""
+    """The share groups written to `__consumer_offsets` on the partitions coordinated here, by their epoch, and
+    their members."""
 
     def share_group_epoch(self, group_id: str) -> int | None:
         ...
 
     def share_group_epochs(self) -> Mapping[str, int]:
+        ...
+
+    def share_group_members(self, group_id: str) -> Mapping[str, ShareMemberValue]:
+        ...
+
+    def share_group_load(self, group_id: str) -> int | None:
+        """Which loading of the group's `__consumer_offsets` partition coordinates it here (None: none)."""
         ...
 
 
@@ -111,6 +122,8 @@ class ShareGroups:
         self._clock = clock
         self._replicas = replicas
         self.groups: dict[str, ShareGroup] = {}
+        self.expired_in: set[str] = set()  # groups that lost members to expiry since `take_expired_in`
+        self._loaded_from: dict[str, int | None] = {}  # per group in memory, the loading it was taken from
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         self.sessions: ShareSessions[SessionPartition] = ShareSessions()
         self._waiters: set[asyncio.Future[None]] = set()
@@ -135,9 +148,7 @@ class ShareGroups:
                   ) -> HeartbeatAnswer:
         now = self.now_ms()
         self.expire_members(now)
-        group = self._adopt(group_id)
-        if group is None:
-            group = self.groups[group_id] = ShareGroup(group_id, self.settings.membership)
+        group = self._adopt(group_id) or self._create(group_id)
         group.settings = self.group_settings(group_id).membership
         # A member leaving (epoch -1) keeps its share sessions: a closing consumer sends its last acknowledgements
         # and closes them (epoch -1) in parallel with the leave, and they must still find what it holds.
@@ -145,10 +156,11 @@ class ShareGroups:
 
     def ensure_group(self, group_id: str) -> ShareGroup:
         """The share group, created empty if it is not known (an administrator may set its offsets first)."""
-        group = self._adopt(group_id)
-        if group is None:
-            group = self.groups[group_id] = ShareGroup(group_id, self.group_settings(group_id).membership)
-        return group
+        return self._adopt(group_id) or self._create(group_id)
+
+    def group(self, group_id: str) -> ShareGroup | None:
+        """The share group as coordinated here now, without expiring anyone."""
+        return self._adopt(group_id)
 
     def describe(self, group_id: str) -> ShareGroup | None:
         self.expire_members(self.now_ms())
@@ -164,13 +176,38 @@ class ShareGroups:
 
     def _adopt(self, group_id: str) -> ShareGroup | None:
         """The group in memory; one written to `__consumer_offsets` but not here (its coordinator restarted) is
-        taken back empty, at the epoch written, so its epochs go on from there."""
+        taken back at the epoch written, so its epochs go on from there, with the members written, each with a
+        fresh session (a member still running carries on at its epoch; one gone expires)."""
         group = self.groups.get(group_id)
-        if group is None and self._written_groups is not None:
-            epoch = self._written_groups.share_group_epoch(group_id)
-            if epoch is not None:
-                group = self.groups[group_id] = ShareGroup(group_id, self.group_settings(group_id).membership,
-                                                           epoch)
+        written = self._written_groups
+        if written is None:
+            return group
+        load = written.share_group_load(group_id)
+        if group is not None and self._loaded_from.get(group_id) == load:
+            return group
+        # Not in memory, or kept from an earlier time this broker coordinated it (the group's partition was led
+        # elsewhere meanwhile, and its coordinator there may have changed it): what is written now is the group.
+        self.groups.pop(group_id, None)
+        self._loaded_from.pop(group_id, None)
+        epoch = written.share_group_epoch(group_id)
+        if epoch is None:
+            return None
+        settings = self.group_settings(group_id).membership
+        group = self.groups[group_id] = ShareGroup(group_id, settings, epoch)
+        self._loaded_from[group_id] = load
+        deadline = self.now_ms() + settings.session_timeout_ms
+        for member_id, m in written.share_group_members(group_id).items():
+            # No assignment yet: the group learns its topics' partition counts at the next heartbeat, which moves
+            # the epoch, so every member is sent its assignment again.
+            group.members[member_id] = ShareMember(member_id, m.member_epoch, m.subscribed_topics, deadline,
+                                                   m.rack_id, m.client_id, m.client_host)
+        return group
+
+    def _create(self, group_id: str) -> ShareGroup:
+        """A new, empty share group (it is written with its first member, or an administrator's offsets)."""
+        group = self.groups[group_id] = ShareGroup(group_id, self.group_settings(group_id).membership)
+        if self._written_groups is not None:
+            self._loaded_from[group_id] = self._written_groups.share_group_load(group_id)
         return group
 
     def delete_group(self, group_id: str) -> ErrorCode | None:
@@ -183,14 +220,23 @@ class ShareGroups:
         if group.members:
             return ErrorCode.non_empty_group
         del self.groups[group_id]
+        self._loaded_from.pop(group_id, None)
         for key in [k for k in self.partitions if k[0] == group_id]:
             self._forget(key)
         return ErrorCode.none
 
     def expire_members(self, now_ms: int) -> None:
         for group in self.groups.values():
-            for member_id in group.expire(now_ms):
+            gone = group.expire(now_ms)
+            if gone:
+                self.expired_in.add(group.group_id)
+            for member_id in gone:
                 self.member_gone(group.group_id, member_id)
+
+    def take_expired_in(self) -> set[str]:
+        """The groups that lost members to expiry since the last call: their members must be written again."""
+        taken, self.expired_in = self.expired_in, set()
+        return taken
 
     def member_gone(self, group_id: str, member_id: str) -> None:
         """The member was removed for silence: its session ends and what it held here is released."""

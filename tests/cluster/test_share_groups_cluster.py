@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareConsumer
@@ -241,3 +242,43 @@ def test_a_new_partition_leader_goes_on_from_the_durable_state(cluster: LocalClu
     finally:
         second.close()
     assert sorted(accepted + rest) == sorted(values)  # nothing accepted before the failover came back
+
+
+def test_members_carry_on_with_the_next_coordinator_after_a_sigkill(cluster: LocalCluster) -> None:
+    """Share group members are written to `__consumer_offsets`, replicated before the heartbeat is answered: when
+    the group's coordinator is killed, the broker that takes its partition over takes the members back, and a
+    member heartbeating at its epoch carries on there instead of joining again."""
+    from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+    from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+
+    addresses = {n.node_id: n.kafka_address or "" for n in cluster.brokers}
+
+    def coordinator(alive: list[int]) -> int | None:
+        with RawClient(addresses[alive[0]]) as client:
+            (found,) = client.request(FindCoordinatorRequest(key_type=i8(0),
+                                                             coordinator_keys=("carrying",))).coordinators
+        return found.node_id if found.error_code == 0 and found.node_id in alive else None
+
+    def heartbeat(node: int, member_id: str, epoch: int) -> Any:
+        request = ShareGroupHeartbeatRequest(group_id=GroupId("carrying"), member_id=member_id,
+                                             member_epoch=i32(epoch), rack_id=None,
+                                             subscribed_topic_names=(TopicName(TOPIC),) if epoch == 0 else None)
+        with RawClient(addresses[node]) as client:
+            return client.request(request)
+
+    brokers = sorted(addresses)
+    first = wait_until(lambda: coordinator(brokers), 30.0, "no coordinator for the group")
+    joined = wait_until(lambda: (r := heartbeat(first, "m1", 0)).error_code == 0 and r, 30.0, "never joined")
+    settled = heartbeat(first, "m1", joined.member_epoch)
+    assert settled.error_code == 0
+    cluster.node(first).kill()
+    alive = [b for b in brokers if b != first]
+    second = wait_until(lambda: coordinator(alive), 30.0, "no new coordinator for the group")
+    carried = wait_until(lambda: (r := heartbeat(second, "m1", settled.member_epoch)).error_code
+                         not in (14, 15, 16) and r, 30.0, "the new coordinator never loaded the group")
+    assert carried.error_code == 0, carried  # not UNKNOWN_MEMBER_ID (25)
+    assert carried.member_epoch >= settled.member_epoch and carried.assignment is not None
+    with RawClient(addresses[second]) as client:
+        (described,) = client.request(ShareGroupDescribeRequest(group_ids=(GroupId("carrying"),),
+                                                                include_authorized_operations=False)).groups
+    assert [m.member_id for m in described.members] == ["m1"]

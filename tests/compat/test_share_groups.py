@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -475,6 +476,64 @@ def test_a_share_group_outlives_a_restart_of_its_coordinator(tmp_path: Path) -> 
         assert "lasting" not in {group for group, _ in listed_share_groups(proc)}
         assert describe(proc, "lasting").error_code == ErrorCode.group_id_not_found
         assert join_group_error(proc, "lasting") == ErrorCode.member_id_required  # free for a classic group now
+
+
+
+def share_heartbeat(broker: BrokerProcess, member_id: str, epoch: int, topics: tuple[str, ...] | None = None,
+                    group_id: str = "carrying") -> Any:
+    """One ShareGroupHeartbeat; retried while the coordinator is (re)loading."""
+    def send() -> Any:
+        with RawClient(broker.bootstrap) as client:
+            return client.request(ShareGroupHeartbeatRequest(
+                group_id=GroupId(group_id), member_id=member_id, member_epoch=i32(epoch), rack_id=None,
+                subscribed_topic_names=None if topics is None else tuple(TopicName(t) for t in topics)))
+
+    loading = (ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress,
+               ErrorCode.not_coordinator)
+    return wait_until(lambda: (r := send()).error_code not in loading and r, 30.0, "the coordinator never loaded")
+
+
+def test_members_carry_on_after_a_restart_of_their_coordinator(tmp_path: Path) -> None:
+    """Members are written to __consumer_offsets (record type 10), as Kafka writes them: after a SIGKILL and a
+    restart, a member heartbeating at its epoch carries on (it does not get UNKNOWN_MEMBER_ID and join again) and
+    is described as before; one that left stays gone; one that never comes back is removed after its session
+    timeout, and that is written too, with no heartbeat to carry it, so it stays removed across the next restart.
+    A librdkafka ShareConsumer reads on across both restarts."""
+    configs = {"group.share.session.timeout.ms": str(SESSION_TIMEOUT_MS), "group.share.heartbeat.interval.ms": "500"}
+    with own_broker(tmp_path, **configs) as proc:
+        topic = new_topic(proc, [b"before"])
+        epochs = {m: share_heartbeat(proc, m, 0, (topic,)).member_epoch for m in ("stays", "leaves", "lost")}
+        assert share_heartbeat(proc, "leaves", -1).error_code == ErrorCode.none
+        for member in ("stays", "lost"):  # both move to the group's epoch
+            answer = share_heartbeat(proc, member, epochs[member])
+            assert answer.error_code == ErrorCode.none
+            epochs[member] = answer.member_epoch
+        with share_consumer(proc, "carrying", topic) as consumer:
+            poll_until(consumer, lambda got: b"before" in {m.value() for m in got})
+            before = describe(proc, "carrying")
+            members = {m.member_id: (m.member_epoch, m.client_id, m.subscribed_topic_names) for m in before.members}
+            assert len(members) == 3 and {"stays", "lost"} < set(members)  # and the ShareConsumer
+            proc.kill()
+            proc.start()
+            after = describe(proc, "carrying")
+            assert after.group_epoch >= before.group_epoch  # the consumer's heartbeats may have moved it on
+            assert {m.member_id: (m.member_epoch, m.client_id, m.subscribed_topic_names)
+                    for m in after.members if m.member_id in ("stays", "lost")} == {
+                        m: members[m] for m in ("stays", "lost")}
+            carried = share_heartbeat(proc, "stays", epochs["stays"])
+            assert carried.error_code == ErrorCode.none and carried.member_epoch >= epochs["stays"]
+            assert carried.assignment is not None  # sent again: the group re-learnt its topics
+            assert share_heartbeat(proc, "leaves", 1).error_code == ErrorCode.unknown_member_id
+            produce(proc, topic, [b"after"])
+            poll_until(consumer, lambda got: b"after" in {m.value() for m in got})
+        # Nobody heartbeats now: the sweep removes "stays" and "lost" and writes it.
+        wait_until(lambda: not describe(proc, "carrying").members, 30.0, "the silent members were never removed")
+        time.sleep(3 * 1.0)  # the sweep runs every second: the tombstones are written by now
+        proc.kill()
+        proc.start()
+        share_heartbeat(proc, "probe", -1)  # waits for the coordinator to load
+        final = describe(proc, "carrying")
+        assert (final.error_code, final.group_state, final.members) == (ErrorCode.none, "Empty", ())
 
 
 def state_summary(broker: BrokerProcess, group_id: str, topic: str) -> Any:

@@ -48,7 +48,10 @@ from moldau.coordinator.group.records import (
     OFFSETS_TOPIC,
     Record,
     RecordFormatError,
+    ShareGroupKey,
     ShareGroupValue,
+    ShareMemberKey,
+    ShareMemberValue,
     decode,
     encode,
 )
@@ -66,6 +69,7 @@ log = logging.getLogger(__name__)
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact",
                          "segment.bytes": str(100 * 1024 * 1024)}
 _RETRY_EXPIRY_MS = 1000
+_NO_MEMBERS: Mapping[str, ShareMemberValue] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -566,7 +570,7 @@ class GroupCoordinator:
             return error
         return self._write(shard, records, now_ms)
 
-    # -- share groups (KIP-932): their existence and epoch; membership is the share manager's --------------------
+    # -- share groups (KIP-932) as written; the live membership is the share manager's ---------------------------
 
     def share_group(self, group_id: str) -> ShareGroupValue | None:
         """The share group as last written, if it is a share group of a partition loaded here."""
@@ -581,10 +585,21 @@ class GroupCoordinator:
         """Every share group of the partitions loaded here, by its last written epoch."""
         return {group: value.epoch for shard in self.shards.values() for group, value in shard.share_groups.items()}
 
-    def write_share_group(self, group_id: str, value: ShareGroupValue | None, now_ms: int) -> ErrorCode:
-        """Write the share group, or (None) its deletion. Raises KafkaError (NOT_COORDINATOR ...)."""
-        shard = self.shard(group_id)
-        return self._write(shard, [shard.share_group_record(group_id, value)], now_ms)
+    def share_group_load(self, group_id: str) -> int | None:
+        """Which loading of the group's partition is coordinating it here (None: not loaded here)."""
+        shard = self.partitions.find(group_id)
+        return None if shard is None else shard.load_id
+
+    def share_group_members(self, group_id: str) -> Mapping[str, ShareMemberValue]:
+        """The share group's members as last written (none if it is not a share group loaded here)."""
+        shard = self.partitions.find(group_id)
+        return MappingProxyType(shard.share_members.get(group_id, {})) if shard is not None else _NO_MEMBERS
+
+    def write_share_records(self, group_id: str, records: Sequence[Record], now_ms: int) -> ErrorCode:
+        """Write records of the share group (type 10 and 11) as one batch. Raises KafkaError (NOT_COORDINATOR)."""
+        if any(not isinstance(r.key, ShareGroupKey | ShareMemberKey) or r.key.group != group_id for r in records):
+            raise ValueError(f"only records of share group {group_id} are written here")
+        return self._write(self.shard(group_id), records, now_ms)
 
     def expire_offsets(self, now_ms: int) -> int:
         """Remove expired offsets and forgotten empty groups; returns the number of records written."""

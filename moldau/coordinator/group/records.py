@@ -89,6 +89,8 @@ def encode_key(key: RecordKey) -> bytes:
         return _encode_consumer_key(key)
     if isinstance(key, ShareGroupKey):
         return bytes(_Writer(SG_METADATA).string(key.group).buf)
+    if isinstance(key, ShareMemberKey):
+        return bytes(_Writer(SG_MEMBER).string(key.group).string(key.member_id).buf)
     if isinstance(key, OffsetKey):
         return _encode_offset_key(key)
     return bytes(_Writer(GROUP_KEY_VERSION).string(key.group).buf)
@@ -100,6 +102,12 @@ def encode_value(value: RecordValue | None) -> bytes | None:
     if isinstance(value, ShareGroupValue):
         w = _Writer(CONSUMER_VALUE_VERSION).i32(value.epoch).i32(len(value.topics))
         for topic in value.topics:
+            w.string(topic)
+        return bytes(w.buf)
+    if isinstance(value, ShareMemberValue):
+        w = _Writer(CONSUMER_VALUE_VERSION).i32(value.member_epoch).string(value.rack_id).string(value.client_id)
+        w.string(value.client_host).i32(len(value.subscribed_topics))
+        for topic in value.subscribed_topics:
             w.string(topic)
         return bytes(w.buf)
     if not isinstance(value, OffsetValue | GroupValue):
@@ -150,6 +158,8 @@ def decode_key(data: bytes) -> RecordKey:
         return ConsumerGroupKey(version, r.string(), r.string() if version in member_records else None)
     if version == SG_METADATA:
         return ShareGroupKey(r.string())
+    if version == SG_MEMBER:
+        return ShareMemberKey(r.string(), r.string())
     raise RecordFormatError(f"unknown key version {version}")
 
 
@@ -163,6 +173,11 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
         if (version := r.i16()) != CONSUMER_VALUE_VERSION:
             raise RecordFormatError(f"unknown share group value version {version}")
         return ShareGroupValue(r.i32(), tuple(r.string() for _ in range(_count(r))))
+    if isinstance(key, ShareMemberKey):
+        if (version := r.i16()) != CONSUMER_VALUE_VERSION:
+            raise RecordFormatError(f"unknown share group member value version {version}")
+        epoch, rack, client_id, host = r.i32(), r.nullable_string(), r.string(), r.string()
+        return ShareMemberValue(epoch, rack, client_id, host, tuple(r.string() for _ in range(_count(r))))
     version = r.i16()
     if isinstance(key, OffsetKey):
         return _offset_value(r, version)
@@ -234,8 +249,11 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
 #   7 ConsumerGroupTargetAssignmentMember    assignment
 #   8 ConsumerGroupCurrentMemberAssignment   member_epoch int32, previous_member_epoch int32, state int8,
 #                                            assigned assignment, pending_revocation assignment
+#  10 ShareGroupMemberMetadata            member_epoch int32, rack_id string?, client_id string,
+#                                         client_host string, topics [string] (a share group's member; its
+#                                         assignment follows from its topics, so it is not written)
 #  11 ShareGroupMetadata                  epoch int32, topics [string] (a share group, KIP-932; the topics it
-#                                         may have share-partition state of; its members are not written)
+#                                         may have share-partition state of)
 #
 # where assignment = [topic string, partitions [int32]].
 
@@ -243,6 +261,7 @@ CG_METADATA, CG_PARTITIONS, CG_MEMBER, CG_TARGET_METADATA, CG_TARGET_MEMBER, CG_
 CONSUMER_VALUE_VERSION = 0
 # Member records carry the member's principal from version 1 (its regex is resolved with the principal's rights).
 MEMBER_VALUE_VERSION = 1
+SG_MEMBER = 10  # ShareGroupMemberMetadata: a member of a share group, at its member epoch
 SG_METADATA = 11  # ShareGroupMetadata: a share group exists, at this group epoch
 
 # topic -> partitions; sorted tuples so equal assignments compare and encode equally.
@@ -260,10 +279,28 @@ class ConsumerGroupKey:
 
 @dataclass(frozen=True, slots=True)
 class ShareGroupKey:
-    """A share group's record (type 11): its value is `ShareGroupValue`, a tombstone its deletion. Membership
-    itself is not written: share group members are in memory only."""
+    """A share group's record (type 11): its value is `ShareGroupValue`, a tombstone its deletion."""
 
     group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShareMemberKey:
+    """A share group member's record (type 10): its value is `ShareMemberValue`, a tombstone its leaving."""
+
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShareMemberValue:
+    """What a share group member is, as its coordinator needs it back after a restart to let it carry on."""
+
+    member_epoch: int
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topics: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,8 +367,8 @@ class CurrentAssignmentValue:
 
 ConsumerValue = (GroupEpochValue | PartitionMetadataValue | ConsumerMemberValue | TargetEpochValue
                  | TargetMemberValue | CurrentAssignmentValue)
-RecordKey = OffsetKey | GroupKey | ConsumerGroupKey | ShareGroupKey
-RecordValue = OffsetValue | GroupValue | ConsumerValue | ShareGroupValue
+RecordKey = OffsetKey | GroupKey | ConsumerGroupKey | ShareGroupKey | ShareMemberKey
+RecordValue = OffsetValue | GroupValue | ConsumerValue | ShareGroupValue | ShareMemberValue
 
 
 @dataclass(frozen=True, slots=True)

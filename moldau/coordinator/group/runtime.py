@@ -37,7 +37,7 @@ from moldau.coordinator.group.member import (
     SyncResult,
 )
 from moldau.coordinator.group.offsets import Fetched, OffsetCommit, Requested, TopicPartition
-from moldau.coordinator.group.records import OFFSETS_TOPIC, ShareGroupValue
+from moldau.coordinator.group.records import OFFSETS_TOPIC, Record
 from moldau.metadata.image import MetadataImage
 from moldau.protocol.errors import ErrorCode, KafkaError
 
@@ -289,11 +289,11 @@ class GroupRuntime:
         self._flush_commits()
         return self.coordinator.delete_groups(group_ids, self.now_ms())
 
-    async def write_share_group(self, group_id: str, value: ShareGroupValue | None) -> ErrorCode:
-        """Write a share group (None: its deletion) and wait until the ISR has it, as acks=all."""
+    async def write_share_records(self, group_id: str, records: Sequence[Record]) -> ErrorCode:
+        """Write records of a share group and wait until the ISR has them, as acks=all."""
         self._flush_commits()
         try:
-            code = self.coordinator.write_share_group(group_id, value, self.now_ms())
+            code = self.coordinator.write_share_records(group_id, records, self.now_ms())
         except KafkaError as exc:
             return exc.code
         self._after_input()

@@ -17,6 +17,7 @@ the transaction's marker. Around them, Kafka's rules:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -67,11 +68,15 @@ from moldau.coordinator.group.records import (
     OffsetKey,
     OffsetValue,
     Record,
+    RecordValue,
     ShareGroupKey,
     ShareGroupValue,
+    ShareMemberKey,
+    ShareMemberValue,
 )
 from moldau.protocol.errors import ErrorCode
 
+_LOAD_IDS = itertools.count(1)
 # The producer id of batches written outside transactions.
 NO_PRODUCER_ID = -1
 
@@ -99,13 +104,18 @@ class GroupShard:
         self.settings = settings
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups; an id is in one table only
-        # Share groups (KIP-932) as last written (epoch, topics); their members are the share manager's, in
-        # memory. Kept here so a share group outlives a restart and its id stays taken.
+        # Share groups (KIP-932) and their members as last written; the live membership is the share manager's,
+        # which takes a group back from here after a restart, so the group keeps its id and its members their
+        # epochs.
         self.share_groups: dict[str, ShareGroupValue] = {}
+        self.share_members: dict[str, dict[str, ShareMemberValue]] = {}
         self.offsets = OffsetStore()
         self.pending = PendingOffsets()
         self._new_member_id = new_member_id
         self.released: list[Completion] = []
+        # Which loading of its partition this is: what the share manager keeps from a shard is only good while
+        # the shard it came from is the one loaded (a partition led elsewhere meanwhile may have moved on).
+        self.load_id = next(_LOAD_IDS)
 
     def _new_group(self, group_id: str, now_ms: int) -> ClassicGroup:
         group = ClassicGroup(group_id, self.settings.limits, now_ms, self._new_member_id)
@@ -126,9 +136,12 @@ class GroupShard:
         elif isinstance(key, ShareGroupKey):
             if value is None:
                 self.share_groups.pop(key.group, None)
+                self.share_members.pop(key.group, None)
             else:
                 assert isinstance(value, ShareGroupValue)
                 self.share_groups[key.group] = value
+        elif isinstance(key, ShareMemberKey):
+            self._replay_share_member(key, value)
         elif isinstance(key, OffsetKey):
             assert value is None or isinstance(value, OffsetValue)
             self._replay_offset(key, value, log_offset, producer_id)
@@ -194,6 +207,16 @@ class GroupShard:
         for i, record in enumerate(records):
             offset = UNKNOWN_LOG_OFFSET if first_offset == UNKNOWN_LOG_OFFSET else first_offset + i
             self.replay(record, now_ms, offset, producer_id)
+
+    def _replay_share_member(self, key: ShareMemberKey, value: RecordValue | None) -> None:
+        members = self.share_members.setdefault(key.group, {})
+        if value is None:
+            members.pop(key.member_id, None)
+        else:
+            assert isinstance(value, ShareMemberValue)
+            members[key.member_id] = value
+        if not members:
+            del self.share_members[key.group]
 
     def group_record(self, group_id: str) -> Record:
         return Record(GroupKey(group_id), self.groups[group_id].to_record())

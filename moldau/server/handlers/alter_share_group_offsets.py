@@ -17,8 +17,8 @@ from moldau.security.acl.model import AclOperation
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
-from moldau.server.handlers.share_group_records import write_group
 from moldau.server.handlers.share_offsets_common import check_empty, readable_topic
+from moldau.server.share_group_records import write_group
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -28,7 +28,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=exc.code,
                     error_message=exc.message, responses=())
     ctx.broker.share.ensure_group(request.group_id)
-    written = await write_group(ctx, request.group_id, add=(t.topic_name for t in request.topics
+    written = await write_group(ctx.broker, request.group_id, add=(t.topic_name for t in request.topics
                                                             if t.topic_name in ctx.broker.image.topics_by_name))
     if written != ErrorCode.none:
         return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=written,

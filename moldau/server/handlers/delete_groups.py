@@ -19,7 +19,7 @@ from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
-from moldau.server.handlers.share_group_records import write_deletion
+from moldau.server.share_group_records import write_deletion
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -52,7 +52,7 @@ async def _delete_share_group(ctx: RequestContext, group_id: str) -> ErrorCode:
     failed = next((c for c in codes.values() if c != ErrorCode.none), None)
     if failed is not None:
         return failed
-    written = await write_deletion(ctx, group_id)
+    written = await write_deletion(ctx.broker, group_id)
     if written != ErrorCode.none:
         return written
     shared = ctx.broker.share.delete_group(group_id)

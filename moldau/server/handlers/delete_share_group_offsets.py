@@ -17,8 +17,8 @@ from moldau.security.acl.model import AclOperation
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE
-from moldau.server.handlers.share_group_records import write_group
 from moldau.server.handlers.share_offsets_common import check_empty, readable_topic
+from moldau.server.share_group_records import write_group
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -29,7 +29,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     error_message=exc.message, responses=())
     responses = tuple([await _topic(ctx, request.group_id, t.topic_name) for t in request.topics])
     forgotten = [r.topic_name for r in responses if r.error_code == ErrorCode.none]
-    written = await write_group(ctx, request.group_id, remove=forgotten)
+    written = await write_group(ctx.broker, request.group_id, remove=forgotten)
     return make(ctx.schema.response_type, throttle_time=NO_THROTTLE, error_code=written,
                 error_message=None if written == ErrorCode.none else "the share group could not be written",
                 responses=responses)

@@ -5,8 +5,8 @@ the member's current one. The answer carries the member epoch and, when it chang
 may fetch from (every partition of its subscribed topics: see `moldau.share.group`). Share groups are served by
 the broker that coordinates the group id (FindCoordinator's answer); any other answers NOT_COORDINATOR. A group id
 taken by a classic or consumer group gets GROUP_ID_NOT_FOUND ("not a share group"), as in Kafka. A heartbeat that
-moves the group epoch (a join, a leave, a new subscription) or subscribes it to a new topic writes the group to
-`__consumer_offsets` before answering (`share_group_records`).
+moves the group epoch (a join, a leave, a new subscription) or a member's epoch, or subscribes the group to a new
+topic, writes the group and its members to `__consumer_offsets` before answering (`share_group_records`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE, error_message
 from moldau.server.handlers.join_group import client_host
-from moldau.server.handlers.share_group_records import write_group
+from moldau.server.share_group_records import write_expired, write_group
 from moldau.share.group import Heartbeat, HeartbeatAnswer, TopicPartitions
 
 
@@ -53,9 +53,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
     answer = ctx.broker.share.heartbeat(request.group_id, heartbeat, partitions_of)
     if answer.error == ErrorCode.none:
-        written = await write_group(ctx, request.group_id)
+        written = await write_group(ctx.broker, request.group_id)
         if written != ErrorCode.none:
             return _response(ctx, HeartbeatAnswer(written, message="the share group could not be written"))
+    await write_expired(ctx.broker)  # members this heartbeat found silent, in any group
     return _response(ctx, answer)
 
 

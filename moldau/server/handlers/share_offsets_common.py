@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.server.context import RequestContext
-from moldau.server.handlers.share_group_records import written_topics
+from moldau.server.share_group_records import written_topics
 
 if TYPE_CHECKING:
     from moldau.metadata.image import TopicImage
@@ -57,7 +57,7 @@ def known_topics(ctx: RequestContext, group_id: str) -> list[str]:
     """The topics the group has share-partitions of, as far as this broker knows: the topics written with the
     group (`share_group_records`), its members' subscriptions, share-partitions held here, and the state the
     share coordinator keeps here."""
-    names: set[str] = set(written_topics(ctx, group_id))
+    names: set[str] = set(written_topics(ctx.broker, group_id))
     group = ctx.broker.share.describe(group_id)
     if group is not None:
         names.update(group.subscribed_topics())
