@@ -42,7 +42,7 @@ async def write_group(broker: BrokerServices, group_id: str, add: Iterable[str] 
     """Write what changed of the share group since it was last written: its epoch, its topics (grown by its
     members' subscriptions or `add`, shrunk by `remove` or by topics deleted from the cluster) and its members
     (ErrorCode.none when there is nothing to write)."""
-    group = broker.share.group(group_id)
+    group = broker.share.describe(group_id)
     if group is None:
         return ErrorCode.none
     coordinator = broker.groups.coordinator
@@ -50,7 +50,7 @@ async def write_group(broker: BrokerServices, group_id: str, add: Iterable[str] 
     topics = set(() if written is None else written.topics) | group.subscribed_topics() | set(add)
     existing = broker.image.topics_by_name
     value = ShareGroupValue(group.epoch, tuple(sorted(t for t in topics - set(remove) if t in existing)))
-    records = _member_records(group, coordinator.share_group_members(group_id))
+    records = member_records(group, coordinator.share_group_members(group_id))
     if value != written:
         records.append(Record(ShareGroupKey(group_id), value))
     if not records:
@@ -77,7 +77,7 @@ async def write_deletion(broker: BrokerServices, group_id: str) -> ErrorCode:
     return await broker.groups.write_share_records(group_id, records)
 
 
-def _member_records(group: ShareGroup, written: Mapping[str, ShareMemberValue]) -> list[Record]:
+def member_records(group: ShareGroup, written: Mapping[str, ShareMemberValue]) -> list[Record]:
     """A record for each member new or changed since written, a tombstone for each written one gone."""
     records = [Record(ShareMemberKey(group.group_id, member_id), None)
                for member_id in sorted(written) if member_id not in group.members]

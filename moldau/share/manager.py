@@ -158,18 +158,15 @@ class ShareGroups:
         """The share group, created empty if it is not known (an administrator may set its offsets first)."""
         return self._adopt(group_id) or self._create(group_id)
 
-    def group(self, group_id: str) -> ShareGroup | None:
-        """The share group as coordinated here now, without expiring anyone."""
-        return self._adopt(group_id)
-
     def describe(self, group_id: str) -> ShareGroup | None:
-        self.expire_members(self.now_ms())
+        """The share group as coordinated here now. Describing expires nobody: silent members are removed by
+        heartbeats and by the broker's sweep, which write their leaving, so what is described is what a restart
+        would take back."""
         return self._adopt(group_id)
 
     def list_groups(self) -> list[ShareGroup]:
         """The share groups coordinated here: with written groups, exactly those written on the partitions this
         broker coordinates (not one still in memory here whose coordinator moved, nor one never written)."""
-        self.expire_members(self.now_ms())
         if self._written_groups is None:
             return list(self.groups.values())
         return [group for group in map(self._adopt, self._written_groups.share_group_epochs()) if group is not None]

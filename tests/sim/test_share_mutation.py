@@ -1,14 +1,23 @@
 """The share-partition simulation must catch a broken rule: a lock that expires before its deadline (records go to
 a second member while the first still holds them), an acquisition that takes acquired records too, a release
-that forgets the delivery limit, and a dead-letter announcement of a record released at the limit that is lost."""
+that forgets the delivery limit, and a dead-letter announcement of a record released at the limit that is lost.
+The membership simulation must catch members written without tombstones, and members not taken back."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 
+from moldau.coordinator.group.records import Record, ShareMemberValue
 from moldau.coordinator.share import coordinator as coordinator_module
 from moldau.coordinator.share.records import ShareSnapshot, ShareUpdate
+from moldau.server import share_group_records
+from moldau.share.group import ShareGroup
 from moldau.share.partition import ArchiveReason, InFlightRecord, RecordState, SharePartition
+from tests.sim import share_membership_simulation as membership_simulation
+from tests.sim.share_membership_simulation import InvariantViolation as MembershipViolation
+from tests.sim.share_membership_simulation import MembershipSimulation
 from tests.sim.share_simulation import InvariantViolation, ShareSimulation
 from tests.sim.share_state_simulation import DurableShareSimulation
 
@@ -95,3 +104,36 @@ def test_durable_simulation_catches_updates_not_replayed(monkeypatch: pytest.Mon
                                                      "after a crash")), f"seed={seed}: {exc}"
             return
     pytest.fail(f"no seed in range({MUTATION_SEEDS}) caught updates lost on replay")
+
+
+def members_never_gone(group: ShareGroup, written: Mapping[str, ShareMemberValue]) -> list[Record]:
+    """`member_records` that writes no tombstones: a member that left comes back with a restart."""
+    return [r for r in ORIGINAL_MEMBER_RECORDS(group, written) if r.value is not None]
+
+
+ORIGINAL_MEMBER_RECORDS = share_group_records.member_records
+
+
+def test_the_membership_simulation_catches_members_written_without_tombstones(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(membership_simulation, "member_records", members_never_gone)
+    for seed in range(MUTATION_SEEDS):
+        try:
+            MembershipSimulation(seed).run()
+        except MembershipViolation as exc:
+            assert "restart gave" in str(exc) or "is back after it was gone" in str(exc), exc
+            return
+    pytest.fail(f"no seed in range({MUTATION_SEEDS}) caught the members never written gone")
+
+
+def test_the_membership_simulation_catches_members_not_taken_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A coordinator that takes a written group back without its members (as Moldau did before they were
+    written): a live member's next heartbeat gets UNKNOWN_MEMBER_ID."""
+    monkeypatch.setattr(membership_simulation.WrittenShard, "share_group_members", lambda self, group_id: {})
+    for seed in range(MUTATION_SEEDS):
+        try:
+            MembershipSimulation(seed).run()
+        except MembershipViolation as exc:
+            assert "UNKNOWN_MEMBER_ID" in str(exc) or "restart gave" in str(exc), exc
+            return
+    pytest.fail(f"no seed in range({MUTATION_SEEDS}) caught the members lost at a restart")

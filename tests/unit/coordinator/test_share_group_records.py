@@ -146,7 +146,7 @@ def test_a_written_member_that_never_comes_back_expires_and_its_group_is_noted()
     clock = ManualClock()
     written = Written({"queue": 5}, {"queue": {"gone": ShareMemberValue(5, None, "c", "/h", ("t",))}})
     share = ShareGroups(ShareBrokerSettings(), clock, None, durable=written)  # type: ignore[arg-type]
-    assert share.group("queue") is not None
+    assert share.describe("queue") is not None
     clock.advance(ShareBrokerSettings().membership.session_timeout_ms + 1)
     share.expire_members(share.now_ms())
     assert share.take_expired_in() == {"queue"} and share.take_expired_in() == set()
@@ -168,4 +168,4 @@ def test_a_group_kept_from_an_earlier_loading_gives_way_to_what_is_written() -> 
     again = share.describe("queue")
     assert again is not None and (again.epoch, list(again.members)) == (20, ["n"])
     written.load = None  # led elsewhere now: nothing here
-    assert share.group("queue") is None
+    assert share.describe("queue") is None
