@@ -57,6 +57,7 @@ from moldau.cli.output import add_output_option, emit, records
 from moldau.cli.table import format_table
 from moldau.config import ConfigError, parse_overrides
 from moldau.net.ports import free_ports
+from moldau.security.sasl.scram_bootstrap import ScramSpecError, parse_add_scram
 
 # The commands, and the layout and process helpers that other code has always imported from here.
 __all__ = [
@@ -88,6 +89,9 @@ def add_start(actions: SubParsers[argparse.ArgumentParser]) -> None:
                         help="kafka ports P, P+1, ... then the controller ports (default: free ports)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="a server config for every node, over the generated ones (repeatable)")
+    parser.add_argument("--add-scram", action="append", default=[], metavar="SPEC",
+                        help="a SCRAM user to write into the new cluster, as `moldau server --add-scram` takes it "
+                             "(given to the controller nodes; repeatable; no effect once the cluster exists)")
     parser.add_argument("--stop-timeout", type=float, default=STOP_TIMEOUT_S, metavar="S",
                         help=f"seconds to wait for nodes after SIGTERM before SIGKILL (default {STOP_TIMEOUT_S:.0f})")
     parser.add_argument("--ready-timeout", type=float, default=READY_TIMEOUT_S, metavar="S",
@@ -114,11 +118,12 @@ def _usage_guard(handler: _Handler, parser: argparse.ArgumentParser) -> _Handler
 def start(args: argparse.Namespace) -> int:
     base: Path = args.dir.resolve()
     overrides = _overrides(args.override)
+    scram = _scram_args(args.add_scram)
     layout = _layout_for(base, args)
     _check_configs(base, layout, overrides)
     _check_not_running(base, layout)
     write_layout(base, layout)
-    supervisor = Supervisor(base, layout, overrides, args.stop_timeout)
+    supervisor = Supervisor(base, layout, overrides, args.stop_timeout, controller_args=scram)
     supervisor.signals.install()
     pid_file = base / SUPERVISOR_PID_FILE
     pid_file.write_text(f"{os.getpid()}\n")
@@ -133,6 +138,16 @@ def start(args: argparse.Namespace) -> int:
         pid_file.unlink(missing_ok=True)
     print("cluster stopped", flush=True)
     return code
+
+
+def _scram_args(specs: Sequence[str]) -> list[str]:
+    """`--add-scram SPEC` for each spec, checked here so a malformed one stops `start` before any node does."""
+    for spec in specs:
+        try:
+            parse_add_scram(spec)
+        except ScramSpecError as exc:
+            raise UsageError(str(exc)) from None
+    return [arg for spec in specs for arg in ("--add-scram", spec)]
 
 
 def _overrides(items: Sequence[str]) -> dict[str, str]:

@@ -138,8 +138,11 @@ class _Signals:
 class Supervisor:
     """The `start` command's children: one process per node, watched until a signal stops them."""
 
-    def __init__(self, base: Path, layout: Layout, overrides: Mapping[str, str], stop_timeout_s: float) -> None:
+    def __init__(self, base: Path, layout: Layout, overrides: Mapping[str, str], stop_timeout_s: float,
+                 controller_args: Sequence[str] = ()) -> None:
+        """`controller_args`: more arguments of the controller nodes' `moldau server` (`--add-scram`)."""
         self.base, self.layout, self.overrides = base, layout, dict(overrides)
+        self.controller_args = list(controller_args)
         self.stop_timeout_s = stop_timeout_s
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.reported: set[int] = set()
@@ -151,7 +154,8 @@ class Supervisor:
     def start_all(self) -> None:
         for node in self.layout.nodes:
             node.data_dir(self.base).mkdir(parents=True, exist_ok=True)
-            proc = spawn_node(server_command(self.config(node)), node.log_path(self.base),
+            extra = self.controller_args if node.is_controller else []
+            proc = spawn_node([*server_command(self.config(node)), *extra], node.log_path(self.base),
                               f"node {node.node_id} started {time.strftime('%Y-%m-%d %H:%M:%S')}")
             self.procs[node.node_id] = proc
             node.pid_path(self.base).write_text(f"{proc.pid}\n")

@@ -213,7 +213,8 @@ def test_a_node_that_dies_is_reported_and_the_others_keep_running(tmp_path: Path
 @pytest.mark.timeout(180)
 def test_separate_controllers_and_brokers(tmp_path: Path, starts: Starts) -> None:
     cluster_dir = tmp_path / "cluster"
-    start, pids = _start(tmp_path, starts, cluster_dir, "--controllers", "1", "--brokers", "2")
+    start, pids = _start(tmp_path, starts, cluster_dir, "--controllers", "1", "--brokers", "2",
+                         "--add-scram", "SCRAM-SHA-256=[name=alice,password=alice-secret]")
     layout = read_layout(cluster_dir)
     assert layout is not None
     assert [(n.node_id, n.roles) for n in layout.nodes] == [(1, ("controller",)), (2, ("broker",)), (3, ("broker",))]
@@ -221,6 +222,9 @@ def test_separate_controllers_and_brokers(tmp_path: Path, starts: Starts) -> Non
     assert all(_accepts(n.kafka_port) and n.controller_port is None for n in layout.nodes[1:])
     assert layout.voters == f"1@{layout.nodes[0].controller_address}"
     assert f"bootstrap servers: {layout.nodes[1].kafka_address},{layout.nodes[2].kafka_address}" in start.stdout()
+    # `--add-scram` went to the controller, which wrote the user into the new cluster; not to the brokers.
+    assert _scram_mechanisms(f"{layout.nodes[1].kafka_address}", "alice") == ["SCRAM_SHA_256"]
+    assert not any("--add-scram has no effect" in n.log_path(cluster_dir).read_text() for n in layout.nodes[1:])
     # A broker shut down for good is fenced; `cluster unregister` (UnregisterBroker) removes its registration.
     broker_2 = layout.nodes[1].kafka_address
     assert broker_2 is not None
@@ -235,6 +239,23 @@ def test_separate_controllers_and_brokers(tmp_path: Path, starts: Starts) -> Non
     assert unregistered.returncode == 0, unregistered.stderr
     assert _registered(broker_2) == {2: False}
     assert start.stop() == 0 and _gone(pids)
+
+
+def _scram_mechanisms(bootstrap: str, user: str) -> list[str]:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            futures = admin.describe_user_scram_credentials([user])
+            assert isinstance(futures, dict)
+            described = futures[user].result(timeout=10)
+            return [info.mechanism.name for info in described.scram_credential_infos]
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def _registered(bootstrap: str) -> dict[int, bool]:
@@ -270,6 +291,7 @@ def _usage_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
         (("--nodes", "1", "--override", "novalue"), "--override"),
         (("--nodes", "1", "--override", "num.partitions=zero"), "node 1 would not start"),
         (("--nodes", "x"), "invalid int value"),
+        (("--nodes", "1", "--add-scram", "SCRAM-SHA-256=[name=alice]"), "give either password or saltedpassword"),
     ],
 )
 def test_bad_start_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...],
