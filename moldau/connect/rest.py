@@ -294,9 +294,11 @@ async def _forward(request: Request, url: str, forward: Forward | None) -> Respo
 
 
 def build_app(herder: Herder, cluster_id: Callable[[], str | None],
-              extra: Sequence[tuple[str, Endpoint, list[str]]] = (), forward: Forward | None = None) -> Starlette:
+              extra: Sequence[tuple[str, Endpoint, list[str]]] = (), forward: Forward | None = None,
+              admin: bool = True) -> Starlette:
     """The API over `herder`; `extra` adds routes (distributed mode's internal endpoint), `forward` sends a
-    request another worker must handle there (distributed mode: (url, method, body) -> (status, body))."""
+    request another worker must handle there (distributed mode: (url, method, body) -> (status, body)); `admin`
+    False leaves the `/admin` endpoints out (served on `admin.listeners`, or nowhere)."""
     api = ConnectApi(herder, cluster_id)
     c = "/connectors/{name}"
     table: list[tuple[str, Endpoint, list[str]]] = [
@@ -324,11 +326,26 @@ def build_app(herder: Herder, cluster_id: Callable[[], str | None],
         ("/connector-plugins", api.plugins, ["GET"]),
         ("/connector-plugins/{plugin}/config", api.plugin_config, ["GET"]),
         ("/connector-plugins/{plugin}/config/validate", api.validate, ["PUT"]),
+        *(_admin_table(api) if admin else ()),
+        *extra,
+    ]
+    return _app(table, forward)
+
+
+def build_admin_app(herder: Herder, cluster_id: Callable[[], str | None]) -> Starlette:
+    """The `/admin` endpoints alone, for the listeners of `admin.listeners`."""
+    return _app(_admin_table(ConnectApi(herder, cluster_id)), None)
+
+
+def _admin_table(api: ConnectApi) -> list[tuple[str, Endpoint, list[str]]]:
+    return [
         ("/admin/loggers", api.list_loggers, ["GET"]),
         ("/admin/loggers/{logger}", api.get_logger, ["GET"]),
         ("/admin/loggers/{logger}", api.set_logger, ["PUT"]),
-        *extra,
     ]
+
+
+def _app(table: Sequence[tuple[str, Endpoint, list[str]]], forward: Forward | None) -> Starlette:
     routes = [Route(path, _endpoint(endpoint, forward), methods=methods) for path, endpoint, methods in table]
 
     async def http_error(request: Request, exc: Exception) -> Response:

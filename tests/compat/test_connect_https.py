@@ -155,3 +155,43 @@ def test_distributed_workers_forward_to_the_leader_over_https(shared_broker: Bro
     finally:
         for worker in workers:
             worker.cleanup()
+
+
+def _status(url: str, context: ssl.SSLContext | None = None) -> int:
+    try:
+        return _get(url, context)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_admin_listeners_serve_the_admin_endpoints_instead(shared_broker: BrokerProcess, pki: Pki,
+                                                           tmp_path: Path) -> None:
+    """`admin.listeners` (KIP-495): the /admin endpoints move to its listeners (an https one here, with
+    `admin.listeners.https.ssl.*` asking for client certificates) and leave the API's; empty, they are served
+    nowhere."""
+    admin_port = free_port()
+    worker = WorkerProcess(tmp_path / "admin", shared_broker.bootstrap, overrides={
+        "admin.listeners": f"https://127.0.0.1:{admin_port}",
+        **_tls_configs(pki, "admin.listeners.https.", client_auth="required")})
+    worker.start()
+    try:
+        assert worker.request("GET", "/connectors")[0] == 200  # the API's listener is plain http, as before
+        assert worker.request("GET", "/admin/loggers")[0] == 404  # but no longer serves /admin
+        admin = f"https://127.0.0.1:{admin_port}"
+        with_certificate = pki.client_context()
+        with_certificate.load_cert_chain(str(pki.client))
+        assert _status(admin + "/admin/loggers", with_certificate) == 200
+        assert _status(admin + "/connectors", with_certificate) == 404  # the admin listener has nothing else
+        with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
+            _get(admin + "/admin/loggers", pki.client_context())  # no client certificate
+        assert worker.stop() == 0, worker.log_tail()
+    finally:
+        worker.cleanup()
+    disabled = WorkerProcess(tmp_path / "disabled", shared_broker.bootstrap, overrides={"admin.listeners": ""})
+    disabled.start()
+    try:
+        assert disabled.request("GET", "/connectors")[0] == 200
+        assert disabled.request("GET", "/admin/loggers")[0] == 404
+        assert disabled.stop() == 0, disabled.log_tail()
+    finally:
+        disabled.cleanup()

@@ -14,7 +14,7 @@ from moldau.config.properties import load_properties
 from moldau.connect.distributed.herder import DistributedHerder
 from moldau.connect.errors import ConfigException, ConnectException
 from moldau.connect.plugins import PluginRegistry
-from moldau.connect.rest import build_app
+from moldau.connect.rest import build_admin_app, build_app
 from moldau.connect.worker.rest_serving import RestServing
 from moldau.connect.worker.standalone import ClusterId
 from moldau.connect.worker.worker_config import WorkerConfig
@@ -58,7 +58,9 @@ async def _serve(herder: DistributedHerder) -> int:
     except ConnectException as exc:
         serving.close()
         raise DistributedError(str(exc)) from None
-    serving.start(build_app(herder, ClusterId(herder), herder.internal_routes(), herder.peers.call))
+    cluster_id = ClusterId(herder)
+    serving.start(build_app(herder, cluster_id, herder.internal_routes(), herder.peers.call,
+                            admin=serving.admin_on_api_listeners), build_admin_app(herder, cluster_id))
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -1,6 +1,8 @@
 """The REST API's listeners as Kafka Connect configures them: `listeners` (one or more `http://host:port` and
 `https://host:port` URLs), `rest.advertised.listener` (the scheme other workers reach this one with), and the TLS
-settings of the https listeners, which also serve as the client side of this worker's requests to other workers.
+settings of the https listeners, which also serve as the client side of this worker's requests to other workers;
+and `admin.listeners` (KIP-495), where the `/admin` endpoints are served instead when it is set (nowhere when it
+is empty), with `admin.listeners.https.ssl.*` for its https ones.
 
 The TLS settings are read as Kafka Connect reads them (`valuesWithPrefixAllOrNothing("listeners.https.")`):
 when any `listeners.https.*` config is given, the `listeners.https.ssl.*` configs are the whole of the settings
@@ -25,13 +27,15 @@ from moldau.net.http_server import ListenerUrl, parse_listener_url
 from moldau.security import tls
 
 __all__ = [
-    "ADVERTISED_LISTENER", "CLIENT_AUTH", "HTTPS_PREFIX", "LISTENERS", "RestTls", "advertised_listener",
-    "parse_listeners", "rest_tls", "url_of",
+    "ADMIN_HTTPS_PREFIX", "ADMIN_LISTENERS", "ADVERTISED_LISTENER", "CLIENT_AUTH", "HTTPS_PREFIX", "LISTENERS",
+    "RestTls", "advertised_listener", "parse_admin_listeners", "parse_listeners", "rest_tls", "url_of",
 ]
 
 LISTENERS = "listeners"
 ADVERTISED_LISTENER = "rest.advertised.listener"
 HTTPS_PREFIX = "listeners.https."
+ADMIN_LISTENERS = "admin.listeners"
+ADMIN_HTTPS_PREFIX = "admin.listeners.https."
 CLIENT_AUTH = "ssl.client.auth"
 # The name Confluent's REST components give the same setting; taken too, so a config written for them is not
 # silently served without the client authentication it asks for.
@@ -41,17 +45,29 @@ CLIENT_AUTH_VALUES = ("none", "requested", "required")
 
 def parse_listeners(urls: list[str]) -> tuple[ListenerUrl, ...]:
     """The listeners `listeners` names. Raises ConfigException naming `listeners`."""
-    parsed = []
-    for url in urls:
-        try:
-            listener = parse_listener_url(LISTENERS, url)
-        except ValueError:
-            raise ConfigException(LISTENERS, url, "Expected http://host:port or https://host:port") from None
-        if listener is not None:
-            parsed.append(listener)
+    parsed = _parse(LISTENERS, urls)
     if not parsed:
         raise ConfigException(LISTENERS, ",".join(urls), "At least one listener URL is required, e.g. "
                                                          "http://localhost:8083,https://localhost:8443")
+    return tuple(parsed)
+
+
+def parse_admin_listeners(urls: list[str] | None) -> tuple[ListenerUrl, ...] | None:
+    """The listeners `admin.listeners` names: None when it is not set (the `/admin` endpoints are on the
+    listeners of `listeners`), none when it is empty (they are served nowhere). Raises ConfigException naming
+    `admin.listeners`."""
+    return None if urls is None else _parse(ADMIN_LISTENERS, urls)
+
+
+def _parse(config: str, urls: list[str]) -> tuple[ListenerUrl, ...]:
+    parsed = []
+    for url in urls:
+        try:
+            listener = parse_listener_url(config, url)
+        except ValueError:
+            raise ConfigException(config, url, "Expected http://host:port or https://host:port") from None
+        if listener is not None:
+            parsed.append(listener)
     return tuple(parsed)
 
 
@@ -107,9 +123,11 @@ class RestTls:
             raise ConfigException(self.prefix + (exc.name or "ssl"), None, message) from None
 
 
-def rest_tls(raw: Mapping[str, str]) -> RestTls:
-    """The https listeners' TLS settings from the worker's properties. Raises ConfigException naming the config."""
-    prefix = HTTPS_PREFIX if any(key.startswith(HTTPS_PREFIX) for key in raw) else ""
+def rest_tls(raw: Mapping[str, str], https_prefix: str = HTTPS_PREFIX) -> RestTls:
+    """The https listeners' TLS settings from the worker's properties: those under `https_prefix` (that of
+    `listeners`, or of `admin.listeners`) if any is given, else the top-level `ssl.*`. Raises ConfigException
+    naming the config."""
+    prefix = https_prefix if any(key.startswith(https_prefix) for key in raw) else ""
 
     def get(name: str) -> str | None:
         value = raw.get(prefix + name)

@@ -18,7 +18,7 @@ import uvicorn
 from moldau.config.properties import load_properties
 from moldau.connect.errors import ConfigException, ConnectException
 from moldau.connect.plugins import PluginRegistry
-from moldau.connect.rest import build_app
+from moldau.connect.rest import build_admin_app, build_app
 from moldau.connect.worker.herder import Herder, HerderError
 from moldau.connect.worker.offsets_admin import cluster_id
 from moldau.connect.worker.rest_serving import RestServing
@@ -115,7 +115,9 @@ async def _serve(herder: Herder, connectors: list[dict[str, str]]) -> int:
     stopping = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
-    serving.start(build_app(herder, ClusterId(herder)))
+    cluster_id = ClusterId(herder)
+    serving.start(build_app(herder, cluster_id, admin=serving.admin_on_api_listeners),
+                  build_admin_app(herder, cluster_id))
     log.info("connect: REST API on %s (worker %s)", herder.worker.rest_url(), herder.worker_id)
     code = 0
     for connector in connectors:

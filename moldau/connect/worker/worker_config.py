@@ -25,10 +25,13 @@ from moldau.connect.worker.client_overrides import (
     worker_settings,
 )
 from moldau.connect.worker.rest_listeners import (
+    ADMIN_HTTPS_PREFIX,
+    ADMIN_LISTENERS,
     ADVERTISED_LISTENER,
     LISTENERS,
     RestTls,
     advertised_listener,
+    parse_admin_listeners,
     parse_listeners,
     rest_tls,
     url_of,
@@ -74,6 +77,10 @@ def worker_config_def(standalone: bool) -> ConfigDef:
         .define(LISTENERS, ConfigType.LIST, DEFAULT_LISTENER, Importance.LOW,
                 "The REST API's listeners: http://host:port and https://host:port URLs (https ones are secured "
                 "with the listeners.https.ssl.* configs, or without any of those the worker's ssl.* configs)")
+        .define(ADMIN_LISTENERS, ConfigType.LIST, None, Importance.LOW,
+                "Where the /admin endpoints are served: http://host:port and https://host:port URLs (https ones "
+                "with the admin.listeners.https.ssl.* configs, or without any of those the worker's ssl.* "
+                "configs); empty: nowhere; not set: on the listeners of 'listeners'")
         .define("rest.advertised.host.name", ConfigType.STRING, None, Importance.LOW,
                 "The host name other workers and the status answers give for this worker")
         .define("rest.advertised.port", ConfigType.INT, None, Importance.LOW, "The port given with it")
@@ -200,6 +207,7 @@ class WorkerConfig:
         """Raises ConfigException naming the first bad config (the REST listeners are checked too)."""
         worker = cls(dict(props), worker_config_def(standalone).parse(props), standalone)
         worker.advertised_listener()
+        worker.admin_listeners()
         if not standalone:
             _check_signing(worker.values)
         return worker
@@ -218,6 +226,15 @@ class WorkerConfig:
     def rest_listeners(self) -> tuple[ListenerUrl, ...]:
         """Every REST listener of `listeners`, in order."""
         return parse_listeners(self.values[LISTENERS])
+
+    def admin_listeners(self) -> tuple[ListenerUrl, ...] | None:
+        """The listeners of `admin.listeners`: None when it is not set (the /admin endpoints are served with the
+        rest), none when it is empty (they are served nowhere)."""
+        return parse_admin_listeners(self.values.get(ADMIN_LISTENERS))
+
+    def admin_rest_tls(self) -> RestTls:
+        """The TLS settings of the https listeners of `admin.listeners`."""
+        return rest_tls(self.raw, ADMIN_HTTPS_PREFIX)
 
     def advertised_listener(self) -> ListenerUrl:
         """The listener other workers reach this one on (`rest.advertised.listener`)."""

@@ -81,3 +81,44 @@ def test_tls_errors_name_the_config_as_the_file_spells_it(tmp_path: Path) -> Non
 def test_confluent_s_name_of_client_authentication_is_taken_too() -> None:
     settings = worker({"listeners.https.ssl.client.authentication": "REQUESTED"}).rest_tls().settings
     assert settings.client_auth == "requested"
+
+
+def test_admin_listeners_unset_empty_or_urls(tmp_path: Path) -> None:
+    assert worker({}).admin_listeners() is None  # /admin on the listeners of `listeners`
+    assert worker({"admin.listeners": ""}).admin_listeners() == ()  # nowhere
+    both = worker({"admin.listeners": "http://127.0.0.1:9000, https://127.0.0.1:9443"}).admin_listeners()
+    assert both is not None and [(u.scheme, u.port) for u in both] == [("http", 9000), ("https", 9443)]
+    assert refused({"admin.listeners": "ftp://127.0.0.1:21"}).name == "admin.listeners"
+    # Their TLS settings: admin.listeners.https.ssl.* all or nothing, never those of listeners.https.
+    pki = make_pki(tmp_path)
+    only_api = worker({"listeners.https.ssl.keystore.type": "PEM",
+                       "listeners.https.ssl.keystore.location": str(pki.server)})
+    assert only_api.admin_rest_tls().prefix == "" and only_api.admin_rest_tls().settings.keystore_location is None
+    admin = worker({"admin.listeners.https.ssl.keystore.type": "PEM", "ssl.client.auth": "required",
+                    "admin.listeners.https.ssl.keystore.location": str(pki.server)}).admin_rest_tls()
+    assert admin.prefix == "admin.listeners.https." and admin.settings.client_auth == "none"
+    assert admin.settings.keystore_location == str(pki.server)
+    error = refused_admin({"admin.listeners.https.ssl.keystore.location": str(pki.server)})
+    assert error.name == "admin.listeners.https.ssl.keystore.type"
+
+
+def refused_admin(props: dict[str, str]) -> ConfigException:
+    with pytest.raises(ConfigException) as raised:
+        WorkerConfig.parse({**BASE, **props}).admin_rest_tls().server_context()
+    return raised.value
+
+
+def test_the_admin_endpoints_are_in_one_app_or_the_other() -> None:
+    from starlette.routing import Route
+
+    from moldau.connect.rest import build_admin_app, build_app
+
+    def paths(app: object) -> set[str]:
+        return {r.path for r in app.routes if isinstance(r, Route)}  # type: ignore[attr-defined]
+
+    herder = object()
+    with_admin = paths(build_app(herder, lambda: None))  # type: ignore[arg-type]
+    without = paths(build_app(herder, lambda: None, admin=False))  # type: ignore[arg-type]
+    admin_only = paths(build_admin_app(herder, lambda: None))  # type: ignore[arg-type]
+    assert admin_only == {"/admin/loggers", "/admin/loggers/{logger}"}
+    assert with_admin == without | admin_only and not without & admin_only
