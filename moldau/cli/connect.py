@@ -10,7 +10,7 @@ from typing import Any
 
 from moldau.cli.common import CliError, add_action
 from moldau.cli.output import add_output_option, emit
-from moldau.connect.rest_client import DEFAULT_URL, ConnectApiError, ConnectClient
+from moldau.connect.rest_client import DEFAULT_URL, ConnectApiError, ConnectClient, tls_context
 
 URL_ENV = "MOLDAU_CONNECT_URL"
 
@@ -55,12 +55,18 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 def _client(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--url", default=os.environ.get(URL_ENV, DEFAULT_URL),
                         help=f"the worker's REST API (default: ${URL_ENV}, else {DEFAULT_URL})")
+    parser.add_argument("--cacert", metavar="FILE",
+                        help="https: trust the CAs of this PEM file (default: the system's)")
+    parser.add_argument("--cert", metavar="FILE",
+                        help="https: offer this PEM client certificate (with its key, or see --key)")
+    parser.add_argument("--key", metavar="FILE", help="https: the client certificate's PEM key, if not in --cert")
     return parser
 
 
 def _call(args: argparse.Namespace, method: str, path: str, body: Any = None, **query: Any) -> Any:
     try:
-        return ConnectClient(args.url).request(method, path, body, **query)
+        tls = tls_context(args.cacert, args.cert, args.key)
+        return ConnectClient(args.url, tls=tls).request(method, path, body, **query)
     except ConnectApiError as exc:
         raise CliError(str(exc)) from None
 

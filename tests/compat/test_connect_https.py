@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import http.client
 import ssl
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 import uuid
@@ -39,6 +41,11 @@ def _tls_configs(pki: Pki, prefix: str = "", client_auth: str | None = None) -> 
 def _get(url: str, context: ssl.SSLContext | None) -> int:
     with urllib.request.urlopen(url, timeout=10, context=context) as response:
         return int(response.status)
+
+
+def _moldau_connect(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "moldau", "connect", *args], capture_output=True, text=True,
+                          timeout=60, check=False, cwd=Path(__file__).resolve().parents[2])
 
 
 def _file_source(tmp_path: Path, topic: str) -> dict[str, str]:
@@ -97,6 +104,13 @@ def test_client_certificates_are_required_when_configured(shared_broker: BrokerP
         stranger.load_cert_chain(str(other_ca.client))  # a certificate the worker's CA did not sign
         with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
             _get(worker.url + "/", stranger)
+        # `moldau connect` with the CA and a client certificate manages such a worker; without one it cannot.
+        listed = _moldau_connect("list", "--url", worker.url, "--cacert", str(pki.ca), "--cert", str(pki.client))
+        assert listed.returncode == 0, listed.stderr
+        refused = _moldau_connect("list", "--url", worker.url, "--cacert", str(pki.ca))
+        assert refused.returncode == 1 and "cannot reach the Connect worker" in refused.stderr, refused.stderr
+        missing = _moldau_connect("list", "--url", worker.url, "--cert", str(tmp_path / "none.pem"))
+        assert missing.returncode == 1 and "cannot use the client certificate" in missing.stderr, missing.stderr
         assert worker.stop() == 0, worker.log_tail()
     finally:
         worker.cleanup()
