@@ -104,8 +104,29 @@ def _listener_override(name: str) -> tuple[str, str] | None:
     return (listener, base) if sep and listener and base else None
 
 
+# The configs a listener reloads at runtime (its key and trust stores, `moldau.security.tls`): the only ones that
+# may be set dynamically with a listener prefix, `listener.name.<listener>.<config>`, as Kafka's documented way of
+# replacing a listener's certificate.
+RELOADABLE_TLS_CONFIGS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+    "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
+})
+
+
+def _definition(name: str) -> ConfigDef:
+    """The definition of a known config, or of the config a `listener.name.<listener>.` name overrides."""
+    override = _listener_override(name)
+    return BROKER_CONFIGS[override[1] if override is not None else name]
+
+
 def _parse_dynamic(name: str, raw: str | None) -> ConfigValue:
     """Check that ``name`` may change at runtime, then parse ``raw``."""
+    override = _listener_override(name)
+    if override is not None and override[1] in BROKER_CONFIGS:
+        if override[1] not in RELOADABLE_TLS_CONFIGS:
+            raise ConfigError(f"Cannot update configuration {name} dynamically: of a listener's configs, only its "
+                              f"key and trust stores are ({', '.join(sorted(RELOADABLE_TLS_CONFIGS))})", name)
+        return None if raw is None else BROKER_CONFIGS[override[1]].parse(raw)
     definition = BROKER_CONFIGS.get(name)
     if definition is None:
         raise ConfigError(f"Unknown broker configuration {name}", name)
@@ -321,7 +342,7 @@ class BrokerConfig:
 
     def __repr__(self) -> str:
         # Passwords never reach a log line or a traceback, not even through repr.
-        explicit = {name: "[hidden]" if BROKER_CONFIGS[name].sensitive else format_value(value)
+        explicit = {name: "[hidden]" if _definition(name).sensitive else format_value(value)
                     for layer in self._layers.values() for name, value in layer.items()}
         return f"BrokerConfig({explicit!r})"
 
@@ -427,10 +448,28 @@ class BrokerConfig:
 
     def listener_value(self, listener_name: str, name: str) -> ConfigValue:
         """A config as one listener sees it: ``listener.name.<listener>.<name>`` (the listener's name in lower
-        case, as Kafka writes it) wins over ``name`` itself."""
+        case, as Kafka writes it) wins over ``name`` itself in each layer, and the layers keep their precedence
+        (a dynamic plain value wins over a static prefixed one), as in Kafka."""
         definition = _known(name)
-        raw = self._unknown.get(f"{_LISTENER_PREFIX}{listener_name.lower()}.{name}")
-        return self.value(name) if raw is None else definition.parse(raw)
+        prefixed = f"{_LISTENER_PREFIX}{listener_name.lower()}.{name}"
+        for source in _BROKER_LAYERS:
+            layer = self._layers.get(source, {})
+            if prefixed in layer:
+                return layer[prefixed]
+            if source == ConfigSource.STATIC_BROKER_CONFIG and prefixed in self._unknown:
+                return definition.parse(self._unknown[prefixed])
+            if name in layer:
+                return layer[name]
+        return _DEFAULTS[name]
+
+    def dynamic_listener_configs(self) -> dict[str, tuple[ConfigValue, ConfigSource]]:
+        """The `listener.name.<listener>.<config>` values set dynamically, with their layer (per-broker first)."""
+        found: dict[str, tuple[ConfigValue, ConfigSource]] = {}
+        for source in _BROKER_LAYERS[:2]:
+            for name, value in self._layers.get(source, {}).items():
+                if _listener_override(name) is not None:
+                    found.setdefault(name, (value, source))
+        return found
 
     @property
     def controller_quorum_voters(self) -> list[Voter]:

@@ -56,8 +56,17 @@ def _broker_synonyms(broker: BrokerConfig, synonyms: Iterable[Synonym]) -> list[
 
 
 def describe_broker_configs(broker: BrokerConfig) -> list[ConfigEntryView]:
-    """Every known broker config as DescribeConfigs reports it, sorted by name; passwords are hidden."""
-    return [_broker_entry(broker, definition) for _, definition in sorted(BROKER_CONFIGS.items())]
+    """Every known broker config as DescribeConfigs reports it, and the `listener.name.<listener>.` ones set
+    dynamically, sorted by name; passwords are hidden."""
+    entries = [_broker_entry(broker, definition) for _, definition in sorted(BROKER_CONFIGS.items())]
+    for name, (value, source) in broker.dynamic_listener_configs().items():
+        definition = BROKER_CONFIGS[name.split(".", 3)[3] if name.count(".") >= 3 else name]
+        shown = None if definition.sensitive else format_value(value)
+        entries.append(ConfigEntryView(name=name, value=shown, source=source, read_only=False,
+                                       sensitive=definition.sensitive, config_type=definition.type,
+                                       documentation=definition.doc,
+                                       synonyms=(ConfigSynonym(name, shown, source),)))
+    return sorted(entries, key=lambda entry: entry.name)
 
 
 def _broker_entry(broker: BrokerConfig, definition: ConfigDef) -> ConfigEntryView:

@@ -20,7 +20,7 @@ import re
 import ssl
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from moldau.config.broker_config import BrokerConfig
@@ -81,6 +81,12 @@ class TlsSettings:
             principal_mapping_rules=get("ssl.principal.mapping.rules") or "DEFAULT",
         )
 
+    def without_stores(self) -> TlsSettings:
+        """These settings with the key and trust stores left out: what must not change while a listener runs."""
+        return replace(self, keystore_type="", keystore_location=None, keystore_certificate_chain=None,
+                       keystore_key=None, key_password=None, truststore_type="", truststore_location=None,
+                       truststore_certificates=None)
+
     def config_name(self, name: str) -> str:
         """How an error names a config: the plain name, with the listener it was read for."""
         return f"{name} (listener {self.listener})"
@@ -94,12 +100,24 @@ class TlsSettings:
         return bool(self.truststore_location or self.truststore_certificates)
 
 
-@dataclass(frozen=True, slots=True)
 class ListenerTls:
-    """What an SSL or SASL_SSL listener serves with: its context and how client certificates name principals."""
+    """What an SSL or SASL_SSL listener serves with: its context and how client certificates name principals.
 
-    context: ssl.SSLContext
-    principal_mapper: PrincipalMapper
+    Its key and trust stores can be reloaded while it runs (`reload`), as Kafka reloads a listener's stores
+    when they are altered dynamically: `context`, the one the listening socket was created with, stays; each new
+    connection's handshake is switched to the latest context in its server-name callback (which OpenSSL calls
+    for every ClientHello, before choosing the certificate), so new connections get the new certificate and are
+    verified against the new trust store, and connections already open are untouched."""
+
+    def __init__(self, listener: str, settings: TlsSettings, context: ssl.SSLContext,
+                 principal_mapper: PrincipalMapper) -> None:
+        self.listener = listener
+        self.settings = settings
+        self.context = context
+        self.principal_mapper = principal_mapper
+        self._current = context
+        self._stamps = _store_stamps(settings)
+        context.sni_callback = self._switch
 
     @classmethod
     def from_config(cls, config: BrokerConfig, listener: str) -> ListenerTls:
@@ -111,7 +129,38 @@ class ListenerTls:
             raise ConfigError(f"{exc} (listener {listener})", "ssl.principal.mapping.rules") from None
         context = server_context(settings)
         context.sslobject_class = _handshake_logger(listener)
-        return cls(context, mapper)
+        return cls(listener, settings, context, mapper)
+
+    def reload(self, settings: TlsSettings) -> bool:
+        """Serve new connections with these settings' stores if they, or the files they name, changed since the
+        last load; True if so. Raises ConfigError naming the bad config, and keeps the stores it has then."""
+        if settings.without_stores() != self.settings.without_stores():
+            raise ConfigError(f"only the key and trust stores of listener {self.listener} may change at runtime",
+                              "ssl")
+        stamps = _store_stamps(settings)
+        if settings == self.settings and stamps == self._stamps:
+            return False
+        self._current = server_context(settings)
+        self.settings, self._stamps = settings, stamps
+        return True
+
+    def _switch(self, ssl_object: ssl.SSLObject | ssl.SSLSocket, server_name: str | None,
+                context: ssl.SSLContext) -> None:
+        current = self._current
+        if current is not context:
+            ssl_object.context = current
+
+
+def _store_stamps(settings: TlsSettings) -> tuple[tuple[int, int] | None, ...]:
+    """The modification time and size of the store files, so that a file replaced under the same name is loaded
+    again when its config is set again (as Kafka reloads a key store whose file changed)."""
+    def stamp(path: str | None) -> tuple[int, int] | None:
+        try:
+            info = os.stat(path) if path else None
+        except OSError:
+            return None
+        return None if info is None else (info.st_mtime_ns, info.st_size)
+    return stamp(settings.keystore_location), stamp(settings.truststore_location)
 
 
 class _HandshakeLoggingSSLObject(ssl.SSLObject):

@@ -89,6 +89,7 @@ from moldau.server.dispatch import Dispatcher, RequestFilter
 from moldau.server.feature_gate import FeatureGate
 from moldau.server.fetch_sessions import FetchSessionCache
 from moldau.server.internal_topics import InternalTopics
+from moldau.server.listener_tls import ListenerTlsReloader
 from moldau.server.replica_links import ReplicaLinks
 from moldau.server.share_group_records import write_expired
 from moldau.server.share_state_links import ShareStateLinks
@@ -220,6 +221,9 @@ class Broker:
         except ConfigError as exc:
             raise StartupError(str(exc)) from exc
         self.quorum = self._open_quorum(voters)
+        # Listeners' key and trust stores altered dynamically are loaded as the metadata log brings them.
+        self.listener_tls = ListenerTlsReloader(self.node_id, self.config, self._listener_tls, lambda: self.image)
+        self.quorum.add_listener(lambda _old, new: self.listener_tls.follow(new))
         if self.bootstrap_scram and not self.is_controller:
             log.warning("--add-scram has no effect on a broker-only node: give it to the controllers")
         self.controller = Controller(self.quorum, self.node_id, self.config.num_partitions,

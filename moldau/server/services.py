@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from moldau.replication.replica_manager import ReplicaManager
     from moldau.server.context import RequestContext
     from moldau.server.fetch_sessions import FetchSessionCache
+    from moldau.server.listener_tls import ListenerTlsReloader
     from moldau.server.share_state_links import ShareStateLinks
     from moldau.server.txn_links import TxnLinks
     from moldau.share.manager import ShareGroups
@@ -62,6 +63,8 @@ class BrokerServices(Protocol):
     def quorum(self) -> MetadataQuorum: ...
     @property
     def controller(self) -> Controller: ...
+    @property
+    def listener_tls(self) -> ListenerTlsReloader: ...  # the TLS listeners' key and trust stores
     def endpoint_for(self, registration: RegisterBrokerRecord, listener: str = "") -> Endpoint | None: ...
 
     # -- partitions and their storage ---------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from moldau.security.acl.rules import config_refusal
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE, forward_authorized
+from moldau.server.listener_tls import touches_tls
 from moldau.telemetry.configs import RESOURCE_CLIENT_METRICS
 
 Change = tuple[str, int, str | None]
@@ -93,8 +94,13 @@ async def _alter(ctx: RequestContext, resource: Any, changes: list[Change], vali
     duplicates = sorted(name for name, count in Counter(name for name, _, _ in changes).items() if count > 1)
     if duplicates:
         raise KafkaError(ErrorCode.invalid_request, f"configs named more than once: {', '.join(duplicates)}")
+    stores = resource.resource_type == RESOURCE_BROKER and touches_tls(name for name, _, _ in changes)
+    if stores:  # a listener's key or trust store: this broker loads it first (see moldau.server.listener_tls)
+        ctx.broker.listener_tls.check(resource.resource_name, changes, replace_all)
     await ctx.broker.controller.alter_configs(resource.resource_type, resource.resource_name, changes,
                                               validate_only, replace_all)
+    if stores and not validate_only:
+        ctx.broker.listener_tls.after_alter()
 
 
 def _response(ctx: RequestContext, resource: Any, code: ErrorCode, message: str | None) -> Any:

@@ -1,0 +1,115 @@
+"""A listener's key and trust stores replaced while it runs (`ListenerTls.reload`), checked with real handshakes
+through memory BIOs, and the dynamic configs that carry them (`listener.name.<listener>.ssl.*`)."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+
+from moldau.config import BrokerConfig, ConfigError
+from moldau.config.describe import describe_broker_configs
+from moldau.security.tls import ListenerTls, TlsSettings
+
+STATIC = {"listeners": "SSL://127.0.0.1:0", "listener.security.protocol.map": "SSL:SSL",
+          "ssl.keystore.type": "PEM", "ssl.truststore.type": "PEM"}
+
+
+def issue(ca: trustme.CA, path: Path, name: str) -> str:
+    ca.issue_cert("127.0.0.1", common_name=name).private_key_and_cert_chain_pem.write_to_path(str(path))
+    return str(path)
+
+
+def handshake(server: ssl.SSLContext, ca: trustme.CA, client_cert: Path | None = None) -> str:
+    """The common name the server's certificate has, after a handshake through memory BIOs. Raises SSLError."""
+    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ca.configure_trust(client)
+    client.check_hostname = False
+    client.maximum_version = ssl.TLSVersion.TLSv1_2  # a refused client certificate fails the handshake itself
+    if client_cert is not None:
+        client.load_cert_chain(str(client_cert))
+    s_in, s_out, c_in, c_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+    server_side = server.wrap_bio(s_in, s_out, server_side=True)
+    client_side = client.wrap_bio(c_in, c_out)
+    done = set()
+    for _ in range(20):
+        for name, side in (("client", client_side), ("server", server_side)):
+            if name not in done:
+                try:
+                    side.do_handshake()
+                    done.add(name)
+                except ssl.SSLWantReadError:
+                    pass
+        s_in.write(c_out.read())
+        c_in.write(s_out.read())
+        if done == {"client", "server"}:
+            break
+    subject = common_name(client_side.getpeercert())
+    return subject
+
+
+def test_new_handshakes_get_the_reloaded_stores_and_a_bad_store_changes_nothing(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    first = issue(ca, tmp_path / "first.pem", "first")
+    config = BrokerConfig({**STATIC, "ssl.keystore.location": first})
+    listener = ListenerTls.from_config(config, "SSL")
+    assert handshake(listener.context, ca) == "first"
+    assert not listener.reload(TlsSettings.for_listener(config, "SSL"))  # nothing changed
+    dynamic = config.with_dynamic({"listener.name.ssl.ssl.keystore.location": issue(ca, tmp_path / "b.pem", "b")},
+                                  per_broker=True)
+    assert listener.reload(TlsSettings.for_listener(dynamic, "SSL"))
+    assert handshake(listener.context, ca) == "b"  # the socket's context is the same; the handshake switched
+    missing = config.with_dynamic({"ssl.keystore.location": str(tmp_path / "missing.pem")})
+    with pytest.raises(ConfigError, match="no such file"):
+        listener.reload(TlsSettings.for_listener(missing, "SSL"))
+    assert handshake(listener.context, ca) == "b"
+    issue(ca, tmp_path / "b.pem", "b-again")  # the same name, a new file: loaded again
+    assert listener.reload(TlsSettings.for_listener(dynamic, "SSL"))
+    assert handshake(listener.context, ca) == "b-again"
+    required = BrokerConfig({**STATIC, "ssl.keystore.location": first, "ssl.client.auth": "required",
+                             "ssl.truststore.location": str(tmp_path / "first.pem")})
+    with pytest.raises(ConfigError, match="only the key and trust stores"):
+        listener.reload(TlsSettings.for_listener(required, "SSL"))
+
+
+def test_a_reloaded_trust_store_verifies_new_clients(tmp_path: Path) -> None:
+    ca, other = trustme.CA(), trustme.CA()
+    (tmp_path / "ca.pem").write_bytes(ca.cert_pem.bytes())
+    (tmp_path / "both.pem").write_bytes(ca.cert_pem.bytes() + other.cert_pem.bytes())
+    stranger = tmp_path / "stranger.pem"
+    issue(other, stranger, "stranger")
+    config = BrokerConfig({**STATIC, "ssl.keystore.location": issue(ca, tmp_path / "server.pem", "server"),
+                           "ssl.truststore.location": str(tmp_path / "ca.pem"), "ssl.client.auth": "required"})
+    listener = ListenerTls.from_config(config, "SSL")
+    with pytest.raises(ssl.SSLError):
+        handshake(listener.context, ca, stranger)
+    trusting = config.with_dynamic({"ssl.truststore.location": str(tmp_path / "both.pem")}, per_broker=True)
+    assert listener.reload(TlsSettings.for_listener(trusting, "SSL"))
+    assert handshake(listener.context, ca, stranger) == "server"
+
+
+def test_dynamic_listener_configs_are_the_stores_only_and_win_within_their_layer(tmp_path: Path) -> None:
+    config = BrokerConfig({**STATIC, "ssl.keystore.location": "/static.pem",
+                           "listener.name.ssl.ssl.truststore.location": "/static-prefixed.pem"})
+    dynamic = config.with_dynamic({"ssl.truststore.location": "/dynamic.pem"})
+    # Kafka's precedence: layers first (a dynamic plain value beats a static prefixed one), then the prefix.
+    assert dynamic.listener_value("SSL", "ssl.truststore.location") == "/dynamic.pem"
+    mine = dynamic.with_dynamic({"listener.name.ssl.ssl.keystore.location": "/mine.pem"}, per_broker=True)
+    assert mine.listener_value("SSL", "ssl.keystore.location") == "/mine.pem"
+    assert mine.listener_value("OTHER", "ssl.keystore.location") == "/static.pem"
+    for refused in ("listener.name.ssl.ssl.client.auth", "ssl.client.auth", "ssl.cipher.suites"):
+        with pytest.raises(ConfigError, match="dynamically"):
+            config.with_dynamic({refused: "required"}, per_broker=True)
+    described = {e.name: e for e in describe_broker_configs(mine)}
+    entry = described["listener.name.ssl.ssl.keystore.location"]
+    assert (entry.value, entry.read_only, entry.source.name) == ("/mine.pem", False, "DYNAMIC_BROKER_CONFIG")
+    assert described["ssl.keystore.location"].read_only is False
+    assert described["ssl.client.auth"].read_only is True
+
+
+def common_name(certificate: Any) -> str:
+    """The subject's common name of a certificate as `getpeercert()` gives it."""
+    return next(str(value) for rdn in certificate["subject"] for key, value in rdn if key == "commonName")
