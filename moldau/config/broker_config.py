@@ -448,19 +448,16 @@ class BrokerConfig:
 
     def listener_value(self, listener_name: str, name: str) -> ConfigValue:
         """A config as one listener sees it: ``listener.name.<listener>.<name>`` (the listener's name in lower
-        case, as Kafka writes it) wins over ``name`` itself in each layer, and the layers keep their precedence
-        (a dynamic plain value wins over a static prefixed one), as in Kafka."""
+        case, as Kafka writes it), from whichever layer has it (per-broker dynamic, cluster-wide dynamic, static),
+        wins over ``name`` itself, as Kafka merges the layers first and then lets prefixed names override."""
         definition = _known(name)
         prefixed = f"{_LISTENER_PREFIX}{listener_name.lower()}.{name}"
         for source in _BROKER_LAYERS:
             layer = self._layers.get(source, {})
             if prefixed in layer:
                 return layer[prefixed]
-            if source == ConfigSource.STATIC_BROKER_CONFIG and prefixed in self._unknown:
-                return definition.parse(self._unknown[prefixed])
-            if name in layer:
-                return layer[name]
-        return _DEFAULTS[name]
+        raw = self._unknown.get(prefixed)
+        return self.value(name) if raw is None else definition.parse(raw)
 
     def dynamic_listener_configs(self) -> dict[str, tuple[ConfigValue, ConfigSource]]:
         """The `listener.name.<listener>.<config>` values set dynamically, with their layer (per-broker first)."""

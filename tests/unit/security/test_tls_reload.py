@@ -91,12 +91,13 @@ def test_a_reloaded_trust_store_verifies_new_clients(tmp_path: Path) -> None:
     assert handshake(listener.context, ca, stranger) == "server"
 
 
-def test_dynamic_listener_configs_are_the_stores_only_and_win_within_their_layer(tmp_path: Path) -> None:
+def test_dynamic_listener_configs_are_the_stores_only_and_prefixed_ones_win(tmp_path: Path) -> None:
     config = BrokerConfig({**STATIC, "ssl.keystore.location": "/static.pem",
                            "listener.name.ssl.ssl.truststore.location": "/static-prefixed.pem"})
     dynamic = config.with_dynamic({"ssl.truststore.location": "/dynamic.pem"})
-    # Kafka's precedence: layers first (a dynamic plain value beats a static prefixed one), then the prefix.
-    assert dynamic.listener_value("SSL", "ssl.truststore.location") == "/dynamic.pem"
+    # Kafka merges the layers, then lets prefixed names override: a static prefixed value beats a dynamic plain one.
+    assert dynamic.listener_value("SSL", "ssl.truststore.location") == "/static-prefixed.pem"
+    assert dynamic.listener_value("OTHER", "ssl.truststore.location") == "/dynamic.pem"
     mine = dynamic.with_dynamic({"listener.name.ssl.ssl.keystore.location": "/mine.pem"}, per_broker=True)
     assert mine.listener_value("SSL", "ssl.keystore.location") == "/mine.pem"
     assert mine.listener_value("OTHER", "ssl.keystore.location") == "/static.pem"
