@@ -1,9 +1,9 @@
 """What DescribeShareGroupOffsets, AlterShareGroupOffsets and DeleteShareGroupOffsets share: finding the share
 group (coordinated here, not a consumer group), and the partitions of the topics they name.
 
-A share group's membership lives in memory on its coordinator, while its share-partition state is durable in the
-share coordinator; a group id this broker coordinates that is no consumer group is therefore treated as a share
-group, with or without members, as Kafka lets an administrator set the offsets of a share group before it is used.
+A share group need not exist, nor have members, for its offsets to be set: Kafka lets an administrator set them
+before the group is used. So a group id this broker coordinates that is no consumer group is treated as a share
+group, with or without members; its share-partition state is durable in the share coordinator.
 """
 
 from __future__ import annotations
