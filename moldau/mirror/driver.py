@@ -8,8 +8,9 @@ heartbeats are off.
 Started on several machines with the same file, the processes join the same groups and share the work (and
 take over a dead process's work), as MirrorMaker 2's do. Each flow's worker serves Connect's REST API, which
 workers use to reach the group's leader: on `<flow>.listeners` when given (e.g. `east->west.listeners =
-http://0.0.0.0:8083` with `east->west.rest.advertised.host.name`), else on a free port of 127.0.0.1, which is
-enough for processes on one machine.
+https://0.0.0.0:8443` with `east->west.rest.advertised.host.name`, and the TLS settings of a Connect worker,
+`east->west.listeners.https.ssl.*`), else on a free port of 127.0.0.1, which is enough for processes on one
+machine.
 """
 
 from __future__ import annotations
@@ -19,18 +20,18 @@ import contextlib
 import json
 import logging
 import signal
+import ssl
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
-import uvicorn
-
 from moldau.connect.distributed.herder import DistributedHerder
 from moldau.connect.errors import ConfigException, ConnectException
 from moldau.connect.plugins import PluginRegistry
-from moldau.connect.rest import build_app
-from moldau.connect.worker.standalone import SHUTDOWN_GRACE_S, ClusterId, RestServer, bind_listener
+from moldau.connect.rest import build_admin_app, build_app
+from moldau.connect.worker.rest_serving import RestServing
+from moldau.connect.worker.standalone import ClusterId
 from moldau.connect.worker.worker_config import WorkerConfig
 from moldau.mirror.config import Flow, MirrorMakerConfig
 
@@ -50,9 +51,9 @@ class MirrorError(Exception):
 class FlowWorker:
     flow: Flow
     herder: DistributedHerder
-    url: str
-    server: RestServer
-    serving: asyncio.Task[None]
+    url: str  # where this process reaches its own worker's REST API
+    tls: ssl.SSLContext | None  # and how, for an https listener (the worker's own stores, as between workers)
+    serving: RestServing
 
 
 def connectors_of(config: MirrorMakerConfig, flow: Flow) -> dict[str, dict[str, str]]:
@@ -67,46 +68,56 @@ def connectors_of(config: MirrorMakerConfig, flow: Flow) -> dict[str, dict[str, 
     return wanted
 
 
-def _worker_config(config: MirrorMakerConfig, flow: Flow, host: str, port: int) -> WorkerConfig:
+def _worker_config(config: MirrorMakerConfig, flow: Flow, free_port: int | None = None) -> WorkerConfig:
+    """The flow's worker config; without `<flow>.listeners`, an http listener on `free_port` of 127.0.0.1."""
     props = config.worker_config(flow)
-    props.setdefault("listeners", f"http://{host}:{port}")
+    if free_port is not None:
+        props.setdefault("listeners", f"http://127.0.0.1:{free_port}")
     try:
         return WorkerConfig.parse(props, standalone=False)
     except ConfigException as exc:
         raise MirrorError(f"worker of flow {flow}: {exc}") from None
 
 
+def _bind(flow: Flow, worker: WorkerConfig) -> RestServing:
+    try:
+        serving = RestServing(worker)  # the listeners of `listeners` (and `admin.listeners`), http or https
+        serving.bind()
+    except ConnectException as exc:
+        raise MirrorError(f"worker of flow {flow}: {exc}") from None
+    return serving
+
+
 async def _start_flow(config: MirrorMakerConfig, flow: Flow, registry: PluginRegistry) -> FlowWorker:
-    flow_props = config.worker_config(flow)
-    if "listeners" in flow_props:
-        host, port = WorkerConfig.parse(flow_props, standalone=False).listener()
-    else:
-        host, port = "127.0.0.1", 0
-    listener = bind_listener(host, port)
-    port = listener.getsockname()[1]
-    worker = _worker_config(config, flow, host, port)
+    given = "listeners" in config.worker_config(flow)
+    worker = _worker_config(config, flow, None if given else 0)
+    serving = _bind(flow, worker)
+    own = serving.api_listeners[0]
+    assert own.socket is not None
+    port = own.socket.getsockname()[1]
+    if not given:  # the free port the kernel chose is the one other workers must be told
+        worker = _worker_config(config, flow, port)
     try:
         herder = DistributedHerder(worker, registry)
         await asyncio.to_thread(herder.start)
     except ConnectException as exc:
-        listener.close()
+        serving.close()
         raise MirrorError(f"flow {flow}: {exc}") from None
-    app = build_app(herder, ClusterId(herder), herder.internal_routes(), herder.peers.call)
-    server = RestServer(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
-                                       lifespan="off", timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-                                       server_header=False))
-    serving = asyncio.get_running_loop().create_task(server.serve(sockets=[listener]))
-    log.info("mirror: flow %s runs in group %s, REST API on http://%s:%d", flow, worker.values["group.id"], host,
-             port)
-    return FlowWorker(flow, herder, f"http://127.0.0.1:{port}" if host in ("0.0.0.0", "") else
-                      f"http://{host}:{port}", server, serving)
+    cluster_id = ClusterId(herder)
+    serving.start(build_app(herder, cluster_id, herder.internal_routes(), herder.peers.call,
+                            admin=serving.admin_on_api_listeners), build_admin_app(herder, cluster_id))
+    host = "127.0.0.1" if own.url.host in ("", "0.0.0.0", "::") else own.url.host
+    url = f"{own.url.scheme}://{host}:{port}"
+    log.info("mirror: flow %s runs in group %s, REST API on %s", flow, worker.values["group.id"], url)
+    tls = worker.rest_tls().client_context() if own.url.tls else None
+    return FlowWorker(flow, herder, url, tls, serving)
 
 
-def _put_config(url: str, name: str, config: dict[str, str]) -> tuple[int, str]:
+def _put_config(url: str, name: str, config: dict[str, str], tls: ssl.SSLContext | None = None) -> tuple[int, str]:
     request = urllib.request.Request(f"{url}/connectors/{name}/config", data=json.dumps(config).encode(),
                                      method="PUT", headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=30, context=tls) as response:
             return response.status, ""
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode(errors="replace")
@@ -120,7 +131,7 @@ def ensure_connectors(worker: FlowWorker, wanted: dict[str, dict[str, str]]) -> 
     for name, config in wanted.items():
         deadline = time.monotonic() + CONNECTOR_WAIT_S
         while True:
-            status, body = _put_config(worker.url, name, config)
+            status, body = _put_config(worker.url, name, config, worker.tls)
             if status in (200, 201):
                 break
             if status == 400 or time.monotonic() > deadline:
@@ -150,8 +161,7 @@ async def _serve(config: MirrorMakerConfig) -> int:
         log.info("mirror: stopping")
         for worker in workers:
             await asyncio.to_thread(worker.herder.shutdown)
-            worker.server.should_exit = True
         for worker in workers:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(worker.serving, SHUTDOWN_GRACE_S + 2)
+                await worker.serving.stop()
     return 0

@@ -121,3 +121,48 @@ def test_the_dedicated_mirror_copies_and_survives_kill_9(east: BrokerProcess, sh
         raise
     finally:
         mirror.signal(signal.SIGKILL)
+
+
+def test_the_dedicated_mirror_serves_its_rest_api_over_https(east: BrokerProcess, shared_broker: BrokerProcess,
+                                                            tmp_path: Path) -> None:
+    """A flow's worker on an https listener that requires client certificates (`east->west.listeners` and
+    `east->west.listeners.https.ssl.*`, Connect's names): the mirror creates its connectors through it with the
+    worker's own certificate and copies the topic; a client without a certificate is refused."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    from confluent_kafka import Producer
+
+    from moldau.net.ports import free_port
+    from tests.support.tls import make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    topic, port = fresh_topic(east.bootstrap), free_port()
+    config = mm2_properties(tmp_path / "mm2.properties", east, shared_broker, topic)
+    prefix = "east->west.listeners.https."
+    https = {"east->west.listeners": f"https://127.0.0.1:{port}", f"{prefix}ssl.keystore.type": "PEM",
+             f"{prefix}ssl.keystore.location": str(pki.server), f"{prefix}ssl.truststore.type": "PEM",
+             f"{prefix}ssl.truststore.location": str(pki.ca), f"{prefix}ssl.client.auth": "required"}
+    config.write_text(config.read_text() + "".join(f"{k} = {v}\n" for k, v in https.items()))
+    producer = Producer({"bootstrap.servers": east.bootstrap})
+    for i in range(50):
+        producer.produce(topic, value=str(i).encode())
+    assert producer.flush(30) == 0
+    mirror = Mirror(config, tmp_path / "mirror.log")
+    mirror.start()
+    try:
+        wait_for(lambda: len(copied(shared_broker.bootstrap, f"east.{topic}")) >= 50, 90, "the mirror to copy")
+        with_certificate = pki.client_context()
+        with_certificate.load_cert_chain(str(pki.client))
+        url = f"https://127.0.0.1:{port}/connectors"
+        with urllib.request.urlopen(url, timeout=10, context=with_certificate) as answer:
+            assert "MirrorSourceConnector" in answer.read().decode()
+        with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
+            urllib.request.urlopen(url, timeout=10, context=pki.client_context())  # no client certificate
+        mirror.signal(signal.SIGTERM)
+    except BaseException:
+        print(mirror.log.read_text(errors="replace")[-4000:])
+        raise
+    finally:
+        mirror.signal(signal.SIGKILL)

@@ -5,15 +5,11 @@ what was acknowledged or flushed) and exits 0."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
-import socket
 import threading
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-
-import uvicorn
 
 from moldau.config.properties import load_properties
 from moldau.connect.errors import ConfigException, ConnectException
@@ -29,19 +25,8 @@ __all__ = ["StandaloneError", "run_standalone"]
 
 log = logging.getLogger(__name__)
 
-SHUTDOWN_GRACE_S = 5
-
-
 class StandaloneError(Exception):
     """A worker or connector config that stops standalone mode from starting."""
-
-
-class RestServer(uvicorn.Server):
-    """uvicorn without its own signal handlers: the worker stops the server itself, after its tasks."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        yield
 
 
 def build_herder(worker_path: str | Path) -> Herder:
@@ -88,21 +73,6 @@ class ClusterId:
             if self.value is None:
                 self.value = cluster_id(self.herder.worker)
             return self.value
-
-
-def bind_listener(host: str, port: int) -> socket.socket:
-    """The REST listener's socket, bound before anything starts so that a taken port is a clean error."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise StandaloneError(f"the REST API cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    sock.setblocking(False)
-    return sock
 
 
 async def _serve(herder: Herder, connectors: list[dict[str, str]]) -> int:

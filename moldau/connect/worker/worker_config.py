@@ -216,13 +216,6 @@ class WorkerConfig:
     def bootstrap_servers(self) -> str:
         return ",".join(self.values["bootstrap.servers"])
 
-    def listener(self) -> tuple[str, int]:
-        """The host and port of the first http listener (MirrorMaker's dedicated workers serve that one only)."""
-        for listener in self.rest_listeners():
-            if not listener.tls:
-                return listener.host or "0.0.0.0", listener.port
-        raise ConfigException(LISTENERS, ",".join(self.values[LISTENERS]), "Expected an http://host:port listener")
-
     def rest_listeners(self) -> tuple[ListenerUrl, ...]:
         """Every REST listener of `listeners`, in order."""
         return parse_listeners(self.values[LISTENERS])

@@ -32,7 +32,6 @@ def test_several_listeners_and_the_advertised_one() -> None:
     both = worker({"listeners": "https://127.0.0.1:8443, http://127.0.0.1:8083"})
     assert [(u.scheme, u.port) for u in both.rest_listeners()] == [("https", 8443), ("http", 8083)]
     assert both.rest_url() == "http://127.0.0.1:8083/"  # Kafka's default: http when a listener is http
-    assert both.listener() == ("127.0.0.1", 8083)
     https = WorkerConfig.parse({**BASE, "listeners": "http://127.0.0.1:8083,https://127.0.0.1:8443",
                                 "rest.advertised.listener": "HTTPS", "rest.advertised.host.name": "w1.example"})
     assert https.rest_url() == "https://w1.example:8443/" and https.worker_id() == "w1.example:8443"

@@ -81,7 +81,7 @@ def test_worker_config() -> None:
                                  "value.converter": "StringConverter", "offset.storage.file.filename": "o",
                                  "listeners": "http://127.0.0.1:18083", "producer.linger.ms": "50",
                                  "security.protocol": "SSL"})
-    assert worker.bootstrap_servers == "a:1,b:2" and worker.listener() == ("127.0.0.1", 18083)
+    assert worker.bootstrap_servers == "a:1,b:2" and worker.rest_listeners()[0].port == 18083
     assert worker.worker_id() == "127.0.0.1:18083"
     assert worker.values["offset.flush.interval.ms"] == 60000
     assert worker.client_config("producer") == {"bootstrap.servers": "a:1,b:2", "security.protocol": "SSL",
@@ -89,8 +89,9 @@ def test_worker_config() -> None:
     with pytest.raises(ConfigException) as raised:
         WorkerConfig.parse({"key.converter": "x", "value.converter": "x"})
     assert raised.value.name == "offset.storage.file.filename"
-    assert WorkerConfig.parse({"key.converter": "x", "value.converter": "x", "offset.storage.file.filename": "o"}
-                              ).listener() == ("0.0.0.0", 8083)
+    listeners = WorkerConfig.parse({"key.converter": "x", "value.converter": "x",
+                                    "offset.storage.file.filename": "o"}).rest_listeners()
+    assert [(u.scheme, u.host, u.port) for u in listeners] == [("http", "0.0.0.0", 8083)]
 
 
 def test_connector_files(tmp_path: Path) -> None:
