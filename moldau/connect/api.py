@@ -30,7 +30,7 @@ __all__ = [
     "ExactlyOnceSupport", "Header", "HeaderConverter",
     "OffsetStorageReader", "Plugin", "Predicate", "RecordMetadata", "SinkConnector", "SinkRecord", "SinkTask",
     "SinkTaskContext", "SourceConnector", "SourceRecord", "SourceTask", "SourceTaskContext", "Task",
-    "TopicPartition", "Transformation",
+    "TopicPartition", "TransactionContext", "Transformation",
 ]
 
 R = TypeVar("R", bound="ConnectRecord")
@@ -223,15 +223,40 @@ class OffsetStorageReader(ABC):
         return found
 
 
-class SourceTaskContext:
-    """What the worker offers a source task: its config and the committed offsets."""
+class TransactionContext(ABC):
+    """A source task's say over its transactions when its connector defines their boundaries (KIP-618: a worker
+    with `exactly.once.source.support=enabled`, a connector with `transaction.boundary=connector` whose
+    `can_define_transaction_boundaries` answers SUPPORTED). Nothing is committed unless the task asks; a task
+    stopped in good order commits what is open."""
 
-    def __init__(self, configs: Mapping[str, str], offset_storage_reader: OffsetStorageReader) -> None:
+    @abstractmethod
+    def commit_transaction(self, record: SourceRecord | None = None) -> None:
+        """Commit the open transaction once the records of the current `poll` (or, given, once `record`, which
+        it then ends with) are dispatched: their offsets are committed with them."""
+
+    @abstractmethod
+    def abort_transaction(self, record: SourceRecord | None = None) -> None:
+        """Abort the open transaction once the records of the current `poll` (or `record`, which it includes)
+        are dispatched: no consumer reading committed records sees them, and their offsets are not committed."""
+
+
+class SourceTaskContext:
+    """What the worker offers a source task: its config, the committed offsets and, with connector-defined
+    transaction boundaries, its transactions."""
+
+    def __init__(self, configs: Mapping[str, str], offset_storage_reader: OffsetStorageReader,
+                 transaction_context: TransactionContext | None = None) -> None:
         self._configs = dict(configs)
         self.offset_storage_reader = offset_storage_reader
+        self._transaction_context = transaction_context
 
     def configs(self) -> dict[str, str]:
         return dict(self._configs)
+
+    def transaction_context(self) -> TransactionContext | None:
+        """Kafka's `transactionContext()`: None unless the connector defines transaction boundaries on a worker
+        with exactly-once source support enabled."""
+        return self._transaction_context
 
 
 class SourceTask(Task, ABC):

@@ -6,7 +6,8 @@ configs make the leader fence the running task (its producers' transactional id)
 transaction another writer left open on the offsets topic does not make a restarted task resume from older
 offsets. The
 configs KIP-618 adds are validated: `exactly.once.support=required` is refused for a connector that cannot
-give exactly-once delivery, and connector-defined transaction boundaries are refused."""
+give exactly-once delivery, and connector-defined transaction boundaries for a connector that cannot define them;
+a plugin connector that defines them commits and aborts its transactions where its task asks."""
 
 from __future__ import annotations
 
@@ -29,6 +30,66 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 FILE_SOURCE = "FileStreamSource"
 
+BOUNDING_PLUGIN = '''
+"""A test plugin: a source of the numbers 0 to 9, one per poll, whose task defines its transactions: commit
+after 2, abort the batch of 5 (and with it 3 and 4), commit after the batch of 7."""
+import time
+
+from moldau.connect.api import (ConnectorTransactionBoundaries, ExactlyOnceSupport, SourceConnector, SourceRecord,
+                                SourceTask)
+from moldau.connect.config import ConfigDef
+
+PARTITION = {"source": "numbers"}
+
+
+class BoundingSourceConnector(SourceConnector):
+    def config_def(self):
+        return ConfigDef()
+
+    def start(self, props):
+        self.props = dict(props)
+
+    def task_class(self):
+        return BoundingSourceTask
+
+    def task_configs(self, max_tasks):
+        return [dict(self.props)]
+
+    def stop(self):
+        pass
+
+    def exactly_once_support(self, props):
+        return ExactlyOnceSupport.SUPPORTED
+
+    def can_define_transaction_boundaries(self, props):
+        return ConnectorTransactionBoundaries.SUPPORTED
+
+
+class BoundingSourceTask(SourceTask):
+    def start(self, props):
+        self.topic = props["topic"]
+        committed = self.context.offset_storage_reader.offset(PARTITION)
+        self.next = 0 if committed is None else committed["n"] + 1
+
+    def poll(self):
+        if self.next > 9:
+            time.sleep(0.1)
+            return None
+        n, self.next = self.next, self.next + 1
+        record = SourceRecord(topic=self.topic, value=str(n), source_partition=PARTITION, source_offset={"n": n})
+        transactions = self.context.transaction_context()
+        if n == 2:
+            transactions.commit_transaction(record)
+        elif n == 5:
+            transactions.abort_transaction()
+        elif n == 7:
+            transactions.commit_transaction()
+        return [record]
+
+    def stop(self):
+        pass
+'''
+
 
 @pytest.fixture(scope="module")
 def worker(shared_broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
@@ -41,7 +102,11 @@ def worker(shared_broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactor
         "session.timeout.ms": "6000", "heartbeat.interval.ms": "1000", "scheduled.rebalance.max.delay.ms": "0",
         "exactly.once.source.support": "enabled",
     }
-    proc = WorkerProcess(tmp_path_factory.mktemp("connect-eos"), shared_broker.bootstrap, settings,
+    directory = tmp_path_factory.mktemp("connect-eos")
+    plugins = directory / "plugins"
+    plugins.mkdir()
+    (plugins / "bounding_plugin.py").write_text(BOUNDING_PLUGIN)
+    proc = WorkerProcess(directory, shared_broker.bootstrap, {**settings, "plugin.path": str(plugins)},
                          mode="distributed")
     proc.start(timeout_s=60)
     try:
@@ -188,7 +253,7 @@ def test_exactly_once_configs_are_validated(worker: WorkerProcess) -> None:
     stdin: dict[str, Any] = _validate(worker, {"name": "stdin", "exactly.once.support": "required"})
     assert "does not support exactly-once" in stdin["exactly.once.support"][0]
     boundary = _validate(worker, {"name": "c", "file": "/dev/null", "transaction.boundary": "connector"})
-    assert "not supported" in boundary["transaction.boundary"][0]
+    assert "does not support connector-defined transaction boundaries" in boundary["transaction.boundary"][0]
     assert "transaction.boundary" in _validate(worker, {"name": "x", "transaction.boundary": "sometimes"})
     answer: list[Any] = []
 
@@ -199,3 +264,21 @@ def test_exactly_once_configs_are_validated(worker: WorkerProcess) -> None:
         return status != 409  # the group is still rebalancing
     wait_for(refused, 60, "an answer outside a rebalance")
     assert answer[0] == 400 and "exactly.once.support" in answer[1]["message"], answer
+
+
+def test_a_connector_defines_its_transactions(worker: WorkerProcess, shared_broker: BrokerProcess) -> None:
+    """`transaction.boundary=connector`: the plugin's task commits after record 2, aborts the batch of record 5
+    (3, 4 and 5 with it) and commits after the batch of 7; 8 and 9 wait in an open transaction, which the task's
+    stop in good order commits. Committed offsets follow the committed records only."""
+    name, topic = f"bounding-{uuid.uuid4().hex[:6]}", f"bounding-{uuid.uuid4().hex[:6]}"
+    _create(worker, name, {"connector.class": "BoundingSourceConnector", "topic": topic,
+                           "transaction.boundary": "connector", "exactly.once.support": "required"})
+    wait_for(lambda: _committed_values(shared_broker.bootstrap, topic) == ["0", "1", "2", "6", "7"], 60,
+             "the transactions the connector committed")
+    time.sleep(2)  # nothing else is committed while the task keeps its transaction open
+    assert _committed_values(shared_broker.bootstrap, topic) == ["0", "1", "2", "6", "7"]
+    every = [(r.value or b"").decode() for r in read_to_end(shared_broker.bootstrap, topic, "read_uncommitted")]
+    assert every == [str(n) for n in range(10)]  # the aborted ones and the open ones are in the log
+    assert worker.request("DELETE", f"/connectors/{name}")[0] == 204
+    wait_for(lambda: _committed_values(shared_broker.bootstrap, topic)[-2:] == ["8", "9"], 60,
+             "the open transaction committed as the task stopped")

@@ -9,9 +9,10 @@ watermark, which waits for transactions of other tasks still open (a sibling tas
 until it is fenced in turn, or its transaction times out) so that no offset committed after them is missed, and
 the task started: it resumes from the offsets of its last committed transaction. The records of a transaction
 and the source offsets they reach (in `offset.storage.topic`, in the offset store's record format) are
-committed together, per the connector's `transaction.boundary`: after each `poll` (`poll`, the default) or
-every `transaction.boundary.interval.ms` (`interval`). A crash therefore loses the open transaction's records
-and offsets together, and the next incarnation copies them again, once.
+committed together, per the connector's `transaction.boundary`: after each `poll` (`poll`, the default),
+every `transaction.boundary.interval.ms` (`interval`), or when the task asks through its `TransactionContext`
+(`connector`: commit or abort after a batch or after a given record; `transaction_context`). A crash therefore
+loses the open transaction's records and offsets together, and the next incarnation copies them again, once.
 
 `SourceTask.commit_record` is called once a record's transaction is committed, not when it is acknowledged.
 
@@ -30,7 +31,15 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from moldau.connect.api import ExactlyOnceSupport, RecordMetadata, SourceConnector, SourceRecord, SourceTask
+from moldau.connect.api import (
+    ConnectorTransactionBoundaries,
+    ExactlyOnceSupport,
+    RecordMetadata,
+    SourceConnector,
+    SourceRecord,
+    SourceTask,
+    SourceTaskContext,
+)
 from moldau.connect.config import ConfigValue
 from moldau.connect.errors import ConnectException
 from moldau.connect.worker.passthrough import PassthroughSender
@@ -39,6 +48,7 @@ from moldau.connect.worker.states import State
 from moldau.connect.worker.stores import OffsetStore
 from moldau.connect.worker.submitted import Submitted, partition_key
 from moldau.connect.worker.task_runner import TaskSetup
+from moldau.connect.worker.transaction_context import WorkerTransactionContext
 from moldau.connect.worker.worker_config import (
     EXACTLY_ONCE_SOURCE_SUPPORT,
     EXACTLY_ONCE_SUPPORT,
@@ -91,7 +101,7 @@ class Transactions:
     """How one source task writes transactionally."""
 
     transactional_id: str
-    boundary: str  # poll or interval
+    boundary: str  # poll, interval or connector
     interval_s: float
     offsets_topic: str
     offset_record: OffsetRecord
@@ -112,9 +122,11 @@ def validate_exactly_once(connector: SourceConnector, config: Mapping[str, str],
     `worker_mode`: the cases Moldau cannot honour are refused, not ignored."""
     errors: list[ConfigValue] = []
     boundary = config.get(TRANSACTION_BOUNDARY, "poll").strip().lower()
-    if boundary == "connector":
+    if boundary == "connector" and worker_mode == "enabled" and \
+            connector.can_define_transaction_boundaries(config) is not ConnectorTransactionBoundaries.SUPPORTED:
         errors.append(ConfigValue(TRANSACTION_BOUNDARY, boundary, errors=[
-            "Connector-defined transaction boundaries are not supported; use poll or interval"]))
+            "The connector does not support connector-defined transaction boundaries with the given "
+            "configuration"]))
     support = config.get(EXACTLY_ONCE_SUPPORT, "requested").strip().lower()
     if support == "required":
         errors += _required(connector, config, worker_mode)
@@ -163,6 +175,12 @@ class ExactlyOnceSourceTaskRunner(SourceTaskRunner):
         self.pending_offsets: dict[str, tuple[Mapping[str, Any], Mapping[str, Any]]] = {}
         self.pending_records: list[tuple[SourceRecord, RecordMetadata | None]] = []
         self.fenced = False
+        # With connector-defined boundaries, what the task asks of its transactions.
+        self.boundaries = WorkerTransactionContext() if transactions.boundary == "connector" else None
+
+    def task_context(self) -> SourceTaskContext:
+        context = super().task_context()
+        return SourceTaskContext(context.configs(), context.offset_storage_reader, self.boundaries)
 
     def producer_config(self) -> dict[str, Any]:
         return {**super().producer_config(), "transactional.id": self.transactions.transactional_id,
@@ -220,8 +238,37 @@ class ExactlyOnceSourceTaskRunner(SourceTaskRunner):
 
     # --- boundaries -----------------------------------------------------------------------------------------
 
+    def _send(self, record: SourceRecord) -> None:
+        super()._send(record)
+        if self.boundaries is not None and self.in_transaction:
+            if self.boundaries.should_commit_on(record):
+                self._commit_transaction()
+            elif self.boundaries.should_abort_on(record):
+                self._abort_open()
+
+    def _poll_and_send(self) -> None:
+        super()._poll_and_send()
+        if self.boundaries is not None and self.in_transaction:
+            if self.boundaries.should_commit_batch():
+                self._commit_transaction()
+            elif self.boundaries.should_abort_batch():
+                self._abort_open()
+
+    def _abort_open(self) -> None:
+        """The connector asked to abort: its records are delivered into the transaction first (so no delivery
+        fails for being purged), then the transaction is aborted, and neither their offsets nor the task hear of
+        them."""
+        assert self.producer is not None
+        if self.producer.flush(self.transactions.timeout_s):
+            raise ConnectException("records of the transaction were not acknowledged in time")
+        self._check_deliveries()
+        self.pending_records, self.pending_offsets = [], {}
+        self._abort()
+
     def commit_due(self) -> bool:
         if self.in_transaction:
+            if self.boundaries is not None:
+                return False  # only the connector commits (or a stop in good order)
             if self.transactions.boundary == "poll":
                 return True  # `execute` asks after the records of each poll
             return self.setup.clock() - self.transaction_began >= self.transactions.interval_s

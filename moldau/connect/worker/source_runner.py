@@ -57,10 +57,13 @@ class SourceTaskRunner(TaskRunner):
     def start_task(self) -> None:
         self.producer = Producer(self.producer_config())
         self.prepare()
-        self.task.initialize(SourceTaskContext(self.setup.task_config,
-                                               StoreOffsetReader(self.offsets, self.setup.connector)))
+        self.task.initialize(self.task_context())
         self.task.start(self.setup.task_config)
         self.task_started = True
+
+    def task_context(self) -> SourceTaskContext:
+        """What the task is given in `initialize`."""
+        return SourceTaskContext(self.setup.task_config, StoreOffsetReader(self.offsets, self.setup.connector))
 
     def stop(self) -> None:
         super().stop()

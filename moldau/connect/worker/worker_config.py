@@ -305,7 +305,8 @@ def source_config_def() -> ConfigDef:
                     group="Exactly Once Support", order_in_group=1)
             .define(TRANSACTION_BOUNDARY, ConfigType.STRING, "poll", Importance.MEDIUM,
                     "When a task's transaction is committed: poll (after the records of each poll()), interval "
-                    "(every transaction.boundary.interval.ms); connector (connector-defined) is not supported",
+                    "(every transaction.boundary.interval.ms) or connector (when the task asks, through its "
+                    "transaction context; the connector must support it)",
                     validator=ValidString(("poll", "interval", "connector"), case_sensitive=False),
                     group="Exactly Once Support", order_in_group=2)
             .define(TRANSACTION_BOUNDARY_INTERVAL_MS, ConfigType.LONG, None, Importance.LOW,

@@ -3,6 +3,9 @@ validation of a source connector's `exactly.once.support` and `transaction.bound
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from moldau.connect.api import ConnectorTransactionBoundaries
 from moldau.connect.connectors.file import FileStreamSourceConnector
 from moldau.connect.worker.exactly_once import transactional_id, validate_exactly_once
 from moldau.connect.worker.worker_config import WorkerConfig, exactly_once_source
@@ -36,8 +39,22 @@ def test_required_needs_an_enabled_worker_and_a_connector_that_says_yes() -> Non
     assert errors({"exactly.once.support": "requested"}) == {}
 
 
-def test_connector_boundaries_and_connector_offsets_topics_are_refused() -> None:
-    assert "transaction.boundary" in errors({"transaction.boundary": "connector"}, "disabled")
+class Bounding(FileStreamSourceConnector):
+    """A connector whose tasks define their transactions."""
+
+    def can_define_transaction_boundaries(self, props: Mapping[str, str]) -> ConnectorTransactionBoundaries:
+        return ConnectorTransactionBoundaries.SUPPORTED
+
+
+def test_connector_boundaries_need_a_connector_that_defines_them() -> None:
+    refused = errors({"transaction.boundary": "connector"})["transaction.boundary"][0]
+    assert "does not support connector-defined transaction boundaries" in refused
+    assert errors({"transaction.boundary": "connector"}, "disabled") == {}  # without exactly-once: not used
+    bounding = validate_exactly_once(Bounding(), {"transaction.boundary": "connector"}, "enabled")
+    assert [v for v in bounding if v.errors] == []
+
+
+def test_connector_offsets_topics_are_refused() -> None:
     assert errors({"transaction.boundary": "interval"}) == {}
     assert "offsets.storage.topic" in errors({"offsets.storage.topic": "my-offsets"})
     assert errors({"offsets.storage.topic": "my-offsets"}, "disabled") == {}
