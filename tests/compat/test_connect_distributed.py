@@ -301,6 +301,19 @@ def test_offsets_and_statuses_are_in_kafka_s_record_formats(cluster: Cluster) ->
                 read_topic(cluster.bootstrap, cluster.settings["status.storage.topic"], 3) if key and value}
     entry = statuses["status-task-source-0-0"]
     assert set(entry) == {"state", "trace", "worker_id", "generation"} and entry["generation"] >= 1
+    # The topics connectors use (KIP-558), Kafka's records too, so every worker answers for every connector.
+    used = statuses[f"topic-{cluster.topic}-connector-source-0"]["topic"]
+    assert (used["name"], used["connector"], used["task"]) == (cluster.topic, "source-0", 0)
+    for worker in cluster.live():
+        assert worker.request("GET", f"/connectors/{cluster.sink}/topics") == (
+            200, {cluster.sink: {"topics": [cluster.topic]}})
+    assert cluster.live()[1].request("PUT", "/connectors/source-1/topics/reset")[0] == 202
+
+    def reset_seen(worker: WorkerProcess) -> bool:
+        return bool(worker.request("GET", "/connectors/source-1/topics")[1] == {"source-1": {"topics": []}})
+
+    for worker in cluster.live():
+        wait_for(partial(reset_seen, worker), 30, "the reset seen by every worker")
 
 
 def test_delete_writes_tombstones_and_every_worker_forgets_the_connector(cluster: Cluster) -> None:

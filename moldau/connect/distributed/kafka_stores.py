@@ -10,7 +10,8 @@ Connect's keys and JSON values (so tools that read Kafka's topics read Moldau's)
 - `offset.storage.topic`: `["<connector>", {partition}]` -> the offset's JSON (a tombstone removes it).
 - `status.storage.topic`: `status-connector-<name>` and `status-task-<name>-<n>` ->
   `{"state", "trace", "worker_id", "generation"}`; a status from an older generation on another worker does not
-  replace a newer one.
+  replace a newer one. `topic-<topic>-connector-<name>` -> `{"topic": {"name", "connector", "task",
+  "discoverTimestamp"}}`: a topic the connector used (KIP-558), a tombstone when its topics are reset.
 
 Each store applies records on its log's consumer thread; a change of config is also handed to `on_change`,
 which must not block (the herder queues it).
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -253,6 +255,8 @@ class KafkaStatusStore(StatusStore):
         self.lock = threading.Lock()
         self._connectors: dict[str, tuple[Status, int]] = {}
         self._tasks: dict[str, dict[int, tuple[Status, int]]] = {}
+        self._topics: dict[str, set[str]] = {}  # KIP-558: per connector, the topics it used
+        self._topic_keys: dict[str, tuple[str, str]] = {}  # a topic record's key -> (connector, topic)
         self.log = open_log(worker, "status", self._apply)
 
     def _send(self, key: str, status: Status | None) -> None:
@@ -293,10 +297,34 @@ class KafkaStatusStore(StatusStore):
             self._connectors.pop(name, None)
             self._tasks.pop(name, None)
         self._send(f"status-connector-{name}", None)
+        self.reset_topics(name)
+
+    def put_topic(self, name: str, topic: str, task: int) -> None:
+        with self.lock:
+            self._topics.setdefault(name, set()).add(topic)
+        value = _json({"topic": {"name": topic, "connector": name, "task": task,
+                                 "discoverTimestamp": int(time.time() * 1000)}})
+        self.log.send(_topic_key(name, topic).encode(), value, flush=False)
+
+    def topics(self, name: str) -> set[str]:
+        with self.lock:
+            return set(self._topics.get(name, ()))
+
+    def has_topic(self, name: str, topic: str) -> bool:
+        return topic in self._topics.get(name, ())  # a read under the GIL, without the lock: once per record
+
+    def reset_topics(self, name: str) -> None:
+        with self.lock:
+            gone = self._topics.pop(name, set())
+        for topic in sorted(gone):
+            self.log.send(_topic_key(name, topic).encode(), None, flush=False)
         self.log.flush()
 
     def _apply(self, raw_key: bytes | None, raw_value: bytes | None, offset: int) -> None:
         key = (raw_key or b"").decode(errors="replace")
+        if key.startswith(TOPIC_PREFIX):
+            self._apply_topic(key, raw_value, offset)
+            return
         try:
             value = _load(raw_value)
             status = None if value is None else (Status(State(value["state"]), str(value.get("worker_id", "")),
@@ -311,6 +339,34 @@ class KafkaStatusStore(StatusStore):
                 name, _, number = key[len("status-task-"):].rpartition("-")
                 if ascii_digits(number):
                     _update(self._tasks.setdefault(name, {}), int(number), status)
+
+
+    def _apply_topic(self, key: str, raw_value: bytes | None, offset: int) -> None:
+        """A topic record: its value names the connector and the topic, since either name may hold the key's
+        `-connector-` separator; a tombstone removes what the record of its key named."""
+        with self.lock:
+            if raw_value is None:
+                named = self._topic_keys.pop(key, None)
+                if named is not None:
+                    self._topics.get(named[0], set()).discard(named[1])
+                return
+        try:
+            value = _load(raw_value)["topic"]
+            name, topic = str(value["connector"]), str(value["name"])
+        except (ValueError, KeyError, TypeError):
+            log.warning("connect: topic status record %s at %d is not a topic status; skipped", key, offset)
+            return
+        with self.lock:
+            self._topic_keys[key] = (name, topic)
+            self._topics.setdefault(name, set()).add(topic)
+
+
+TOPIC_PREFIX = "topic-"
+
+
+def _topic_key(name: str, topic: str) -> str:
+    """Kafka Connect's key of a topic status record."""
+    return f"{TOPIC_PREFIX}{topic}-connector-{name}"
 
 
 def _update(table: dict[Any, tuple[Status, int]], key: Any, status: tuple[Status, int] | None) -> None:

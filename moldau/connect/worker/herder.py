@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,8 @@ from moldau.connect.worker.worker_config import (
     CONNECTOR_CLASS,
     NAME,
     TASKS_MAX,
+    TOPIC_TRACKING,
+    TOPIC_TRACKING_RESET,
     WorkerConfig,
     connector_config_def,
     exactly_once_source,
@@ -71,7 +73,6 @@ class _Running:
     plugin: PluginInfo
     connector: Connector | None = None
     tasks: dict[int, TaskRunner] = field(default_factory=dict)
-    topics: set[str] = field(default_factory=set)
 
 
 class _Context(ConnectorContext):
@@ -225,7 +226,7 @@ class Herder:
         task_config = self.configs.task_configs(name)[task_id]
         paused = self.configs.target_state(name) is TargetState.PAUSED
         setup = TaskSetup(name, task_id, connector_config, task_config, self.worker, self.registry, self.statuses,
-                          running.topics.add)
+                          self._topic_tracker(name, task_id))
         self.statuses.put_task(name, task_id, Status(State.UNASSIGNED, self.worker_id))
         connector: Connector = running.connector or running.plugin.cls()  # type: ignore[assignment]
         task = connector.task_class()()
@@ -413,16 +414,31 @@ class Herder:
             raise HerderError(404, f"No status found for task {name}-{task_id}")
         return {"id": task_id, **status.json()}
 
+    def _topic_tracker(self, name: str, task_id: int) -> Callable[[str], None]:
+        """What a task calls with the topic of each record it produces or consumes: the first use of a topic is
+        recorded (KIP-558), as the status store holds it, so that any worker answers, also after a restart."""
+        if not self.worker.values[TOPIC_TRACKING]:
+            return lambda topic: None
+        statuses = self.statuses
+
+        def used(topic: str) -> None:
+            if not statuses.has_topic(name, topic):
+                statuses.put_topic(name, topic, task_id)
+        return used
+
     def topics(self, name: str) -> list[str]:
         self._require(name)
-        running = self.running.get(name)
-        return sorted(running.topics) if running else []
+        if not self.worker.values[TOPIC_TRACKING]:
+            raise HerderError(400, "Topic tracking is disabled.")
+        return sorted(self.statuses.topics(name))
 
     def reset_topics(self, name: str) -> None:
         self._require(name)
-        running = self.running.get(name)
-        if running:
-            running.topics.clear()
+        if not self.worker.values[TOPIC_TRACKING]:
+            raise HerderError(400, "Topic tracking is disabled.")
+        if not self.worker.values[TOPIC_TRACKING_RESET]:
+            raise HerderError(400, "Topic tracking reset is disabled.")
+        self.statuses.reset_topics(name)
 
     def _require_stopped(self, name: str) -> None:
         self._require(name)

@@ -161,7 +161,8 @@ class FileOffsetStore(MemoryOffsetStore):
 
 
 class StatusStore(ABC):
-    """Observed connector and task states. Thread-safe: task threads report."""
+    """Observed connector and task states, and the topics each connector has used (KIP-558). Thread-safe: task
+    threads report."""
 
     @abstractmethod
     def put_connector(self, name: str, status: Status) -> None: ...
@@ -180,7 +181,22 @@ class StatusStore(ABC):
         """Forget the statuses of task ids `keep` and above."""
 
     @abstractmethod
-    def remove(self, name: str) -> None: ...
+    def remove(self, name: str) -> None:
+        """Forget the connector: its statuses and its topics."""
+
+    @abstractmethod
+    def put_topic(self, name: str, topic: str, task: int) -> None:
+        """The connector's task `task` used `topic` (KIP-558's active topics)."""
+
+    @abstractmethod
+    def topics(self, name: str) -> set[str]: ...
+
+    def has_topic(self, name: str, topic: str) -> bool:
+        """Whether the topic is known as the connector's; cheap enough for every record."""
+        return topic in self.topics(name)
+
+    @abstractmethod
+    def reset_topics(self, name: str) -> None: ...
 
 
 class MemoryStatusStore(StatusStore):
@@ -188,6 +204,7 @@ class MemoryStatusStore(StatusStore):
         self._lock = threading.Lock()
         self._connectors: dict[str, Status] = {}
         self._tasks: dict[str, dict[int, Status]] = {}
+        self._topics: dict[str, set[str]] = {}
 
     def put_connector(self, name: str, status: Status) -> None:
         with self._lock:
@@ -215,3 +232,19 @@ class MemoryStatusStore(StatusStore):
         with self._lock:
             self._connectors.pop(name, None)
             self._tasks.pop(name, None)
+            self._topics.pop(name, None)
+
+    def put_topic(self, name: str, topic: str, task: int) -> None:
+        with self._lock:
+            self._topics.setdefault(name, set()).add(topic)
+
+    def topics(self, name: str) -> set[str]:
+        with self._lock:
+            return set(self._topics.get(name, ()))
+
+    def has_topic(self, name: str, topic: str) -> bool:
+        return topic in self._topics.get(name, ())  # a read under the GIL, without the lock
+
+    def reset_topics(self, name: str) -> None:
+        with self._lock:
+            self._topics.pop(name, None)

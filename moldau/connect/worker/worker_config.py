@@ -52,6 +52,8 @@ TASKS_MAX = "tasks.max"
 EXACTLY_ONCE_SOURCE_SUPPORT = "exactly.once.source.support"
 EXACTLY_ONCE_SUPPORT = "exactly.once.support"
 TRANSACTION_BOUNDARY = "transaction.boundary"
+TOPIC_TRACKING = "topic.tracking.enable"
+TOPIC_TRACKING_RESET = "topic.tracking.allow.reset"
 TRANSACTION_BOUNDARY_INTERVAL_MS = "transaction.boundary.interval.ms"
 OFFSETS_STORAGE_TOPIC = "offsets.storage.topic"
 DEFAULT_LISTENER = "http://0.0.0.0:8083"
@@ -95,6 +97,10 @@ def worker_config_def(standalone: bool) -> ConfigDef:
                 "How long a commit waits for outstanding records to be acknowledged", validator=Range.at_least(0))
         .define("task.shutdown.graceful.timeout.ms", ConfigType.LONG, 5000, Importance.LOW,
                 "How long stopping waits for each task to finish")
+        .define(TOPIC_TRACKING, ConfigType.BOOLEAN, True, Importance.LOW,
+                "Whether the topics connectors use are recorded (KIP-558, GET /connectors/{name}/topics)")
+        .define(TOPIC_TRACKING_RESET, ConfigType.BOOLEAN, True, Importance.LOW,
+                "Whether PUT /connectors/{name}/topics/reset may clear a connector's recorded topics")
         .define(OVERRIDE_POLICY, ConfigType.STRING, "All", Importance.MEDIUM,
                 "Which producer.override.*, consumer.override.* and admin.override.* configs connectors may "
                 "set: All, None or Principal (or Kafka's policy class names)",

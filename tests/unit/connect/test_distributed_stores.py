@@ -91,3 +91,31 @@ def test_records_that_are_not_kafka_connects_are_skipped_and_the_stores_go_on() 
     config._apply(*_record("connector-a", {"properties": {"name": "a"}}), len(GARBAGE))
     offsets._apply(*_record(["src", {"f": 1}], {"position": 3}), len(GARBAGE))
     assert config.connector("a") == {"name": "a"} and offsets.get("src", {"f": 1}) == {"position": 3}
+
+
+def test_topics_connectors_used_are_kafka_connect_s_records_and_reset_by_tombstones() -> None:
+    """KIP-558: `topic-<topic>-connector-<name>` -> `{"topic": {...}}`; the names come from the value, since
+    either may hold the key's separator, and a tombstone removes what its key's record named."""
+    store = KafkaStatusStore(WORKER, lambda: 0)
+    sent: list[tuple[bytes, bytes | None]] = []
+
+    def send(key: bytes, value: bytes | None, flush: bool = True) -> None:
+        sent.append((key, value))
+
+    store.log.send = send  # type: ignore[method-assign]
+    store.log.flush = lambda timeout_s=0.0: None  # type: ignore[method-assign]
+    store.put_topic("my-connector-x", "a-connector-b", 0)
+    key, value = sent[0]
+    assert key == b"topic-a-connector-b-connector-my-connector-x"
+    assert value is not None and json.loads(value)["topic"]["name"] == "a-connector-b"
+    assert json.loads(value)["topic"]["connector"] == "my-connector-x" and json.loads(value)["topic"]["task"] == 0
+    assert store.has_topic("my-connector-x", "a-connector-b") and store.topics("other") == set()
+    replayed = KafkaStatusStore(WORKER, lambda: 0)  # another worker, reading the topic
+    replayed._apply(key, value, 0)
+    assert replayed.topics("my-connector-x") == {"a-connector-b"}
+    store.reset_topics("my-connector-x")
+    assert store.topics("my-connector-x") == set() and sent[-1] == (key, None)
+    replayed._apply(key, None, 1)
+    assert replayed.topics("my-connector-x") == set()
+    replayed._apply(b"topic-x-connector-y", b'{"topic": 7}', 2)  # not a topic status: skipped
+    assert replayed.topics("y") == set()
