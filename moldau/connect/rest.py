@@ -187,7 +187,8 @@ class ConnectApi:
         return json_response({name: {"topics": self.herder.topics(name)}})
 
     async def reset_topics(self, request: Request) -> Response:
-        self.herder.reset_topics(request.path_params["name"])
+        # In a thread: the reset waits for its tombstones to reach the status topic.
+        await self.call(self.herder.reset_topics, request.path_params["name"])
         return Response(status_code=202)
 
     async def offsets(self, request: Request) -> Response:
