@@ -30,16 +30,13 @@ from kio.static.primitive import i8
 from moldau.cli.common import CliError, add_bootstrap_option
 from moldau.cli.output import add_output_option, emit
 from moldau.cli.raw_request import call, check
+from moldau.config.schema import ConfigSource
 
 # Kafka's entity types this command handles: their ConfigResource type and how the tool names one.
 ENTITY_TYPES = {"brokers": (4, "broker"), "topics": (2, "topic"), "groups": (32, "group")}
-# DescribeConfigs' config sources, by Kafka's names.
-SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
-           4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
-           7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
 # The source of a value set on the entity itself: what `--describe` lists without `--all`.
-_OWN_SOURCE = {"brokers": 2, "topics": 1, "groups": 8}
-_DEFAULT_BROKER_SOURCE = 3
+_OWN_SOURCE = {"brokers": ConfigSource.DYNAMIC_BROKER_CONFIG, "topics": ConfigSource.DYNAMIC_TOPIC_CONFIG,
+               "groups": ConfigSource.GROUP_CONFIG}
 OP_SET, OP_DELETE = 0, 1
 
 
@@ -100,15 +97,15 @@ def _describe(args: argparse.Namespace, target: str, resource_type: int, name: s
         include_synonyms=True, include_documentation=False)
     (result,) = call(target, request).results
     check(result.error_code, result.error_message)
-    own = _DEFAULT_BROKER_SOURCE if args.entity_default else _OWN_SOURCE[args.entity_type]
+    own = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG if args.entity_default else _OWN_SOURCE[args.entity_type]
     listed = sorted((c for c in result.configs if args.all or int(c.config_source) == own), key=lambda c: c.name)
     document = [{"name": c.name, "value": None if c.is_sensitive else c.value, "sensitive": c.is_sensitive,
-                 "read_only": c.read_only, "source": SOURCES.get(int(c.config_source), "UNKNOWN")} for c in listed]
+                 "read_only": c.read_only, "source": _source_name(c.config_source)} for c in listed]
 
     def text() -> str:
         lines = [f"{'All' if args.all else 'Dynamic'} configs for {shown} are:"]
         for c in listed:
-            synonyms = ", ".join(f"{SOURCES.get(int(s.source), 'UNKNOWN')}:{s.name}={_shown(s.value, c.is_sensitive)}"
+            synonyms = ", ".join(f"{_source_name(s.source)}:{s.name}={_shown(s.value, c.is_sensitive)}"
                                  for s in c.synonyms)
             lines.append(f"  {c.name}={_shown(c.value, c.is_sensitive)} sensitive={str(c.is_sensitive).lower()} "
                          f"synonyms={{{synonyms}}}")
@@ -116,6 +113,12 @@ def _describe(args: argparse.Namespace, target: str, resource_type: int, name: s
 
     emit(args, document, text)
     return 0
+
+
+def _source_name(source: Any) -> str:
+    """Kafka's name of a DescribeConfigs config source."""
+    number = int(source)
+    return ConfigSource(number).name if number in ConfigSource._value2member_map_ else "UNKNOWN"
 
 
 def _shown(value: str | None, sensitive: bool) -> str:
