@@ -5,6 +5,7 @@ kill -9 and a restart goes on with nothing lost (at least once: the duplicates a
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -66,6 +67,17 @@ class Mirror:
             signal_and_wait(self.proc, sig, 60, "mirror")
             self.proc = None
 
+    @contextlib.contextmanager
+    def watched(self) -> Iterator[None]:
+        """Show the end of the mirror's log when the block fails, and kill whatever is left of it at the end."""
+        try:
+            yield
+        except BaseException:
+            print(self.log.read_text(errors="replace")[-4000:])
+            raise
+        finally:
+            self.signal(signal.SIGKILL)
+
 
 def test_the_dedicated_mirror_copies_and_survives_kill_9(east: BrokerProcess, shared_broker: BrokerProcess,
                                                          tmp_path: Path) -> None:
@@ -73,7 +85,7 @@ def test_the_dedicated_mirror_copies_and_survives_kill_9(east: BrokerProcess, sh
     mirror = Mirror(mm2_properties(tmp_path / "mm2.properties", east, shared_broker, topic), tmp_path / "mirror.log")
     mirror.start()
     remote = f"east.{topic}"
-    try:
+    with mirror.watched():
         with Load(east.bootstrap, topic) as load:
             wait_for(lambda: len(copied(shared_broker.bootstrap, remote)) > 300, 90, "the mirror to copy")
             mirror.signal(signal.SIGKILL)
@@ -116,11 +128,6 @@ def test_the_dedicated_mirror_copies_and_survives_kill_9(east: BrokerProcess, sh
         shown = outputs[0]
         assert "flow east->west" in shown
         mirror.signal(signal.SIGTERM)
-    except BaseException:
-        print(mirror.log.read_text(errors="replace")[-4000:])
-        raise
-    finally:
-        mirror.signal(signal.SIGKILL)
 
 
 def test_the_dedicated_mirror_serves_its_rest_api_over_https(east: BrokerProcess, shared_broker: BrokerProcess,
@@ -151,7 +158,7 @@ def test_the_dedicated_mirror_serves_its_rest_api_over_https(east: BrokerProcess
     assert producer.flush(30) == 0
     mirror = Mirror(config, tmp_path / "mirror.log")
     mirror.start()
-    try:
+    with mirror.watched():
         wait_for(lambda: len(copied(shared_broker.bootstrap, f"east.{topic}")) >= 50, 90, "the mirror to copy")
         with_certificate = pki.client_context()
         with_certificate.load_cert_chain(str(pki.client))
@@ -161,8 +168,3 @@ def test_the_dedicated_mirror_serves_its_rest_api_over_https(east: BrokerProcess
         with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
             urllib.request.urlopen(url, timeout=10, context=pki.client_context())  # no client certificate
         mirror.signal(signal.SIGTERM)
-    except BaseException:
-        print(mirror.log.read_text(errors="replace")[-4000:])
-        raise
-    finally:
-        mirror.signal(signal.SIGKILL)

@@ -53,7 +53,7 @@ def test_the_mirror_killed_under_load_copies_every_record_exactly_once(east: Bro
         return [(r.partition, r.key, r.value) for r in committed_records(shared_broker.bootstrap, remote, PARTITIONS)]
 
     mirror.start()
-    try:
+    with mirror.watched():
         with Load(east.bootstrap, topic) as load:
             wait_for(lambda: len(on_target()) > 300, 90, "the mirror to copy")
             mirror.signal(signal.SIGKILL)
@@ -65,8 +65,3 @@ def test_the_mirror_killed_under_load_copies_every_record_exactly_once(east: Bro
         # Record by record, in each partition's order: nothing lost, nothing twice.
         assert by_partition(on_target()) == by_partition(source)
         mirror.signal(signal.SIGTERM)
-    except BaseException:
-        print(mirror.log.read_text(errors="replace")[-4000:])
-        raise
-    finally:
-        mirror.signal(signal.SIGKILL)
