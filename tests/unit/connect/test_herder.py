@@ -12,6 +12,7 @@ import pytest
 
 from moldau.connect.api import SourceConnector, SourceRecord, SourceTask, Task
 from moldau.connect.config import ConfigDef, ConfigType, Importance
+from moldau.connect.errors import ConfigException
 from moldau.connect.plugins import PluginRegistry
 from moldau.connect.worker.herder import Herder, HerderError
 from moldau.connect.worker.stores import MemoryConfigStore, MemoryOffsetStore, MemoryStatusStore
@@ -143,3 +144,38 @@ def test_errors(herder: Herder) -> None:
         herder.alter_offsets("c", [])
     assert raised.value.status == 400 and "STOPPED" in raised.value.message
     assert "d" not in herder.connectors()
+
+
+def test_topic_tracking_settings_are_obeyed() -> None:
+    """KIP-558's worker settings: with tracking off, tasks record nothing and the topics endpoints answer 400;
+    with resets not allowed, only the reset does; an unknown connector is a 404 first."""
+    registry = PluginRegistry.discover(entry_points=False)
+    registry.add_class(IdleConnector)
+    base = {"bootstrap.servers": f"127.0.0.1:{free_port()}", "key.converter": "StringConverter",
+            "value.converter": "StringConverter", "offset.storage.file.filename": "unused"}
+    for overrides, topics_status, reset_status in (
+            ({"topic.tracking.enable": "false"}, 400, 400),
+            ({"topic.tracking.allow.reset": "false"}, None, 400)):
+        statuses = MemoryStatusStore()
+        herder = Herder(WorkerConfig.parse({**base, **overrides}), registry, MemoryConfigStore(),
+                        MemoryOffsetStore(), statuses)
+        try:
+            herder.put_connector("c", CONFIG, allow_replace=False)
+            herder._topic_tracker("c", 0)("used")
+            if topics_status is None:
+                assert herder.topics("c") == ["used"]
+            else:
+                with pytest.raises(HerderError) as raised:
+                    herder.topics("c")
+                assert raised.value.status == topics_status and "Topic tracking is disabled" in raised.value.message
+                assert statuses.topics("c") == set()  # nothing recorded either
+            with pytest.raises(HerderError) as raised:
+                herder.reset_topics("c")
+            assert raised.value.status == reset_status
+            with pytest.raises(HerderError) as raised:
+                herder.topics("nope")
+            assert raised.value.status == 404
+        finally:
+            herder.stop_all()
+    with pytest.raises(ConfigException, match=r"topic\.tracking\.enable"):
+        WorkerConfig.parse({**base, "topic.tracking.enable": "sometimes"})
