@@ -484,6 +484,7 @@ class BrokerConfig:
     connections_max_idle_ms = _Int("connections.max.idle.ms")
     socket_request_read_timeout_ms = _Int("socket.request.read.timeout.ms")
     fetch_zero_copy_enable = _Bool("fetch.zero.copy.enable")
+    network_idle_poll_us = _Int("network.idle.poll.us")
     log_writeback_interval_bytes = _Int("log.writeback.interval.bytes")
     log_drop_behind_bytes = _Int("log.drop.behind.bytes")
     quota_window_num = _Int("quota.window.num")

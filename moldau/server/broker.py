@@ -88,6 +88,7 @@ from moldau.server.dead_letters import DeadLetters
 from moldau.server.dispatch import Dispatcher, RequestFilter
 from moldau.server.feature_gate import FeatureGate
 from moldau.server.fetch_sessions import FetchSessionCache
+from moldau.server.idle_poll import IdlePoller, idle_poller
 from moldau.server.internal_topics import InternalTopics
 from moldau.server.listener_tls import ListenerTlsReloader
 from moldau.server.replica_links import ReplicaLinks
@@ -148,6 +149,7 @@ class Broker:
         self._connection_limits = ConnectionLimits.from_config(config)
         self._receive_budget = ReceiveBudget.from_config(config)
         self._woken_connections = WokenConnections()  # lets a lone OffsetCommit be appended without waiting
+        self._idle_poller: IdlePoller | None = None  # made with the listeners, on the running loop
         self._tasks: list[asyncio.Task[None]] = []
         self.internal_topics = InternalTopics(lambda: self.image, self._create_topic)
         # Client quotas (KIP-13/55/219) and connection limits (moldau.security).
@@ -621,6 +623,10 @@ class Broker:
         if controller and not self.is_controller:
             return
         loop = asyncio.get_running_loop()
+        if self._idle_poller is None:
+            # Real time even under a test's manual clock: it is about how long this thread would sleep.
+            self._idle_poller = idle_poller(self.config.network_idle_poll_us, loop.call_soon,
+                                            SystemClock().monotonic_ms)
         for name, host, port in self._listeners(controller):
             tls = self._listener_tls.get(name)
             sasl = self._sasl_config(name, controller)
@@ -633,7 +639,8 @@ class Broker:
                     else None,
                     connection_quotas=None if controller else self.connection_quotas, sasl=sasl,
                     on_lost=self._connection_lost,
-                    sends_files=tls is None and self.config.fetch_zero_copy_enable, woken=self._woken_connections),
+                    sends_files=tls is None and self.config.fetch_zero_copy_enable, woken=self._woken_connections,
+                    idle_poller=self._idle_poller),
                 host or None, port, reuse_address=True, backlog=1024, start_serving=controller,
                 ssl=tls.context if tls is not None else None,
             )

@@ -60,6 +60,7 @@ from moldau.security.sasl.authenticator import SaslAuthenticator, SaslListenerCo
 from moldau.security.ssl_principal import NoMatchingRule, PrincipalMapper
 from moldau.server.connection_limits import ConnectionLimits, ReceiveBudget
 from moldau.server.file_sender import FileSender, RegionGone, has_regions
+from moldau.server.idle_poll import IdlePoller
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +113,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                  security_protocol: str = "PLAINTEXT", principal_mapper: PrincipalMapper | None = None,
                  connection_quotas: ConnectionQuotas | None = None, sasl: SaslListenerConfig | None = None,
                  on_lost: Callable[[KafkaConnection], None] | None = None, sends_files: bool = False,
-                 woken: WokenConnections | None = None) -> None:
+                 woken: WokenConnections | None = None, idle_poller: IdlePoller | None = None) -> None:
         self._handler = handler
+        self._idle_poller = idle_poller  # told of every read: keeps the loop polling while requests come close
         self._woken = woken  # counts this connection from the frames that wake it until it begins serving them
         self._counted_woken = False
         # Fetch responses may hold file regions, sent with sendfile (`moldau.server.file_sender`): plaintext only.
@@ -206,6 +208,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self._reader.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self._idle_poller is not None:
+            self._idle_poller.activity()
         now = self._clock.monotonic_ms()
         self.last_activity_ms = now
         try:
