@@ -20,8 +20,9 @@ import re
 import ssl
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import ClassVar, TypedDict
 
 from moldau.config.broker_config import BrokerConfig
 from moldau.config.schema import ConfigError
@@ -65,17 +66,9 @@ class TlsSettings:
 
         return cls(
             listener=listener,
-            keystore_type=get("ssl.keystore.type") or "JKS",
-            keystore_location=get("ssl.keystore.location"),
-            keystore_certificate_chain=get("ssl.keystore.certificate.chain"),
-            keystore_key=get("ssl.keystore.key"),
-            key_password=get("ssl.key.password"),
-            truststore_type=get("ssl.truststore.type") or "JKS",
-            truststore_location=get("ssl.truststore.location"),
-            truststore_certificates=get("ssl.truststore.certificates"),
+            **store_settings(get),
             client_auth=get("ssl.client.auth") or "none",
             enabled_protocols=get_list("ssl.enabled.protocols"),
-            protocol=get("ssl.protocol") or "TLSv1.3",
             cipher_suites=get_list("ssl.cipher.suites"),
             endpoint_identification_algorithm=get("ssl.endpoint.identification.algorithm") or "",
             principal_mapping_rules=get("ssl.principal.mapping.rules") or "DEFAULT",
@@ -98,6 +91,36 @@ class TlsSettings:
     @property
     def has_truststore(self) -> bool:
         return bool(self.truststore_location or self.truststore_certificates)
+
+
+class StoreSettings(TypedDict):
+    """The fields of `TlsSettings` that broker listeners and Connect's https listeners read alike."""
+
+    keystore_type: str
+    keystore_location: str | None
+    keystore_certificate_chain: str | None
+    keystore_key: str | None
+    key_password: str | None
+    truststore_type: str
+    truststore_location: str | None
+    truststore_certificates: str | None
+    protocol: str
+
+
+def store_settings(get: Callable[[str], str | None]) -> StoreSettings:
+    """The key and trust store settings and `ssl.protocol`, read with `get` (None for a config not set), with
+    Kafka's defaults."""
+    return {
+        "keystore_type": get("ssl.keystore.type") or "JKS",
+        "keystore_location": get("ssl.keystore.location"),
+        "keystore_certificate_chain": get("ssl.keystore.certificate.chain"),
+        "keystore_key": get("ssl.keystore.key"),
+        "key_password": get("ssl.key.password"),
+        "truststore_type": get("ssl.truststore.type") or "JKS",
+        "truststore_location": get("ssl.truststore.location"),
+        "truststore_certificates": get("ssl.truststore.certificates"),
+        "protocol": get("ssl.protocol") or "TLSv1.3",
+    }
 
 
 class ListenerTls:

@@ -139,17 +139,9 @@ def rest_tls(raw: Mapping[str, str], https_prefix: str = HTTPS_PREFIX) -> RestTl
 
     settings = tls.TlsSettings(
         listener="https",
-        keystore_type=get("ssl.keystore.type") or "JKS",
-        keystore_location=get("ssl.keystore.location"),
-        keystore_certificate_chain=get("ssl.keystore.certificate.chain"),
-        keystore_key=get("ssl.keystore.key"),
-        key_password=get("ssl.key.password"),
-        truststore_type=get("ssl.truststore.type") or "JKS",
-        truststore_location=get("ssl.truststore.location"),
-        truststore_certificates=get("ssl.truststore.certificates"),
+        **tls.store_settings(get),
         client_auth=_client_auth(prefix, get),
         enabled_protocols=get_list("ssl.enabled.protocols") or ("TLSv1.2", "TLSv1.3"),
-        protocol=get("ssl.protocol") or "TLSv1.3",
         cipher_suites=get_list("ssl.cipher.suites") or (),
         # Kafka's default, and Jetty's when the prefixed settings leave it out: the peer's name is checked.
         endpoint_identification_algorithm=raw.get(prefix + "ssl.endpoint.identification.algorithm", "https"),
