@@ -155,8 +155,8 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("network.idle.poll.us", _T.INT, "500",
               "While requests arrive closer together than this (in microseconds), the event loop keeps polling "
               "its sockets for this long after the last one before it sleeps, yielding the CPU to other runnable "
-              "threads each turn: a core woken from idle serves the next request at two to three times the CPU "
-              "of a busy one. Traffic sparser than this never polls. The default covers a client library's "
+              "threads each turn: a core woken from idle serves the next request at about twice the CPU of a "
+              "busy one. Traffic sparser than this never polls. The default covers a client library's "
               "round trip on loopback; 0 sleeps as soon as the loop is idle. Moldau's own setting (Seastar's "
               "idle poll time).",
               Range(0, 100_000), dynamic=False),

@@ -2,12 +2,12 @@
 
 A request/response client (a synchronous committer, a producer waiting for each acknowledgement, a follower's
 fetch loop) leaves the broker idle between its requests for about one round trip. When the event loop then
-blocks in `epoll_wait`, the thread sleeps and its CPU goes idle; on virtual machines and power-saving hosts the
-wake-up takes tens of microseconds and comes back to cold caches, so the next request costs two to three times
-the CPU it costs on a warm core (measured in docs/benchmarks.md, "Idle polling"). Seastar, and with it Redpanda,
-polls for a while before sleeping for this reason (its `--idle-poll-time-us`, 200 µs by default). Moldau's
-default is 500 µs: a synchronous commit through librdkafka comes back about every 300 µs on loopback, and a
-window shorter than the client's round trip never starts polling.
+blocks in `epoll_wait`, the thread sleeps and its core goes idle, and the thread comes back to a core whose
+caches went cold (on virtual machines the idle vCPU is given up to the host): the next request costs about twice
+the CPU it costs on a busy core (1.7 to 3.9 times, measured in docs/benchmarks.md, "Idle polling"). Seastar,
+and with it Redpanda, polls for a while before sleeping for this reason (its `--idle-poll-time-us`, 200 µs by
+default). Moldau's default is 500 µs: a synchronous commit through librdkafka comes back about every 300 µs on
+loopback, and a window shorter than the client's round trip never starts polling.
 
 `IdlePoller` does the same on the asyncio loop, adaptively: when bytes arrive within `window_ms` of the
 previous arrival, it keeps one callback in the loop's ready queue until `window_ms` pass without any, which
