@@ -60,6 +60,7 @@ class NodeView(Protocol):
     def partitions(self) -> Iterable[PartitionView]: ...
     def isr_changes(self) -> tuple[int, int]: ...  # (shrinks, expands) since start
     def connections(self) -> Mapping[str, int]: ...  # listener -> open connections
+    def idle_poll_seconds(self) -> float | None: ...  # None when network.idle.poll.us is 0
     def raft(self) -> tuple[int, int, int, int]: ...  # (epoch, leader id or -1, high watermark, log end offset)
     def is_active_controller(self) -> bool: ...
     def committed_offsets(self) -> CommittedOffsets: ...
@@ -244,6 +245,12 @@ def _connections(node: NodeView) -> Iterator[Metric]:
     for listener, count in sorted(node.connections().items()):
         family.add_metric([listener], count)
     yield family
+    polled = node.idle_poll_seconds()
+    if polled is not None:
+        yield CounterMetricFamily("moldau_network_idle_poll_seconds",
+                                  "Seconds the event loop polled its sockets instead of sleeping between requests "
+                                  "that came closer than network.idle.poll.us, the requests served meanwhile "
+                                  "included.", value=polled)
 
 
 def _consumer_lag(node: NodeView, partitions: list[PartitionView]) -> Iterator[Metric]:

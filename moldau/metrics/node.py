@@ -79,6 +79,9 @@ class BrokerNode:
     def connections(self) -> Mapping[str, int]:
         return self._broker.connection_counts()
 
+    def idle_poll_seconds(self) -> float | None:
+        return self._broker.idle_poll_seconds()
+
     def raft(self) -> tuple[int, int, int, int]:
         quorum = self._broker.quorum
         leader = quorum.leader_id

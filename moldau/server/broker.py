@@ -686,6 +686,11 @@ class Broker:
             budget = self._receive_budget
             trimmer.observe(len(self._connections), budget.take_peak(), budget.used)
 
+    def idle_poll_seconds(self) -> float | None:
+        """How long the event loop has polled instead of sleeping (`network.idle.poll.us`); None when it never
+        does (metrics)."""
+        return None if self._idle_poller is None else self._idle_poller.polled_ms() / 1000
+
     def connection_counts(self) -> dict[str, int]:
         """Open connections per listener, every bound listener named (metrics)."""
         counts = dict.fromkeys((name for name, _, _ in self._bound), 0)

@@ -29,7 +29,8 @@ from collections.abc import Callable
 class IdlePoller:
     """Keeps the event loop polling while requests arrive closer together than `window_ms`."""
 
-    __slots__ = ("_call_soon", "_last_ms", "_monotonic_ms", "_polling", "_window_ms", "_yield")
+    __slots__ = ("_call_soon", "_last_ms", "_monotonic_ms", "_polled_ms", "_polling", "_started_ms", "_window_ms",
+                 "_yield")
 
     def __init__(self, window_ms: float, call_soon: Callable[[Callable[[], None]], object],
                  monotonic_ms: Callable[[], float], yield_cpu: Callable[[], None] = os.sched_yield) -> None:
@@ -39,6 +40,8 @@ class IdlePoller:
         self._yield = yield_cpu
         self._last_ms = float("-inf")
         self._polling = False
+        self._started_ms = 0.0  # when the current polling began
+        self._polled_ms = 0.0  # the polling that ended before it
 
     @property
     def polling(self) -> bool:
@@ -50,11 +53,19 @@ class IdlePoller:
         previous, self._last_ms = self._last_ms, now
         if not self._polling and now - previous <= self._window_ms:
             self._polling = True
+            self._started_ms = now
             self._call_soon(self._poll)
 
+    def polled_ms(self) -> float:
+        """How long the loop has polled in all (requests served meanwhile included), for the metrics."""
+        current = self._monotonic_ms() - self._started_ms if self._polling else 0.0
+        return self._polled_ms + current
+
     def _poll(self) -> None:
-        if self._monotonic_ms() - self._last_ms >= self._window_ms:
+        now = self._monotonic_ms()
+        if now - self._last_ms >= self._window_ms:
             self._polling = False
+            self._polled_ms += now - self._started_ms
             return
         self._yield()
         self._call_soon(self._poll)

@@ -126,6 +126,17 @@ def test_node_partition_controller_and_quorum_gauges(shared_broker: BrokerProces
     assert scrape.content_type.startswith("text/plain; version=0.0.4")
 
 
+def test_idle_polling_is_counted_while_requests_come_close(shared_broker: BrokerProcess) -> None:
+    def polled() -> float:
+        return Scrape(shared_broker.metrics_url).value("moldau_network_idle_poll_seconds_total")
+
+    before = polled()
+    with RawClient(shared_broker.bootstrap) as client:
+        for _ in range(300):  # synchronous round trips, well under network.idle.poll.us (500 us) apart
+            client.request(ApiVersionsRequest(client_software_name="metrics-test", client_software_version="1"))
+    assert polled() > before
+
+
 def _settled(broker: BrokerProcess, partitions: int) -> Scrape | None:
     scrape = Scrape(broker.metrics_url)
     return scrape if scrape.value("kafka_server_replicamanager_partitioncount") == partitions else None

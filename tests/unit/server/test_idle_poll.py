@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pytest import approx
+
 from moldau.clock import ManualClock
 from moldau.server.idle_poll import IdlePoller, idle_poller
 
@@ -100,3 +102,17 @@ def test_zero_turns_it_off() -> None:
     assert idle_poller(0, Loop().call_soon, ManualClock(0).monotonic_ms) is None
     made = idle_poller(200, Loop().call_soon, ManualClock(0).monotonic_ms)
     assert made is not None
+
+
+def test_the_time_polled_is_counted_while_polling_and_after() -> None:
+    s = Setup()
+    s.poller.activity()
+    s.clock.advance(WINDOW_MS / 2)
+    assert s.poller.polled_ms() == 0
+    s.poller.activity()  # polling from here
+    s.turns(1, WINDOW_MS / 2)
+    assert s.poller.polled_ms() == approx(WINDOW_MS / 2)  # the polling under way counts
+    s.turns(2, WINDOW_MS / 2)  # a window without arrivals: polling stopped at the second turn
+    assert not s.poller.polling and s.poller.polled_ms() == approx(WINDOW_MS)
+    s.clock.advance(10 * WINDOW_MS)
+    assert s.poller.polled_ms() == approx(WINDOW_MS)  # sleeping does not count
