@@ -149,7 +149,7 @@ class Broker:
         self._connection_limits = ConnectionLimits.from_config(config)
         self._receive_budget = ReceiveBudget.from_config(config)
         self._woken_connections = WokenConnections()  # lets a lone OffsetCommit be appended without waiting
-        self._idle_poller: IdlePoller | None = None  # made with the listeners, on the running loop
+        self._idle_poller: IdlePoller | None = None  # made on the running loop, before the listeners
         self._tasks: list[asyncio.Task[None]] = []
         self.internal_topics = InternalTopics(lambda: self.image, self._create_topic)
         # Client quotas (KIP-13/55/219) and connection limits (moldau.security).
@@ -240,6 +240,9 @@ class Broker:
         self._warn_about_inert_configs()
         if self.is_broker:
             self._start_storage()
+        # Real time even under a test's manual clock: it is about how long this thread would sleep.
+        self._idle_poller = idle_poller(self.config.network_idle_poll_us, asyncio.get_running_loop().call_soon,
+                                        SystemClock().monotonic_ms)
         await self._start_listeners(controller=True)
         self.quorum.own_endpoints = self._controller_endpoints()
         self._tasks.append(asyncio.get_running_loop().create_task(self._sweep_connections()))
@@ -623,10 +626,6 @@ class Broker:
         if controller and not self.is_controller:
             return
         loop = asyncio.get_running_loop()
-        if self._idle_poller is None:
-            # Real time even under a test's manual clock: it is about how long this thread would sleep.
-            self._idle_poller = idle_poller(self.config.network_idle_poll_us, loop.call_soon,
-                                            SystemClock().monotonic_ms)
         for name, host, port in self._listeners(controller):
             tls = self._listener_tls.get(name)
             sasl = self._sasl_config(name, controller)
