@@ -117,8 +117,10 @@ def _describe(args: argparse.Namespace, target: str, resource_type: int, name: s
 
 def _source_name(source: Any) -> str:
     """Kafka's name of a DescribeConfigs config source."""
-    number = int(source)
-    return ConfigSource(number).name if number in ConfigSource._value2member_map_ else "UNKNOWN"
+    try:
+        return ConfigSource(int(source)).name
+    except ValueError:
+        return "UNKNOWN"
 
 
 def _shown(value: str | None, sensitive: bool) -> str:
