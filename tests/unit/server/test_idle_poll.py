@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from pytest import approx
 
 from moldau.clock import ManualClock
+from moldau.config import BrokerConfig, ConfigError
 from moldau.server.idle_poll import IdlePoller, idle_poller
 
 WINDOW_MS = 0.2
@@ -116,3 +118,11 @@ def test_the_time_polled_is_counted_while_polling_and_after() -> None:
     assert not s.poller.polling and s.poller.polled_ms() == approx(WINDOW_MS)
     s.clock.advance(10 * WINDOW_MS)
     assert s.poller.polled_ms() == approx(WINDOW_MS)  # sleeping does not count
+
+
+def test_the_setting_refuses_what_is_not_a_window() -> None:
+    assert BrokerConfig({}).network_idle_poll_us == 500
+    assert BrokerConfig({"network.idle.poll.us": "0"}).network_idle_poll_us == 0
+    for value in ("-1", "100001", "99999999999999999999", "half", "", "0.5"):
+        with pytest.raises(ConfigError, match=r"network\.idle\.poll\.us"):
+            BrokerConfig.from_properties({"network.idle.poll.us": value})
