@@ -628,6 +628,7 @@ class BrokerConfig:
     sasl_mechanism_controller_protocol = _Str("sasl.mechanism.controller.protocol")
     connections_max_reauth_ms = _Int("connections.max.reauth.ms")
     connection_failed_authentication_delay_ms = _Int("connection.failed.authentication.delay.ms")
+    sasl_server_max_receive_size = _Int("sasl.server.max.receive.size")
 
 
 def _scale(value: ConfigValue, unit_ms: int) -> ConfigValue:

@@ -249,6 +249,9 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("connection.failed.authentication.delay.ms", _T.INT, "100",
               "How long the answer to a failed authentication is held back (the connection then closes), so "
               "credentials cannot be guessed at wire speed.", at_least(0)),
+    ConfigDef("sasl.server.max.receive.size", _T.INT, "524288",
+              "The largest request a client may send on a SASL listener before it has authenticated; a larger "
+              "one closes the connection. socket.request.max.bytes applies once it has.", at_least(1)),
     # Topics.
     ConfigDef("num.partitions", _T.INT, "1", "The default number of partitions of a new topic.",
               at_least(1), dynamic=True),

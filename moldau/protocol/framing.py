@@ -116,8 +116,8 @@ class FrameBufferPool:
 class FrameTooLarge(Exception):
     """A size prefix over the limit, or negative; the connection must be closed."""
 
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(f"frame of {size} bytes exceeds socket.request.max.bytes={limit}")
+    def __init__(self, size: int, limit: int, limit_name: str = "socket.request.max.bytes") -> None:
+        super().__init__(f"frame of {size} bytes exceeds {limit_name}={limit}")
         self.size = size
         self.limit = limit
 
@@ -126,6 +126,7 @@ class FrameReader:
     def __init__(self, max_frame_bytes: int, receive_buffer: memoryview | None = None,
                  large_frame_bytes: int = LARGE_FRAME_BYTES, pool: FrameBufferPool | None = None) -> None:
         self.max_frame_bytes = max_frame_bytes
+        self.limit_name = "socket.request.max.bytes"  # the config that sets max_frame_bytes, for the error
         self._large_frame_bytes = large_frame_bytes
         self._receive = receive_buffer if receive_buffer is not None else shared_receive_buffer()
         self._pool = pool if pool is not None else shared_frame_pool()
@@ -250,7 +251,7 @@ class FrameReader:
 
     def _check_size(self, size: int) -> int:
         if size < 0 or size > self.max_frame_bytes:
-            raise FrameTooLarge(size, self.max_frame_bytes)
+            raise FrameTooLarge(size, self.max_frame_bytes, self.limit_name)
         return size
 
 

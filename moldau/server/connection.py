@@ -137,6 +137,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.sasl = SaslAuthenticator(sasl, self, self._clock) if sasl is not None else None
         self._budget = budget
         self._reader = FrameReader(limits.max_request_bytes)
+        # Until a SASL client has authenticated, its frames may be no larger than sasl.server.max.receive.size
+        # (Kafka's 512 KiB: a SaslAuthenticate token, not a Produce), so an unauthenticated peer cannot make
+        # the broker hold socket.request.max.bytes for it. Lifted once authentication completes.
+        self._pre_auth_limit = sasl is not None and sasl.max_receive_bytes < limits.max_request_bytes
+        if self._pre_auth_limit:
+            assert sasl is not None
+            self._reader.max_frame_bytes = sasl.max_receive_bytes
+            self._reader.limit_name = "sasl.server.max.receive.size"
         self._queue: collections.deque[Frame] = collections.deque()
         self._queued_bytes = 0  # frames queued and the one being processed
         self._held = 0  # what this connection counts against the budget
@@ -266,6 +274,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._account()
         self._transport = None
 
+    def _lift_pre_auth_limit(self) -> None:
+        self._pre_auth_limit = False
+        self._reader.max_frame_bytes = self._limits.max_request_bytes
+        self._reader.limit_name = "socket.request.max.bytes"
+
     def pause_writing(self) -> None:
         self._can_write.clear()
 
@@ -322,11 +335,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     if not self._can_write.is_set():
                         self._flush()  # what is gathered goes out before the wait, so nothing else waits on it
                         await self._can_write.wait()
-                if self.sasl is not None and self.sasl.close_after_response:
-                    self._flush()
-                    await self._all_written()
-                    self.close()  # failed authentication: the answer goes out, then the connection closes
-                    return
+                if self.sasl is not None:
+                    if self.sasl.close_after_response:
+                        self._flush()
+                        await self._all_written()
+                        self.close()  # failed authentication: the answer goes out, then the connection closes
+                        return
+                    if self._pre_auth_limit and self.sasl.authenticated:
+                        self._lift_pre_auth_limit()
                 if self.muted_until_ms:  # set only by a throttle (rare): no coroutine and clock read per request
                     await self._wait_out_mute()
         except InvalidRequest as exc:

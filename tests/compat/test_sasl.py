@@ -1,7 +1,8 @@
 """SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) on SASL_PLAINTEXT listeners, with the real clients.
 
 One broker serves every test here: a PLAINTEXT listener (topics are created there), a SASL_PLAINTEXT listener,
-and a second SASL listener, REAUTH, whose sessions last 1.5 s (KIP-368 re-authentication).
+and a second SASL listener, REAUTH, whose sessions last 1.5 s (KIP-368 re-authentication) and which takes frames
+of at most 4 KiB before authentication (the SASL_PLAINTEXT listener has Kafka's default, 512 KiB).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def sasl_overrides(ports: list[int]) -> dict[str, str]:
         "listener.name.reauth.sasl.enabled.mechanisms": "PLAIN",
         "listener.name.reauth.plain.sasl.jaas.config": JAAS,
         "listener.name.reauth.connections.max.reauth.ms": "1500",
+        "listener.name.reauth.sasl.server.max.receive.size": "4096",
         "connection.failed.authentication.delay.ms": "300",
     }
 
@@ -161,7 +163,7 @@ HOSTILE_TOKENS = [
     b"",  # nothing at all
     b"\xff\xfe\x00\x80" * 64,  # not UTF-8
     b"\0" * 1000,  # only separators
-    b"x" * 900_000,  # large, but under the frame limit
+    b"x" * 500_000,  # large, but under the frame limit before authentication (sasl.server.max.receive.size)
     b"n,,n=bob,r=" + b"\0" * 50,  # a SCRAM client-first message with a NUL nonce
     b"c=biws,r=unknown-nonce,p=AAAA",  # a client-final message out of turn
 ]
@@ -203,6 +205,34 @@ def test_requests_before_authentication_close_the_connection(sasl_broker: SaslBr
         client.send_raw(client.encode(MetadataRequest(topics=(), allow_auto_topic_creation=False,
                                                       include_topic_authorized_operations=False)))
         assert client.is_closed_by_peer()
+
+
+@pytest.mark.parametrize("listener,limit", [("sasl", 524288), ("reauth", 4096)])
+def test_a_frame_over_the_limit_before_authentication_closes_the_connection(sasl_broker: SaslBroker, listener: str,
+                                                                            limit: int) -> None:
+    """sasl.server.max.receive.size (Kafka's default, and a listener's own): an unauthenticated peer cannot make the
+    broker receive a socket.request.max.bytes frame for it."""
+    bootstrap = getattr(sasl_broker, listener)
+    with RawClient(bootstrap) as client:
+        client.send_raw(struct.pack(">i", limit + 1) + bytes(1024))
+        assert client.is_closed_by_peer()
+    with RawClient(bootstrap) as client:  # the next client is served
+        _plain_authenticated(client)
+        assert metadata(client).brokers
+    assert f"exceeds sasl.server.max.receive.size={limit}" in sasl_broker.proc.log_path.read_text()
+
+
+@pytest.mark.parametrize("listener", ["sasl", "reauth"])
+def test_requests_over_the_limit_are_served_once_authenticated(sasl_broker: SaslBroker, listener: str) -> None:
+    """The limit holds until authentication completes; then socket.request.max.bytes applies (a 600 KB record)."""
+    topic = topic_name("sasl-large")
+    create_topic(sasl_broker.plain, topic)
+    conf = ck_conf(getattr(sasl_broker, listener), "PLAIN", *USERS["PLAIN"])
+    bootstrap = conf.pop("bootstrap.servers")
+    value = bytes(range(256)) * 2400
+    ck_produce(str(bootstrap), topic, [{"value": value}], **conf)
+    got = ck_consume(str(bootstrap), topic, 1, conf=conf)
+    assert [r.value for r in got] == [value]
 
 
 def _plain_authenticated(client: RawClient, user: str = "alice", password: str = "alice-secret") -> object:

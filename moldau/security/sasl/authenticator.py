@@ -67,6 +67,7 @@ class SaslListenerConfig:
     scram_lookup: CredentialLookup
     max_reauth_ms: int = 0  # 0: sessions do not expire
     failed_delay_ms: int = 100
+    max_receive_bytes: int = 524288  # sasl.server.max.receive.size: the largest frame before authentication
 
 
 @dataclass(frozen=True, slots=True)

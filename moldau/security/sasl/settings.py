@@ -101,7 +101,9 @@ def sasl_listener_config(config: BrokerConfig, listener: str, scram_lookup: Cred
                               _int_override(config, listener, "connections.max.reauth.ms",
                                             config.connections_max_reauth_ms),
                               _int_override(config, listener, "connection.failed.authentication.delay.ms",
-                                            config.connection_failed_authentication_delay_ms))
+                                            config.connection_failed_authentication_delay_ms),
+                              _int_override(config, listener, "sasl.server.max.receive.size",
+                                            config.sasl_server_max_receive_size))
 
 
 def _int_override(config: BrokerConfig, listener: str, name: str, default: int) -> int:
