@@ -629,6 +629,7 @@ class BrokerConfig:
     connections_max_reauth_ms = _Int("connections.max.reauth.ms")
     connection_failed_authentication_delay_ms = _Int("connection.failed.authentication.delay.ms")
     sasl_server_max_receive_size = _Int("sasl.server.max.receive.size")
+    fetch_max_bytes = _Int("fetch.max.bytes")
 
 
 def _scale(value: ConfigValue, unit_ms: int) -> ConfigValue:

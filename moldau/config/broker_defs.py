@@ -344,6 +344,10 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "How long a follower's fetch waits at the leader for new records.", at_least(0)),
     ConfigDef("replica.fetch.min.bytes", _T.INT, "1",
               "The bytes a follower's fetch waits for at the leader.", at_least(1)),
+    ConfigDef("fetch.max.bytes", _T.INT, "57671680",
+              "The most a Fetch or ShareFetch response carries: a max_bytes above it is lowered to it, and min_bytes "
+              "with it (the first batch of the first partition with data is still returned whole).",
+              at_least(1024)),
     ConfigDef("replica.fetch.max.bytes", _T.INT, "1048576",
               "The bytes a follower fetches per partition (at least one batch).", at_least(0)),
     ConfigDef("replica.fetch.response.max.bytes", _T.INT, "10485760",

@@ -144,6 +144,7 @@ class Broker:
         self.is_controller = "controller" in config.process_roles
         self.closing = False
         self.cluster_id = ""
+        self.fetch_max_bytes = config.fetch_max_bytes  # read-only: read once rather than per Fetch
         self._servers: list[asyncio.Server] = []
         self._connections: set[KafkaConnection] = set()
         self._connection_limits = ConnectionLimits.from_config(config)

@@ -76,6 +76,8 @@ class BrokerServices(Protocol):
     def log_dir_mover(self) -> LogDirMover: ...  # AlterReplicaLogDirs
     @property
     def fetch_sessions(self) -> FetchSessionCache: ...  # incremental fetch sessions (KIP-227)
+    @property
+    def fetch_max_bytes(self) -> int: ...  # fetch.max.bytes, read once (read-only)
 
     # -- coordinators -----------------------------------------------------------------------------------------
     @property

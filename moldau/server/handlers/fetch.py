@@ -1,8 +1,9 @@
 """Fetch (key 1): read record batches from partition logs, waiting for data when asked to.
 
 The response holds whole stored batches, byte for byte as they are on disk. Limits: `max_bytes` for the
-response and `partition_max_bytes` per partition, except that the first partition with data always gets at
-least one whole batch, so a consumer can never be stuck behind a batch larger than its limits (as in Kafka).
+response (lowered to the broker's `fetch.max.bytes`, as Kafka does) and `partition_max_bytes` per partition,
+except that the first partition with data always gets at least one whole batch, so a consumer can never be stuck
+behind a batch larger than its limits (as in Kafka).
 
 Long poll: when fewer than `min_bytes` are available, the request waits up to `max_wait_ms` for more to read in
 any of its partitions, then reads again: a consumer for the high watermark to move, a follower for an append.
@@ -118,6 +119,9 @@ class _Fetcher:
     read_committed: bool
     client_rack: str
     may_read_followers: bool
+    max_bytes: int  # the request's, at most fetch.max.bytes
+    min_bytes: int  # the request's, at most max_bytes
+
 
     @property
     def is_follower(self) -> bool:
@@ -148,7 +152,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     while True:
         reads, total_bytes = _read_all(ctx, request, wanted, fetcher, refused)
         remaining_ms = deadline - ctx.broker.clock.monotonic_ms()
-        if (total_bytes >= request.min_bytes or remaining_ms <= 0 or _answers_now(reads) or ctx.broker.closing
+        if (total_bytes >= fetcher.min_bytes or remaining_ms <= 0 or _answers_now(reads) or ctx.broker.closing
                 or _follower_lacks_high_watermark(ctx, fetcher, session, wanted, reads)):
             _count_bytes_out(ctx, wanted, reads, replica_id >= 0)
             session_id = 0
@@ -246,8 +250,10 @@ def _fetcher(ctx: RequestContext, request: Any) -> _Fetcher:
         replica_id, replica_epoch = int(request.replica_id), -1
     consumer = replica_id < 0
     rack = (request.rack_id or "") if ctx.version >= 11 else ""
+    # As Kafka: the broker's fetch.max.bytes caps what a request may ask for, and min_bytes cannot exceed it.
+    max_bytes = min(int(request.max_bytes), ctx.broker.fetch_max_bytes)
     return _Fetcher(replica_id, replica_epoch, consumer and reads_committed(request), rack,
-                    consumer and ctx.version >= 11)
+                    consumer and ctx.version >= 11, max_bytes, min(int(request.min_bytes), max_bytes))
 
 
 def _follower_lacks_high_watermark(ctx: RequestContext, fetcher: _Fetcher, session: FetchSession | None,
@@ -294,7 +300,7 @@ def _refused_topics(ctx: RequestContext, wanted: list[tuple[str | None, Any, Any
 
 def _read_all(ctx: RequestContext, request: Any, wanted: list[tuple[str | None, Any, Any]], fetcher: _Fetcher,
               refused: set[Any]) -> tuple[list[_PartitionRead], int]:
-    remaining = request.max_bytes
+    remaining = fetcher.max_bytes
     total = 0
     reads = []
     for name, part, key in wanted:

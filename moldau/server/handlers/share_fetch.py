@@ -84,15 +84,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         share.release(group_id, member_id)
         return _response(ctx, answers)
     max_records = request.max_records if request.max_records > 0 else DEFAULT_MAX_RECORDS
+    max_bytes = min(request.max_bytes, ctx.broker.fetch_max_bytes)  # as Fetch: fetch.max.bytes caps it
+    min_bytes = min(request.min_bytes, max_bytes)
     deadline = ctx.broker.clock.monotonic_ms() + ms_from_timedelta(request.max_wait)
     while True:
         remaining = deadline - ctx.broker.clock.monotonic_ms()
-        if (request.min_bytes > 1 and remaining > 0
-                and await _acquirable_bytes(ctx, group_id, session.partitions, request.min_bytes) < request.min_bytes):
+        if (min_bytes > 1 and remaining > 0
+                and await _acquirable_bytes(ctx, group_id, session.partitions, min_bytes) < min_bytes):
             await share.wait(_names(ctx, session.partitions), min(remaining, _until_next_lock_expiry(ctx)))
             continue
         fetched = await _acquire_all(ctx, group_id, member_id, sorted(session.partitions, key=str), max_records,
-                               request.max_bytes)
+                                     max_bytes)
         for key, answer in fetched.items():
             if key in answers:
                 answer.ack_error, answer.ack_message = answers[key].ack_error, answers[key].ack_message
