@@ -63,8 +63,8 @@ def _bounds(prefix: str, name: str, low: int, high: int, what: str) -> tuple[Con
 
 
 # acted_on=False marks a config that is accepted (so Kafka configuration files carry over unchanged) but has
-# no effect yet, because the feature behind it is not built (JKS stores' passwords, preallocation, roll
-# jitter, down-conversion) or does not apply (thread pools: one event loop serves everything). The broker
+# no effect yet, because the feature behind it is not built (JKS stores' passwords, preallocation,
+# down-conversion) or does not apply (thread pools: one event loop serves everything). The broker
 # warns when one is set; docs/configuration.md marks them "not yet". Clear the flag when the feature lands.
 _BROKER_DEFS: tuple[ConfigDef, ...] = (
     # Identity and roles.
@@ -281,10 +281,10 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     _log("log.roll.hours", _T.INT, "168", "segment.ms",
          "The time in hours after which a new segment is rolled.", at_least(1), dynamic=False),
     _log("log.roll.jitter.ms", _T.LONG, None, "segment.jitter.ms",
-         "The largest random jitter subtracted from the roll time; wins over log.roll.jitter.hours.",
-         at_least(0), acted_on=False),
+         "The largest random jitter subtracted from the roll time, drawn per segment so that partitions do not "
+         "all roll at once; wins over log.roll.jitter.hours.", at_least(0)),
     _log("log.roll.jitter.hours", _T.INT, "0", "segment.jitter.ms",
-         "The largest roll jitter in hours.", at_least(0), dynamic=False, acted_on=False),
+         "The largest roll jitter in hours.", at_least(0), dynamic=False),
     _log("log.index.interval.bytes", _T.INT, "4096", "index.interval.bytes",
          "Bytes of log between two offset index entries.", at_least(0)),
     _log("log.index.size.max.bytes", _T.INT, "10485760", "segment.index.bytes",

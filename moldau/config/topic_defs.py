@@ -102,8 +102,8 @@ _TOPIC_DEFS: tuple[TopicConfigDef, ...] = (
                    _syn("log.index.size.max.bytes"), at_least(4)),
     TopicConfigDef("segment.ms", _T.LONG, "The time after which a new segment is rolled.",
                    ROLL, at_least(1)),
-    TopicConfigDef("segment.jitter.ms", _T.LONG, "The largest random jitter of the roll time.",
-                   ROLL_JITTER, at_least(0), acted_on=False),
+    TopicConfigDef("segment.jitter.ms", _T.LONG, "The largest random jitter subtracted from segment.ms, drawn "
+                   "per segment.", ROLL_JITTER, at_least(0)),
     TopicConfigDef("unclean.leader.election.enable", _T.BOOLEAN, "Allow out-of-sync leaders.",
                    _syn("unclean.leader.election.enable")),
     TopicConfigDef("preallocate", _T.BOOLEAN, "Preallocate segment files.", _syn("log.preallocate"),

@@ -36,6 +36,9 @@ Invariants:
   (OSError, e.g. a full disk) leaves the log as it was and surfaces as KAFKA_STORAGE_ERROR.
 * Start-up re-validates only segments at or after the recovery point, and none after a clean shutdown;
   other segments are trusted and their indexes are read lazily.
+* The active segment rolls once older than `max_segment_ms` less its roll jitter: a random share of
+  `segment.jitter.ms` drawn once per segment (Kafka's rollJitterMs), so that partitions created or loaded
+  together do not all roll at once. The randomness is `random_below`, replaced by tests.
 * Segments are rolled synchronously; fsyncing rolled segments (which advances the recovery point) is
   left to `flush_if_due`/`flush`, so a roll never waits for the disk on the produce path.
 * Transactions (KIP-98): producer state knows every ongoing transaction's first offset; the last stable
@@ -57,6 +60,7 @@ import contextlib
 import errno
 import logging
 import os
+import random
 import shutil
 import uuid
 from collections.abc import Callable, Sequence
@@ -190,6 +194,10 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = clock.time_ms()
         self._closed = False
+        # The roll jitter of the active segment (`_roll_age_ms`), drawn once per segment with `random_below`.
+        self.random_below: Callable[[int], int] = random.randrange
+        self._jittered_segment: LogSegment | None = None
+        self._roll_jitter_ms = 0
         # Set by the log manager: its directory failed (KIP-112), so every read and write is refused.
         self.offline = False
         # Told of a failed file operation other than a full disk, so the whole log directory can be taken offline.
@@ -736,7 +744,7 @@ class PartitionLog:
         end offset."""
         config = self._config
         active = self._segments.active
-        if active.must_roll_before(total_bytes, last_offset, now_ms, config.segment_bytes, config.max_segment_ms):
+        if active.must_roll_before(total_bytes, last_offset, now_ms, config.segment_bytes, self._roll_age_ms(active)):
             self._roll(now_ms, first_offset)
         elif not active.can_hold_offset(last_offset):
             # An empty active segment, and a follower's batch beyond a gap too wide for its index entries.
@@ -744,6 +752,18 @@ class PartitionLog:
         return self._segments.active
 
     # -- rolling -------------------------------------------------------------------------------------
+
+    def _roll_age_ms(self, active: LogSegment) -> int:
+        """The age past which the active segment rolls: `max_segment_ms` less the segment's jitter, drawn the
+        first time it is asked of a segment, below `segment.jitter.ms` (and below `max_segment_ms`, where Kafka
+        bounds it by `segment.ms` alone and a compacted log's shorter `max.compaction.lag.ms` could then make
+        every append roll). A config changed later applies to the next segment's draw, as in Kafka."""
+        config = self._config
+        if active is not self._jittered_segment:
+            self._jittered_segment = active
+            bound = min(config.segment_jitter_ms, config.max_segment_ms)
+            self._roll_jitter_ms = self.random_below(bound) if bound > 0 else 0
+        return max(0, config.max_segment_ms - self._roll_jitter_ms)
 
     def _roll(self, now_ms: int, base_offset: int | None = None) -> None:
         """Start a new active segment at the log end offset, or at `base_offset` when that is higher (a
@@ -804,16 +824,16 @@ class PartitionLog:
         if self._unflushed_messages:
             due.append(self._last_flush_ms + self._config.flush_ms)
         if active.size_bytes:
-            due.append(active.rolling_base_ms + self._config.max_segment_ms + 1)
+            due.append(active.rolling_base_ms + self._roll_age_ms(active) + 1)
         return min(due) if due else None
 
     def roll_if_due(self, now_ms: int) -> bool:
-        """Roll a non-empty active segment older than segment_ms (see `LogConfig.max_segment_ms`); returns
-        whether it rolled."""
+        """Roll a non-empty active segment older than segment_ms (see `LogConfig.max_segment_ms`, less the
+        segment's roll jitter); returns whether it rolled."""
         if self._deferred is not None:
             return False
         active = self._segments.active
-        if active.size_bytes == 0 or now_ms - active.rolling_base_ms <= self._config.max_segment_ms:
+        if active.size_bytes == 0 or now_ms - active.rolling_base_ms <= self._roll_age_ms(active):
             return False
         try:
             self._roll(now_ms)

@@ -29,6 +29,7 @@ class TimestampType(Enum):
 class LogConfig:
     segment_bytes: int = 1024 * 1024 * 1024
     segment_ms: int = 7 * 24 * 3600 * 1000
+    segment_jitter_ms: int = 0  # the largest random jitter subtracted from segment_ms, drawn per segment
     # -1 means unlimited, as in Kafka.
     retention_ms: int = 7 * 24 * 3600 * 1000
     retention_bytes: int = -1
@@ -91,6 +92,7 @@ class LogConfig:
         return cls(
             segment_bytes=get_int("segment.bytes"),
             segment_ms=get_int("segment.ms"),
+            segment_jitter_ms=get_int("segment.jitter.ms"),
             retention_ms=get_int("retention.ms"),
             retention_bytes=get_int("retention.bytes"),
             index_interval_bytes=get_int("index.interval.bytes"),

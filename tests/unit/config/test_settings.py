@@ -108,6 +108,13 @@ def test_log_config_from_config_takes_topic_overrides() -> None:
     assert log_config == LogConfig.from_config  # the name importers know
 
 
+def test_segment_jitter_ms_falls_back_to_log_roll_jitter_ms_then_hours() -> None:
+    assert LogConfig.from_config(config()).segment_jitter_ms == 0
+    assert LogConfig.from_config(config(log_roll_jitter_hours=2)).segment_jitter_ms == 7_200_000
+    assert LogConfig.from_config(config(log_roll_jitter_hours=2, log_roll_jitter_ms=5000)).segment_jitter_ms == 5000
+    assert LogConfig.from_config(config(log_roll_jitter_ms=5000), {"segment.jitter.ms": "7"}).segment_jitter_ms == 7
+
+
 # --- the receive budget: clamped to one request, with a warning ---------------------------------------
 
 

@@ -123,6 +123,54 @@ def test_segments_roll_by_time(open_log: OpenLog, clock: ManualClock) -> None:
     assert not log.roll_if_due(clock.time_ms() + 10_000)  # the new active segment is empty
 
 
+def test_segments_roll_by_time_less_their_roll_jitter(open_log: OpenLog, clock: ManualClock) -> None:
+    """segment.jitter.ms: each segment draws its jitter once (below the bound), and rolls that much earlier."""
+    log = open_log(segment_ms=1000, segment_jitter_ms=400)
+    draws: list[int] = []
+    jitters = iter([300, 100])
+
+    def draw(bound: int) -> int:
+        draws.append(bound)
+        return next(jitters)
+
+    log.random_below = draw
+    _append(log, 2)
+    assert log.maintenance_due_ms() == clock.time_ms() + 700 + 1
+    clock.advance(700)
+    _append(log, 2)
+    assert len(log.segments) == 1 and not log.roll_if_due(clock.time_ms())
+    clock.advance(1)
+    _append(log, 2, timestamp_ms=clock.time_ms())  # 701 ms after the first: past 1000 - 300
+    assert [s.base_offset for s in log.segments] == [0, 4]
+    clock.advance(900)  # the new segment drew 100
+    assert not log.roll_if_due(clock.time_ms())
+    clock.advance(1)
+    assert log.roll_if_due(clock.time_ms())
+    assert draws == [400, 400]  # once per segment, not per append
+
+
+def test_roll_jitter_is_bounded_by_the_roll_age(open_log: OpenLog, clock: ManualClock) -> None:
+    """A jitter above segment.ms (or a compacted log's max.compaction.lag.ms) is drawn below that age instead."""
+    log = open_log(segment_ms=1000, segment_jitter_ms=10_000, cleanup_policy=("compact",), max_compaction_lag_ms=500)
+    draws: list[int] = []
+
+    def draw(bound: int) -> int:
+        draws.append(bound)
+        return bound - 1
+
+    log.random_below = draw
+    _append(log, 2)
+    assert draws == [500]
+    assert log.maintenance_due_ms() == clock.time_ms() + 1 + 1
+
+
+def test_no_jitter_draws_nothing(open_log: OpenLog, clock: ManualClock) -> None:
+    log = open_log(segment_ms=1000)
+    log.random_below = lambda bound: pytest.fail("drew a jitter with segment.jitter.ms=0")
+    _append(log, 2)
+    assert log.maintenance_due_ms() == clock.time_ms() + 1000 + 1
+
+
 def test_read_from_the_middle_of_a_batch_returns_the_whole_batch(open_log: OpenLog) -> None:
     log = open_log()
     _append(log, 5)
