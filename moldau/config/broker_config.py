@@ -630,6 +630,8 @@ class BrokerConfig:
     connection_failed_authentication_delay_ms = _Int("connection.failed.authentication.delay.ms")
     sasl_server_max_receive_size = _Int("sasl.server.max.receive.size")
     fetch_max_bytes = _Int("fetch.max.bytes")
+    offsets_topic_segment_bytes = _Int("offsets.topic.segment.bytes")
+    share_coordinator_state_topic_segment_bytes = _Int("share.coordinator.state.topic.segment.bytes")
 
 
 def _scale(value: ConfigValue, unit_ms: int) -> ConfigValue:

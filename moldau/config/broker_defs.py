@@ -384,6 +384,9 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("offsets.topic.replication.factor", _T.SHORT, "3",
               "Replication factor of the committed offsets topic; capped at the number of registered brokers "
               "when it is created.", at_least(1)),
+    ConfigDef("offsets.topic.segment.bytes", _T.INT, "104857600",
+              "segment.bytes of the committed offsets topic when it is created (kept small so that compaction "
+              "and loading are fast).", at_least(1)),
     ConfigDef("offsets.commit.timeout.ms", _T.INT, "5000",
               "How long an offset commit waits to be on every in-sync replica of the offsets topic.", at_least(1)),
     ConfigDef("offsets.retention.minutes", _T.INT, "10080",
@@ -434,6 +437,8 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("share.coordinator.state.topic.min.isr", _T.SHORT, "2",
               "min.insync.replicas of the share-group state topic; capped at its replication factor.",
               at_least(1)),
+    ConfigDef("share.coordinator.state.topic.segment.bytes", _T.INT, "104857600",
+              "segment.bytes of the share-group state topic when it is created.", at_least(1)),
     ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", _T.INT, "500",
               "How many ShareUpdate records the share coordinator writes for a share-partition before it writes "
               "a whole ShareSnapshot again.", at_least(0)),

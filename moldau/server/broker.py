@@ -37,7 +37,7 @@ from moldau.config import (
 from moldau.config.group_defs import validate_group_configs
 from moldau.console.service import ConsoleService, console_for
 from moldau.coordinator.group.consumer import TopicVisibility
-from moldau.coordinator.group.coordinator import OFFSETS_TOPIC_CONFIGS, GroupCoordinator
+from moldau.coordinator.group.coordinator import GroupCoordinator
 from moldau.coordinator.group.records import OFFSETS_TOPIC
 from moldau.coordinator.group.runtime import GroupRuntime
 from moldau.coordinator.group.settings import CoordinatorSettings
@@ -819,7 +819,8 @@ class Broker:
     def _request_offsets_topic(self) -> None:
         settings = self.groups.coordinator.settings
         self.internal_topics.request(OFFSETS_TOPIC, settings.offsets_topic_partitions,
-                                     settings.offsets_topic_replication_factor, lambda _: dict(OFFSETS_TOPIC_CONFIGS))
+                                     settings.offsets_topic_replication_factor,
+                                     lambda _: settings.offsets_topic_configs())
 
     def _request_share_state_topic(self) -> None:
         settings = self.share_state.settings

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 # confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
@@ -273,6 +273,23 @@ def test_delete_records_refused_on_compacted_topic(shared_broker: BrokerProcess,
     ck_produce(shared_broker.bootstrap, topic, [{"key": b"k", "value": b"v"}])
     future = ck_admin.delete_records([TopicPartition(topic, 0, 1)])[TopicPartition(topic, 0)]
     assert ck_error(future) == KafkaError.POLICY_VIOLATION
+
+
+@pytest.mark.broker_config({"offsets.topic.segment.bytes": "1048576"})
+def test_the_offsets_topic_is_created_with_offsets_topic_segment_bytes(broker: BrokerProcess) -> None:
+    """Kafka's group coordinator creates __consumer_offsets compacted, compression as the producer sent it, and with
+    segment.bytes from offsets.topic.segment.bytes."""
+    create_topic(broker.bootstrap, "committed")
+    ck_produce(broker.bootstrap, "committed", [{"value": b"v"}])
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "segment-bytes",
+                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition("committed", 0, 1)], asynchronous=False)
+    finally:
+        consumer.close()
+    configs = describe_topic(AdminClient({"bootstrap.servers": broker.bootstrap}), "__consumer_offsets")
+    assert {name: configs[name].value for name in ("segment.bytes", "cleanup.policy", "compression.type")} == {
+        "segment.bytes": "1048576", "cleanup.policy": "compact", "compression.type": "producer"}
 
 
 @pytest.mark.broker_config({"log.retention.check.interval.ms": "200"})

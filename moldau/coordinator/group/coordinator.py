@@ -66,8 +66,6 @@ from moldau.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact",
-                         "segment.bytes": str(100 * 1024 * 1024)}
 _RETRY_EXPIRY_MS = 1000
 _NO_MEMBERS: Mapping[str, ShareMemberValue] = MappingProxyType({})
 

@@ -18,6 +18,12 @@ class CoordinatorSettings:
     offsets_topic_replication_factor: int
     offsets_retention_check_interval_ms: int
     offset_commit_timeout_ms: int = 5000
+    offsets_topic_segment_bytes: int = 100 * 1024 * 1024
+
+    def offsets_topic_configs(self) -> dict[str, str]:
+        """The configs `__consumer_offsets` is created with, as Kafka's group coordinator sets them."""
+        return {"cleanup.policy": "compact", "compression.type": "producer",
+                "segment.bytes": str(self.offsets_topic_segment_bytes)}
 
     @classmethod
     def from_config(cls, config: BrokerConfig, topic_visible: TopicVisibility | None = None) -> Self:
@@ -47,4 +53,5 @@ class CoordinatorSettings:
             offsets_topic_replication_factor=config.offsets_topic_replication_factor,
             offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
             offset_commit_timeout_ms=config.offsets_commit_timeout_ms,
+            offsets_topic_segment_bytes=config.offsets_topic_segment_bytes,
         )

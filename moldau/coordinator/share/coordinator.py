@@ -63,17 +63,20 @@ class ShareStateSettings:
     min_isr: int = 2
     write_timeout_ms: int = 5000
     updates_per_snapshot: int = 500  # share.coordinator.snapshot.update.records.per.snapshot
+    segment_bytes: int = 100 * 1024 * 1024  # share.coordinator.state.topic.segment.bytes
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> Self:
         return cls(num_partitions=config.share_coordinator_state_topic_num_partitions,
                    replication_factor=config.share_coordinator_state_topic_replication_factor,
                    min_isr=config.share_coordinator_state_topic_min_isr,
-                   updates_per_snapshot=config.share_coordinator_snapshot_update_records_per_snapshot)
+                   updates_per_snapshot=config.share_coordinator_snapshot_update_records_per_snapshot,
+                   segment_bytes=config.share_coordinator_state_topic_segment_bytes)
 
     def topic_configs(self, replication_factor: int) -> dict[str, str]:
         # Deleted by the coordinator (pruning), never by time or size: a state may be older than any retention.
         return {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1",
+                "segment.bytes": str(self.segment_bytes),
                 "min.insync.replicas": str(min(self.min_isr, replication_factor))}
 
 

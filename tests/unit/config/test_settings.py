@@ -11,6 +11,7 @@ import pytest
 from moldau.config import BrokerConfig, log_config
 from moldau.config.broker_config import _Int, _Read
 from moldau.coordinator.group.settings import CoordinatorSettings
+from moldau.coordinator.share.coordinator import ShareStateSettings
 from moldau.coordinator.txn.coordinator import TxnSettings
 from moldau.raft import Config as RaftConfig
 from moldau.replication.fetcher import FetcherSettings
@@ -28,9 +29,9 @@ def config(**values: object) -> BrokerConfig:
 # --- defaults: a settings class's own defaults are the configs' defaults ---------------------------------
 
 
-@pytest.mark.parametrize("settings", [FetcherSettings, TxnSettings, ConnectionLimits, LogConfig])
+@pytest.mark.parametrize("settings", [FetcherSettings, TxnSettings, ConnectionLimits, LogConfig, ShareStateSettings])
 def test_from_default_config_equals_the_class_defaults(
-        settings: type[FetcherSettings | TxnSettings | ConnectionLimits | LogConfig]) -> None:
+        settings: type[FetcherSettings | TxnSettings | ConnectionLimits | LogConfig | ShareStateSettings]) -> None:
     assert settings.from_config(BrokerConfig()) == settings()
 
 
@@ -59,6 +60,18 @@ def test_txn_settings_from_config() -> None:
     assert settings == TxnSettings(num_partitions=7, replication_factor=2, min_isr=1, segment_bytes=4096,
                                    max_timeout_ms=1000, expiration_ms=2000, abort_interval_ms=3000,
                                    remove_interval_ms=4000)
+
+
+def test_internal_topics_segment_bytes_from_config() -> None:
+    """offsets.topic.segment.bytes and share.coordinator.state.topic.segment.bytes: the topics' segment.bytes when
+    they are created (Kafka's configs, 100 MiB by default)."""
+    assert CoordinatorSettings.from_config(BrokerConfig()).offsets_topic_configs() == {
+        "cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "104857600"}
+    offsets = CoordinatorSettings.from_config(config(offsets_topic_segment_bytes=4096)).offsets_topic_configs()
+    assert offsets["segment.bytes"] == "4096"
+    share = ShareStateSettings.from_config(config(share_coordinator_state_topic_segment_bytes=8192))
+    assert share.topic_configs(3)["segment.bytes"] == "8192"
+    assert ShareStateSettings().topic_configs(1)["segment.bytes"] == "104857600"
 
 
 def test_connection_limits_from_config() -> None:

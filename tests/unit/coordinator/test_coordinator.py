@@ -12,7 +12,7 @@ import pytest
 
 from moldau.clock import Clock, ManualClock
 from moldau.coordinator.group.classic import GroupState
-from moldau.coordinator.group.coordinator import OFFSETS_TOPIC_CONFIGS, GroupCoordinator
+from moldau.coordinator.group.coordinator import GroupCoordinator
 from moldau.coordinator.group.records import OFFSETS_TOPIC, partition_for
 from moldau.coordinator.group.settings import CoordinatorSettings
 from moldau.coordinator.group.shard import ShardSettings
@@ -63,7 +63,7 @@ class Metadata:
 
     def create_offsets_topic(self) -> None:
         if OFFSETS_TOPIC not in self.image.topics_by_name:
-            self.create_topic(OFFSETS_TOPIC, PARTITIONS, OFFSETS_TOPIC_CONFIGS)
+            self.create_topic(OFFSETS_TOPIC, PARTITIONS, {"cleanup.policy": "compact"})
 
 
 class Node(GroupClient):
