@@ -139,7 +139,7 @@ class ListenerTls:
         self.context = context
         self.principal_mapper = principal_mapper
         self._current = context
-        self._stamps = _store_stamps(settings)
+        self._stamps = store_stamps(settings)
         context.sni_callback = self._switch
 
     @classmethod
@@ -160,7 +160,7 @@ class ListenerTls:
         if settings.without_stores() != self.settings.without_stores():
             raise ConfigError(f"only the key and trust stores of listener {self.listener} may change at runtime",
                               "ssl")
-        stamps = _store_stamps(settings)
+        stamps = store_stamps(settings)
         if settings == self.settings and stamps == self._stamps:
             return False
         self._current = server_context(settings)
@@ -174,7 +174,10 @@ class ListenerTls:
             ssl_object.context = current
 
 
-def _store_stamps(settings: TlsSettings) -> tuple[tuple[int, int] | None, ...]:
+StoreStamps = tuple[tuple[int, int] | None, ...]
+
+
+def store_stamps(settings: TlsSettings) -> StoreStamps:
     """The modification time and size of the store files, so that a file replaced under the same name is loaded
     again when its config is set again (as Kafka reloads a key store whose file changed)."""
     def stamp(path: str | None) -> tuple[int, int] | None:

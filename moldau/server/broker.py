@@ -226,6 +226,11 @@ class Broker:
         self.quorum = self._open_quorum(voters)
         # Listeners' key and trust stores altered dynamically are loaded as the metadata log brings them.
         self.listener_tls = ListenerTlsReloader(self.node_id, self.config, self._listener_tls, lambda: self.image)
+        # ... and so are this node's own connections to other nodes' listeners, which use the same stores.
+        self.listener_tls.add_client(self.inter_broker_listener, self.inter_broker_security)
+        controller_names = self.config.controller_listener_names
+        if controller_names:
+            self.listener_tls.add_client(controller_names[0], self.controller_security)
         self.quorum.add_listener(lambda _old, new: self.listener_tls.follow(new))
         if self.bootstrap_scram and not self.is_controller:
             log.warning("--add-scram has no effect on a broker-only node: give it to the controllers")

@@ -7,8 +7,10 @@ settings the listener would have, and a store that cannot be used refuses the ch
 the config, so a typo cannot leave a listener unable to serve. Once written, every broker follows it through its
 metadata image (`follow`); a change that names the same files again reloads them if they changed on disk, as
 Kafka reloads a key store whose file was replaced (`after_alter`). New connections get the new stores; open ones
-keep theirs (`moldau.security.tls.ListenerTls`). This node's own connections to other nodes keep the stores they
-were made with until it restarts.
+keep theirs (`moldau.security.tls.ListenerTls`). The node's own connections to other nodes' listeners (replica
+fetchers on the inter-broker listener, the quorum and controller channel on the controller listener) follow the
+same stores: connections it opens after the change present the new certificate and trust the new trust store
+(`moldau.security.client_security.ClientSecurity.reload`), as Kafka reconfigures a listener's client side with it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from moldau.config.broker_config import RELOADABLE_TLS_CONFIGS
 from moldau.config.schema import ConfigError
 from moldau.metadata.image import MetadataImage
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.client_security import ClientSecurity
 from moldau.security.tls import ListenerTls, TlsSettings, server_context
 
 log = logging.getLogger(__name__)
@@ -48,6 +51,11 @@ class ListenerTlsReloader:
         self._listeners = listeners
         self._image = image
         self._seen: tuple[object, object] | None = None
+        self._clients: list[tuple[str, ClientSecurity]] = []  # this node's outgoing connections, per listener
+
+    def add_client(self, listener: str, security: ClientSecurity) -> None:
+        """Reload `security` with `listener`'s stores whenever they change (the node's connections to it)."""
+        self._clients.append((listener, security))
 
     def check(self, resource_name: str, changes: Iterable[tuple[str, int, str | None]], replace_all: bool) -> None:
         """Refuse (KafkaError INVALID_CONFIG) a change of this broker's, or the cluster's, dynamic configs that
@@ -97,6 +105,13 @@ class ListenerTlsReloader:
                     log.info("listener %s: key and trust stores reloaded; new connections use them", name)
             except ConfigError as exc:
                 log.error("listener %s keeps its key and trust stores: %s", name, exc)
+        for name, security in self._clients:
+            try:
+                if security.reload(TlsSettings.for_listener(config, name)):
+                    log.info("connections to other nodes' listener %s: key and trust stores reloaded; new "
+                             "connections use them", name)
+            except ConfigError as exc:
+                log.error("connections to other nodes' listener %s keep their key and trust stores: %s", name, exc)
 
     def _effective(self, cluster: Mapping[str, str], per_broker: Mapping[str, str]) -> BrokerConfig:
         """Static configs, then cluster-wide dynamic ones, then this broker's own (Kafka's precedence)."""

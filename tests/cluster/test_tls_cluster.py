@@ -1,6 +1,8 @@
 """A three-node cluster whose brokers and controllers talk to each other over mutual TLS: the inter-broker
 listener (replica fetchers) and the controller listener (the metadata quorum, the controller channel) are SSL
-with `ssl.client.auth=required`, so every node presents its key store as a client certificate."""
+with `ssl.client.auth=required`, so every node presents its key store as a client certificate. Then the
+inter-broker listener's certificates move to a new CA while the cluster runs (IncrementalAlterConfigs per broker),
+and a restarted node's replica fetchers, which open new connections, present and trust the new stores."""
 
 from __future__ import annotations
 
@@ -10,7 +12,14 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 # confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from tests.support.cluster import LocalCluster
 from tests.support.polling import wait_until
@@ -52,3 +61,38 @@ def test_brokers_replicate_over_ssl(tmp_path: Path) -> None:
         consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "unused", **client})
         assert consumer.get_watermark_offsets(TopicPartition("over-tls", 0), timeout=10) == (0, 50)
         consumer.close()
+
+        # Rotation: first every node serves a new CA's certificate and trusts both CAs, then the new CA alone.
+        new = make_pki(tmp_path / "pki-new")
+        both = tmp_path / "both-cas.pem"
+        both.write_bytes(pki.ca.read_bytes() + new.ca.read_bytes())
+        new_client = {**new.confluent(), "ssl.ca.location": str(both)}
+        alter_all(cluster.bootstrap, {**client, "ssl.ca.location": str(both)}, {
+            "listener.name.broker.ssl.keystore.location": str(new.server),
+            "listener.name.broker.ssl.truststore.location": str(both)})
+        alter_all(cluster.bootstrap, new_client, {"listener.name.broker.ssl.truststore.location": str(new.ca)})
+        # A restarted node opens new connections to the others' inter-broker listener: its fetchers must present
+        # the new certificate and trust the new CA (both from the dynamic configs), or it never rejoins the ISR.
+        cluster.node(3).restart()
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **new_client})
+
+        def full_isr() -> bool:
+            isr = admin.list_topics("over-tls", timeout=5).topics["over-tls"].partitions[0].isrs
+            return sorted(isr) == [1, 2, 3]
+
+        wait_until(full_isr, 60, "the restarted node back in the ISR over the new certificates")
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", **new_client})
+        for i in range(10):
+            producer.produce("over-tls", value=f"after-{i}".encode(), on_delivery=delivered)
+        assert producer.flush(60) == 0 and not errors, errors
+        assert "keep their key and trust stores" not in cluster.node(3).log_tail(400)
+
+
+def alter_all(bootstrap: str, client: dict[str, str], configs: dict[str, str]) -> None:
+    """Set these dynamic configs on every broker (each checks that it can load its stores before they are kept)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **client})
+    entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in configs.items()]
+    for node in (1, 2, 3):  # one BROKER resource per call (librdkafka sends it to that broker)
+        resource = ConfigResource(ResourceType.BROKER, str(node), incremental_configs=entries)
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(timeout=30)

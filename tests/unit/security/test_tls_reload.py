@@ -12,6 +12,7 @@ import trustme
 
 from moldau.config import BrokerConfig, ConfigError
 from moldau.config.describe import describe_broker_configs
+from moldau.security.client_security import PLAINTEXT, ClientSecurity
 from moldau.security.tls import ListenerTls, TlsSettings
 
 STATIC = {"listeners": "SSL://127.0.0.1:0", "listener.security.protocol.map": "SSL:SSL",
@@ -114,3 +115,57 @@ def test_dynamic_listener_configs_are_the_stores_only_and_prefixed_ones_win(tmp_
 def common_name(certificate: Any) -> str:
     """The subject's common name of a certificate as `getpeercert()` gives it."""
     return next(str(value) for rdn in certificate["subject"] for key, value in rdn if key == "commonName")
+
+
+def client_handshake(client: ssl.SSLContext, server_ca: trustme.CA, trusted_clients: trustme.CA) -> str:
+    """A node's outgoing handshake with a listener whose certificate `server_ca` issued and which requires a client
+    certificate from `trusted_clients`; the common name the client presented. Raises SSLError."""
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ca.issue_cert("127.0.0.1", common_name="peer").configure_cert(server)
+    trusted_clients.configure_trust(server)
+    server.verify_mode = ssl.CERT_REQUIRED
+    server.maximum_version = ssl.TLSVersion.TLSv1_2  # a refused client certificate fails the handshake itself
+    s_in, s_out, c_in, c_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+    server_side = server.wrap_bio(s_in, s_out, server_side=True)
+    client_side = client.wrap_bio(c_in, c_out, server_hostname="127.0.0.1")
+    done: set[str] = set()
+    for _ in range(20):
+        for name, side in (("client", client_side), ("server", server_side)):
+            if name not in done:
+                try:
+                    side.do_handshake()
+                    done.add(name)
+                except ssl.SSLWantReadError:
+                    pass
+        s_in.write(c_out.read())
+        c_in.write(s_out.read())
+        if done == {"client", "server"}:
+            break
+    return common_name(server_side.getpeercert())
+
+
+def test_a_nodes_outgoing_connections_follow_the_reloaded_stores(tmp_path: Path) -> None:
+    """ClientSecurity.reload: after the listener's stores are replaced, new outgoing handshakes present the new
+    certificate and trust the new CA; unchanged settings and files reload nothing."""
+    old_ca, new_ca = trustme.CA(), trustme.CA()
+    (tmp_path / "old-ca.pem").write_bytes(old_ca.cert_pem.bytes())
+    (tmp_path / "new-ca.pem").write_bytes(new_ca.cert_pem.bytes())
+    config = BrokerConfig({**STATIC, "ssl.keystore.location": issue(old_ca, tmp_path / "old.pem", "old-node"),
+                           "ssl.truststore.location": str(tmp_path / "old-ca.pem"), "ssl.client.auth": "required"})
+    security = ClientSecurity.for_listener(config, "SSL")
+    assert security.ssl_context is not None
+    assert client_handshake(security.ssl_context, old_ca, old_ca) == "old-node"
+    assert not security.reload(TlsSettings.for_listener(config, "SSL"))
+    rotated = config.with_dynamic({"listener.name.ssl.ssl.keystore.location": issue(new_ca, tmp_path / "new.pem",
+                                                                                     "new-node"),
+                                   "listener.name.ssl.ssl.truststore.location": str(tmp_path / "new-ca.pem")},
+                                  per_broker=True)
+    with pytest.raises(ssl.SSLError):  # peers that moved to the new CA refuse the old context
+        client_handshake(security.ssl_context, new_ca, new_ca)
+    assert security.reload(TlsSettings.for_listener(rotated, "SSL"))
+    assert client_handshake(security.ssl_context, new_ca, new_ca) == "new-node"
+    missing = config.with_dynamic({"ssl.keystore.location": str(tmp_path / "missing.pem")})
+    with pytest.raises(ConfigError, match="no such file"):
+        security.reload(TlsSettings.for_listener(missing, "SSL"))
+    assert client_handshake(security.ssl_context, new_ca, new_ca) == "new-node"  # a bad store changes nothing
+    assert not PLAINTEXT.reload(TlsSettings.for_listener(rotated, "SSL"))  # no TLS: nothing to reload
