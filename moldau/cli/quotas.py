@@ -5,10 +5,12 @@
     moldau quotas alter --entity-type users --entity-default --delete-config producer_byte_rate
     moldau quotas describe [--entity-type users --entity-name alice [--entity-type clients ...]]
     moldau quotas delete --entity-type clients --entity-name app
+    moldau quotas alter --ip 10.0.0.7 --add-config connection_creation_rate=10
 
 Entities are named as kafka-configs names them: `--entity-type users|clients` followed by `--entity-name NAME`
 or `--entity-default`, once or twice (a user and a client id), or the shortcuts `--user NAME`, `--client NAME`,
-`--user-defaults`, `--client-defaults`.
+`--user-defaults`, `--client-defaults`; an IP address (KIP-612's connection creation rate) with `--entity-type
+ips`, `--ip ADDRESS` or `--ip-defaults`.
 
 Neither confluent-kafka's nor kafka-python's admin client has the client quota APIs, so this tool sends
 DescribeClientQuotas and AlterClientQuotas (KIP-546) with Moldau's own protocol client
@@ -34,7 +36,9 @@ from moldau.cli.output import add_output_option, emit
 from moldau.cli.table import format_table
 
 # kafka-configs' entity types -> the client quota entity types of the protocol.
-ENTITY_TYPES = {"users": "user", "clients": "client-id"}
+ENTITY_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
+_SHORTCUTS = {"--user": "user", "--client": "client-id", "--ip": "ip"}
+_DEFAULTS = {"--user-defaults": "user", "--client-defaults": "client-id", "--ip-defaults": "ip"}
 DEFAULT_NAME = "<default>"
 MATCH_EXACT, MATCH_DEFAULT = 0, 1
 
@@ -49,16 +53,16 @@ class _EntityAction(argparse.Action):
         entities: list[list[Any]] = list(getattr(namespace, "entities", None) or [])
         if option_string == "--entity-type":
             if values not in ENTITY_TYPES:
-                raise argparse.ArgumentError(self, f"entity type is users or clients, not {values!r}")
+                raise argparse.ArgumentError(self, f"entity type is users, clients or ips, not {values!r}")
             entities.append([ENTITY_TYPES[values], ...])
         elif option_string in ("--entity-name", "--entity-default"):
             if not entities or entities[-1][1] is not ...:
                 raise argparse.ArgumentError(self, "give --entity-type before each --entity-name/--entity-default")
             entities[-1][1] = None if option_string == "--entity-default" else values
-        elif option_string in ("--user", "--client"):
-            entities.append(["user" if option_string == "--user" else "client-id", values])
+        elif option_string in _SHORTCUTS:
+            entities.append([_SHORTCUTS[option_string], values])
         else:
-            entities.append(["user" if option_string == "--user-defaults" else "client-id", None])
+            entities.append([_DEFAULTS[option_string or ""], None])
         namespace.entities = entities
 
 
@@ -72,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _add_common(alter)
     alter.add_argument("--add-config", metavar="K=V,...", default="",
                        help="quotas to set: producer_byte_rate, consumer_byte_rate, request_percentage, "
-                            "controller_mutation_rate")
+                            "controller_mutation_rate; connection_creation_rate for an ip")
     alter.add_argument("--delete-config", metavar="K,...", default="", help="quotas to remove")
     delete = add_action(actions, "delete", run_delete, "remove every client quota of an entity")
     _add_common(delete)
@@ -80,15 +84,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(entities=[])
-    parser.add_argument("--entity-type", action=_EntityAction, metavar="users|clients")
+    parser.add_argument("--entity-type", action=_EntityAction, metavar="users|clients|ips")
     parser.add_argument("--entity-name", action=_EntityAction, metavar="NAME")
     parser.add_argument("--entity-default", action=_EntityAction, nargs=0, help="the default of the entity type")
     parser.add_argument("--user", action=_EntityAction, metavar="NAME", help="same as --entity-type users "
                         "--entity-name NAME")
     parser.add_argument("--client", action=_EntityAction, metavar="NAME", help="same as --entity-type clients "
                         "--entity-name NAME")
+    parser.add_argument("--ip", action=_EntityAction, metavar="ADDRESS", help="same as --entity-type ips "
+                        "--entity-name ADDRESS")
     parser.add_argument("--user-defaults", action=_EntityAction, nargs=0)
     parser.add_argument("--client-defaults", action=_EntityAction, nargs=0)
+    parser.add_argument("--ip-defaults", action=_EntityAction, nargs=0)
 
 
 def _entity(args: argparse.Namespace, required: bool) -> Entity:
@@ -98,7 +105,8 @@ def _entity(args: argparse.Namespace, required: bool) -> Entity:
             raise CliError("--entity-type needs --entity-name NAME or --entity-default")
         entity.append((entity_type, name))
     if required and not entity:
-        raise CliError("name the entity: --entity-type users|clients with --entity-name NAME or --entity-default")
+        raise CliError("name the entity: --entity-type users|clients|ips with --entity-name NAME or "
+                       "--entity-default")
     if len({t for t, _ in entity}) != len(entity):
         raise CliError("name at most one user and one client")
     return entity
@@ -122,7 +130,7 @@ def _describe(args: argparse.Namespace, entity: Entity) -> list[tuple[Entity, di
 
 
 def _show(entity: Entity) -> str:
-    names = {"user": "user", "client-id": "client"}
+    names = {"user": "user", "client-id": "client", "ip": "ip"}
     ordered = sorted(entity, key=lambda part: part[0] != "user")  # the user first, as kafka-configs says it
     return ", ".join(f"{names.get(t, t)}={DEFAULT_NAME if n is None else n}" for t, n in ordered)
 

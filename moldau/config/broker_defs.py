@@ -142,6 +142,11 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("max.connections", _T.INT, "2147483647",
               "The connections the broker accepts at once on its client listeners; a connection over it is "
               "closed as it is accepted.", at_least(0), dynamic=False),
+    ConfigDef("max.connection.creation.rate", _T.INT, "2147483647",
+              "New connections per second the broker's client listeners accept together (KIP-612); faster ones "
+              "wait to be served. listener.name.<listener>.max.connection.creation.rate limits one listener, and "
+              "the connection_creation_rate quota of an ip entity one address. Read at start (Kafka also changes "
+              "it at runtime).", at_least(0), dynamic=False),
     ConfigDef("max.connections.per.ip", _T.INT, "2147483647",
               "The connections the broker accepts at once from one IP address; a connection over it is closed "
               "as it is accepted.", at_least(0), dynamic=False),

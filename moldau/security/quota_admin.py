@@ -44,12 +44,12 @@ def _entry_changes(image: MetadataImage, raw_entity: RawEntity, ops: Ops) -> lis
     changes: list[MetadataRecord] = []
     for key, value in ops:
         if value is None:
-            if key not in quotas.QUOTA_KEYS:
+            if key not in quotas.quota_keys(entity):
                 raise ValueError(f"unknown quota {key!r}")
             if key in current:
                 changes.append(ClientQuotaRecord(entity, key, 0.0, remove=True))
         else:
-            quotas.check_quota(key, value)
+            quotas.check_quota(key, value, entity)
             if current.get(key) != value:
                 changes.append(ClientQuotaRecord(entity, key, float(value)))
     return changes

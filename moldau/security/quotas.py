@@ -33,6 +33,7 @@ permissive mode (`moldau.security.mutation_quota`).
 from __future__ import annotations
 
 import enum
+import ipaddress
 import math
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -43,8 +44,11 @@ from moldau.security.mutation_quota import MutationBuckets, MutationQuota, Mutat
 __all__ = [
     "ABSENT",
     "CLIENT_ID",
+    "CONNECTION_CREATION_RATE",
     "CONSUMER_BYTE_RATE",
     "CONTROLLER_MUTATION_RATE",
+    "IP",
+    "IP_QUOTA_KEYS",
     "NO_QUOTA",
     "PRODUCER_BYTE_RATE",
     "QUOTA_KEYS",
@@ -59,15 +63,21 @@ __all__ = [
     "check_entity",
     "check_quota",
     "entity_key",
+    "is_ip_entity",
+    "quota_keys",
     "resolve",
 ]
 
-USER, CLIENT_ID = "user", "client-id"
+USER, CLIENT_ID, IP = "user", "client-id", "ip"
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
 QUOTA_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE)
+# KIP-612: new connections per second from one IP address (an `ip` entity's only quota), enforced on accept
+# (`moldau.security.connection_quotas`).
+CONNECTION_CREATION_RATE = "connection_creation_rate"
+IP_QUOTA_KEYS = (CONNECTION_CREATION_RATE,)
 
 # A quota entity as stored: sorted (entity type, name) pairs, a None name being the default.
 Entity = tuple[tuple[str, str | None], ...]
@@ -192,6 +202,7 @@ class ClientQuotas:
                  ) -> None:
         self.config = config or QuotaConfig()
         self._quotas: Mapping[Entity, Mapping[str, float]] = {}
+        self._enabled = False  # some user or client-id entity sets a quota (ip entities are the acceptor's)
         self._rates: dict[tuple[str, str, str], Rate] = {}
         self._next_expiry = _EXPIRY_BATCH
         self.mutations = MutationBuckets(mutation_config)
@@ -207,16 +218,17 @@ class ClientQuotas:
         if quotas is self._quotas:
             return
         self._quotas = quotas
-        if not quotas:
+        self._enabled = any(not is_ip_entity(entity) for entity in quotas)
+        if not self._enabled:
             self._rates.clear()
             self.mutations.clear()
 
     @property
     def enabled(self) -> bool:
-        return bool(self._quotas)
+        return self._enabled
 
     def quota(self, key: str, user: str, client_id: str) -> tuple[float, tuple[str, str]] | None:
-        return resolve(self._quotas, key, user, client_id) if self._quotas else None
+        return resolve(self._quotas, key, user, client_id) if self._enabled else None
 
     def record(self, key: str, user: str, client_id: str, value: float, now_ms: float) -> int:
         found = self.quota(key, user, client_id)
@@ -257,17 +269,39 @@ def check_entity(entity: Iterable[tuple[str, str | None]]) -> Entity:
     if len(set(types)) != len(types):
         raise ValueError(f"entity type named more than once: {', '.join(types)}")
     for entity_type, name in pairs:
-        if entity_type not in (USER, CLIENT_ID):
-            raise ValueError(f"unsupported entity type {entity_type!r} (user and client-id are)")
+        if entity_type not in (USER, CLIENT_ID, IP):
+            raise ValueError(f"unsupported entity type {entity_type!r} (user, client-id and ip are)")
         if name is not None and entity_type == USER and not name:
             raise ValueError("an empty user name is not allowed")
+        if name is not None and entity_type == IP:
+            try:
+                ipaddress.ip_address(name)
+            except ValueError:
+                raise ValueError(f"{name!r} is not an IP address (an ip entity names one, or the default)") from None
+    if IP in types and len(pairs) > 1:
+        raise ValueError("an ip entity cannot be combined with user or client-id")
     return tuple(sorted(pairs, key=lambda p: p[0]))
 
 
-def check_quota(key: str, value: float) -> None:
-    """Raises ValueError for an unknown quota or a value it cannot take."""
-    if key not in QUOTA_KEYS:
-        raise ValueError(f"unknown quota {key!r} (known: {', '.join(QUOTA_KEYS)})")
+def is_ip_entity(entity: Entity) -> bool:
+    return len(entity) == 1 and entity[0][0] == IP
+
+
+def quota_keys(entity: Entity) -> tuple[str, ...]:
+    """The quotas this entity may set: connection_creation_rate for an ip, the client quotas otherwise."""
+    return IP_QUOTA_KEYS if is_ip_entity(entity) else QUOTA_KEYS
+
+
+def check_quota(key: str, value: float, entity: Entity = ()) -> None:
+    """Raises ValueError for a quota the entity cannot set or a value it cannot take."""
+    known = quota_keys(entity)
+    if key not in known:
+        kind = "an ip entity" if is_ip_entity(entity) else "a user or client-id entity"
+        raise ValueError(f"unknown quota {key!r} for {kind} (known: {', '.join(known)})")
+    if key == CONNECTION_CREATION_RATE:  # Kafka's INT, at least 0 (0 refuses every new connection)
+        if not math.isfinite(value) or value < 0 or value != int(value) or value > 2**31 - 1:
+            raise ValueError(f"{key} is a whole number of connections per second, at least 0, not {value}")
+        return
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{key} must be a positive number, not {value}")
     if key in _INTEGRAL and value != int(value):

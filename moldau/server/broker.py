@@ -68,7 +68,7 @@ from moldau.security.acl.model import AclOperation, ResourceType
 from moldau.security.acl.rules import RequestAuthorization
 from moldau.security.client_security import PLAINTEXT as PLAINTEXT_CLIENT
 from moldau.security.client_security import TLS_PROTOCOLS, ClientSecurity
-from moldau.security.connection_quotas import ConnectionQuotas
+from moldau.security.connection_quotas import Admission, ConnectionQuotas, ConnectionRates, ip_quota
 from moldau.security.mutation_quota import MutationQuotaConfig
 from moldau.security.quotas import ClientQuotas, QuotaConfig
 from moldau.security.sasl.authenticator import SaslListenerConfig
@@ -158,6 +158,7 @@ class Broker:
             QuotaConfig(config.quota_window_num, config.quota_window_size_seconds * 1000),
             MutationQuotaConfig(config.controller_quota_window_num, config.controller_quota_window_size_seconds * 1000))
         self.connection_quotas = ConnectionQuotas.from_config(config)
+        self.connection_rates = ConnectionRates()  # from the listeners' configs in start (_set_up_security)
         self.authorizer = Authorizer.from_config(config)  # None unless authorizer.class.name is set
         self.counters = BrokerCounters()  # what /metrics reports of the request path (moldau.metrics)
         # Incremental fetch sessions (KIP-227) of followers and consumers, whatever connection they come on.
@@ -621,8 +622,15 @@ class Broker:
             controller_names = self.config.controller_listener_names
             self.controller_security = ClientSecurity.for_listener(
                 self.config, controller_names[0] if controller_names else "")
+            self.connection_rates = ConnectionRates.from_config(
+                self.config, [name for name, _, _ in self._listeners(False)], self.inter_broker_listener)
         except ConfigError as exc:
             raise StartupError(str(exc)) from exc
+
+    def _admit_connection(self, listener: str, host: str) -> Admission:
+        """When a new connection on a client listener may be served (KIP-612's connection creation rates)."""
+        return self.connection_rates.admit(listener, host, ip_quota(self.image.client_quotas, host),
+                                           self.clock.monotonic_ms())
 
     def _listeners(self, controller: bool) -> list[tuple[str, str, int]]:
         names = set(self.config.controller_listener_names)
@@ -643,6 +651,7 @@ class Broker:
                     tls.principal_mapper if tls is not None and self.config.security_protocol(name) == "SSL"
                     else None,
                     connection_quotas=None if controller else self.connection_quotas, sasl=sasl,
+                    rate_admission=None if controller else self._admit_connection,
                     on_lost=self._connection_lost,
                     sends_files=tls is None and self.config.fetch_zero_copy_enable, woken=self._woken_connections,
                     idle_poller=self._idle_poller),

@@ -54,7 +54,7 @@ from moldau.clock import Clock, SystemClock
 from moldau.protocol.codec import InvalidRequest, PendingResponse
 from moldau.protocol.framing import SIZE, Frame, FrameReader, FrameTooLarge, frame
 from moldau.protocol.wire import ResponsePart
-from moldau.security.connection_quotas import ConnectionQuotas
+from moldau.security.connection_quotas import Admission, ConnectionQuotas
 from moldau.security.principal import ANONYMOUS, KafkaPrincipal
 from moldau.security.sasl.authenticator import SaslAuthenticator, SaslListenerConfig
 from moldau.security.ssl_principal import NoMatchingRule, PrincipalMapper
@@ -65,6 +65,7 @@ from moldau.server.idle_poll import IdlePoller
 log = logging.getLogger(__name__)
 
 _QUEUE, _BUDGET, _THROTTLE, _LARGE = "queue", "budget", "throttle", "large"  # why reading is paused
+_CREATION_RATE = "connection creation rate"  # a new connection waiting for its turn (KIP-612)
 # Requests completed by one read, in bytes, past which they are served before the socket is read again (see the
 # module docstring): low enough for batches of librdkafka's default 1 MB limit, high enough that a read of many
 # small requests is served as it was (its bytes fit the caches, and their answers still leave in one write).
@@ -113,7 +114,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                  security_protocol: str = "PLAINTEXT", principal_mapper: PrincipalMapper | None = None,
                  connection_quotas: ConnectionQuotas | None = None, sasl: SaslListenerConfig | None = None,
                  on_lost: Callable[[KafkaConnection], None] | None = None, sends_files: bool = False,
-                 woken: WokenConnections | None = None, idle_poller: IdlePoller | None = None) -> None:
+                 woken: WokenConnections | None = None, idle_poller: IdlePoller | None = None,
+                 rate_admission: Callable[[str, str], Admission] | None = None) -> None:
         self._handler = handler
         self._idle_poller = idle_poller  # told of every read: keeps the loop polling while requests come close
         self._woken = woken  # counts this connection from the frames that wake it until it begins serving them
@@ -123,6 +125,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._file_sender: FileSender | None = None
         self._on_lost = on_lost  # told when the connection is gone (share sessions end with their connection)
         self._connection_quotas = connection_quotas
+        # Connection creation rates (KIP-612): when a new connection may be served, given listener and address.
+        self._rate_admission = rate_admission
+        self._serve_after_s = 0.0  # set when the connection creation rate holds this new connection back
         self._admitted = False  # counted by connection_quotas, to be released when closed
         self.muted_until_ms = 0.0  # KIP-219: not read nor served before this time
         self.listener = listener
@@ -181,6 +186,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.client_host = str(peer[0]) if isinstance(peer, tuple) else ""
+        wait_s = 0.0
+        if self._rate_admission is not None:
+            admission = self._rate_admission(self.listener, self.client_host)
+            if admission.throttled_ms > 0:
+                self._refuse_throttled(transport, admission)
+                return
+            wait_s = admission.wait_ms / 1000
         if self._connection_quotas is not None:
             refused = self._connection_quotas.admit(self.client_host)
             if refused is not None:
@@ -193,8 +205,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._budget.join(self)
         self._loop = asyncio.get_running_loop()  # looked up once: each lookup costs a getpid system call
         self._task = self._loop.create_task(self._process())
+        if wait_s > 0:
+            # Served once the listener's connection creation rate allows: `_process` waits that long, and the
+            # socket is not read meanwhile. The pause is applied in the next turn: uvloop starts reading a new
+            # connection after connection_made returns, which would undo a pause made here.
+            self._serve_after_s = wait_s
+            self._loop.call_soon(self._pause, _CREATION_RATE)
+            self._loop.call_later(wait_s, self._resume, _CREATION_RATE)
         if self._principal_mapper is not None:
             self._take_certificate_principal(transport)
+
+    def _refuse_throttled(self, transport: asyncio.BaseTransport, admission: Admission) -> None:
+        """Over its address's connection_creation_rate: never served, closed once its throttle time has passed
+        (as Kafka closes a throttled connection), so that a client reconnecting in a loop is slowed down."""
+        delay_ms = admission.wait_ms + admission.throttled_ms
+        log.info("closing connection from %s in %.0f ms: the connection_creation_rate of %s is exceeded", self.peer,
+                 delay_ms, self.client_host)
+        transport.pause_reading()  # type: ignore[attr-defined]
+        self._transport = None
+        asyncio.get_running_loop().call_later(delay_ms / 1000, transport.abort)  # type: ignore[attr-defined]
 
     def _take_certificate_principal(self, transport: asyncio.BaseTransport) -> None:
         """On a TLS listener the handshake is complete when the connection is made: a verified client certificate
@@ -289,6 +318,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _process(self) -> None:
         try:
+            if self._serve_after_s:
+                await asyncio.sleep(self._serve_after_s)
             while True:
                 if not self._queue:
                     self._resume(_LARGE)

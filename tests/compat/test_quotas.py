@@ -195,6 +195,65 @@ def test_a_connection_over_the_per_ip_limit_is_closed_and_the_others_keep_workin
     assert "max.connections.per.ip=2 reached for 127.0.0.1" in broker.log_tail()
 
 
+API_VERSIONS_V0 = bytes.fromhex("0000000e" "0012" "0000" "00000001" "0004") + b"test"
+
+
+def _answer_times(port: int, count: int, timeout_s: float = 15.0) -> list[float | None]:
+    """Open `count` connections at once, send ApiVersions on each, and return when each was answered (seconds
+    from the start), None for one closed without an answer."""
+    started = time.monotonic()
+    sockets = [socket.create_connection(("127.0.0.1", port)) for _ in range(count)]
+    for sock in sockets:
+        sock.sendall(API_VERSIONS_V0)
+    times: list[float | None] = [None] * count
+
+    def wait(i: int) -> None:
+        sockets[i].settimeout(timeout_s)
+        with contextlib.suppress(OSError):
+            if sockets[i].recv(4):
+                times[i] = time.monotonic() - started
+
+    threads = [threading.Thread(target=wait, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for sock in sockets:
+        sock.close()
+    return times
+
+
+@pytest.mark.broker_config({"max.connection.creation.rate": "5", "quota.window.num": "2"})
+def test_connections_over_the_creation_rate_wait_their_turn(broker: BrokerProcess) -> None:
+    """KIP-612: fifteen connections at once against five a second are all served, spread over about two seconds
+    (the rate is measured over 2 windows of 1 s here)."""
+    times = _answer_times(broker.port, 15)
+    assert all(t is not None for t in times), times
+    served = sorted(t for t in times if t is not None)
+    assert served[4] < 1.0 and served[-1] >= 1.5, served
+
+
+@pytest.mark.broker_config({"quota.window.num": "2"})
+def test_an_address_over_its_connection_creation_rate_is_refused(broker: BrokerProcess) -> None:
+    """The `connection_creation_rate` quota of an ip entity (`moldau quotas --ip`, kafka-configs' `--entity-type
+    ips`): connections over it are closed unanswered; removing it lets every connection in again."""
+    bootstrap = broker.bootstrap
+    ok(bootstrap, "quotas", "alter", "--ip", "127.0.0.1", "--add-config", "connection_creation_rate=3")
+    assert "ip=127.0.0.1" in ok(bootstrap, "quotas", "describe", "--entity-type", "ips", "--entity-name",
+                                "127.0.0.1")
+    refused = moldau(bootstrap, "quotas", "alter", "--ip", "127.0.0.1", "--add-config", "producer_byte_rate=10")
+    assert refused.returncode == 1 and "connection_creation_rate" in refused.stderr
+    time.sleep(2.5)  # the CLI's own connections fall out of the rate's windows
+    times = _answer_times(broker.port, 8)
+    assert sum(t is not None for t in times) == 3, times
+    assert "the connection_creation_rate of 127.0.0.1 is exceeded" in broker.log_tail(200)
+    time.sleep(2.5)
+    ok(bootstrap, "quotas", "alter", "--ip-defaults", "--add-config", "connection_creation_rate=100")
+    ok(bootstrap, "quotas", "delete", "--ip", "127.0.0.1")  # the default's 100 a second applies now
+    time.sleep(2.5)
+    assert all(t is not None for t in _answer_times(broker.port, 8))
+
+
 T = TypeVar("T")
 MUTATION_RATE = 10  # partitions per second; the bucket holds 2 s of it
 THROTTLING_QUOTA_EXCEEDED = 89

@@ -65,7 +65,10 @@ async def describe_quotas(clients: ConsoleClients) -> list[QuotaRow]:
     if response.error_code.value != 0:
         raise ConsoleError(_status(response.error_code),
                            f"{response.error_code.name.upper()}: {response.error_message or ''}".rstrip(": "))
-    rows = [_entity_row(entry.entity, {v.key: v.value for v in entry.values}) for entry in response.entries or ()]
+    # IP addresses' connection creation rates (KIP-612) are not client quotas of a user or client id: this page
+    # leaves them to `moldau quotas --ip` rather than show them as rows without a user or a client.
+    rows = [_entity_row(entry.entity, {v.key: v.value for v in entry.values}) for entry in response.entries or ()
+            if all(e.entity_type != "ip" for e in entry.entity)]
     return sorted(rows, key=lambda r: (r.user is None, r.user or "", r.client or ""))
 
 

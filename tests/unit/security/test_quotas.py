@@ -7,6 +7,7 @@ import pytest
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import ClientQuotaRecord, decode_record, encode_record
 from moldau.security.quotas import (
+    CONNECTION_CREATION_RATE,
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
@@ -116,7 +117,8 @@ def test_a_request_keeps_the_largest_throttle_it_earned() -> None:
 
 def test_validation_refuses_what_kafka_refuses() -> None:
     assert check_entity([("user", "alice"), ("client-id", None)]) == (("client-id", None), ("user", "alice"))
-    for bad in ([], [("ip", "1.2.3.4")], [("user", "a"), ("user", "b")], [("user", "")]):
+    for bad in ([], [("ip", "1.2.3.4"), ("user", "a")], [("ip", "example.com")], [("user", "a"), ("user", "b")],
+                [("user", "")], [("group", "g")]):
         with pytest.raises(ValueError):
             check_entity(bad)
     check_quota(PRODUCER_BYTE_RATE, 1024)
@@ -125,6 +127,32 @@ def test_validation_refuses_what_kafka_refuses() -> None:
                        (CONSUMER_BYTE_RATE, float("nan"))):
         with pytest.raises(ValueError):
             check_quota(key, value)
+
+
+def test_ip_entities_take_the_connection_creation_rate_only() -> None:
+    """KIP-612: an ip entity (an address, or the default) sets connection_creation_rate, a whole number >= 0, and
+    nothing else; user and client-id entities cannot set it."""
+    assert check_entity([("ip", "10.0.0.7")]) == (("ip", "10.0.0.7"),)
+    assert check_entity([("ip", "::1")]) == (("ip", "::1"),)
+    assert check_entity([("ip", None)]) == (("ip", None),)
+    ip = (("ip", "10.0.0.7"),)
+    check_quota(CONNECTION_CREATION_RATE, 10, ip)
+    check_quota(CONNECTION_CREATION_RATE, 0, ip)
+    for key, value, entity in ((CONNECTION_CREATION_RATE, 1.5, ip), (CONNECTION_CREATION_RATE, -1, ip),
+                               (CONNECTION_CREATION_RATE, 2.0**31, ip), (PRODUCER_BYTE_RATE, 100, ip),
+                               (CONNECTION_CREATION_RATE, 10, entity_key(user="alice"))):
+        with pytest.raises(ValueError):
+            check_quota(key, value, entity)
+
+
+def test_ip_quotas_alone_leave_request_metering_off() -> None:
+    quotas = ClientQuotas()
+    quotas.update({(("ip", None),): {CONNECTION_CREATION_RATE: 5.0}})
+    assert not quotas.enabled
+    assert quotas.record(PRODUCER_BYTE_RATE, "ANONYMOUS", "app", 10**12, 0) == 0
+    quotas.update({(("ip", None),): {CONNECTION_CREATION_RATE: 5.0}, entity_key(client_id="app"): {
+        PRODUCER_BYTE_RATE: 100.0}})
+    assert quotas.enabled
 
 
 def test_quota_records_round_trip_and_replay_into_the_image_and_its_snapshot() -> None:
