@@ -19,9 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Self
 
-from moldau.config.schema import ConfigError
 from moldau.security.quotas import CONNECTION_CREATION_RATE, IP, Entity, QuotaConfig, Rate
-from moldau.security.sasl.settings import listener_override
+from moldau.security.sasl.settings import listener_int
 
 if TYPE_CHECKING:
     from moldau.config import BrokerConfig
@@ -129,7 +128,7 @@ class ConnectionRates:
         """Raises ConfigError for a listener's rate that is not a whole number of at least 0."""
         names = list(listeners)
         rates = {name: rate for name in names
-                 if (rate := _listener_rate(config, name)) is not None}
+                 if (rate := listener_int(config, name, "max.connection.creation.rate")) is not None}
         return cls(QuotaConfig(config.quota_window_num, config.quota_window_size_seconds * 1000),
                    config.max_connection_creation_rate, rates,
                    inter_broker_listener if inter_broker_listener in names and len(names) > 1 else None)
@@ -203,18 +202,3 @@ def ip_quota(quotas: Mapping[Entity, Mapping[str, float]], host: str) -> float |
         if values is not None and CONNECTION_CREATION_RATE in values:
             return values[CONNECTION_CREATION_RATE]
     return None
-
-
-def _listener_rate(config: BrokerConfig, listener: str) -> int | None:
-    raw = listener_override(config, listener, "max.connection.creation.rate")
-    if raw is None:
-        return None
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        value = -1
-    if value < 0 or value > UNLIMITED:
-        raise ConfigError(f"Invalid value {raw} for configuration listener.name.{listener.lower()}."
-                          "max.connection.creation.rate: expected a whole number of connections per second, at "
-                          "least 0", "max.connection.creation.rate")
-    return value

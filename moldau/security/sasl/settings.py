@@ -107,9 +107,15 @@ def sasl_listener_config(config: BrokerConfig, listener: str, scram_lookup: Cred
 
 
 def _int_override(config: BrokerConfig, listener: str, name: str, default: int) -> int:
+    value = listener_int(config, listener, name)
+    return default if value is None else value
+
+
+def listener_int(config: BrokerConfig, listener: str, name: str) -> int | None:
+    """`listener.name.<listener>.<name>` as a whole number of at least 0; None when not set. Raises ConfigError."""
     raw = listener_override(config, listener, name)
     if raw is None:
-        return default
+        return None
     try:
         value = int(raw.strip())
     except ValueError:

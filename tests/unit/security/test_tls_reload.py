@@ -32,10 +32,18 @@ def handshake(server: ssl.SSLContext, ca: trustme.CA, client_cert: Path | None =
     client.maximum_version = ssl.TLSVersion.TLSv1_2  # a refused client certificate fails the handshake itself
     if client_cert is not None:
         client.load_cert_chain(str(client_cert))
+    client_side, _ = exchange(client, server)
+    return common_name(client_side.getpeercert())
+
+
+def exchange(client: ssl.SSLContext, server: ssl.SSLContext, server_hostname: str | None = None
+             ) -> tuple[ssl.SSLObject, ssl.SSLObject]:
+    """A TLS handshake between the two contexts through memory BIOs; the client's and the server's side. Raises
+    SSLError."""
     s_in, s_out, c_in, c_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
     server_side = server.wrap_bio(s_in, s_out, server_side=True)
-    client_side = client.wrap_bio(c_in, c_out)
-    done = set()
+    client_side = client.wrap_bio(c_in, c_out, server_hostname=server_hostname)
+    done: set[str] = set()
     for _ in range(20):
         for name, side in (("client", client_side), ("server", server_side)):
             if name not in done:
@@ -48,8 +56,7 @@ def handshake(server: ssl.SSLContext, ca: trustme.CA, client_cert: Path | None =
         c_in.write(s_out.read())
         if done == {"client", "server"}:
             break
-    subject = common_name(client_side.getpeercert())
-    return subject
+    return client_side, server_side
 
 
 def test_new_handshakes_get_the_reloaded_stores_and_a_bad_store_changes_nothing(tmp_path: Path) -> None:
@@ -125,22 +132,7 @@ def client_handshake(client: ssl.SSLContext, server_ca: trustme.CA, trusted_clie
     trusted_clients.configure_trust(server)
     server.verify_mode = ssl.CERT_REQUIRED
     server.maximum_version = ssl.TLSVersion.TLSv1_2  # a refused client certificate fails the handshake itself
-    s_in, s_out, c_in, c_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
-    server_side = server.wrap_bio(s_in, s_out, server_side=True)
-    client_side = client.wrap_bio(c_in, c_out, server_hostname="127.0.0.1")
-    done: set[str] = set()
-    for _ in range(20):
-        for name, side in (("client", client_side), ("server", server_side)):
-            if name not in done:
-                try:
-                    side.do_handshake()
-                    done.add(name)
-                except ssl.SSLWantReadError:
-                    pass
-        s_in.write(c_out.read())
-        c_in.write(s_out.read())
-        if done == {"client", "server"}:
-            break
+    _, server_side = exchange(client, server, server_hostname="127.0.0.1")
     return common_name(server_side.getpeercert())
 
 
