@@ -229,6 +229,12 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "How a client certificate's subject (RFC 2253, e.g. CN=alice,OU=eng,O=Acme) becomes the user "
               "name: comma-separated RULE:pattern/replacement/[LU] entries and DEFAULT (the subject "
               "unchanged), the first that matches wins."),
+    ConfigDef("ssl.allow.dn.changes", _T.BOOLEAN, "false",
+              "Whether a key store replaced at runtime may hold a certificate with another subject "
+              "(distinguished name) than the current one; false refuses the change.", dynamic=False),
+    ConfigDef("ssl.allow.san.changes", _T.BOOLEAN, "false",
+              "Whether a key store replaced at runtime may hold a certificate without some of the current one's "
+              "subject alternative names; false refuses the change.", dynamic=False),
     # SASL (moldau.security.sasl). Per listener, `listener.name.<listener>.<config>` overrides
     # sasl.enabled.mechanisms, and `listener.name.<listener>.<mechanism>.sasl.jaas.config` sasl.jaas.config.
     ConfigDef("sasl.enabled.mechanisms", _T.LIST, "GSSAPI",

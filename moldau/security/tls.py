@@ -53,6 +53,10 @@ class TlsSettings:
     cipher_suites: tuple[str, ...] = ()
     endpoint_identification_algorithm: str = "https"
     principal_mapping_rules: str = "DEFAULT"
+    # Whether a key store replaced at runtime may name another subject, or drop alternative names
+    # (`moldau.security.keystore_compat`).
+    allow_dn_changes: bool = False
+    allow_san_changes: bool = False
 
     @classmethod
     def for_listener(cls, config: BrokerConfig, listener: str) -> TlsSettings:
@@ -72,6 +76,8 @@ class TlsSettings:
             cipher_suites=get_list("ssl.cipher.suites"),
             endpoint_identification_algorithm=get("ssl.endpoint.identification.algorithm") or "",
             principal_mapping_rules=get("ssl.principal.mapping.rules") or "DEFAULT",
+            allow_dn_changes=config.listener_value(listener, "ssl.allow.dn.changes") is True,
+            allow_san_changes=config.listener_value(listener, "ssl.allow.san.changes") is True,
         )
 
     def without_stores(self) -> TlsSettings:
@@ -156,7 +162,11 @@ class ListenerTls:
 
     def reload(self, settings: TlsSettings) -> bool:
         """Serve new connections with these settings' stores if they, or the files they name, changed since the
-        last load; True if so. Raises ConfigError naming the bad config, and keeps the stores it has then."""
+        last load; True if so. Raises ConfigError naming the bad config, and keeps the stores it has then.
+
+        What the metadata log holds is applied as it is: a restarted node starts from its static stores and
+        takes the dynamic ones with its first metadata, which may be several changes away from them. A change is
+        judged when it is made (`check`)."""
         if settings.without_stores() != self.settings.without_stores():
             raise ConfigError(f"only the key and trust stores of listener {self.listener} may change at runtime",
                               "ssl")
@@ -166,6 +176,21 @@ class ListenerTls:
         self._current = server_context(settings)
         self.settings, self._stamps = settings, stamps
         return True
+
+    def check(self, settings: TlsSettings, between_brokers: bool = False) -> None:
+        """Whether the listener may switch to these settings now, as a dynamic config change asks: only the stores
+        change, they load, the certificate keeps its identity and, on the inter-broker listener (`between_brokers`),
+        the new stores and the current ones trust each other both ways (`moldau.security.keystore_compat`).
+        Raises ConfigError naming the config."""
+        from moldau.security import keystore_compat  # it builds contexts with this module's functions
+
+        if settings.without_stores() != self.settings.without_stores():
+            raise ConfigError(f"only the key and trust stores of listener {self.listener} may change at runtime",
+                              "ssl")
+        server_context(settings)
+        keystore_compat.check_identity(self.settings, settings)
+        if between_brokers:
+            keystore_compat.check_handshakes(self.settings, settings)
 
     def _switch(self, ssl_object: ssl.SSLObject | ssl.SSLSocket, server_name: str | None,
                 context: ssl.SSLContext) -> None:
@@ -346,7 +371,7 @@ def _load_keystore(context: ssl.SSLContext, settings: TlsSettings) -> None:
     fd, path = tempfile.mkstemp(suffix=".pem")
     try:
         with os.fdopen(fd, "w") as out:
-            out.write(_pem_text(settings.keystore_certificate_chain or "") + "\n" + _pem_text(settings.keystore_key))
+            out.write(pem_text(settings.keystore_certificate_chain or "") + "\n" + pem_text(settings.keystore_key))
         context.load_cert_chain(path, password=password)
     except (ssl.SSLError, ValueError) as exc:
         raise ConfigError(f"{settings.config_name('ssl.keystore.certificate.chain')} and ssl.keystore.key are not "
@@ -368,7 +393,7 @@ def _load_truststore(context: ssl.SSLContext, settings: TlsSettings) -> None:
                               f"certificates: {exc}", name) from None
         return
     try:
-        context.load_verify_locations(cadata=_pem_text(settings.truststore_certificates or ""))
+        context.load_verify_locations(cadata=pem_text(settings.truststore_certificates or ""))
     except (ssl.SSLError, ValueError) as exc:
         raise ConfigError(f"{settings.config_name('ssl.truststore.certificates')}: not PEM certificates: {exc}",
                           "ssl.truststore.certificates") from None
@@ -387,6 +412,6 @@ def _password_hint(settings: TlsSettings, exc: Exception) -> str:
     return " (or ssl.key.password is wrong)" if settings.key_password is not None else ""
 
 
-def _pem_text(value: str) -> str:
+def pem_text(value: str) -> str:
     """Inline PEM as Kafka takes it: the newlines may have been written as the two characters \\n."""
     return value.replace("\\n", "\n").strip()

@@ -226,7 +226,8 @@ class Broker:
             raise StartupError(str(exc)) from exc
         self.quorum = self._open_quorum(voters)
         # Listeners' key and trust stores altered dynamically are loaded as the metadata log brings them.
-        self.listener_tls = ListenerTlsReloader(self.node_id, self.config, self._listener_tls, lambda: self.image)
+        self.listener_tls = ListenerTlsReloader(self.node_id, self.config, self._listener_tls, lambda: self.image,
+                                                self.inter_broker_listener)
         # ... and so are this node's own connections to other nodes' listeners, which use the same stores.
         self.listener_tls.add_client(self.inter_broker_listener, self.inter_broker_security)
         controller_names = self.config.controller_listener_names

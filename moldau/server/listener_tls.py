@@ -4,7 +4,9 @@ listener.name.external.ssl.keystore.location=...`).
 
 A change is checked by the broker it is sent to, before it is written: the stores it names are loaded with the
 settings the listener would have, and a store that cannot be used refuses the change with INVALID_CONFIG, naming
-the config, so a typo cannot leave a listener unable to serve. Once written, every broker follows it through its
+the config, so a typo cannot leave a listener unable to serve; so does a certificate that names another subject or
+drops alternative names, and on the inter-broker listener stores that cannot complete a handshake with the current
+ones (`moldau.security.keystore_compat`, as Kafka checks them). Once written, every broker follows it through its
 metadata image (`follow`); a change that names the same files again reloads them if they changed on disk, as
 Kafka reloads a key store whose file was replaced (`after_alter`). New connections get the new stores; open ones
 keep theirs (`moldau.security.tls.ListenerTls`). The node's own connections to other nodes' listeners (replica
@@ -24,7 +26,7 @@ from moldau.config.schema import ConfigError
 from moldau.metadata.image import MetadataImage
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.security.client_security import ClientSecurity
-from moldau.security.tls import ListenerTls, TlsSettings, server_context
+from moldau.security.tls import ListenerTls, TlsSettings
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +47,10 @@ def touches_tls(names: Iterable[str]) -> bool:
 
 class ListenerTlsReloader:
     def __init__(self, node_id: int, static: BrokerConfig, listeners: Mapping[str, ListenerTls],
-                 image: Callable[[], MetadataImage]) -> None:
+                 image: Callable[[], MetadataImage], inter_broker_listener: str = "") -> None:
         self._node_id = node_id
+        # Its new stores must also complete a handshake with the current ones (moldau.security.keystore_compat).
+        self._inter_broker = inter_broker_listener
         self._static = static
         self._listeners = listeners
         self._image = image
@@ -75,8 +79,8 @@ class ListenerTlsReloader:
         mine = layer if per_broker else dict(image.broker_configs(self._node_id))
         try:
             config = self._effective(cluster, mine)
-            for name in self._listeners:
-                server_context(TlsSettings.for_listener(config, name))
+            for name, listener in self._listeners.items():
+                listener.check(TlsSettings.for_listener(config, name), name == self._inter_broker)
         except ConfigError as exc:
             raise KafkaError(ErrorCode.invalid_config, f"Validation of dynamic config update of the SSL key and "
                                                        f"trust stores failed: {exc}") from None
@@ -99,13 +103,17 @@ class ListenerTlsReloader:
         except ConfigError as exc:
             log.error("TLS listeners keep their key and trust stores: the dynamic configs are invalid: %s", exc)
             return
+        refused = set()
         for name, listener in self._listeners.items():
             try:
                 if listener.reload(TlsSettings.for_listener(config, name)):
                     log.info("listener %s: key and trust stores reloaded; new connections use them", name)
             except ConfigError as exc:
+                refused.add(name)
                 log.error("listener %s keeps its key and trust stores: %s", name, exc)
         for name, security in self._clients:
+            if name in refused:
+                continue  # connections to it keep the stores the listener keeps
             try:
                 if security.reload(TlsSettings.for_listener(config, name)):
                     log.info("connections to other nodes' listener %s: key and trust stores reloaded; new "

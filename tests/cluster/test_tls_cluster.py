@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 # confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
@@ -62,14 +62,20 @@ def test_brokers_replicate_over_ssl(tmp_path: Path) -> None:
         assert consumer.get_watermark_offsets(TopicPartition("over-tls", 0), timeout=10) == (0, 50)
         consumer.close()
 
-        # Rotation: first every node serves a new CA's certificate and trusts both CAs, then the new CA alone.
+        # Rotation to a new CA in Kafka's three steps: every node trusts both CAs, then serves the new CA's
+        # certificate (same subject and names), then trusts the new CA alone. Each step must keep every node able
+        # to reach the others; the new CA's certificate and trust in one step is refused (as in Kafka).
         new = make_pki(tmp_path / "pki-new")
         both = tmp_path / "both-cas.pem"
         both.write_bytes(pki.ca.read_bytes() + new.ca.read_bytes())
+        old_client = {**client, "ssl.ca.location": str(both)}
         new_client = {**new.confluent(), "ssl.ca.location": str(both)}
-        alter_all(cluster.bootstrap, {**client, "ssl.ca.location": str(both)}, {
-            "listener.name.broker.ssl.keystore.location": str(new.server),
-            "listener.name.broker.ssl.truststore.location": str(both)})
+        with pytest.raises(KafkaException) as refused:
+            alter_all(cluster.bootstrap, old_client, {"listener.name.broker.ssl.keystore.location": str(new.server),
+                                                      "listener.name.broker.ssl.truststore.location": str(new.ca)})
+        assert "fail a TLS handshake with the current ones" in refused.value.args[0].str()
+        alter_all(cluster.bootstrap, old_client, {"listener.name.broker.ssl.truststore.location": str(both)})
+        alter_all(cluster.bootstrap, old_client, {"listener.name.broker.ssl.keystore.location": str(new.server)})
         alter_all(cluster.bootstrap, new_client, {"listener.name.broker.ssl.truststore.location": str(new.ca)})
         # A restarted node opens new connections to the others' inter-broker listener: its fetchers must present
         # the new certificate and trust the new CA (both from the dynamic configs), or it never rejoins the ISR.

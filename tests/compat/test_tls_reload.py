@@ -64,6 +64,9 @@ def rotating(tmp_path: Path) -> Iterator[Rotating]:
         "ssl.keystore.type": "PEM", "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(tmp_path / "ca.pem"),
         "listener.name.mtls.ssl.client.auth": "required",
+        # The SSL listener's certificates are told apart by their common names, which Kafka's default refuses to
+        # change at runtime; the MTLS listener keeps that default.
+        "listener.name.ssl.ssl.allow.dn.changes": "true",
     }, port=plain)
     rotating = Rotating(proc, tmp_path, ca, f"127.0.0.1:{plain}", ssl_port, mtls_port)
     proc.overrides["ssl.keystore.location"] = str(rotating.issue("first"))
@@ -157,6 +160,33 @@ def test_a_listeners_certificate_and_trust_are_replaced_while_it_runs(rotating: 
     rotating.proc.restart()
     assert served_name(rotating.ssl_port, ca) == "third"
     assert served_name(rotating.mtls_port, ca, stranger) == "first"
+
+
+def test_a_certificate_of_another_subject_is_refused_by_default(rotating: Rotating) -> None:
+    """ssl.allow.dn.changes=false (Kafka's default, the MTLS listener's here): a key store whose certificate names
+    another subject is refused with INVALID_CONFIG; the same subject, renewed, is taken."""
+    keystore = "listener.name.mtls.ssl.keystore.location"
+    ca, client = rotating.base / "ca.pem", rotating.issue("client")
+    with pytest.raises(KafkaException) as refused:
+        alter(rotating.plaintext, "1", **{keystore: str(rotating.issue("somebody-else"))})
+    error = refused.value.args[0]
+    assert error.code() == 40 and "Keystore DistinguishedName does not match" in error.str(), error
+    assert served_name(rotating.mtls_port, ca, client) == "first"
+    # trustme gives every certificate a unique OU: reuse the current subject for the renewal.
+    renewed = rotating.base / "first-renewed.pem"
+    rotating.ca.issue_cert("127.0.0.1", "localhost", common_name="first", organization_unit_name=_unit(
+        rotating.base / "first.pem")).private_key_and_cert_chain_pem.write_to_path(str(renewed))
+    alter(rotating.plaintext, "1", **{keystore: str(renewed)})
+    assert served_name(rotating.mtls_port, ca, client) == "first"
+
+
+def _unit(path: Path) -> str:
+    """The organizational unit of the certificate at the head of a PEM file."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    certificate = x509.load_pem_x509_certificates(path.read_bytes())[0]
+    return str(certificate.subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)[0].value)
 
 
 def test_only_a_listeners_stores_change_at_runtime(rotating: Rotating) -> None:

@@ -18,11 +18,12 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE, forward_authorized
-from moldau.server.handlers.incremental_alter_configs import Change, alter_refusals, alter_resources
+from moldau.server.handlers.incremental_alter_configs import Change, alter_refusals, alter_resources, store_refusals
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     refusals = alter_refusals(ctx, request.resources)
+    refusals |= store_refusals(ctx, request.resources, _changes, replace_all=True, refusals=refusals)
     forwarded = await forward_authorized(ctx, request, "resources", "responses", refusals)
     if forwarded is not None:
         return forwarded

@@ -40,6 +40,7 @@ ChangesOf = Callable[[Any], list[Change]]
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     refusals = alter_refusals(ctx, request.resources)
+    refusals |= store_refusals(ctx, request.resources, _changes, replace_all=False, refusals=refusals)
     forwarded = await forward_authorized(ctx, request, "resources", "responses", refusals)
     if forwarded is not None:
         return forwarded
@@ -54,6 +55,34 @@ def _changes(resource: Any) -> list[Change]:
         if value is None and op != OP_DELETE:
             raise KafkaError(ErrorCode.invalid_request, f"null value not supported for '{name}'")
     return changes
+
+
+def store_refusals(ctx: RequestContext, resources: Sequence[Any], changes_of: ChangesOf, replace_all: bool,
+                   refusals: dict[int, Any]) -> dict[int, Any]:
+    """The broker resources that change a listener's key or trust stores and cannot be taken, answered here, before
+    the request is forwarded to the controller: only the broker a per-broker change names can load the files it
+    names, so such a change must be sent to that broker (Kafka refuses every per-broker change sent to another
+    one: INVALID_REQUEST "Unexpected broker id"), which loads them and checks them against its listeners'
+    current stores (`moldau.server.listener_tls`)."""
+    out: dict[int, Any] = {}
+    if ctx.on_controller_listener:
+        return out  # forwarded by the broker the client sent it to, which checked its own stores
+    for i, resource in enumerate(resources):
+        if i in refusals or resource.resource_type != RESOURCE_BROKER:
+            continue
+        try:
+            changes = changes_of(resource)
+            if not touches_tls(name for name, _, _ in changes):
+                continue
+            name = resource.resource_name
+            if name and name != str(ctx.broker.node_id):
+                raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id, expected {ctx.broker.node_id}, "
+                                 f"but received {name} (a broker's key and trust stores are changed through that "
+                                 "broker, which loads them first)")
+            ctx.broker.listener_tls.check(name, changes, replace_all)
+        except KafkaError as exc:
+            out[i] = _response(ctx, resource, exc.code, exc.message)
+    return out
 
 
 def alter_refusals(ctx: RequestContext, resources: Sequence[Any]) -> dict[int, Any]:
@@ -94,9 +123,8 @@ async def _alter(ctx: RequestContext, resource: Any, changes: list[Change], vali
     duplicates = sorted(name for name, count in Counter(name for name, _, _ in changes).items() if count > 1)
     if duplicates:
         raise KafkaError(ErrorCode.invalid_request, f"configs named more than once: {', '.join(duplicates)}")
+    # A listener's key or trust store was loaded and checked by the broker the client sent it to (store_refusals).
     stores = resource.resource_type == RESOURCE_BROKER and touches_tls(name for name, _, _ in changes)
-    if stores:  # a listener's key or trust store: this broker loads it first (see moldau.server.listener_tls)
-        ctx.broker.listener_tls.check(resource.resource_name, changes, replace_all)
     await ctx.broker.controller.alter_configs(resource.resource_type, resource.resource_name, changes,
                                               validate_only, replace_all)
     if stores and not validate_only:

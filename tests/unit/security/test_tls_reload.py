@@ -62,7 +62,8 @@ def exchange(client: ssl.SSLContext, server: ssl.SSLContext, server_hostname: st
 def test_new_handshakes_get_the_reloaded_stores_and_a_bad_store_changes_nothing(tmp_path: Path) -> None:
     ca = trustme.CA()
     first = issue(ca, tmp_path / "first.pem", "first")
-    config = BrokerConfig({**STATIC, "ssl.keystore.location": first})
+    # Certificates of other names, to tell them apart in the handshakes (keystore_compat is tested below).
+    config = BrokerConfig({**STATIC, "ssl.keystore.location": first, "ssl.allow.dn.changes": "true"})
     listener = ListenerTls.from_config(config, "SSL")
     assert handshake(listener.context, ca) == "first"
     assert not listener.reload(TlsSettings.for_listener(config, "SSL"))  # nothing changed
@@ -78,7 +79,7 @@ def test_new_handshakes_get_the_reloaded_stores_and_a_bad_store_changes_nothing(
     assert listener.reload(TlsSettings.for_listener(dynamic, "SSL"))
     assert handshake(listener.context, ca) == "b-again"
     required = BrokerConfig({**STATIC, "ssl.keystore.location": first, "ssl.client.auth": "required",
-                             "ssl.truststore.location": str(tmp_path / "first.pem")})
+                             "ssl.truststore.location": str(tmp_path / "first.pem"), "ssl.allow.dn.changes": "true"})
     with pytest.raises(ConfigError, match="only the key and trust stores"):
         listener.reload(TlsSettings.for_listener(required, "SSL"))
 
@@ -161,3 +162,62 @@ def test_a_nodes_outgoing_connections_follow_the_reloaded_stores(tmp_path: Path)
         security.reload(TlsSettings.for_listener(missing, "SSL"))
     assert client_handshake(security.ssl_context, new_ca, new_ca) == "new-node"  # a bad store changes nothing
     assert not PLAINTEXT.reload(TlsSettings.for_listener(rotated, "SSL"))  # no TLS: nothing to reload
+
+
+def node_cert(ca: trustme.CA, path: Path, *hosts: str, unit: str = "nodes") -> str:
+    """A node's certificate with a fixed subject (CN=node,OU=<unit>,O=Moldau) for the given host names."""
+    ca.issue_cert(*hosts, common_name="node", organization_name="Moldau",
+                  organization_unit_name=unit).private_key_and_cert_chain_pem.write_to_path(str(path))
+    return str(path)
+
+
+def test_a_replaced_certificate_keeps_its_subject_and_alternative_names(tmp_path: Path) -> None:
+    """As Kafka: another subject (ssl.allow.dn.changes) or fewer alternative names (ssl.allow.san.changes) refuse the
+    change; the same subject with the same or more names is a renewal."""
+    ca = trustme.CA()
+    first = node_cert(ca, tmp_path / "a.pem", "127.0.0.1", "n1")
+    renewed = node_cert(ca, tmp_path / "renewed.pem", "127.0.0.1", "n1", "n1.example.com")
+    fewer = node_cert(ca, tmp_path / "fewer.pem", "127.0.0.1")
+    renamed = node_cert(ca, tmp_path / "renamed.pem", "127.0.0.1", "n1", "n1.example.com", unit="other")
+    for allow in ({}, {"ssl.allow.dn.changes": "true", "ssl.allow.san.changes": "true"}):
+        config = BrokerConfig({**STATIC, "ssl.keystore.location": first, **allow})
+        listener = ListenerTls.from_config(config, "SSL")
+
+        def keystore(path: str, config: BrokerConfig = config) -> TlsSettings:
+            return TlsSettings.for_listener(config.with_dynamic({"ssl.keystore.location": path}), "SSL")
+
+        listener.check(keystore(renewed))  # same subject, one name more
+        assert listener.reload(keystore(renewed))
+        if allow:
+            listener.check(keystore(fewer))
+            listener.check(keystore(renamed))
+            continue
+        with pytest.raises(ConfigError, match="Keystore SubjectAltNames do not match"):
+            listener.check(keystore(fewer))
+        with pytest.raises(ConfigError, match=r"Keystore DistinguishedName does not match.*OU=other"):
+            listener.check(keystore(renamed))
+
+
+def test_the_inter_broker_listeners_new_stores_must_trust_the_current_ones_both_ways(tmp_path: Path) -> None:
+    """Between brokers a new CA in one step is refused (peers on the current stores could not connect); trusting
+    both CAs first, then the new certificate, then the new CA alone goes through, as in Kafka."""
+    old_ca, new_ca = trustme.CA(), trustme.CA()
+    (tmp_path / "old-ca.pem").write_bytes(old_ca.cert_pem.bytes())
+    (tmp_path / "new-ca.pem").write_bytes(new_ca.cert_pem.bytes())
+    (tmp_path / "both.pem").write_bytes(old_ca.cert_pem.bytes() + new_ca.cert_pem.bytes())
+    old_cert = node_cert(old_ca, tmp_path / "old.pem", "127.0.0.1")
+    new_cert = node_cert(new_ca, tmp_path / "new.pem", "127.0.0.1")
+    static = {**STATIC, "ssl.client.auth": "required", "ssl.keystore.location": old_cert,
+              "ssl.truststore.location": str(tmp_path / "old-ca.pem")}
+    listener = ListenerTls.from_config(BrokerConfig(static), "SSL")
+
+    def stores(keystore: str, truststore: str) -> TlsSettings:
+        return TlsSettings.for_listener(BrokerConfig({**static, "ssl.keystore.location": keystore,
+                                                      "ssl.truststore.location": str(tmp_path / truststore)}), "SSL")
+
+    with pytest.raises(ConfigError, match="fail a TLS handshake with the current ones"):
+        listener.check(stores(new_cert, "new-ca.pem"), between_brokers=True)
+    listener.check(stores(new_cert, "new-ca.pem"))  # a client-only listener is not checked so
+    for step in (stores(old_cert, "both.pem"), stores(new_cert, "both.pem"), stores(new_cert, "new-ca.pem")):
+        listener.check(step, between_brokers=True)
+        assert listener.reload(step)
