@@ -631,6 +631,7 @@ class BrokerConfig:
     sasl_server_max_receive_size = _Int("sasl.server.max.receive.size")
     fetch_max_bytes = _Int("fetch.max.bytes")
     max_connection_creation_rate = _Int("max.connection.creation.rate")
+    group_coordinator_rebalance_protocols = _List("group.coordinator.rebalance.protocols")
     offsets_topic_segment_bytes = _Int("offsets.topic.segment.bytes")
     share_coordinator_state_topic_segment_bytes = _Int("share.coordinator.state.topic.segment.bytes")
 

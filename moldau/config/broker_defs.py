@@ -24,6 +24,7 @@ from moldau.config.schema import (
     TIMESTAMP_TYPES,
     ConfigDef,
     ConfigType,
+    ConfigValue,
     Custom,
     ListOf,
     OneOf,
@@ -66,6 +67,15 @@ def _bounds(prefix: str, name: str, low: int, high: int, what: str) -> tuple[Con
 # no effect yet, because the feature behind it is not built (JKS stores' passwords, preallocation,
 # down-conversion) or does not apply (thread pools: one event loop serves everything). The broker
 # warns when one is set; docs/configuration.md marks them "not yet". Clear the flag when the feature lands.
+def _check_rebalance_protocols(value: ConfigValue) -> str | None:
+    reason = ListOf(("classic", "consumer", "share", "streams")).check(value)
+    if reason is None and isinstance(value, tuple) and "classic" not in value:
+        return "Disabling the 'classic' rebalance protocol is not supported"
+    return reason
+
+
+_REBALANCE_PROTOCOLS = Custom(_check_rebalance_protocols, "[classic, consumer, share, streams], classic included")
+
 _BROKER_DEFS: tuple[ConfigDef, ...] = (
     # Identity and roles.
     ConfigDef("node.id", _T.INT, "1", "The id of this node in the cluster.", at_least(0)),
@@ -412,6 +422,12 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "The longest session timeout a consumer may ask for.", at_least(0)),
     ConfigDef("group.max.size", _T.INT, "2147483647",
               "The most members a consumer group may have.", at_least(1)),
+    ConfigDef("group.coordinator.rebalance.protocols", _T.LIST, "classic,consumer,streams",
+              "The group protocols the coordinators serve: classic must be listed; without consumer, KIP-848's "
+              "ConsumerGroupHeartbeat and ConsumerGroupDescribe are turned off (not advertised, refused with "
+              "UNSUPPORTED_VERSION) and consumers use the classic protocol. share and streams are accepted and "
+              "change nothing (share groups follow share.version; streams groups are not offered).",
+              _REBALANCE_PROTOCOLS),
     ConfigDef("group.consumer.heartbeat.interval.ms", _T.INT, "5000",
               "How often members of consumer (KIP-848) groups are asked to heartbeat.", at_least(1)),
     ConfigDef("group.consumer.session.timeout.ms", _T.INT, "45000",

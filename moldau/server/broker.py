@@ -86,7 +86,7 @@ from moldau.server.controller_channel import ControllerChannel
 from moldau.server.controller_requests import ControllerRequests
 from moldau.server.dead_letters import DeadLetters
 from moldau.server.dispatch import Dispatcher, RequestFilter
-from moldau.server.feature_gate import FeatureGate
+from moldau.server.feature_gate import FeatureGate, config_turned_off_apis
 from moldau.server.fetch_sessions import FetchSessionCache
 from moldau.server.idle_poll import IdlePoller, idle_poller
 from moldau.server.internal_topics import InternalTopics
@@ -145,6 +145,7 @@ class Broker:
         self.closing = False
         self.cluster_id = ""
         self.fetch_max_bytes = config.fetch_max_bytes  # read-only: read once rather than per Fetch
+        self.config_turned_off_apis = config_turned_off_apis(config)  # group.coordinator.rebalance.protocols
         self._servers: list[asyncio.Server] = []
         self._connections: set[KafkaConnection] = set()
         self._connection_limits = ConnectionLimits.from_config(config)

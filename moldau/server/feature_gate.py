@@ -1,8 +1,10 @@
-"""The dispatch filter that refuses the APIs a feature at level 0 turns off (KIP-584).
+"""The dispatch filter that refuses the APIs a feature at level 0 turns off (KIP-584), or the broker's config.
 
 With `group.version` 0, ConsumerGroupHeartbeat and ConsumerGroupDescribe are refused, with `share.version` 0 the
 share group APIs, with UNSUPPORTED_VERSION as Kafka answers (where the response has no top-level error code, the
-connection closes). ApiVersions stops advertising them at the same time.
+connection closes). ApiVersions stops advertising them at the same time. A broker whose
+`group.coordinator.rebalance.protocols` leaves out `consumer` turns the same two consumer group APIs off for
+itself (`config_turned_off_apis`), as Kafka does.
 """
 
 from __future__ import annotations
@@ -10,9 +12,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from moldau.metadata.features import turned_off_apis
+from moldau.config import BrokerConfig
+from moldau.metadata.features import GATED_APIS, GROUP_VERSION, turned_off_apis
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.server.context import RequestContext
+
+
+def config_turned_off_apis(config: BrokerConfig) -> dict[int, str]:
+    """API key -> why this broker's own configuration turns it off."""
+    protocols = config.group_coordinator_rebalance_protocols
+    if "consumer" in protocols:
+        return {}
+    reason = ("the consumer rebalance protocol is not enabled "
+              f"(group.coordinator.rebalance.protocols={','.join(protocols)})")
+    return dict.fromkeys(GATED_APIS[GROUP_VERSION], reason)
 
 
 class FeatureGate:
@@ -29,3 +42,6 @@ class FeatureGate:
         feature = self._off.get(ctx.header.api_key)
         if feature is not None:
             raise KafkaError(ErrorCode.unsupported_version, f"{feature} is 0: this API is turned off")
+        reason = ctx.broker.config_turned_off_apis.get(ctx.header.api_key)
+        if reason is not None:
+            raise KafkaError(ErrorCode.unsupported_version, reason)

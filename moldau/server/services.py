@@ -12,7 +12,7 @@ producer id blocks). Add to it only what a handler needs; wiring stays in `Broke
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -78,6 +78,8 @@ class BrokerServices(Protocol):
     def fetch_sessions(self) -> FetchSessionCache: ...  # incremental fetch sessions (KIP-227)
     @property
     def fetch_max_bytes(self) -> int: ...  # fetch.max.bytes, read once (read-only)
+    @property
+    def config_turned_off_apis(self) -> Mapping[int, str]: ...  # API key -> why this broker's config turns it off
 
     # -- coordinators -----------------------------------------------------------------------------------------
     @property

@@ -7,19 +7,23 @@ session timeout is short (3 s) so that a killed member's partitions move quickly
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from confluent_kafka import ConsumerGroupState, ConsumerGroupType
+from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType
 
 # confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
 from confluent_kafka.admin import AdminClient, NewPartitions  # type: ignore[attr-defined]
+from kio.schema.api_versions.v4.request import ApiVersionsRequest as ApiVersionsV4
+from kio.schema.consumer_group_heartbeat.v0.request import ConsumerGroupHeartbeatRequest
 from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i32, i32Timedelta
 
 from tests.support.broker_process import BrokerProcess
-from tests.support.clients import create_topic
+from tests.support.clients import ck_produce, create_topic
 from tests.support.groups import GroupMember, balanced, covers, poll_until, produce_spread, unique
+from tests.support.raw_client import RawClient
 
 pytestmark = pytest.mark.broker_config({
     "offsets.topic.num.partitions": "3",
@@ -204,3 +208,45 @@ def test_an_invalid_regex_is_refused(broker: BrokerProcess) -> None:
                               and r, timeout_s=30, what="the group coordinator")
     assert response.error_code == ErrorCode.invalid_regular_expression
     assert "orders-(" in response.error_message
+
+
+@pytest.mark.broker_config({"group.coordinator.rebalance.protocols": "classic"})
+def test_a_broker_without_the_consumer_protocol_serves_classic_groups_only(broker: BrokerProcess) -> None:
+    """group.coordinator.rebalance.protocols without `consumer`: KIP-848's APIs are not advertised and are refused
+    with UNSUPPORTED_VERSION, a KIP-848 consumer is never given partitions, a classic one is served."""
+    with RawClient(broker.bootstrap) as client:
+        versions = client.request(ApiVersionsV4(client_software_name="t", client_software_version="1"))
+        assert {int(k.api_key) for k in versions.api_keys} >= {11, 14}  # classic JoinGroup, SyncGroup
+        assert not {68, 69} & {int(k.api_key) for k in versions.api_keys}
+        heartbeat = client.request(ConsumerGroupHeartbeatRequest(
+            group_id=GroupId("g"), member_id="", member_epoch=i32(0),
+            rebalance_timeout=i32Timedelta.parse(timedelta(seconds=30)), subscribed_topic_names=(TopicName("t"),),
+            topic_partitions=None))
+        assert heartbeat.error_code.name == "unsupported_version"
+    topic = unique("classic-only")
+    create_topic(broker.bootstrap, topic)
+    ck_produce(broker.bootstrap, topic, [{"value": b"v"}])
+    modern = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("g"), "group.protocol": "consumer",
+                       "auto.offset.reset": "earliest"})
+    classic = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("g"), "group.protocol": "classic",
+                        "auto.offset.reset": "earliest"})
+    try:
+        modern.subscribe([topic])
+        classic.subscribe([topic])
+        got, served_modern, deadline = None, [], time.monotonic() + 30
+        while got is None and time.monotonic() < deadline:
+            message = classic.poll(0.5)
+            if message is not None and message.error() is None:
+                got = message.value()
+            other = modern.poll(0.1)
+            if other is not None and other.error() is None:
+                served_modern.append(other.value())
+        assert got == b"v"
+        for _ in range(10):  # the KIP-848 consumer is never given the partition (librdkafka keeps retrying)
+            other = modern.poll(0.3)
+            if other is not None and other.error() is None:
+                served_modern.append(other.value())
+        assert served_modern == []
+    finally:
+        modern.close()
+        classic.close()

@@ -34,7 +34,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         ctx.broker.client_telemetry.note_software(ctx.peer, request.client_software_name,
                                                   request.client_software_version)
     levels = finalized(ctx.broker.image.features)
-    off = turned_off_apis(ctx.broker.image.features)
+    off = {**turned_off_apis(ctx.broker.image.features), **ctx.broker.config_turned_off_apis}
     apis = {key: api for key, api in (CONTROLLER_APIS if ctx.on_controller_listener else APIS).items()
             if key not in off}
     api_version = ctx.nested("ApiVersion")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from moldau.config import BrokerConfig, log_config
+from moldau.config import BrokerConfig, ConfigError, log_config
 from moldau.config.broker_config import _Int, _Read
 from moldau.coordinator.group.settings import CoordinatorSettings
 from moldau.coordinator.share.coordinator import ShareStateSettings
@@ -185,3 +185,13 @@ def test_broker_configs_are_read_only_through_typed_properties_outside_the_confi
                  for path in sorted((ROOT / "moldau").rglob("*.py")) if path.parent.name != "config"
                  for number, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
     assert offenders == []
+
+
+def test_group_coordinator_rebalance_protocols_turns_the_consumer_group_apis_off_without_consumer() -> None:
+    from moldau.server.feature_gate import config_turned_off_apis
+
+    assert config_turned_off_apis(BrokerConfig()) == {}
+    assert config_turned_off_apis(config(group_coordinator_rebalance_protocols="classic,share")).keys() == {68, 69}
+    for bad, reason in (("consumer", "classic"), ("classic,shared", "one of"), ("", "Empty list")):
+        with pytest.raises(ConfigError, match=reason):
+            BrokerConfig({"group.coordinator.rebalance.protocols": bad})

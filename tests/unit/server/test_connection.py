@@ -525,8 +525,9 @@ def test_one_request_is_served_at_a_time_so_a_slow_one_cannot_be_overtaken() -> 
 
 def test_with_the_real_dispatcher_bytes_in_give_a_kafka_answer_out() -> None:
     async def run() -> None:
-        # ApiVersions reads only the metadata image of the node (its feature levels).
-        conn, transport = attach(Dispatcher(SimpleNamespace(image=MetadataImage())))
+        # ApiVersions reads only the metadata image of the node (its feature levels) and the APIs its config
+        # turns off.
+        conn, transport = attach(Dispatcher(SimpleNamespace(image=MetadataImage(), config_turned_off_apis={})))
         api_versions_v0 = struct.pack(">hhih", 18, 0, 41, -1)
         unknown_api = struct.pack(">hhih", 999, 0, 42, -1)
         feed(conn, sized(api_versions_v0) + sized(unknown_api))

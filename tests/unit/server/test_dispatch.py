@@ -69,6 +69,7 @@ class FakeServices:
     created: list[str] = field(default_factory=list)
     client_telemetry: ClientTelemetry = field(
         default_factory=lambda: ClientTelemetry(ManualClock(), lambda: 1 << 20))  # ApiVersions v3+ notes the software
+    config_turned_off_apis: dict[int, str] = field(default_factory=dict)  # ApiVersions leaves them out
 
     def endpoint_for(self, registration: RegisterBrokerRecord, listener: str = "") -> Endpoint | None:
         return next((e for e in registration.endpoints if e.listener == listener), None)
