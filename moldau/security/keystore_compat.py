@@ -37,10 +37,10 @@ def check_identity(current: TlsSettings, new: TlsSettings) -> None:
     if old_cert is None or new_cert is None:
         return  # the context's own loading reports a store it cannot read
     if not new.allow_dn_changes and not _same_subject(old_cert.subject, new_cert.subject):
-        raise ConfigError(f"Keystore DistinguishedName does not match: existing={{DN="
-                          f"{old_cert.subject.rfc4514_string()}}}, new={{DN={new_cert.subject.rfc4514_string()}}} "
-                          f"(listener {new.listener}; set "
-                          "ssl.allow.dn.changes=true to allow it)", "ssl.keystore.location")
+        old_dn, new_dn = old_cert.subject.rfc4514_string(), new_cert.subject.rfc4514_string()
+        raise ConfigError(f"Keystore DistinguishedName does not match: existing={{DN={old_dn}}}, new={{DN={new_dn}}} "
+                          f"(listener {new.listener}; set ssl.allow.dn.changes=true to allow it)",
+                          "ssl.keystore.location")
     old_names, new_names = _alternative_names(old_cert), _alternative_names(new_cert)
     if not new.allow_san_changes and not old_names <= new_names:
         raise ConfigError(f"Keystore SubjectAltNames do not match: existing={{SAN={_names_text(old_names)}}}, "

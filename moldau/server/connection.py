@@ -221,9 +221,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         delay_ms = admission.wait_ms + admission.throttled_ms
         log.info("closing connection from %s in %.0f ms: the connection_creation_rate of %s is exceeded", self.peer,
                  delay_ms, self.client_host)
-        transport.pause_reading()  # type: ignore[attr-defined]
         self._transport = None
-        asyncio.get_running_loop().call_later(delay_ms / 1000, transport.abort)  # type: ignore[attr-defined]
+        loop = asyncio.get_running_loop()
+        # Not read meanwhile; paused in the next turn, as uvloop starts reading after connection_made returns.
+        loop.call_soon(transport.pause_reading)  # type: ignore[attr-defined]
+        loop.call_later(delay_ms / 1000, transport.abort)  # type: ignore[attr-defined]
 
     def _take_certificate_principal(self, transport: asyncio.BaseTransport) -> None:
         """On a TLS listener the handshake is complete when the connection is made: a verified client certificate
