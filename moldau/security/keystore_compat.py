@@ -25,7 +25,7 @@ from cryptography import x509
 from moldau.config.schema import ConfigError
 from moldau.security.tls import TlsSettings, client_context, pem_text, server_context
 
-__all__ = ["check_handshakes", "check_identity"]
+__all__ = ["check_handshakes", "check_identity", "memory_handshake"]
 
 
 def check_identity(current: TlsSettings, new: TlsSettings) -> None:
@@ -55,7 +55,7 @@ def check_handshakes(current: TlsSettings, new: TlsSettings) -> None:
     for server, client, which in ((current, new, "the current stores as server, the new ones as client"),
                                   (new, current, "the new stores as server, the current ones as client")):
         try:
-            _handshake(server_context(server), _validating_client(client))
+            memory_handshake(server_context(server), _validating_client(client))
         except ssl.SSLError as exc:
             raise ConfigError(f"the new key and trust stores of listener {new.listener} fail a TLS handshake with "
                               f"the current ones ({which}): {exc.reason or exc}; other brokers still use the "
@@ -69,11 +69,14 @@ def _validating_client(settings: TlsSettings) -> ssl.SSLContext:
     return context
 
 
-def _handshake(server: ssl.SSLContext, client: ssl.SSLContext) -> None:
-    """A handshake through memory BIOs. Raises SSLError when either side refuses the other."""
+def memory_handshake(server: ssl.SSLContext, client: ssl.SSLContext, server_hostname: str | None = None
+                     ) -> tuple[ssl.SSLObject, ssl.SSLObject]:
+    """A TLS handshake between two contexts through memory BIOs; the client's and the server's side. Raises SSLError
+    when either side refuses the other (with TLS 1.3 the server checks the client's certificate after the client
+    has finished, in the server's own do_handshake) or the handshake does not complete."""
     s_in, s_out, c_in, c_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
     server_side = server.wrap_bio(s_in, s_out, server_side=True)
-    client_side = client.wrap_bio(c_in, c_out)
+    client_side = client.wrap_bio(c_in, c_out, server_hostname=server_hostname)
     pending = [client_side, server_side]
     for _ in range(20):
         for side in list(pending):
@@ -85,11 +88,8 @@ def _handshake(server: ssl.SSLContext, client: ssl.SSLContext) -> None:
         s_in.write(c_out.read())
         c_in.write(s_out.read())
         if not pending:
-            break
-    # A refused certificate raises in the side that checks it (with TLS 1.3 the server checks the client's after
-    # the client has finished, in the server's own do_handshake).
-    if pending:
-        raise ssl.SSLError("the handshake did not complete")
+            return client_side, server_side
+    raise ssl.SSLError("the handshake did not complete")
 
 
 def _leaf_certificate(settings: TlsSettings) -> x509.Certificate | None:

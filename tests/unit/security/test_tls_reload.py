@@ -13,6 +13,7 @@ import trustme
 from moldau.config import BrokerConfig, ConfigError
 from moldau.config.describe import describe_broker_configs
 from moldau.security.client_security import PLAINTEXT, ClientSecurity
+from moldau.security.keystore_compat import memory_handshake
 from moldau.security.tls import ListenerTls, TlsSettings
 
 STATIC = {"listeners": "SSL://127.0.0.1:0", "listener.security.protocol.map": "SSL:SSL",
@@ -32,31 +33,8 @@ def handshake(server: ssl.SSLContext, ca: trustme.CA, client_cert: Path | None =
     client.maximum_version = ssl.TLSVersion.TLSv1_2  # a refused client certificate fails the handshake itself
     if client_cert is not None:
         client.load_cert_chain(str(client_cert))
-    client_side, _ = exchange(client, server)
+    client_side, _ = memory_handshake(server, client)
     return common_name(client_side.getpeercert())
-
-
-def exchange(client: ssl.SSLContext, server: ssl.SSLContext, server_hostname: str | None = None
-             ) -> tuple[ssl.SSLObject, ssl.SSLObject]:
-    """A TLS handshake between the two contexts through memory BIOs; the client's and the server's side. Raises
-    SSLError."""
-    s_in, s_out, c_in, c_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
-    server_side = server.wrap_bio(s_in, s_out, server_side=True)
-    client_side = client.wrap_bio(c_in, c_out, server_hostname=server_hostname)
-    done: set[str] = set()
-    for _ in range(20):
-        for name, side in (("client", client_side), ("server", server_side)):
-            if name not in done:
-                try:
-                    side.do_handshake()
-                    done.add(name)
-                except ssl.SSLWantReadError:
-                    pass
-        s_in.write(c_out.read())
-        c_in.write(s_out.read())
-        if done == {"client", "server"}:
-            break
-    return client_side, server_side
 
 
 def test_new_handshakes_get_the_reloaded_stores_and_a_bad_store_changes_nothing(tmp_path: Path) -> None:
@@ -133,7 +111,7 @@ def client_handshake(client: ssl.SSLContext, server_ca: trustme.CA, trusted_clie
     trusted_clients.configure_trust(server)
     server.verify_mode = ssl.CERT_REQUIRED
     server.maximum_version = ssl.TLSVersion.TLSv1_2  # a refused client certificate fails the handshake itself
-    _, server_side = exchange(client, server, server_hostname="127.0.0.1")
+    _, server_side = memory_handshake(server, client, server_hostname="127.0.0.1")
     return common_name(server_side.getpeercert())
 
 
