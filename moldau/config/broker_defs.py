@@ -112,6 +112,9 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("controller.quorum.fetch.interval.ms", _T.INT, "25",
               "How often a follower of the metadata quorum fetches from the leader (a Moldau setting; the fetch "
               "is also the follower's heartbeat).", at_least(1)),
+    ConfigDef("initial.broker.registration.timeout.ms", _T.INT, "60000",
+              "How long a starting broker may take to register with the controller quorum; past it the process "
+              "stops with an error instead of waiting for ever.", at_least(1)),
     ConfigDef("broker.heartbeat.interval.ms", _T.INT, "2000",
               "How often a broker heartbeats to the active controller.", at_least(1)),
     ConfigDef("broker.session.timeout.ms", _T.INT, "9000",

@@ -402,10 +402,25 @@ class Broker:
         self.lifecycle = BrokerLifecycle(self.node_id, self.cluster_id, self.quorum, self.controller, self.channel,
                                          self._endpoints(), self.config.broker_rack,
                                          self.config.broker_heartbeat_interval_ms, self.log_manager)
-        waiting = asyncio.get_running_loop().create_task(self.lifecycle.start())
+        loop = asyncio.get_running_loop()
+        waiting = loop.create_task(self.lifecycle.start())
+        # As Kafka: a broker that cannot register within initial.broker.registration.timeout.ms stops with an error
+        # (an unreachable or misconfigured quorum), rather than wait unnoticed; once registered it waits to be
+        # unfenced for as long as that takes.
+        timeout_ms = self.config.initial_broker_registration_timeout_ms
+        deadline = loop.time() + timeout_ms / 1000
         while not waiting.done():
-            done, _ = await asyncio.wait({waiting}, timeout=10.0)
-            if not done:
+            registered = self.lifecycle.broker_epoch >= 0
+            if not registered and loop.time() >= deadline:
+                waiting.cancel()
+                self.lifecycle.stop()
+                raise StartupError(f"broker {self.node_id} did not register with the controller quorum within "
+                                   f"initial.broker.registration.timeout.ms={timeout_ms} (quorum leader: "
+                                   f"{self.quorum.leader_id}); check controller.quorum.bootstrap.servers or "
+                                   "controller.quorum.voters and that the controllers are up")
+            wait_s = 10.0 if registered else min(10.0, max(0.05, deadline - loop.time()))
+            done, _ = await asyncio.wait({waiting}, timeout=wait_s)
+            if not done and wait_s >= 10.0:  # every ten seconds, not at the deadline's short last wait
                 log.info("broker %d is waiting to join the cluster (quorum leader: %s)", self.node_id,
                          self.quorum.leader_id)
         waiting.result()
