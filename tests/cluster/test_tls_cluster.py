@@ -6,6 +6,8 @@ and a restarted node's replica fetchers, which open new connections, present and
 
 from __future__ import annotations
 
+import socket
+import ssl
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from tests.support.cluster import LocalCluster
 from tests.support.polling import wait_until
 from tests.support.replicated import FAST_FAILOVER
-from tests.support.tls import make_pki
+from tests.support.tls import Pki, make_pki, renew_server
 
 pytestmark = pytest.mark.slow
 
@@ -92,6 +94,26 @@ def test_brokers_replicate_over_ssl(tmp_path: Path) -> None:
             producer.produce("over-tls", value=f"after-{i}".encode(), on_delivery=delivered)
         assert producer.flush(60) == 0 and not errors, errors
         assert "keep their key and trust stores" not in cluster.node(3).log_tail(400)
+
+        # A certificate renewed in place (same file) is loaded when its config is set again, also on a broker that
+        # forwards the change to the controller (the metadata does not change for it to follow).
+        renewed = renew_server(new)
+        alter_all(cluster.bootstrap, new_client, {"listener.name.broker.ssl.keystore.location": str(new.server)})
+        for node in cluster.nodes.values():
+            assert served_certificate(node.kafka_address, new) == renewed, node
+
+
+def served_certificate(address: str | None, pki: Pki) -> bytes:
+    """The DER certificate a new mutual-TLS connection to `address` is served."""
+    assert address is not None
+    host, port = address.rsplit(":", 1)
+    context = ssl.create_default_context(cafile=str(pki.ca))
+    context.load_cert_chain(str(pki.client))
+    with socket.create_connection((host, int(port)), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname=host) as tls:
+        certificate = tls.getpeercert(binary_form=True)
+    assert certificate is not None
+    return certificate
 
 
 def alter_all(bootstrap: str, client: dict[str, str], configs: dict[str, str]) -> None:

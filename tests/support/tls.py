@@ -20,6 +20,7 @@ class Pki:
     client_cert: Path  # alice's certificate (CLIENT_SUBJECT)
     client_key: Path
     client: Path  # alice's certificate chain and key in one file
+    authority: trustme.CA | None = None  # the CA itself, to renew the nodes' certificate (`renew_server`)
 
     def broker_config(self, client_auth: str = "none") -> dict[str, str]:
         """The broker's ssl.* configs (the plain names: every SSL listener uses them unless overridden)."""
@@ -38,21 +39,34 @@ class Pki:
         return conf
 
 
+def _write_server(ca: trustme.CA, path: Path) -> bytes:
+    """The nodes' certificate, written with its key to `path`; its DER bytes. Its subject (CN=node,OU=nodes,
+    O=Moldau) names the nodes where mapping rules need it."""
+    server = ca.issue_cert("127.0.0.1", "localhost", common_name="node", organization_name="Moldau",
+                           organization_unit_name="nodes")
+    server.private_key_and_cert_chain_pem.write_to_path(str(path))
+    path.chmod(0o600)
+    return ssl.PEM_cert_to_DER_cert(server.cert_chain_pems[0].bytes().decode())
+
+
+def renew_server(pki: Pki) -> bytes:
+    """Issue the nodes' certificate again (same subject and names, a new key) into the same file; its DER bytes."""
+    assert pki.authority is not None
+    return _write_server(pki.authority, pki.server)
+
+
 def make_pki(directory: Path) -> Pki:
     directory.mkdir(parents=True, exist_ok=True)
     ca = trustme.CA(organization_name="Moldau test CA")
-    # The nodes' certificate: its subject (CN=node,OU=nodes,O=Moldau) names the nodes where mapping rules need it.
-    server = ca.issue_cert("127.0.0.1", "localhost", common_name="node", organization_name="Moldau",
-                           organization_unit_name="nodes")
     client = ca.issue_cert("alice@example.com", common_name="alice", organization_name="Moldau",
                            organization_unit_name="eng")
     pki = Pki(directory, directory / "ca.pem", directory / "server.pem", directory / "client-cert.pem",
-              directory / "client-key.pem", directory / "client.pem")
+              directory / "client-key.pem", directory / "client.pem", ca)
     ca.cert_pem.write_to_path(str(pki.ca))
-    server.private_key_and_cert_chain_pem.write_to_path(str(pki.server))
+    _write_server(ca, pki.server)
     client.cert_chain_pems[0].write_to_path(str(pki.client_cert))
     client.private_key_pem.write_to_path(str(pki.client_key))
     client.private_key_and_cert_chain_pem.write_to_path(str(pki.client))
-    for path in (pki.server, pki.client_key, pki.client):
+    for path in (pki.client_key, pki.client):
         path.chmod(0o600)
     return pki

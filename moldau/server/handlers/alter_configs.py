@@ -18,7 +18,13 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
 from moldau.server.handlers.common import NO_THROTTLE, forward_authorized
-from moldau.server.handlers.incremental_alter_configs import Change, alter_refusals, alter_resources, store_refusals
+from moldau.server.handlers.incremental_alter_configs import (
+    Change,
+    alter_refusals,
+    alter_resources,
+    reload_stores_after_forward,
+    store_refusals,
+)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -26,6 +32,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     refusals |= store_refusals(ctx, request.resources, _changes, replace_all=True, refusals=refusals)
     forwarded = await forward_authorized(ctx, request, "resources", "responses", refusals)
     if forwarded is not None:
+        reload_stores_after_forward(ctx, request, _changes)
         return forwarded
     responses = await alter_resources(ctx, request.resources, _changes, request.validate_only, replace_all=True,
                                       refusals=refusals)

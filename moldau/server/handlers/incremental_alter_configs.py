@@ -43,6 +43,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     refusals |= store_refusals(ctx, request.resources, _changes, replace_all=False, refusals=refusals)
     forwarded = await forward_authorized(ctx, request, "resources", "responses", refusals)
     if forwarded is not None:
+        reload_stores_after_forward(ctx, request, _changes)
         return forwarded
     responses = await alter_resources(ctx, request.resources, _changes, request.validate_only, replace_all=False,
                                       refusals=refusals)
@@ -83,6 +84,22 @@ def store_refusals(ctx: RequestContext, resources: Sequence[Any], changes_of: Ch
         except KafkaError as exc:
             out[i] = _response(ctx, resource, exc.code, exc.message)
     return out
+
+
+def reload_stores_after_forward(ctx: RequestContext, request: Any, changes_of: ChangesOf) -> None:
+    """After the controller took a change of this broker's stores: load them now, also files named again under the
+    same name (a certificate renewed in place), which change nothing in the metadata for this broker to follow.
+    The forward returns once this node has applied the controller's change."""
+    if request.validate_only or ctx.on_controller_listener:
+        return
+    for resource in request.resources:
+        if resource.resource_type == RESOURCE_BROKER and resource.resource_name in ("", str(ctx.broker.node_id)):
+            try:
+                if touches_tls(name for name, _, _ in changes_of(resource)):
+                    ctx.broker.listener_tls.after_alter()
+                    return
+            except KafkaError:
+                continue
 
 
 def alter_refusals(ctx: RequestContext, resources: Sequence[Any]) -> dict[int, Any]:
