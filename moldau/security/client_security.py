@@ -27,10 +27,11 @@ from moldau.security.tls import StoreStamps, TlsSettings, client_context, store_
 TLS_PROTOCOLS = frozenset(("SSL", "SASL_SSL"))
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class ClientSecurity:
     """The security protocol of outgoing connections and, for TLS, their context. Connections read
-    `ssl_context` when they open, so a reloaded one applies to every pool holding this object."""
+    `ssl_context` when they open, so a reloaded one applies to every pool holding this object. Compared and hashed
+    by identity: one object per listener is shared and reloaded in place (it also serves as a dataclass default)."""
 
     security_protocol: str = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
