@@ -195,3 +195,19 @@ def test_group_coordinator_rebalance_protocols_turns_the_consumer_group_apis_off
     for bad, reason in (("consumer", "classic"), ("classic,shared", "one of"), ("", "Empty list")):
         with pytest.raises(ConfigError, match=reason):
             BrokerConfig({"group.coordinator.rebalance.protocols": bad})
+
+
+@pytest.mark.parametrize("name,bad", [
+    ("sasl.server.max.receive.size", "0"), ("sasl.server.max.receive.size", "99999999999999999999"),
+    ("fetch.max.bytes", "1023"), ("fetch.max.bytes", "-1"), ("fetch.max.bytes", "abc"),
+    ("max.connection.creation.rate", "-1"), ("max.connection.creation.rate", "1.5"),
+    ("listener.name.plaintext.max.connection.creation.rate", ""),
+    ("initial.broker.registration.timeout.ms", "0"), ("offsets.topic.segment.bytes", "0"),
+    ("share.coordinator.state.topic.segment.bytes", "-5"), ("log.roll.jitter.ms", "-1"),
+    ("log.roll.jitter.hours", "x"), ("ssl.allow.dn.changes", "yes"), ("ssl.allow.san.changes", ""),
+    ("group.coordinator.rebalance.protocols", "classic,consumer,classic2"),
+])
+def test_this_sessions_configs_refuse_hostile_values_naming_the_config(name: str, bad: str) -> None:
+    named = name.split(".", 3)[-1] if name.startswith("listener.name.") else name  # a prefixed one: the base name
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        BrokerConfig({name: bad})
