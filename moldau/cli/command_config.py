@@ -19,7 +19,7 @@ from moldau.config.properties import load_properties
 from moldau.net.client import Authenticator
 from moldau.security.client_security import TLS_PROTOCOLS, ClientSecurity
 from moldau.security.sasl.client import RoundTrip, SaslClientConfig, authenticate
-from moldau.security.sasl.mechanisms import SUPPORTED_MECHANISMS
+from moldau.security.sasl.mechanisms import PASSWORD_MECHANISMS
 from moldau.security.sasl.settings import SASL_PROTOCOLS
 
 # Java-client settings librdkafka has no use for (PEM stores need no store password or type).
@@ -137,8 +137,8 @@ def to_authenticator(props: Mapping[str, str]) -> Authenticator | None:
     if props.get("security.protocol", "PLAINTEXT").upper() not in SASL_PROTOCOLS:
         return None
     mechanism = (props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "GSSAPI").upper()
-    if mechanism not in SUPPORTED_MECHANISMS:
-        raise ValueError(f"sasl.mechanism {mechanism} is not supported; use one of {', '.join(SUPPORTED_MECHANISMS)}")
+    if mechanism not in PASSWORD_MECHANISMS:
+        raise ValueError(f"sasl.mechanism {mechanism} is not supported; use one of {', '.join(PASSWORD_MECHANISMS)}")
     username, password = jaas_credentials(props)
     username = props.get("sasl.username", username)
     password = props.get("sasl.password", password)

@@ -252,7 +252,7 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     # sasl.enabled.mechanisms, and `listener.name.<listener>.<mechanism>.sasl.jaas.config` sasl.jaas.config.
     ConfigDef("sasl.enabled.mechanisms", _T.LIST, "GSSAPI",
               "The SASL mechanisms SASL_PLAINTEXT and SASL_SSL listeners accept: PLAIN, SCRAM-SHA-256, "
-              "SCRAM-SHA-512. GSSAPI (Kerberos, Kafka's default) and OAUTHBEARER are not supported: a SASL "
+              "SCRAM-SHA-512, OAUTHBEARER. GSSAPI (Kerberos, Kafka's default) is not supported: a SASL "
               "listener that enables none of the supported ones refuses to start."),
     ConfigDef("sasl.jaas.config", _T.PASSWORD, None,
               "JAAS login module configuration in Kafka's syntax. For PLAIN, user_<name>=\"<password>\" options "
@@ -276,6 +276,30 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("sasl.server.max.receive.size", _T.INT, "524288",
               "The largest request a client may send on a SASL listener before it has authenticated; a larger "
               "one closes the connection. socket.request.max.bytes applies once it has.", at_least(1)),
+    # OAUTHBEARER with signed tokens (KIP-768): read when a listener's OAUTHBEARER server callback handler is
+    # Kafka's OAuthBearerValidatorCallbackHandler; each may be given per listener as
+    # listener.name.<listener>.oauthbearer.<config>.
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.url", _T.STRING, None,
+              "Where the identity provider publishes its signing keys (a JWKS document): an https, http or file "
+              "URL. Tokens must be signed by one of these keys."),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.refresh.ms", _T.LONG, "3600000",
+              "How often the JWKS is fetched again; a token naming an unknown key id also fetches it at once "
+              "(at most once a second). 0 fetches it only then.", at_least(0)),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", _T.LONG, "100",
+              "The wait before fetching the JWKS again after a failed fetch; it doubles with each failure.",
+              at_least(0)),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", _T.LONG, "10000",
+              "The longest wait between failed fetches of the JWKS.", at_least(0)),
+    ConfigDef("sasl.oauthbearer.expected.audience", _T.LIST, "",
+              "Audiences a token's aud claim must name one of; empty: aud is not checked."),
+    ConfigDef("sasl.oauthbearer.expected.issuer", _T.STRING, None,
+              "The issuer a token's iss claim must equal; unset: iss is not checked."),
+    ConfigDef("sasl.oauthbearer.sub.claim.name", _T.STRING, "sub",
+              "The claim holding the principal's name: the connection acts as User:<its value>."),
+    ConfigDef("sasl.oauthbearer.scope.claim.name", _T.STRING, "scope", "The claim holding the token's scope."),
+    ConfigDef("sasl.oauthbearer.clock.skew.seconds", _T.INT, "30",
+              "How far the broker's clock and the identity provider's may differ when exp and nbf are checked.",
+              at_least(0)),
     # Topics.
     ConfigDef("num.partitions", _T.INT, "1", "The default number of partitions of a new topic.",
               at_least(1), dynamic=True),

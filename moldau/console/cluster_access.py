@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from moldau.net.client import Authenticator, ClientConnection
 from moldau.security.client_security import TLS_PROTOCOLS, ClientSecurity
 from moldau.security.sasl.client import RoundTrip, SaslClientConfig, authenticate
+from moldau.security.sasl.mechanisms import PASSWORD_MECHANISMS
 from moldau.security.sasl.settings import SASL_PROTOCOLS, enabled_mechanisms
 from moldau.security.tls import TlsSettings, client_context
 
@@ -38,13 +39,16 @@ class ListenerAccess:
     host: str
     port: int
     protocol: str  # the listener's security protocol
-    mechanisms: tuple[str, ...] = ()  # SASL mechanisms the listener enables; empty when it is not SASL
+    # SASL mechanisms users may sign in with: those the listener enables that take a password (not OAUTHBEARER,
+    # whose tokens come from the user's identity provider); empty when it is not SASL.
+    mechanisms: tuple[str, ...] = ()
     tls: TlsSettings | None = None
 
     @classmethod
     def for_listener(cls, config: BrokerConfig, listener: str, host: str, port: int) -> ListenerAccess:
         protocol = config.security_protocol(listener)
-        mechanisms = enabled_mechanisms(config, listener) if protocol in SASL_PROTOCOLS else ()
+        mechanisms = (tuple(m for m in enabled_mechanisms(config, listener) if m in PASSWORD_MECHANISMS)
+                      if protocol in SASL_PROTOCOLS else ())
         tls = TlsSettings.for_listener(config, listener) if protocol in TLS_PROTOCOLS else None
         return cls(host, port, protocol, mechanisms, tls)
 

@@ -74,6 +74,7 @@ from moldau.security.quotas import ClientQuotas, QuotaConfig
 from moldau.security.sasl.authenticator import SaslListenerConfig
 from moldau.security.sasl.client import SaslClientConfig, controller_sasl, inter_broker_sasl
 from moldau.security.sasl.client import authenticate as sasl_authenticate
+from moldau.security.sasl.jwks import JwksKeySet, keep_fresh, refresh_once
 from moldau.security.sasl.scram import image_lookup
 from moldau.security.sasl.settings import SASL_PROTOCOLS, sasl_listener_config
 from moldau.security.tls import ListenerTls
@@ -153,6 +154,8 @@ class Broker:
         self._woken_connections = WokenConnections()  # lets a lone OffsetCommit be appended without waiting
         self._idle_poller: IdlePoller | None = None  # made on the running loop, before the listeners
         self._tasks: list[asyncio.Task[None]] = []
+        self._jwks: dict[str, JwksKeySet] = {}  # OAUTHBEARER signing keys by JWKS URL, shared by listeners
+        self._jwks_kept_fresh: set[str] = set()
         self.internal_topics = InternalTopics(lambda: self.image, self._create_topic)
         # Client quotas (KIP-13/55/219) and connection limits (moldau.security).
         self.client_quotas = ClientQuotas(
@@ -660,6 +663,7 @@ class Broker:
         for name, host, port in self._listeners(controller):
             tls = self._listener_tls.get(name)
             sasl = self._sasl_config(name, controller)
+            await self._load_jwks()
             server = await loop.create_server(
                 lambda name=name, tls=tls, sasl=sasl: KafkaConnection(
                     self.dispatcher, self._connection_limits, self._receive_budget, self._connections, name,
@@ -702,9 +706,19 @@ class Broker:
         if self.config.security_protocol(listener) not in SASL_PROTOCOLS:
             return None
         try:
-            return sasl_listener_config(self.config, listener, image_lookup(lambda: self.image), controller)
+            return sasl_listener_config(self.config, listener, image_lookup(lambda: self.image), controller,
+                                        self.clock, self._jwks)
         except ConfigError as exc:
             raise StartupError(str(exc)) from exc
+
+    async def _load_jwks(self) -> None:
+        """Fetch each new JWKS once before its listener opens (a provider that does not answer is retried in the
+        background; its tokens are refused until it does), then keep it fresh."""
+        for url, keys in self._jwks.items():
+            if url not in self._jwks_kept_fresh:
+                self._jwks_kept_fresh.add(url)
+                await refresh_once(keys)
+                self._tasks.append(asyncio.get_running_loop().create_task(keep_fresh(keys)))
 
     async def _sweep_connections(self) -> None:
         """Close idle connections and stalled frames (see moldau.server.connection_limits)."""

@@ -361,9 +361,9 @@ def test_tools_on_moldaus_own_client_authenticate_too(sasl_broker: SaslBroker, t
 
 
 def test_python_clients_outlive_their_sasl_sessions(sasl_broker: SaslBroker) -> None:
-    """kafka-python and aiokafka have no KIP-368 re-authentication: when a session ends the broker closes the
-    connection at the next request, as Kafka does, and the clients reconnect and authenticate again, losing no
-    record. Each sends for 4 s on the REAUTH listener, whose sessions last 1.5 s."""
+    """aiokafka has no KIP-368 re-authentication: when a session ends the broker closes the connection at the
+    next request, as Kafka does, and it reconnects and authenticates again; kafka-python 3 re-authenticates. Neither
+    loses a record. Each sends for 4 s on the REAUTH listener, whose sessions last 1.5 s."""
     from aiokafka import AIOKafkaProducer
     from kafka import KafkaProducer
 

@@ -29,6 +29,7 @@ from moldau.protocol.errors import ErrorCode
 from moldau.protocol.wire import ResponsePart
 from moldau.security.principal import KafkaPrincipal
 from moldau.security.sasl.mechanisms import (
+    OAUTHBEARER,
     PLAIN,
     SCRAM_MECHANISMS,
     AuthenticationFailed,
@@ -37,6 +38,7 @@ from moldau.security.sasl.mechanisms import (
     SaslServer,
     ScramServer,
 )
+from moldau.security.sasl.oauthbearer import OAuthBearerServer, TokenValidator
 
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17
@@ -68,6 +70,7 @@ class SaslListenerConfig:
     max_reauth_ms: int = 0  # 0: sessions do not expire
     failed_delay_ms: int = 100
     max_receive_bytes: int = 524288  # sasl.server.max.receive.size: the largest frame before authentication
+    token_validator: TokenValidator | None = None  # OAUTHBEARER's (settings.token_validator)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +153,8 @@ class SaslAuthenticator:
             return PlainServer(self._config.plain_users)
         if mechanism in SCRAM_MECHANISMS:
             return ScramServer(mechanism, self._config.scram_lookup)
+        if mechanism == OAUTHBEARER and self._config.token_validator is not None:
+            return OAuthBearerServer(self._config.token_validator)
         raise ValueError(f"unsupported SASL mechanism {mechanism}")  # settings only enable the ones above
 
     # -- SaslAuthenticate, or a bare token -----------------------------------------------------------------------
@@ -187,9 +192,18 @@ class SaslAuthenticator:
         self._mechanism = server.mechanism
         self._server = None
         self.state = SaslState.COMPLETE
-        lifetime = self._config.max_reauth_ms
-        self.session_expires_ms = self._clock.monotonic_ms() + lifetime if lifetime > 0 else None
-        return AuthenticateResult(ErrorCode.none, None, answer, lifetime)
+        lifetime = self._session_lifetime_ms(server.credential_expires_ms)
+        self.session_expires_ms = self._clock.monotonic_ms() + lifetime if lifetime is not None else None
+        return AuthenticateResult(ErrorCode.none, None, answer, lifetime or 0)
+
+    def _session_lifetime_ms(self, credential_expires_ms: int | None) -> int | None:
+        """KIP-368, as Kafka computes it: `connections.max.reauth.ms` when set, bounded by the credential's own
+        expiry (an OAuth token's `exp`), which alone also ends the session. None: the session does not expire."""
+        max_reauth = self._config.max_reauth_ms
+        if credential_expires_ms is None:
+            return max_reauth if max_reauth > 0 else None
+        remaining = max(0, credential_expires_ms - self._clock.time_ms())
+        return min(remaining, max_reauth) if max_reauth > 0 else remaining
 
     def _fail(self) -> None:
         self.state = SaslState.FAILED

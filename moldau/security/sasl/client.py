@@ -18,7 +18,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from moldau.config import BrokerConfig, ConfigError
 from moldau.protocol.errors import ErrorCode
-from moldau.security.sasl.mechanisms import PLAIN, SCRAM_MECHANISMS, SUPPORTED_MECHANISMS
+from moldau.security.sasl.mechanisms import PASSWORD_MECHANISMS, PLAIN, SCRAM_MECHANISMS
 from moldau.security.sasl.settings import SASL_PROTOCOLS, jaas_config
 
 # Send one request on the connection being set up and return its response.
@@ -76,9 +76,9 @@ def inter_broker_sasl(config: BrokerConfig) -> SaslClientConfig | None:
     if listener is None or config.security_protocol(listener) not in SASL_PROTOCOLS:
         return None
     mechanism = config.sasl_mechanism_inter_broker_protocol or "GSSAPI"
-    if mechanism not in SUPPORTED_MECHANISMS:
+    if mechanism not in PASSWORD_MECHANISMS:
         raise ConfigError(f"sasl.mechanism.inter.broker.protocol {mechanism} is not supported; the inter-broker "
-                          f"listener {listener} uses SASL, so set it to one of {', '.join(SUPPORTED_MECHANISMS)}",
+                          f"listener {listener} uses SASL, so set it to one of {', '.join(PASSWORD_MECHANISMS)}",
                           "sasl.mechanism.inter.broker.protocol")
     assert mechanism == PLAIN or mechanism in SCRAM_MECHANISMS
     return _own_credentials(config, f"the inter-broker listener {listener}", listener, mechanism)

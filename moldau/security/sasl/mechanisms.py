@@ -17,13 +17,19 @@ from moldau.security.sasl.scram import ScramCredential
 
 PLAIN = "PLAIN"
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+OAUTHBEARER = "OAUTHBEARER"
+# Mechanisms with a username and password: what Moldau's own clients (inter-broker, CLI, Connect) log in with.
+PASSWORD_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+# What SASL listeners serve: OAUTHBEARER's tokens come from the client's identity provider (oauthbearer.py).
+SERVER_MECHANISMS = (*PASSWORD_MECHANISMS, OAUTHBEARER)
 
 # What Kafka tells clients; the same text for a wrong password and an unknown user, so users cannot be probed.
 PLAIN_FAILED = "Authentication failed: Invalid username or password"
 
 
-def scram_failed(mechanism: str) -> str:
+def credentials_failed(mechanism: str) -> str:
+    """Kafka's answer to a SASL exchange that failed without a message of its own (a malformed message, a wrong
+    SCRAM proof)."""
     return f"Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}"
 
 
@@ -38,6 +44,11 @@ class SaslServer(Protocol):
     def complete(self) -> bool: ...
     @property
     def authorization_id(self) -> str: ...
+    @property
+    def credential_expires_ms(self) -> int | None:
+        """Wall-clock expiry of the credential presented (an OAuth token's `exp`), None when it has none: a
+        session ends there at the latest (KIP-368)."""
+        ...
     def evaluate(self, token: bytes) -> bytes: ...
 
 
@@ -58,6 +69,10 @@ class PlainServer:
     def authorization_id(self) -> str:
         assert self._user is not None
         return self._user
+
+    @property
+    def credential_expires_ms(self) -> int | None:
+        return None
 
     def evaluate(self, token: bytes) -> bytes:
         if self._user is not None:
@@ -110,8 +125,12 @@ class ScramServer:
         assert self._complete and self._user is not None
         return self._user
 
+    @property
+    def credential_expires_ms(self) -> int | None:
+        return None
+
     def evaluate(self, token: bytes) -> bytes:
-        failed = scram_failed(self.mechanism)
+        failed = credentials_failed(self.mechanism)
         try:
             message = token.decode("utf-8")
         except UnicodeDecodeError:

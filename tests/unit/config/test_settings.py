@@ -206,8 +206,11 @@ def test_group_coordinator_rebalance_protocols_turns_the_consumer_group_apis_off
     ("share.coordinator.state.topic.segment.bytes", "-5"), ("log.roll.jitter.ms", "-1"),
     ("log.roll.jitter.hours", "x"), ("ssl.allow.dn.changes", "yes"), ("ssl.allow.san.changes", ""),
     ("group.coordinator.rebalance.protocols", "classic,consumer,classic2"),
+    ("sasl.oauthbearer.jwks.endpoint.refresh.ms", "-1"), ("sasl.oauthbearer.clock.skew.seconds", "x"),
+    ("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "-5"),
+    ("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "1e3"),
 ])
-def test_this_sessions_configs_refuse_hostile_values_naming_the_config(name: str, bad: str) -> None:
+def test_configs_acted_on_refuse_hostile_values_naming_the_config(name: str, bad: str) -> None:
     named = name.split(".", 3)[-1] if name.startswith("listener.name.") else name  # a prefixed one: the base name
     with pytest.raises(ConfigError, match=re.escape(named)):
         BrokerConfig({name: bad})

@@ -10,6 +10,7 @@ import itertools
 import pytest
 from starlette.requests import Request
 
+from moldau.config import BrokerConfig
 from moldau.console.clients import ClientFactory, Credentials
 from moldau.console.cluster_access import ListenerAccess
 from moldau.console.sessions import SessionStore
@@ -130,3 +131,11 @@ def test_after_signing_in_the_console_only_goes_to_its_own_pages(target: str | N
 
 def test_a_password_never_shows_in_a_repr() -> None:
     assert "alice-secret" not in repr(ALICE) and "alice-secret" not in repr(SessionStore(Clock()).create(ALICE)[0])
+
+
+def test_sign_in_offers_only_the_password_mechanisms_of_the_listener() -> None:
+    """OAUTHBEARER's tokens come from an identity provider: the sign-in form cannot offer it."""
+    config = BrokerConfig.from_properties({
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:9094", "sasl.enabled.mechanisms": "OAUTHBEARER,SCRAM-SHA-512"})
+    access = ListenerAccess.for_listener(config, "SASL_PLAINTEXT", "127.0.0.1", 9094)
+    assert access.mechanisms == ("SCRAM-SHA-512",)
