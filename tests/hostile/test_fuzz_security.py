@@ -1,5 +1,6 @@
 """Hostile input on secured listeners, against a real broker: every API's frames, valid and mangled, sent to a
-SASL listener before authenticating; random SCRAM tokens; garbage and cut-off handshakes on a TLS listener.
+SASL listener before authenticating; random SCRAM tokens; random and malicious OAUTHBEARER messages and tokens;
+garbage and cut-off handshakes on a TLS listener.
 
 What must hold: before authentication only ApiVersions, SaslHandshake and SaslAuthenticate are ever answered
 (anything else closes the connection, with nothing said); nothing hangs; the broker keeps serving real clients
@@ -8,13 +9,16 @@ on every listener; failed TLS handshakes are logged, but not without bound.
 
 from __future__ import annotations
 
+import base64
 import os
 import random
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
@@ -28,6 +32,7 @@ from tests.hostile.frames import KINDS, make_frame
 from tests.hostile.test_fuzz_frames import read_frame
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ck_consume, ck_produce, create_topic
+from tests.support.oauth import unsecured_token
 from tests.support.raw_client import RawClient
 from tests.support.sasl import JAAS, MECHANISMS, USERS, can_authenticate, ck_conf, create_scram_users, records
 from tests.support.tls import Pki, make_pki
@@ -57,7 +62,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]
     proc = BrokerProcess(directory, {
         "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl},SSL://127.0.0.1:{tls}",
         "inter.broker.listener.name": "PLAINTEXT",
-        "sasl.enabled.mechanisms": ",".join(MECHANISMS),
+        "sasl.enabled.mechanisms": ",".join([*MECHANISMS, "OAUTHBEARER"]),  # Kafka's unsecured validator
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "connection.failed.authentication.delay.ms": "20",
         **pki.broker_config(client_auth="required"),
@@ -130,6 +135,46 @@ def test_random_scram_tokens_fail_authentication_and_nothing_else(secured: Secur
             answer = client.request(SaslAuthenticateRequest(auth_bytes=token))
             assert answer.error_code == ErrorCode.sasl_authentication_failed, (i, token[:40])
     assert_still_serving(secured)
+
+
+def hostile_oauth_message(rng: random.Random) -> bytes:
+    """An OAUTHBEARER initial response that must not authenticate: noise, a broken frame around a good token, or
+    a well-framed unsigned token whose claims are wrong in type, size or value."""
+    choice = rng.randrange(4)
+    if choice == 0:
+        return rng.randbytes(rng.choice((0, 1, 8, 64, 1000, 60_000)))
+    if choice == 1:
+        good = f"n,,\x01auth=Bearer {unsecured_token('alice')}\x01\x01".encode()
+        cut = rng.randrange(len(good) - 1)  # never the whole message, and NUL is never allowed
+        return good[:cut] + b"\x00" * rng.randrange(0, 3)
+    if choice == 2:  # base64 of random bytes in the JWT's parts
+        parts = [base64.urlsafe_b64encode(rng.randbytes(rng.randrange(0, 300))).rstrip(b"=") for _ in range(3)]
+        return b"n,,\x01auth=Bearer " + b".".join(parts[: rng.randrange(1, 4)]) + b"\x01\x01"
+    weird: list[Any] = [float("nan"), float("inf"), 10**400, -(10**20), "soon", [1, 2], {"a": 1}, True, ""]
+    claim = rng.choice(["exp", "iat", "sub", "scope"])
+    if claim == "sub":
+        token = unsecured_token(rng.choice([w for w in weird if w != "soon"] + [None, "   "]))
+    elif claim == "scope":  # a scope of any shape leaves a valid token: make it expired as well
+        token = unsecured_token("alice", -3600, now=time.time() - 7200, scope=rng.choice(weird))
+    else:
+        token = unsecured_token("alice", **{claim: rng.choice(weird)})
+    return f"n,,\x01auth=Bearer {token}\x01\x01".encode()
+
+
+def test_hostile_oauthbearer_messages_never_authenticate(secured: SecuredBroker) -> None:
+    rng = random.Random(SEED + 2)
+    for i in range(200):
+        token = hostile_oauth_message(rng)
+        with RawClient(secured.sasl, timeout_s=ANSWER_TIMEOUT_S) as client:
+            assert client.request(SaslHandshakeRequest(mechanism="OAUTHBEARER")).error_code == ErrorCode.none
+            answer = client.request(SaslAuthenticateRequest(auth_bytes=token))
+            if answer.error_code == ErrorCode.none:  # a refused token: the JSON error, then 0x01 fails
+                assert answer.auth_bytes.startswith(b'{"status":"'), (i, token[:80], answer.auth_bytes)
+                answer = client.request(SaslAuthenticateRequest(auth_bytes=b"\x01"))
+            assert answer.error_code == ErrorCode.sasl_authentication_failed, (i, token[:80])
+            assert client.is_closed_by_peer()
+    assert_still_serving(secured)
+    assert "could not be validated" not in secured.proc.log_path.read_text(errors="replace")
 
 
 def client_hello(pki: Pki) -> bytes:
