@@ -176,10 +176,13 @@ async def refresh_once(keys: JwksKeySet, fetch: Callable[[str], bytes] = fetch_d
     """One fetch, in a worker thread; True when the keys were replaced."""
     try:
         document = await asyncio.to_thread(fetch, keys.url)
-        keys.fetched(document)
-    except (OSError, ValueError) as exc:  # urllib's errors are OSErrors; JwksError a ValueError
-        if not isinstance(exc, JwksError):
-            keys.fetch_failed()
+    except Exception as exc:  # urllib and http.client raise many kinds: each is a failed fetch
+        keys.fetch_failed()
+        log.warning("cannot read the JWKS at %s: %s (retrying in %.1f s)", keys.url, exc, keys.fetch_in_ms() / 1000)
+        return False
+    try:
+        keys.fetched(document)  # schedules the retry itself when the document is unusable
+    except JwksError as exc:
         log.warning("cannot read the JWKS at %s: %s (retrying in %.1f s)", keys.url, exc, keys.fetch_in_ms() / 1000)
         return False
     log.info("JWKS at %s loaded: key ids %s", keys.url, ", ".join(keys.key_ids) or "(none)")

@@ -3,9 +3,11 @@ session lifetime a token's expiry sets. Tokens are made with PyJWT and real RSA 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
+import http.client
 import json
 
 import jwt
@@ -17,7 +19,7 @@ from moldau.config import BrokerConfig, ConfigError
 from moldau.protocol.errors import ErrorCode
 from moldau.security.principal import ANONYMOUS, KafkaPrincipal
 from moldau.security.sasl.authenticator import SaslAuthenticator, SaslListenerConfig, SaslState
-from moldau.security.sasl.jwks import JwksError, JwksKeySet, check_url, parse_jwks
+from moldau.security.sasl.jwks import JwksError, JwksKeySet, check_url, parse_jwks, refresh_once
 from moldau.security.sasl.mechanisms import AuthenticationFailed, credentials_failed
 from moldau.security.sasl.oauthbearer import BearerToken, OAuthBearerServer, TokenRejected, parse_initial_response
 from moldau.security.sasl.settings import JWKS_VALIDATORS, sasl_listener_config, token_validator
@@ -380,3 +382,17 @@ def test_a_validator_that_breaks_refuses_the_token_and_says_so_in_the_log(caplog
     with pytest.raises(AuthenticationFailed, match="internal error on the server"):
         OAuthBearerServer(Broken()).evaluate(message("a.b.c"))
     assert "deeply nested claims" in caplog.text
+
+
+@pytest.mark.parametrize("error", [JwksError("too large"), OSError("refused"), http.client.IncompleteRead(b"")])
+def test_a_failed_fetch_backs_off_whatever_it_raised(error: Exception) -> None:
+    """Never a tight loop of fetches: every failure schedules the next attempt after the backoff."""
+    keys = JwksKeySet("http://idp/jwks", clock(), backoff_ms=250)
+
+    def fetch(url: str) -> bytes:
+        raise error
+
+    assert asyncio.run(refresh_once(keys, fetch)) is False
+    assert keys.fetch_in_ms() == 250 and not keys.loaded
+    assert asyncio.run(refresh_once(keys, lambda url: json.dumps({"keys": [KEY.jwk()]}).encode())) is True
+    assert keys.loaded and keys.key_ids == ("k1",)
