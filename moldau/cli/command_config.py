@@ -15,11 +15,15 @@ import ssl
 from collections.abc import Mapping
 from typing import Any
 
+from kafka.net.sasl.oauth import AbstractTokenProvider
+
 from moldau.config.properties import load_properties
 from moldau.net.client import Authenticator
 from moldau.security.client_security import TLS_PROTOCOLS, ClientSecurity
 from moldau.security.sasl.client import RoundTrip, SaslClientConfig, authenticate
-from moldau.security.sasl.mechanisms import PASSWORD_MECHANISMS
+from moldau.security.sasl.jaas import JaasConfigError, parse_jaas_config
+from moldau.security.sasl.login import ClientCredentials, Login, TokenCache, login_from_options
+from moldau.security.sasl.mechanisms import OAUTHBEARER, PASSWORD_MECHANISMS
 from moldau.security.sasl.settings import SASL_PROTOCOLS
 
 # Java-client settings librdkafka has no use for (PEM stores need no store password or type).
@@ -27,6 +31,11 @@ _JAVA_ONLY = frozenset(("ssl.truststore.type", "ssl.keystore.type", "ssl.trustst
                         "ssl.enabled.protocols", "sasl.jaas.config", "ssl.keystore.password",
                         "ssl.truststore.location", "ssl.keystore.location", "ssl.keystore.certificate.chain",
                         "ssl.keystore.key", "ssl.truststore.certificates"))
+# The Java client's OAUTHBEARER settings, which librdkafka gets in its own words (`oauthbearer_librdkafka`).
+_JAVA_OAUTH = frozenset(("sasl.login.callback.handler.class", "sasl.oauthbearer.client.credentials.client.id",
+                         "sasl.oauthbearer.client.credentials.client.secret", "sasl.login.refresh.window.factor",
+                         "sasl.login.refresh.window.jitter", "sasl.login.refresh.min.period.seconds",
+                         "sasl.login.refresh.buffer.seconds", "sasl.oauthbearer.jwt.retriever.class"))
 _JAAS_OPTION = re.compile(r"""(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'|([^\s;]+))""")
 _ESCAPE = re.compile(r"\\(.)")
 
@@ -71,9 +80,56 @@ def _files(props: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+def _mechanism(props: Mapping[str, str]) -> str:
+    return (props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "GSSAPI").upper()
+
+
+def oauth_login(props: Mapping[str, str]) -> Login:
+    """Where OAUTHBEARER tokens come from, per the properties (moldau.security.sasl.login); raises ValueError."""
+    text = props.get("sasl.jaas.config")
+    try:
+        options = parse_jaas_config(text).options if text else {}
+    except JaasConfigError as exc:
+        raise ValueError(f"sasl.jaas.config: {exc}") from None
+    return login_from_options(options, props)
+
+
+def oauthbearer_librdkafka(props: Mapping[str, str]) -> dict[str, Any]:
+    """librdkafka's OAUTHBEARER settings for the login the properties describe: its OIDC client credentials, or
+    its unsecured tokens. Raises ValueError for what librdkafka cannot do (a token read from a file)."""
+    login = oauth_login(props)
+    if isinstance(login, ClientCredentials):
+        if login.token_url.lower().startswith("file:"):
+            raise ValueError("librdkafka cannot read an OAUTHBEARER token from a file; give a token endpoint")
+        return {"sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.token.endpoint.url": login.token_url,
+                "sasl.oauthbearer.client.id": login.client_id, "sasl.oauthbearer.client.secret": login.client_secret,
+                **({"sasl.oauthbearer.scope": login.scope} if login.scope else {})}
+    scope = login.claims.get("scope")
+    config = " ".join([f"principal={login.claims['sub']}", f"lifeSeconds={login.lifetime_s}",
+                       *([f"scope={','.join(scope)}"] if isinstance(scope, list) and scope else [])])
+    return {"enable.sasl.oauthbearer.unsecure.jwt": True, "sasl.oauthbearer.config": config}
+
+
+def jaas_oauth_librdkafka(text: str) -> dict[str, Any]:
+    """librdkafka's OAUTHBEARER settings from an OAuthBearerLoginModule JAAS config alone (a connector's
+    `sasl.jaas.config` override): client credentials (the token endpoint is a setting of its own, with the same
+    name in both clients) or unsecured tokens. Raises ValueError."""
+    try:
+        options = parse_jaas_config(text).options
+    except JaasConfigError as exc:
+        raise ValueError(f"sasl.jaas.config: {exc}") from None
+    if "clientId" in options or "clientSecret" in options:
+        return {"sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.client.id": options.get("clientId", ""),
+                "sasl.oauthbearer.client.secret": options.get("clientSecret", ""),
+                **({"sasl.oauthbearer.scope": options["scope"]} if options.get("scope") else {})}
+    return oauthbearer_librdkafka({"sasl.jaas.config": text})
+
+
 def to_librdkafka(props: Mapping[str, str]) -> dict[str, Any]:
     """librdkafka settings: its own names pass through, the Java client's are translated."""
-    out: dict[str, Any] = {k: v for k, v in props.items() if k not in _JAVA_ONLY}
+    out: dict[str, Any] = {k: v for k, v in props.items() if k not in _JAVA_ONLY | _JAVA_OAUTH}
+    if _mechanism(props) == OAUTHBEARER and props.get("security.protocol", "").upper() in SASL_PROTOCOLS:
+        out.update(oauthbearer_librdkafka(props))
     files = _files(props)
     for ours, theirs in (("ca", "ssl.ca.location"), ("cert", "ssl.certificate.location"),
                          ("key", "ssl.key.location")):
@@ -106,6 +162,9 @@ def to_kafka_python(props: Mapping[str, str]) -> dict[str, Any]:
     mechanism = props.get("sasl.mechanism") or props.get("sasl.mechanisms")
     if mechanism:
         out["sasl_mechanism"] = mechanism
+    if _mechanism(props) == OAUTHBEARER:
+        out["sasl_oauth_token_provider"] = _KafkaPythonTokens(TokenCache(oauth_login(props)))
+        return out
     username, password = jaas_credentials(props)
     username = props.get("sasl.username", username)
     password = props.get("sasl.password", password)
@@ -136,16 +195,32 @@ def to_authenticator(props: Mapping[str, str]) -> Authenticator | None:
     """
     if props.get("security.protocol", "PLAINTEXT").upper() not in SASL_PROTOCOLS:
         return None
-    mechanism = (props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "GSSAPI").upper()
-    if mechanism not in PASSWORD_MECHANISMS:
-        raise ValueError(f"sasl.mechanism {mechanism} is not supported; use one of {', '.join(PASSWORD_MECHANISMS)}")
-    username, password = jaas_credentials(props)
-    username = props.get("sasl.username", username)
-    password = props.get("sasl.password", password)
-    if username is None or password is None:
-        raise ValueError("SASL needs a username and password: sasl.jaas.config, or sasl.username and sasl.password")
-    config = SaslClientConfig(mechanism, username, password)
+    mechanism = _mechanism(props)
+    if mechanism == OAUTHBEARER:
+        config = SaslClientConfig.oauthbearer(TokenCache(oauth_login(props)))
+    elif mechanism in PASSWORD_MECHANISMS:
+        username, password = jaas_credentials(props)
+        username = props.get("sasl.username", username)
+        password = props.get("sasl.password", password)
+        if username is None or password is None:
+            raise ValueError("SASL needs a username and password: sasl.jaas.config, or sasl.username and "
+                             "sasl.password")
+        config = SaslClientConfig(mechanism, username, password)
+    else:
+        raise ValueError(f"sasl.mechanism {mechanism} is not supported; use one of "
+                         f"{', '.join((*PASSWORD_MECHANISMS, OAUTHBEARER))}")
 
     async def authenticator(send: RoundTrip) -> int:
         return await authenticate(config, send)
     return authenticator
+
+
+class _KafkaPythonTokens(AbstractTokenProvider):  # type: ignore[misc]
+    """kafka-python's token provider over a token cache: it asks from its own thread, so the blocking form."""
+
+    def __init__(self, tokens: TokenCache) -> None:
+        super().__init__()
+        self._tokens = tokens
+
+    def token(self) -> str:
+        return self._tokens.token_now()

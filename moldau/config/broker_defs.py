@@ -300,6 +300,16 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("sasl.oauthbearer.clock.skew.seconds", _T.INT, "30",
               "How far the broker's clock and the identity provider's may differ when exp and nbf are checked.",
               at_least(0)),
+    # The broker's own OAUTHBEARER login, when sasl.mechanism.inter.broker.protocol is OAUTHBEARER (the JAAS
+    # options clientId, clientSecret and scope of the listener's OAuthBearerLoginModule say the same).
+    ConfigDef("sasl.oauthbearer.token.endpoint.url", _T.STRING, None,
+              "Where the broker gets its own tokens for the inter-broker listener (OAuth 2 client credentials): "
+              "an https or http URL, or a file: URL naming a file that holds the token."),
+    ConfigDef("sasl.oauthbearer.client.credentials.client.id", _T.STRING, None,
+              "The broker's client id at the token endpoint."),
+    ConfigDef("sasl.oauthbearer.client.credentials.client.secret", _T.PASSWORD, None,
+              "The broker's client secret at the token endpoint."),
+    ConfigDef("sasl.oauthbearer.scope", _T.STRING, None, "The scope the broker asks the token endpoint for."),
     # Topics.
     ConfigDef("num.partitions", _T.INT, "1", "The default number of partitions of a new topic.",
               at_least(1), dynamic=True),

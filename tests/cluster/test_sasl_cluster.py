@@ -3,6 +3,7 @@ broker); brokers replicate over a SASL inter-broker listener; nodes authenticate
 
 from __future__ import annotations
 
+import time
 from functools import partial
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from kio.static.primitive import i64
 from moldau.net.ports import free_ports
 from moldau.protocol.errors import ErrorCode
 from tests.support.cluster import LocalCluster
+from tests.support.oauth import identity_provider
 from tests.support.polling import wait_until
 from tests.support.raw_client import RawClient
 from tests.support.sasl import JAAS, can_authenticate, create_scram_users, handshake
@@ -194,3 +196,54 @@ def test_brokers_seeded_with_add_scram_replicate_over_scram_alone(tmp_path: Path
         wait_until(full_isr, 30, "node 1 back in the ISR over SCRAM")
         assert not can_authenticate(sasl[1], "SCRAM-SHA-256", "alice", "alice-secret")
         assert "writing the SCRAM credentials" not in cluster.node(1).log_tail(400).split("===== start #2")[-1]
+
+
+def test_brokers_replicate_over_oauthbearer_with_tokens_from_an_identity_provider(tmp_path: Path) -> None:
+    """The inter-broker listener takes signed tokens only (JWKS); each broker logs in as `broker` with client
+    credentials at the provider. Tokens last 5 s: replication outlives several of them, the brokers fetching new
+    ones and re-authenticating before their sessions end (no connection is cut for an expired session)."""
+    from confluent_kafka import Producer
+
+    # confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    with identity_provider() as (idp, url):
+        idp.clients["broker"] = ("broker-secret", "broker")
+        idp.token_lifetime_s = 5
+        cluster, _ = sasl_cluster(tmp_path, "SASL_PLAINTEXT", {
+            "sasl.enabled.mechanisms": "OAUTHBEARER",
+            "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+            "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+            "sasl.oauthbearer.jwks.endpoint.url": f"{url}/jwks",
+            "sasl.oauthbearer.expected.audience": "moldau",
+            "sasl.oauthbearer.token.endpoint.url": f"{url}/token",
+            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                'clientId="broker" clientSecret="broker-secret";',
+        })
+        with cluster:
+            cluster.active_controller(timeout_s=30)
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+            admin.create_topics([NewTopic("oauth-replicated", 1, 3, config={"min.insync.replicas": "3"})])[
+                "oauth-replicated"].result(30)
+
+            def full_isr() -> bool:
+                partitions = admin.list_topics("oauth-replicated", timeout=5).topics["oauth-replicated"].partitions
+                return len(partitions[0].isrs) == 3
+
+            wait_until(full_isr, 30, "all three replicas in the ISR")
+            producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+            failures: list[object] = []
+            for round_ in range(3):  # 0 s, 6 s, 12 s: past two token lifetimes
+                for i in range(10):
+                    producer.produce("oauth-replicated", value=f"{round_}-{i}".encode(),
+                                     on_delivery=lambda err, _msg: failures.append(err) if err else None)
+                # acks=all with min.insync.replicas=3: every follower fetched over the OAUTHBEARER listener.
+                assert producer.flush(30) == 0 and not failures
+                if round_ < 2:
+                    time.sleep(6)
+            assert idp.tokens_issued >= 6  # three brokers, each renewing at least once
+            for node in cluster.nodes.values():
+                log = node.log_tail(2000)
+                assert "authentication to" not in log and "after the SASL session expired" not in log

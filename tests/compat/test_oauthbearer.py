@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -37,6 +39,7 @@ from moldau.net.ports import free_ports
 from moldau.protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ck_consume, create_topic
+from tests.support.connect_worker import read_topic, running_worker, wait_for
 from tests.support.messages import offset_of
 from tests.support.oauth import IdentityProvider, SigningKey, identity_provider, unsecured_token
 from tests.support.raw_client import RawClient
@@ -394,3 +397,72 @@ def test_a_broker_whose_provider_is_down_starts_and_serves_once_it_is_up(tmp_pat
     finally:
         proc.stop()
         proc.cleanup()
+
+
+# -- Moldau's own clients log in with OAUTHBEARER too ------------------------------------------------------------
+
+def cli(broker: OAuthBroker, properties: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "moldau", *args, "-b", broker.signed, "--command-config",
+                           str(properties)], capture_output=True, text=True, timeout=90)
+
+
+def test_the_cli_logs_in_with_client_credentials_on_each_of_its_clients(oauth_broker: OAuthBroker,
+                                                                         tmp_path: Path) -> None:
+    """A Java client's properties: the token endpoint, and the client's id and secret in the JAAS config. The
+    CLI's three clients take them: librdkafka (`topics`), kafka-python (`partitions log-dirs`) and Moldau's own
+    (`quotas`, `features`)."""
+    oauth_broker.idp.clients["moldau-cli"] = ("cli-secret", "alice")
+    issued_before = oauth_broker.idp.tokens_issued
+    properties = tmp_path / "oauth.properties"
+    properties.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"
+        f"sasl.oauthbearer.token.endpoint.url={oauth_broker.idp_url}/token\n"
+        "sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer."
+        "OAuthBearerLoginCallbackHandler\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        'clientId="moldau-cli" clientSecret="cli-secret";\n')
+    for args in (("topics", "list"), ("partitions", "log-dirs"), ("quotas", "describe"), ("features", "describe")):
+        result = cli(oauth_broker, properties, *args)
+        assert result.returncode == 0, (args, result.stderr)
+    assert "guarded" in cli(oauth_broker, properties, "topics", "list").stdout
+    assert oauth_broker.idp.tokens_issued >= issued_before + 4
+
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text(properties.read_text().replace("cli-secret", "not-it"))
+    refused = cli(oauth_broker, wrong, "quotas", "describe")
+    assert refused.returncode == 1 and "invalid_client" in refused.stderr + refused.stdout, refused
+
+
+def test_the_cli_with_unsecured_tokens_is_refused_by_a_listener_that_wants_signed_ones(
+        oauth_broker: OAuthBroker, tmp_path: Path) -> None:
+    properties = tmp_path / "unsecured.properties"
+    properties.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        'unsecuredLoginStringClaim_sub="carol" unsecuredLoginListClaim_scope=",kafka";\n')
+    refused = cli(oauth_broker, properties, "quotas", "describe")
+    assert refused.returncode == 1 and "invalid_token" in refused.stderr, refused
+    accepted = subprocess.run([sys.executable, "-m", "moldau", "quotas", "describe", "-b", oauth_broker.unsecured,
+                               "--command-config", str(properties)], capture_output=True, text=True, timeout=90)
+    assert accepted.returncode == 0, accepted.stderr
+
+
+def test_a_connect_worker_logs_in_with_client_credentials(oauth_broker: OAuthBroker, tmp_path: Path) -> None:
+    """A standalone worker whose settings are Kafka Connect's (the Java client's OAUTHBEARER login): a file
+    source writes through the SIGNED listener, and the records are there."""
+    oauth_broker.idp.clients["connect"] = ("connect-secret", "connect-worker")
+    topic = new_topic(oauth_broker, "connect-oauth")
+    source = tmp_path / "in.txt"
+    source.write_text("".join(f"line {i}\n" for i in range(5)))
+    login = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+             "sasl.oauthbearer.token.endpoint.url": f"{oauth_broker.idp_url}/token",
+             "sasl.login.callback.handler.class":
+                 "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+             "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                                 'clientId="connect" clientSecret="connect-secret";'}
+    with running_worker(tmp_path / "worker", oauth_broker.signed, login) as worker:
+        assert worker.request("POST", "/connectors", {"name": "oauth-source", "config": {
+            "connector.class": "FileStreamSource", "file": str(source), "topic": topic}})[0] == 201
+        wait_for(lambda: len(read_topic(oauth_broker.plain, topic)) == 5, what="the lines in the topic")
+    assert [value for _key, value in read_topic(oauth_broker.plain, topic)] == [
+        f"line {i}".encode() for i in range(5)]

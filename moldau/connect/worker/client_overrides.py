@@ -15,9 +15,11 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from moldau.cli.command_config import jaas_credentials, to_librdkafka
+from moldau.cli.command_config import jaas_credentials, jaas_oauth_librdkafka, to_librdkafka
 from moldau.connect.config import ConfigValue
 from moldau.connect.errors import ConfigException
+from moldau.security.sasl.jaas import OAUTHBEARER_LOGIN_MODULE
+from moldau.security.sasl.mechanisms import OAUTHBEARER
 
 __all__ = [
     "CLIENT_KINDS", "OVERRIDE_POLICY", "OverridePolicy", "connector_settings", "librdkafka_security",
@@ -105,16 +107,29 @@ def librdkafka_security(settings: Mapping[str, str]) -> dict[str, str]:
     stores as Kafka Connect does (`ssl.truststore.location`, `ssl.keystore.location` with type PEM), which
     librdkafka refuses, and they double as the REST server's HTTPS settings; its clients get the CA, certificate
     and key files under librdkafka's names instead, and no setting only the REST server uses."""
-    translated = to_librdkafka({k: v for k, v in settings.items() if k not in REST_SERVER_ONLY | {JAAS_CONFIG}})
-    if JAAS_CONFIG in settings:
-        translated[JAAS_CONFIG] = settings[JAAS_CONFIG]  # `translate` refuses one it cannot read
+    # An OAUTHBEARER login is read whole by to_librdkafka (its JAAS options with the token endpoint setting);
+    # a password one's JAAS config goes on to `translate`, which refuses one it cannot read.
+    oauth = str(settings.get("sasl.mechanism", "")).upper() == OAUTHBEARER
+    try:
+        translated = to_librdkafka({k: v for k, v in settings.items()
+                                    if k not in REST_SERVER_ONLY | (set() if oauth else {JAAS_CONFIG})})
+    except ValueError as exc:
+        raise ConfigException("sasl.jaas.config" if oauth else "security.protocol", "[hidden]", str(exc)) from None
+    if JAAS_CONFIG in settings and not oauth:
+        translated[JAAS_CONFIG] = settings[JAAS_CONFIG]
     if translated.get("ssl.endpoint.identification.algorithm") == "":
         translated["ssl.endpoint.identification.algorithm"] = "none"  # Java's empty value; librdkafka's none
     return translated
 
 
-def _jaas_credentials(key: str, value: Any) -> dict[str, str]:
-    """librdkafka's `sasl.username`/`sasl.password` from a PlainLoginModule or ScramLoginModule JAAS config."""
+def _jaas_credentials(key: str, value: Any) -> dict[str, Any]:
+    """librdkafka's `sasl.username`/`sasl.password` from a PlainLoginModule or ScramLoginModule JAAS config, or
+    its OAUTHBEARER settings from an OAuthBearerLoginModule one."""
+    if OAUTHBEARER_LOGIN_MODULE in str(value):
+        try:
+            return jaas_oauth_librdkafka(str(value))
+        except ValueError as exc:
+            raise ConfigException(key, "[hidden]", str(exc)) from None
     username, password = jaas_credentials({JAAS_CONFIG: str(value)})
     if username is None or password is None:
         raise ConfigException(key, "[hidden]", "expected a PlainLoginModule or ScramLoginModule with username "

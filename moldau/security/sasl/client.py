@@ -2,8 +2,10 @@
 
 When `inter.broker.listener.name` is a SASL listener, the broker authenticates its outbound connections with
 `sasl.mechanism.inter.broker.protocol` and the `username` / `password` of that mechanism's JAAS config on that
-listener, as Kafka does. The exchange is KIP-152's: SaslHandshake v1, then SaslAuthenticate requests; SCRAM is
-`scramp`'s client, which also checks the server's final signature (the server knew the credential).
+listener, as Kafka does; with OAUTHBEARER, tokens from the login that JAAS config and the
+`sasl.oauthbearer.*` client settings describe (login.py). The exchange is KIP-152's: SaslHandshake v1, then
+SaslAuthenticate requests; SCRAM is `scramp`'s client, which also checks the server's final signature (the
+server knew the credential). The CLI, Connect and the mirror use the same `authenticate`.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from moldau.config import BrokerConfig, ConfigError
 from moldau.protocol.errors import ErrorCode
-from moldau.security.sasl.mechanisms import PASSWORD_MECHANISMS, PLAIN, SCRAM_MECHANISMS
-from moldau.security.sasl.settings import SASL_PROTOCOLS, jaas_config
+from moldau.security.sasl.login import LoginError, TokenCache, login_from_options
+from moldau.security.sasl.mechanisms import OAUTHBEARER, PASSWORD_MECHANISMS, PLAIN, SCRAM_MECHANISMS
+from moldau.security.sasl.settings import SASL_PROTOCOLS, jaas_config, listener_override
 
 # Send one request on the connection being set up and return its response.
 RoundTrip = Callable[[Any], Awaitable[Any]]
@@ -34,9 +37,14 @@ class SaslClientConfig:
     mechanism: str
     username: str
     password: str
+    tokens: TokenCache | None = None  # OAUTHBEARER's
 
     def __repr__(self) -> str:
         return f"SaslClientConfig({self.mechanism!r}, {self.username!r}, password=[hidden])"
+
+    @classmethod
+    def oauthbearer(cls, tokens: TokenCache) -> SaslClientConfig:
+        return cls(OAUTHBEARER, "", "", tokens)
 
 
 async def authenticate(config: SaslClientConfig, send: RoundTrip) -> int:
@@ -47,6 +55,8 @@ async def authenticate(config: SaslClientConfig, send: RoundTrip) -> int:
                               f"(enabled: {', '.join(handshake.mechanisms)})")
     if config.mechanism == PLAIN:
         response = await _step(send, f"\0{config.username}\0{config.password}".encode())
+    elif config.mechanism == OAUTHBEARER:
+        response = await _oauthbearer(config, send)
     else:
         client = scramp.ScramClient([config.mechanism], config.username, config.password)
         first = await _step(send, client.get_client_first().encode())
@@ -67,6 +77,20 @@ async def _step(send: RoundTrip, token: bytes) -> Any:
     return response
 
 
+async def _oauthbearer(config: SaslClientConfig, send: RoundTrip) -> Any:
+    """RFC 7628: the token in one message; a refusal comes back as a JSON error, answered with 0x01."""
+    assert config.tokens is not None
+    try:
+        token = await config.tokens.token()
+    except LoginError as exc:
+        raise SaslClientError(f"no OAUTHBEARER token: {exc}") from exc
+    response = await _step(send, f"n,,\x01auth=Bearer {token}\x01\x01".encode())
+    if response.auth_bytes:
+        await _step(send, b"\x01")  # the broker answers it with SASL_AUTHENTICATION_FAILED, which _step raises
+        raise SaslClientError(f"SASL authentication failed: {bytes(response.auth_bytes).decode(errors='replace')}")
+    return response
+
+
 def inter_broker_sasl(config: BrokerConfig) -> SaslClientConfig | None:
     """The broker's own SASL settings when its inter-broker listener is a SASL one, else None.
 
@@ -76,12 +100,41 @@ def inter_broker_sasl(config: BrokerConfig) -> SaslClientConfig | None:
     if listener is None or config.security_protocol(listener) not in SASL_PROTOCOLS:
         return None
     mechanism = config.sasl_mechanism_inter_broker_protocol or "GSSAPI"
+    if mechanism == OAUTHBEARER:
+        return _own_tokens(config, listener)
     if mechanism not in PASSWORD_MECHANISMS:
         raise ConfigError(f"sasl.mechanism.inter.broker.protocol {mechanism} is not supported; the inter-broker "
-                          f"listener {listener} uses SASL, so set it to one of {', '.join(PASSWORD_MECHANISMS)}",
-                          "sasl.mechanism.inter.broker.protocol")
+                          f"listener {listener} uses SASL, so set it to one of "
+                          f"{', '.join((*PASSWORD_MECHANISMS, OAUTHBEARER))}", "sasl.mechanism.inter.broker.protocol")
     assert mechanism == PLAIN or mechanism in SCRAM_MECHANISMS
     return _own_credentials(config, f"the inter-broker listener {listener}", listener, mechanism)
+
+
+# The client-side OAUTHBEARER settings a broker reads for its own login, as Kafka's brokers do (each may be given
+# for the listener as listener.name.<listener>.oauthbearer.<config>).
+OWN_LOGIN_CONFIGS = ("sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.client.credentials.client.id",
+                     "sasl.oauthbearer.client.credentials.client.secret", "sasl.oauthbearer.scope")
+
+
+def _own_tokens(config: BrokerConfig, listener: str) -> SaslClientConfig:
+    """The broker's own tokens for the inter-broker listener: its OAUTHBEARER JAAS config there and the
+    `sasl.oauthbearer.*` client settings."""
+    jaas = jaas_config(config, listener, OAUTHBEARER)
+    settings: dict[str, str] = {}
+    for name in OWN_LOGIN_CONFIGS:
+        value = listener_override(config, listener, f"oauthbearer.{name}")
+        if value is None:
+            raw = config.value(name)
+            value = None if raw is None else str(raw)
+        if value:
+            settings[name] = value
+    try:
+        login = login_from_options(jaas.options if jaas is not None else {}, settings)
+    except ValueError as exc:
+        raise ConfigError(f"the inter-broker listener {listener} uses SASL OAUTHBEARER, but the broker cannot log in: "
+                          f"{exc} (listener.name.{listener.lower()}.oauthbearer.sasl.jaas.config)",
+                          "sasl.jaas.config") from None
+    return SaslClientConfig.oauthbearer(TokenCache(login))
 
 
 def controller_sasl(config: BrokerConfig) -> SaslClientConfig | None:

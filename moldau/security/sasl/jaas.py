@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 CONTROL_FLAGS = frozenset({"required", "requisite", "sufficient", "optional"})
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 
 
 class JaasConfigError(ValueError):
