@@ -149,6 +149,26 @@ def stop_process(proc: subprocess.Popen[Any], grace: float = 10.0) -> None:
         proc.wait()
 
 
+@contextlib.contextmanager
+def server_with(overrides: dict[str, str], tmp: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
+    """`moldau server` with these overrides (output in `tmp`/broker.log), once `port` answers ApiVersions;
+    stopped afterwards."""
+    command = [sys.executable, "-m", "moldau", "server"]
+    for key, value in overrides.items():
+        command += ["--override", f"{key}={value}"]
+    with (tmp / "broker.log").open("wb") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 60
+        while not api_versions_ok(port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"broker did not start:\n{(tmp / 'broker.log').read_text()[-2000:]}")
+            time.sleep(0.2)
+        yield proc
+    finally:
+        stop_process(proc)
+
+
 @dataclass
 class Broker:
     """A running broker process."""

@@ -20,7 +20,6 @@ import argparse
 import contextlib
 import json
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -32,7 +31,7 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
-from bench.common import REPO, api_versions_ok, scratch_dir, stop_process
+from bench.common import scratch_dir, server_with
 from bench.proc_cpu import process_cpu
 from moldau.net.ports import free_ports
 from tests.support.oauth import SigningKey, unsecured_token
@@ -65,22 +64,10 @@ def broker(tmp: Path, key: SigningKey) -> Iterator[tuple[int, dict[str, str]]]:
         "network.idle.poll.us": "0",
         "schema.registry.listeners": "", "console.listeners": "",
     }
-    command = [sys.executable, "-m", "moldau", "server"]
-    for name, value in overrides.items():
-        command += ["--override", f"{name}={value}"]
-    with (tmp / "broker.log").open("wb") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
-    try:
-        deadline = time.monotonic() + 60
-        while not api_versions_ok(plain):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"broker did not start:\n{(tmp / 'broker.log').read_text()[-2000:]}")
-            time.sleep(0.2)
+    with server_with(overrides, tmp, plain) as proc:
         address = {"signed": f"127.0.0.1:{signed}", "dev": f"127.0.0.1:{dev}"}
         create_scram_users(address["signed"], {"SCRAM-SHA-256": SCRAM_USER})
         yield proc.pid, address
-    finally:
-        stop_process(proc)
 
 
 def authenticate(client: RawClient, mechanism: str, token: str) -> None:

@@ -18,21 +18,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from bench.common import (
-    REPO,
-    api_versions_ok,
     create_topic,
     delete_topic,
     kcat_version,
     run_timed,
     scratch_dir,
-    stop_process,
+    server_with,
     unique_topic,
     write_lines,
 )
@@ -54,21 +49,9 @@ def secured_broker(tmp: Path, pki: Pki) -> Iterator[dict[str, str]]:
                  "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
                  "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
                  "schema.registry.listeners": "", "console.listeners": ""}  # their default ports may be taken
-    command = [sys.executable, "-m", "moldau", "server"]
-    for key, value in overrides.items():
-        command += ["--override", f"{key}={value}"]
-    with (tmp / "broker.log").open("wb") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
-    try:
-        deadline = time.monotonic() + 60
-        while not api_versions_ok(plain):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"broker did not start:\n{(tmp / 'broker.log').read_text()[-2000:]}")
-            time.sleep(0.2)
+    with server_with(overrides, tmp, plain):
         create_scram_users(f"127.0.0.1:{sasl_ssl}", {"SCRAM-SHA-256": SCRAM_USER}, "SASL_SSL", str(pki.ca))
         yield {"PLAINTEXT": f"127.0.0.1:{plain}", "SSL": f"127.0.0.1:{tls}", "SASL_SSL": f"127.0.0.1:{sasl_ssl}"}
-    finally:
-        stop_process(proc)
 
 
 def client_options(protocol: str, pki: Pki) -> list[str]:
