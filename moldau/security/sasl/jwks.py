@@ -156,12 +156,15 @@ class JwksKeySet:
         return tuple(self._keys)
 
 
+def file_url_path(url: str) -> Path:
+    """The local path a `file:` URL names."""
+    return Path(urllib.request.url2pathname(urllib.parse.urlsplit(url).path))
+
+
 def fetch_document(url: str, timeout_s: float = FETCH_TIMEOUT_S) -> bytes:
     """Blocking: the document at an https, http or file URL (at most MAX_DOCUMENT_BYTES)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme.lower() == "file":
-        path = Path(urllib.request.url2pathname(parts.path))
-        with path.open("rb") as file:
+    if urllib.parse.urlsplit(url).scheme.lower() == "file":
+        with file_url_path(url).open("rb") as file:
             body = file.read(MAX_DOCUMENT_BYTES + 1)
     else:
         request = urllib.request.Request(url, headers={"Accept": "application/json"})

@@ -29,8 +29,9 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+
+from moldau.security.sasl.jwks import file_url_path
 
 REFRESH_WINDOW_FACTOR = 0.8
 REQUEST_TIMEOUT_S = 10.0
@@ -144,7 +145,7 @@ def fetch_token(login: ClientCredentials, now_s: float, timeout_s: float = REQUE
     """Blocking: a token from the endpoint (client-credentials grant, the client authenticated with HTTP Basic as
     RFC 6749 says), or from the file a `file:` URL names; and when it expires. Raises LoginError."""
     if urllib.parse.urlsplit(login.token_url).scheme.lower() == "file":
-        path = Path(urllib.request.url2pathname(urllib.parse.urlsplit(login.token_url).path))
+        path = file_url_path(login.token_url)
         try:
             token = path.read_text().strip()
         except OSError as exc:
