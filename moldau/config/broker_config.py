@@ -477,6 +477,9 @@ class BrokerConfig:
         return [parse_host_port(item) for item in self.get_list("controller.quorum.bootstrap.servers")]
 
     socket_request_max_bytes = _Int("socket.request.max.bytes")
+    socket_listen_backlog_size = _Int("socket.listen.backlog.size")
+    socket_send_buffer_bytes = _Int("socket.send.buffer.bytes")
+    socket_receive_buffer_bytes = _Int("socket.receive.buffer.bytes")
     queued_max_requests = _Int("queued.max.requests")
     queued_max_request_bytes = _Int("queued.max.request.bytes")
     max_request_partition_size_limit = _Int("max.request.partition.size.limit")

@@ -37,6 +37,14 @@ from moldau.replication.replica_selector import SELECTORS
 _T = ConfigType
 
 
+def _socket_buffer(value: object) -> str | None:
+    # Kafka passes any other value to the socket, where 0 or less fails when the listener opens.
+    return None if not isinstance(value, int) or value == -1 or value >= 1 else "Value must be -1 or at least 1"
+
+
+SOCKET_BUFFER = Custom(_socket_buffer, "[-1, 1,...]")
+
+
 def _migration_policy(value: object) -> str | None:
     # Kafka compares these names without regard to case.
     allowed = ("bidirectional", "upgrade", "downgrade", "disabled")
@@ -127,6 +135,19 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "Whether a broker that stops asks the controller to move its leaderships away first."),
     ConfigDef("socket.request.max.bytes", _T.INT, "104857600",
               "The largest request the server accepts.", at_least(1)),
+    # Kafka's defaults are a 50-connection backlog and 100 KiB socket buffers. Moldau's event loop accepts the
+    # connections of a burst in batches, between requests, so a short backlog drops SYNs and costs clients a
+    # one-second retransmit; and a fixed 100 KiB buffer caps one loopback connection well below what Linux's
+    # buffer autotuning reaches (docs/architecture.md, "A request's path").
+    ConfigDef("socket.listen.backlog.size", _T.INT, "1024",
+              "Connections the kernel may hold for each listener before the server accepts them (the listen "
+              "backlog, capped by the kernel's net.core.somaxconn). Kafka's default is 50.", at_least(1)),
+    ConfigDef("socket.send.buffer.bytes", _T.INT, "-1",
+              "The send buffer (SO_SNDBUF) of the server's sockets; -1 leaves it to the operating system, which "
+              "grows it with the connection. Kafka's default is 102400.", SOCKET_BUFFER),
+    ConfigDef("socket.receive.buffer.bytes", _T.INT, "-1",
+              "The receive buffer (SO_RCVBUF) of the server's sockets; -1 leaves it to the operating system, "
+              "which grows it with the connection. Kafka's default is 102400.", SOCKET_BUFFER),
     ConfigDef("queued.max.requests", _T.INT, "500",
               "Requests a connection may have queued before the server stops reading from it.", at_least(1)),
     ConfigDef("queued.max.request.bytes", _T.LONG, "268435456",

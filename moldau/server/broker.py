@@ -95,6 +95,7 @@ from moldau.server.listener_tls import ListenerTlsReloader
 from moldau.server.replica_links import ReplicaLinks
 from moldau.server.share_group_records import write_expired
 from moldau.server.share_state_links import ShareStateLinks
+from moldau.server.socket_options import size_socket_buffers
 from moldau.server.txn_links import TxnLinks
 from moldau.share.manager import ShareGroups
 from moldau.share.settings import ShareBrokerSettings
@@ -676,9 +677,13 @@ class Broker:
                     on_lost=self._connection_lost,
                     sends_files=tls is None and self.config.fetch_zero_copy_enable, woken=self._woken_connections,
                     idle_poller=self._idle_poller),
-                host or None, port, reuse_address=True, backlog=1024, start_serving=controller,
+                host or None, port, reuse_address=True, backlog=self.config.socket_listen_backlog_size,
+                start_serving=controller,
                 ssl=tls.context if tls is not None else None,
             )
+            for sock in server.sockets:
+                size_socket_buffers(sock, self.config.socket_send_buffer_bytes,
+                                    self.config.socket_receive_buffer_bytes)
             self._servers.append(server)
             self._bound.append((name, host or "0.0.0.0", server.sockets[0].getsockname()[1]))
             if not controller:

@@ -209,6 +209,8 @@ def test_group_coordinator_rebalance_protocols_turns_the_consumer_group_apis_off
     ("sasl.oauthbearer.jwks.endpoint.refresh.ms", "-1"), ("sasl.oauthbearer.clock.skew.seconds", "x"),
     ("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "-5"),
     ("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "1e3"),
+    ("socket.listen.backlog.size", "0"), ("socket.send.buffer.bytes", "0"), ("socket.receive.buffer.bytes", "-2"),
+    ("socket.receive.buffer.bytes", "3000000000"),
 ])
 def test_configs_acted_on_refuse_hostile_values_naming_the_config(name: str, bad: str) -> None:
     named = name.split(".", 3)[-1] if name.startswith("listener.name.") else name  # a prefixed one: the base name
