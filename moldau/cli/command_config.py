@@ -15,8 +15,6 @@ import ssl
 from collections.abc import Mapping
 from typing import Any
 
-from kafka.net.sasl.oauth import AbstractTokenProvider
-
 from moldau.config.properties import load_properties
 from moldau.net.client import Authenticator
 from moldau.security.client_security import TLS_PROTOCOLS, ClientSecurity
@@ -163,7 +161,7 @@ def to_kafka_python(props: Mapping[str, str]) -> dict[str, Any]:
     if mechanism:
         out["sasl_mechanism"] = mechanism
     if _mechanism(props) == OAUTHBEARER:
-        out["sasl_oauth_token_provider"] = _KafkaPythonTokens(TokenCache(oauth_login(props)))
+        out["sasl_oauth_token_provider"] = _kafka_python_tokens(TokenCache(oauth_login(props)))
         return out
     username, password = jaas_credentials(props)
     username = props.get("sasl.username", username)
@@ -215,12 +213,16 @@ def to_authenticator(props: Mapping[str, str]) -> Authenticator | None:
     return authenticator
 
 
-class _KafkaPythonTokens(AbstractTokenProvider):  # type: ignore[misc]
-    """kafka-python's token provider over a token cache: it asks from its own thread, so the blocking form."""
+def _kafka_python_tokens(tokens: TokenCache) -> Any:
+    """kafka-python's token provider over a token cache: it asks from its own thread, so the blocking form.
 
-    def __init__(self, tokens: TokenCache) -> None:
-        super().__init__()
-        self._tokens = tokens
+    kafka-python's oauth module imports most of kafka-python (about 0.3 s), so only a run that logs in with
+    OAUTHBEARER loads it: every command of the CLI imports this module.
+    """
+    from kafka.net.sasl.oauth import AbstractTokenProvider
 
-    def token(self) -> str:
-        return self._tokens.token_now()
+    class KafkaPythonTokens(AbstractTokenProvider):  # type: ignore[misc]
+        def token(self) -> str:
+            return tokens.token_now()
+
+    return KafkaPythonTokens()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import subprocess
+import sys
 
 import moldau
 
@@ -19,3 +21,17 @@ def test_every_module_imports() -> None:
         except Exception as exc:  # every failure is reported, with its module
             failures[module.name] = f"{type(exc).__name__}: {exc}"
     assert not failures, failures
+
+
+def loaded_by(module: str, candidates: tuple[str, ...]) -> list[str]:
+    """Which of `candidates` importing `module` loads, in a fresh interpreter."""
+    code = f"import sys, {module}; print(' '.join(m for m in {candidates!r} if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    return result.stdout.split()
+
+
+def test_the_command_lines_client_settings_load_no_oauth_libraries() -> None:
+    # Every command of the CLI (and each Connect worker and mirror) imports them: kafka-python's oauth module and
+    # PyJWT with its cryptography once added half a second to each run, minutes to the test suite.
+    for module in ("moldau.cli.command_config", "moldau.security.sasl.client"):
+        assert loaded_by(module, ("kafka", "jwt", "cryptography")) == [], module

@@ -21,12 +21,12 @@ import logging
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import jwt
 
 from moldau.clock import Clock
+from moldau.security.sasl.file_urls import file_url_path
 
 log = logging.getLogger(__name__)
 
@@ -154,11 +154,6 @@ class JwksKeySet:
     @property
     def key_ids(self) -> tuple[str, ...]:
         return tuple(self._keys)
-
-
-def file_url_path(url: str) -> Path:
-    """The local path a `file:` URL names."""
-    return Path(urllib.request.url2pathname(urllib.parse.urlsplit(url).path))
 
 
 def fetch_document(url: str, timeout_s: float = FETCH_TIMEOUT_S) -> bytes:

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from moldau.security.sasl.jwks import file_url_path
+from moldau.security.sasl.file_urls import file_url_path
 
 REFRESH_WINDOW_FACTOR = 0.8
 REQUEST_TIMEOUT_S = 10.0

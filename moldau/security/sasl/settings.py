@@ -23,20 +23,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from moldau.clock import Clock, SystemClock
 from moldau.config import BROKER_CONFIGS, BrokerConfig, ConfigError, ConfigValue
 from moldau.security.sasl.authenticator import SaslListenerConfig
 from moldau.security.sasl.jaas import JaasConfig, JaasConfigError, parse_jaas_config
-from moldau.security.sasl.jwks import JwksKeySet, check_url
 from moldau.security.sasl.mechanisms import OAUTHBEARER, PLAIN, SERVER_MECHANISMS, CredentialLookup
 from moldau.security.sasl.oauthbearer import TokenValidator
-from moldau.security.sasl.tokens import (
-    JwksTokenValidator,
-    JwtExpectations,
-    UnsecuredOptions,
-    UnsecuredTokenValidator,
-)
+
+if TYPE_CHECKING:
+    from moldau.security.sasl.jwks import JwksKeySet
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +136,16 @@ JWKS_VALIDATORS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerVali
 def token_validator(config: BrokerConfig, listener: str, clock: Clock,
                     key_sets: dict[str, JwksKeySet]) -> TokenValidator:
     """How the listener's OAUTHBEARER tokens are checked (see the module docstring); raises ConfigError."""
+    # Imported here: PyJWT and the cryptography it loads would cost every process importing this module (each
+    # command of the CLI does, through the SASL client) a tenth of a second; only OAUTHBEARER listeners need them.
+    from moldau.security.sasl.jwks import JwksKeySet, check_url
+    from moldau.security.sasl.tokens import (
+        JwksTokenValidator,
+        JwtExpectations,
+        UnsecuredOptions,
+        UnsecuredTokenValidator,
+    )
+
     handler = (listener_override(config, listener, OAUTHBEARER_HANDLER) or "").strip()
     if handler in ("", UNSECURED_VALIDATOR):
         jaas = jaas_config(config, listener, OAUTHBEARER)
