@@ -16,9 +16,7 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp
 
 from moldau.config import ConfigError
-from moldau.console.app import build_app
-from moldau.console.clients import ClientFactory
-from moldau.console.context import ConsoleContext, make_templates
+from moldau.console.listener import LazyPages, build_app
 from moldau.metrics.collector import BrokerCollector
 from moldau.metrics.leader_offsets import LeaderEndOffsets, refresh_before_scrape
 from moldau.metrics.node import BrokerNode
@@ -27,6 +25,7 @@ from moldau.security.tls import TlsSettings, server_context
 from moldau.telemetry.http import routes as telemetry_routes
 
 if TYPE_CHECKING:
+    from moldau.console.context import ConsoleContext
     from moldau.server.broker import Broker
 
 __all__ = ["ConsoleService", "console_for"]
@@ -36,22 +35,22 @@ TLS_CONFIG_NAME = "console"
 
 class ConsoleService:
     def __init__(self, http: HttpListener, registry: CollectorRegistry, routes: Sequence[BaseRoute] = (),
-                 console: ConsoleContext | None = None, leader_offsets: LeaderEndOffsets | None = None) -> None:
+                 pages: LazyPages | None = None, leader_offsets: LeaderEndOffsets | None = None) -> None:
         self.http = http
         self.registry = registry
         self.routes = routes
-        self.console = console  # the pages; None on controller-only nodes, which serve /metrics only
+        self.pages = pages  # None on controller-only nodes, which serve /metrics only
         self.leader_offsets = leader_offsets  # asked before each scrape, for consumer lag across brokers
 
     def start(self) -> None:
-        app: ASGIApp = build_app(self.registry, self.routes, self.console)
+        app: ASGIApp = build_app(self.registry, self.routes, self.pages)
         if self.leader_offsets is not None:
             app = refresh_before_scrape(app, self.leader_offsets.refresh)
         self.http.start(app)
 
     async def stop(self) -> None:
-        for stop in self.console.on_stop if self.console is not None else ():
-            await stop()
+        if self.pages is not None:
+            await self.pages.stop()
         await self.http.stop()
         if self.leader_offsets is not None:
             self.leader_offsets.close()
@@ -82,11 +81,19 @@ def console_for(broker: Broker) -> ConsoleService | None:
         standard(registry=registry)
     if not broker.is_broker:
         return ConsoleService(http, registry, leader_offsets=node.leader_offsets)
-    console = ConsoleContext(ClientFactory.for_broker(broker.config), make_templates(), broker.config.node_id,
-                             registry_url=_local_registry_url(broker.config.schema_registry_listeners or ""),
-                             connect_urls=tuple(broker.config.console_connect_urls),
-                             counters=broker.counters)
-    return ConsoleService(http, registry, telemetry_routes(broker.client_telemetry), console, node.leader_offsets)
+    config, counters = broker.config, broker.counters
+
+    def make_context() -> ConsoleContext:
+        # Imported by the pages' first request (moldau.console.listener), not when the broker starts.
+        from moldau.console.clients import ClientFactory
+        from moldau.console.context import ConsoleContext, make_templates
+
+        return ConsoleContext(ClientFactory.for_broker(config), make_templates(), config.node_id,
+                              registry_url=_local_registry_url(config.schema_registry_listeners or ""),
+                              connect_urls=tuple(config.console_connect_urls), counters=counters)
+
+    return ConsoleService(http, registry, telemetry_routes(broker.client_telemetry), LazyPages(make_context),
+                          node.leader_offsets)
 
 
 def _local_registry_url(listeners: str) -> str | None:

@@ -35,3 +35,8 @@ def test_the_command_lines_client_settings_load_no_oauth_libraries() -> None:
     # PyJWT with its cryptography once added half a second to each run, minutes to the test suite.
     for module in ("moldau.cli.command_config", "moldau.security.sasl.client"):
         assert loaded_by(module, ("kafka", "jwt", "cryptography")) == [], module
+
+
+def test_a_broker_loads_the_consoles_pages_on_their_first_request_only() -> None:
+    # They were half of a broker's start-up imports (moldau.console.listener).
+    assert loaded_by("moldau.server.broker", ("moldau.console.pages", "moldau.console.clients", "jinja2")) == []
