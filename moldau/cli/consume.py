@@ -39,8 +39,8 @@ from moldau.cli.common import (
     request_failed,
     topic_error,
 )
+from moldau.cli.format_options import FieldFormat, add_format_options, format_specs, registry_access
 from moldau.cli.progress import Progress
-from moldau.cli.serde import FieldFormat, add_format_options, deserializer, format_specs, registry_access
 from moldau.registry.rest_client import RegistryAccess
 from moldau.text import ascii_digits
 
@@ -117,6 +117,8 @@ def decoding(render: Renderer, key: FieldFormat | None, value: FieldFormat | Non
     """The renderer, shown keys and values decoded to JSON first when their format is given."""
     if key is None and value is None:
         return render
+    from moldau.cli.serde import deserializer  # its libraries load only for a format (format_options.py)
+
     decode_key = None if key is None else deserializer(key, registry)
     decode_value = None if value is None else deserializer(value, registry)
 

@@ -26,8 +26,8 @@ from moldau.cli.common import (
     request_failed,
     topic_error,
 )
+from moldau.cli.format_options import Serialize, add_format_options, format_specs, registry_access
 from moldau.cli.progress import Progress
-from moldau.cli.serde import Serialize, add_format_options, format_specs, registry_access, serializer
 from moldau.cli.topics import config_pair
 
 # Long enough for a broker restart, short enough that a dead broker does not hang the command.
@@ -146,6 +146,10 @@ def _encoders(args: argparse.Namespace) -> tuple[Serialize | None, Serialize | N
     if args.key_format is not None and args.key_separator is None:
         raise CliError("--key-format needs --key-separator: each line is then KEY SEP VALUE")
     key_spec, value_spec = format_specs(args)
+    if key_spec is None and value_spec is None:
+        return None, None
+    from moldau.cli.serde import serializer  # its libraries load only for a format (format_options.py)
+
     registry = registry_access(args)
     return (None if key_spec is None else serializer(key_spec, registry, args.topic),
             None if value_spec is None else serializer(value_spec, registry, args.topic))

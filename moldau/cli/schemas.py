@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from moldau.cli.common import CliError, add_action
+from moldau.cli.format_options import add_registry_ca_option, registry_access
 from moldau.cli.output import add_output_option, emit, wants_json
-from moldau.cli.serde import add_registry_ca_option, registry_access
 from moldau.registry.rest_client import DEFAULT_URL, RegistryClient, RegistryError, subject_path
 from moldau.text import ascii_digits
 

@@ -26,7 +26,7 @@ from moldau.cli.consume import (
     make_renderer,
     non_negative,
 )
-from moldau.cli.serde import add_format_options, format_specs, registry_access
+from moldau.cli.format_options import add_format_options, format_specs, registry_access
 
 ACKS = {"accept": AcknowledgeType.ACCEPT, "release": AcknowledgeType.RELEASE, "reject": AcknowledgeType.REJECT}
 BATCH = 500

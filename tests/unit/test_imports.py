@@ -37,6 +37,13 @@ def test_the_command_lines_client_settings_load_no_oauth_libraries() -> None:
         assert loaded_by(module, ("kafka", "jwt", "cryptography")) == [], module
 
 
+def test_produce_and_consume_load_the_registrys_serializers_only_for_a_format() -> None:
+    # confluent-kafka's registry client and Protobuf cost each run half a second (moldau.cli.format_options).
+    for module in ("moldau.cli.produce", "moldau.cli.consume", "moldau.cli.share"):
+        assert loaded_by(module, ("confluent_kafka.schema_registry", "google.protobuf", "moldau.cli.serde")) == [], \
+            module
+
+
 def test_a_broker_loads_the_consoles_pages_on_their_first_request_only() -> None:
     # They were half of a broker's start-up imports (moldau.console.listener).
     assert loaded_by("moldau.server.broker", ("moldau.console.pages", "moldau.console.clients", "jinja2")) == []
