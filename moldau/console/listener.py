@@ -19,7 +19,7 @@ from prometheus_client.exposition import choose_encoder
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 if TYPE_CHECKING:
@@ -75,7 +75,9 @@ def build_app(registry: CollectorRegistry, routes: Sequence[BaseRoute] = (),
         encode, content_type = choose_encoder(request.headers.get("accept", ""))
         return Response(encode(registry), media_type=content_type)
 
-    all_routes: list[BaseRoute] = [Route("/metrics", metrics, methods=["GET"]), *routes]
+    app = Starlette(routes=[Route("/metrics", metrics, methods=["GET"]), *routes])
     if pages is not None:
-        all_routes.append(Mount("", app=pages))
-    return Starlette(routes=all_routes)
+        # What no route here serves goes to the pages. Their own route (a mount) would also take a known path with
+        # the wrong method, which must stay a 405 (a POST to /metrics, a GET of the client telemetry endpoint).
+        app.router.default = pages
+    return app
