@@ -11,11 +11,11 @@ import struct
 from collections.abc import Iterator, Sequence
 
 import crc32c
-from kafka.record.memory_records import MemoryRecords
 
 from moldau.coordinator.log import Appended
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.record_batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHeader, split_batches
+from moldau.protocol.record_codec import whole_batches
 from moldau.replication.replica_manager import HostedPartition, ReplicaManager
 
 __all__ = ["ReplicaLog", "build_batch", "own_batch"]
@@ -126,9 +126,8 @@ class ReplicaLog:
                              max_offset=plog.log_end_offset).read_bytes()
             if not data:
                 return
-            batches = MemoryRecords(data)
-            while (batch := batches.next_batch()) is not None:
-                offset = batch.next_offset
+            for header, _ in whole_batches(data):
+                offset = header.next_offset
             yield data
 
     def high_watermark(self, partition: int) -> int:

@@ -7,21 +7,20 @@ The broker's implementation is `internal_topic.ReplicaLog`, over the replica man
 Every method that needs the partition led here raises KafkaError when it is not.
 
 `read_partition` turns the stored batches into what replay needs: data records (key, value, offset, and the
-producer of a transactional batch) and transaction markers. Decoding is kafka-python's `MemoryRecords`, which
+producer of a transactional batch) and transaction markers. Decoding is `moldau.protocol.record_codec`'s, which
 reads every codec; internal topics are small and this happens once per leadership change.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-from kafka.record.memory_records import MemoryRecords
+from typing import Protocol
 
 from moldau.protocol.errors import ErrorCode
-from moldau.protocol.record_batch import InvalidBatch
+from moldau.protocol.record_batch import BatchHeader, InvalidBatch
+from moldau.protocol.record_codec import decode_batch, whole_batches
 from moldau.storage.control_batch import parse_marker
 
 __all__ = ["NO_PRODUCER_ID", "Appended", "CoordinatorLog", "LogMarker", "LogRecord", "read_partition"]
@@ -106,34 +105,23 @@ class LogMarker:
 def read_partition(coordinator_log: CoordinatorLog, partition: int) -> Iterator[LogRecord | LogMarker]:
     """Everything a partition holds, in log order. Records without a key are skipped, as are control batches
     that are not transaction markers (and unreadable ones, with a warning). Raises KafkaError."""
-    for batch, data in _batches(coordinator_log.read_for_replay(partition)):
-        if batch.is_control_batch:
-            marker = _marker(coordinator_log.topic, partition, batch, data)
-            if marker is not None:
-                yield marker
-            continue
-        producer_id = batch.producer_id if batch.is_transactional else NO_PRODUCER_ID
-        for rec in batch:
-            if rec.key is None:
+    for data in coordinator_log.read_for_replay(partition):
+        for header, batch in whole_batches(data):
+            if header.is_control:
+                marker = _marker(coordinator_log.topic, partition, header, batch)
+                if marker is not None:
+                    yield marker
                 continue
-            yield LogRecord(bytes(rec.key), None if rec.value is None else bytes(rec.value), rec.offset,
-                            batch.next_offset, producer_id)
+            producer_id = header.producer_id if header.is_transactional else NO_PRODUCER_ID
+            for rec in decode_batch(batch):
+                if rec.key is not None:
+                    yield LogRecord(rec.key, rec.value, rec.offset, header.next_offset, producer_id)
 
 
-def _batches(chunks: Iterable[bytes]) -> Iterator[tuple[Any, bytes]]:
-    """Each batch of the chunks: a kafka-python batch object and the batch's bytes."""
-    for data in chunks:
-        batches = MemoryRecords(data)
-        position = 0
-        while (batch := batches.next_batch()) is not None:
-            yield batch, data[position:position + batch.size_in_bytes]
-            position += batch.size_in_bytes
-
-
-def _marker(topic: str, partition: int, batch: Any, data: bytes) -> LogMarker | None:
+def _marker(topic: str, partition: int, header: BatchHeader, batch: memoryview) -> LogMarker | None:
     try:
-        marker = parse_marker(data)
+        marker = parse_marker(batch)
     except InvalidBatch as exc:
-        log.warning("skipping unreadable control batch at %s-%d@%d: %s", topic, partition, batch.base_offset, exc)
+        log.warning("skipping unreadable control batch at %s-%d@%d: %s", topic, partition, header.base_offset, exc)
         return None
-    return None if marker is None else LogMarker(batch.producer_id, marker.commit, batch.base_offset)
+    return None if marker is None else LogMarker(header.producer_id, marker.commit, header.base_offset)

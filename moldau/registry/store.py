@@ -22,7 +22,6 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
-from kafka.record.memory_records import MemoryRecords
 from kio.schema.fetch.v17 import request as fetch_req
 
 from moldau.clock import Clock
@@ -31,6 +30,7 @@ from moldau.metadata.image import MetadataImage
 from moldau.net.client import ConnectionFailed, ConnectionPool
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.record_codec import decode_batch, whole_batches
 from moldau.registry.core import NotWriter, RegistryCore
 from moldau.registry.errors import RegistryError
 from moldau.registry.operations import Plan
@@ -175,16 +175,14 @@ class TopicStore:
         """Apply the records of whole batches at or past `position` (a read may start inside a batch, and the
         writer may have applied some already)."""
         for data in chunks:
-            batches = MemoryRecords(data)
-            while (batch := batches.next_batch()) is not None:
-                if batch.next_offset <= self.position:
+            for header, batch in whole_batches(data):
+                if header.next_offset <= self.position:
                     continue
-                if not batch.is_control_batch:
-                    for record in batch:
+                if not header.is_control:
+                    for record in decode_batch(batch):
                         if record.offset >= self.position and record.key is not None:
-                            value = None if record.value is None else bytes(record.value)
-                            self.core.state.apply(bytes(record.key), value, record.offset)
-                self.position = batch.next_offset
+                            self.core.state.apply(record.key, record.value, record.offset)
+                self.position = header.next_offset
 
     def _replay_local(self) -> None:
         """On the leader: apply what its own log holds up to the high watermark."""

@@ -21,7 +21,7 @@ import logging
 import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moldau.clock import Clock, SystemClock
 from moldau.config import (
@@ -74,7 +74,6 @@ from moldau.security.quotas import ClientQuotas, QuotaConfig
 from moldau.security.sasl.authenticator import SaslListenerConfig
 from moldau.security.sasl.client import SaslClientConfig, controller_sasl, inter_broker_sasl
 from moldau.security.sasl.client import authenticate as sasl_authenticate
-from moldau.security.sasl.jwks import JwksKeySet, keep_fresh, refresh_once
 from moldau.security.sasl.scram import image_lookup
 from moldau.security.sasl.settings import SASL_PROTOCOLS, sasl_listener_config
 from moldau.security.tls import ListenerTls
@@ -102,6 +101,9 @@ from moldau.share.settings import ShareBrokerSettings
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogDirConflict, LogManager
 from moldau.telemetry.clients import ClientTelemetry
+
+if TYPE_CHECKING:
+    from moldau.security.sasl.jwks import JwksKeySet
 
 log = logging.getLogger(__name__)
 
@@ -719,6 +721,11 @@ class Broker:
     async def _load_jwks(self) -> None:
         """Fetch each new JWKS once before its listener opens (a provider that does not answer is retried in the
         background; its tokens are refused until it does), then keep it fresh."""
+        if not self._jwks:
+            return
+        # PyJWT loads only where OAUTHBEARER is configured (a twentieth of a second of every other start).
+        from moldau.security.sasl.jwks import keep_fresh, refresh_once
+
         for url, keys in self._jwks.items():
             if url not in self._jwks_kept_fresh:
                 self._jwks_kept_fresh.add(url)

@@ -20,17 +20,18 @@ from __future__ import annotations
 
 import datetime
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import kio.schema.produce.v9.request as produce_req
-from kafka.record.default_records import DefaultRecordBatchBuilder
-from kafka.record.memory_records import MemoryRecords
 
 from moldau.net.client import ConnectionFailed, ConnectionPool
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.record_batch import MAGIC_V2, BatchHeader
+from moldau.protocol.record_codec import Header, StoredRecord, decode_batch, whole_batches
 from moldau.share.partition import ArchivedRecord, ArchiveReason
 from moldau.share.settings import ShareBrokerSettings
+from moldau.storage.batch_rewrite import rebuild_batch
 
 if TYPE_CHECKING:
     from moldau.server.broker import Broker
@@ -40,13 +41,12 @@ log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT_S = 10.0
 _READ_BYTES = 1024 * 1024
-_MAX_BATCH_BYTES = 2**31 - 1
 MESSAGES = {
     ArchiveReason.REJECTED: "Offset rejected by client.",
     ArchiveReason.DELIVERY_COUNT_EXCEEDED: "Offset delivery count exceeded the threshold.",
 }
 
-Original = tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]  # key, value, headers
+Original = tuple[bytes | None, bytes | None, tuple[Header, ...]]  # key, value, headers
 
 
 class DeadLetters:
@@ -67,14 +67,14 @@ class DeadLetters:
                         group_id, settings.dead_letter_topic, len(archived), topic, partition)
             return
         originals = self._originals(topic, partition, archived) if settings.dead_letter_copy_record else {}
-        builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                            producer_epoch=-1, base_sequence=-1, batch_size=_MAX_BATCH_BYTES)
         now_ms = self._broker.clock.time_ms()
+        records = []
         for i, event in enumerate(archived):
-            record_key, value, headers = originals.get(event.offset, (None, None, []))
-            builder.append(i, now_ms, record_key, value, headers + _context(group_id, topic, partition, event))
+            record_key, value, headers = originals.get(event.offset, (None, None, ()))
+            records.append(StoredRecord(i, now_ms, record_key, value, headers + _context(group_id, topic, partition,
+                                                                                          event)))
         target_partition = partition % len(target.partitions)
-        await self._produce(target.name, target_partition, bytes(builder.build()), len(archived), group_id)
+        await self._produce(target.name, target_partition, _new_batch(records, now_ms), len(archived), group_id)
 
     def _originals(self, topic: str, partition: int, archived: list[ArchivedRecord]) -> dict[int, Original]:
         """The archived records as the log holds them (those it still has)."""
@@ -88,12 +88,12 @@ class DeadLetters:
             data = hosted.log.read(offset, _READ_BYTES, True).read_bytes()
             if not data:
                 break
-            batches = MemoryRecords(data)
-            while (batch := batches.next_batch()) is not None:
-                for record in batch:
-                    if record.offset in wanted:
-                        found[record.offset] = _original(record)
-                offset = max(offset, batch.next_offset)
+            for header, batch in whole_batches(data):
+                if not header.is_control:
+                    for record in decode_batch(batch):
+                        if record.offset in wanted:
+                            found[record.offset] = (record.key, record.value, record.headers)
+                offset = max(offset, header.next_offset)
         return found
 
     async def _produce(self, topic: str, partition: int, records: bytes, count: int, group_id: str) -> None:
@@ -119,14 +119,17 @@ class DeadLetters:
                         group_id, error.name)
 
 
-def _original(record: Any) -> Original:
-    headers = [(name, bytes(value) if value is not None else b"") for name, value in record.headers]
-    return (None if record.key is None else bytes(record.key), None if record.value is None else bytes(record.value),
-            headers)
+def _new_batch(records: list[StoredRecord], now_ms: int) -> bytes:
+    """An uncompressed batch of `records` (offsets from 0) without a producer id, as a plain producer sends."""
+    header = BatchHeader(base_offset=0, batch_length=0, partition_leader_epoch=-1, magic=MAGIC_V2, crc=0,
+                         attributes=0, last_offset_delta=len(records) - 1, base_timestamp=now_ms,
+                         max_timestamp=now_ms, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                         records_count=len(records))
+    return rebuild_batch(header, records, None)
 
 
-def _context(group_id: str, topic: str, partition: int, event: ArchivedRecord) -> list[tuple[str, bytes]]:
-    return [("__dlq.errors.topic", topic.encode()), ("__dlq.errors.partition", str(partition).encode()),
+def _context(group_id: str, topic: str, partition: int, event: ArchivedRecord) -> tuple[Header, ...]:
+    return (("__dlq.errors.topic", topic.encode()), ("__dlq.errors.partition", str(partition).encode()),
             ("__dlq.errors.offset", str(event.offset).encode()), ("__dlq.errors.group", group_id.encode()),
             ("__dlq.errors.delivery.count", str(event.delivery_count).encode()),
-            ("__dlq.errors.message", MESSAGES[event.reason].encode())]
+            ("__dlq.errors.message", MESSAGES[event.reason].encode()))

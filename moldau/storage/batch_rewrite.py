@@ -1,8 +1,8 @@
 """Record-level access to stored v2 batches, for the log cleaner and the compacted-topic produce check.
 
-The hot path never looks inside a batch; compaction has to. Decoding (every codec) is kafka-python's
-`DefaultRecordBatch`; encoding is done here, because a cleaned batch must keep properties that a
-producer-side builder does not offer:
+The hot path never looks inside a batch; compaction has to. Records are decoded and encoded by
+`moldau.protocol.record_codec`; the batch around them is built here, because a cleaned batch must keep
+properties that a producer-side builder does not offer:
 
 * the original base offset and lastOffsetDelta, even when the last records were removed, so the batch
   still ends where it ended (the log end and a producer's last sequence do not move);
@@ -20,20 +20,16 @@ thread-safe (the cleaner thread calls them).
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import crc32c
-from kafka.codec import gzip_encode, lz4_encode, snappy_encode, zstd_encode
-from kafka.record.default_records import DefaultRecordBatch
 
-from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.recompression import Compression, compress
 from moldau.protocol.record_batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHeader
+from moldau.protocol.record_codec import StoredRecord, encode_record
 
 __all__ = [
     "DELETE_HORIZON_BIT",
-    "StoredRecord",
-    "decode_records",
     "delete_horizon_ms",
     "empty_batch",
     "rebuild_batch",
@@ -49,35 +45,8 @@ _CRC_POS = 17
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _CRC = struct.Struct(">I")
 
-_COMPRESSORS: dict[int, Callable[[bytes], bytes]] = {
-    1: gzip_encode,
-    2: snappy_encode,  # xerial framing, as Kafka's Java client writes it
-    3: lz4_encode,
-    4: zstd_encode,
-}
-
-
-@dataclass(frozen=True, slots=True)
-class StoredRecord:
-    """One decoded record with its absolute offset and timestamp."""
-
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
-
-
-def decode_records(batch: bytes | bytearray | memoryview) -> list[StoredRecord]:
-    """Every record of one whole stored batch; raises KafkaError(CORRUPT_MESSAGE) if it cannot be read."""
-    try:
-        return [
-            StoredRecord(int(r.offset), int(r.timestamp), r.key, r.value, tuple(r.headers))
-            for r in DefaultRecordBatch(bytes(batch))
-        ]
-    except Exception as e:
-        # Decompressors and the record parser raise many unrelated types on bad input; all mean "corrupt".
-        raise KafkaError(ErrorCode.corrupt_message, f"undecodable record batch: {e}") from e
+# Kafka's cleaner re-compresses with the batch's codec at the codec's default level.
+_DEFAULT_LEVELS = Compression()
 
 
 def delete_horizon_ms(header: BatchHeader) -> int | None:
@@ -93,9 +62,9 @@ def rebuild_batch(header: BatchHeader, records: Sequence[StoredRecord], horizon_
     base_timestamp = horizon_ms if horizon_ms is not None else records[0].timestamp
     body = bytearray()
     for record in records:
-        _append_record(body, record, record.offset - header.base_offset, record.timestamp - base_timestamp)
-    codec = header.compression
-    payload = _COMPRESSORS[codec](bytes(body)) if codec else bytes(body)
+        encode_record(body, record.offset - header.base_offset, record.timestamp - base_timestamp, record.key,
+                      record.value, record.headers)
+    payload = compress(bytes(body), header.compression, _DEFAULT_LEVELS)
     max_timestamp = header.max_timestamp if log_append_time else max(r.timestamp for r in records)
     attributes = header.attributes & ~DELETE_HORIZON_BIT
     if horizon_ms is not None:
@@ -121,34 +90,3 @@ def _pack(header: BatchHeader, attributes: int, base_timestamp: int, max_timesta
     out += payload
     _CRC.pack_into(out, _CRC_POS, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_POS:]))
     return bytes(out)
-
-
-def _append_record(out: bytearray, record: StoredRecord, offset_delta: int, timestamp_delta: int) -> None:
-    body = bytearray(b"\x00")  # record attributes: unused in v2
-    _varint(body, timestamp_delta)
-    _varint(body, offset_delta)
-    _nullable_bytes(body, record.key)
-    _nullable_bytes(body, record.value)
-    _varint(body, len(record.headers))
-    for name, value in record.headers:
-        _nullable_bytes(body, name.encode("utf-8"))
-        _nullable_bytes(body, value)
-    _varint(out, len(body))
-    out += body
-
-
-def _nullable_bytes(out: bytearray, data: bytes | None) -> None:
-    if data is None:
-        _varint(out, -1)
-        return
-    _varint(out, len(data))
-    out += data
-
-
-def _varint(out: bytearray, value: int) -> None:
-    """Zigzag varint (Kafka's varint/varlong)."""
-    n = (value << 1) ^ (value >> 63)
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)

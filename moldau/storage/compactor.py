@@ -55,7 +55,8 @@ from dataclasses import dataclass, field
 
 from moldau.protocol.errors import KafkaError
 from moldau.protocol.record_batch import INT32_MAX, BatchHeader, InvalidBatch, iter_batch_headers, parse_header
-from moldau.storage.batch_rewrite import StoredRecord, decode_records, delete_horizon_ms, empty_batch, rebuild_batch
+from moldau.protocol.record_codec import StoredRecord, decode_batch
+from moldau.storage.batch_rewrite import delete_horizon_ms, empty_batch, rebuild_batch
 from moldau.storage.control_batch import TransactionMarker, parse_marker
 from moldau.storage.offset_index import OffsetIndex
 from moldau.storage.offset_map import OffsetMap
@@ -233,7 +234,7 @@ def _build_offset_map(job: CompactionJob, cancelled: threading.Event) -> tuple[O
 
 def _records_or_none(header: BatchHeader, data: bytes) -> list[StoredRecord] | None:
     try:
-        return decode_records(data)
+        return decode_batch(data)
     except KafkaError as e:
         log.warning("keeping undecodable batch at offset %d as it is: %s", header.base_offset, e.message)
         return None

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.record_batch import BATCH_HEADER_SIZE, MAGIC_V2, BatchHeader, InvalidBatch
+from moldau.protocol.record_codec import StoredRecord
 from moldau.protocol.record_validation import read_zigzag_varint
-from moldau.storage.batch_rewrite import StoredRecord, rebuild_batch
+from moldau.storage.batch_rewrite import rebuild_batch
 
 __all__ = ["ABORT", "COMMIT", "TransactionMarker", "build_marker_batch", "parse_marker"]
 

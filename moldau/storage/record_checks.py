@@ -13,6 +13,7 @@ import os
 
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.record_batch import BatchHeader
+from moldau.protocol.record_codec import decode_batch
 from moldau.protocol.record_validation import (
     RecordErrors,
     RecordsCheck,
@@ -20,7 +21,6 @@ from moldau.protocol.record_validation import (
     decompress_records,
     validate_batch_records,
 )
-from moldau.storage.batch_rewrite import decode_records
 from moldau.storage.log_config import LogConfig
 
 __all__ = ["check_batch_records"]
@@ -62,7 +62,7 @@ def _check_timestamps(header: BatchHeader, batch: memoryview, summary: RecordsSu
     # Rare: decode the records once more to name each one out of bounds.
     errors = [(i, f"Timestamp {record.timestamp} of message with offset delta {i} is out of range. The "
                   f"timestamp should be within [{lowest}, {highest}]")
-              for i, record in enumerate(decode_records(batch))
+              for i, record in enumerate(decode_batch(batch))
               if not lowest <= record.timestamp <= highest]
     raise RecordErrors(ErrorCode.invalid_timestamp, errors[0][1] if errors else "timestamp out of range",
                        errors or [(0, "timestamp out of range")])

@@ -30,8 +30,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kafka.record.default_records import DefaultRecordBatch
-
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.record_batch import (
     BATCH_HEADER_SIZE,
@@ -44,6 +42,7 @@ from moldau.protocol.record_batch import (
     iter_batch_headers,
     parse_header,
 )
+from moldau.protocol.record_codec import decode_batch
 from moldau.protocol.record_validation import validate_batch_records
 from moldau.storage.offset_index import CorruptIndexError, OffsetIndex
 from moldau.storage.time_index import TimeIndex
@@ -546,10 +545,9 @@ class LogSegment:
             if accept(header.max_timestamp):
                 return max(header.base_offset, min_offset), header.max_timestamp
             return None
-        batch = DefaultRecordBatch(self.read_bytes(position, header.total_size))
-        for record in batch:
+        for record in decode_batch(self.read_bytes(position, header.total_size)):
             if record.offset >= min_offset and accept(record.timestamp):
-                return int(record.offset), int(record.timestamp)
+                return record.offset, record.timestamp
         return None
 
     # -- recovery and truncation ---------------------------------------------------------------------

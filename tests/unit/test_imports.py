@@ -47,3 +47,9 @@ def test_produce_and_consume_load_the_registrys_serializers_only_for_a_format() 
 def test_a_broker_loads_the_consoles_pages_on_their_first_request_only() -> None:
     # They were half of a broker's start-up imports (moldau.console.listener).
     assert loaded_by("moldau.server.broker", ("moldau.console.pages", "moldau.console.clients", "jinja2")) == []
+
+
+def test_a_broker_loads_no_client_library_and_no_jwt_unless_configured() -> None:
+    # kafka-python's record module loads its whole client (a sixth of a second of each start, in every broker a
+    # test starts); the broker reads records with moldau.protocol.record_codec. PyJWT is for OAUTHBEARER only.
+    assert loaded_by("moldau.server.broker", ("kafka", "jwt", "cryptography")) == []

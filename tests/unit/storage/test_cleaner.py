@@ -17,10 +17,10 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from moldau.clock import ManualClock
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_batch import BatchHeader, crc_matches, iter_batch_headers, parse_header, split_batches
+from moldau.protocol.record_codec import decode_batch
 from moldau.storage import segment_swap
 from moldau.storage.batch_rewrite import (
     DELETE_HORIZON_BIT,
-    decode_records,
     delete_horizon_ms,
     empty_batch,
     rebuild_batch,
@@ -146,7 +146,7 @@ def updates(keys: int, rounds: int, prefix: str = "v", pad: int = 0) -> list[lis
 def test_rebuilding_a_whole_uncompressed_batch_reproduces_it_byte_for_byte() -> None:
     raw = keyed_batch([(b"a", b"1"), (b"b", None), (b"c", b"3")], headers=[("h", b"x"), ("n", None)])
     header = parse_header(raw)
-    assert rebuild_batch(header, decode_records(raw), None) == raw
+    assert rebuild_batch(header, decode_batch(raw), None) == raw
 
 
 @pytest.mark.parametrize("compression", [0, 1, 2, 3, 4])
@@ -154,21 +154,21 @@ def test_a_rebuilt_batch_keeps_offsets_codec_and_the_last_offset(compression: in
     raw = keyed_batch([(b"k%d" % i, b"value-%d" % i * 5) for i in range(6)], compression=compression,
                       headers=[("trace", b"abc")], producer=(9, 2, 40))
     stored = split_batches(raw)[0][0]
-    kept = [r for r in decode_records(raw) if r.offset in (1, 3)]
+    kept = [r for r in decode_batch(raw) if r.offset in (1, 3)]
     rebuilt = rebuild_batch(stored, kept, None)
     header = parse_header(rebuilt)
     assert (header.base_offset, header.last_offset_delta, header.records_count) == (0, 5, 2)
     assert (header.compression, header.producer_id, header.producer_epoch, header.base_sequence) == \
         (compression, 9, 2, 40)
     assert crc_matches(rebuilt, header) and header.total_size == len(rebuilt)
-    assert [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in decode_records(rebuilt)] == \
+    assert [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in decode_batch(rebuilt)] == \
         [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in kept]
 
 
 def test_a_delete_horizon_keeps_record_timestamps() -> None:
     raw = keyed_batch([(b"a", None), (b"b", b"2")], timestamp_ms=START_MS)
     header = parse_header(raw)
-    rebuilt = rebuild_batch(header, decode_records(raw), START_MS + 86_400_000)
+    rebuilt = rebuild_batch(header, decode_batch(raw), START_MS + 86_400_000)
     rebuilt_header = parse_header(rebuilt)
     assert rebuilt_header.attributes & DELETE_HORIZON_BIT
     assert delete_horizon_ms(rebuilt_header) == START_MS + 86_400_000
