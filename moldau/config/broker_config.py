@@ -187,6 +187,13 @@ class _Bool(_Read[bool]):
         return config.get_bool(self.name)
 
 
+class _Float(_Read[float]):
+    __slots__ = ()
+
+    def read(self, config: BrokerConfig) -> float:
+        return config.get_float(self.name)
+
+
 class _Str(_Read[str | None]):
     __slots__ = ()
 
@@ -556,6 +563,12 @@ class BrokerConfig:
     log_retention_check_interval_ms = _Int("log.retention.check.interval.ms")
     log_cleanup_policy = _List("log.cleanup.policy")
     log_cleaner_dedupe_buffer_size = _Int("log.cleaner.dedupe.buffer.size")
+    log_cleaner_enable = _Bool("log.cleaner.enable")
+    log_cleaner_threads = _Int("log.cleaner.threads")
+    log_cleaner_backoff_ms = _Int("log.cleaner.backoff.ms")
+    log_cleaner_io_max_bytes_per_second = _Float("log.cleaner.io.max.bytes.per.second")
+    log_cleaner_io_buffer_size = _Int("log.cleaner.io.buffer.size")
+    log_cleaner_io_buffer_load_factor = _Float("log.cleaner.io.buffer.load.factor")
     message_max_bytes = _Int("message.max.bytes")
 
     # Replication.

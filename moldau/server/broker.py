@@ -98,6 +98,7 @@ from moldau.server.socket_options import size_socket_buffers
 from moldau.server.txn_links import TxnLinks
 from moldau.share.manager import ShareGroups
 from moldau.share.settings import ShareBrokerSettings
+from moldau.storage.cleaner import CleanerSettings
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogDirConflict, LogManager
 from moldau.telemetry.clients import ClientTelemetry
@@ -372,7 +373,7 @@ class Broker:
             self.log_manager = LogManager(
                 self.config.log_dirs, self.clock, self._log_config(self.image, None),
                 producer_id_expiration_ms=self.config.producer_id_expiration_ms,
-                cleaner_dedupe_buffer_bytes=self.config.log_cleaner_dedupe_buffer_size,
+                cleaner_settings=lambda: CleanerSettings.from_config(self.effective_config(self.image)),
                 offline_dirs=self._unusable_log_dirs, directory_ids=self._directory_ids)
         except (LogDirConflict, OSError) as exc:
             raise StartupError(str(exc)) from exc

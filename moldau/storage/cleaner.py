@@ -27,8 +27,16 @@ a log is being cleaned. A cleaning runs in three steps:
    (`PartitionLog.replace_segments`). Groups whose segments changed are discarded; the
    old segments' fds stay open for file_delete_delay_ms, so a fetch reading them keeps working.
 
-Only one cleaning runs at a time. `stop()` cancels it (the thread checks between batches), waits for the
-thread and discards unapplied files. A cleaning that fails with an unexpected error marks its log
+Settings are Kafka's (`CleanerSettings`, read again at every `poll`, so dynamic changes apply at once):
+`log.cleaner.threads` cleanings run at a time, each on its own log and thread, and share
+`log.cleaner.dedupe.buffer.size` for their maps and `log.cleaner.io.buffer.size` for their reads (half of each
+share, the other half being Kafka's write buffer); all of their reads and writes together are held to
+`log.cleaner.io.max.bytes.per.second`. When a search finds no log to clean, the next waits
+`log.cleaner.backoff.ms` (a finished cleaning searches again at once). `log.cleaner.enable=false` turns cleaning
+off. Threads take the GIL for decoding records, so more than one mostly helps when cleanings wait on the disk.
+
+`stop()` cancels the cleanings (a thread checks between batches, and a throttled one wakes), waits for the
+threads and discards unapplied files. A cleaning that fails with an unexpected error marks its log
 uncleanable until restart, so one bad log does not take the cleaner down.
 """
 
@@ -36,33 +44,73 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Mapping, Set
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Self
 
 from moldau.clock import Clock
 from moldau.storage.compactor import (
+    CleanerIo,
     CompactionCancelled,
     CompactionJob,
     CompactionResult,
     SegmentSnapshot,
     compact,
 )
+from moldau.storage.io_throttle import IoThrottle
 from moldau.storage.log import PartitionLog
 from moldau.storage.producer_state import write_atomically
 from moldau.storage.segment import LogSegment
 from moldau.storage.segment_swap import remove_cleaned, swap_in
 
-__all__ = ["CHECKPOINT_FILE", "DEFAULT_DEDUPE_BUFFER_BYTES", "CleanableRange", "LogCleaner"]
+if TYPE_CHECKING:
+    from moldau.config import BrokerConfig
+
+__all__ = ["CHECKPOINT_FILE", "DEFAULT_DEDUPE_BUFFER_BYTES", "CleanableRange", "CleanerSettings", "LogCleaner"]
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 DEFAULT_DEDUPE_BUFFER_BYTES = 128 * 1024 * 1024
+# A cleaning's reads are never smaller than this, whatever log.cleaner.io.buffer.size says (Kafka grows its
+# buffer to whatever a batch needs; a tiny read size would only make every batch two reads).
+MIN_READ_CHUNK_BYTES = 4096
 
 LogsProvider = Callable[[], Mapping[tuple[str, int], PartitionLog]]
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerSettings:
+    """The log.cleaner.* broker configs that shape the cleaner (Kafka's names and defaults)."""
+
+    enabled: bool = True
+    threads: int = 1
+    dedupe_buffer_bytes: int = DEFAULT_DEDUPE_BUFFER_BYTES
+    dedupe_load_factor: float = 0.9
+    io_buffer_bytes: int = 512 * 1024
+    io_max_bytes_per_second: float = sys.float_info.max  # Kafka's Double.MAX_VALUE: no limit
+    backoff_ms: int = 15_000
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> Self:
+        return cls(config.log_cleaner_enable, config.log_cleaner_threads, config.log_cleaner_dedupe_buffer_size,
+                   config.log_cleaner_io_buffer_load_factor, config.log_cleaner_io_buffer_size,
+                   config.log_cleaner_io_max_bytes_per_second, config.log_cleaner_backoff_ms)
+
+    @property
+    def map_memory_bytes(self) -> int:
+        """One cleaning's share of the dedupe buffer."""
+        return self.dedupe_buffer_bytes // max(self.threads, 1)
+
+    @property
+    def read_chunk_bytes(self) -> int:
+        """One cleaning's read size: half its share of the I/O buffers (Kafka's other half is its write buffer)."""
+        return max(self.io_buffer_bytes // max(self.threads, 1) // 2, MIN_READ_CHUNK_BYTES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,66 +150,87 @@ class _Cleaning:
 class LogCleaner:
     """Schedules and applies compaction of the logs `logs()` returns; drive it with `poll` on the loop."""
 
-    def __init__(self, clock: Clock, logs: LogsProvider, *,
-                 dedupe_buffer_bytes: int = DEFAULT_DEDUPE_BUFFER_BYTES, executor: Executor | None = None) -> None:
-        self.dedupe_buffer_bytes = dedupe_buffer_bytes
+    def __init__(self, clock: Clock, logs: LogsProvider,
+                 settings: CleanerSettings | Callable[[], CleanerSettings] = CleanerSettings(), *,
+                 executor: Executor | None = None, monotonic: Callable[[], float] = time.monotonic) -> None:
+        """`settings` may be a function, asked at every poll (dynamic broker configs); `executor` replaces the
+        cleaner's own threads and `monotonic` the I/O throttle's clock (tests)."""
+        self._settings = settings if callable(settings) else lambda: settings
         self._clock = clock
         self._logs = logs
-        self._executor = executor
-        self._owns_executor = executor is None
+        self._given_executor = executor
+        self._executors: list[tuple[ThreadPoolExecutor, int]] = []  # (executor, its threads), the newest last
         self._cancelled = threading.Event()
+        # The throttle runs on the cleaner threads: it reads the rate the loop noted at its last poll, not the
+        # settings (which the broker computes from its metadata image, the loop's).
+        self._max_io_rate = self._settings().io_max_bytes_per_second
+        self._throttle = IoThrottle(lambda: self._max_io_rate, monotonic=monotonic)
         self._states: dict[tuple[str, int], _LogState] = {}
-        self._running: _Cleaning | None = None
+        self._running: dict[tuple[str, int], _Cleaning] = {}
+        self._next_search_ms = 0
         self._stopped = False
+
+    @property
+    def settings(self) -> CleanerSettings:
+        return self._settings()
 
     # -- driving -------------------------------------------------------------------------------------
 
     def poll(self, now_ms: int) -> None:
-        """Apply a finished cleaning, then start the next one if a log needs it (returns immediately)."""
-        running = self._running
-        if running is not None:
+        """Apply finished cleanings, then start one on each free thread for a log that needs it (returns
+        immediately). A search that finds nothing is not repeated for `log.cleaner.backoff.ms`."""
+        for key, running in list(self._running.items()):
             assert running.future is not None
-            if not running.future.done():
-                return
-            self._running = None
-            self._finish(running, running.future)
-        if self._stopped:
+            if running.future.done():
+                del self._running[key]
+                self._finish(running, running.future)
+                self._next_search_ms = 0  # as a Kafka cleaner thread looks again as soon as it is done
+        settings = self._settings()
+        self._max_io_rate = settings.io_max_bytes_per_second
+        if self._stopped or not settings.enabled or now_ms < self._next_search_ms:
             return
-        chosen = self._dirtiest(now_ms)
-        if chosen is not None:
-            self._start(chosen, now_ms)
+        tried: set[tuple[str, int]] = set()
+        while len(self._running) < settings.threads:
+            chosen = self._dirtiest(now_ms, exclude=self._running.keys() | tried)
+            if chosen is None:
+                self._next_search_ms = now_ms + settings.backoff_ms
+                return
+            tried.add((chosen[0].log.topic, chosen[0].log.partition))
+            self._start(chosen, now_ms, settings)
 
     def clean_now(self, partition_log: PartitionLog, now_ms: int, *, force: bool = False) -> CompactionResult | None:
         """Clean `partition_log` in the calling thread (tools and tests); without `force` only if it is due.
         Returns None when there was nothing to do."""
         state = self._state_of(partition_log)
-        if self._running is not None and self._running.state.log is partition_log:
+        if (partition_log.topic, partition_log.partition) in self._running:
             return None
         cleanable = self.cleanable_range(partition_log, now_ms)
         if not force and not self._due(state, cleanable, now_ms):
             return None
-        cleaning = self._prepare(state, cleanable, now_ms)
+        settings = self._settings()
+        cleaning = self._prepare(state, cleanable, now_ms, settings)
         if cleaning is None:
             return None
-        result = compact(cleaning.job, self._cancelled)
+        result = compact(cleaning.job, self._cancelled, self._io(settings))
         self._apply(cleaning, result)
         return result
 
     def stop(self) -> None:
-        """Cancel a running cleaning, wait for the thread and discard what it wrote. Idempotent."""
+        """Cancel the running cleanings, wait for their threads and discard what they wrote. Idempotent."""
         self._stopped = True
         self._cancelled.set()
-        running, self._running = self._running, None
-        if running is not None and running.future is not None and not running.future.cancel():
-            wait_for([running.future])
-            if running.future.exception() is None:
-                _discard(running.job.directory, running.future.result())
-        if self._owns_executor and self._executor is not None:
-            self._executor.shutdown(wait=True)
+        running, self._running = list(self._running.values()), {}
+        for cleaning in running:
+            if cleaning.future is not None and not cleaning.future.cancel():
+                wait_for([cleaning.future])
+                if cleaning.future.exception() is None:
+                    _discard(cleaning.job.directory, cleaning.future.result())
+        for executor, _ in self._executors:
+            executor.shutdown(wait=True)
 
     @property
     def busy(self) -> bool:
-        return self._running is not None
+        return bool(self._running)
 
     # -- choosing ------------------------------------------------------------------------------------
 
@@ -190,14 +259,16 @@ class LogCleaner:
             lag_exceeded = lag_exceeded or segment.rolling_base_ms < overdue
         return CleanableRange(first_dirty, uncleanable, clean, dirty, lag_exceeded)
 
-    def _dirtiest(self, now_ms: int) -> tuple[_LogState, CleanableRange] | None:
+    def _dirtiest(self, now_ms: int, exclude: Set[tuple[str, int]]) -> tuple[_LogState, CleanableRange] | None:
         logs = self._logs()
         for key in [k for k in self._states if k not in logs]:
             del self._states[key]
         best: tuple[_LogState, CleanableRange] | None = None
-        for partition_log in logs.values():
+        for key, partition_log in logs.items():
             if not partition_log.config.compact or partition_log.log_end_offset == partition_log.log_start_offset:
                 continue  # an empty log has nothing to clean: not loading it keeps a deferred one deferred
+            if key in exclude:
+                continue
             state = self._state_of(partition_log)
             if state.failed:
                 continue
@@ -224,17 +295,35 @@ class LogCleaner:
 
     # -- preparing and running -----------------------------------------------------------------------
 
-    def _start(self, chosen: tuple[_LogState, CleanableRange], now_ms: int) -> None:
-        cleaning = self._prepare(*chosen, now_ms)
+    def _start(self, chosen: tuple[_LogState, CleanableRange], now_ms: int, settings: CleanerSettings) -> None:
+        state = chosen[0]
+        cleaning = self._prepare(*chosen, now_ms, settings)
         if cleaning is None:
-            chosen[0].delete_horizon_ms = -1  # nothing below the uncleanable part: no tombstone to expire
+            state.delete_horizon_ms = -1  # nothing below the uncleanable part: no tombstone to expire
             return
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-cleaner")
-        cleaning.future = self._executor.submit(compact, cleaning.job, self._cancelled)
-        self._running = cleaning
+        cleaning.future = self._executor(settings.threads).submit(compact, cleaning.job, self._cancelled,
+                                                                  self._io(settings))
+        self._running[(state.log.topic, state.log.partition)] = cleaning
 
-    def _prepare(self, state: _LogState, cleanable: CleanableRange, now_ms: int) -> _Cleaning | None:
+    def _executor(self, threads: int) -> Executor:
+        """An executor with at least `threads` threads: a new one when the setting grew (the old one's
+        cleanings finish on their threads, which then end)."""
+        if self._given_executor is not None:
+            return self._given_executor
+        if not self._executors or self._executors[-1][1] < threads:
+            if self._executors:
+                self._executors[-1][0].shutdown(wait=False)
+            self._executors.append((ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-cleaner"),
+                                    threads))
+        return self._executors[-1][0]
+
+    def _io(self, settings: CleanerSettings) -> CleanerIo:
+        # Always throttled, so that a limit set while a cleaning runs applies to it (without one, the check is
+        # a lock and a sum per read).
+        return CleanerIo(settings.read_chunk_bytes, self._throttle)
+
+    def _prepare(self, state: _LogState, cleanable: CleanableRange, now_ms: int,
+                 settings: CleanerSettings) -> _Cleaning | None:
         partition_log = state.log
         config = partition_log.config
         all_segments = partition_log.segments
@@ -253,9 +342,9 @@ class LogCleaner:
         job = CompactionJob(
             partition_log.directory, snapshots, cleanable.first_dirty_offset, cleanable.first_uncleanable_offset,
             now_ms, config.delete_retention_ms, producers, config.segment_bytes, config.index_interval_bytes,
-            config.segment_index_bytes, self.dedupe_buffer_bytes,
+            config.segment_index_bytes, settings.map_memory_bytes,
             {pid: tuple(ranges) for pid, ranges in aborted.items()},
-            tuple(tuple(s.txn_index.entries) for s in segments),
+            tuple(tuple(s.txn_index.entries) for s in segments), settings.dedupe_load_factor,
         )
         return _Cleaning(state, segments, job)
 

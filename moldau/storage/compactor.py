@@ -58,6 +58,7 @@ from moldau.protocol.record_batch import INT32_MAX, BatchHeader, InvalidBatch, i
 from moldau.protocol.record_codec import StoredRecord, decode_batch
 from moldau.storage.batch_rewrite import delete_horizon_ms, empty_batch, rebuild_batch
 from moldau.storage.control_batch import TransactionMarker, parse_marker
+from moldau.storage.io_throttle import IoThrottle
 from moldau.storage.offset_index import OffsetIndex
 from moldau.storage.offset_map import OffsetMap
 from moldau.storage.segment import (
@@ -72,12 +73,26 @@ from moldau.storage.segment_swap import cleaned_path, remove_cleaned
 from moldau.storage.time_index import TimeIndex
 from moldau.storage.transaction_index import AbortedTxn, encode_entries
 
-__all__ = ["CleanedGroup", "CompactionCancelled", "CompactionJob", "CompactionResult", "SegmentSnapshot",
-           "compact"]
+__all__ = ["CleanedGroup", "CleanerIo", "CompactionCancelled", "CompactionJob", "CompactionResult",
+           "SegmentSnapshot", "compact"]
 
 log = logging.getLogger(__name__)
 
-_READ_CHUNK_BYTES = 1024 * 1024
+DEFAULT_READ_CHUNK_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerIo:
+    """How a cleaning reads and writes: its read size (`log.cleaner.io.buffer.size`'s share of one cleaning) and
+    the throttle every cleaning shares (`log.cleaner.io.max.bytes.per.second`; None: unthrottled)."""
+
+    read_chunk_bytes: int = DEFAULT_READ_CHUNK_BYTES
+    throttle: IoThrottle | None = None
+
+    def done(self, nbytes: int, cancelled: threading.Event) -> None:
+        """Count `nbytes` read or written; may sleep, until the rate is met or the cleaner stops."""
+        if self.throttle is not None:
+            self.throttle.observe(nbytes, cancelled.wait)
 
 
 class CompactionCancelled(Exception):
@@ -113,6 +128,7 @@ class CompactionJob:
     aborted: Mapping[int, tuple[tuple[int, int], ...]]
     # the `.txnindex` entries of each segment, index-aligned with `segments`
     txn_entries: tuple[tuple[AbortedTxn, ...], ...]
+    map_load_factor: float = 1.0  # how full a cleaning fills its map (log.cleaner.io.buffer.load.factor)
 
     def is_aborted(self, header: BatchHeader) -> bool:
         """Whether a data batch belongs to an aborted transaction."""
@@ -143,20 +159,21 @@ class CompactionResult:
     markers_removed: int = 0
 
 
-def compact(job: CompactionJob, cancelled: threading.Event) -> CompactionResult:
+def compact(job: CompactionJob, cancelled: threading.Event, io: CleanerIo = CleanerIo()) -> CompactionResult:
     """Write the cleaned segments of `job`; on any exception no `.cleaned` file is left behind."""
     written: list[CleanedGroup] = []
     try:
-        return _compact(job, cancelled, written)
+        return _compact(job, cancelled, io, written)
     except BaseException:
         for group in written:
             remove_cleaned(job.directory, group.base_offset)
         raise
 
 
-def _compact(job: CompactionJob, cancelled: threading.Event, written: list[CleanedGroup]) -> CompactionResult:
-    offset_map, clean_end = _build_offset_map(job, cancelled)
-    walk = _Walk(job, offset_map, clean_end, cancelled)
+def _compact(job: CompactionJob, cancelled: threading.Event, io: CleanerIo,
+             written: list[CleanedGroup]) -> CompactionResult:
+    offset_map, clean_end = _build_offset_map(job, cancelled, io)
+    walk = _Walk(job, offset_map, clean_end, cancelled, io)
     for first, count in _groups(job, clean_end):
         base = job.segments[first].base_offset
         # Reserve the name first, so the cleanup in `compact` also covers a half-written group.
@@ -176,7 +193,8 @@ def _compact(job: CompactionJob, cancelled: threading.Event, written: list[Clean
 # -- reading -----------------------------------------------------------------------------------------
 
 
-def _batches(job: CompactionJob, index: int, cancelled: threading.Event) -> Iterator[tuple[BatchHeader, bytes]]:
+def _batches(job: CompactionJob, index: int, cancelled: threading.Event,
+             io: CleanerIo) -> Iterator[tuple[BatchHeader, bytes]]:
     """Every batch of the snapshot's segment `index`, read through a fresh fd checked against the snapshot."""
     snapshot = job.segments[index]
     try:
@@ -187,17 +205,19 @@ def _batches(job: CompactionJob, index: int, cancelled: threading.Event) -> Iter
         stat = os.fstat(fd)
         if (stat.st_dev, stat.st_ino) != snapshot.file_id or stat.st_size < snapshot.size_bytes:
             raise CompactionCancelled(f"segment {snapshot.base_offset} changed")
-        yield from _read_batches(fd, snapshot.size_bytes, cancelled)
+        yield from _read_batches(fd, snapshot.size_bytes, cancelled, io)
     finally:
         os.close(fd)
 
 
-def _read_batches(fd: int, size: int, cancelled: threading.Event) -> Iterator[tuple[BatchHeader, bytes]]:
+def _read_batches(fd: int, size: int, cancelled: threading.Event,
+                  io: CleanerIo) -> Iterator[tuple[BatchHeader, bytes]]:
     position = 0
     while position < size:
         if cancelled.is_set():
             raise CompactionCancelled("the cleaner is stopping")
-        chunk = read_exactly(fd, position, min(_READ_CHUNK_BYTES, size - position))
+        chunk = read_exactly(fd, position, min(io.read_chunk_bytes, size - position))
+        io.done(len(chunk), cancelled)
         consumed = 0
         for at, header in iter_batch_headers(chunk, 0, len(chunk)):
             if at + header.total_size > len(chunk):
@@ -206,7 +226,9 @@ def _read_batches(fd: int, size: int, cancelled: threading.Event) -> Iterator[tu
             consumed = at + header.total_size
         if consumed == 0:  # a batch larger than the chunk
             header = parse_header(chunk)
-            yield header, read_exactly(fd, position, header.total_size)
+            batch = read_exactly(fd, position, header.total_size)
+            io.done(len(batch), cancelled)
+            yield header, batch
             consumed = header.total_size
         position += consumed
 
@@ -214,13 +236,13 @@ def _read_batches(fd: int, size: int, cancelled: threading.Event) -> Iterator[tu
 # -- the offset map ----------------------------------------------------------------------------------
 
 
-def _build_offset_map(job: CompactionJob, cancelled: threading.Event) -> tuple[OffsetMap, int]:
+def _build_offset_map(job: CompactionJob, cancelled: threading.Event, io: CleanerIo) -> tuple[OffsetMap, int]:
     """The map over the dirty part and the offset where mapping stopped (end_offset when complete)."""
-    offset_map = OffsetMap(job.map_memory_bytes)
+    offset_map = OffsetMap(job.map_memory_bytes, job.map_load_factor)
     for index, snapshot in enumerate(job.segments):
         if snapshot.end_offset <= job.first_dirty_offset:
             continue
-        for header, data in _batches(job, index, cancelled):
+        for header, data in _batches(job, index, cancelled, io):
             if header.last_offset < job.first_dirty_offset or header.is_control or job.is_aborted(header):
                 continue
             # Always map at least one batch, so a cleaning makes progress whatever the budget.
@@ -299,6 +321,7 @@ class _Walk:
     offset_map: OffsetMap
     clean_end: int
     cancelled: threading.Event
+    io: CleanerIo
     stats: _Stats = field(default_factory=_Stats)
     transactions: _OpenTransactions = field(default_factory=_OpenTransactions)
     removed_markers: list[int] = field(default_factory=list)  # offsets, of the group being written
@@ -375,13 +398,14 @@ def _write_group(walk: _Walk, first: int, count: int) -> tuple[int, bool]:
     changed = count > 1
     try:
         for index in range(first, first + count):
-            for header, data in _batches(job, index, walk.cancelled):
+            for header, data in _batches(job, index, walk.cancelled, walk.io):
                 walk.stats.bytes_read += len(data)
                 cleaned = _clean_batch(walk, header, data)
                 if cleaned is not data:
                     changed = True
                 if cleaned is not None:
                     writer.append(cleaned)
+                    walk.io.done(len(cleaned), walk.cancelled)
         writer.finish(_kept_txn_entries(walk, first, count))
     except BaseException:
         writer.abandon()

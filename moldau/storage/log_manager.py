@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from moldau.clock import Clock
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.storage.cleaner import DEFAULT_DEDUPE_BUFFER_BYTES, LogCleaner
+from moldau.storage.cleaner import CleanerSettings, LogCleaner
 from moldau.storage.log import PartitionLog, parse_partition_dir_name
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_dir_checkpoints import LogDirOffsets, read_log_dir_offsets, write_log_dir_offsets
@@ -136,7 +136,7 @@ class LogManager:
         self, log_dirs: list[str], clock: Clock, default_config: LogConfig, *,
         topic_configs: Mapping[str, LogConfig] | None = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-        cleaner_dedupe_buffer_bytes: int = DEFAULT_DEDUPE_BUFFER_BYTES,
+        cleaner_settings: CleanerSettings | Callable[[], CleanerSettings] | None = None,
         offline_dirs: Collection[str] = (),
         directory_ids: Mapping[str, str] | None = None,
     ) -> None:
@@ -178,7 +178,7 @@ class LogManager:
         # whenever a log is created in one (the broker records the assignment at once).
         self.on_dir_offline: Callable[[str], None] = lambda log_dir: None
         self.on_log_created: Callable[[str], None] = lambda log_dir: None
-        self.cleaner = LogCleaner(clock, self.logs, dedupe_buffer_bytes=cleaner_dedupe_buffer_bytes)
+        self.cleaner = LogCleaner(clock, self.logs, cleaner_settings or CleanerSettings())
         # The broker epoch each directory's clean-shutdown marker names (-1: none), and the one they all name.
         self._clean_epochs: dict[str, int] = {}
         self._start()

@@ -3,7 +3,8 @@
 As in Kafka, keys are stored as fixed-size digests (16-byte BLAKE2b), so an entry's size does not depend
 on the key's; two keys sharing a digest is as unlikely as an MD5 collision in Kafka's map. The map holds at
 most `capacity` entries, derived from a memory budget (`log.cleaner.dedupe.buffer.size`) and the measured
-cost of one entry in a CPython dict (about 140 bytes; `ENTRY_COST_BYTES` leaves headroom for resizing).
+cost of one entry in a CPython dict (about 140 bytes; `ENTRY_COST_BYTES` leaves headroom for resizing), times
+the load factor (`log.cleaner.io.buffer.load.factor`: in Kafka, how full its hash table may become).
 A cleaning that would exceed the capacity stops mapping at a batch boundary and cleans only up to the
 last mapped offset; the rest stays dirty for the next cleaning.
 
@@ -24,8 +25,8 @@ _DIGEST_BYTES = 16
 class OffsetMap:
     """Bounded map from key digests to the latest offset of that key."""
 
-    def __init__(self, memory_bytes: int) -> None:
-        self.capacity = max(1, memory_bytes // ENTRY_COST_BYTES)
+    def __init__(self, memory_bytes: int, load_factor: float = 1.0) -> None:
+        self.capacity = max(1, int(memory_bytes // ENTRY_COST_BYTES * load_factor))
         self.latest_offset = -1
         self._offsets: dict[bytes, int] = {}
 

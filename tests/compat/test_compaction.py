@@ -8,6 +8,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 from moldau.protocol.record_batch import BATCH_HEADER_SIZE, parse_header
 from tests.support.broker_process import BrokerProcess
@@ -18,6 +25,8 @@ from tests.support.transactions import READ_COMMITTED, READ_UNCOMMITTED, latest_
 # Small segments rolled every second, cleaned as soon as anything is dirty, tombstones kept for 1 s.
 COMPACTED = {"cleanup.policy": "compact", "segment.bytes": "4096", "segment.ms": "1000",
              "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "1000"}
+# A cleaner that looks for work every maintenance pass (Kafka's default waits 15 s after finding none).
+EAGER_CLEANER = {"log.cleaner.backoff.ms": "0"}
 
 
 def read_partition(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:
@@ -55,6 +64,7 @@ def wait_until_compacted(bootstrap: str, topic: str, expected: dict[bytes, bytes
         time.sleep(0.5)
 
 
+@pytest.mark.broker_config(EAGER_CLEANER)
 def test_a_compacted_topic_keeps_the_latest_value_per_key_across_a_restart(broker: BrokerProcess) -> None:
     create_topic(broker.bootstrap, "compacted", config=COMPACTED)
     updates: list[dict[str, Any]] = [
@@ -105,7 +115,7 @@ def stored_control_batches(partition_dir: Path) -> int:
     return count
 
 
-@pytest.mark.broker_config({"transaction.state.log.num.partitions": "1"})
+@pytest.mark.broker_config({"transaction.state.log.num.partitions": "1", **EAGER_CLEANER})
 def test_compaction_removes_the_markers_of_transactions_that_left_nothing(broker: BrokerProcess) -> None:
     """A compacted topic written transactionally (as a Kafka Streams changelog is) keeps only the markers of
     transactions that still have records; read_committed readers see the same committed values throughout."""
@@ -147,3 +157,23 @@ def test_compaction_removes_the_markers_of_transactions_that_left_nothing(broker
     producer.produce(topic, key=b"k0", value=b"after-restart")
     producer.commit_transaction(30)
     assert read_to_end(broker.bootstrap, topic, READ_COMMITTED)[-1].value == b"after-restart"
+
+
+@pytest.mark.broker_config({**EAGER_CLEANER, "log.cleaner.threads": "0"})
+def test_the_cleaner_follows_a_dynamic_change_of_its_threads(broker: BrokerProcess) -> None:
+    """With no cleaner thread nothing is cleaned; `log.cleaner.threads` set for the broker through the admin API
+    starts cleaning without a restart."""
+    create_topic(broker.bootstrap, "compacted-later", config=COMPACTED)
+    updates = [{"key": b"k%d" % (i % 10), "value": b"v%d-" % i + b"x" * 100} for i in range(400)]
+    ck_produce(broker.bootstrap, "compacted-later", updates, **{"batch.size": 2000})
+    partition_dir = broker.data_dir / "logs" / "compacted-later-0"
+    wait_until(lambda: len(list(partition_dir.glob("*.log"))) >= 3, 30, "segments to roll")
+    time.sleep(2.5)  # maintenance passes, every second, find the rolled segments dirty and clean nothing
+    assert len(read_partition(broker.bootstrap, "compacted-later")) == 400
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    this_broker = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry("log.cleaner.threads", "1", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([this_broker])[this_broker].result(15)
+    expected = {u["key"]: u["value"] for u in updates}
+    assert {k: v for _, k, v in wait_until_compacted(broker.bootstrap, "compacted-later", expected)} == expected

@@ -25,7 +25,7 @@ from moldau.storage.batch_rewrite import (
     empty_batch,
     rebuild_batch,
 )
-from moldau.storage.cleaner import CHECKPOINT_FILE, LogCleaner
+from moldau.storage.cleaner import CHECKPOINT_FILE, CleanerSettings, LogCleaner
 from moldau.storage.compactor import CompactionResult
 from moldau.storage.log import PartitionLog
 from moldau.storage.log_config import LogConfig
@@ -93,8 +93,16 @@ def latest_per_key(records: dict[int, Seen]) -> dict[bytes | None, tuple[int, Se
     return latest
 
 
-def make_cleaner(clock: ManualClock, log: PartitionLog, **kwargs: Any) -> LogCleaner:
-    return LogCleaner(clock, lambda: {(log.topic, log.partition): log}, **kwargs)
+def make_cleaner(clock: ManualClock, log: PartitionLog, *, executor: Executor | None = None,
+                 **settings: Any) -> LogCleaner:
+    """A cleaner of `log` alone with `settings` (CleanerSettings' fields). Unless told otherwise it looks for
+    work at every poll (tests poll with a clock that may not move), and a given `dedupe_buffer_bytes` is filled
+    to its last entry."""
+    settings.setdefault("backoff_ms", 0)
+    if "dedupe_buffer_bytes" in settings:
+        settings.setdefault("dedupe_load_factor", 1.0)
+    return LogCleaner(clock, lambda: {(log.topic, log.partition): log}, CleanerSettings(**settings),
+                      executor=executor)
 
 
 class InlineExecutor(Executor):
@@ -538,7 +546,7 @@ def test_random_appends_and_cleanings_match_the_model(open_log: OpenLog, clock: 
         if rng.random() < 0.05:
             log.close()
             log = open_log(**config)
-            cleaner = make_cleaner(clock, log, dedupe_buffer_bytes=cleaner.dedupe_buffer_bytes)
+            cleaner = make_cleaner(clock, log, dedupe_buffer_bytes=cleaner.settings.dedupe_buffer_bytes)
     clock.advance(10_000)
     result = cleaner.clean_now(log, clock.time_ms(), force=True)
     assert result is not None
