@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add = add_action(actions, "add-controller", run_add, "make a controller that follows the log a voter")
     add.add_argument("--controller-id", type=int, help="its node.id (default: from --command-config)")
     add.add_argument("--controller-directory-id", help="its metadata directory id (default: read from its "
-                     "metadata directory, found through log.dirs in --command-config)")
+                     "metadata directory, found through metadata.log.dir or log.dirs in --command-config)")
     add.add_argument("--controller-endpoints", help="its controller listeners, NAME://host:port,... "
                      "(default: from --command-config)")
     remove = add_action(actions, "remove-controller", run_remove, "take a voter out of the quorum")
@@ -239,11 +239,12 @@ def _parse_listeners(text: str) -> list[Listener]:
 
 
 def _directory_id(props: dict[str, str]) -> uuid.UUID:
-    """The metadata directory id the server wrote under its first log dir."""
-    log_dirs = props.get("log.dirs") or props.get("log.dir")
-    if not log_dirs:
-        raise CliError("give --controller-directory-id, or log.dirs in --command-config")
-    path = os.path.join(log_dirs.split(",")[0].strip(), METADATA_DIR, "directory.id")
+    """The metadata directory id the server wrote in its metadata log's directory: under metadata.log.dir, else
+    under its first log dir."""
+    parent = props.get("metadata.log.dir") or (props.get("log.dirs") or props.get("log.dir") or "").split(",")[0]
+    if not parent.strip():
+        raise CliError("give --controller-directory-id, or metadata.log.dir or log.dirs in --command-config")
+    path = os.path.join(parent.strip(), METADATA_DIR, "directory.id")
     try:
         with open(path) as f:
             return uuid.UUID(f.read().strip())

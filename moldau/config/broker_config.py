@@ -549,6 +549,11 @@ class BrokerConfig:
         return [self.get_str("log.dir") or ""]
 
     @property
+    def metadata_log_parent(self) -> str:
+        """The directory the metadata log's directory is in: ``metadata.log.dir`` if set, else the first log dir."""
+        return self.get_str("metadata.log.dir") or self.log_dirs[0]
+
+    @property
     def log_retention_ms(self) -> int:
         """Resolved from log.retention.ms, .minutes, .hours (first set wins); -1 means no limit."""
         return _as_int(self.resolve_synonyms(RETENTION)[0])

@@ -343,6 +343,9 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("log.dir", _T.STRING, "./data", "The data directory, used when log.dirs is not set.",
               NON_EMPTY),
     ConfigDef("log.dirs", _T.LIST, None, "Comma-separated data directories; overrides log.dir.", PATHS),
+    ConfigDef("metadata.log.dir", _T.STRING, None,
+              "The directory of the metadata log (its __cluster_metadata directory); unset, the first of "
+              "log.dirs. It may be one of log.dirs or a directory of its own, e.g. on another disk.", NON_EMPTY),
     _log("log.retention.ms", _T.LONG, None, "retention.ms",
          "How long to keep a log segment before deleting it; -1 means no limit. Wins over "
          "log.retention.minutes and log.retention.hours.", at_least(-1)),

@@ -346,7 +346,7 @@ class Broker:
         return (self.config.controller_listener_names or ["CONTROLLER"])[0]
 
     def _open_quorum(self, voters: list[Voter]) -> MetadataQuorum:
-        directory = os.path.join(self.config.log_dirs[0], METADATA_DIR)
+        directory = os.path.join(self.config.metadata_log_parent, METADATA_DIR)
         raft_config = RaftConfig.from_config(self.config)
         quorum = MetadataQuorum(self.node_id, voters, self.cluster_id, directory, self.clock, raft_config,
                                 self.config.metadata_log_max_record_bytes_between_snapshots,
@@ -580,9 +580,10 @@ class Broker:
 
     def _check_log_dirs(self) -> set[str]:
         """Create missing log dirs; return those that cannot be used. They start offline (KIP-112), unless
-        it is the first, which holds the metadata log, or every one of them."""
+        it is the one that holds the metadata log (metadata.log.dir, else the first), or every one of them."""
+        metadata_parent = self.config.metadata_log_parent
         unusable: set[str] = set()
-        for d in self.config.log_dirs:
+        for d in dict.fromkeys([*self.config.log_dirs, metadata_parent]):
             try:
                 os.makedirs(d, exist_ok=True)
                 os.listdir(d)
@@ -590,19 +591,34 @@ class Broker:
                 if os.path.exists(props):
                     _read_properties(props)
             except OSError as exc:
-                if d == self.config.log_dirs[0]:
-                    raise StartupError(f"the log directory {d} holds the metadata log and cannot be used: "
+                if d == metadata_parent:
+                    raise StartupError(f"the directory {d} holds the metadata log and cannot be used: "
                                        f"{exc}") from exc
                 log.error("log directory %s cannot be used (%s): it starts offline", d, exc)
                 unusable.add(d)
+        self._refuse_a_metadata_log_elsewhere(metadata_parent, unusable)
         return unusable
+
+    def _refuse_a_metadata_log_elsewhere(self, metadata_parent: str, unusable: set[str]) -> None:
+        """A metadata log left in another directory (metadata.log.dir set, changed or unset after it was written)
+        would otherwise be ignored for a new, empty one, and the topics it describes deleted as unknown."""
+        for d in self.config.log_dirs:
+            other = os.path.join(d, METADATA_DIR)
+            if d != metadata_parent and d not in unusable and os.path.isdir(other):
+                raise StartupError(
+                    f"{other} holds this node's metadata log, but the metadata log is configured in "
+                    f"{metadata_parent} (metadata.log.dir): move {METADATA_DIR} there, or set metadata.log.dir "
+                    f"to {d}")
 
     def _load_or_create_meta_properties(self, multi_node: bool) -> str:
         """Every log dir carries the cluster id and node id, so dirs of another cluster or node are refused, and
         its own `directory.id` (KIP-858), given to a dir that lacks one."""
         found: dict[str, dict[str, str]] = {}
         usable = [d for d in self.config.log_dirs if d not in self._unusable_log_dirs]
-        for d in usable:
+        # A metadata.log.dir of its own carries the ids as well (Kafka formats it with the log dirs), but no
+        # directory.id of a log dir: it holds no partitions.
+        metadata_only = [self.config.metadata_log_parent] if self.config.metadata_log_parent not in usable else []
+        for d in usable + metadata_only:
             path = os.path.join(d, "meta.properties")
             if os.path.exists(path):
                 props = _read_properties(path)
@@ -620,9 +636,14 @@ class Broker:
             raise StartupError("a node of a multi-node cluster needs cluster.id (the same on every node) on "
                                "its first start")
         cluster_id = ids.pop() if ids else configured or _new_cluster_id()
-        directory_ids = [props["directory.id"] for props in found.values() if props.get("directory.id")]
+        directory_ids = [props["directory.id"] for d, props in found.items() if props.get("directory.id")
+                         and d not in metadata_only]
         if len(set(directory_ids)) != len(directory_ids):
             raise StartupError(f"two log dirs have the same directory.id: {sorted(directory_ids)}")
+        for d in metadata_only:
+            if d not in found:
+                _write_properties(os.path.join(d, "meta.properties"),
+                                  {"version": "1", "cluster.id": cluster_id, "node.id": str(self.node_id)})
         for d in usable:
             props = found.get(d, {"version": "1", "cluster.id": cluster_id, "node.id": str(self.node_id)})
             if not props.get("directory.id"):
