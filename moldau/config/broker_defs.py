@@ -131,6 +131,9 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("metadata.log.max.record.bytes.between.snapshots", _T.LONG, "20971520",
               "How many bytes of metadata records accumulate before a node snapshots its metadata image and "
               "deletes the log below it.", at_least(1)),
+    ConfigDef("metadata.log.max.snapshot.interval.ms", _T.LONG, "3600000",
+              "The longest time a node waits to snapshot its metadata image while the log holds records the "
+              "latest snapshot does not cover; 0: snapshots by size only.", at_least(0)),
     ConfigDef("controlled.shutdown.enable", _T.BOOLEAN, "true",
               "Whether a broker that stops asks the controller to move its leaderships away first."),
     ConfigDef("socket.request.max.bytes", _T.INT, "104857600",

@@ -92,7 +92,11 @@ class MetadataQuorum:
     def __init__(self, node_id: int, voters: Sequence[Voter], cluster_id: str, directory: str,
                  clock: Clock, raft_config: Config, snapshot_every_bytes: int,
                  rng: random.Random | None = None, security: ClientSecurity = PLAINTEXT,
-                 authenticator: Authenticator | None = None, listener_name: str = "CONTROLLER") -> None:
+                 authenticator: Authenticator | None = None, listener_name: str = "CONTROLLER",
+                 snapshot_every_ms: int = 0) -> None:
+        """A snapshot is taken when `snapshot_every_bytes` of entries were appended since the last one
+        (metadata.log.max.record.bytes.between.snapshots), or when `snapshot_every_ms` passed since it and the
+        log has entries it does not cover (metadata.log.max.snapshot.interval.ms; 0: never by time)."""
         self.node_id = node_id
         self.voters = {v.node_id: v for v in voters}  # the address book (see the module docstring)
         self._configured = frozenset(self.voters)
@@ -101,6 +105,8 @@ class MetadataQuorum:
         self.clock = clock
         self._config = raft_config
         self._snapshot_every_bytes = snapshot_every_bytes
+        self._snapshot_every_ms = snapshot_every_ms
+        self._last_snapshot_ms = clock.monotonic_ms()
         self._rng = rng or random.Random()
         self._store = QuorumStore(directory)
         self._pool = ConnectionPool(f"moldau-quorum-{node_id}", security, authenticator)
@@ -413,6 +419,7 @@ class MetadataQuorum:
             return
         self.node.tick(self._now())
         self._run_actions()
+        self._maybe_snapshot()  # by time: records may have come long before, none since
         self._maybe_update_own_voter()
 
     # -- UpdateRaftVoter: keeping our own entry in the voter set true ---------------------------------------
@@ -568,10 +575,15 @@ class MetadataQuorum:
         self._maybe_snapshot()
 
     def _maybe_snapshot(self) -> None:
-        if self._bytes_since_snapshot < self._snapshot_every_bytes:
+        if self._bytes_since_snapshot == 0:
+            return
+        now = self.clock.monotonic_ms()
+        if self._bytes_since_snapshot < self._snapshot_every_bytes and not (
+                self._snapshot_every_ms > 0 and now - self._last_snapshot_ms >= self._snapshot_every_ms):
             return
         if self.node.snapshot(self.applied_offset, encode_records(self.image.to_records())):
             self._bytes_since_snapshot = 0
+            self._last_snapshot_ms = now
             self._run_actions()
 
     def _install_image(self, snapshot: Snapshot) -> None:

@@ -351,7 +351,8 @@ class Broker:
         quorum = MetadataQuorum(self.node_id, voters, self.cluster_id, directory, self.clock, raft_config,
                                 self.config.metadata_log_max_record_bytes_between_snapshots,
                                 security=self.controller_security, authenticator=self._controller_authenticator(),
-                                listener_name=self._controller_listener_name())
+                                listener_name=self._controller_listener_name(),
+                                snapshot_every_ms=self.config.metadata_log_max_snapshot_interval_ms)
         quorum.open(initial_records=self._legacy_metadata(directory))
         return quorum
 
