@@ -267,6 +267,10 @@ class BrokerConfig:
             if listener.name not in names:
                 raise ConfigError(f"Advertised listener {listener.name} is not one of the listeners",
                                   "advertised.listeners")
+        if self.group_share_max_share_sessions < self.group_share_max_size:
+            # Else a share group could not have all its members fetching from one broker.
+            raise ConfigError("group.share.max.share.sessions must be greater than or equal to "
+                              "group.share.max.size", "group.share.max.share.sessions")
         if self.replica_fetch_wait_max_ms > self.replica_lag_time_max_ms:
             # A follower waiting at its leader longer than the lag allowed would leave the ISR while idle.
             raise ConfigError("replica.fetch.wait.max.ms should always be less than or equal to "
@@ -619,6 +623,7 @@ class BrokerConfig:
     group_share_heartbeat_interval_ms = _Int("group.share.heartbeat.interval.ms")
     group_share_session_timeout_ms = _Int("group.share.session.timeout.ms")
     group_share_max_size = _Int("group.share.max.size")
+    group_share_max_share_sessions = _Int("group.share.max.share.sessions")
     group_share_record_lock_duration_ms = _Int("group.share.record.lock.duration.ms")
     group_share_delivery_count_limit = _Int("group.share.delivery.count.limit")
     group_share_partition_max_record_locks = _Int("group.share.partition.max.record.locks")

@@ -530,6 +530,9 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "records it holds are released.", at_least(1)),
     ConfigDef("group.share.max.size", _T.INT, "200",
               "The most members a share group may have.", at_least(1)),
+    ConfigDef("group.share.max.share.sessions", _T.INT, "2000",
+              "The most share sessions this broker holds (one per member fetching here); opening one more is "
+              "SHARE_SESSION_LIMIT_REACHED. At least group.share.max.size.", at_least(1)),
     ConfigDef("group.share.record.lock.duration.ms", _T.INT, "30000",
               "How long a record handed to a share group member stays locked to it before it is made "
               "available again.", at_least(1)),

@@ -125,7 +125,7 @@ class ShareGroups:
         self.expired_in: set[str] = set()  # groups that lost members to expiry since `take_expired_in`
         self._loaded_from: dict[str, int | None] = {}  # per group in memory, the loading it was taken from
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
-        self.sessions: ShareSessions[SessionPartition] = ShareSessions()
+        self.sessions: ShareSessions[SessionPartition] = ShareSessions(settings.max_sessions)
         self._waiters: set[asyncio.Future[None]] = set()
 
     def now_ms(self) -> int:

@@ -6,7 +6,10 @@
 - epoch -1 closes the session once the request's acknowledgements are applied;
 - every request accepted moves the next epoch on by one (wrapping to 1 past the largest int32);
 - a session ends with the connection its last request came over, as in Kafka: a consumer that is gone gives
-  back what it held without waiting for its locks to expire.
+  back what it held without waiting for its locks to expire;
+- a broker holds at most `group.share.max.share.sessions` sessions: opening one more is
+  SHARE_SESSION_LIMIT_REACHED (re-opening a member's own session is not one more), so clients inventing member
+  ids cannot make the broker's memory grow.
 
 ShareAcknowledge follows the same epochs but cannot open a session (epoch 0 is INVALID_SHARE_SESSION_EPOCH).
 """
@@ -39,9 +42,16 @@ class ShareSession(Generic[P]):
         self.next_epoch = 1 if self.next_epoch >= MAX_EPOCH else self.next_epoch + 1
 
 
+DEFAULT_MAX_SESSIONS = 2000
+
+
 class ShareSessions(Generic[P]):
-    def __init__(self) -> None:
+    def __init__(self, max_sessions: int = DEFAULT_MAX_SESSIONS) -> None:
+        self.max_sessions = max_sessions
         self._sessions: dict[tuple[str, str], ShareSession[P]] = {}
+
+    def __len__(self) -> int:
+        return len(self._sessions)
 
     def get(self, group_id: str, member_id: str) -> ShareSession[P] | None:
         return self._sessions.get((group_id, member_id))
@@ -53,6 +63,10 @@ class ShareSessions(Generic[P]):
               now_ms: int, connection: str = "") -> ShareSession[P]:
         """The session a ShareFetch runs in (opened, or checked and moved on); raises KafkaError."""
         if epoch == OPEN_EPOCH:
+            if (group_id, member_id) not in self._sessions and len(self._sessions) >= self.max_sessions:
+                raise KafkaError(ErrorCode.share_session_limit_reached,
+                                 f"this broker holds its {self.max_sessions} share sessions "
+                                 "(group.share.max.share.sessions)")
             session = ShareSession[P](group_id, member_id, partitions=set(added), last_used_ms=now_ms,
                                       connection=connection)
             self._sessions[(group_id, member_id)] = session

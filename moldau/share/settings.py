@@ -12,6 +12,7 @@ from typing import Self
 from moldau.config import BrokerConfig
 from moldau.share.group import MembershipSettings
 from moldau.share.partition import ShareSettings
+from moldau.share.sessions import DEFAULT_MAX_SESSIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +21,7 @@ class ShareBrokerSettings:
     partition: ShareSettings = field(default_factory=ShareSettings)
     dead_letter_topic: str = ""  # errors.deadletterqueue.topic.name: "" for none
     dead_letter_copy_record: bool = False  # errors.deadletterqueue.copy.record.enable
+    max_sessions: int = DEFAULT_MAX_SESSIONS  # group.share.max.share.sessions
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> Self:
@@ -36,6 +38,7 @@ class ShareBrokerSettings:
                 auto_offset_reset=config.share_auto_offset_reset or "latest",
                 isolation_level=config.share_isolation_level or "read_uncommitted",
             ),
+            max_sessions=config.group_share_max_share_sessions,
         )
 
     def for_group(self, overrides: Mapping[str, str]) -> ShareBrokerSettings:

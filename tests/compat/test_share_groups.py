@@ -589,3 +589,32 @@ def test_moldau_share_consume_prints_and_acknowledges(broker: BrokerProcess) -> 
     assert second.stdout.splitlines() == ["c3", "c4"]
     wait_until(lambda: state_summary(broker, "cli", topic).start_offset == 5, 30.0,
                "the acknowledgements of the console share consumer never reached the share coordinator")
+
+
+def test_share_sessions_beyond_the_brokers_limit_are_refused_until_a_connection_ends(tmp_path: Path) -> None:
+    proc = BrokerProcess(tmp_path, {"group.share.max.size": "2", "group.share.max.share.sessions": "2"})
+    proc.start()
+    try:
+        topic = new_topic(proc, [b"r"])
+        (described,) = metadata_at(proc.bootstrap, [topic]).topics
+        open_session = ShareFetchRequest(
+            group_id=GroupId("limited"), member_id="", share_session_epoch=i32(0),
+            max_wait=i32Timedelta.parse(dt.timedelta(0)), min_bytes=i32(1), max_records=i32(1), batch_size=i32(1),
+            topics=(FetchTopic(topic_id=described.topic_id, partitions=(
+                FetchPartition(partition_index=i32(0), acknowledgement_batches=()),)),), forgotten_topics_data=())
+        with RawClient(proc.bootstrap) as client:
+            opened = [client.request(dataclasses.replace(open_session, member_id=m)) for m in ("m1", "m2", "m3")]
+            again = client.request(dataclasses.replace(open_session, member_id="m1"))  # its own, re-opened
+        assert [r.error_code for r in opened] == [ErrorCode.none, ErrorCode.none, ErrorCode.share_session_limit_reached]
+        assert "group.share.max.share.sessions" in (opened[2].error_message or "")
+        assert again.error_code == ErrorCode.none
+
+        def open_m3() -> bool:
+            with RawClient(proc.bootstrap) as client:
+                return bool(client.request(dataclasses.replace(open_session, member_id="m3")).error_code
+                            == ErrorCode.none)
+
+        # The first connection's sessions end as the broker sees it close.
+        wait_until(open_m3, 10, "a session to open once the first connection ended")
+    finally:
+        proc.stop()

@@ -273,6 +273,13 @@ def test_a_follower_may_not_wait_at_its_leader_longer_than_the_isr_allows() -> N
         BrokerConfig({"replica.fetch.wait.max.ms": "2001", "replica.lag.time.max.ms": "2000"})
 
 
+def test_a_broker_holds_a_share_session_for_every_member_of_a_full_share_group() -> None:
+    assert BrokerConfig({"group.share.max.share.sessions": "200", "group.share.max.size": "200"})
+    with pytest.raises(ConfigError, match=r"group\.share\.max\.share\.sessions must be greater than or equal to "
+                                          r"group\.share\.max\.size"):
+        BrokerConfig({"group.share.max.share.sessions": "199"})
+
+
 def test_the_replica_selector_is_kafkas_rack_aware_one_or_the_leader() -> None:
     rack_aware = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
     assert BrokerConfig({"replica.selector.class": rack_aware}).replica_selector_class == rack_aware

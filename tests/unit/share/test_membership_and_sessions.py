@@ -118,6 +118,21 @@ def test_sessions_end_with_the_connection_of_their_last_request() -> None:
     assert sessions.get("g", "a") is None and sessions.get("g", "b") is not None
 
 
+def test_a_broker_holds_at_most_its_limit_of_sessions() -> None:
+    sessions: ShareSessions[tuple[str, int]] = ShareSessions(max_sessions=2)
+    sessions.fetch("g", "a", 0, [("t", 0)], [], 0, connection="c1")
+    sessions.fetch("g", "b", 0, [("t", 0)], [], 0, connection="c1")
+    with pytest.raises(KafkaError) as refused:
+        sessions.fetch("g", "invented", 0, [("t", 0)], [], 0, connection="c1")
+    assert refused.value.code == ErrorCode.share_session_limit_reached
+    assert "group.share.max.share.sessions" in refused.value.message
+    sessions.fetch("g", "a", 0, [("t", 1)], [], 0, connection="c2")  # re-opening its own session is not one more
+    assert len(sessions) == 2
+    sessions.close("g", "b")
+    sessions.fetch("g", "c", 0, [], [], 0, connection="c3")  # room again
+    assert len(sessions) == 2
+
+
 def test_the_first_acquirable_offset() -> None:
     partition = SharePartition(ShareSettings(max_record_locks=2), 0)
     assert partition.first_acquirable(0) is None  # nothing in the log
