@@ -117,6 +117,9 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("controller.quorum.fetch.timeout.ms", _T.INT, "2000",
               "How long a quorum leader keeps leading without fetches from a majority of the voters.",
               at_least(10)),
+    ConfigDef("controller.quorum.request.timeout.ms", _T.INT, "2000",
+              "How long a member of the metadata quorum waits for the answer to a request to another before it "
+              "counts as failed.", at_least(1)),
     ConfigDef("controller.quorum.fetch.interval.ms", _T.INT, "25",
               "How often a follower of the metadata quorum fetches from the leader (a Moldau setting; the fetch "
               "is also the follower's heartbeat).", at_least(1)),

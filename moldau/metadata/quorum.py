@@ -68,7 +68,7 @@ log = logging.getLogger(__name__)
 
 TICK_INTERVAL_S = 0.01
 STORAGE_RETRY_MS = 1000
-REQUEST_TIMEOUT_S = 2.0
+DEFAULT_REQUEST_TIMEOUT_MS = 2000  # Kafka's controller.quorum.request.timeout.ms
 VOTER_CHANGE_RETRY_S = 0.05
 UPDATE_VOTER_INTERVAL_MS = 2000
 UPDATE_VOTER_TIMEOUT_S = 10.0
@@ -93,10 +93,11 @@ class MetadataQuorum:
                  clock: Clock, raft_config: Config, snapshot_every_bytes: int,
                  rng: random.Random | None = None, security: ClientSecurity = PLAINTEXT,
                  authenticator: Authenticator | None = None, listener_name: str = "CONTROLLER",
-                 snapshot_every_ms: int = 0) -> None:
+                 snapshot_every_ms: int = 0, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS) -> None:
         """A snapshot is taken when `snapshot_every_bytes` of entries were appended since the last one
         (metadata.log.max.record.bytes.between.snapshots), or when `snapshot_every_ms` passed since it and the
-        log has entries it does not cover (metadata.log.max.snapshot.interval.ms; 0: never by time)."""
+        log has entries it does not cover (metadata.log.max.snapshot.interval.ms; 0: never by time). A request to
+        another member that has no answer within `request_timeout_ms` fails (controller.quorum.request.timeout.ms)."""
         self.node_id = node_id
         self.voters = {v.node_id: v for v in voters}  # the address book (see the module docstring)
         self._configured = frozenset(self.voters)
@@ -106,6 +107,7 @@ class MetadataQuorum:
         self._config = raft_config
         self._snapshot_every_bytes = snapshot_every_bytes
         self._snapshot_every_ms = snapshot_every_ms
+        self._request_timeout_s = request_timeout_ms / 1000
         self._last_snapshot_ms = clock.monotonic_ms()
         self._rng = rng or random.Random()
         self._store = QuorumStore(directory)
@@ -449,7 +451,7 @@ class MetadataQuorum:
     async def _update_own_voter(self, mine: VoterInfo) -> None:
         try:
             if self.node.role is Role.LEADER:
-                await self.update_voter(mine, REQUEST_TIMEOUT_S)
+                await self.update_voter(mine, self._request_timeout_s)
                 return
             address = self.leader_address()
             if address is None:
@@ -648,7 +650,7 @@ class MetadataQuorum:
         return None
 
     async def _call(self, host: str, port: int, request: Any) -> Any:
-        return await self._pool.request(host, port, request, REQUEST_TIMEOUT_S)
+        return await self._pool.request(host, port, request, self._request_timeout_s)
 
     async def _fetch_snapshot(self, msg: FetchSnapshotRequest, host: str, port: int) -> Message | None:
         """Fetch a snapshot in chunks; hands the core the whole of it (or None if the leader no longer has it)."""

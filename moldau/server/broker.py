@@ -352,7 +352,8 @@ class Broker:
                                 self.config.metadata_log_max_record_bytes_between_snapshots,
                                 security=self.controller_security, authenticator=self._controller_authenticator(),
                                 listener_name=self._controller_listener_name(),
-                                snapshot_every_ms=self.config.metadata_log_max_snapshot_interval_ms)
+                                snapshot_every_ms=self.config.metadata_log_max_snapshot_interval_ms,
+                                request_timeout_ms=self.config.controller_quorum_request_timeout_ms)
         quorum.open(initial_records=self._legacy_metadata(directory))
         return quorum
 

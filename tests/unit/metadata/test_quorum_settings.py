@@ -1,5 +1,6 @@
-"""metadata.log.max.snapshot.interval.ms: a node snapshots its metadata once that long has passed with records
-the latest snapshot does not cover, however few bytes they are, and not again while nothing new comes."""
+"""Settings of the metadata quorum's driver: metadata.log.max.snapshot.interval.ms (a node snapshots its metadata
+once that long has passed with records the latest snapshot does not cover, however few bytes they are, and not
+again while nothing new comes) and controller.quorum.request.timeout.ms."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from pathlib import Path
 
 from moldau.clock import ManualClock
 from moldau.config import Voter
+from moldau.metadata import raft_wire as wire
 from moldau.metadata.quorum import MetadataQuorum
 from moldau.metadata.records import TopicRecord
-from moldau.raft import Config
+from moldau.raft import Config, VoteRequest
 
 
 def snapshots(directory: Path) -> list[str]:
@@ -50,3 +52,26 @@ def test_a_snapshot_is_taken_when_the_interval_passed_with_records_not_covered(t
     first, before, due, idle, again = asyncio.run(run())
     assert first == before == [] and len(due) == 1 and idle == due
     assert len(again) >= 1 and again != due
+
+
+def test_a_request_to_a_member_that_never_answers_fails_after_the_request_timeout(tmp_path: Path) -> None:
+    """controller.quorum.request.timeout.ms: the quorum's requests give up on a silent peer after it."""
+
+    async def run() -> float:
+        silent = await asyncio.start_server(lambda reader, writer: None, "127.0.0.1", 0)  # takes, never answers
+        port = silent.sockets[0].getsockname()[1]
+        quorum = MetadataQuorum(1, [Voter(1, "127.0.0.1", 0)], "cluster", str(tmp_path), ManualClock(), Config(),
+                                snapshot_every_bytes=1 << 20, request_timeout_ms=300)
+        request = wire.encode_vote_request(VoteRequest(1, 2, 1, 0, 0, True), "cluster")
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            await quorum._call("127.0.0.1", port, request)
+        except TimeoutError:
+            return loop.time() - started
+        finally:
+            silent.close()
+        raise AssertionError("a silent member answered")
+
+    waited = asyncio.run(run())
+    assert 0.3 <= waited < 1.9  # the configured timeout, not the 2 s default
