@@ -12,7 +12,11 @@ MESSAGE = b"x" * 500
 
 def produce_for(bootstrap: str, topic: str, client_id: str, seconds: float, out: list[tuple[float, int]],
                 **conf: Any) -> None:
-    """Produce as fast as the client is let, recording (ack time, bytes) of each delivered message."""
+    """Produce as fast as the client is let for `seconds`, recording (ack time, bytes) of each delivered message.
+
+    What is still queued or in flight then is dropped, its acknowledgements ignored: at a throttled rate the full
+    queue would take many seconds more, after the time being measured (librdkafka counts the requests a throttled
+    connection holds back as in flight)."""
     producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
                          "batch.size": 4096, "acks": 1, "queue.buffering.max.kbytes": 256, **conf})
 
@@ -27,6 +31,7 @@ def produce_for(bootstrap: str, topic: str, client_id: str, seconds: float, out:
         except BufferError:
             producer.poll(0.01)
         producer.poll(0)
+    producer.purge(in_queue=True, in_flight=True)
     producer.flush(30)
 
 
