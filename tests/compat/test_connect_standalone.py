@@ -271,7 +271,8 @@ def test_restart_resumes_source_without_loss(shared_broker: BrokerProcess, tmp_p
     (tmp_path / "sink.json").write_text(
         '{"name": "resume-sink", "config": {"connector.class": "FileStreamSink", '
         f'"file": "{sink_file}", "topics": "{topic}"}}}}')
-    worker = WorkerProcess(tmp_path / "worker", shared_broker.bootstrap,
+    # After the kill below, the sink's new consumer joins its group once the killed one's session has expired.
+    worker = WorkerProcess(tmp_path / "worker", shared_broker.bootstrap, {"consumer.session.timeout.ms": "6000"},
                            connector_files=[tmp_path / "source.properties", tmp_path / "sink.json"])
     expected: list[str] = []
     try:

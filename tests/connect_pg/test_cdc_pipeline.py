@@ -87,8 +87,10 @@ def test_changes_flow_into_another_database_and_survive_a_worker_crash(
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps({"name": name, "config": config}))
         files.append(path)
+    # After the kill below, the sinks' new consumers join their groups once the killed ones' sessions expired.
     worker = WorkerProcess(tmp_path / "worker", shared_broker.bootstrap,
-                           {"key.converter": JSON, "value.converter": JSON}, connector_files=files)
+                           {"key.converter": JSON, "value.converter": JSON, "consumer.session.timeout.ms": "6000"},
+                           connector_files=files)
     worker.start()
     try:
         wait_for(lambda: rows(target, "customers") == rows(source, "customers"), 90, "the snapshot to arrive")
