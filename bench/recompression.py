@@ -33,7 +33,8 @@ from bench.common import (
     unique_topic,
     verify_count,
 )
-from moldau.protocol.recompression import CODECS, Compression, recompress
+from moldau.protocol.compression import CODECS, Compression
+from moldau.protocol.recompression import recompress
 from moldau.protocol.record_batch import BatchHeader, split_batches
 from moldau.protocol.record_validation import validate_batch_records
 

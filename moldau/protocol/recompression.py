@@ -14,19 +14,15 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import cramjam
 import crc32c
 import lz4.frame
 import zstandard
 
+from moldau.protocol.compression import CODECS, PRODUCER, Compression
 from moldau.protocol.record_batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader, crc_matches, parse_header
 from moldau.protocol.record_validation import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress_records
-
-# Kafka's codec ids (the low three bits of a batch's attributes) and compression.type names.
-CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-PRODUCER = "producer"
 
 _ATTRIBUTES_POS = 21
 _CRC_POS = 17
@@ -34,16 +30,6 @@ _COMPRESSION_MASK = 0x07
 _XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK = 32 * 1024
 _LZ4_MAX_LEVEL = 16  # lz4's frame API tops out here; Kafka's 17 is the same high-compression mode
-
-
-@dataclass(frozen=True, slots=True)
-class Compression:
-    """A topic's target codec and levels, resolved from its configs."""
-
-    type: str = PRODUCER
-    gzip_level: int = -1
-    lz4_level: int = 9
-    zstd_level: int = 3
 
 
 Batch = tuple[BatchHeader, memoryview]

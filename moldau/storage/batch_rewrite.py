@@ -24,7 +24,8 @@ from collections.abc import Sequence
 
 import crc32c
 
-from moldau.protocol.recompression import Compression, compress
+from moldau.protocol.compression import Compression
+from moldau.protocol.recompression import compress
 from moldau.protocol.record_batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHeader
 from moldau.protocol.record_codec import StoredRecord, encode_record
 

@@ -65,14 +65,6 @@ from typing import Protocol
 
 log = logging.getLogger(__name__)
 
-# The default step (`log.writeback.interval.bytes`), and drop-behind's step when early write-back is off: a few
-# system calls per step rather than per append. 16 MiB rather than 4: each step hands work to the worker thread,
-# whose GIL hand-offs the event loop pays for; with 16 MiB the node used 6-9 % less CPU per GB produced.
-WRITEBACK_STEP_BYTES = 16 * 1024 * 1024
-# The default of `log.drop.behind.bytes`: a consumer or follower that far behind a partition's end still reads
-# from memory, and it keeps 0.9 of the append rate that dropping everything written back gives
-# (`docs/benchmarks.md`, how much drop-behind must drop).
-DROP_BEHIND_BYTES = 256 * 1024 * 1024
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 # The page cache holds file data in folios of up to a huge page (2 MiB with 4 KiB pages), and drops a folio only
 # when a range covers all of it: a drop that ends inside one is repeated from this far back.

@@ -11,8 +11,18 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Self
 
-from moldau.protocol.recompression import Compression
-from moldau.storage.drop_behind import DROP_BEHIND_BYTES, WRITEBACK_STEP_BYTES
+from moldau.protocol.compression import Compression
+
+# Here rather than in `moldau.storage.drop_behind`, whose ctypes and threads the configuration (and so every
+# command of the CLI) would otherwise load:
+# The default step (`log.writeback.interval.bytes`), and drop-behind's step when early write-back is off: a few
+# system calls per step rather than per append. 16 MiB rather than 4: each step hands work to the worker thread,
+# whose GIL hand-offs the event loop pays for; with 16 MiB the node used 6-9 % less CPU per GB produced.
+WRITEBACK_STEP_BYTES = 16 * 1024 * 1024
+# The default of `log.drop.behind.bytes`: a consumer or follower that far behind a partition's end still reads
+# from memory, and it keeps 0.9 of the append rate that dropping everything written back gives
+# (`docs/benchmarks.md`, how much drop-behind must drop).
+DROP_BEHIND_BYTES = 256 * 1024 * 1024
 
 _AS_SENT = Compression()  # compression.type=producer
 

@@ -53,3 +53,11 @@ def test_a_broker_loads_no_client_library_and_no_jwt_unless_configured() -> None
     # kafka-python's record module loads its whole client (a sixth of a second of each start, in every broker a
     # test starts); the broker reads records with moldau.protocol.record_codec. PyJWT is for OAUTHBEARER only.
     assert loaded_by("moldau.server.broker", ("kafka", "jwt", "cryptography")) == []
+
+
+def test_the_command_lines_settings_load_no_codec_or_scram_library() -> None:
+    # Every command of the CLI reads the configuration and the SASL client settings; cramjam, lz4, zstandard
+    # (through recompression), drop-behind's ctypes and scramp were a third of each command's start.
+    for module in ("moldau.cli.command_config", "moldau.config"):
+        unwanted = ("cramjam", "lz4", "zstandard", "moldau.storage.drop_behind", "scramp", "moldau.metadata.records")
+        assert loaded_by(module, unwanted) == [], module

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import scramp
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
@@ -58,6 +57,8 @@ async def authenticate(config: SaslClientConfig, send: RoundTrip) -> int:
     elif config.mechanism == OAUTHBEARER:
         response = await _oauthbearer(config, send)
     else:
+        import scramp  # only where SCRAM is used: every command of the CLI imports this module
+
         client = scramp.ScramClient([config.mechanism], config.username, config.password)
         first = await _step(send, client.get_client_first().encode())
         try:

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import scramp
-
-from moldau.security.sasl.scram import ScramCredential
+if TYPE_CHECKING:
+    from moldau.security.sasl.scram import ScramCredential
 
 PLAIN = "PLAIN"
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -95,13 +94,17 @@ class PlainServer:
         return b""
 
 
-CredentialLookup = Callable[[str, str], ScramCredential | None]  # (mechanism, user) -> credential
+CredentialLookup = Callable[[str, str], "ScramCredential | None"]  # (mechanism, user) -> credential
 
 
 class ScramServer:
     """SCRAM-SHA-256/512: client-first, server-first, client-final, server-final; credentials from the image."""
 
     def __init__(self, mechanism: str, lookup: CredentialLookup) -> None:
+        # scramp is imported where a SCRAM exchange happens, not with the mechanisms' names: every command of the
+        # CLI reads those, and scramp (with asn1crypto) was a tenth of their start.
+        import scramp
+
         self.mechanism = mechanism
         self._lookup = lookup
         self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_info)
@@ -130,6 +133,8 @@ class ScramServer:
         return None
 
     def evaluate(self, token: bytes) -> bytes:
+        import scramp
+
         failed = credentials_failed(self.mechanism)
         try:
             message = token.decode("utf-8")
@@ -154,6 +159,8 @@ class ScramServer:
     @staticmethod
     def _check_authzid(client_first: str) -> None:
         # gs2-header "n,a=<authzid>,": Kafka allows an authorization id only when it names the user itself.
+        import scramp
+
         parts = client_first.split(",", 3)
         if (len(parts) >= 3 and parts[1].startswith("a=") and parts[2].startswith("n=")
                 and _sasl_name(parts[1][2:]) != _sasl_name(parts[2][2:])):

@@ -9,7 +9,8 @@ import crc32c
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from moldau.protocol.recompression import CODECS, Compression, recompress
+from moldau.protocol.compression import CODECS, Compression
+from moldau.protocol.recompression import recompress
 from moldau.protocol.record_batch import split_batches
 from moldau.protocol.record_validation import RecordErrors
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from moldau.storage import drop_behind
-from moldau.storage.drop_behind import DROP_BEHIND_BYTES, MAX_ROLLED_TAILS, WRITEBACK_STEP_BYTES
+from moldau.storage.drop_behind import MAX_ROLLED_TAILS
 from moldau.storage.log import PartitionLog
-from moldau.storage.log_config import LogConfig
+from moldau.storage.log_config import DROP_BEHIND_BYTES, WRITEBACK_STEP_BYTES, LogConfig
 from tests.unit.storage.batches import batches_of, decode, make_batch
 from tests.unit.storage.conftest import OpenLog
 
