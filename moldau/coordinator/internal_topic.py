@@ -15,7 +15,7 @@ import crc32c
 from moldau.coordinator.log import Appended
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.record_batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHeader, split_batches
-from moldau.protocol.record_codec import whole_batches
+from moldau.protocol.record_codec import append_varint, whole_batches
 from moldau.replication.replica_manager import HostedPartition, ReplicaManager
 
 __all__ = ["ReplicaLog", "build_batch", "own_batch"]
@@ -43,15 +43,15 @@ def build_batch(records: Sequence[tuple[bytes, bytes | None]], now_ms: int, *, p
     for i, (key, value) in enumerate(records):
         del record[:]
         record += b"\x00\x00"  # attributes, timestamp delta
-        _zigzag(record, i)  # offset delta
+        append_varint(record, i)  # offset delta
         for field in (key, value):
             if field is None:
                 record.append(1)  # zigzag(-1): null
             else:
-                _zigzag(record, len(field))
+                append_varint(record, len(field))
                 record += field
         record.append(0)  # no headers
-        _zigzag(out, len(record))
+        append_varint(out, len(record))
         out += record
     if len(out) > _MAX_BATCH_BYTES:
         raise ValueError(f"a batch of {len(out)} bytes is too large")
@@ -77,15 +77,6 @@ def own_batch(batch: bytes) -> tuple[BatchHeader, memoryview] | None:
             or header.records_count <= 0 or header.last_offset_delta != header.records_count - 1):
         return None
     return header, memoryview(batch)
-
-
-def _zigzag(out: bytearray, value: int) -> None:
-    """Append a zigzag varint, as record fields are written."""
-    encoded = (value << 1) ^ (value >> 63)
-    while encoded >= 0x80:
-        out.append((encoded & 0x7F) | 0x80)
-        encoded >>= 7
-    out.append(encoded)
 
 
 class ReplicaLog:

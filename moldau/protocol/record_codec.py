@@ -17,9 +17,14 @@ from dataclasses import dataclass
 
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.record_batch import MAGIC_V2, BatchHeader, InvalidBatch, iter_batch_headers, parse_header
-from moldau.protocol.record_validation import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress_records, read_zigzag_varint
+from moldau.protocol.record_validation import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    decompress_records,
+    read_nullable_bytes,
+    read_zigzag_varint,
+)
 
-__all__ = ["Header", "StoredRecord", "decode_batch", "encode_record", "whole_batches"]
+__all__ = ["Header", "StoredRecord", "append_varint", "decode_batch", "encode_record", "whole_batches"]
 
 # A record header: its key (UTF-8 text in Kafka) and its value.
 Header = tuple[str, bytes | None]
@@ -75,17 +80,17 @@ def _decode_records(buf: bytes | memoryview, header: BatchHeader, append_time: i
         record_end = pos + length
         timestamp_delta, pos = read_zigzag_varint(buf, pos + 1, record_end, 10)  # after the attributes byte
         offset_delta, pos = read_zigzag_varint(buf, pos, record_end, 5)
-        key, pos = _field(buf, pos, record_end, "key")
-        value, pos = _field(buf, pos, record_end, "value")
+        key, pos = read_nullable_bytes(buf, pos, record_end, "key")
+        value, pos = read_nullable_bytes(buf, pos, record_end, "value")
         count, pos = read_zigzag_varint(buf, pos, record_end, 5)
         if count < 0 or count > record_end - pos:
             raise _corrupt(len(out), f"invalid header count {count}")
         headers = []
         for _ in range(count):
-            name, pos = _field(buf, pos, record_end, "header key")
+            name, pos = read_nullable_bytes(buf, pos, record_end, "header key")
             if name is None:
                 raise _corrupt(len(out), "null header key")
-            header_value, pos = _field(buf, pos, record_end, "header value")
+            header_value, pos = read_nullable_bytes(buf, pos, record_end, "header value")
             # surrogateescape: a key that is not UTF-8 survives a decode and encode (the cleaner's) unchanged.
             headers.append((name.decode("utf-8", "surrogateescape"), header_value))
         if pos != record_end:
@@ -98,15 +103,6 @@ def _decode_records(buf: bytes | memoryview, header: BatchHeader, append_time: i
     return out
 
 
-def _field(buf: bytes | memoryview, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
-    length, pos = read_zigzag_varint(buf, pos, end, 5)
-    if length == -1:
-        return None, pos
-    if length < 0 or length > end - pos:
-        raise InvalidBatch(ErrorCode.corrupt_message, f"invalid {what} length {length}")
-    return bytes(buf[pos:pos + length]), pos + length
-
-
 def _corrupt(index: int, message: str) -> InvalidBatch:
     return InvalidBatch(ErrorCode.corrupt_message, f"record {index}: {message}")
 
@@ -115,15 +111,15 @@ def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key: 
                   headers: Sequence[Header] = ()) -> None:
     """Append one record (its length first) to a records section."""
     body = bytearray(b"\x00")  # record attributes: unused in v2
-    _varint(body, timestamp_delta)
-    _varint(body, offset_delta)
+    append_varint(body, timestamp_delta)
+    append_varint(body, offset_delta)
     _nullable_bytes(body, key)
     _nullable_bytes(body, value)
-    _varint(body, len(headers))
+    append_varint(body, len(headers))
     for name, header_value in headers:
         _nullable_bytes(body, name.encode("utf-8", "surrogateescape"))
         _nullable_bytes(body, header_value)
-    _varint(out, len(body))
+    append_varint(out, len(body))
     out += body
 
 
@@ -131,11 +127,11 @@ def _nullable_bytes(out: bytearray, data: bytes | None) -> None:
     if data is None:
         out.append(1)  # zigzag(-1)
         return
-    _varint(out, len(data))
+    append_varint(out, len(data))
     out += data
 
 
-def _varint(out: bytearray, value: int) -> None:
+def append_varint(out: bytearray, value: int) -> None:
     """Zigzag varint (Kafka's varint and varlong)."""
     n = (value << 1) ^ (value >> 63)
     while n > 0x7F:

@@ -43,6 +43,7 @@ __all__ = [
     "decompress_records",
     "key_values",
     "native_walker_loaded",
+    "read_nullable_bytes",
     "read_zigzag_varint",
     "validate_batch_records",
     "walk_records",
@@ -287,12 +288,14 @@ def _walk_records_py(buf: bytes | memoryview, count: int, last_offset_delta: int
     return NO_INDEX, 0, "", min_ts, max_ts, null_keys
 
 
-def _field(buf: bytes | memoryview, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
+def read_nullable_bytes(buf: bytes | memoryview, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
+    """A length-prefixed record field that may be null: (its bytes or None, position after it). Raises
+    InvalidBatch(CORRUPT_MESSAGE)."""
     length, pos = read_zigzag_varint(buf, pos, end, 5)
     if length == -1:
         return None, pos
     if length < 0 or length > end - pos:
-        raise ValueError(f"invalid {what} length {length}")
+        raise _Corrupt(f"invalid {what} length {length}")
     return bytes(buf[pos : pos + length]), pos + length
 
 
@@ -309,8 +312,8 @@ def _key_values_py(buf: bytes | memoryview) -> list[tuple[bytes | None, bytes | 
             record_end = pos + length
             _, pos = read_zigzag_varint(buf, pos + 1, record_end, 10)  # after the attributes: timestamp delta
             _, pos = read_zigzag_varint(buf, pos, record_end, 5)  # offset delta
-            key, pos = _field(buf, pos, record_end, "key")
-            value, pos = _field(buf, pos, record_end, "value")
+            key, pos = read_nullable_bytes(buf, pos, record_end, "key")
+            value, pos = read_nullable_bytes(buf, pos, record_end, "value")
             out.append((key, value))
             pos = record_end  # headers are not needed
     except InvalidBatch as exc:
