@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.support import parallel
 from tests.support.broker_process import BrokerProcess
 from tests.support.postgres import PostgresServer
+
+LOCK_DIR = pytest.StashKey[Path]()
 
 
 @pytest.fixture
@@ -64,3 +70,45 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     report = yield
     setattr(item, f"rep_{report.when}", report)
     return report
+
+
+# Running on several workers (`tests/support/parallel.py` says why each of these is needed).
+
+def pytest_configure(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        parallel.worker_setup(workerinput)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    lock_dir = config.stash.get(LOCK_DIR, None)
+    if lock_dir is not None:
+        shutil.rmtree(lock_dir, ignore_errors=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """In the controller, before each worker starts: where the workers' `MachineLock` lives."""
+    config: pytest.Config = node.config
+    if LOCK_DIR not in config.stash:
+        config.stash[LOCK_DIR] = Path(tempfile.mkdtemp(prefix="moldau-test-locks-"))
+    node.workerinput[parallel.LOCK_DIR_KEY] = str(config.stash[LOCK_DIR])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> parallel.TierScheduling | None:
+    return parallel.TierScheduling(config, log) if config.getvalue("dist") == "loadfile" else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if hasattr(config, "workerinput"):
+        parallel.order_for_workers(items)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: pytest-timeout's clock starts once the lock is held
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    lock = parallel.machine_lock(item.config)
+    if lock is None:
+        return (yield)
+    with lock.held(parallel.is_exclusive(item)):
+        return (yield)

@@ -10,12 +10,17 @@ picked at random outside the ephemeral range, where the kernel never hands out l
 A port handed out is not handed out again by this process for the next `REMEMBERED_PORTS` picks: until its
 server binds it, a probe finds it free, and two servers given one port may both bind it (two sockets with
 SO_REUSEADDR can, while neither listens yet), the second to listen then serving the first one's clients.
+
+That memory is one process's. Processes that pick ports at the same moment (test suites run by several workers)
+take disjoint slices of the range instead: with `MOLDAU_PORT_SLICE=i/n` in the environment (which the processes
+they start inherit), only ports whose remainder modulo n is i are picked.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import random
 import socket
 import threading
@@ -28,6 +33,7 @@ LINUX_DEFAULT_EPHEMERAL_RANGE = (32768, 60999)
 LOWEST_PORT = 10_000
 # How many of the latest ports handed out are not handed out again (a local cluster takes a few per node).
 REMEMBERED_PORTS = 4096
+PORT_SLICE_ENV = "MOLDAU_PORT_SLICE"
 _handed_out: dict[int, None] = {}  # oldest first
 _handed_out_lock = threading.Lock()
 
@@ -41,6 +47,21 @@ def ephemeral_range() -> tuple[int, int]:
     return low, high
 
 
+def port_slice() -> tuple[int, int]:
+    """`(i, n)` from `MOLDAU_PORT_SLICE=i/n`: this process picks only ports p with p % n == i; `(0, 1)` unset."""
+    value = os.environ.get(PORT_SLICE_ENV, "").strip()
+    if not value:
+        return 0, 1
+    index, _, count = value.partition("/")
+    try:
+        parsed = int(index), int(count)
+    except ValueError:
+        parsed = (-1, 0)
+    if not 0 <= parsed[0] < parsed[1]:
+        raise ValueError(f"{PORT_SLICE_ENV} must be i/n with 0 <= i < n, not {value!r}")
+    return parsed
+
+
 def free_ports(count: int, host: str = HOST, rng: random.Random | None = None) -> list[int]:
     """`count` distinct ports on `host` that nothing is bound to right now, outside the ephemeral range.
 
@@ -48,9 +69,10 @@ def free_ports(count: int, host: str = HOST, rng: random.Random | None = None) -
     distinct. Where the ephemeral range leaves too few ports outside it, the kernel's choice is taken.
     """
     low, high = ephemeral_range()
+    index, slices = port_slice()
     with _handed_out_lock:
         candidates = [port for port in range(LOWEST_PORT, 65536)
-                      if not low <= port <= high and port not in _handed_out]
+                      if port % slices == index and not low <= port <= high and port not in _handed_out]
         (rng or random.Random()).shuffle(candidates)
         with contextlib.ExitStack() as stack:
             found: list[int] = []

@@ -73,6 +73,7 @@ def _create_topics(client: RawClient, client_id: str, version: int, names: list[
     return client.read_response(request.__api_key__, request.__version__)
 
 
+@pytest.mark.exclusive  # measures a rate: alone, as in a serial run
 def test_the_mutation_quota_is_counted_where_the_client_asks_and_topics_forwarded_one_by_one(tmp_path: Path) -> None:
     # One window: the bucket holds one second of the quota, 10 partitions.
     with LocalCluster(tmp_path, 3, overrides={**FAST, "controller.quota.window.num": "1"}) as cluster:

@@ -63,6 +63,7 @@ def _create_topic(bootstrap: str, topic: str) -> None:
     ok(bootstrap, "topics", "create", topic, "--partitions", "1")
 
 
+@pytest.mark.exclusive  # measures a rate: alone, as in a serial run
 def test_producer_byte_rate_holds_one_client_id_and_not_another(quota_broker: BrokerProcess) -> None:
     bootstrap = quota_broker.bootstrap
     topic = f"quota-produce-{uuid.uuid4().hex[:8]}"
@@ -101,6 +102,7 @@ def _consume_for(bootstrap: str, topic: str, client_id: str, seconds: float, out
         consumer.close()
 
 
+@pytest.mark.exclusive  # measures a rate: alone, as in a serial run
 def test_consumer_byte_rate_holds_one_client_id_and_not_another(quota_broker: BrokerProcess) -> None:
     bootstrap = quota_broker.bootstrap
     topic = f"quota-consume-{uuid.uuid4().hex[:8]}"
@@ -280,6 +282,7 @@ def _when_unthrottled(call: Callable[[], T]) -> T:
             time.sleep(0.05)
 
 
+@pytest.mark.exclusive  # measures a rate: alone, as in a serial run
 def test_controller_mutation_rate_refuses_topics_over_the_quota_in_strict_mode(quota_broker: BrokerProcess) -> None:
     bootstrap = quota_broker.bootstrap
     prefix = f"mut-{uuid.uuid4().hex[:8]}"
@@ -353,6 +356,7 @@ def test_topics_that_fail_do_not_count_against_the_mutation_quota(quota_broker: 
         admin.close()
 
 
+@pytest.mark.exclusive  # measures a rate: alone, as in a serial run
 def test_controller_mutation_rate_throttles_older_request_versions_without_refusing(
         quota_broker: BrokerProcess) -> None:
     bootstrap = quota_broker.bootstrap

@@ -35,6 +35,7 @@ def test_a_port_handed_out_is_not_handed_out_again_before_its_server_binds_it(
     four_left = tmp_path / "ip_local_port_range"
     four_left.write_text("10000\t65531\n")  # outside it only 65532-65535
     monkeypatch.setattr(ports, "EPHEMERAL_RANGE_FILE", four_left)
+    monkeypatch.delenv(ports.PORT_SLICE_ENV, raising=False)  # all four, whichever slice this test process has
     # What earlier tests in this process were handed out is remembered too: of 4 ports, one may be among them.
     monkeypatch.setattr(ports, "_handed_out", {})
     # The same shuffle twice, and the first two still unbound: a probe alone would find them free again.
@@ -73,3 +74,17 @@ def test_the_kernels_choice_when_no_port_lies_outside_the_ephemeral_range(
 def test_an_unreadable_range_falls_back_to_linux_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ports, "EPHEMERAL_RANGE_FILE", tmp_path / "missing")
     assert ports.ephemeral_range() == ports.LINUX_DEFAULT_EPHEMERAL_RANGE
+
+
+def test_a_slice_of_the_range_keeps_processes_picking_at_once_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ports.PORT_SLICE_ENV, "1/3")
+    assert all(port % 3 == 1 for port in ports.free_ports(50))
+    monkeypatch.setenv(ports.PORT_SLICE_ENV, "0/3")
+    assert all(port % 3 == 0 for port in ports.free_ports(50))
+
+
+@pytest.mark.parametrize("value", ["2/2", "-1/2", "1", "a/b", "0/0"])
+def test_a_malformed_slice_is_refused_with_its_name(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv(ports.PORT_SLICE_ENV, value)
+    with pytest.raises(ValueError, match=ports.PORT_SLICE_ENV):
+        ports.free_port()
