@@ -34,7 +34,7 @@ properties file uses Java properties syntax (`#` and `!` comments, `key=value` o
 continuation).
 
 Configs marked "not yet" in the "acted on" column are accepted, so that Kafka configuration files carry over,
-but the feature behind them is not built yet (JKS trust store passwords, preallocation, down-conversion) or
+but the feature behind them is not built yet (preallocation, down-conversion) or
 does not apply (thread pools); the broker logs a warning when one is set.
 
 Every other broker config Kafka 4.2 defines is known too (`moldau/config/kafka_broker_configs.py`), marked

@@ -109,7 +109,8 @@ def _listener_override(name: str) -> tuple[str, str] | None:
 # replacing a listener's certificate.
 RELOADABLE_TLS_CONFIGS = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key",
-    "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
+    "ssl.key.password", "ssl.keystore.password", "ssl.truststore.type", "ssl.truststore.location",
+    "ssl.truststore.certificates", "ssl.truststore.password",
 })
 
 

@@ -72,7 +72,7 @@ def _bounds(prefix: str, name: str, low: int, high: int, what: str) -> tuple[Con
 
 
 # acted_on=False marks a config that is accepted (so Kafka configuration files carry over unchanged) but has
-# no effect yet, because the feature behind it is not built (JKS stores' passwords, preallocation,
+# no effect yet, because the feature behind it is not built (preallocation,
 # down-conversion) or does not apply (thread pools: one event loop serves everything). The broker
 # warns when one is set; docs/configuration.md marks them "not yet". Clear the flag when the feature lands.
 def _check_rebalance_protocols(value: ConfigValue) -> str | None:
@@ -227,29 +227,35 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               acted_on=False),
     ConfigDef("num.io.threads", _T.INT, "8", "Threads for request processing." + _UNUSED, at_least(1),
               acted_on=False),
-    ConfigDef("ssl.keystore.password", _T.PASSWORD, None, "The password of the key store." + _UNUSED,
-              acted_on=False),
     # TLS (moldau.security.tls): read for each SSL or SASL_SSL listener, where listener.name.<name>.<config>
     # overrides the plain config, and for this node's connections to other nodes.
     ConfigDef("ssl.keystore.type", _T.STRING, "JKS",
-              "The format of the key store: PEM is supported (JKS and PKCS12 are refused at startup; convert "
-              "them to PEM).", dynamic=True),
+              "The format of the key store: JKS, PKCS12 (Java key stores; either format is read under either "
+              "type, as Java reads them) or PEM.", dynamic=True),
     ConfigDef("ssl.keystore.location", _T.STRING, None,
-              "A PEM file with this node's certificate chain and its private key.", dynamic=True),
+              "The key store file with this node's private key and certificate chain: a JKS or PKCS12 store, "
+              "or a PEM file with the chain and the key.", dynamic=True),
+    ConfigDef("ssl.keystore.password", _T.PASSWORD, None,
+              "The password of a JKS or PKCS12 key store; a PKCS12 store's key has the same one. Not used with "
+              "PEM (an encrypted PEM key takes ssl.key.password).", dynamic=True),
     ConfigDef("ssl.keystore.certificate.chain", _T.PASSWORD, None,
               "This node's certificate chain in PEM, given inline instead of ssl.keystore.location.", dynamic=True),
     ConfigDef("ssl.keystore.key", _T.PASSWORD, None,
               "This node's private key in PEM, given inline with ssl.keystore.certificate.chain.", dynamic=True),
-    ConfigDef("ssl.key.password", _T.PASSWORD, None, "The password of an encrypted private key.", dynamic=True),
+    ConfigDef("ssl.key.password", _T.PASSWORD, None,
+              "The password of an encrypted PEM private key, or of the key in a JKS key store when it differs "
+              "from ssl.keystore.password.", dynamic=True),
     ConfigDef("ssl.truststore.type", _T.STRING, "JKS",
-              "The format of the trust store: PEM is supported (JKS and PKCS12 are refused at startup).", dynamic=True),
+              "The format of the trust store: JKS, PKCS12 or PEM.", dynamic=True),
     ConfigDef("ssl.truststore.location", _T.STRING, None,
-              "A PEM file with the CA certificates trusted to sign peers' certificates (clients' when client "
-              "authentication is on, other nodes' for this node's own connections).", dynamic=True),
+              "The trust store file with the CA certificates trusted to sign peers' certificates (clients' when "
+              "client authentication is on, other nodes' for this node's own connections): a JKS or PKCS12 "
+              "store, or a PEM file.", dynamic=True),
     ConfigDef("ssl.truststore.certificates", _T.PASSWORD, None,
               "Trusted CA certificates in PEM, given inline instead of ssl.truststore.location.", dynamic=True),
     ConfigDef("ssl.truststore.password", _T.PASSWORD, None,
-              "The password of the trust store." + _UNUSED, acted_on=False),
+              "The password of a JKS or PKCS12 trust store. Without it a JKS store's integrity is not checked (as "
+              "in Java); a PKCS12 store written by keytool cannot be read without it.", dynamic=True),
     ConfigDef("ssl.client.auth", _T.STRING, "none",
               "Whether clients of an SSL listener must present a certificate (required), may (requested) or "
               "are not asked (none). A client's certificate subject becomes its principal.",

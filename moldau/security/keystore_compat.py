@@ -23,6 +23,7 @@ import ssl
 from cryptography import x509
 
 from moldau.config.schema import ConfigError
+from moldau.security import keystores
 from moldau.security.tls import TlsSettings, client_context, pem_text, server_context
 
 __all__ = ["check_handshakes", "check_identity", "memory_handshake"]
@@ -93,6 +94,8 @@ def memory_handshake(server: ssl.SSLContext, client: ssl.SSLContext, server_host
 
 
 def _leaf_certificate(settings: TlsSettings) -> x509.Certificate | None:
+    if settings.keystore_type.upper() != "PEM":
+        return _java_leaf_certificate(settings)
     try:
         if settings.keystore_location:
             with open(settings.keystore_location, "rb") as pem:
@@ -103,6 +106,17 @@ def _leaf_certificate(settings: TlsSettings) -> x509.Certificate | None:
     except (OSError, ValueError):
         return None
     return certificates[0] if certificates else None
+
+
+def _java_leaf_certificate(settings: TlsSettings) -> x509.Certificate | None:
+    if not settings.keystore_location:
+        return None
+    try:
+        with open(settings.keystore_location, "rb") as store:
+            entry = keystores.read_key_store(store.read(), settings.keystore_password, settings.key_password)
+    except (OSError, keystores.StoreError):
+        return None
+    return entry.chain[0]
 
 
 def _same_subject(old: x509.Name, new: x509.Name) -> bool:

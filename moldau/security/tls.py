@@ -6,10 +6,13 @@ settings (`listener.name.<name>.<config>` wins over the plain config); `server_c
 build the contexts, and every bad or missing setting is a `ConfigError` naming the config, so the broker refuses
 to start with a message that says what to fix.
 
-Key and trust stores are PEM, as Kafka's `ssl.keystore.type=PEM`: a file (`ssl.keystore.location`, the
+Key and trust stores are Kafka's three types. PEM (`ssl.keystore.type=PEM`): a file (`ssl.keystore.location`, the
 certificate chain and the private key, encrypted under `ssl.key.password` or not) or inline PEM
-(`ssl.keystore.certificate.chain` and `ssl.keystore.key`; `ssl.truststore.certificates`). JKS and PKCS12 stores
-are refused: convert them to PEM (`keytool -importkeystore` then `openssl pkcs12 -nodes`).
+(`ssl.keystore.certificate.chain` and `ssl.keystore.key`; `ssl.truststore.certificates`). PKCS12 and JKS (Kafka's
+default type): a Java store file opened with `ssl.keystore.password` / `ssl.truststore.password` (a JKS key with
+`ssl.key.password` when it has a password of its own), read by `moldau.security.keystores`. The `ssl` module
+loads a private key from a file only: a key read from a Java store is handed to it in a private temporary file,
+encrypted under a random password, and removed at once.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ from __future__ import annotations
 import logging
 import os
 import re
+import secrets
 import ssl
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import ClassVar, TypedDict
+from typing import ClassVar, TypedDict, TypeVar
 
 from moldau.config.broker_config import BrokerConfig
 from moldau.config.schema import ConfigError
@@ -31,6 +35,7 @@ from moldau.security.ssl_principal import PrincipalMapper
 log = logging.getLogger(__name__)
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+T = TypeVar("T")
 _CLIENT_AUTH = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
 
 
@@ -44,9 +49,11 @@ class TlsSettings:
     keystore_certificate_chain: str | None = None
     keystore_key: str | None = None
     key_password: str | None = None
+    keystore_password: str | None = None
     truststore_type: str = "PEM"
     truststore_location: str | None = None
     truststore_certificates: str | None = None
+    truststore_password: str | None = None
     client_auth: str = "none"
     enabled_protocols: tuple[str, ...] = ("TLSv1.2", "TLSv1.3")
     protocol: str = "TLSv1.3"
@@ -83,8 +90,8 @@ class TlsSettings:
     def without_stores(self) -> TlsSettings:
         """These settings with the key and trust stores left out: what must not change while a listener runs."""
         return replace(self, keystore_type="", keystore_location=None, keystore_certificate_chain=None,
-                       keystore_key=None, key_password=None, truststore_type="", truststore_location=None,
-                       truststore_certificates=None)
+                       keystore_key=None, key_password=None, keystore_password=None, truststore_type="",
+                       truststore_location=None, truststore_certificates=None, truststore_password=None)
 
     def config_name(self, name: str) -> str:
         """How an error names a config: the plain name, with the listener it was read for."""
@@ -107,9 +114,11 @@ class StoreSettings(TypedDict):
     keystore_certificate_chain: str | None
     keystore_key: str | None
     key_password: str | None
+    keystore_password: str | None
     truststore_type: str
     truststore_location: str | None
     truststore_certificates: str | None
+    truststore_password: str | None
     protocol: str
 
 
@@ -122,9 +131,11 @@ def store_settings(get: Callable[[str], str | None]) -> StoreSettings:
         "keystore_certificate_chain": get("ssl.keystore.certificate.chain"),
         "keystore_key": get("ssl.keystore.key"),
         "key_password": get("ssl.key.password"),
+        "keystore_password": get("ssl.keystore.password"),
         "truststore_type": get("ssl.truststore.type") or "JKS",
         "truststore_location": get("ssl.truststore.location"),
         "truststore_certificates": get("ssl.truststore.certificates"),
+        "truststore_password": get("ssl.truststore.password"),
         "protocol": get("ssl.protocol") or "TLSv1.3",
     }
 
@@ -345,14 +356,24 @@ def _set_ciphers(context: ssl.SSLContext, settings: TlsSettings) -> None:
                           "ssl.cipher.suites")
 
 
-def _check_pem(settings: TlsSettings, name: str, store_type: str) -> None:
-    if store_type.upper() != "PEM":
-        raise ConfigError(f"{settings.config_name(name)}={store_type} is not supported: Moldau reads PEM stores "
-                          f"only; set {name}=PEM and convert the store to PEM", name)
+# PKCS12 and JKS are read by `moldau.security.keystores`, imported where one is used: it loads `cryptography`,
+# which a broker with PEM stores, or none, has no need for.
+STORE_TYPES = ("PEM", "PKCS12", "JKS")
+
+
+def _store_type(settings: TlsSettings, name: str, store_type: str) -> str:
+    """The store type, upper case; ConfigError for one Moldau does not read."""
+    upper = store_type.upper()
+    if upper not in STORE_TYPES:
+        raise ConfigError(f"{settings.config_name(name)}={store_type} is not supported: Moldau reads "
+                          f"{', '.join(STORE_TYPES)} stores", name)
+    return upper
 
 
 def _load_keystore(context: ssl.SSLContext, settings: TlsSettings) -> None:
-    _check_pem(settings, "ssl.keystore.type", settings.keystore_type)
+    if _store_type(settings, "ssl.keystore.type", settings.keystore_type) != "PEM":
+        _load_java_keystore(context, settings)
+        return
     password = settings.key_password
     if settings.keystore_location:
         location = settings.keystore_location
@@ -367,22 +388,64 @@ def _load_keystore(context: ssl.SSLContext, settings: TlsSettings) -> None:
     if not settings.keystore_key:
         raise ConfigError(f"{settings.config_name('ssl.keystore.key')} must be set with "
                           "ssl.keystore.certificate.chain", "ssl.keystore.key")
-    # The ssl module loads keys from files only: a private temporary file, removed at once.
-    fd, path = tempfile.mkstemp(suffix=".pem")
     try:
-        with os.fdopen(fd, "w") as out:
-            out.write(pem_text(settings.keystore_certificate_chain or "") + "\n" + pem_text(settings.keystore_key))
-        context.load_cert_chain(path, password=password)
+        _load_pem_chain(context, pem_text(settings.keystore_certificate_chain or "") + "\n"
+                        + pem_text(settings.keystore_key), password)
     except (ssl.SSLError, ValueError) as exc:
         raise ConfigError(f"{settings.config_name('ssl.keystore.certificate.chain')} and ssl.keystore.key are not "
                           f"a PEM certificate chain and its private key{_password_hint(settings, exc)}: {exc}",
                           "ssl.keystore.key") from None
+
+
+def _load_pem_chain(context: ssl.SSLContext, pem: str, password: str | None) -> None:
+    # The ssl module loads keys from files only: a private temporary file, removed at once.
+    fd, path = tempfile.mkstemp(suffix=".pem")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(pem)
+        context.load_cert_chain(path, password=password)
     finally:
         os.unlink(path)
 
 
+def _load_java_keystore(context: ssl.SSLContext, settings: TlsSettings) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    from moldau.security import keystores
+
+    name = "ssl.keystore.location"
+    if not settings.keystore_location:
+        raise ConfigError(f"{settings.config_name(name)} must be set: ssl.keystore.type={settings.keystore_type} "
+                          "names a store file (inline certificates are PEM only)", name)
+    entry = _read_store(settings, name, settings.keystore_location, lambda data: keystores.read_key_store(
+        data, settings.keystore_password, settings.key_password))
+    password = secrets.token_hex(16)
+    key = entry.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.BestAvailableEncryption(password.encode()))
+    try:
+        _load_pem_chain(context, entry.chain_pem().decode() + key.decode(), password)
+    except (ssl.SSLError, ValueError) as exc:
+        raise ConfigError(f"{settings.config_name(name)}={settings.keystore_location}: its key and certificate "
+                          f"cannot be used together: {exc}", name) from None
+
+
+def _read_store(settings: TlsSettings, name: str, location: str, read: Callable[[bytes], T]) -> T:
+    from moldau.security import keystores
+
+    _readable(settings, name, location)
+    try:
+        with open(location, "rb") as store:
+            return read(store.read())
+    except OSError as exc:
+        raise ConfigError(f"{settings.config_name(name)}={location}: {exc.strerror or exc}", name) from None
+    except keystores.StoreError as exc:
+        raise ConfigError(f"{settings.config_name(name)}={location}: {exc}", name) from None
+
+
 def _load_truststore(context: ssl.SSLContext, settings: TlsSettings) -> None:
-    _check_pem(settings, "ssl.truststore.type", settings.truststore_type)
+    if _store_type(settings, "ssl.truststore.type", settings.truststore_type) != "PEM":
+        _load_java_truststore(context, settings)
+        return
     if settings.truststore_location:
         name = "ssl.truststore.location"
         _readable(settings, name, settings.truststore_location)
@@ -397,6 +460,21 @@ def _load_truststore(context: ssl.SSLContext, settings: TlsSettings) -> None:
     except (ssl.SSLError, ValueError) as exc:
         raise ConfigError(f"{settings.config_name('ssl.truststore.certificates')}: not PEM certificates: {exc}",
                           "ssl.truststore.certificates") from None
+
+
+def _load_java_truststore(context: ssl.SSLContext, settings: TlsSettings) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    from moldau.security import keystores
+
+    name = "ssl.truststore.location"
+    if not settings.truststore_location:
+        raise ConfigError(f"{settings.config_name(name)} must be set: ssl.truststore.type="
+                          f"{settings.truststore_type} names a store file (inline certificates are PEM only)", name)
+    certificates = _read_store(settings, name, settings.truststore_location, lambda data: keystores.read_trust_store(
+        data, settings.truststore_password))
+    context.load_verify_locations(cadata=b"".join(
+        cert.public_bytes(serialization.Encoding.DER) for cert in certificates))
 
 
 def _readable(settings: TlsSettings, name: str, location: str) -> None:

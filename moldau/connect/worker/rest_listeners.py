@@ -9,9 +9,9 @@ when any `listeners.https.*` config is given, the `listeners.https.ssl.*` config
 and the worker's top-level `ssl.*` are not consulted; otherwise the top-level `ssl.*` are used. Kafka Connect's
 REST server asks for client certificates with `ssl.client.auth` (none, requested, required).
 
-Stores are PEM only (`moldau.security.tls`): `ssl.keystore.type` and `ssl.truststore.type` default to Kafka's
-JKS, which is refused with a message saying to set PEM. Every bad setting is a `ConfigException` naming the
-config as the worker's file spells it.
+Stores are read as the broker reads them (`moldau.security.tls`): JKS (Kafka's default type), PKCS12 or PEM, with
+`ssl.keystore.password`, `ssl.key.password` and `ssl.truststore.password`. Every bad setting is a
+`ConfigException` naming the config as the worker's file spells it.
 """
 
 from __future__ import annotations
