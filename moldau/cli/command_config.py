@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from moldau.config.properties import load_properties
+from moldau.config.schema import ConfigError
 from moldau.net.client import Authenticator
 from moldau.security.client_security import TLS_PROTOCOLS, ClientSecurity
 from moldau.security.sasl.client import RoundTrip, SaslClientConfig, authenticate
@@ -23,6 +24,7 @@ from moldau.security.sasl.jaas import JaasConfigError, parse_jaas_config
 from moldau.security.sasl.login import ClientCredentials, Login, TokenCache, login_from_options
 from moldau.security.sasl.mechanisms import OAUTHBEARER, PASSWORD_MECHANISMS
 from moldau.security.sasl.settings import SASL_PROTOCOLS
+from moldau.security.tls import TlsSettings, key_store_pem, load_keystore, trust_store_pem
 
 # Java-client settings librdkafka has no use for (PEM stores need no store password or type).
 _JAVA_ONLY = frozenset(("ssl.truststore.type", "ssl.keystore.type", "ssl.truststore.password", "ssl.protocol",
@@ -56,7 +58,57 @@ def jaas_credentials(props: Mapping[str, str]) -> tuple[str | None, str | None]:
 
 
 def _store_type(props: Mapping[str, str], name: str) -> str:
-    return props.get(name, "PEM").upper()
+    """PEM, or JAVA for a JKS or PKCS12 store: the type given, else what the file holds. (A Kafka client's default
+    type is JKS, but these tools took PEM files without a type before they read Java stores.)"""
+    given = props.get(name, "").strip().upper()
+    if given:
+        return "PEM" if given == "PEM" else "JAVA"
+    location = props.get(name.removesuffix(".type") + ".location")
+    if not location:
+        return "PEM"
+    try:
+        with open(location, "rb") as store:
+            head = store.read(64)
+    except OSError:
+        return "PEM"  # the client names the file it cannot read
+    return "PEM" if head.lstrip().startswith(b"-----BEGIN") else "JAVA"
+
+
+def _java_store_settings(props: Mapping[str, str]) -> TlsSettings:
+    """The Java stores of the properties, as `moldau.security.tls` reads them (the broker's own code)."""
+    return TlsSettings("", keystore_type="JKS", keystore_location=props.get("ssl.keystore.location"),
+                       keystore_password=props.get("ssl.keystore.password"),
+                       key_password=props.get("ssl.key.password"), truststore_type="JKS",
+                       truststore_location=props.get("ssl.truststore.location"),
+                       truststore_password=props.get("ssl.truststore.password"))
+
+
+def java_trust_pem(props: Mapping[str, str]) -> str | None:
+    """The certificates of a JKS or PKCS12 `ssl.truststore.location`, as PEM; None for a PEM trust store or none.
+    Raises ValueError naming the config."""
+    if "ssl.truststore.location" not in props or _store_type(props, "ssl.truststore.type") == "PEM":
+        return None
+    try:
+        return trust_store_pem(_java_store_settings(props))
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def java_key_pem(props: Mapping[str, str]) -> tuple[str, str] | None:
+    """The certificate chain and the (unencrypted) private key of a JKS or PKCS12 `ssl.keystore.location`, as PEM;
+    None for a PEM key store or none. Raises ValueError naming the config."""
+    if "ssl.keystore.location" not in props or _store_type(props, "ssl.keystore.type") == "PEM":
+        return None
+    try:
+        return key_store_pem(_java_store_settings(props))
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def check_stores(props: Mapping[str, str]) -> None:
+    """Raise ValueError naming the config when a Java store of the properties cannot be read."""
+    java_trust_pem(props)
+    java_key_pem(props)
 
 
 def _files(props: Mapping[str, str]) -> dict[str, str]:
@@ -133,10 +185,13 @@ def to_librdkafka(props: Mapping[str, str]) -> dict[str, Any]:
                          ("key", "ssl.key.location")):
         if ours in files:
             out[theirs] = files[ours]
-    if _store_type(props, "ssl.keystore.type") == "PKCS12" and "ssl.keystore.location" in props:
-        out["ssl.keystore.location"] = props["ssl.keystore.location"]
-        if "ssl.keystore.password" in props:
-            out["ssl.keystore.password"] = props["ssl.keystore.password"]
+    # Java stores become PEM: librdkafka reads PKCS12 key stores but no JKS, and no Java trust store at all.
+    trusted = java_trust_pem(props)
+    if trusted is not None:
+        out["ssl.ca.pem"] = trusted
+    key = java_key_pem(props)
+    if key is not None:
+        out["ssl.certificate.pem"], out["ssl.key.pem"] = key
     username, password = jaas_credentials(props)
     if username is not None and "sasl.username" not in out:
         out["sasl.username"] = username
@@ -157,6 +212,9 @@ def to_kafka_python(props: Mapping[str, str]) -> dict[str, Any]:
             out[theirs] = files[ours]
     if props.get("ssl.endpoint.identification.algorithm", "https") == "":
         out["ssl_check_hostname"] = False
+    if out.get("security_protocol") in TLS_PROTOCOLS and (java_trust_pem(props) or java_key_pem(props)):
+        # kafka-python reads PEM files only; a context made here carries the Java stores' contents.
+        out["ssl_context"] = to_client_security(props).ssl_context
     mechanism = props.get("sasl.mechanism") or props.get("sasl.mechanisms")
     if mechanism:
         out["sasl_mechanism"] = mechanism
@@ -179,10 +237,15 @@ def to_client_security(props: Mapping[str, str]) -> ClientSecurity:
     if protocol not in TLS_PROTOCOLS:
         return ClientSecurity(protocol)
     files = _files(props)
-    context = ssl.create_default_context(cafile=files.get("ca"))
+    context = ssl.create_default_context(cafile=files.get("ca"), cadata=java_trust_pem(props))
     context.check_hostname = props.get("ssl.endpoint.identification.algorithm", "https") != ""
     if "cert" in files:
         context.load_cert_chain(files["cert"], files.get("key"), files.get("password"))
+    elif java_key_pem(props) is not None:
+        try:
+            load_keystore(context, _java_store_settings(props))
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
     return ClientSecurity(protocol, context)
 
 

@@ -41,6 +41,7 @@ def use_command_config(path: str | None) -> None:
         try:
             _command_config.update(command_config.load(path))
             command_config.to_authenticator(_command_config)  # refuse SASL settings that cannot work, up front
+            command_config.check_stores(_command_config)  # and Java stores that cannot be read
         except ValueError as exc:
             raise CliError(str(exc)) from None
 

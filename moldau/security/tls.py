@@ -26,11 +26,16 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import ClassVar, TypedDict, TypeVar
+from typing import TYPE_CHECKING, ClassVar, TypedDict, TypeVar
 
 from moldau.config.broker_config import BrokerConfig
 from moldau.config.schema import ConfigError
 from moldau.security.ssl_principal import PrincipalMapper
+
+if TYPE_CHECKING:  # loaded where a Java store is read (see STORE_TYPES)
+    from cryptography.x509 import Certificate
+
+    from moldau.security.keystores import KeyEntry
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +99,9 @@ class TlsSettings:
                        truststore_location=None, truststore_certificates=None, truststore_password=None)
 
     def config_name(self, name: str) -> str:
-        """How an error names a config: the plain name, with the listener it was read for."""
-        return f"{name} (listener {self.listener})"
+        """How an error names a config: the plain name, with the listener it was read for (if any: a client's
+        settings have none)."""
+        return f"{name} (listener {self.listener})" if self.listener else name
 
     @property
     def has_keystore(self) -> bool:
@@ -370,6 +376,11 @@ def _store_type(settings: TlsSettings, name: str, store_type: str) -> str:
     return upper
 
 
+def load_keystore(context: ssl.SSLContext, settings: TlsSettings) -> None:
+    """Load the settings' key store into the context as its certificate. Raises ConfigError naming the config."""
+    _load_keystore(context, settings)
+
+
 def _load_keystore(context: ssl.SSLContext, settings: TlsSettings) -> None:
     if _store_type(settings, "ssl.keystore.type", settings.keystore_type) != "PEM":
         _load_java_keystore(context, settings)
@@ -408,17 +419,33 @@ def _load_pem_chain(context: ssl.SSLContext, pem: str, password: str | None) -> 
         os.unlink(path)
 
 
-def _load_java_keystore(context: ssl.SSLContext, settings: TlsSettings) -> None:
-    from cryptography.hazmat.primitives import serialization
-
+def _java_key_entry(settings: TlsSettings) -> KeyEntry:
     from moldau.security import keystores
 
     name = "ssl.keystore.location"
     if not settings.keystore_location:
         raise ConfigError(f"{settings.config_name(name)} must be set: ssl.keystore.type={settings.keystore_type} "
                           "names a store file (inline certificates are PEM only)", name)
-    entry = _read_store(settings, name, settings.keystore_location, lambda data: keystores.read_key_store(
+    return _read_store(settings, name, settings.keystore_location, lambda data: keystores.read_key_store(
         data, settings.keystore_password, settings.key_password))
+
+
+def key_store_pem(settings: TlsSettings) -> tuple[str, str]:
+    """The certificate chain and the private key (not encrypted) of the settings' JKS or PKCS12 key store, as PEM,
+    for a client that takes PEM text (librdkafka). Raises ConfigError naming the config."""
+    from cryptography.hazmat.primitives import serialization
+
+    entry = _java_key_entry(settings)
+    key = entry.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption())
+    return entry.chain_pem().decode(), key.decode()
+
+
+def _load_java_keystore(context: ssl.SSLContext, settings: TlsSettings) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    entry = _java_key_entry(settings)
+    name = "ssl.keystore.location"
     password = secrets.token_hex(16)
     key = entry.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                   serialization.BestAvailableEncryption(password.encode()))
@@ -462,19 +489,29 @@ def _load_truststore(context: ssl.SSLContext, settings: TlsSettings) -> None:
                           "ssl.truststore.certificates") from None
 
 
-def _load_java_truststore(context: ssl.SSLContext, settings: TlsSettings) -> None:
-    from cryptography.hazmat.primitives import serialization
-
+def _java_trusted(settings: TlsSettings) -> tuple[Certificate, ...]:
     from moldau.security import keystores
 
     name = "ssl.truststore.location"
     if not settings.truststore_location:
         raise ConfigError(f"{settings.config_name(name)} must be set: ssl.truststore.type="
                           f"{settings.truststore_type} names a store file (inline certificates are PEM only)", name)
-    certificates = _read_store(settings, name, settings.truststore_location, lambda data: keystores.read_trust_store(
+    return _read_store(settings, name, settings.truststore_location, lambda data: keystores.read_trust_store(
         data, settings.truststore_password))
+
+
+def trust_store_pem(settings: TlsSettings) -> str:
+    """The certificates of the settings' JKS or PKCS12 trust store, as PEM. Raises ConfigError naming the config."""
+    from cryptography.hazmat.primitives import serialization
+
+    return "".join(cert.public_bytes(serialization.Encoding.PEM).decode() for cert in _java_trusted(settings))
+
+
+def _load_java_truststore(context: ssl.SSLContext, settings: TlsSettings) -> None:
+    from cryptography.hazmat.primitives import serialization
+
     context.load_verify_locations(cadata=b"".join(
-        cert.public_bytes(serialization.Encoding.DER) for cert in certificates))
+        cert.public_bytes(serialization.Encoding.DER) for cert in _java_trusted(settings)))
 
 
 def _readable(settings: TlsSettings, name: str, location: str) -> None:

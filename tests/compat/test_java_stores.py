@@ -5,6 +5,8 @@ named, at runtime (INVALID_CONFIG) and at startup."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,11 +21,21 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     ConfigResource,
     ResourceType,
 )
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.serialization import pkcs12
 
 from moldau.net.ports import free_ports
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ck_consume, ck_produce, create_topic
-from tests.support.java_stores import KEY_PASSWORD, STORE_PASSWORD, TRUST_PASSWORD, JavaStores, make_java_stores
+from tests.support.java_stores import (
+    KEY_PASSWORD,
+    STORE_PASSWORD,
+    TRUST_PASSWORD,
+    JavaStores,
+    keytool,
+    make_java_stores,
+)
 from tests.support.tls import Pki, make_pki
 
 TIMEOUT_S = 30
@@ -114,6 +126,38 @@ def test_the_listener_switches_to_a_pkcs12_store_and_refuses_a_wrong_password(ja
                                    prefix + "ssl.keystore.password": STORE_PASSWORD})
     _round_trip(java_broker, 3)
     assert "Traceback" not in java_broker.proc.log_tail(200)
+
+
+def test_the_cli_takes_java_stores_in_a_kafka_client_properties_file(java_broker: JavaStoreBroker,
+                                                                     tmp_path: Path) -> None:
+    """A client.properties as Kafka's scripts take it: a JKS trust store (keytool) with the broker's certificate,
+    alice's certificate and key in a PKCS12 key store, no types (Kafka's default, JKS, reads both formats)."""
+    trust = tmp_path / "client-trust.jks"
+    keytool("-importcert", "-noprompt", "-alias", "broker", "-file", str(java_broker.stores.broker_certificate),
+            "-storetype", "JKS", "-keystore", str(trust), "-storepass", TRUST_PASSWORD)
+    key = serialization.load_pem_private_key(java_broker.pki.client_key.read_bytes(), password=None)
+    certificate = x509.load_pem_x509_certificate(java_broker.pki.client_cert.read_bytes())
+    keystore = tmp_path / "alice.p12"
+    keystore.write_bytes(pkcs12.serialize_key_and_certificates(
+        b"alice", key, certificate, None,  # type: ignore[arg-type]  # an RSA key, which PKCS12 takes
+        serialization.BestAvailableEncryption(STORE_PASSWORD.encode())))
+    properties = tmp_path / "client.properties"
+    properties.write_text(f"security.protocol=SSL\nssl.truststore.location={trust}\n"
+                          f"ssl.truststore.password={TRUST_PASSWORD}\nssl.keystore.location={keystore}\n"
+                          f"ssl.keystore.password={STORE_PASSWORD}\n")
+    topic = f"cli-java-{uuid.uuid4().hex[:8]}"
+    create_topic(java_broker.plaintext, topic)
+    listed = subprocess.run([sys.executable, "-m", "moldau", "topics", "list", "--bootstrap-server",
+                             java_broker.ssl, "--command-config", str(properties)],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert listed.returncode == 0 and topic in listed.stdout.split(), listed.stderr
+    properties.write_text(properties.read_text().replace(f"truststore.password={TRUST_PASSWORD}",
+                                                         "truststore.password=wrong"))
+    refused = subprocess.run([sys.executable, "-m", "moldau", "topics", "list", "--bootstrap-server",
+                              java_broker.ssl, "--command-config", str(properties)],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode != 0 and "ssl.truststore.location" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
 
 
 def test_a_wrong_store_password_stops_the_start_with_the_config_named(java_broker: JavaStoreBroker,

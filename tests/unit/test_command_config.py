@@ -19,8 +19,7 @@ def test_java_client_names_become_librdkafka_names() -> None:
     native = {"security.protocol": "ssl", "ssl.ca.location": "/ca", "ssl.certificate.location": "/c",
               "ssl.key.location": "/k", "sasl.username": "u"}
     assert to_librdkafka(native) == native
-    pkcs12 = {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "/ks.p12", "ssl.keystore.password": "p"}
-    assert to_librdkafka(pkcs12) == {"ssl.keystore.location": "/ks.p12", "ssl.keystore.password": "p"}
+    # Java stores (JKS, PKCS12) are read into PEM for librdkafka: tests/unit/security/test_keystores.py.
 
 
 def test_kafka_python_arguments() -> None:

@@ -104,9 +104,10 @@ REST_SERVER_ONLY = frozenset({"ssl.client.auth", "ssl.client.authentication"})
 
 def librdkafka_security(settings: Mapping[str, str]) -> dict[str, str]:
     """The worker's top-level `security.*`, `ssl.*` and `sasl.*` settings for librdkafka. A worker names its
-    stores as Kafka Connect does (`ssl.truststore.location`, `ssl.keystore.location` with type PEM), which
+    stores as Kafka Connect does (`ssl.truststore.location`, `ssl.keystore.location`: JKS, PKCS12 or PEM), which
     librdkafka refuses, and they double as the REST server's HTTPS settings; its clients get the CA, certificate
-    and key files under librdkafka's names instead, and no setting only the REST server uses."""
+    and key under librdkafka's names instead (PEM files by name, Java stores read into PEM text), and no setting
+    only the REST server uses."""
     # An OAUTHBEARER login is read whole by to_librdkafka (its JAAS options with the token endpoint setting);
     # a password one's JAAS config goes on to `translate`, which refuses one it cannot read.
     oauth = str(settings.get("sasl.mechanism", "")).upper() == OAUTHBEARER
@@ -114,7 +115,10 @@ def librdkafka_security(settings: Mapping[str, str]) -> dict[str, str]:
         translated = to_librdkafka({k: v for k, v in settings.items()
                                     if k not in REST_SERVER_ONLY | (set() if oauth else {JAAS_CONFIG})})
     except ValueError as exc:
-        raise ConfigException("sasl.jaas.config" if oauth else "security.protocol", "[hidden]", str(exc)) from None
+        # A Java store that cannot be read is named by its message (`ssl.truststore.location=...: ...`).
+        named = str(exc).partition("=")[0] if str(exc).startswith("ssl.") else None
+        raise ConfigException(named or ("sasl.jaas.config" if oauth else "security.protocol"), "[hidden]",
+                              str(exc)) from None
     if JAAS_CONFIG in settings and not oauth:
         translated[JAAS_CONFIG] = settings[JAAS_CONFIG]
     if translated.get("ssl.endpoint.identification.algorithm") == "":

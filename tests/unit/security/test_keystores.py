@@ -180,3 +180,46 @@ def test_connect_https_listeners_take_java_stores_as_kafka_connect_configures_th
     memory_handshake(rest_tls(worker).server_context(), client, "localhost")
     with pytest.raises(ConfigException, match=r"listeners\.https\.ssl\.keystore\.location.*password is wrong"):
         rest_tls({**worker, "listeners.https.ssl.keystore.password": "wrong"}).server_context()
+
+
+def test_client_tools_read_java_stores_from_a_kafka_client_properties_file(stores: JavaStores, pki: Pki) -> None:
+    """`--command-config` (the CLI, Connect's and the mirror's clients): Java stores become PEM for librdkafka, and
+    a context for Moldau's own client; without a type the file says what it is (a Kafka client's default is JKS,
+    these tools took PEM files without one before)."""
+    from moldau.cli.command_config import check_stores, to_client_security, to_librdkafka
+
+    props = {"security.protocol": "SSL", "ssl.truststore.location": str(stores.jks_truststore),
+             "ssl.truststore.password": TRUST_PASSWORD, "ssl.keystore.type": "PKCS12",
+             "ssl.keystore.location": str(stores.pkcs12_keystore), "ssl.keystore.password": STORE_PASSWORD}
+    translated = to_librdkafka(props)
+    assert set(translated) == {"security.protocol", "ssl.ca.pem", "ssl.certificate.pem", "ssl.key.pem"}
+    assert translated["ssl.ca.pem"] == pki.ca.read_text()
+    assert x509.load_pem_x509_certificate(translated["ssl.certificate.pem"].encode()) == _broker_certificate(stores)
+    assert "ENCRYPTED" not in translated["ssl.key.pem"]  # librdkafka gets the key as text, no password
+    pem = {"security.protocol": "SSL", "ssl.truststore.location": str(pki.ca)}  # no type: a PEM file
+    assert to_librdkafka(pem) == {"security.protocol": "SSL", "ssl.ca.location": str(pki.ca)}
+
+    # Moldau's own client: its context presents the key store's certificate to a server that trusts it.
+    context = to_client_security({**props, "ssl.truststore.location": str(stores.jks_truststore)}).ssl_context
+    assert context is not None
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(str(pki.server))
+    server.verify_mode = ssl.CERT_REQUIRED
+    server.load_verify_locations(cafile=str(stores.broker_certificate))
+    context.check_hostname = False
+    memory_handshake(server, context)
+
+    with pytest.raises(ValueError, match=r"ssl\.truststore\.location=.*integrity check fails"):
+        check_stores({**props, "ssl.truststore.password": "wrong"})
+
+
+def test_a_connect_workers_clients_get_its_java_stores_as_pem(stores: JavaStores, pki: Pki) -> None:
+    from moldau.connect.errors import ConfigException
+    from moldau.connect.worker.client_overrides import librdkafka_security
+
+    worker = {"security.protocol": "SSL", "ssl.truststore.location": str(stores.pkcs12_truststore),
+              "ssl.truststore.password": TRUST_PASSWORD, "ssl.client.auth": "required"}
+    assert librdkafka_security(worker) == {"security.protocol": "SSL", "ssl.ca.pem": pki.ca.read_text()}
+    with pytest.raises(ConfigException, match=r"ssl\.truststore\.location") as refused:
+        librdkafka_security({**worker, "ssl.truststore.password": "wrong"})
+    assert "password is wrong" in str(refused.value)

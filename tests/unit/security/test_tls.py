@@ -94,8 +94,11 @@ def test_listener_overrides_win(pki: dict[str, str]) -> None:
 
 @pytest.mark.parametrize(("extra", "named"), [
     ({"ssl.keystore.location": "/nonexistent.pem"}, "ssl.keystore.location"),
-    ({"ssl.keystore.type": "JKS"}, "ssl.keystore.type"),
-    ({"listener.name.ssl.ssl.truststore.type": "PKCS12", "ssl.client.auth": "required"}, "ssl.truststore.type"),
+    ({"ssl.keystore.type": "BKS"}, "ssl.keystore.type"),
+    ({"listener.name.ssl.ssl.truststore.type": "JCEKS", "ssl.client.auth": "required"}, "ssl.truststore.type"),
+    # A PEM file under a Java store type: the message says to set the type to PEM.
+    ({"ssl.keystore.type": "JKS"}, "ssl.keystore.location"),
+    ({"listener.name.ssl.ssl.truststore.type": "PKCS12", "ssl.client.auth": "required"}, "ssl.truststore.location"),
     ({"ssl.truststore.location": "/nonexistent.pem", "ssl.client.auth": "requested"}, "ssl.truststore.location"),
     ({"ssl.cipher.suites": "TLS_NOT_A_SUITE"}, "ssl.cipher.suites"),
     ({"ssl.enabled.protocols": "TLSv1.3", "ssl.protocol": "TLSv1.2"}, "ssl.enabled.protocols"),
