@@ -260,10 +260,15 @@ class BrokerConfig:
                 f"Listener {unmapped[0]} has no security protocol in listener.security.protocol.map",
                 "listener.security.protocol.map",
             )
+        by_protocol = self.source("security.inter.broker.protocol") != ConfigSource.DEFAULT_CONFIG
+        if by_protocol and self.value("inter.broker.listener.name"):
+            raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be "
+                              "set.", "security.inter.broker.protocol")
         inter_broker = self.inter_broker_listener_name
         if inter_broker is not None and inter_broker not in names - controllers:
-            raise ConfigError(f"inter.broker.listener.name {inter_broker} is not one of the non-controller listeners",
-                              "inter.broker.listener.name")
+            name = "security.inter.broker.protocol" if by_protocol else "inter.broker.listener.name"
+            raise ConfigError(f"{name} {inter_broker} is not one of the non-controller listeners"
+                              + (" (it names the listener of that name)" if by_protocol else ""), name)
         for listener in self.advertised_listeners:
             if listener.name not in names:
                 raise ConfigError(f"Advertised listener {listener.name} is not one of the listeners",
@@ -446,8 +451,14 @@ class BrokerConfig:
 
     @property
     def inter_broker_listener_name(self) -> str | None:
+        """`inter.broker.listener.name`, else the listener named after `security.inter.broker.protocol` when that
+        is set (Kafka's older way to choose it); None when neither is."""
         value = self.value("inter.broker.listener.name")
-        return str(value).upper() if value else None
+        if value:
+            return str(value).upper()
+        if self.source("security.inter.broker.protocol") != ConfigSource.DEFAULT_CONFIG:
+            return str(self.value("security.inter.broker.protocol")).upper()
+        return None
 
     @property
     def controller_listener_names(self) -> list[str]:

@@ -101,7 +101,13 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
               "The security protocol of each listener name, as NAME:PROTOCOL.", PROTOCOL_MAP),
     ConfigDef("inter.broker.listener.name", _T.STRING, None,
-              "The listener followers use to fetch from leaders; defaults to the first non-controller listener."),
+              "The listener followers use to fetch from leaders; defaults to the listener named after "
+              "security.inter.broker.protocol when that is set, else to the first non-controller listener."),
+    ConfigDef("security.inter.broker.protocol", _T.STRING, "PLAINTEXT",
+              "The security protocol brokers use with each other, an older way to choose the inter-broker "
+              "listener: the listener of that name (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL). Only one of it "
+              "and inter.broker.listener.name may be set.",
+              OneOf(("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))),
     ConfigDef("controller.listener.names", _T.LIST, "",
               "Listener names used by the controller; they default to PLAINTEXT when not mapped."),
     ConfigDef("controller.quorum.voters", _T.LIST, "",

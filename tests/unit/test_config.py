@@ -258,6 +258,20 @@ def test_listeners_need_distinct_names_and_a_security_protocol() -> None:
     assert config.security_protocol("controller") == "PLAINTEXT"
 
 
+def test_security_inter_broker_protocol_names_the_inter_broker_listener_as_in_kafka() -> None:
+    listeners = {"listeners": "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093"}
+    assert BrokerConfig(listeners).inter_broker_listener_name is None  # neither set: the first listener, below
+    assert BrokerConfig({**listeners, "security.inter.broker.protocol": "SSL"}).inter_broker_listener_name == "SSL"
+    assert BrokerConfig({**listeners, "inter.broker.listener.name": "ssl"}).inter_broker_listener_name == "SSL"
+    with pytest.raises(ConfigError, match=r"Only one of inter\.broker\.listener\.name and security\.inter\.broker"):
+        BrokerConfig({**listeners, "security.inter.broker.protocol": "SSL", "inter.broker.listener.name": "SSL"})
+    with pytest.raises(ConfigError, match=r"security\.inter\.broker\.protocol SASL_SSL is not one of") as caught:
+        BrokerConfig({**listeners, "security.inter.broker.protocol": "SASL_SSL"})
+    assert caught.value.name == "security.inter.broker.protocol"
+    with pytest.raises(ConfigError, match=r"security\.inter\.broker\.protocol"):
+        BrokerConfig({**listeners, "security.inter.broker.protocol": "TLS"})
+
+
 def test_advertised_listeners() -> None:
     config = BrokerConfig(
         {"listeners": "PLAINTEXT://:9092", "advertised.listeners": "PLAINTEXT://broker.example:19092"}

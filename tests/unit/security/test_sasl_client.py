@@ -81,6 +81,10 @@ def test_inter_broker_settings() -> None:
         inter_broker_sasl(BrokerConfig(sasl))
     sasl["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = JAAS
     assert inter_broker_sasl(BrokerConfig(sasl)) == SaslClientConfig("PLAIN", "admin", "admin-secret")
+    # Kafka's older way of naming it: the listener named after security.inter.broker.protocol.
+    del sasl["inter.broker.listener.name"]
+    sasl["security.inter.broker.protocol"] = "SASL_PLAINTEXT"
+    assert inter_broker_sasl(BrokerConfig(sasl)) == SaslClientConfig("PLAIN", "admin", "admin-secret")
 
 
 def test_controller_settings() -> None:
