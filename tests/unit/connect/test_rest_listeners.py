@@ -67,7 +67,9 @@ def test_the_prefixed_settings_are_all_or_nothing(tmp_path: Path) -> None:
 def test_tls_errors_name_the_config_as_the_file_spells_it(tmp_path: Path) -> None:
     pki = make_pki(tmp_path)
     error = refused({"listeners.https.ssl.keystore.location": str(pki.server)})  # type left at Kafka's JKS
-    assert error.name == "listeners.https.ssl.keystore.type" and "PEM" in str(error)
+    assert error.name == "listeners.https.ssl.keystore.location" and "set the store's type to PEM" in str(error)
+    error = refused({"listeners.https.ssl.keystore.type": "BKS", "listeners.https.ssl.keystore.location": "x"})
+    assert error.name == "listeners.https.ssl.keystore.type"
     error = refused({"ssl.client.auth": "required", "ssl.keystore.type": "PEM",
                      "ssl.keystore.location": str(pki.server)})
     assert error.name == "ssl.truststore.location"
@@ -98,7 +100,7 @@ def test_admin_listeners_unset_empty_or_urls(tmp_path: Path) -> None:
     assert admin.prefix == "admin.listeners.https." and admin.settings.client_auth == "none"
     assert admin.settings.keystore_location == str(pki.server)
     error = refused_admin({"admin.listeners.https.ssl.keystore.location": str(pki.server)})
-    assert error.name == "admin.listeners.https.ssl.keystore.type"
+    assert error.name == "admin.listeners.https.ssl.keystore.location" and "PEM" in str(error)
 
 
 def refused_admin(props: dict[str, str]) -> ConfigException:
