@@ -9,12 +9,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.support import parallel
 from tests.support.broker_process import BrokerProcess
 from tests.support.postgres import PostgresServer
 
 LOCK_DIR = pytest.StashKey[Path]()
+
+# Hypothesis fails an example that takes longer than 200 ms, and a test whose inputs take long to generate, by
+# default: timing bounds, which a busy machine (two test workers, a slow CI host) breaks without any bug.
+# Performance is measured in bench/, not in tests.
+settings.register_profile("moldau", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("moldau")
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
@@ -13,8 +14,23 @@ from moldau.spark import register
 from moldau.spark.pipelines import JDBC_DRIVER_JAR
 
 
+@pytest.fixture(scope="session", autouse=True)
+def spark_scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Spark's scratch space (block managers, its `spark-*` dirs) inside the run's temporary directory, for every
+    Spark this run starts: a driver killed on purpose, or a JVM stopped at exit without its shutdown hooks, would
+    otherwise leave its directories in /tmp for ever."""
+    previous = os.environ.get("SPARK_LOCAL_DIRS")
+    scratch = tmp_path_factory.mktemp("spark-scratch")
+    os.environ["SPARK_LOCAL_DIRS"] = str(scratch)
+    yield scratch
+    if previous is None:
+        del os.environ["SPARK_LOCAL_DIRS"]
+    else:
+        os.environ["SPARK_LOCAL_DIRS"] = previous
+
+
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
+def spark(spark_scratch: Path) -> Iterator[SparkSession]:
     """local[2], two shuffle partitions, no UI, quiet logs; stopped at the end of the run."""
     # Spark starts its Python workers with `python3` from PATH unless told otherwise; they must be this
     # interpreter, which has moldau, pyarrow and confluent-kafka installed.
@@ -30,6 +46,8 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.sql.streaming.stopTimeout", "30s")
         # PostgreSQL's JDBC driver (Debian's libpostgresql-jdbc-java) for the logs pipeline.
         .config("spark.jars", JDBC_DRIVER_JAR)
+        # Its session artifacts too (`artifacts-*`, which Spark puts in the JVM's temporary directory).
+        .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={spark_scratch}")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
