@@ -36,6 +36,7 @@ from moldau.cli.log_dirs import ReplicaDirs, move_replicas, parse_log_dirs, prin
 from moldau.cli.output import add_output_option
 from moldau.cli.progress import Progress
 from moldau.cli.reassignment_plan import Assignment, TopicPartition, moved_replicas, plan_reassignment
+from moldau.cli.reassignment_throttle import clear_throttle, set_throttle
 from moldau.cli.topics import admin_client, topic_names
 
 Handler = Callable[[argparse.Namespace], int]
@@ -63,6 +64,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                                  help="brokers to spread replicas over (default: every live broker)")
     reassign_parser.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
                                  help="how long --execute follows the reassignment (default: 600)")
+    reassign_parser.add_argument("--throttle", type=_rate, metavar="BYTES_PER_S",
+                                 help="with --execute: cap what the moving replicas copy at this many bytes per "
+                                      "second per broker (replication quotas), removed once the plan is complete")
+    reassign_parser.add_argument("--preserve-throttles", action="store_true",
+                                 help="with --verify: keep the replication throttles of a complete plan")
     reassign_parser.set_defaults(func=reassign)
     text = "list each broker's log directories, their free space and the partitions in them"
     dirs_parser = actions.add_parser("log-dirs", help=text, description=text)
@@ -83,6 +89,16 @@ def _names(text: str) -> list[str]:
     if not names:
         raise argparse.ArgumentTypeError("expected a comma-separated list of topic names")
     return names
+
+
+def _rate(text: str) -> int:
+    try:
+        rate = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected bytes per second, got '{text}'") from None
+    if rate < 1:
+        raise argparse.ArgumentTypeError("expected at least 1 byte per second")
+    return rate
 
 
 def _broker_ids(text: str) -> list[int]:
@@ -110,10 +126,12 @@ def reassign(args: argparse.Namespace) -> int:
             raise CliError(f"--{modes[0]} needs --plan FILE")
         plan = read_plan(args.plan)
     dirs = parse_log_dirs(_read(args.plan)) if args.plan is not None else {}
+    if args.throttle is not None and not args.execute:
+        raise CliError("--throttle goes with --execute")
     if args.execute:
-        return execute(args.bootstrap_server, plan, args.timeout, dirs)
+        return execute(args.bootstrap_server, plan, args.timeout, dirs, args.throttle)
     if args.verify:
-        return verify(args.bootstrap_server, plan, dirs)
+        return verify(args.bootstrap_server, plan, dirs, clear=not args.preserve_throttles)
     return cancel(args.bootstrap_server, plan)
 
 
@@ -269,15 +287,26 @@ def _ids(brokers: Sequence[int]) -> str:
 
 
 def execute(bootstrap: str, plan: Mapping[TopicPartition, Sequence[int]], timeout_s: float,
-            dirs: ReplicaDirs | None = None) -> int:
+            dirs: ReplicaDirs | None = None, throttle: int | None = None) -> int:
     """Submit the plan, then report the partitions still moving every second until none is (0) or the timeout
     passes (1); then move the replicas the plan puts in given log directories there. Refused partitions are
-    reported and make the exit code 1."""
+    reported and make the exit code 1. With `throttle`, the moves are held to that many bytes per second
+    (`moldau.cli.reassignment_throttle`) until they are done."""
     if not plan:
         print("nothing to reassign")
         return 0
     started = time.monotonic()
+    if throttle is not None:
+        current, _ = _cluster_state(bootstrap, sorted({topic for topic, _ in plan}))
+        brokers = set_throttle(admin_client(bootstrap), current, plan, throttle)
+        print(f"the inter-broker throttle limit is {throttle} B/s on brokers {_ids(brokers)}")
     code = _execute_replicas(bootstrap, plan, timeout_s)
+    if throttle is not None:
+        if code == 0:
+            clear_throttle(admin_client(bootstrap), sorted({topic for topic, _ in plan}), brokers)
+            print("throttle removed")
+        else:
+            print("the throttle stays until --verify finds the plan complete", file=sys.stderr)
     if dirs and code == 0:
         with _reassignment_client(bootstrap) as client:
             code = move_replicas(client, dirs, max(timeout_s - (time.monotonic() - started), 1.0))
@@ -312,9 +341,11 @@ def _execute_replicas(bootstrap: str, plan: Mapping[TopicPartition, Sequence[int
     return 1 if refused else 0
 
 
-def verify(bootstrap: str, plan: Mapping[TopicPartition, Sequence[int]], dirs: ReplicaDirs | None = None) -> int:
+def verify(bootstrap: str, plan: Mapping[TopicPartition, Sequence[int]], dirs: ReplicaDirs | None = None,
+           clear: bool = True) -> int:
     """Print each partition's status; 0 if every partition has exactly the planned replicas, each in the log
-    directory the plan names for it."""
+    directory the plan names for it. A complete plan's replication throttles are removed unless `clear` is
+    False (Kafka's --preserve-throttles)."""
     current, _ = _cluster_state(bootstrap, sorted({topic for topic, _ in plan}))
     with _reassignment_client(bootstrap) as client:
         ongoing = _ongoing(client, sorted(plan))
@@ -335,6 +366,12 @@ def verify(bootstrap: str, plan: Mapping[TopicPartition, Sequence[int]], dirs: R
         else:
             print(f"{name}: replicas {_ids(current[key])}, not {_ids(target)} (not submitted, or cancelled)")
     print(f"{done} of {plural(len(plan), 'partition')} complete")
+    if done == len(plan) and clear:
+        # As Kafka's tool: a complete plan leaves no throttle behind (nothing changes where none was set).
+        topics = sorted({topic for topic, _ in plan})
+        _, live = _cluster_state(bootstrap, topics)
+        clear_throttle(admin_client(bootstrap), topics, live)
+        print(f"replication throttles cleared on brokers {_ids(live)} and topics {','.join(topics)}")
     pending: dict[tuple[str, int, int], str] = {}
     if dirs:
         with _reassignment_client(bootstrap) as client:

@@ -478,6 +478,20 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", _T.LONG, "9223372036854775807",
               "The bytes per second that moving replicas between this broker's log directories may copy.",
               at_least(1), dynamic=True),
+    # Replication quotas (moldau.replication.throttle): Kafka sets the rates per broker only; a cluster-wide value
+    # applies here too, under each broker's own.
+    ConfigDef("leader.replication.throttled.rate", _T.LONG, "9223372036854775807",
+              "The bytes per second this broker sends, as leader, to followers of the replicas its topics' "
+              "leader.replication.throttled.replicas name (replicas out of the ISR only).", at_least(0),
+              dynamic=True),
+    ConfigDef("follower.replication.throttled.rate", _T.LONG, "9223372036854775807",
+              "The bytes per second this broker fetches, as follower, for the replicas its topics' "
+              "follower.replication.throttled.replicas name (replicas out of the ISR only).", at_least(0),
+              dynamic=True),
+    ConfigDef("replication.quota.window.num", _T.INT, "11",
+              "The windows over which replication quotas measure rates.", at_least(1)),
+    ConfigDef("replication.quota.window.size.seconds", _T.INT, "1",
+              "The length of each window replication quotas measure rates over.", at_least(1)),
     ConfigDef("replica.socket.timeout.ms", _T.INT, "30000",
               "How long a follower waits for a fetch answer beyond the leader's wait.", at_least(1)),
     ConfigDef("max.incremental.fetch.session.cache.slots", _T.INT, "1000",

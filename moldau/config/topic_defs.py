@@ -15,12 +15,14 @@ from moldau.config.schema import (
     GZIP_LEVELS,
     TIMESTAMP_TYPES,
     ConfigType,
+    Custom,
     OneOf,
     Range,
     Synonym,
     TopicConfigDef,
     at_least,
 )
+from moldau.replication.throttled_replicas import check_throttled_replicas
 
 _T = ConfigType
 
@@ -117,7 +119,7 @@ _TOPIC_DEFS: tuple[TopicConfigDef, ...] = (
                    _syn("compression.lz4.level"), Range(1, 17)),
     TopicConfigDef("compression.zstd.level", _T.INT, "The zstd level when the broker compresses.",
                    _syn("compression.zstd.level"), Range(-131072, 22)),
-    # Tiered storage and replication throttles: Kafka topic configs with nothing to act on here.
+    # Tiered storage: Kafka topic configs with nothing to act on here.
     TopicConfigDef("local.retention.bytes", _T.LONG, "Tiered storage's local size limit; no effect.",
                    _syn("log.local.retention.bytes"), at_least(-2), acted_on=False),
     TopicConfigDef("local.retention.ms", _T.LONG, "Tiered storage's local time limit; no effect.",
@@ -128,10 +130,16 @@ _TOPIC_DEFS: tuple[TopicConfigDef, ...] = (
                    acted_on=False, default="false"),
     TopicConfigDef("remote.log.delete.on.disable", _T.BOOLEAN, "Tiered storage's cleanup switch; no effect.",
                    (), acted_on=False, default="false"),
-    TopicConfigDef("leader.replication.throttled.replicas", _T.LIST, "Replicas to throttle; no effect.", (),
-                   acted_on=False, default=""),
-    TopicConfigDef("follower.replication.throttled.replicas", _T.LIST, "Replicas to throttle; no effect.", (),
-                   acted_on=False, default=""),
+    TopicConfigDef("leader.replication.throttled.replicas", _T.LIST,
+                   "Replicas whose copying is throttled on the leader's side (leader.replication.throttled.rate of "
+                   "the broker named): partitionId:brokerId pairs, or * for all.", (),
+                   Custom(check_throttled_replicas, "[partitionId]:[brokerId],[partitionId]:[brokerId],..."),
+                   default=""),
+    TopicConfigDef("follower.replication.throttled.replicas", _T.LIST,
+                   "Replicas whose copying is throttled on the follower's side (follower.replication.throttled.rate "
+                   "of the broker named): partitionId:brokerId pairs, or * for all.", (),
+                   Custom(check_throttled_replicas, "[partitionId]:[brokerId],[partitionId]:[brokerId],..."),
+                   default=""),
     *_schema_validation("key"),
     *_schema_validation("value"),
 )

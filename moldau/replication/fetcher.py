@@ -14,6 +14,12 @@ first full fetch, a request lists only the partitions whose position changed and
 and the leader answers only the partitions with something new, so idle partitions cost next to nothing per round
 trip. A session error, or a request that got no answer, starts over with a full fetch.
 
+Replication quotas (KIP-73, `moldau.replication.throttle`): while this broker's follower.replication.throttled.rate
+is exceeded, partitions its topics' follower.replication.throttled.replicas name that are not caught up (the
+leader's high watermark beyond this log's end at the last answer) are left out of the requests; what is fetched for
+such partitions counts against the rate. With every partition left out, the loop waits for the rate to come back
+under its limit.
+
 A failed request (leader unreachable, timed out) is retried after `replica.fetch.backoff.ms`; partitions whose
 answer was an error are left out for that long too (forgotten by the session meanwhile), until the next metadata
 image may tell a new leader.
@@ -74,6 +80,9 @@ class FollowedPartition:
     topic_id: uuid.UUID
     leader_epoch: int
     retry_at_ms: float = 0.0  # left out of fetches until then, after an error
+    # At the last answer this log's end had reached the leader's high watermark (Kafka's "lag 0"): such a replica
+    # only keeps up, and replication quotas never hold it back.
+    caught_up: bool = False
 
 
 class ReplicaFetcher:
@@ -138,6 +147,10 @@ class ReplicaFetcher:
         if not ready:
             await self._sleep(min(p.retry_at_ms for p in self.partitions.values()) - now_ms)
             return
+        ready = self._within_quota(ready, now_ms)
+        if not ready:
+            await self._sleep(max(1, min(self._manager.quotas.follower.wait_ms(now_ms), self._settings.backoff_ms)))
+            return
         plan = self._session.plan(self._positions(ready))
         timeout_s = (self._settings.max_wait_ms + self._settings.request_timeout_ms) / 1000
         try:
@@ -158,6 +171,14 @@ class ReplicaFetcher:
             # The leader counts this answer as heard: a full fetch makes sure nothing it told is missed.
             self._session.failed()
             raise
+
+    def _within_quota(self, ready: list[FollowedPartition], now_ms: float) -> list[FollowedPartition]:
+        """`ready` without the partitions the follower's replication quota holds back now."""
+        quota = self._manager.quotas.follower
+        if not quota.exceeded(now_ms):
+            return ready
+        throttled = self._manager.follower_throttled
+        return [p for p in ready if not quota.holds_back(throttled(p.topic, p.partition), p.caught_up, now_ms)]
 
     def _positions(self, ready: list[FollowedPartition]) -> dict[PartitionId, FetchPosition]:
         position = self._manager.follower_position
@@ -182,12 +203,22 @@ class ReplicaFetcher:
 
     def _handle(self, response: Any, sent: dict[tuple[uuid.UUID, int], FollowedPartition]) -> None:
         now_ms = self._clock.monotonic_ms()
+        manager = self._manager
+        limited = manager.quotas.follower.limited
+        throttled_bytes = 0
         for topic in response.responses:
             for part in topic.partitions:
                 followed = sent.get((topic.topic_id, part.partition_index))
                 # Skip answers for partitions dropped or re-assigned while the fetch was out.
                 if followed is None or self.partitions.get((followed.topic, followed.partition)) is not followed:
                     continue
-                delay_ms = self._manager.on_fetched(followed, part)
+                delay_ms = manager.on_fetched(followed, part)
                 if delay_ms > 0:
                     followed.retry_at_ms = now_ms + delay_ms
+                if limited and (followed.topic, followed.partition) in manager.partitions:
+                    end = manager.follower_position(followed.topic, followed.partition)[1]
+                    followed.caught_up = part.high_watermark >= 0 and end >= part.high_watermark
+                    if part.records and manager.follower_throttled(followed.topic, followed.partition):
+                        throttled_bytes += len(part.records)
+        if throttled_bytes:
+            manager.quotas.follower.record(throttled_bytes, now_ms)

@@ -48,6 +48,7 @@ from moldau.replication.replica_selector import (
     preferred_read_replica,
     read_candidates,
 )
+from moldau.replication.throttle import ReplicationQuotas
 from moldau.storage.log import AppendResult, PartitionLog
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
@@ -189,6 +190,8 @@ class ReplicaManager:
         self._clock: Clock = clock or SystemClock()
         self.lag_max_ms = lag_max_ms
         self.fetcher_settings = fetcher_settings or FetcherSettings()
+        # Replication quotas (KIP-73): the broker sets their rates from its configs (`configure_quotas`).
+        self.quotas = ReplicationQuotas()
         self.partitions: dict[TopicPartition, HostedPartition] = {}
         self._fetchers: dict[int, ReplicaFetcher] = {}
         # Wired by the broker once it can reach other nodes (single-node tests run without them).
@@ -659,6 +662,21 @@ class ReplicaManager:
                 return
 
     # -- the follower's side ------------------------------------------------------------------------------------
+
+    def now_ms(self) -> float:
+        return self._clock.monotonic_ms()
+
+    def follower_throttled(self, topic: str, partition: int) -> bool:
+        """Whether the topic's follower.replication.throttled.replicas names this broker's replica of the partition."""
+        hosted = self.partitions.get((topic, partition))
+        return hosted is not None and hosted.log.config.follower_throttled_replicas.covers(partition, self.node_id)
+
+    def leader_throttled(self, hosted: HostedPartition, replica_id: int) -> bool:
+        """Whether a follower's fetch of a partition this broker leads is held to the leader's replication quota:
+        the topic's leader.replication.throttled.replicas names this broker's replica and the follower is out of the
+        ISR."""
+        return (self.quotas.leader.limited and replica_id not in hosted.isr
+                and hosted.log.config.leader_throttled_replicas.covers(hosted.partition, self.node_id))
 
     def follower_position(self, topic: str, partition: int) -> tuple[int, int, int]:
         """(log start offset, log end offset, epoch of the last record) of a followed partition."""

@@ -385,6 +385,8 @@ class Broker:
         self.replicas.transaction_verification = self.config.transaction_partition_verification_enable
         self.replicas.replica_selector = self.config.replica_selector_class or None
         self.replica_links = ReplicaLinks(self, self.replicas, self.inter_broker_authenticator())
+        self._configure_replication_quotas(None, self.image)
+        self.quorum.add_listener(self._configure_replication_quotas)
         self.replicas.start()
         self.quorum.add_listener(self._host_partitions)
         self._host_partitions(None, self.image)
@@ -400,6 +402,16 @@ class Broker:
             self.registry = registry_for(self)
         except ConfigError as exc:
             raise StartupError(str(exc)) from exc
+
+    def _configure_replication_quotas(self, before: MetadataImage | None, image: MetadataImage) -> None:
+        """The replication quotas' rates and windows from the broker configs, when they changed (dynamically)."""
+        if before is not None and before.broker_configs() == image.broker_configs() and \
+                before.broker_configs(self.node_id) == image.broker_configs(self.node_id):
+            return
+        config = self.effective_config(image)
+        self.replicas.quotas.configure(
+            config.leader_replication_throttled_rate, config.follower_replication_throttled_rate,
+            QuotaConfig(config.replication_quota_window_num, config.replication_quota_window_size_seconds * 1000))
 
     def _host_partitions(self, before: MetadataImage | None, image: MetadataImage) -> None:
         # An image may bring thousands of partitions, each a dozen objects that stay: see `collector.paused`.

@@ -12,6 +12,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Self
 
 from moldau.protocol.compression import Compression
+from moldau.replication.throttled_replicas import NO_THROTTLED_REPLICAS, ThrottledReplicas, parse_throttled_replicas
 
 # Here rather than in `moldau.storage.drop_behind`, whose ctypes and threads the configuration (and so every
 # command of the CLI) would otherwise load:
@@ -76,6 +77,9 @@ class LogConfig:
     # Bytes behind the log's end kept in the page cache, the rest dropped once written back
     # (`moldau.storage.drop_behind`); -1 keeps everything, as Kafka does. A broker setting, not a topic's.
     drop_behind_bytes: int = DROP_BEHIND_BYTES
+    # Which of this topic's replicas replication quotas hold back (`moldau.replication.throttle`).
+    leader_throttled_replicas: ThrottledReplicas = NO_THROTTLED_REPLICAS
+    follower_throttled_replicas: ThrottledReplicas = NO_THROTTLED_REPLICAS
 
     @classmethod
     def from_config(cls, config: BrokerConfig, overrides: Mapping[str, str] | None = None) -> Self:
@@ -129,6 +133,8 @@ class LogConfig:
                                     get_int("compression.lz4.level"), get_int("compression.zstd.level")),
             writeback_interval_bytes=config.log_writeback_interval_bytes,
             drop_behind_bytes=config.log_drop_behind_bytes,
+            leader_throttled_replicas=_throttled(get("leader.replication.throttled.replicas")),
+            follower_throttled_replicas=_throttled(get("follower.replication.throttled.replicas")),
         )
 
     @property
@@ -149,3 +155,8 @@ class LogConfig:
         if self.compact and self.max_compaction_lag_ms > 0:
             return min(self.segment_ms, self.max_compaction_lag_ms)
         return self.segment_ms
+
+
+def _throttled(value: object) -> ThrottledReplicas:
+    assert isinstance(value, tuple), value
+    return parse_throttled_replicas(value)

@@ -10,13 +10,20 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from functools import partial
 from pathlib import Path
 
 import pytest
 
 # confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka import Producer
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from tests.support.cluster import LocalCluster, metadata_at
 from tests.support.replicated import FAST_FAILOVER, Writer, assert_no_loss, read_all
@@ -38,8 +45,8 @@ def sees_new_replicas(address: str) -> bool | None:
     return all(set(r) == {2, 3, 4} for r in replicas(address).values()) or None
 
 
-def replicas(address: str) -> dict[int, tuple[int, ...]]:
-    meta = metadata_at(address, [TOPIC])
+def replicas(address: str, topic: str = TOPIC) -> dict[int, tuple[int, ...]]:
+    meta = metadata_at(address, [topic])
     return {p.partition_index: tuple(p.replica_nodes) for t in meta.topics for p in t.partitions}
 
 
@@ -94,3 +101,55 @@ def test_moving_replicas_to_a_new_broker_under_load_loses_nothing(tmp_path: Path
             moved = cluster[4].data_dir / f"{TOPIC}-{p}"
             assert sum(f.stat().st_size for f in moved.glob("*.log")) > 0, f"no data in {moved}"
             cluster.wait_until(partial(deleted_from_broker_1, p), 10, f"broker 1 to delete {TOPIC}-{p}")
+
+
+THROTTLED = "throttled"
+THROTTLE_BYTES_PER_S = 1_000_000
+COPIED_BYTES = 5_000_000
+
+
+def _configs(admin: AdminClient, resource: ConfigResource) -> dict[str, str | None]:
+    entries = admin.describe_configs([resource])[resource].result(timeout=30)
+    return {name: entry.value for name, entry in entries.items()}
+
+
+@pytest.mark.exclusive  # measures how long a throttled copy takes
+def test_a_throttled_reassignment_copies_at_the_throttled_rate_and_then_clears_the_throttle(tmp_path: Path) -> None:
+    """`--execute --throttle` (Kafka's option): the new replica copies 5 MB at 1 MB/s, not as fast as it can, then
+    the topic's throttled replicas and the brokers' rates are removed. Rates are measured over two windows of a
+    second, so that the first second's burst is all the copy gets for free."""
+    windows = {"replication.quota.window.num": "2", "replication.quota.window.size.seconds": "1"}
+    with LocalCluster(tmp_path, 3, overrides={**FAST_FAILOVER, **windows}) as cluster:
+        cluster.active_controller(timeout_s=30)
+        bootstrap = cluster.bootstrap
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(THROTTLED, num_partitions=1, replica_assignment=[[1]])])[
+            THROTTLED].result(timeout=30)
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "all"})
+        value = b"x" * 10_000
+        for _ in range(COPIED_BYTES // len(value)):
+            producer.produce(THROTTLED, value)
+            producer.poll(0)
+        assert producer.flush(60) == 0
+
+        plan_file = tmp_path / "throttled-plan.json"
+        plan_file.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": THROTTLED, "partition": 0, "replicas": [1, 2]}]}))
+        started = time.monotonic()
+        executed = moldau("partitions", "reassign", "-b", bootstrap, "--execute", "--plan", str(plan_file),
+                          "--throttle", str(THROTTLE_BYTES_PER_S), "--timeout", "90", timeout_s=120)
+        elapsed = time.monotonic() - started
+        assert executed.returncode == 0, executed.stdout + executed.stderr
+        assert f"throttle limit is {THROTTLE_BYTES_PER_S} B/s on brokers 1,2" in executed.stdout
+        assert "throttle removed" in executed.stdout
+        # 5 MB at 1 MB/s, less a second's burst: at least 3 s (unthrottled it takes well under one here).
+        assert elapsed >= 3.0, (elapsed, executed.stdout)
+        assert replicas(bootstrap.split(",")[0], THROTTLED) == {0: (1, 2)}
+
+        topic_configs = _configs(admin, ConfigResource(ResourceType.TOPIC, THROTTLED))
+        assert topic_configs["leader.replication.throttled.replicas"] == ""
+        assert topic_configs["follower.replication.throttled.replicas"] == ""
+        for broker in (1, 2):
+            rates = _configs(admin, ConfigResource(ResourceType.BROKER, str(broker)))
+            assert rates["leader.replication.throttled.rate"] == str(2**63 - 1)
+            assert rates["follower.replication.throttled.rate"] == str(2**63 - 1)

@@ -32,6 +32,10 @@ session, wait on every one of them, and answer only those with records, an error
 watermark, last stable offset or log start offset other than the last one sent. A session error (unknown id, wrong
 epoch) is answered at top level with no partitions, and the fetcher starts over with a full fetch.
 
+Replication quotas (KIP-73, `moldau.replication.throttle`): a follower out of the ISR fetching a partition whose
+`leader.replication.throttled.replicas` names this broker gets no records for it while the broker's
+`leader.replication.throttled.rate` is exceeded; what such followers are sent counts against that rate.
+
 Zero-copy: on a connection that sends files (`RequestContext.sends_files`: a plaintext listener, with
 `fetch.zero.copy.enable` on), a partition's records of at least `SENDFILE_MIN_BYTES` are answered as
 `FileRegion`s of the segment files, which the connection sends with sendfile; the bytes never enter the process.
@@ -96,6 +100,7 @@ class _PartitionRead:
     last_stable_offset: int = -1
     aborted_transactions: list[tuple[int, int]] | None = None
     preferred_read_replica: int = -1
+    throttled: bool = False  # a follower's read held to the leader's replication quota
 
     @property
     def cannot_wait(self) -> bool:
@@ -170,9 +175,14 @@ def _count_bytes_out(ctx: RequestContext, wanted: list[tuple[str | None, Any, An
                      replica: bool) -> None:
     """BytesOut (consumers) or ReplicationBytesOut (followers) per topic; `reads` line up with `wanted`."""
     counters = ctx.broker.counters
+    throttled_bytes = 0
     for (name, _, _), read in zip(wanted, reads, strict=True):
         if name is not None and read.records:
-            counters.fetched(name, _size(read.records), replica)
+            size = _size(read.records)
+            counters.fetched(name, size, replica)
+            throttled_bytes += size if read.throttled else 0
+    if throttled_bytes:
+        ctx.broker.replicas.quotas.leader.record(throttled_bytes, ctx.broker.clock.monotonic_ms())
 
 
 def _session_start(ctx: RequestContext, request: Any) -> SessionStart:
@@ -332,6 +342,7 @@ def _read_partition(ctx: RequestContext, name: str | None, part: Any, key: Any, 
         replicas.check_leader_epoch(hosted, current_leader_epoch)
         plog = hosted.log
         max_offset = None
+        throttled = False
         if fetcher.is_follower:
             # lastFetchedEpoch came with v12; an older replica fetch cannot be told of divergence this way.
             diverging = diverging_epoch(plog, getattr(part, "last_fetched_epoch", -1), part.fetch_offset)
@@ -344,6 +355,9 @@ def _read_partition(ctx: RequestContext, name: str | None, part: Any, key: Any, 
                 # Caught up, nothing to read: most partitions of every follower fetch, read twice (on arrival and
                 # when an append wakes it), so without a segment lookup.
                 return _no_records(key, part.partition, plog)
+            throttled = replicas.leader_throttled(hosted, fetcher.replica_id)
+            if throttled and replicas.quotas.leader.exceeded(ctx.broker.clock.monotonic_ms()):
+                return _no_records(key, part.partition, plog)  # held back until the leader's rate is under its limit
         else:
             elsewhere = _elsewhere(ctx, hosted, key, part, fetcher, current_leader_epoch)
             if elsewhere is not None:
@@ -364,7 +378,7 @@ def _read_partition(ctx: RequestContext, name: str | None, part: Any, key: Any, 
             read.last_stable_offset = plog.last_stable_offset
         return read
     return _PartitionRead(key, part.partition, ErrorCode.none, plog.high_watermark, plog.log_start_offset,
-                          records, None, plog.last_stable_offset, aborted)
+                          records, None, plog.last_stable_offset, aborted, throttled=throttled)
 
 
 def _elsewhere(ctx: RequestContext, hosted: HostedPartition, key: Any, part: Any, fetcher: _Fetcher,

@@ -69,10 +69,12 @@ def test_not_yet_acted_on_is_derived_from_the_entries() -> None:
     derived = {d.name for d in BROKER_CONFIGS.values() if not d.acted_on}
     derived |= {d.name for d in TOPIC_CONFIGS.values() if not d.acted_on}
     assert derived == NOT_YET_ACTED_ON
-    # Replication and transactions exist: their configs are acted on. TLS does not exist yet.
+    # Replication, its quotas and Java key stores exist: their configs are acted on. Preallocation does not.
     assert "min.insync.replicas" not in NOT_YET_ACTED_ON
     assert "replica.fetch.max.bytes" not in NOT_YET_ACTED_ON
-    assert "ssl.keystore.password" in NOT_YET_ACTED_ON
+    assert "leader.replication.throttled.replicas" not in NOT_YET_ACTED_ON
+    assert "ssl.keystore.password" not in NOT_YET_ACTED_ON
+    assert "log.preallocate" in NOT_YET_ACTED_ON
 
 
 def test_a_topic_default_and_its_broker_configs_name_each_other() -> None:
