@@ -30,10 +30,11 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from moldau.connect.converters.avro import AvroConverter
 from moldau.connect.data import INT64_SCHEMA, SchemaBuilder, Struct
-from moldau.connect.errors import DataException
+from moldau.connect.errors import ConfigException, DataException
 from moldau.net.ports import free_ports
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import create_topic
+from tests.support.java_stores import keytool
 from tests.support.polling import wait_until
 from tests.support.registry_schemas import schema_text
 from tests.support.sasl import JAAS, MECHANISMS, USERS, ck_conf, create_scram_users
@@ -203,3 +204,24 @@ def test_connect_converters_use_confluents_security_configs(secured: SecuredRegi
     ignored.configure({"schema.registry.url": secured.url, "basic.auth.user.info": "bob:bob-secret", **trust}, False)
     with pytest.raises(DataException):
         ignored.to_connect_data("connect-secured", data)
+
+
+def test_connect_converters_trust_a_java_trust_store_as_confluents_do(secured: SecuredRegistry,
+                                                                      tmp_path: Path) -> None:
+    """`schema.registry.ssl.truststore.*` naming a JKS store keytool wrote (Confluent's default type), as a
+    Connect worker's converter config says it; a wrong password is refused with the config named."""
+    store = tmp_path / "registry-trust.jks"
+    keytool("-importcert", "-noprompt", "-alias", "ca", "-file", str(secured.pki.ca), "-storetype", "JKS",
+            "-keystore", str(store), "-storepass", "trust-secret")
+    trust = {"schema.registry.ssl.truststore.location": str(store),
+             "schema.registry.ssl.truststore.password": "trust-secret",
+             "basic.auth.credentials.source": "USER_INFO", "basic.auth.user.info": "bob:bob-secret"}
+    schema = SchemaBuilder.struct().field("id", INT64_SCHEMA).build()
+    converter = AvroConverter()
+    converter.configure({"schema.registry.url": secured.url, **trust}, False)
+    data = converter.from_connect_data("connect-java-trust", schema, Struct(schema).put("id", 11))
+    assert data is not None
+    assert converter.to_connect_data("connect-java-trust", data).value == Struct(schema).put("id", 11)
+    with pytest.raises(ConfigException, match=r"schema\.registry\.ssl\.truststore\.location.*integrity check fails"):
+        AvroConverter().configure({"schema.registry.url": secured.url, **trust,
+                                   "schema.registry.ssl.truststore.password": "wrong"}, False)

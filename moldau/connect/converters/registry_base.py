@@ -5,8 +5,12 @@ confluent-kafka serializer per writer schema, and reading the schema id from Con
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import logging
+import os
 import struct
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -47,9 +51,48 @@ def _credentials_source(name: str, value: Any) -> None:
         raise ConfigException(name, value, "One of URL, USER_INFO (SASL_INHERIT is not supported)")
 
 
-def _pem_only(name: str, value: Any) -> None:
-    if str(value).upper() != "PEM":
-        raise ConfigException(name, value, "Only PEM trust stores are supported")
+def _store_type(name: str, value: Any) -> None:
+    if value is not None and str(value).upper() not in ("PEM", "JKS", "PKCS12"):
+        raise ConfigException(name, value, "One of PEM, JKS, PKCS12")
+
+
+# The CA files written for Java trust stores (confluent-kafka's registry client takes a file path): one per store
+# file as it was when read, removed when the process exits. They hold public certificates only.
+_CA_FILES: dict[tuple[str, int, int, str | None], str] = {}
+
+
+def _ca_file(location: str, store_type: str | None, password: str | None) -> str:
+    """A PEM file of the trust store's CAs: the store itself when it is PEM, else one written for it.
+    Raises ConfigException naming the config."""
+    from moldau.cli.command_config import java_trust_pem
+
+    props = {"ssl.truststore.location": location, **({"ssl.truststore.type": store_type} if store_type else {}),
+             **({"ssl.truststore.password": password} if password is not None else {})}
+    try:
+        info = os.stat(location)
+        key = (location, info.st_mtime_ns, info.st_size, password)
+        if key in _CA_FILES:
+            return _CA_FILES[key]
+        pem = java_trust_pem(props)
+    except (OSError, ValueError) as exc:
+        message = str(exc).replace("ssl.truststore.location=", "")
+        raise ConfigException(TRUSTSTORE_LOCATION, location, message) from None
+    if pem is None:
+        return location
+    fd, path = tempfile.mkstemp(prefix="moldau-registry-ca-", suffix=".pem")
+    with os.fdopen(fd, "w") as out:
+        out.write(pem)
+    atexit.register(_remove, path)
+    _CA_FILES[key] = path
+    return path
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+TRUSTSTORE_LOCATION = "schema.registry.ssl.truststore.location"
 
 
 CONFIG_DEF = (
@@ -65,11 +108,13 @@ CONFIG_DEF = (
     .define("basic.auth.credentials.source", ConfigType.STRING, "URL", Importance.MEDIUM,
             "Where the basic authentication credentials come from: URL (user:password@ in schema.registry.url) or "
             "USER_INFO (basic.auth.user.info)", validator=_credentials_source)
-    .define("schema.registry.ssl.truststore.location", ConfigType.STRING, None, Importance.MEDIUM,
-            "The CA certificates (PEM) that sign an https registry's certificate; unset: the system's CAs")
-    .define("schema.registry.ssl.truststore.type", ConfigType.STRING, "PEM", Importance.LOW,
-            "The trust store's format: PEM only (convert JKS or PKCS12 stores with keytool and openssl)",
-            validator=_pem_only)
+    .define(TRUSTSTORE_LOCATION, ConfigType.STRING, None, Importance.MEDIUM,
+            "The trust store with the CA certificates that sign an https registry's certificate (JKS, PKCS12 or "
+            "PEM); unset: the system's CAs")
+    .define("schema.registry.ssl.truststore.type", ConfigType.STRING, None, Importance.LOW,
+            "The trust store's format: JKS, PKCS12 or PEM; unset: what the file holds", validator=_store_type)
+    .define("schema.registry.ssl.truststore.password", ConfigType.PASSWORD, None, Importance.MEDIUM,
+            "The password of a JKS or PKCS12 trust store")
     .define("key.subject.name.strategy", ConfigType.STRING, _DEFAULT_STRATEGY, Importance.MEDIUM,
             "How the subject of key schemas is named", validator=_strategy)
     .define("value.subject.name.strategy", ConfigType.STRING, _DEFAULT_STRATEGY, Importance.MEDIUM,
@@ -106,8 +151,11 @@ class RegistryConverter(Converter, ABC):
                 client_conf["basic.auth.user.info"] = parsed["basic.auth.user.info"]
             else:
                 log.warning("basic.auth.user.info is ignored: set basic.auth.credentials.source=USER_INFO to use it")
-        if parsed["schema.registry.ssl.truststore.location"]:
-            client_conf["ssl.ca.location"] = parsed["schema.registry.ssl.truststore.location"]
+        if parsed[TRUSTSTORE_LOCATION]:
+            password = parsed["schema.registry.ssl.truststore.password"]
+            client_conf["ssl.ca.location"] = _ca_file(parsed[TRUSTSTORE_LOCATION],
+                                                      parsed["schema.registry.ssl.truststore.type"],
+                                                      None if password is None else str(password))
         self.client = SchemaRegistryClient(client_conf)
         self.is_key = is_key
         strategy = parsed["key.subject.name.strategy" if is_key else "value.subject.name.strategy"]
