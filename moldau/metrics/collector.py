@@ -68,6 +68,7 @@ class NodeView(Protocol):
     def raft_commit_latency(self) -> tuple[float, float]: ...  # (avg, max) ms over the recent windows
     def now_ms(self) -> float: ...  # the node's monotonic clock
     def fetch_sessions(self) -> tuple[int, int]: ...  # (incremental fetch sessions, partitions they hold)
+    def replication_byte_rates(self) -> tuple[float, float]: ...  # throttled bytes/s (as leader, as follower)
 
 
 class BrokerCollector(Collector):
@@ -88,6 +89,7 @@ class BrokerCollector(Collector):
         partitions = list(node.partitions())
         yield from _replica_manager(node, partitions)
         yield from _fetch_sessions(node)
+        yield from _replication_quotas(node)
         yield from _logs(partitions)
         yield from _consumer_lag(node, partitions)
 
@@ -190,6 +192,16 @@ def _fetch_sessions(node: NodeView) -> Iterator[Metric]:
                  "Incremental fetch sessions (KIP-227) kept here, followers' and consumers'.", sessions)
     yield _gauge("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
                  "Partitions held by the incremental fetch sessions kept here.", partitions)
+
+
+def _replication_quotas(node: NodeView) -> Iterator[Metric]:
+    leader, follower = node.replication_byte_rates()
+    yield _gauge("kafka_server_leaderreplication_byte_rate",
+                 "Bytes per second this broker sent, as leader, to throttled replicas (replication quotas, KIP-73), "
+                 "over the quota's windows; 0 without a leader.replication.throttled.rate.", leader)
+    yield _gauge("kafka_server_followerreplication_byte_rate",
+                 "Bytes per second this broker fetched, as follower, for throttled replicas, over the quota's "
+                 "windows; 0 without a follower.replication.throttled.rate.", follower)
 
 
 def _logs(partitions: list[PartitionView]) -> Iterator[Metric]:

@@ -107,3 +107,7 @@ class BrokerNode:
     def fetch_sessions(self) -> tuple[int, int]:
         cache = self._broker.fetch_sessions
         return len(cache), cache.partitions_cached
+
+    def replication_byte_rates(self) -> tuple[float, float]:
+        quotas, now_ms = self._broker.replicas.quotas, self.now_ms()
+        return quotas.leader.rate.per_second(now_ms), quotas.follower.rate.per_second(now_ms)

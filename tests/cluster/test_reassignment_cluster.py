@@ -25,7 +25,9 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
+from moldau.net.ports import free_ports
 from tests.support.cluster import LocalCluster, metadata_at
+from tests.support.metrics_scrape import Scrape
 from tests.support.replicated import FAST_FAILOVER, Writer, assert_no_loss, read_all
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -117,9 +119,15 @@ def _configs(admin: AdminClient, resource: ConfigResource) -> dict[str, str | No
 def test_a_throttled_reassignment_copies_at_the_throttled_rate_and_then_clears_the_throttle(tmp_path: Path) -> None:
     """`--execute --throttle` (Kafka's option): the new replica copies 5 MB at 1 MB/s, not as fast as it can, then
     the topic's throttled replicas and the brokers' rates are removed. Rates are measured over two windows of a
-    second, so that the first second's burst is all the copy gets for free."""
+    second, so that the first second's burst is all the copy gets for free. Meanwhile the leader's and the
+    follower's `/metrics` show the throttled bytes' rates."""
     windows = {"replication.quota.window.num": "2", "replication.quota.window.size.seconds": "1"}
-    with LocalCluster(tmp_path, 3, overrides={**FAST_FAILOVER, **windows}) as cluster:
+    cluster = LocalCluster(tmp_path, 3, overrides={**FAST_FAILOVER, **windows})
+    metrics = {}
+    for node, port in zip(cluster.brokers, free_ports(len(cluster.brokers)), strict=True):
+        node.overrides["console.listeners"] = f"http://127.0.0.1:{port}"
+        metrics[node.node_id] = f"http://127.0.0.1:{port}/metrics"
+    with cluster:
         cluster.active_controller(timeout_s=30)
         bootstrap = cluster.bootstrap
         admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -136,10 +144,22 @@ def test_a_throttled_reassignment_copies_at_the_throttled_rate_and_then_clears_t
         plan_file.write_text(json.dumps({"version": 1, "partitions": [
             {"topic": THROTTLED, "partition": 0, "replicas": [1, 2]}]}))
         started = time.monotonic()
-        executed = moldau("partitions", "reassign", "-b", bootstrap, "--execute", "--plan", str(plan_file),
-                          "--throttle", str(THROTTLE_BYTES_PER_S), "--timeout", "90", timeout_s=120)
+        command = [sys.executable, "-m", "moldau", "partitions", "reassign", "-b", bootstrap, "--execute", "--plan",
+                   str(plan_file), "--throttle", str(THROTTLE_BYTES_PER_S), "--timeout", "90"]
+        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT) as run:
+            rates: dict[str, float] = {}
+            while run.poll() is None:
+                rates["leader"] = max(rates.get("leader", 0.0), Scrape(metrics[1]).value(
+                    "kafka_server_leaderreplication_byte_rate"))
+                rates["follower"] = max(rates.get("follower", 0.0), Scrape(metrics[2]).value(
+                    "kafka_server_followerreplication_byte_rate"))
+                time.sleep(0.2)
+            out, err = run.communicate(timeout=120)
         elapsed = time.monotonic() - started
+        executed = subprocess.CompletedProcess(command, run.returncode, out, err)
         assert executed.returncode == 0, executed.stdout + executed.stderr
+        # Each side counts what it moved for the throttled replica: about the limit, never far beyond it.
+        assert 0 < rates["leader"] < 3 * THROTTLE_BYTES_PER_S and 0 < rates["follower"] < 3 * THROTTLE_BYTES_PER_S
         assert f"throttle limit is {THROTTLE_BYTES_PER_S} B/s on brokers 1,2" in executed.stdout
         assert "throttle removed" in executed.stdout
         # 5 MB at 1 MB/s, less a second's burst: at least 3 s (unthrottled it takes well under one here).
@@ -150,6 +170,6 @@ def test_a_throttled_reassignment_copies_at_the_throttled_rate_and_then_clears_t
         assert topic_configs["leader.replication.throttled.replicas"] == ""
         assert topic_configs["follower.replication.throttled.replicas"] == ""
         for broker in (1, 2):
-            rates = _configs(admin, ConfigResource(ResourceType.BROKER, str(broker)))
-            assert rates["leader.replication.throttled.rate"] == str(2**63 - 1)
-            assert rates["follower.replication.throttled.rate"] == str(2**63 - 1)
+            limits = _configs(admin, ConfigResource(ResourceType.BROKER, str(broker)))
+            assert limits["leader.replication.throttled.rate"] == str(2**63 - 1)
+            assert limits["follower.replication.throttled.rate"] == str(2**63 - 1)
