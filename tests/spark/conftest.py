@@ -19,14 +19,19 @@ def spark_scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Spark's scratch space (block managers, its `spark-*` dirs) inside the run's temporary directory, for every
     Spark this run starts: a driver killed on purpose, or a JVM stopped at exit without its shutdown hooks, would
     otherwise leave its directories in /tmp for ever."""
-    previous = os.environ.get("SPARK_LOCAL_DIRS")
     scratch = tmp_path_factory.mktemp("spark-scratch")
-    os.environ["SPARK_LOCAL_DIRS"] = str(scratch)
+    # SPARK_LOCAL_DIRS for the block managers and `spark-*` dirs; SPARK_SUBMIT_OPTS reaches the JVM of every driver
+    # started through spark-submit (this process's session and the drivers tests start as commands), whose own
+    # temporary directory holds its session artifacts (`artifacts-*`).
+    settings = {"SPARK_LOCAL_DIRS": str(scratch), "SPARK_SUBMIT_OPTS": f"-Djava.io.tmpdir={scratch}"}
+    previous = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
     yield scratch
-    if previous is None:
-        del os.environ["SPARK_LOCAL_DIRS"]
-    else:
-        os.environ["SPARK_LOCAL_DIRS"] = previous
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")
