@@ -83,10 +83,15 @@ def _java_store_settings(props: Mapping[str, str]) -> TlsSettings:
                        truststore_password=props.get("ssl.truststore.password"))
 
 
+def _names_java_store(props: Mapping[str, str], store: str) -> bool:
+    """Whether `ssl.<store>.location` (store: keystore or truststore) names a JKS or PKCS12 store."""
+    return f"ssl.{store}.location" in props and _store_type(props, f"ssl.{store}.type") != "PEM"
+
+
 def java_trust_pem(props: Mapping[str, str]) -> str | None:
     """The certificates of a JKS or PKCS12 `ssl.truststore.location`, as PEM; None for a PEM trust store or none.
     Raises ValueError naming the config."""
-    if "ssl.truststore.location" not in props or _store_type(props, "ssl.truststore.type") == "PEM":
+    if not _names_java_store(props, "truststore"):
         return None
     try:
         return trust_store_pem(_java_store_settings(props))
@@ -97,7 +102,7 @@ def java_trust_pem(props: Mapping[str, str]) -> str | None:
 def java_key_pem(props: Mapping[str, str]) -> tuple[str, str] | None:
     """The certificate chain and the (unencrypted) private key of a JKS or PKCS12 `ssl.keystore.location`, as PEM;
     None for a PEM key store or none. Raises ValueError naming the config."""
-    if "ssl.keystore.location" not in props or _store_type(props, "ssl.keystore.type") == "PEM":
+    if not _names_java_store(props, "keystore"):
         return None
     try:
         return key_store_pem(_java_store_settings(props))
@@ -212,7 +217,8 @@ def to_kafka_python(props: Mapping[str, str]) -> dict[str, Any]:
             out[theirs] = files[ours]
     if props.get("ssl.endpoint.identification.algorithm", "https") == "":
         out["ssl_check_hostname"] = False
-    if out.get("security_protocol") in TLS_PROTOCOLS and (java_trust_pem(props) or java_key_pem(props)):
+    if out.get("security_protocol") in TLS_PROTOCOLS and (_names_java_store(props, "truststore")
+                                                          or _names_java_store(props, "keystore")):
         # kafka-python reads PEM files only; a context made here carries the Java stores' contents.
         out["ssl_context"] = to_client_security(props).ssl_context
     mechanism = props.get("sasl.mechanism") or props.get("sasl.mechanisms")
@@ -241,7 +247,7 @@ def to_client_security(props: Mapping[str, str]) -> ClientSecurity:
     context.check_hostname = props.get("ssl.endpoint.identification.algorithm", "https") != ""
     if "cert" in files:
         context.load_cert_chain(files["cert"], files.get("key"), files.get("password"))
-    elif java_key_pem(props) is not None:
+    elif _names_java_store(props, "keystore"):
         try:
             load_keystore(context, _java_store_settings(props))
         except ConfigError as exc:

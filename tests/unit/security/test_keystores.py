@@ -223,3 +223,16 @@ def test_a_connect_workers_clients_get_its_java_stores_as_pem(stores: JavaStores
     with pytest.raises(ConfigException, match=r"ssl\.truststore\.location") as refused:
         librdkafka_security({**worker, "ssl.truststore.password": "wrong"})
     assert "password is wrong" in str(refused.value)
+
+
+def test_a_jks_store_declaring_huge_counts_and_lengths_is_refused_without_reading_past_its_end() -> None:
+    """The header's entry count, a certificate's length and an alias's length are declared by the file: a store that
+    declares four billion entries, or a 4 GiB certificate, in a few bytes ends early, it allocates nothing."""
+    header = (0xFEEDFEED).to_bytes(4, "big") + (2).to_bytes(4, "big")
+    huge_count = header + (2**32 - 1).to_bytes(4, "big")
+    huge_certificate = (header + (1).to_bytes(4, "big") + (2).to_bytes(4, "big") + b"\x00\x02ca" + bytes(8)
+                        + b"\x00\x05X.509" + (2**32 - 1).to_bytes(4, "big") + b"\x30")
+    huge_alias = header + (1).to_bytes(4, "big") + (2).to_bytes(4, "big") + b"\xff\xff" + b"a"
+    for data in (huge_count, huge_certificate, huge_alias):
+        with pytest.raises(keystores.StoreError, match="ends early"):
+            keystores.read_trust_store(data, None)
