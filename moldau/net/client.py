@@ -89,7 +89,7 @@ class ClientConnection:
             frame = await future
         finally:
             self._pending.pop(correlation_id, None)
-        return _decode_response(frame, request.__api_key__, request.__version__, response_type, direct_reader)
+        return decode_response(frame, request.__api_key__, request.__version__, response_type, direct_reader)
 
     async def _connect(self) -> None:
         if self.closed:
@@ -128,16 +128,7 @@ class ClientConnection:
         self._reauth_at = time.monotonic() + lifetime_ms * REAUTH_AT / 1000 if lifetime_ms > 0 else None
 
     def _encode(self, request: Any, correlation_id: int) -> bytes:
-        cid = self.client_id.encode()
-        header = struct.pack(">hhih", request.__api_key__, request.__version__, correlation_id, len(cid)) + cid
-        if request.__flexible__:
-            header += b"\x00"
-        if isinstance(request, EncodedRequest):
-            payload = header + request.body
-        else:
-            body = io.BytesIO()
-            entity_writer(type(request))(body, request)
-            payload = header + body.getvalue()
+        payload = encode_request(request, correlation_id, self.client_id)
         return _SIZE.pack(len(payload)) + payload
 
     def _answered(self, frame: Frame) -> bool:
@@ -202,7 +193,20 @@ class _ResponseReader(asyncio.BufferedProtocol):
         connection._fail_all(ConnectionFailed(f"connection to {connection.host}:{connection.port} {reason}"))
 
 
-def _decode_response(frame: Frame, api_key: int, version: int, response_type: Any = None,
+def encode_request(request: Any, correlation_id: int, client_id: str) -> bytes:
+    """A request frame (header and body, without the size prefix) of the request's own version."""
+    cid = client_id.encode()
+    header = struct.pack(">hhih", request.__api_key__, request.__version__, correlation_id, len(cid)) + cid
+    if request.__flexible__:
+        header += b"\x00"
+    if isinstance(request, EncodedRequest):
+        return header + request.body
+    body = io.BytesIO()
+    entity_writer(type(request))(body, request)
+    return header + body.getvalue()
+
+
+def decode_response(frame: Frame, api_key: int, version: int, response_type: Any = None,
                      direct_reader: DirectReader | None = None) -> Any:
     schema = codec.api_schema(api_key, version)
     pos = 4 + (1 if schema.flexible_response_header else 0)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 
-from moldau.net.client import ClientConnection, ConnectionFailed, _decode_response
+from moldau.net.client import ClientConnection, ConnectionFailed, decode_response
 
 
 def test_a_connection_closed_while_connecting_leaves_no_socket_behind() -> None:
@@ -44,7 +44,7 @@ def test_a_response_declaring_a_huge_array_is_refused_before_decoding() -> None:
     # DeleteTopics v6 response: correlation id, header tags, throttle time, then a compact array of 2**34.
     frame = struct.pack(">i", 1) + b"\x00" + struct.pack(">i", 0) + b"\xff\xff\xff\xff\x0f"
     with pytest.raises(ConnectionFailed, match="runs past the end of the frame"):
-        _decode_response(frame, 20, 6)
+        decode_response(frame, 20, 6)
 
 
 async def _serve_answers(answer: bytes, chunk: int) -> tuple[asyncio.Server, int]:

@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
 from moldau.coordinator.internal_topic import build_batch
-from moldau.net.client import ConnectionFailed, _decode_response
+from moldau.net.client import ConnectionFailed, decode_response
 from moldau.protocol import codec
 from moldau.protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
 from moldau.protocol.fetch_response_reader import FIRST_VERSION, LAST_VERSION, FetchResponse, read_fetch_response
@@ -75,7 +75,7 @@ def decode_both(frame: bytes | memoryview, version: int) -> tuple[Any, Any]:
     """(the direct reader's answer or None, kio's decoded response or the ConnectionFailed it raised)."""
     direct = read_fetch_response(frame, BODY_AT, version)
     try:
-        generic: Any = _decode_response(frame, 1, version)
+        generic: Any = decode_response(frame, 1, version)
     except ConnectionFailed as exc:
         generic = exc
     return direct, generic
@@ -206,7 +206,7 @@ def test_error_codes_kio_does_not_know_are_left_to_kio() -> None:
     struct.pack_into(">h", frame, BODY_AT + 4, 9999)
     assert read_fetch_response(bytes(frame), BODY_AT, 17) is None
     with pytest.raises(ConnectionFailed):
-        _decode_response(bytes(frame), 1, 17, direct_reader=read_fetch_response)
+        decode_response(bytes(frame), 1, 17, direct_reader=read_fetch_response)
 
 
 @pytest.mark.parametrize("fields", [
@@ -285,6 +285,6 @@ def test_split_batches_takes_the_records_views() -> None:
 
 def test_the_client_returns_the_direct_reading_and_falls_back_to_kio() -> None:
     frame = HEADER + body()
-    assert isinstance(_decode_response(frame, 1, 17, direct_reader=read_fetch_response), FetchResponse)
+    assert isinstance(decode_response(frame, 1, 17, direct_reader=read_fetch_response), FetchResponse)
     odd = HEADER + body(b"\x02" + tag(1, LEADER) + tag(0, EPOCH))  # tags out of order: kio's
-    assert not isinstance(_decode_response(odd, 1, 17, direct_reader=read_fetch_response), FetchResponse)
+    assert not isinstance(decode_response(odd, 1, 17, direct_reader=read_fetch_response), FetchResponse)
