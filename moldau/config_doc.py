@@ -38,7 +38,7 @@ but the feature behind them is not built yet (preallocation, down-conversion) or
 does not apply (thread pools); the broker logs a warning when one is set.
 
 Every other broker config Kafka 4.2 defines is known too (`moldau/config/kafka_broker_configs.py`), marked
-"not yet" and described as having no effect: tiered storage, delegation tokens, Kerberos and OAuth settings,
+"not yet" and described as having no effect: tiered storage, Kerberos and OAuth settings,
 metrics reporters, purgatories and the like have nothing to act on in Moldau. They are validated by their
 Kafka type, stored, and described with their source (their Kafka default until set), so admin tools that read
 a broker's whole config and write it back unchanged work; setting one in the properties file or with

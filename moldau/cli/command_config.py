@@ -50,11 +50,30 @@ def load(path: str) -> dict[str, str]:
 
 def jaas_credentials(props: Mapping[str, str]) -> tuple[str | None, str | None]:
     """`username` and `password` of `sasl.jaas.config` (PlainLoginModule, ScramLoginModule), if given."""
+    options = _jaas_options(props)
+    return options.get("username"), options.get("password")
+
+
+def token_auth(props: Mapping[str, str]) -> bool:
+    """Whether the JAAS config logs in with a delegation token (ScramLoginModule's `tokenauth="true"`, KIP-48):
+    the username is then the token id and the password its HMAC."""
+    return _jaas_options(props).get("tokenauth", "").lower() == "true"
+
+
+def _jaas_options(props: Mapping[str, str]) -> dict[str, str]:
     options = {}
     for match in _JAAS_OPTION.finditer(props.get("sasl.jaas.config", "")):
         quoted = match[2] if match[2] is not None else match[3]
         options[match[1]] = _ESCAPE.sub(r"\1", quoted) if quoted is not None else match[4]
-    return options.get("username"), options.get("password")
+    return options
+
+
+def _refuse_token_auth(props: Mapping[str, str], library: str) -> None:
+    if token_auth(props) and props.get("security.protocol", "PLAINTEXT").upper() in SASL_PROTOCOLS:
+        raise ValueError(f"this command's client ({library}) cannot log in with a delegation token (tokenauth): "
+                         "it sends no SCRAM extensions. The commands that send their requests themselves "
+                         "(configs, quotas, features, quorum, transactions, client-metrics) can, and so can Java "
+                         "clients and kafka-python with a token-aware SCRAM mechanism (docs/security.md)")
 
 
 def _store_type(props: Mapping[str, str], name: str) -> str:
@@ -182,6 +201,7 @@ def jaas_oauth_librdkafka(text: str) -> dict[str, Any]:
 
 def to_librdkafka(props: Mapping[str, str]) -> dict[str, Any]:
     """librdkafka settings: its own names pass through, the Java client's are translated."""
+    _refuse_token_auth(props, "librdkafka")
     out: dict[str, Any] = {k: v for k, v in props.items() if k not in _JAVA_ONLY | _JAVA_OAUTH}
     if _mechanism(props) == OAUTHBEARER and props.get("security.protocol", "").upper() in SASL_PROTOCOLS:
         out.update(oauthbearer_librdkafka(props))
@@ -207,6 +227,7 @@ def to_librdkafka(props: Mapping[str, str]) -> dict[str, Any]:
 
 def to_kafka_python(props: Mapping[str, str]) -> dict[str, Any]:
     """kafka-python's keyword arguments for the same settings."""
+    _refuse_token_auth(props, "kafka-python")
     out: dict[str, Any] = {}
     if "security.protocol" in props:
         out["security_protocol"] = props["security.protocol"].upper()
@@ -272,7 +293,7 @@ def to_authenticator(props: Mapping[str, str]) -> Authenticator | None:
         if username is None or password is None:
             raise ValueError("SASL needs a username and password: sasl.jaas.config, or sasl.username and "
                              "sasl.password")
-        config = SaslClientConfig(mechanism, username, password)
+        config = SaslClientConfig(mechanism, username, password, token_auth=token_auth(props))
     else:
         raise ValueError(f"sasl.mechanism {mechanism} is not supported; use one of "
                          f"{', '.join((*PASSWORD_MECHANISMS, OAUTHBEARER))}")

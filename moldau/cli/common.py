@@ -97,7 +97,10 @@ def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
     if _command_config:
         from moldau.cli.command_config import to_librdkafka
 
-        config.update(to_librdkafka(_command_config))
+        try:
+            config.update(to_librdkafka(_command_config))
+        except ValueError as exc:  # settings this command's client cannot use (a delegation token login)
+            raise CliError(str(exc)) from None
     config.update(extra)
     return config
 

@@ -19,7 +19,8 @@ COMMANDS = {
     "topics": "topics", "partitions": "partitions", "produce": "produce", "consume": "consume",
     "groups": "groups", "share": "share", "transactions": "transactions", "pipeline": "pipeline",
     "cluster": "cluster", "features": "features", "quorum": "quorum", "client-metrics": "client_metrics",
-    "configs": "configs", "acls": "acls", "quotas": "quotas", "users": "users", "schemas": "schemas",
+    "configs": "configs", "acls": "acls", "quotas": "quotas", "users": "users",
+    "delegation-tokens": "delegation_tokens", "schemas": "schemas",
     "connect": "connect",
     "mirror": "mirror", "top": "top",
 }

@@ -312,6 +312,19 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("connection.failed.authentication.delay.ms", _T.INT, "100",
               "How long the answer to a failed authentication is held back (the connection then closes), so "
               "credentials cannot be guessed at wire speed.", at_least(0)),
+    # Delegation tokens (KIP-48): moldau.security.delegation_tokens.
+    ConfigDef("delegation.token.secret.key", _T.PASSWORD, None,
+              "The key the HMAC of every delegation token is made with; the same on every node. Unset: delegation "
+              "tokens are off (token requests get DELEGATION_TOKEN_AUTH_DISABLED). Changing it invalidates every "
+              "token."),
+    ConfigDef("delegation.token.max.lifetime.ms", _T.LONG, "604800000",
+              "The longest a delegation token lives, renewed or not; a creator may ask for less.", at_least(1)),
+    ConfigDef("delegation.token.expiry.time.ms", _T.LONG, "86400000",
+              "How long a delegation token lives after it is created or renewed, unless renewed again; a renewal "
+              "may ask for less.", at_least(1)),
+    ConfigDef("delegation.token.expiry.check.interval.ms", _T.LONG, "3600000",
+              "How often the active controller deletes the delegation tokens past their expiry (a token past it is "
+              "refused at once, whether deleted yet or not).", at_least(1)),
     ConfigDef("sasl.server.max.receive.size", _T.INT, "524288",
               "The largest request a client may send on a SASL listener before it has authenticated; a larger "
               "one closes the connection. socket.request.max.bytes applies once it has.", at_least(1)),

@@ -42,6 +42,7 @@ from moldau.metadata.records import (
     RESOURCE_TOPIC,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
+    DelegationTokenRecord,
     Endpoint,
     FeatureLevelRecord,
     MetadataRecord,
@@ -54,8 +55,11 @@ from moldau.metadata.records import (
     UserScramCredentialRecord,
 )
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security import delegation_tokens
 from moldau.security.acl.admin import acl_creations, acl_deletions
 from moldau.security.acl.model import AclBinding, AclBindingFilter
+from moldau.security.delegation_tokens import TOKENS_OFF, TokenSettings
+from moldau.security.principal import KafkaPrincipal
 from moldau.security.quota_admin import Ops, RawEntity, quota_changes
 from moldau.security.sasl.scram import MECHANISM_NAMES
 from moldau.security.sasl.scram_admin import Deletion, Upsertion, UserResult, scram_changes
@@ -113,10 +117,13 @@ class Controller:
                  config_default: DefaultLookup = lambda resource_type, name: None,
                  session_timeout_ms: int = 9000, rng: random.Random | None = None,
                  group_config_check: Callable[[Mapping[str, str]], None] = lambda configs: None,
-                 bootstrap_scram: Sequence[UserScramCredentialRecord] = ()) -> None:
+                 bootstrap_scram: Sequence[UserScramCredentialRecord] = (),
+                 token_settings: TokenSettings = TOKENS_OFF) -> None:
         """`group_config_check`: raises ConfigError for group configs out of what the broker configs allow.
-        `bootstrap_scram`: SCRAM credentials written with the log's first broker registration (`--add-scram`)."""
+        `bootstrap_scram`: SCRAM credentials written with the log's first broker registration (`--add-scram`).
+        `token_settings`: the delegation token configs (tokens are off without a secret key)."""
         self._bootstrap_scram = tuple(bootstrap_scram)
+        self.token_settings = token_settings
         self._quorum = quorum
         self._config_default = config_default
         self._group_config_check = group_config_check
@@ -555,6 +562,53 @@ class Controller:
             records, results = scram_changes(self.image, deletions, upsertions)
             await self._commit(records)
             return results
+
+    # -- delegation tokens (KIP-48) --------------------------------------------------------------------------
+
+    async def create_delegation_token(self, now_ms: int, owner: KafkaPrincipal, requester: KafkaPrincipal,
+                                      renewers: Sequence[KafkaPrincipal],
+                                      max_lifetime_ms: int) -> DelegationTokenRecord:
+        """Issue a token; raises KafkaError (DELEGATION_TOKEN_AUTH_DISABLED, INVALID_PRINCIPAL_TYPE)."""
+        async with self._lock:
+            self._check_active()
+            token_id = delegation_tokens.new_token_id(self._rng.randbytes(16))
+            while token_id in self.image.delegation_tokens:
+                token_id = delegation_tokens.new_token_id(self._rng.randbytes(16))
+            record = delegation_tokens.create(self.token_settings, now_ms, token_id, owner, requester, renewers,
+                                              max_lifetime_ms)
+            await self._commit([record])
+            return record
+
+    async def renew_delegation_token(self, now_ms: int, hmac: bytes, principal: KafkaPrincipal,
+                                     renew_period_ms: int) -> int:
+        """The token's new expiry time; raises KafkaError (not found, expired, owner mismatch)."""
+        async with self._lock:
+            self._check_active()
+            secret = self.token_settings.check_enabled()
+            token = delegation_tokens.find_by_hmac(self.image.delegation_tokens.values(), secret, hmac)
+            renewed = delegation_tokens.renew(self.token_settings, now_ms, token, principal, renew_period_ms)
+            await self._commit([renewed])
+            return renewed.expiry_timestamp
+
+    async def expire_delegation_token(self, now_ms: int, hmac: bytes, principal: KafkaPrincipal,
+                                      expiry_period_ms: int) -> int:
+        """The token's new expiry time (now when it is deleted at once); raises KafkaError."""
+        async with self._lock:
+            self._check_active()
+            secret = self.token_settings.check_enabled()
+            token = delegation_tokens.find_by_hmac(self.image.delegation_tokens.values(), secret, hmac)
+            change = delegation_tokens.expire(now_ms, token, principal, expiry_period_ms)
+            await self._commit([change])
+            return change.expiry_timestamp if isinstance(change, DelegationTokenRecord) else now_ms
+
+    async def remove_expired_delegation_tokens(self, now_ms: int) -> int:
+        """Delete the tokens past their expiry, in one entry; how many."""
+        async with self._lock:
+            self._check_active()
+            removals = delegation_tokens.expired(self.image.delegation_tokens.values(), now_ms)
+            if removals:
+                await self._commit(removals)
+            return len(removals)
 
     # -- features --------------------------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from moldau.metadata.records import (
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
+    DelegationTokenRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecord,
@@ -26,6 +27,7 @@ from moldau.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
+    RemoveDelegationTokenRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -106,6 +108,8 @@ class MetadataImage:
     # Finalized feature levels written by FeatureLevelRecords (KIP-584); a feature not here is at its default
     # (moldau.metadata.features).
     features: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    # Delegation tokens (KIP-48) by token id: the latest DelegationTokenRecord of each.
+    delegation_tokens: Mapping[str, DelegationTokenRecord] = field(default_factory=lambda: MappingProxyType({}))
 
     def topic_configs(self, name: str) -> Mapping[str, str]:
         return self.configs.get((RESOURCE_TOPIC, name), _EMPTY)
@@ -166,6 +170,7 @@ class MetadataImage:
             records.append(ProducerIdsRecord(-1, self.next_producer_id))
         records += [acl_record(acl_id, acl) for acl_id, acl in self.acls.items()]
         records += [FeatureLevelRecord(name, level) for name, level in sorted(self.features.items())]
+        records += [self.delegation_tokens[token_id] for token_id in sorted(self.delegation_tokens)]
         return records
 
 
@@ -198,6 +203,7 @@ class _ImageBuilder:
         self.client_quotas: dict[QuotaEntity, Mapping[str, float]] | None = None
         self.scram_credentials: dict[tuple[str, int], UserScramCredentialRecord] | None = None
         self.features: dict[str, int] | None = None
+        self.delegation_tokens: dict[str, DelegationTokenRecord] | None = None
         # Topics whose partition map this batch already copied: the TopicImage made for the batch and its map, which
         # further records of the batch change in place (a 10,000-partition topic is created by 10,000 records).
         self._own_partitions: dict[uuid.UUID, tuple[TopicImage, dict[int, PartitionImage]]] = {}
@@ -234,6 +240,10 @@ class _ImageBuilder:
             if self.features is None:
                 self.features = dict(self.base.features)
             self.features[record.name] = record.feature_level  # kept at 0 too: "off" differs from the default
+        elif isinstance(record, DelegationTokenRecord):
+            self._tokens()[record.token_id] = record
+        elif isinstance(record, RemoveDelegationTokenRecord):
+            self._tokens().pop(record.token_id, None)
 
     def _acls(self) -> dict[uuid.UUID, AclBinding]:
         if self.acls is None:
@@ -325,6 +335,11 @@ class _ImageBuilder:
             self.scram_credentials = dict(self.base.scram_credentials)
         return self.scram_credentials
 
+    def _tokens(self) -> dict[str, DelegationTokenRecord]:
+        if self.delegation_tokens is None:
+            self.delegation_tokens = dict(self.base.delegation_tokens)
+        return self.delegation_tokens
+
     def build(self, last_offset: int) -> MetadataImage:
         base = self.base
         topics_by_id = base.topics_by_id if self.topics_by_id is None else MappingProxyType(self.topics_by_id)
@@ -346,4 +361,6 @@ class _ImageBuilder:
             scram_credentials=(base.scram_credentials if self.scram_credentials is None
                                else MappingProxyType(self.scram_credentials)),
             features=base.features if self.features is None else MappingProxyType(self.features),
+            delegation_tokens=(base.delegation_tokens if self.delegation_tokens is None
+                               else MappingProxyType(self.delegation_tokens)),
         )

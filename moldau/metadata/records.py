@@ -214,6 +214,30 @@ class RemoveUserScramCredentialRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class DelegationTokenRecord:
+    """A delegation token (Kafka's DelegationTokenRecord, KIP-48); a later record for the same id replaces it (a
+    renewal or a shortened expiry). Principals are `Type:name`; times are wall-clock milliseconds. The token's HMAC
+    is not stored: every node derives it from `delegation.token.secret.key`, as Kafka's do."""
+
+    TYPE: ClassVar[str] = "delegation_token"
+    token_id: str
+    owner: str
+    requester: str
+    renewers: tuple[str, ...]
+    issue_timestamp: int
+    max_timestamp: int
+    expiry_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveDelegationTokenRecord:
+    """Deletes a delegation token (expired by its owner, or past its expiry)."""
+
+    TYPE: ClassVar[str] = "remove_delegation_token"
+    token_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class FeatureLevelRecord:
     """A feature's finalized level (Kafka's FeatureLevelRecord, KIP-584); level 0 turns the feature off."""
 
@@ -227,7 +251,7 @@ MetadataRecord = (
     | UnfenceBrokerRecord | UnregisterBrokerRecord | BrokerRegistrationChangeRecord | ProducerIdsRecord
     | ClientQuotaRecord
     | UserScramCredentialRecord | RemoveUserScramCredentialRecord | AccessControlEntryRecord
-    | RemoveAccessControlEntryRecord | FeatureLevelRecord
+    | RemoveAccessControlEntryRecord | FeatureLevelRecord | DelegationTokenRecord | RemoveDelegationTokenRecord
 )
 _TYPES: dict[str, type[Any]] = {
     cls.TYPE: cls
@@ -235,7 +259,8 @@ _TYPES: dict[str, type[Any]] = {
                 FenceBrokerRecord, UnfenceBrokerRecord, UnregisterBrokerRecord, BrokerRegistrationChangeRecord,
                 ProducerIdsRecord,
                 ClientQuotaRecord, UserScramCredentialRecord, RemoveUserScramCredentialRecord,
-                AccessControlEntryRecord, RemoveAccessControlEntryRecord, FeatureLevelRecord)
+                AccessControlEntryRecord, RemoveAccessControlEntryRecord, FeatureLevelRecord,
+                DelegationTokenRecord, RemoveDelegationTokenRecord)
 }
 _FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {cls: tuple(f.name for f in fields(cls)) for cls in _TYPES.values()}
 
@@ -281,7 +306,7 @@ def decode_record(data: bytes) -> MetadataRecord:
 def _coerce(name: str, value: Any) -> Any:
     if name in ("topic_id", "incarnation_id", "id"):
         return uuid.UUID(value)
-    if name in ("replicas", "isr", "adding_replicas", "removing_replicas", "directories", "log_dirs"):
+    if name in ("replicas", "isr", "adding_replicas", "removing_replicas", "directories", "log_dirs", "renewers"):
         return tuple(value)
     if name == "entity":
         return tuple((str(entity_type), None if entity_name is None else str(entity_name))

@@ -7,7 +7,7 @@ ACLs and quotas name principals the same way.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 USER_TYPE = "User"
 
@@ -16,6 +16,9 @@ USER_TYPE = "User"
 class KafkaPrincipal:
     principal_type: str
     name: str
+    # Authenticated with a delegation token (KIP-48): it acts as the token's owner, but may not create, renew or
+    # expire tokens. Not part of equality, as in Kafka: ACLs and quotas see the owner.
+    token_authenticated: bool = field(default=False, compare=False)
 
     @classmethod
     def parse(cls, text: str) -> KafkaPrincipal:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import functools
 import logging
 import os
@@ -69,6 +70,7 @@ from moldau.security.acl.rules import RequestAuthorization
 from moldau.security.client_security import PLAINTEXT as PLAINTEXT_CLIENT
 from moldau.security.client_security import TLS_PROTOCOLS, ClientSecurity
 from moldau.security.connection_quotas import Admission, ConnectionQuotas, ConnectionRates, ip_quota
+from moldau.security.delegation_tokens import TokenCredentials, TokenSettings
 from moldau.security.mutation_quota import MutationQuotaConfig
 from moldau.security.quotas import ClientQuotas, QuotaConfig
 from moldau.security.sasl.authenticator import SaslListenerConfig
@@ -248,7 +250,10 @@ class Broker:
                                      self.config.default_replication_factor, self._config_default,
                                      self.config.broker_session_timeout_ms,
                                      group_config_check=self._check_group_configs,
-                                     bootstrap_scram=self.bootstrap_scram)
+                                     bootstrap_scram=self.bootstrap_scram,
+                                     token_settings=self._token_settings())
+        self.token_credentials = TokenCredentials(self.config.delegation_token_secret_key, lambda: self.image,
+                                                  self.clock.time_ms)
         self.channel = ControllerChannel(self.quorum, f"moldau-node-{self.node_id}", self.controller_security,
                                          self._controller_authenticator())
         self.controller_requests = ControllerRequests(self.node_id, self.quorum, self.controller, self.channel,
@@ -269,6 +274,8 @@ class Broker:
         self.quorum.start()
         if self.is_controller:
             self._tasks.append(asyncio.get_running_loop().create_task(self._fence_expired_brokers()))
+            if self.controller.token_settings.enabled:
+                self._tasks.append(asyncio.get_running_loop().create_task(self._remove_expired_tokens()))
             if self.config.auto_leader_rebalance_enable:
                 self._tasks.append(asyncio.get_running_loop().create_task(self._rebalance_leaders()))
         if self.is_broker:
@@ -512,6 +519,29 @@ class Broker:
             except Exception:
                 log.exception("fencing check failed")
 
+    def _token_settings(self) -> TokenSettings:
+        return TokenSettings(self.config.delegation_token_secret_key or None,
+                             self.config.delegation_token_max_lifetime_ms,
+                             self.config.delegation_token_expiry_time_ms)
+
+    async def _remove_expired_tokens(self) -> None:
+        """Every delegation.token.expiry.check.interval.ms, the active controller deletes expired tokens (KIP-48)."""
+        interval_s = self.config.delegation_token_expiry_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            if not self.quorum.is_active_controller():
+                continue
+            try:
+                removed = await self.controller.remove_expired_delegation_tokens(self.clock.time_ms())
+            except KafkaError as exc:
+                log.debug("expired token check skipped: %s", exc.message)
+                continue
+            except Exception:
+                log.exception("expired token check failed")
+                continue
+            if removed:
+                log.info("deleted %d expired delegation token(s)", removed)
+
     async def _rebalance_leaders(self) -> None:
         """Every leader.imbalance.check.interval.seconds, the active controller moves leaderships back to preferred
         replicas on brokers that lead too few of their own (after failovers, or a broker's return)."""
@@ -747,10 +777,13 @@ class Broker:
         if self.config.security_protocol(listener) not in SASL_PROTOCOLS:
             return None
         try:
-            return sasl_listener_config(self.config, listener, image_lookup(lambda: self.image), controller,
+            sasl = sasl_listener_config(self.config, listener, image_lookup(lambda: self.image), controller,
                                         self.clock, self._jwks)
         except ConfigError as exc:
             raise StartupError(str(exc)) from exc
+        if controller:
+            return sasl  # nodes authenticate with PLAIN there; tokens are for clients
+        return dataclasses.replace(sasl, delegation_tokens=self.token_credentials.lookup)
 
     async def _load_jwks(self) -> None:
         """Fetch each new JWKS once before its listener opens (a provider that does not answer is retried in the
@@ -890,6 +923,10 @@ class Broker:
     async def forward_to_controller(self, ctx: RequestContext, request: Any) -> Any:
         """The active controller's answer to a client's admin request, or None to answer it here."""
         return await self.controller_requests.forward_to_controller(ctx, request)
+
+    async def forward_enveloped(self, ctx: RequestContext, request: Any) -> Any:
+        """As `forward_to_controller`, with the client's principal (Envelope): for delegation tokens."""
+        return await self.controller_requests.forward_enveloped(ctx, request)
 
     async def _create_topic(self, name: str, partitions: int, replication_factor: int,
                             configs: dict[str, str]) -> None:

@@ -37,6 +37,9 @@ class RequestContext:
     # The connection sends file regions with sendfile (a plaintext listener with fetch zero-copy on): a Fetch may
     # answer with `FileRegion`s of its segments instead of their bytes.
     sends_files: bool = False
+    # Carried in an Envelope (58) from the broker that took it: `principal` and `client_host` are the client's, as
+    # that broker authenticated them (moldau.server.envelope).
+    enveloped: bool = False
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """May this request's principal, from its host, do `operation` on the resource? Always true without an

@@ -24,6 +24,7 @@ from moldau.metadata.controller import Controller
 from moldau.metadata.quorum import MetadataQuorum
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.server import envelope
 from moldau.server.context import RequestContext
 from moldau.server.controller_channel import ControllerChannel, ControllerUnavailable, not_controller_in
 from moldau.server.handlers import allocate_producer_ids
@@ -62,6 +63,20 @@ class ControllerRequests:
         except ControllerUnavailable as exc:
             log.warning("cannot forward %s: %s", type(request).__name__, exc)
             return None
+
+    async def forward_enveloped(self, ctx: RequestContext, request: Any) -> Any:
+        """As `forward_to_controller`, for a request the controller must decide as the client (delegation tokens):
+        sent inside an Envelope with the client's principal and address (moldau.server.envelope). Raises KafkaError
+        when the controller refuses the envelope."""
+        if ctx.on_controller_listener or self._quorum.is_active_controller():
+            return None
+        try:
+            response = await self._forward(envelope.wrap(request, ctx.principal, ctx.client_host,
+                                                         ctx.header.client_id or ""))
+        except ControllerUnavailable as exc:
+            log.warning("cannot forward %s: %s", type(request).__name__, exc)
+            return None
+        return envelope.unwrap(response, request)
 
     async def _forward(self, request: Any) -> Any:
         """The remote active controller's answer, once this node has applied the change. Raises

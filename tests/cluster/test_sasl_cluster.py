@@ -15,6 +15,13 @@ from kio.static.primitive import i64
 from moldau.net.ports import free_ports
 from moldau.protocol.errors import ErrorCode
 from tests.support.cluster import LocalCluster
+from tests.support.delegation_tokens import (
+    create_token,
+    describe_tokens,
+    plain_properties,
+    token_cli,
+    token_logs_in,
+)
 from tests.support.oauth import identity_provider
 from tests.support.polling import wait_until
 from tests.support.raw_client import RawClient
@@ -247,3 +254,41 @@ def test_brokers_replicate_over_oauthbearer_with_tokens_from_an_identity_provide
             for node in cluster.nodes.values():
                 log = node.log_tail(2000)
                 assert "authentication to" not in log and "after the SASL session expired" not in log
+
+
+def refused(bootstrap: str, token: dict[str, str]) -> bool:
+    return not token_logs_in(bootstrap, token)
+
+
+def test_delegation_tokens_made_through_any_broker_work_on_every_broker(tmp_path: Path) -> None:
+    """Brokers that are not the active controller forward token requests in an Envelope with the client's
+    principal (KIP-48 in a cluster): the token's owner and requester are the client, not the forwarding node, a
+    token made through one node logs in on every node, and its owner renews and expires it through another."""
+    cluster, sasl = sasl_cluster(tmp_path, "PLAINTEXT", {
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "delegation.token.secret.key": "the-cluster-token-secret",
+    })
+    alice = plain_properties(tmp_path, "alice", "alice-secret")
+    with cluster:
+        leader = cluster.active_controller(timeout_s=30).leader_id
+        tokens = {}
+        for node_id in (1, 2, 3):
+            token = create_token(sasl[node_id], alice)
+            assert (token["owner"], token["requester"]) == ("User:alice", "User:alice"), node_id
+            tokens[node_id] = token
+        for made_on, token in tokens.items():
+            for node_id in (1, 2, 3):
+                wait_until(partial(token_logs_in, sasl[node_id], token), 15,
+                           f"the token made through node {made_on} logs in on node {node_id}")
+        follower = next(n for n in (1, 2, 3) if n != leader)
+        renewed = token_cli(sasl[follower], alice, "renew", "--hmac", tokens[leader]["hmac"],
+                            "--renew-time-period", "60000")
+        assert renewed.returncode == 0, renewed.stderr
+        expired = token_cli(sasl[follower], alice, "expire", "--hmac", tokens[leader]["hmac"])
+        assert expired.returncode == 0, expired.stderr
+        for node_id in (1, 2, 3):
+            wait_until(partial(refused, sasl[node_id], tokens[leader]), 15,
+                       f"the expired token is refused on node {node_id}")
+        assert {t["token_id"] for t in describe_tokens(sasl[follower], alice)} == {
+            tokens[n]["token_id"] for n in (1, 2, 3) if n != leader}

@@ -75,15 +75,16 @@ def test_every_advertised_range_lies_within_kafka_4_2s(surface_broker: BrokerPro
 
 
 # What a Kafka 4.2 controller listener advertises: the APIs whose message schemas name the "controller" listener,
-# at their 4.2 ranges, less what Moldau does not implement (delegation tokens 38-41, Envelope 58,
-# ControllerRegistration 70) and capped where Moldau serves fewer versions (noted by key).
+# at their 4.2 ranges, less what Moldau does not need (ControllerRegistration 70) and capped where Moldau serves
+# fewer versions (noted by key).
 KAFKA_4_2_CONTROLLER = {
     1: (17, 17),  # Kafka 4-18: a controller listener serves only the quorum's fetch
     17: (0, 1), 18: (0, 4), 19: (2, 7), 20: (1, 6), 29: (1, 3), 30: (1, 3), 31: (1, 3), 32: (1, 4), 33: (0, 2),
-    36: (0, 2), 37: (0, 3), 43: (0, 2), 44: (0, 1), 45: (0, 1), 46: (0, 0), 49: (0, 1), 50: (0, 0), 51: (0, 0),
+    36: (0, 2), 37: (0, 3), 38: (1, 3), 39: (1, 2), 40: (1, 2), 43: (0, 2), 44: (0, 1), 45: (0, 1), 46: (0, 0),
+    49: (0, 1), 50: (0, 0), 51: (0, 0),
     52: (2, 2),  # Kafka 0-2: Moldau nodes speak the KIP-853 versions of the quorum's APIs
     53: (1, 1), 54: (1, 1),  # Kafka 0-1, as 52
-    55: (0, 2), 56: (2, 3), 57: (0, 2),
+    55: (0, 2), 56: (2, 3), 57: (0, 2), 58: (0, 0),
     59: (1, 1),  # Kafka 0-1, as 52
     60: (0, 2), 62: (0, 4), 63: (0, 1), 64: (0, 0), 67: (0, 0), 73: (0, 0), 80: (0, 1), 81: (0, 0), 82: (0, 0),
 }

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from moldau.cli.command_config import jaas_credentials, to_kafka_python, to_librdkafka
+import pytest
+
+from moldau.cli.command_config import jaas_credentials, to_authenticator, to_kafka_python, to_librdkafka, token_auth
 
 JAVA = {"security.protocol": "SASL_SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": "/ca.pem",
         "ssl.keystore.type": "PEM", "ssl.keystore.location": "/me.pem", "ssl.key.password": "k",
@@ -35,3 +37,14 @@ def test_jaas_options() -> None:
                                  "username=bob password='x';"}
     assert jaas_credentials(plain) == ("bob", "x")
     assert jaas_credentials({}) == (None, None)
+
+
+def test_a_token_login_is_read_from_the_jaas_config_and_refused_for_clients_without_extensions() -> None:
+    props = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+             "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="tid" '
+                                 'password="hmac" tokenauth="true";'}
+    assert token_auth(props) and not token_auth({**props, "sasl.jaas.config": "x required tokenauth=false;"})
+    assert to_authenticator(props) is not None
+    for translate in (to_librdkafka, to_kafka_python):
+        with pytest.raises(ValueError, match="delegation token"):
+            translate(props)

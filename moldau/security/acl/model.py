@@ -64,9 +64,9 @@ WILDCARD_HOST = "*"
 WILDCARD_PRINCIPAL = "User:*"
 CLUSTER_NAME = "kafka-cluster"  # the one Cluster resource's name, as Kafka spells it
 
-# The resource types and operations an ACL may name (no ANY or UNKNOWN; delegation tokens are not served).
+# The resource types and operations an ACL may name (no ANY or UNKNOWN).
 ACL_RESOURCE_TYPES = frozenset({ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER,
-                                ResourceType.TRANSACTIONAL_ID, ResourceType.USER})
+                                ResourceType.TRANSACTIONAL_ID, ResourceType.DELEGATION_TOKEN, ResourceType.USER})
 _CONCRETE_OPERATIONS = frozenset(op for op in AclOperation if op not in (AclOperation.UNKNOWN, AclOperation.ANY))
 
 

@@ -31,8 +31,8 @@ from moldau.server.context import RequestContext
 Op, Res = AclOperation, ResourceType
 # Served on controller listeners to other nodes only: Fetch (the quorum's), Vote, BeginQuorumEpoch,
 # EndQuorumEpoch, AlterPartition, FetchSnapshot, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds,
-# UpdateRaftVoter, AssignReplicasToDirs.
-NODE_APIS = frozenset((1, 52, 53, 54, 56, 59, 62, 63, 67, 73, 82))
+# UpdateRaftVoter, AssignReplicasToDirs, Envelope.
+NODE_APIS = frozenset((1, 52, 53, 54, 56, 58, 59, 62, 63, 67, 73, 82))
 
 
 class Where(enum.Enum):
@@ -97,6 +97,11 @@ RULES: dict[int, tuple[Rule, ...]] = {
     35: (_r(Op.DESCRIBE, Res.CLUSTER),),
     36: (_NONE,),
     37: (_r(Op.ALTER, Res.TOPIC),),
+    38: (_r(Op.CREATE_TOKENS, Res.USER, note="only for a token of another owner, KIP-373"),),
+    39: (Rule(None, None, Where.HANDLER, "the token's owner or a renewer"),),
+    40: (Rule(None, None, Where.HANDLER, "the token's owner or a renewer"),),
+    41: (_r(Op.DESCRIBE, Res.DELEGATION_TOKEN, note="tokens the principal does not own, request or renew"),
+         _r(Op.DESCRIBE_TOKENS, Res.USER, note="every token of that owner, KIP-373")),
     42: (_r(Op.DELETE, Res.GROUP),),
     43: (_r(Op.ALTER, Res.CLUSTER),),
     44: (_r(Op.ALTER_CONFIGS, Res.TOPIC), _r(Op.ALTER_CONFIGS, Res.CLUSTER, note="broker resources"),
@@ -141,6 +146,7 @@ RULES: dict[int, tuple[Rule, ...]] = {
     53: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
     54: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
     56: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
+    58: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
     59: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
     62: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
     82: (_r(Op.CLUSTER_ACTION, Res.CLUSTER, _F, note=_NODES),),
@@ -271,7 +277,7 @@ def rules_table() -> str:
 
 def _describe_rule(rule: Rule) -> str:
     if rule.operation is None or rule.resource_type is None:
-        return "none"
+        return f"no ACL ({rule.note})" if rule.note else "none"
     text = f"{rule.operation.name} on {rule.resource_type.name}"
     return f"{text} ({rule.note})" if rule.note else text
 

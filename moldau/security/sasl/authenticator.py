@@ -27,7 +27,7 @@ from moldau.clock import Clock
 from moldau.protocol.codec import InvalidRequest
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.wire import ResponsePart
-from moldau.security.principal import KafkaPrincipal
+from moldau.security.principal import USER_TYPE, KafkaPrincipal
 from moldau.security.sasl.mechanisms import (
     OAUTHBEARER,
     PLAIN,
@@ -37,6 +37,7 @@ from moldau.security.sasl.mechanisms import (
     PlainServer,
     SaslServer,
     ScramServer,
+    TokenLookup,
 )
 from moldau.security.sasl.oauthbearer import OAuthBearerServer, TokenValidator
 
@@ -71,6 +72,7 @@ class SaslListenerConfig:
     failed_delay_ms: int = 100
     max_receive_bytes: int = 524288  # sasl.server.max.receive.size: the largest frame before authentication
     token_validator: TokenValidator | None = None  # OAUTHBEARER's (settings.token_validator)
+    delegation_tokens: TokenLookup | None = None  # SCRAM logins with a delegation token (KIP-48)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +154,7 @@ class SaslAuthenticator:
         if mechanism == PLAIN:
             return PlainServer(self._config.plain_users)
         if mechanism in SCRAM_MECHANISMS:
-            return ScramServer(mechanism, self._config.scram_lookup)
+            return ScramServer(mechanism, self._config.scram_lookup, self._config.delegation_tokens)
         if mechanism == OAUTHBEARER and self._config.token_validator is not None:
             return OAuthBearerServer(self._config.token_validator)
         raise ValueError(f"unsupported SASL mechanism {mechanism}")  # settings only enable the ones above
@@ -181,7 +183,7 @@ class SaslAuthenticator:
                                       delay_ms=self._config.failed_delay_ms)
         if not server.complete:
             return AuthenticateResult(ErrorCode.none, None, answer)
-        principal = KafkaPrincipal.user(server.authorization_id)
+        principal = KafkaPrincipal(USER_TYPE, server.authorization_id, server.token_authenticated)
         if self.principal is not None and principal != self.principal:
             self._fail()  # KIP-368: re-authentication may not change who the connection is
             return AuthenticateResult(ErrorCode.sasl_authentication_failed,

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from moldau.security.delegation_tokens import TokenCredential
     from moldau.security.sasl.scram import ScramCredential
 
 PLAIN = "PLAIN"
@@ -45,8 +46,12 @@ class SaslServer(Protocol):
     def authorization_id(self) -> str: ...
     @property
     def credential_expires_ms(self) -> int | None:
-        """Wall-clock expiry of the credential presented (an OAuth token's `exp`), None when it has none: a
-        session ends there at the latest (KIP-368)."""
+        """Wall-clock expiry of the credential presented (an OAuth token's `exp`, a delegation token's expiry),
+        None when it has none: a session ends there at the latest (KIP-368)."""
+        ...
+    @property
+    def token_authenticated(self) -> bool:
+        """The client logged in with a delegation token (KIP-48) and acts as its owner."""
         ...
     def evaluate(self, token: bytes) -> bytes: ...
 
@@ -73,6 +78,10 @@ class PlainServer:
     def credential_expires_ms(self) -> int | None:
         return None
 
+    @property
+    def token_authenticated(self) -> bool:
+        return False
+
     def evaluate(self, token: bytes) -> bytes:
         if self._user is not None:
             raise AuthenticationFailed("Authentication failed: PLAIN exchange already complete")
@@ -95,28 +104,48 @@ class PlainServer:
 
 
 CredentialLookup = Callable[[str, str], "ScramCredential | None"]  # (mechanism, user) -> credential
+TokenLookup = Callable[[str, str], "TokenCredential | None"]  # (mechanism, token id) -> a delegation token's
+# The SCRAM extension (RFC 5802 extensions in the client's first message) by which a client says that its user name
+# is a delegation token's id and its password the token's HMAC (KIP-48); Kafka accepts no other extension.
+TOKEN_AUTH_EXTENSION = "tokenauth"
 
 
 class ScramServer:
-    """SCRAM-SHA-256/512: client-first, server-first, client-final, server-final; credentials from the image."""
+    """SCRAM-SHA-256/512: client-first, server-first, client-final, server-final; credentials from the image.
 
-    def __init__(self, mechanism: str, lookup: CredentialLookup) -> None:
+    With `tokenauth=true` in the client's first message, the user name is a delegation token's id, checked against
+    the token's credential (`token_lookup`), and the connection acts as the token's owner until the token expires.
+    """
+
+    def __init__(self, mechanism: str, lookup: CredentialLookup, token_lookup: TokenLookup | None = None) -> None:
         # scramp is imported where a SCRAM exchange happens, not with the mechanisms' names: every command of the
         # CLI reads those, and scramp (with asn1crypto) was a tenth of their start.
         import scramp
 
         self.mechanism = mechanism
         self._lookup = lookup
+        self._token_lookup = token_lookup
         self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_info)
         self._user: str | None = None
         self._step = 0
         self._complete = False
+        self._with_token = False
+        self._token_expires_ms: int | None = None
 
     def _auth_info(self, username: str) -> tuple[bytes, bytes, bytes, int] | None:
-        credential = self._lookup(self.mechanism, username)
-        if credential is None:
-            return None
-        self._user = username
+        if self._with_token:
+            token = self._token_lookup(self.mechanism, username) if self._token_lookup is not None else None
+            if token is None:
+                return None
+            credential = token.credential
+            self._user = token.owner.name
+            self._token_expires_ms = token.expiry_ms
+        else:
+            user_credential = self._lookup(self.mechanism, username)
+            if user_credential is None:
+                return None
+            credential = user_credential
+            self._user = username
         return credential.salt, credential.stored_key, credential.server_key, credential.iterations
 
     @property
@@ -130,7 +159,11 @@ class ScramServer:
 
     @property
     def credential_expires_ms(self) -> int | None:
-        return None
+        return self._token_expires_ms
+
+    @property
+    def token_authenticated(self) -> bool:
+        return self._with_token
 
     def evaluate(self, token: bytes) -> bytes:
         import scramp
@@ -144,7 +177,12 @@ class ScramServer:
             if self._step == 0:
                 self._step = 1
                 self._check_authzid(message)
-                self._server.set_client_first(message)
+                self._with_token = self._asks_token_auth(message)
+                without_extensions = ",".join(message.split(",")[:4])
+                self._server.set_client_first(without_extensions)
+                # Kafka's extension name is longer than RFC 5802's one-letter attributes, which scramp insists on:
+                # it parses the message without it, but both sides sign the message as the client sent it.
+                self._server.client_first_bare = message.split(",", 2)[2]
                 return str(self._server.get_server_first()).encode()
             if self._step == 1:
                 self._step = 2
@@ -155,6 +193,18 @@ class ScramServer:
         except scramp.ScramException:
             raise AuthenticationFailed(failed) from None
         raise AuthenticationFailed("Authentication failed: SCRAM exchange already complete")
+
+    @staticmethod
+    def _asks_token_auth(client_first: str) -> bool:
+        """Whether the client's first message carries `tokenauth=true`; any other extension is refused, as Kafka
+        refuses it."""
+        import scramp
+
+        attributes = client_first.split(",")[4:]  # after the gs2 header's two fields, n= and r=
+        extensions = dict(a.partition("=")[::2] for a in attributes)
+        if set(extensions) - {TOKEN_AUTH_EXTENSION}:
+            raise scramp.ScramException("unsupported SCRAM extensions")
+        return extensions.get(TOKEN_AUTH_EXTENSION, "").lower() == "true"
 
     @staticmethod
     def _check_authzid(client_first: str) -> None:

@@ -134,6 +134,10 @@ class OAuthBearerServer:
         return None if self._token is None else self._token.expires_ms
 
     @property
+    def token_authenticated(self) -> bool:
+        return False  # an OAuth token, not a delegation token
+
+    @property
     def token(self) -> BearerToken | None:
         return self._token
 

@@ -6,7 +6,8 @@ BrokerHeartbeat and AllocateProducerIds) and the admin requests brokers forward 
 (AddRaftVoter and RemoveRaftVoter among them), which admin clients may also send straight to a controller
 (KIP-919, `--bootstrap-controller`) with the read-only DescribeConfigs, DescribeAcls and
 DescribeUserScramCredentials. The set is Kafka 4.2's controller set (the message schemas' "controller" listener)
-minus what Moldau does not implement (delegation tokens, Envelope, ControllerRegistration); docs/protocol.md.
+minus ControllerRegistration, which Moldau does not need (docs/protocol.md). Envelope carries only the delegation
+token requests, the ones the controller decides as the client (moldau.server.envelope).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from moldau.server.handlers import (
     consumer_group_describe,
     consumer_group_heartbeat,
     create_acls,
+    create_delegation_token,
     create_partitions,
     create_topics,
     delete_acls,
@@ -43,6 +45,7 @@ from moldau.server.handlers import (
     describe_client_quotas,
     describe_cluster,
     describe_configs,
+    describe_delegation_token,
     describe_groups,
     describe_log_dirs,
     describe_producers,
@@ -54,6 +57,8 @@ from moldau.server.handlers import (
     elect_leaders,
     end_quorum_epoch,
     end_txn,
+    envelope,
+    expire_delegation_token,
     fetch,
     fetch_snapshot,
     find_coordinator,
@@ -80,6 +85,7 @@ from moldau.server.handlers import (
     read_share_group_state,
     read_share_group_state_summary,
     remove_raft_voter,
+    renew_delegation_token,
     sasl_authenticate,
     sasl_handshake,
     share_acknowledge,
@@ -159,6 +165,10 @@ APIS: dict[int, Api] = {
         sasl_authenticate.API,
         describe_user_scram_credentials.API,
         alter_user_scram_credentials.API,
+        create_delegation_token.API,
+        renew_delegation_token.API,
+        expire_delegation_token.API,
+        describe_delegation_token.API,
         share_group_heartbeat.API,
         share_group_describe.API,
         share_fetch.API,
@@ -212,5 +222,9 @@ CONTROLLER_APIS: dict[int, Api] = {
         alter_client_quotas.API,
         describe_user_scram_credentials.API,
         alter_user_scram_credentials.API,
+        create_delegation_token.API,
+        renew_delegation_token.API,
+        expire_delegation_token.API,
+        envelope.API,
     )
 }

@@ -1,6 +1,7 @@
 """The broker's SASL client against the broker's SASL server state machine, in process."""
 
 import asyncio
+import base64
 import datetime
 from typing import Any
 
@@ -113,3 +114,25 @@ def test_a_controller_listener_offers_plain_only() -> None:
     scram_only = BrokerConfig({**props, "sasl.enabled.mechanisms": "SCRAM-SHA-512"})
     with pytest.raises(ConfigError, match="PLAIN only"):
         sasl_listener_config(scram_only, "CONTROLLER", lambda *_: None, controller=True)
+
+
+def test_client_logs_in_with_a_delegation_token_as_its_owner() -> None:
+    """Moldau's client sends `tokenauth=true` (a Java JAAS config's tokenauth="true") and signs the message with it."""
+    from types import SimpleNamespace
+
+    from moldau.metadata.records import DelegationTokenRecord
+    from moldau.security.delegation_tokens import TokenCredentials, token_hmac
+
+    record = DelegationTokenRecord("tok", "User:alice", "User:alice", (), 0, 10_000, 10_000)
+    image = SimpleNamespace(delegation_tokens={"tok": record})
+    tokens = TokenCredentials("secret", lambda: image, lambda: 4_000)  # type: ignore[arg-type, return-value]
+    conn = Conn()
+    config = SaslListenerConfig(("SCRAM-SHA-512",), {}, lambda m, u: None, 0, delegation_tokens=tokens.lookup)
+    server = SaslAuthenticator(config, conn, ManualClock(start_ms=4_000))
+    hmac = base64.b64encode(token_hmac("secret", "tok")).decode()
+    lifetime = asyncio.run(authenticate(SaslClientConfig("SCRAM-SHA-512", "tok", hmac, token_auth=True),
+                                        _send(server)))
+    assert lifetime == 6_000  # the session ends when the token does
+    assert conn.principal == KafkaPrincipal.user("alice") and conn.principal.token_authenticated
+    with pytest.raises(SaslClientError):  # the same credentials without the extension: not a user
+        asyncio.run(authenticate(SaslClientConfig("SCRAM-SHA-512", "tok", hmac), _send(_server()[0])))
