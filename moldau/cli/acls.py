@@ -19,30 +19,34 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-# confluent-kafka re-exports these without __all__, which strict mypy does not treat as public.
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
+from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
+from kio.schema.delete_acls.v3.request import DeleteAclsFilter, DeleteAclsRequest
+from kio.schema.describe_acls.v3.request import DescribeAclsRequest
+from kio.static.primitive import i8
+
+from moldau.cli.common import CliError, add_action
+from moldau.cli.output import add_output_option, emit
+from moldau.cli.raw_request import call
+from moldau.security.acl.model import (
+    CLUSTER_NAME,
     AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
-    AdminClient,
-    ResourcePatternType,
+    PatternType,
     ResourceType,
 )
 
-from moldau.cli.common import REQUEST_TIMEOUT_S, CliError, add_action, check_reachable, client_config, request_failed
-from moldau.cli.output import add_output_option, emit
-
-CLUSTER_NAME = "kafka-cluster"
 _OPERATIONS = {
     "read": AclOperation.READ, "write": AclOperation.WRITE, "create": AclOperation.CREATE,
     "delete": AclOperation.DELETE, "alter": AclOperation.ALTER, "describe": AclOperation.DESCRIBE,
     "clusteraction": AclOperation.CLUSTER_ACTION, "describeconfigs": AclOperation.DESCRIBE_CONFIGS,
     "alterconfigs": AclOperation.ALTER_CONFIGS, "idempotentwrite": AclOperation.IDEMPOTENT_WRITE,
+    "createtokens": AclOperation.CREATE_TOKENS, "describetokens": AclOperation.DESCRIBE_TOKENS,
     "all": AclOperation.ALL,
 }
-_PATTERNS = {"literal": ResourcePatternType.LITERAL, "prefixed": ResourcePatternType.PREFIXED,
-             "any": ResourcePatternType.ANY, "match": ResourcePatternType.MATCH}
+_PATTERNS = {"literal": PatternType.LITERAL, "prefixed": PatternType.PREFIXED,
+             "any": PatternType.ANY, "match": PatternType.MATCH}
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -60,6 +64,10 @@ def _add_options(parser: argparse.ArgumentParser, action: str) -> None:
     parser.add_argument("--group", action="append", default=[], metavar="GROUP", help="a group (repeatable)")
     parser.add_argument("--transactional-id", action="append", default=[], metavar="ID",
                         help="a transactional id (repeatable)")
+    parser.add_argument("--user-principal", action="append", default=[], metavar="User:NAME",
+                        help="a user, as the resource of CreateTokens and DescribeTokens (repeatable)")
+    parser.add_argument("--delegation-token", action="append", default=[], metavar="TOKEN_ID",
+                        help="a delegation token, by its id (repeatable)")
     parser.add_argument("--cluster", action="store_true", help="the cluster resource")
     parser.add_argument("--resource-pattern-type", choices=sorted(_PATTERNS),
                         default="literal" if action == "add" else "any",
@@ -72,7 +80,7 @@ def _add_options(parser: argparse.ArgumentParser, action: str) -> None:
     parser.add_argument("--deny-host", action="append", default=[], metavar="HOST")
     parser.add_argument("--operation", action="append", default=[], type=_operation, metavar="OP",
                         help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
-                             "AlterConfigs, IdempotentWrite or All (repeatable)")
+                             "AlterConfigs, IdempotentWrite, CreateTokens, DescribeTokens or All (repeatable)")
     parser.add_argument("--producer", action="store_true", help="the ACLs a producer needs")
     parser.add_argument("--consumer", action="store_true", help="the ACLs a consumer needs (needs --group)")
     parser.add_argument("--idempotent", action="store_true", help="with --producer: IDEMPOTENT_WRITE on the cluster")
@@ -87,17 +95,13 @@ def _operation(text: str) -> AclOperation:
     return op
 
 
-def _admin(args: argparse.Namespace) -> AdminClient:
-    """The admin client, with the `--command-config` properties every tool takes (moldau.cli.common)."""
-    check_reachable(args.bootstrap_server)
-    return AdminClient(client_config(args.bootstrap_server))
-
-
 def _resources(args: argparse.Namespace) -> list[tuple[ResourceType, str]]:
     resources = [(ResourceType.TOPIC, t) for t in args.topic] + [(ResourceType.GROUP, g) for g in args.group]
     resources += [(ResourceType.TRANSACTIONAL_ID, t) for t in args.transactional_id]
+    resources += [(ResourceType.USER, u) for u in args.user_principal]
+    resources += [(ResourceType.DELEGATION_TOKEN, t) for t in args.delegation_token]
     if args.cluster or (args.producer and args.idempotent):
-        resources.append((ResourceType.BROKER, CLUSTER_NAME))
+        resources.append((ResourceType.CLUSTER, CLUSTER_NAME))
     return resources
 
 
@@ -107,7 +111,7 @@ def _operations_for(args: argparse.Namespace, resource_type: ResourceType) -> li
     if args.producer:
         ops += {ResourceType.TOPIC: [AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE],
                 ResourceType.TRANSACTIONAL_ID: [AclOperation.WRITE, AclOperation.DESCRIBE],
-                ResourceType.BROKER: [AclOperation.IDEMPOTENT_WRITE] if args.idempotent else []
+                ResourceType.CLUSTER: [AclOperation.IDEMPOTENT_WRITE] if args.idempotent else []
                 }.get(resource_type, [])
     if args.consumer:
         ops += {ResourceType.TOPIC: [AclOperation.READ, AclOperation.DESCRIBE],
@@ -126,7 +130,8 @@ def _bindings(args: argparse.Namespace) -> list[AclBinding]:
         raise CliError("ACLs are added with --resource-pattern-type literal or prefixed")
     resources = _resources(args)
     if not resources:
-        raise CliError("give a resource: --topic, --group, --transactional-id or --cluster")
+        raise CliError("give a resource: --topic, --group, --transactional-id, --user-principal, "
+                       "--delegation-token or --cluster")
     pattern = _PATTERNS[args.resource_pattern_type]
     grants = [(AclPermissionType.ALLOW, p, args.allow_host or ["*"]) for p in args.allow_principal]
     grants += [(AclPermissionType.DENY, p, args.deny_host or ["*"]) for p in args.deny_principal]
@@ -135,7 +140,7 @@ def _bindings(args: argparse.Namespace) -> list[AclBinding]:
         ops = _operations_for(args, resource_type)
         if not ops and not (args.producer or args.consumer):
             raise CliError("give --operation, --producer or --consumer")
-        resource_pattern = ResourcePatternType.LITERAL if resource_type == ResourceType.BROKER else pattern
+        resource_pattern = PatternType.LITERAL if resource_type == ResourceType.CLUSTER else pattern
         bindings += [AclBinding(resource_type, name, resource_pattern, principal, host, op, permission)
                      for permission, principal, hosts in grants for host in hosts for op in ops]
     return bindings
@@ -153,38 +158,39 @@ def _filters(args: argparse.Namespace) -> list[AclBindingFilter]:
     for resource_type, name in resources:
         ops = _operations_for(args, resource_type) if resource_type != ResourceType.ANY else list(args.operation)
         for op in ops or [AclOperation.ANY]:
-            resource_pattern = ResourcePatternType.LITERAL if resource_type == ResourceType.BROKER else pattern
-            # None matches anything; confluent-kafka's annotations say str, its code takes None.
-            filters += [AclBindingFilter(resource_type, name, resource_pattern, principal, host,  # type: ignore[arg-type]
-                                         op, permission)
+            resource_pattern = PatternType.LITERAL if resource_type == ResourceType.CLUSTER else pattern
+            filters += [AclBindingFilter(resource_type, name, resource_pattern, principal, host, op, permission)
                         for principal in principals for host in hosts for permission in permissions]
     return filters
 
 
 def add(args: argparse.Namespace) -> int:
     bindings = _bindings(args)
-    admin = _admin(args)
-    for binding, future in admin.create_acls(bindings, request_timeout=REQUEST_TIMEOUT_S).items():
-        try:
-            future.result(timeout=REQUEST_TIMEOUT_S)
-        except Exception as exc:
-            raise request_failed(exc, f"cannot add {format_binding(binding)}") from exc
+    response = call(args.bootstrap_server, CreateAclsRequest(creations=tuple(
+        AclCreation(resource_type=i8(b.resource_type), resource_name=b.resource_name,
+                    resource_pattern_type=i8(b.pattern_type), principal=b.principal, host=b.host,
+                    operation=i8(b.operation), permission_type=i8(b.permission)) for b in bindings)))
+    for binding, result in zip(bindings, response.results, strict=True):
+        _check(result, f"cannot add {format_binding(binding)}")
     print(f"Added {len(bindings)} ACL{'s' if len(bindings) != 1 else ''}:")
     _print(bindings)
     return 0
 
 
 def list_acls(args: argparse.Namespace) -> int:
-    admin = _admin(args)
     found: dict[tuple[Any, ...], AclBinding] = {}
     for acl_filter in _filters(args):
-        try:
-            result = admin.describe_acls(acl_filter, request_timeout=REQUEST_TIMEOUT_S).result(
-                timeout=REQUEST_TIMEOUT_S)
-        except Exception as exc:
-            raise request_failed(exc, "cannot list ACLs") from exc
-        for binding in result:
-            found[_key(binding)] = binding
+        response = call(args.bootstrap_server, DescribeAclsRequest(
+            resource_type_filter=i8(acl_filter.resource_type), resource_name_filter=acl_filter.resource_name,
+            pattern_type_filter=i8(acl_filter.pattern_type), principal_filter=acl_filter.principal,
+            host_filter=acl_filter.host, operation=i8(acl_filter.operation),
+            permission_type=i8(acl_filter.permission)))
+        _check(response, "cannot list ACLs")
+        for resource in response.resources:
+            for acl in resource.acls:
+                binding = _binding(resource.resource_type, resource.resource_name, resource.pattern_type,
+                                   acl.principal, acl.host, acl.operation, acl.permission_type)
+                found[_key(binding)] = binding
     bindings = sorted(found.values(), key=_key)
     emit(args, [_binding_data(b) for b in bindings], lambda: _text(bindings))
     return 0
@@ -198,52 +204,62 @@ def remove(args: argparse.Namespace) -> int:
         answer = input("Remove the ACLs matching these options? (y/n) ")
         if answer.strip().lower() not in ("y", "yes"):
             return 1
-    admin = _admin(args)
+    response = call(args.bootstrap_server, DeleteAclsRequest(filters=tuple(
+        DeleteAclsFilter(resource_type_filter=i8(f.resource_type), resource_name_filter=f.resource_name,
+                         pattern_type_filter=i8(f.pattern_type), principal_filter=f.principal, host_filter=f.host,
+                         operation=i8(f.operation), permission_type=i8(f.permission)) for f in filters)))
     removed: dict[tuple[Any, ...], AclBinding] = {}
-    for future in admin.delete_acls(filters, request_timeout=REQUEST_TIMEOUT_S).values():
-        try:
-            for binding in future.result(timeout=REQUEST_TIMEOUT_S):
-                removed[_key(binding)] = binding
-        except Exception as exc:
-            raise request_failed(exc, "cannot remove ACLs") from exc
+    for result in response.filter_results:
+        _check(result, "cannot remove ACLs")
+        for acl in result.matching_acls:
+            binding = _binding(acl.resource_type, acl.resource_name, acl.pattern_type, acl.principal, acl.host,
+                               acl.operation, acl.permission_type)
+            removed[_key(binding)] = binding
     print(f"Removed {len(removed)} ACL{'s' if len(removed) != 1 else ''}:")
     _print(removed.values())
     return 0
 
 
-def _key(b: Any) -> tuple[Any, ...]:
-    return (b.restype.name, b.name, b.resource_pattern_type.name, b.principal, b.host, b.operation.name,
-            b.permission_type.name)
+def _check(result: Any, what: str) -> None:
+    code = result.error_code
+    if int(code) != 0:
+        raise CliError(f"{what}: {code.name.upper()}: {result.error_message or code.name}")
 
 
-def format_binding(b: Any) -> str:
+def _binding(resource_type: int, name: str, pattern: int, principal: str, host: str, operation: int,
+             permission: int) -> AclBinding:
+    return AclBinding(ResourceType(resource_type), name, PatternType(pattern), principal, host,
+                      AclOperation(operation), AclPermissionType(permission))
+
+
+def _key(b: AclBinding) -> tuple[Any, ...]:
+    return (b.resource_type.name, b.resource_name, b.pattern_type.name, b.principal, b.host, b.operation.name,
+            b.permission.name)
+
+
+def format_binding(b: AclBinding) -> str:
     return (f"(principal={b.principal}, host={b.host}, operation={b.operation.name}, "
-            f"permissionType={b.permission_type.name})")
+            f"permissionType={b.permission.name})")
 
 
-def _resource_type(b: Any) -> str:
-    return "CLUSTER" if b.restype == ResourceType.BROKER else str(b.restype.name)
+def _binding_data(b: AclBinding) -> dict[str, str]:
+    return {"resource_type": b.resource_type.name, "resource_name": b.resource_name,
+            "pattern_type": b.pattern_type.name, "principal": b.principal, "host": b.host,
+            "operation": b.operation.name, "permission_type": b.permission.name}
 
 
-def _binding_data(b: Any) -> dict[str, str]:
-    return {"resource_type": _resource_type(b), "resource_name": b.name, "pattern_type": b.resource_pattern_type.name,
-            "principal": b.principal, "host": b.host, "operation": b.operation.name,
-            "permission_type": b.permission_type.name}
-
-
-def _print(bindings: Iterable[Any]) -> None:
+def _print(bindings: Iterable[AclBinding]) -> None:
     text = _text(bindings)
     if text:
         print(text)
 
 
-def _text(bindings: Iterable[Any]) -> str:
+def _text(bindings: Iterable[AclBinding]) -> str:
     """Grouped by resource, as kafka-acls prints them."""
     lines: list[str] = []
     by_resource: dict[tuple[str, str, str], list[AclBinding]] = {}
     for b in bindings:
-        resource_type = _resource_type(b)
-        by_resource.setdefault((resource_type, b.name, b.resource_pattern_type.name), []).append(b)
+        by_resource.setdefault((b.resource_type.name, b.resource_name, b.pattern_type.name), []).append(b)
     for (resource_type, name, pattern), acls in sorted(by_resource.items()):
         lines.append(f"Current ACLs for resource `ResourcePattern(resourceType={resource_type}, name={name}, "
                      f"patternType={pattern})`:")

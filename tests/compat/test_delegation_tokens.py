@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from moldau.security.sasl.client import SaslClientConfig
 from tests.support.delegation_tokens import (
+    REPO,
     Token,
     create_token,
     describe_tokens,
@@ -133,18 +135,15 @@ def test_a_token_past_its_life_is_refused_and_deleted(broker: SaslBroker) -> Non
 
 
 def test_creating_a_token_for_another_owner_takes_create_tokens(broker: SaslBroker) -> None:
-    # kafka-python's admin client names User resources and CREATE_TOKENS (KIP-373); confluent-kafka's does not.
-    from kafka.admin import ACL, ACLOperation, ACLPermissionType, KafkaAdminClient, ResourcePattern, ResourceType
+    def acls(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "moldau", "acls", *args, "-b", broker.bootstrap,
+                               "--command-config", str(broker.admin_properties())],
+                              capture_output=True, text=True, cwd=REPO, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
 
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, security_protocol="SASL_PLAINTEXT",
-                             sasl_mechanism="PLAIN", sasl_plain_username="admin",
-                             sasl_plain_password=password("admin"))
-    try:
-        result = admin.create_acls([ACL("User:alice", "*", ACLOperation.CREATE_TOKENS, ACLPermissionType.ALLOW,
-                                        ResourcePattern(ResourceType.USER, "User:carol"))])
-        assert not result["failed"], result
-    finally:
-        admin.close()
+    acls("add", "--allow-principal", "User:alice", "--operation", "CreateTokens", "--user-principal", "User:carol")
+    assert "resourceType=USER, name=User:carol" in acls("list", "--user-principal", "User:carol")
     token = create(broker, "alice", "--owner-principal", "User:carol")
     assert (token["owner"], token["requester"]) == ("User:carol", "User:alice")
     assert token_logs_in(broker.bootstrap, token)

@@ -3,36 +3,22 @@
 from __future__ import annotations
 
 import argparse
-from enum import Enum
 
 import pytest
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    ResourcePatternType,
-    ResourceType,
-)
 
 from moldau.cli import acls
 from moldau.cli.common import CliError
 from moldau.cli.main import build_parser
+from moldau.security.acl.model import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 
 
 def parse(*argv: str) -> argparse.Namespace:
     return build_parser().parse_args(["acls", *argv])
 
 
-def enum_name(value: Enum | str | int) -> str:
-    """An ACL field's name: AclBinding converts what it is given to the field's enum, though it types its
-    attributes as what it accepts."""
-    assert isinstance(value, Enum), value
-    return value.name
-
-
 def summary(bindings: list[AclBinding]) -> set[tuple[str, str, str, str, str, str]]:
-    return {(enum_name(b.restype), b.name, enum_name(b.resource_pattern_type), b.principal, enum_name(b.operation),
-             enum_name(b.permission_type)) for b in bindings}
+    return {(b.resource_type.name, b.resource_name, b.pattern_type.name, b.principal, b.operation.name,
+             b.permission.name) for b in bindings}
 
 
 def test_producer_shortcut() -> None:
@@ -41,7 +27,7 @@ def test_producer_shortcut() -> None:
     assert summary(acls._bindings(args)) == {
         ("TOPIC", "orders", "LITERAL", "User:alice", op, "ALLOW") for op in ("WRITE", "DESCRIBE", "CREATE")
     } | {("TRANSACTIONAL_ID", "tx", "LITERAL", "User:alice", op, "ALLOW") for op in ("WRITE", "DESCRIBE")} | {
-        ("BROKER", "kafka-cluster", "LITERAL", "User:alice", "IDEMPOTENT_WRITE", "ALLOW")}
+        ("CLUSTER", "kafka-cluster", "LITERAL", "User:alice", "IDEMPOTENT_WRITE", "ALLOW")}
 
 
 def test_consumer_shortcut_with_a_prefix_and_hosts() -> None:
@@ -57,8 +43,8 @@ def test_consumer_shortcut_with_a_prefix_and_hosts() -> None:
 def test_operations_on_the_cluster_and_bad_combinations() -> None:
     args = parse("add", "--allow-principal", "User:ops", "--operation", "Alter", "--operation", "describe_configs",
                  "--cluster")
-    assert summary(acls._bindings(args)) == {("BROKER", "kafka-cluster", "LITERAL", "User:ops", "ALTER", "ALLOW"),
-                                             ("BROKER", "kafka-cluster", "LITERAL", "User:ops", "DESCRIBE_CONFIGS",
+    assert summary(acls._bindings(args)) == {("CLUSTER", "kafka-cluster", "LITERAL", "User:ops", "ALTER", "ALLOW"),
+                                             ("CLUSTER", "kafka-cluster", "LITERAL", "User:ops", "DESCRIBE_CONFIGS",
                                               "ALLOW")}
     with pytest.raises(CliError, match="--consumer needs --group"):
         acls._bindings(parse("add", "--allow-principal", "User:a", "--consumer", "--topic", "t"))
@@ -73,11 +59,21 @@ def test_operations_on_the_cluster_and_bad_combinations() -> None:
 
 def test_filters_for_list_and_remove() -> None:
     (everything,) = acls._filters(parse("list"))
-    # AclBindingFilter's stubs type name and principal as str, though a filter's None (any) is what it is for.
-    assert (everything.restype, everything.name, everything.resource_pattern_type, everything.principal,  # type: ignore[comparison-overlap]
-            everything.operation, everything.permission_type) == (
-        ResourceType.ANY, None, ResourcePatternType.ANY, None, AclOperation.ANY, AclPermissionType.ANY)
+    assert (everything.resource_type, everything.resource_name, everything.pattern_type, everything.principal,
+            everything.operation, everything.permission) == (
+        ResourceType.ANY, None, PatternType.ANY, None, AclOperation.ANY, AclPermissionType.ANY)
     filters = acls._filters(parse("remove", "--allow-principal", "User:bob", "--topic", "orders", "--force"))
-    assert [(f.restype, f.name, f.principal, f.operation, f.permission_type) for f in filters] == [
+    assert [(f.resource_type, f.resource_name, f.principal, f.operation, f.permission) for f in filters] == [
         (ResourceType.TOPIC, "orders", "User:bob", AclOperation.ANY, AclPermissionType.ALLOW)]
+
+
+def test_user_and_delegation_token_resources_for_token_acls() -> None:
+    args = parse("add", "--allow-principal", "User:alice", "--operation", "CreateTokens", "--operation",
+                 "describe-tokens", "--user-principal", "User:carol")
+    assert summary(acls._bindings(args)) == {("USER", "User:carol", "LITERAL", "User:alice", op, "ALLOW")
+                                             for op in ("CREATE_TOKENS", "DESCRIBE_TOKENS")}
+    args = parse("add", "--allow-principal", "User:bob", "--operation", "Describe", "--delegation-token", "tid")
+    assert summary(acls._bindings(args)) == {("DELEGATION_TOKEN", "tid", "LITERAL", "User:bob", "DESCRIBE", "ALLOW")}
+    for binding in acls._bindings(args):
+        binding.validate()  # the broker stores it
 
