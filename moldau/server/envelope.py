@@ -22,7 +22,6 @@ from kio.schema.envelope.v0.response import EnvelopeResponse
 from kio.serial import entity_reader, entity_writer
 
 from moldau.net.client import ConnectionFailed, decode_response, encode_request
-from moldau.protocol.codec import InvalidRequest
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.security.principal import KafkaPrincipal
 
@@ -82,5 +81,5 @@ def unwrap(response: EnvelopeResponse, request: Any) -> Any:
         raise KafkaError(code, f"the controller refused the forwarded {type(request).__name__}")
     try:
         return decode_response(response.response_data, request.__api_key__, request.__version__)
-    except ConnectionFailed as exc:
-        raise InvalidRequest(str(exc)) from exc
+    except ConnectionFailed as exc:  # the controller's fault, not the client's: its connection stays open
+        raise KafkaError(ErrorCode.unknown_server_error, f"undecodable answer from the controller: {exc}") from exc

@@ -2,7 +2,8 @@
 
 The inner request is served by its own handler as the client's principal (moldau.server.envelope), and its
 response frame goes back inside the EnvelopeResponse. Refused with CLUSTER_AUTHORIZATION_FAILED unless another
-node sent it, with INVALID_REQUEST for an API Moldau does not forward this way or an undecodable inner request,
+node sent it, with NOT_CONTROLLER by a node that is not the active controller (the sender retries the one that
+is), with INVALID_REQUEST for an API Moldau does not forward this way or an undecodable inner request,
 and with PRINCIPAL_DESERIALIZATION_FAILURE for an unreadable principal.
 """
 
@@ -23,6 +24,8 @@ from moldau.server.handlers.api import Api
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.from_node:
         return _refused(ctx, ErrorCode.cluster_authorization_failed)
+    if not ctx.broker.quorum.is_active_controller():
+        return _refused(ctx, ErrorCode.not_controller)  # the forwarding node tries the new leader
     try:
         principal = deserialize_principal(request.request_principal or b"")
     except KafkaError as exc:

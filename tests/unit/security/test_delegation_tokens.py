@@ -3,7 +3,9 @@ Envelope that carries a client's principal to the controller."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import datetime
 import random
 from types import SimpleNamespace
 from typing import Any
@@ -261,3 +263,34 @@ def test_the_envelope_carries_the_principal_and_address_as_kafka_serializes_them
         assert raised.value.code == ErrorCode.principal_deserialization_failure
     assert host_text(host_bytes("10.1.2.3")) == "10.1.2.3" and host_text(host_bytes("::1")) == "::1"
     assert host_bytes("not-an-address") == b"" and host_text(b"\x01") == ""
+
+
+def test_the_controller_refuses_envelopes_it_should_not_serve() -> None:
+    from kio.schema.envelope.v0.request import EnvelopeRequest
+    from kio.schema.metadata.v12.request import MetadataRequest
+    from kio.schema.renew_delegation_token.v2.request import RenewDelegationTokenRequest
+    from kio.static.primitive import i64Timedelta
+
+    from moldau.net.client import encode_request
+    from moldau.protocol import codec
+    from moldau.server.context import RequestContext
+    from moldau.server.handlers import envelope as handler
+
+    def answer(inner: Any, principal: bytes, from_node: bool = True, active: bool = True) -> ErrorCode:
+        broker: Any = SimpleNamespace(quorum=SimpleNamespace(is_active_controller=lambda: active))
+        ctx = RequestContext(codec.RequestHeader(58, 0, 1, "node", 0), codec.api_schema(58, 0), broker, "peer",
+                             True, "CONTROLLER", from_node=from_node)
+        request = EnvelopeRequest(request_data=encode_request(inner, 5, "cli"), request_principal=principal,
+                                  client_host_address=host_bytes("127.0.0.1"))
+        response = asyncio.run(handler.handle(ctx, request))
+        assert response.response_data is None
+        return ErrorCode(response.error_code)
+
+    alice = serialize_principal(ALICE)
+    renew = RenewDelegationTokenRequest(hmac=b"x", renew_period=i64Timedelta.parse(datetime.timedelta(0)))
+    assert answer(renew, alice, from_node=False) == ErrorCode.cluster_authorization_failed
+    assert answer(renew, alice, active=False) == ErrorCode.not_controller
+    assert answer(renew, b"\x00\x00junk") == ErrorCode.principal_deserialization_failure
+    metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                               include_topic_authorized_operations=False)
+    assert answer(metadata, alice) == ErrorCode.invalid_request  # only token requests travel in an Envelope
