@@ -19,14 +19,10 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
-from kio.schema.delete_acls.v3.request import DeleteAclsFilter, DeleteAclsRequest
-from kio.schema.describe_acls.v3.request import DescribeAclsRequest
-from kio.static.primitive import i8
-
 from moldau.cli.common import CliError, add_action
 from moldau.cli.output import add_output_option, emit
 from moldau.cli.raw_request import call
+from moldau.security.acl import wire
 from moldau.security.acl.model import (
     CLUSTER_NAME,
     AclBinding,
@@ -166,10 +162,7 @@ def _filters(args: argparse.Namespace) -> list[AclBindingFilter]:
 
 def add(args: argparse.Namespace) -> int:
     bindings = _bindings(args)
-    response = call(args.bootstrap_server, CreateAclsRequest(creations=tuple(
-        AclCreation(resource_type=i8(b.resource_type), resource_name=b.resource_name,
-                    resource_pattern_type=i8(b.pattern_type), principal=b.principal, host=b.host,
-                    operation=i8(b.operation), permission_type=i8(b.permission)) for b in bindings)))
+    response = call(args.bootstrap_server, wire.create_request(bindings))
     for binding, result in zip(bindings, response.results, strict=True):
         _check(result, f"cannot add {format_binding(binding)}")
     print(f"Added {len(bindings)} ACL{'s' if len(bindings) != 1 else ''}:")
@@ -180,17 +173,9 @@ def add(args: argparse.Namespace) -> int:
 def list_acls(args: argparse.Namespace) -> int:
     found: dict[tuple[Any, ...], AclBinding] = {}
     for acl_filter in _filters(args):
-        response = call(args.bootstrap_server, DescribeAclsRequest(
-            resource_type_filter=i8(acl_filter.resource_type), resource_name_filter=acl_filter.resource_name,
-            pattern_type_filter=i8(acl_filter.pattern_type), principal_filter=acl_filter.principal,
-            host_filter=acl_filter.host, operation=i8(acl_filter.operation),
-            permission_type=i8(acl_filter.permission)))
+        response = call(args.bootstrap_server, wire.describe_request(acl_filter))
         _check(response, "cannot list ACLs")
-        for resource in response.resources:
-            for acl in resource.acls:
-                binding = _binding(resource.resource_type, resource.resource_name, resource.pattern_type,
-                                   acl.principal, acl.host, acl.operation, acl.permission_type)
-                found[_key(binding)] = binding
+        found.update((_key(b), b) for b in wire.described(response))
     bindings = sorted(found.values(), key=_key)
     emit(args, [_binding_data(b) for b in bindings], lambda: _text(bindings))
     return 0
@@ -204,17 +189,11 @@ def remove(args: argparse.Namespace) -> int:
         answer = input("Remove the ACLs matching these options? (y/n) ")
         if answer.strip().lower() not in ("y", "yes"):
             return 1
-    response = call(args.bootstrap_server, DeleteAclsRequest(filters=tuple(
-        DeleteAclsFilter(resource_type_filter=i8(f.resource_type), resource_name_filter=f.resource_name,
-                         pattern_type_filter=i8(f.pattern_type), principal_filter=f.principal, host_filter=f.host,
-                         operation=i8(f.operation), permission_type=i8(f.permission)) for f in filters)))
+    response = call(args.bootstrap_server, wire.delete_request(filters))
     removed: dict[tuple[Any, ...], AclBinding] = {}
     for result in response.filter_results:
         _check(result, "cannot remove ACLs")
-        for acl in result.matching_acls:
-            binding = _binding(acl.resource_type, acl.resource_name, acl.pattern_type, acl.principal, acl.host,
-                               acl.operation, acl.permission_type)
-            removed[_key(binding)] = binding
+        removed.update((_key(b), b) for b in wire.deleted(result))
     print(f"Removed {len(removed)} ACL{'s' if len(removed) != 1 else ''}:")
     _print(removed.values())
     return 0
@@ -224,12 +203,6 @@ def _check(result: Any, what: str) -> None:
     code = result.error_code
     if int(code) != 0:
         raise CliError(f"{what}: {code.name.upper()}: {result.error_message or code.name}")
-
-
-def _binding(resource_type: int, name: str, pattern: int, principal: str, host: str, operation: int,
-             permission: int) -> AclBinding:
-    return AclBinding(ResourceType(resource_type), name, PatternType(pattern), principal, host,
-                      AclOperation(operation), AclPermissionType(permission))
 
 
 def _key(b: AclBinding) -> tuple[Any, ...]:

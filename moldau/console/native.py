@@ -1,4 +1,5 @@
-"""Requests the console needs that confluent-kafka has no API for (DescribeQuorum, DescribeLogDirs), sent with
+"""Requests the console needs that confluent-kafka has no API for (DescribeQuorum, DescribeLogDirs, ACLs of every
+resource type), sent with
 Moldau's own protocol client (moldau.net.client) as the same user and over the same listener as the page's
 librdkafka clients.
 
@@ -24,7 +25,8 @@ from moldau.console.clients import REQUEST_TIMEOUT_MS, ConsoleClients
 from moldau.console.errors import ConsoleError, kafka_error_status
 from moldau.net.client import ConnectionFailed
 
-__all__ = ["LogDir", "QuorumReplica", "QuorumState", "describe_log_dirs", "describe_quorum", "send", "send_any"]
+__all__ = ["LogDir", "QuorumReplica", "QuorumState", "check_error", "describe_log_dirs", "describe_quorum", "send",
+           "send_any"]
 
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -66,9 +68,9 @@ async def describe_quorum(clients: ConsoleClients) -> QuorumState:
     request = DescribeQuorumRequest(topics=(TopicData(topic_name=TopicName(METADATA_TOPIC),
                                                       partitions=(PartitionData(partition_index=i32(0)),)),))
     response = await send_any(clients, request)
-    _check(response.error_code, response.error_message)
+    check_error(response.error_code, response.error_message)
     partition = response.topics[0].partitions[0]
-    _check(partition.error_code, partition.error_message)
+    check_error(partition.error_code, partition.error_message)
     return QuorumState(leader_id=int(partition.leader_id), leader_epoch=int(partition.leader_epoch),
                        high_watermark=int(partition.high_watermark),
                        voters=tuple(_replica(r) for r in partition.current_voters),
@@ -78,7 +80,7 @@ async def describe_quorum(clients: ConsoleClients) -> QuorumState:
 async def describe_log_dirs(clients: ConsoleClients, host: str, port: int) -> list[LogDir]:
     """The log directories of the broker at host:port and the size of every partition in each."""
     response = await send(clients, host, port, DescribeLogDirsRequest(topics=None))
-    _check(response.error_code, None)
+    check_error(response.error_code, None)
     dirs = []
     for result in response.results:
         sizes = {(t.name, int(p.partition_index)): int(p.partition_size)
@@ -112,7 +114,8 @@ async def send(clients: ConsoleClients, host: str, port: int, request: Any) -> A
         raise ConsoleError(502, f"{host}:{port} did not answer: {exc or 'timed out'}") from None
 
 
-def _check(code: ErrorCode, message: str | None) -> None:
+def check_error(code: ErrorCode, message: str | None) -> None:
+    """Raise the Kafka error a response carries as a ConsoleError with that error's status."""
     if code == ErrorCode.none:
         return
     # librdkafka numbers its errors with Kafka's codes: the page gets the status any other Kafka error gets.

@@ -1,5 +1,6 @@
 """`/acls`: the cluster's ACL bindings (principal, host, operation, permission, resource pattern) with filters, and
-creating and deleting them through confluent-kafka's AdminClient (CreateAcls / DeleteAcls / DescribeAcls).
+creating and deleting them (CreateAcls / DeleteAcls / DescribeAcls, sent with Moldau's own client as the user:
+confluent-kafka's admin API knows no User or DelegationToken resources, nor the token operations).
 
 The console acts as the signed-in user: listing needs DESCRIBE on the cluster, creating and deleting ALTER on it;
 a user without them gets the 403 page naming CLUSTER_AUTHORIZATION_FAILED. Deleting asks to type the principal.
@@ -11,14 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    ResourcePatternType,
-    ResourceType,
-)
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -27,20 +20,27 @@ from moldau.console.clients import ConsoleClients
 from moldau.console.context import ConsoleContext
 from moldau.console.errors import ConsoleError
 from moldau.console.forms import form_fields
+from moldau.console.native import check_error, send_any
+from moldau.security.acl import wire
+from moldau.security.acl.model import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 
 __all__ = ["AclRow", "create_acl", "delete_acl", "list_acls", "routes"]
 
-# Kafka's resource type names; librdkafka calls the cluster resource BROKER (type code 4 in both).
-RESOURCE_TYPES = {"TOPIC": ResourceType.TOPIC, "GROUP": ResourceType.GROUP, "CLUSTER": ResourceType.BROKER,
-                  "TRANSACTIONAL_ID": ResourceType.TRANSACTIONAL_ID}
-_TYPE_NAMES = {v: k for k, v in RESOURCE_TYPES.items()}
-PATTERN_TYPES = {"LITERAL": ResourcePatternType.LITERAL, "PREFIXED": ResourcePatternType.PREFIXED}
+# Kafka's resource type names (a User is the resource of CREATE_TOKENS and DESCRIBE_TOKENS, KIP-373).
+RESOURCE_TYPES = {t.name: t for t in (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER,
+                                      ResourceType.TRANSACTIONAL_ID, ResourceType.DELEGATION_TOKEN, ResourceType.USER)}
+PATTERN_TYPES = {"LITERAL": PatternType.LITERAL, "PREFIXED": PatternType.PREFIXED}
 OPERATIONS = {op.name: op for op in AclOperation if op not in (AclOperation.UNKNOWN, AclOperation.ANY)}
 PERMISSIONS = {"ALLOW": AclPermissionType.ALLOW, "DENY": AclPermissionType.DENY}
-CLUSTER_NAME = "kafka-cluster"
-# None matches any name, principal and host (the stubs type them str only).
-_ANY = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,  # type: ignore[arg-type]
-                        AclOperation.ANY, AclPermissionType.ANY)
+_ANY = AclBindingFilter()  # every ACL
 
 
 @dataclass(frozen=True)
@@ -62,17 +62,17 @@ class AclRow:
                           self.principal, self.host, OPERATIONS[self.operation], PERMISSIONS[self.permission])
 
 
-def _row(binding: Any) -> AclRow:  # AclBinding, whose enums the stubs type loosely
-    return AclRow(binding.principal, binding.host, binding.operation.name, binding.permission_type.name,
-                  _TYPE_NAMES.get(binding.restype, binding.restype.name), binding.name,
-                  binding.resource_pattern_type.name)
+def _row(binding: AclBinding) -> AclRow:
+    return AclRow(binding.principal, binding.host, binding.operation.name, binding.permission.name,
+                  binding.resource_type.name, binding.resource_name, binding.pattern_type.name)
 
 
 async def list_acls(clients: ConsoleClients, principal: str = "", resource_type: str = "",
                     name: str = "") -> list[AclRow]:
     """Every ACL the user may see, narrowed to a principal, a resource type and names containing `name`."""
-    bindings = await clients.call(clients.admin.describe_acls(_ANY))
-    rows = [_row(b) for b in bindings]
+    response = await send_any(clients, wire.describe_request(_ANY))
+    check_error(response.error_code, response.error_message)
+    rows = [_row(b) for b in wire.described(response)]
     rows = [r for r in rows if (not principal or r.principal == principal)
             and (not resource_type or r.resource_type == resource_type) and name.lower() in r.resource_name.lower()]
     return sorted(rows, key=lambda r: (r.resource_type, r.resource_name, r.principal, r.operation))
@@ -98,20 +98,21 @@ def row_from_form(fields: dict[str, str]) -> AclRow:
 
 
 async def create_acl(clients: ConsoleClients, row: AclRow) -> None:
-    futures: dict[Any, Any] = clients.admin.create_acls([row.binding()])
-    for future in futures.values():
-        await clients.call(future)
+    response = await send_any(clients, wire.create_request([row.binding()]))
+    for result in response.results:
+        check_error(result.error_code, result.error_message)
 
 
 async def delete_acl(clients: ConsoleClients, row: AclRow) -> int:
     """Deletes exactly this ACL; how many bindings went (0 when it was already gone)."""
-    binding = row.binding()
-    exact = AclBindingFilter(binding.restype, binding.name, binding.resource_pattern_type, binding.principal,
-                             binding.host, binding.operation, binding.permission_type)
-    futures: dict[Any, Any] = clients.admin.delete_acls([exact])
+    b = row.binding()
+    exact = AclBindingFilter(b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host, b.operation,
+                             b.permission)
+    response = await send_any(clients, wire.delete_request([exact]))
     deleted = 0
-    for future in futures.values():
-        deleted += len(await clients.call(future))
+    for result in response.filter_results:
+        check_error(result.error_code, result.error_message)
+        deleted += len(result.matching_acls)
     return deleted
 
 

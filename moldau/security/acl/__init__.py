@@ -6,6 +6,7 @@
   over an index of the ACLs of the current metadata image, with `super.users` and
   `allow.everyone.if.no.acl.found`, plus the authorized-operations bit sets of KIP-430.
 - `rules.py`: which operation on which resource every API needs (the table in docs/security.md).
+- `wire.py`: ACLs to and from CreateAcls, DescribeAcls and DeleteAcls messages, for `moldau acls` and the console.
 
 ACLs are metadata records (`moldau.metadata.records.AccessControlEntryRecord`), so every node enforces the same
 ones and they survive restarts.

@@ -20,11 +20,14 @@ def test_an_acl_form_becomes_a_binding() -> None:
     cluster = row_from_form({**ACL, "resource_type": "CLUSTER", "resource_name": "", "operation": "ALTER"})
     assert cluster.resource_name == "kafka-cluster"
     assert row_from_form(dict(row_from_form(ACL).__dict__)) == row_from_form(ACL)  # the delete page's round trip
+    tokens = row_from_form({**ACL, "resource_type": "USER", "resource_name": "User:carol",
+                            "operation": "CREATE_TOKENS"})
+    tokens.binding().validate()  # a User resource (KIP-373), which the broker stores
 
 
 @pytest.mark.parametrize(("change", "message"), [
     ({"principal": "alice"}, "User:alice"), ({"principal": "User:"}, "User:alice"),
-    ({"resource_type": "USER"}, "resource type"), ({"resource_name": " "}, "name the resource"),
+    ({"resource_type": "PRINCIPAL"}, "resource type"), ({"resource_name": " "}, "name the resource"),
     ({"operation": "FLY"}, "operation"), ({"permission": "MAYBE"}, "permission"),
     ({"pattern_type": "MATCH"}, "pattern type"),
 ])
