@@ -11,6 +11,8 @@
 - `client_security.py`: how this node connects to other nodes (inter-broker and controller listeners).
 - `sasl/`: SASL authentication on SASL_PLAINTEXT / SASL_SSL listeners (PLAIN, SCRAM-SHA-256/512): JAAS
   parsing, the per-connection state machine, SCRAM credentials kept in the metadata log.
+- `delegation_tokens.py`: delegation tokens (KIP-48): the controller's decisions (create, renew, expire, the
+  expiry sweep, who sees which token) and the SCRAM credentials of token logins; sans-I/O.
 
 - `acl/`: authorization: ACLs (Kafka's StandardAuthorizer semantics), the authorizer that checks them and the
   table of what each API needs (`acl/rules.py`); handlers ask through `RequestContext.authorize`.
