@@ -9,17 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.server.context import RequestContext
 from moldau.server.handlers.api import Api
-from moldau.server.handlers.common import NO_THROTTLE, ms_from_timedelta
-from moldau.server.handlers.token_requests import ERROR_TIME, token_requests_allowed, wire_time
+from moldau.server.handlers.common import ms_from_timedelta
+from moldau.server.handlers.token_requests import expiry_response, token_requests_allowed
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not token_requests_allowed(ctx):
-        return _response(ctx, ErrorCode.delegation_token_request_not_allowed)
+        return expiry_response(ctx, ErrorCode.delegation_token_request_not_allowed)
     forwarded = await ctx.broker.forward_enveloped(ctx, request)
     if forwarded is not None:
         return forwarded
@@ -28,13 +27,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             ctx.broker.clock.time_ms(), bytes(request.hmac), ctx.principal,
             ms_from_timedelta(request.expiry_time_period))
     except KafkaError as exc:
-        return _response(ctx, exc.code)
-    return _response(ctx, ErrorCode.none, expiry)
-
-
-def _response(ctx: RequestContext, code: ErrorCode, expiry_ms: int | None = None) -> Any:
-    return make(ctx.schema.response_type, error_code=code, throttle_time=NO_THROTTLE,
-                expiry_timestamp=ERROR_TIME if expiry_ms is None else wire_time(expiry_ms))
+        return expiry_response(ctx, exc.code)
+    return expiry_response(ctx, ErrorCode.none, expiry)
 
 
 API = Api(key=40, name="ExpireDelegationToken", min_version=1, max_version=2, handle=handle)

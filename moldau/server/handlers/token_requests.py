@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
+from moldau.protocol.codec import make
+from moldau.protocol.errors import ErrorCode
 from moldau.security.principal import ANONYMOUS
 from moldau.server.context import RequestContext
+from moldau.server.handlers.common import NO_THROTTLE
 
 # Error answers carry the epoch where Kafka sends -1: clients ignore the field then, and kio-based clients (Moldau's
 # own tools) cannot read a negative timestamp.
@@ -28,5 +32,7 @@ def wire_time(timestamp_ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(timestamp_ms / 1000.0, datetime.UTC)
 
 
-NOT_ALLOWED_MESSAGE = ("delegation token requests need a connection authenticated with SASL or a TLS client "
-                       "certificate, not with a delegation token")
+def expiry_response(ctx: RequestContext, code: ErrorCode, expiry_ms: int | None = None) -> Any:
+    """RenewDelegationToken's and ExpireDelegationToken's answer: an error, or the token's new expiry."""
+    return make(ctx.schema.response_type, error_code=code, throttle_time=NO_THROTTLE,
+                expiry_timestamp=ERROR_TIME if expiry_ms is None else wire_time(expiry_ms))
