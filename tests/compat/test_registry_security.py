@@ -34,7 +34,7 @@ from moldau.connect.errors import ConfigException, DataException
 from moldau.net.ports import free_ports
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import create_topic
-from tests.support.java_stores import keytool
+from tests.support.java_stores import KEY_PASSWORD, STORE_PASSWORD, JavaStores, keytool, make_java_stores
 from tests.support.polling import wait_until
 from tests.support.registry_schemas import schema_text
 from tests.support.sasl import JAAS, MECHANISMS, USERS, ck_conf, create_scram_users
@@ -225,3 +225,60 @@ def test_connect_converters_trust_a_java_trust_store_as_confluents_do(secured: S
     with pytest.raises(ConfigException, match=r"schema\.registry\.ssl\.truststore\.location.*integrity check fails"):
         AvroConverter().configure({"schema.registry.url": secured.url, **trust,
                                    "schema.registry.ssl.truststore.password": "wrong"}, False)
+
+
+@pytest.fixture(scope="module")
+def client_certificate_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pki, JavaStores]]:
+    """A broker whose https registry requires a client certificate, signed by the test CA or the self-signed one
+    of the Java key stores keytool makes (both in its trust store); no HTTP authentication."""
+    directory = tmp_path_factory.mktemp("registry-client-certificates")
+    pki = make_pki(directory / "pki")
+    stores = make_java_stores(directory / "java", pki.ca)
+    trusted = directory / "trusted-clients.pem"
+    trusted.write_text(pki.ca.read_text() + stores.broker_certificate.read_text())
+    plain, registry = free_ports(2)
+    proc = BrokerProcess(directory, {
+        "schema.registry.listeners": f"https://127.0.0.1:{registry}", **pki.broker_config(),
+        "listener.name.schema_registry.ssl.client.auth": "required",
+        "listener.name.schema_registry.ssl.truststore.location": str(trusted),
+    }, port=plain)
+    proc.start()
+    try:
+        yield f"https://127.0.0.1:{registry}", pki, stores
+    finally:
+        try:
+            proc.stop()
+        finally:
+            proc.cleanup()
+
+
+def test_connect_converters_present_a_client_certificate_from_any_key_store(
+        client_certificate_registry: tuple[str, Pki, JavaStores]) -> None:
+    """`schema.registry.ssl.keystore.*` as Confluent names them: a keytool JKS store whose key has its own
+    password, the same entry as PKCS12, and a PEM file; without one the registry refuses the TLS handshake, and a
+    wrong password is refused with the config named."""
+    url, pki, stores = client_certificate_registry
+    schema = SchemaBuilder.struct().field("id", INT64_SCHEMA).build()
+    trust = {"schema.registry.url": url, "schema.registry.ssl.truststore.location": str(pki.ca)}
+    key_stores = {
+        "jks": {"schema.registry.ssl.keystore.location": str(stores.jks_keystore),
+                "schema.registry.ssl.keystore.password": STORE_PASSWORD,
+                "schema.registry.ssl.key.password": KEY_PASSWORD},
+        "pkcs12": {"schema.registry.ssl.keystore.location": str(stores.pkcs12_keystore),
+                   "schema.registry.ssl.keystore.type": "PKCS12",
+                   "schema.registry.ssl.keystore.password": STORE_PASSWORD},
+        "pem": {"schema.registry.ssl.keystore.location": str(pki.client)},
+    }
+    for n, (kind, key_store) in enumerate(key_stores.items()):
+        converter = AvroConverter()
+        converter.configure({**trust, **key_store}, False)
+        data = converter.from_connect_data(f"connect-client-cert-{kind}", schema, Struct(schema).put("id", n))
+        assert data is not None, kind
+        assert converter.to_connect_data(f"connect-client-cert-{kind}", data).value == Struct(schema).put("id", n)
+    without = AvroConverter()
+    without.configure(trust, False)
+    with pytest.raises(DataException):
+        without.from_connect_data("connect-client-cert-none", schema, Struct(schema).put("id", 9))
+    with pytest.raises(ConfigException, match=r"schema\.registry\.ssl\.keystore\.location"):
+        AvroConverter().configure({**trust, **key_stores["pkcs12"],
+                                   "schema.registry.ssl.keystore.password": "wrong"}, False)

@@ -9,6 +9,7 @@ import atexit
 import contextlib
 import logging
 import os
+import secrets
 import struct
 import tempfile
 from abc import ABC, abstractmethod
@@ -87,12 +88,56 @@ def _ca_file(location: str, store_type: str | None, password: str | None) -> str
     return path
 
 
+# The certificate files written for Java key stores: the chain and the private key, encrypted under a random
+# password the registry client is given; private to this process (0600), removed when it exits.
+_CERTIFICATE_FILES: dict[tuple[str, int, int, str | None, str | None], tuple[str, str]] = {}
+
+
+def _client_certificate(location: str, store_type: str | None, password: str | None,
+                        key_password: str | None) -> tuple[str, str | None]:
+    """(`ssl.certificate.location`, `ssl.key.password`) for confluent-kafka's registry client: a PEM key store as it
+    is, a JKS or PKCS12 one as a PEM file written for it. Raises ConfigException naming the config."""
+    from moldau.cli.command_config import java_key_pem
+
+    props = {"ssl.keystore.location": location, **({"ssl.keystore.type": store_type} if store_type else {}),
+             **({"ssl.keystore.password": password} if password is not None else {}),
+             **({"ssl.key.password": key_password} if key_password is not None else {})}
+    try:
+        info = os.stat(location)
+        key = (location, info.st_mtime_ns, info.st_size, password, key_password)
+        if key in _CERTIFICATE_FILES:
+            return _CERTIFICATE_FILES[key]
+        pem = java_key_pem(props)
+    except (OSError, ValueError) as exc:
+        message = str(exc).replace("ssl.keystore.location=", "")
+        raise ConfigException(KEYSTORE_LOCATION, location, message) from None
+    if pem is None:
+        return location, key_password
+    chain, private_key = pem
+    file_password = secrets.token_hex(16)
+    fd, path = tempfile.mkstemp(prefix="moldau-registry-client-", suffix=".pem")
+    with os.fdopen(fd, "w") as out:
+        out.write(chain + _encrypted(private_key, file_password))
+    atexit.register(_remove, path)
+    _CERTIFICATE_FILES[key] = (path, file_password)
+    return path, file_password
+
+
+def _encrypted(private_key_pem: str, password: str) -> str:
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(private_key_pem.encode(), None)
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.BestAvailableEncryption(password.encode())).decode()
+
+
 def _remove(path: str) -> None:
     with contextlib.suppress(OSError):
         os.unlink(path)
 
 
 TRUSTSTORE_LOCATION = "schema.registry.ssl.truststore.location"
+KEYSTORE_LOCATION = "schema.registry.ssl.keystore.location"
 
 
 CONFIG_DEF = (
@@ -115,6 +160,16 @@ CONFIG_DEF = (
             "The trust store's format: JKS, PKCS12 or PEM; unset: what the file holds", validator=_store_type)
     .define("schema.registry.ssl.truststore.password", ConfigType.PASSWORD, None, Importance.MEDIUM,
             "The password of a JKS or PKCS12 trust store")
+    .define(KEYSTORE_LOCATION, ConfigType.STRING, None, Importance.MEDIUM,
+            "The key store with this client's certificate and private key, for a registry that asks for client "
+            "certificates (JKS, PKCS12 or PEM: the certificate chain and key in one file)")
+    .define("schema.registry.ssl.keystore.type", ConfigType.STRING, None, Importance.LOW,
+            "The key store's format: JKS, PKCS12 or PEM; unset: what the file holds", validator=_store_type)
+    .define("schema.registry.ssl.keystore.password", ConfigType.PASSWORD, None, Importance.MEDIUM,
+            "The password of a JKS or PKCS12 key store")
+    .define("schema.registry.ssl.key.password", ConfigType.PASSWORD, None, Importance.MEDIUM,
+            "The password of the private key, when it differs from the key store's (JKS) or the PEM key is "
+            "encrypted")
     .define("key.subject.name.strategy", ConfigType.STRING, _DEFAULT_STRATEGY, Importance.MEDIUM,
             "How the subject of key schemas is named", validator=_strategy)
     .define("value.subject.name.strategy", ConfigType.STRING, _DEFAULT_STRATEGY, Importance.MEDIUM,
@@ -156,6 +211,16 @@ class RegistryConverter(Converter, ABC):
             client_conf["ssl.ca.location"] = _ca_file(parsed[TRUSTSTORE_LOCATION],
                                                       parsed["schema.registry.ssl.truststore.type"],
                                                       None if password is None else str(password))
+        if parsed[KEYSTORE_LOCATION]:
+            store_password, key_password = (parsed["schema.registry.ssl.keystore.password"],
+                                            parsed["schema.registry.ssl.key.password"])
+            certificate, certificate_password = _client_certificate(
+                parsed[KEYSTORE_LOCATION], parsed["schema.registry.ssl.keystore.type"],
+                None if store_password is None else str(store_password),
+                None if key_password is None else str(key_password))
+            client_conf["ssl.certificate.location"] = certificate
+            if certificate_password is not None:
+                client_conf["ssl.key.password"] = certificate_password
         self.client = SchemaRegistryClient(client_conf)
         self.is_key = is_key
         strategy = parsed["key.subject.name.strategy" if is_key else "value.subject.name.strategy"]
