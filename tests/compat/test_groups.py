@@ -219,9 +219,13 @@ def test_kafka_python_group(broker: BrokerProcess) -> None:
 
     topic, group = unique("kp"), unique("g")
     create_topic(broker.bootstrap, topic, partitions=4)
+    # metadata_max_age_ms: a leader whose first assignment ran before its metadata had the new topic ("No
+    # partition metadata") assigns nothing and waits for its next metadata refresh to notice the partitions and
+    # rejoin; kafka-python's default refresh is 5 minutes away.
     consumers = [KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group,
                                auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
-                               heartbeat_interval_ms=200, max_poll_interval_ms=10000) for _ in range(2)]
+                               heartbeat_interval_ms=200, max_poll_interval_ms=10000, metadata_max_age_ms=1000)
+                 for _ in range(2)]
     got: dict[int, list[bytes]] = {0: [], 1: []}
 
     def poll_until_kp(done: Callable[[], bool]) -> None:

@@ -93,7 +93,9 @@ def test_batch_read_gives_every_record_with_its_metadata(spark: SparkSession, sh
 def test_batch_offsets_json_latest_timestamps_assign_and_min_partitions(spark: SparkSession,
                                                                          shared_broker: BrokerProcess) -> None:
     topic = topic_name("offsets")
-    create_topic(shared_broker.bootstrap, topic, partitions=2)
+    # The records are stamped 1970: without retention.ms=-1 the shared broker's time retention may delete them (all
+    # segments, as Kafka does) while the test reads them back.
+    create_topic(shared_broker.bootstrap, topic, partitions=2, config={"retention.ms": "-1"})
     records = [{"value": f"p{i % 2}-{i // 2}".encode(), "partition": i % 2, "timestamp": 1_000 * (i // 2 + 1)}
                for i in range(20)]
     ck_produce(shared_broker.bootstrap, topic, records)
