@@ -188,6 +188,29 @@ def test_the_super_user_creates_and_deletes_an_acl(web: Browser, secured: Secure
     assert acls_of(secured, "User:carol") == []
 
 
+def test_the_super_user_grants_a_token_acl_on_a_user(web: Browser, secured: SecuredBroker) -> None:
+    """A User resource (KIP-373), which librdkafka's admin API cannot name: CREATE_TOKENS for User:dave."""
+    sign_in(web, "admin")
+    web.open("/acls")
+    web.find("#acl-create summary").click()
+    Select(web.find("#acl-create select[name=permission]")).select_by_visible_text("ALLOW")
+    web.find("#acl-create input[name=principal]").send_keys("User:carol")
+    Select(web.find("#acl-create select[name=operation]")).select_by_visible_text("CREATE_TOKENS")
+    Select(web.find("#acl-create select[name=resource_type]")).select_by_visible_text("USER")
+    web.find("#acl-create input[name=resource_name]").send_keys("User:dave")
+    Select(web.find("#acl-create select[name=pattern_type]")).select_by_visible_text("LITERAL")
+    submit(web, "#acl-create button[type=submit]")
+    assert "created: ALLOW User:carol CREATE_TOKENS on USER User:dave" in web.find("#acl-notice").text
+    web.open("/acls?principal=User%3Acarol&resource_type=USER")
+    rows = [row.text for row in web.find_all("#acls tbody tr")]
+    assert len(rows) == 1 and "CREATE_TOKENS" in rows[0] and "User:dave" in rows[0], rows
+    web.find("#acls a.delete").click()
+    web.settle()
+    web.find("#confirm").send_keys("User:carol")
+    submit(web, "#acl-delete button[type=submit]")
+    assert web.find("#acl-notice").text == "deleted 1 ACL of User:carol"
+
+
 def test_a_scram_user_signs_in(web: Browser) -> None:
     sign_in(web, "bob", mechanism="SCRAM-SHA-512")
     assert web.find(".session .user").text == "bob"
