@@ -1,6 +1,6 @@
 """What an authentication costs the broker, per SASL mechanism: PLAIN (the baseline of the same run),
-SCRAM-SHA-256, OAUTHBEARER with signed tokens (RS256, checked against a JWKS) and OAUTHBEARER with unsecured
-tokens.
+SCRAM-SHA-256, SCRAM-SHA-256 with a delegation token (KIP-48, `tokenauth=true`), OAUTHBEARER with signed tokens
+(RS256, checked against a JWKS) and OAUTHBEARER with unsecured tokens.
 
 One broker serves a SIGNED listener (PLAIN, SCRAM-SHA-256, and OAUTHBEARER with Kafka's JWKS validator; the keys
 in a file: URL made for the run) and a DEV listener (OAUTHBEARER, Kafka's unsecured validator). Client processes
@@ -34,11 +34,12 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from bench.common import scratch_dir, server_with
 from bench.proc_cpu import process_cpu
 from moldau.net.ports import free_ports
+from tests.support.delegation_tokens import create_token, plain_properties
 from tests.support.oauth import SigningKey, unsecured_token
 from tests.support.raw_client import RawClient
 from tests.support.sasl import JAAS, create_scram_users
 
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "OAUTHBEARER-signed", "OAUTHBEARER-unsecured")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-256-token", "OAUTHBEARER-signed", "OAUTHBEARER-unsecured")
 SCRAM_USER = ("bench", "bench-secret")
 JWKS_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 
@@ -59,6 +60,7 @@ def broker(tmp: Path, key: SigningKey) -> Iterator[tuple[int, dict[str, str]]]:
         "sasl.oauthbearer.jwks.endpoint.url": jwks.as_uri(),
         "listener.name.dev.sasl.enabled.mechanisms": "OAUTHBEARER",
         "connection.failed.authentication.delay.ms": "0",
+        "delegation.token.secret.key": "bench-secret",
         # The event loop polls for a while after each request instead of sleeping (docs/benchmarks.md, idle
         # polling): CPU spent waiting for slow clients, not authenticating them. Off, so CPU is the work.
         "network.idle.poll.us": "0",
@@ -67,18 +69,25 @@ def broker(tmp: Path, key: SigningKey) -> Iterator[tuple[int, dict[str, str]]]:
     with server_with(overrides, tmp, plain) as proc:
         address = {"signed": f"127.0.0.1:{signed}", "dev": f"127.0.0.1:{dev}"}
         create_scram_users(address["signed"], {"SCRAM-SHA-256": SCRAM_USER})
+        token = create_token(address["signed"], plain_properties(tmp, "alice", "alice-secret"))
+        address["token"] = f"{token['token_id']} {token['hmac']}"  # the token's SCRAM user name and password
         yield proc.pid, address
 
 
 def authenticate(client: RawClient, mechanism: str, token: str) -> None:
     """One SASL exchange; raises AssertionError when the broker refuses it."""
     name = "OAUTHBEARER" if mechanism.startswith("OAUTHBEARER") else mechanism
-    assert client.request(SaslHandshakeRequest(mechanism=name)).error_code == 0
+    assert client.request(SaslHandshakeRequest(mechanism=name.removesuffix("-token"))).error_code == 0
     if mechanism == "PLAIN":
         answer = client.request(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"))
-    elif mechanism == "SCRAM-SHA-256":
-        scram = scramp.ScramClient([mechanism], *SCRAM_USER)
-        first = client.request(SaslAuthenticateRequest(auth_bytes=scram.get_client_first().encode()))
+    elif name.startswith("SCRAM-SHA-256"):
+        with_token = name.endswith("-token")
+        user, password = token.split(" ") if with_token else SCRAM_USER
+        scram = scramp.ScramClient(["SCRAM-SHA-256"], user, password)
+        extension = ",tokenauth=true" if with_token else ""
+        client_first = scram.get_client_first() + extension
+        scram.client_first_bare += extension  # signed as sent (scramp has no option for the extension)
+        first = client.request(SaslAuthenticateRequest(auth_bytes=client_first.encode()))
         assert first.error_code == 0, first
         scram.set_server_first(first.auth_bytes.decode())
         answer = client.request(SaslAuthenticateRequest(auth_bytes=scram.get_client_final().encode()))
@@ -123,6 +132,7 @@ def main() -> int:
     results: dict[str, list[tuple[float, float]]] = {m: [] for m in MECHANISMS}
     with scratch_dir("sasl-auth") as tmp, broker(tmp, key) as (pid, address), \
             ProcessPoolExecutor(args.clients) as pool:
+        tokens["SCRAM-SHA-256-token"] = address["token"]
         for mechanism in MECHANISMS:  # warm-up: imports, first connections, the JWKS key parsed
             measure(pool, pid, address, mechanism, tokens.get(mechanism, ""), args.clients, 0.5)
         for round_ in range(args.rounds):
