@@ -72,8 +72,8 @@ def _refuse_token_auth(props: Mapping[str, str], library: str) -> None:
     if token_auth(props) and props.get("security.protocol", "PLAINTEXT").upper() in SASL_PROTOCOLS:
         raise ValueError(f"this command's client ({library}) cannot log in with a delegation token (tokenauth): "
                          "it sends no SCRAM extensions. The commands that send their requests themselves "
-                         "(configs, quotas, features, quorum, transactions, client-metrics) can, and so can Java "
-                         "clients and kafka-python with a token-aware SCRAM mechanism (docs/security.md)")
+                         "(acls, configs, quotas, features, quorum, transactions, client-metrics) can, and so can "
+                         "Java clients and kafka-python with a token-aware SCRAM mechanism (docs/security.md)")
 
 
 def _store_type(props: Mapping[str, str], name: str) -> str:
