@@ -37,7 +37,8 @@ def connect_port() -> int:
 def secured_broker(tmp_path_factory: pytest.TempPathFactory, connect_port: int) -> Iterator[SecuredBroker]:
     broker = start_secured_broker(tmp_path_factory.mktemp("console-secured"),
                                   {"console.connect.urls": f"http://127.0.0.1:{connect_port}",
-                                   "schema.registry.listeners": ""})
+                                   "schema.registry.listeners": "",
+                                   "delegation.token.secret.key": "console-token-secret"})
     yield broker
     assert broker.stop() == 0, broker.proc.log_tail()
 

@@ -282,13 +282,13 @@ def test_group_ids_with_slashes_and_other_reserved_characters(browser: Browser,
 
 
 def test_refreshes_reuse_the_users_connections(browser: Browser, console_broker: BrokerProcess) -> None:
-    """Pages that use Moldau's own client (groups, brokers' log dirs, quorum, quotas) keep one pooled connection
+    """Pages that use Moldau's own client (groups, brokers' log dirs, quorum, quotas, tokens) keep one pooled connection
     per broker for the user instead of opening one per page or refresh."""
     bootstrap, topic, group = console_broker.bootstrap, "pool-topic", "pool-group"
     create_topic(bootstrap, topic, 1)
     commit(bootstrap, group, {(topic, 0): 0})
     pages = ["/groups", f"/groups/{group}", f"/groups/{group}/live", "/brokers", "/", "/overview/quorum",
-             "/quotas", "/topics"]
+             "/quotas", "/tokens", "/topics"]
 
     def visit_all() -> None:
         for path in pages:

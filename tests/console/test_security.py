@@ -29,6 +29,7 @@ from tests.support.browser import Browser
 from tests.support.clients import ck_produce
 from tests.support.connect_worker import WorkerProcess
 from tests.support.console_auth import PASSWORDS, SecuredBroker, http
+from tests.support.delegation_tokens import token_logs_in
 
 REPO = Path(__file__).resolve().parents[2]
 VISIBLE, HIDDEN = ["sec-visible-a", "sec-visible-b"], "sec-hidden"
@@ -209,6 +210,36 @@ def test_the_super_user_grants_a_token_acl_on_a_user(web: Browser, secured: Secu
     web.find("#confirm").send_keys("User:carol")
     submit(web, "#acl-delete button[type=submit]")
     assert web.find("#acl-notice").text == "deleted 1 ACL of User:carol"
+
+
+def test_a_user_creates_renews_and_expires_a_delegation_token(web: Browser, secured: SecuredBroker) -> None:
+    """KIP-48 in the console, as alice: the HMAC is shown once, the token logs in with SCRAM as alice, carol (a
+    renewer) is not needed for alice's own renewal, and an expired token no longer logs in."""
+    sign_in(web, "alice")
+    web.open("/tokens")
+    web.find("#token-create summary").click()
+    web.find("#token-create input[name=renewers]").send_keys("User:carol")
+    web.find("#token-create input[name=max_lifetime_hours]").send_keys("2")
+    submit(web, "#token-create button[type=submit]")
+    token = {"token_id": web.find("#token-id").text, "hmac": web.find("#token-hmac").text}
+    web.screenshot("tokens-created")
+    assert token_logs_in(secured.bootstrap, token, "SCRAM-SHA-512")
+
+    web.open("/tokens")
+    rows = [row.text for row in web.find_all("#tokens tbody tr")]
+    mine = [r for r in rows if token["token_id"] in r]
+    assert len(mine) == 1 and "User:alice" in mine[0] and "User:carol" in mine[0], rows
+    assert token["hmac"] not in web.driver.page_source  # the password is never listed
+    web.screenshot("tokens")
+
+    renew = f'form.renew[data-token="{token["token_id"]}"]'
+    web.find(f"{renew} input[name=hours]").send_keys("1")
+    submit(web, f"{renew} button")
+    assert f"renewed {token['token_id']}" in web.find("#token-notice").text
+
+    submit(web, f'form.expire[data-token="{token["token_id"]}"] button')
+    assert web.find("#token-notice").text == f"expired {token['token_id']}"
+    assert not token_logs_in(secured.bootstrap, token, "SCRAM-SHA-512")
 
 
 def test_a_scram_user_signs_in(web: Browser) -> None:

@@ -20,6 +20,7 @@ from moldau.console.pages import (
     quotas,
     schemas,
     throughput,
+    tokens,
     topics,
 )
 
@@ -38,5 +39,6 @@ def page_routes(ctx: ConsoleContext) -> list[BaseRoute]:
         *auth.routes(ctx),
         *acls.routes(ctx),
         *quotas.routes(ctx),
+        *tokens.routes(ctx),
         *connectors.routes(ctx),
     ]
