@@ -80,12 +80,8 @@ def _ca_file(location: str, store_type: str | None, password: str | None) -> str
         raise ConfigException(TRUSTSTORE_LOCATION, location, message) from None
     if pem is None:
         return location
-    fd, path = tempfile.mkstemp(prefix="moldau-registry-ca-", suffix=".pem")
-    with os.fdopen(fd, "w") as out:
-        out.write(pem)
-    atexit.register(_remove, path)
-    _CA_FILES[key] = path
-    return path
+    _CA_FILES[key] = _pem_file("moldau-registry-ca-", pem)
+    return _CA_FILES[key]
 
 
 # The certificate files written for Java key stores: the chain and the private key, encrypted under a random
@@ -115,12 +111,9 @@ def _client_certificate(location: str, store_type: str | None, password: str | N
         return location, key_password
     chain, private_key = pem
     file_password = secrets.token_hex(16)
-    fd, path = tempfile.mkstemp(prefix="moldau-registry-client-", suffix=".pem")
-    with os.fdopen(fd, "w") as out:
-        out.write(chain + _encrypted(private_key, file_password))
-    atexit.register(_remove, path)
-    _CERTIFICATE_FILES[key] = (path, file_password)
-    return path, file_password
+    _CERTIFICATE_FILES[key] = (_pem_file("moldau-registry-client-", chain + _encrypted(private_key, file_password)),
+                               file_password)
+    return _CERTIFICATE_FILES[key]
 
 
 def _encrypted(private_key_pem: str, password: str) -> str:
@@ -129,6 +122,15 @@ def _encrypted(private_key_pem: str, password: str) -> str:
     key = serialization.load_pem_private_key(private_key_pem.encode(), None)
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.BestAvailableEncryption(password.encode())).decode()
+
+
+def _pem_file(prefix: str, text: str) -> str:
+    """A new file only this process may read (mkstemp's 0600), holding `text`, removed when the process exits."""
+    fd, path = tempfile.mkstemp(prefix=prefix, suffix=".pem")
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    atexit.register(_remove, path)
+    return path
 
 
 def _remove(path: str) -> None:
