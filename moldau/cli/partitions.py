@@ -36,7 +36,7 @@ from moldau.cli.log_dirs import ReplicaDirs, move_replicas, parse_log_dirs, prin
 from moldau.cli.output import add_output_option
 from moldau.cli.progress import Progress
 from moldau.cli.reassignment_plan import Assignment, TopicPartition, moved_replicas, plan_reassignment
-from moldau.cli.reassignment_throttle import clear_throttle, set_throttle
+from moldau.cli.reassignment_throttle import clear_throttle, set_log_dirs_throttle, set_throttle
 from moldau.cli.topics import admin_client, topic_names
 
 Handler = Callable[[argparse.Namespace], int]
@@ -67,6 +67,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     reassign_parser.add_argument("--throttle", type=_rate, metavar="BYTES_PER_S",
                                  help="with --execute: cap what the moving replicas copy at this many bytes per "
                                       "second per broker (replication quotas), removed once the plan is complete")
+    reassign_parser.add_argument("--replica-alter-log-dirs-throttle", type=_rate, metavar="BYTES_PER_S",
+                                 help="with --execute and a plan naming log_dirs: cap each broker's copying between "
+                                      "its log directories at this many bytes per second, removed once done")
     reassign_parser.add_argument("--preserve-throttles", action="store_true",
                                  help="with --verify: keep the replication throttles of a complete plan")
     reassign_parser.set_defaults(func=reassign)
@@ -128,8 +131,11 @@ def reassign(args: argparse.Namespace) -> int:
     dirs = parse_log_dirs(_read(args.plan)) if args.plan is not None else {}
     if args.throttle is not None and not args.execute:
         raise CliError("--throttle goes with --execute")
+    dirs_throttle = args.replica_alter_log_dirs_throttle
+    if dirs_throttle is not None and not (args.execute and dirs):
+        raise CliError("--replica-alter-log-dirs-throttle goes with --execute and a plan that names log_dirs")
     if args.execute:
-        return execute(args.bootstrap_server, plan, args.timeout, dirs, args.throttle)
+        return execute(args.bootstrap_server, plan, args.timeout, dirs, args.throttle, dirs_throttle)
     if args.verify:
         return verify(args.bootstrap_server, plan, dirs, clear=not args.preserve_throttles)
     return cancel(args.bootstrap_server, plan)
@@ -287,11 +293,12 @@ def _ids(brokers: Sequence[int]) -> str:
 
 
 def execute(bootstrap: str, plan: Mapping[TopicPartition, Sequence[int]], timeout_s: float,
-            dirs: ReplicaDirs | None = None, throttle: int | None = None) -> int:
+            dirs: ReplicaDirs | None = None, throttle: int | None = None, dirs_throttle: int | None = None) -> int:
     """Submit the plan, then report the partitions still moving every second until none is (0) or the timeout
     passes (1); then move the replicas the plan puts in given log directories there. Refused partitions are
     reported and make the exit code 1. With `throttle`, the moves are held to that many bytes per second
-    (`moldau.cli.reassignment_throttle`) until they are done."""
+    (`moldau.cli.reassignment_throttle`) until they are done; with `dirs_throttle`, the moves between log
+    directories."""
     if not plan:
         print("nothing to reassign")
         return 0
@@ -308,8 +315,24 @@ def execute(bootstrap: str, plan: Mapping[TopicPartition, Sequence[int]], timeou
         else:
             print("the throttle stays until --verify finds the plan complete", file=sys.stderr)
     if dirs and code == 0:
-        with _reassignment_client(bootstrap) as client:
-            code = move_replicas(client, dirs, max(timeout_s - (time.monotonic() - started), 1.0))
+        code = _move_between_dirs(bootstrap, dirs, max(timeout_s - (time.monotonic() - started), 1.0),
+                                  dirs_throttle)
+    return code
+
+
+def _move_between_dirs(bootstrap: str, dirs: ReplicaDirs, timeout_s: float, throttle: int | None) -> int:
+    brokers = sorted({broker for _, _, broker in dirs})
+    if throttle is not None:
+        set_log_dirs_throttle(admin_client(bootstrap), brokers, throttle)
+        print(f"the log directory throttle limit is {throttle} B/s on brokers {_ids(brokers)}")
+    with _reassignment_client(bootstrap) as client:
+        code = move_replicas(client, dirs, timeout_s)
+    if throttle is not None:
+        if code == 0:
+            set_log_dirs_throttle(admin_client(bootstrap), brokers, None)
+            print("log directory throttle removed")
+        else:
+            print("the log directory throttle stays until --verify finds the plan complete", file=sys.stderr)
     return code
 
 

@@ -1,12 +1,14 @@
-"""`moldau partitions reassign --execute --throttle BYTES`: replication quotas around a reassignment, set and
-cleared as Kafka's `kafka-reassign-partitions.sh` does.
+"""`moldau partitions reassign --execute --throttle BYTES [--replica-alter-log-dirs-throttle BYTES]`: replication
+quotas around a reassignment, set and cleared as Kafka's `kafka-reassign-partitions.sh` does.
 
 Setting: for each partition the plan moves, its current replicas are named in the topic's
 `leader.replication.throttled.replicas` (they send the data) and the replicas it adds in
 `follower.replication.throttled.replicas` (they fetch it); every broker involved gets
 `leader.replication.throttled.rate` and `follower.replication.throttled.rate`. Clearing (when `--execute` saw
 every partition moved, or on a `--verify` that finds the plan complete, as Kafka's tool clears them): the two
-topic configs of the plan's topics and the two rates of every broker.
+topic configs of the plan's topics and the rates of every broker. The log directory throttle
+(`replica.alter.log.dirs.io.max.bytes.per.second`) goes on the brokers whose replicas the plan moves between log
+directories, and comes off the same way.
 
 `throttle_configs` is pure (plan in, configs out); the rest sends them with confluent-kafka's AdminClient
 (IncrementalAlterConfigs).
@@ -33,6 +35,7 @@ LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
+LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"  # moves between a broker's log directories
 
 
 def throttle_configs(current: Mapping[TopicPartition, Sequence[int]], plan: Mapping[TopicPartition, Sequence[int]]
@@ -70,15 +73,26 @@ def set_throttle(admin: AdminClient, current: Mapping[TopicPartition, Sequence[i
     return brokers
 
 
+def set_log_dirs_throttle(admin: AdminClient, brokers: Sequence[int], rate: int | None) -> None:
+    """Hold the moves between log directories of `brokers` to `rate` bytes per second (each broker's copying);
+    None removes the limit."""
+    operation = AlterConfigOpType.SET if rate is not None else AlterConfigOpType.DELETE
+    _alter(admin, [ConfigResource(ResourceType.BROKER, str(broker), incremental_configs=[
+        ConfigEntry(LOG_DIRS_RATE, None if rate is None else str(rate), incremental_operation=operation)])
+        for broker in brokers], "set the log directory throttle" if rate is not None else
+        "remove the log directory throttle")
+
+
 def clear_throttle(admin: AdminClient, topics: Sequence[str], brokers: Sequence[int]) -> None:
-    """Remove the throttled replicas of `topics` and the rates of `brokers`."""
+    """Remove the throttled replicas of `topics` and the rates of `brokers` (the log directory one too, as Kafka's
+    tool removes all three)."""
     def deleting(names: Sequence[str]) -> list[ConfigEntry]:
         return [ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE) for name in names]
 
     resources = [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=deleting(
         (LEADER_REPLICAS, FOLLOWER_REPLICAS))) for topic in sorted(set(topics))]
     resources += [ConfigResource(ResourceType.BROKER, str(broker), incremental_configs=deleting(
-        (LEADER_RATE, FOLLOWER_RATE))) for broker in sorted(set(brokers))]
+        (LEADER_RATE, FOLLOWER_RATE, LOG_DIRS_RATE))) for broker in sorted(set(brokers))]
     _alter(admin, resources, "remove the replication throttle")
 
 

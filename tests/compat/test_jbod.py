@@ -285,8 +285,16 @@ def test_a_reassignment_plan_with_log_dirs_moves_replicas_and_the_cli_lists_dirs
     ]}))
     verified = moldau(broker.bootstrap, "partitions", "reassign", "--verify", "--plan", str(plan))
     assert verified.returncode == 1 and f"{topic}-0 on broker 1: in {zero_at}, not {target}" in verified.stdout
-    done = ok(broker.bootstrap, "partitions", "reassign", "--execute", "--plan", str(plan), "--timeout", "60")
+    done = ok(broker.bootstrap, "partitions", "reassign", "--execute", "--plan", str(plan), "--timeout", "60",
+              "--replica-alter-log-dirs-throttle", "50000000")
     assert "1 replica in their log directories" in done
+    assert "the log directory throttle limit is 50000000 B/s on brokers 1" in done
+    assert "log directory throttle removed" in done
+    admin = _admin(broker)
+    try:
+        assert _throttle_of(admin) != "50000000"  # back to the default
+    finally:
+        admin.close()
     assert _partition_dirs(target, topic) == {f"{topic}-0", f"{topic}-1"}
     assert "1 of 1 replica in their log directories" in ok(
         broker.bootstrap, "partitions", "reassign", "--verify", "--plan", str(plan))

@@ -114,3 +114,10 @@ def test_command_line_checks_its_options(capsys: pytest.CaptureFixture[str], tmp
     bad.write_text('{"partitions": [{"topic": "t"}]}')
     assert main(["partitions", "reassign", "--execute", "--plan", str(bad)]) == 1
     assert "not a reassignment plan" in capsys.readouterr().err
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1]}]}')
+    assert main(["partitions", "reassign", "--execute", "--plan", str(plan),
+                 "--replica-alter-log-dirs-throttle", "1000"]) == 1
+    assert "a plan that names log_dirs" in capsys.readouterr().err
+    assert main(["partitions", "reassign", "--verify", "--plan", str(plan), "--throttle", "1000"]) == 1
+    assert "--throttle goes with --execute" in capsys.readouterr().err
