@@ -118,13 +118,13 @@ def java_trust_pem(props: Mapping[str, str]) -> str | None:
         raise ValueError(str(exc)) from None
 
 
-def java_key_pem(props: Mapping[str, str]) -> tuple[str, str] | None:
-    """The certificate chain and the (unencrypted) private key of a JKS or PKCS12 `ssl.keystore.location`, as PEM;
-    None for a PEM key store or none. Raises ValueError naming the config."""
+def java_key_pem(props: Mapping[str, str], key_password: str | None = None) -> tuple[str, str] | None:
+    """The certificate chain and the private key (encrypted under `key_password` when given) of a JKS or PKCS12
+    `ssl.keystore.location`, as PEM; None for a PEM key store or none. Raises ValueError naming the config."""
     if not _names_java_store(props, "keystore"):
         return None
     try:
-        return key_store_pem(_java_store_settings(props))
+        return key_store_pem(_java_store_settings(props), key_password)
     except ConfigError as exc:
         raise ValueError(str(exc)) from None
 

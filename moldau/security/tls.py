@@ -430,27 +430,25 @@ def _java_key_entry(settings: TlsSettings) -> KeyEntry:
         data, settings.keystore_password, settings.key_password))
 
 
-def key_store_pem(settings: TlsSettings) -> tuple[str, str]:
-    """The certificate chain and the private key (not encrypted) of the settings' JKS or PKCS12 key store, as PEM,
-    for a client that takes PEM text (librdkafka). Raises ConfigError naming the config."""
+def key_store_pem(settings: TlsSettings, key_password: str | None = None) -> tuple[str, str]:
+    """The certificate chain and the private key of the settings' JKS or PKCS12 key store, as PEM, for a client that
+    takes PEM (librdkafka, OpenSSL): the key encrypted under `key_password`, or not encrypted without one. Raises
+    ConfigError naming the config."""
     from cryptography.hazmat.primitives import serialization
 
     entry = _java_key_entry(settings)
-    key = entry.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                  serialization.NoEncryption())
+    encryption = (serialization.BestAvailableEncryption(key_password.encode()) if key_password is not None
+                  else serialization.NoEncryption())
+    key = entry.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
     return entry.chain_pem().decode(), key.decode()
 
 
 def _load_java_keystore(context: ssl.SSLContext, settings: TlsSettings) -> None:
-    from cryptography.hazmat.primitives import serialization
-
-    entry = _java_key_entry(settings)
     name = "ssl.keystore.location"
     password = secrets.token_hex(16)
-    key = entry.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                  serialization.BestAvailableEncryption(password.encode()))
+    chain, key = key_store_pem(settings, password)
     try:
-        _load_pem_chain(context, entry.chain_pem().decode() + key.decode(), password)
+        _load_pem_chain(context, chain + key, password)
     except (ssl.SSLError, ValueError) as exc:
         raise ConfigError(f"{settings.config_name(name)}={settings.keystore_location}: its key and certificate "
                           f"cannot be used together: {exc}", name) from None

@@ -98,30 +98,21 @@ def _client_certificate(location: str, store_type: str | None, password: str | N
     props = {"ssl.keystore.location": location, **({"ssl.keystore.type": store_type} if store_type else {}),
              **({"ssl.keystore.password": password} if password is not None else {}),
              **({"ssl.key.password": key_password} if key_password is not None else {})}
+    file_password = secrets.token_hex(16)
     try:
         info = os.stat(location)
         key = (location, info.st_mtime_ns, info.st_size, password, key_password)
         if key in _CERTIFICATE_FILES:
             return _CERTIFICATE_FILES[key]
-        pem = java_key_pem(props)
+        pem = java_key_pem(props, file_password)
     except (OSError, ValueError) as exc:
         message = str(exc).replace("ssl.keystore.location=", "")
         raise ConfigException(KEYSTORE_LOCATION, location, message) from None
     if pem is None:
         return location, key_password
-    chain, private_key = pem
-    file_password = secrets.token_hex(16)
-    _CERTIFICATE_FILES[key] = (_pem_file("moldau-registry-client-", chain + _encrypted(private_key, file_password)),
-                               file_password)
+    chain, encrypted_key = pem
+    _CERTIFICATE_FILES[key] = (_pem_file("moldau-registry-client-", chain + encrypted_key), file_password)
     return _CERTIFICATE_FILES[key]
-
-
-def _encrypted(private_key_pem: str, password: str) -> str:
-    from cryptography.hazmat.primitives import serialization
-
-    key = serialization.load_pem_private_key(private_key_pem.encode(), None)
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.BestAvailableEncryption(password.encode())).decode()
 
 
 def _pem_file(prefix: str, text: str) -> str:

@@ -163,7 +163,7 @@ class ScramServer:
 
     @property
     def token_authenticated(self) -> bool:
-        return self._with_token
+        return self._complete and self._with_token
 
     def evaluate(self, token: bytes) -> bytes:
         import scramp

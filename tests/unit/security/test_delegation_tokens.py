@@ -294,3 +294,18 @@ def test_the_controller_refuses_envelopes_it_should_not_serve() -> None:
     metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False,
                                include_topic_authorized_operations=False)
     assert answer(metadata, alice) == ErrorCode.invalid_request  # only token requests travel in an Envelope
+
+
+@pytest.mark.parametrize("client_first", [
+    "n,,n=t1,r=abc,tokenauth",  # an extension without a value
+    "n,,n=t1,r=abc,,tokenauth=true",  # an empty attribute
+    "n,,n=t1,r=abc," + ",".join(f"x{i}=1" for i in range(10_000)),  # a flood of extensions
+    "n,,n=" + "t" * 100_000 + ",r=abc,tokenauth=true",  # a huge token id
+    "n,,n=t1,tokenauth=true",  # no nonce
+    "n,,tokenauth=true",  # nothing else
+])
+def test_malformed_token_logins_fail_authentication_and_nothing_else(client_first: str) -> None:
+    server = ScramServer("SCRAM-SHA-256", lambda m, u: None, credentials([token()]).lookup)
+    with pytest.raises(AuthenticationFailed):
+        server.evaluate(client_first.encode())
+    assert not server.complete and not server.token_authenticated
