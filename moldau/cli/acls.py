@@ -21,7 +21,7 @@ from typing import Any
 
 from moldau.cli.common import CliError, add_action
 from moldau.cli.output import add_output_option, emit
-from moldau.cli.raw_request import call
+from moldau.cli.raw_request import call, check
 from moldau.security.acl import wire
 from moldau.security.acl.model import (
     CLUSTER_NAME,
@@ -164,7 +164,7 @@ def add(args: argparse.Namespace) -> int:
     bindings = _bindings(args)
     response = call(args.bootstrap_server, wire.create_request(bindings))
     for binding, result in zip(bindings, response.results, strict=True):
-        _check(result, f"cannot add {format_binding(binding)}")
+        check(result.error_code, result.error_message, f"cannot add {format_binding(binding)}")
     print(f"Added {len(bindings)} ACL{'s' if len(bindings) != 1 else ''}:")
     _print(bindings)
     return 0
@@ -174,7 +174,7 @@ def list_acls(args: argparse.Namespace) -> int:
     found: dict[tuple[Any, ...], AclBinding] = {}
     for acl_filter in _filters(args):
         response = call(args.bootstrap_server, wire.describe_request(acl_filter))
-        _check(response, "cannot list ACLs")
+        check(response.error_code, response.error_message, "cannot list ACLs")
         found.update((_key(b), b) for b in wire.described(response))
     bindings = sorted(found.values(), key=_key)
     emit(args, [_binding_data(b) for b in bindings], lambda: _text(bindings))
@@ -192,17 +192,11 @@ def remove(args: argparse.Namespace) -> int:
     response = call(args.bootstrap_server, wire.delete_request(filters))
     removed: dict[tuple[Any, ...], AclBinding] = {}
     for result in response.filter_results:
-        _check(result, "cannot remove ACLs")
+        check(result.error_code, result.error_message, "cannot remove ACLs")
         removed.update((_key(b), b) for b in wire.deleted(result))
     print(f"Removed {len(removed)} ACL{'s' if len(removed) != 1 else ''}:")
     _print(removed.values())
     return 0
-
-
-def _check(result: Any, what: str) -> None:
-    code = result.error_code
-    if int(code) != 0:
-        raise CliError(f"{what}: {code.name.upper()}: {result.error_message or code.name}")
 
 
 def _key(b: AclBinding) -> tuple[Any, ...]:

@@ -30,7 +30,7 @@ def call(bootstrap: str, request: Any) -> Any:
         raise CliError(f"cannot reach {host}:{port}: {exc or 'timed out'}") from None
 
 
-def check(code: Any, message: str | None) -> None:
-    """Raise the response's error, named as Kafka names it, unless it is none."""
+def check(code: Any, message: str | None, what: str | None = None) -> None:
+    """Raise the response's error, named as Kafka names it (after `what` failed, when given), unless it is none."""
     if int(code.value if hasattr(code, "value") else code) != 0:
-        raise CliError(f"{code.name.upper()}: {message or code.name}")
+        raise CliError(f"{what + ': ' if what else ''}{code.name.upper()}: {message or code.name}")
