@@ -108,6 +108,7 @@ def test_moving_replicas_to_a_new_broker_under_load_loses_nothing(tmp_path: Path
 THROTTLED = "throttled"
 THROTTLE_BYTES_PER_S = 1_000_000
 COPIED_BYTES = 5_000_000
+FETCH_BYTES = THROTTLE_BYTES_PER_S // 10
 
 
 def _configs(admin: AdminClient, resource: ConfigResource) -> dict[str, str | None]:
@@ -120,8 +121,15 @@ def test_a_throttled_reassignment_copies_at_the_throttled_rate_and_then_clears_t
     """`--execute --throttle` (Kafka's option): the new replica copies 5 MB at 1 MB/s, not as fast as it can, then
     the topic's throttled replicas and the brokers' rates are removed. Rates are measured over two windows of a
     second, so that the first second's burst is all the copy gets for free. Meanwhile the leader's and the
-    follower's `/metrics` show the throttled bytes' rates."""
-    windows = {"replication.quota.window.num": "2", "replication.quota.window.size.seconds": "1"}
+    follower's `/metrics` show the throttled bytes' rates.
+
+    The rate's bound follows from Kafka's way of measuring: until `window.num - 1` windows are full the span counts
+    as that many, so just before the first window closes the copy may have moved two windows' worth, and a fetch
+    is let through whenever the rate is under the limit, adding up to a whole fetch beyond it. Fetches and the
+    producer's batches are therefore a tenth of the rate (the peak is then at most 2.1x the limit); with Kafka's
+    1 MiB default a single fetch is a second's quota and the peak reached 3x on a slow machine."""
+    windows = {"replication.quota.window.num": "2", "replication.quota.window.size.seconds": "1",
+               "replica.fetch.max.bytes": str(FETCH_BYTES)}
     cluster = LocalCluster(tmp_path, 3, overrides={**FAST_FAILOVER, **windows})
     metrics = {}
     for node, port in zip(cluster.brokers, free_ports(len(cluster.brokers)), strict=True):
@@ -133,7 +141,8 @@ def test_a_throttled_reassignment_copies_at_the_throttled_rate_and_then_clears_t
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic(THROTTLED, num_partitions=1, replica_assignment=[[1]])])[
             THROTTLED].result(timeout=30)
-        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "all"})
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "all",
+                             "batch.size": FETCH_BYTES})
         value = b"x" * 10_000
         for _ in range(COPIED_BYTES // len(value)):
             producer.produce(THROTTLED, value)
@@ -159,7 +168,8 @@ def test_a_throttled_reassignment_copies_at_the_throttled_rate_and_then_clears_t
         executed = subprocess.CompletedProcess(command, run.returncode, out, err)
         assert executed.returncode == 0, executed.stdout + executed.stderr
         # Each side counts what it moved for the throttled replica: about the limit, never far beyond it.
-        assert 0 < rates["leader"] < 3 * THROTTLE_BYTES_PER_S and 0 < rates["follower"] < 3 * THROTTLE_BYTES_PER_S
+        assert 0 < rates["leader"] < 2.5 * THROTTLE_BYTES_PER_S, rates
+        assert 0 < rates["follower"] < 2.5 * THROTTLE_BYTES_PER_S, rates
         assert f"throttle limit is {THROTTLE_BYTES_PER_S} B/s on brokers 1,2" in executed.stdout
         assert "throttle removed" in executed.stdout
         # 5 MB at 1 MB/s, less a second's burst: at least 3 s (unthrottled it takes well under one here).
