@@ -507,6 +507,20 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "The length of each window replication quotas measure rates over.", at_least(1)),
     ConfigDef("replica.socket.timeout.ms", _T.INT, "30000",
               "How long a follower waits for a fetch answer beyond the leader's wait.", at_least(1)),
+    ConfigDef("request.timeout.ms", _T.INT, "30000",
+              "How long a broker waits for another broker's answer to a request with no bound of its own: "
+              "transaction markers and their checks, share-group state, dead-letter records.", at_least(1)),
+    ConfigDef("controller.socket.timeout.ms", _T.INT, "30000",
+              "How long one attempt of a request to the active controller may take (registration, heartbeats, "
+              "forwarded admin requests); an attempt also ends when leadership moves, and the call tries again.",
+              at_least(1)),
+    ConfigDef("socket.connection.setup.timeout.ms", _T.LONG, "10000",
+              "How long opening a connection to another node may take (TCP and TLS handshakes); doubled with "
+              "each consecutive failure to reach the same node, up to socket.connection.setup.timeout.max.ms, "
+              "with 20% jitter.", at_least(1)),
+    ConfigDef("socket.connection.setup.timeout.max.ms", _T.LONG, "30000",
+              "The most socket.connection.setup.timeout.ms grows to after consecutive failures to open a "
+              "connection to a node.", at_least(1)),
     ConfigDef("max.incremental.fetch.session.cache.slots", _T.INT, "1000",
               "The incremental fetch sessions (KIP-227) the broker keeps at once, followers' and consumers'; 0 "
               "makes every fetch a full one.", at_least(0), dynamic=False),

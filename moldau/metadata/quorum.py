@@ -34,6 +34,7 @@ from moldau.metadata.quorum_store import QuorumStore, decode_records, encode_rec
 from moldau.metadata.records import MetadataRecord
 from moldau.metrics.counters import WindowedStat
 from moldau.net.client import Authenticator, ConnectionFailed, ConnectionPool
+from moldau.net.timeouts import ConnectionSetup
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.raft import (
     Append,
@@ -93,11 +94,13 @@ class MetadataQuorum:
                  clock: Clock, raft_config: Config, snapshot_every_bytes: int,
                  rng: random.Random | None = None, security: ClientSecurity = PLAINTEXT,
                  authenticator: Authenticator | None = None, listener_name: str = "CONTROLLER",
-                 snapshot_every_ms: int = 0, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS) -> None:
+                 snapshot_every_ms: int = 0, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+                 connection_setup: ConnectionSetup | None = None) -> None:
         """A snapshot is taken when `snapshot_every_bytes` of entries were appended since the last one
         (metadata.log.max.record.bytes.between.snapshots), or when `snapshot_every_ms` passed since it and the
         log has entries it does not cover (metadata.log.max.snapshot.interval.ms; 0: never by time). A request to
-        another member that has no answer within `request_timeout_ms` fails (controller.quorum.request.timeout.ms)."""
+        another member that has no answer within `request_timeout_ms` fails (controller.quorum.request.timeout.ms);
+        opening a connection to one is bounded by `connection_setup` (socket.connection.setup.timeout.ms)."""
         self.node_id = node_id
         self.voters = {v.node_id: v for v in voters}  # the address book (see the module docstring)
         self._configured = frozenset(self.voters)
@@ -111,10 +114,11 @@ class MetadataQuorum:
         self._last_snapshot_ms = clock.monotonic_ms()
         self._rng = rng or random.Random()
         self._store = QuorumStore(directory)
-        self._pool = ConnectionPool(f"moldau-quorum-{node_id}", security, authenticator)
+        self._pool = ConnectionPool(f"moldau-quorum-{node_id}", security, authenticator, connection_setup)
         # UpdateRaftVoter waits for its record to commit, and a connection answers in order: on the fetch
         # connection it would hold back the very fetches that commit it (and the leader would step down).
-        self._update_pool = ConnectionPool(f"moldau-quorum-update-{node_id}", security, authenticator)
+        self._update_pool = ConnectionPool(f"moldau-quorum-update-{node_id}", security, authenticator,
+                                           connection_setup)
         self.image = MetadataImage()
         self.applied_offset = 0  # entries below this are applied to the image
         self._bytes_since_snapshot = 0

@@ -102,7 +102,7 @@ class LeaderEndOffsets:
         if self._pool is None:  # made on first use: the inter-broker security is known once the broker started
             broker = self._broker
             self._pool = ConnectionPool(f"moldau-metrics-{broker.node_id}", broker.inter_broker_security,
-                                        broker.inter_broker_authenticator())
+                                        broker.inter_broker_authenticator(), broker.client_timeouts.setup)
         return self._pool
 
     def close(self) -> None:

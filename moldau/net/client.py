@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import random
 import ssl
 import struct
 import time
@@ -25,6 +26,7 @@ from typing import Any, cast
 
 from kio.serial import entity_reader, entity_writer
 
+from moldau.net.timeouts import ConnectionSetup
 from moldau.protocol import codec, tagged
 from moldau.protocol.body_check import check_body
 from moldau.protocol.fetch_request import EncodedRequest
@@ -41,6 +43,11 @@ class ConnectionFailed(Exception):
     """The peer could not be reached, or the connection broke before the response came."""
 
 
+class SetupFailed(ConnectionFailed):
+    """The connection could not be opened: refused, unreachable, a failed TLS handshake, or not within its
+    setup timeout (socket.connection.setup.timeout.ms)."""
+
+
 # Authenticates a fresh connection (SASL, moldau.security.sasl.client) through the given round trip; returns the
 # session lifetime in ms (0: none). Raises on refusal.
 Authenticator = Callable[[Callable[[Any], Awaitable[Any]]], Awaitable[int]]
@@ -53,10 +60,13 @@ REAUTH_AT = 0.85
 
 class ClientConnection:
     def __init__(self, host: str, port: int, client_id: str, security: ClientSecurity = PLAINTEXT,
-                 authenticator: Authenticator | None = None) -> None:
+                 authenticator: Authenticator | None = None, setup_timeout_s: float | None = None) -> None:
+        """`setup_timeout_s` bounds opening the connection (TCP and TLS handshakes), within the first request's
+        own timeout; None leaves only that."""
         self.host, self.port, self.client_id = host, port, client_id
         self.security = security
         self._authenticator = authenticator
+        self._setup_timeout_s = setup_timeout_s
         self._reauth_at: float | None = None  # monotonic seconds
         self._transport: asyncio.WriteTransport | None = None
         self._pending: dict[int, tuple[asyncio.Future[Frame], int, int]] = {}
@@ -102,10 +112,14 @@ class ClientConnection:
             try:
                 # TLS for SSL and SASL_SSL listeners; the peer's certificate is checked against `self.host`
                 # unless ssl.endpoint.identification.algorithm is empty. SASL (`_authenticate`) follows.
-                transport, _ = await asyncio.get_running_loop().create_connection(
-                    lambda: _ResponseReader(self), self.host, self.port, ssl=self.security.ssl_context)
+                async with asyncio.timeout(self._setup_timeout_s):
+                    transport, _ = await asyncio.get_running_loop().create_connection(
+                        lambda: _ResponseReader(self), self.host, self.port, ssl=self.security.ssl_context)
+            except TimeoutError as exc:  # the setup's (an OSError too): the request's own arrives as a cancellation
+                within = "" if self._setup_timeout_s is None else f" within {self._setup_timeout_s:.1f} s"
+                raise SetupFailed(f"cannot connect to {self.host}:{self.port}: not connected{within}") from exc
             except (OSError, ssl.SSLError) as exc:
-                raise ConnectionFailed(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+                raise SetupFailed(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
             if self.closed or transport.is_closing():
                 # Closed while connecting (another request on it failed, and the pool dropped it): a socket
                 # opened now would belong to nobody. Or the peer closed it at once, before it was ours to fail.
@@ -229,29 +243,52 @@ def decode_response(frame: Frame, api_key: int, version: int, response_type: Any
 
 
 class ConnectionPool:
-    """One connection per peer address, reopened after a failure."""
+    """One connection per peer address, reopened after a failure.
+
+    Opening one is bounded by `setup` (socket.connection.setup.timeout.ms), which grows with each consecutive
+    failure to open a connection to that address and is reset when one opens (`moldau.net.timeouts`).
+    """
 
     def __init__(self, client_id: str, security: ClientSecurity = PLAINTEXT,
-                 authenticator: Authenticator | None = None) -> None:
+                 authenticator: Authenticator | None = None, setup: ConnectionSetup | None = None,
+                 rng: random.Random | None = None) -> None:
         self.client_id = client_id
         self.security = security  # TLS for SSL and SASL_SSL listeners
         self.authenticator = authenticator  # SASL on every new connection (inter-broker listeners)
+        self.setup = setup or ConnectionSetup()
+        self._rng = rng or random.Random()
         self._connections: dict[tuple[str, int], ClientConnection] = {}
+        self._setup_failures: dict[tuple[str, int], int] = {}  # consecutive, per address
 
     async def request(self, host: str, port: int, request: Any, timeout_s: float, response_type: Any = None,
                       direct_reader: DirectReader | None = None) -> Any:
         key = (host, port)
         conn = self._connections.get(key)
         if conn is None or conn.closed:
+            setup_s = self.setup.timeout_s(self._setup_failures.get(key, 0), self._rng)
             conn = self._connections[key] = ClientConnection(host, port, self.client_id, self.security,
-                                                             self.authenticator)
+                                                             self.authenticator, setup_s)
         try:
-            return await conn.request(request, timeout_s, response_type, direct_reader)
+            response = await conn.request(request, timeout_s, response_type, direct_reader)
+        except SetupFailed:
+            self._setup_failures[key] = self._setup_failures.get(key, 0) + 1
+            self._drop(key, conn)
+            raise
         except (ConnectionFailed, TimeoutError):
             # A timed-out request may still be answered later; a fresh connection keeps the stream simple.
-            conn.close()
-            self._connections.pop(key, None)
+            self._drop(key, conn)
             raise
+        self._setup_failures.pop(key, None)
+        return response
+
+    def _drop(self, key: tuple[str, int], conn: ClientConnection) -> None:
+        conn.close()
+        if self._connections.get(key) is conn:
+            del self._connections[key]
+
+    def setup_failures(self, host: str, port: int) -> int:
+        """Consecutive failures to open a connection to this address (for tests and diagnostics)."""
+        return self._setup_failures.get((host, port), 0)
 
     def close(self) -> None:
         for conn in self._connections.values():

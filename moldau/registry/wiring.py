@@ -37,7 +37,7 @@ def registry_for(broker: Broker) -> RegistryService:
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     pool = ConnectionPool(f"moldau-schema-registry-{broker.node_id}", broker.inter_broker_security,
-                          broker.inter_broker_authenticator())
+                          broker.inter_broker_authenticator(), broker.client_timeouts.setup)
 
     def request_topic() -> None:
         broker.internal_topics.request(SCHEMAS_TOPIC, 1, SCHEMAS_REPLICATION_FACTOR,

@@ -55,6 +55,7 @@ from moldau.metadata.quorum_bootstrap import discover_voters
 from moldau.metadata.records import RESOURCE_TOPIC, Endpoint, RegisterBrokerRecord, UserScramCredentialRecord
 from moldau.metrics.counters import BrokerCounters
 from moldau.net.client import Authenticator, ConnectionPool
+from moldau.net.timeouts import InterBrokerTimeouts
 from moldau.protocol.errors import KafkaError
 from moldau.raft import Config as RaftConfig
 from moldau.raft import Endpoint as RaftEndpoint
@@ -185,6 +186,7 @@ class Broker:
         # this node connects to other brokers and to the controllers; set up before anything listens or connects.
         self._listener_tls: dict[str, ListenerTls] = {}
         self.inter_broker_security: ClientSecurity = PLAINTEXT_CLIENT
+        self.client_timeouts = InterBrokerTimeouts.from_config(config)  # what it waits for other nodes
         self.controller_security: ClientSecurity = PLAINTEXT_CLIENT
         self.quorum: MetadataQuorum
         self.controller: Controller
@@ -255,7 +257,7 @@ class Broker:
         self.token_credentials = TokenCredentials(self.config.delegation_token_secret_key, lambda: self.image,
                                                   self.clock.time_ms)
         self.channel = ControllerChannel(self.quorum, f"moldau-node-{self.node_id}", self.controller_security,
-                                         self._controller_authenticator())
+                                         self._controller_authenticator(), self.client_timeouts)
         self.controller_requests = ControllerRequests(self.node_id, self.quorum, self.controller, self.channel,
                                                       self._broker_epoch)
         self._warn_about_inert_configs()
@@ -322,7 +324,7 @@ class Broker:
         """The quorum's voters, from `controller.quorum.bootstrap.servers`; this node joins as an observer."""
         servers = self.config.controller_quorum_bootstrap_servers
         pool = ConnectionPool(f"moldau-bootstrap-{self.node_id}", self.controller_security,
-                              self._controller_authenticator())
+                              self._controller_authenticator(), self.client_timeouts.setup)
         try:
             voters = await discover_voters(servers, pool, self._controller_listener_name(), BOOTSTRAP_TIMEOUT_S)
         except TimeoutError as exc:
@@ -360,7 +362,8 @@ class Broker:
                                 security=self.controller_security, authenticator=self._controller_authenticator(),
                                 listener_name=self._controller_listener_name(),
                                 snapshot_every_ms=self.config.metadata_log_max_snapshot_interval_ms,
-                                request_timeout_ms=self.config.controller_quorum_request_timeout_ms)
+                                request_timeout_ms=self.config.controller_quorum_request_timeout_ms,
+                                connection_setup=self.client_timeouts.setup)
         quorum.open(initial_records=self._legacy_metadata(directory))
         return quorum
 

@@ -3,7 +3,10 @@
 Brokers send BrokerRegistration, BrokerHeartbeat, AllocateProducerIds and forwarded admin requests (CreateTopics
 and friends) to the active controller's controller listener, as Kafka brokers do. The leader is whoever the
 metadata quorum says it is; when none is known yet, or the call fails, the channel waits and tries again until
-its deadline, so a controller failover is invisible to callers that can wait.
+its deadline, so a controller failover is invisible to callers that can wait. Each attempt takes at most
+controller.socket.timeout.ms, and ends at once when the quorum's leadership moves while it waits: an answer from
+a node that is no longer the controller would be refused anyway, and a controller that hangs rather than dies
+would otherwise hold every call for the whole attempt.
 """
 
 from __future__ import annotations
@@ -15,13 +18,13 @@ from typing import Any
 
 from moldau.metadata.quorum import MetadataQuorum
 from moldau.net.client import Authenticator, ConnectionFailed, ConnectionPool
+from moldau.net.timeouts import InterBrokerTimeouts
 from moldau.protocol.errors import ErrorCode
 from moldau.security.client_security import PLAINTEXT, ClientSecurity
 
 log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S = 0.05
-CALL_TIMEOUT_S = 5.0
 SLOW_CALL_WARNING_S = 5.0
 
 LocalHandler = Callable[[Any], Awaitable[Any]]
@@ -46,9 +49,16 @@ class ControllerUnavailable(Exception):
 
 class ControllerChannel:
     def __init__(self, quorum: MetadataQuorum, client_id: str, security: ClientSecurity = PLAINTEXT,
-                 authenticator: Authenticator | None = None) -> None:
+                 authenticator: Authenticator | None = None, timeouts: InterBrokerTimeouts | None = None) -> None:
         self._quorum = quorum
-        self._pool = ConnectionPool(client_id, security, authenticator)
+        self._timeouts = timeouts or InterBrokerTimeouts()
+        self._pool = ConnectionPool(client_id, security, authenticator, self._timeouts.setup)
+        self._leadership_moved = asyncio.Event()  # replaced at each move; attempts waiting on the old one end
+        quorum.add_leadership_listener(self._on_leadership_moved)
+
+    def _on_leadership_moved(self) -> None:
+        moved, self._leadership_moved = self._leadership_moved, asyncio.Event()
+        moved.set()
 
     async def call(self, request: Any, local: LocalHandler | None, timeout_s: float,
                    retry_if: Callable[[Any], bool] = lambda response: False) -> Any:
@@ -81,11 +91,32 @@ class ControllerChannel:
         address = self._quorum.leader_address()
         if address is None or address.node_id == self._quorum.node_id:
             return None  # no leader known, or we are a leader still replaying: wait
+        attempt = asyncio.ensure_future(self._pool.request(
+            address.host, address.port, request, min(timeout_s, self._timeouts.controller_attempt_s)))
         try:
-            return await self._pool.request(address.host, address.port, request, min(timeout_s, CALL_TIMEOUT_S))
+            await self._while_leading(attempt, address.node_id)
+        finally:
+            if not attempt.done():
+                attempt.cancel()  # leadership left that node, or the caller gave up: the answer is not wanted
+        if not attempt.done() or attempt.cancelled():
+            log.debug("leadership left controller %d while it had %s", address.node_id, type(request).__name__)
+            return None
+        try:
+            return attempt.result()
         except (ConnectionFailed, TimeoutError) as exc:
             log.debug("controller %d did not answer %s: %s", address.node_id, type(request).__name__, exc)
             return None
+
+    async def _while_leading(self, attempt: asyncio.Future[Any], node_id: int) -> None:
+        """Wait for `attempt` to end, or for the quorum's leadership to leave `node_id`."""
+        while not attempt.done():
+            moved = asyncio.ensure_future(self._leadership_moved.wait())
+            try:
+                await asyncio.wait((attempt, moved), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                moved.cancel()
+            if self._quorum.leader_id != node_id:
+                return
 
     def close(self) -> None:
         self._pool.close()

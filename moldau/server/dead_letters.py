@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-REQUEST_TIMEOUT_S = 10.0
 _READ_BYTES = 1024 * 1024
 MESSAGES = {
     ArchiveReason.REJECTED: "Offset rejected by client.",
@@ -53,7 +52,7 @@ class DeadLetters:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
         self._pool = ConnectionPool(f"moldau-dlq-{broker.node_id}", broker.inter_broker_security,
-                                    broker.inter_broker_authenticator())
+                                    broker.inter_broker_authenticator(), broker.client_timeouts.setup)
 
     def close(self) -> None:
         self._pool.close()
@@ -103,12 +102,13 @@ class DeadLetters:
             log.warning("dead-letter topic %s-%d has no leader; %d records of group %s not written", topic,
                         partition, count, group_id)
             return
+        timeout_s = self._broker.client_timeouts.request_timeout_s  # request.timeout.ms, the acks' wait too
         request = make(produce_req.ProduceRequest, transactional_id=None, acks=-1,
-                       timeout=datetime.timedelta(seconds=REQUEST_TIMEOUT_S),
+                       timeout=datetime.timedelta(seconds=timeout_s),
                        topic_data=(make(produce_req.TopicProduceData, name=topic, partition_data=(
                            make(produce_req.PartitionProduceData, index=partition, records=records),)),))
         try:
-            response = await self._pool.request(*address, request, REQUEST_TIMEOUT_S)
+            response = await self._pool.request(*address, request, timeout_s)
         except (ConnectionFailed, TimeoutError) as exc:
             log.warning("writing %d records of group %s to dead-letter topic %s failed: %s", count, group_id, topic,
                         exc)

@@ -33,7 +33,7 @@ class ReplicaLinks:
         self._replicas = replicas
         # TLS and SASL on each connection as the inter-broker listener's protocol asks (moldau.security).
         self._pool = ConnectionPool(f"moldau-replica-fetcher-{broker.node_id}", broker.inter_broker_security,
-                                    authenticator)
+                                    authenticator, broker.client_timeouts.setup)
         replicas.alter_isr = self.alter_isr
         replicas.start_fetcher = self.start_fetcher
         replicas.broker_epoch = self.broker_epoch

@@ -37,7 +37,6 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 if TYPE_CHECKING:
     from moldau.server.broker import Broker
 
-REQUEST_TIMEOUT_S = 10.0
 # ListOffsets as a consumer asks it: the latest offset a read_uncommitted consumer may read is the high watermark.
 LATEST_TIMESTAMP, CONSUMER_REPLICA_ID, READ_UNCOMMITTED = -1, -1, 0
 INITIAL_STATE_EPOCH = 0
@@ -67,7 +66,9 @@ def summary_of(snapshot: ShareSnapshot | None) -> StateSummary:
 class ShareStateLinks:
     def __init__(self, broker: Broker, authenticator: Authenticator | None = None) -> None:
         self._broker = broker
-        self._pool = ConnectionPool(f"moldau-share-{broker.node_id}", broker.inter_broker_security, authenticator)
+        self._pool = ConnectionPool(f"moldau-share-{broker.node_id}", broker.inter_broker_security, authenticator,
+                                    broker.client_timeouts.setup)
+        self._timeout_s = broker.client_timeouts.request_timeout_s  # request.timeout.ms
 
     def close(self) -> None:
         self._pool.close()
@@ -75,7 +76,7 @@ class ShareStateLinks:
     async def _call(self, address: tuple[str, int], request: Any) -> Any:
         """One request to another broker's share coordinator. Raises KafkaError when it cannot be reached."""
         try:
-            return await self._pool.request(*address, request, REQUEST_TIMEOUT_S)
+            return await self._pool.request(*address, request, self._timeout_s)
         except (ConnectionFailed, TimeoutError) as exc:
             raise KafkaError(ErrorCode.coordinator_not_available, str(exc)) from exc
 
@@ -98,7 +99,7 @@ class ShareStateLinks:
             read_req.ReadStateData, topic_id=key.topic_id, partitions=(make(
                 read_req.PartitionData, partition=key.partition, leader_epoch=leader_epoch),)),))
         try:
-            response = await self._pool.request(*address, request, REQUEST_TIMEOUT_S)
+            response = await self._pool.request(*address, request, self._timeout_s)
         except (ConnectionFailed, TimeoutError) as exc:
             raise KafkaError(ErrorCode.coordinator_not_available, str(exc)) from exc
         ((result,),) = [r.partitions for r in response.results]
@@ -125,7 +126,7 @@ class ShareStateLinks:
                                          last_offset=b.last_offset, delivery_state=b.delivery_state,
                                          delivery_count=b.delivery_count) for b in snapshot.batches)),)),))
         try:
-            response = await self._pool.request(*address, request, REQUEST_TIMEOUT_S)
+            response = await self._pool.request(*address, request, self._timeout_s)
         except (ConnectionFailed, TimeoutError):
             return ErrorCode.coordinator_not_available
         ((result,),) = [r.partitions for r in response.results]

@@ -29,7 +29,6 @@ from moldau.server.handlers.write_txn_markers import MarkerSpec
 if TYPE_CHECKING:
     from moldau.server.broker import Broker
 
-REQUEST_TIMEOUT_S = 10.0
 _RETRIABLE_VERIFY_ERRORS = (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
                             ErrorCode.coordinator_load_in_progress)
 
@@ -37,7 +36,9 @@ _RETRIABLE_VERIFY_ERRORS = (ErrorCode.not_coordinator, ErrorCode.coordinator_not
 class TxnLinks:
     def __init__(self, broker: Broker, authenticator: Authenticator | None = None) -> None:
         self._broker = broker
-        self._pool = ConnectionPool(f"moldau-txn-{broker.node_id}", broker.inter_broker_security, authenticator)
+        self._pool = ConnectionPool(f"moldau-txn-{broker.node_id}", broker.inter_broker_security, authenticator,
+                                    broker.client_timeouts.setup)
+        self._timeout_s = broker.client_timeouts.request_timeout_s  # request.timeout.ms
 
     def close(self) -> None:
         self._pool.close()
@@ -73,7 +74,7 @@ class TxnLinks:
         if address is None:
             return dict.fromkeys(partitions, ErrorCode.leader_not_available)
         try:
-            response = await self._pool.request(*address, _marker_request(spec), REQUEST_TIMEOUT_S)
+            response = await self._pool.request(*address, _marker_request(spec), self._timeout_s)
         except (ConnectionFailed, TimeoutError):
             return dict.fromkeys(partitions, ErrorCode.network_exception)
         return {(t.name, p.partition_index): ErrorCode(p.error_code)
@@ -105,7 +106,7 @@ class TxnLinks:
             producer_epoch=epoch, verify_only=True,
             topics=(make(aptxn_req.AddPartitionsToTxnTopic, name=partition[0], partitions=(partition[1],)),)),))
         try:
-            response = await self._pool.request(*address, request, REQUEST_TIMEOUT_S)
+            response = await self._pool.request(*address, request, self._timeout_s)
         except (ConnectionFailed, TimeoutError):
             return ErrorCode.coordinator_not_available
         if response.error_code != ErrorCode.none:
