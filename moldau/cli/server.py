@@ -87,10 +87,11 @@ async def _serve(config: BrokerConfig, scram_users: list[UserScramCredentialReco
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    # Start-up can wait indefinitely (a broker whose controllers are not up yet): a signal must stop it there too.
+    # Start-up can wait indefinitely (a broker whose controllers are not up yet): a signal must stop it there too,
+    # and so must a failure the node cannot serve past (`Broker.fail`), before start-up ended or after.
     starting = loop.create_task(broker.start())
-    stopped = loop.create_task(stop.wait())
-    await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    ending = loop.create_task(_until_stopped_or_failed(stop, broker.failed))
+    await asyncio.wait({starting, ending}, return_when=asyncio.FIRST_COMPLETED)
     if not starting.done():
         starting.cancel()
         await asyncio.wait({starting})
@@ -101,16 +102,33 @@ async def _serve(config: BrokerConfig, scram_users: list[UserScramCredentialReco
         except Exception:  # a part that never started may not stop cleanly; the process ends all the same
             log.exception("stopping the node that had not started failed")
             return 1
-        return 0
-    stopped.cancel()
+        return _failed(broker.failure)
     try:
         starting.result()
     except (StartupError, OSError) as exc:
+        ending.cancel()
         print(f"error: cannot start broker: {exc}", file=sys.stderr)
         return 1
     freeze_startup_objects()  # before the line below: collections of what start-up made would pause serving
     # Tests and scripts read this line to learn the bound port (the config may say port 0).
     print(f"moldau: listening on {','.join(str(p) for p in broker.bound_ports)}", flush=True)
-    await stop.wait()
+    await ending
     await broker.stop()
-    return 0
+    return _failed(broker.failure)
+
+
+async def _until_stopped_or_failed(stop: asyncio.Event, failed: asyncio.Event) -> None:
+    waits = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(failed.wait())}
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+
+
+def _failed(failure: str | None) -> int:
+    """The exit status: 1, with the reason, when the node stopped because it could not go on."""
+    if failure is None:
+        return 0
+    print(f"error: broker stopped: {failure}", file=sys.stderr)
+    return 1

@@ -529,6 +529,7 @@ class BrokerConfig:
     controller_quorum_fetch_timeout_ms = _Int("controller.quorum.fetch.timeout.ms")
     controller_quorum_fetch_interval_ms = _Int("controller.quorum.fetch.interval.ms")
     broker_heartbeat_interval_ms = _Int("broker.heartbeat.interval.ms")
+    log_dir_failure_timeout_ms = _Int("log.dir.failure.timeout.ms")
     broker_session_timeout_ms = _Int("broker.session.timeout.ms")
     metadata_log_max_record_bytes_between_snapshots = _Int("metadata.log.max.record.bytes.between.snapshots")
     metadata_log_max_snapshot_interval_ms = _Int("metadata.log.max.snapshot.interval.ms")

@@ -134,6 +134,10 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "stops with an error instead of waiting for ever.", at_least(1)),
     ConfigDef("broker.heartbeat.interval.ms", _T.INT, "2000",
               "How often a broker heartbeats to the active controller.", at_least(1)),
+    ConfigDef("log.dir.failure.timeout.ms", _T.LONG, "30000",
+              "How long a broker may fail to tell the active controller that one of its log directories failed; "
+              "past it the broker stops with an error, so that the controller fences it and moves its "
+              "leaderships.", at_least(1)),
     ConfigDef("broker.session.timeout.ms", _T.INT, "9000",
               "How long the active controller waits without a heartbeat before it fences a broker and moves "
               "its leaderships.", at_least(1)),

@@ -151,6 +151,9 @@ class Broker:
         self.is_broker = "broker" in config.process_roles
         self.is_controller = "controller" in config.process_roles
         self.closing = False
+        # Set when the node must stop on its own (a failed log directory it could not report); `failure` says why.
+        self.failed = asyncio.Event()
+        self.failure: str | None = None
         self.cluster_id = ""
         self.fetch_max_bytes = config.fetch_max_bytes  # read-only: read once rather than per Fetch
         self.config_turned_off_apis = config_turned_off_apis(config)  # group.coordinator.rebalance.protocols
@@ -432,7 +435,8 @@ class Broker:
         """Register with the active controller and wait to be unfenced; only then may clients be served."""
         self.lifecycle = BrokerLifecycle(self.node_id, self.cluster_id, self.quorum, self.controller, self.channel,
                                          self._endpoints(), self.config.broker_rack,
-                                         self.config.broker_heartbeat_interval_ms, self.log_manager)
+                                         self.config.broker_heartbeat_interval_ms, self.log_manager,
+                                         self.config.log_dir_failure_timeout_ms, self.clock, self.fail)
         loop = asyncio.get_running_loop()
         waiting = loop.create_task(self.lifecycle.start())
         # As Kafka: a broker that cannot register within initial.broker.registration.timeout.ms stops with an error
@@ -464,6 +468,12 @@ class Broker:
                      self.quorum.image.offset)
         # Only now is the image known to be complete: logs it does not mention belong to deleted topics.
         self.replicas.drop_unknown_logs(self.image)
+
+    def fail(self, reason: str) -> None:
+        """Ask the process running this node to stop it, with an error: it can no longer serve safely."""
+        if self.failure is None:
+            self.failure = reason
+            self.failed.set()
 
     async def stop(self) -> None:
         if self.closing:

@@ -12,7 +12,8 @@ Log directories (KIP-858): the registration lists the broker's online log direct
 the ones that failed since (at once when one fails, not at the next interval); and after each heartbeat (one is
 sent at once when a log is created) the broker tells the controller, with AssignReplicasToDirs, where the
 replicas whose directory the metadata does not show yet are, so that the controller can move leadership away
-from the replicas of a failed directory.
+from the replicas of a failed directory. A failed directory the controller could not be told of within
+`log.dir.failure.timeout.ms` stops the broker (`dir_failure_reports`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import kio.schema.assign_replicas_to_dirs.v0.request as assign_req
@@ -30,6 +32,7 @@ import kio.schema.broker_heartbeat.v1.response as hb_resp
 import kio.schema.broker_registration.v4.request as reg_req
 import kio.schema.broker_registration.v4.response as reg_resp
 
+from moldau.clock import Clock, SystemClock
 from moldau.metadata.controller import Controller
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.quorum import MetadataQuorum
@@ -37,6 +40,7 @@ from moldau.metadata.records import Endpoint
 from moldau.protocol.codec import make
 from moldau.protocol.errors import ErrorCode
 from moldau.server.controller_channel import ControllerChannel, ControllerUnavailable
+from moldau.server.dir_failure_reports import DirFailureReports
 from moldau.server.handlers import assign_replicas_to_dirs, broker_heartbeat, broker_registration
 from moldau.storage.log_manager import LogManager
 
@@ -49,7 +53,11 @@ FENCED_HEARTBEAT_INTERVAL_S = 0.05  # while fenced, heartbeat often: each one ma
 class BrokerLifecycle:
     def __init__(self, broker_id: int, cluster_id: str, quorum: MetadataQuorum, controller: Controller,
                  channel: ControllerChannel, endpoints: tuple[Endpoint, ...], rack: str | None,
-                 heartbeat_interval_ms: int, log_manager: LogManager | None = None) -> None:
+                 heartbeat_interval_ms: int, log_manager: LogManager | None = None,
+                 log_dir_failure_timeout_ms: int = 30_000, clock: Clock | None = None,
+                 on_fatal: Callable[[str], None] = lambda reason: None) -> None:
+        """`on_fatal(reason)` is called, and heartbeats end, when a failed log directory could not be reported
+        within `log_dir_failure_timeout_ms`: the broker must stop."""
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self._quorum = quorum
@@ -68,6 +76,9 @@ class BrokerLifecycle:
         # first registration only (a later one follows a lost registration, not a clean restart).
         self._previous_broker_epoch = log_manager.previous_broker_epoch if log_manager is not None else -1
         self._wake = asyncio.Event()
+        self._clock = clock or SystemClock()
+        self._dir_reports = DirFailureReports(log_dir_failure_timeout_ms)
+        self._on_fatal = on_fatal
         if log_manager is not None:
             log_manager.on_dir_offline = lambda log_dir: self._wake.set()
             log_manager.on_log_created = lambda log_dir: self._wake.set()
@@ -99,11 +110,16 @@ class BrokerLifecycle:
 
     async def _run(self) -> None:
         while True:
+            offline = self._offline_dirs()
+            self._dir_reports.seen_offline(offline, self._clock.monotonic_ms())
             try:
                 if self.broker_epoch < 0:
                     await self._register()
                 self._wake.clear()
-                answer = await self._heartbeat(want_shutdown=False, timeout_s=max(self._interval_s, 1.0))
+                answer = await self._heartbeat(want_shutdown=False, timeout_s=max(self._interval_s, 1.0),
+                                               offline=offline)
+                if answer.error_code == ErrorCode.none:
+                    self._dir_reports.told(offline)
                 self._on_heartbeat(answer)
                 if self.broker_epoch >= 0:
                     await self._assign_replicas_to_dirs()
@@ -111,6 +127,8 @@ class BrokerLifecycle:
                 log.warning("broker %d: %s", self.broker_id, exc)
             except Exception:
                 log.exception("broker %d: heartbeat failed", self.broker_id)
+            if self._unreported_dirs_overdue():
+                return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(),
                                        FENCED_HEARTBEAT_INTERVAL_S if self.fenced else self._interval_s)
@@ -132,12 +150,23 @@ class BrokerLifecycle:
         self._previous_broker_epoch = -1
         log.info("broker %d registered with epoch %d", self.broker_id, self.broker_epoch)
 
-    async def _heartbeat(self, want_shutdown: bool, timeout_s: float) -> Any:
+    def _unreported_dirs_overdue(self) -> bool:
+        overdue = self._dir_reports.overdue(self._clock.monotonic_ms())
+        if not overdue:
+            return False
+        reason = (f"the failure of log directories {', '.join(overdue)} could not be reported to the active "
+                  f"controller within log.dir.failure.timeout.ms={self._dir_reports.timeout_ms}")
+        log.error("broker %d stops: %s", self.broker_id, reason)
+        self._on_fatal(reason)
+        return True
+
+    async def _heartbeat(self, want_shutdown: bool, timeout_s: float, offline: list[str] | None = None) -> Any:
+        offline = self._offline_dirs() if offline is None else offline
         request = make(hb_req.BrokerHeartbeatRequest,
             broker_id=self.broker_id, broker_epoch=self.broker_epoch,
             current_metadata_offset=self._quorum.applied_offset - 1, want_fence=False,
             want_shut_down=want_shutdown,
-            offline_log_dirs=tuple(uuid.UUID(d) for d in self._offline_dirs()))
+            offline_log_dirs=tuple(uuid.UUID(d) for d in offline))
         return await self._channel.call(request, self._serve_heartbeat, timeout_s=timeout_s,
                                         retry_if=_not_controller)
 

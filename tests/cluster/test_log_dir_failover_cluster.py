@@ -1,11 +1,13 @@
 """A failed log directory on one broker of a 3-node cluster (KIP-112 / KIP-858): the broker reports it offline in
 its heartbeat, the controller moves leadership of the partitions in it to another ISR member, and an acks=all
 producer carries on without losing an acknowledged record, while the broker keeps serving the partitions of its
-other directory. Real processes and confluent-kafka throughout."""
+other directory. A broker that cannot report the failure within log.dir.failure.timeout.ms stops instead. Real
+processes and confluent-kafka throughout."""
 
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,11 +26,14 @@ pytestmark = pytest.mark.slow
 
 TOPIC = "two-disks"
 VICTIM = 1
+REPORT_TIMEOUT_MS = 4000
 
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    overrides = {**FAST_FAILOVER, "log.segment.bytes": "1048576", "offsets.topic.num.partitions": "1"}
+    # A reported failure leaves the broker running, well within the short log.dir.failure.timeout.ms.
+    overrides = {**FAST_FAILOVER, "log.segment.bytes": "1048576", "offsets.topic.num.partitions": "1",
+                 "log.dir.failure.timeout.ms": str(REPORT_TIMEOUT_MS)}
     # The victim's second disk; its first holds the metadata log as well.
     second = {VICTIM: {"log.dirs": f"{tmp_path / 'victim-a'},{tmp_path / 'victim-b'}"}}
     with LocalCluster(tmp_path, 3, overrides=overrides, node_overrides=second) as started:
@@ -58,10 +63,10 @@ def _place(cluster: LocalCluster, first: Path, second: Path) -> None:
                        20, "the victim's replicas in the directories asked for")
 
 
-def _fill_segment(bootstrap: str) -> None:
+def _fill_segment(bootstrap: str, acks: str = "all") -> None:
     """Large records to partition 0 so its active segment rolls, which fails on the broken disk; their delivery
     may fail or succeed, only what the writer was acknowledged is checked."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 20_000})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "message.timeout.ms": 20_000})
     for _ in range(24):
         producer.produce(TOPIC, partition=0, value=bytes(100_000), on_delivery=lambda err, msg: None)
         producer.poll(0)
@@ -105,3 +110,25 @@ def _acked_per_partition(writer: Writer) -> dict[int, int]:
     for partition, _ in list(writer.acked.values()):
         counts[partition] += 1
     return counts
+
+
+def test_a_failure_the_controller_cannot_hear_of_stops_the_broker(cluster: LocalCluster, tmp_path: Path) -> None:
+    """With two of the three voters down there is no controller to tell: the victim stops once its failed
+    directory has gone unreported for log.dir.failure.timeout.ms, with the reason, as Kafka's broker does."""
+    first, second = tmp_path / "victim-a", tmp_path / "victim-b"
+    _place(cluster, first, second)
+    victim = cluster.node(VICTIM)
+    cluster.wait_until(lambda: all(p.leader_id == VICTIM for p in _partitions(str(victim.kafka_address)).values()),
+                       20, "the victim leading both partitions")
+    for node in cluster.brokers:
+        if node.node_id != VICTIM:
+            node.stop()
+    shutil.rmtree(second / f"{TOPIC}-0")
+    failed_at = time.monotonic()
+    _fill_segment(str(victim.kafka_address), acks="1")  # no quorum, so no ISR change: the victim still appends
+    cluster.wait_until(lambda: not victim.is_running, 30, lambda: f"the victim stopped:\n{victim.log_tail()}")
+    assert time.monotonic() - failed_at >= REPORT_TIMEOUT_MS / 1000 - 1  # not before the timeout (less a poll)
+    assert victim.exit_code == 1
+    tail = victim.log_tail(60)
+    assert "is offline after an I/O error" in tail and f"log.dir.failure.timeout.ms={REPORT_TIMEOUT_MS}" in tail
+    assert "error: broker stopped" in tail, tail
