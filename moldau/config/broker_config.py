@@ -526,6 +526,7 @@ class BrokerConfig:
 
     # The metadata quorum and broker liveness.
     controller_quorum_election_timeout_ms = _Int("controller.quorum.election.timeout.ms")
+    controller_quorum_election_backoff_max_ms = _Int("controller.quorum.election.backoff.max.ms")
     controller_quorum_fetch_timeout_ms = _Int("controller.quorum.fetch.timeout.ms")
     controller_quorum_fetch_interval_ms = _Int("controller.quorum.fetch.interval.ms")
     broker_heartbeat_interval_ms = _Int("broker.heartbeat.interval.ms")

@@ -18,6 +18,7 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self
 
+from moldau.raft.backoff import election_backoff_ms
 from moldau.raft.log import Entry, Log, PersistedState, Snapshot
 from moldau.raft.messages import (
     Action,
@@ -52,7 +53,9 @@ class Role(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    """Timeouts in milliseconds; the election timeout is drawn uniformly from [min, max)."""
+    """Timeouts in milliseconds; the election timeout is drawn uniformly from [min, max). A candidate whose
+    election failed waits a random backoff of at most about `election_backoff_max_ms` before it stands again
+    (moldau.raft.backoff)."""
 
     election_timeout_ms_min: int = 300
     election_timeout_ms_max: int = 600
@@ -60,6 +63,7 @@ class Config:
     check_quorum_ms: int = 600
     begin_epoch_interval_ms: int = 100
     max_fetch_entries: int = 16
+    election_backoff_max_ms: int = 300
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> Self:
@@ -70,7 +74,8 @@ class Config:
             election_timeout_ms_min=election_ms, election_timeout_ms_max=2 * election_ms,
             fetch_interval_ms=config.controller_quorum_fetch_interval_ms,
             check_quorum_ms=config.controller_quorum_fetch_timeout_ms,
-            begin_epoch_interval_ms=max(election_ms // 4, 1), max_fetch_entries=512)
+            begin_epoch_interval_ms=max(election_ms // 4, 1), max_fetch_entries=512,
+            election_backoff_max_ms=config.controller_quorum_election_backoff_max_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +148,9 @@ class RaftNode:
         self.high_watermark = self.log.start_offset  # a snapshot only ever covers committed entries
         self._out: list[Action] = []
         self._votes: set[int] = set()
+        self._refusals: set[int] = set()  # candidate: voters that refused it in this election
+        self._failed_elections = 0  # elections in a row this node stood in and did not win
+        self._backing_off = False  # a candidate whose election failed, waiting before it stands again
         self._match: dict[int, int] = {}  # leader: offset up to which each voter's log agrees
         self._contact_ms: dict[int, int] = {}  # leader: last fetch from each voter
         self._progress: dict[int, _Progress] = {}  # leader: every fetcher, observers included
@@ -336,7 +344,7 @@ class RaftNode:
         elif self.is_observer:
             self._observer_tick(now_ms)
         elif now_ms >= self._election_deadline_ms:
-            self._start_pre_vote(now_ms)
+            self._on_election_deadline(now_ms)
         elif self.role is Role.FOLLOWER and self.leader_id is not None and now_ms >= self._next_fetch_ms:
             self._send_fetch(now_ms)
 
@@ -404,6 +412,7 @@ class RaftNode:
         self.role, self.leader_id = Role.FOLLOWER, leader
         if leader is not None:
             self._last_leader_ms = now_ms
+        self._end_candidacy()
         self._reset_election_timer(now_ms)
 
     def _follow(self, leader: int, now_ms: int) -> None:
@@ -435,9 +444,32 @@ class RaftNode:
     def _majority(self) -> int:
         return len(self.voters) // 2 + 1
 
+    def _on_election_deadline(self, now_ms: int) -> None:
+        """A candidate's undecided election timed out: back off first. Otherwise stand (again) now."""
+        if self.role is Role.CANDIDATE and not self._backing_off:
+            self._back_off(now_ms)
+        else:
+            self._start_pre_vote(now_ms)
+
+    def _back_off(self, now_ms: int) -> None:
+        """Our election failed (timed out, or refused by a majority): stand again only after a random backoff.
+
+        Its range doubles with each failed election in a row, so candidates that keep splitting the vote soon
+        stand at different moments (Kafka's election backoff). Meanwhile we stay the candidate of our term.
+        """
+        self._failed_elections += 1
+        self._backing_off = True
+        backoff = election_backoff_ms(self._failed_elections, self.config.election_backoff_max_ms, self.rng)
+        self._election_deadline_ms = now_ms + backoff
+
+    def _end_candidacy(self) -> None:
+        """We lead or follow now: the next election we stand in is a first try again."""
+        self._failed_elections, self._backing_off = 0, False
+
     def _start_pre_vote(self, now_ms: int) -> None:
         """Ask whether peers would vote for us in term+1, without changing our term."""
         self.role, self.leader_id, self._votes = Role.PROSPECTIVE, None, {self.node_id}
+        self._backing_off = False
         self._reset_election_timer(now_ms)
         self._request_votes(self.term + 1, pre_vote=True)
         self._check_votes(now_ms)
@@ -445,7 +477,7 @@ class RaftNode:
     def _start_election(self, now_ms: int) -> None:
         self.role, self.term, self.voted_for = Role.CANDIDATE, self.term + 1, self.node_id
         self._out.append(SetTermVote(self.term, self.node_id))  # persisted before asking (§5.2)
-        self._votes = {self.node_id}
+        self._votes, self._refusals = {self.node_id}, set()
         self._reset_election_timer(now_ms)
         self._request_votes(self.term, pre_vote=False)
         self._check_votes(now_ms)
@@ -498,9 +530,20 @@ class RaftNode:
             if named != self.node_id:
                 self._probe(named)
         expected = Role.PROSPECTIVE if msg.pre_vote else Role.CANDIDATE
-        if self.role is expected and msg.granted and msg.src in self.voters:
+        if self.role is not expected or msg.src not in self.voters:
+            return
+        if msg.granted:
             self._votes.add(msg.src)
             self._check_votes(now_ms)
+        elif expected is Role.CANDIDATE and msg.src not in self._votes:
+            self._on_refusal(msg.src, now_ms)
+
+    def _on_refusal(self, voter: int, now_ms: int) -> None:
+        """A voter refused us our term's vote: once a majority can no longer be reached, back off at once rather
+        than wait out the election timeout (the vote is split, or our log is behind)."""
+        self._refusals.add(voter)
+        if not self._backing_off and len(self.voters - self._refusals) < self._majority():
+            self._back_off(now_ms)
 
     def _probe(self, leader: int) -> None:
         """Fetch once from a leader a voter named, without following it yet.
@@ -526,6 +569,7 @@ class RaftNode:
     def _become_leader(self, now_ms: int) -> None:
         """Win the term and append a leader-change record, so that earlier entries commit (§5.4.2)."""
         self.role, self.leader_id = Role.LEADER, self.node_id
+        self._end_candidacy()
         self._match = {v: 0 for v in self.voters}
         self._contact_ms = {v: now_ms for v in self.voters}
         self._progress = {}

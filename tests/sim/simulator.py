@@ -67,7 +67,7 @@ class Faults:
     drop: float = 0.05
     duplicate: float = 0.05
     delay_ms_max: int = 30
-    fault_every_ms: int = 200
+    fault_every_ms: int = 200  # 0: no crashes, partitions or resignations at all
     leader_crash: float = 0.0  # chance that a new leader, or one that just proposed, crashes soon after (Figure 8)
     crash_after_replicating: float = 0.0  # chance that a leader crashes right after sending entries
     snapshot_every_ms: int = 0  # 0: nodes never snapshot
@@ -438,15 +438,20 @@ class Simulation:
         self.now_ms = end_ms
         return False
 
-    def run(self, fault_ms: int, liveness_ms: int) -> None:
-        """Faults for `fault_ms`, then heal: within `liveness_ms` a new proposal must commit and reach every node."""
+    def _start(self) -> None:
+        """Schedule the first tick, client proposal, fault, snapshot and voter change."""
         self._at(0, self._tick)
         self._at(1, self._client)
-        self._at(self.rng.randrange(1, self.faults.fault_every_ms), self._fault)
+        if self.faults.fault_every_ms:
+            self._at(self.rng.randrange(1, self.faults.fault_every_ms), self._fault)
         if self.faults.snapshot_every_ms:
             self._at(self.rng.randrange(1, self.faults.snapshot_every_ms), self._snapshot)
         if self.faults.reconfigure_every_ms:
             self._at(self.rng.randrange(1, self.faults.reconfigure_every_ms), self._reconfigure)
+
+    def run(self, fault_ms: int, liveness_ms: int) -> None:
+        """Faults for `fault_ms`, then heal: within `liveness_ms` a new proposal must commit and reach every node."""
+        self._start()
         self.run_until(fault_ms)
         self.check_prefixes()
         self.check_log_matching()
@@ -457,6 +462,13 @@ class Simulation:
         self.check_log_matching()
         if not done:
             self._fail(f"liveness: no proposal after v{target} applied on every node within {liveness_ms}ms of healing")
+
+    def elect(self, within_ms: int) -> None:
+        """Run from the start, without healing, until some node leads; fail if none did within `within_ms`."""
+        self._start()
+        if not self.run_until(within_ms, lambda: bool(self.leaders)):
+            self._fail(f"liveness: no leader within {within_ms}ms")
+        self.check_prefixes()
 
     def _committed_everywhere_after(self, target: int) -> bool:
         """A proposal made after `target` is committed, and every node (observers too) has applied it."""
