@@ -534,6 +534,7 @@ class BrokerConfig:
     metadata_log_max_record_bytes_between_snapshots = _Int("metadata.log.max.record.bytes.between.snapshots")
     metadata_log_max_snapshot_interval_ms = _Int("metadata.log.max.snapshot.interval.ms")
     controller_quorum_request_timeout_ms = _Int("controller.quorum.request.timeout.ms")
+    controller_quorum_retry_backoff_ms = _Int("controller.quorum.retry.backoff.ms")
     controlled_shutdown_enable = _Bool("controlled.shutdown.enable")
 
     # Topics.

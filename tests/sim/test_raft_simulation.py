@@ -1,8 +1,8 @@
 """Seeded simulation of 3- and 5-voter quorums under faults, checking invariants after every event.
 
 Seeds vary the fault rates, the fetch batch size, whether nodes snapshot, whether 1 or 2 observers
-replicate too, whether leaders crash right after proposing (the pattern behind Figure 8), and the election
-backoff's cap.
+replicate too, whether leaders crash right after proposing (the pattern behind Figure 8), the election
+backoff's cap and the retry backoff after a failed request.
 
 Candidates in lockstep run on seeds of their own: no faults, every message takes exactly 1 ms and every election
 timeout is the same, so the voters stand at the same moments, each votes for itself and every election is split.
@@ -25,8 +25,10 @@ import pytest
 from moldau.raft import Config
 from tests.sim.simulator import Faults, InvariantViolation, Simulation
 
-# Seeds pick the election backoff's cap among these (ms; the election timeout is 300-600 ms).
+# Seeds pick the election backoff's cap and the retry backoff among these (ms; the election timeout is 300-600 ms,
+# the fetch interval 50 ms).
 ELECTION_BACKOFF_MAX_MS = (0, 100, 300, 1000)
+RETRY_BACKOFF_MS = (10, 20, 50, 100)
 
 SEEDS = int(os.environ.get("MOLDAU_SIM_SEEDS", "1000"))
 FAULT_MS = 3_000
@@ -43,7 +45,8 @@ def simulation(seed: int, voters: int, reconfigure: bool = False) -> Simulation:
                     snapshot_every_ms=0 if seed % 3 == 0 else 100 + 100 * (seed % 4),
                     reconfigure_every_ms=40 + 20 * (seed % 5) if reconfigure else 0)
     config = Config(max_fetch_entries=(1, 2, 4, 16, 16)[seed % 5],
-                    election_backoff_max_ms=ELECTION_BACKOFF_MAX_MS[(seed // 5) % 4])
+                    election_backoff_max_ms=ELECTION_BACKOFF_MAX_MS[(seed // 5) % 4],
+                    retry_backoff_ms=RETRY_BACKOFF_MS[(seed // 20) % 4])
     observers = (0, 1, 0, 2)[seed % 4] if voters > 1 else seed % 2
     if reconfigure:
         observers = 3  # spare nodes to add

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from moldau.raft.backoff import ELECTION_BACKOFF_STEP_MS, election_backoff_ms
+from moldau.raft.backoff import ELECTION_BACKOFF_STEP_MS, RetryBackoff, election_backoff_ms
 
 STEP = ELECTION_BACKOFF_STEP_MS
 DRAWS = 2_000
@@ -49,3 +49,20 @@ def test_the_same_seed_draws_the_same_waits() -> None:
 def test_there_is_no_backoff_before_a_failure() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         election_backoff_ms(0, 1_000, random.Random(0))
+
+
+def test_a_node_is_ready_again_once_the_retry_backoff_passed() -> None:
+    retry = RetryBackoff(20)
+    assert retry.ready(2, 0)
+    retry.failed(2, 100)
+    assert not retry.ready(2, 100) and not retry.ready(2, 119) and retry.ready(3, 100)
+    assert retry.ready(2, 120) and retry.ready(2, 105)  # once passed, forgotten
+    retry.failed(2, 200)
+    retry.failed(2, 210)  # a later failure extends it
+    assert not retry.ready(2, 225) and retry.ready(2, 230)
+
+
+def test_a_retry_backoff_of_zero_holds_nothing_back() -> None:
+    retry = RetryBackoff(0)
+    retry.failed(2, 100)
+    assert retry.ready(2, 100)

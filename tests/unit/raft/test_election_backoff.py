@@ -6,20 +6,11 @@ the timeout is 599 ms and the n-th backoff in a row min(50 * (2**n - 1), max) + 
 
 from __future__ import annotations
 
-import random
-
 from moldau.raft import BeginEpoch, Config, Message, PersistedState, RaftNode, Role, VoteRequest, VoteResponse
-from tests.unit.raft.harness import LATE_MS, sent
+from tests.unit.raft.harness import LATE_MS, TopOfRange, sent
 
 CONFIG = Config(election_timeout_ms_min=300, election_timeout_ms_max=600, election_backoff_max_ms=300)
 TIMEOUT_MS = 599
-
-
-class TopOfRange(random.Random):
-    """Draws the largest value of every range."""
-
-    def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:
-        return start - 1 if stop is None else stop - 1
 
 
 def backoff_ms(failures_in_a_row: int) -> int:
