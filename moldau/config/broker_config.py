@@ -526,6 +526,7 @@ class BrokerConfig:
 
     # The metadata quorum and broker liveness.
     controller_quorum_election_timeout_ms = _Int("controller.quorum.election.timeout.ms")
+    controller_quorum_election_backoff_max_ms = _Int("controller.quorum.election.backoff.max.ms")
     controller_quorum_fetch_timeout_ms = _Int("controller.quorum.fetch.timeout.ms")
     controller_quorum_fetch_interval_ms = _Int("controller.quorum.fetch.interval.ms")
     broker_heartbeat_interval_ms = _Int("broker.heartbeat.interval.ms")
@@ -534,6 +535,7 @@ class BrokerConfig:
     metadata_log_max_record_bytes_between_snapshots = _Int("metadata.log.max.record.bytes.between.snapshots")
     metadata_log_max_snapshot_interval_ms = _Int("metadata.log.max.snapshot.interval.ms")
     controller_quorum_request_timeout_ms = _Int("controller.quorum.request.timeout.ms")
+    controller_quorum_retry_backoff_ms = _Int("controller.quorum.retry.backoff.ms")
     controlled_shutdown_enable = _Bool("controlled.shutdown.enable")
 
     # Topics.

@@ -126,6 +126,13 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("controller.quorum.request.timeout.ms", _T.INT, "2000",
               "How long a member of the metadata quorum waits for the answer to a request to another before it "
               "counts as failed.", at_least(1)),
+    ConfigDef("controller.quorum.election.backoff.max.ms", _T.INT, "1000",
+              "The most a metadata quorum candidate whose election failed waits (plus under 50 ms of jitter) before "
+              "it stands again; the wait is random, from a range that doubles with each failure in a row.",
+              at_least(0)),
+    ConfigDef("controller.quorum.retry.backoff.ms", _T.INT, "20",
+              "How long a member of the metadata quorum sends nothing to another after a request to it failed; a "
+              "vote request of the election under way is then sent again.", at_least(0)),
     ConfigDef("controller.quorum.fetch.interval.ms", _T.INT, "25",
               "How often a follower of the metadata quorum fetches from the leader (a Moldau setting; the fetch "
               "is also the follower's heartbeat).", at_least(1)),

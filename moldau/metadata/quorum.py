@@ -85,6 +85,9 @@ _REFUSALS = {
     VoterChangeError.INVALID: ErrorCode.invalid_request,
 }
 _RETRIED = (VoterChangeError.CHANGE_PENDING, VoterChangeError.NOT_CAUGHT_UP)  # they may clear before the timeout
+# The requests whose answer the core reads: no usable answer to one of them is a failure. (BeginQuorumEpoch and
+# EndQuorumEpoch fail only when no answer comes at all.)
+_ANSWERED = (VoteRequest, FetchRequest, FetchSnapshotRequest)
 
 ImageListener = Callable[[MetadataImage, MetadataImage], None]
 
@@ -614,6 +617,7 @@ class MetadataQuorum:
     async def _request(self, msg: Message) -> None:
         address = self.voters.get(msg.dst)
         if address is None:
+            self._request_failed(msg, "no address")
             return
         number = self._fetches_sent
         if isinstance(msg, FetchRequest):
@@ -621,8 +625,10 @@ class MetadataQuorum:
         try:
             answer = await self._exchange(msg, address)
         except (ConnectionFailed, TimeoutError, wire.WireError) as exc:
-            log.debug("metadata quorum: %s to node %d failed: %s", type(msg).__name__, msg.dst, exc)
+            self._request_failed(msg, str(exc))
             return
+        if answer is None and isinstance(msg, _ANSWERED):
+            self._request_failed(msg, "an error answer")  # Kafka backs off after an error answer too
         if answer is not None:
             self.node.on_message(answer, self._now())
             self._run_actions()
@@ -630,6 +636,11 @@ class MetadataQuorum:
                 self._answered_fetch = number
                 self._last_leader_hw = answer.high_watermark
                 self._applied_event.set()
+
+    def _request_failed(self, msg: Message, why: str) -> None:
+        """Tell the core, which backs off from that member (controller.quorum.retry.backoff.ms)."""
+        log.debug("metadata quorum: %s to node %d failed: %s", type(msg).__name__, msg.dst, why)
+        self.node.on_request_failed(msg, self._now())
 
     async def _exchange(self, msg: Message, address: Voter) -> Message | None:
         host, port = address.host, address.port

@@ -18,6 +18,7 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self
 
+from moldau.raft.backoff import RetryBackoff, election_backoff_ms
 from moldau.raft.log import Entry, Log, PersistedState, Snapshot
 from moldau.raft.messages import (
     Action,
@@ -52,7 +53,9 @@ class Role(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    """Timeouts in milliseconds; the election timeout is drawn uniformly from [min, max)."""
+    """Timeouts in milliseconds; the election timeout is drawn uniformly from [min, max). A candidate whose
+    election failed waits a random backoff of at most about `election_backoff_max_ms` before it stands again,
+    and a node sends nothing to a peer for `retry_backoff_ms` after a request to it failed (moldau.raft.backoff)."""
 
     election_timeout_ms_min: int = 300
     election_timeout_ms_max: int = 600
@@ -60,6 +63,8 @@ class Config:
     check_quorum_ms: int = 600
     begin_epoch_interval_ms: int = 100
     max_fetch_entries: int = 16
+    election_backoff_max_ms: int = 300
+    retry_backoff_ms: int = 20
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> Self:
@@ -70,7 +75,9 @@ class Config:
             election_timeout_ms_min=election_ms, election_timeout_ms_max=2 * election_ms,
             fetch_interval_ms=config.controller_quorum_fetch_interval_ms,
             check_quorum_ms=config.controller_quorum_fetch_timeout_ms,
-            begin_epoch_interval_ms=max(election_ms // 4, 1), max_fetch_entries=512)
+            begin_epoch_interval_ms=max(election_ms // 4, 1), max_fetch_entries=512,
+            election_backoff_max_ms=config.controller_quorum_election_backoff_max_ms,
+            retry_backoff_ms=config.controller_quorum_retry_backoff_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +130,8 @@ class RaftNode:
     """A voter of the quorum, or an observer when `node_id` is not among the current voters.
 
     `voters` is the configured (static, or bootstrap) set; the log's newest VotersRecord overrides it.
-    Drive it with `on_message`, `tick`, `propose`, `snapshot`, `resign` and the voter changes
-    (`add_voter`, `remove_voter`, `update_voter`, `enable_dynamic_voters`), then `drain`.
+    Drive it with `on_message`, `on_request_failed`, `tick`, `propose`, `snapshot`, `resign` and the voter
+    changes (`add_voter`, `remove_voter`, `update_voter`, `enable_dynamic_voters`), then `drain`.
     """
 
     def __init__(self, node_id: int, voters: frozenset[int], state: PersistedState,
@@ -143,6 +150,11 @@ class RaftNode:
         self.high_watermark = self.log.start_offset  # a snapshot only ever covers committed entries
         self._out: list[Action] = []
         self._votes: set[int] = set()
+        self._refusals: set[int] = set()  # candidate: voters that refused it in this election
+        self._failed_elections = 0  # elections in a row this node stood in and did not win
+        self._backing_off = False  # a candidate whose election failed, waiting before it stands again
+        self._retry = RetryBackoff(self.config.retry_backoff_ms)  # peers a request recently failed to
+        self._vote_retries: set[int] = set()  # voters to ask again for this election once their backoff passed
         self._match: dict[int, int] = {}  # leader: offset up to which each voter's log agrees
         self._contact_ms: dict[int, int] = {}  # leader: last fetch from each voter
         self._progress: dict[int, _Progress] = {}  # leader: every fetcher, observers included
@@ -312,7 +324,7 @@ class RaftNode:
         if self.role is not Role.LEADER:
             return False
         for peer in sorted(self.voters - {self.node_id}):
-            self._send(EndEpoch(self.node_id, peer, self.term))
+            self._request(EndEpoch(self.node_id, peer, self.term), now_ms)
         self._become_follower(self.term, None, now_ms)
         return True
 
@@ -336,9 +348,22 @@ class RaftNode:
         elif self.is_observer:
             self._observer_tick(now_ms)
         elif now_ms >= self._election_deadline_ms:
-            self._start_pre_vote(now_ms)
+            self._on_election_deadline(now_ms)
         elif self.role is Role.FOLLOWER and self.leader_id is not None and now_ms >= self._next_fetch_ms:
             self._send_fetch(now_ms)
+        elif self._vote_retries:
+            self._retry_vote_requests(now_ms)
+
+    def on_request_failed(self, request: Message, now_ms: int) -> None:
+        """The driver got no usable answer to `request` (no connection, a timeout, an error answer).
+
+        Nothing goes to its destination for `retry_backoff_ms` (Kafka's controller.quorum.retry.backoff.ms), so an
+        unreachable peer is not asked again at every tick. A vote request of the election under way is sent again
+        once that has passed (from `tick`); fetches and announcements wait for their next turn. Emits nothing.
+        """
+        self._retry.failed(request.dst, now_ms)
+        if isinstance(request, VoteRequest) and self._asking(request):
+            self._vote_retries.add(request.dst)
 
     def on_message(self, msg: Message, now_ms: int) -> None:
         """Handle one message; stale ones are answered with our term or ignored (§5.1)."""
@@ -404,6 +429,7 @@ class RaftNode:
         self.role, self.leader_id = Role.FOLLOWER, leader
         if leader is not None:
             self._last_leader_ms = now_ms
+        self._end_candidacy()
         self._reset_election_timer(now_ms)
 
     def _follow(self, leader: int, now_ms: int) -> None:
@@ -435,24 +461,69 @@ class RaftNode:
     def _majority(self) -> int:
         return len(self.voters) // 2 + 1
 
+    def _on_election_deadline(self, now_ms: int) -> None:
+        """A candidate's undecided election timed out: back off first. Otherwise stand (again) now."""
+        if self.role is Role.CANDIDATE and not self._backing_off:
+            self._back_off(now_ms)
+        else:
+            self._start_pre_vote(now_ms)
+
+    def _back_off(self, now_ms: int) -> None:
+        """Our election failed (timed out, or refused by a majority): stand again only after a random backoff.
+
+        Its range doubles with each failed election in a row, so candidates that keep splitting the vote soon
+        stand at different moments (Kafka's election backoff). Meanwhile we stay the candidate of our term.
+        """
+        self._failed_elections += 1
+        self._backing_off, self._vote_retries = True, set()
+        backoff = election_backoff_ms(self._failed_elections, self.config.election_backoff_max_ms, self.rng)
+        self._election_deadline_ms = now_ms + backoff
+
+    def _end_candidacy(self) -> None:
+        """We lead or follow now: the next election we stand in is a first try again."""
+        self._failed_elections, self._backing_off, self._vote_retries = 0, False, set()
+
     def _start_pre_vote(self, now_ms: int) -> None:
         """Ask whether peers would vote for us in term+1, without changing our term."""
-        self.role, self.leader_id, self._votes = Role.PROSPECTIVE, None, {self.node_id}
+        self.role, self.leader_id = Role.PROSPECTIVE, None
+        self._votes, self._refusals, self._backing_off = {self.node_id}, set(), False
         self._reset_election_timer(now_ms)
-        self._request_votes(self.term + 1, pre_vote=True)
+        self._request_votes(self.term + 1, True, now_ms)
         self._check_votes(now_ms)
 
     def _start_election(self, now_ms: int) -> None:
         self.role, self.term, self.voted_for = Role.CANDIDATE, self.term + 1, self.node_id
         self._out.append(SetTermVote(self.term, self.node_id))  # persisted before asking (§5.2)
-        self._votes = {self.node_id}
+        self._votes, self._refusals = {self.node_id}, set()
         self._reset_election_timer(now_ms)
-        self._request_votes(self.term, pre_vote=False)
+        self._request_votes(self.term, False, now_ms)
         self._check_votes(now_ms)
 
-    def _request_votes(self, term: int, pre_vote: bool) -> None:
+    def _request_votes(self, term: int, pre_vote: bool, now_ms: int) -> None:
+        """Ask every other voter; one backing off after a failed request is asked once that has passed."""
+        self._vote_retries = set()
         for peer in sorted(self.voters - {self.node_id}):
-            self._send(VoteRequest(self.node_id, peer, term, self.log.last_epoch, self.log.end_offset, pre_vote))
+            if not self._request(self._vote_request(peer, term, pre_vote), now_ms):
+                self._vote_retries.add(peer)
+
+    def _vote_request(self, peer: int, term: int, pre_vote: bool) -> VoteRequest:
+        return VoteRequest(self.node_id, peer, term, self.log.last_epoch, self.log.end_offset, pre_vote)
+
+    def _asking(self, request: VoteRequest) -> bool:
+        """`request` belongs to the (pre-)election we stand in now, and its voter has not answered it."""
+        if self._backing_off or request.dst in self._votes | self._refusals:
+            return False
+        if request.pre_vote:
+            return self.role is Role.PROSPECTIVE and request.term == self.term + 1
+        return self.role is Role.CANDIDATE and request.term == self.term
+
+    def _retry_vote_requests(self, now_ms: int) -> None:
+        """Ask again the voters whose vote request failed, now that their backoff has passed."""
+        pre_vote = self.role is Role.PROSPECTIVE
+        term = self.term + 1 if pre_vote else self.term
+        for voter in sorted(self._vote_retries):
+            if self._request(self._vote_request(voter, term, pre_vote), now_ms):
+                self._vote_retries.discard(voter)
 
     def _log_up_to_date(self, msg: VoteRequest) -> bool:
         """The candidate's log is at least as up to date as ours (§5.4.1)."""
@@ -496,13 +567,25 @@ class RaftNode:
                 self._follow(msg.src, now_ms)
                 return
             if named != self.node_id:
-                self._probe(named)
+                self._probe(named, now_ms)
         expected = Role.PROSPECTIVE if msg.pre_vote else Role.CANDIDATE
-        if self.role is expected and msg.granted and msg.src in self.voters:
+        if self.role is not expected or msg.src not in self.voters:
+            return
+        self._vote_retries.discard(msg.src)  # it answered: no need to ask again
+        if msg.granted:
             self._votes.add(msg.src)
             self._check_votes(now_ms)
+        elif expected is Role.CANDIDATE and msg.src not in self._votes:
+            self._on_refusal(msg.src, now_ms)
 
-    def _probe(self, leader: int) -> None:
+    def _on_refusal(self, voter: int, now_ms: int) -> None:
+        """A voter refused us our term's vote: once a majority can no longer be reached, back off at once rather
+        than wait out the election timeout (the vote is split, or our log is behind)."""
+        self._refusals.add(voter)
+        if not self._backing_off and len(self.voters - self._refusals) < self._majority():
+            self._back_off(now_ms)
+
+    def _probe(self, leader: int, now_ms: int) -> None:
         """Fetch once from a leader a voter named, without following it yet.
 
         A hint naming a third node is not followed on its word: that leader may be dead, and two nodes could keep
@@ -513,7 +596,7 @@ class RaftNode:
         answers, and the election goes on meanwhile.
         """
         offset = self.log.end_offset
-        self._send(FetchRequest(self.node_id, leader, self.term, offset, self.log.epoch_at(offset - 1)))
+        self._request(FetchRequest(self.node_id, leader, self.term, offset, self.log.epoch_at(offset - 1)), now_ms)
 
     def _check_votes(self, now_ms: int) -> None:
         if len(self._votes) < self._majority():
@@ -526,6 +609,7 @@ class RaftNode:
     def _become_leader(self, now_ms: int) -> None:
         """Win the term and append a leader-change record, so that earlier entries commit (§5.4.2)."""
         self.role, self.leader_id = Role.LEADER, self.node_id
+        self._end_candidacy()
         self._match = {v: 0 for v in self.voters}
         self._contact_ms = {v: now_ms for v in self.voters}
         self._progress = {}
@@ -533,7 +617,7 @@ class RaftNode:
         self._append_local([Entry(self.term, None)], now_ms)
         self._next_begin_ms = now_ms + self.config.begin_epoch_interval_ms
         for peer in sorted(self.voters - {self.node_id}):
-            self._send(BeginEpoch(self.node_id, peer, self.term))
+            self._request(BeginEpoch(self.node_id, peer, self.term), now_ms)
         self._advance_leader_hw()
 
     # -- leader ------------------------------------------------------------------------------
@@ -548,7 +632,7 @@ class RaftNode:
             self._next_begin_ms = now_ms + self.config.begin_epoch_interval_ms
             stale = {v for v, t in self._contact_ms.items() if now_ms - t >= 2 * self.config.fetch_interval_ms}
             for peer in sorted((stale | self._silent_former_voters(now_ms)) - {self.node_id}):
-                self._send(BeginEpoch(self.node_id, peer, self.term))
+                self._request(BeginEpoch(self.node_id, peer, self.term), now_ms)
 
     def _silent_former_voters(self, now_ms: int) -> set[int]:
         """Nodes that were voters and are not, and do not fetch: one removed while cut off does not know it,
@@ -631,13 +715,24 @@ class RaftNode:
             self._send_fetch(now_ms)
 
     def _send_fetch(self, now_ms: int) -> None:
-        self._next_fetch_ms = now_ms + self.config.fetch_interval_ms
-        dst = self.leader_id
+        dst = self._fetch_target(now_ms)
         if dst is None:
-            dst = self._fetch_order[self._fetch_turn % len(self._fetch_order)]
-            self._fetch_turn += 1
+            return  # it is backing off after a failed request: a later tick fetches
+        self._next_fetch_ms = now_ms + self.config.fetch_interval_ms
         offset = self.log.end_offset
         self._send(FetchRequest(self.node_id, dst, self.term, offset, self.log.epoch_at(offset - 1)))
+
+    def _fetch_target(self, now_ms: int) -> int | None:
+        """The leader, or knowing none the next voter in our rotation that is not backing off; None if none is
+        ready."""
+        if self.leader_id is not None:
+            return self.leader_id if self._retry.ready(self.leader_id, now_ms) else None
+        for _ in range(len(self._fetch_order)):
+            dst = self._fetch_order[self._fetch_turn % len(self._fetch_order)]
+            self._fetch_turn += 1
+            if self._retry.ready(dst, now_ms):
+                return dst
+        return None
 
     def _on_fetch_response(self, msg: FetchResponse, now_ms: int) -> None:
         if self.role is Role.LEADER:
@@ -649,7 +744,7 @@ class RaftNode:
         if not self._answers_current_fetch(msg):
             return  # an answer to an older fetch (duplicated or reordered); ignore it
         if msg.snapshot_id is not None:
-            self._request_snapshot(msg.snapshot_id)
+            self._request_snapshot(msg.snapshot_id, now_ms)
             return
         if msg.diverging_end is not None:
             self._truncate(max(msg.diverging_end, 0), now_ms)
@@ -678,19 +773,20 @@ class RaftNode:
                 self.leader_id = None  # our leader stepped down in this term
             return
         if self.role is not Role.FOLLOWER:
-            self._probe(hint)  # standing for election: follow only the leader's own answer (`_probe`)
+            self._probe(hint, now_ms)  # standing for election: follow only the leader's own answer (`_probe`)
             return
         if hint != self.leader_id:
             self._follow(hint, now_ms)
             self._send_fetch(now_ms)
 
-    def _request_snapshot(self, snapshot_id: tuple[int, int]) -> None:
+    def _request_snapshot(self, snapshot_id: tuple[int, int], now_ms: int) -> None:
         """Our log end, or where our log diverges, is below the leader's log start: take its snapshot."""
         if snapshot_id[0] <= self.log.start_offset:
             return  # not newer than what we have
         assert self.leader_id is not None
-        self._snapshot_wanted = snapshot_id
-        self._send(FetchSnapshotRequest(self.node_id, self.leader_id, self.term, *snapshot_id))
+        request = FetchSnapshotRequest(self.node_id, self.leader_id, self.term, *snapshot_id)
+        if self._request(request, now_ms):  # held back, it is asked for when a later fetch names it again
+            self._snapshot_wanted = snapshot_id
 
     def _on_fetch_snapshot_response(self, msg: FetchSnapshotResponse, now_ms: int) -> None:
         if self.role is Role.LEADER or not msg.ok:
@@ -745,6 +841,13 @@ class RaftNode:
 
     def _send(self, msg: Message) -> None:
         self._out.append(Send(msg))
+
+    def _request(self, msg: Message, now_ms: int) -> bool:
+        """Send a request, unless its destination is backing off after a failed one; False if held back."""
+        if not self._retry.ready(msg.dst, now_ms):
+            return False
+        self._send(msg)
+        return True
 
 
 _STATIC = VoterChangeRefused(VoterChangeError.STATIC_QUORUM, "the voter set is static (kraft.version 0)")

@@ -15,6 +15,11 @@ restart). A restarted node reloads term, vote, snapshot and log from its `Storag
 The simulated state machine of each node is the tuple of committed entries it has applied; its
 snapshots carry exactly that tuple, so every snapshot is checked against the committed record.
 
+Requests fail as over TCP: one to a node that is down is refused soon after it arrives, and one that is lost, or
+whose answer is lost, fails at its sender after `REQUEST_TIMEOUT_MS`; the sender's `on_request_failed` hears of
+it (only the incarnation that sent it). Invariant: no node sends a request to a peer within its
+`retry_backoff_ms` of hearing that a request to that peer failed.
+
 With `Faults.reconfigure_every_ms`, a leader is asked now and then to change the voter set (KIP-853): first
 to make it dynamic, then to add a random non-voter or remove a random voter. Refusals (a change in flight, a
 node not caught up) are expected; the invariants say that at most one change is ever uncommitted on a leader,
@@ -33,9 +38,13 @@ from dataclasses import dataclass, field
 from moldau.raft import (
     Action,
     Append,
+    BeginEpoch,
     Config,
+    EndEpoch,
     Entry,
+    FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
     InstallSnapshot,
     Message,
     NotLeader,
@@ -54,6 +63,8 @@ from moldau.raft import (
 )
 
 TICK_MS = 10
+REQUEST_TIMEOUT_MS = 600  # twice the shortest election timeout, as Kafka's 2 s request timeout is against 1 s
+REQUESTS = (VoteRequest, BeginEpoch, EndEpoch, FetchRequest, FetchSnapshotRequest)
 
 
 class InvariantViolation(AssertionError):
@@ -67,11 +78,12 @@ class Faults:
     drop: float = 0.05
     duplicate: float = 0.05
     delay_ms_max: int = 30
-    fault_every_ms: int = 200
+    fault_every_ms: int = 200  # 0: no crashes, partitions or resignations at all
     leader_crash: float = 0.0  # chance that a new leader, or one that just proposed, crashes soon after (Figure 8)
     crash_after_replicating: float = 0.0  # chance that a leader crashes right after sending entries
     snapshot_every_ms: int = 0  # 0: nodes never snapshot
     reconfigure_every_ms: int = 0  # 0: the voter set stays static
+    report_failures: bool = True  # False: failed requests fail silently, their senders never hear of it
 
 
 @dataclass
@@ -134,6 +146,8 @@ class Simulation:
         self.seen_hw = {i: 0 for i in self.ids}
         self.proposed = 0
         self.voter_changes = 0  # voter records leaders appended
+        self.failed_requests = 0  # failures reported to senders
+        self._backoff_until: dict[tuple[int, int], int] = {}  # (node, peer): no request before, after a failure
         self._touched: set[int] = set()  # nodes an event may have changed: only they need checking
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -155,7 +169,8 @@ class Simulation:
         self._seq += 1
         heapq.heappush(self._heap, (when_ms, self._seq, fn))
 
-    def _perform(self, i: int, actions: list[Action]) -> None:
+    def _perform(self, i: int, actions: list[Action], answering: Message | None = None) -> None:
+        """Carry out node i's actions; `answering` is the request it was handling, if any."""
         store = self.storage[i]
         self._touched.add(i)
         replicating = False
@@ -164,7 +179,7 @@ class Simulation:
                 case Send(msg):
                     store.sync()
                     self._note_sent(i, msg)
-                    self._transmit(msg)
+                    self._transmit(msg, None if isinstance(msg, REQUESTS) else answering)
                     replicating = replicating or (isinstance(msg, FetchResponse) and bool(msg.entries))
                 case Truncate(offset) if offset < self.seen_hw[i]:
                     self._fail(f"node {i} truncated to {offset} below its high watermark {self.seen_hw[i]}")
@@ -187,10 +202,15 @@ class Simulation:
     def _note_sent(self, i: int, msg: Message) -> None:
         if not (isinstance(msg, VoteRequest) and msg.pre_vote):  # a pre-vote only proposes a term
             self.sent_term[i] = max(self.sent_term[i], msg.term)
+        until = self._backoff_until.get((i, msg.dst), 0)
+        if isinstance(msg, REQUESTS) and self.now_ms < until:
+            self._fail(f"node {i} sent {type(msg).__name__} to {msg.dst}, which it backs off from until {until}ms")
 
-    def _transmit(self, msg: Message) -> None:
+    def _transmit(self, msg: Message, answering: Message | None) -> None:
+        """Send `msg` over the faulty network; `answering`: the request `msg` answers, if it is an answer."""
         f = self.faults
         if (msg.src, msg.dst) in self.blocked or (self.faulty and self.rng.random() < f.drop):
+            self._request_fails(msg if answering is None else answering)
             return
         copies = 2 if self.faulty and self.rng.random() < f.duplicate else 1
         for _ in range(copies):
@@ -199,9 +219,31 @@ class Simulation:
 
     def _deliver(self, msg: Message) -> None:
         node = self.nodes[msg.dst]
-        if node is not None and (msg.src, msg.dst) not in self.blocked:
+        if (msg.src, msg.dst) in self.blocked:
+            self._request_fails(msg)
+        elif node is None:
+            self._request_fails(msg, refused=True)
+        else:
             node.on_message(msg, self.now_ms)
-            self._perform(msg.dst, node.drain())
+            self._perform(msg.dst, node.drain(), msg if isinstance(msg, REQUESTS) else None)
+
+    def _request_fails(self, msg: Message, refused: bool = False) -> None:
+        """If `msg` is a request, its sender learns that it failed: soon when refused (its peer is down), else after
+        the request timeout. Not if the sender restarted since."""
+        sender = self.nodes[msg.src]
+        if not isinstance(msg, REQUESTS) or sender is None or not self.faults.report_failures:
+            return
+        after_ms = 1 + self.rng.randrange(self.faults.delay_ms_max) if refused else REQUEST_TIMEOUT_MS
+        self._at(self.now_ms + after_ms, functools.partial(self._report_failure, msg, sender))
+
+    def _report_failure(self, request: Message, sender: RaftNode) -> None:
+        i = request.src
+        if self.nodes[i] is not sender:
+            return  # it crashed since: the request died with it
+        self.failed_requests += 1
+        sender.on_request_failed(request, self.now_ms)
+        self._backoff_until[(i, request.dst)] = self.now_ms + self.config.retry_backoff_ms
+        self._perform(i, sender.drain())
 
     def _tick(self) -> None:
         for i in sorted(self.ids):
@@ -237,6 +279,7 @@ class Simulation:
         if self.nodes[i] is None:
             return
         self.nodes[i] = None
+        self._backoff_until = {k: t for k, t in self._backoff_until.items() if k[0] != i}  # volatile, like timers
         pending = self.storage[i].pending
         self.storage[i].sync(keep=self.rng.randrange(len(pending) + 1))  # unsynced suffix lost
 
@@ -438,15 +481,20 @@ class Simulation:
         self.now_ms = end_ms
         return False
 
-    def run(self, fault_ms: int, liveness_ms: int) -> None:
-        """Faults for `fault_ms`, then heal: within `liveness_ms` a new proposal must commit and reach every node."""
+    def _start(self) -> None:
+        """Schedule the first tick, client proposal, fault, snapshot and voter change."""
         self._at(0, self._tick)
         self._at(1, self._client)
-        self._at(self.rng.randrange(1, self.faults.fault_every_ms), self._fault)
+        if self.faults.fault_every_ms:
+            self._at(self.rng.randrange(1, self.faults.fault_every_ms), self._fault)
         if self.faults.snapshot_every_ms:
             self._at(self.rng.randrange(1, self.faults.snapshot_every_ms), self._snapshot)
         if self.faults.reconfigure_every_ms:
             self._at(self.rng.randrange(1, self.faults.reconfigure_every_ms), self._reconfigure)
+
+    def run(self, fault_ms: int, liveness_ms: int) -> None:
+        """Faults for `fault_ms`, then heal: within `liveness_ms` a new proposal must commit and reach every node."""
+        self._start()
         self.run_until(fault_ms)
         self.check_prefixes()
         self.check_log_matching()
@@ -457,6 +505,13 @@ class Simulation:
         self.check_log_matching()
         if not done:
             self._fail(f"liveness: no proposal after v{target} applied on every node within {liveness_ms}ms of healing")
+
+    def elect(self, within_ms: int) -> None:
+        """Run from the start, without healing, until some node leads; fail if none did within `within_ms`."""
+        self._start()
+        if not self.run_until(within_ms, lambda: bool(self.leaders)):
+            self._fail(f"liveness: no leader within {within_ms}ms")
+        self.check_prefixes()
 
     def _committed_everywhere_after(self, target: int) -> bool:
         """A proposal made after `target` is committed, and every node (observers too) has applied it."""

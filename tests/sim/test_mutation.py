@@ -3,6 +3,8 @@
 The leader-change record a new leader appends makes Figure 8 rare: it needs fetch batches of one
 entry and leaders that crash right after being elected or after replicating, then come back. This
 profile provokes that; the bound below is generous for it (the first failing seed is 124 today).
+Its requests fail silently (`report_failures=False`): what the core does on a failure report plays no part in
+the anomaly, and the reports would redraw which seeds provoke it (about one in a thousand either way).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def commit_by_count_only(self: RaftNode) -> None:
 
 def figure_8_simulation(seed: int) -> Simulation:
     faults = Faults(drop=0.1, duplicate=0.0, delay_ms_max=20, fault_every_ms=200,
-                    leader_crash=0.4, crash_after_replicating=0.2)
+                    leader_crash=0.4, crash_after_replicating=0.2, report_failures=False)
     return Simulation(seed, 5, faults, 0, Config(max_fetch_entries=1))
 
 

@@ -105,9 +105,14 @@ def test_coordinator_settings_from_config() -> None:
 def test_raft_config_from_config() -> None:
     raft = RaftConfig.from_config(config(controller_quorum_election_timeout_ms=400,
                                          controller_quorum_fetch_interval_ms=30,
-                                         controller_quorum_fetch_timeout_ms=900))
+                                         controller_quorum_fetch_timeout_ms=900,
+                                         controller_quorum_election_backoff_max_ms=700,
+                                         controller_quorum_retry_backoff_ms=15))
     assert raft == RaftConfig(election_timeout_ms_min=400, election_timeout_ms_max=800, fetch_interval_ms=30,
-                              check_quorum_ms=900, begin_epoch_interval_ms=100, max_fetch_entries=512)
+                              check_quorum_ms=900, begin_epoch_interval_ms=100, max_fetch_entries=512,
+                              election_backoff_max_ms=700, retry_backoff_ms=15)
+    defaults = RaftConfig.from_config(BrokerConfig())
+    assert (defaults.election_backoff_max_ms, defaults.retry_backoff_ms) == (1000, 20)  # Kafka's defaults
     # The epoch is re-announced at least every millisecond, however short the election timeout.
     assert RaftConfig.from_config(config(controller_quorum_election_timeout_ms=10)).begin_epoch_interval_ms == 2
 
@@ -210,7 +215,8 @@ def test_group_coordinator_rebalance_protocols_turns_the_consumer_group_apis_off
     ("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "-5"),
     ("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "1e3"),
     ("socket.listen.backlog.size", "0"), ("socket.send.buffer.bytes", "0"), ("socket.receive.buffer.bytes", "-2"),
-    ("socket.receive.buffer.bytes", "3000000000"),
+    ("socket.receive.buffer.bytes", "3000000000"), ("controller.quorum.election.backoff.max.ms", "-1"),
+    ("controller.quorum.retry.backoff.ms", "-1"),
 ])
 def test_configs_acted_on_refuse_hostile_values_naming_the_config(name: str, bad: str) -> None:
     named = name.split(".", 3)[-1] if name.startswith("listener.name.") else name  # a prefixed one: the base name

@@ -1,6 +1,7 @@
 """Settings of the metadata quorum's driver: metadata.log.max.snapshot.interval.ms (a node snapshots its metadata
 once that long has passed with records the latest snapshot does not cover, however few bytes they are, and not
-again while nothing new comes) and controller.quorum.request.timeout.ms."""
+again while nothing new comes), controller.quorum.request.timeout.ms and the failures that
+controller.quorum.retry.backoff.ms acts on."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import asyncio
 import uuid
 from pathlib import Path
 
+import pytest
+
 from moldau.clock import ManualClock
 from moldau.config import Voter
 from moldau.metadata import raft_wire as wire
 from moldau.metadata.quorum import MetadataQuorum
 from moldau.metadata.records import TopicRecord
-from moldau.raft import Config, VoteRequest
+from moldau.raft import BeginEpoch, Config, VoteRequest
 
 
 def snapshots(directory: Path) -> list[str]:
@@ -75,3 +78,36 @@ def test_a_request_to_a_member_that_never_answers_fails_after_the_request_timeou
 
     waited = asyncio.run(run())
     assert 0.3 <= waited < 1.9  # the configured timeout, not the 2 s default
+
+
+def test_a_request_without_a_usable_answer_is_reported_to_the_core(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """controller.quorum.retry.backoff.ms: the core hears of every failed request, so that it backs off from the
+    member. A dropped connection, no address, or an error answer to a request whose answer the core reads fail;
+    BeginQuorumEpoch and EndQuorumEpoch answers are not read, so only their transport can fail."""
+
+    async def run() -> list[str]:
+        hangs_up = await asyncio.start_server(lambda reader, writer: writer.close(), "127.0.0.1", 0)
+        port = hangs_up.sockets[0].getsockname()[1]
+        quorum = MetadataQuorum(1, [Voter(1, "127.0.0.1", 0), Voter(2, "127.0.0.1", port)], "cluster",
+                                str(tmp_path), ManualClock(), Config(), snapshot_every_bytes=1 << 20)
+        quorum.open()
+        failed: list[str] = []
+        monkeypatch.setattr(quorum.node, "on_request_failed",
+                            lambda msg, now_ms: failed.append(f"{type(msg).__name__} to {msg.dst}"))
+        try:
+            await quorum._request(VoteRequest(1, 2, 1, 0, 0, True))  # the member hangs up
+            await quorum._request(VoteRequest(1, 3, 1, 0, 0, True))  # no address for node 3
+
+            async def error_answer(msg: object, address: Voter) -> None:
+                return None
+
+            monkeypatch.setattr(quorum, "_exchange", error_answer)
+            await quorum._request(VoteRequest(1, 2, 1, 0, 0, True))
+            await quorum._request(BeginEpoch(1, 2, 1))  # answered (not read): no failure
+        finally:
+            await quorum.stop(resign=False)
+            hangs_up.close()
+        return failed
+
+    assert asyncio.run(run()) == ["VoteRequest to 2", "VoteRequest to 3", "VoteRequest to 2"]

@@ -10,12 +10,19 @@ CONFIG = Config()
 LATE_MS = 10_000  # past any election timeout drawn at time 0
 
 
-def make_nodes(logs: dict[int, tuple[int, list[int]]]) -> dict[int, RaftNode]:
+class TopOfRange(random.Random):
+    """Draws the largest value of every range: election timeouts and backoffs come out exact."""
+
+    def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:
+        return start - 1 if stop is None else stop - 1
+
+
+def make_nodes(logs: dict[int, tuple[int, list[int]]], config: Config = CONFIG) -> dict[int, RaftNode]:
     """Nodes from {id: (term, epochs of their log entries)}; every log value is `e<offset>`."""
     voters = frozenset(logs)
     return {
         i: RaftNode(i, voters, PersistedState(term, None, [Entry(e, f"e{o}") for o, e in enumerate(epochs)]),
-                    random.Random(i), 0, CONFIG)
+                    random.Random(i), 0, config)
         for i, (term, epochs) in logs.items()
     }
 
@@ -48,10 +55,10 @@ def elect(nodes: dict[int, RaftNode], leader: int, now_ms: int = LATE_MS) -> Non
     exchange(nodes, now_ms)
 
 
-def add_observer(nodes: dict[int, RaftNode], observer: int, seed: int = 0) -> RaftNode:
+def add_observer(nodes: dict[int, RaftNode], observer: int, seed: int = 0, config: Config = CONFIG) -> RaftNode:
     """Add an empty observer (a node outside the voter set) to `nodes`."""
     voters = frozenset(i for i, n in nodes.items() if not n.is_observer)
-    node = nodes[observer] = RaftNode(observer, voters, PersistedState(), random.Random(seed), 0, CONFIG)
+    node = nodes[observer] = RaftNode(observer, voters, PersistedState(), random.Random(seed), 0, config)
     return node
 
 
