@@ -620,6 +620,7 @@ class BrokerConfig:
     offsets_topic_num_partitions = _Int("offsets.topic.num.partitions")
     offsets_topic_replication_factor = _Int("offsets.topic.replication.factor")
     offsets_commit_timeout_ms = _Int("offsets.commit.timeout.ms")
+    offsets_topic_compression_codec = _Int("offsets.topic.compression.codec")
     offsets_retention_check_interval_ms = _Int("offsets.retention.check.interval.ms")
     offset_metadata_max_bytes = _Int("offset.metadata.max.bytes")
 
@@ -648,6 +649,7 @@ class BrokerConfig:
     share_coordinator_state_topic_num_partitions = _Int("share.coordinator.state.topic.num.partitions")
     share_coordinator_state_topic_replication_factor = _Int("share.coordinator.state.topic.replication.factor")
     share_coordinator_state_topic_min_isr = _Int("share.coordinator.state.topic.min.isr")
+    share_coordinator_state_topic_compression_codec = _Int("share.coordinator.state.topic.compression.codec")
     share_coordinator_snapshot_update_records_per_snapshot = _Int(
         "share.coordinator.snapshot.update.records.per.snapshot")
     share_isolation_level = _Str("share.isolation.level")

@@ -15,6 +15,7 @@ from moldau.config.kafka_broker_configs import KAFKA_BROKER_CONFIGS, READ_ONLY, 
 from moldau.config.offset_reset import AUTO_OFFSET_RESET
 from moldau.config.schema import (
     CLEANUP_POLICIES,
+    CODEC_IDS,
     COMPRESSION_TYPES,
     GZIP_LEVELS,
     LONG_MAX,
@@ -531,6 +532,10 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("offsets.topic.segment.bytes", _T.INT, "104857600",
               "segment.bytes of the committed offsets topic when it is created (kept small so that compaction "
               "and loading are fast).", at_least(1)),
+    ConfigDef("offsets.topic.compression.codec", _T.INT, "0",
+              "The codec of every batch the group coordinator appends to the committed offsets topic (offsets, "
+              "groups, transactional offset commits): 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd, at the codec's "
+              "default level.", CODEC_IDS),
     ConfigDef("offsets.commit.timeout.ms", _T.INT, "5000",
               "How long an offset commit waits to be on every in-sync replica of the offsets topic.", at_least(1)),
     ConfigDef("offsets.retention.minutes", _T.INT, "10080",
@@ -592,6 +597,9 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               at_least(1)),
     ConfigDef("share.coordinator.state.topic.segment.bytes", _T.INT, "104857600",
               "segment.bytes of the share-group state topic when it is created.", at_least(1)),
+    ConfigDef("share.coordinator.state.topic.compression.codec", _T.INT, "0",
+              "The codec of every batch the share coordinator appends to the share-group state topic: 0 none, "
+              "1 gzip, 2 snappy, 3 lz4, 4 zstd, at the codec's default level.", CODEC_IDS),
     ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", _T.INT, "500",
               "How many ShareUpdate records the share coordinator writes for a share-partition before it writes "
               "a whole ShareSnapshot again.", at_least(0)),

@@ -236,7 +236,8 @@ class GroupCoordinator:
         refuses it (for a transactional batch also the producer's errors: a fenced epoch, no open transaction)."""
         batch = build_batch([encode(record) for record in records], now_ms, producer_id=producer.producer_id,
                             producer_epoch=producer.producer_epoch,
-                            transactional=producer.producer_id != NO_PRODUCER_ID)
+                            transactional=producer.producer_id != NO_PRODUCER_ID,
+                            codec=self.settings.offsets_topic_compression_codec)
         # acks=all, as Kafka writes its offsets topic.
         return self.log.append(partition, batch, verification_guard).first_offset
 

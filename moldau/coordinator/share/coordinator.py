@@ -64,6 +64,7 @@ class ShareStateSettings:
     write_timeout_ms: int = 5000
     updates_per_snapshot: int = 500  # share.coordinator.snapshot.update.records.per.snapshot
     segment_bytes: int = 100 * 1024 * 1024  # share.coordinator.state.topic.segment.bytes
+    compression_codec: int = 0  # share.coordinator.state.topic.compression.codec
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> Self:
@@ -71,7 +72,8 @@ class ShareStateSettings:
                    replication_factor=config.share_coordinator_state_topic_replication_factor,
                    min_isr=config.share_coordinator_state_topic_min_isr,
                    updates_per_snapshot=config.share_coordinator_snapshot_update_records_per_snapshot,
-                   segment_bytes=config.share_coordinator_state_topic_segment_bytes)
+                   segment_bytes=config.share_coordinator_state_topic_segment_bytes,
+                   compression_codec=config.share_coordinator_state_topic_compression_codec)
 
     def topic_configs(self, replication_factor: int) -> dict[str, str]:
         # Deleted by the coordinator (pruning), never by time or size: a state may be older than any retention.
@@ -213,7 +215,8 @@ class ShareCoordinator:
         else:
             records = [(encode_key(key, KEY_VERSION), encode_value(state))]
         try:
-            appended = self.log.append(shard.partition, build_batch(records, now_ms))
+            appended = self.log.append(shard.partition,
+                                       build_batch(records, now_ms, codec=self.settings.compression_codec))
         except KafkaError as exc:
             return write_error(exc.code)
         # The next write is laid over this one, as replay will lay them.

@@ -1,13 +1,16 @@
-"""The coordinators' batch encoder gives exactly the bytes of kafka-python's generic builder, which it replaced."""
+"""The coordinators' batch encoder gives exactly the bytes of kafka-python's generic builder, which it replaced, and
+compresses as Kafka's readers expect."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from moldau.coordinator.internal_topic import build_batch, own_batch
 from moldau.protocol.record_batch import split_batches
+from moldau.protocol.record_codec import decode_batch
 
 _records = st.lists(st.tuples(st.binary(max_size=300), st.none() | st.binary(max_size=300)), min_size=1,
                     max_size=70)
@@ -57,3 +60,34 @@ def test_anything_but_one_plain_built_batch_goes_through_the_checks(records: lis
     assert own_batch(plain[:-1]) is None  # truncated
     assert own_batch(plain[:40]) is None  # not even a header
     assert own_batch(build_batch(records, now_ms, transactional=True)) is None  # attributes other than 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(records=_records, now_ms=st.integers(0, 2**42), codec=st.integers(1, 4), producer=st.integers(-1, 2**40),
+       transactional=st.booleans())
+def test_a_compressed_batch_holds_the_same_records_for_kafkas_reader_too(records: list[tuple[bytes, bytes | None]],
+                                                                        now_ms: int, codec: int, producer: int,
+                                                                        transactional: bool) -> None:
+    """offsets.topic.compression.codec and share.coordinator.state.topic.compression.codec: the records section in
+    the codec, the codec in the attributes, and the rest of the header as the uncompressed batch's."""
+    plain = build_batch(records, now_ms, producer_id=producer, transactional=transactional)
+    built = build_batch(records, now_ms, producer_id=producer, transactional=transactional, codec=codec)
+    ((header, view),) = split_batches(built)  # the broker's checks: sizes and CRC
+    ((plain_header, _),) = split_batches(plain)
+    assert header.compression == codec and header.is_transactional == transactional
+    assert header._replace(attributes=plain_header.attributes, batch_length=0, crc=0) == plain_header._replace(
+        batch_length=0, crc=0)
+    assert [(r.key, r.value) for r in decode_batch(view)] == [(key, value) for key, value in records]
+    theirs = DefaultRecordBatch(bytearray(built))  # kafka-python's reader, a decoder of its own
+    assert theirs.validate_crc() and theirs.compression_type == codec
+    assert [(r.key, r.value) for r in theirs] == [(key, value) for key, value in records]
+
+
+def test_a_compressed_plain_batch_is_still_the_brokers_own_and_no_other_codec_is_built() -> None:
+    records = [(b"key", b"value" * 50)] * 20
+    for codec in range(1, 5):
+        own = own_batch(build_batch(records, 1, codec=codec))
+        assert own is not None and own[0].compression == codec
+        assert own_batch(build_batch(records, 1, codec=codec, transactional=True)) is None
+    with pytest.raises(ValueError, match="no codec"):
+        build_batch(records, 1, codec=5)
