@@ -621,6 +621,7 @@ class BrokerConfig:
     offsets_topic_replication_factor = _Int("offsets.topic.replication.factor")
     offsets_commit_timeout_ms = _Int("offsets.commit.timeout.ms")
     offsets_topic_compression_codec = _Int("offsets.topic.compression.codec")
+    offsets_load_buffer_size = _Int("offsets.load.buffer.size")
     offsets_retention_check_interval_ms = _Int("offsets.retention.check.interval.ms")
     offset_metadata_max_bytes = _Int("offset.metadata.max.bytes")
 
@@ -650,6 +651,7 @@ class BrokerConfig:
     share_coordinator_state_topic_replication_factor = _Int("share.coordinator.state.topic.replication.factor")
     share_coordinator_state_topic_min_isr = _Int("share.coordinator.state.topic.min.isr")
     share_coordinator_state_topic_compression_codec = _Int("share.coordinator.state.topic.compression.codec")
+    share_coordinator_load_buffer_size = _Int("share.coordinator.load.buffer.size")
     share_coordinator_snapshot_update_records_per_snapshot = _Int(
         "share.coordinator.snapshot.update.records.per.snapshot")
     share_isolation_level = _Str("share.isolation.level")
@@ -661,6 +663,7 @@ class BrokerConfig:
     transaction_state_log_replication_factor = _Int("transaction.state.log.replication.factor")
     transaction_state_log_min_isr = _Int("transaction.state.log.min.isr")
     transaction_state_log_segment_bytes = _Int("transaction.state.log.segment.bytes")
+    transaction_state_log_load_buffer_size = _Int("transaction.state.log.load.buffer.size")
     transaction_abort_timed_out_transaction_cleanup_interval_ms = _Int(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms")
     transaction_remove_expired_transaction_cleanup_interval_ms = _Int(

@@ -536,6 +536,9 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "The codec of every batch the group coordinator appends to the committed offsets topic (offsets, "
               "groups, transactional offset commits): 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd, at the codec's "
               "default level.", CODEC_IDS),
+    ConfigDef("offsets.load.buffer.size", _T.INT, "5242880",
+              "How many bytes of the committed offsets topic a broker reads at a time when it loads a partition "
+              "it has become the leader of (a soft limit: a larger batch is read whole).", at_least(1)),
     ConfigDef("offsets.commit.timeout.ms", _T.INT, "5000",
               "How long an offset commit waits to be on every in-sync replica of the offsets topic.", at_least(1)),
     ConfigDef("offsets.retention.minutes", _T.INT, "10080",
@@ -600,6 +603,9 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("share.coordinator.state.topic.compression.codec", _T.INT, "0",
               "The codec of every batch the share coordinator appends to the share-group state topic: 0 none, "
               "1 gzip, 2 snappy, 3 lz4, 4 zstd, at the codec's default level.", CODEC_IDS),
+    ConfigDef("share.coordinator.load.buffer.size", _T.INT, "5242880",
+              "How many bytes of the share-group state topic a broker reads at a time when it loads a partition "
+              "it has become the leader of (a soft limit: a larger batch is read whole).", at_least(1)),
     ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", _T.INT, "500",
               "How many ShareUpdate records the share coordinator writes for a share-partition before it writes "
               "a whole ShareSnapshot again.", at_least(0)),
@@ -638,6 +644,9 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "min.insync.replicas of the transaction state topic; capped at its replication factor.", at_least(1)),
     ConfigDef("transaction.state.log.segment.bytes", _T.INT, "104857600",
               "Segment size of the transaction state topic.", at_least(1)),
+    ConfigDef("transaction.state.log.load.buffer.size", _T.INT, "5242880",
+              "How many bytes of the transaction state topic a broker reads at a time when it loads a partition "
+              "it has become the leader of (a soft limit: a larger batch is read whole).", at_least(1)),
     ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", _T.INT, "10000",
               "How often the transaction coordinator aborts transactions that outlived their timeout.",
               at_least(1)),

@@ -2,7 +2,8 @@
 
 Coordinators write their records as ordinary record batches through the replica manager (acks=all, so a write is
 refused when the ISR is below min.insync.replicas) and rebuild their state by reading a partition from its log
-start to its log end when they become its leader (see `log.py` for the interface and the decoding).
+start to its log end when they become its leader, in reads of about their load buffer size each
+(`offsets.load.buffer.size` and the like; see `log.py` for the interface and the decoding).
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from moldau.protocol.record_batch import (
 )
 from moldau.protocol.record_codec import append_varint, whole_batches
 from moldau.replication.replica_manager import HostedPartition, ReplicaManager
+from moldau.storage.log import PartitionLog
 
-__all__ = ["ReplicaLog", "build_batch", "own_batch"]
+__all__ = ["ReplicaLog", "build_batch", "own_batch", "read_in_chunks"]
 
-_READ_CHUNK_BYTES = 1024 * 1024
+DEFAULT_READ_CHUNK_BYTES = 1024 * 1024
 _MAX_BATCH_BYTES = 2**31 - 1
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header (moldau.protocol.record_batch)
 _CRC = struct.Struct(">I")
@@ -100,16 +102,36 @@ def own_batch(batch: bytes) -> tuple[BatchHeader, memoryview] | None:
     return header, memoryview(batch)
 
 
-class ReplicaLog:
-    """The partitions of one internal topic held by the replica manager: a `CoordinatorLog`."""
+def read_in_chunks(plog: PartitionLog, chunk_bytes: int) -> Iterator[bytes]:
+    """The log from its start to its end as whole batches, about `chunk_bytes` per read: a soft limit, as Kafka's
+    load buffer size is, since a batch larger than it is read whole, alone. Only one chunk is held at a time, so it
+    bounds the memory a load takes besides the state it builds."""
+    offset = plog.log_start_offset
+    while offset < plog.log_end_offset:
+        data = plog.read(offset, chunk_bytes, min_one_batch=True, max_offset=plog.log_end_offset).read_bytes()
+        if not data:
+            return
+        for header, _ in whole_batches(data):
+            offset = header.next_offset
+        yield data
 
-    def __init__(self, replicas: ReplicaManager, topic: str) -> None:
+
+class ReplicaLog:
+    """The partitions of one internal topic held by the replica manager: a `CoordinatorLog`. `read_chunk_bytes`:
+    how much a read for replay takes at a time (see `read_in_chunks`)."""
+
+    def __init__(self, replicas: ReplicaManager, topic: str, read_chunk_bytes: int = DEFAULT_READ_CHUNK_BYTES) -> None:
         self.replicas = replicas
         self._topic = topic
+        self._read_chunk_bytes = read_chunk_bytes
 
     @property
     def topic(self) -> str:
         return self._topic
+
+    @property
+    def read_chunk_bytes(self) -> int:
+        return self._read_chunk_bytes
 
     def _leader(self, partition: int) -> HostedPartition:
         return self.replicas.leader_partition(self._topic, partition)
@@ -131,16 +153,7 @@ class ReplicaLog:
         return await self.replicas.wait_for_acks(hosted, end_offset, timeout_ms)
 
     def read_for_replay(self, partition: int) -> Iterator[bytes]:
-        plog = self._leader(partition).log
-        offset = plog.log_start_offset
-        while offset < plog.log_end_offset:
-            data = plog.read(offset, _READ_CHUNK_BYTES, min_one_batch=True,
-                             max_offset=plog.log_end_offset).read_bytes()
-            if not data:
-                return
-            for header, _ in whole_batches(data):
-                offset = header.next_offset
-            yield data
+        yield from read_in_chunks(self._leader(partition).log, self._read_chunk_bytes)
 
     def high_watermark(self, partition: int) -> int:
         return self._leader(partition).log.high_watermark

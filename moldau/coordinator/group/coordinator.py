@@ -127,7 +127,8 @@ class GroupCoordinator:
         self.node_id = node_id
         self.settings = settings
         self._image = image
-        self.log: CoordinatorLog = ReplicaLog(log, OFFSETS_TOPIC) if isinstance(log, ReplicaManager) else log
+        self.log: CoordinatorLog = (ReplicaLog(log, OFFSETS_TOPIC, settings.offsets_load_buffer_size)
+                                    if isinstance(log, ReplicaManager) else log)
         self.partitions = CoordinatorShards[GroupShard](
             node_id, self.log, lambda: self.settings.offsets_topic_partitions, image, request_offsets_topic,
             recheck_after_request=True)

@@ -65,6 +65,7 @@ class ShareStateSettings:
     updates_per_snapshot: int = 500  # share.coordinator.snapshot.update.records.per.snapshot
     segment_bytes: int = 100 * 1024 * 1024  # share.coordinator.state.topic.segment.bytes
     compression_codec: int = 0  # share.coordinator.state.topic.compression.codec
+    load_buffer_size: int = 5 * 1024 * 1024  # share.coordinator.load.buffer.size
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> Self:
@@ -73,7 +74,8 @@ class ShareStateSettings:
                    min_isr=config.share_coordinator_state_topic_min_isr,
                    updates_per_snapshot=config.share_coordinator_snapshot_update_records_per_snapshot,
                    segment_bytes=config.share_coordinator_state_topic_segment_bytes,
-                   compression_codec=config.share_coordinator_state_topic_compression_codec)
+                   compression_codec=config.share_coordinator_state_topic_compression_codec,
+                   load_buffer_size=config.share_coordinator_load_buffer_size)
 
     def topic_configs(self, replication_factor: int) -> dict[str, str]:
         # Deleted by the coordinator (pruning), never by time or size: a state may be older than any retention.
@@ -100,7 +102,8 @@ class ShareCoordinator:
                  request_topic: Callable[[], None], log: ReplicaManager | CoordinatorLog) -> None:
         self.node_id = node_id
         self.settings = settings
-        self.log: CoordinatorLog = ReplicaLog(log, SHARE_STATE_TOPIC) if isinstance(log, ReplicaManager) else log
+        self.log: CoordinatorLog = (ReplicaLog(log, SHARE_STATE_TOPIC, settings.load_buffer_size)
+                                    if isinstance(log, ReplicaManager) else log)
         self._replicas = log if isinstance(log, ReplicaManager) else None  # for the topic's policy and pruning
         self.partitions = CoordinatorShards[ShareStateShard](
             node_id, self.log, lambda: self.settings.num_partitions, image, request_topic,

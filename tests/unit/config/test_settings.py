@@ -86,6 +86,17 @@ def test_internal_topics_compression_codecs_from_config() -> None:
         BrokerConfig({"offsets.topic.compression.codec": "5"})
 
 
+def test_load_buffer_sizes_from_config() -> None:
+    """offsets.load.buffer.size, transaction.state.log.load.buffer.size and share.coordinator.load.buffer.size: the
+    bytes each coordinator reads at a time when it loads a partition (5 MiB by default, as Kafka's)."""
+    assert CoordinatorSettings.from_config(BrokerConfig()).offsets_load_buffer_size == 5 * 1024 * 1024
+    assert CoordinatorSettings.from_config(config(offsets_load_buffer_size=1000)).offsets_load_buffer_size == 1000
+    assert TxnSettings.from_config(config(transaction_state_log_load_buffer_size=2000)) == TxnSettings(
+        load_buffer_size=2000)
+    assert ShareStateSettings.from_config(config(share_coordinator_load_buffer_size=3000)) == ShareStateSettings(
+        load_buffer_size=3000)
+
+
 def test_connection_limits_from_config() -> None:
     limits = ConnectionLimits.from_config(config(
         socket_request_max_bytes=1000, queued_max_requests=7, connections_max_idle_ms=-1,
@@ -225,6 +236,8 @@ def test_group_coordinator_rebalance_protocols_turns_the_consumer_group_apis_off
     ("socket.receive.buffer.bytes", "3000000000"),
     ("offsets.topic.compression.codec", "5"), ("offsets.topic.compression.codec", "-1"),
     ("offsets.topic.compression.codec", "zstd"), ("share.coordinator.state.topic.compression.codec", "7"),
+    ("offsets.load.buffer.size", "0"), ("transaction.state.log.load.buffer.size", "-1"),
+    ("share.coordinator.load.buffer.size", "x"),
 ])
 def test_configs_acted_on_refuse_hostile_values_naming_the_config(name: str, bad: str) -> None:
     named = name.split(".", 3)[-1] if name.startswith("listener.name.") else name  # a prefixed one: the base name
