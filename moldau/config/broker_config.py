@@ -685,6 +685,7 @@ class BrokerConfig:
     fetch_max_bytes = _Int("fetch.max.bytes")
     max_connection_creation_rate = _Int("max.connection.creation.rate")
     group_coordinator_rebalance_protocols = _List("group.coordinator.rebalance.protocols")
+    group_coordinator_append_linger_ms = _Int("group.coordinator.append.linger.ms")
     initial_broker_registration_timeout_ms = _Int("initial.broker.registration.timeout.ms")
     offsets_topic_segment_bytes = _Int("offsets.topic.segment.bytes")
     share_coordinator_state_topic_segment_bytes = _Int("share.coordinator.state.topic.segment.bytes")

@@ -559,6 +559,12 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "UNSUPPORTED_VERSION) and consumers use the classic protocol. share and streams are accepted and "
               "change nothing (share groups follow share.version; streams groups are not offered).",
               _REBALANCE_PROTOCOLS),
+    ConfigDef("group.coordinator.append.linger.ms", _T.INT, "-1",
+              "How long offset commits wait to be appended together, one batch per partition of the committed "
+              "offsets topic: 0 appends each at once, N waits up to N ms after the first, -1 (adaptive) waits for "
+              "the requests already read in the same turn of the event loop, not at all when there are none. Only "
+              "offset commits wait (transactional ones do not), and any other request to the coordinator appends "
+              "the waiting ones first.", Range(low=-1)),
     ConfigDef("group.consumer.heartbeat.interval.ms", _T.INT, "5000",
               "How often members of consumer (KIP-848) groups are asked to heartbeat.", at_least(1)),
     ConfigDef("group.consumer.session.timeout.ms", _T.INT, "45000",

@@ -110,6 +110,17 @@ class CommitRequest:
     commits: tuple[OffsetCommit, ...]
     version: int
 
+    def records_bytes(self) -> int:
+        """About how many bytes its offset records take in a batch, if all are accepted: what bounds a group
+        commit's batch (`append_linger`). Characters stand for UTF-8 bytes; the bound leaves room for that."""
+        per_record = _OFFSET_RECORD_OVERHEAD + len(self.group_id)
+        return sum(per_record + len(c.topic) + len(c.metadata or "") for c in self.commits)
+
+
+# An offset record's fixed bytes: key version, lengths and partition (10), value version, offset, leader epoch,
+# metadata length and timestamp (24), and the record's own framing (at most 14 for these sizes).
+_OFFSET_RECORD_OVERHEAD = 48
+
 
 @dataclass(frozen=True, slots=True)
 class ListedGroup:

@@ -21,6 +21,7 @@ class CoordinatorSettings:
     offsets_topic_segment_bytes: int = 100 * 1024 * 1024
     offsets_topic_compression_codec: int = 0  # the codec id of every batch the coordinator appends
     offsets_load_buffer_size: int = 5 * 1024 * 1024  # bytes per read when a partition is loaded
+    append_linger_ms: int = -1  # how long OffsetCommits wait to be appended together (-1: adaptive)
 
     def offsets_topic_configs(self) -> dict[str, str]:
         """The configs `__consumer_offsets` is created with, as Kafka's group coordinator sets them."""
@@ -58,4 +59,5 @@ class CoordinatorSettings:
             offsets_topic_segment_bytes=config.offsets_topic_segment_bytes,
             offsets_topic_compression_codec=config.offsets_topic_compression_codec,
             offsets_load_buffer_size=config.offsets_load_buffer_size,
+            append_linger_ms=config.group_coordinator_append_linger_ms,
         )
