@@ -652,6 +652,7 @@ class BrokerConfig:
     share_coordinator_state_topic_min_isr = _Int("share.coordinator.state.topic.min.isr")
     share_coordinator_state_topic_compression_codec = _Int("share.coordinator.state.topic.compression.codec")
     share_coordinator_load_buffer_size = _Int("share.coordinator.load.buffer.size")
+    share_coordinator_append_linger_ms = _Int("share.coordinator.append.linger.ms")
     share_coordinator_snapshot_update_records_per_snapshot = _Int(
         "share.coordinator.snapshot.update.records.per.snapshot")
     share_isolation_level = _Str("share.isolation.level")

@@ -609,6 +609,11 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("share.coordinator.state.topic.compression.codec", _T.INT, "0",
               "The codec of every batch the share coordinator appends to the share-group state topic: 0 none, "
               "1 gzip, 2 snappy, 3 lz4, 4 zstd, at the codec's default level.", CODEC_IDS),
+    ConfigDef("share.coordinator.append.linger.ms", _T.INT, "-1",
+              "How long share-group state writes wait to be appended together, one batch per partition of the "
+              "share-group state topic: 0 appends each at once, N waits up to N ms after the first, -1 (adaptive) "
+              "waits for the requests already read in the same turn of the event loop, not at all when there are "
+              "none.", Range(low=-1)),
     ConfigDef("share.coordinator.load.buffer.size", _T.INT, "5242880",
               "How many bytes of the share-group state topic a broker reads at a time when it loads a partition "
               "it has become the leader of (a soft limit: a larger batch is read whole).", at_least(1)),

@@ -1,5 +1,5 @@
-"""group.coordinator.append.linger.ms: when a coordinator's waiting writes are appended, as Kafka defines the values
-(0: at once; N: N ms after the first; -1: adaptive)."""
+"""group.coordinator.append.linger.ms and share.coordinator.append.linger.ms: when a coordinator's waiting writes are
+appended, as Kafka defines the values (0: at once; N: N ms after the first; -1: adaptive)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 from moldau.config import BrokerConfig, ConfigError
 from moldau.coordinator.append_linger import ADAPTIVE, AppendLinger, Flush, FlushAt
 from moldau.coordinator.group.settings import CoordinatorSettings
+from moldau.coordinator.share.coordinator import ShareStateSettings
 
 NOW = FlushAt(Flush.NOW)
 END_OF_TURN = FlushAt(Flush.END_OF_TURN)
@@ -48,10 +49,12 @@ def test_a_linger_below_adaptive_is_not_one() -> None:
         AppendLinger(-2)
 
 
-def test_the_linger_comes_from_its_config_adaptive_by_default() -> None:
+def test_the_lingers_come_from_their_configs_adaptive_by_default() -> None:
     assert CoordinatorSettings.from_config(BrokerConfig()).append_linger_ms == ADAPTIVE
-    configured = BrokerConfig({"group.coordinator.append.linger.ms": "5"})
+    assert ShareStateSettings.from_config(BrokerConfig()).append_linger_ms == ADAPTIVE
+    configured = BrokerConfig({"group.coordinator.append.linger.ms": "5", "share.coordinator.append.linger.ms": "0"})
     assert CoordinatorSettings.from_config(configured).append_linger_ms == 5
-    for name in ("group.coordinator.append.linger.ms",):
+    assert ShareStateSettings.from_config(configured).append_linger_ms == 0
+    for name in ("group.coordinator.append.linger.ms", "share.coordinator.append.linger.ms"):
         with pytest.raises(ConfigError, match="Value must be at least -1"):
             BrokerConfig({name: "-2"})
