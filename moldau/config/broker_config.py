@@ -627,6 +627,8 @@ class BrokerConfig:
     offsets_topic_num_partitions = _Int("offsets.topic.num.partitions")
     offsets_topic_replication_factor = _Int("offsets.topic.replication.factor")
     offsets_commit_timeout_ms = _Int("offsets.commit.timeout.ms")
+    offsets_topic_compression_codec = _Int("offsets.topic.compression.codec")
+    offsets_load_buffer_size = _Int("offsets.load.buffer.size")
     offsets_retention_check_interval_ms = _Int("offsets.retention.check.interval.ms")
     offset_metadata_max_bytes = _Int("offset.metadata.max.bytes")
 
@@ -655,6 +657,9 @@ class BrokerConfig:
     share_coordinator_state_topic_num_partitions = _Int("share.coordinator.state.topic.num.partitions")
     share_coordinator_state_topic_replication_factor = _Int("share.coordinator.state.topic.replication.factor")
     share_coordinator_state_topic_min_isr = _Int("share.coordinator.state.topic.min.isr")
+    share_coordinator_state_topic_compression_codec = _Int("share.coordinator.state.topic.compression.codec")
+    share_coordinator_load_buffer_size = _Int("share.coordinator.load.buffer.size")
+    share_coordinator_append_linger_ms = _Int("share.coordinator.append.linger.ms")
     share_coordinator_snapshot_update_records_per_snapshot = _Int(
         "share.coordinator.snapshot.update.records.per.snapshot")
     share_isolation_level = _Str("share.isolation.level")
@@ -666,6 +671,7 @@ class BrokerConfig:
     transaction_state_log_replication_factor = _Int("transaction.state.log.replication.factor")
     transaction_state_log_min_isr = _Int("transaction.state.log.min.isr")
     transaction_state_log_segment_bytes = _Int("transaction.state.log.segment.bytes")
+    transaction_state_log_load_buffer_size = _Int("transaction.state.log.load.buffer.size")
     transaction_abort_timed_out_transaction_cleanup_interval_ms = _Int(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms")
     transaction_remove_expired_transaction_cleanup_interval_ms = _Int(
@@ -687,6 +693,7 @@ class BrokerConfig:
     fetch_max_bytes = _Int("fetch.max.bytes")
     max_connection_creation_rate = _Int("max.connection.creation.rate")
     group_coordinator_rebalance_protocols = _List("group.coordinator.rebalance.protocols")
+    group_coordinator_append_linger_ms = _Int("group.coordinator.append.linger.ms")
     initial_broker_registration_timeout_ms = _Int("initial.broker.registration.timeout.ms")
     offsets_topic_segment_bytes = _Int("offsets.topic.segment.bytes")
     share_coordinator_state_topic_segment_bytes = _Int("share.coordinator.state.topic.segment.bytes")

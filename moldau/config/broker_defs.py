@@ -15,6 +15,7 @@ from moldau.config.kafka_broker_configs import KAFKA_BROKER_CONFIGS, READ_ONLY, 
 from moldau.config.offset_reset import AUTO_OFFSET_RESET
 from moldau.config.schema import (
     CLEANUP_POLICIES,
+    CODEC_IDS,
     COMPRESSION_TYPES,
     GZIP_LEVELS,
     LONG_MAX,
@@ -556,6 +557,13 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("offsets.topic.segment.bytes", _T.INT, "104857600",
               "segment.bytes of the committed offsets topic when it is created (kept small so that compaction "
               "and loading are fast).", at_least(1)),
+    ConfigDef("offsets.topic.compression.codec", _T.INT, "0",
+              "The codec of every batch the group coordinator appends to the committed offsets topic (offsets, "
+              "groups, transactional offset commits): 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd, at the codec's "
+              "default level.", CODEC_IDS),
+    ConfigDef("offsets.load.buffer.size", _T.INT, "5242880",
+              "How many bytes of the committed offsets topic a broker reads at a time when it loads a partition "
+              "it has become the leader of (a soft limit: a larger batch is read whole).", at_least(1)),
     ConfigDef("offsets.commit.timeout.ms", _T.INT, "5000",
               "How long an offset commit waits to be on every in-sync replica of the offsets topic.", at_least(1)),
     ConfigDef("offsets.retention.minutes", _T.INT, "10080",
@@ -576,6 +584,12 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "UNSUPPORTED_VERSION) and consumers use the classic protocol. share and streams are accepted and "
               "change nothing (share groups follow share.version; streams groups are not offered).",
               _REBALANCE_PROTOCOLS),
+    ConfigDef("group.coordinator.append.linger.ms", _T.INT, "-1",
+              "How long offset commits wait to be appended together, one batch per partition of the committed "
+              "offsets topic: 0 appends each at once, N waits up to N ms after the first, -1 (adaptive) waits for "
+              "the requests already read in the same turn of the event loop, not at all when there are none. Only "
+              "offset commits wait (transactional ones do not), and any other request to the coordinator appends "
+              "the waiting ones first.", Range(low=-1)),
     ConfigDef("group.consumer.heartbeat.interval.ms", _T.INT, "5000",
               "How often members of consumer (KIP-848) groups are asked to heartbeat.", at_least(1)),
     ConfigDef("group.consumer.session.timeout.ms", _T.INT, "45000",
@@ -617,6 +631,17 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               at_least(1)),
     ConfigDef("share.coordinator.state.topic.segment.bytes", _T.INT, "104857600",
               "segment.bytes of the share-group state topic when it is created.", at_least(1)),
+    ConfigDef("share.coordinator.state.topic.compression.codec", _T.INT, "0",
+              "The codec of every batch the share coordinator appends to the share-group state topic: 0 none, "
+              "1 gzip, 2 snappy, 3 lz4, 4 zstd, at the codec's default level.", CODEC_IDS),
+    ConfigDef("share.coordinator.append.linger.ms", _T.INT, "-1",
+              "How long share-group state writes wait to be appended together, one batch per partition of the "
+              "share-group state topic: 0 appends each at once, N waits up to N ms after the first, -1 (adaptive) "
+              "waits for the requests already read in the same turn of the event loop, not at all when there are "
+              "none.", Range(low=-1)),
+    ConfigDef("share.coordinator.load.buffer.size", _T.INT, "5242880",
+              "How many bytes of the share-group state topic a broker reads at a time when it loads a partition "
+              "it has become the leader of (a soft limit: a larger batch is read whole).", at_least(1)),
     ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", _T.INT, "500",
               "How many ShareUpdate records the share coordinator writes for a share-partition before it writes "
               "a whole ShareSnapshot again.", at_least(0)),
@@ -655,6 +680,9 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "min.insync.replicas of the transaction state topic; capped at its replication factor.", at_least(1)),
     ConfigDef("transaction.state.log.segment.bytes", _T.INT, "104857600",
               "Segment size of the transaction state topic.", at_least(1)),
+    ConfigDef("transaction.state.log.load.buffer.size", _T.INT, "5242880",
+              "How many bytes of the transaction state topic a broker reads at a time when it loads a partition "
+              "it has become the leader of (a soft limit: a larger batch is read whole).", at_least(1)),
     ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", _T.INT, "10000",
               "How often the transaction coordinator aborts transactions that outlived their timeout.",
               at_least(1)),

@@ -231,6 +231,10 @@ TIMESTAMP_TYPES = OneOf(("CreateTime", "LogAppendTime"))
 # Empty (Kafka 4.2): neither deletion by retention nor compaction; the log keeps everything until DeleteRecords.
 CLEANUP_POLICIES = ListOf(("compact", "delete"), allow_empty=True)
 COMPRESSION_TYPES = OneOf(("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"))
+# Kafka's codec ids (offsets.topic.compression.codec and the like): Kafka takes any int and refuses an id that
+# names no codec when the broker starts, in these words; Moldau refuses it when the value is read.
+CODEC_IDS = Custom(lambda v: None if not isinstance(v, int) or 0 <= v <= 4 else f"Unknown compression type id: {v}",
+                   "[0 (none), 1 (gzip), 2 (snappy), 3 (lz4), 4 (zstd)]")
 GZIP_LEVELS = Custom(lambda v: None if v == -1 or (isinstance(v, int) and 1 <= v <= 9)
                      else "Value must be -1 or between 1 and 9", "[1,...,9] or -1")
 

@@ -13,7 +13,9 @@ What every coordinator shares:
   and how its records replay into it;
 - `log.py`: `CoordinatorLog`, the record log a coordinator appends to, waits on and replays (and the decoding of
   what it reads back);
-- `internal_topic.py`: the batches coordinators append, and `ReplicaLog`, the `CoordinatorLog` over the
-  broker's replica manager;
+- `internal_topic.py`: the batches coordinators append (in the codec their topic's config names), and
+  `ReplicaLog`, the `CoordinatorLog` over the broker's replica manager, which loads in reads of the load buffer size;
+- `append_linger.py`: when the writes a coordinator lets wait are appended together (Kafka's append linger), and
+  `flush_scheduler.py`, which arranges that append on the event loop;
 - `record_codec.py`: the primitives of the records' Kafka format, and where a key is placed.
 """

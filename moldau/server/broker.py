@@ -596,7 +596,8 @@ class Broker:
         """Share groups, with share-partition state kept by the share coordinator; a share-partition is dropped
         when its partition is no longer led here (its next leader reads the state back)."""
         self.share_state = ShareCoordinator(self.node_id, ShareStateSettings.from_config(self.config),
-                                            lambda: self.image, self._request_share_state_topic, self.replicas)
+                                            lambda: self.image, self._request_share_state_topic, self.replicas,
+                                            self.clock, self._woken_connections.others_waiting)
         self.quorum.add_listener(self.share_state.on_image)
         self.share_state.on_image(None, self.image)
         self.share_state_links = ShareStateLinks(self, self.inter_broker_authenticator())

@@ -110,6 +110,17 @@ class CommitRequest:
     commits: tuple[OffsetCommit, ...]
     version: int
 
+    def records_bytes(self) -> int:
+        """About how many bytes its offset records take in a batch, if all are accepted: what bounds a group
+        commit's batch (`append_linger`). Characters stand for UTF-8 bytes; the bound leaves room for that."""
+        per_record = _OFFSET_RECORD_OVERHEAD + len(self.group_id)
+        return sum(per_record + len(c.topic) + len(c.metadata or "") for c in self.commits)
+
+
+# An offset record's fixed bytes: key version, lengths and partition (10), value version, offset, leader epoch,
+# metadata length and timestamp (24), and the record's own framing (at most 14 for these sizes).
+_OFFSET_RECORD_OVERHEAD = 48
+
 
 @dataclass(frozen=True, slots=True)
 class ListedGroup:
@@ -127,7 +138,8 @@ class GroupCoordinator:
         self.node_id = node_id
         self.settings = settings
         self._image = image
-        self.log: CoordinatorLog = ReplicaLog(log, OFFSETS_TOPIC) if isinstance(log, ReplicaManager) else log
+        self.log: CoordinatorLog = (ReplicaLog(log, OFFSETS_TOPIC, settings.offsets_load_buffer_size)
+                                    if isinstance(log, ReplicaManager) else log)
         self.partitions = CoordinatorShards[GroupShard](
             node_id, self.log, lambda: self.settings.offsets_topic_partitions, image, request_offsets_topic,
             recheck_after_request=True)
@@ -236,7 +248,8 @@ class GroupCoordinator:
         refuses it (for a transactional batch also the producer's errors: a fenced epoch, no open transaction)."""
         batch = build_batch([encode(record) for record in records], now_ms, producer_id=producer.producer_id,
                             producer_epoch=producer.producer_epoch,
-                            transactional=producer.producer_id != NO_PRODUCER_ID)
+                            transactional=producer.producer_id != NO_PRODUCER_ID,
+                            codec=self.settings.offsets_topic_compression_codec)
         # acks=all, as Kafka writes its offsets topic.
         return self.log.append(partition, batch, verification_guard).first_offset
 

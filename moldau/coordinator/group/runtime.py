@@ -20,6 +20,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from moldau.clock import Clock
+from moldau.coordinator.append_linger import AppendLinger
+from moldau.coordinator.flush_scheduler import FlushScheduler, assume_more_requests
 from moldau.coordinator.group.consumer import HeartbeatRequest, HeartbeatResult
 from moldau.coordinator.group.coordinator import (
     CommitRequest,
@@ -52,29 +54,29 @@ _RETRY_AFTER_ERROR_S = 1.0
 Verifier = Callable[[str, int, int, TopicPartition], Awaitable[ErrorCode]]
 
 
-def _assume_more() -> bool:
-    return True
-
-
 class GroupRuntime:
     def __init__(self, coordinator: GroupCoordinator, clock: Clock,
                  more_requests_this_turn: Callable[[], bool] | None = None) -> None:
         """Writes and their replication go through the coordinator's log (`CoordinatorLog`).
 
         `more_requests_this_turn`: whether other connections have requests to serve in this turn of the event loop
-        (`moldau.server.connection.WokenConnections`); when it says no, an OffsetCommit is appended at once instead
-        of waiting for the turn's others (see `commit_offsets`). Without it, every commit waits for its turn's end."""
+        (`moldau.server.connection.WokenConnections`); with the adaptive linger, when it says no, an OffsetCommit is
+        appended at once instead of waiting for the turn's others (see `commit_offsets`). Without it, every commit
+        waits for its turn's end."""
         self.coordinator = coordinator
         self._clock = clock
-        self._more_requests_this_turn = more_requests_this_turn or _assume_more
+        linger = AppendLinger(coordinator.settings.append_linger_ms)
+        self._commit_flusher = FlushScheduler(linger, clock, self._flush_commits,
+                                              more_requests_this_turn or assume_more_requests)
         self._pending: dict[Handle, asyncio.Future[JoinResult | SyncResult]] = {}
         self._next_handle = 0
         self._wake = asyncio.Event()
         self._sleeping_until: float = 0.0
         self._next_expiry_ms = clock.time_ms() + coordinator.settings.offsets_retention_check_interval_ms
         self._task: asyncio.Task[None] | None = None
-        # OffsetCommits waiting for this turn's group commit (`_commit_together`).
+        # OffsetCommits waiting for their group commit (`_commit_together`), and about the bytes of their records.
         self._commits: list[tuple[CommitRequest, asyncio.Future[list[ErrorCode]]]] = []
+        self._commits_bytes = 0
         self._loop: asyncio.AbstractEventLoop | None = None  # the running loop, once a commit has looked it up
 
     def now_ms(self) -> int:
@@ -189,33 +191,32 @@ class GroupRuntime:
         """Commit, and answer once the commit is on every in-sync replica of the group's partition, so that no
         acknowledged commit is lost when the coordinator's broker fails.
 
-        Group commit: the commits of every request that reaches this point in one turn of the event loop (the
-        requests of all connections whose bytes arrived together) are appended together, one batch per partition,
-        when the turn's other ready callbacks have run, or before any other input reaches the coordinator. Each
-        request is still answered only once its own records are durable, and in the order of its connection's
-        requests, as the connection writes responses in order.
-
-        When no other connection has a request to serve in this turn, nothing could join the batch: the waiting
-        commits and this one are appended now, and this one is answered without waiting for the loop's next turn
-        (a synchronous committer's round trip is then one turn, not three)."""
+        Group commit: commits wait as group.coordinator.append.linger.ms says (`append_linger`), then the waiting
+        ones are appended together, one batch per partition. With the adaptive linger (-1, the default) they are
+        the commits of every request that reaches this point in one turn of the event loop (the requests of all
+        connections whose bytes arrived together), appended when the turn's other ready callbacks have run; when
+        no other connection has a request to serve in this turn, nothing could join the batch, and the waiting
+        commits and this one are appended now (a synchronous committer's round trip is then one turn, not three).
+        With 0 each commit is appended at once, alone; with N > 0 the commits wait until N ms after the first.
+        Whatever the linger, any other input reaching the coordinator appends the waiting commits first, so it
+        sees inputs in the order they came. Each request is still answered only once its own records are durable,
+        and in the order of its connection's requests, as the connection writes responses in order."""
         request = CommitRequest(group_id, member_id, instance_id, generation_id, tuple(commits), version)
         loop = self._loop
         if loop is None or not loop.is_running():  # each lookup of the running loop costs a getpid system call
             loop = self._loop = asyncio.get_running_loop()
         future: asyncio.Future[list[ErrorCode]] = loop.create_future()
-        if self._more_requests_this_turn():
-            if not self._commits:
-                loop.call_soon(self._flush_commits)
-            self._commits.append((request, future))
-            errors = await future
-        else:
-            self._commits.append((request, future))
+        self._commits.append((request, future))
+        self._commits_bytes += request.records_bytes()
+        if self._commit_flusher.wrote(self._commits_bytes):
             self._commit_together()
             errors = future.result()  # set by the append just made (or its exception, raised here)
+        else:
+            errors = await future
         return await self._replicated(group_id, errors)
 
     def _flush_commits(self) -> None:
-        """Append the commits waiting for this turn's group commit now. Every other input calls this first, so the
+        """Append the commits waiting for their group commit now. Every other input calls this first, so the
         coordinator sees inputs in the order they came: a JoinGroup after a commit is answered only once that
         commit is durable too, and an OffsetFetch after it reads it."""
         if self._commits:
@@ -223,6 +224,8 @@ class GroupRuntime:
 
     def _commit_together(self) -> None:
         waiting, self._commits = self._commits, []
+        self._commits_bytes = 0
+        self._commit_flusher.flushed()
         try:
             answers = self.coordinator.commit_offsets_together([request for request, _ in waiting], self.now_ms())
         except Exception as exc:  # a bug: every waiting request fails with it, as one alone would

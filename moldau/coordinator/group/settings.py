@@ -19,6 +19,9 @@ class CoordinatorSettings:
     offsets_retention_check_interval_ms: int
     offset_commit_timeout_ms: int = 5000
     offsets_topic_segment_bytes: int = 100 * 1024 * 1024
+    offsets_topic_compression_codec: int = 0  # the codec id of every batch the coordinator appends
+    offsets_load_buffer_size: int = 5 * 1024 * 1024  # bytes per read when a partition is loaded
+    append_linger_ms: int = -1  # how long OffsetCommits wait to be appended together (-1: adaptive)
 
     def offsets_topic_configs(self) -> dict[str, str]:
         """The configs `__consumer_offsets` is created with, as Kafka's group coordinator sets them."""
@@ -54,4 +57,7 @@ class CoordinatorSettings:
             offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
             offset_commit_timeout_ms=config.offsets_commit_timeout_ms,
             offsets_topic_segment_bytes=config.offsets_topic_segment_bytes,
+            offsets_topic_compression_codec=config.offsets_topic_compression_codec,
+            offsets_load_buffer_size=config.offsets_load_buffer_size,
+            append_linger_ms=config.group_coordinator_append_linger_ms,
         )

@@ -3,5 +3,6 @@
 
 - `records`: the ShareSnapshot records, in Kafka's format;
 - `coordinator`: the snapshots of the `__share_group_state` partitions led here, loaded by replay, and writes
-  acknowledged only once durable.
+  acknowledged only once durable;
+- `pending_writes`: the writes waiting to be appended together, one batch per partition, as the append linger says.
 """

@@ -11,6 +11,9 @@ states they hold.
   write of a state epoch and after `share.coordinator.snapshot.update.records.per.snapshot` updates.
 - A partition led here is loaded by replaying its log: each snapshot replaces a share-partition's state, each
   update is applied over it, a tombstone deletes it. Records that cannot be read are skipped with a warning.
+- Writes wait as share.coordinator.append.linger.ms says and are appended together, one batch per partition
+  (`pending_writes`, `moldau.coordinator.append_linger`); each is laid over the state at once, so the next write of
+  the key is laid over it, and undone if its batch's append fails.
 - Writes are answered only once durable (on every in-sync replica); only then does `read` return them. A write or
   read from a share-partition leader older than the last one seen for the key (a lower leader epoch) is refused
   with FENCED_LEADER_EPOCH, a write of an older state epoch with FENCED_STATE_EPOCH, and a write of a state never
@@ -27,13 +30,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Self
+from typing import Self, TypeVar
 
+from moldau.clock import Clock, SystemClock
 from moldau.config import BrokerConfig
-from moldau.coordinator.internal_topic import ReplicaLog, build_batch
+from moldau.coordinator.append_linger import AppendLinger
+from moldau.coordinator.flush_scheduler import FlushScheduler, assume_more_requests
+from moldau.coordinator.internal_topic import ReplicaLog
 from moldau.coordinator.log import CoordinatorLog, LogRecord, read_partition
 from moldau.coordinator.record_codec import RecordFormatError
 from moldau.coordinator.shards import CoordinatorShards
+from moldau.coordinator.share.pending_writes import PendingWrites
 from moldau.coordinator.share.records import (
     KEY_VERSION,
     SHARE_STATE_TOPIC,
@@ -55,6 +62,8 @@ from moldau.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
+V = TypeVar("V")
+
 
 @dataclass(frozen=True, slots=True)
 class ShareStateSettings:
@@ -64,6 +73,9 @@ class ShareStateSettings:
     write_timeout_ms: int = 5000
     updates_per_snapshot: int = 500  # share.coordinator.snapshot.update.records.per.snapshot
     segment_bytes: int = 100 * 1024 * 1024  # share.coordinator.state.topic.segment.bytes
+    compression_codec: int = 0  # share.coordinator.state.topic.compression.codec
+    load_buffer_size: int = 5 * 1024 * 1024  # share.coordinator.load.buffer.size
+    append_linger_ms: int = -1  # share.coordinator.append.linger.ms (-1: adaptive)
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> Self:
@@ -71,7 +83,10 @@ class ShareStateSettings:
                    replication_factor=config.share_coordinator_state_topic_replication_factor,
                    min_isr=config.share_coordinator_state_topic_min_isr,
                    updates_per_snapshot=config.share_coordinator_snapshot_update_records_per_snapshot,
-                   segment_bytes=config.share_coordinator_state_topic_segment_bytes)
+                   segment_bytes=config.share_coordinator_state_topic_segment_bytes,
+                   compression_codec=config.share_coordinator_state_topic_compression_codec,
+                   load_buffer_size=config.share_coordinator_load_buffer_size,
+                   append_linger_ms=config.share_coordinator_append_linger_ms)
 
     def topic_configs(self, replication_factor: int) -> dict[str, str]:
         # Deleted by the coordinator (pruning), never by time or size: a state may be older than any retention.
@@ -95,18 +110,26 @@ class ShareStateShard:
 
 class ShareCoordinator:
     def __init__(self, node_id: int, settings: ShareStateSettings, image: Callable[[], MetadataImage],
-                 request_topic: Callable[[], None], log: ReplicaManager | CoordinatorLog) -> None:
+                 request_topic: Callable[[], None], log: ReplicaManager | CoordinatorLog, clock: Clock | None = None,
+                 more_requests_this_turn: Callable[[], bool] = assume_more_requests) -> None:
+        """`clock` times the append linger; `more_requests_this_turn`: whether other connections have requests to
+        serve in this turn of the event loop (`moldau.server.connection.WokenConnections`), for the adaptive linger."""
         self.node_id = node_id
         self.settings = settings
-        self.log: CoordinatorLog = ReplicaLog(log, SHARE_STATE_TOPIC) if isinstance(log, ReplicaManager) else log
+        self.log: CoordinatorLog = (ReplicaLog(log, SHARE_STATE_TOPIC, settings.load_buffer_size)
+                                    if isinstance(log, ReplicaManager) else log)
         self._replicas = log if isinstance(log, ReplicaManager) else None  # for the topic's policy and pruning
         self.partitions = CoordinatorShards[ShareStateShard](
             node_id, self.log, lambda: self.settings.num_partitions, image, request_topic,
             no_leader_message="the share state partition has no leader")
+        self._pending = PendingWrites()
+        self._flusher = FlushScheduler(AppendLinger(settings.append_linger_ms), clock or SystemClock(), self.flush,
+                                       more_requests_this_turn)
 
     # -- partitions ----------------------------------------------------------------------------------------
 
     def on_image(self, _before: MetadataImage | None, image: MetadataImage) -> None:
+        self.flush()  # the waiting writes were staged over the shards as they are: appended before any moves
         self.partitions.follow(image, self._load, keep=lambda shard, epoch: shard.leader_epoch == epoch)
 
     def _load(self, partition: int, leader_epoch: int) -> ShareStateShard | None:
@@ -133,6 +156,7 @@ class ShareCoordinator:
         return self.partitions.coordinator_node(key.coordinator_key)
 
     def close(self) -> None:
+        self.flush()
         self.partitions.clear()
 
     # -- reads and writes ----------------------------------------------------------------------------------
@@ -212,17 +236,13 @@ class ShareCoordinator:
             records = [(encode_key(key, UPDATE_KEY_VERSION), encode_update(update))]
         else:
             records = [(encode_key(key, KEY_VERSION), encode_value(state))]
+        landed = self._pending.add(shard.partition, records, now_ms, _lay_over(shard, key, state, update))
+        if self._flusher.wrote(self._pending.bytes):
+            self.flush()
         try:
-            appended = self.log.append(shard.partition, build_batch(records, now_ms))
+            appended = await landed
         except KafkaError as exc:
             return write_error(exc.code)
-        # The next write is laid over this one, as replay will lay them.
-        previous = shard.heads.pop(key, None)
-        if state is not None:
-            shard.heads[key] = state
-            shard.updates[key] = 0 if update is None else shard.updates.get(key, 0) + 1
-        elif previous is not None:
-            shard.deleted[key] = previous.state_epoch
         error = await self.log.await_durable(shard.partition, appended.last_offset + 1,
                                              self.settings.write_timeout_ms)
         if error != ErrorCode.none:
@@ -240,6 +260,12 @@ class ShareCoordinator:
             if update is None:
                 self._prune(shard)
         return ErrorCode.none
+
+    def flush(self) -> None:
+        """Append the waiting writes now, one batch per partition."""
+        self._flusher.flushed()
+        if self._pending:
+            self._pending.flush(self.log.append, self.settings.compression_codec)
 
     def _deltas(self, partition: int) -> bool:
         """Whether updates may be written: not to a compacted topic, whose cleaner would keep only the last."""
@@ -274,6 +300,31 @@ class ShareCoordinator:
                              f"leader epoch {leader_epoch} of {key.coordinator_key} is older than {fence}")
         shard.fences[key] = leader_epoch
 
+
+
+def _lay_over(shard: ShareStateShard, key: StateKey, state: ShareSnapshot | None,
+              update: ShareUpdate | None) -> Callable[[], None]:
+    """Make `state` the key's head (None: deleted), as replay will lay the write over the one before; returns what
+    undoes it, for a batch whose append failed."""
+    head, updates, deleted = shard.heads.pop(key, None), shard.updates.get(key), shard.deleted.get(key)
+    if state is not None:
+        shard.heads[key] = state
+        shard.updates[key] = 0 if update is None else (updates or 0) + 1
+    elif head is not None:
+        shard.deleted[key] = head.state_epoch
+
+    def undo() -> None:
+        _restore(shard.heads, key, head)
+        _restore(shard.updates, key, updates)
+        _restore(shard.deleted, key, deleted)
+    return undo
+
+
+def _restore(values: dict[StateKey, V], key: StateKey, value: V | None) -> None:
+    if value is None:
+        values.pop(key, None)
+    else:
+        values[key] = value
 
 
 def _replay(shard: ShareStateShard, item: LogRecord) -> None:

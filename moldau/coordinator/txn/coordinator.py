@@ -62,6 +62,7 @@ class TxnSettings:
     abort_interval_ms: int = 10_000
     remove_interval_ms: int = 3_600_000
     write_timeout_ms: int = 5_000
+    load_buffer_size: int = 5 * 1024 * 1024  # transaction.state.log.load.buffer.size
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> Self:
@@ -74,6 +75,7 @@ class TxnSettings:
             expiration_ms=config.transactional_id_expiration_ms,
             abort_interval_ms=config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
             remove_interval_ms=config.transaction_remove_expired_transaction_cleanup_interval_ms,
+            load_buffer_size=config.transaction_state_log_load_buffer_size,
         )
 
     def topic_configs(self, replication_factor: int) -> dict[str, str]:
@@ -135,8 +137,8 @@ class TransactionCoordinator:
         """`log`: the `__transaction_state` partitions, or the replica manager holding them."""
         self.node_id = node_id
         self.settings = settings
-        self.log: CoordinatorLog = (ReplicaLog(log, TRANSACTION_STATE_TOPIC) if isinstance(log, ReplicaManager)
-                                    else log)
+        self.log: CoordinatorLog = (ReplicaLog(log, TRANSACTION_STATE_TOPIC, settings.load_buffer_size)
+                                    if isinstance(log, ReplicaManager) else log)
         self.partitions = CoordinatorShards[TxnShard](
             node_id, self.log, lambda: self.settings.num_partitions, image, request_topic,
             no_leader_message="the transaction state partition has no leader")

@@ -74,6 +74,29 @@ def test_internal_topics_segment_bytes_from_config() -> None:
     assert ShareStateSettings().topic_configs(1)["segment.bytes"] == "104857600"
 
 
+def test_internal_topics_compression_codecs_from_config() -> None:
+    """offsets.topic.compression.codec and share.coordinator.state.topic.compression.codec: Kafka's codec ids,
+    0 (none) by default; an id no codec has is refused in Kafka's words."""
+    assert CoordinatorSettings.from_config(BrokerConfig()).offsets_topic_compression_codec == 0
+    assert CoordinatorSettings.from_config(config(offsets_topic_compression_codec=4)).offsets_topic_compression_codec \
+        == 4
+    assert ShareStateSettings.from_config(config(share_coordinator_state_topic_compression_codec=3)) == \
+        ShareStateSettings(compression_codec=3)
+    with pytest.raises(ConfigError, match="Unknown compression type id: 5"):
+        BrokerConfig({"offsets.topic.compression.codec": "5"})
+
+
+def test_load_buffer_sizes_from_config() -> None:
+    """offsets.load.buffer.size, transaction.state.log.load.buffer.size and share.coordinator.load.buffer.size: the
+    bytes each coordinator reads at a time when it loads a partition (5 MiB by default, as Kafka's)."""
+    assert CoordinatorSettings.from_config(BrokerConfig()).offsets_load_buffer_size == 5 * 1024 * 1024
+    assert CoordinatorSettings.from_config(config(offsets_load_buffer_size=1000)).offsets_load_buffer_size == 1000
+    assert TxnSettings.from_config(config(transaction_state_log_load_buffer_size=2000)) == TxnSettings(
+        load_buffer_size=2000)
+    assert ShareStateSettings.from_config(config(share_coordinator_load_buffer_size=3000)) == ShareStateSettings(
+        load_buffer_size=3000)
+
+
 def test_connection_limits_from_config() -> None:
     limits = ConnectionLimits.from_config(config(
         socket_request_max_bytes=1000, queued_max_requests=7, connections_max_idle_ms=-1,
@@ -217,6 +240,10 @@ def test_group_coordinator_rebalance_protocols_turns_the_consumer_group_apis_off
     ("socket.listen.backlog.size", "0"), ("socket.send.buffer.bytes", "0"), ("socket.receive.buffer.bytes", "-2"),
     ("socket.receive.buffer.bytes", "3000000000"), ("controller.quorum.election.backoff.max.ms", "-1"),
     ("controller.quorum.retry.backoff.ms", "-1"),
+    ("offsets.topic.compression.codec", "5"), ("offsets.topic.compression.codec", "-1"),
+    ("offsets.topic.compression.codec", "zstd"), ("share.coordinator.state.topic.compression.codec", "7"),
+    ("offsets.load.buffer.size", "0"), ("transaction.state.log.load.buffer.size", "-1"),
+    ("share.coordinator.load.buffer.size", "x"),
 ])
 def test_configs_acted_on_refuse_hostile_values_naming_the_config(name: str, bad: str) -> None:
     named = name.split(".", 3)[-1] if name.startswith("listener.name.") else name  # a prefixed one: the base name

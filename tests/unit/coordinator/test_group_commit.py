@@ -4,7 +4,9 @@ be alone, and none is acknowledged before its records are durable, so a crash lo
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
+import time
 
 from moldau.clock import ManualClock
 from moldau.coordinator.group.coordinator import CommitRequest
@@ -14,7 +16,7 @@ from moldau.coordinator.group.runtime import GroupRuntime
 from moldau.protocol.errors import ErrorCode
 from tests.unit.coordinator.harness import START_MS
 from tests.unit.coordinator.memory_log import MemoryLog
-from tests.unit.coordinator.test_coordinator import PARTITIONS
+from tests.unit.coordinator.test_coordinator import PARTITIONS, SETTINGS
 from tests.unit.coordinator.test_group_memory_log import Node
 
 
@@ -180,3 +182,116 @@ def test_a_crash_between_commit_and_ack_loses_nothing_acknowledged() -> None:
             found = committed(after, group)
             assert found is not None and found >= offset, (seed, group, offset, found)
     assert acknowledged_in_all > 20, "the rounds acknowledged commits, so the check above checked something"
+
+
+# -- group.coordinator.append.linger.ms: 0 and N ms (the adaptive default is what the tests above check) ------------
+
+
+def lingering(ms: int, log: MemoryLog | None = None) -> Node:
+    return Node(log, dataclasses.replace(SETTINGS, append_linger_ms=ms))
+
+
+def commit_soon(runtime: GroupRuntime, group: str, offset: int, metadata: str = "") -> asyncio.Future[list[ErrorCode]]:
+    return asyncio.ensure_future(runtime.commit_offsets(group, "", None, -1,
+                                                        [OffsetCommit("t", 0, offset, -1, metadata)], 8))
+
+
+def test_without_linger_each_commit_is_appended_alone_at_once() -> None:
+    log = MemoryLog(OFFSETS_TOPIC, PARTITIONS, auto_replicate=False)
+    node = lingering(0, log)
+    groups = groups_on(3, 4)
+
+    async def scenario() -> None:
+        runtime = GroupRuntime(node.coordinator, ManualClock(START_MS), lambda: True)  # others still to serve
+        before = len(log.parts[3].batches)
+        waiting = [commit_soon(runtime, g, 7) for g in groups]
+        await asyncio.sleep(0)
+        assert len(log.parts[3].batches) == before + 4, "four requests of one turn: four appends"
+        log.replicate(3)
+        assert [await w for w in waiting] == [[ErrorCode.none]] * 4
+
+    asyncio.run(scenario())
+
+
+def test_a_linger_holds_commits_of_several_turns_for_one_append_that_long_after_the_first() -> None:
+    log = MemoryLog(OFFSETS_TOPIC, PARTITIONS, auto_replicate=False)
+    node = lingering(300, log)
+    groups = groups_on(3, 3)
+
+    async def scenario() -> None:
+        runtime = GroupRuntime(node.coordinator, ManualClock(START_MS), lambda: False)  # a lone committer each turn
+        before = len(log.parts[3].batches)
+        started = time.monotonic()
+        waiting = []
+        for g in groups:
+            waiting.append(commit_soon(runtime, g, 5))
+            await asyncio.sleep(0.01)
+        assert len(log.parts[3].batches) == before, "nothing appended before the linger is over"
+        while len(log.parts[3].batches) == before:
+            await asyncio.sleep(0.01)
+            assert time.monotonic() - started < 10, "the linger's append never came"
+        assert time.monotonic() - started >= 0.25
+        assert len(log.parts[3].batches) == before + 1, "the three commits, in one append"
+        assert not any(w.done() for w in waiting), "nothing is answered before the batch is durable"
+        log.replicate(3)
+        assert [await w for w in waiting] == [[ErrorCode.none]] * 3
+        assert [committed(node, g) for g in groups] == [5, 5, 5]
+
+    asyncio.run(scenario())
+
+
+def test_a_commit_after_the_lingers_deadline_appends_the_waiting_ones_with_it() -> None:
+    node = lingering(300)
+    a, b = groups_on(3, 2)
+    clock = ManualClock(START_MS)
+
+    async def scenario() -> None:
+        runtime = GroupRuntime(node.coordinator, clock, lambda: False)  # adaptive, that would append each at once
+        before = len(node.log.parts[3].batches)
+        first = commit_soon(runtime, a, 1)
+        await asyncio.sleep(0)
+        assert len(node.log.parts[3].batches) == before
+        clock.advance(300)
+        second = commit_soon(runtime, b, 2)
+        await asyncio.sleep(0)
+        assert len(node.log.parts[3].batches) == before + 1
+        assert (await first, await second) == ([ErrorCode.none], [ErrorCode.none])
+
+    asyncio.run(scenario())
+
+
+def test_any_other_input_appends_the_lingering_commits_first() -> None:
+    """A fetch after a commit reads it, however long the linger, as the coordinator takes inputs in order."""
+    node = lingering(60_000)
+    (group,) = groups_on(1, 1)
+
+    async def scenario() -> None:
+        runtime = GroupRuntime(node.coordinator, ManualClock(START_MS), lambda: False)
+        waiting = commit_soon(runtime, group, 11)
+        await asyncio.sleep(0)
+        assert not waiting.done() and committed(node, group) is None
+        error, fetched = runtime.fetch_offsets(group, [("t", [0])])
+        value = fetched[0][1][0][1]
+        assert error == ErrorCode.none and value is not None and not isinstance(value, ErrorCode)
+        assert value.offset == 11
+        assert await waiting == [ErrorCode.none]
+
+    asyncio.run(scenario())
+
+
+def test_commits_whose_records_fill_a_batch_are_appended_at_once_whatever_the_linger() -> None:
+    node = lingering(60_000)
+    (group,) = groups_on(2, 1)
+    big = [OffsetCommit("t", p, 1, -1, "m" * 4000) for p in range(140)]  # about 570 KB of records
+
+    async def scenario() -> None:
+        runtime = GroupRuntime(node.coordinator, ManualClock(START_MS), lambda: True)
+        coroutine = runtime.commit_offsets(group, "", None, -1, big, 8)
+        try:
+            coroutine.send(None)
+        except StopIteration as done:
+            assert done.value == [ErrorCode.none] * len(big)
+        else:
+            raise AssertionError("the full batch waited for the linger")
+
+    asyncio.run(scenario())

@@ -13,6 +13,7 @@ from moldau.coordinator.group.member import JoinRequest, ProtocolMetadata, SyncR
 from moldau.coordinator.group.offsets import OffsetCommit
 from moldau.coordinator.group.records import OFFSETS_TOPIC, partition_for
 from moldau.coordinator.group.runtime import GroupRuntime
+from moldau.coordinator.group.settings import CoordinatorSettings
 from moldau.metadata.image import MetadataImage
 from moldau.protocol.errors import ErrorCode
 from tests.unit.coordinator.group_client import GroupClient
@@ -24,12 +25,12 @@ from tests.unit.coordinator.test_coordinator import PARTITIONS, SETTINGS
 class Node(GroupClient):
     """A group coordinator over a memory log; `reopen` builds a new one from the same log, by replay alone."""
 
-    def __init__(self, log: MemoryLog | None = None) -> None:
+    def __init__(self, log: MemoryLog | None = None, settings: CoordinatorSettings = SETTINGS) -> None:
         super().__init__()
         self.log = log or MemoryLog(OFFSETS_TOPIC, PARTITIONS)
         self.image = image_with(OFFSETS_TOPIC, PARTITIONS)
         self.now = START_MS
-        self.coordinator = GroupCoordinator(NODE_ID, SETTINGS, lambda: self.image, self._no_topic, self.log,
+        self.coordinator = GroupCoordinator(NODE_ID, settings, lambda: self.image, self._no_topic, self.log,
                                             SequentialIds())
         self.coordinator.on_image(self.image, self.now)
 
