@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import AcknowledgeType, Consumer, Message, ShareConsumer, TopicPartition
 
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.clients import ck_produce, create_topic
 from tests.support.groups import unique
 from tests.support.messages import value_of
@@ -23,20 +23,12 @@ LINGER_S = 0.4
 @pytest.fixture
 def lingering_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     linger = str(int(LINGER_S * 1000))
-    proc = BrokerProcess(tmp_path, {"group.coordinator.append.linger.ms": linger,
-                                    "share.coordinator.append.linger.ms": linger,
-                                    "offsets.topic.num.partitions": "1",
-                                    "share.coordinator.state.topic.num.partitions": "1",
-                                    "share.auto.offset.reset": "earliest"})
-    proc.start()
-    try:
+    with running_broker(tmp_path, {"group.coordinator.append.linger.ms": linger,
+                                   "share.coordinator.append.linger.ms": linger,
+                                   "offsets.topic.num.partitions": "1",
+                                   "share.coordinator.state.topic.num.partitions": "1",
+                                   "share.auto.offset.reset": "earliest"}) as proc:
         yield proc
-        assert "internal error" not in proc.log_path.read_text(), proc.log_tail()
-    finally:
-        try:
-            proc.stop()
-        finally:
-            proc.cleanup()
 
 
 def test_an_offset_commit_is_answered_once_the_linger_has_passed(lingering_broker: BrokerProcess) -> None:

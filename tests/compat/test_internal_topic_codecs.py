@@ -14,7 +14,7 @@ from confluent_kafka import AcknowledgeType, Consumer, ShareConsumer, TopicParti
 from moldau.coordinator.group.records import OFFSETS_TOPIC
 from moldau.coordinator.share.records import SHARE_STATE_TOPIC
 from moldau.protocol.record_batch import BatchHeader, split_batches
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.clients import ck_produce, create_topic
 from tests.support.groups import GroupMember, poll_until, unique
 from tests.support.messages import value_of
@@ -42,18 +42,10 @@ def stop_cleanly(broker: BrokerProcess) -> None:
 
 @pytest.fixture
 def own_broker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path, {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3",
-                                    "share.coordinator.state.topic.num.partitions": "3",
-                                    "share.auto.offset.reset": "earliest", **request.param})
-    proc.start()
-    try:
+    with running_broker(tmp_path, {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3",
+                                   "share.coordinator.state.topic.num.partitions": "3",
+                                   "share.auto.offset.reset": "earliest", **request.param}) as proc:
         yield proc
-        assert "internal error" not in proc.log_path.read_text(), proc.log_tail()
-    finally:
-        try:
-            proc.stop()
-        finally:
-            proc.cleanup()
 
 
 def committed(broker: BrokerProcess, group: str, topic: str) -> dict[int, int]:

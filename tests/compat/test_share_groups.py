@@ -46,7 +46,7 @@ from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatReque
 from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.cluster import metadata_at
 from tests.support.messages import value_of
 from tests.support.polling import wait_until
@@ -383,17 +383,9 @@ def test_share_fetch_over_the_wire_waits_for_min_bytes_then_answers_what_there_i
 
 @contextlib.contextmanager
 def own_broker(tmp_path: Path, **configs: str) -> Iterator[BrokerProcess]:
-    """A broker of the test's own, for tests that kill and restart it; its log must show no internal error."""
-    proc = BrokerProcess(tmp_path, {"share.auto.offset.reset": "earliest", **configs})
-    proc.start()
-    try:
+    """A broker of the test's own, for tests that kill and restart it."""
+    with running_broker(tmp_path, {"share.auto.offset.reset": "earliest", **configs}) as proc:
         yield proc
-        assert "internal error" not in proc.log_path.read_text(), proc.log_tail()
-    finally:
-        try:
-            proc.stop()
-        finally:
-            proc.cleanup()
 
 
 def test_acknowledged_state_survives_a_broker_crash(tmp_path: Path) -> None:

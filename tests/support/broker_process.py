@@ -5,6 +5,7 @@ Tests talk to it over TCP with real client libraries; nothing stands in for the 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -12,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from moldau.net.ports import free_ports
@@ -170,6 +171,22 @@ class BrokerProcess:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         self.proc = None
+
+
+@contextlib.contextmanager
+def running_broker(tmp_path: Path, configs: Mapping[str, str]) -> Iterator[BrokerProcess]:
+    """A started broker of the test's own (for tests that restart it or need configs the shared one lacks), stopped
+    and removed after; its log must show no internal error."""
+    proc = BrokerProcess(tmp_path, dict(configs))
+    proc.start()
+    try:
+        yield proc
+        assert "internal error" not in proc.log_path.read_text(), proc.log_tail()
+    finally:
+        try:
+            proc.stop()
+        finally:
+            proc.cleanup()
 
 
 def rss_mb(pid: int) -> float:
