@@ -613,6 +613,7 @@ class BrokerConfig:
     replica_fetch_backoff_ms = _Int("replica.fetch.backoff.ms")
     replica_selector_class = _Str("replica.selector.class")
     replica_socket_timeout_ms = _Int("replica.socket.timeout.ms")
+    replica_socket_receive_buffer_bytes = _Int("replica.socket.receive.buffer.bytes")
     request_timeout_ms = _Int("request.timeout.ms")
     controller_socket_timeout_ms = _Int("controller.socket.timeout.ms")
     socket_connection_setup_timeout_ms = _Int("socket.connection.setup.timeout.ms")

@@ -519,6 +519,10 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "The length of each window replication quotas measure rates over.", at_least(1)),
     ConfigDef("replica.socket.timeout.ms", _T.INT, "30000",
               "How long a follower waits for a fetch answer beyond the leader's wait.", at_least(1)),
+    ConfigDef("replica.socket.receive.buffer.bytes", _T.INT, "-1",
+              "The receive buffer (SO_RCVBUF) of a follower's connections to the leaders it fetches from; -1 "
+              "leaves it to the operating system, which grows it with the connection. Kafka's default is 65536.",
+              SOCKET_BUFFER),
     ConfigDef("request.timeout.ms", _T.INT, "30000",
               "How long a broker waits for another broker's answer to a request with no bound of its own: "
               "transaction markers and their checks, share-group state, dead-letter records.", at_least(1)),

@@ -18,6 +18,7 @@ import asyncio
 import io
 import logging
 import random
+import socket
 import ssl
 import struct
 import time
@@ -26,6 +27,7 @@ from typing import Any, cast
 
 from kio.serial import entity_reader, entity_writer
 
+from moldau.net.socket_buffers import OS_DEFAULT, size_socket_buffers
 from moldau.net.timeouts import ConnectionSetup
 from moldau.protocol import codec, tagged
 from moldau.protocol.body_check import check_body
@@ -60,13 +62,16 @@ REAUTH_AT = 0.85
 
 class ClientConnection:
     def __init__(self, host: str, port: int, client_id: str, security: ClientSecurity = PLAINTEXT,
-                 authenticator: Authenticator | None = None, setup_timeout_s: float | None = None) -> None:
+                 authenticator: Authenticator | None = None, setup_timeout_s: float | None = None,
+                 receive_buffer_bytes: int = OS_DEFAULT) -> None:
         """`setup_timeout_s` bounds opening the connection (TCP and TLS handshakes), within the first request's
-        own timeout; None leaves only that."""
+        own timeout; None leaves only that. `receive_buffer_bytes` fixes the socket's SO_RCVBUF before it connects
+        (OS_DEFAULT: the kernel sizes it)."""
         self.host, self.port, self.client_id = host, port, client_id
         self.security = security
         self._authenticator = authenticator
         self._setup_timeout_s = setup_timeout_s
+        self._receive_buffer_bytes = receive_buffer_bytes
         self._reauth_at: float | None = None  # monotonic seconds
         self._transport: asyncio.WriteTransport | None = None
         self._pending: dict[int, tuple[asyncio.Future[Frame], int, int]] = {}
@@ -113,8 +118,7 @@ class ClientConnection:
                 # TLS for SSL and SASL_SSL listeners; the peer's certificate is checked against `self.host`
                 # unless ssl.endpoint.identification.algorithm is empty. SASL (`_authenticate`) follows.
                 async with asyncio.timeout(self._setup_timeout_s):
-                    transport, _ = await asyncio.get_running_loop().create_connection(
-                        lambda: _ResponseReader(self), self.host, self.port, ssl=self.security.ssl_context)
+                    transport = await self._open()
             except TimeoutError as exc:  # the setup's (an OSError too): the request's own arrives as a cancellation
                 within = "" if self._setup_timeout_s is None else f" within {self._setup_timeout_s:.1f} s"
                 raise SetupFailed(f"cannot connect to {self.host}:{self.port}: not connected{within}") from exc
@@ -128,6 +132,28 @@ class ClientConnection:
             # uvloop's transports are not subclasses of asyncio's, though they have the same methods.
             self._transport = cast(asyncio.WriteTransport, transport)
             await self._authenticate()
+
+    async def _open(self) -> asyncio.BaseTransport:
+        loop = asyncio.get_running_loop()
+        ssl_context = self.security.ssl_context
+        if self._receive_buffer_bytes == OS_DEFAULT:
+            transport, _ = await loop.create_connection(lambda: _ResponseReader(self), self.host, self.port,
+                                                        ssl=ssl_context)
+            return transport
+        # The receive buffer must be fixed before the handshake, which picks the TCP window scale from it.
+        family, kind, proto, _, address = (await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM))[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            size_socket_buffers(sock, OS_DEFAULT, self._receive_buffer_bytes)
+            await loop.sock_connect(sock, address)
+            transport, _ = await loop.create_connection(
+                lambda: _ResponseReader(self), sock=sock, ssl=ssl_context,
+                server_hostname=self.host if ssl_context is not None else None)
+        except BaseException:
+            sock.close()
+            raise
+        return transport
 
     async def _authenticate(self) -> None:
         if self._authenticator is None:
@@ -251,7 +277,8 @@ class ConnectionPool:
 
     def __init__(self, client_id: str, security: ClientSecurity = PLAINTEXT,
                  authenticator: Authenticator | None = None, setup: ConnectionSetup | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, receive_buffer_bytes: int = OS_DEFAULT) -> None:
+        """`receive_buffer_bytes`: every connection's SO_RCVBUF (OS_DEFAULT: the kernel sizes it)."""
         self.client_id = client_id
         self.security = security  # TLS for SSL and SASL_SSL listeners
         self.authenticator = authenticator  # SASL on every new connection (inter-broker listeners)
@@ -259,6 +286,7 @@ class ConnectionPool:
         self._rng = rng or random.Random()
         self._connections: dict[tuple[str, int], ClientConnection] = {}
         self._setup_failures: dict[tuple[str, int], int] = {}  # consecutive, per address
+        self._receive_buffer_bytes = receive_buffer_bytes
 
     async def request(self, host: str, port: int, request: Any, timeout_s: float, response_type: Any = None,
                       direct_reader: DirectReader | None = None) -> Any:
@@ -267,7 +295,7 @@ class ConnectionPool:
         if conn is None or conn.closed:
             setup_s = self.setup.timeout_s(self._setup_failures.get(key, 0), self._rng)
             conn = self._connections[key] = ClientConnection(host, port, self.client_id, self.security,
-                                                             self.authenticator, setup_s)
+                                                             self.authenticator, setup_s, self._receive_buffer_bytes)
         try:
             response = await conn.request(request, timeout_s, response_type, direct_reader)
         except SetupFailed:

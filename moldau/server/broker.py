@@ -55,6 +55,7 @@ from moldau.metadata.quorum_bootstrap import discover_voters
 from moldau.metadata.records import RESOURCE_TOPIC, Endpoint, RegisterBrokerRecord, UserScramCredentialRecord
 from moldau.metrics.counters import BrokerCounters
 from moldau.net.client import Authenticator, ConnectionPool
+from moldau.net.socket_buffers import size_socket_buffers
 from moldau.net.timeouts import InterBrokerTimeouts
 from moldau.protocol.errors import KafkaError
 from moldau.raft import Config as RaftConfig
@@ -97,7 +98,6 @@ from moldau.server.listener_tls import ListenerTlsReloader
 from moldau.server.replica_links import ReplicaLinks
 from moldau.server.share_group_records import write_expired
 from moldau.server.share_state_links import ShareStateLinks
-from moldau.server.socket_options import size_socket_buffers
 from moldau.server.txn_links import TxnLinks
 from moldau.share.manager import ShareGroups
 from moldau.share.settings import ShareBrokerSettings

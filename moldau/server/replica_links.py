@@ -33,7 +33,8 @@ class ReplicaLinks:
         self._replicas = replicas
         # TLS and SASL on each connection as the inter-broker listener's protocol asks (moldau.security).
         self._pool = ConnectionPool(f"moldau-replica-fetcher-{broker.node_id}", broker.inter_broker_security,
-                                    authenticator, broker.client_timeouts.setup)
+                                    authenticator, broker.client_timeouts.setup,
+                                    receive_buffer_bytes=broker.config.replica_socket_receive_buffer_bytes)
         replicas.alter_isr = self.alter_isr
         replicas.start_fetcher = self.start_fetcher
         replicas.broker_epoch = self.broker_epoch

@@ -1,8 +1,10 @@
-"""Kafka's `socket.send.buffer.bytes` and `socket.receive.buffer.bytes` on the listeners' sockets.
+"""Socket buffer sizes: Kafka's `socket.send.buffer.bytes` and `socket.receive.buffer.bytes` on the listeners' sockets,
+and `replica.socket.receive.buffer.bytes` on followers' connections to their leaders (`moldau.net.client`).
 
-They are set on each listening socket before it accepts anything: Linux gives accepted sockets the listening
-socket's buffer sizes, and the receive buffer must be known when the handshake picks the TCP window scale,
-which is why Kafka too sets it on the server socket rather than on each connection.
+They are set on each listening socket before it accepts anything, and on a follower's socket before it connects:
+Linux gives accepted sockets the listening socket's buffer sizes, and the receive buffer must be known when the
+handshake picks the TCP window scale, which is why Kafka too sets it on the server socket rather than on each
+connection.
 """
 
 from __future__ import annotations
