@@ -51,7 +51,7 @@ def test_a_peer_that_never_accepts_fails_at_the_setup_timeout_not_the_requests()
 
 async def _never_accepts() -> None:
     listener, filler, port = _unanswering_peer()
-    pool = ConnectionPool("test", setup=ConnectionSetup(200, 1_000))
+    pool = ConnectionPool("test", setup=ConnectionSetup(200, 1_000), rng=random.Random(3))
     try:
         waits = []
         for failures in range(1, 4):
@@ -75,7 +75,7 @@ def test_a_connection_that_opens_resets_the_setup_bound() -> None:
 
 async def _opens_after_failures() -> None:
     listener, filler, port = _unanswering_peer()
-    pool = ConnectionPool("test", setup=ConnectionSetup(100, 10_000))
+    pool = ConnectionPool("test", setup=ConnectionSetup(100, 10_000), rng=random.Random(3))
     try:
         for _ in range(2):
             with pytest.raises(SetupFailed):
