@@ -286,6 +286,17 @@ class ConsumerGroup:
                       if live.session_deadline_ms <= now_ms
                       or (live.revocation_deadline_ms is not None and live.revocation_deadline_ms <= now_ms))
 
+    def expiry_reason(self, member_id: str, now_ms: int) -> str:
+        """Why `expired` names this member, in words for the broker's log."""
+        live = self.liveness.get(member_id)
+        meta = self.members.get(member_id)
+        kind = "classic member" if meta is not None and meta.classic is not None else "member"
+        if live is not None and live.session_deadline_ms <= now_ms:
+            return f"its session expired ({kind}, session timeout {self.session_timeout_ms(member_id)} ms)"
+        what = "rejoin" if kind == "classic member" else "revoke its partitions"
+        timeout = meta.rebalance_timeout_ms if meta is not None else -1
+        return f"it did not {what} within its rebalance timeout ({kind}, {timeout} ms)"
+
     def tick(self, now_ms: int, topics: Mapping[str, int]) -> list[Record]:
         """Records removing every member whose session or revocation deadline has passed."""
         expired = self.expired(now_ms)

@@ -397,6 +397,10 @@ class GroupCoordinator:
         return self._settle(shard, group_id, classic.force_rebalance(now_ms), now_ms)
 
     def _tick_consumer(self, shard: GroupShard, group: ConsumerGroup, now_ms: int) -> list[Completion]:
+        for member_id in group.expired(now_ms):
+            # As Kafka's coordinator says it: a member removed by the broker rather than by its own LeaveGroup.
+            log.info("group %s: member %s removed: %s", group.group_id, member_id,
+                     group.expiry_reason(member_id, now_ms))
         if self._write(shard, shard.expire_consumer(group, now_ms, self._topic_sizes()), now_ms) != ErrorCode.none:
             group.retry_expiry(now_ms, _RETRY_EXPIRY_MS)
         if group.group_id not in shard.consumer_groups:

@@ -5,6 +5,7 @@ migration policy, and offsets and state kept across conversions and restarts."""
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -215,6 +216,23 @@ def test_a_rejoin_gives_the_member_its_rebalance_timeout_again(open_node: Callab
     wait(20_000)  # 45 s after it was first told to rejoin: beyond the 30 s of the first deadline
     epoch, _ = rejoin(node, classic)
     assert epoch > generation
+
+
+def test_a_classic_member_that_never_rejoins_is_removed_and_the_log_says_why(
+        open_node: Callable[..., Node], clock: ManualClock, caplog: pytest.LogCaptureFixture) -> None:
+    node = open_node()
+    node.controller.create_topic("t", PARTITIONS, {})
+    classic, generation = classic_member(node)
+    first = beat(node, "new", 0, rebalance_timeout_ms=30_000, subscribed_topics=("t",), owned=frozenset())
+    with caplog.at_level(logging.INFO, logger="moldau.coordinator.group.coordinator"):
+        for _ in range(7):  # 35 s of heartbeats told to rejoin, and no JoinGroup
+            clock.advance(5_000)
+            node.coordinator.tick(clock.time_ms())
+            beat(node, "new", first.member_epoch, owned=frozenset())
+            if heartbeat(node, classic, generation) == ErrorCode.unknown_member_id:
+                break
+    assert heartbeat(node, classic, generation) == ErrorCode.unknown_member_id
+    assert f"member {classic} removed: it did not rejoin within its rebalance timeout" in caplog.text
 
 
 def test_a_rebalancing_classic_group_is_upgraded_once_stable(open_node: Callable[..., Node]) -> None:
