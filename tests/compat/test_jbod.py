@@ -343,10 +343,14 @@ def test_a_failed_log_dir_takes_only_its_partitions_offline(two_dirs: tuple[Brok
     shutil.rmtree(second / f"{topic}-{victim}")
     errors = _produce_errors(broker.bootstrap, topic, victim, 30, 50_000, timeout_ms=3000)
     assert "KAFKA_STORAGE_ERROR" in errors  # then, once the controller took the replica offline, no leader
-    partitions = {p.partition_index: p for t in metadata_at(broker.bootstrap, [topic]).topics
-                  for p in t.partitions}
-    for p in in_second:  # reported offline (KIP-858): no other replica can lead them
-        assert partitions[p].leader_id == -1 and list(partitions[p].offline_replicas) == [1], partitions[p]
+
+    def reported_offline() -> bool:  # KIP-858: the heartbeat names the directory, the controller applies it
+        partitions = {p.partition_index: p for t in metadata_at(broker.bootstrap, [topic]).topics
+                      for p in t.partitions}
+        return all(partitions[p].leader_id == -1 and list(partitions[p].offline_replicas) == [1] for p in in_second)
+
+    # No other replica can lead them. The report may land after the producer gave up on a loaded machine.
+    wait_until(reported_offline, 15, "the failed directory's partitions offline, without a leader")
     assert _produce_errors(broker.bootstrap, topic, neighbour, 1, 100, timeout_ms=2000)
     for p in in_first:  # the other directory's partitions carry on, for writes and reads
         assert _produce_errors(broker.bootstrap, topic, p, 5, 100) == []
