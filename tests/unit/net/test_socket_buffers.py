@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-import struct
 from pathlib import Path
 from typing import Any
 
@@ -17,26 +16,10 @@ from moldau.config import BrokerConfig
 from moldau.net.client import ClientConnection
 from moldau.net.socket_buffers import OS_DEFAULT
 from moldau.security.client_security import ClientSecurity
+from tests.support.api_versions_server import answering_server
 from tests.support.tls import make_pki
 
 ASKED = 50_000  # not half the kernel's usual default (tcp_rmem: 131072), so the two cannot be confused
-
-
-async def _answering_server(ssl_context: ssl.SSLContext | None = None) -> tuple[asyncio.Server, int]:
-    """Answers each ApiVersions v0 request with an empty answer under its correlation id."""
-
-    async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                size = struct.unpack(">i", await reader.readexactly(4))[0]
-                request = await reader.readexactly(size)
-                answer = request[4:8] + struct.pack(">hi", 0, 0)
-                writer.write(struct.pack(">i", len(answer)) + answer)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            writer.close()
-
-    server = await asyncio.start_server(on_client, "127.0.0.1", 0, ssl=ssl_context)
-    return server, server.sockets[0].getsockname()[1]
 
 
 async def _receive_buffer_after_a_request(conn: ClientConnection) -> int:
@@ -55,7 +38,7 @@ def test_a_receive_buffer_given_is_fixed_on_the_socket_and_none_leaves_the_kerne
 
 
 async def _plain() -> None:
-    server, port = await _answering_server()
+    server, port = await answering_server()
     try:
         fixed = await _receive_buffer_after_a_request(
             ClientConnection("127.0.0.1", port, "test", receive_buffer_bytes=ASKED))
@@ -76,7 +59,7 @@ async def _tls(tmp_path: Path) -> None:
     pki = make_pki(tmp_path / "pki")
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_context.load_cert_chain(str(pki.server))
-    server, port = await _answering_server(server_context)
+    server, port = await answering_server(ssl_context=server_context)
     security = ClientSecurity("SSL", pki.client_context())
     try:
         fixed = await _receive_buffer_after_a_request(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import random
 import socket
-import struct
 import time
 
 import pytest
@@ -16,6 +15,7 @@ from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from moldau.config import BrokerConfig
 from moldau.net.client import ConnectionPool, SetupFailed
 from moldau.net.timeouts import ConnectionSetup, InterBrokerTimeouts
+from tests.support.api_versions_server import answering_server
 
 
 def test_the_setup_bound_doubles_per_failure_up_to_the_maximum_with_jitter() -> None:
@@ -83,7 +83,7 @@ async def _opens_after_failures() -> None:
         assert pool.setup_failures("127.0.0.1", port) == 2
         filler.close()
         listener.close()
-        server = await _answering_server(port)
+        server, _ = await answering_server(port)
         try:
             await pool.request("127.0.0.1", port, ApiVersionsRequest(), 10.0)
             assert pool.setup_failures("127.0.0.1", port) == 0
@@ -92,19 +92,3 @@ async def _opens_after_failures() -> None:
             await server.wait_closed()
     finally:
         pool.close()
-
-
-async def _answering_server(port: int) -> asyncio.Server:
-    """Answers each ApiVersions v0 request with an empty answer under its correlation id."""
-
-    async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                size = struct.unpack(">i", await reader.readexactly(4))[0]
-                request = await reader.readexactly(size)
-                answer = request[4:8] + struct.pack(">hi", 0, 0)  # correlation id, no error, no API keys
-                writer.write(struct.pack(">i", len(answer)) + answer)
-        except asyncio.IncompleteReadError:
-            writer.close()
-
-    return await asyncio.start_server(on_client, "127.0.0.1", port, reuse_address=True)

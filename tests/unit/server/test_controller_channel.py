@@ -5,7 +5,6 @@ stand-in that says who leads and announces moves, as MetadataQuorum does."""
 from __future__ import annotations
 
 import asyncio
-import struct
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -17,6 +16,7 @@ from moldau.config import Voter
 from moldau.metadata.quorum import MetadataQuorum
 from moldau.net.timeouts import InterBrokerTimeouts
 from moldau.server.controller_channel import ControllerChannel, ControllerUnavailable
+from tests.support.api_versions_server import answering_server
 
 THIS_NODE = 1
 
@@ -50,26 +50,10 @@ class _Leadership:
 
 
 async def _controller(answer_after_s: float | None) -> tuple[asyncio.Server, int, list[int]]:
-    """A controller that reads requests and answers each (an empty ApiVersions v0 answer) after `answer_after_s`,
-    or never; the list counts the requests it received."""
+    """A controller answering each request after `answer_after_s`, or never; the list counts the requests."""
     received: list[int] = []
-
-    async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                size = struct.unpack(">i", await reader.readexactly(4))[0]
-                request = await reader.readexactly(size)
-                received.append(1)
-                if answer_after_s is None:
-                    continue
-                await asyncio.sleep(answer_after_s)
-                answer = request[4:8] + struct.pack(">hi", 0, 0)
-                writer.write(struct.pack(">i", len(answer)) + answer)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            writer.close()
-
-    server = await asyncio.start_server(on_client, "127.0.0.1", 0)
-    return server, server.sockets[0].getsockname()[1], received
+    server, port = await answering_server(answer_after_s=answer_after_s, received=received)
+    return server, port, received
 
 
 def _channel(leadership: _Leadership, attempt_ms: int) -> ControllerChannel:
