@@ -611,6 +611,7 @@ class BrokerConfig:
     replica_fetch_max_bytes = _Int("replica.fetch.max.bytes")
     replica_fetch_response_max_bytes = _Int("replica.fetch.response.max.bytes")
     replica_fetch_backoff_ms = _Int("replica.fetch.backoff.ms")
+    num_replica_fetchers = _Int("num.replica.fetchers")
     replica_selector_class = _Str("replica.selector.class")
     replica_socket_timeout_ms = _Int("replica.socket.timeout.ms")
     replica_socket_receive_buffer_bytes = _Int("replica.socket.receive.buffer.bytes")

@@ -496,6 +496,11 @@ _BROKER_DEFS: tuple[ConfigDef, ...] = (
               "The bytes a follower fetches per request (at least one batch).", at_least(0)),
     ConfigDef("replica.fetch.backoff.ms", _T.INT, "1000",
               "How long a follower waits after a failed fetch.", at_least(0)),
+    ConfigDef("num.replica.fetchers", _T.INT, "1",
+              "The fetch loops a follower runs towards each leader broker, each with its own connection and fetch "
+              "session; a partition goes to the one Kafka would give it. More let several fetches to one leader be "
+              "out at once. A change moves the followed partitions among the new number at once.", at_least(1),
+              dynamic=True),
     ConfigDef("replica.selector.class", _T.STRING, None,
               "How leaders choose the replica a consumer reads from (KIP-392): "
               "org.apache.kafka.common.replica.RackAwareReplicaSelector sends consumers to a replica in their "

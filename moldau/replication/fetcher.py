@@ -1,4 +1,8 @@
-"""Followers copying their leaders: one fetch loop per leader broker, as Kafka's replica fetcher threads.
+"""Followers copying their leaders: fetch loops per leader broker, as Kafka's replica fetcher threads.
+
+There are `num.replica.fetchers` loops per leader (one by default), each with its own connection and fetch
+session; a partition goes to the loop Kafka would give it (`moldau.replication.fetcher_ids`). More than one lets
+a follower have several fetches out to a leader at once.
 
 Each loop sends Kafka's Fetch (v17, with this broker's id in `replica_state`) for every partition this broker
 follows from that leader, at the follower's log end offset and with the epoch of its last record, so the
@@ -86,12 +90,13 @@ class FollowedPartition:
 
 
 class ReplicaFetcher:
-    """The fetch loop towards one leader broker."""
+    """One fetch loop towards one leader broker, over a connection pool of its own (closed when it stops)."""
 
     def __init__(self, leader_id: int, manager: ReplicaManager, pool: ConnectionPool,
                  address_of: Callable[[int], Address | None], settings: FetcherSettings,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, fetcher_id: int = 0) -> None:
         self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
         self.partitions: dict[TopicPartition, FollowedPartition] = {}
         self._manager = manager
         self._pool = pool
@@ -100,7 +105,10 @@ class ReplicaFetcher:
         self._clock: Clock = clock or SystemClock()
         self._changed = asyncio.Event()
         self._session: FetcherSession[PartitionId, FetchPosition] = FetcherSession()
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader_id}")
+        # Kafka's thread name: ReplicaFetcherThread-<fetcher id>-<leader id>.
+        self.name = f"replica fetcher {fetcher_id} for broker {leader_id}"
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"ReplicaFetcherThread-{fetcher_id}-{leader_id}")
 
     def follow(self, followed: FollowedPartition) -> None:
         key = (followed.topic, followed.partition)
@@ -114,6 +122,7 @@ class ReplicaFetcher:
 
     def stop(self) -> None:
         self._task.cancel()
+        self._pool.close()
 
     async def _run(self) -> None:
         while True:
@@ -123,10 +132,9 @@ class ReplicaFetcher:
             except asyncio.CancelledError:
                 raise
             except (ConnectionFailed, TimeoutError) as exc:
-                log.info("fetch from broker %d failed: %s; retrying in %d ms", self.leader_id, exc,
-                         self._settings.backoff_ms)
+                log.info("%s: fetch failed: %s; retrying in %d ms", self.name, exc, self._settings.backoff_ms)
             except Exception:
-                log.exception("replica fetcher for broker %d failed; retrying", self.leader_id)
+                log.exception("%s failed; retrying", self.name)
             # Back off outside the handler: the exception's traceback holds the failed fetch's frame, whose answer
             # holds views of a pooled receive buffer that the pool could not reuse meanwhile.
             await self._sleep(self._settings.backoff_ms)
@@ -162,8 +170,7 @@ class ReplicaFetcher:
             raise
         self._session.answered(plan, response.error_code, response.session_id)
         if response.error_code:
-            log.info("fetch session with broker %d: error %d; starting a new one", self.leader_id,
-                     response.error_code)
+            log.info("%s: fetch session error %d; starting a new one", self.name, response.error_code)
             return
         try:
             self._handle(response, {(p.topic_id, p.partition): p for p in ready})

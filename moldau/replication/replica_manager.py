@@ -7,9 +7,9 @@ that are gone, and gives each hosted partition its role from the image:
   to its `LeaderState`, which decides the high watermark and ISR changes; ISR changes go to the controller as
   AlterPartition and take effect when committed. acks=all waits here until the high watermark passes the
   append, and honours min.insync.replicas.
-- *Follower*: a `ReplicaFetcher` per leader broker copies the leader's log (`on_fetched` appends, truncates a
-  divergent suffix using leader epochs, follows the leader's high watermark and log start offset), as the
-  rules of `follower_rules` decide.
+- *Follower*: `ReplicaFetcher`s per leader broker (`num.replica.fetchers`) copy the leader's log
+  (`on_fetched` appends, truncates a divergent suffix using leader epochs, follows the leader's high watermark
+  and log start offset), as the rules of `follower_rules` decide.
 - *Neither* (no leader): the log is kept, nothing happens until an image names a leader.
 
 Fetches that wait for data register a future on the partition (no polling loops): a follower's is completed by
@@ -33,6 +33,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.record_batch import BatchHeader, split_batches
 from moldau.protocol.record_validation import RecordsCheck
 from moldau.replication.fetcher import FetcherSettings, FollowedPartition, ReplicaFetcher
+from moldau.replication.fetcher_ids import fetcher_id
 from moldau.replication.follower_rules import (
     StartOverAt,
     TruncateTo,
@@ -193,10 +194,12 @@ class ReplicaManager:
         # Replication quotas (KIP-73): the broker sets their rates from its configs (`configure_quotas`).
         self.quotas = ReplicationQuotas()
         self.partitions: dict[TopicPartition, HostedPartition] = {}
-        self._fetchers: dict[int, ReplicaFetcher] = {}
+        # (leader id, fetcher id) -> its fetch loop; num.replica.fetchers loops per leader at most.
+        self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self.num_fetchers = 1
         # Wired by the broker once it can reach other nodes (single-node tests run without them).
         self.alter_isr: AlterIsr | None = None
-        self.start_fetcher: Callable[[int], ReplicaFetcher] | None = None
+        self.start_fetcher: Callable[[int, int], ReplicaFetcher] | None = None
         # This broker's epoch (its registration's), which its fetches as a follower name (KIP-903); -1: unknown.
         self.broker_epoch: Callable[[], int] = lambda: -1
         self._isr_task: asyncio.Task[None] | None = None
@@ -362,19 +365,44 @@ class ReplicaManager:
 
     def _follow(self, hosted: HostedPartition, leader: int) -> None:
         key = (hosted.topic, hosted.partition)
-        for leader_id, fetcher in self._fetchers.items():
-            if leader_id != leader:
+        fetcher_key = (leader, fetcher_id(hosted.topic, hosted.partition, self.num_fetchers))
+        for other_key, fetcher in self._fetchers.items():
+            if other_key != fetcher_key:
                 fetcher.unfollow(key)
         if hosted.log.offline:
             # Its log directory failed: fetching would only make the leader count it in sync (KIP-112).
             self._unfollow(hosted)
             return
-        if leader not in self._fetchers:
+        followed = FollowedPartition(hosted.topic, hosted.partition, hosted.topic_id, hosted.leader_epoch)
+        self._fetch_with(fetcher_key, followed)
+
+    def _fetch_with(self, fetcher_key: tuple[int, int], followed: FollowedPartition) -> None:
+        fetcher = self._fetchers.get(fetcher_key)
+        if fetcher is None:
             if self.start_fetcher is None:
                 return  # no network wiring (single-node unit tests)
-            self._fetchers[leader] = self.start_fetcher(leader)
-        followed = FollowedPartition(hosted.topic, hosted.partition, hosted.topic_id, hosted.leader_epoch)
-        self._fetchers[leader].follow(followed)
+            fetcher = self._fetchers[fetcher_key] = self.start_fetcher(*fetcher_key)
+        fetcher.follow(followed)
+
+    def set_num_fetchers(self, num_fetchers: int) -> None:
+        """num.replica.fetchers changed: spread the followed partitions over that many fetchers per leader, as
+        Kafka's resize does. What each partition's fetcher knew (its backoff after an error) moves with it; its
+        position is the log's, so nothing is fetched twice or skipped."""
+        if num_fetchers == self.num_fetchers:
+            return
+        log.info("num.replica.fetchers: %d fetchers per leader (was %d)", num_fetchers, self.num_fetchers)
+        self.num_fetchers = num_fetchers
+        followed = [(leader_id, p) for (leader_id, _), fetcher in self._fetchers.items()
+                    for p in fetcher.partitions.values()]
+        for fetcher in self._fetchers.values():
+            fetcher.stop()
+        self._fetchers.clear()
+        for leader_id, p in followed:
+            self._fetch_with((leader_id, fetcher_id(p.topic, p.partition, num_fetchers)), p)
+
+    def fetchers(self) -> dict[tuple[int, int], list[TopicPartition]]:
+        """(leader id, fetcher id) -> the partitions that fetcher copies, for tests and tools."""
+        return {key: sorted(fetcher.partitions) for key, fetcher in self._fetchers.items()}
 
     def _unfollow(self, hosted: HostedPartition) -> None:
         key = (hosted.topic, hosted.partition)
@@ -382,10 +410,10 @@ class ReplicaManager:
             fetcher.unfollow(key)
 
     def _stop_idle_fetchers(self) -> None:
-        for leader_id, fetcher in list(self._fetchers.items()):
+        for fetcher_key, fetcher in list(self._fetchers.items()):
             if not fetcher.partitions:
                 fetcher.stop()
-                del self._fetchers[leader_id]
+                del self._fetchers[fetcher_key]
 
     def _drop_removed(self, applied: MetadataImage | None, image: MetadataImage) -> None:
         """Delete the logs of partitions gone from `image` or moved off this broker: among the topics that changed

@@ -400,6 +400,7 @@ class Broker:
         self.replica_links = ReplicaLinks(self, self.replicas, self.inter_broker_authenticator())
         self._configure_replication_quotas(None, self.image)
         self.quorum.add_listener(self._configure_replication_quotas)
+        self.replicas.num_fetchers = self.effective_config(self.image).num_replica_fetchers
         self.replicas.start()
         self.quorum.add_listener(self._host_partitions)
         self._host_partitions(None, self.image)
@@ -417,7 +418,8 @@ class Broker:
             raise StartupError(str(exc)) from exc
 
     def _configure_replication_quotas(self, before: MetadataImage | None, image: MetadataImage) -> None:
-        """The replication quotas' rates and windows from the broker configs, when they changed (dynamically)."""
+        """The replication quotas' rates and windows, and the replica fetchers per leader, from the broker configs,
+        when they changed (dynamically)."""
         if before is not None and before.broker_configs() == image.broker_configs() and \
                 before.broker_configs(self.node_id) == image.broker_configs(self.node_id):
             return
@@ -425,6 +427,8 @@ class Broker:
         self.replicas.quotas.configure(
             config.leader_replication_throttled_rate, config.follower_replication_throttled_rate,
             QuotaConfig(config.replication_quota_window_num, config.replication_quota_window_size_seconds * 1000))
+        if before is not None:
+            self.replicas.set_num_fetchers(config.num_replica_fetchers)
 
     def _host_partitions(self, before: MetadataImage | None, image: MetadataImage) -> None:
         # An image may bring thousands of partitions, each a dozen objects that stay: see `collector.paused`.
@@ -488,7 +492,6 @@ class Broker:
         if self.is_broker:
             self.log_dir_mover.close()
             self.replicas.close()
-            self.replica_links.close()
         for task in self._tasks:
             task.cancel()
         if self.is_broker:

@@ -1,9 +1,10 @@
 """How a broker's replica manager reaches other nodes: leaders to fetch from, and the controller for ISR changes.
 
 Followers connect to a leader's endpoint on `inter.broker.listener.name` (the leader's registration lists one
-endpoint per listener), over a connection pool of their own, so replication traffic never queues behind a
-client's requests. ISR changes go to the active controller as AlterPartition v3, or straight to the controller
-object when this node is the active controller.
+endpoint per listener), each replica fetcher over a connection pool of its own (one connection per fetcher and
+leader, as Kafka's fetcher threads have), so replication traffic never queues behind a client's requests, nor one
+fetcher's long poll behind another's. ISR changes go to the active controller as AlterPartition v3, or straight
+to the controller object when this node is the active controller.
 """
 
 from __future__ import annotations
@@ -31,24 +32,23 @@ class ReplicaLinks:
     def __init__(self, broker: Broker, replicas: ReplicaManager, authenticator: Authenticator | None = None) -> None:
         self._broker = broker
         self._replicas = replicas
-        # TLS and SASL on each connection as the inter-broker listener's protocol asks (moldau.security).
-        self._pool = ConnectionPool(f"moldau-replica-fetcher-{broker.node_id}", broker.inter_broker_security,
-                                    authenticator, broker.client_timeouts.setup,
-                                    receive_buffer_bytes=broker.config.replica_socket_receive_buffer_bytes)
+        self._authenticator = authenticator
         replicas.alter_isr = self.alter_isr
         replicas.start_fetcher = self.start_fetcher
         replicas.broker_epoch = self.broker_epoch
-
-    def close(self) -> None:
-        self._pool.close()
 
     def broker_epoch(self) -> int:
         lifecycle = self._broker.lifecycle
         return lifecycle.broker_epoch if lifecycle is not None else -1
 
-    def start_fetcher(self, leader_id: int) -> ReplicaFetcher:
-        return ReplicaFetcher(leader_id, self._replicas, self._pool, self._broker.inter_broker_address,
-                              self._replicas.fetcher_settings, self._broker.clock)
+    def start_fetcher(self, leader_id: int, fetcher_id: int) -> ReplicaFetcher:
+        broker = self._broker
+        # TLS and SASL on each connection as the inter-broker listener's protocol asks (moldau.security).
+        pool = ConnectionPool(f"moldau-replica-fetcher-{broker.node_id}-{fetcher_id}", broker.inter_broker_security,
+                              self._authenticator, broker.client_timeouts.setup,
+                              receive_buffer_bytes=broker.config.replica_socket_receive_buffer_bytes)
+        return ReplicaFetcher(leader_id, self._replicas, pool, broker.inter_broker_address,
+                              self._replicas.fetcher_settings, broker.clock, fetcher_id)
 
     async def alter_isr(self, proposal: IsrProposal) -> IsrAnswer:
         broker_epoch = self.broker_epoch()

@@ -247,7 +247,7 @@ def test_group_coordinator_rebalance_protocols_turns_the_consumer_group_apis_off
     ("request.timeout.ms", "0"), ("controller.socket.timeout.ms", "-5"),
     ("socket.connection.setup.timeout.ms", "0"), ("socket.connection.setup.timeout.max.ms", "ten"),
     ("log.dir.failure.timeout.ms", "0"), ("replica.socket.receive.buffer.bytes", "3000000000"),
-    ("replica.socket.receive.buffer.bytes", "0"),
+    ("replica.socket.receive.buffer.bytes", "0"), ("num.replica.fetchers", "0"), ("num.replica.fetchers", "many"),
 ])
 def test_configs_acted_on_refuse_hostile_values_naming_the_config(name: str, bad: str) -> None:
     named = name.split(".", 3)[-1] if name.startswith("listener.name.") else name  # a prefixed one: the base name
