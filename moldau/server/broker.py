@@ -398,8 +398,8 @@ class Broker:
         self.replicas.transaction_verification = self.config.transaction_partition_verification_enable
         self.replicas.replica_selector = self.config.replica_selector_class or None
         self.replica_links = ReplicaLinks(self, self.replicas, self.inter_broker_authenticator())
-        self._configure_replication_quotas(None, self.image)
-        self.quorum.add_listener(self._configure_replication_quotas)
+        self._configure_replication(None, self.image)
+        self.quorum.add_listener(self._configure_replication)
         self.replicas.num_fetchers = self.effective_config(self.image).num_replica_fetchers
         self.replicas.start()
         self.quorum.add_listener(self._host_partitions)
@@ -417,7 +417,7 @@ class Broker:
         except ConfigError as exc:
             raise StartupError(str(exc)) from exc
 
-    def _configure_replication_quotas(self, before: MetadataImage | None, image: MetadataImage) -> None:
+    def _configure_replication(self, before: MetadataImage | None, image: MetadataImage) -> None:
         """The replication quotas' rates and windows, and the replica fetchers per leader, from the broker configs,
         when they changed (dynamically)."""
         if before is not None and before.broker_configs() == image.broker_configs() and \
