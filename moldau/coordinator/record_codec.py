@@ -8,10 +8,11 @@ arrays int32-counted. A coordinator key (group id, transactional id) is placed o
 
 from __future__ import annotations
 
-import functools
 import struct
 
-__all__ = ["Reader", "RecordFormatError", "Writer", "java_string_hash", "partition_for"]
+from moldau.java_hash import cached_java_string_hash, kafka_abs
+
+__all__ = ["Reader", "RecordFormatError", "Writer", "partition_for"]
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -23,24 +24,9 @@ class RecordFormatError(ValueError):
     """A key or value that is not one of the known schemas."""
 
 
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode: h = 31*h + c over UTF-16 code units, in signed 32-bit arithmetic."""
-    data = text.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-# Every group and transactional request looks its key's partition up, often twice; the hash walks the key in
-# Python, tens of microseconds for a typical group id, so the hashes of recent keys are kept.
-_cached_java_string_hash = functools.lru_cache(maxsize=65536)(java_string_hash)
-
-
 def partition_for(key: str, partitions: int) -> int:
-    """The internal-topic partition of a coordinator key (Kafka's Utils.abs maps MIN_VALUE to 0)."""
-    h = _cached_java_string_hash(key)
-    return (0 if h == -(2**31) else abs(h)) % partitions
+    """The internal-topic partition of a coordinator key: Kafka's `Utils.abs(key.hashCode()) % partitions`."""
+    return kafka_abs(cached_java_string_hash(key)) % partitions
 
 
 class Writer:

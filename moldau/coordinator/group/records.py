@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from moldau.coordinator.record_codec import Reader as _Reader
 from moldau.coordinator.record_codec import RecordFormatError as RecordFormatError
 from moldau.coordinator.record_codec import Writer as _Writer
-from moldau.coordinator.record_codec import java_string_hash as java_string_hash
 from moldau.coordinator.record_codec import partition_for as partition_for
 
 OFFSETS_TOPIC = "__consumer_offsets"

@@ -21,21 +21,10 @@ from moldau.coordinator.group.records import (
     RecordFormatError,
     decode,
     encode,
-    java_string_hash,
     partition_for,
 )
 from moldau.coordinator.record_codec import Writer
 from tests.unit.coordinator.harness import subscription
-
-
-@pytest.mark.parametrize(("text", "expected"), [
-    ("", 0), ("a", 97), ("hello", 99162322), ("Aa", 2112), ("BB", 2112),
-    ("polygenelubricants", -(2**31)),  # the classic String whose hash is Integer.MIN_VALUE
-    ("\U0001F600", 31 * 0xD83D + 0xDE00),  # outside the BMP: two UTF-16 code units
-    ("console-consumer-12345", java_string_hash("console-consumer-12345")),
-])
-def test_java_string_hash(text: str, expected: int) -> None:
-    assert java_string_hash(text) == expected
 
 
 def test_partition_placement_matches_kafka() -> None:
@@ -43,7 +32,6 @@ def test_partition_placement_matches_kafka() -> None:
     assert partition_for("hello", 50) == 99162322 % 50
     # Values computed with Java's String.hashCode, including a negative hash and a non-BMP character.
     assert [partition_for(g, 50) for g in ("test-group", "groupé", "\U0001F600x")] == [12, 6, 39]
-    assert java_string_hash("groupé") == -1237460406
 
 
 def test_offset_key_bytes_are_kafkas() -> None:

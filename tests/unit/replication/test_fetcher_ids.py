@@ -14,20 +14,11 @@ from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import Endpoint, MetadataRecord, PartitionRecord, RegisterBrokerRecord, TopicRecord
 from moldau.net.client import ConnectionPool
 from moldau.replication.fetcher import ReplicaFetcher
-from moldau.replication.fetcher_ids import fetcher_id, java_string_hash
+from moldau.replication.fetcher_ids import fetcher_id
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
 from tests.unit.storage.batches import START_MS
-
-
-@pytest.mark.parametrize(("text", "expected"), [
-    ("", 0), ("a", 97), ("hello", 99162322), ("Aa", 2112), ("BB", 2112),
-    ("polygenelubricants", -2147483648),  # Integer.MIN_VALUE
-    ("é", 233), ("😀", 31 * 0xD83D + 0xDE00),  # one UTF-16 unit; a surrogate pair (0xD83D, 0xDE00)
-])
-def test_topic_names_hash_as_java_strings_do(text: str, expected: int) -> None:
-    assert java_string_hash(text) == expected
 
 
 def test_a_partition_goes_to_the_fetcher_kafka_would_pick() -> None:
