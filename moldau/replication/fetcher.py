@@ -96,7 +96,6 @@ class ReplicaFetcher:
                  address_of: Callable[[int], Address | None], settings: FetcherSettings,
                  clock: Clock | None = None, fetcher_id: int = 0) -> None:
         self.leader_id = leader_id
-        self.fetcher_id = fetcher_id
         self.partitions: dict[TopicPartition, FollowedPartition] = {}
         self._manager = manager
         self._pool = pool

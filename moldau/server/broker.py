@@ -400,7 +400,6 @@ class Broker:
         self.replica_links = ReplicaLinks(self, self.replicas, self.inter_broker_authenticator())
         self._configure_replication(None, self.image)
         self.quorum.add_listener(self._configure_replication)
-        self.replicas.num_fetchers = self.effective_config(self.image).num_replica_fetchers
         self.replicas.start()
         self.quorum.add_listener(self._host_partitions)
         self._host_partitions(None, self.image)
@@ -427,8 +426,7 @@ class Broker:
         self.replicas.quotas.configure(
             config.leader_replication_throttled_rate, config.follower_replication_throttled_rate,
             QuotaConfig(config.replication_quota_window_num, config.replication_quota_window_size_seconds * 1000))
-        if before is not None:
-            self.replicas.set_num_fetchers(config.num_replica_fetchers)
+        self.replicas.set_num_fetchers(config.num_replica_fetchers)
 
     def _host_partitions(self, before: MetadataImage | None, image: MetadataImage) -> None:
         # An image may bring thousands of partitions, each a dozen objects that stay: see `collector.paused`.
